@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/postline/postline/internal/config"
+	"github.com/postline/postline/internal/consumer"
+	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/internal/delivery"
+	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/sender"
+	"github.com/postline/postline/job"
+)
+
+// run starts the worker and returns when ctx is cancelled and the worker has
+// shut down, or when it fails.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	var s settings
+	if err := config.Load(&s, "worker", args, getenv, stdout); err != nil {
+		return err
+	}
+	logger, err := newLogger(stdout, s.LogLevel)
+	if err != nil {
+		return err
+	}
+	if s.WorkerID == "" {
+		s.WorkerID = defaultWorkerID()
+	}
+	if s.ShutdownTimeout <= 0 {
+		return fmt.Errorf("setting POSTLINE_SHUTDOWN_TIMEOUT: %s must be positive", s.ShutdownTimeout)
+	}
+	logger = logger.With("worker_id", s.WorkerID)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	poolCfg, err := pgxpool.ParseConfig(s.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("setting POSTLINE_DATABASE_URL: %w", err)
+	}
+	if s.DatabaseMaxConns < 1 {
+		return fmt.Errorf("setting POSTLINE_DATABASE_MAX_CONNS: %d must be at least 1", s.DatabaseMaxConns)
+	}
+	poolCfg.MaxConns = int32(s.DatabaseMaxConns)
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return fmt.Errorf("postgres pool: %w", err)
+	}
+	defer pool.Close()
+
+	store, err := idempotency.New(idempotency.Config{Owner: s.WorkerID, Lease: s.Lease}, pool, logger, reg)
+	if err != nil {
+		return fmt.Errorf("setting POSTLINE_LEASE or POSTLINE_WORKER_ID: %w", err)
+	}
+	relay, err := sender.New(sender.Config{
+		Name:     s.SMTPName,
+		Host:     s.SMTPHost,
+		Port:     s.SMTPPort,
+		TLS:      sender.TLSPolicy(s.SMTPTLS),
+		Username: s.SMTPUsername,
+		Password: s.SMTPPassword,
+		HELO:     s.SMTPHELO,
+	}, logger, reg)
+	if err != nil {
+		return fmt.Errorf("settings POSTLINE_SMTP_*: %w", err)
+	}
+	cons, err := consumer.New(consumer.Config{
+		Brokers:                 s.Brokers,
+		Topic:                   s.JobsTopic,
+		GroupID:                 s.Group,
+		SessionTimeout:          s.SessionTimeout,
+		HeartbeatInterval:       s.HeartbeatInterval,
+		CommitInterval:          s.CommitInterval,
+		MaxInFlightPerPartition: s.MaxInFlight,
+		// The consumer waits for in-flight records for most of the shutdown
+		// budget, leaving the rest for the final commit and leaving the group.
+		DrainTimeout: s.ShutdownTimeout * 4 / 5,
+	}, logger, reg)
+	if err != nil {
+		return fmt.Errorf("settings POSTLINE_KAFKA_* / POSTLINE_CONSUMER_*: %w", err)
+	}
+	dlq, err := deadletter.New(deadletter.Config{Brokers: s.Brokers, Topic: s.DLQTopic}, reg)
+	if err != nil {
+		return fmt.Errorf("setting POSTLINE_DLQ_TOPIC: %w", err)
+	}
+	defer dlq.Close()
+	pipeline, err := delivery.New(delivery.Config{
+		Senders:         s.Senders,
+		BatchSize:       s.BatchSize,
+		BatchLinger:     s.BatchLinger,
+		RetryBackoff:    s.RetryBackoff,
+		MaxRetryBackoff: s.MaxRetryBackoff,
+		Limits: job.Limits{
+			MaxMessageBytes:    s.MaxMessageBytes,
+			MaxBodyBytes:       s.MaxBodyBytes,
+			MaxAttachmentBytes: s.MaxAttachmentBytes,
+		},
+	}, logger, reg, store, func() delivery.Session { return relay.NewSession() }, dlq)
+	if err != nil {
+		return fmt.Errorf("settings POSTLINE_SENDERS / POSTLINE_BATCH_* / POSTLINE_RETRY_*: %w", err)
+	}
+
+	var migrated atomic.Bool
+	ready := func(ctx context.Context) error {
+		if !migrated.Load() {
+			return errors.New("database migrations not applied yet")
+		}
+		if !cons.Joined() {
+			return errors.New("not a member of the consumer group")
+		}
+		if err := store.Ping(ctx); err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+		if !pipeline.Healthy() {
+			return errors.New("store or dead-letter calls are failing")
+		}
+		return nil
+	}
+	listener, err := net.Listen("tcp", s.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("setting POSTLINE_HTTP_ADDR: %w", err)
+	}
+	server := &http.Server{Handler: httpHandler(reg, ready), ReadHeaderTimeout: 5 * time.Second}
+
+	logger.Info("worker starting", "http_addr", listener.Addr().String(), "topic", s.JobsTopic,
+		"group", s.Group, "smtp", fmt.Sprintf("%s:%d", s.SMTPHost, s.SMTPPort), "senders", s.Senders)
+
+	g, gctx := errgroup.WithContext(context.Background())
+	served := make(chan struct{})
+	g.Go(func() error {
+		defer close(served)
+		if err := server.Serve(listener); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http server: %w", err)
+		}
+		return nil
+	})
+
+	// Phase one of shutdown: the signal stops consumption; the consumer
+	// drains and commits. Phase two: past ShutdownTimeout, in-flight sends
+	// are aborted and left uncommitted for redelivery.
+	consumeCtx, stopConsuming := context.WithCancel(gctx)
+	deliverCtx, hardStop := context.WithCancel(gctx)
+	defer stopConsuming()
+	defer hardStop()
+	finished := make(chan struct{})
+	g.Go(func() error {
+		select {
+		case <-ctx.Done():
+			logger.Info("shutting down: no new records; finishing in-flight mail", "timeout", s.ShutdownTimeout)
+		case <-finished:
+			return nil
+		}
+		stopConsuming()
+		t := time.NewTimer(s.ShutdownTimeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			logger.Warn("shutdown timeout passed: aborting in-flight mail (it will be redelivered)")
+			hardStop()
+		case <-finished:
+		}
+		return nil
+	})
+
+	g.Go(func() error {
+		defer func() {
+			close(finished)
+			shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = server.Shutdown(shutdownCtx)
+		}()
+		if err := migrate(consumeCtx, pool, logger); err != nil {
+			return nil // stopped before the database came up: nothing consumed
+		}
+		migrated.Store(true)
+
+		var work errgroup.Group
+		work.Go(func() error { return cons.Run(consumeCtx) })
+		work.Go(func() error { return pipeline.Run(deliverCtx, cons) })
+		return work.Wait()
+	})
+
+	err = g.Wait()
+	logger.Info("worker stopped", "error", err)
+	return err
+}
+
+// migrate applies the schema, retrying until Postgres answers or ctx ends.
+func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+	backoff := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := idempotency.Migrate(ctx, pool)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if attempt == 1 {
+			logger.Error("cannot apply migrations; retrying until postgres answers", "error", err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func httpHandler(reg *prometheus.Registry, ready func(context.Context) error) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if err := ready(ctx); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	return mux
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("setting POSTLINE_LOG_LEVEL: invalid value %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func defaultWorkerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", strings.ReplaceAll(host, " ", "_"), os.Getpid(), hex.EncodeToString(b[:]))
+}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"time"
+)
+
+// settings are the worker's configuration: each field is an environment
+// variable and a flag (see internal/config).
+type settings struct {
+	Brokers           []string      `env:"POSTLINE_KAFKA_BROKERS" default:"127.0.0.1:9092" usage:"Kafka bootstrap brokers, comma-separated"`
+	JobsTopic         string        `env:"POSTLINE_JOBS_TOPIC" default:"mail.jobs" usage:"topic the jobs are consumed from"`
+	DLQTopic          string        `env:"POSTLINE_DLQ_TOPIC" default:"mail.dlq" usage:"dead-letter topic"`
+	Group             string        `env:"POSTLINE_CONSUMER_GROUP" default:"postline-worker" usage:"Kafka consumer group shared by all worker replicas"`
+	SessionTimeout    time.Duration `env:"POSTLINE_SESSION_TIMEOUT" default:"10s" usage:"consumer-group session timeout: how long a dead replica keeps its partitions"`
+	HeartbeatInterval time.Duration `env:"POSTLINE_HEARTBEAT_INTERVAL" default:"1s" usage:"consumer-group heartbeat interval"`
+	CommitInterval    time.Duration `env:"POSTLINE_COMMIT_INTERVAL" default:"500ms" usage:"how often finished offsets are committed"`
+	MaxInFlight       int           `env:"POSTLINE_MAX_IN_FLIGHT_PER_PARTITION" default:"2000" usage:"records fetched but not finished, per partition"`
+
+	DatabaseURL      string        `env:"POSTLINE_DATABASE_URL" default:"postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable" usage:"PostgreSQL URL of the idempotency store"`
+	DatabaseMaxConns int           `env:"POSTLINE_DATABASE_MAX_CONNS" default:"8" usage:"maximum PostgreSQL connections"`
+	Lease            time.Duration `env:"POSTLINE_LEASE" default:"30s" usage:"how long a claimed Message-ID is reserved for this worker"`
+	WorkerID         string        `env:"POSTLINE_WORKER_ID" default:"" usage:"lease owner name; defaults to host-pid-random"`
+
+	SMTPName     string `env:"POSTLINE_SMTP_NAME" default:"primary" usage:"relay name in metrics and logs"`
+	SMTPHost     string `env:"POSTLINE_SMTP_HOST" default:"127.0.0.1" usage:"SMTP relay host"`
+	SMTPPort     int    `env:"POSTLINE_SMTP_PORT" default:"1025" usage:"SMTP relay port"`
+	SMTPTLS      string `env:"POSTLINE_SMTP_TLS" default:"auto" usage:"TLS policy: auto (none on loopback, else mandatory), mandatory, opportunistic, implicit, none"`
+	SMTPUsername string `env:"POSTLINE_SMTP_USERNAME" default:"" usage:"SMTP AUTH user (empty: no AUTH)"`
+	SMTPPassword string `env:"POSTLINE_SMTP_PASSWORD" default:"" usage:"SMTP AUTH password"`
+	SMTPHELO     string `env:"POSTLINE_SMTP_HELO" default:"" usage:"HELO/EHLO name; defaults to the host name"`
+
+	Senders         int           `env:"POSTLINE_SENDERS" default:"16" usage:"parallel SMTP connections (one per sending goroutine)"`
+	BatchSize       int           `env:"POSTLINE_BATCH_SIZE" default:"256" usage:"records per Postgres round trip"`
+	BatchLinger     time.Duration `env:"POSTLINE_BATCH_LINGER" default:"5ms" usage:"how long a partial batch waits to fill"`
+	RetryBackoff    time.Duration `env:"POSTLINE_RETRY_BACKOFF" default:"1s" usage:"first wait before retrying a retryable send failure (doubles)"`
+	MaxRetryBackoff time.Duration `env:"POSTLINE_MAX_RETRY_BACKOFF" default:"30s" usage:"cap of the retry wait"`
+
+	MaxMessageBytes    int `env:"POSTLINE_MAX_MESSAGE_BYTES" default:"2097152" usage:"largest job record accepted, bytes"`
+	MaxBodyBytes       int `env:"POSTLINE_MAX_BODY_BYTES" default:"262144" usage:"largest text+html body accepted, bytes"`
+	MaxAttachmentBytes int `env:"POSTLINE_MAX_ATTACHMENT_BYTES" default:"1048576" usage:"largest total attachment size accepted, bytes"`
+
+	HTTPAddr        string        `env:"POSTLINE_HTTP_ADDR" default:":8081" usage:"address of /metrics, /healthz and /readyz"`
+	ShutdownTimeout time.Duration `env:"POSTLINE_SHUTDOWN_TIMEOUT" default:"30s" usage:"how long SIGTERM waits for in-flight mail before aborting it"`
+	LogLevel        string        `env:"POSTLINE_LOG_LEVEL" default:"info" usage:"debug, info, warn or error"`
+}

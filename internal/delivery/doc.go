@@ -1,0 +1,21 @@
+// Package delivery wires a mail job from the consumer to the relay and back:
+// decode and validate, claim the Message-ID in the idempotency store, send,
+// dead-letter what cannot be delivered, record the outcome, and only then
+// tell the consumer the record is done so its offset may be committed.
+//
+// It is a streaming pipeline of small stages joined by bounded channels:
+//
+//	intake (decode, batch) -> claimers (one store round trip per batch)
+//	  -> senders (one SMTP session each) -> recorder (dead letters, then one
+//	  store round trip per batch) -> MarkDone
+//
+// Records that cannot go on now wait in a delay queue and re-enter intake:
+// a Message-ID leased by another live worker is re-checked when the lease
+// ends, and a send that failed with a retryable error is retried with
+// exponential backoff. Store errors (Postgres down) are retried with
+// backoff in the stage that met them, so no record is marked done without a
+// recorded outcome.
+//
+// delivery owns none of the I/O: it talks to Kafka, Postgres and SMTP
+// through the small interfaces declared in this package.
+package delivery

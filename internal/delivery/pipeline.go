@@ -1,0 +1,568 @@
+package delivery
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/postline/postline/internal/consumer"
+	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/job"
+)
+
+// Failure classes written to rows and dead-letter headers.
+const (
+	classInvalid   = "invalid"
+	classPermanent = "permanent"
+	classRetryable = "retryable"
+	classConflict  = "conflict"
+	classExpired   = "expired"
+)
+
+// item is one consumed record on its way through the pipeline.
+type item struct {
+	msg     consumer.Message
+	job     job.Job
+	hash    []byte
+	attempt int
+
+	// rejected is set by intake when the record is not a valid job.
+	rejected *job.ValidationError
+
+	// Set by the claimer.
+	version int64
+
+	// Set by the sender.
+	outcome idempotency.Status
+	class   string
+	reason  string // dead-letter reason for failed and dead outcomes
+	errText string
+	retries int
+}
+
+// Pipeline delivers consumed jobs. Create it with New and start it with Run.
+type Pipeline struct {
+	cfg        Config
+	logger     *slog.Logger
+	store      Store
+	newSession func() Session
+	dlq        DeadLetters
+	metrics    *metrics
+
+	// degraded is set while a store or dead-letter call keeps failing.
+	degraded atomic.Bool
+}
+
+// New returns a Pipeline. newSession is called once per sending goroutine.
+func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, store Store, newSession func() Session, dlq DeadLetters) (*Pipeline, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Pipeline{cfg: cfg, logger: logger, store: store, newSession: newSession, dlq: dlq, metrics: m}, nil
+}
+
+// Healthy reports whether the last store and dead-letter calls succeeded.
+func (p *Pipeline) Healthy() bool { return !p.degraded.Load() }
+
+// Run delivers src's records until src closes its channel and every record
+// taken from it has been finished or abandoned, or until ctx is cancelled
+// (the hard stop: in-flight sends are aborted and their records are not
+// marked done, so they are redelivered). Records waiting in the delay queue
+// when src closes are abandoned the same way.
+func (p *Pipeline) Run(ctx context.Context, src Source) error {
+	var (
+		claimQ    = make(chan []*item, 2)
+		sendQ     = make(chan *item, p.cfg.Senders)
+		recordQ   = make(chan *item, p.cfg.BatchSize)
+		reenterQ  = make(chan *item)
+		intakeEnd = make(chan struct{})
+		delays    = newDelayQueue[*item](p.cfg.NowFunc)
+	)
+	g, ctx := errgroup.WithContext(ctx)
+
+	g.Go(func() error {
+		defer close(claimQ)
+		defer close(intakeEnd)
+		return p.intake(ctx, src.Messages(), reenterQ, claimQ)
+	})
+	g.Go(func() error {
+		if n := delays.Run(ctx, intakeEnd, reenterQ); n > 0 {
+			p.logger.Info("abandoned waiting records; they will be redelivered", "count", n)
+		}
+		return nil
+	})
+
+	var claimers sync.WaitGroup
+	for range 2 {
+		claimers.Add(1)
+		g.Go(func() error {
+			defer claimers.Done()
+			for batch := range claimQ {
+				if err := p.claim(ctx, src, batch, sendQ, delays); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	g.Go(func() error { claimers.Wait(); close(sendQ); return nil })
+
+	var senders sync.WaitGroup
+	for range p.cfg.Senders {
+		senders.Add(1)
+		g.Go(func() error {
+			defer senders.Done()
+			return p.send(ctx, sendQ, recordQ)
+		})
+	}
+	g.Go(func() error { senders.Wait(); close(recordQ); return nil })
+
+	g.Go(func() error { return p.record(ctx, src, recordQ, delays) })
+
+	err := g.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// intake decodes records and cuts them into batches of at most BatchSize,
+// waiting at most BatchLinger for a partial batch to fill.
+func (p *Pipeline) intake(ctx context.Context, in <-chan consumer.Message, reenter <-chan *item, out chan<- []*item) error {
+	var (
+		batch  []*item
+		linger = time.NewTimer(time.Hour)
+		armed  bool
+	)
+	defer linger.Stop()
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		select {
+		case out <- batch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		batch, armed = nil, false
+		return nil
+	}
+	add := func(it *item) error {
+		batch = append(batch, it)
+		if len(batch) >= p.cfg.BatchSize {
+			return flush()
+		}
+		if !armed {
+			linger.Reset(p.cfg.BatchLinger)
+			armed = true
+		}
+		return nil
+	}
+	for {
+		select {
+		case m, ok := <-in:
+			if !ok {
+				return flush()
+			}
+			p.metrics.inFlight.Inc()
+			if err := add(p.decode(m)); err != nil {
+				return err
+			}
+		case it := <-reenter:
+			if err := add(it); err != nil {
+				return err
+			}
+		case <-linger.C:
+			armed = false
+			if err := flush(); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (p *Pipeline) decode(m consumer.Message) *item {
+	it := &item{msg: m, attempt: job.Attempt(m.Headers)}
+	j, err := job.Decode(m.Value, p.cfg.Limits)
+	if err != nil {
+		var ve *job.ValidationError
+		if !errors.As(err, &ve) {
+			ve = &job.ValidationError{Reason: job.ReasonMalformedJSON, Detail: err.Error()}
+		}
+		it.rejected = ve
+		return it
+	}
+	it.job = j
+	it.hash = j.Hash()
+	return it
+}
+
+// claim handles one batch: it dead-letters rejected records and claims the
+// rest in one store round trip, passing claimed records to the senders.
+func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ chan<- *item, delays *delayQueue[*item]) error {
+	var (
+		rejected []*item
+		valid    []*item
+	)
+	for _, it := range batch {
+		if it.rejected != nil {
+			rejected = append(rejected, it)
+		} else {
+			valid = append(valid, it)
+		}
+	}
+	if err := p.reject(ctx, src, rejected); err != nil {
+		return err
+	}
+	if len(valid) == 0 {
+		return nil
+	}
+
+	reqs := make([]idempotency.ClaimRequest, len(valid))
+	for i, it := range valid {
+		reqs[i] = idempotency.ClaimRequest{
+			MessageID:   it.job.MessageID,
+			PayloadHash: it.hash,
+			Attempt:     it.attempt,
+			Priority:    string(it.job.Priority),
+			Tenant:      it.job.Tenant,
+			EnqueuedAt:  enqueuedAt(it.msg),
+		}
+	}
+	var claims []idempotency.Claim
+	if err := p.retry(ctx, "claim", func(ctx context.Context) (err error) {
+		claims, err = p.store.Claim(ctx, reqs)
+		return err
+	}); err != nil {
+		return err
+	}
+	if len(claims) != len(valid) {
+		return fmt.Errorf("delivery: store returned %d claims for %d requests", len(claims), len(valid))
+	}
+
+	var conflicts []*item
+	for i, c := range claims {
+		it := valid[i]
+		switch c.Result {
+		case idempotency.Claimed:
+			it.version = c.Version
+			select {
+			case sendQ <- it:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		case idempotency.Duplicate, idempotency.Stale:
+			p.done(src, it, outcomeName(c.Result))
+		case idempotency.Conflict:
+			conflicts = append(conflicts, it)
+		case idempotency.Busy:
+			wait := min(max(c.RetryAt.Sub(p.cfg.NowFunc()), 0), p.cfg.RecheckInterval)
+			p.metrics.reentries.WithLabelValues("busy").Inc()
+			delays.Add(p.cfg.NowFunc().Add(wait), it)
+		default:
+			return fmt.Errorf("delivery: unknown claim result %d for %s", c.Result, c.MessageID)
+		}
+	}
+	return p.conflict(ctx, src, conflicts)
+}
+
+// reject dead-letters records that are not valid jobs and, where the record
+// names a Message-ID, leaves a dead row so the job's fate can be queried.
+func (p *Pipeline) reject(ctx context.Context, src Source, items []*item) error {
+	if len(items) == 0 {
+		return nil
+	}
+	letters := make([]deadletter.Letter, len(items))
+	var rows []idempotency.Rejection
+	for i, it := range items {
+		letters[i] = p.letter(it, string(it.rejected.Reason), classInvalid, it.rejected.Error())
+		if id := rejectedID(it); id != "" {
+			rows = append(rows, idempotency.Rejection{
+				MessageID:   id,
+				PayloadHash: rawHash(it.msg.Value),
+				Reason:      string(it.rejected.Reason),
+				Error:       it.rejected.Error(),
+				EnqueuedAt:  enqueuedAt(it.msg),
+			})
+		}
+		p.logger.Warn("rejected record",
+			"topic", it.msg.Topic, "partition", it.msg.Partition, "offset", it.msg.Offset,
+			"reason", it.rejected.Reason, "error", it.rejected.Error())
+	}
+	if err := p.retry(ctx, "dead_letter", func(ctx context.Context) error { return p.dlq.Publish(ctx, letters...) }); err != nil {
+		return err
+	}
+	if len(rows) > 0 {
+		if err := p.retry(ctx, "record_rejected", func(ctx context.Context) error { return p.store.RecordRejected(ctx, rows) }); err != nil {
+			return err
+		}
+	}
+	for _, it := range items {
+		p.done(src, it, "rejected")
+	}
+	return nil
+}
+
+// conflict dead-letters records that reuse a Message-ID for a different
+// payload and counts the conflict on the row.
+func (p *Pipeline) conflict(ctx context.Context, src Source, items []*item) error {
+	if len(items) == 0 {
+		return nil
+	}
+	letters := make([]deadletter.Letter, len(items))
+	ids := make([]string, len(items))
+	for i, it := range items {
+		letters[i] = p.letter(it, deadletter.ReasonMessageIDConflict, classConflict,
+			"Message-ID "+it.job.MessageID+" was already used for a different payload")
+		ids[i] = it.job.MessageID
+		p.logger.Warn("message-id conflict", "message_id", it.job.MessageID,
+			"topic", it.msg.Topic, "partition", it.msg.Partition, "offset", it.msg.Offset)
+	}
+	if err := p.retry(ctx, "dead_letter", func(ctx context.Context) error { return p.dlq.Publish(ctx, letters...) }); err != nil {
+		return err
+	}
+	if err := p.retry(ctx, "note_conflicts", func(ctx context.Context) error { return p.store.NoteConflicts(ctx, ids) }); err != nil {
+		return err
+	}
+	for _, it := range items {
+		p.done(src, it, "conflict")
+	}
+	return nil
+}
+
+// send runs one sending goroutine with its own SMTP session.
+func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- *item) error {
+	session := p.newSession()
+	defer func() {
+		if err := session.Close(); err != nil {
+			p.logger.Debug("close smtp session", "error", err)
+		}
+	}()
+	for it := range in {
+		p.deliver(ctx, session, it)
+		if ctx.Err() != nil {
+			// Hard stop: the send may have been cut short; leave the record
+			// unfinished so it is redelivered.
+			return ctx.Err()
+		}
+		select {
+		case out <- it:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (p *Pipeline) deliver(ctx context.Context, session Session, it *item) {
+	now := p.cfg.NowFunc()
+	if it.job.Expired(now) {
+		it.outcome, it.class, it.reason = idempotency.StatusDead, classExpired, string(job.ReasonExpired)
+		it.errText = "not_after " + it.job.NotAfter.UTC().Format(time.RFC3339) + " passed before sending"
+		return
+	}
+	err := session.Send(ctx, &it.job)
+	elapsed := p.cfg.NowFunc().Sub(now)
+	if err == nil {
+		it.outcome = idempotency.StatusSent
+		p.metrics.sendSeconds.WithLabelValues("sent").Observe(elapsed.Seconds())
+		p.metrics.publishToAccept.Observe(p.cfg.NowFunc().Sub(enqueuedAt(it.msg)).Seconds())
+		return
+	}
+	it.errText = err.Error()
+	var se SendError
+	if errors.As(err, &se) && se.Permanent() {
+		it.outcome, it.class, it.reason = idempotency.StatusFailed, classPermanent, deadletter.ReasonSMTPPermanent
+		p.metrics.sendSeconds.WithLabelValues("permanent").Observe(elapsed.Seconds())
+		p.logger.Info("permanent send failure", "message_id", it.job.MessageID, "attempt", it.attempt, "error", err)
+		return
+	}
+	it.outcome, it.class = idempotency.StatusRetrying, classRetryable
+	p.metrics.sendSeconds.WithLabelValues("retryable").Observe(elapsed.Seconds())
+	p.logger.Info("retryable send failure", "message_id", it.job.MessageID, "attempt", it.attempt, "retries", it.retries, "error", err)
+}
+
+// record writes outcomes in batches: dead letters first (so a terminal row
+// always has its dead letter), then the rows, then marks records done.
+func (p *Pipeline) record(ctx context.Context, src Source, in <-chan *item, delays *delayQueue[*item]) error {
+	for {
+		first, ok := <-in
+		if !ok {
+			return nil
+		}
+		batch := []*item{first}
+	fill:
+		for len(batch) < p.cfg.BatchSize {
+			select {
+			case it, ok := <-in:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, it)
+			default:
+				break fill
+			}
+		}
+		if err := p.recordBatch(ctx, src, batch, delays); err != nil {
+			return err
+		}
+	}
+}
+
+func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, delays *delayQueue[*item]) error {
+	var letters []deadletter.Letter
+	outs := make([]idempotency.Outcome, len(batch))
+	for i, it := range batch {
+		if it.outcome == idempotency.StatusFailed || it.outcome == idempotency.StatusDead {
+			letters = append(letters, p.letter(it, it.reason, it.class, it.errText))
+		}
+		outs[i] = idempotency.Outcome{
+			MessageID:  it.job.MessageID,
+			Version:    it.version,
+			Status:     it.outcome,
+			Attempt:    it.attempt,
+			ErrorClass: it.class,
+			Error:      it.errText,
+		}
+	}
+	if len(letters) > 0 {
+		if err := p.retry(ctx, "dead_letter", func(ctx context.Context) error { return p.dlq.Publish(ctx, letters...) }); err != nil {
+			return err
+		}
+	}
+	var lost []string
+	if err := p.retry(ctx, "record", func(ctx context.Context) (err error) {
+		lost, err = p.store.Record(ctx, outs)
+		return err
+	}); err != nil {
+		return err
+	}
+	if len(lost) > 0 {
+		// Another worker took the row over (our lease ran out). Its claim
+		// decides the job's fate; ours is finished either way.
+		p.logger.Warn("outcomes lost a compare-and-set", "count", len(lost), "first_message_id", lost[0])
+	}
+	for _, it := range batch {
+		if it.outcome == idempotency.StatusRetrying {
+			backoff := min(p.cfg.RetryBackoff<<min(it.retries, 16), p.cfg.MaxRetryBackoff)
+			it.retries++
+			it.outcome, it.class, it.errText = "", "", ""
+			p.metrics.reentries.WithLabelValues("retry").Inc()
+			delays.Add(p.cfg.NowFunc().Add(backoff), it)
+			continue
+		}
+		p.done(src, it, string(it.outcome))
+	}
+	return nil
+}
+
+func (p *Pipeline) letter(it *item, reason, class, errText string) deadletter.Letter {
+	return deadletter.Letter{
+		Key:       it.msg.Key,
+		Value:     it.msg.Value,
+		Headers:   it.msg.Headers,
+		Topic:     it.msg.Topic,
+		Partition: it.msg.Partition,
+		Offset:    it.msg.Offset,
+		Reason:    reason,
+		Class:     class,
+		Error:     errText,
+		Attempt:   it.attempt,
+	}
+}
+
+func (p *Pipeline) done(src Source, it *item, outcome string) {
+	src.MarkDone(it.msg)
+	p.metrics.inFlight.Dec()
+	p.metrics.outcomes.WithLabelValues(outcome).Inc()
+}
+
+// retry calls fn until it succeeds or ctx ends, backing off exponentially.
+// Store and dead-letter calls are never given up on: a record is only done
+// once its outcome is durable.
+func (p *Pipeline) retry(ctx context.Context, op string, fn func(context.Context) error) error {
+	backoff := p.cfg.StoreRetryBackoff
+	for {
+		err := fn(ctx)
+		if err == nil {
+			if p.degraded.CompareAndSwap(true, false) {
+				p.logger.Info("dependency recovered", "op", op)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		p.metrics.dependencyErrors.WithLabelValues(op).Inc()
+		if p.degraded.CompareAndSwap(false, true) {
+			p.logger.Error("dependency call failed; retrying until it recovers", "op", op, "error", err)
+		} else {
+			p.logger.Debug("dependency call failed again", "op", op, "error", err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, p.cfg.MaxStoreBackoff)
+	}
+}
+
+func outcomeName(r idempotency.ClaimResult) string {
+	switch r {
+	case idempotency.Duplicate:
+		return "duplicate"
+	case idempotency.Stale:
+		return "stale"
+	default:
+		return "unknown"
+	}
+}
+
+// enqueuedAt is when the job was first published: the first-seen header, or
+// the record's own timestamp.
+func enqueuedAt(m consumer.Message) time.Time {
+	if t, ok := job.FirstSeen(m.Headers); ok {
+		return t
+	}
+	return m.Time
+}
+
+// rejectedID is the Message-ID a rejected record claims to carry: its Kafka
+// key, which publishers set to the Message-ID, when that looks like one.
+func rejectedID(it *item) string {
+	k := string(it.msg.Key)
+	if len(k) == 0 || len(k) > 250 {
+		return ""
+	}
+	for _, r := range k {
+		if r <= ' ' || r > '~' {
+			return ""
+		}
+	}
+	return k
+}
+
+// rawHash fingerprints a record that is not a valid job.
+func rawHash(b []byte) []byte {
+	h := sha256.Sum256(b)
+	return h[:]
+}
