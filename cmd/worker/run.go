@@ -47,6 +47,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if s.ShutdownTimeout <= 0 {
 		return fmt.Errorf("setting POSTLINE_SHUTDOWN_TIMEOUT: %s must be positive", s.ShutdownTimeout)
 	}
+	if s.DrainTimeout == 0 {
+		s.DrainTimeout = s.ShutdownTimeout * 2 / 3
+	}
+	if s.DrainTimeout >= s.ShutdownTimeout {
+		return fmt.Errorf("setting POSTLINE_DRAIN_TIMEOUT: %s must be less than POSTLINE_SHUTDOWN_TIMEOUT (%s), "+
+			"which also covers the final commit", s.DrainTimeout, s.ShutdownTimeout)
+	}
 	logger = logger.With("worker_id", s.WorkerID)
 
 	reg := prometheus.NewRegistry()
@@ -89,13 +96,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		SessionTimeout:          s.SessionTimeout,
 		HeartbeatInterval:       s.HeartbeatInterval,
 		CommitInterval:          s.CommitInterval,
+		RebalanceTimeout:        s.RebalanceTimeout,
+		DrainTimeout:            s.DrainTimeout,
 		MaxInFlightPerPartition: s.MaxInFlight,
-		// The consumer waits for in-flight records for most of the shutdown
-		// budget, leaving the rest for the final commit and leaving the group.
-		DrainTimeout: s.ShutdownTimeout * 4 / 5,
 	}, logger, reg)
 	if err != nil {
-		return fmt.Errorf("settings POSTLINE_KAFKA_* / POSTLINE_CONSUMER_*: %w", err)
+		return fmt.Errorf("settings POSTLINE_KAFKA_BROKERS, POSTLINE_JOBS_TOPIC, POSTLINE_CONSUMER_GROUP, "+
+			"POSTLINE_*_TIMEOUT or POSTLINE_*_INTERVAL: %w", err)
 	}
 	dlq, err := deadletter.New(deadletter.Config{Brokers: s.Brokers, Topic: s.DLQTopic}, reg)
 	if err != nil {

@@ -14,6 +14,8 @@ type settings struct {
 	SessionTimeout    time.Duration `env:"POSTLINE_SESSION_TIMEOUT" default:"10s" usage:"consumer-group session timeout: how long a dead replica keeps its partitions"`
 	HeartbeatInterval time.Duration `env:"POSTLINE_HEARTBEAT_INTERVAL" default:"1s" usage:"consumer-group heartbeat interval"`
 	CommitInterval    time.Duration `env:"POSTLINE_COMMIT_INTERVAL" default:"500ms" usage:"how often finished offsets are committed"`
+	RebalanceTimeout  time.Duration `env:"POSTLINE_REBALANCE_TIMEOUT" default:"30s" usage:"how long the group waits for members to rejoin a rebalance; must exceed the drain timeout"`
+	DrainTimeout      time.Duration `env:"POSTLINE_DRAIN_TIMEOUT" default:"" usage:"how long a revoked or stopping partition waits for its in-flight mail; defaults to 2/3 of the shutdown timeout"`
 	MaxInFlight       int           `env:"POSTLINE_MAX_IN_FLIGHT_PER_PARTITION" default:"2000" usage:"records fetched but not finished, per partition"`
 
 	DatabaseURL      string        `env:"POSTLINE_DATABASE_URL" default:"postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable" usage:"PostgreSQL URL of the idempotency store"`

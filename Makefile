@@ -1,0 +1,45 @@
+# Thin entry points: the work lives in scripts/ and in the go tool.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+GO ?= go
+
+.PHONY: stack stack-down build test test-short vet fmt demo bench
+
+## stack: start Kafka, PostgreSQL and Mailpit on loopback (scripts/stack.sh up)
+stack:
+	scripts/stack.sh up
+
+## stack-down: stop the local stack, keep data and caches
+stack-down:
+	scripts/stack.sh down
+
+## build: build every binary under cmd/ into bin/
+build:
+	mkdir -p bin
+	$(GO) build -o bin/ ./cmd/...
+
+## test: start the stack, then run every test (unit and integration) with -race
+test:
+	scripts/stack.sh up
+	eval "$$(scripts/stack.sh env)" && $(GO) test -race -count=1 -timeout 20m ./...
+
+## test-short: unit tests only; integration tests skip under -short
+test-short:
+	$(GO) test -short -race ./...
+
+## vet: go vet every package
+vet:
+	$(GO) vet ./...
+
+## fmt: gofmt every Go file in place
+fmt:
+	gofmt -l -w .
+
+## demo: run the end-to-end demo against the local stack
+demo: stack
+	scripts/demo.sh
+
+## bench: run the delivery benchmarks against the local stack and smtp-sink
+bench:
+	scripts/stack.sh up --with-sink
+	scripts/bench.sh

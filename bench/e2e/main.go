@@ -1,0 +1,715 @@
+// Command e2e is the end-to-end delivery benchmark behind `make bench`
+// (scripts/bench.sh builds the binaries and runs it). It owns the measurement
+// only: the worker under test is cmd/worker, the baseline is bench/naive.
+//
+// For each variant, in one run and on the same local stack:
+//
+//   - postline: bin/worker with -senders SMTP sessions;
+//   - naive: bin/naive (one transaction pair and one new SMTP connection per
+//     mail, a commit per record, no batching);
+//
+// it creates a fresh jobs topic (-partitions), dead-letter topic, consumer
+// group and PostgreSQL schema, starts the binary under `/usr/bin/time -v`,
+// waits until it is ready (/readyz for the worker, and for both: the group is
+// stable with every partition assigned), publishes -jobs synthetic jobs
+// (1 KiB text body) as fast as job.Publisher goes, polls postline_messages
+// until every row is sent, and stops the binary with SIGTERM. Throughput is
+// mails / (last sent_at - first enqueued_at); latency percentiles are
+// sent_at - enqueued_at computed in SQL; CPU is the binary's user+system time
+// and peak RSS its maximum resident set size, both from time.
+//
+// Then Postfix's smtp-source sends the same number of mails into the same
+// smtp-sink with -senders sessions, once with a new connection per mail
+// (smtp-source) and once reusing connections (-d, smtp-source-d): the
+// ceiling of the sink on this machine.
+//
+// It prints a Markdown table with ratios against the naive row and the share
+// of the smtp-source-d rate, and writes benchstat-compatible lines to -out.
+package main
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/postline/postline/internal/topic"
+	"github.com/postline/postline/job"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench/e2e:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command-line flags.
+type options struct {
+	jobs, naiveJobs     int
+	senders             int
+	naiveConcurrency    int
+	runs                int
+	partitions          int
+	bodyBytes           int
+	out, markdown       string
+	workerBin, naiveBin string
+	timeBin             string
+	smtpAddr            string
+	smtpSource          string
+	smtpSourceLib       string
+	brokers             []string
+	databaseURL         string
+	variants            []string
+	timeout             time.Duration
+	logDir              string
+	keep                bool
+}
+
+// defaultNaiveJobs keeps the naive run near 80 s on the reference machine.
+const defaultNaiveJobs = 5000
+
+const (
+	variantPostline = "postline"
+	variantNaive    = "naive"
+	variantSource   = "smtp-source"
+	variantSourceD  = "smtp-source-d"
+)
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("e2e", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.jobs, "jobs", 20000, "jobs per variant")
+	fs.IntVar(&o.naiveJobs, "naive-jobs", defaultNaiveJobs, "jobs for the naive worker, at most -jobs (0: -jobs); it runs at about 65 mails/s, so 20,000 would take 5 minutes; rates are per mail")
+	fs.IntVar(&o.senders, "senders", 16, "worker SMTP sessions (POSTLINE_SENDERS) and smtp-source sessions (-s)")
+	fs.IntVar(&o.naiveConcurrency, "naive-concurrency", 1, "goroutines of the naive worker (1: sequential, as written)")
+	fs.IntVar(&o.runs, "runs", 1, "times to run every variant (the table shows medians)")
+	fs.IntVar(&o.partitions, "partitions", 8, "partitions of each fresh jobs topic")
+	fs.IntVar(&o.bodyBytes, "body-bytes", 1024, "text body size of each job, and smtp-source -l")
+	fs.StringVar(&o.out, "out", "bin/bench-e2e.txt", "file for benchstat-compatible result lines")
+	fs.StringVar(&o.markdown, "md", "", "also write the Markdown report to this file")
+	fs.StringVar(&o.workerBin, "worker-bin", "bin/worker", "the Postline worker binary")
+	fs.StringVar(&o.naiveBin, "naive-bin", "bin/naive", "the naive baseline binary")
+	fs.StringVar(&o.timeBin, "time-bin", "/usr/bin/time", "GNU time (must support -v -o)")
+	fs.StringVar(&o.smtpAddr, "smtp", "127.0.0.1:2525", "the smtp-sink address")
+	fs.StringVar(&o.smtpSource, "smtp-source", os.Getenv("POSTLINE_SMTP_SOURCE_BIN"), "Postfix smtp-source (scripts/stack.sh smtp-source-path)")
+	fs.StringVar(&o.smtpSourceLib, "smtp-source-lib", "", "LD_LIBRARY_PATH for smtp-source (default: ../lib/postfix next to it)")
+	brokers := fs.String("brokers", cmp.Or(os.Getenv("POSTLINE_KAFKA_BROKERS"), "127.0.0.1:9092"), "Kafka brokers, comma-separated")
+	fs.StringVar(&o.databaseURL, "database-url", cmp.Or(os.Getenv("POSTLINE_DATABASE_URL"),
+		"postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable"), "PostgreSQL URL (a schema per variant is created in it)")
+	variants := fs.String("variants", "postline,naive,smtp-source", "variants to run, comma-separated (smtp-source runs both smtp-source rows)")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "longest a variant may take to deliver its jobs")
+	fs.StringVar(&o.logDir, "log-dir", "", "directory for the binaries' logs and time reports (default: a new temp dir)")
+	fs.BoolVar(&o.keep, "keep", false, "keep topics and schemas after the run")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	o.brokers = strings.Split(*brokers, ",")
+	o.variants = strings.Split(*variants, ",")
+	if o.naiveJobs == 0 || o.naiveJobs > o.jobs {
+		o.naiveJobs = o.jobs
+	}
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"-jobs", o.jobs}, {"-naive-jobs", o.naiveJobs}, {"-senders", o.senders},
+		{"-naive-concurrency", o.naiveConcurrency}, {"-runs", o.runs}, {"-partitions", o.partitions}, {"-body-bytes", o.bodyBytes}} {
+		if v.n < 1 {
+			return o, fmt.Errorf("%s: %d must be at least 1", v.name, v.n)
+		}
+	}
+	for _, v := range o.variants {
+		if v != variantPostline && v != variantNaive && v != variantSource {
+			return o, fmt.Errorf("-variants: unknown variant %q (postline, naive, smtp-source)", v)
+		}
+	}
+	if slices.Contains(o.variants, variantSource) && o.smtpSource == "" {
+		return o, errors.New("-smtp-source is empty: pass the path from scripts/stack.sh smtp-source-path (or set POSTLINE_SMTP_SOURCE_BIN)")
+	}
+	if o.smtpSourceLib == "" && o.smtpSource != "" {
+		o.smtpSourceLib = filepath.Join(filepath.Dir(o.smtpSource), "..", "lib", "postfix")
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if o.logDir == "" {
+		if o.logDir, err = os.MkdirTemp("", "postline-bench-"); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(o.logDir, 0o755); err != nil {
+		return err
+	}
+	host, port, err := splitHostPort(o.smtpAddr)
+	if err != nil {
+		return fmt.Errorf("-smtp: %w", err)
+	}
+	fmt.Fprintf(stderr, "bench: logs and time reports in %s\n", o.logDir)
+
+	var all []result
+	for r := 1; r <= o.runs; r++ {
+		for _, v := range o.variants {
+			var rs []result
+			switch v {
+			case variantPostline:
+				var res result
+				res, err = runWorker(ctx, o, workerSpec{
+					name: variantPostline, bin: o.workerBin, jobs: o.jobs, run: r, http: true,
+					env: []string{
+						"POSTLINE_SENDERS=" + strconv.Itoa(o.senders),
+						"POSTLINE_SMTP_HOST=" + host, "POSTLINE_SMTP_PORT=" + port,
+					},
+				}, stderr)
+				rs = []result{res}
+			case variantNaive:
+				var res result
+				res, err = runWorker(ctx, o, workerSpec{
+					name: variantNaive, bin: o.naiveBin, jobs: o.naiveJobs, run: r,
+					env: []string{
+						"POSTLINE_NAIVE_CONCURRENCY=" + strconv.Itoa(o.naiveConcurrency),
+						"POSTLINE_SMTP_HOST=" + host, "POSTLINE_SMTP_PORT=" + port,
+					},
+				}, stderr)
+				rs = []result{res}
+			case variantSource:
+				for _, reuse := range []bool{false, true} {
+					var res result
+					if res, err = runSource(ctx, o, reuse, r, stderr); err != nil {
+						break
+					}
+					rs = append(rs, res)
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("run %d, %s: %w", r, v, err)
+			}
+			for _, res := range rs {
+				fmt.Fprintf(stderr, "bench: run %d: %s\n", r, benchLine(res))
+			}
+			all = append(all, rs...)
+		}
+	}
+
+	cpu := cpuModel()
+	if o.out != "" {
+		if err := writeBenchFile(o.out, cpu, all); err != nil {
+			return err
+		}
+	}
+	var md strings.Builder
+	report(&md, o, args, cpu, all)
+	if _, err := io.WriteString(stdout, md.String()); err != nil {
+		return err
+	}
+	if o.markdown != "" {
+		if err := os.WriteFile(o.markdown, []byte(md.String()), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeBenchFile(path, cpu string, all []result) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	var b strings.Builder
+	benchHeader(&b, cpu)
+	for _, r := range all {
+		b.WriteString(benchLine(r))
+		b.WriteByte('\n')
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// report writes the Markdown report: what ran where, the table, and how to
+// read it.
+func report(w io.Writer, o options, args []string, cpu string, all []result) {
+	fmt.Fprintf(w, "## End-to-end benchmark\n\n")
+	fmt.Fprintf(w, "Command: `go run ./bench/e2e %s` (from scripts/bench.sh)\n\n", strings.Join(args, " "))
+	fmt.Fprintf(w, "Machine: %d CPUs (%s), %s, kernel %s, %s; Kafka, PostgreSQL, smtp-sink and the publisher share it with the worker.\n\n",
+		runtime.NumCPU(), cmp.Or(cpu, "unknown CPU"), memTotal(), kernel(), runtime.Version())
+	fmt.Fprintf(w, "Settings: %d jobs (naive: %d), %d-byte text body, %d partitions, worker POSTLINE_SENDERS=%d, naive concurrency %d, smtp-source -s %d, sink %s, %d run(s)",
+		o.jobs, o.naiveJobs, o.bodyBytes, o.partitions, o.senders, o.naiveConcurrency, o.senders, o.smtpAddr, o.runs)
+	if o.runs > 1 {
+		fmt.Fprintf(w, ", medians shown")
+	}
+	fmt.Fprintf(w, ".\n\n")
+	table(w, summarize(all), variantNaive, variantSourceD)
+	fmt.Fprintf(w, "\n")
+	if o.naiveJobs != o.jobs {
+		fmt.Fprintf(w, "- The naive worker delivered %d mails instead of %d to keep the run short; every rate and CPU figure is per mail.\n", o.naiveJobs, o.jobs)
+	}
+	fmt.Fprintf(w, "- mails/s = mails / (last sent_at - first enqueued_at); p50/p99 = sent_at - enqueued_at per mail (percentile_cont in SQL).\n")
+	fmt.Fprintf(w, "- CPU and peak RSS are the binary's own (`/usr/bin/time -v`, start to SIGTERM), excluding Kafka, PostgreSQL and the sink.\n")
+	fmt.Fprintf(w, "- smtp-source opens a new connection per mail; smtp-source-d (`-d`) reuses connections: the sink's ceiling here. For smtp-source rows mails/s is wall time of the whole command.\n")
+	if o.out != "" {
+		fmt.Fprintf(w, "- benchstat lines: %s (compare two runs with `benchstat old.txt new.txt`).\n", o.out)
+	}
+}
+
+// workerSpec says how to run one worker variant.
+type workerSpec struct {
+	name string
+	bin  string
+	jobs int
+	run  int
+	http bool     // serves /readyz on POSTLINE_HTTP_ADDR
+	env  []string // variant-specific settings
+}
+
+// runWorker measures one worker binary on fresh topics, group and schema.
+func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer) (result, error) {
+	id := randomHex(4)
+	jobsTopic := fmt.Sprintf("bench.%s.%s.jobs", spec.name, id)
+	dlqTopic := fmt.Sprintf("bench.%s.%s.dlq", spec.name, id)
+	group := fmt.Sprintf("bench-%s-%s", spec.name, id)
+	schema := fmt.Sprintf("bench_%s_%s", spec.name, id)
+	cleanupCtx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	}
+
+	if err := topic.Ensure(ctx, o.brokers, topic.Defaults(jobsTopic, dlqTopic, o.partitions)...); err != nil {
+		return result{}, err
+	}
+	if !o.keep {
+		defer func() {
+			c, cancel := cleanupCtx()
+			defer cancel()
+			if err := topic.Delete(c, o.brokers, jobsTopic, dlqTopic); err != nil {
+				fmt.Fprintf(stderr, "bench: %s: delete topics: %v\n", spec.name, err)
+			}
+		}()
+	}
+	dbURL, err := createSchema(ctx, o.databaseURL, schema)
+	if err != nil {
+		return result{}, err
+	}
+	if !o.keep {
+		defer func() {
+			c, cancel := cleanupCtx()
+			defer cancel()
+			if err := dropSchema(c, o.databaseURL, schema); err != nil {
+				fmt.Fprintf(stderr, "bench: %s: %v\n", spec.name, err)
+			}
+		}()
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return result{}, fmt.Errorf("postgres pool: %w", err)
+	}
+	defer pool.Close()
+
+	env := append([]string{
+		"POSTLINE_KAFKA_BROKERS=" + strings.Join(o.brokers, ","),
+		"POSTLINE_JOBS_TOPIC=" + jobsTopic,
+		"POSTLINE_DLQ_TOPIC=" + dlqTopic,
+		"POSTLINE_CONSUMER_GROUP=" + group,
+		"POSTLINE_DATABASE_URL=" + dbURL,
+	}, spec.env...)
+	var readyURL string
+	if spec.http {
+		addr, err := freeAddr()
+		if err != nil {
+			return result{}, err
+		}
+		env = append(env, "POSTLINE_HTTP_ADDR="+addr)
+		readyURL = "http://" + addr + "/readyz"
+	}
+	p, err := startProc(o.timeBin, o.logDir, fmt.Sprintf("%s-run%d", spec.name, spec.run), []string{spec.bin}, env)
+	if err != nil {
+		return result{}, err
+	}
+	defer func() { _ = p.stop(5 * time.Second) }() // on error paths only; the happy path stops it below
+
+	fmt.Fprintf(stderr, "bench: %s: started (log %s); waiting for readiness\n", spec.name, p.logPath)
+	if err := waitReady(ctx, p, readyURL, o.brokers, group, jobsTopic, o.partitions); err != nil {
+		return result{}, err
+	}
+	fmt.Fprintf(stderr, "bench: %s: ready; publishing %d jobs\n", spec.name, spec.jobs)
+	took, err := publish(ctx, o.brokers, jobsTopic, spec.jobs, o.bodyBytes)
+	if err != nil {
+		return result{}, err
+	}
+	fmt.Fprintf(stderr, "bench: %s: published %d jobs in %s (%.0f/s); waiting for delivery\n",
+		spec.name, spec.jobs, took.Round(time.Millisecond), float64(spec.jobs)/took.Seconds())
+	if err := waitSent(ctx, pool, p, spec.name, spec.jobs, o.timeout, stderr); err != nil {
+		return result{}, err
+	}
+	if err := p.stop(60 * time.Second); err != nil {
+		return result{}, err
+	}
+	u, err := p.usage()
+	if err != nil {
+		return result{}, err
+	}
+	if u.ExitStatus != 0 {
+		fmt.Fprintf(stderr, "bench: %s: exited with status %d after SIGTERM; see %s\n", spec.name, u.ExitStatus, p.logPath)
+	}
+	res, err := latency(ctx, pool)
+	if err != nil {
+		return result{}, err
+	}
+	res.Variant = spec.name
+	res.CPU, res.PeakRSSBytes = u.CPU(), u.MaxRSSBytes
+	return res, nil
+}
+
+// waitReady polls until the process answers /readyz (when readyURL is set)
+// and the group is stable with every partition of the topic assigned.
+func waitReady(ctx context.Context, p *proc, readyURL string, brokers []string, group, jobsTopic string, partitions int) error {
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 5 * time.Second}
+	httpc := &http.Client{Timeout: 2 * time.Second}
+	last := errors.New("not polled yet")
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if p.exited() {
+			return fmt.Errorf("%s exited before it was ready:\n%s", p.name, p.logTail(20))
+		}
+		last = readyOnce(ctx, httpc, client, readyURL, group, jobsTopic, partitions)
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready: %w (last: %v)", p.name, ctx.Err(), last)
+		case <-tick.C:
+		}
+	}
+}
+
+func readyOnce(ctx context.Context, httpc *http.Client, client *kafka.Client, readyURL, group, jobsTopic string, partitions int) error {
+	if readyURL != "" {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, readyURL, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := httpc.Do(req)
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+		}
+	}
+	resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+	if err != nil {
+		return fmt.Errorf("describe group: %w", err)
+	}
+	if len(resp.Groups) != 1 {
+		return fmt.Errorf("describe group: %d groups in answer", len(resp.Groups))
+	}
+	g := resp.Groups[0]
+	if g.Error != nil {
+		return fmt.Errorf("describe group: %w", g.Error)
+	}
+	if g.GroupState != "Stable" {
+		return fmt.Errorf("group %s is %q", group, g.GroupState)
+	}
+	assigned := 0
+	for _, m := range g.Members {
+		for _, t := range m.MemberAssignments.Topics {
+			if t.Topic == jobsTopic {
+				assigned += len(t.Partitions)
+			}
+		}
+	}
+	if assigned != partitions {
+		return fmt.Errorf("group %s has %d of %d partitions assigned", group, assigned, partitions)
+	}
+	return nil
+}
+
+// publish writes n synthetic jobs with concurrent Publish calls and returns
+// how long that took.
+func publish(ctx context.Context, brokers []string, jobsTopic string, n, bodyBytes int) (time.Duration, error) {
+	pub, err := job.NewPublisher(job.PublisherConfig{Brokers: brokers, Topic: jobsTopic})
+	if err != nil {
+		return 0, err
+	}
+	defer pub.Close()
+	body := syntheticBody(bodyBytes)
+	jobs := make([]job.Job, n)
+	for i := range jobs {
+		jobs[i] = job.Job{
+			Version: job.SchemaVersion,
+			From:    "Postline Bench <bench@postline.test>",
+			To:      []string{fmt.Sprintf("rcpt%d@sink.postline.test", i)},
+			Subject: fmt.Sprintf("bench mail %d", i),
+			Text:    body,
+		}
+	}
+	const chunk, publishers = 500, 4
+	start := time.Now()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	next := make(chan []job.Job)
+	for range publishers {
+		wg.Go(func() {
+			for batch := range next {
+				if _, err := pub.Publish(ctx, batch...); err != nil {
+					mu.Lock()
+					first = cmpErr(first, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := 0; i < n; i += chunk {
+		next <- jobs[i:min(i+chunk, n)]
+	}
+	close(next)
+	wg.Wait()
+	return time.Since(start), first
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// syntheticBody is n bytes of text in 64-byte lines.
+func syntheticBody(n int) string {
+	const line = "Postline end-to-end benchmark body text, 64 bytes per line ...\n"
+	var b strings.Builder
+	for b.Len() < n {
+		b.WriteString(line[:min(len(line), n-b.Len())])
+	}
+	return b.String()
+}
+
+// waitSent polls postline_messages until n rows are sent. Failed or dead
+// rows, an exited process or the timeout end the wait with an error.
+func waitSent(ctx context.Context, pool *pgxpool.Pool, p *proc, name string, n int, timeout time.Duration, stderr io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	lastReport := time.Now()
+	for {
+		var sent, failed int
+		err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'sent'),
+			count(*) FILTER (WHERE status IN ('failed', 'dead')) FROM postline_messages`).Scan(&sent, &failed)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			return fmt.Errorf("count rows: %w", err)
+		case failed > 0:
+			return fmt.Errorf("%s: %d mails failed (sent %d); see %s", name, failed, sent, p.logPath)
+		case sent >= n:
+			return nil
+		case p.exited():
+			return fmt.Errorf("%s exited after %d of %d mails:\n%s", name, sent, n, p.logTail(20))
+		}
+		if time.Since(lastReport) >= 5*time.Second {
+			fmt.Fprintf(stderr, "bench: %s: %d/%d sent\n", name, sent, n)
+			lastReport = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %d of %d mails sent: %w", name, sent, n, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// latency reads throughput and latency of the sent rows.
+func latency(ctx context.Context, pool *pgxpool.Pool) (result, error) {
+	var (
+		res         result
+		first, last time.Time
+		p50, p99    float64
+	)
+	err := pool.QueryRow(ctx, `SELECT count(*), min(enqueued_at), max(sent_at),
+		percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM sent_at - enqueued_at)::float8),
+		percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM sent_at - enqueued_at)::float8)
+		FROM postline_messages WHERE status = 'sent'`).Scan(&res.Mails, &first, &last, &p50, &p99)
+	if err != nil {
+		return result{}, fmt.Errorf("latency query: %w", err)
+	}
+	res.Span = last.Sub(first)
+	res.HasLatency = true
+	res.P50 = time.Duration(p50 * float64(time.Second))
+	res.P99 = time.Duration(p99 * float64(time.Second))
+	return res, nil
+}
+
+// runSource runs smtp-source into the sink: jobs mails over senders
+// sessions, with a new connection per mail or (reuse) -d.
+func runSource(ctx context.Context, o options, reuse bool, run int, stderr io.Writer) (result, error) {
+	name := variantSource
+	argv := []string{o.smtpSource, "-s", strconv.Itoa(o.senders), "-m", strconv.Itoa(o.jobs), "-l", strconv.Itoa(o.bodyBytes)}
+	if reuse {
+		name = variantSourceD
+		argv = append(argv, "-d")
+	}
+	argv = append(argv, o.smtpAddr)
+	fmt.Fprintf(stderr, "bench: %s: %s\n", name, strings.Join(argv, " "))
+	start := time.Now()
+	p, err := startProc(o.timeBin, o.logDir, fmt.Sprintf("%s-run%d", name, run), argv,
+		[]string{"LD_LIBRARY_PATH=" + o.smtpSourceLib})
+	if err != nil {
+		return result{}, err
+	}
+	if !p.wait(o.timeout) {
+		_ = p.cmd.Process.Kill()
+		if c, ok := findChild(p.cmd.Process.Pid); ok {
+			_ = syscall.Kill(c, syscall.SIGKILL)
+		}
+		<-p.done
+		return result{}, fmt.Errorf("%s did not finish in %s", name, o.timeout)
+	}
+	wall := time.Since(start)
+	if ctx.Err() != nil {
+		return result{}, ctx.Err()
+	}
+	u, err := p.usage()
+	if err != nil {
+		return result{}, err
+	}
+	if u.ExitStatus != 0 {
+		return result{}, fmt.Errorf("%s exited with status %d:\n%s", name, u.ExitStatus, p.logTail(20))
+	}
+	return result{Variant: name, Mails: o.jobs, Span: wall, CPU: u.CPU(), PeakRSSBytes: u.MaxRSSBytes}, nil
+}
+
+// createSchema creates schema and returns a URL whose connections use it.
+func createSchema(ctx context.Context, base, schema string) (string, error) {
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return "", fmt.Errorf("connect to postgres: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create schema %s: %w", schema, err)
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", errors.New("-database-url must be a postgres:// URL")
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+func dropSchema(ctx context.Context, base, schema string) error {
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return fmt.Errorf("drop schema %s: connect: %w", schema, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		return fmt.Errorf("drop schema %s: %w", schema, err)
+	}
+	return nil
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func splitHostPort(addr string) (host, port string, err error) {
+	host, port, err = net.SplitHostPort(addr)
+	if err != nil {
+		return "", "", err
+	}
+	if _, err := strconv.Atoi(port); err != nil {
+		return "", "", fmt.Errorf("port %q is not a number", port)
+	}
+	return host, port, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// cpuModel is the first "model name" of /proc/cpuinfo.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(string(b)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func kernel() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func memTotal() string {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return "unknown memory"
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			f := strings.Fields(v)
+			if kib, err := strconv.ParseFloat(f[0], 64); err == nil {
+				return fmt.Sprintf("%.1f GiB RAM", kib/(1<<20))
+			}
+		}
+	}
+	return "unknown memory"
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"io"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		check   func(options) bool
+		wantErr string
+	}{
+		{
+			name:  "defaults cap the naive run",
+			args:  []string{"-smtp-source", "/x/usr/sbin/smtp-source"},
+			check: func(o options) bool { return o.jobs == 20000 && o.naiveJobs == defaultNaiveJobs && o.senders == 16 },
+		},
+		{
+			name:  "naive jobs never exceed jobs",
+			args:  []string{"-jobs", "300", "-smtp-source", "s"},
+			check: func(o options) bool { return o.naiveJobs == 300 },
+		},
+		{
+			name:  "naive jobs 0 means all",
+			args:  []string{"-jobs", "30000", "-naive-jobs", "0", "-smtp-source", "s"},
+			check: func(o options) bool { return o.naiveJobs == 30000 },
+		},
+		{
+			name:  "library path next to smtp-source",
+			args:  []string{"-smtp-source", "/c/root/usr/sbin/smtp-source"},
+			check: func(o options) bool { return o.smtpSourceLib == "/c/root/usr/lib/postfix" },
+		},
+		{
+			name: "variants and brokers split",
+			args: []string{"-variants", "postline,naive", "-brokers", "a:1,b:2"},
+			check: func(o options) bool {
+				return slices.Equal(o.variants, []string{"postline", "naive"}) && slices.Equal(o.brokers, []string{"a:1", "b:2"})
+			},
+		},
+		{name: "unknown variant", args: []string{"-variants", "postline,kafka"}, wantErr: `unknown variant "kafka"`},
+		{name: "smtp-source needs its path", args: []string{"-smtp-source", ""}, wantErr: "-smtp-source is empty"},
+		{name: "zero senders", args: []string{"-senders", "0", "-smtp-source", "s"}, wantErr: "-senders: 0"},
+		{name: "stray argument", args: []string{"-smtp-source", "s", "extra"}, wantErr: `unexpected argument "extra"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseFlags(tt.args, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("parseFlags error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parseFlags: %v", err)
+			}
+			if !tt.check(o) {
+				t.Errorf("parseFlags(%q) = %+v", tt.args, o)
+			}
+		})
+	}
+}

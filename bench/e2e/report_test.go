@@ -1,0 +1,192 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFormatRatio(t *testing.T) {
+	tests := []struct {
+		x    float64
+		want string
+	}{
+		{17.04, "17.0x"},
+		{1, "1.00x"},
+		{0.2449, "0.24x"},
+		{123.4, "123x"},
+		{9.999, "10.00x"},
+		{0, "n/a"},
+		{-1, "n/a"},
+		{math.NaN(), "n/a"},
+		{math.Inf(1), "n/a"},
+	}
+	for _, tt := range tests {
+		if got := formatRatio(tt.x); got != tt.want {
+			t.Errorf("formatRatio(%v) = %q, want %q", tt.x, got, tt.want)
+		}
+	}
+}
+
+func TestFormatShare(t *testing.T) {
+	tests := []struct {
+		x    float64
+		want string
+	}{
+		{1, "100%"},
+		{0.244, "24%"},
+		{0.032, "3.2%"},
+		{0, "n/a"},
+		{math.NaN(), "n/a"},
+	}
+	for _, tt := range tests {
+		if got := formatShare(tt.x); got != tt.want {
+			t.Errorf("formatShare(%v) = %q, want %q", tt.x, got, tt.want)
+		}
+	}
+}
+
+func TestFormatLatency(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		ok   bool
+		want string
+	}{
+		{788039 * time.Microsecond, true, "788.0 ms"},
+		{1500 * time.Microsecond, true, "1.5 ms"},
+		{8430 * time.Millisecond, true, "8.43 s"},
+		{time.Second, true, "1.00 s"},
+		{time.Second, false, "n/a"},
+	}
+	for _, tt := range tests {
+		if got := formatLatency(tt.d, tt.ok); got != tt.want {
+			t.Errorf("formatLatency(%v, %v) = %q, want %q", tt.d, tt.ok, got, tt.want)
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	tests := []struct {
+		xs   []float64
+		want float64
+	}{
+		{[]float64{3}, 3},
+		{[]float64{5, 1, 3}, 3},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	}
+	for _, tt := range tests {
+		if got := median(tt.xs); got != tt.want {
+			t.Errorf("median(%v) = %v, want %v", tt.xs, got, tt.want)
+		}
+	}
+	if got := median(nil); !math.IsNaN(got) {
+		t.Errorf("median(nil) = %v, want NaN", got)
+	}
+	xs := []float64{3, 1, 2}
+	median(xs)
+	if xs[0] != 3 {
+		t.Errorf("median sorted its argument in place: %v", xs)
+	}
+}
+
+func TestResultRates(t *testing.T) {
+	r := result{Mails: 20000, Span: 16 * time.Second, CPU: 8 * time.Second}
+	if got := r.Rate(); got != 1250 {
+		t.Errorf("Rate() = %v, want 1250", got)
+	}
+	if got := r.CPUPerMail(); got != 400*time.Microsecond {
+		t.Errorf("CPUPerMail() = %v, want 400µs", got)
+	}
+	if got := (result{}).Rate(); got != 0 {
+		t.Errorf("zero Rate() = %v, want 0", got)
+	}
+	if got := (result{}).CPUPerMail(); got != 0 {
+		t.Errorf("zero CPUPerMail() = %v, want 0", got)
+	}
+}
+
+func TestSummarizeTakesMediansPerVariant(t *testing.T) {
+	all := []result{
+		{Variant: "postline", Mails: 1000, Span: time.Second, HasLatency: true, P50: 10 * time.Millisecond, CPU: time.Second, PeakRSSBytes: 30},
+		{Variant: "naive", Mails: 500, Span: 10 * time.Second, HasLatency: true, CPU: 2 * time.Second, PeakRSSBytes: 20},
+		{Variant: "postline", Mails: 1000, Span: 2 * time.Second, HasLatency: true, P50: 30 * time.Millisecond, CPU: 3 * time.Second, PeakRSSBytes: 10},
+		{Variant: "postline", Mails: 1000, Span: 4 * time.Second, HasLatency: true, P50: 20 * time.Millisecond, CPU: 2 * time.Second, PeakRSSBytes: 20},
+	}
+	got := summarize(all)
+	if len(got) != 2 || got[0].Variant != "postline" || got[1].Variant != "naive" {
+		t.Fatalf("summarize variants = %+v, want postline then naive", got)
+	}
+	p := got[0]
+	if p.Rate() != 500 || p.P50 != 20*time.Millisecond || p.CPU != 2*time.Second || p.PeakRSSBytes != 20 || !p.HasLatency {
+		t.Errorf("postline median = rate %v p50 %v cpu %v rss %d latency %v; want 500, 20ms, 2s, 20, true",
+			p.Rate(), p.P50, p.CPU, p.PeakRSSBytes, p.HasLatency)
+	}
+	if got[1] != all[1] {
+		t.Errorf("a single run is kept as it is: got %+v, want %+v", got[1], all[1])
+	}
+}
+
+func TestTable(t *testing.T) {
+	rows := []result{
+		{Variant: "postline", Mails: 20000, Span: 16 * time.Second, HasLatency: true,
+			P50: 8 * time.Second, P99: 15 * time.Second, CPU: 8 * time.Second, PeakRSSBytes: 32 << 20},
+		{Variant: "naive", Mails: 5000, Span: 80 * time.Second, HasLatency: true,
+			P50: 40 * time.Second, P99: 79 * time.Second, CPU: 10 * time.Second, PeakRSSBytes: 20 << 20},
+		{Variant: "smtp-source-d", Mails: 20000, Span: 4 * time.Second, CPU: time.Second, PeakRSSBytes: 9 << 20},
+	}
+	var b strings.Builder
+	table(&b, rows, "naive", "smtp-source-d")
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("table has %d lines, want header, rule and 3 rows:\n%s", len(lines), b.String())
+	}
+	want := []string{
+		// 1250/s vs 62.5/s = 20x; 0.4 ms vs 2 ms CPU per mail = 0.2x; 1250 vs 5000/s = 25%.
+		"| postline | 20000 | 1250 | 8.00 s | 15.00 s | 0.400 | 32.0 | 20.0x | 0.20x | 25% |",
+		"| naive | 5000 | 62 | 40.00 s | 79.00 s | 2.000 | 20.0 | 1.00x | 1.00x | 1.2% |",
+		"| smtp-source-d | 20000 | 5000 | n/a | n/a | 0.050 | 9.0 | 80.0x | 0.03x | 100% |",
+	}
+	for i, w := range want {
+		if lines[2+i] != w {
+			t.Errorf("row %d:\n got %s\nwant %s", i, lines[2+i], w)
+		}
+	}
+
+	b.Reset()
+	table(&b, rows[:1], "naive", "smtp-source-d")
+	if !strings.Contains(b.String(), "| 0.400 | 32.0 | n/a | n/a | n/a |") {
+		t.Errorf("without baseline rows the ratios should be n/a:\n%s", b.String())
+	}
+}
+
+func TestBenchLine(t *testing.T) {
+	tests := []struct {
+		r    result
+		want string
+	}{
+		{
+			result{Variant: "postline", Mails: 20000, Span: 16 * time.Second, HasLatency: true,
+				P50: 8 * time.Second, P99: 15500 * time.Microsecond, CPU: 8 * time.Second, PeakRSSBytes: 1 << 20},
+			"BenchmarkE2E/postline 20000 800000 ns/op 1250.0 mails/s 8000.000 p50-ms 15.500 p99-ms 400000 cpu-ns/mail 1048576 peak-rss-B",
+		},
+		{
+			result{Variant: "smtp-source", Mails: 100, Span: time.Second, CPU: 10 * time.Millisecond, PeakRSSBytes: 4096},
+			"BenchmarkE2E/smtp-source 100 10000000 ns/op 100.0 mails/s 100000 cpu-ns/mail 4096 peak-rss-B",
+		},
+	}
+	for _, tt := range tests {
+		if got := benchLine(tt.r); got != tt.want {
+			t.Errorf("benchLine:\n got %s\nwant %s", got, tt.want)
+		}
+	}
+}
+
+func TestSyntheticBody(t *testing.T) {
+	for _, n := range []int{1, 64, 1024, 1000} {
+		b := syntheticBody(n)
+		if len(b) != n {
+			t.Errorf("syntheticBody(%d) has %d bytes", n, len(b))
+		}
+	}
+}

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/postline/postline/internal/idempotency"
+)
+
+func newMigrateCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the database migrations (safe to run again and concurrently)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			pool, err := pgxpool.New(cmd.Context(), g.databaseURL)
+			if err != nil {
+				return fmt.Errorf("--database-url: %w", err)
+			}
+			defer pool.Close()
+			if err := idempotency.Migrate(cmd.Context(), pool); err != nil {
+				return err
+			}
+			return g.print(map[string]bool{"migrated": true}, "migrations applied")
+		},
+	}
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Defaults of the global settings.
+const (
+	defaultBrokers     = "127.0.0.1:9092"
+	defaultDatabaseURL = "postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable"
+	defaultJobsTopic   = "mail.jobs"
+	defaultDLQTopic    = "mail.dlq"
+)
+
+// envFlags are the global flags that an environment variable sets when the
+// flag is not given.
+var envFlags = []struct{ flag, env string }{
+	{"brokers", "POSTLINE_KAFKA_BROKERS"},
+	{"database-url", "POSTLINE_DATABASE_URL"},
+	{"topic", "POSTLINE_JOBS_TOPIC"},
+	{"dlq-topic", "POSTLINE_DLQ_TOPIC"},
+}
+
+// globals are the settings every command shares.
+type globals struct {
+	brokers     string
+	databaseURL string
+	topic       string
+	dlqTopic    string
+	output      string
+
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// brokerList splits --brokers on commas.
+func (g *globals) brokerList() []string {
+	var out []string
+	for _, b := range strings.Split(g.brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// print writes v as JSON with --output json, or text otherwise.
+func (g *globals) print(v any, text string) error {
+	if g.output == "json" {
+		enc := json.NewEncoder(g.stdout)
+		return enc.Encode(v)
+	}
+	_, err := fmt.Fprintln(g.stdout, text)
+	return err
+}
+
+// run executes postctl with args (without the program name). Settings come
+// from flags, then the environment through getenv, then defaults.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return execute(ctx, args, getenv, os.Stdin, stdout, stderr)
+}
+
+func execute(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "postctl",
+		Short:         "Operate Postline: topics, migrations, publishing jobs",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			// The environment is read after parsing, not used as the flag
+			// default, so help never prints a secret from it.
+			for _, e := range envFlags {
+				if v := getenv(e.env); v != "" && !cmd.Flags().Changed(e.flag) {
+					if err := cmd.Flags().Set(e.flag, v); err != nil {
+						return fmt.Errorf("%s: %w", e.env, err)
+					}
+				}
+			}
+			if g.output != "text" && g.output != "json" {
+				return fmt.Errorf("--output %q: want text or json", g.output)
+			}
+			if len(g.brokerList()) == 0 {
+				return fmt.Errorf("--brokers is empty")
+			}
+			return nil
+		},
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.brokers, "brokers", defaultBrokers, "Kafka bootstrap brokers, comma-separated (env POSTLINE_KAFKA_BROKERS)")
+	pf.StringVar(&g.databaseURL, "database-url", defaultDatabaseURL, "PostgreSQL URL (env POSTLINE_DATABASE_URL)")
+	pf.StringVar(&g.topic, "topic", defaultJobsTopic, "jobs topic (env POSTLINE_JOBS_TOPIC)")
+	pf.StringVar(&g.dlqTopic, "dlq-topic", defaultDLQTopic, "dead-letter topic (env POSTLINE_DLQ_TOPIC)")
+	pf.StringVar(&g.output, "output", "text", "output format: text or json")
+
+	root.AddCommand(newTopicsCmd(g), newMigrateCmd(g), newPublishCmd(g))
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	return root.ExecuteContext(ctx)
+}

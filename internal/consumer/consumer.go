@@ -1,0 +1,523 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+)
+
+// Backoff after a failed attempt to join the group: it starts at
+// joinBackoffMin, doubles per consecutive failure and stops at joinBackoffMax.
+const (
+	joinBackoffMin = 500 * time.Millisecond
+	joinBackoffMax = 10 * time.Second
+	// fetchBackoff is the pause after a fetch error before fetching again.
+	fetchBackoff = time.Second
+	// readerQueueCapacity bounds the messages a partition reader prefetches.
+	readerQueueCapacity = 100
+)
+
+// Message is one record fetched from Kafka. Pass it back to MarkDone when it
+// is finished.
+type Message struct {
+	Topic     string
+	Partition int
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Headers   []kafka.Header
+	Time      time.Time
+
+	part *partition // the generation's tracker handle; nil for hand-made messages
+}
+
+// Consumer reads a topic as a member of a consumer group. Create it with
+// New, start it with Run.
+type Consumer struct {
+	cfg     Config
+	logger  *slog.Logger
+	metrics *metrics
+	out     chan Message
+	started atomic.Bool
+
+	mu  sync.Mutex
+	cur *generation // the generation holding partitions, nil between generations
+
+	wg sync.WaitGroup // fetchers and committers of every generation
+}
+
+// generation is this member's view of one group generation.
+type generation struct {
+	gen      *kafka.Generation
+	parts    []*partition // sorted by partition ID
+	byID     map[int]*partition
+	left     atomic.Int32  // fetchers still running
+	fetched  chan struct{} // closed when every fetcher has stopped and drained
+	finished chan struct{} // closed after the final commit
+}
+
+// partition is the state of one owned partition within one generation.
+type partition struct {
+	topic string
+	id    int
+	start int64         // offset the assignment starts at (may be kafka.FirstOffset/LastOffset)
+	slots chan struct{} // one token per message fetched and not done: back-pressure
+
+	mu     sync.Mutex
+	tr     *tracker
+	closed bool          // generation ended: MarkDone is ignored
+	idle   chan struct{} // closed when pending reaches zero, while draining
+
+	committed int64 // last committed offset, -1 for none; committer only
+}
+
+// New returns a Consumer for cfg (after cfg.WithDefaults()). Metrics register
+// on reg; a nil reg leaves them unregistered.
+func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Consumer, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		return nil, errors.New("consumer: logger is nil")
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Consumer{
+		cfg:     cfg,
+		logger:  logger.With("topic", cfg.Topic, "group", cfg.GroupID),
+		metrics: m,
+		out:     make(chan Message),
+	}, nil
+}
+
+// Messages returns the channel on which fetched messages arrive, in offset
+// order per partition. It is closed when Run returns.
+func (c *Consumer) Messages() <-chan Message {
+	return c.out
+}
+
+// MarkDone records that m is finished (its outcome is durably recorded). Safe
+// for concurrent use, in any order. The consumer commits offsets; callers
+// never do. Messages of an ended generation, unknown messages and repeated
+// calls are ignored.
+func (c *Consumer) MarkDone(m Message) {
+	p := m.part
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if p.closed || !p.tr.Done(m.Offset) {
+		p.mu.Unlock()
+		return
+	}
+	if p.idle != nil && p.tr.Pending() == 0 {
+		close(p.idle)
+		p.idle = nil
+	}
+	p.mu.Unlock()
+	c.metrics.inFlight.Dec()
+	select {
+	case <-p.slots:
+	default: // unreachable: the fetcher took a slot before registering m
+	}
+}
+
+// Run joins the group and fetches until ctx is cancelled; then stops
+// fetching, waits up to DrainTimeout for in-flight messages, commits, leaves
+// the group and returns nil (or the error that stopped it). Callers keep
+// processing Messages() and calling MarkDone until Run returns. An
+// unreachable coordinator does not stop Run: it retries with backoff until
+// ctx is cancelled. Run may be called once.
+func (c *Consumer) Run(ctx context.Context) error {
+	if !c.started.CompareAndSwap(false, true) {
+		return errors.New("consumer: Run called more than once")
+	}
+	defer close(c.out)
+
+	kafkaLog := c.logger.With("component", "kafka-go")
+	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID:                c.cfg.GroupID,
+		Brokers:           c.cfg.Brokers,
+		Topics:            []string{c.cfg.Topic},
+		HeartbeatInterval: c.cfg.HeartbeatInterval,
+		SessionTimeout:    c.cfg.SessionTimeout,
+		RebalanceTimeout:  c.cfg.RebalanceTimeout,
+		JoinGroupBackoff:  joinBackoffMin,
+		StartOffset:       c.cfg.StartOffset,
+		Logger:            debugLogger(kafkaLog),
+		ErrorLogger:       debugLogger(kafkaLog),
+	})
+	if err != nil {
+		return fmt.Errorf("consumer group %s: %w", c.cfg.GroupID, err)
+	}
+
+	var last *generation
+	failures := 0
+	for {
+		gen, err := cg.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			if errors.Is(err, kafka.RebalanceInProgress) {
+				// The coordinator paces the next join attempt itself.
+				c.logger.Debug("consumer group rebalance in progress", "err", err)
+				continue
+			}
+			failures++
+			delay := backoff(failures)
+			c.logger.Warn("join consumer group failed; retrying",
+				"err", err, "attempt", failures, "retry_in", delay)
+			if !sleep(ctx, delay) {
+				break
+			}
+			continue
+		}
+		failures = 0
+		last = c.startGeneration(ctx, gen)
+	}
+
+	// Shutdown: the live generation's fetchers saw ctx and are draining while
+	// the generation (and its heartbeat) stays up. Once its final commit is
+	// made, Close ends the generation and leaves the group.
+	if last != nil {
+		<-last.finished
+	}
+	if err := cg.Close(); err != nil {
+		c.logger.Warn("close consumer group", "err", err)
+	}
+	c.wg.Wait()
+	c.logger.Info("consumer stopped")
+	return nil
+}
+
+// Assigned returns the partitions currently owned (sorted), for readiness and
+// tests.
+func (c *Consumer) Assigned() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == nil {
+		return nil
+	}
+	ids := make([]int, 0, len(c.cur.parts))
+	for _, p := range c.cur.parts {
+		ids = append(ids, p.id)
+	}
+	return ids
+}
+
+// Joined reports whether the consumer currently holds a generation (for
+// /readyz).
+func (c *Consumer) Joined() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur != nil
+}
+
+// startGeneration starts the fetchers and the committer of gen and returns at
+// once; they run until the generation ends.
+func (c *Consumer) startGeneration(runCtx context.Context, gen *kafka.Generation) *generation {
+	g := &generation{
+		gen:      gen,
+		byID:     make(map[int]*partition),
+		fetched:  make(chan struct{}),
+		finished: make(chan struct{}),
+	}
+	for _, a := range gen.Assignments[c.cfg.Topic] {
+		p := &partition{
+			topic:     c.cfg.Topic,
+			id:        a.ID,
+			start:     a.Offset,
+			slots:     make(chan struct{}, c.cfg.MaxInFlightPerPartition),
+			tr:        newTracker(),
+			committed: -1,
+		}
+		if a.Offset >= 0 {
+			p.committed = a.Offset
+		}
+		g.parts = append(g.parts, p)
+		g.byID[p.id] = p
+	}
+	slices.SortFunc(g.parts, func(a, b *partition) int { return a.id - b.id })
+	g.left.Store(int32(len(g.parts)))
+	if len(g.parts) == 0 {
+		close(g.fetched)
+	}
+
+	c.mu.Lock()
+	c.cur = g
+	c.mu.Unlock()
+	c.metrics.rebalances.Inc()
+	c.metrics.assignedPartitions.Set(float64(len(g.parts)))
+	ids := make([]int, len(g.parts))
+	for i, p := range g.parts {
+		ids[i] = p.id
+	}
+	c.logger.Info("joined consumer group generation",
+		"generation", gen.ID, "member_id", gen.MemberID, "partitions", ids)
+
+	c.wg.Add(1 + len(g.parts))
+	gen.Start(func(genCtx context.Context) {
+		defer c.wg.Done()
+		c.commitLoop(runCtx, genCtx, g)
+	})
+	for _, p := range g.parts {
+		gen.Start(func(genCtx context.Context) {
+			defer c.wg.Done()
+			c.fetchPartition(runCtx, genCtx, g, p)
+		})
+	}
+	return g
+}
+
+// fetchPartition fetches p until the generation ends or runCtx is cancelled,
+// then drains p, and returns only once the generation has ended: returning
+// earlier would end the generation and make the group rejoin during
+// shutdown.
+func (c *Consumer) fetchPartition(runCtx, genCtx context.Context, g *generation, p *partition) {
+	defer func() { <-genCtx.Done() }()
+	log := c.logger.With("partition", p.id, "generation", g.gen.ID)
+	if genCtx.Err() == nil && runCtx.Err() == nil {
+		c.fetchLoop(runCtx, genCtx, p, log)
+	}
+	c.drain(p, log)
+	if g.left.Add(-1) == 0 {
+		close(g.fetched)
+	}
+}
+
+func (c *Consumer) fetchLoop(runCtx, genCtx context.Context, p *partition, log *slog.Logger) {
+	ctx, cancel := context.WithCancel(runCtx)
+	defer cancel()
+	stop := context.AfterFunc(genCtx, cancel)
+	defer stop()
+
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers:         c.cfg.Brokers,
+		Topic:           p.topic,
+		Partition:       p.id,
+		MinBytes:        c.cfg.MinBytes,
+		MaxBytes:        c.cfg.MaxBytes,
+		MaxWait:         c.cfg.MaxWait,
+		QueueCapacity:   min(readerQueueCapacity, c.cfg.MaxInFlightPerPartition),
+		ReadLagInterval: -1,
+		ErrorLogger:     debugLogger(log.With("component", "kafka-go")),
+	})
+	defer func() {
+		if err := r.Close(); err != nil {
+			log.Warn("close partition reader", "err", err)
+		}
+	}()
+	if err := r.SetOffset(p.start); err != nil {
+		log.Error("set partition reader offset", "offset", p.start, "err", err)
+		return
+	}
+
+	for {
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		km, err := r.FetchMessage(ctx)
+		if err != nil {
+			<-p.slots
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("fetch failed; retrying", "err", err, "retry_in", fetchBackoff)
+			if !sleep(ctx, fetchBackoff) {
+				return
+			}
+			continue
+		}
+		p.mu.Lock()
+		ok := p.tr.Register(km.Offset)
+		p.mu.Unlock()
+		if !ok {
+			<-p.slots
+			log.Warn("fetched offset not above the previous one; skipped", "offset", km.Offset)
+			continue
+		}
+		c.metrics.inFlight.Inc()
+		m := Message{
+			Topic:     km.Topic,
+			Partition: km.Partition,
+			Offset:    km.Offset,
+			Key:       km.Key,
+			Value:     km.Value,
+			Headers:   km.Headers,
+			Time:      km.Time,
+			part:      p,
+		}
+		select {
+		case c.out <- m:
+			c.metrics.messages.WithLabelValues(p.topic).Inc()
+		case <-ctx.Done():
+			// Never handed out, so nobody will mark it done: forget it so the
+			// commit point stops before it.
+			p.mu.Lock()
+			p.tr.Unregister(km.Offset)
+			p.mu.Unlock()
+			c.metrics.inFlight.Dec()
+			<-p.slots
+			return
+		}
+	}
+}
+
+// drain waits up to DrainTimeout for p's in-flight messages to be marked done.
+func (c *Consumer) drain(p *partition, log *slog.Logger) {
+	p.mu.Lock()
+	if p.tr.Pending() == 0 {
+		p.mu.Unlock()
+		return
+	}
+	idle := make(chan struct{})
+	p.idle = idle
+	p.mu.Unlock()
+
+	t := time.NewTimer(c.cfg.DrainTimeout)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+		p.mu.Lock()
+		n := p.tr.Pending()
+		p.mu.Unlock()
+		log.Warn("drain timed out; in-flight messages will be redelivered",
+			"in_flight", n, "drain_timeout", c.cfg.DrainTimeout)
+	}
+}
+
+// commitLoop commits g every CommitInterval while it runs and while its
+// partitions drain, makes the final commit, then ends g for MarkDone.
+func (c *Consumer) commitLoop(runCtx, genCtx context.Context, g *generation) {
+	defer func() { <-genCtx.Done() }()
+	t := time.NewTicker(c.cfg.CommitInterval)
+	defer t.Stop()
+	failed := false
+running:
+	for {
+		select {
+		case <-t.C:
+			c.commit(g, &failed)
+		case <-genCtx.Done():
+			break running
+		case <-runCtx.Done():
+			break running
+		}
+	}
+	for draining := true; draining; {
+		select {
+		case <-t.C:
+			c.commit(g, &failed)
+		case <-g.fetched:
+			draining = false
+		}
+	}
+	c.commit(g, &failed)
+	c.endGeneration(g)
+}
+
+// commit commits, for every partition of g, the tracker's commit point when
+// it is past the last committed offset. failed makes only the first failure
+// of a generation a warning: after a rebalance every commit of the old
+// generation fails the same way.
+func (c *Consumer) commit(g *generation, failed *bool) {
+	offsets := make(map[int]int64)
+	for _, p := range g.parts {
+		p.mu.Lock()
+		off, ok := p.tr.CommitPoint()
+		p.mu.Unlock()
+		if ok && off > p.committed {
+			offsets[p.id] = off
+		}
+	}
+	if len(offsets) == 0 {
+		return
+	}
+	err := g.gen.CommitOffsets(map[string]map[int]int64{c.cfg.Topic: offsets})
+	if err != nil {
+		c.metrics.commits.WithLabelValues(commitError).Inc()
+		level := slog.LevelWarn
+		if *failed {
+			level = slog.LevelDebug
+		}
+		*failed = true
+		c.logger.Log(context.Background(), level, "commit offsets failed",
+			"generation", g.gen.ID, "offsets", offsets, "err", err)
+		return
+	}
+	c.metrics.commits.WithLabelValues(commitOK).Inc()
+	for id, off := range offsets {
+		p := g.byID[id]
+		p.committed = off
+		c.metrics.committedOffset.WithLabelValues(c.cfg.Topic, strconv.Itoa(id)).Set(float64(off))
+	}
+}
+
+// endGeneration makes MarkDone ignore g's messages and releases g's state.
+func (c *Consumer) endGeneration(g *generation) {
+	abandoned := 0
+	for _, p := range g.parts {
+		p.mu.Lock()
+		p.closed = true
+		n := p.tr.Pending()
+		p.mu.Unlock()
+		abandoned += n
+		c.metrics.inFlight.Sub(float64(n))
+		c.metrics.committedOffset.DeleteLabelValues(c.cfg.Topic, strconv.Itoa(p.id))
+	}
+	c.mu.Lock()
+	if c.cur == g {
+		c.cur = nil
+		c.metrics.assignedPartitions.Set(0)
+	}
+	c.mu.Unlock()
+	close(g.finished)
+	c.logger.Info("consumer group generation ended", "generation", g.gen.ID, "abandoned", abandoned)
+}
+
+// backoff returns the pause after the n-th consecutive failure (n >= 1).
+func backoff(n int) time.Duration {
+	d := joinBackoffMin
+	for i := 1; i < n && d < joinBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, joinBackoffMax)
+}
+
+// sleep waits d or until ctx is done; it reports whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// debugLogger adapts kafka-go's printf logging to slog at debug level: what
+// matters is logged by this package at the right level.
+func debugLogger(l *slog.Logger) kafka.LoggerFunc {
+	return func(format string, args ...any) {
+		if l.Enabled(context.Background(), slog.LevelDebug) {
+			l.Debug(fmt.Sprintf(format, args...))
+		}
+	}
+}

@@ -1,0 +1,25 @@
+// Package consumer owns reading one Kafka topic as a member of a consumer
+// group and committing its offsets safely. It knows Kafka, not mail.
+//
+// Callers receive messages on Messages() and call MarkDone once a message's
+// outcome is durably recorded; they never commit. The consumer commits, per
+// owned partition, the offset after the longest prefix of done messages, only
+// forwards, and only through the group generation that fetched the messages,
+// so a commit after a rebalance is refused by the coordinator instead of
+// moving an offset backwards (kafka.Reader with a GroupID does move it
+// backwards; see RECIPES).
+//
+// Each generation of the group runs one fetcher per assigned partition and a
+// committer, all started through kafka.Generation.Start, so the group does
+// not join its next generation before they have drained and committed. When
+// a generation ends (rebalance or shutdown) its fetchers stop fetching, wait
+// up to Config.DrainTimeout for in-flight messages to be marked done, and the
+// committer makes a final commit. MarkDone of a message whose generation has
+// ended is ignored: its partition may belong to another member now, which
+// reads it again from the last commit (delivery is at least once; the
+// idempotency store absorbs the duplicates). On shutdown the generation, and
+// its heartbeat, stay up while the partitions drain; the member leaves the
+// group only after the final commit.
+//
+// The package does not decode payloads, retry, or publish anywhere.
+package consumer

@@ -1,0 +1,120 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Lag returns, per partition of topic, how many messages group has not yet
+// committed past: the partition's end offset minus the group's committed
+// offset, or minus the partition's first offset when the group has never
+// committed it. client.Addr must point at a broker.
+//
+// It is group lag as an autoscaler means it; kafka.Reader.Stats().Lag is not
+// (it is the fetch lag of whichever partition was fetched last).
+func Lag(ctx context.Context, client *kafka.Client, topic, group string) (map[int]int64, error) {
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return nil, fmt.Errorf("lag of %s: metadata: %w", topic, err)
+	}
+	var partitions []int
+	for _, t := range md.Topics {
+		if t.Name != topic {
+			continue
+		}
+		if t.Error != nil {
+			return nil, fmt.Errorf("lag of %s: metadata: %w", topic, t.Error)
+		}
+		for _, p := range t.Partitions {
+			partitions = append(partitions, p.ID)
+		}
+	}
+	if len(partitions) == 0 {
+		return nil, fmt.Errorf("lag of %s: topic has no partitions", topic)
+	}
+
+	end, err := listOffsets(ctx, client, topic, partitions, kafka.LastOffsetOf)
+	if err != nil {
+		return nil, fmt.Errorf("lag of %s: end offsets: %w", topic, err)
+	}
+
+	committed := make(map[int]int64, len(partitions))
+	res, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{
+		GroupID: group,
+		Topics:  map[string][]int{topic: partitions},
+	})
+	if err == nil {
+		err = res.Error
+	}
+	switch {
+	case errors.Is(err, kafka.GroupIdNotFound):
+		// A group that never committed: everything from the start is lag.
+	case err != nil:
+		return nil, fmt.Errorf("lag of %s for group %s: committed offsets: %w", topic, group, err)
+	default:
+		for _, p := range res.Topics[topic] {
+			if p.Error != nil {
+				return nil, fmt.Errorf("lag of %s for group %s: committed offset of partition %d: %w", topic, group, p.Partition, p.Error)
+			}
+			if p.CommittedOffset >= 0 {
+				committed[p.Partition] = p.CommittedOffset
+			}
+		}
+	}
+
+	var uncommitted []int
+	for _, p := range partitions {
+		if _, ok := committed[p]; !ok {
+			uncommitted = append(uncommitted, p)
+		}
+	}
+	if len(uncommitted) > 0 {
+		start, err := listOffsets(ctx, client, topic, uncommitted, kafka.FirstOffsetOf)
+		if err != nil {
+			return nil, fmt.Errorf("lag of %s: start offsets: %w", topic, err)
+		}
+		for p, off := range start {
+			committed[p] = off
+		}
+	}
+
+	lag := make(map[int]int64, len(partitions))
+	for _, p := range partitions {
+		lag[p] = max(0, end[p]-committed[p])
+	}
+	return lag, nil
+}
+
+// listOffsets asks for one offset per partition; of picks which (first or
+// last). First and last go in separate requests: a request naming a
+// partition twice is invalid.
+func listOffsets(ctx context.Context, client *kafka.Client, topic string, partitions []int, of func(int) kafka.OffsetRequest) (map[int]int64, error) {
+	reqs := make([]kafka.OffsetRequest, len(partitions))
+	for i, p := range partitions {
+		reqs[i] = of(p)
+	}
+	res, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]int64, len(partitions))
+	for _, p := range res.Topics[topic] {
+		if p.Error != nil {
+			return nil, fmt.Errorf("partition %d: %w", p.Partition, p.Error)
+		}
+		if reqs[0].Timestamp == kafka.FirstOffset {
+			out[p.Partition] = p.FirstOffset
+		} else {
+			out[p.Partition] = p.LastOffset
+		}
+	}
+	for _, p := range partitions {
+		if _, ok := out[p]; !ok {
+			return nil, fmt.Errorf("partition %d: no offset in response", p)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,341 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// ClaimRequest asks to claim one message before sending it.
+type ClaimRequest struct {
+	// MessageID is the row's key. Required.
+	MessageID string
+	// PayloadHash identifies the content: the same ID with another hash is a
+	// conflict, not a duplicate.
+	PayloadHash []byte
+	// Attempt is the attempt this copy is for; 1 for the first publish.
+	Attempt int
+	// Priority is stored on the row for reporting.
+	Priority string
+	// Tenant is stored on the row for reporting.
+	Tenant string
+	// EnqueuedAt is the Kafka record timestamp of the first publish; zero
+	// stores NULL.
+	EnqueuedAt time.Time
+}
+
+// ClaimResult is what a claim decided for one request.
+type ClaimResult int
+
+// The claim results.
+const (
+	// Claimed means this worker holds the lease: send it.
+	Claimed ClaimResult = iota + 1
+	// Duplicate means the same payload is already terminal, or the same ID
+	// with the same payload and attempt came earlier in this batch: skip.
+	Duplicate
+	// Conflict means the same ID with a different payload hash: do not send.
+	Conflict
+	// Busy means the row is leased by someone else (or by us for another
+	// copy), or was claimable but taken concurrently: re-check at RetryAt.
+	Busy
+	// Stale means the attempt number does not match the row: an old copy,
+	// skip.
+	Stale
+)
+
+// String returns the result's name as used in the claims_total metric.
+func (r ClaimResult) String() string {
+	switch r {
+	case Claimed:
+		return "claimed"
+	case Duplicate:
+		return "duplicate"
+	case Conflict:
+		return "conflict"
+	case Busy:
+		return "busy"
+	case Stale:
+		return "stale"
+	}
+	return fmt.Sprintf("ClaimResult(%d)", int(r))
+}
+
+// Claim is the outcome of one ClaimRequest.
+type Claim struct {
+	// MessageID is the request's ID.
+	MessageID string
+	// Result says what to do with the message.
+	Result ClaimResult
+	// Version is the row version after the claim (Claimed): Record and
+	// ExtendLease compare-and-set on it. For other results, the version seen.
+	Version int64
+	// Status is the row status as seen (sending when Claimed).
+	Status Status
+	// RetryAt is, for Busy, when to re-check: the lease expiry on the
+	// database's clock, or the database's now when the row is free again.
+	RetryAt time.Time
+}
+
+// observedRow is the part of a row that claim classification looks at.
+type observedRow struct {
+	Status         Status
+	Version        int64
+	Attempt        int
+	PayloadHash    []byte
+	LeaseExpiresAt time.Time // zero when NULL
+}
+
+// claimInput is everything classify needs to decide one request.
+type claimInput struct {
+	Req ClaimRequest
+	// First is the earlier request with the same ID in the batch; nil when
+	// Req is the first occurrence.
+	First *ClaimRequest
+	// Claimed reports that the upsert took the lease for this ID (only ever
+	// for the first occurrence), at ClaimedVersion.
+	Claimed        bool
+	ClaimedVersion int64
+	// Row is the row read back after the upsert; nil if there is none.
+	Row *observedRow
+	// Now is the database's clock during the claim.
+	Now time.Time
+}
+
+// classify decides the result of one claim request. It is pure: the claim
+// statement already took whichever leases could be taken, so classify only
+// explains why the others were not. The order of the checks matters: content
+// first (conflict), then terminal state (duplicate), then attempt (stale),
+// then the lease (busy).
+func classify(in claimInput) Claim {
+	c := Claim{MessageID: in.Req.MessageID}
+	if in.Row != nil {
+		c.Status = in.Row.Status
+		c.Version = in.Row.Version
+	}
+	if in.First == nil && in.Claimed {
+		c.Result, c.Status, c.Version = Claimed, StatusSending, in.ClaimedVersion
+		return c
+	}
+	if in.First != nil {
+		ref := in.First.PayloadHash
+		if in.Row != nil {
+			ref = in.Row.PayloadHash
+		}
+		if !bytes.Equal(in.Req.PayloadHash, ref) {
+			c.Result = Conflict
+			return c
+		}
+		if bytes.Equal(in.Req.PayloadHash, in.First.PayloadHash) && in.Req.Attempt == in.First.Attempt {
+			// A redelivered copy of an earlier entry: that entry carries
+			// the outcome for both.
+			c.Result = Duplicate
+			return c
+		}
+		// Same content, another attempt (or the first entry conflicted):
+		// judge this copy on the row alone, but it cannot be claimed here.
+	}
+	row := in.Row
+	switch {
+	case row == nil:
+		// The row vanished between the statements: look again.
+		c.Result, c.RetryAt = Busy, in.Now
+	case !bytes.Equal(in.Req.PayloadHash, row.PayloadHash):
+		c.Result = Conflict
+	case row.Status.Terminal():
+		c.Result = Duplicate
+	case in.Req.Attempt != row.Attempt:
+		c.Result = Stale
+	case row.LeaseExpiresAt.After(in.Now):
+		c.Result, c.RetryAt = Busy, row.LeaseExpiresAt
+	default:
+		// Claimable, yet not claimed by this statement: another worker
+		// took and released it concurrently, or this is a later copy in
+		// the batch. Re-check right away.
+		c.Result, c.RetryAt = Busy, in.Now
+	}
+	return c
+}
+
+const claimSQL = `
+INSERT INTO postline_messages AS m (
+	message_id, status, version, attempt, payload_hash, lease_owner, lease_expires_at,
+	priority, tenant, enqueued_at, created_at, updated_at)
+SELECT u.message_id, 'sending', 1, u.attempt, u.payload_hash, $7, now() + make_interval(secs => $8),
+	NULLIF(u.priority, ''), NULLIF(u.tenant, ''), u.enqueued_at, now(), now()
+FROM unnest($1::text[], $2::bytea[], $3::int4[], $4::text[], $5::text[], $6::timestamptz[])
+	AS u(message_id, payload_hash, attempt, priority, tenant, enqueued_at)
+ORDER BY u.message_id COLLATE "C"
+ON CONFLICT (message_id) DO UPDATE SET
+	status = 'sending',
+	version = m.version + 1,
+	lease_owner = excluded.lease_owner,
+	lease_expires_at = excluded.lease_expires_at,
+	priority = COALESCE(m.priority, excluded.priority),
+	tenant = COALESCE(m.tenant, excluded.tenant),
+	enqueued_at = COALESCE(m.enqueued_at, excluded.enqueued_at),
+	updated_at = excluded.updated_at
+WHERE m.status IN ('pending', 'retrying', 'sending')
+	AND m.payload_hash = excluded.payload_hash
+	AND m.attempt = excluded.attempt
+	AND (m.lease_expires_at IS NULL OR m.lease_expires_at <= now())
+RETURNING m.message_id, m.version`
+
+const claimReadSQL = `
+SELECT message_id, status, version, attempt, payload_hash, lease_expires_at
+FROM postline_messages WHERE message_id = ANY($1::text[])`
+
+// Claim claims a batch in one round trip and returns the results in input
+// order.
+//
+// The same MessageID may appear several times in reqs: only the first
+// occurrence can be Claimed. A later one is Conflict when its hash differs
+// from the row's, Duplicate when it repeats the first occurrence's hash and
+// attempt, and otherwise is judged on the row like any unclaimed request
+// (Duplicate, Stale or Busy).
+//
+// A claim succeeds when no row exists (it is inserted as sending, version 1),
+// or the row is pending, retrying or sending with the same hash, the same
+// attempt and no live lease (a sending row with an expired lease belongs to a
+// crashed owner). Otherwise: a different hash is Conflict whatever the
+// status, a terminal row is Duplicate, an attempt mismatch is Stale, and a
+// live lease (anyone's, ours included) is Busy until RetryAt. Leases are
+// measured on the database's clock.
+//
+// The batch is an upsert that takes the leases followed by a read of the rows,
+// sent together in one implicit transaction; classification happens in Go.
+// Rows are locked in byte order of the ID (COLLATE "C"), as by every other
+// write of this package, so concurrent batches cannot deadlock.
+func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	firstIdx := make(map[string]int, len(reqs))
+	ids := make([]string, 0, len(reqs))
+	hashes := make([][]byte, 0, len(reqs))
+	attempts := make([]int32, 0, len(reqs))
+	priorities := make([]string, 0, len(reqs))
+	tenants := make([]string, 0, len(reqs))
+	enqueued := make([]pgtype.Timestamptz, 0, len(reqs))
+	for i, r := range reqs {
+		if r.MessageID == "" {
+			return nil, fmt.Errorf("claim: request %d: empty message ID", i)
+		}
+		if r.Attempt < 1 || r.Attempt > math.MaxInt32 {
+			return nil, fmt.Errorf("claim %s: attempt %d out of range", r.MessageID, r.Attempt)
+		}
+		if _, dup := firstIdx[r.MessageID]; dup {
+			continue
+		}
+		firstIdx[r.MessageID] = i
+		ids = append(ids, r.MessageID)
+		hashes = append(hashes, nonNil(r.PayloadHash))
+		attempts = append(attempts, int32(r.Attempt))
+		priorities = append(priorities, r.Priority)
+		tenants = append(tenants, r.Tenant)
+		enqueued = append(enqueued, timestamptz(r.EnqueuedAt))
+	}
+
+	start := time.Now()
+	claimed, rows, now, err := s.claimRoundTrip(ctx, ids, hashes, attempts, priorities, tenants, enqueued)
+	s.observe(ctx, opClaim, start, err)
+	if err != nil {
+		return nil, fmt.Errorf("claim %d messages: %w", len(ids), err)
+	}
+
+	out := make([]Claim, len(reqs))
+	for i, r := range reqs {
+		in := claimInput{Req: r, Now: now}
+		if fi := firstIdx[r.MessageID]; fi != i {
+			first := reqs[fi]
+			in.First = &first
+		} else if v, ok := claimed[r.MessageID]; ok {
+			in.Claimed, in.ClaimedVersion = true, v
+		}
+		if row, ok := rows[r.MessageID]; ok {
+			in.Row = &row
+		}
+		out[i] = classify(in)
+		s.m.claims.WithLabelValues(out[i].Result.String()).Inc()
+	}
+	return out, nil
+}
+
+// claimRoundTrip sends the upsert, the read-back and the clock query as one
+// batch: one round trip, one implicit transaction, one now().
+func (s *Store) claimRoundTrip(ctx context.Context, ids []string, hashes [][]byte, attempts []int32,
+	priorities, tenants []string, enqueued []pgtype.Timestamptz,
+) (claimed map[string]int64, rows map[string]observedRow, now time.Time, err error) {
+	b := &pgx.Batch{}
+	b.Queue(claimSQL, ids, hashes, attempts, priorities, tenants, enqueued, s.cfg.Owner, s.leaseSeconds())
+	b.Queue(claimReadSQL, ids)
+	b.Queue("SELECT now()")
+	br := s.pool.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+
+	claimed = make(map[string]int64, len(ids))
+	res, err := br.Query()
+	if err != nil {
+		return nil, nil, time.Time{}, fmt.Errorf("upsert: %w", err)
+	}
+	var (
+		id      string
+		version int64
+	)
+	if _, err := pgx.ForEachRow(res, []any{&id, &version}, func() error {
+		claimed[id] = version
+		return nil
+	}); err != nil {
+		return nil, nil, time.Time{}, fmt.Errorf("upsert: %w", err)
+	}
+
+	rows = make(map[string]observedRow, len(ids))
+	res, err = br.Query()
+	if err != nil {
+		return nil, nil, time.Time{}, fmt.Errorf("read rows: %w", err)
+	}
+	var (
+		row   observedRow
+		lease pgtype.Timestamptz
+	)
+	if _, err := pgx.ForEachRow(res, []any{&id, &row.Status, &row.Version, &row.Attempt, &row.PayloadHash, &lease}, func() error {
+		row.LeaseExpiresAt = timeOf(lease)
+		rows[id] = row
+		row = observedRow{}
+		return nil
+	}); err != nil {
+		return nil, nil, time.Time{}, fmt.Errorf("read rows: %w", err)
+	}
+
+	if err := br.QueryRow().Scan(&now); err != nil {
+		return nil, nil, time.Time{}, fmt.Errorf("read clock: %w", err)
+	}
+	return claimed, rows, now, nil
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+func timestamptz(t time.Time) pgtype.Timestamptz {
+	return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()}
+}
+
+func timeOf(t pgtype.Timestamptz) time.Time {
+	if !t.Valid {
+		return time.Time{}
+	}
+	return t.Time
+}

@@ -1,0 +1,21 @@
+// Package idempotency owns the PostgreSQL row kept per Message-ID: the record
+// that makes delivery exactly-once in effect although Kafka delivers
+// at-least-once.
+//
+// A worker claims a batch of jobs before sending them ([Store.Claim]): a claim
+// takes a time-limited lease on the row, measured on the database's clock, and
+// succeeds only when the row is not terminal, carries the same payload hash,
+// expects the same attempt number and is not under a live lease. Every later
+// transition ([Store.Record], [Store.ExtendLease]) is a compare-and-set on the
+// row's version, so a worker whose lease expired and was taken over cannot
+// overwrite the newer owner's state; losing a compare-and-set is counted and
+// harmless. Every batch operation is one round trip to the database.
+//
+// The schema is embedded SQL applied by [Migrate] under an advisory lock, in
+// the connection's current schema.
+//
+// The package knows rows, not SMTP or Kafka: it takes plain values (IDs,
+// hashes, attempt numbers) and decides nothing about retries or providers. It
+// does not re-publish rows stuck in sending; the index on
+// (status, lease_expires_at) is there for the reaper that will.
+package idempotency

@@ -1,0 +1,286 @@
+package idempotency
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Outcome is the result of handling one claimed message.
+type Outcome struct {
+	// MessageID is the row's key.
+	MessageID string
+	// Version is the version returned by Claim: the write is a
+	// compare-and-set on it.
+	Version int64
+	// Status is sent, failed, dead, or retrying (released for a later
+	// re-claim; the lease is cleared).
+	Status Status
+	// Attempt is the attempt to store: for retrying, the attempt the next
+	// claim must present. Zero keeps the row's attempt.
+	Attempt int
+	// Provider is the relay that handled the message, if any; empty keeps
+	// the row's provider.
+	Provider string
+	// ErrorClass is the failure class (transient, throttled, permanent,
+	// auth, unknown); empty clears it.
+	ErrorClass string
+	// Error is the failure text; it is stored truncated to MaxErrorBytes.
+	Error string
+}
+
+// Rejection is a job that failed decoding or validation.
+type Rejection struct {
+	// MessageID is the row's key; rejections without one are not stored.
+	MessageID string
+	// PayloadHash identifies the content; nil stores an empty hash.
+	PayloadHash []byte
+	// Reason is the machine-readable rejection reason (stored as
+	// error_class).
+	Reason string
+	// Error is the human-readable detail, truncated to MaxErrorBytes.
+	Error string
+	// EnqueuedAt is the Kafka record timestamp; zero stores NULL.
+	EnqueuedAt time.Time
+}
+
+const recordSQL = `
+WITH u AS (
+	SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int4[], $5::text[], $6::text[], $7::text[])
+		AS u(message_id, version, status, attempt, provider, error_class, last_error)
+), locked AS MATERIALIZED (
+	SELECT m.message_id FROM postline_messages m JOIN u ON m.message_id = u.message_id
+	WHERE m.version = u.version
+	ORDER BY m.message_id COLLATE "C"
+	FOR UPDATE OF m
+)
+UPDATE postline_messages m SET
+	status = u.status,
+	version = m.version + 1,
+	attempt = CASE WHEN u.attempt > 0 THEN u.attempt ELSE m.attempt END,
+	lease_owner = NULL,
+	lease_expires_at = NULL,
+	provider = COALESCE(NULLIF(u.provider, ''), m.provider),
+	error_class = NULLIF(u.error_class, ''),
+	last_error = NULLIF(u.last_error, ''),
+	sent_at = CASE WHEN u.status = 'sent' THEN now() ELSE m.sent_at END,
+	updated_at = now()
+FROM u
+WHERE m.message_id = u.message_id AND m.version = u.version
+	AND m.message_id IN (SELECT message_id FROM locked)
+RETURNING m.message_id`
+
+// Record writes a batch of outcomes in one round trip, each as a
+// compare-and-set on its version: the version is bumped, the lease cleared,
+// and sent_at set for sent. It returns the IDs whose compare-and-set was lost
+// (the row changed under us, for example after our lease expired and another
+// worker claimed it): they are counted in cas_conflicts_total, logged at
+// debug, and otherwise harmless. When an ID appears twice only its first
+// outcome is written; the others are reported lost.
+func (s *Store) Record(ctx context.Context, outs []Outcome) (lost []string, err error) {
+	if len(outs) == 0 {
+		return nil, nil
+	}
+	firstAt := make(map[string]int, len(outs))
+	var (
+		ids, statuses, providers, classes, errs []string
+		versions                                []int64
+		attempts                                []int32
+	)
+	for i, o := range outs {
+		if o.MessageID == "" {
+			return nil, fmt.Errorf("record: outcome %d: empty message ID", i)
+		}
+		switch o.Status {
+		case StatusSent, StatusFailed, StatusDead, StatusRetrying:
+		default:
+			return nil, fmt.Errorf("record %s: status %q is not sent, failed, dead or retrying", o.MessageID, o.Status)
+		}
+		if o.Attempt < 0 || o.Attempt > math.MaxInt32 || (o.Status == StatusRetrying && o.Attempt < 1) {
+			return nil, fmt.Errorf("record %s: attempt %d out of range for %s", o.MessageID, o.Attempt, o.Status)
+		}
+		if _, dup := firstAt[o.MessageID]; dup {
+			continue
+		}
+		firstAt[o.MessageID] = i
+		ids = append(ids, o.MessageID)
+		versions = append(versions, o.Version)
+		statuses = append(statuses, string(o.Status))
+		attempts = append(attempts, int32(o.Attempt))
+		providers = append(providers, cleanText(o.Provider, MaxErrorBytes))
+		classes = append(classes, cleanText(o.ErrorClass, MaxErrorBytes))
+		errs = append(errs, cleanText(o.Error, MaxErrorBytes))
+	}
+
+	start := time.Now()
+	won, err := s.updateReturningIDs(ctx, recordSQL, ids, versions, statuses, attempts, providers, classes, errs)
+	s.observe(ctx, opRecord, start, err)
+	if err != nil {
+		return nil, fmt.Errorf("record %d outcomes: %w", len(ids), err)
+	}
+	// Every input ID not written lost its compare-and-set, duplicates included.
+	for i, o := range outs {
+		if !won[o.MessageID] || firstAt[o.MessageID] != i {
+			lost = append(lost, o.MessageID)
+		}
+	}
+	s.noteLost(ctx, opRecord, lost)
+	return lost, nil
+}
+
+const extendLeaseSQL = `
+WITH u AS (
+	SELECT * FROM unnest($1::text[], $2::int8[]) AS u(message_id, version)
+), locked AS MATERIALIZED (
+	SELECT m.message_id FROM postline_messages m JOIN u ON m.message_id = u.message_id
+	WHERE m.version = u.version AND m.status = 'sending' AND m.lease_owner = $3
+	ORDER BY m.message_id COLLATE "C"
+	FOR UPDATE OF m
+)
+UPDATE postline_messages m SET lease_expires_at = now() + make_interval(secs => $4)
+FROM u
+WHERE m.message_id = u.message_id AND m.version = u.version
+	AND m.status = 'sending' AND m.lease_owner = $3
+	AND m.message_id IN (SELECT message_id FROM locked)
+RETURNING m.message_id`
+
+// ExtendLease pushes the lease expiry of rows this store claimed to one Lease
+// from the database's now, in one round trip; the version is not bumped, so
+// the Claim's version stays valid for Record. It returns the IDs that are no
+// longer ours at that version (lost, counted like Record's). ids and versions
+// are parallel.
+func (s *Store) ExtendLease(ctx context.Context, ids []string, versions []int64) (lost []string, err error) {
+	if len(ids) != len(versions) {
+		return nil, fmt.Errorf("extend lease: %d IDs but %d versions", len(ids), len(versions))
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	start := time.Now()
+	won, err := s.updateReturningIDs(ctx, extendLeaseSQL, ids, versions, s.cfg.Owner, s.leaseSeconds())
+	s.observe(ctx, opExtendLease, start, err)
+	if err != nil {
+		return nil, fmt.Errorf("extend lease of %d messages: %w", len(ids), err)
+	}
+	for _, id := range ids {
+		if !won[id] {
+			lost = append(lost, id)
+		}
+	}
+	s.noteLost(ctx, opExtendLease, lost)
+	return lost, nil
+}
+
+// updateReturningIDs runs a statement returning message IDs and collects
+// them.
+func (s *Store) updateReturningIDs(ctx context.Context, sql string, args ...any) (map[string]bool, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	won := make(map[string]bool)
+	var id string
+	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error {
+		won[id] = true
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return won, nil
+}
+
+const recordRejectedSQL = `
+INSERT INTO postline_messages (
+	message_id, status, version, attempt, payload_hash, error_class, last_error,
+	enqueued_at, created_at, updated_at)
+SELECT u.message_id, 'dead', 1, 0, u.payload_hash, NULLIF(u.reason, ''), NULLIF(u.error, ''),
+	u.enqueued_at, now(), now()
+FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[], $5::timestamptz[])
+	AS u(message_id, payload_hash, reason, error, enqueued_at)
+ORDER BY u.message_id COLLATE "C"
+ON CONFLICT (message_id) DO NOTHING`
+
+// RecordRejected stores bad input as dead rows (attempt 0, the reason as
+// error_class) in one round trip, so that a rejected job has a queryable
+// terminal state. An existing row for the ID is left alone. Rejections
+// without a MessageID are skipped: there is no key to store them under.
+func (s *Store) RecordRejected(ctx context.Context, rejs []Rejection) error {
+	seen := make(map[string]bool, len(rejs))
+	var (
+		ids, reasons, errs []string
+		hashes             [][]byte
+		enqueued           []pgtype.Timestamptz
+	)
+	for _, r := range rejs {
+		if r.MessageID == "" || seen[r.MessageID] {
+			continue
+		}
+		seen[r.MessageID] = true
+		ids = append(ids, r.MessageID)
+		hashes = append(hashes, nonNil(r.PayloadHash))
+		reasons = append(reasons, cleanText(r.Reason, MaxErrorBytes))
+		errs = append(errs, cleanText(r.Error, MaxErrorBytes))
+		enqueued = append(enqueued, timestamptz(r.EnqueuedAt))
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	start := time.Now()
+	_, err := s.pool.Exec(ctx, recordRejectedSQL, ids, hashes, reasons, errs, enqueued)
+	s.observe(ctx, opRecordRejected, start, err)
+	if err != nil {
+		return fmt.Errorf("record %d rejections: %w", len(ids), err)
+	}
+	return nil
+}
+
+const noteConflictsSQL = `
+WITH c AS (
+	SELECT message_id, count(*)::int4 AS n FROM unnest($1::text[]) AS u(message_id) GROUP BY message_id
+), locked AS MATERIALIZED (
+	SELECT m.message_id FROM postline_messages m JOIN c ON m.message_id = c.message_id
+	ORDER BY m.message_id COLLATE "C"
+	FOR UPDATE OF m
+)
+UPDATE postline_messages m SET conflicts = m.conflicts + c.n
+FROM c
+WHERE m.message_id = c.message_id AND m.message_id IN (SELECT message_id FROM locked)`
+
+// NoteConflicts adds one to the conflicts counter of each row per occurrence
+// of its ID in ids, in one round trip. It changes neither the version nor the
+// status, so it never breaks the owner's compare-and-set. IDs without a row
+// are ignored.
+func (s *Store) NoteConflicts(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	start := time.Now()
+	_, err := s.pool.Exec(ctx, noteConflictsSQL, ids)
+	s.observe(ctx, opNoteConflicts, start, err)
+	if err != nil {
+		return fmt.Errorf("note %d conflicts: %w", len(ids), err)
+	}
+	return nil
+}
+
+// cleanText makes s storable as PostgreSQL text of at most maxBytes bytes:
+// invalid UTF-8 is replaced, NUL bytes (which text rejects) are dropped, and
+// the cut falls on a rune boundary.
+func cleanText(s string, maxBytes int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "")
+	if len(s) <= maxBytes {
+		return s
+	}
+	cut := maxBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}

@@ -1,0 +1,162 @@
+package sender
+
+import (
+	"cmp"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+)
+
+// TLSPolicy says how a Relay protects its SMTP connections.
+type TLSPolicy string
+
+// The TLS policies.
+const (
+	TLSAuto          TLSPolicy = "auto"          // none for loopback hosts, mandatory otherwise (the default)
+	TLSMandatory     TLSPolicy = "mandatory"     // STARTTLS required
+	TLSOpportunistic TLSPolicy = "opportunistic" // STARTTLS if offered
+	TLSNone          TLSPolicy = "none"          // never (loopback test sinks)
+	TLSImplicit      TLSPolicy = "implicit"      // SMTPS (port 465)
+)
+
+// Defaults for Config.
+const (
+	DefaultName               = "primary"
+	DefaultPort               = 587
+	DefaultTLS                = TLSAuto
+	DefaultDialTimeout        = 10 * time.Second
+	DefaultSendTimeout        = 30 * time.Second
+	DefaultMaxMessagesPerConn = 1000
+	DefaultIdleTimeout        = 10 * time.Second
+)
+
+// Config describes one SMTP relay.
+type Config struct {
+	// Name is the provider name used in metrics and logs; keep it short
+	// and stable (it is a label value). Defaults to "primary".
+	Name string
+	// Host is the relay's host name or IP address, without a port. Required.
+	Host string
+	// Port is the relay's TCP port. Defaults to 587.
+	Port int
+	// TLS is the TLS policy. Defaults to TLSAuto: none for loopback hosts
+	// (localhost, 127.0.0.0/8, ::1), mandatory STARTTLS otherwise.
+	TLS TLSPolicy
+	// InsecureSkipVerify accepts any server certificate. Only for test
+	// relays with self-signed certificates. Defaults to false.
+	InsecureSkipVerify bool
+	// Username and Password enable SMTP AUTH (PLAIN, else LOGIN). Without
+	// TLS the credentials are only sent to a loopback host. Default to no
+	// authentication.
+	Username, Password string
+	// HELO is the name announced in EHLO. Defaults to os.Hostname().
+	HELO string
+	// DialTimeout bounds connecting, including the SMTP greeting, EHLO,
+	// STARTTLS and AUTH. Defaults to 10s.
+	DialTimeout time.Duration
+	// SendTimeout is the I/O timeout for one message's transaction. Defaults
+	// to 30s.
+	SendTimeout time.Duration
+	// MaxMessagesPerConn makes a session redial after this many
+	// transactions on one connection, so a long-lived connection does not
+	// pin one relay node forever. Zero means the default; a negative value
+	// means unlimited. Defaults to 1000.
+	MaxMessagesPerConn int
+	// IdleTimeout: a connection idle longer than this is closed and
+	// redialled before the next send, rather than failing it. Keep it below
+	// the relay's own idle timeout (often 30s to 5m). Defaults to 10s.
+	IdleTimeout time.Duration
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	c.Name = cmp.Or(c.Name, DefaultName)
+	c.Port = cmp.Or(c.Port, DefaultPort)
+	c.TLS = cmp.Or(c.TLS, DefaultTLS)
+	if c.HELO == "" {
+		c.HELO = hostname()
+	}
+	c.DialTimeout = cmp.Or(c.DialTimeout, DefaultDialTimeout)
+	c.SendTimeout = cmp.Or(c.SendTimeout, DefaultSendTimeout)
+	c.MaxMessagesPerConn = cmp.Or(c.MaxMessagesPerConn, DefaultMaxMessagesPerConn)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, DefaultIdleTimeout)
+	return c
+}
+
+// Validate reports the first invalid field. It expects a config that went
+// through WithDefaults.
+func (c Config) Validate() error {
+	switch {
+	case c.Name == "" || strings.ContainsFunc(c.Name, isSpaceOrControl):
+		return fmt.Errorf("sender config: Name %q must be non-empty without spaces", c.Name)
+	case c.Host == "":
+		return fmt.Errorf("sender config: Host is required")
+	case strings.ContainsFunc(c.Host, isSpaceOrControl) || strings.ContainsAny(c.Host, "/[]"):
+		return fmt.Errorf("sender config: Host %q is not a host name or IP address", c.Host)
+	case strings.Contains(c.Host, ":") && net.ParseIP(c.Host) == nil:
+		return fmt.Errorf("sender config: Host %q must not include a port (use Port)", c.Host)
+	case c.Port < 1 || c.Port > 65535:
+		return fmt.Errorf("sender config: Port %d is not between 1 and 65535", c.Port)
+	case !c.TLS.valid():
+		return fmt.Errorf("sender config: TLS %q is not one of auto, mandatory, opportunistic, none, implicit", c.TLS)
+	case c.Username == "" && c.Password != "":
+		return fmt.Errorf("sender config: Password is set without Username")
+	case c.Username != "" && effectiveTLS(c.TLS, c.Host) == TLSNone && !isLoopback(c.Host):
+		return fmt.Errorf("sender config: Username is set with TLS %q to non-loopback host %q: credentials would travel in clear text", c.TLS, c.Host)
+	case strings.ContainsAny(c.Username+c.Password, "\r\n\x00"):
+		return fmt.Errorf("sender config: Username or Password contains CR, LF or NUL")
+	case c.HELO == "" || strings.ContainsFunc(c.HELO, isSpaceOrControl):
+		return fmt.Errorf("sender config: HELO %q must be a host name", c.HELO)
+	case c.DialTimeout <= 0:
+		return fmt.Errorf("sender config: DialTimeout %s must be positive", c.DialTimeout)
+	case c.SendTimeout <= 0:
+		return fmt.Errorf("sender config: SendTimeout %s must be positive", c.SendTimeout)
+	case c.IdleTimeout <= 0:
+		return fmt.Errorf("sender config: IdleTimeout %s must be positive", c.IdleTimeout)
+	}
+	return nil
+}
+
+func (p TLSPolicy) valid() bool {
+	switch p {
+	case TLSAuto, TLSMandatory, TLSOpportunistic, TLSNone, TLSImplicit:
+		return true
+	}
+	return false
+}
+
+// effectiveTLS resolves TLSAuto for host: no TLS on loopback, where test
+// sinks rarely speak it and nothing leaves the machine, mandatory STARTTLS
+// everywhere else.
+func effectiveTLS(p TLSPolicy, host string) TLSPolicy {
+	if p != TLSAuto {
+		return p
+	}
+	if isLoopback(host) {
+		return TLSNone
+	}
+	return TLSMandatory
+}
+
+// isLoopback reports whether host names this machine without DNS:
+// "localhost" or a loopback IP address.
+func isLoopback(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "localhost"
+	}
+	return h
+}

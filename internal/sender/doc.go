@@ -1,0 +1,21 @@
+// Package sender owns SMTP delivery: it turns a job.Job into a MIME message
+// (Message) and sends it through one configured relay (Relay) with go-mail,
+// over one reused connection per sending goroutine (Session).
+//
+// A Session dials lazily, keeps its connection between messages and redials
+// when the connection failed (network error, 421, a dead connection), grew
+// older than Config.MaxMessagesPerConn messages, or sat idle longer than
+// Config.IdleTimeout. Every failure is returned as *Error, which carries the
+// SMTP reply code, the RFC 3463 enhanced status, the stage that failed and
+// the one retry decision the package makes: Permanent.
+//
+// Connection reuse follows go-mail's per-goroutine pattern
+// (DialToSMTPClientWithContext, SendWithSMTPClient, CloseWithSMTPClient)
+// without NOOP before and RSET after each message: the session tracks idle
+// time itself, and issues RSET only after a failed transaction on a
+// connection it keeps, so a rejected recipient cannot leak into the next
+// message.
+//
+// The package knows SMTP, not Kafka, Postgres or retry policy: callers decide
+// what to do with a failure (retry tiers, dead letters, failover).
+package sender

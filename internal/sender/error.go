@@ -1,0 +1,255 @@
+package sender
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/textproto"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/wneessen/go-mail"
+)
+
+// The stages an Error reports, in the order a send goes through them.
+const (
+	StageBuild = "build" // the job could not be turned into a message
+	StageDial  = "dial"  // TCP connect
+	StageHello = "hello" // greeting and EHLO/HELO
+	StageTLS   = "tls"   // STARTTLS or the implicit TLS handshake
+	StageAuth  = "auth"  // SMTP AUTH
+	StageConn  = "conn"  // a kept connection was dead, or the context ended, before MAIL
+	StageMail  = "mail"  // MAIL FROM
+	StageRcpt  = "rcpt"  // RCPT TO
+	StageData  = "data"  // the DATA command
+	StageBody  = "body"  // the message content and the reply to its final dot
+)
+
+// Error is a failed send.
+type Error struct {
+	Provider string
+	Code     int    // SMTP reply code, 0 for network/TLS errors
+	Enhanced string // RFC 3463 enhanced status, e.g. "5.1.1", "" if none
+	Text     string // reply text
+	Stage    string // one of the Stage constants
+	Err      error
+
+	detail string // Err's cause without addresses, for Error when there is no reply
+}
+
+// Error describes the failure without recipient addresses, e.g.
+// "smtp primary: rcpt: 550 5.1.1 no such user".
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "smtp %s: %s", e.Provider, e.Stage)
+	switch {
+	case e.Code != 0:
+		fmt.Fprintf(&b, ": %d", e.Code)
+		if e.Enhanced != "" {
+			b.WriteString(" " + e.Enhanced)
+		}
+		if e.Text != "" {
+			b.WriteString(" " + e.Text)
+		}
+	case e.detail != "":
+		b.WriteString(": " + e.detail)
+	case e.Err != nil:
+		b.WriteString(": " + e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying error (a *mail.SendError, a net.Error, a
+// TLS error, context.Canceled, ...).
+func (e *Error) Unwrap() error { return e.Err }
+
+// Permanent reports whether retrying the same message on the same relay is
+// pointless: a 5xx reply to the mail transaction (MAIL, RCPT, DATA or the
+// message itself) other than an auth failure (530, 534, 535), or a job that
+// cannot be built into a message. Network errors, timeouts and 4xx are not
+// permanent, and neither is any reply while connecting (greeting, EHLO,
+// STARTTLS, AUTH): those say the relay is unusable, not the message, and the
+// caller should fail over or back off instead of dropping the message.
+func (e *Error) Permanent() bool {
+	switch e.Stage {
+	case StageBuild:
+		return true
+	case StageMail, StageRcpt, StageData, StageBody:
+	default:
+		return false
+	}
+	switch e.Code {
+	case 530, 534, 535:
+		return false
+	}
+	return e.Code >= 500 && e.Code <= 599
+}
+
+// dropsConnection reports whether the connection that produced e can no
+// longer be used: no SMTP reply (network error, timeout, half-written
+// message) or 421, with which the server announces it is closing.
+func (e *Error) dropsConnection() bool {
+	return e.Code == 0 || e.Code == 421
+}
+
+// staleConnection reports whether e is how a kept connection that died
+// while idle shows up: the first command of the transaction got no reply
+// or a 421. Nothing of the message was accepted yet, so sending it again on
+// a fresh connection cannot duplicate it.
+func (e *Error) staleConnection() bool {
+	return (e.Stage == StageConn || e.Stage == StageMail) && e.dropsConnection()
+}
+
+// sendError maps an error from mail.Client.SendWithSMTPClient.
+func sendError(provider string, err error) *Error {
+	e := &Error{Provider: provider, Stage: StageConn, Err: err, detail: err.Error()}
+	var se *mail.SendError
+	if !errors.As(err, &se) {
+		return e
+	}
+	e.Stage = sendStage(se.Reason)
+	e.Code = se.ErrorCode()
+	e.Enhanced = se.EnhancedStatusCode()
+	text := sendErrorText(se)
+	if e.Code == 0 {
+		e.detail = text
+		return e
+	}
+	e.Enhanced, e.Text = splitReply(e.Code, e.Enhanced, replyText(e.Code, text))
+	return e
+}
+
+// replyText takes the text of the first reply out of "<code> <text>[, more
+// errors]". Go 1.26's textproto.Error quotes the text; earlier versions did
+// not, so both forms are read.
+func replyText(code int, s string) string {
+	s = strings.TrimLeft(strings.TrimPrefix(s, strconv.Itoa(code)), " -")
+	if q, err := strconv.QuotedPrefix(s); err == nil {
+		if text, err := strconv.Unquote(q); err == nil {
+			return text
+		}
+	}
+	if loc := nextError.FindStringIndex(s); loc != nil {
+		s = s[:loc[0]]
+	}
+	return s
+}
+
+func sendStage(r mail.SendErrReason) string {
+	switch r {
+	case mail.ErrGetSender, mail.ErrGetRcpts, mail.ErrNoUnencoded:
+		return StageBuild
+	case mail.ErrSMTPMailFrom:
+		return StageMail
+	case mail.ErrSMTPRcptTo:
+		return StageRcpt
+	case mail.ErrSMTPData:
+		return StageData
+	case mail.ErrWriteContent, mail.ErrSMTPDataClose:
+		return StageBody
+	}
+	return StageConn // ErrConnCheck, and ErrSMTPReset (not sent: WithoutRset)
+}
+
+// sendErrorText recovers the underlying errors' text from a SendError,
+// which does not expose its errors: "<reason>: <err>[, <err>][, affected
+// recipient(s): ...][, affected message ID: ...]". Recipients are cut off so
+// addresses stay out of error text.
+func sendErrorText(se *mail.SendError) string {
+	s := strings.TrimPrefix(se.Error(), se.Reason.String())
+	s = strings.TrimSpace(strings.TrimPrefix(s, ":"))
+	for _, marker := range []string{", affected recipient(s): ", ", affected message ID: "} {
+		if i := strings.Index(s, marker); i >= 0 {
+			s = s[:i]
+		}
+	}
+	return s
+}
+
+var (
+	// Several failed recipients' replies are joined with ", ".
+	nextError      = regexp.MustCompile(`, [245]\d\d[ -]`)
+	enhancedStatus = regexp.MustCompile(`^([245])\.\d{1,3}\.\d{1,3}$`)
+)
+
+// splitReply separates a leading RFC 3463 status from reply text; known is
+// the status go-mail already found (it only looks when the server
+// advertises ENHANCEDSTATUSCODES).
+func splitReply(code int, known, text string) (enhanced, rest string) {
+	text = strings.TrimSpace(text)
+	first, after, _ := strings.Cut(text, " ")
+	if m := enhancedStatus.FindStringSubmatch(first); m != nil && m[1] == strconv.Itoa(code/100) {
+		return first, strings.TrimSpace(after)
+	}
+	return known, text
+}
+
+// dialError maps an error from mail.Client.DialToSMTPClientWithContext.
+// stage is what the session's dial function saw fail (StageDial or
+// StageTLS), "" when the TCP (and implicit TLS) connection succeeded;
+// failedCmd is the last SMTP command that got an error reply.
+func dialError(provider string, err error, stage, failedCmd string) *Error {
+	e := &Error{Provider: provider, Stage: stage, Err: err, detail: err.Error()}
+	if e.Stage == "" {
+		switch {
+		case failedCmd == "starttls" || isTLSError(err):
+			e.Stage = StageTLS
+		case isAuthError(err):
+			e.Stage = StageAuth
+		default:
+			e.Stage = StageHello
+		}
+	}
+	var te *textproto.Error
+	if errors.As(err, &te) {
+		e.Code = te.Code
+		e.Enhanced, e.Text = splitReply(te.Code, "", te.Msg)
+	}
+	return e
+}
+
+func isTLSError(err error) bool {
+	var (
+		recordErr tls.RecordHeaderError
+		alertErr  tls.AlertError
+		verifyErr *tls.CertificateVerificationError
+		authErr   x509.UnknownAuthorityError
+		hostErr   x509.HostnameError
+		certErr   x509.CertificateInvalidError
+	)
+	if errors.As(err, &recordErr) || errors.As(err, &alertErr) || errors.As(err, &verifyErr) ||
+		errors.As(err, &authErr) || errors.As(err, &hostErr) || errors.As(err, &certErr) {
+		return true
+	}
+	msg := err.Error()
+	// go-mail's own STARTTLS errors carry no type.
+	return strings.HasPrefix(msg, "tls:") || strings.Contains(msg, "STARTTLS") ||
+		strings.HasPrefix(msg, "failed to get TLS connection state")
+}
+
+func isAuthError(err error) bool {
+	for _, target := range []error{
+		mail.ErrPlainAuthNotSupported, mail.ErrLoginAuthNotSupported, mail.ErrNoSupportedAuthDiscovered,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "SMTP AUTH failed") || strings.HasPrefix(msg, "server does not support SMTP AUTH")
+}
+
+// withContext marks a failure without a reply as caused by the end of ctx
+// when ctx is done (the session cut the connection's I/O short), so
+// errors.Is(e, context.Canceled) or context.DeadlineExceeded holds.
+func withContext(ctx context.Context, e *Error) *Error {
+	if e.Code != 0 || ctx.Err() == nil || errors.Is(e.Err, ctx.Err()) {
+		return e
+	}
+	e.Err = fmt.Errorf("%w: %w", ctx.Err(), e.Err)
+	e.detail = ctx.Err().Error() + ": " + e.detail
+	return e
+}

@@ -1,0 +1,158 @@
+package sender
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"mime"
+	"net/textproto"
+	"slices"
+	"strings"
+
+	"github.com/wneessen/go-mail"
+
+	"github.com/postline/postline/job"
+)
+
+// Message builds the go-mail message for a job: From, To, Cc, Bcc (envelope
+// only), Reply-To, Subject, a text and/or HTML body (both make a
+// multipart/alternative), the job's extra headers, attachments, its
+// Message-ID and the current Date.
+//
+// The job is expected to be valid (job.Validate); Message still refuses,
+// rather than encodes, anything that could smuggle a header line: CR, LF or
+// NUL in the Message-ID, subject, header names and values, attachment file
+// names and content types, header names that are not allow-listed by
+// job.HeaderAllowed, and content types that do not parse.
+func Message(j *job.Job) (*mail.Msg, error) {
+	if j == nil {
+		return nil, errors.New("build message: nil job")
+	}
+	if err := checkMessageID(j.MessageID); err != nil {
+		return nil, fmt.Errorf("build message: message_id: %w", err)
+	}
+	m := mail.NewMsg(mail.WithNoDefaultUserAgent())
+	m.SetMessageIDWithValue(j.MessageID)
+	m.SetDate()
+
+	if err := m.From(j.From); err != nil {
+		return nil, fmt.Errorf("build message: from: %w", err)
+	}
+	for _, f := range []struct {
+		name   string
+		header mail.AddrHeader
+		addrs  []string
+	}{
+		{"to", mail.HeaderTo, j.To},
+		{"cc", mail.HeaderCc, j.Cc},
+		{"bcc", mail.HeaderBcc, j.Bcc},
+		{"reply_to", mail.HeaderReplyTo, j.ReplyTo},
+	} {
+		if len(f.addrs) == 0 {
+			continue
+		}
+		if err := m.SetAddrHeader(f.header, f.addrs...); err != nil {
+			return nil, fmt.Errorf("build message: %s: %w", f.name, err)
+		}
+	}
+
+	if hasLineBreak(j.Subject) {
+		return nil, errors.New("build message: subject contains CR, LF or NUL")
+	}
+	m.Subject(j.Subject)
+
+	switch {
+	case j.Text != "" && j.HTML != "":
+		m.SetBodyString(mail.TypeTextPlain, j.Text)
+		m.AddAlternativeString(mail.TypeTextHTML, j.HTML)
+	case j.HTML != "":
+		m.SetBodyString(mail.TypeTextHTML, j.HTML)
+	default:
+		m.SetBodyString(mail.TypeTextPlain, j.Text)
+	}
+
+	if err := setHeaders(m, j.Headers); err != nil {
+		return nil, fmt.Errorf("build message: %w", err)
+	}
+
+	for i, a := range j.Attachments {
+		if a.Filename == "" || hasLineBreak(a.Filename) {
+			return nil, fmt.Errorf("build message: attachments[%d]: filename is empty or contains CR, LF or NUL", i)
+		}
+		var opts []mail.FileOption
+		if a.ContentType != "" {
+			if hasLineBreak(a.ContentType) {
+				return nil, fmt.Errorf("build message: attachments[%d]: content_type contains CR, LF or NUL", i)
+			}
+			if _, _, err := mime.ParseMediaType(a.ContentType); err != nil {
+				return nil, fmt.Errorf("build message: attachments[%d]: content_type: %w", i, err)
+			}
+			opts = append(opts, mail.WithFileContentType(mail.ContentType(a.ContentType)))
+		}
+		m.AttachReadSeeker(a.Filename, bytes.NewReader(a.Content), opts...)
+	}
+	return m, nil
+}
+
+// setHeaders sets the job's extra headers in a stable order. Names that
+// differ only in case would overwrite each other in an order that depends on
+// map iteration, so they are refused.
+func setHeaders(m *mail.Msg, headers map[string]string) error {
+	names := make([]string, 0, len(headers))
+	for name := range headers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	seen := make(map[string]bool, len(names))
+	for _, name := range names {
+		value := headers[name]
+		if !validFieldName(name) {
+			return fmt.Errorf("header name %q is not a valid field name", name)
+		}
+		if !job.HeaderAllowed(name) {
+			return fmt.Errorf("header %q is not allowed in a job", name)
+		}
+		canonical := textproto.CanonicalMIMEHeaderKey(name)
+		if seen[canonical] {
+			return fmt.Errorf("header %q is given twice with different case", name)
+		}
+		seen[canonical] = true
+		if hasLineBreak(value) {
+			return fmt.Errorf("header %q: value contains CR, LF or NUL", name)
+		}
+		m.SetGenHeader(mail.Header(canonical), value)
+	}
+	return nil
+}
+
+// validFieldName reports whether name is an RFC 5322 field name: printable
+// US-ASCII except colon.
+func validFieldName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 33 || c > 126 || c == ':' {
+			return false
+		}
+	}
+	return true
+}
+
+// checkMessageID accepts an RFC 5322 msg-id without its angle brackets.
+func checkMessageID(id string) error {
+	if id == "" {
+		return errors.New("empty")
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 33 || c > 126 || c == '<' || c == '>' {
+			return fmt.Errorf("%q contains a space, control, non-ASCII or angle bracket character", id)
+		}
+	}
+	if !strings.Contains(id, "@") {
+		return fmt.Errorf("%q has no @", id)
+	}
+	return nil
+}
+
+func hasLineBreak(s string) bool { return strings.ContainsAny(s, "\r\n\x00") }

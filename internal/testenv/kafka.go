@@ -1,0 +1,40 @@
+package testenv
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/postline/postline/internal/topic"
+)
+
+// NewTopic creates a uniquely named topic with partitions partitions on the
+// test Kafka cluster, waits until it is usable, and deletes it when the test
+// ends. The topic allows records of topic.MaxMessageBytes, like the jobs
+// topic. It skips the test under -short.
+func NewTopic(t testing.TB, partitions int) string {
+	t.Helper()
+	Integration(t, "Kafka")
+	name := UniqueName("test")
+	brokers := KafkaBrokers()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := topic.Ensure(ctx, brokers, topic.Spec{
+		Name:              name,
+		Partitions:        partitions,
+		ReplicationFactor: 1,
+		Configs:           map[string]string{"max.message.bytes": strconv.Itoa(topic.MaxMessageBytes)},
+	})
+	if err != nil {
+		t.Fatalf("create test topic %s on %v: %v", name, brokers, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := topic.Delete(ctx, brokers, name); err != nil {
+			t.Errorf("delete test topic %s: %v", name, err)
+		}
+	})
+	return name
+}

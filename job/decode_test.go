@@ -1,0 +1,182 @@
+package job
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// validDoc is a minimal valid document.
+const validDoc = `{"version":1,"message_id":"a.1@postline.test","from":"noreply@example.com","to":["ada@example.test"],"subject":"Hi","text":"Hello"}`
+
+// doc returns validDoc with its closing brace replaced by extra.
+func doc(extra string) string {
+	return strings.TrimSuffix(validDoc, "}") + extra + "}"
+}
+
+func TestDecode(t *testing.T) {
+	tests := []struct {
+		name   string
+		data   string
+		limits Limits
+		reason Reason // empty: valid
+		field  string
+	}{
+		{name: "minimal", data: validDoc},
+		{name: "whitespace around", data: " \n" + validDoc + "\n\t "},
+		{name: "all fields", data: doc(`,"cc":["b@example.test"],"bcc":["c@example.test"],"reply_to":["r@example.com"],"html":"<p>x</p>","headers":{"X-A":"1"},"attachments":[{"filename":"a.txt","content_type":"text/plain","content":"aGk="},{"filename":"e","content":null}],"priority":"urgent","tenant":"acme","template":{"name":"w","version":"2"},"not_after":"2030-01-01T00:00:00Z","metadata":{"k":"v"}`)},
+		{name: "message id in brackets", data: strings.Replace(validDoc, `"a.1@postline.test"`, `"<a.1@postline.test>"`, 1)},
+
+		{name: "oversize", data: validDoc, limits: Limits{MaxMessageBytes: 50}, reason: ReasonOversizeMessage},
+		{name: "empty", data: "", reason: ReasonMalformedJSON},
+		{name: "array", data: "[" + validDoc + "]", reason: ReasonMalformedJSON},
+		{name: "null", data: "null", reason: ReasonMalformedJSON},
+		{name: "syntax error", data: `{"version":1,}`, reason: ReasonMalformedJSON},
+		{name: "truncated", data: validDoc[:len(validDoc)-5], reason: ReasonMalformedJSON},
+		{name: "trailing object", data: validDoc + validDoc, reason: ReasonMalformedJSON},
+		{name: "trailing garbage", data: validDoc + "x", reason: ReasonMalformedJSON},
+		{name: "syntax error beats version", data: `{"version":2,"x":}`, reason: ReasonMalformedJSON},
+
+		{name: "missing version", data: strings.Replace(validDoc, `"version":1,`, "", 1), reason: ReasonUnsupportedVersion, field: "version"},
+		{name: "version zero", data: strings.Replace(validDoc, `"version":1`, `"version":0`, 1), reason: ReasonUnsupportedVersion, field: "version"},
+		{name: "version two", data: strings.Replace(validDoc, `"version":1`, `"version":2`, 1), reason: ReasonUnsupportedVersion, field: "version"},
+		{name: "version string", data: strings.Replace(validDoc, `"version":1`, `"version":"1"`, 1), reason: ReasonUnsupportedVersion, field: "version"},
+		{name: "version float", data: strings.Replace(validDoc, `"version":1`, `"version":1.0`, 1), reason: ReasonUnsupportedVersion, field: "version"},
+		{name: "version null", data: strings.Replace(validDoc, `"version":1`, `"version":null`, 1), reason: ReasonUnsupportedVersion, field: "version"},
+		{name: "v2 with new fields says version", data: `{"recipients":[{"to":"a@b.c"}],"version":2}`, reason: ReasonUnsupportedVersion, field: "version"},
+		{name: "version last still read", data: `{"message_id":"a@b","from":"a@b.c","to":["d@e.f"],"subject":"","text":"x","version":1}`},
+
+		{name: "unknown field", data: doc(`,"sender":"x"`), reason: ReasonUnknownField, field: "sender"},
+		{name: "unknown field differs in case", data: doc(`,"Tenant":"x"`), reason: ReasonUnknownField, field: "Tenant"},
+		{name: "unknown nested field", data: doc(`,"attachments":[{"filename":"a","content":"","size":1}]`), reason: ReasonUnknownField, field: "attachments[0].size"},
+		{name: "unknown template field", data: doc(`,"template":{"name":"a","lang":"en"}`), reason: ReasonUnknownField, field: "template.lang"},
+		{name: "first structural problem in document order", data: `{"version":1,"a":1,"from":null}`, reason: ReasonUnknownField, field: "a"},
+		{name: "duplicate key", data: doc(`,"from":"evil@example.com"`), reason: ReasonMalformedJSON, field: "from"},
+		{name: "duplicate key differing in case", data: doc(`,"FROM":"evil@example.com"`), reason: ReasonUnknownField, field: "FROM"},
+		{name: "duplicate header key", data: doc(`,"headers":{"X-A":"1","X-A":"2"}`), reason: ReasonMalformedJSON, field: "headers.X-A"},
+		{name: "null subject", data: strings.Replace(validDoc, `"subject":"Hi"`, `"subject":null`, 1), reason: ReasonMalformedJSON, field: "subject"},
+		{name: "null list", data: doc(`,"cc":null`), reason: ReasonMalformedJSON, field: "cc"},
+		{name: "null in list", data: strings.Replace(validDoc, `["ada@example.test"]`, `[null]`, 1), reason: ReasonMalformedJSON, field: "to[0]"},
+		{name: "null template", data: doc(`,"template":null`), reason: ReasonMalformedJSON, field: "template"},
+		{name: "null header value", data: doc(`,"headers":{"X-A":null}`), reason: ReasonMalformedJSON, field: "headers.X-A"},
+
+		{name: "wrong type", data: strings.Replace(validDoc, `"subject":"Hi"`, `"subject":5`, 1), reason: ReasonMalformedJSON, field: "subject"},
+		{name: "to not a list", data: strings.Replace(validDoc, `["ada@example.test"]`, `"ada@example.test"`, 1), reason: ReasonMalformedJSON, field: "to"},
+		{name: "bad base64", data: doc(`,"attachments":[{"filename":"a","content":"!!"}]`), reason: ReasonMalformedJSON},
+		{name: "bad time", data: doc(`,"not_after":"tomorrow"`), reason: ReasonMalformedJSON},
+
+		{name: "missing subject key", data: strings.Replace(validDoc, `"subject":"Hi",`, "", 1), reason: ReasonMissingField, field: "subject"},
+		{name: "missing attachment content", data: doc(`,"attachments":[{"filename":"a"}]`), reason: ReasonMissingField, field: "attachments[0].content"},
+		{name: "missing message id key", data: strings.Replace(validDoc, `"message_id":"a.1@postline.test",`, "", 1), reason: ReasonMissingField, field: "message_id"},
+
+		{name: "validate runs", data: strings.Replace(validDoc, `"ada@example.test"`, `"ada"`, 1), reason: ReasonInvalidAddress, field: "to[0]"},
+		{name: "header injection", data: strings.Replace(validDoc, `"Hi"`, `"Hi\r\nBcc: x@y.z"`, 1), reason: ReasonHeaderInjection, field: "subject"},
+		{name: "limits passed to validate", data: validDoc, limits: Limits{MaxBodyBytes: 2}, reason: ReasonOversizeBody},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j, err := Decode([]byte(tt.data), tt.limits)
+			checkReason(t, err, tt.reason, tt.field)
+			if tt.reason == "" && j.Version != SchemaVersion {
+				t.Fatalf("decoded job has version %d", j.Version)
+			}
+		})
+	}
+}
+
+func TestDecodeReturnsJobOnValidationError(t *testing.T) {
+	j, err := Decode([]byte(strings.Replace(validDoc, `"text":"Hello"`, `"text":""`, 1)), Limits{})
+	checkReason(t, err, ReasonMissingBody, "")
+	if j.MessageID != "a.1@postline.test" {
+		t.Fatalf("got message ID %q, want the decoded one for logging", j.MessageID)
+	}
+	j, err = Decode([]byte(`{"version":2,"message_id":"x@y"}`), Limits{})
+	checkReason(t, err, ReasonUnsupportedVersion, "version")
+	if !reflect.DeepEqual(j, Job{}) {
+		t.Fatalf("got %+v, want the zero Job when parsing failed", j)
+	}
+}
+
+func TestDecodeDoesNotNormalize(t *testing.T) {
+	j, err := Decode([]byte(strings.Replace(validDoc, `"a.1@postline.test"`, `"<a.1@postline.test>"`, 1)), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.MessageID != "<a.1@postline.test>" || j.Priority != "" {
+		t.Fatalf("Decode normalised: %+v", j)
+	}
+}
+
+func TestDecodeRoundTrip(t *testing.T) {
+	notAfter := time.Date(2030, 5, 6, 7, 8, 9, 10, time.UTC)
+	in := validJob()
+	in.Cc = []string{"c@example.test"}
+	in.HTML = "<b>hi</b> & bye"
+	in.Headers = map[string]string{"X-A": "1", "References": "<a@b> <c@d>"}
+	in.Attachments = []Attachment{{Filename: "a.bin", ContentType: "application/octet-stream", Content: []byte{0, 1, 2, 255}}, {Filename: "empty"}}
+	in.Priority = PriorityUrgent
+	in.Tenant = "t"
+	in.Template = &TemplateRef{Name: "n"}
+	in.NotAfter = &notAfter
+	in.Metadata = map[string]string{"k": "v"}
+	data, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Decode(data, Limits{})
+	if err != nil {
+		t.Fatalf("Decode(Marshal(job)): %v\n%s", err, data)
+	}
+	if !reflect.DeepEqual(in, out) {
+		t.Fatalf("round trip changed the job:\n in  %+v\n out %+v", in, out)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(validDoc))
+	f.Add([]byte(doc(`,"headers":{"X-A":"1"},"attachments":[{"filename":"a","content":"aGk="}]`)))
+	f.Add([]byte(`{"version":2}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		j, err := Decode(data, Limits{})
+		if err != nil {
+			if _, ok := err.(*ValidationError); !ok {
+				t.Fatalf("error %v is %T, want *ValidationError", err, err)
+			}
+			return
+		}
+		// An accepted document re-encodes to one that is accepted and equal.
+		again, err := json.Marshal(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j2, err := Decode(again, Limits{})
+		if err != nil {
+			t.Fatalf("re-encoded document rejected: %v\n%s", err, again)
+		}
+		if string(j.Hash()) != string(j2.Hash()) {
+			t.Fatal("hash changed across a re-encode")
+		}
+	})
+}
+
+func BenchmarkDecode(b *testing.B) {
+	j := validJob()
+	j.Normalize()
+	j.Text = strings.Repeat("Hello, this is a typical body line.\n", 50)
+	j.HTML = "<p>" + j.Text + "</p>"
+	j.Headers = map[string]string{"X-Campaign": "spring", "List-Unsubscribe": "<mailto:u@example.com>"}
+	j.Metadata = map[string]string{"order": "42", "customer": "7"}
+	data, err := json.Marshal(j)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decode(data, Limits{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

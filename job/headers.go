@@ -1,0 +1,156 @@
+package job
+
+import (
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/propagation"
+)
+
+// Kafka header keys carried by job records on mail.jobs, the delay topics and
+// the dead-letter topic. W3C trace context travels as "traceparent" and
+// "tracestate" next to them.
+const (
+	// HeaderAttempt is the delivery attempt this record is for, in decimal,
+	// starting at 1. A missing header means attempt 1.
+	HeaderAttempt = "postline-attempt"
+	// HeaderNotBefore is the RFC 3339 time before which the record must not
+	// be delivered (set on delay-topic records).
+	HeaderNotBefore = "postline-not-before"
+	// HeaderFirstSeen is the RFC 3339 time the job was first published.
+	HeaderFirstSeen = "postline-first-seen"
+	// HeaderLastClass is the failure class of the previous attempt.
+	HeaderLastClass = "postline-last-class"
+
+	// HeaderDLQReason is the machine-readable reason a record was
+	// dead-lettered (a Reason value or a delivery outcome such as
+	// "smtp_permanent").
+	HeaderDLQReason = "postline-dlq-reason"
+	// HeaderDLQClass is the failure class that dead-lettered the record.
+	HeaderDLQClass = "postline-dlq-class"
+	// HeaderDLQError is a human-readable description of the last error.
+	HeaderDLQError = "postline-dlq-error"
+	// HeaderDLQOriginalTopic, HeaderDLQOriginalPartition and
+	// HeaderDLQOriginalOffset locate the record the dead letter copies.
+	HeaderDLQOriginalTopic     = "postline-original-topic"
+	HeaderDLQOriginalPartition = "postline-original-partition"
+	HeaderDLQOriginalOffset    = "postline-original-offset"
+	// HeaderDLQTime is the RFC 3339 time the record was dead-lettered.
+	HeaderDLQTime = "postline-dlq-time"
+)
+
+// Attempt returns the attempt number in headers: the last HeaderAttempt
+// value, or 1 when it is missing, not a decimal integer or below 1.
+func Attempt(headers []kafka.Header) int {
+	v, ok := lastHeader(headers, HeaderAttempt)
+	if !ok {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// FirstSeen returns the time in the last HeaderFirstSeen header, and false
+// when it is missing or not RFC 3339.
+func FirstSeen(headers []kafka.Header) (time.Time, bool) {
+	return timeHeader(headers, HeaderFirstSeen)
+}
+
+// NotBefore returns the time in the last HeaderNotBefore header, and false
+// when it is missing or not RFC 3339.
+func NotBefore(headers []kafka.Header) (time.Time, bool) {
+	return timeHeader(headers, HeaderNotBefore)
+}
+
+// FormatTime formats t the way time-valued headers carry it: RFC 3339 with
+// nanoseconds, in UTC.
+func FormatTime(t time.Time) string {
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func timeHeader(headers []kafka.Header, key string) (time.Time, bool) {
+	v, ok := lastHeader(headers, key)
+	if !ok {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+func lastHeader(headers []kafka.Header, key string) (string, bool) {
+	for i := len(headers) - 1; i >= 0; i-- {
+		if headers[i].Key == key {
+			return string(headers[i].Value), true
+		}
+	}
+	return "", false
+}
+
+// HeaderCarrier adapts Kafka record headers to OpenTelemetry's
+// propagation.TextMapCarrier, to inject and extract W3C trace context:
+//
+//	c := job.HeaderCarrier(msg.Headers)
+//	otel.GetTextMapPropagator().Inject(ctx, &c)
+//	msg.Headers = c
+//
+// Keys match exactly (Kafka header keys are case-sensitive; the W3C
+// propagator uses lower case). Set replaces an existing key and drops its
+// duplicates, so a record re-published by every retry does not grow. Not
+// safe for concurrent use.
+type HeaderCarrier []kafka.Header
+
+var _ propagation.TextMapCarrier = (*HeaderCarrier)(nil)
+
+// Get returns the value of the last header with key, or "".
+func (c *HeaderCarrier) Get(key string) string {
+	v, _ := lastHeader(*c, key)
+	return v
+}
+
+// Set sets key to value: it replaces the first header with key, removes any
+// later ones, or appends a new header.
+func (c *HeaderCarrier) Set(key, value string) {
+	*c = SetHeader(*c, key, value)
+}
+
+// Keys returns the distinct header keys in order of first appearance.
+func (c *HeaderCarrier) Keys() []string {
+	keys := make([]string, 0, len(*c))
+	for _, h := range *c {
+		if !slices.Contains(keys, h.Key) {
+			keys = append(keys, h.Key)
+		}
+	}
+	return keys
+}
+
+// SetHeader returns headers with key set to value, replacing the first
+// header with key and removing later duplicates, or appending. It never
+// writes to headers' backing array, which a consumed record or a sibling
+// message may share.
+func SetHeader(headers []kafka.Header, key, value string) []kafka.Header {
+	found := false
+	out := make([]kafka.Header, 0, len(headers)+1)
+	for _, h := range headers {
+		if h.Key != key {
+			out = append(out, h)
+			continue
+		}
+		if !found {
+			found = true
+			out = append(out, kafka.Header{Key: key, Value: []byte(value)})
+		}
+	}
+	if !found {
+		out = append(out, kafka.Header{Key: key, Value: []byte(value)})
+	}
+	return out
+}

@@ -1,0 +1,120 @@
+package job
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+func hdrs(kv ...string) []kafka.Header {
+	var h []kafka.Header
+	for i := 0; i < len(kv); i += 2 {
+		h = append(h, kafka.Header{Key: kv[i], Value: []byte(kv[i+1])})
+	}
+	return h
+}
+
+func TestAttempt(t *testing.T) {
+	tests := []struct {
+		name    string
+		headers []kafka.Header
+		want    int
+	}{
+		{"missing", nil, 1},
+		{"one", hdrs(HeaderAttempt, "1"), 1},
+		{"three", hdrs("other", "9", HeaderAttempt, "3"), 3},
+		{"last wins", hdrs(HeaderAttempt, "2", HeaderAttempt, "5"), 5},
+		{"zero", hdrs(HeaderAttempt, "0"), 1},
+		{"negative", hdrs(HeaderAttempt, "-4"), 1},
+		{"garbage", hdrs(HeaderAttempt, "two"), 1},
+		{"empty", hdrs(HeaderAttempt, ""), 1},
+		{"spaces", hdrs(HeaderAttempt, " 2"), 1},
+	}
+	for _, tt := range tests {
+		if got := Attempt(tt.headers); got != tt.want {
+			t.Errorf("%s: Attempt = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestTimeHeaders(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
+	tests := []struct {
+		name    string
+		headers []kafka.Header
+		want    time.Time
+		ok      bool
+	}{
+		{"missing", nil, time.Time{}, false},
+		{"nanoseconds", hdrs(HeaderFirstSeen, FormatTime(at)), at, true},
+		{"seconds with offset", hdrs(HeaderFirstSeen, "2030-01-02T04:04:05+01:00"), at.Truncate(time.Second), true},
+		{"garbage", hdrs(HeaderFirstSeen, "yesterday"), time.Time{}, false},
+	}
+	for _, tt := range tests {
+		got, ok := FirstSeen(tt.headers)
+		if ok != tt.ok || !got.Equal(tt.want) {
+			t.Errorf("%s: FirstSeen = %v, %v; want %v, %v", tt.name, got, ok, tt.want, tt.ok)
+		}
+	}
+	got, ok := NotBefore(hdrs(HeaderFirstSeen, "x", HeaderNotBefore, FormatTime(at)))
+	if !ok || !got.Equal(at) {
+		t.Errorf("NotBefore = %v, %v", got, ok)
+	}
+	if s := FormatTime(at.In(time.FixedZone("X", 7200))); s != "2030-01-02T03:04:05.000000006Z" {
+		t.Errorf("FormatTime = %q, want UTC with nanoseconds", s)
+	}
+}
+
+func TestHeaderCarrier(t *testing.T) {
+	orig := hdrs("a", "1", "traceparent", "old", "b", "2", "traceparent", "older")
+	shared := orig[:2]
+	c := HeaderCarrier(orig)
+	c.Set("traceparent", "new")
+	want := hdrs("a", "1", "traceparent", "new", "b", "2")
+	if !reflect.DeepEqual([]kafka.Header(c), want) {
+		t.Fatalf("after Set: %q, want %q", c, want)
+	}
+	if string(shared[1].Value) != "old" {
+		t.Fatal("Set wrote to the original backing array")
+	}
+	c.Set("tracestate", "k=v")
+	if got := c.Get("tracestate"); got != "k=v" {
+		t.Fatalf("Get(tracestate) = %q", got)
+	}
+	if got := c.Get("missing"); got != "" {
+		t.Fatalf("Get(missing) = %q", got)
+	}
+	if got, want := c.Keys(), []string{"a", "traceparent", "b", "tracestate"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("Keys = %q, want %q", got, want)
+	}
+	dup := HeaderCarrier(hdrs("k", "1", "k", "2"))
+	if got := dup.Keys(); !reflect.DeepEqual(got, []string{"k"}) {
+		t.Fatalf("Keys with duplicates = %q", got)
+	}
+}
+
+func TestHeaderCarrierPropagatesTraceContext(t *testing.T) {
+	prop := propagation.TraceContext{}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID:    trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
+		SpanID:     trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8},
+		TraceFlags: trace.FlagsSampled,
+	})
+	ctx := trace.ContextWithSpanContext(context.Background(), sc)
+	var c HeaderCarrier
+	// Inject twice, as a retry re-publishing a record does: no duplicates.
+	prop.Inject(ctx, &c)
+	prop.Inject(ctx, &c)
+	if len(c) != 1 || c[0].Key != "traceparent" {
+		t.Fatalf("headers after two injections: %q", c)
+	}
+	got := trace.SpanContextFromContext(prop.Extract(context.Background(), &c))
+	if got.TraceID() != sc.TraceID() || got.SpanID() != sc.SpanID() || !got.IsSampled() {
+		t.Fatalf("extracted %v, want %v", got, sc)
+	}
+}

@@ -1,0 +1,348 @@
+package job
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"mime"
+	"net/mail"
+	"slices"
+	"strings"
+	"time"
+)
+
+// allowedHeaders are the custom headers a job may set besides X-* headers.
+// The worker sets every other header itself (Message-ID, From, To, Date,
+// MIME-Version, Content-*), so a job cannot override them. Keys are in
+// lower case.
+var allowedHeaders = map[string]bool{
+	"list-unsubscribe":      true, // RFC 2369
+	"list-unsubscribe-post": true, // RFC 8058 one-click unsubscribe
+	"list-id":               true, // RFC 2919
+	"in-reply-to":           true, // threading
+	"references":            true, // threading
+	"auto-submitted":        true, // RFC 3834
+	"precedence":            true, // "bulk", "list": still read by autoresponders
+}
+
+// reservedHeaderPrefix marks headers that only Postline itself may set.
+const reservedHeaderPrefix = "x-postline-"
+
+// HeaderAllowed reports whether a job may carry the custom header name:
+// any X-* header except X-Postline-*, and List-Unsubscribe,
+// List-Unsubscribe-Post, List-Id, In-Reply-To, References, Auto-Submitted
+// and Precedence. Names match case-insensitively. It does not check that
+// name is a valid field name.
+func HeaderAllowed(name string) bool {
+	lower := strings.ToLower(name)
+	if strings.HasPrefix(lower, "x-") {
+		return !strings.HasPrefix(lower, reservedHeaderPrefix) && len(lower) > len("x-")
+	}
+	return allowedHeaders[lower]
+}
+
+// Normalize puts j in the canonical form Publisher writes: angle brackets
+// stripped from MessageID, an empty Priority set to PriorityNormal and a
+// zero Version set to SchemaVersion. Decode does not call it for the
+// version: a document without a version is rejected, not upgraded.
+func (j *Job) Normalize() {
+	j.MessageID = trimAngle(j.MessageID)
+	if j.Priority == "" {
+		j.Priority = PriorityNormal
+	}
+	if j.Version == 0 {
+		j.Version = SchemaVersion
+	}
+}
+
+// Expired reports whether the job's deadline has passed at now. A job
+// without NotAfter never expires.
+func (j Job) Expired(now time.Time) bool {
+	return j.NotAfter != nil && now.After(*j.NotAfter)
+}
+
+// Hash returns the SHA-256 of the canonical JSON encoding of the normalised
+// job. Two documents that differ only in whitespace, key order, angle
+// brackets around the message ID, an empty versus "normal" priority or the
+// time zone of not_after hash the same; any other difference does not.
+func (j Job) Hash() []byte {
+	j.Normalize()
+	if j.NotAfter != nil {
+		t := j.NotAfter.UTC()
+		j.NotAfter = &t
+	}
+	data, err := json.Marshal(j)
+	if err != nil {
+		// Job holds only strings, byte slices, maps of strings and a
+		// time; Marshal fails only for a year outside [0,9999].
+		data = fmt.Appendf(nil, "unencodable job %q: %v", j.MessageID, err)
+	}
+	sum := sha256.Sum256(data)
+	return sum[:]
+}
+
+// Validate checks j against the schema and limits (zero fields of limits
+// take their defaults) and returns a *ValidationError for the first problem,
+// checking in this order: version, message_id, from, reply_to, recipients
+// (none, too many, then to, cc and bcc in order), subject, body, headers
+// (by name), attachments, priority, tenant, template, metadata (by key).
+// It accepts a message ID with or without angle brackets and an empty
+// priority, so it may be called before or after Normalize. It does not
+// check NotAfter: see Expired.
+func (j *Job) Validate(limits Limits) error {
+	limits = limits.WithDefaults()
+	if j.Version != SchemaVersion {
+		return invalid(ReasonUnsupportedVersion, "version", "version %d, want %d", j.Version, SchemaVersion)
+	}
+	if err := validateMessageID(j.MessageID); err != nil {
+		return err
+	}
+	if j.From == "" {
+		return invalid(ReasonMissingField, "from", "required")
+	}
+	if err := validateAddress("from", j.From); err != nil {
+		return err
+	}
+	for i, a := range j.ReplyTo {
+		if err := validateAddress(fmt.Sprintf("reply_to[%d]", i), a); err != nil {
+			return err
+		}
+	}
+	n := len(j.To) + len(j.Cc) + len(j.Bcc)
+	if n == 0 {
+		return invalid(ReasonMissingField, "to", "at least one recipient in to, cc or bcc is required")
+	}
+	if n > limits.MaxRecipients {
+		return invalid(ReasonTooManyRecipients, "", "%d recipients, limit %d", n, limits.MaxRecipients)
+	}
+	for _, list := range []struct {
+		name  string
+		addrs []string
+	}{{"to", j.To}, {"cc", j.Cc}, {"bcc", j.Bcc}} {
+		for i, a := range list.addrs {
+			if err := validateAddress(fmt.Sprintf("%s[%d]", list.name, i), a); err != nil {
+				return err
+			}
+		}
+	}
+	if err := checkLine("subject", j.Subject, MaxSubjectLength); err != nil {
+		return err
+	}
+	if j.Text == "" && j.HTML == "" {
+		return invalid(ReasonMissingBody, "", "text or html is required")
+	}
+	if n := len(j.Text) + len(j.HTML); n > limits.MaxBodyBytes {
+		return invalid(ReasonOversizeBody, "", "text and html are %d bytes, limit %d", n, limits.MaxBodyBytes)
+	}
+	if err := validateHeaders(j.Headers); err != nil {
+		return err
+	}
+	if err := validateAttachments(j.Attachments, limits.MaxAttachmentBytes); err != nil {
+		return err
+	}
+	switch j.Priority {
+	case "", PriorityUrgent, PriorityNormal, PriorityBulk:
+	default:
+		return invalid(ReasonInvalidPriority, "priority", "%q is not urgent, normal or bulk", truncate(string(j.Priority)))
+	}
+	if err := checkLine("tenant", j.Tenant, MaxTenantLength); err != nil {
+		return err
+	}
+	if t := j.Template; t != nil {
+		if t.Name == "" {
+			return invalid(ReasonMissingField, "template.name", "required when template is set")
+		}
+		if err := checkLine("template.name", t.Name, MaxTemplateFieldLength); err != nil {
+			return err
+		}
+		if err := checkLine("template.version", t.Version, MaxTemplateFieldLength); err != nil {
+			return err
+		}
+	}
+	return validateMetadata(j.Metadata)
+}
+
+// validateMessageID checks an RFC 5322 msg-id, with or without its angle
+// brackets: id-left "@" id-right, printable ASCII without spaces or angle
+// brackets.
+func validateMessageID(id string) error {
+	const field = "message_id"
+	if id == "" {
+		return invalid(ReasonMissingField, field, "required")
+	}
+	if hasInjection(id) {
+		return invalid(ReasonHeaderInjection, field, "contains CR, LF or NUL")
+	}
+	bare := trimAngle(id)
+	if bare == id && (strings.HasPrefix(id, "<") || strings.HasSuffix(id, ">")) {
+		return invalid(ReasonInvalidMessageID, field, "unbalanced angle brackets")
+	}
+	if len(bare) > MaxMessageIDLength {
+		return invalid(ReasonInvalidMessageID, field, "%d characters, limit %d", len(bare), MaxMessageIDLength)
+	}
+	for i := 0; i < len(bare); i++ {
+		if c := bare[i]; c <= ' ' || c > '~' || c == '<' || c == '>' {
+			return invalid(ReasonInvalidMessageID, field, "character %q at %d is not printable ASCII or is a space or angle bracket", c, i)
+		}
+	}
+	left, right, ok := strings.Cut(bare, "@")
+	if !ok || left == "" || right == "" || strings.Contains(right, "@") {
+		return invalid(ReasonInvalidMessageID, field, "want exactly one @ between a non-empty id-left and id-right")
+	}
+	return nil
+}
+
+func validateAddress(field, addr string) error {
+	if addr == "" {
+		return invalid(ReasonInvalidAddress, field, "empty address")
+	}
+	if hasInjection(addr) {
+		return invalid(ReasonHeaderInjection, field, "contains CR, LF or NUL")
+	}
+	if len(addr) > MaxAddressLength {
+		return invalid(ReasonInvalidAddress, field, "%d bytes, limit %d", len(addr), MaxAddressLength)
+	}
+	a, err := mail.ParseAddress(addr)
+	if err != nil {
+		return invalid(ReasonInvalidAddress, field, "%v", err)
+	}
+	// ParseAddress decodes RFC 2047 encoded words in the display name, which
+	// can smuggle a line break past the check above.
+	if hasInjection(a.Name) || hasInjection(a.Address) {
+		return invalid(ReasonHeaderInjection, field, "decoded display name contains CR, LF or NUL")
+	}
+	return nil
+}
+
+func validateHeaders(h map[string]string) error {
+	if len(h) > MaxHeaders {
+		return invalid(ReasonOversizeField, "headers", "%d headers, limit %d", len(h), MaxHeaders)
+	}
+	seen := make(map[string]string, len(h))
+	for _, name := range slices.Sorted(maps.Keys(h)) {
+		field := "headers." + name
+		if hasInjection(name) {
+			return invalid(ReasonHeaderInjection, "headers", "header name %q contains CR, LF or NUL", truncate(name))
+		}
+		if err := validFieldName(name); err != nil {
+			return invalid(ReasonHeaderNotAllowed, field, "%v", err)
+		}
+		if !HeaderAllowed(name) {
+			return invalid(ReasonHeaderNotAllowed, field, "not on the allow-list (X-* except X-Postline-*, List-Unsubscribe, List-Unsubscribe-Post, List-Id, In-Reply-To, References, Auto-Submitted, Precedence)")
+		}
+		lower := strings.ToLower(name)
+		if other, dup := seen[lower]; dup {
+			return invalid(ReasonHeaderNotAllowed, field, "same header as %q (names are case-insensitive)", other)
+		}
+		seen[lower] = name
+		if err := checkLine(field, h[name], MaxHeaderValueLength); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validFieldName checks an RFC 5322 field name: printable US-ASCII except
+// colon, at least one character.
+func validFieldName(name string) error {
+	if name == "" {
+		return fmt.Errorf("empty header name")
+	}
+	if len(name) > MaxHeaderNameLength {
+		return fmt.Errorf("header name is %d characters, limit %d", len(name), MaxHeaderNameLength)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < '!' || c > '~' || c == ':' {
+			return fmt.Errorf("character %q at %d is not allowed in a header name", c, i)
+		}
+	}
+	return nil
+}
+
+func validateAttachments(atts []Attachment, limit int) error {
+	total := 0
+	for i, a := range atts {
+		field := fmt.Sprintf("attachments[%d]", i)
+		if a.Filename == "" {
+			return invalid(ReasonMissingField, field+".filename", "required")
+		}
+		if err := checkLine(field+".filename", a.Filename, MaxFilenameLength); err != nil {
+			return err
+		}
+		if i := strings.IndexAny(a.Filename, "\"/\\"); i >= 0 {
+			return invalid(ReasonInvalidField, field+".filename", "contains %q", a.Filename[i])
+		}
+		if a.ContentType != "" {
+			if err := checkLine(field+".content_type", a.ContentType, MaxHeaderValueLength); err != nil {
+				return err
+			}
+			mt, _, err := mime.ParseMediaType(a.ContentType)
+			if err != nil {
+				return invalid(ReasonInvalidField, field+".content_type", "%v", err)
+			}
+			if !strings.Contains(mt, "/") {
+				return invalid(ReasonInvalidField, field+".content_type", "%q is not type/subtype", mt)
+			}
+		}
+		total += len(a.Content)
+		if total > limit {
+			return invalid(ReasonOversizeAttachment, field, "attachments total at least %d bytes, limit %d", total, limit)
+		}
+	}
+	return nil
+}
+
+func validateMetadata(m map[string]string) error {
+	if len(m) > MaxMetadataEntries {
+		return invalid(ReasonOversizeField, "metadata", "%d entries, limit %d", len(m), MaxMetadataEntries)
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if hasInjection(k) {
+			return invalid(ReasonHeaderInjection, "metadata", "key %q contains CR, LF or NUL", truncate(k))
+		}
+		field := "metadata." + k
+		if k == "" {
+			return invalid(ReasonInvalidField, field, "empty key")
+		}
+		if len(k) > MaxMetadataKeyLength {
+			return invalid(ReasonOversizeField, field, "key is %d bytes, limit %d", len(k), MaxMetadataKeyLength)
+		}
+		if err := checkLine(field, m[k], MaxMetadataValueLength); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkLine rejects a value with CR, LF or NUL, or longer than limit bytes.
+func checkLine(field, v string, limit int) error {
+	if hasInjection(v) {
+		return invalid(ReasonHeaderInjection, field, "contains CR, LF or NUL")
+	}
+	if len(v) > limit {
+		return invalid(ReasonOversizeField, field, "%d bytes, limit %d", len(v), limit)
+	}
+	return nil
+}
+
+func hasInjection(s string) bool {
+	return strings.ContainsAny(s, "\r\n\x00")
+}
+
+// trimAngle strips one pair of enclosing angle brackets.
+func trimAngle(id string) string {
+	if len(id) >= 2 && id[0] == '<' && id[len(id)-1] == '>' {
+		return id[1 : len(id)-1]
+	}
+	return id
+}
+
+// truncate shortens a value quoted in an error detail.
+func truncate(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "..."
+}

@@ -1,0 +1,580 @@
+#!/usr/bin/env bash
+# scripts/stack.sh: the local Postline stack without Docker.
+#
+#   scripts/stack.sh [up] [--with-sink]  start Kafka, PostgreSQL and Mailpit (and smtp-sink)
+#   scripts/stack.sh down                stop what `up` started; keep data and caches
+#   scripts/stack.sh status              one line per service; exit 1 if Kafka, Postgres or Mailpit is down
+#   scripts/stack.sh env                 export lines for the POSTLINE_TEST_* variables
+#   scripts/stack.sh sink                start only the Postfix smtp-sink on 127.0.0.1:2525
+#   scripts/stack.sh sink-env            export lines for running smtp-source/smtp-sink by hand
+#   scripts/stack.sh smtp-source-path    print the path of Postfix's smtp-source
+#
+# Services (all on loopback):
+#   Kafka       127.0.0.1:9092 (PLAINTEXT), 127.0.0.1:9093 (CONTROLLER); single KRaft node from
+#               Maven Central jars; version in deploy/kafka/pom.xml (<kafka.version>) only.
+#   PostgreSQL  127.0.0.1:${POSTLINE_PG_PORT:-5432}, role/db postline/postline, password postline;
+#               Debian's packages, our own cluster (not Debian's 'main').
+#   Mailpit     SMTP 127.0.0.1:1025, API 127.0.0.1:8025.
+#   smtp-sink   127.0.0.1:2525, only with `up --with-sink` or `sink`.
+#
+# State lives in .stack/ at the repo root (kafka-data, pg, logs/, *.pid). The PostgreSQL data
+# directory is .stack/pg when the postgres OS user can reach it, else
+# /var/tmp/postline-pg-<hash of the repo path>/data (the repo may sit under a folder only root
+# can enter). Caches that survive a fresh clone: ${POSTLINE_CACHE:-$HOME/.cache/postline}
+# (Kafka jars in kafka-<version>/libs, mailpit in bin/, postfix), ~/.m2, the Go module cache and
+# apt's cache.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+STACK="$ROOT/.stack"
+LOGS="$STACK/logs"
+CACHE="${POSTLINE_CACHE:-$HOME/.cache/postline}"
+HASH="$(printf '%s' "$ROOT" | sha1sum | cut -c1-10)"
+
+KAFKA_POM="$ROOT/deploy/kafka/pom.xml"
+KAFKA_VERSION="$(sed -n 's:.*<kafka\.version>\(.*\)</kafka\.version>.*:\1:p' "$KAFKA_POM" | head -n1)"
+KAFKA_LIBS="$CACHE/kafka-$KAFKA_VERSION/libs"
+KAFKA_HOST=127.0.0.1
+KAFKA_PORT=9092
+KAFKA_CONTROLLER_PORT=9093
+KAFKA_DATA="$STACK/kafka-data"
+KAFKA_PID="$STACK/kafka.pid"
+KAFKA_TIMEOUT="${POSTLINE_KAFKA_TIMEOUT:-180}"
+
+PG_PORT="${POSTLINE_PG_PORT:-5432}"
+PG_SOCK="/tmp/postline-pg-$HASH" # short: unix socket paths are limited to ~107 bytes
+
+MAILPIT_VERSION=v1.33.1
+MAILPIT_BIN="$CACHE/bin/mailpit"
+MAILPIT_SMTP_PORT=1025
+MAILPIT_HTTP_PORT=8025
+MAILPIT_PID="$STACK/mailpit.pid"
+
+SINK_PORT=2525
+SINK_DIR="$CACHE/postfix"
+SINK_PID="$STACK/smtp-sink.pid"
+
+log() { printf '%s\n' "$*"; }
+die() { printf 'stack.sh: %s\n' "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------------------------------------
+# Generic helpers
+
+# port_open HOST PORT: something accepts TCP connections there.
+port_open() {
+  (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null
+}
+
+# smtp_banner PORT: the server on 127.0.0.1:PORT greets with 220.
+smtp_banner() {
+  local line=""
+  (
+    exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+    IFS= read -r -t 3 line <&3 || exit 1
+    printf 'QUIT\r\n' >&3 || true
+    [[ $line == 220* ]]
+  ) 2>/dev/null
+}
+
+# pid_alive PIDFILE PATTERN: the pid in PIDFILE runs and its command line contains PATTERN
+# (guards against a recycled pid after a reboot).
+pid_alive() {
+  local pid
+  [[ -f $1 ]] || return 1
+  pid="$(<"$1")"
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  [[ -r /proc/$pid/cmdline ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$2"
+}
+
+# stop_pid NAME PIDFILE PATTERN: SIGTERM, wait up to 30 s, then SIGKILL.
+stop_pid() {
+  local name=$1 file=$2 pattern=$3 pid i
+  if ! pid_alive "$file" "$pattern"; then
+    rm -f "$file"
+    log "$name: not running"
+    return 0
+  fi
+  pid="$(<"$file")"
+  log "$name: stopping (pid $pid)"
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < 300; i++)); do
+    [[ -d /proc/$pid ]] || break
+    sleep 0.1
+  done
+  if [[ -d /proc/$pid ]]; then
+    log "$name: did not stop in 30 s; killing"
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$file"
+  log "$name: stopped"
+}
+
+# spawn PIDFILE LOGFILE CMD...: run CMD detached (own session, no stdin), record its pid.
+spawn() {
+  local pidfile=$1 logfile=$2
+  shift 2
+  setsid "$@" </dev/null >>"$logfile" 2>&1 &
+  echo $! >"$pidfile"
+}
+
+tail_log() {
+  [[ -f $1 ]] || return 0
+  printf -- '--- last lines of %s ---\n' "$1" >&2
+  tail -n 30 "$1" >&2 || true
+}
+
+# ---------------------------------------------------------------------------------------------
+# Kafka
+
+# kafka_answers: the broker answers a real ApiVersions (v0) request with error code 0. Speaks the
+# Kafka protocol from bash so that `status` and an already-running `up` stay fast.
+kafka_answers() {
+  local reply
+  reply="$(
+    exec 2>/dev/null
+    exec 3<>"/dev/tcp/$KAFKA_HOST/$KAFKA_PORT" || exit 1
+    # size=18, api_key=18 (ApiVersions), api_version=0, correlation_id=7, client_id="postline"
+    printf '\x00\x00\x00\x12\x00\x12\x00\x00\x00\x00\x00\x07\x00\x08postline' >&3
+    timeout 3 head -c 10 <&3 | od -An -v -tx1 | tr -d ' \n'
+  )" || return 1
+  # bytes 0-3 size, 4-7 correlation id, 8-9 error code
+  [[ ${reply:8:12} == 000000070000 ]]
+}
+
+kafka_fetch() {
+  [[ -n $KAFKA_VERSION ]] || die "cannot read <kafka.version> from $KAFKA_POM"
+  if [[ -d $KAFKA_LIBS ]]; then
+    return 0
+  fi
+  command -v mvn >/dev/null || die "kafka: mvn not found (apt-get install -y maven)"
+  command -v java >/dev/null || die "kafka: java not found (Kafka $KAFKA_VERSION needs Java 17+)"
+  log "kafka: fetching $KAFKA_VERSION jars from Maven Central into $KAFKA_LIBS"
+  local tmp="$KAFKA_LIBS.tmp.$$"
+  rm -rf "$tmp"
+  mkdir -p "$(dirname "$KAFKA_LIBS")"
+  (cd "$ROOT/deploy/kafka" && mvn -q -B dependency:copy-dependencies \
+    -DincludeScope=runtime -DoutputDirectory="$tmp") >"$LOGS/kafka-fetch.log" 2>&1 ||
+    { tail_log "$LOGS/kafka-fetch.log"; rm -rf "$tmp"; die "kafka: mvn dependency:copy-dependencies failed"; }
+  mv "$tmp" "$KAFKA_LIBS" # atomic: a half-filled folder never looks complete
+}
+
+kafka_java() {
+  java -cp "$KAFKA_LIBS/*" -Dlog4j2.configurationFile="$ROOT/deploy/kafka/log4j2.properties" "$@"
+}
+
+# kafka_start: start the broker if needed, without waiting for it (see kafka_wait).
+kafka_start() {
+  KAFKA_STARTED=0
+  if pid_alive "$KAFKA_PID" kafka.Kafka; then
+    return 0
+  fi
+  if port_open "$KAFKA_HOST" "$KAFKA_PORT" || port_open "$KAFKA_HOST" "$KAFKA_CONTROLLER_PORT"; then
+    die "kafka: something else listens on $KAFKA_HOST:$KAFKA_PORT or :$KAFKA_CONTROLLER_PORT; stop it first"
+  fi
+  kafka_fetch
+  mkdir -p "$STACK/kafka" "$KAFKA_DATA"
+  local props="$STACK/kafka/server.properties"
+  sed "s:@DATA_DIR@:$KAFKA_DATA:g" "$ROOT/deploy/kafka/server.properties.tmpl" >"$props"
+  if [[ ! -f $KAFKA_DATA/meta.properties ]]; then
+    log "kafka: formatting storage in $KAFKA_DATA"
+    local id
+    id="$(kafka_java kafka.tools.StorageTool random-uuid 2>>"$LOGS/kafka.log" | tail -n1)"
+    kafka_java kafka.tools.StorageTool format --standalone -t "$id" -c "$props" \
+      >>"$LOGS/kafka.log" 2>&1 || { tail_log "$LOGS/kafka.log"; die "kafka: storage format failed"; }
+  fi
+  log "kafka: starting $KAFKA_VERSION"
+  spawn "$KAFKA_PID" "$LOGS/kafka.log" \
+    java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$ROOT/deploy/kafka/log4j2.properties" \
+    -cp "$KAFKA_LIBS/*" kafka.Kafka "$props"
+  KAFKA_STARTED=1
+}
+
+# kafka_wait: poll with ApiVersions until the broker serves requests; after a fresh start also
+# list topics through the admin client (Metadata round trip) before calling it ready.
+kafka_wait() {
+  local deadline=$((SECONDS + KAFKA_TIMEOUT))
+  until kafka_answers; do
+    if ! pid_alive "$KAFKA_PID" kafka.Kafka; then
+      tail_log "$LOGS/kafka.log"
+      die "kafka: the broker exited; see $LOGS/kafka.log"
+    fi
+    ((SECONDS < deadline)) || { tail_log "$LOGS/kafka.log"; die "kafka: not ready after ${KAFKA_TIMEOUT}s"; }
+    sleep 0.2
+  done
+  if [[ ${KAFKA_STARTED:-0} == 1 ]]; then
+    until kafka_java org.apache.kafka.tools.TopicCommand --bootstrap-server "$KAFKA_HOST:$KAFKA_PORT" \
+      --list >/dev/null 2>>"$LOGS/kafka-ready.log"; do
+      ((SECONDS < deadline)) || { tail_log "$LOGS/kafka-ready.log"; die "kafka: metadata not served after ${KAFKA_TIMEOUT}s"; }
+      sleep 0.5
+    done
+  fi
+  local note=""
+  [[ ${KAFKA_STARTED:-0} == 1 ]] || note=" (already running)"
+  log "kafka: ready on $KAFKA_HOST:$KAFKA_PORT ($KAFKA_VERSION)$note"
+}
+
+kafka_down() {
+  stop_pid kafka "$KAFKA_PID" kafka.Kafka
+}
+
+# ---------------------------------------------------------------------------------------------
+# PostgreSQL
+
+# pg_bin_dir: set PG_BIN to the bin folder of the newest installed PostgreSQL major version.
+pg_bin_dir() {
+  local d
+  PG_BIN=""
+  while IFS= read -r d; do
+    [[ -x $d/initdb && -x $d/pg_ctl && -x $d/postgres ]] && PG_BIN="$d"
+  done < <(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V)
+  [[ -n $PG_BIN ]]
+}
+
+pg_install() {
+  pg_bin_dir && return 0
+  log "postgres: installing Debian's postgresql package"
+  export DEBIAN_FRONTEND=noninteractive
+  # We run our own cluster: do not let the package create (and start) Debian's 'main' on 5432.
+  mkdir -p /etc/postgresql-common/createcluster.d
+  printf 'create_main_cluster = false\n' >/etc/postgresql-common/createcluster.d/postline.conf
+  apt-get update -qq >"$LOGS/apt.log" 2>&1 || { tail_log "$LOGS/apt.log"; die "postgres: apt-get update failed"; }
+  apt-get install -y -qq postgresql >>"$LOGS/apt.log" 2>&1 ||
+    { tail_log "$LOGS/apt.log"; die "postgres: apt-get install postgresql failed"; }
+  pg_bin_dir || die "postgres: no initdb/pg_ctl under /usr/lib/postgresql/*/bin after install"
+}
+
+# pg_paths: pick the data directory (see the header) and the log file.
+pg_paths() {
+  id postgres >/dev/null 2>&1 || die "postgres: no 'postgres' OS user (is the postgresql package installed?)"
+  if [[ -f $STACK/pg-location ]]; then
+    PGDATA="$(<"$STACK/pg-location")"
+  elif as_postgres test -x "$STACK"; then
+    PGDATA="$STACK/pg"
+  else
+    PGDATA="/var/tmp/postline-pg-$HASH/data"
+  fi
+  if [[ $PGDATA == "$STACK/pg" ]]; then
+    PG_LOG="$LOGS/postgres.log"
+  else
+    PG_LOG="$(dirname "$PGDATA")/postgres.log"
+  fi
+}
+
+# as_postgres CMD...: run CMD as the postgres OS user from / (the repo may be unreadable to it).
+as_postgres() {
+  (cd / && runuser -u postgres -- "$@")
+}
+
+pg_ctl_() {
+  as_postgres "$PG_BIN/pg_ctl" -D "$PGDATA" "$@"
+}
+
+pg_running() {
+  [[ -f $PGDATA/PG_VERSION ]] && pg_ctl_ status >/dev/null 2>&1
+}
+
+pg_answers() {
+  pg_isready -q -h 127.0.0.1 -p "$PG_PORT" -t 2 >/dev/null 2>&1
+}
+
+# pg_psql: run the SQL on stdin as the superuser over our unix socket.
+pg_psql() {
+  as_postgres "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$PG_SOCK" -p "$PG_PORT" \
+    -U postgres -d postgres
+}
+
+pg_up() {
+  pg_install
+  pg_paths
+  if pg_running; then
+    pg_answers || die "postgres: our cluster in $PGDATA runs but 127.0.0.1:$PG_PORT does not answer (another port? see $PG_LOG)"
+    log "postgres: ready on 127.0.0.1:$PG_PORT (already running)"
+    return 0
+  fi
+  if port_open 127.0.0.1 "$PG_PORT"; then
+    die "postgres: something else listens on 127.0.0.1:$PG_PORT (Debian's 'main' cluster? pg_lsclusters / pg_ctlcluster stop); stop it or set POSTLINE_PG_PORT"
+  fi
+  mkdir -p "$(dirname "$PGDATA")" "$PG_SOCK"
+  chown postgres:postgres "$PG_SOCK"
+  if [[ $PGDATA != "$STACK/pg" ]]; then
+    chown postgres:postgres "$(dirname "$PGDATA")"
+    ln -sfn "$PG_LOG" "$LOGS/postgres.log"
+  fi
+  touch "$PG_LOG"
+  chown postgres:postgres "$PG_LOG"
+  if [[ ! -f $PGDATA/PG_VERSION ]]; then
+    log "postgres: initdb in $PGDATA ($(basename "$(dirname "$PG_BIN")"))"
+    rm -rf "$PGDATA"
+    install -d -o postgres -g postgres -m 700 "$PGDATA"
+    as_postgres "$PG_BIN/initdb" -D "$PGDATA" -U postgres -E UTF8 --locale=C.UTF-8 \
+      --auth-local=trust --auth-host=scram-sha-256 >>"$PG_LOG" 2>&1 ||
+      { tail_log "$PG_LOG"; die "postgres: initdb failed"; }
+    printf "\ninclude_if_exists = 'postline.conf'\n" >>"$PGDATA/postgresql.conf"
+    printf '%s\n' "$PGDATA" >"$STACK/pg-location"
+  fi
+  # Rewritten on every start so POSTLINE_PG_PORT and the tuning apply to an existing cluster.
+  cat >"$PGDATA/postline.conf" <<EOF
+# Written by scripts/stack.sh; tuned for tests, never for data you care about.
+listen_addresses = '127.0.0.1'
+port = $PG_PORT
+unix_socket_directories = '$PG_SOCK'
+max_connections = 300
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+EOF
+  chown postgres:postgres "$PGDATA/postline.conf"
+  log "postgres: starting on 127.0.0.1:$PG_PORT"
+  pg_ctl_ -l "$PG_LOG" -w -t 60 start >/dev/null || { tail_log "$PG_LOG"; die "postgres: pg_ctl start failed"; }
+  local deadline=$((SECONDS + 60))
+  until pg_answers; do
+    ((SECONDS < deadline)) || { tail_log "$PG_LOG"; die "postgres: not ready after 60 s"; }
+    sleep 0.2
+  done
+  pg_psql <<'SQL' || die "postgres: creating role/database postline failed"
+SELECT 'CREATE ROLE postline LOGIN CREATEDB PASSWORD ''postline'''
+WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'postline')
+\gexec
+SELECT 'CREATE DATABASE postline OWNER postline'
+WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'postline')
+\gexec
+SQL
+  log "postgres: ready on 127.0.0.1:$PG_PORT (role/db postline)"
+}
+
+pg_down() {
+  pg_bin_dir || { log "postgres: not installed"; return 0; }
+  pg_paths
+  if pg_running; then
+    log "postgres: stopping"
+    pg_ctl_ -m fast -w -t 60 stop >/dev/null
+    log "postgres: stopped"
+  else
+    log "postgres: not running"
+  fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# Mailpit
+
+mailpit_answers() {
+  smtp_banner "$MAILPIT_SMTP_PORT" &&
+    curl -sf -m 3 -o /dev/null "http://127.0.0.1:$MAILPIT_HTTP_PORT/api/v1/info"
+}
+
+mailpit_install() {
+  [[ -x $MAILPIT_BIN ]] && return 0
+  command -v go >/dev/null || die "mailpit: go not found"
+  log "mailpit: building $MAILPIT_VERSION into $(dirname "$MAILPIT_BIN") (once)"
+  mkdir -p "$(dirname "$MAILPIT_BIN")"
+  (cd / && GOBIN="$(dirname "$MAILPIT_BIN")" go install "github.com/axllent/mailpit@$MAILPIT_VERSION") \
+    >"$LOGS/mailpit-build.log" 2>&1 || { tail_log "$LOGS/mailpit-build.log"; die "mailpit: go install failed"; }
+}
+
+mailpit_start() {
+  MAILPIT_STARTED=0
+  if pid_alive "$MAILPIT_PID" mailpit; then
+    return 0
+  fi
+  if port_open 127.0.0.1 "$MAILPIT_SMTP_PORT" || port_open 127.0.0.1 "$MAILPIT_HTTP_PORT"; then
+    die "mailpit: something else listens on 127.0.0.1:$MAILPIT_SMTP_PORT or :$MAILPIT_HTTP_PORT; stop it first"
+  fi
+  mailpit_install
+  mkdir -p "$STACK/mailpit"
+  log "mailpit: starting"
+  spawn "$MAILPIT_PID" "$LOGS/mailpit.log" \
+    "$MAILPIT_BIN" --disable-version-check \
+    --smtp "127.0.0.1:$MAILPIT_SMTP_PORT" --listen "127.0.0.1:$MAILPIT_HTTP_PORT" \
+    --smtp-auth-accept-any --smtp-auth-allow-insecure \
+    --max 0 --database "$STACK/mailpit/mailpit.db"
+  MAILPIT_STARTED=1
+}
+
+mailpit_wait() {
+  local deadline=$((SECONDS + 60))
+  until mailpit_answers; do
+    if ! pid_alive "$MAILPIT_PID" mailpit; then
+      tail_log "$LOGS/mailpit.log"
+      die "mailpit: exited; see $LOGS/mailpit.log"
+    fi
+    ((SECONDS < deadline)) || { tail_log "$LOGS/mailpit.log"; die "mailpit: not ready after 60 s"; }
+    sleep 0.1
+  done
+  local note=""
+  [[ ${MAILPIT_STARTED:-0} == 1 ]] || note=" (already running)"
+  log "mailpit: ready, SMTP 127.0.0.1:$MAILPIT_SMTP_PORT, API http://127.0.0.1:$MAILPIT_HTTP_PORT$note"
+}
+
+mailpit_down() {
+  stop_pid mailpit "$MAILPIT_PID" mailpit
+}
+
+# ---------------------------------------------------------------------------------------------
+# Postfix smtp-sink / smtp-source (benchmarks)
+
+sink_install() {
+  [[ -x $SINK_DIR/root/usr/sbin/smtp-sink ]] && return 0
+  log "smtp-sink: extracting Debian's postfix package into $SINK_DIR (once)"
+  mkdir -p "$SINK_DIR"
+  local deb="" debs
+  shopt -s nullglob
+  debs=("$SINK_DIR"/postfix_*.deb /var/cache/apt/archives/postfix_*.deb)
+  ((${#debs[@]})) && deb="${debs[0]}"
+  if [[ -z $deb ]]; then
+    (cd "$SINK_DIR" && apt-get download postfix) >"$LOGS/postfix-download.log" 2>&1 || {
+      apt-get update -qq >>"$LOGS/postfix-download.log" 2>&1 || true
+      (cd "$SINK_DIR" && apt-get download postfix) >>"$LOGS/postfix-download.log" 2>&1 ||
+        { tail_log "$LOGS/postfix-download.log"; die "smtp-sink: apt-get download postfix failed"; }
+    }
+    debs=("$SINK_DIR"/postfix_*.deb)
+    ((${#debs[@]})) || die "smtp-sink: apt-get download left no postfix_*.deb in $SINK_DIR"
+    deb="${debs[0]}"
+  fi
+  shopt -u nullglob
+  rm -rf "$SINK_DIR/root.tmp"
+  dpkg-deb -x "$deb" "$SINK_DIR/root.tmp"
+  rm -rf "$SINK_DIR/root"
+  mv "$SINK_DIR/root.tmp" "$SINK_DIR/root"
+  [[ -x $SINK_DIR/root/usr/sbin/smtp-sink ]] || die "smtp-sink: not found in $deb"
+}
+
+sink_libpath() {
+  printf '%s' "$SINK_DIR/root/usr/lib/postfix"
+}
+
+sink_up() {
+  if pid_alive "$SINK_PID" smtp-sink; then
+    smtp_banner "$SINK_PORT" || die "smtp-sink: running but 127.0.0.1:$SINK_PORT does not greet"
+    log "smtp-sink: ready on 127.0.0.1:$SINK_PORT (already running)"
+    return 0
+  fi
+  if port_open 127.0.0.1 "$SINK_PORT"; then
+    die "smtp-sink: something else listens on 127.0.0.1:$SINK_PORT"
+  fi
+  sink_install
+  log "smtp-sink: starting"
+  spawn "$SINK_PID" "$LOGS/smtp-sink.log" \
+    env LD_LIBRARY_PATH="$(sink_libpath)" "$SINK_DIR/root/usr/sbin/smtp-sink" -c -u nobody \
+    "127.0.0.1:$SINK_PORT" 1000
+  local deadline=$((SECONDS + 20))
+  until smtp_banner "$SINK_PORT"; do
+    pid_alive "$SINK_PID" smtp-sink || { tail_log "$LOGS/smtp-sink.log"; die "smtp-sink: exited"; }
+    ((SECONDS < deadline)) || die "smtp-sink: not ready after 20 s"
+    sleep 0.1
+  done
+  log "smtp-sink: ready on 127.0.0.1:$SINK_PORT"
+}
+
+sink_down() {
+  [[ -f $SINK_PID ]] || return 0
+  stop_pid smtp-sink "$SINK_PID" smtp-sink
+}
+
+# ---------------------------------------------------------------------------------------------
+# Commands
+
+cmd_up() {
+  local with_sink=0 arg
+  for arg in "$@"; do
+    case $arg in
+    --with-sink) with_sink=1 ;;
+    *) die "up: unknown flag $arg" ;;
+    esac
+  done
+  mkdir -p "$STACK" "$LOGS"
+  # Kafka's JVM boots in the background while Postgres and Mailpit come up.
+  kafka_start
+  pg_up
+  mailpit_start
+  kafka_wait
+  mailpit_wait
+  if ((with_sink)); then
+    sink_up
+  fi
+}
+
+cmd_down() {
+  sink_down
+  mailpit_down
+  kafka_down
+  pg_down
+}
+
+cmd_status() {
+  local rc=0
+  if kafka_answers; then
+    log "kafka: up on $KAFKA_HOST:$KAFKA_PORT ($KAFKA_VERSION)"
+  else
+    log "kafka: down ($KAFKA_HOST:$KAFKA_PORT)"
+    rc=1
+  fi
+  if pg_answers; then
+    log "postgres: up on 127.0.0.1:$PG_PORT"
+  else
+    log "postgres: down (127.0.0.1:$PG_PORT)"
+    rc=1
+  fi
+  if mailpit_answers; then
+    log "mailpit: up, SMTP 127.0.0.1:$MAILPIT_SMTP_PORT, API http://127.0.0.1:$MAILPIT_HTTP_PORT"
+  else
+    log "mailpit: down (127.0.0.1:$MAILPIT_SMTP_PORT / :$MAILPIT_HTTP_PORT)"
+    rc=1
+  fi
+  if smtp_banner "$SINK_PORT"; then
+    log "smtp-sink: up on 127.0.0.1:$SINK_PORT"
+  else
+    log "smtp-sink: down (optional: up --with-sink)"
+  fi
+  return "$rc"
+}
+
+cmd_env() {
+  cat <<EOF
+export POSTLINE_TEST_KAFKA=$KAFKA_HOST:$KAFKA_PORT
+export POSTLINE_TEST_DATABASE_URL='postgres://postline:postline@127.0.0.1:$PG_PORT/postline?sslmode=disable'
+export POSTLINE_TEST_SMTP_SINK=127.0.0.1:$SINK_PORT
+export POSTLINE_TEST_MAILPIT_BIN=$MAILPIT_BIN
+export POSTLINE_TEST_MAILPIT_SMTP=127.0.0.1:$MAILPIT_SMTP_PORT
+export POSTLINE_TEST_MAILPIT_API=http://127.0.0.1:$MAILPIT_HTTP_PORT
+EOF
+}
+
+cmd_sink_env() {
+  mkdir -p "$STACK" "$LOGS"
+  sink_install >&2
+  cat <<EOF
+export LD_LIBRARY_PATH=$(sink_libpath)\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
+export POSTLINE_SMTP_SINK_BIN=$SINK_DIR/root/usr/sbin/smtp-sink
+export POSTLINE_SMTP_SOURCE_BIN=$SINK_DIR/root/usr/sbin/smtp-source
+EOF
+}
+
+main() {
+  local cmd="${1:-up}"
+  [[ $# -gt 0 ]] && shift
+  case $cmd in
+  up) cmd_up "$@" ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  env) cmd_env ;;
+  sink)
+    mkdir -p "$STACK" "$LOGS"
+    sink_up
+    ;;
+  sink-env) cmd_sink_env ;;
+  smtp-source-path)
+    mkdir -p "$STACK" "$LOGS"
+    sink_install >&2
+    printf '%s\n' "$SINK_DIR/root/usr/sbin/smtp-source"
+    ;;
+  -h | --help | help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//' ;;
+  *) die "unknown command $cmd (up, down, status, env, sink, sink-env, smtp-source-path)" ;;
+  esac
+}
+
+# Sourcing (for debugging single functions) defines everything without running a command.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+  main "$@"
+fi
