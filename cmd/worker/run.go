@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -75,7 +77,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 	store, err := idempotency.New(idempotency.Config{Owner: s.WorkerID, Lease: s.Lease}, pool, logger, reg)
 	if err != nil {
-		return fmt.Errorf("setting POSTLINE_LEASE or POSTLINE_WORKER_ID: %w", err)
+		return nameSetting(err, map[string]string{"Lease": "POSTLINE_LEASE", "Owner": "POSTLINE_WORKER_ID"})
 	}
 	relay, err := sender.New(sender.Config{
 		Name:     s.SMTPName,
@@ -87,7 +89,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		HELO:     s.SMTPHELO,
 	}, logger, reg)
 	if err != nil {
-		return fmt.Errorf("settings POSTLINE_SMTP_*: %w", err)
+		return nameSetting(err, map[string]string{"Name": "POSTLINE_SMTP_NAME", "Host": "POSTLINE_SMTP_HOST", "Port": "POSTLINE_SMTP_PORT",
+			"TLS": "POSTLINE_SMTP_TLS", "Username": "POSTLINE_SMTP_USERNAME", "Password": "POSTLINE_SMTP_PASSWORD", "HELO": "POSTLINE_SMTP_HELO"})
 	}
 	cons, err := consumer.New(consumer.Config{
 		Brokers:                 s.Brokers,
@@ -101,12 +104,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		MaxInFlightPerPartition: s.MaxInFlight,
 	}, logger, reg)
 	if err != nil {
-		return fmt.Errorf("settings POSTLINE_KAFKA_BROKERS, POSTLINE_JOBS_TOPIC, POSTLINE_CONSUMER_GROUP, "+
-			"POSTLINE_*_TIMEOUT or POSTLINE_*_INTERVAL: %w", err)
+		return nameSetting(err, map[string]string{"Brokers": "POSTLINE_KAFKA_BROKERS", "Topic": "POSTLINE_JOBS_TOPIC",
+			"GroupID": "POSTLINE_CONSUMER_GROUP", "SessionTimeout": "POSTLINE_SESSION_TIMEOUT",
+			"HeartbeatInterval": "POSTLINE_HEARTBEAT_INTERVAL", "RebalanceTimeout": "POSTLINE_REBALANCE_TIMEOUT",
+			"CommitInterval": "POSTLINE_COMMIT_INTERVAL", "DrainTimeout": "POSTLINE_DRAIN_TIMEOUT",
+			"MaxInFlightPerPartition": "POSTLINE_MAX_IN_FLIGHT_PER_PARTITION"})
 	}
 	dlq, err := deadletter.New(deadletter.Config{Brokers: s.Brokers, Topic: s.DLQTopic}, reg)
 	if err != nil {
-		return fmt.Errorf("setting POSTLINE_DLQ_TOPIC: %w", err)
+		return nameSetting(err, map[string]string{"Brokers": "POSTLINE_KAFKA_BROKERS", "Topic": "POSTLINE_DLQ_TOPIC"})
 	}
 	defer dlq.Close()
 	pipeline, err := delivery.New(delivery.Config{
@@ -122,7 +128,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		},
 	}, logger, reg, store, func() delivery.Session { return relay.NewSession() }, dlq)
 	if err != nil {
-		return fmt.Errorf("settings POSTLINE_SENDERS / POSTLINE_BATCH_* / POSTLINE_RETRY_*: %w", err)
+		return nameSetting(err, map[string]string{"Senders": "POSTLINE_SENDERS", "BatchSize": "POSTLINE_BATCH_SIZE",
+			"BatchLinger": "POSTLINE_BATCH_LINGER", "RetryBackoff": "POSTLINE_RETRY_BACKOFF", "MaxRetryBackoff": "POSTLINE_MAX_RETRY_BACKOFF",
+			"MaxMessageBytes": "POSTLINE_MAX_MESSAGE_BYTES", "MaxBodyBytes": "POSTLINE_MAX_BODY_BYTES",
+			"MaxAttachmentBytes": "POSTLINE_MAX_ATTACHMENT_BYTES"})
 	}
 
 	var migrated atomic.Bool
@@ -269,4 +278,28 @@ func defaultWorkerID() string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s-%d-%s", strings.ReplaceAll(host, " ", "_"), os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// nameSetting prefixes a package's configuration error with the setting it
+// is about: packages name their Config fields, operators know variables.
+// fields maps Config field names to settings; the first field the error
+// mentions wins (longer names are tried first, so MaxRetryBackoff is not
+// mistaken for RetryBackoff).
+func nameSetting(err error, fields map[string]string) error {
+	names := slices.SortedFunc(maps.Keys(fields), func(a, b string) int { return len(b) - len(a) })
+	msg := err.Error()
+	for _, name := range names {
+		if i := strings.Index(msg, name); i >= 0 && !isIdentByte(msg, i-1) && !isIdentByte(msg, i+len(name)) {
+			return fmt.Errorf("setting %s: %w", fields[name], err)
+		}
+	}
+	return fmt.Errorf("settings: %w", err)
+}
+
+func isIdentByte(s string, i int) bool {
+	if i < 0 || i >= len(s) {
+		return false
+	}
+	c := s[i]
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }

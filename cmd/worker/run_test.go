@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"maps"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Invalid settings must stop the worker before it touches the network, with
@@ -20,7 +22,7 @@ func TestRunRejectsInvalidSettings(t *testing.T) {
 	}{
 		{"unparsable duration", map[string]string{"POSTLINE_LEASE": "soon"}, nil, "POSTLINE_LEASE"},
 		{"unparsable integer flag", nil, []string{"--senders", "many"}, "POSTLINE_SENDERS"},
-		{"senders out of range", map[string]string{"POSTLINE_SENDERS": "0"}, nil, "POSTLINE_SENDERS"},
+		{"senders out of range", map[string]string{"POSTLINE_SENDERS": "-1"}, nil, "POSTLINE_SENDERS"},
 		{"batch size out of range", map[string]string{"POSTLINE_BATCH_SIZE": "-1"}, nil, "POSTLINE_BATCH_SIZE"},
 		{"unknown TLS policy", map[string]string{"POSTLINE_SMTP_TLS": "sometimes"}, nil, "POSTLINE_SMTP"},
 		{"bad log level", map[string]string{"POSTLINE_LOG_LEVEL": "loud"}, nil, "POSTLINE_LOG_LEVEL"},
@@ -31,11 +33,23 @@ func TestRunRejectsInvalidSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// Should a case pass validation, keep the worker away from any
+			// real service and stop it quickly, so the test fails instead
+			// of joining a live consumer group.
+			env := map[string]string{
+				"POSTLINE_KAFKA_BROKERS": "127.0.0.1:1",
+				"POSTLINE_DATABASE_URL":  "postgres://nobody@127.0.0.1:1/none",
+				"POSTLINE_HTTP_ADDR":     "127.0.0.1:0",
+			}
+			maps.Copy(env, tt.env)
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+			defer cancel()
 			var out bytes.Buffer
-			err := run(context.Background(), tt.args, func(k string) string { return tt.env[k] }, &out)
+			err := run(ctx, tt.args, func(k string) string { return env[k] }, &out)
 			if err == nil {
 				t.Fatalf("run = nil, want an error naming %s", tt.want)
 			}
+			t.Log(err)
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("run = %q, want it to name %s", err, tt.want)
 			}
