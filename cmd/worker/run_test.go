@@ -6,9 +6,12 @@ import (
 	"errors"
 	"flag"
 	"maps"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/postline/postline/internal/config"
 )
 
 // Invalid settings must stop the worker before it touches the network, with
@@ -66,6 +69,24 @@ func TestHelpListsSettings(t *testing.T) {
 	for _, want := range []string{"POSTLINE_KAFKA_BROKERS", "--smtp-host", "POSTLINE_SHUTDOWN_TIMEOUT"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %s", want)
+		}
+	}
+}
+
+// The README's configuration table is the operators' reference: every
+// setting must be in it.
+func TestREADMEDocumentsEverySetting(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := config.Settings(&settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list {
+		if !strings.Contains(string(readme), "| `"+s.Env+"` | `--"+s.Flag+"` |") {
+			t.Errorf("README.md has no configuration row for %s (--%s)", s.Env, s.Flag)
 		}
 	}
 }

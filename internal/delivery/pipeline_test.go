@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/goleak"
 
@@ -500,4 +501,25 @@ func sorted(s []string) []string {
 	out := slices.Clone(s)
 	slices.Sort(out)
 	return out
+}
+
+func TestMetricsLint(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := newMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.outcomes.WithLabelValues("sent").Inc()
+	m.reentries.WithLabelValues("busy").Inc()
+	m.dependencyErrors.WithLabelValues("claim").Inc()
+	m.sendSeconds.WithLabelValues("sent").Observe(0.01)
+	m.publishToAccept.Observe(0.1)
+	m.inFlight.Set(1)
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
 }
