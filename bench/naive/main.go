@@ -14,7 +14,7 @@
 //  6. CommitMessages for that one record.
 //
 // It writes the same postline_messages table as the worker (the schema of
-// idempotency.Migrate) and records enqueued_at from the same first-seen
+// schema.Migrate) and records enqueued_at from the same first-seen
 // header, so publish-to-accept latency (sent_at - enqueued_at) means the same
 // thing for both. --naive-concurrency goroutines (default 1: sequential) share
 // the one Reader. It is honest rather than deliberately slow: no sleeps, no
@@ -44,7 +44,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/postline/postline/internal/config"
-	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/job"
 )
@@ -99,7 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("postgres pool: %w", err)
 	}
 	defer pool.Close()
-	if err := idempotency.Migrate(ctx, pool); err != nil {
+	if err := schema.Migrate(ctx, pool); err != nil {
 		return err
 	}
 

@@ -6,7 +6,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/schema"
 )
 
 func newMigrateCmd(g *globals) *cobra.Command {
@@ -20,7 +20,7 @@ func newMigrateCmd(g *globals) *cobra.Command {
 				return fmt.Errorf("--database-url: %w", err)
 			}
 			defer pool.Close()
-			if err := idempotency.Migrate(cmd.Context(), pool); err != nil {
+			if err := schema.Migrate(cmd.Context(), pool); err != nil {
 				return err
 			}
 			return g.print(map[string]bool{"migrated": true}, "migrations applied")

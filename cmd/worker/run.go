@@ -28,6 +28,7 @@ import (
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/delivery"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/job"
 )
@@ -223,7 +224,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
 	backoff := 200 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := idempotency.Migrate(ctx, pool)
+		err := schema.Migrate(ctx, pool)
 		if err == nil {
 			return nil
 		}

@@ -11,8 +11,8 @@
 // overwrite the newer owner's state; losing a compare-and-set is counted and
 // harmless. Every batch operation is one round trip to the database.
 //
-// The schema is embedded SQL applied by [Migrate] under an advisory lock, in
-// the connection's current schema.
+// The table is created by package schema's migrations, in the connection's
+// current schema.
 //
 // The package knows rows, not SMTP or Kafka: it takes plain values (IDs,
 // hashes, attempt numbers) and decides nothing about retries or providers. It

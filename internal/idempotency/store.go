@@ -60,7 +60,7 @@ type Store struct {
 	m      *metrics
 }
 
-// New returns a Store on pool, which must already be migrated (see Migrate).
+// New returns a Store on pool, which must already be migrated (see schema.Migrate).
 // A nil logger discards logs; a nil reg leaves the metrics unregistered.
 // Several stores may register on one registry: they share the collectors.
 func New(cfg Config, pool *pgxpool.Pool, logger *slog.Logger, reg prometheus.Registerer) (*Store, error) {

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
 )
 
@@ -27,7 +28,7 @@ import (
 func migrated(t *testing.T) (string, *pgxpool.Pool) {
 	t.Helper()
 	url, pool := testenv.NewSchema(t)
-	if err := idempotency.Migrate(t.Context(), pool); err != nil {
+	if err := schema.Migrate(t.Context(), pool); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
 	return url, pool
@@ -604,44 +605,6 @@ func TestBatchOfThousandIsOneRoundTrip(t *testing.T) {
 	}
 	if counts[idempotency.StatusSent] != 1000 {
 		t.Errorf("sent rows = %d, want 1000", counts[idempotency.StatusSent])
-	}
-}
-
-func TestMigrateTwiceAndConcurrently(t *testing.T) {
-	t.Parallel()
-	url, pool := testenv.NewSchema(t)
-	many := openPool(t, url, 8, nil)
-	var wg sync.WaitGroup
-	errs := make([]error, 8)
-	for i := range errs {
-		wg.Go(func() { errs[i] = idempotency.Migrate(t.Context(), many) })
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("concurrent Migrate %d: %v", i, err)
-		}
-	}
-	if err := idempotency.Migrate(t.Context(), pool); err != nil {
-		t.Fatalf("Migrate again: %v", err)
-	}
-	var applied int
-	if err := pool.QueryRow(t.Context(), "SELECT count(*) FROM postline_schema_migrations").Scan(&applied); err != nil {
-		t.Fatal(err)
-	}
-	if applied != 1 {
-		t.Errorf("postline_schema_migrations has %d rows, want 1 (one per embedded migration)", applied)
-	}
-	s, _ := newStore(t, pool, "worker-1", 0)
-	wantResult(t, claimOne(t, s, req("<after-migrate@x>", "body", 1)), idempotency.Claimed)
-}
-
-func TestMigrateWithoutSchema(t *testing.T) {
-	t.Parallel()
-	url, _ := testenv.NewSchema(t)
-	pool := openPool(t, strings.Replace(url, "search_path=", "search_path=missing_", 1), 1, nil)
-	if err := idempotency.Migrate(t.Context(), pool); err == nil || !strings.Contains(err.Error(), "no existing schema") {
-		t.Errorf("Migrate without a schema: %v, want a no-schema error", err)
 	}
 }
 

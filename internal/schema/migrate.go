@@ -1,4 +1,4 @@
-package idempotency
+package schema
 
 import (
 	"context"
@@ -63,7 +63,7 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 // wait for each other.
 func migrateLockKey(schema string) int64 {
 	h := fnv.New64a()
-	h.Write([]byte("postline.idempotency.migrate:" + schema))
+	h.Write([]byte("postline.schema.migrate:" + schema))
 	return int64(h.Sum64())
 }
 
@@ -135,4 +135,23 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("migrate schema %s: commit: %w", *schema, err)
 	}
 	return nil
+}
+
+// Migration names one embedded migration.
+type Migration struct {
+	Version int
+	Name    string
+}
+
+// Embedded lists the embedded migrations in the order Migrate applies them.
+func Embedded() ([]Migration, error) {
+	migs, err := loadMigrations(migrationFS)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Migration, len(migs))
+	for i, m := range migs {
+		out[i] = Migration{Version: m.version, Name: m.name}
+	}
+	return out, nil
 }
