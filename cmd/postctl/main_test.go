@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -262,7 +263,8 @@ func TestPublishFileErrorsNameTheLine(t *testing.T) {
 
 func TestTopicsCreate(t *testing.T) {
 	brokers := newFake(t)
-	out, _, err := postctl(t, nil, "", "--brokers", brokers, "--output", "json", "--topic", "t.jobs", "--dlq-topic", "t.dlq", "topics", "create", "--partitions", "3")
+	out, _, err := postctl(t, nil, "", "--brokers", brokers, "--output", "json", "--topic", "t.jobs", "--dlq-topic", "t.dlq",
+		"--retry-topic-prefix", "t.retry", "--retry-tiers", "1s,1m", "topics", "create", "--partitions", "3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,8 +272,9 @@ func TestTopicsCreate(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("output %q: %v", out, err)
 	}
-	want := []topicSummary{{Name: "t.jobs", Partitions: 3}, {Name: "t.dlq", Partitions: 4}}
-	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+	want := []topicSummary{{Name: "t.jobs", Partitions: 3}, {Name: "t.dlq", Partitions: 4},
+		{Name: "t.retry.1s", Partitions: 3}, {Name: "t.retry.1m", Partitions: 3}}
+	if !slices.Equal(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 	// Idempotent, and describe agrees.

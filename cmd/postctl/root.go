@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/postline/postline/internal/retry"
 )
 
 // Defaults of the global settings.
@@ -26,6 +28,8 @@ var envFlags = []struct{ flag, env string }{
 	{"database-url", "POSTLINE_DATABASE_URL"},
 	{"topic", "POSTLINE_JOBS_TOPIC"},
 	{"dlq-topic", "POSTLINE_DLQ_TOPIC"},
+	{"retry-topic-prefix", "POSTLINE_RETRY_TOPIC_PREFIX"},
+	{"retry-tiers", "POSTLINE_RETRY_TIERS"},
 }
 
 // globals are the settings every command shares.
@@ -34,6 +38,8 @@ type globals struct {
 	databaseURL string
 	topic       string
 	dlqTopic    string
+	retryPrefix string
+	retryTiers  string
 	output      string
 
 	stdin          io.Reader
@@ -99,9 +105,11 @@ func execute(ctx context.Context, args []string, getenv func(string) string, std
 	pf.StringVar(&g.databaseURL, "database-url", defaultDatabaseURL, "PostgreSQL URL (env POSTLINE_DATABASE_URL)")
 	pf.StringVar(&g.topic, "topic", defaultJobsTopic, "jobs topic (env POSTLINE_JOBS_TOPIC)")
 	pf.StringVar(&g.dlqTopic, "dlq-topic", defaultDLQTopic, "dead-letter topic (env POSTLINE_DLQ_TOPIC)")
+	pf.StringVar(&g.retryPrefix, "retry-topic-prefix", retry.DefaultPrefix, "delay topics are <prefix>.<tier> (env POSTLINE_RETRY_TOPIC_PREFIX)")
+	pf.StringVar(&g.retryTiers, "retry-tiers", retry.DefaultTiers.String(), "delay tiers (env POSTLINE_RETRY_TIERS)")
 	pf.StringVar(&g.output, "output", "text", "output format: text or json")
 
-	root.AddCommand(newTopicsCmd(g), newMigrateCmd(g), newPublishCmd(g))
+	root.AddCommand(newTopicsCmd(g), newMigrateCmd(g), newPublishCmd(g), newDLQCmd(g))
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)

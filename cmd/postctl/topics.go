@@ -6,13 +6,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/topic"
 )
 
 func newTopicsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "topics",
-		Short: "Create and describe the jobs and dead-letter topics",
+		Short: "Create and describe the jobs, dead-letter and delay topics",
 	}
 	cmd.AddCommand(newTopicsCreateCmd(g), newTopicsDescribeCmd(g))
 	return cmd
@@ -29,7 +30,7 @@ func newTopicsCreateCmd(g *globals) *cobra.Command {
 	var partitions, replication int
 	cmd := &cobra.Command{
 		Use:   "create",
-		Short: "Create the jobs and dead-letter topics if they do not exist, and wait until they are usable",
+		Short: "Create the jobs, dead-letter and delay topics if they do not exist, and wait until they are usable",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if partitions < 1 {
@@ -38,17 +39,23 @@ func newTopicsCreateCmd(g *globals) *cobra.Command {
 			if replication == 0 || replication < -1 {
 				return fmt.Errorf("--replication-factor %d: want -1 (broker default) or a positive count", replication)
 			}
+			tiers, err := retry.ParseTiers(g.retryTiers)
+			if err != nil {
+				return fmt.Errorf("--retry-tiers %q: %w", g.retryTiers, err)
+			}
 			specs := topic.Defaults(g.topic, g.dlqTopic, partitions)
+			specs = append(specs, retry.TopicSpecs(g.retryPrefix, tiers, partitions)...)
 			for i := range specs {
 				specs[i].ReplicationFactor = replication
 			}
 			if err := topic.Ensure(cmd.Context(), g.brokerList(), specs...); err != nil {
 				return err
 			}
-			return describe(cmd, g, g.topic, g.dlqTopic)
+			names := []string{g.topic, g.dlqTopic}
+			return describe(cmd, g, append(names, tiers.Topics(g.retryPrefix)...)...)
 		},
 	}
-	cmd.Flags().IntVar(&partitions, "partitions", topic.DefaultJobsPartitions, "partitions of the jobs topic")
+	cmd.Flags().IntVar(&partitions, "partitions", topic.DefaultJobsPartitions, "partitions of the jobs and delay topics")
 	cmd.Flags().IntVar(&replication, "replication-factor", topic.DefaultReplicationFactor, "replicas per partition (-1: broker default)")
 	return cmd
 }

@@ -23,11 +23,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/postline/postline/internal/circuit"
 	"github.com/postline/postline/internal/config"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/delivery"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/reaper"
+	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/job"
@@ -80,18 +83,43 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return nameSetting(err, map[string]string{"Lease": "POSTLINE_LEASE", "Owner": "POSTLINE_WORKER_ID"})
 	}
-	relay, err := sender.New(sender.Config{
-		Name:     s.SMTPName,
-		Host:     s.SMTPHost,
-		Port:     s.SMTPPort,
-		TLS:      sender.TLSPolicy(s.SMTPTLS),
-		Username: s.SMTPUsername,
-		Password: s.SMTPPassword,
-		HELO:     s.SMTPHELO,
-	}, logger, reg)
+	relayConfigs, err := s.relayConfigs()
 	if err != nil {
-		return nameSetting(err, map[string]string{"Name": "POSTLINE_SMTP_NAME", "Host": "POSTLINE_SMTP_HOST", "Port": "POSTLINE_SMTP_PORT",
-			"TLS": "POSTLINE_SMTP_TLS", "Username": "POSTLINE_SMTP_USERNAME", "Password": "POSTLINE_SMTP_PASSWORD", "HELO": "POSTLINE_SMTP_HELO"})
+		return err
+	}
+	var (
+		providers     []delivery.Provider
+		providerNames []string
+	)
+	for _, rc := range relayConfigs {
+		relay, err := sender.New(rc, logger, reg)
+		if err != nil {
+			if s.SMTPRelays != "" {
+				return fmt.Errorf("setting POSTLINE_SMTP_RELAYS: relay %q: %w", rc.Name, err)
+			}
+			return nameSetting(err, map[string]string{"Name": "POSTLINE_SMTP_NAME", "Host": "POSTLINE_SMTP_HOST", "Port": "POSTLINE_SMTP_PORT",
+				"TLS": "POSTLINE_SMTP_TLS", "Username": "POSTLINE_SMTP_USERNAME", "Password": "POSTLINE_SMTP_PASSWORD", "HELO": "POSTLINE_SMTP_HELO"})
+		}
+		providers = append(providers, delivery.Provider{Name: relay.Name(), NewSession: func() delivery.Session { return relay.NewSession() }})
+		providerNames = append(providerNames, relay.Name())
+	}
+	tiers, err := s.tiers()
+	if err != nil {
+		return err
+	}
+	retryLimits, err := s.retryLimits()
+	if err != nil {
+		return err
+	}
+	circuitPolicy := circuit.Policy{
+		FailureThreshold: s.CircuitThreshold,
+		BaseCooldown:     s.CircuitCooldown,
+		MaxCooldown:      s.CircuitMaxCooldown,
+		RefreshInterval:  s.CircuitRefresh,
+	}
+	if err := circuitPolicy.WithDefaults().Validate(); err != nil {
+		return nameSetting(err, map[string]string{"FailureThreshold": "POSTLINE_CIRCUIT_THRESHOLD", "BaseCooldown": "POSTLINE_CIRCUIT_COOLDOWN",
+			"MaxCooldown": "POSTLINE_CIRCUIT_MAX_COOLDOWN", "RefreshInterval": "POSTLINE_CIRCUIT_REFRESH"})
 	}
 	cons, err := consumer.New(consumer.Config{
 		Brokers:                 s.Brokers,
@@ -116,25 +144,43 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return nameSetting(err, map[string]string{"Brokers": "POSTLINE_KAFKA_BROKERS", "Topic": "POSTLINE_DLQ_TOPIC"})
 	}
 	defer dlq.Close()
-	pipeline, err := delivery.New(delivery.Config{
-		Senders:         s.Senders,
-		BatchSize:       s.BatchSize,
-		BatchLinger:     s.BatchLinger,
-		RetryBackoff:    s.RetryBackoff,
-		MaxRetryBackoff: s.MaxRetryBackoff,
+	retries, err := retry.NewWriter(retry.WriterConfig{Brokers: s.Brokers, Prefix: s.RetryPrefix, Tiers: tiers}, reg)
+	if err != nil {
+		return nameSetting(err, map[string]string{"Prefix": "POSTLINE_RETRY_TOPIC_PREFIX", "Tiers": "POSTLINE_RETRY_TIERS"})
+	}
+	defer retries.Close()
+	republisher, err := job.NewPublisher(job.PublisherConfig{Brokers: s.Brokers, Topic: s.JobsTopic})
+	if err != nil {
+		return nameSetting(err, map[string]string{"Topic": "POSTLINE_JOBS_TOPIC"})
+	}
+	defer republisher.Close()
+	pipelineCfg := delivery.Config{
+		Senders:     s.Senders,
+		BatchSize:   s.BatchSize,
+		BatchLinger: s.BatchLinger,
+		FastRetries: s.FastRetries,
+		Tiers:       tiers,
+		RetryLimits: retryLimits,
 		Limits: job.Limits{
 			MaxMessageBytes:    s.MaxMessageBytes,
 			MaxBodyBytes:       s.MaxBodyBytes,
 			MaxAttachmentBytes: s.MaxAttachmentBytes,
 		},
-	}, logger, reg, store, func() delivery.Session { return relay.NewSession() }, dlq)
-	if err != nil {
+	}
+	if err := pipelineCfg.WithDefaults().Validate(); err != nil {
 		return nameSetting(err, map[string]string{"Senders": "POSTLINE_SENDERS", "BatchSize": "POSTLINE_BATCH_SIZE",
-			"BatchLinger": "POSTLINE_BATCH_LINGER", "RetryBackoff": "POSTLINE_RETRY_BACKOFF", "MaxRetryBackoff": "POSTLINE_MAX_RETRY_BACKOFF",
+			"BatchLinger": "POSTLINE_BATCH_LINGER", "FastRetries": "POSTLINE_FAST_RETRIES",
 			"MaxMessageBytes": "POSTLINE_MAX_MESSAGE_BYTES", "MaxBodyBytes": "POSTLINE_MAX_BODY_BYTES",
 			"MaxAttachmentBytes": "POSTLINE_MAX_ATTACHMENT_BYTES"})
 	}
+	sweeper, err := reaper.New(reaper.Config{Interval: s.ReaperInterval, Grace: s.ReaperGrace}, store, republisher, logger, reg)
+	if err != nil {
+		return nameSetting(err, map[string]string{"Interval": "POSTLINE_REAPER_INTERVAL", "Grace": "POSTLINE_REAPER_GRACE"})
+	}
 
+	// The pipeline needs the circuit breakers, which need their table: both
+	// are built once migrations are applied.
+	var pipeline atomic.Pointer[delivery.Pipeline]
 	var migrated atomic.Bool
 	ready := func(ctx context.Context) error {
 		if !migrated.Load() {
@@ -146,7 +192,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		if err := store.Ping(ctx); err != nil {
 			return fmt.Errorf("postgres: %w", err)
 		}
-		if !pipeline.Healthy() {
+		if p := pipeline.Load(); p == nil || !p.Healthy() {
 			return errors.New("store or dead-letter calls are failing")
 		}
 		return nil
@@ -207,11 +253,35 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		if err := migrate(consumeCtx, pool, logger); err != nil {
 			return nil // stopped before the database came up: nothing consumed
 		}
+		breakers, err := circuit.New(pool, s.WorkerID, providerNames, circuitPolicy, logger, reg)
+		if err != nil {
+			return fmt.Errorf("circuit breakers: %w", err)
+		}
+		p, err := delivery.New(pipelineCfg, logger, reg, delivery.Deps{
+			Store:       store,
+			Providers:   providers,
+			Breakers:    breakers,
+			DeadLetters: dlq,
+			Retries:     retries,
+		})
+		if err != nil {
+			return err
+		}
+		pipeline.Store(p)
 		migrated.Store(true)
 
+		// The breakers outlive consumption: in-flight mail still consults
+		// them while the consumer drains. They stop with the pipeline.
+		breakersCtx, stopBreakers := context.WithCancel(deliverCtx)
+		defer stopBreakers()
 		var work errgroup.Group
 		work.Go(func() error { return cons.Run(consumeCtx) })
-		work.Go(func() error { return pipeline.Run(deliverCtx, cons) })
+		work.Go(func() error { return sweeper.Run(consumeCtx) })
+		work.Go(func() error { return breakers.Run(breakersCtx) })
+		work.Go(func() error {
+			defer stopBreakers()
+			return p.Run(deliverCtx, cons)
+		})
 		return work.Wait()
 	})
 

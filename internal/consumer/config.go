@@ -27,8 +27,13 @@ const (
 type Config struct {
 	// Brokers are the bootstrap broker addresses. Required.
 	Brokers []string
-	// Topic is the topic to consume. Required.
+	// Topic is the topic to consume: shorthand for Topics with one entry.
+	// Set exactly one of Topic and Topics.
 	Topic string
+	// Topics are the topics to consume in one group membership; offsets are
+	// tracked and committed per (topic, partition). Set exactly one of Topic
+	// and Topics.
+	Topics []string
 	// GroupID is the consumer group. Required.
 	GroupID string
 	// SessionTimeout is how long the coordinator waits for a heartbeat before
@@ -65,6 +70,14 @@ type Config struct {
 	StartOffset int64
 }
 
+// topicList returns the topics to consume: Topics, or Topic alone.
+func (c Config) topicList() []string {
+	if len(c.Topics) > 0 {
+		return c.Topics
+	}
+	return []string{c.Topic}
+}
+
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
@@ -95,8 +108,21 @@ func (c Config) Validate() error {
 			bad(fmt.Sprintf("Brokers[%d]", i), fmt.Sprintf("%q", b), "must not be empty")
 		}
 	}
-	if c.Topic == "" {
-		bad("Topic", `""`, "required")
+	switch {
+	case c.Topic == "" && len(c.Topics) == 0:
+		bad("Topic", `""`, "required (or set Topics)")
+	case c.Topic != "" && len(c.Topics) > 0:
+		bad("Topics", c.Topics, fmt.Sprintf("set either Topic (%q) or Topics, not both", c.Topic))
+	}
+	seen := make(map[string]bool, len(c.Topics))
+	for i, t := range c.Topics {
+		switch {
+		case t == "":
+			bad(fmt.Sprintf("Topics[%d]", i), `""`, "must not be empty")
+		case seen[t]:
+			bad(fmt.Sprintf("Topics[%d]", i), fmt.Sprintf("%q", t), "duplicate topic")
+		}
+		seen[t] = true
 	}
 	if c.GroupID == "" {
 		bad("GroupID", `""`, "required")

@@ -1,12 +1,14 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,14 +42,24 @@ type Message struct {
 	part *partition // the generation's tracker handle; nil for hand-made messages
 }
 
-// Consumer reads a topic as a member of a consumer group. Create it with
-// New, start it with Run.
+// Consumer reads one or more topics as a member of a consumer group. Create
+// it with New, start it with Run.
 type Consumer struct {
 	cfg     Config
+	topics  []string
 	logger  *slog.Logger
 	metrics *metrics
 	out     chan Message
 	started atomic.Bool
+
+	// Pause gate. gateMu serialises Pause and Resume; pauseMu guards the
+	// fields below it: fetchers hold it for reading while they hand out a
+	// message, so Pause returns only after every hand-off has finished.
+	gateMu   sync.Mutex
+	pauseMu  sync.RWMutex
+	paused   bool
+	pauseCh  chan struct{} // closed when a pause begins; replaced on Resume
+	resumeCh chan struct{} // closed when a pause ends; replaced on Pause
 
 	mu  sync.Mutex
 	cur *generation // the generation holding partitions, nil between generations
@@ -59,10 +71,16 @@ type Consumer struct {
 type generation struct {
 	gen      *kafka.Generation
 	parts    []*partition // sorted by partition ID
-	byID     map[int]*partition
+	byID     map[topicPartition]*partition
 	left     atomic.Int32  // fetchers still running
 	fetched  chan struct{} // closed when every fetcher has stopped and drained
 	finished chan struct{} // closed after the final commit
+}
+
+// topicPartition names a partition across topics.
+type topicPartition struct {
+	topic string
+	id    int
 }
 
 // partition is the state of one owned partition within one generation.
@@ -94,12 +112,114 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Consumer,
 	if err != nil {
 		return nil, err
 	}
+	topics := slices.Clone(cfg.topicList())
+	cfg.Topics = topics
+	if len(topics) == 1 {
+		logger = logger.With("topic", topics[0])
+	} else {
+		logger = logger.With("topics", topics)
+	}
 	return &Consumer{
-		cfg:     cfg,
-		logger:  logger.With("topic", cfg.Topic, "group", cfg.GroupID),
-		metrics: m,
-		out:     make(chan Message),
+		cfg:      cfg,
+		topics:   topics,
+		logger:   logger.With("group", cfg.GroupID),
+		metrics:  m,
+		out:      make(chan Message),
+		pauseCh:  make(chan struct{}),
+		resumeCh: closedChan(),
 	}, nil
+}
+
+func closedChan() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}
+
+// Pause stops handing out messages: once it returns, Messages() delivers
+// nothing until Resume. Messages already handed out stay in flight and may
+// be marked done; offsets are still committed, and the group membership and
+// its heartbeats stay up, so a pause does not cause a rebalance. Fetchers
+// keep at most one fetched message each (plus the partition reader's
+// prefetch) while paused. Pause is idempotent and safe for concurrent use,
+// before or during Run.
+func (c *Consumer) Pause() {
+	c.gateMu.Lock()
+	defer c.gateMu.Unlock()
+	c.pauseMu.RLock()
+	already := c.paused
+	c.pauseMu.RUnlock()
+	if already {
+		return
+	}
+	// Wake fetchers blocked handing out a message first, so that taking the
+	// write lock below does not wait on a reader of Messages().
+	close(c.pauseCh)
+	c.pauseMu.Lock()
+	c.paused = true
+	c.resumeCh = make(chan struct{})
+	c.pauseMu.Unlock()
+	c.metrics.paused.Set(1)
+	c.logger.Info("consumer paused")
+}
+
+// Resume undoes Pause: fetchers hand out messages again. It is idempotent
+// and safe for concurrent use.
+func (c *Consumer) Resume() {
+	c.gateMu.Lock()
+	defer c.gateMu.Unlock()
+	// Check first under the read lock: while running, fetchers hold it as
+	// long as a hand-off blocks, so an idempotent Resume must not wait for
+	// the write lock. While paused they hold it only briefly.
+	c.pauseMu.RLock()
+	running := !c.paused
+	c.pauseMu.RUnlock()
+	if running {
+		return
+	}
+	c.pauseMu.Lock()
+	c.paused = false
+	c.pauseCh = make(chan struct{})
+	close(c.resumeCh)
+	c.pauseMu.Unlock()
+	c.metrics.paused.Set(0)
+	c.logger.Info("consumer resumed")
+}
+
+// Paused reports whether the consumer is paused.
+func (c *Consumer) Paused() bool {
+	c.pauseMu.RLock()
+	defer c.pauseMu.RUnlock()
+	return c.paused
+}
+
+// handOut sends m on Messages(), waiting while the consumer is paused. It
+// returns false, without sending, when ctx ends first.
+func (c *Consumer) handOut(ctx context.Context, m Message) bool {
+	for {
+		c.pauseMu.RLock()
+		if c.paused {
+			resumed := c.resumeCh
+			c.pauseMu.RUnlock()
+			select {
+			case <-resumed:
+				continue
+			case <-ctx.Done():
+				return false
+			}
+		}
+		pausing := c.pauseCh
+		select {
+		case c.out <- m:
+			c.pauseMu.RUnlock()
+			return true
+		case <-pausing:
+			c.pauseMu.RUnlock()
+		case <-ctx.Done():
+			c.pauseMu.RUnlock()
+			return false
+		}
+	}
 }
 
 // Messages returns the channel on which fetched messages arrive, in offset
@@ -150,7 +270,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                c.cfg.GroupID,
 		Brokers:           c.cfg.Brokers,
-		Topics:            []string{c.cfg.Topic},
+		Topics:            c.topics,
 		HeartbeatInterval: c.cfg.HeartbeatInterval,
 		SessionTimeout:    c.cfg.SessionTimeout,
 		RebalanceTimeout:  c.cfg.RebalanceTimeout,
@@ -204,7 +324,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 }
 
 // Assigned returns the partitions currently owned (sorted), for readiness and
-// tests.
+// tests. With several topics it lists the partitions of every topic, sorted
+// by topic and then partition, so a number may repeat: use AssignedTopics.
 func (c *Consumer) Assigned() []int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -216,6 +337,22 @@ func (c *Consumer) Assigned() []int {
 		ids = append(ids, p.id)
 	}
 	return ids
+}
+
+// AssignedTopics returns the partitions currently owned per topic (each
+// sorted); topics without an owned partition are absent. It returns nil
+// between generations.
+func (c *Consumer) AssignedTopics() map[string][]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == nil {
+		return nil
+	}
+	out := make(map[string][]int)
+	for _, p := range c.cur.parts {
+		out[p.topic] = append(out[p.topic], p.id)
+	}
+	return out
 }
 
 // Joined reports whether the consumer currently holds a generation (for
@@ -231,26 +368,30 @@ func (c *Consumer) Joined() bool {
 func (c *Consumer) startGeneration(runCtx context.Context, gen *kafka.Generation) *generation {
 	g := &generation{
 		gen:      gen,
-		byID:     make(map[int]*partition),
+		byID:     make(map[topicPartition]*partition),
 		fetched:  make(chan struct{}),
 		finished: make(chan struct{}),
 	}
-	for _, a := range gen.Assignments[c.cfg.Topic] {
-		p := &partition{
-			topic:     c.cfg.Topic,
-			id:        a.ID,
-			start:     a.Offset,
-			slots:     make(chan struct{}, c.cfg.MaxInFlightPerPartition),
-			tr:        newTracker(),
-			committed: -1,
+	for _, topic := range c.topics {
+		for _, a := range gen.Assignments[topic] {
+			p := &partition{
+				topic:     topic,
+				id:        a.ID,
+				start:     a.Offset,
+				slots:     make(chan struct{}, c.cfg.MaxInFlightPerPartition),
+				tr:        newTracker(),
+				committed: -1,
+			}
+			if a.Offset >= 0 {
+				p.committed = a.Offset
+			}
+			g.parts = append(g.parts, p)
+			g.byID[topicPartition{topic, a.ID}] = p
 		}
-		if a.Offset >= 0 {
-			p.committed = a.Offset
-		}
-		g.parts = append(g.parts, p)
-		g.byID[p.id] = p
 	}
-	slices.SortFunc(g.parts, func(a, b *partition) int { return a.id - b.id })
+	slices.SortFunc(g.parts, func(a, b *partition) int {
+		return cmp.Or(strings.Compare(a.topic, b.topic), a.id-b.id)
+	})
 	g.left.Store(int32(len(g.parts)))
 	if len(g.parts) == 0 {
 		close(g.fetched)
@@ -261,12 +402,8 @@ func (c *Consumer) startGeneration(runCtx context.Context, gen *kafka.Generation
 	c.mu.Unlock()
 	c.metrics.rebalances.Inc()
 	c.metrics.assignedPartitions.Set(float64(len(g.parts)))
-	ids := make([]int, len(g.parts))
-	for i, p := range g.parts {
-		ids[i] = p.id
-	}
 	c.logger.Info("joined consumer group generation",
-		"generation", gen.ID, "member_id", gen.MemberID, "partitions", ids)
+		"generation", gen.ID, "member_id", gen.MemberID, "partitions", partitionList(g.parts, len(c.topics) > 1))
 
 	c.wg.Add(1 + len(g.parts))
 	gen.Start(func(genCtx context.Context) {
@@ -289,6 +426,9 @@ func (c *Consumer) startGeneration(runCtx context.Context, gen *kafka.Generation
 func (c *Consumer) fetchPartition(runCtx, genCtx context.Context, g *generation, p *partition) {
 	defer func() { <-genCtx.Done() }()
 	log := c.logger.With("partition", p.id, "generation", g.gen.ID)
+	if len(c.topics) > 1 {
+		log = log.With("topic", p.topic)
+	}
 	if genCtx.Err() == nil && runCtx.Err() == nil {
 		c.fetchLoop(runCtx, genCtx, p, log)
 	}
@@ -362,10 +502,7 @@ func (c *Consumer) fetchLoop(runCtx, genCtx context.Context, p *partition, log *
 			Time:      km.Time,
 			part:      p,
 		}
-		select {
-		case c.out <- m:
-			c.metrics.messages.WithLabelValues(p.topic).Inc()
-		case <-ctx.Done():
+		if !c.handOut(ctx, m) {
 			// Never handed out, so nobody will mark it done: forget it so the
 			// commit point stops before it.
 			p.mu.Lock()
@@ -375,6 +512,7 @@ func (c *Consumer) fetchLoop(runCtx, genCtx context.Context, p *partition, log *
 			<-p.slots
 			return
 		}
+		c.metrics.messages.WithLabelValues(p.topic).Inc()
 	}
 }
 
@@ -437,19 +575,22 @@ running:
 // of a generation a warning: after a rebalance every commit of the old
 // generation fails the same way.
 func (c *Consumer) commit(g *generation, failed *bool) {
-	offsets := make(map[int]int64)
+	offsets := make(map[string]map[int]int64)
 	for _, p := range g.parts {
 		p.mu.Lock()
 		off, ok := p.tr.CommitPoint()
 		p.mu.Unlock()
 		if ok && off > p.committed {
-			offsets[p.id] = off
+			if offsets[p.topic] == nil {
+				offsets[p.topic] = make(map[int]int64)
+			}
+			offsets[p.topic][p.id] = off
 		}
 	}
 	if len(offsets) == 0 {
 		return
 	}
-	err := g.gen.CommitOffsets(map[string]map[int]int64{c.cfg.Topic: offsets})
+	err := g.gen.CommitOffsets(offsets)
 	if err != nil {
 		c.metrics.commits.WithLabelValues(commitError).Inc()
 		level := slog.LevelWarn
@@ -462,10 +603,11 @@ func (c *Consumer) commit(g *generation, failed *bool) {
 		return
 	}
 	c.metrics.commits.WithLabelValues(commitOK).Inc()
-	for id, off := range offsets {
-		p := g.byID[id]
-		p.committed = off
-		c.metrics.committedOffset.WithLabelValues(c.cfg.Topic, strconv.Itoa(id)).Set(float64(off))
+	for topic, parts := range offsets {
+		for id, off := range parts {
+			g.byID[topicPartition{topic, id}].committed = off
+			c.metrics.committedOffset.WithLabelValues(topic, strconv.Itoa(id)).Set(float64(off))
+		}
 	}
 }
 
@@ -479,7 +621,7 @@ func (c *Consumer) endGeneration(g *generation) {
 		p.mu.Unlock()
 		abandoned += n
 		c.metrics.inFlight.Sub(float64(n))
-		c.metrics.committedOffset.DeleteLabelValues(c.cfg.Topic, strconv.Itoa(p.id))
+		c.metrics.committedOffset.DeleteLabelValues(p.topic, strconv.Itoa(p.id))
 	}
 	c.mu.Lock()
 	if c.cur == g {
@@ -489,6 +631,23 @@ func (c *Consumer) endGeneration(g *generation) {
 	c.mu.Unlock()
 	close(g.finished)
 	c.logger.Info("consumer group generation ended", "generation", g.gen.ID, "abandoned", abandoned)
+}
+
+// partitionList describes parts for a log line: partition numbers, or
+// "topic/partition" when several topics are consumed.
+func partitionList(parts []*partition, withTopic bool) any {
+	if !withTopic {
+		ids := make([]int, len(parts))
+		for i, p := range parts {
+			ids[i] = p.id
+		}
+		return ids
+	}
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		out[i] = p.topic + "/" + strconv.Itoa(p.id)
+	}
+	return out
 }
 
 // backoff returns the pause after the n-th consecutive failure (n >= 1).

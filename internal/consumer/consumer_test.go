@@ -121,9 +121,10 @@ func TestMetricsLint(t *testing.T) {
 		"postline_consumer_messages_total", "postline_consumer_commits_total",
 		"postline_consumer_committed_offset", "postline_consumer_in_flight",
 		"postline_consumer_rebalances_total", "postline_consumer_assigned_partitions",
+		"postline_consumer_paused",
 	}
-	if n, err := testutil.GatherAndCount(reg, names...); err != nil || n != 7 {
-		t.Fatalf("GatherAndCount = %d, %v; want 7 series (commits_total has ok and error)", n, err)
+	if n, err := testutil.GatherAndCount(reg, names...); err != nil || n != 8 {
+		t.Fatalf("GatherAndCount = %d, %v; want 8 series (commits_total has ok and error)", n, err)
 	}
 	if _, err := newMetrics(reg); err == nil {
 		t.Fatal("registering the metrics twice on one registry succeeded, want an error")

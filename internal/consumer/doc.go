@@ -1,5 +1,6 @@
-// Package consumer owns reading one Kafka topic as a member of a consumer
-// group and committing its offsets safely. It knows Kafka, not mail.
+// Package consumer owns reading Kafka topics (one, or several in one group,
+// such as the delay topics) as a member of a consumer group and committing
+// their offsets safely, per (topic, partition). It knows Kafka, not mail.
 //
 // Callers receive messages on Messages() and call MarkDone once a message's
 // outcome is durably recorded; they never commit. The consumer commits, per
@@ -20,6 +21,11 @@
 // idempotency store absorbs the duplicates). On shutdown the generation, and
 // its heartbeat, stay up while the partitions drain; the member leaves the
 // group only after the final commit.
+//
+// Pause stops handing out messages without leaving the group: heartbeats,
+// MarkDone and commits go on, so a caller that cannot make progress (every
+// SMTP provider's circuit is open, say) holds its partitions instead of
+// rebalancing them onto replicas that cannot either. Resume undoes it.
 //
 // The package does not decode payloads, retry, or publish anywhere.
 package consumer

@@ -24,6 +24,7 @@ type metrics struct {
 	inFlight           prometheus.Gauge
 	rebalances         prometheus.Counter
 	assignedPartitions prometheus.Gauge
+	paused             prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -58,11 +59,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "assigned_partitions",
 			Help: "Partitions owned in the current generation.",
 		}),
+		paused: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Subsystem: metricsSubsystem,
+			Name: "paused",
+			Help: "1 while the consumer is paused (hands out no messages), else 0.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.messages, m.commits, m.committedOffset, m.inFlight, m.rebalances, m.assignedPartitions} {
+	for _, c := range []prometheus.Collector{m.messages, m.commits, m.committedOffset, m.inFlight, m.rebalances, m.assignedPartitions, m.paused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register consumer metrics: %w", err)
 		}

@@ -30,6 +30,10 @@ const (
 	// ReasonMessageIDConflict: the Message-ID was already used for a
 	// different payload.
 	ReasonMessageIDConflict = "message_id_conflict"
+	// ReasonMaxAttempts: the job failed on its last allowed attempt.
+	ReasonMaxAttempts = "max_attempts"
+	// ReasonMaxAge: the job outlived the age allowed for its priority.
+	ReasonMaxAge = "max_age"
 )
 
 // maxErrorBytes bounds the error header: it is for humans, and a relay's

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/job"
 )
 
@@ -14,8 +15,11 @@ const (
 	DefaultBatchSize         = 256
 	DefaultBatchLinger       = 5 * time.Millisecond
 	DefaultRecheckInterval   = time.Second
-	DefaultRetryBackoff      = time.Second
-	DefaultMaxRetryBackoff   = 30 * time.Second
+	DefaultFastRetries       = 3
+	DefaultFastRetryBase     = 100 * time.Millisecond
+	DefaultFastRetryBudget   = 2 * time.Second
+	DefaultMaxReleaseWait    = 30 * time.Second
+	DefaultPauseCheck        = time.Second
 	DefaultStoreRetryBackoff = 100 * time.Millisecond
 	DefaultMaxStoreBackoff   = 5 * time.Second
 )
@@ -35,11 +39,31 @@ type Config struct {
 	// RecheckInterval caps how long a record whose Message-ID is leased by
 	// another worker waits before it is claimed again. Defaults to 1s.
 	RecheckInterval time.Duration
-	// RetryBackoff is the first wait before a retryable send failure is
-	// retried in process; it doubles per retry. Defaults to 1s.
-	RetryBackoff time.Duration
-	// MaxRetryBackoff caps RetryBackoff's growth. Defaults to 30s.
-	MaxRetryBackoff time.Duration
+	// FastRetries is how many times a transient failure (a network blip)
+	// is retried in process before the job goes to a delay tier. Defaults
+	// to 3; negative means none.
+	FastRetries int
+	// FastRetryBase is the first fast retry's maximum wait (full jitter,
+	// doubling). Defaults to 100ms.
+	FastRetryBase time.Duration
+	// FastRetryBudget bounds the time spent on fast retries of one job.
+	// Defaults to 2s.
+	FastRetryBudget time.Duration
+	// Tiers are the delay tiers a retry is rounded up to. Defaults to
+	// retry.DefaultTiers.
+	Tiers retry.Tiers
+	// DelayFunc computes the wait before the next attempt. Defaults to
+	// ExponentialDelay.
+	DelayFunc DelayFunc
+	// RetryLimits bound attempts and age per priority. Defaults to
+	// DefaultRetryLimits.
+	RetryLimits map[job.Priority]RetryLimit
+	// MaxReleaseWait caps how long a job waits in process when no provider
+	// can take it (every circuit open). Defaults to 30s.
+	MaxReleaseWait time.Duration
+	// PauseCheck is how often the pipeline re-checks, besides on circuit
+	// changes, whether consumption must pause. Defaults to 1s.
+	PauseCheck time.Duration
 	// StoreRetryBackoff is the first wait after a failed store or
 	// dead-letter call; it doubles per failure. Defaults to 100ms.
 	StoreRetryBackoff time.Duration
@@ -56,8 +80,20 @@ func (c Config) WithDefaults() Config {
 	c.BatchLinger = cmp.Or(c.BatchLinger, DefaultBatchLinger)
 	c.Limits = c.Limits.WithDefaults()
 	c.RecheckInterval = cmp.Or(c.RecheckInterval, DefaultRecheckInterval)
-	c.RetryBackoff = cmp.Or(c.RetryBackoff, DefaultRetryBackoff)
-	c.MaxRetryBackoff = cmp.Or(c.MaxRetryBackoff, DefaultMaxRetryBackoff)
+	c.FastRetries = cmp.Or(c.FastRetries, DefaultFastRetries)
+	c.FastRetryBase = cmp.Or(c.FastRetryBase, DefaultFastRetryBase)
+	c.FastRetryBudget = cmp.Or(c.FastRetryBudget, DefaultFastRetryBudget)
+	if len(c.Tiers) == 0 {
+		c.Tiers = retry.DefaultTiers
+	}
+	if c.DelayFunc == nil {
+		c.DelayFunc = ExponentialDelay
+	}
+	if c.RetryLimits == nil {
+		c.RetryLimits = DefaultRetryLimits
+	}
+	c.MaxReleaseWait = cmp.Or(c.MaxReleaseWait, DefaultMaxReleaseWait)
+	c.PauseCheck = cmp.Or(c.PauseCheck, DefaultPauseCheck)
 	c.StoreRetryBackoff = cmp.Or(c.StoreRetryBackoff, DefaultStoreRetryBackoff)
 	c.MaxStoreBackoff = cmp.Or(c.MaxStoreBackoff, DefaultMaxStoreBackoff)
 	if c.NowFunc == nil {
@@ -77,10 +113,17 @@ func (c Config) Validate() error {
 		return fmt.Errorf("delivery: BatchLinger %s is negative", c.BatchLinger)
 	case c.RecheckInterval <= 0:
 		return fmt.Errorf("delivery: RecheckInterval %s must be positive", c.RecheckInterval)
-	case c.RetryBackoff <= 0 || c.MaxRetryBackoff < c.RetryBackoff:
-		return fmt.Errorf("delivery: RetryBackoff %s must be positive and at most MaxRetryBackoff %s", c.RetryBackoff, c.MaxRetryBackoff)
+	case c.FastRetries > 10:
+		return fmt.Errorf("delivery: FastRetries %d is more than 10", c.FastRetries)
+	case c.FastRetryBase <= 0 || c.FastRetryBudget <= 0:
+		return fmt.Errorf("delivery: FastRetryBase %s and FastRetryBudget %s must be positive", c.FastRetryBase, c.FastRetryBudget)
+	case c.MaxReleaseWait <= 0 || c.PauseCheck <= 0:
+		return fmt.Errorf("delivery: MaxReleaseWait %s and PauseCheck %s must be positive", c.MaxReleaseWait, c.PauseCheck)
 	case c.StoreRetryBackoff <= 0 || c.MaxStoreBackoff < c.StoreRetryBackoff:
 		return fmt.Errorf("delivery: StoreRetryBackoff %s must be positive and at most MaxStoreBackoff %s", c.StoreRetryBackoff, c.MaxStoreBackoff)
 	}
-	return nil
+	if err := c.Tiers.Validate(); err != nil {
+		return fmt.Errorf("delivery: Tiers: %w", err)
+	}
+	return validateRetryLimits(c.RetryLimits)
 }

@@ -15,17 +15,19 @@ import (
 
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/internal/delay"
+	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/job"
 )
 
-// Failure classes written to rows and dead-letter headers.
+// Failure classes of the pipeline's own, written to rows and dead-letter
+// headers next to the SMTP classes of package failure.
 const (
-	classInvalid   = "invalid"
-	classPermanent = "permanent"
-	classRetryable = "retryable"
-	classConflict  = "conflict"
-	classExpired   = "expired"
+	classInvalid  = "invalid"
+	classConflict = "conflict"
+	classExpired  = "expired"
 )
 
 // item is one consumed record on its way through the pipeline.
@@ -42,37 +44,65 @@ type item struct {
 	version int64
 
 	// Set by the sender.
-	outcome idempotency.Status
-	class   string
-	reason  string // dead-letter reason for failed and dead outcomes
-	errText string
-	retries int
+	provider    string
+	verdict     failure.Verdict
+	outcome     idempotency.Status
+	class       string
+	reason      string // dead-letter reason for failed and dead outcomes
+	errText     string
+	nextAttempt int         // the attempt the row expects next, for retrying outcomes
+	copy        *retry.Copy // the retry copy to publish, for a retry through a delay tier
+	releaseAt   time.Time   // when a released job (no provider available) is claimed again
 }
 
 // Pipeline delivers consumed jobs. Create it with New and start it with Run.
 type Pipeline struct {
-	cfg        Config
-	logger     *slog.Logger
-	store      Store
-	newSession func() Session
-	dlq        DeadLetters
-	metrics    *metrics
+	cfg       Config
+	logger    *slog.Logger
+	store     Store
+	providers []Provider
+	breakers  Breakers
+	dlq       DeadLetters
+	retries   Retries
+	metrics   *metrics
 
 	// degraded is set while a store or dead-letter call keeps failing.
 	degraded atomic.Bool
 }
 
-// New returns a Pipeline. newSession is called once per sending goroutine.
-func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, store Store, newSession func() Session, dlq DeadLetters) (*Pipeline, error) {
+// Deps are the pipeline's collaborators.
+type Deps struct {
+	Store Store
+	// Providers are the SMTP relays in priority order. At least one.
+	Providers []Provider
+	// Breakers guard the providers; nil lets every send through.
+	Breakers    Breakers
+	DeadLetters DeadLetters
+	Retries     Retries
+}
+
+// New returns a Pipeline.
+func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, deps Deps) (*Pipeline, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if deps.Store == nil || deps.DeadLetters == nil || deps.Retries == nil || len(deps.Providers) == 0 {
+		return nil, errors.New("delivery: Store, DeadLetters, Retries and at least one Provider are required")
+	}
+	seen := map[string]bool{}
+	for _, prov := range deps.Providers {
+		if prov.Name == "" || prov.NewSession == nil || seen[prov.Name] {
+			return nil, fmt.Errorf("delivery: provider %q needs a unique name and a NewSession", prov.Name)
+		}
+		seen[prov.Name] = true
 	}
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
-	return &Pipeline{cfg: cfg, logger: logger, store: store, newSession: newSession, dlq: dlq, metrics: m}, nil
+	return &Pipeline{cfg: cfg, logger: logger, store: deps.Store, providers: deps.Providers,
+		breakers: deps.Breakers, dlq: deps.DeadLetters, retries: deps.Retries, metrics: m}, nil
 }
 
 // Healthy reports whether the last store and dead-letter calls succeeded.
@@ -90,7 +120,7 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		recordQ   = make(chan *item, p.cfg.BatchSize)
 		reenterQ  = make(chan *item)
 		intakeEnd = make(chan struct{})
-		delays    = newDelayQueue[*item](p.cfg.NowFunc)
+		delays    = delay.New[*item](p.cfg.NowFunc)
 	)
 	g, ctx := errgroup.WithContext(ctx)
 
@@ -133,11 +163,58 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 
 	g.Go(func() error { return p.record(ctx, src, recordQ, delays) })
 
+	if pauser, ok := src.(Pauser); ok && p.breakers != nil {
+		g.Go(func() error {
+			p.pauseWhileNoProvider(ctx, intakeEnd, pauser)
+			return nil
+		})
+	}
+
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
 	return err
+}
+
+// pauseWhileNoProvider pauses consumption while every provider's circuit is
+// open, so the backlog waits in Kafka (as lag) instead of being pushed
+// through the delay topics, and resumes when a circuit lets mail through.
+func (p *Pipeline) pauseWhileNoProvider(ctx context.Context, stop <-chan struct{}, src Pauser) {
+	tick := time.NewTicker(p.cfg.PauseCheck)
+	defer tick.Stop()
+	paused := false
+	defer func() {
+		if paused {
+			src.Resume()
+			p.metrics.paused.Set(0)
+		}
+	}()
+	for {
+		// Take the change channel before reading the state, so a change
+		// in between is not missed.
+		changed := p.breakers.Changed()
+		switch allowed := p.breakers.AnyAllowed(); {
+		case !allowed && !paused:
+			src.Pause()
+			paused = true
+			p.metrics.paused.Set(1)
+			p.logger.Warn("every provider's circuit is open: consumption paused")
+		case allowed && paused:
+			src.Resume()
+			paused = false
+			p.metrics.paused.Set(0)
+			p.logger.Info("a provider accepts mail again: consumption resumed")
+		}
+		select {
+		case <-tick.C:
+		case <-changed:
+		case <-ctx.Done():
+			return
+		case <-stop:
+			return
+		}
+	}
 }
 
 // intake decodes records and cuts them into batches of at most BatchSize,
@@ -215,7 +292,7 @@ func (p *Pipeline) decode(m consumer.Message) *item {
 
 // claim handles one batch: it dead-letters rejected records and claims the
 // rest in one store round trip, passing claimed records to the senders.
-func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ chan<- *item, delays *delayQueue[*item]) error {
+func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ chan<- *item, delays *delay.Queue[*item]) error {
 	var (
 		rejected []*item
 		valid    []*item
@@ -242,7 +319,7 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 			Attempt:     it.attempt,
 			Priority:    string(it.job.Priority),
 			Tenant:      it.job.Tenant,
-			EnqueuedAt:  enqueuedAt(it.msg),
+			EnqueuedAt:  firstSeen(it.msg),
 		}
 	}
 	var claims []idempotency.Claim
@@ -298,7 +375,7 @@ func (p *Pipeline) reject(ctx context.Context, src Source, items []*item) error 
 				PayloadHash: rawHash(it.msg.Value),
 				Reason:      string(it.rejected.Reason),
 				Error:       it.rejected.Error(),
-				EnqueuedAt:  enqueuedAt(it.msg),
+				EnqueuedAt:  firstSeen(it.msg),
 			})
 		}
 		p.logger.Warn("rejected record",
@@ -346,61 +423,9 @@ func (p *Pipeline) conflict(ctx context.Context, src Source, items []*item) erro
 	return nil
 }
 
-// send runs one sending goroutine with its own SMTP session.
-func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- *item) error {
-	session := p.newSession()
-	defer func() {
-		if err := session.Close(); err != nil {
-			p.logger.Debug("close smtp session", "error", err)
-		}
-	}()
-	for it := range in {
-		p.deliver(ctx, session, it)
-		if ctx.Err() != nil {
-			// Hard stop: the send may have been cut short; leave the record
-			// unfinished so it is redelivered.
-			return ctx.Err()
-		}
-		select {
-		case out <- it:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-func (p *Pipeline) deliver(ctx context.Context, session Session, it *item) {
-	now := p.cfg.NowFunc()
-	if it.job.Expired(now) {
-		it.outcome, it.class, it.reason = idempotency.StatusDead, classExpired, string(job.ReasonExpired)
-		it.errText = "not_after " + it.job.NotAfter.UTC().Format(time.RFC3339) + " passed before sending"
-		return
-	}
-	err := session.Send(ctx, &it.job)
-	elapsed := p.cfg.NowFunc().Sub(now)
-	if err == nil {
-		it.outcome = idempotency.StatusSent
-		p.metrics.sendSeconds.WithLabelValues("sent").Observe(elapsed.Seconds())
-		p.metrics.publishToAccept.Observe(p.cfg.NowFunc().Sub(enqueuedAt(it.msg)).Seconds())
-		return
-	}
-	it.errText = err.Error()
-	var se SendError
-	if errors.As(err, &se) && se.Permanent() {
-		it.outcome, it.class, it.reason = idempotency.StatusFailed, classPermanent, deadletter.ReasonSMTPPermanent
-		p.metrics.sendSeconds.WithLabelValues("permanent").Observe(elapsed.Seconds())
-		p.logger.Info("permanent send failure", "message_id", it.job.MessageID, "attempt", it.attempt, "error", err)
-		return
-	}
-	it.outcome, it.class = idempotency.StatusRetrying, classRetryable
-	p.metrics.sendSeconds.WithLabelValues("retryable").Observe(elapsed.Seconds())
-	p.logger.Info("retryable send failure", "message_id", it.job.MessageID, "attempt", it.attempt, "retries", it.retries, "error", err)
-}
-
 // record writes outcomes in batches: dead letters first (so a terminal row
 // always has its dead letter), then the rows, then marks records done.
-func (p *Pipeline) record(ctx context.Context, src Source, in <-chan *item, delays *delayQueue[*item]) error {
+func (p *Pipeline) record(ctx context.Context, src Source, in <-chan *item, delays *delay.Queue[*item]) error {
 	for {
 		first, ok := <-in
 		if !ok {
@@ -425,24 +450,43 @@ func (p *Pipeline) record(ctx context.Context, src Source, in <-chan *item, dela
 	}
 }
 
-func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, delays *delayQueue[*item]) error {
-	var letters []deadletter.Letter
+func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, delays *delay.Queue[*item]) error {
+	var (
+		letters []deadletter.Letter
+		copies  []retry.Copy
+	)
 	outs := make([]idempotency.Outcome, len(batch))
 	for i, it := range batch {
-		if it.outcome == idempotency.StatusFailed || it.outcome == idempotency.StatusDead {
+		switch {
+		case it.outcome == idempotency.StatusFailed || it.outcome == idempotency.StatusDead:
 			letters = append(letters, p.letter(it, it.reason, it.class, it.errText))
+		case it.copy != nil:
+			copies = append(copies, *it.copy)
+		}
+		attempt := it.attempt
+		if it.outcome == idempotency.StatusRetrying {
+			attempt = it.nextAttempt
 		}
 		outs[i] = idempotency.Outcome{
 			MessageID:  it.job.MessageID,
 			Version:    it.version,
 			Status:     it.outcome,
-			Attempt:    it.attempt,
+			Attempt:    attempt,
+			Provider:   it.provider,
 			ErrorClass: it.class,
 			Error:      it.errText,
 		}
 	}
+	// Dead letters and retry copies are durable before the row says where
+	// the job went: a crash in between redelivers the record, and the claim
+	// dedupes the copies.
 	if len(letters) > 0 {
 		if err := p.retry(ctx, "dead_letter", func(ctx context.Context) error { return p.dlq.Publish(ctx, letters...) }); err != nil {
+			return err
+		}
+	}
+	if len(copies) > 0 {
+		if err := p.retry(ctx, "retry_publish", func(ctx context.Context) error { return p.retries.Publish(ctx, copies...) }); err != nil {
 			return err
 		}
 	}
@@ -459,17 +503,26 @@ func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, d
 		p.logger.Warn("outcomes lost a compare-and-set", "count", len(lost), "first_message_id", lost[0])
 	}
 	for _, it := range batch {
-		if it.outcome == idempotency.StatusRetrying {
-			backoff := min(p.cfg.RetryBackoff<<min(it.retries, 16), p.cfg.MaxRetryBackoff)
-			it.retries++
-			it.outcome, it.class, it.errText = "", "", ""
-			p.metrics.reentries.WithLabelValues("retry").Inc()
-			delays.Add(p.cfg.NowFunc().Add(backoff), it)
+		if !it.releaseAt.IsZero() {
+			at := it.releaseAt
+			it.resetOutcome()
+			p.metrics.reentries.WithLabelValues("release").Inc()
+			delays.Add(at, it)
 			continue
 		}
-		p.done(src, it, string(it.outcome))
+		outcome := string(it.outcome)
+		if it.copy != nil {
+			outcome = "retried"
+		}
+		p.done(src, it, outcome)
 	}
 	return nil
+}
+
+// resetOutcome clears what the sender set, before the item is claimed again.
+func (it *item) resetOutcome() {
+	it.provider, it.verdict, it.outcome, it.class, it.reason, it.errText = "", failure.Verdict{}, "", "", "", ""
+	it.nextAttempt, it.copy, it.releaseAt = 0, nil, time.Time{}
 }
 
 func (p *Pipeline) letter(it *item, reason, class, errText string) deadletter.Letter {
@@ -537,9 +590,9 @@ func outcomeName(r idempotency.ClaimResult) string {
 	}
 }
 
-// enqueuedAt is when the job was first published: the first-seen header, or
+// firstSeen is when the job was first published: the first-seen header, or
 // the record's own timestamp.
-func enqueuedAt(m consumer.Message) time.Time {
+func firstSeen(m consumer.Message) time.Time {
 	if t, ok := job.FirstSeen(m.Headers); ok {
 		return t
 	}

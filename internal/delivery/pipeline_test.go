@@ -18,9 +18,11 @@ import (
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/goleak"
 
+	"github.com/postline/postline/internal/circuit"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/job"
 )
 
@@ -75,18 +77,18 @@ func TestPipelineRoutesEveryRecordToOneOutcome(t *testing.T) {
 			name:    "a permanent failure is failed and dead-lettered",
 			records: [][]byte{valid("p@x")},
 			sendErr: func(*job.Job, int) error {
-				return permanentErr{}
+				return smtpErr(550, "5.1.1", "no such user")
 			},
 			wantReasons: []string{deadletter.ReasonSMTPPermanent},
 			wantStatus:  map[string]idempotency.Status{"p@x": idempotency.StatusFailed},
 			wantSends:   1,
 		},
 		{
-			name:    "a retryable failure is retried until it succeeds",
+			name:    "a transient failure gets fast retries",
 			records: [][]byte{valid("r@x")},
 			sendErr: func(_ *job.Job, n int) error {
 				if n < 3 {
-					return errors.New("421 try later")
+					return smtpErr(421, "", "service not available, closing channel")
 				}
 				return nil
 			},
@@ -165,7 +167,11 @@ func TestPipelineHardStopLeavesUnfinishedRecordsUndone(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
 	go func() { errc <- h.pipeline.Run(ctx, src) }()
-	<-h.smtp.started
+	select {
+	case <-h.smtp.started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the send never started")
+	}
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatalf("Run after hard stop = %v, want nil", err)
@@ -182,24 +188,53 @@ type harness struct {
 	pipeline *Pipeline
 	src      *fakeSource
 	store    *fakeStore
-	smtp     *fakeSMTP
+	smtp     *fakeSMTP // the first provider, "p1"
+	backup   *fakeSMTP // the second provider, "p2"
 	dlq      *fakeDLQ
+	retries  *fakeRetries
+	breakers *fakeBreakers
 }
 
 func newHarness(t *testing.T, sendErr func(*job.Job, int) error) *harness {
 	t.Helper()
-	h := &harness{store: newFakeStore(), smtp: newFakeSMTP(sendErr), dlq: &fakeDLQ{}}
+	return newHarnessWith(t, sendErr, nil, nil)
+}
+
+// newHarnessWith builds a pipeline with two providers (p1 fails with
+// sendErr, p2 with backupErr) and, when breakers is not nil, circuit
+// breakers.
+func newHarnessWith(t *testing.T, sendErr, backupErr func(*job.Job, int) error, breakers *fakeBreakers) *harness {
+	t.Helper()
+	h := &harness{store: newFakeStore(), smtp: newFakeSMTP(sendErr), backup: newFakeSMTP(backupErr),
+		dlq: &fakeDLQ{}, retries: &fakeRetries{}, breakers: breakers}
+	deps := Deps{
+		Store: h.store,
+		Providers: []Provider{
+			{Name: "p1", NewSession: func() Session { return h.smtp }},
+			{Name: "p2", NewSession: func() Session { return h.backup }},
+		},
+		DeadLetters: h.dlq,
+		Retries:     h.retries,
+	}
+	if breakers != nil {
+		deps.Breakers = breakers
+	}
 	p, err := New(Config{
 		Senders:           3,
 		BatchSize:         4,
 		BatchLinger:       time.Millisecond,
 		RecheckInterval:   5 * time.Millisecond,
-		RetryBackoff:      time.Millisecond,
-		MaxRetryBackoff:   2 * time.Millisecond,
+		FastRetryBase:     time.Millisecond,
 		StoreRetryBackoff: time.Millisecond,
 		MaxStoreBackoff:   2 * time.Millisecond,
-	}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(),
-		h.store, func() Session { return h.smtp }, h.dlq)
+		MaxReleaseWait:    20 * time.Millisecond,
+		PauseCheck:        5 * time.Millisecond,
+		RetryLimits: map[job.Priority]RetryLimit{
+			job.PriorityUrgent: {MaxAttempts: 3, MaxAge: time.Hour},
+			job.PriorityNormal: {MaxAttempts: 3, MaxAge: time.Hour},
+			job.PriorityBulk:   {MaxAttempts: 3, MaxAge: time.Hour},
+		},
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,12 +256,13 @@ func (h *harness) run(t *testing.T, records [][]byte) {
 }
 
 type fakeSource struct {
-	ch    chan consumer.Message
-	mu    sync.Mutex
-	done  map[int64]bool
-	total int
-	early bool // a record was marked done while the store had not recorded it
-	store *fakeStore
+	ch     chan consumer.Message
+	mu     sync.Mutex
+	done   map[int64]bool
+	total  int
+	early  bool // a record was marked done while the store had not recorded it
+	store  *fakeStore
+	paused bool
 }
 
 // newFakeSource queues records; with closeWhenDone it closes the channel
@@ -252,6 +288,14 @@ func newFakeSource(records [][]byte, closeWhenDone bool) *fakeSource {
 }
 
 func (s *fakeSource) Messages() <-chan consumer.Message { return s.ch }
+
+func (s *fakeSource) Pause()  { s.mu.Lock(); s.paused = true; s.mu.Unlock() }
+func (s *fakeSource) Resume() { s.mu.Lock(); s.paused = false; s.mu.Unlock() }
+func (s *fakeSource) isPaused() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.paused
+}
 
 func (s *fakeSource) MarkDone(m consumer.Message) {
 	s.mu.Lock()
@@ -325,6 +369,8 @@ func (s *fakeStore) Claim(_ context.Context, reqs []idempotency.ClaimRequest) ([
 			c.Result = idempotency.Duplicate
 		case row.status == idempotency.StatusSending:
 			c.Result, c.RetryAt = idempotency.Busy, time.Now().Add(time.Millisecond)
+		case row.attempt != r.Attempt:
+			c.Result = idempotency.Stale
 		default:
 			row.status, row.version = idempotency.StatusSending, row.version+1
 			c.Result, c.Version = idempotency.Claimed, row.version
@@ -370,6 +416,29 @@ func (s *fakeStore) RecordRejected(_ context.Context, rejs []idempotency.Rejecti
 
 func (s *fakeStore) NoteConflicts(context.Context, []string) error { return nil }
 
+// seed leaves the row a retry copy of attempt expects: retrying, same hash.
+func (s *fakeStore) seed(id string, value []byte, attempt int) {
+	if attempt <= 1 {
+		return
+	}
+	j, err := job.Decode(value, job.Limits{})
+	if err != nil {
+		panic(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rows[id] = &fakeRow{status: idempotency.StatusRetrying, hash: j.Hash(), version: 3, attempt: attempt}
+}
+
+func (s *fakeStore) row(id string) fakeRow {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.rows[id]; r != nil {
+		return *r
+	}
+	return fakeRow{}
+}
+
 func (s *fakeStore) status(id string) idempotency.Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -412,7 +481,10 @@ func (f *fakeSMTP) Send(ctx context.Context, j *job.Job) error {
 	f.sends[j.MessageID]++
 	n := f.sends[j.MessageID]
 	f.mu.Unlock()
-	f.started <- struct{}{}
+	select {
+	case f.started <- struct{}{}:
+	default:
+	}
 	if f.block != nil {
 		select {
 		case <-f.block:
@@ -471,10 +543,18 @@ func (d *fakeDLQ) reasons() []string {
 	return out
 }
 
-type permanentErr struct{}
+// replyErr is an SMTP reply error as package failure reads it.
+type replyErr struct {
+	code           int
+	enhanced, text string
+}
 
-func (permanentErr) Error() string   { return "550 5.1.1 no such user" }
-func (permanentErr) Permanent() bool { return true }
+func smtpErr(code int, enhanced, text string) error { return replyErr{code, enhanced, text} }
+
+func (e replyErr) Error() string { return fmt.Sprintf("%d %s %s", e.code, e.enhanced, e.text) }
+func (e replyErr) SMTPReply() (int, string, string) {
+	return e.code, e.enhanced, e.text
+}
 
 func testJob(id, body string) job.Job {
 	return job.Job{Version: 1, MessageID: id, From: "a@example.com", To: []string{"b@example.com"}, Subject: "s", Text: body}
@@ -522,4 +602,257 @@ func TestMetricsLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
+}
+
+// --- failure routing -------------------------------------------------------
+
+func TestPipelineRoutesFailuresByClass(t *testing.T) {
+	old := time.Now().Add(-2 * time.Hour)
+	tests := []struct {
+		name        string
+		headers     []kafka.Header
+		p1, p2      func(*job.Job, int) error
+		wantStatus  idempotency.Status
+		wantAttempt int // the row's attempt after the outcome
+		wantTier    time.Duration
+		wantReason  string
+		wantSends   [2]int // sends on p1, p2
+	}{
+		{
+			name:        "throttled goes to the tier that honours the hint",
+			p1:          always(smtpErr(452, "4.4.5", "per second limit, try again in 25 seconds")),
+			wantStatus:  idempotency.StatusRetrying,
+			wantAttempt: 2,
+			wantTier:    30 * time.Second,
+			wantSends:   [2]int{1, 0},
+		},
+		{
+			name:        "transient gets fast retries, then a tier",
+			p1:          always(smtpErr(421, "", "closing channel")),
+			wantStatus:  idempotency.StatusRetrying,
+			wantAttempt: 2,
+			wantTier:    5 * time.Second,
+			wantSends:   [2]int{1 + DefaultFastRetries, 0},
+		},
+		{
+			name:        "auth fails over to the next provider without charging an attempt",
+			p1:          always(smtpErr(535, "5.7.8", "authentication failed")),
+			wantStatus:  idempotency.StatusSent,
+			wantAttempt: 1,
+			wantSends:   [2]int{1, 1},
+		},
+		{
+			name:        "permanent is failed without a retry",
+			p1:          always(smtpErr(550, "5.1.1", "no such user")),
+			wantStatus:  idempotency.StatusFailed,
+			wantAttempt: 1,
+			wantReason:  deadletter.ReasonSMTPPermanent,
+			wantSends:   [2]int{1, 0},
+		},
+		{
+			name:        "the last allowed attempt failing makes the job dead",
+			headers:     []kafka.Header{{Key: job.HeaderAttempt, Value: []byte("3")}},
+			p1:          always(smtpErr(452, "4.4.5", "per second limit")),
+			wantStatus:  idempotency.StatusDead,
+			wantAttempt: 3,
+			wantReason:  deadletter.ReasonMaxAttempts,
+			wantSends:   [2]int{1, 0},
+		},
+		{
+			name: "a job past its max age is dead when it comes back",
+			headers: []kafka.Header{{Key: job.HeaderAttempt, Value: []byte("2")},
+				{Key: job.HeaderFirstSeen, Value: []byte(job.FormatTime(old))},
+				{Key: job.HeaderLastClass, Value: []byte("throttled")}},
+			wantStatus:  idempotency.StatusDead,
+			wantAttempt: 2,
+			wantReason:  deadletter.ReasonMaxAge,
+			wantSends:   [2]int{0, 0},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarnessWith(t, tt.p1, tt.p2, nil)
+			headers := tt.headers
+			if headers == nil {
+				headers = []kafka.Header{{Key: job.HeaderAttempt, Value: []byte("1")}}
+			}
+			attempt := job.Attempt(headers)
+			h.store.seed("f@x", mustJSON(t, testJob("f@x", "hi")), attempt)
+			h.runMessages(t, []consumer.Message{message(t, "f@x", headers)})
+
+			row := h.store.row("f@x")
+			if row.status != tt.wantStatus || row.attempt != tt.wantAttempt {
+				t.Errorf("row = %s attempt %d, want %s attempt %d", row.status, row.attempt, tt.wantStatus, tt.wantAttempt)
+			}
+			if got := [2]int{h.smtp.sendCount(), h.backup.sendCount()}; got != tt.wantSends {
+				t.Errorf("sends on p1, p2 = %v, want %v", got, tt.wantSends)
+			}
+			copies := h.retries.all()
+			switch {
+			case tt.wantTier == 0 && len(copies) != 0:
+				t.Errorf("retry copies = %+v, want none", copies)
+			case tt.wantTier != 0:
+				if len(copies) != 1 {
+					t.Fatalf("retry copies = %d, want 1", len(copies))
+				}
+				c := copies[0]
+				if c.Tier != tt.wantTier || c.Attempt != tt.wantAttempt || c.LastClass == "" || c.NotBefore.Before(time.Now().Add(tt.wantTier-time.Second)) {
+					t.Errorf("retry copy = tier %s attempt %d class %q not-before in %s, want tier %s attempt %d",
+						c.Tier, c.Attempt, c.LastClass, time.Until(c.NotBefore).Round(time.Second), tt.wantTier, tt.wantAttempt)
+				}
+			}
+			if got := h.dlq.reasons(); tt.wantReason == "" && len(got) > 0 || tt.wantReason != "" && fmt.Sprint(got) != fmt.Sprint([]string{tt.wantReason}) {
+				t.Errorf("dead letters = %v, want %q", got, tt.wantReason)
+			}
+			if h.src.doneCount() != 1 {
+				t.Errorf("record not marked done")
+			}
+		})
+	}
+}
+
+func TestPipelineAuthFailureOpensTheCircuit(t *testing.T) {
+	b := newFakeBreakers()
+	h := newHarnessWith(t, always(smtpErr(535, "5.7.8", "authentication failed")), nil, b)
+	h.run(t, [][]byte{mustJSON(t, testJob("a@x", "hi"))})
+	if got := b.reports("p1"); fmt.Sprint(got) != fmt.Sprint([]circuit.Outcome{circuit.AuthFailure}) {
+		t.Errorf("p1 reports = %v, want one auth failure", got)
+	}
+	if got := b.reports("p2"); fmt.Sprint(got) != fmt.Sprint([]circuit.Outcome{circuit.Success}) {
+		t.Errorf("p2 reports = %v, want one success", got)
+	}
+}
+
+func TestPipelinePausesWhileEveryCircuitIsOpen(t *testing.T) {
+	b := newFakeBreakers()
+	b.setOpen(true)
+	h := newHarnessWith(t, nil, nil, b)
+	records := [][]byte{mustJSON(t, testJob("a@x", "hi")), mustJSON(t, testJob("b@x", "hi"))}
+	h.src = newFakeSource(records, true)
+	h.src.store = h.store
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- h.pipeline.Run(ctx, h.src) }()
+
+	waitFor(t, "consumption paused", func() bool { return h.src.isPaused() })
+	waitFor(t, "both jobs released at least once", func() bool { return h.store.claimCalls("a@x") >= 2 && h.store.claimCalls("b@x") >= 2 })
+	if n := h.smtp.sendCount() + h.backup.sendCount(); n != 0 {
+		t.Fatalf("%d sends while every circuit was open", n)
+	}
+	b.setOpen(false)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if h.src.isPaused() {
+		t.Error("consumption still paused after a circuit closed")
+	}
+	for _, id := range []string{"a@x", "b@x"} {
+		if r := h.store.row(id); r.status != idempotency.StatusSent || r.attempt != 1 {
+			t.Errorf("%s: %s attempt %d, want sent attempt 1 (releases charge no attempt)", id, r.status, r.attempt)
+		}
+	}
+}
+
+func always(err error) func(*job.Job, int) error { return func(*job.Job, int) error { return err } }
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func message(t *testing.T, id string, headers []kafka.Header) consumer.Message {
+	return consumer.Message{Topic: "mail.jobs", Key: []byte(id), Value: mustJSON(t, testJob(id, "hi")), Time: time.Now(), Headers: headers}
+}
+
+// runMessages is run for records with their own headers.
+func (h *harness) runMessages(t *testing.T, msgs []consumer.Message) {
+	t.Helper()
+	h.src = &fakeSource{ch: make(chan consumer.Message, len(msgs)), done: map[int64]bool{}, total: len(msgs)}
+	for i, m := range msgs {
+		m.Offset = int64(i)
+		h.src.ch <- m
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := h.pipeline.Run(ctx, h.src); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+type fakeRetries struct {
+	mu     sync.Mutex
+	copies []retry.Copy
+}
+
+func (r *fakeRetries) Publish(_ context.Context, copies ...retry.Copy) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.copies = append(r.copies, copies...)
+	return nil
+}
+
+func (r *fakeRetries) all() []retry.Copy {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.copies)
+}
+
+// fakeBreakers either lets everything through or nothing (setOpen), and
+// records the outcomes reported per provider.
+type fakeBreakers struct {
+	mu      sync.Mutex
+	open    bool
+	got     map[string][]circuit.Outcome
+	changed chan struct{}
+}
+
+func newFakeBreakers() *fakeBreakers {
+	return &fakeBreakers{got: map[string][]circuit.Outcome{}, changed: make(chan struct{}, 1)}
+}
+
+func (b *fakeBreakers) setOpen(open bool) {
+	b.mu.Lock()
+	b.open = open
+	b.mu.Unlock()
+	select {
+	case b.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (b *fakeBreakers) Allow(context.Context, string) (circuit.Decision, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return circuit.Decision{Allowed: !b.open}, nil
+}
+
+func (b *fakeBreakers) Report(_ context.Context, provider string, o circuit.Outcome, _ string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.got[provider] = append(b.got[provider], o)
+	return nil
+}
+
+func (b *fakeBreakers) AnyAllowed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.open
+}
+
+func (b *fakeBreakers) NextProbeAt() (time.Time, bool) {
+	return time.Now().Add(5 * time.Millisecond), true
+}
+func (b *fakeBreakers) Changed() <-chan struct{} { return b.changed }
+
+func (b *fakeBreakers) reports(provider string) []circuit.Outcome {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.got[provider])
 }

@@ -2,10 +2,13 @@ package delivery
 
 import (
 	"context"
+	"time"
 
+	"github.com/postline/postline/internal/circuit"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/job"
 )
 
@@ -39,14 +42,38 @@ type DeadLetters interface {
 	Publish(ctx context.Context, letters ...deadletter.Letter) error
 }
 
-// SendError is what the pipeline needs to know about a failed send.
-type SendError interface {
-	error
-	Permanent() bool
+// Breakers are the providers' circuit breakers, shared by the fleet. Safe
+// for concurrent use. Allow answers from a local cache except when it claims
+// a half-open probe.
+type Breakers interface {
+	Allow(ctx context.Context, provider string) (circuit.Decision, error)
+	Report(ctx context.Context, provider string, o circuit.Outcome, class string) error
+	// AnyAllowed reports whether some provider can take mail now.
+	AnyAllowed() bool
+	// NextProbeAt is the earliest time an open circuit may half-open.
+	NextProbeAt() (time.Time, bool)
+	// Changed delivers a value whenever the breakers' state changes.
+	Changed() <-chan struct{}
+}
+
+// Retries publishes retry copies to the delay topics; it returns once they
+// are durable. Safe for concurrent use.
+type Retries interface {
+	Publish(ctx context.Context, copies ...retry.Copy) error
+}
+
+// Pauser is implemented by sources that can stop handing out records while
+// keeping their group membership (consumer.Consumer does).
+type Pauser interface {
+	Pause()
+	Resume()
 }
 
 var (
 	_ Store       = (*idempotency.Store)(nil)
 	_ DeadLetters = (*deadletter.Writer)(nil)
 	_ Source      = (*consumer.Consumer)(nil)
+	_ Pauser      = (*consumer.Consumer)(nil)
+	_ Breakers    = (*circuit.Breakers)(nil)
+	_ Retries     = (*retry.Writer)(nil)
 )

@@ -27,6 +27,22 @@ type ClaimRequest struct {
 	// EnqueuedAt is the Kafka record timestamp of the first publish; zero
 	// stores NULL.
 	EnqueuedAt time.Time
+
+	// Payload is the record value, byte for byte: the reaper re-publishes
+	// it when the row is stuck in sending. Key is the record key (nil: the
+	// reaper keys by MessageID). TraceHeaders are the record's W3C trace
+	// context headers; only traceparent and tracestate are stored, any other
+	// key is dropped, so credentials can never reach the table. FirstSeen is
+	// the first publication (the first-seen header); zero stores EnqueuedAt,
+	// or the database's now when that is zero too.
+	//
+	// All four are optional and written when the row is inserted; a
+	// re-claim keeps the stored values and only fills columns that are
+	// NULL (rows written before they existed).
+	Payload      []byte
+	Key          []byte
+	TraceHeaders map[string]string
+	FirstSeen    time.Time
 }
 
 // ClaimResult is what a claim decided for one request.
@@ -165,11 +181,16 @@ func classify(in claimInput) Claim {
 const claimSQL = `
 INSERT INTO postline_messages AS m (
 	message_id, status, version, attempt, payload_hash, lease_owner, lease_expires_at,
-	priority, tenant, enqueued_at, created_at, updated_at)
+	priority, tenant, enqueued_at, payload, record_key, record_headers, first_seen,
+	created_at, updated_at)
 SELECT u.message_id, 'sending', 1, u.attempt, u.payload_hash, $7, now() + make_interval(secs => $8),
-	NULLIF(u.priority, ''), NULLIF(u.tenant, ''), u.enqueued_at, now(), now()
-FROM unnest($1::text[], $2::bytea[], $3::int4[], $4::text[], $5::text[], $6::timestamptz[])
-	AS u(message_id, payload_hash, attempt, priority, tenant, enqueued_at)
+	NULLIF(u.priority, ''), NULLIF(u.tenant, ''), u.enqueued_at, u.payload, u.record_key,
+	NULLIF(u.record_headers, '')::jsonb, COALESCE(u.first_seen, u.enqueued_at, now()),
+	now(), now()
+FROM unnest($1::text[], $2::bytea[], $3::int4[], $4::text[], $5::text[], $6::timestamptz[],
+		$9::bytea[], $10::bytea[], $11::text[], $12::timestamptz[])
+	AS u(message_id, payload_hash, attempt, priority, tenant, enqueued_at,
+		payload, record_key, record_headers, first_seen)
 ORDER BY u.message_id COLLATE "C"
 ON CONFLICT (message_id) DO UPDATE SET
 	status = 'sending',
@@ -179,6 +200,10 @@ ON CONFLICT (message_id) DO UPDATE SET
 	priority = COALESCE(m.priority, excluded.priority),
 	tenant = COALESCE(m.tenant, excluded.tenant),
 	enqueued_at = COALESCE(m.enqueued_at, excluded.enqueued_at),
+	payload = COALESCE(m.payload, excluded.payload),
+	record_key = COALESCE(m.record_key, excluded.record_key),
+	record_headers = COALESCE(m.record_headers, excluded.record_headers),
+	first_seen = COALESCE(m.first_seen, excluded.first_seen),
 	updated_at = excluded.updated_at
 WHERE m.status IN ('pending', 'retrying', 'sending')
 	AND m.payload_hash = excluded.payload_hash
@@ -222,6 +247,12 @@ func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 	priorities := make([]string, 0, len(reqs))
 	tenants := make([]string, 0, len(reqs))
 	enqueued := make([]pgtype.Timestamptz, 0, len(reqs))
+	rec := recordColumns{
+		payloads: make([][]byte, 0, len(reqs)),
+		keys:     make([][]byte, 0, len(reqs)),
+		headers:  make([]string, 0, len(reqs)),
+		seen:     make([]pgtype.Timestamptz, 0, len(reqs)),
+	}
 	for i, r := range reqs {
 		if r.MessageID == "" {
 			return nil, fmt.Errorf("claim: request %d: empty message ID", i)
@@ -239,10 +270,18 @@ func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 		priorities = append(priorities, r.Priority)
 		tenants = append(tenants, r.Tenant)
 		enqueued = append(enqueued, timestamptz(r.EnqueuedAt))
+		hdrs, err := traceHeadersJSON(r.TraceHeaders)
+		if err != nil {
+			return nil, fmt.Errorf("claim %s: %w", r.MessageID, err)
+		}
+		rec.payloads = append(rec.payloads, r.Payload)
+		rec.keys = append(rec.keys, r.Key)
+		rec.headers = append(rec.headers, hdrs)
+		rec.seen = append(rec.seen, timestamptz(r.FirstSeen))
 	}
 
 	start := time.Now()
-	claimed, rows, now, err := s.claimRoundTrip(ctx, ids, hashes, attempts, priorities, tenants, enqueued)
+	claimed, rows, now, err := s.claimRoundTrip(ctx, ids, hashes, attempts, priorities, tenants, enqueued, rec)
 	s.observe(ctx, opClaim, start, err)
 	if err != nil {
 		return nil, fmt.Errorf("claim %d messages: %w", len(ids), err)
@@ -269,10 +308,11 @@ func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 // claimRoundTrip sends the upsert, the read-back and the clock query as one
 // batch: one round trip, one implicit transaction, one now().
 func (s *Store) claimRoundTrip(ctx context.Context, ids []string, hashes [][]byte, attempts []int32,
-	priorities, tenants []string, enqueued []pgtype.Timestamptz,
+	priorities, tenants []string, enqueued []pgtype.Timestamptz, rec recordColumns,
 ) (claimed map[string]int64, rows map[string]observedRow, now time.Time, err error) {
 	b := &pgx.Batch{}
-	b.Queue(claimSQL, ids, hashes, attempts, priorities, tenants, enqueued, s.cfg.Owner, s.leaseSeconds())
+	b.Queue(claimSQL, ids, hashes, attempts, priorities, tenants, enqueued, s.cfg.Owner, s.leaseSeconds(),
+		rec.payloads, rec.keys, rec.headers, rec.seen)
 	b.Queue(claimReadSQL, ids)
 	b.Queue("SELECT now()")
 	br := s.pool.SendBatch(ctx, b)
@@ -320,6 +360,15 @@ func (s *Store) claimRoundTrip(ctx context.Context, ids []string, hashes [][]byt
 		return nil, nil, time.Time{}, fmt.Errorf("read clock: %w", err)
 	}
 	return claimed, rows, now, nil
+}
+
+// recordColumns are the claim's optional copy of the Kafka record, one
+// element per distinct message ID; nil payloads and keys store NULL, empty
+// headers store NULL.
+type recordColumns struct {
+	payloads, keys [][]byte
+	headers        []string
+	seen           []pgtype.Timestamptz
 }
 
 func nonNil(b []byte) []byte {

@@ -14,8 +14,14 @@
 // The table is created by package schema's migrations, in the connection's
 // current schema.
 //
+// A claim also stores a copy of the record (value, key, trace context
+// headers, first publication), so that recovery does not depend on Kafka:
+// [Store.Stuck] finds rows left in sending past their lease (the index on
+// (status, lease_expires_at) serves it), the reaper re-publishes them and then
+// hands them back with [Store.Release]; [Store.ResetForReplay] makes failed
+// and dead rows deliverable again for postctl dlq replay.
+//
 // The package knows rows, not SMTP or Kafka: it takes plain values (IDs,
-// hashes, attempt numbers) and decides nothing about retries or providers. It
-// does not re-publish rows stuck in sending; the index on
-// (status, lease_expires_at) is there for the reaper that will.
+// hashes, attempt numbers, opaque payload bytes) and decides nothing about
+// retries or providers. It does not publish anything itself.
 package idempotency

@@ -16,9 +16,13 @@ const (
 	opGet            = "get"
 	opCountByStatus  = "count_by_status"
 	opPing           = "ping"
+	opStuck          = "stuck"
+	opRelease        = "release"
+	opResetForReplay = "reset_for_replay"
 )
 
-var ops = []string{opClaim, opRecord, opRecordRejected, opNoteConflicts, opExtendLease, opGet, opCountByStatus, opPing}
+var ops = []string{opClaim, opRecord, opRecordRejected, opNoteConflicts, opExtendLease, opGet, opCountByStatus, opPing,
+	opStuck, opRelease, opResetForReplay}
 
 type metrics struct {
 	claims       *prometheus.CounterVec

@@ -29,25 +29,38 @@ type Row struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	SentAt         time.Time
+	// Payload, RecordKey and TraceHeaders are the stored copy of the Kafka
+	// record (see ClaimRequest); nil when not stored.
+	Payload      []byte
+	RecordKey    []byte
+	TraceHeaders map[string]string
+	// FirstSeen is the job's first publication (reset by a replay).
+	FirstSeen time.Time
+	// ReplayedAt is when postctl dlq replay last reset the row; zero when
+	// never.
+	ReplayedAt time.Time
 }
 
 const getSQL = `
 SELECT message_id, status, version, attempt, payload_hash,
 	COALESCE(lease_owner, ''), lease_expires_at, COALESCE(provider, ''),
 	COALESCE(error_class, ''), COALESCE(last_error, ''), COALESCE(priority, ''),
-	COALESCE(tenant, ''), conflicts, enqueued_at, created_at, updated_at, sent_at
+	COALESCE(tenant, ''), conflicts, enqueued_at, created_at, updated_at, sent_at,
+	payload, record_key, record_headers, first_seen, replayed_at
 FROM postline_messages WHERE message_id = $1`
 
 // Get returns the row of messageID, or an error wrapping ErrNotFound.
 func (s *Store) Get(ctx context.Context, messageID string) (Row, error) {
 	var (
-		r                         Row
-		lease, enqueued, sentTime pgtype.Timestamptz
+		r                                         Row
+		lease, enqueued, sentTime, seen, replayed pgtype.Timestamptz
+		headers                                   []byte
 	)
 	start := time.Now()
 	err := s.pool.QueryRow(ctx, getSQL, messageID).Scan(&r.MessageID, &r.Status, &r.Version, &r.Attempt,
 		&r.PayloadHash, &r.LeaseOwner, &lease, &r.Provider, &r.ErrorClass, &r.LastError, &r.Priority,
-		&r.Tenant, &r.Conflicts, &enqueued, &r.CreatedAt, &r.UpdatedAt, &sentTime)
+		&r.Tenant, &r.Conflicts, &enqueued, &r.CreatedAt, &r.UpdatedAt, &sentTime,
+		&r.Payload, &r.RecordKey, &headers, &seen, &replayed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		s.observe(ctx, opGet, start, nil)
 		return Row{}, fmt.Errorf("get %s: %w", messageID, ErrNotFound)
@@ -57,6 +70,10 @@ func (s *Store) Get(ctx context.Context, messageID string) (Row, error) {
 		return Row{}, fmt.Errorf("get %s: %w", messageID, err)
 	}
 	r.LeaseExpiresAt, r.EnqueuedAt, r.SentAt = timeOf(lease), timeOf(enqueued), timeOf(sentTime)
+	r.FirstSeen, r.ReplayedAt = timeOf(seen), timeOf(replayed)
+	if r.TraceHeaders, err = parseTraceHeaders(headers); err != nil {
+		return Row{}, fmt.Errorf("get %s: %w", messageID, err)
+	}
 	return r, nil
 }
 

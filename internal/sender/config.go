@@ -64,13 +64,21 @@ type Config struct {
 	// pin one relay node forever. Zero means the default; a negative value
 	// means unlimited. Defaults to 1000.
 	MaxMessagesPerConn int
+	// Priority orders relays for failover: lower is preferred, and relays
+	// with equal priority keep their configured order. Defaults to 0.
+	Priority int
+	// MaxConns caps the connections (sending sessions) this worker opens
+	// to the relay; 0 means one per worker sender goroutine, i.e. the
+	// worker's sender count. Defaults to 0.
+	MaxConns int
 	// IdleTimeout: a connection idle longer than this is closed and
 	// redialled before the next send, rather than failing it. Keep it below
 	// the relay's own idle timeout (often 30s to 5m). Defaults to 10s.
 	IdleTimeout time.Duration
 }
 
-// WithDefaults returns c with zero fields set to their defaults.
+// WithDefaults returns c with zero fields set to their defaults. Priority
+// and MaxConns keep zero: it is their default.
 func (c Config) WithDefaults() Config {
 	c.Name = cmp.Or(c.Name, DefaultName)
 	c.Port = cmp.Or(c.Port, DefaultPort)
@@ -115,6 +123,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("sender config: SendTimeout %s must be positive", c.SendTimeout)
 	case c.IdleTimeout <= 0:
 		return fmt.Errorf("sender config: IdleTimeout %s must be positive", c.IdleTimeout)
+	case c.Priority < 0:
+		return fmt.Errorf("sender config: Priority %d must not be negative", c.Priority)
+	case c.MaxConns < 0:
+		return fmt.Errorf("sender config: MaxConns %d must not be negative", c.MaxConns)
 	}
 	return nil
 }

@@ -75,6 +75,9 @@ func TestConfigValidate(t *testing.T) {
 		{"zero dial timeout", func(c *Config) { c.DialTimeout = 0 }, "DialTimeout"},
 		{"negative send timeout", func(c *Config) { c.SendTimeout = -time.Second }, "SendTimeout"},
 		{"zero idle timeout", func(c *Config) { c.IdleTimeout = 0 }, "IdleTimeout"},
+		{"priority and max conns", func(c *Config) { c.Priority, c.MaxConns = 3, 8 }, ""},
+		{"negative priority", func(c *Config) { c.Priority = -1 }, "Priority"},
+		{"negative max conns", func(c *Config) { c.MaxConns = -1 }, "MaxConns"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -66,6 +66,18 @@ func (e *Error) Error() string {
 // TLS error, context.Canceled, ...).
 func (e *Error) Unwrap() error { return e.Err }
 
+// SMTPReply returns the SMTP reply the send failed with: code 0 (and empty
+// strings) when there was none (network and TLS errors, build failures).
+// It implements failure.Reply.
+func (e *Error) SMTPReply() (code int, enhanced, text string) {
+	return e.Code, e.Enhanced, e.Text
+}
+
+// SMTPStage returns Stage. It implements failure.Staged, which tells a
+// reply while connecting (the relay refuses us) from one to the mail
+// transaction (the relay refuses the message).
+func (e *Error) SMTPStage() string { return e.Stage }
+
 // Permanent reports whether retrying the same message on the same relay is
 // pointless: a 5xx reply to the mail transaction (MAIL, RCPT, DATA or the
 // message itself) other than an auth failure (530, 534, 535), or a job that

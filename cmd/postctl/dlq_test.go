@@ -1,0 +1,351 @@
+package main
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/schema"
+	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/job"
+)
+
+func TestDLQFilterFlags(t *testing.T) {
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name    string
+		flags   dlqFlags
+		want    dlqFilter
+		wantErr string
+	}{
+		{"empty", dlqFlags{}, dlqFilter{}, ""},
+		{"reasons repeated and comma-separated", dlqFlags{reasons: []string{"smtp_permanent, expired", "expired", ""}},
+			dlqFilter{reasons: []string{"smtp_permanent", "expired"}}, ""},
+		{"durations ago", dlqFlags{since: "7d", until: "90m", limit: 5},
+			dlqFilter{since: now.Add(-7 * 24 * time.Hour), until: now.Add(-90 * time.Minute), limit: 5}, ""},
+		{"RFC 3339", dlqFlags{since: "2026-01-01T00:00:00Z", until: "2026-01-02T01:00:00+02:00"},
+			dlqFilter{since: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), until: time.Date(2026, 1, 1, 23, 0, 0, 0, time.UTC)}, ""},
+		{"negative limit", dlqFlags{limit: -1}, dlqFilter{}, "--limit -1"},
+		{"bad since", dlqFlags{since: "yesterday"}, dlqFilter{}, `--since "yesterday": want an RFC 3339 time`},
+		{"bad days", dlqFlags{until: "xd"}, dlqFilter{}, `--until "xd"`},
+		{"negative duration", dlqFlags{since: "-2h"}, dlqFilter{}, "must not be negative"},
+		{"since after until", dlqFlags{since: "1h", until: "2h"}, dlqFilter{}, "is not before --until"},
+	}
+	for _, tt := range tests {
+		got, err := tt.flags.filter(now)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%s: error %v, want %q", tt.name, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got.reasons, tt.want.reasons) || !got.since.Equal(tt.want.since) ||
+			!got.until.Equal(tt.want.until) || got.limit != tt.want.limit {
+			t.Errorf("%s: filter = %+v, %v; want %+v", tt.name, got, err, tt.want)
+		}
+	}
+}
+
+func TestDLQFilterMatch(t *testing.T) {
+	at := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	l := deadLetter{Time: at, Reason: "smtp_permanent"}
+	tests := []struct {
+		name   string
+		filter dlqFilter
+		want   bool
+	}{
+		{"no filter", dlqFilter{}, true},
+		{"reason listed", dlqFilter{reasons: []string{"expired", "smtp_permanent"}}, true},
+		{"reason not listed", dlqFilter{reasons: []string{"expired"}}, false},
+		{"since is inclusive", dlqFilter{since: at}, true},
+		{"before since", dlqFilter{since: at.Add(time.Second)}, false},
+		{"until is exclusive", dlqFilter{until: at}, false},
+		{"before until", dlqFilter{until: at.Add(time.Second)}, true},
+		{"inside the window", dlqFilter{since: at.Add(-time.Hour), until: at.Add(time.Hour), reasons: []string{"smtp_permanent"}}, true},
+	}
+	for _, tt := range tests {
+		if got := tt.filter.match(l); got != tt.want {
+			t.Errorf("%s: match = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestParseDeadLetterAndReplayMessage(t *testing.T) {
+	dlqTime := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	orig := []kafka.Header{
+		{Key: "traceparent", Value: []byte("tp")},
+		{Key: job.HeaderAttempt, Value: []byte("3")},
+		{Key: job.HeaderFirstSeen, Value: []byte("2026-01-01T00:00:00Z")},
+		{Key: job.HeaderNotBefore, Value: []byte("2026-01-01T00:05:00Z")},
+		{Key: job.HeaderLastClass, Value: []byte("transient")},
+		{Key: "x-custom", Value: []byte("kept")},
+	}
+	headers := deadletter.Headers(deadletter.Letter{Headers: orig, Topic: "mail.retry.5s", Partition: 2, Offset: 41,
+		Reason: "smtp_permanent", Class: "permanent", Error: "550 5.1.1 no such user", Attempt: 4}, job.FormatTime(dlqTime))
+	m := kafka.Message{Key: []byte("<a@x>"), Value: []byte("{}"), Headers: headers, Partition: 1, Offset: 7, Time: dlqTime.Add(time.Hour)}
+
+	l := parseDeadLetter(m)
+	if !l.Time.Equal(dlqTime) || l.Partition != 1 || l.Offset != 7 || l.MessageID != "<a@x>" || l.Reason != "smtp_permanent" ||
+		l.Class != "permanent" || l.Attempt != 4 || l.Error != "550 5.1.1 no such user" || l.OriginalTopic != "mail.retry.5s" ||
+		l.OriginalPartition == nil || *l.OriginalPartition != 2 || l.OriginalOffset == nil || *l.OriginalOffset != 41 {
+		t.Errorf("parseDeadLetter = %+v", l)
+	}
+	// Without the time header, the record timestamp counts.
+	if l := parseDeadLetter(kafka.Message{Time: dlqTime}); !l.Time.Equal(dlqTime) || l.OriginalPartition != nil || l.Attempt != 1 {
+		t.Errorf("bare record: %+v", l)
+	}
+
+	now := dlqTime.Add(24 * time.Hour)
+	r := replayMessage(m, now)
+	got := map[string]string{}
+	for _, h := range r.Headers {
+		if _, dup := got[h.Key]; dup {
+			t.Errorf("header %s appears twice", h.Key)
+		}
+		got[h.Key] = string(h.Value)
+	}
+	want := map[string]string{"traceparent": "tp", "x-custom": "kept", job.HeaderAttempt: "1", job.HeaderFirstSeen: job.FormatTime(now)}
+	if len(got) != len(want) || string(r.Key) != "<a@x>" || string(r.Value) != "{}" || r.Topic != "" {
+		t.Errorf("replay message = %+v, want headers %v", r, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("replay header %s = %q, want %q", k, got[k], v)
+		}
+	}
+}
+
+func TestOneLine(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", "-"},
+		{"short", "short"},
+		{"a\r\nb", "a  b"},
+		{"a\tb\x00c", "a b c"},
+		{"abcdefghij", "abcd…"},
+		{"\xff", "?"},
+	}
+	for _, tt := range tests {
+		if got := oneLine(tt.in, 5); got != tt.want {
+			t.Errorf("oneLine(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestDLQArgumentErrors(t *testing.T) {
+	env := map[string]string{"POSTLINE_KAFKA_BROKERS": "127.0.0.1:1"}
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dlq", "ls", "--limit", "-1"}, "--limit -1"},
+		{[]string{"dlq", "ls", "--since", "last week"}, `--since "last week"`},
+		{[]string{"dlq", "ls", "extra"}, "unknown command"},
+		{[]string{"dlq", "replay", "--batch", "0", "--yes"}, "--batch 0"},
+		{[]string{"dlq", "replay", "--until", "2h", "--since", "1h"}, "is not before"},
+	}
+	for _, tt := range tests {
+		_, _, err := postctl(t, env, "", tt.args...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: got %v, want an error containing %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+// TestDLQLsAndReplay runs ls and replay on real Kafka and PostgreSQL: dead
+// letters written by package deadletter, rows in several states.
+func TestDLQLsAndReplay(t *testing.T) {
+	testenv.Integration(t, "Kafka and PostgreSQL")
+	brokers := strings.Join(testenv.KafkaBrokers(), ",")
+	dlqTopic, jobsTopic := testenv.NewTopic(t, 2), testenv.NewTopic(t, 2)
+	url, pool := testenv.NewSchema(t)
+	ctx := t.Context()
+	if err := schema.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	store, err := idempotency.New(idempotency.Config{Owner: "test-worker"}, pool, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newJob := func(id string) (job.Job, []byte) {
+		j := job.Job{Version: 1, MessageID: id, From: "shop@example.com", To: []string{"ada@example.test"}, Subject: "s " + id, Text: "t"}
+		b, err := json.Marshal(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j, b
+	}
+	// outcome claims the job and records status, as a worker would have.
+	outcome := func(j job.Job, st idempotency.Status) {
+		cs, err := store.Claim(ctx, []idempotency.ClaimRequest{{MessageID: j.MessageID, PayloadHash: j.Hash(), Attempt: 1}})
+		if err != nil || cs[0].Result != idempotency.Claimed {
+			t.Fatalf("claim %s: %+v, %v", j.MessageID, cs, err)
+		}
+		if _, err := store.Record(ctx, []idempotency.Outcome{{MessageID: j.MessageID, Version: cs[0].Version, Status: st,
+			Attempt: 3, ErrorClass: "permanent", Error: "550 5.1.1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failedJob, failedVal := newJob("failed.1@example.com")
+	sentJob, sentVal := newJob("sent.1@example.com")
+	noRowJob, noRowVal := newJob("norow.1@example.com")
+	outcome(failedJob, idempotency.StatusFailed)
+	outcome(sentJob, idempotency.StatusSent)
+
+	trace := kafka.Header{Key: "traceparent", Value: []byte("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")}
+	old := []kafka.Header{trace, {Key: job.HeaderAttempt, Value: []byte("3")}, {Key: job.HeaderFirstSeen, Value: []byte("2020-01-01T00:00:00Z")}}
+	w, err := deadletter.New(deadletter.Config{Brokers: testenv.KafkaBrokers(), Topic: dlqTopic}, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	err = w.Publish(ctx,
+		deadletter.Letter{Key: []byte(failedJob.MessageID), Value: failedVal, Headers: old, Topic: "mail.jobs", Offset: 10,
+			Reason: deadletter.ReasonSMTPPermanent, Class: "permanent", Error: "550 5.1.1 no such user\r\nbye", Attempt: 3},
+		deadletter.Letter{Key: []byte(sentJob.MessageID), Value: sentVal, Topic: "mail.jobs", Offset: 11,
+			Reason: deadletter.ReasonSMTPPermanent, Class: "permanent", Error: "550", Attempt: 1},
+		deadletter.Letter{Key: []byte("broken.1@example.com"), Value: []byte(`{"version":1,`), Topic: "mail.jobs", Offset: 12,
+			Reason: string(job.ReasonMalformedJSON), Class: "invalid", Error: "unexpected EOF"},
+		deadletter.Letter{Key: []byte(noRowJob.MessageID), Value: noRowVal, Topic: "mail.jobs", Offset: 13,
+			Reason: "expired", Class: "expired", Error: "not_after passed"},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--brokers", brokers, "--database-url", url, "--topic", jobsTopic, "--dlq-topic", dlqTopic}
+	run := func(stdin string, extra ...string) (string, string, error) {
+		t.Helper()
+		return postctl(t, nil, stdin, append(slices.Clone(args), extra...)...)
+	}
+
+	// ls: filters by reason and time, table and JSON Lines.
+	lsIDs := func(extra ...string) []string {
+		t.Helper()
+		out, _, err := run("", append([]string{"--output", "json", "dlq", "ls"}, extra...)...)
+		if err != nil {
+			t.Fatalf("ls %v: %v", extra, err)
+		}
+		var ids []string
+		for line := range strings.Lines(out) {
+			var l deadLetter
+			if err := json.Unmarshal([]byte(line), &l); err != nil {
+				t.Fatalf("ls output line %q: %v", line, err)
+			}
+			if l.OriginalTopic != "mail.jobs" || l.OriginalOffset == nil || l.Time.IsZero() {
+				t.Errorf("ls JSON lacks the origin or time: %+v", l)
+			}
+			ids = append(ids, l.MessageID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	lsTests := []struct {
+		name  string
+		extra []string
+		want  []string
+	}{
+		{"all", nil, []string{"broken.1@example.com", failedJob.MessageID, noRowJob.MessageID, sentJob.MessageID}},
+		{"by reason", []string{"--reason", "smtp_permanent"}, []string{failedJob.MessageID, sentJob.MessageID}},
+		{"by two reasons", []string{"--reason", "expired", "--reason", "malformed_json"}, []string{"broken.1@example.com", noRowJob.MessageID}},
+		{"since an hour ago", []string{"--since", "1h"}, []string{"broken.1@example.com", failedJob.MessageID, noRowJob.MessageID, sentJob.MessageID}},
+		{"until an hour ago", []string{"--until", "1h"}, nil},
+		{"since in the future", []string{"--since", time.Now().Add(time.Hour).Format(time.RFC3339)}, nil},
+		{"limit", []string{"--reason", "smtp_permanent", "--limit", "1"}, nil}, // checked by count below
+	}
+	for _, tt := range lsTests {
+		got := lsIDs(tt.extra...)
+		if tt.name == "limit" {
+			if len(got) != 1 {
+				t.Errorf("ls %s: %v, want one", tt.name, got)
+			}
+			continue
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("ls %s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	out, stderr, err := run("", "dlq", "ls", "--reason", "smtp_permanent")
+	if err != nil || !strings.Contains(out, "PARTITION/OFFSET") || !strings.Contains(out, "550 5.1.1 no such user  bye") ||
+		!strings.Contains(stderr, "2 dead letters") {
+		t.Errorf("ls table:\n%s\nstderr %q, err %v", out, stderr, err)
+	}
+
+	replay := func(stdin string, extra ...string) replaySummary {
+		t.Helper()
+		out, _, err := run(stdin, append([]string{"--output", "json", "dlq", "replay"}, extra...)...)
+		if err != nil {
+			t.Fatalf("replay %v: %v", extra, err)
+		}
+		var s replaySummary
+		if err := json.Unmarshal([]byte(out), &s); err != nil {
+			t.Fatalf("replay output %q: %v", out, err)
+		}
+		return s
+	}
+	// A dry run changes nothing.
+	if s := replay("", "--dry-run", "--reason", "smtp_permanent,malformed_json"); s != (replaySummary{Matched: 3, Replayed: 2, SkippedInvalid: 1, DryRun: true}) {
+		t.Errorf("dry run: %+v", s)
+	}
+	// Without --yes a "no" aborts before anything changes.
+	if _, _, err := run("n\n", "dlq", "replay"); err == nil || !strings.Contains(err.Error(), "not confirmed") {
+		t.Errorf("unconfirmed replay: %v", err)
+	}
+	if got := records(t, brokers, jobsTopic); len(got) != 0 {
+		t.Fatalf("dry and unconfirmed runs published %d records", len(got))
+	}
+
+	// The replay: failed row replayed, sent row skipped, broken record skipped.
+	s := replay("", "--yes", "--reason", "smtp_permanent,malformed_json")
+	if s != (replaySummary{Matched: 3, Replayed: 1, SkippedInvalid: 1, SkippedNotReplayable: 1}) {
+		t.Errorf("replay: %+v", s)
+	}
+	recs := records(t, brokers, jobsTopic)
+	if len(recs) != 1 {
+		t.Fatalf("jobs topic has %d records, want 1", len(recs))
+	}
+	m := recs[0]
+	c := job.HeaderCarrier(m.Headers)
+	first, ok := job.FirstSeen(m.Headers)
+	if string(m.Key) != failedJob.MessageID || string(m.Value) != string(failedVal) || job.Attempt(m.Headers) != 1 ||
+		c.Get("traceparent") != string(trace.Value) || !ok || time.Since(first) > time.Minute {
+		t.Errorf("replayed record: key %q headers %v", m.Key, m.Headers)
+	}
+	for _, h := range m.Headers {
+		if strings.HasPrefix(h.Key, "postline-dlq") || strings.HasPrefix(h.Key, "postline-original") {
+			t.Errorf("replayed record keeps dead-letter header %s", h.Key)
+		}
+	}
+	row, err := store.Get(ctx, failedJob.MessageID)
+	if err != nil || row.Status != idempotency.StatusPending || row.Attempt != 1 || row.ReplayedAt.IsZero() {
+		t.Errorf("replayed row = %+v, %v; want pending at attempt 1", row, err)
+	}
+	if row, err := store.Get(ctx, sentJob.MessageID); err != nil || row.Status != idempotency.StatusSent {
+		t.Errorf("sent row = %+v, %v; want it untouched", row, err)
+	}
+	// The replayed record claims the row.
+	cs, err := store.Claim(ctx, []idempotency.ClaimRequest{{MessageID: failedJob.MessageID, PayloadHash: failedJob.Hash(), Attempt: job.Attempt(m.Headers)}})
+	if err != nil || cs[0].Result != idempotency.Claimed {
+		t.Errorf("claim of the replayed record: %+v, %v", cs, err)
+	}
+
+	// Replaying again replays nothing for that ID.
+	if s := replay("", "--yes", "--reason", "smtp_permanent"); s != (replaySummary{Matched: 2, SkippedNotReplayable: 2}) {
+		t.Errorf("second replay: %+v", s)
+	}
+	// A Message-ID without a row is replayed (confirmed on stdin); the claim inserts the row.
+	if s := replay("y\n", "--reason", "expired"); s != (replaySummary{Matched: 1, Replayed: 1}) {
+		t.Errorf("replay without a row: %+v", s)
+	}
+	if _, err := store.Get(ctx, noRowJob.MessageID); err == nil {
+		t.Error("replay inserted a row for a Message-ID without one")
+	}
+	if got := records(t, brokers, jobsTopic); len(got) != 2 {
+		t.Errorf("jobs topic has %d records after all replays, want 2", len(got))
+	}
+}

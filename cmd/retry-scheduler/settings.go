@@ -1,0 +1,19 @@
+package main
+
+import "time"
+
+// settings are the scheduler's configuration: each field is an environment
+// variable and a flag (see internal/config).
+type settings struct {
+	Brokers           []string      `env:"POSTLINE_KAFKA_BROKERS" default:"127.0.0.1:9092" usage:"Kafka bootstrap brokers, comma-separated"`
+	JobsTopic         string        `env:"POSTLINE_JOBS_TOPIC" default:"mail.jobs" usage:"topic due jobs are re-injected into"`
+	Prefix            string        `env:"POSTLINE_RETRY_TOPIC_PREFIX" default:"mail.retry" usage:"name prefix of the delay topics (<prefix>.<tier>)"`
+	Tiers             string        `env:"POSTLINE_RETRY_TIERS" default:"5s,30s,2m,10m,1h,6h" usage:"delay tiers, ascending, comma-separated; one delay topic each"`
+	Group             string        `env:"POSTLINE_SCHEDULER_GROUP" default:"postline-retry-scheduler" usage:"consumer group shared by all scheduler replicas"`
+	MaxJitter         time.Duration `env:"POSTLINE_SCHEDULER_MAX_JITTER" default:"1s" usage:"re-injections are spread over up to this much (at most a tenth of the tier) so retries do not arrive as one wave"`
+	SessionTimeout    time.Duration `env:"POSTLINE_SESSION_TIMEOUT" default:"10s" usage:"consumer-group session timeout: how long a dead replica keeps its partitions"`
+	HeartbeatInterval time.Duration `env:"POSTLINE_HEARTBEAT_INTERVAL" default:"1s" usage:"consumer-group heartbeat interval"`
+	HTTPAddr          string        `env:"POSTLINE_SCHEDULER_HTTP_ADDR" default:":8082" usage:"address of /metrics, /healthz and /readyz"`
+	ShutdownTimeout   time.Duration `env:"POSTLINE_SHUTDOWN_TIMEOUT" default:"10s" usage:"how long SIGTERM waits for re-injections falling due before leaving the group; later ones stay in the delay topics"`
+	LogLevel          string        `env:"POSTLINE_LOG_LEVEL" default:"info" usage:"debug, info, warn or error"`
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/postline/postline/internal/delivery"
+	"github.com/postline/postline/internal/retry"
+	"github.com/postline/postline/internal/sender"
+	"github.com/postline/postline/job"
+)
+
+// relayConfigs returns the SMTP relays in priority order: the URL list of
+// POSTLINE_SMTP_RELAYS, or the single relay of the POSTLINE_SMTP_* settings.
+func (s *settings) relayConfigs() ([]sender.Config, error) {
+	if strings.TrimSpace(s.SMTPRelays) != "" {
+		cfgs, err := sender.ParseRelayURLs(s.SMTPRelays)
+		if err != nil {
+			return nil, fmt.Errorf("setting POSTLINE_SMTP_RELAYS: %w", err)
+		}
+		return cfgs, nil
+	}
+	return []sender.Config{{
+		Name:     s.SMTPName,
+		Host:     s.SMTPHost,
+		Port:     s.SMTPPort,
+		TLS:      sender.TLSPolicy(s.SMTPTLS),
+		Username: s.SMTPUsername,
+		Password: s.SMTPPassword,
+		HELO:     s.SMTPHELO,
+	}}, nil
+}
+
+// retryLimits combines POSTLINE_MAX_ATTEMPTS and POSTLINE_MAX_AGE.
+func (s *settings) retryLimits() (map[job.Priority]delivery.RetryLimit, error) {
+	attempts, err := perPriority("POSTLINE_MAX_ATTEMPTS", s.MaxAttempts, func(v string) (int, error) {
+		n, err := strconv.Atoi(v)
+		if err == nil && n < 1 {
+			err = fmt.Errorf("must be at least 1")
+		}
+		return n, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	ages, err := perPriority("POSTLINE_MAX_AGE", s.MaxAge, func(v string) (time.Duration, error) {
+		d, err := time.ParseDuration(v)
+		if err == nil && d <= 0 {
+			err = fmt.Errorf("must be positive")
+		}
+		return d, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	limits := make(map[job.Priority]delivery.RetryLimit, len(attempts))
+	for p, n := range attempts {
+		limits[p] = delivery.RetryLimit{MaxAttempts: n, MaxAge: ages[p]}
+	}
+	return limits, nil
+}
+
+func (s *settings) tiers() (retry.Tiers, error) {
+	t, err := retry.ParseTiers(s.RetryTiers)
+	if err != nil {
+		return nil, fmt.Errorf("setting POSTLINE_RETRY_TIERS: %w", err)
+	}
+	return t, nil
+}
+
+// perPriority parses "urgent=10,normal=8,bulk=5": every priority exactly
+// once.
+func perPriority[T any](name, raw string, parse func(string) (T, error)) (map[job.Priority]T, error) {
+	out := make(map[job.Priority]T, 3)
+	for part := range strings.SplitSeq(raw, ",") {
+		key, value, ok := strings.Cut(strings.TrimSpace(part), "=")
+		p := job.Priority(strings.TrimSpace(key))
+		if !ok || (p != job.PriorityUrgent && p != job.PriorityNormal && p != job.PriorityBulk) {
+			return nil, fmt.Errorf("setting %s: %q is not priority=value with priority urgent, normal or bulk", name, part)
+		}
+		if _, dup := out[p]; dup {
+			return nil, fmt.Errorf("setting %s: priority %s given twice", name, p)
+		}
+		v, err := parse(strings.TrimSpace(value))
+		if err != nil {
+			return nil, fmt.Errorf("setting %s: %s=%q: %w", name, p, value, err)
+		}
+		out[p] = v
+	}
+	for _, p := range []job.Priority{job.PriorityUrgent, job.PriorityNormal, job.PriorityBulk} {
+		if _, ok := out[p]; !ok {
+			return nil, fmt.Errorf("setting %s: no value for priority %s", name, p)
+		}
+	}
+	return out, nil
+}

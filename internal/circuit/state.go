@@ -1,0 +1,260 @@
+package circuit
+
+import (
+	"fmt"
+	"time"
+)
+
+// State is the position of a circuit breaker.
+type State uint8
+
+// The circuit states.
+const (
+	// Closed lets every send through.
+	Closed State = iota + 1
+	// Open refuses sends until the cooldown has passed.
+	Open
+	// HalfOpen lets the one probe of the worker that claimed it through.
+	HalfOpen
+)
+
+var states = []State{Closed, Open, HalfOpen}
+
+// String returns the state's name as stored in postline_circuits.state and
+// used in metric labels: closed, open or half_open.
+func (s State) String() string {
+	switch s {
+	case Closed:
+		return "closed"
+	case Open:
+		return "open"
+	case HalfOpen:
+		return "half_open"
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+func parseState(s string) (State, error) {
+	for _, st := range states {
+		if st.String() == s {
+			return st, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown circuit state %q", s)
+}
+
+// Health is a provider's health as one worker sees it.
+type Health uint8
+
+// The health values.
+const (
+	// Healthy: closed, no recent fault.
+	Healthy Health = iota + 1
+	// Degraded: closed with consecutive faults, or half-open with this
+	// worker's probe in flight.
+	Degraded
+	// Unavailable: open, or half-open with another worker's probe.
+	Unavailable
+)
+
+var healths = []Health{Healthy, Degraded, Unavailable}
+
+// String returns the health's name as used in metric labels.
+func (h Health) String() string {
+	switch h {
+	case Healthy:
+		return "healthy"
+	case Degraded:
+		return "degraded"
+	case Unavailable:
+		return "unavailable"
+	}
+	return fmt.Sprintf("Health(%d)", uint8(h))
+}
+
+// Outcome is what a worker reports about one send to a provider.
+type Outcome int
+
+// The outcomes.
+const (
+	// Success: the provider accepted the mail, or refused it for a reason
+	// that is not the provider's fault (a permanent recipient error).
+	Success Outcome = iota + 1
+	// Failure: a provider fault (throttling, a refused connection, a reset).
+	Failure
+	// TimeoutFailure: a provider fault that was a timeout.
+	TimeoutFailure
+	// AuthFailure: the provider refused our credentials; opens at once.
+	AuthFailure
+)
+
+// String returns the outcome's name.
+func (o Outcome) String() string {
+	switch o {
+	case Success:
+		return "success"
+	case Failure:
+		return "failure"
+	case TimeoutFailure:
+		return "timeout_failure"
+	case AuthFailure:
+		return "auth_failure"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+func (o Outcome) valid() bool { return o >= Success && o <= AuthFailure }
+
+// Circuit is the whole state of one provider's breaker: a row of
+// postline_circuits without its bookkeeping columns.
+type Circuit struct {
+	State State
+	// Failures counts consecutive provider faults; a success resets it.
+	Failures int
+	// Cooldown is the current open period, or the next one while closed.
+	Cooldown time.Duration
+	// OpenedAt and OpenUntil bound the open period; zero while closed.
+	OpenedAt, OpenUntil time.Time
+	// ProbeOwner holds the half-open probe until ProbeUntil.
+	ProbeOwner string
+	ProbeUntil time.Time
+	// LastClass is the failure class of the last fault counted.
+	LastClass string
+}
+
+// Event is something that happens to a circuit: a worker's report of one
+// send, or its request to claim the half-open probe.
+type Event struct {
+	// Claim asks for the probe; Outcome and Class are then ignored.
+	Claim bool
+	// Outcome is the result of the send reported.
+	Outcome Outcome
+	// Class is the failure class of a failed send (internal/failure's name),
+	// recorded as LastClass.
+	Class string
+	// Owner names the worker reporting or claiming.
+	Owner string
+}
+
+// Next returns the circuit after ev happened at now under p (zero fields of
+// p take their defaults). It returns c unchanged when ev does not apply: a
+// claim that is not due, a report while open, a report in half-open from a
+// worker that does not hold the probe, an invalid outcome.
+func Next(c Circuit, ev Event, now time.Time, p Policy) Circuit {
+	p = p.WithDefaults()
+	if ev.Claim {
+		return claim(c, ev.Owner, now, p)
+	}
+	if !ev.Outcome.valid() {
+		return c
+	}
+	switch c.State {
+	case Closed:
+		switch ev.Outcome {
+		case Success:
+			c.Failures = 0
+			return c
+		case AuthFailure:
+			c.Failures++
+			c.LastClass = ev.Class
+			return open(c, p.BaseCooldown, now)
+		default:
+			c.Failures++
+			c.LastClass = ev.Class
+			if c.Failures >= p.FailureThreshold {
+				return open(c, p.BaseCooldown, now)
+			}
+			return c
+		}
+	case HalfOpen:
+		if ev.Owner == "" || ev.Owner != c.ProbeOwner {
+			return c // a straggler's report says nothing about the probe
+		}
+		if ev.Outcome == Success {
+			return Circuit{State: Closed, Cooldown: p.BaseCooldown, LastClass: c.LastClass}
+		}
+		factor := p.Growth
+		if ev.Outcome == TimeoutFailure {
+			factor = p.TimeoutGrowth
+		}
+		c.Failures++
+		c.LastClass = ev.Class
+		return open(c, grow(c.Cooldown, factor, p), now)
+	}
+	// Open: stragglers must not extend the cooldown.
+	return c
+}
+
+// claim hands the probe to owner when the cooldown, or the previous probe's
+// deadline, has passed.
+func claim(c Circuit, owner string, now time.Time, p Policy) Circuit {
+	if owner == "" {
+		return c
+	}
+	switch {
+	case c.State == Open && !now.Before(c.OpenUntil):
+	case c.State == HalfOpen && !now.Before(c.ProbeUntil):
+	default:
+		return c
+	}
+	c.State = HalfOpen
+	c.ProbeOwner = owner
+	c.ProbeUntil = now.Add(p.ProbeTimeout)
+	return c
+}
+
+func open(c Circuit, cooldown time.Duration, now time.Time) Circuit {
+	c.State = Open
+	c.Cooldown = cooldown
+	c.OpenedAt = now
+	c.OpenUntil = now.Add(cooldown)
+	c.ProbeOwner = ""
+	c.ProbeUntil = time.Time{}
+	return c
+}
+
+// grow multiplies d by factor within [BaseCooldown, MaxCooldown], without
+// overflowing.
+func grow(d time.Duration, factor int, p Policy) time.Duration {
+	d = max(d, p.BaseCooldown)
+	if d > p.MaxCooldown/time.Duration(factor) {
+		return p.MaxCooldown
+	}
+	return min(d*time.Duration(factor), p.MaxCooldown)
+}
+
+// Health returns the circuit's health as the worker named owner sees it.
+func (c Circuit) Health(owner string) Health {
+	switch c.State {
+	case Closed:
+		if c.Failures > 0 {
+			return Degraded
+		}
+		return Healthy
+	case HalfOpen:
+		if owner != "" && c.ProbeOwner == owner {
+			return Degraded
+		}
+	}
+	return Unavailable
+}
+
+// Claimable reports whether a probe may be claimed at now: the circuit is
+// open past its cooldown, or half-open past its probe deadline.
+func (c Circuit) Claimable(now time.Time) bool {
+	switch c.State {
+	case Open:
+		return !now.Before(c.OpenUntil)
+	case HalfOpen:
+		return !now.Before(c.ProbeUntil)
+	}
+	return false
+}
+
+// Equal reports whether c and d are the same state (times compared with
+// time.Time.Equal).
+func (c Circuit) Equal(d Circuit) bool {
+	return c.State == d.State && c.Failures == d.Failures && c.Cooldown == d.Cooldown &&
+		c.OpenedAt.Equal(d.OpenedAt) && c.OpenUntil.Equal(d.OpenUntil) &&
+		c.ProbeOwner == d.ProbeOwner && c.ProbeUntil.Equal(d.ProbeUntil) && c.LastClass == d.LastClass
+}

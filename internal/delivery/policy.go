@@ -1,0 +1,69 @@
+package delivery
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/postline/postline/internal/failure"
+	"github.com/postline/postline/job"
+)
+
+// RetryLimit bounds how often and for how long a job is retried.
+type RetryLimit struct {
+	// MaxAttempts is the highest attempt number a job may reach; a failure
+	// of that attempt makes the job dead.
+	MaxAttempts int
+	// MaxAge is how long after its first publication a job may still be
+	// tried; past it the job is dead the next time it is looked at.
+	MaxAge time.Duration
+}
+
+// DefaultRetryLimits are the limits per priority.
+var DefaultRetryLimits = map[job.Priority]RetryLimit{
+	job.PriorityUrgent: {MaxAttempts: 10, MaxAge: 6 * time.Hour},
+	job.PriorityNormal: {MaxAttempts: 8, MaxAge: 24 * time.Hour},
+	job.PriorityBulk:   {MaxAttempts: 5, MaxAge: 48 * time.Hour},
+}
+
+// validateRetryLimits checks that every priority has sane limits.
+func validateRetryLimits(limits map[job.Priority]RetryLimit) error {
+	for _, p := range []job.Priority{job.PriorityUrgent, job.PriorityNormal, job.PriorityBulk} {
+		l, ok := limits[p]
+		switch {
+		case !ok:
+			return fmt.Errorf("delivery: RetryLimits has no entry for priority %s", p)
+		case l.MaxAttempts < 1:
+			return fmt.Errorf("delivery: RetryLimits[%s].MaxAttempts %d must be at least 1", p, l.MaxAttempts)
+		case l.MaxAge <= 0:
+			return fmt.Errorf("delivery: RetryLimits[%s].MaxAge %s must be positive", p, l.MaxAge)
+		}
+	}
+	return nil
+}
+
+// DelayFunc decides how long a job waits before its next attempt after a
+// failure of class v.Class on attempt attempt. The result is rounded up to a
+// delay tier.
+type DelayFunc func(v failure.Verdict, attempt int) time.Duration
+
+// Exponential backoff parameters of ExponentialDelay.
+const (
+	transientBase = 5 * time.Second
+	throttledBase = 30 * time.Second
+	maxDelay      = 6 * time.Hour
+)
+
+// ExponentialDelay is the default DelayFunc until the adaptive policy
+// arrives: it doubles per attempt from 5s (30s when throttled) and honours
+// a relay's retry-after hint when it is longer.
+func ExponentialDelay(v failure.Verdict, attempt int) time.Duration {
+	base := transientBase
+	if v.Class == failure.Throttled {
+		base = throttledBase
+	}
+	d := base << min(max(attempt-1, 0), 20)
+	if v.RetryAfter > 0 && v.Class == failure.Throttled {
+		d = v.RetryAfter
+	}
+	return min(d, maxDelay)
+}

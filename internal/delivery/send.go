@@ -1,0 +1,269 @@
+package delivery
+
+import (
+	"cmp"
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/postline/postline/internal/circuit"
+	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/internal/failure"
+	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/retry"
+	"github.com/postline/postline/job"
+)
+
+// Provider is one SMTP relay. Providers are tried in the order given.
+type Provider struct {
+	Name string
+	// NewSession opens a session on the relay; each sending goroutine has
+	// its own.
+	NewSession func() Session
+}
+
+// sessions holds one sending goroutine's sessions, one per provider, opened
+// on first use.
+type sessions struct {
+	providers []Provider
+	open      map[string]Session
+}
+
+func (s *sessions) get(p Provider) Session {
+	if s.open == nil {
+		s.open = make(map[string]Session, len(s.providers))
+	}
+	sess, ok := s.open[p.Name]
+	if !ok {
+		sess = p.NewSession()
+		s.open[p.Name] = sess
+	}
+	return sess
+}
+
+func (s *sessions) close() []error {
+	var errs []error
+	for _, sess := range s.open {
+		if err := sess.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// send runs one sending goroutine.
+func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- *item) error {
+	own := &sessions{providers: p.providers}
+	defer func() {
+		for _, err := range own.close() {
+			p.logger.Debug("close smtp session", "error", err)
+		}
+	}()
+	for it := range in {
+		p.deliver(ctx, own, it)
+		if ctx.Err() != nil {
+			// Hard stop: the send may have been cut short; leave the record
+			// unfinished so it is redelivered.
+			return ctx.Err()
+		}
+		select {
+		case out <- it:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// deliver sends one claimed job and sets its outcome. It walks the providers
+// by priority, skipping open circuits; an auth failure moves on to the next
+// provider without charging the job an attempt; a transient failure gets a
+// few fast retries; what still fails is routed by its class.
+func (p *Pipeline) deliver(ctx context.Context, own *sessions, it *item) {
+	now := p.cfg.NowFunc()
+	limit := p.cfg.RetryLimits[cmp.Or(it.job.Priority, job.PriorityNormal)]
+	switch {
+	case it.job.Expired(now):
+		p.die(it, string(job.ReasonExpired), classExpired,
+			"not_after "+it.job.NotAfter.UTC().Format(time.RFC3339)+" passed before sending")
+		return
+	case now.Sub(firstSeen(it.msg)) > limit.MaxAge:
+		p.die(it, deadletter.ReasonMaxAge, it.lastClass(),
+			"older than the "+limit.MaxAge.String()+" allowed for "+string(it.job.Priority)+" mail")
+		return
+	}
+
+	var (
+		skip      map[string]bool // providers that refused our credentials in this attempt
+		fast      int
+		fastStart = now
+	)
+	for {
+		prov, ok := p.pickProvider(ctx, skip)
+		if !ok {
+			p.release(it)
+			return
+		}
+		start := p.cfg.NowFunc()
+		err := own.get(prov).Send(ctx, &it.job)
+		elapsed := p.cfg.NowFunc().Sub(start)
+		v := failure.Classify(err)
+		p.reportCircuit(ctx, prov.Name, v, err == nil)
+		it.provider = prov.Name
+		if err == nil {
+			it.outcome = idempotency.StatusSent
+			p.metrics.attempts.WithLabelValues(prov.Name, "sent").Inc()
+			p.metrics.sendSeconds.WithLabelValues("sent").Observe(elapsed.Seconds())
+			p.metrics.publishToAccept.Observe(p.cfg.NowFunc().Sub(firstSeen(it.msg)).Seconds())
+			return
+		}
+		if ctx.Err() != nil {
+			return // hard stop; the caller leaves the record unfinished
+		}
+		it.verdict, it.errText = v, err.Error()
+		p.metrics.attempts.WithLabelValues(prov.Name, string(v.Class)).Inc()
+		p.metrics.sendSeconds.WithLabelValues(string(v.Class)).Observe(elapsed.Seconds())
+		p.logger.Info("send failed", "message_id", it.job.MessageID, "attempt", it.attempt,
+			"provider", prov.Name, "class", v.Class, "rule", v.Rule, "error", err)
+
+		switch v.Class {
+		case failure.Permanent:
+			it.outcome, it.class, it.reason = idempotency.StatusFailed, string(v.Class), deadletter.ReasonSMTPPermanent
+			return
+		case failure.Auth:
+			if skip == nil {
+				skip = make(map[string]bool)
+			}
+			skip[prov.Name] = true
+			continue
+		case failure.Transient:
+			// Fast retries are for blips of the relay or the network; a
+			// message-level deferral (a full mailbox) will not clear in
+			// milliseconds.
+			if v.ProviderFault && fast < p.cfg.FastRetries && p.cfg.NowFunc().Sub(fastStart) < p.cfg.FastRetryBudget {
+				// Full jitter: a blip seen by many senders at once must not
+				// come back as one wave.
+				wait := time.Duration(rand.Int64N(int64(p.cfg.FastRetryBase<<fast) + 1))
+				fast++
+				p.metrics.fastRetries.Inc()
+				if !sleep(ctx, wait) {
+					return
+				}
+				continue
+			}
+		}
+		p.scheduleRetry(it, v, limit)
+		return
+	}
+}
+
+// pickProvider returns the first provider, in priority order, whose circuit
+// lets a send through and that skip does not exclude.
+func (p *Pipeline) pickProvider(ctx context.Context, skip map[string]bool) (Provider, bool) {
+	for _, prov := range p.providers {
+		if skip[prov.Name] {
+			continue
+		}
+		if p.breakers == nil {
+			return prov, true
+		}
+		d, err := p.breakers.Allow(ctx, prov.Name)
+		if err != nil {
+			p.logger.Debug("circuit check failed; skipping provider", "provider", prov.Name, "error", err)
+			continue
+		}
+		if d.Allowed {
+			return prov, true
+		}
+	}
+	return Provider{}, false
+}
+
+// reportCircuit tells the breakers how a send went. A message-level failure
+// (a rejected recipient) shows the relay answering, so it counts as a
+// success of the relay.
+func (p *Pipeline) reportCircuit(ctx context.Context, provider string, v failure.Verdict, ok bool) {
+	if p.breakers == nil || ctx.Err() != nil {
+		return
+	}
+	var outcome circuit.Outcome
+	switch {
+	case ok || !v.ProviderFault:
+		outcome = circuit.Success
+	case v.Class == failure.Auth:
+		outcome = circuit.AuthFailure
+	case v.Timeout:
+		outcome = circuit.TimeoutFailure
+	default:
+		outcome = circuit.Failure
+	}
+	if err := p.breakers.Report(ctx, provider, outcome, string(v.Class)); err != nil {
+		p.metrics.dependencyErrors.WithLabelValues("circuit_report").Inc()
+		p.logger.Debug("circuit report failed", "provider", provider, "error", err)
+	}
+}
+
+// scheduleRetry routes a retryable failure to a delay tier, or makes the job
+// dead when it has used its attempts.
+func (p *Pipeline) scheduleRetry(it *item, v failure.Verdict, limit RetryLimit) {
+	next := it.attempt + 1
+	if next > limit.MaxAttempts {
+		p.die(it, deadletter.ReasonMaxAttempts, string(v.Class), it.errText)
+		return
+	}
+	backoff := p.cfg.DelayFunc(v, it.attempt)
+	tier := p.cfg.Tiers.Pick(backoff)
+	p.metrics.backoffDelay.WithLabelValues(string(v.Class)).Observe(backoff.Seconds())
+	it.outcome, it.class, it.nextAttempt = idempotency.StatusRetrying, string(v.Class), next
+	it.copy = &retry.Copy{
+		Key:       it.msg.Key,
+		Value:     it.msg.Value,
+		Headers:   it.msg.Headers,
+		Attempt:   next,
+		NotBefore: p.cfg.NowFunc().Add(tier),
+		FirstSeen: firstSeen(it.msg),
+		LastClass: string(v.Class),
+		Tier:      tier,
+	}
+}
+
+// release hands a claimed job back without charging an attempt, because no
+// provider can take mail now; it is claimed again when a circuit half-opens.
+func (p *Pipeline) release(it *item) {
+	wait := p.cfg.RecheckInterval
+	if p.breakers != nil {
+		if at, ok := p.breakers.NextProbeAt(); ok {
+			wait = max(at.Sub(p.cfg.NowFunc()), 0)
+		}
+	}
+	wait = min(max(wait, 50*time.Millisecond), p.cfg.MaxReleaseWait)
+	it.outcome, it.nextAttempt = idempotency.StatusRetrying, it.attempt
+	it.releaseAt = p.cfg.NowFunc().Add(wait)
+	p.metrics.releases.Inc()
+}
+
+func (p *Pipeline) die(it *item, reason, class, errText string) {
+	it.outcome, it.reason, it.class, it.errText = idempotency.StatusDead, reason, class, errText
+}
+
+// lastClass is the failure class of the previous attempt, from the record's
+// headers.
+func (it *item) lastClass() string {
+	c := job.HeaderCarrier(it.msg.Headers)
+	if v := c.Get(job.HeaderLastClass); v != "" {
+		return v
+	}
+	return classExpired
+}
+
+// sleep waits d or until ctx ends; it reports whether the wait completed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,424 @@
+package failure
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/textproto"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/wneessen/go-mail"
+)
+
+// Class is the kind of a failure, which decides what the caller does next.
+type Class string
+
+// The classes.
+const (
+	Transient Class = "transient" // try again soon: network blips, 421/451 without a throttling sign
+	Throttled Class = "throttled" // the relay asks us to slow down: 4.7.x, "rate", "too many", "throttl"
+	Permanent Class = "permanent" // the message will never be accepted: 5xx except auth
+	Auth      Class = "auth"      // credentials or auth policy: 530, 534, 535 (relay-level)
+	Unknown   Class = "unknown"
+)
+
+// Verdict is the classification of one failure.
+type Verdict struct {
+	Class         Class
+	RetryAfter    time.Duration // hint parsed from the reply text ("try again in 92 seconds"); 0 = none
+	Timeout       bool          // a network timeout (circuit breakers escalate faster)
+	ProviderFault bool          // the relay, not this message, is the problem: counts toward the breaker
+	Code          int           // SMTP reply code, 0 for network errors
+	Enhanced      string        // RFC 3463 code, "" if none
+	Rule          string        // name of the table row that matched (for logs and tests)
+}
+
+// Reply is implemented by errors that carry an SMTP reply (*sender.Error
+// does). A code of 0 means there was no reply.
+type Reply interface {
+	SMTPReply() (code int, enhanced, text string)
+}
+
+// Staged is implemented by errors that know which stage of an SMTP session
+// failed (*sender.Error does, with its Stage constants). Classify uses it
+// for what the reply alone cannot tell: a job that could not be built into a
+// message is permanent, and a reply while connecting (greeting, EHLO,
+// STARTTLS, AUTH) is about the relay, never about the message.
+type Staged interface {
+	SMTPStage() string
+}
+
+// The stages Classify treats specially; they are sender's Stage values (a
+// test in this package checks that they agree).
+const (
+	stageBuild = "build"
+	stageHello = "hello"
+	stageTLS   = "tls"
+	stageAuth  = "auth"
+)
+
+// Rule is one row of the reply table. A reply matches a row when every set
+// condition holds; Rules is searched in order and the first match wins.
+type Rule struct {
+	// Name identifies the row in Verdict.Rule, logs and tests.
+	Name string
+	// Code is the exact reply code; 0 matches any.
+	Code int
+	// CodeClass is the reply code's first digit, 4 or 5; 0 matches any.
+	CodeClass int
+	// Enhanced is a prefix of the RFC 3463 status in whole components:
+	// "4.7" matches "4.7.0" and "4.7.12", "4.2.1" matches only "4.2.1".
+	// "" matches any status, including none.
+	Enhanced string
+	// Text must match the reply text; nil matches any.
+	Text *regexp.Regexp
+	// Class is the verdict for a matching reply.
+	Class Class
+	// ProviderFault says the relay, not the message, is the problem.
+	ProviderFault bool
+}
+
+// Reply-text patterns used by Rules.
+var (
+	// tooManyRecipientsText is a transaction with more recipients than the
+	// relay takes at once: the rest can be sent later, the relay is fine.
+	tooManyRecipientsText = regexp.MustCompile(`(?i)too many recipients`)
+	// throttleText is any sign of rate limiting in a 4xx reply.
+	throttleText = regexp.MustCompile(`(?is)throttl|rate[ -]?limit|\brate\b.*exceed|exceed.*\brate\b|too many|too (fast|quickly)|per (second|minute|hour)|slow(ing)? down`)
+	// authText is a temporary authentication failure (454 4.7.0).
+	authText = regexp.MustCompile(`(?i)auth`)
+	// relayDeniedText is a relay refusing to relay for us: our account or
+	// IP is not allowed to send through it, whatever the message.
+	relayDeniedText = regexp.MustCompile(`(?i)relay(ing)? (access )?(is )?(denied|not (permitted|allowed))|not (permitted|allowed|authori[sz]ed) to relay|unable to relay`)
+	// temporaryRateText is a 5xx that says it is a temporary rate limit:
+	// some relays use 5xx codes for throttling; dropping the message would
+	// be wrong. Both a rate sign and a temporary sign are required, so
+	// "552 5.5.3 too many recipients" stays permanent.
+	temporaryRateText = regexp.MustCompile(`(?is)(throttl|rate[ -]?limit|\brate\b|too many (connections|messages|mails?|emails?|requests|sessions)|too (fast|quickly)).*(temporar|try again|retry|later)|(temporar|try again|retry|later).*(throttl|rate[ -]?limit|\brate\b|too many (connections|messages|mails?|emails?|requests|sessions)|too (fast|quickly))`)
+	// sendingQuotaText is the sending account's quota (Gmail's "550 5.4.5
+	// Daily user sending quota exceeded"): the relay refuses everything
+	// until the quota resets, so the message is not at fault. A mailbox's
+	// storage quota ("552 5.2.2 quota exceeded") does not match.
+	sendingQuotaText = regexp.MustCompile(`(?is)\b(daily|hourly|sending)\b.*\b(quota|limit)\b.*\bexceeded|\b(quota|limit) exceeded\b.*\bsending\b`)
+)
+
+// Rules is the reply table (ordered; first match wins). Replies that match
+// no row (1xx-3xx, or no code) are Unknown.
+var Rules = []Rule{
+	// Authentication (RFC 4954): the relay refuses our credentials or
+	// demands others; every message would fail the same way.
+	{Name: "auth-required", Code: 530, Class: Auth, ProviderFault: true},
+	{Name: "auth-mechanism-too-weak", Code: 534, Class: Auth, ProviderFault: true},
+	{Name: "auth-credentials-invalid", Code: 535, Class: Auth, ProviderFault: true},
+	{Name: "auth-encryption-required", Code: 538, Class: Auth, ProviderFault: true},
+
+	// 4xx about one recipient mailbox: not the relay's fault.
+	{Name: "mailbox-rate", CodeClass: 4, Enhanced: "4.2.1", Class: Throttled}, // "receiving mail too fast"
+	{Name: "mailbox-full", CodeClass: 4, Enhanced: "4.2.2", Class: Transient},
+	{Name: "too-many-recipients", CodeClass: 4, Text: tooManyRecipientsText, Class: Transient},
+
+	// 4xx asking us to slow down.
+	{Name: "congestion", CodeClass: 4, Enhanced: "4.4.5", Class: Throttled, ProviderFault: true},
+	{Name: "throttle-text", CodeClass: 4, Text: throttleText, Class: Throttled, ProviderFault: true},
+	{Name: "auth-temporary", Code: 454, Text: authText, Class: Transient, ProviderFault: true},
+	{Name: "policy-4xx", CodeClass: 4, Enhanced: "4.7", Class: Throttled, ProviderFault: true},
+
+	// 4xx where the relay itself is in trouble.
+	{Name: "mail-system-4xx", CodeClass: 4, Enhanced: "4.3", Class: Transient, ProviderFault: true},
+	{Name: "service-unavailable", Code: 421, Class: Transient, ProviderFault: true},
+	{Name: "tls-unavailable", Code: 454, Class: Transient, ProviderFault: true},
+	{Name: "transient-default", CodeClass: 4, Class: Transient},
+
+	// 5xx that are not about the message.
+	{Name: "relay-denied", CodeClass: 5, Text: relayDeniedText, Class: Auth, ProviderFault: true},
+	{Name: "temporary-rate-limit", CodeClass: 5, Text: temporaryRateText, Class: Throttled, ProviderFault: true},
+	{Name: "sending-quota", CodeClass: 5, Text: sendingQuotaText, Class: Throttled, ProviderFault: true},
+	{Name: "permanent-default", CodeClass: 5, Class: Permanent},
+}
+
+// Rule names Classify reports for failures without a reply, and for
+// replies the stage changes.
+const (
+	RuleUnmatched      = "unmatched"       // nothing matched: Unknown
+	RuleBuild          = "build"           // the job could not be built into a message: Permanent
+	RuleRelayRefused   = "relay-refused"   // a 5xx while connecting (greeting, EHLO, STARTTLS, AUTH): Auth
+	RuleCanceled       = "canceled"        // context.Canceled, a shutdown: Unknown, not the relay's fault
+	RuleTimeout        = "timeout"         // dial, read or write timeout, context deadline: Transient
+	RuleTLS            = "tls"             // TLS handshake or certificate failure: Transient
+	RuleAuthFailed     = "auth-failed"     // AUTH failed without a reply (no common mechanism): Auth
+	RuleConnCheck      = "conn-check"      // go-mail's connection check failed: Transient
+	RuleRefused        = "refused"         // connection refused: Transient
+	RuleConnectionLost = "connection-lost" // EOF, reset, broken pipe, closed mid-transaction: Transient
+	RuleDNS            = "dns"             // the relay's host name did not resolve: Transient
+	RuleUnreachable    = "unreachable"     // no route to the relay: Transient
+	RuleProtocol       = "protocol"        // the relay's reply was not SMTP: Transient
+	RuleNetwork        = "network"         // any other network error: Transient
+)
+
+// Classify classifies a failed send. nil gives the zero Verdict.
+//
+// An SMTP reply anywhere in err's chain (Reply, *textproto.Error, or a
+// *mail.SendError with a code) is classified by ClassifyReply; when err
+// also says (Staged) that the reply came while connecting, it is the
+// relay's fault, and a 5xx other than auth becomes Auth (relay-refused):
+// the relay refuses us, not the message, so the caller fails over instead
+// of dropping the message. Errors without a reply are classified by type;
+// their rule names are the Rule constants.
+func Classify(err error) Verdict {
+	if err == nil {
+		return Verdict{}
+	}
+	stage := ""
+	var staged Staged
+	if errors.As(err, &staged) {
+		stage = staged.SMTPStage()
+	}
+	if code, enhanced, text := reply(err); code != 0 {
+		v := ClassifyReply(code, enhanced, text)
+		if stage == stageHello || stage == stageTLS || stage == stageAuth {
+			v.ProviderFault = true
+			if v.Class == Permanent {
+				v.Class, v.Rule = Auth, RuleRelayRefused
+			}
+		}
+		return v
+	}
+	provider := func(rule string) Verdict {
+		return Verdict{Class: Transient, ProviderFault: true, Rule: rule}
+	}
+	se, isSendErr := errors.AsType[*mail.SendError](err)
+	switch {
+	case stage == stageBuild || isSendErr && isBuildReason(se.Reason):
+		return Verdict{Class: Permanent, Rule: RuleBuild}
+	case errors.Is(err, context.Canceled):
+		// A shutdown or an abandoned send says nothing about the relay
+		// or the message.
+		return Verdict{Class: Unknown, Rule: RuleCanceled}
+	case isTimeout(err):
+		v := provider(RuleTimeout)
+		v.Timeout = true
+		return v
+	case stage == stageTLS || isTLSError(err):
+		// Not permanent: a failed handshake or a rejected certificate
+		// (expired, wrong host, unknown CA, a plain-text port) is a
+		// property of the relay or the path to it, not of the message. It
+		// is usually an operator's mistake fixed in minutes, and another
+		// relay may be fine; dropping mail for it would lose messages.
+		// The breaker opens and the caller fails over.
+		return provider(RuleTLS)
+	case isSendErr && se.Reason == mail.ErrConnCheck:
+		return provider(RuleConnCheck)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return provider(RuleRefused)
+	case isConnectionLost(err):
+		return provider(RuleConnectionLost)
+	case stage == stageAuth || isAuthError(err):
+		return Verdict{Class: Auth, ProviderFault: true, Rule: RuleAuthFailed}
+	case isSendErr:
+		// A SendError without a code hides its cause's type: a
+		// transaction cut short by the network (go-mail returns a timeout
+		// this way too, caught by isTimeout from its text).
+		return provider(RuleConnectionLost)
+	}
+	if _, ok := errors.AsType[*net.DNSError](err); ok {
+		return provider(RuleDNS)
+	}
+	if errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EADDRNOTAVAIL) {
+		return provider(RuleUnreachable)
+	}
+	if _, ok := errors.AsType[textproto.ProtocolError](err); ok {
+		return provider(RuleProtocol)
+	}
+	if _, ok := errors.AsType[*net.OpError](err); ok {
+		return provider(RuleNetwork)
+	}
+	return Verdict{Class: Unknown, Rule: RuleUnmatched}
+}
+
+// reply finds an SMTP reply in err's chain.
+func reply(err error) (code int, enhanced, text string) {
+	var r Reply
+	if errors.As(err, &r) {
+		if code, enhanced, text = r.SMTPReply(); code != 0 {
+			return code, enhanced, text
+		}
+	}
+	if te, ok := errors.AsType[*textproto.Error](err); ok && te.Code != 0 {
+		return te.Code, "", te.Msg
+	}
+	if se, ok := errors.AsType[*mail.SendError](err); ok && se.ErrorCode() != 0 {
+		return se.ErrorCode(), se.EnhancedStatusCode(), se.Error()
+	}
+	return 0, "", ""
+}
+
+func isBuildReason(r mail.SendErrReason) bool {
+	return r == mail.ErrGetSender || r == mail.ErrGetRcpts || r == mail.ErrNoUnencoded
+}
+
+// isTimeout reports a dial, read or write timeout or an expired context.
+// go-mail's SendError does not unwrap, so its text is read too.
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return true
+	}
+	if _, ok := errors.AsType[*mail.SendError](err); ok {
+		msg := err.Error()
+		return strings.Contains(msg, "i/o timeout") || strings.Contains(msg, "deadline exceeded")
+	}
+	return false
+}
+
+// isTLSError reports a TLS handshake or certificate failure, including
+// go-mail's untyped STARTTLS errors.
+func isTLSError(err error) bool {
+	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[tls.AlertError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.HostnameError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.CertificateInvalidError](err); ok {
+		return true
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "tls:") || strings.Contains(msg, "STARTTLS") ||
+		strings.HasPrefix(msg, "failed to get TLS connection state")
+}
+
+// isAuthError reports an AUTH that failed without a reply: the relay and
+// we share no mechanism.
+func isAuthError(err error) bool {
+	return errors.Is(err, mail.ErrPlainAuthNotSupported) || errors.Is(err, mail.ErrLoginAuthNotSupported) ||
+		errors.Is(err, mail.ErrNoSupportedAuthDiscovered) ||
+		strings.Contains(err.Error(), "server does not support SMTP AUTH")
+}
+
+// isConnectionLost reports a connection that ended under us.
+func isConnectionLost(err error) bool {
+	for _, target := range []error{
+		io.EOF, io.ErrUnexpectedEOF, net.ErrClosed,
+		syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	if _, ok := errors.AsType[*mail.SendError](err); ok {
+		msg := err.Error()
+		for _, s := range []string{"EOF", "connection reset", "broken pipe", "use of closed network connection", "connection aborted"} {
+			if strings.Contains(msg, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// enhancedStatus is an RFC 3463 status code.
+var enhancedStatus = regexp.MustCompile(`^([245])\.\d{1,3}\.\d{1,3}$`)
+
+// ClassifyReply classifies an SMTP reply by Rules. enhanced is the RFC 3463
+// status ("" if none: a leading one is then taken from text); a status
+// whose class digit disagrees with code is ignored. RetryAfter is parsed
+// from text for Transient and Throttled replies.
+func ClassifyReply(code int, enhanced, text string) Verdict {
+	enhanced = strings.TrimSpace(enhanced)
+	if enhanced == "" {
+		first, rest, _ := strings.Cut(strings.TrimSpace(text), " ")
+		if enhancedStatus.MatchString(first) {
+			enhanced, text = first, rest
+		}
+	}
+	if m := enhancedStatus.FindStringSubmatch(enhanced); m == nil || m[1] != strconv.Itoa(code/100) {
+		enhanced = ""
+	}
+	v := Verdict{Class: Unknown, Code: code, Enhanced: enhanced, Rule: RuleUnmatched}
+	for _, r := range Rules {
+		if r.matches(code, enhanced, text) {
+			v.Class, v.ProviderFault, v.Rule = r.Class, r.ProviderFault, r.Name
+			break
+		}
+	}
+	if v.Class == Transient || v.Class == Throttled {
+		v.RetryAfter, _ = ParseRetryAfter(text)
+	}
+	return v
+}
+
+func (r Rule) matches(code int, enhanced, text string) bool {
+	switch {
+	case r.Code != 0 && r.Code != code:
+		return false
+	case r.CodeClass != 0 && r.CodeClass != code/100:
+		return false
+	case r.Enhanced != "" && enhanced != r.Enhanced && !strings.HasPrefix(enhanced, r.Enhanced+"."):
+		return false
+	case r.Text != nil && !r.Text.MatchString(text):
+		return false
+	}
+	return true
+}
+
+// MaxRetryAfter caps a retry-after hint: a relay asking for more is
+// throttling us hard, and the message should still go out the same day.
+const MaxRetryAfter = 6 * time.Hour
+
+// retryAfterPatterns find a delay in reply text; the number is group 1,
+// the unit (seconds if absent, only for Retry-After) group 2.
+var retryAfterPatterns = []*regexp.Regexp{
+	regexp.MustCompile(`(?i)\bretry-after:\s*(\d+(?:\.\d+)?)\s*(seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h)?\b`),
+	regexp.MustCompile(`(?i)\b(?:try(?:\s+again)?|retry|wait|come\s+back|back\s+off|resend)\s+(?:(?:again|later)\s+)?(?:in|after|for)?\s*(?:about\s+|at\s+least\s+)?(\d+(?:\.\d+)?)\s*(seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h)\b`),
+}
+
+// ParseRetryAfter finds a retry-after hint in SMTP reply text: "try again
+// in 92 seconds", "retry in 5 minutes", "wait 2 min", "Retry-After: 30"
+// (seconds). Hints above MaxRetryAfter are capped to it; zero, or a number
+// without a unit outside Retry-After, is no hint.
+func ParseRetryAfter(text string) (time.Duration, bool) {
+	for _, p := range retryAfterPatterns {
+		for _, m := range p.FindAllStringSubmatch(text, -1) {
+			n, err := strconv.ParseFloat(m[1], 64)
+			if err != nil || n <= 0 {
+				continue
+			}
+			secs := n * unitSeconds(m[2])
+			if secs >= MaxRetryAfter.Seconds() {
+				return MaxRetryAfter, true
+			}
+			if d := time.Duration(secs * float64(time.Second)).Round(time.Millisecond); d > 0 {
+				return d, true
+			}
+		}
+	}
+	return 0, false
+}
+
+func unitSeconds(unit string) float64 {
+	switch strings.ToLower(unit)[:min(1, len(unit))] {
+	case "m":
+		return 60
+	case "h":
+		return 3600
+	}
+	return 1 // "s", "sec", "seconds" and none
+}

@@ -1,0 +1,288 @@
+package idempotency
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// traceHeaderKeys are the record headers a row keeps (ClaimRequest.TraceHeaders):
+// the W3C trace context, nothing else.
+var traceHeaderKeys = []string{"traceparent", "tracestate"}
+
+// traceHeadersJSON encodes the trace context headers of h as a JSON object,
+// or "" (NULL) when there are none. Other keys are dropped.
+func traceHeadersJSON(h map[string]string) (string, error) {
+	kept := make(map[string]string, len(traceHeaderKeys))
+	for _, k := range traceHeaderKeys {
+		if v, ok := h[k]; ok && v != "" {
+			kept[k] = cleanText(v, MaxErrorBytes)
+		}
+	}
+	if len(kept) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return "", fmt.Errorf("encode trace headers: %w", err)
+	}
+	return string(b), nil
+}
+
+// parseTraceHeaders decodes a record_headers value; NULL is nil.
+func parseTraceHeaders(b []byte) (map[string]string, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var h map[string]string
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, fmt.Errorf("decode record_headers: %w", err)
+	}
+	return h, nil
+}
+
+// Stuck is a row left in sending by an owner whose lease expired: the
+// owner crashed (or stalled) between claiming and recording an outcome.
+type Stuck struct {
+	// MessageID is the row's key.
+	MessageID string
+	// Version is the row version: Release compare-and-sets on it.
+	Version int64
+	// Attempt is the attempt the row expects; a re-published copy must
+	// carry it to be claimable.
+	Attempt int
+	// Payload is the original record value.
+	Payload []byte
+	// Key is the original record key; nil when it was not stored (use the
+	// message ID, as publishers do).
+	Key []byte
+	// TraceHeaders are the stored W3C trace context headers (traceparent,
+	// tracestate); nil when none were stored.
+	TraceHeaders map[string]string
+	// FirstSeen is the job's first publication; zero when not stored.
+	FirstSeen time.Time
+	// LeaseOwner is the owner whose lease expired.
+	LeaseOwner string
+	// LeaseExpiresAt is when that lease expired, on the database's clock.
+	LeaseExpiresAt time.Time
+}
+
+const stuckSQL = `
+SELECT message_id, version, attempt, payload, record_key, record_headers, first_seen,
+	COALESCE(lease_owner, ''), lease_expires_at
+FROM postline_messages
+WHERE status = 'sending' AND lease_expires_at < now() - make_interval(secs => $1)
+	AND payload IS NOT NULL
+ORDER BY lease_expires_at, message_id
+LIMIT $2`
+
+// Stuck returns up to limit rows in sending whose lease expired more than
+// grace ago on the database's clock, the longest expired first. Rows without
+// a stored payload (claimed before payloads were stored) are not returned:
+// there is nothing to re-publish, and the uncommitted Kafka record will be
+// redelivered and re-claim them.
+func (s *Store) Stuck(ctx context.Context, grace time.Duration, limit int) ([]Stuck, error) {
+	if grace < 0 {
+		return nil, fmt.Errorf("stuck rows: negative grace %v", grace)
+	}
+	if limit < 1 {
+		return nil, fmt.Errorf("stuck rows: limit %d is below 1", limit)
+	}
+	start := time.Now()
+	out, err := s.stuck(ctx, grace, limit)
+	s.observe(ctx, opStuck, start, err)
+	if err != nil {
+		return nil, fmt.Errorf("stuck rows: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Store) stuck(ctx context.Context, grace time.Duration, limit int) ([]Stuck, error) {
+	rows, err := s.pool.Query(ctx, stuckSQL, grace.Seconds(), limit)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		out     []Stuck
+		st      Stuck
+		headers []byte
+		seen    pgtype.Timestamptz
+		lease   pgtype.Timestamptz
+	)
+	_, err = pgx.ForEachRow(rows, []any{&st.MessageID, &st.Version, &st.Attempt, &st.Payload, &st.Key,
+		&headers, &seen, &st.LeaseOwner, &lease}, func() error {
+		h, err := parseTraceHeaders(headers)
+		if err != nil {
+			return fmt.Errorf("%s: %w", st.MessageID, err)
+		}
+		st.TraceHeaders, st.FirstSeen, st.LeaseExpiresAt = h, timeOf(seen), timeOf(lease)
+		out = append(out, st)
+		st, headers = Stuck{}, nil
+		return nil
+	})
+	return out, err
+}
+
+const releaseSQL = `
+WITH u AS (
+	SELECT * FROM unnest($1::text[], $2::int8[]) AS u(message_id, version)
+), locked AS MATERIALIZED (
+	SELECT m.message_id FROM postline_messages m JOIN u ON m.message_id = u.message_id
+	WHERE m.version = u.version AND m.status = 'sending' AND m.lease_expires_at <= now()
+	ORDER BY m.message_id COLLATE "C"
+	FOR UPDATE OF m
+)
+UPDATE postline_messages m SET
+	status = 'retrying',
+	version = m.version + 1,
+	lease_owner = NULL,
+	lease_expires_at = NULL,
+	updated_at = now()
+FROM u
+WHERE m.message_id = u.message_id AND m.version = u.version
+	AND m.status = 'sending' AND m.lease_expires_at <= now()
+	AND m.message_id IN (SELECT message_id FROM locked)
+RETURNING m.message_id`
+
+// Release moves stuck rows from sending to retrying in one round trip, each
+// as a compare-and-set on its version (from Stuck) that also requires the
+// lease to still be expired: the attempt is unchanged and the lease cleared,
+// so the copy the reaper re-published is claimable. It returns the IDs whose
+// compare-and-set was lost (another reaper released the row first, the
+// re-published copy was already claimed, or the owner came back and extended
+// its lease), counted like Record's. ids and versions are parallel; an ID
+// that appears twice is written once and its later occurrences are lost.
+func (s *Store) Release(ctx context.Context, ids []string, versions []int64) (lost []string, err error) {
+	if len(ids) != len(versions) {
+		return nil, fmt.Errorf("release: %d IDs but %d versions", len(ids), len(versions))
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	firstAt := make(map[string]int, len(ids))
+	var (
+		uids  []string
+		uvers []int64
+	)
+	for i, id := range ids {
+		if id == "" {
+			return nil, fmt.Errorf("release: ID %d is empty", i)
+		}
+		if _, dup := firstAt[id]; dup {
+			continue
+		}
+		firstAt[id] = i
+		uids, uvers = append(uids, id), append(uvers, versions[i])
+	}
+	start := time.Now()
+	won, err := s.updateReturningIDs(ctx, releaseSQL, uids, uvers)
+	s.observe(ctx, opRelease, start, err)
+	if err != nil {
+		return nil, fmt.Errorf("release %d messages: %w", len(uids), err)
+	}
+	for i, id := range ids {
+		if !won[id] || firstAt[id] != i {
+			lost = append(lost, id)
+		}
+	}
+	s.noteLost(ctx, opRelease, lost)
+	return lost, nil
+}
+
+// Reset asks ResetForReplay to make one message deliverable again.
+type Reset struct {
+	// MessageID is the row's key. Required.
+	MessageID string
+	// PayloadHash is the hash of the replayed job (job.Hash): the replayed
+	// record's claim must present it.
+	PayloadHash []byte
+	// Payload is the replayed record value, stored for the reaper; nil
+	// keeps the stored payload.
+	Payload []byte
+}
+
+const resetForReplaySQL = `
+WITH u AS (
+	SELECT * FROM unnest($1::text[], $2::bytea[], $3::bytea[]) AS u(message_id, payload_hash, payload)
+), locked AS MATERIALIZED (
+	SELECT m.message_id FROM postline_messages m JOIN u ON m.message_id = u.message_id
+	WHERE m.status IN ('failed', 'dead')
+	ORDER BY m.message_id COLLATE "C"
+	FOR UPDATE OF m
+), upd AS (
+	UPDATE postline_messages m SET
+		status = 'pending',
+		version = m.version + 1,
+		attempt = 1,
+		payload_hash = u.payload_hash,
+		payload = COALESCE(u.payload, m.payload),
+		lease_owner = NULL,
+		lease_expires_at = NULL,
+		sent_at = NULL,
+		first_seen = now(),
+		replayed_at = now(),
+		updated_at = now()
+	FROM u
+	WHERE m.message_id = u.message_id AND m.status IN ('failed', 'dead')
+		AND m.message_id IN (SELECT message_id FROM locked)
+	RETURNING m.message_id
+)
+SELECT message_id FROM upd
+UNION ALL
+SELECT u.message_id FROM u
+WHERE NOT EXISTS (SELECT 1 FROM postline_messages m WHERE m.message_id = u.message_id)`
+
+// ResetForReplay makes replayable messages deliverable again, in one round
+// trip, and returns the IDs the caller may now publish, in input order.
+//
+// A row in failed or dead becomes pending with attempt 1, the given hash and
+// payload, a cleared lease, first_seen and replayed_at set to now and its
+// version bumped; error_class and last_error are kept, so the row still says
+// what it was replayed from until the next outcome overwrites them. An ID
+// without a row is reported as reset and nothing is inserted: the replayed
+// record's claim will insert it. A row in any other status is left alone and
+// not reported: pending, sending or retrying rows are already on their way
+// and sent rows were delivered, so replaying twice delivers once (the second
+// replay finds the row pending or sent; a copy published anyway is deduped by
+// the claim). An ID that appears twice is reset once, by its first entry.
+func (s *Store) ResetForReplay(ctx context.Context, resets []Reset) (reset []string, err error) {
+	if len(resets) == 0 {
+		return nil, nil
+	}
+	seen := make(map[string]bool, len(resets))
+	var (
+		ids              []string
+		hashes, payloads [][]byte
+	)
+	for i, r := range resets {
+		if r.MessageID == "" {
+			return nil, fmt.Errorf("reset for replay: entry %d: empty message ID", i)
+		}
+		if len(r.PayloadHash) == 0 {
+			return nil, fmt.Errorf("reset for replay %s: empty payload hash", r.MessageID)
+		}
+		if seen[r.MessageID] {
+			continue
+		}
+		seen[r.MessageID] = true
+		ids = append(ids, r.MessageID)
+		hashes = append(hashes, r.PayloadHash)
+		payloads = append(payloads, r.Payload)
+	}
+	start := time.Now()
+	won, err := s.updateReturningIDs(ctx, resetForReplaySQL, ids, hashes, payloads)
+	s.observe(ctx, opResetForReplay, start, err)
+	if err != nil {
+		return nil, fmt.Errorf("reset %d messages for replay: %w", len(ids), err)
+	}
+	for _, id := range ids {
+		if won[id] {
+			reset = append(reset, id)
+		}
+	}
+	return reset, nil
+}

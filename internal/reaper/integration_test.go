@@ -1,0 +1,231 @@
+package reaper_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/reaper"
+	"github.com/postline/postline/internal/schema"
+	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/topic"
+	"github.com/postline/postline/job"
+)
+
+// fixture is a migrated schema with one row left in sending by a crashed
+// owner, and a jobs topic with a publisher on it.
+type fixture struct {
+	store *idempotency.Store
+	pub   *job.Publisher
+	topic string
+	id    string
+	hash  []byte
+	seen  time.Time
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	testenv.Integration(t, "Kafka and PostgreSQL")
+	_, pool := testenv.NewSchema(t)
+	if err := schema.Migrate(t.Context(), pool); err != nil {
+		t.Fatal(err)
+	}
+	crashed, err := idempotency.New(idempotency.Config{Owner: "crashed", Lease: time.Millisecond}, pool, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := idempotency.New(idempotency.Config{Owner: "reaper"}, pool, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := testenv.NewTopic(t, 2)
+	pub, err := job.NewPublisher(job.PublisherConfig{Brokers: testenv.KafkaBrokers(), Topic: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pub.Close() })
+
+	j := job.Job{Version: 1, MessageID: "stuck.1@example.com", From: "a@example.com", To: []string{"b@example.test"}, Subject: "s", Text: "t"}
+	f := fixture{store: store, pub: pub, topic: name, id: j.MessageID, hash: j.Hash(),
+		seen: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
+	cs, err := crashed.Claim(t.Context(), []idempotency.ClaimRequest{{
+		MessageID: f.id, PayloadHash: f.hash, Attempt: 2, Payload: []byte(`{"the":"value"}`), Key: []byte(f.id),
+		TraceHeaders: map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+		FirstSeen:    f.seen,
+	}})
+	if err != nil || cs[0].Result != idempotency.Claimed {
+		t.Fatalf("claim = %+v, %v", cs, err)
+	}
+	return f
+}
+
+// readAll returns every record of name, reading each partition up to its end
+// offset.
+func readAll(t *testing.T, name string) []kafka.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	infos, err := topic.Describe(ctx, testenv.KafkaBrokers(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []kafka.Message
+	for _, p := range infos[0].Partitions {
+		if p.EndOffset == p.StartOffset {
+			continue
+		}
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: testenv.KafkaBrokers(), Topic: name, Partition: p.ID, MaxWait: 100 * time.Millisecond})
+		for range p.EndOffset - p.StartOffset {
+			m, err := r.ReadMessage(ctx)
+			if err != nil {
+				t.Fatalf("read %s/%d: %v", name, p.ID, err)
+			}
+			out = append(out, m)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// waitStuck polls until the row's expired lease is visible to Stuck.
+func waitStuck(t *testing.T, s *idempotency.Store) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := s.Stuck(t.Context(), 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the crashed owner's row never became stuck")
+		}
+	}
+}
+
+func TestReaperRepublishesAndReleases(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	waitStuck(t, f.store)
+	reg := prometheus.NewRegistry()
+	r, err := reaper.New(reaper.Config{Grace: time.Nanosecond, JobsTopic: f.topic}, f.store, f.pub, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := r.Once(t.Context())
+	if err != nil || n != 1 {
+		t.Fatalf("Once() = %d, %v; want 1 released", n, err)
+	}
+	msgs := readAll(t, f.topic)
+	if len(msgs) != 1 {
+		t.Fatalf("topic has %d records, want 1", len(msgs))
+	}
+	m := msgs[0]
+	first, ok := job.FirstSeen(m.Headers)
+	c := job.HeaderCarrier(m.Headers)
+	if string(m.Key) != f.id || string(m.Value) != `{"the":"value"}` || job.Attempt(m.Headers) != 2 ||
+		!ok || !first.Equal(f.seen) || c.Get("traceparent") == "" {
+		t.Errorf("re-published record: key %q value %q headers %v", m.Key, m.Value, m.Headers)
+	}
+	row, err := f.store.Get(t.Context(), f.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Status != idempotency.StatusRetrying || row.Attempt != 2 || row.LeaseOwner != "" {
+		t.Errorf("row after reaping = %+v, want retrying at attempt 2", row)
+	}
+	if got := counterValue(t, reg, "postline_reaper_republished_total"); got != 1 {
+		t.Errorf("republished_total = %v, want 1", got)
+	}
+	// The re-published copy claims the row; nothing is stuck any more.
+	cs, err := f.store.Claim(t.Context(), []idempotency.ClaimRequest{{MessageID: f.id, PayloadHash: f.hash, Attempt: job.Attempt(m.Headers)}})
+	if err != nil || cs[0].Result != idempotency.Claimed {
+		t.Errorf("claim of the re-published copy = %+v, %v", cs, err)
+	}
+	if n, err := r.Once(t.Context()); n != 0 || err != nil {
+		t.Errorf("second pass = %d, %v; want nothing to do", n, err)
+	}
+}
+
+// barrierStore lets every reaper read the stuck rows before any of them
+// publishes, so that they all race for the same row.
+type barrierStore struct {
+	*idempotency.Store
+	wg *sync.WaitGroup
+}
+
+func (b barrierStore) Stuck(ctx context.Context, grace time.Duration, limit int) ([]idempotency.Stuck, error) {
+	st, err := b.Store.Stuck(ctx, grace, limit)
+	b.wg.Done()
+	b.wg.Wait()
+	return st, err
+}
+
+func TestConcurrentReapersReleaseOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	waitStuck(t, f.store)
+	const reapers = 2
+	var wg sync.WaitGroup
+	wg.Add(reapers)
+	released := make([]int, reapers)
+	g, ctx := errgroup.WithContext(t.Context())
+	for i := range reapers {
+		r, err := reaper.New(reaper.Config{Grace: time.Nanosecond, Batch: 10}, barrierStore{f.store, &wg}, f.pub, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Go(func() (err error) {
+			released[i], err = r.Once(ctx)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if released[0]+released[1] != 1 {
+		t.Errorf("reapers released %v, want exactly one release in all", released)
+	}
+	// Both published (the loser's copy is deduped by the claim).
+	if msgs := readAll(t, f.topic); len(msgs) != reapers {
+		t.Errorf("topic has %d records, want %d (one per reaper)", len(msgs), reapers)
+	}
+	row, err := f.store.Get(t.Context(), f.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Status != idempotency.StatusRetrying || row.Version != 2 {
+		t.Errorf("row = %+v, want retrying at version 2 (released once)", row)
+	}
+	reqs := []idempotency.ClaimRequest{{MessageID: f.id, PayloadHash: f.hash, Attempt: 2}, {MessageID: f.id, PayloadHash: f.hash, Attempt: 2}}
+	cs, err := f.store.Claim(t.Context(), reqs)
+	if err != nil || cs[0].Result != idempotency.Claimed || cs[1].Result != idempotency.Duplicate {
+		t.Errorf("claims of the two copies = %+v, %v; want claimed then duplicate", cs, err)
+	}
+}
+
+// counterValue returns the value of the unlabelled counter name in reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
+}

@@ -1,0 +1,262 @@
+// Package reaper owns recovering jobs whose row is stuck in sending: the
+// worker that claimed the row crashed (or stalled) after the claim and before
+// recording an outcome, and its lease expired. Every Interval the reaper reads
+// such rows (their lease expired more than Grace ago), re-publishes the stored
+// record to the jobs topic with the row's attempt, first-seen time and trace
+// context, and only then releases the row (sending -> retrying, same attempt)
+// so the re-published copy is claimable.
+//
+// Publish comes before Release: a crash between the two leaves the row stuck,
+// so the next pass publishes it again, and the duplicate copy is deduped by
+// the claim (the first copy claims the row; later ones find it leased, sent
+// or at another attempt). Releasing first could lose the job: a released row
+// with no record on its way would never be claimed.
+//
+// Several workers may run reapers at once. They may all read the same stuck
+// row and all publish it, but Release is a compare-and-set on the row version
+// that also requires the lease to be expired, so exactly one release wins;
+// the copies the losers published are deduped by the claim like any
+// redelivery. A copy consumed before the release still claims the row (an
+// expired lease is claimable), and the release then simply loses.
+//
+// The package knows the store and a publisher through the small interfaces
+// below; it does not consume, send or decide retries.
+package reaper
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/job"
+)
+
+// Defaults of Config.
+const (
+	DefaultInterval  = 30 * time.Second
+	DefaultGrace     = 10 * time.Second
+	DefaultBatch     = 100
+	DefaultJobsTopic = "mail.jobs"
+)
+
+// Config configures a Reaper.
+type Config struct {
+	// Interval is the time between passes. Defaults to DefaultInterval (30s).
+	Interval time.Duration
+	// Grace is how long past its lease expiry a row must be before it is
+	// reaped, so that a worker finishing late records its outcome first.
+	// Defaults to DefaultGrace (10s).
+	Grace time.Duration
+	// Batch is the most rows one round of a pass handles; a pass goes on
+	// while rounds come back full. Defaults to DefaultBatch (100).
+	Batch int
+	// JobsTopic is the topic the Publisher writes to, for logs. Defaults to
+	// DefaultJobsTopic (mail.jobs).
+	JobsTopic string
+}
+
+// WithDefaults returns cfg with zero fields set to their defaults.
+func (cfg Config) WithDefaults() Config {
+	cfg.Interval = cmp.Or(cfg.Interval, DefaultInterval)
+	cfg.Grace = cmp.Or(cfg.Grace, DefaultGrace)
+	cfg.Batch = cmp.Or(cfg.Batch, DefaultBatch)
+	cfg.JobsTopic = cmp.Or(cfg.JobsTopic, DefaultJobsTopic)
+	return cfg
+}
+
+// Validate reports the first invalid field of cfg (after WithDefaults).
+func (cfg Config) Validate() error {
+	switch {
+	case cfg.Interval < time.Millisecond:
+		return fmt.Errorf("reaper config: Interval %v is shorter than 1ms", cfg.Interval)
+	case cfg.Grace < 0:
+		return fmt.Errorf("reaper config: Grace %v is negative", cfg.Grace)
+	case cfg.Batch < 1:
+		return fmt.Errorf("reaper config: Batch %d is below 1", cfg.Batch)
+	}
+	return nil
+}
+
+// Store is the part of the idempotency store the reaper uses. It must be
+// safe for concurrent use; Release must be a compare-and-set that lets at
+// most one of several concurrent callers win per row version.
+type Store interface {
+	// Stuck returns rows in sending whose lease expired more than grace
+	// ago, oldest first.
+	Stuck(ctx context.Context, grace time.Duration, limit int) ([]idempotency.Stuck, error)
+	// Release moves rows from sending to retrying and returns the IDs whose
+	// compare-and-set was lost.
+	Release(ctx context.Context, ids []string, versions []int64) (lost []string, err error)
+}
+
+// Publisher writes records to the jobs topic as they are, returning once
+// the broker acknowledged all of them. *job.Publisher satisfies it.
+type Publisher interface {
+	PublishRaw(ctx context.Context, msgs []kafka.Message) error
+}
+
+var (
+	_ Store     = (*idempotency.Store)(nil)
+	_ Publisher = (*job.Publisher)(nil)
+)
+
+// Reaper re-publishes rows stuck in sending. Run it in one goroutine per
+// process; several processes may run reapers against one database.
+type Reaper struct {
+	cfg    Config
+	store  Store
+	pub    Publisher
+	logger *slog.Logger
+
+	republished prometheus.Counter
+	released    *prometheus.CounterVec
+	errors      prometheus.Counter
+}
+
+// New returns a Reaper. A nil logger discards logs; a nil reg leaves the
+// metrics unregistered.
+func New(cfg Config, store Store, pub Publisher, logger *slog.Logger, reg prometheus.Registerer) (*Reaper, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if store == nil || pub == nil {
+		return nil, errors.New("reaper: nil store or publisher")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	const ns, sub = "postline", "reaper"
+	r := &Reaper{
+		cfg: cfg, store: store, pub: pub, logger: logger,
+		republished: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "republished_total",
+			Help: "Records of rows stuck in sending re-published to the jobs topic.",
+		}),
+		released: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "releases_total",
+			Help: "Stuck rows handed back after re-publishing, by result (released, lost: another reaper or a claim came first).",
+		}, []string{"result"}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "pass_errors_total",
+			Help: "Reaper passes that failed on the store or the publisher (retried next interval).",
+		}),
+	}
+	for _, res := range []string{"released", "lost"} {
+		r.released.WithLabelValues(res)
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{r.republished, r.released, r.errors} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("reaper: register metrics: %w", err)
+			}
+		}
+	}
+	return r, nil
+}
+
+// Run makes a pass every Interval until ctx ends, then returns nil. A failed
+// pass is counted and logged, and the next one tries again.
+func (r *Reaper) Run(ctx context.Context) error {
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		if _, err := r.Once(ctx); err != nil && ctx.Err() == nil {
+			r.errors.Inc()
+			r.logger.WarnContext(ctx, "reaper pass failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Once makes one pass: rounds of Stuck -> publish -> Release, while rounds
+// come back full. It returns how many rows it released (not counting rows
+// whose release was lost to another reaper or a claim).
+func (r *Reaper) Once(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, full, err := r.round(ctx)
+		total += n
+		// A full round that released nothing would read the same rows again.
+		if err != nil || !full || n == 0 {
+			return total, err
+		}
+	}
+}
+
+// round handles one batch of stuck rows; full reports that the batch was
+// full, so more may be waiting.
+func (r *Reaper) round(ctx context.Context) (released int, full bool, err error) {
+	stuck, err := r.store.Stuck(ctx, r.cfg.Grace, r.cfg.Batch)
+	if err != nil {
+		return 0, false, err
+	}
+	if len(stuck) == 0 {
+		return 0, false, nil
+	}
+	msgs := make([]kafka.Message, len(stuck))
+	ids := make([]string, len(stuck))
+	versions := make([]int64, len(stuck))
+	for i, st := range stuck {
+		msgs[i] = Message(st)
+		ids[i], versions[i] = st.MessageID, st.Version
+	}
+	if err := r.pub.PublishRaw(ctx, msgs); err != nil {
+		return 0, false, fmt.Errorf("re-publish %d stuck jobs to %s: %w", len(msgs), r.cfg.JobsTopic, err)
+	}
+	r.republished.Add(float64(len(msgs)))
+	lost, err := r.store.Release(ctx, ids, versions)
+	if err != nil {
+		// The copies are published: the rows stay stuck and are published
+		// again next pass, and the claim dedupes the extra copies.
+		return 0, false, fmt.Errorf("release %d re-published jobs: %w", len(ids), err)
+	}
+	lostSet := make(map[string]bool, len(lost))
+	for _, id := range lost {
+		lostSet[id] = true
+	}
+	for _, st := range stuck {
+		if lostSet[st.MessageID] {
+			continue
+		}
+		released++
+		r.logger.InfoContext(ctx, "re-published stuck job", "message_id", st.MessageID, "attempt", st.Attempt,
+			"topic", r.cfg.JobsTopic, "lease_owner", st.LeaseOwner, "lease_expired_at", st.LeaseExpiresAt)
+	}
+	r.released.WithLabelValues("released").Add(float64(released))
+	r.released.WithLabelValues("lost").Add(float64(len(lost)))
+	return released, len(stuck) == r.cfg.Batch, nil
+}
+
+// Message is the record re-published for a stuck row: the stored key (the
+// message ID when none was stored) and value, the stored trace context
+// headers, the row's attempt and the first-seen time.
+func Message(st idempotency.Stuck) kafka.Message {
+	key := st.Key
+	if key == nil {
+		key = []byte(st.MessageID)
+	}
+	var headers []kafka.Header
+	for _, k := range []string{"traceparent", "tracestate"} {
+		if v, ok := st.TraceHeaders[k]; ok {
+			headers = job.SetHeader(headers, k, v)
+		}
+	}
+	headers = job.SetHeader(headers, job.HeaderAttempt, strconv.Itoa(max(st.Attempt, 1)))
+	if !st.FirstSeen.IsZero() {
+		headers = job.SetHeader(headers, job.HeaderFirstSeen, job.FormatTime(st.FirstSeen))
+	}
+	return kafka.Message{Key: key, Value: st.Payload, Headers: headers}
+}

@@ -1,0 +1,227 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/job"
+)
+
+func TestConfig(t *testing.T) {
+	d := Config{}.WithDefaults()
+	if d.Interval != DefaultInterval || d.Grace != DefaultGrace || d.Batch != DefaultBatch || d.JobsTopic != DefaultJobsTopic {
+		t.Fatalf("defaults = %+v", d)
+	}
+	tests := []struct {
+		name string
+		cfg  Config
+		want string // "" = valid
+	}{
+		{"defaults", d, ""},
+		{"zero grace", Config{Interval: time.Second, Grace: 0, Batch: 1}, ""},
+		{"tiny interval", Config{Interval: time.Microsecond, Batch: 1}, "Interval 1µs"},
+		{"negative grace", Config{Interval: time.Second, Grace: -time.Second, Batch: 1}, "Grace -1s"},
+		{"negative batch", Config{Interval: time.Second, Batch: -1}, "Batch -1"},
+	}
+	for _, tt := range tests {
+		err := tt.cfg.Validate()
+		if (err == nil) != (tt.want == "") || err != nil && !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Validate() = %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestMessage(t *testing.T) {
+	seen := time.Date(2025, 6, 1, 12, 0, 0, 0, time.FixedZone("CEST", 2*3600))
+	tests := []struct {
+		name        string
+		st          idempotency.Stuck
+		wantKey     string
+		wantHeaders map[string]string
+	}{
+		{
+			name: "everything stored",
+			st: idempotency.Stuck{MessageID: "<a@x>", Attempt: 3, Payload: []byte("v"), Key: []byte("k"),
+				TraceHeaders: map[string]string{"traceparent": "tp", "tracestate": "ts"}, FirstSeen: seen},
+			wantKey: "k",
+			wantHeaders: map[string]string{"traceparent": "tp", "tracestate": "ts", job.HeaderAttempt: "3",
+				job.HeaderFirstSeen: "2025-06-01T10:00:00Z"},
+		},
+		{
+			name:        "no key, no trace, no first seen",
+			st:          idempotency.Stuck{MessageID: "<b@x>", Attempt: 1, Payload: []byte("v")},
+			wantKey:     "<b@x>",
+			wantHeaders: map[string]string{job.HeaderAttempt: "1"},
+		},
+		{
+			name:        "attempt 0 is sent as 1",
+			st:          idempotency.Stuck{MessageID: "<c@x>", Payload: []byte("v")},
+			wantKey:     "<c@x>",
+			wantHeaders: map[string]string{job.HeaderAttempt: "1"},
+		},
+	}
+	for _, tt := range tests {
+		m := Message(tt.st)
+		got := map[string]string{}
+		for _, h := range m.Headers {
+			got[h.Key] = string(h.Value)
+		}
+		if string(m.Key) != tt.wantKey || string(m.Value) != string(tt.st.Payload) || m.Topic != "" || len(m.Headers) != len(got) {
+			t.Errorf("%s: message = %+v", tt.name, m)
+		}
+		for k, v := range tt.wantHeaders {
+			if got[k] != v {
+				t.Errorf("%s: header %s = %q, want %q", tt.name, k, got[k], v)
+			}
+		}
+		if len(got) != len(tt.wantHeaders) {
+			t.Errorf("%s: headers %v, want %v", tt.name, got, tt.wantHeaders)
+		}
+	}
+}
+
+// fakeStore serves stuck rows from a list; Release wins for IDs not in lose.
+type fakeStore struct {
+	stuck      []idempotency.Stuck
+	stuckErr   error
+	releaseErr error
+	lose       map[string]bool
+	released   []string
+}
+
+func (f *fakeStore) Stuck(_ context.Context, _ time.Duration, limit int) ([]idempotency.Stuck, error) {
+	if f.stuckErr != nil {
+		return nil, f.stuckErr
+	}
+	return f.stuck[:min(limit, len(f.stuck))], nil
+}
+
+func (f *fakeStore) Release(_ context.Context, ids []string, _ []int64) ([]string, error) {
+	if f.releaseErr != nil {
+		return nil, f.releaseErr
+	}
+	var lost []string
+	for _, id := range ids {
+		if f.lose[id] {
+			lost = append(lost, id)
+			continue
+		}
+		f.released = append(f.released, id)
+		f.stuck = slices.DeleteFunc(f.stuck, func(st idempotency.Stuck) bool { return st.MessageID == id })
+	}
+	return lost, nil
+}
+
+type fakePub struct {
+	err  error
+	msgs []kafka.Message
+}
+
+func (f *fakePub) PublishRaw(_ context.Context, msgs []kafka.Message) error {
+	if f.err != nil {
+		return f.err
+	}
+	f.msgs = append(f.msgs, msgs...)
+	return nil
+}
+
+func stuckRows(ids ...string) []idempotency.Stuck {
+	out := make([]idempotency.Stuck, len(ids))
+	for i, id := range ids {
+		out[i] = idempotency.Stuck{MessageID: id, Version: int64(i + 1), Attempt: 1, Payload: []byte(id)}
+	}
+	return out
+}
+
+func TestOnce(t *testing.T) {
+	boom := errors.New("boom")
+	tests := []struct {
+		name         string
+		store        *fakeStore
+		pub          *fakePub
+		wantN        int
+		wantErr      error
+		wantPub      int
+		wantReleased []string
+	}{
+		{"nothing stuck", &fakeStore{}, &fakePub{}, 0, nil, 0, nil},
+		{"all released over several rounds", &fakeStore{stuck: stuckRows("a", "b", "c", "d", "e")}, &fakePub{},
+			5, nil, 5, []string{"a", "b", "c", "d", "e"}},
+		{"lost releases are not counted", &fakeStore{stuck: stuckRows("a", "b", "c"), lose: map[string]bool{"c": true}}, &fakePub{},
+			2, nil, 3, []string{"a", "b"}},
+		{"a full round that releases nothing ends the pass", &fakeStore{stuck: stuckRows("a", "b"), lose: map[string]bool{"a": true, "b": true}}, &fakePub{},
+			0, nil, 2, nil},
+		{"stuck fails", &fakeStore{stuckErr: boom}, &fakePub{}, 0, boom, 0, nil},
+		{"publish fails: nothing released", &fakeStore{stuck: stuckRows("a")}, &fakePub{err: boom}, 0, boom, 0, nil},
+		{"release fails after publishing", &fakeStore{stuck: stuckRows("a"), releaseErr: boom}, &fakePub{}, 0, boom, 1, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			r, err := New(Config{Batch: 2}, tt.store, tt.pub, nil, reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := r.Once(t.Context())
+			if n != tt.wantN || !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Once() = %d, %v; want %d, %v", n, err, tt.wantN, tt.wantErr)
+			}
+			if len(tt.pub.msgs) != tt.wantPub || !slices.Equal(tt.store.released, tt.wantReleased) {
+				t.Errorf("published %d, released %v; want %d, %v", len(tt.pub.msgs), tt.store.released, tt.wantPub, tt.wantReleased)
+			}
+			if got := testutil.ToFloat64(r.republished); got != float64(tt.wantPub) {
+				t.Errorf("republished_total = %v, want %d", got, tt.wantPub)
+			}
+			if got := testutil.ToFloat64(r.released.WithLabelValues("released")); got != float64(tt.wantN) {
+				t.Errorf("releases_total{released} = %v, want %d", got, tt.wantN)
+			}
+			problems, err := testutil.GatherAndLint(reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range problems {
+				t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+			}
+		})
+	}
+}
+
+func TestRunStopsWithContextAndCountsErrors(t *testing.T) {
+	store := &fakeStore{stuckErr: errors.New("db down")}
+	r, err := New(Config{Interval: time.Millisecond}, store, &fakePub{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for testutil.ToFloat64(r.errors) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not retry failed passes")
+		}
+		time.Sleep(time.Millisecond) // polling a counter with a deadline
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run() = %v, want nil after cancel", err)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	if _, err := New(Config{}, nil, &fakePub{}, nil, nil); err == nil {
+		t.Error("New with a nil store succeeded")
+	}
+	if _, err := New(Config{Batch: -1}, &fakeStore{}, &fakePub{}, nil, nil); err == nil {
+		t.Error("New with Batch -1 succeeded")
+	}
+}

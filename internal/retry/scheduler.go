@@ -1,0 +1,440 @@
+package retry
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/postline/postline/internal/consumer"
+	"github.com/postline/postline/internal/delay"
+	"github.com/postline/postline/job"
+)
+
+// Defaults of SchedulerConfig.
+const (
+	DefaultJobsTopic      = "mail.jobs"
+	DefaultSchedulerGroup = "postline-retry-scheduler"
+	DefaultMaxJitter      = time.Second
+	DefaultBatchSize      = 256
+	DefaultBatchLinger    = 5 * time.Millisecond
+)
+
+// maxJitterShare caps a record's jitter at this share of its tier, so a 5s
+// tier is not delayed by a whole second more.
+const maxJitterShare = 10
+
+// Backoff of a failed produce to the jobs topic: it starts at
+// produceBackoffMin and doubles up to produceBackoffMax.
+const (
+	produceBackoffMin = 200 * time.Millisecond
+	produceBackoffMax = 5 * time.Second
+)
+
+// SchedulerConfig configures a Scheduler.
+type SchedulerConfig struct {
+	// Brokers are the Kafka bootstrap addresses. Required.
+	Brokers []string
+	// Prefix is the delay topics' name prefix. Defaults to DefaultPrefix.
+	Prefix string
+	// Tiers are the delay tiers whose topics are consumed. Defaults to
+	// DefaultTiers.
+	Tiers Tiers
+	// JobsTopic is where due records are re-injected. Defaults to
+	// "mail.jobs".
+	JobsTopic string
+	// GroupID is the consumer group of all scheduler replicas. Defaults to
+	// "postline-retry-scheduler".
+	GroupID string
+	// MaxJitter spreads the re-injections of records due together over
+	// [0, MaxJitter), and at most a tenth of the record's tier, so retries
+	// do not arrive as one wave. Negative disables jitter. Defaults to 1s.
+	MaxJitter time.Duration
+	// BatchSize is the most records produced in one write. Defaults to 256.
+	BatchSize int
+	// BatchLinger is how long a partial batch waits to fill. Defaults to
+	// 5ms.
+	BatchLinger time.Duration
+	// SessionTimeout, HeartbeatInterval, DrainTimeout and RebalanceTimeout
+	// are passed to the consumer (see consumer.Config). They default to the
+	// consumer's defaults. On shutdown, records parked until later than
+	// DrainTimeout are left uncommitted for the next member.
+	SessionTimeout, HeartbeatInterval, DrainTimeout, RebalanceTimeout time.Duration
+	// NowFunc is the clock. Defaults to time.Now.
+	NowFunc func() time.Time
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c SchedulerConfig) WithDefaults() SchedulerConfig {
+	c.Prefix = cmp.Or(c.Prefix, DefaultPrefix)
+	if len(c.Tiers) == 0 {
+		c.Tiers = DefaultTiers
+	}
+	c.JobsTopic = cmp.Or(c.JobsTopic, DefaultJobsTopic)
+	c.GroupID = cmp.Or(c.GroupID, DefaultSchedulerGroup)
+	c.MaxJitter = cmp.Or(c.MaxJitter, DefaultMaxJitter)
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
+	c.BatchLinger = cmp.Or(c.BatchLinger, DefaultBatchLinger)
+	if c.NowFunc == nil {
+		c.NowFunc = time.Now
+	}
+	return c
+}
+
+// Validate reports every invalid field by name and value (consumer
+// settings are checked by the consumer).
+func (c SchedulerConfig) Validate() error {
+	var errs []error
+	bad := func(field string, value any, why string) {
+		errs = append(errs, fmt.Errorf("retry scheduler config: %s = %v: %s", field, value, why))
+	}
+	if len(c.Brokers) == 0 || slices.Contains(c.Brokers, "") {
+		bad("Brokers", fmt.Sprintf("%q", c.Brokers), "want at least one non-empty address")
+	}
+	if err := c.Tiers.Validate(); err != nil {
+		bad("Tiers", c.Tiers, err.Error())
+	}
+	if c.JobsTopic == "" {
+		bad("JobsTopic", `""`, "required")
+	}
+	if slices.Contains(c.Tiers.Topics(c.Prefix), c.JobsTopic) {
+		bad("JobsTopic", c.JobsTopic, "is one of the delay topics")
+	}
+	if c.BatchSize < 1 {
+		bad("BatchSize", c.BatchSize, "must be at least 1")
+	}
+	if c.BatchLinger < 0 {
+		bad("BatchLinger", c.BatchLinger, "must not be negative")
+	}
+	return errors.Join(errs...)
+}
+
+// Scheduler re-injects due retry copies from the delay topics into the jobs
+// topic. Create it with NewScheduler, start it with Run.
+type Scheduler struct {
+	cfg     SchedulerConfig
+	logger  *slog.Logger
+	cons    *consumer.Consumer
+	w       *kafka.Writer
+	tr      *kafka.Transport
+	queue   *delay.Queue[parked]
+	tiers   map[string]time.Duration // topic -> tier
+	metrics *schedulerMetrics
+	healthy atomic.Bool // the last produce succeeded
+
+	// jitterFunc returns a random duration in [0, n); tests replace it.
+	jitterFunc func(n time.Duration) time.Duration
+}
+
+// parked is one record waiting for its time.
+type parked struct {
+	msg     consumer.Message
+	tier    string    // tier label
+	planned time.Time // not-before plus jitter
+}
+
+// NewScheduler returns a Scheduler for cfg (after cfg.WithDefaults()). Its
+// metrics, and its consumer's, register on reg (nil: unregistered).
+func NewScheduler(cfg SchedulerConfig, logger *slog.Logger, reg prometheus.Registerer) (*Scheduler, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		return nil, errors.New("retry scheduler: logger is nil")
+	}
+	cfg.Tiers = slices.Clone(cfg.Tiers)
+	topics := cfg.Tiers.Topics(cfg.Prefix)
+	cons, err := consumer.New(consumer.Config{
+		Brokers:           cfg.Brokers,
+		Topics:            topics,
+		GroupID:           cfg.GroupID,
+		SessionTimeout:    cfg.SessionTimeout,
+		HeartbeatInterval: cfg.HeartbeatInterval,
+		DrainTimeout:      cfg.DrainTimeout,
+		RebalanceTimeout:  cfg.RebalanceTimeout,
+	}, logger, reg)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newSchedulerMetrics(reg, cfg.Tiers)
+	if err != nil {
+		return nil, err
+	}
+	tiers := make(map[string]time.Duration, len(cfg.Tiers))
+	for i, d := range cfg.Tiers {
+		tiers[topics[i]] = d
+	}
+	tr := &kafka.Transport{}
+	s := &Scheduler{
+		cfg:    cfg,
+		logger: logger.With("component", "retry-scheduler"),
+		cons:   cons,
+		tr:     tr,
+		w: &kafka.Writer{
+			Addr:                   kafka.TCP(cfg.Brokers...),
+			Transport:              tr,
+			Topic:                  cfg.JobsTopic,
+			Balancer:               &kafka.Murmur2Balancer{},
+			RequiredAcks:           kafka.RequireAll,
+			BatchTimeout:           time.Millisecond, // batches are cut here
+			BatchSize:              cfg.BatchSize,
+			BatchBytes:             16 << 20,
+			AllowAutoTopicCreation: false,
+		},
+		queue:      delay.New[parked](cfg.NowFunc),
+		tiers:      tiers,
+		metrics:    m,
+		jitterFunc: randomJitter,
+	}
+	s.healthy.Store(true)
+	return s, nil
+}
+
+// Ready reports whether the scheduler holds a consumer-group generation and
+// its last write to the jobs topic succeeded (for /readyz).
+func (s *Scheduler) Ready() bool {
+	return s.cons.Joined() && s.healthy.Load()
+}
+
+// Run schedules until ctx is cancelled, then stops fetching, re-injects the
+// records that fall due within the consumer's DrainTimeout, commits, leaves
+// the group and returns. Records parked for later are left uncommitted:
+// whichever member owns their partition next reads them again. Run may be
+// called once.
+func (s *Scheduler) Run(ctx context.Context) error {
+	defer func() {
+		if err := s.w.Close(); err != nil {
+			s.logger.Warn("close jobs writer", "err", err)
+		}
+		s.tr.CloseIdleConnections()
+		for _, d := range s.cfg.Tiers {
+			s.metrics.waiting.WithLabelValues(tierName(d)).Set(0)
+		}
+	}()
+	// The pipeline outlives ctx until the consumer has drained and made its
+	// final commit; then it stops.
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	due := make(chan parked)
+	var g errgroup.Group
+	g.Go(func() error {
+		defer stopWork()
+		return s.cons.Run(ctx)
+	})
+	g.Go(func() error {
+		for m := range s.cons.Messages() {
+			s.park(m)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if n := s.queue.Run(workCtx, nil, due); n > 0 {
+			s.logger.Info("records left parked at shutdown; the next owner of their partitions re-reads them", "records", n)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		s.produceLoop(workCtx, due)
+		return nil
+	})
+	return g.Wait()
+}
+
+// park computes when m is due and queues it.
+func (s *Scheduler) park(m consumer.Message) {
+	tier := s.tiers[m.Topic]
+	label := tierName(tier)
+	now := s.cfg.NowFunc()
+	notBefore, ok := job.NotBefore(m.Headers)
+	if !ok {
+		s.logger.Warn("record without a valid not-before header; re-injecting it now",
+			"topic", m.Topic, "partition", m.Partition, "offset", m.Offset)
+		s.metrics.invalid.Inc()
+		notBefore = now
+	}
+	planned := notBefore.Add(s.jitterFunc(maxJitter(tier, s.cfg.MaxJitter)))
+	s.metrics.waiting.WithLabelValues(label).Inc()
+	s.queue.Add(planned, parked{msg: m, tier: label, planned: planned})
+}
+
+// maxJitter is the jitter bound of a record of tier: limit, but at most a
+// tenth of the tier; 0 when jitter is disabled.
+func maxJitter(tier, limit time.Duration) time.Duration {
+	if limit <= 0 {
+		return 0
+	}
+	return min(limit, tier/maxJitterShare)
+}
+
+// randomJitter returns a uniformly random duration in [0, n), or 0 when n
+// is not positive.
+func randomJitter(n time.Duration) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	return rand.N(n)
+}
+
+// produceLoop cuts batches of due records and re-injects them until ctx
+// ends.
+func (s *Scheduler) produceLoop(ctx context.Context, due <-chan parked) {
+	batch := make([]parked, 0, s.cfg.BatchSize)
+	linger := time.NewTimer(time.Hour)
+	defer linger.Stop()
+	for {
+		batch = batch[:0]
+		select {
+		case p := <-due:
+			batch = append(batch, p)
+			s.metrics.waiting.WithLabelValues(p.tier).Dec()
+		case <-ctx.Done():
+			return
+		}
+		linger.Reset(s.cfg.BatchLinger)
+	fill:
+		for len(batch) < s.cfg.BatchSize {
+			select {
+			case p := <-due:
+				batch = append(batch, p)
+				s.metrics.waiting.WithLabelValues(p.tier).Dec()
+			case <-linger.C:
+				break fill
+			case <-ctx.Done():
+				return
+			}
+		}
+		if !s.produce(ctx, batch) {
+			return
+		}
+	}
+}
+
+// produce writes batch to the jobs topic, retrying failed records with
+// backoff, and marks each record done once the broker acknowledged it. It
+// returns false when ctx ended first (the unwritten records stay
+// uncommitted).
+func (s *Scheduler) produce(ctx context.Context, batch []parked) bool {
+	pending := slices.Clone(batch)
+	for failures := 0; ; failures++ {
+		msgs := make([]kafka.Message, len(pending))
+		for i, p := range pending {
+			msgs[i] = kafka.Message{Key: p.msg.Key, Value: p.msg.Value, Headers: p.msg.Headers}
+		}
+		err := s.w.WriteMessages(ctx, msgs...)
+		if err == nil {
+			s.acked(pending)
+			s.healthy.Store(true)
+			return true
+		}
+		var werrs kafka.WriteErrors
+		if errors.As(err, &werrs) && len(werrs) == len(pending) {
+			var failed, written []parked
+			for i, e := range werrs {
+				if e == nil {
+					written = append(written, pending[i])
+				} else {
+					failed = append(failed, pending[i])
+				}
+			}
+			s.acked(written)
+			pending = failed
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		s.healthy.Store(false)
+		s.metrics.produceErrors.Inc()
+		wait := min(produceBackoffMin<<min(failures, 8), produceBackoffMax)
+		s.logger.Warn("re-inject into the jobs topic failed; retrying", "topic", s.cfg.JobsTopic,
+			"records", len(pending), "err", err, "retry_in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
+	}
+}
+
+// acked records the re-injection of written records and marks them done.
+func (s *Scheduler) acked(written []parked) {
+	now := s.cfg.NowFunc()
+	for _, p := range written {
+		s.metrics.lateness.WithLabelValues(p.tier).Observe(lateness(now, p.planned).Seconds())
+		s.metrics.reinjected.WithLabelValues(p.tier).Inc()
+		s.cons.MarkDone(p.msg)
+	}
+}
+
+// lateness is how much later than planned a record was re-injected; never
+// negative.
+func lateness(produced, planned time.Time) time.Duration {
+	return max(0, produced.Sub(planned))
+}
+
+type schedulerMetrics struct {
+	lateness      *prometheus.HistogramVec
+	reinjected    *prometheus.CounterVec
+	waiting       *prometheus.GaugeVec
+	invalid       prometheus.Counter
+	produceErrors prometheus.Counter
+}
+
+func newSchedulerMetrics(reg prometheus.Registerer, tiers Tiers) (*schedulerMetrics, error) {
+	const ns, sub = "postline", "scheduler"
+	m := &schedulerMetrics{
+		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Subsystem: sub,
+			Name: "lateness_seconds",
+			Help: "How much later than planned (not-before plus jitter) a record was re-injected, by tier.",
+			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+				300, 900, 3600},
+		}, []string{"tier"}),
+		reinjected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub,
+			Name: "reinjected_total",
+			Help: "Records re-injected into the jobs topic, by tier.",
+		}, []string{"tier"}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ns, Subsystem: sub,
+			Name: "waiting",
+			Help: "Records read from a delay topic and waiting for their time, by tier.",
+		}, []string{"tier"}),
+		invalid: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub,
+			Name: "invalid_not_before_total",
+			Help: "Records without a valid not-before header, re-injected at once.",
+		}),
+		produceErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub,
+			Name: "produce_errors_total",
+			Help: "Failed writes to the jobs topic (retried).",
+		}),
+	}
+	for _, d := range tiers {
+		l := tierName(d)
+		m.lateness.WithLabelValues(l)
+		m.reinjected.WithLabelValues(l)
+		m.waiting.WithLabelValues(l)
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.lateness, m.reinjected, m.waiting, m.invalid, m.produceErrors} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("retry scheduler: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,186 @@
+package retry
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/postline/postline/job"
+)
+
+// DefaultBatchTimeout is WriterConfig.BatchTimeout's default.
+const DefaultBatchTimeout = 2 * time.Millisecond
+
+// Copy is one retry copy of a job record, to publish to its tier's topic.
+type Copy struct {
+	// Key and Value are the original record's, byte for byte.
+	Key, Value []byte
+	// Headers are the original record's (trace context and so on); the
+	// Writer sets the postline-* retry headers on a copy of them.
+	Headers []kafka.Header
+	// Attempt is the attempt the copy is for: the failed attempt plus one.
+	Attempt int
+	// NotBefore is when the copy is due again.
+	NotBefore time.Time
+	// FirstSeen is when the job was first published. Zero leaves the
+	// header of Headers as it is.
+	FirstSeen time.Time
+	// LastClass is the failure class of the failed attempt. Empty leaves
+	// the header of Headers as it is.
+	LastClass string
+	// Tier is the delay topic to write to: one of the Writer's tiers,
+	// normally Tiers.Pick(NotBefore - now).
+	Tier time.Duration
+}
+
+// WriterConfig configures a Writer.
+type WriterConfig struct {
+	// Brokers are the Kafka bootstrap addresses. Required.
+	Brokers []string
+	// Prefix is the delay topics' name prefix. Defaults to DefaultPrefix.
+	Prefix string
+	// Tiers are the delay tiers; a Copy must name one. Defaults to
+	// DefaultTiers.
+	Tiers Tiers
+	// BatchTimeout bounds how long a write waits to fill a batch; callers
+	// publish batches in one call. Defaults to 2ms.
+	BatchTimeout time.Duration
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c WriterConfig) WithDefaults() WriterConfig {
+	c.Prefix = cmp.Or(c.Prefix, DefaultPrefix)
+	if len(c.Tiers) == 0 {
+		c.Tiers = DefaultTiers
+	}
+	c.BatchTimeout = cmp.Or(c.BatchTimeout, DefaultBatchTimeout)
+	return c
+}
+
+// Validate reports every invalid field by name and value.
+func (c WriterConfig) Validate() error {
+	var errs []error
+	if len(c.Brokers) == 0 || slices.Contains(c.Brokers, "") {
+		errs = append(errs, fmt.Errorf("retry writer config: Brokers = %q: want at least one non-empty address", c.Brokers))
+	}
+	if err := c.Tiers.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("retry writer config: Tiers = %v: %w", c.Tiers, err))
+	}
+	if c.BatchTimeout < 0 {
+		errs = append(errs, fmt.Errorf("retry writer config: BatchTimeout = %v: must not be negative", c.BatchTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// Writer publishes retry copies to the delay topics. It is safe for
+// concurrent use. The caller marks the failed record done only after
+// Publish returned nil.
+type Writer struct {
+	cfg     WriterConfig
+	w       *kafka.Writer
+	tr      *kafka.Transport
+	records *prometheus.CounterVec
+}
+
+// NewWriter returns a Writer for cfg (after cfg.WithDefaults()); its metric
+// postline_retry_records_total{tier} registers on reg (nil: unregistered).
+// Close it when done.
+func NewWriter(cfg WriterConfig, reg prometheus.Registerer) (*Writer, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Tiers = slices.Clone(cfg.Tiers)
+	records := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "postline",
+		Subsystem: "retry",
+		Name:      "records_total",
+		Help:      "Retry copies written to the delay topics, by tier.",
+	}, []string{"tier"})
+	if reg != nil {
+		if err := reg.Register(records); err != nil {
+			return nil, fmt.Errorf("retry: register metrics: %w", err)
+		}
+	}
+	for _, d := range cfg.Tiers {
+		records.WithLabelValues(tierName(d))
+	}
+	tr := &kafka.Transport{}
+	return &Writer{
+		cfg: cfg,
+		tr:  tr,
+		w: &kafka.Writer{
+			Addr:                   kafka.TCP(cfg.Brokers...),
+			Transport:              tr,
+			Balancer:               &kafka.Murmur2Balancer{},
+			RequiredAcks:           kafka.RequireAll,
+			BatchTimeout:           cfg.BatchTimeout,
+			BatchSize:              1000,
+			BatchBytes:             16 << 20,
+			AllowAutoTopicCreation: false,
+		},
+		records: records,
+	}, nil
+}
+
+// Publish writes copies in one call and returns once the broker has
+// acknowledged every one of them (all in-sync replicas). On error some
+// copies may have been written: publishing them again makes exact
+// duplicates, which the worker's claim absorbs.
+func (w *Writer) Publish(ctx context.Context, copies ...Copy) error {
+	if len(copies) == 0 {
+		return nil
+	}
+	msgs := make([]kafka.Message, len(copies))
+	for i, c := range copies {
+		if !slices.Contains(w.cfg.Tiers, c.Tier) {
+			return fmt.Errorf("retry: copy %d: tier %v is not one of %v", i, c.Tier, w.cfg.Tiers)
+		}
+		if c.Attempt < 1 {
+			return fmt.Errorf("retry: copy %d: attempt %d is below 1", i, c.Attempt)
+		}
+		if c.NotBefore.IsZero() {
+			return fmt.Errorf("retry: copy %d: NotBefore is not set", i)
+		}
+		msgs[i] = kafka.Message{
+			Topic:   TopicName(w.cfg.Prefix, c.Tier),
+			Key:     c.Key,
+			Value:   c.Value,
+			Headers: copyHeaders(c),
+		}
+	}
+	if err := w.w.WriteMessages(ctx, msgs...); err != nil {
+		return fmt.Errorf("retry: write %d copies: %w", len(msgs), err)
+	}
+	for _, c := range copies {
+		w.records.WithLabelValues(tierName(c.Tier)).Inc()
+	}
+	return nil
+}
+
+// Close flushes and closes the underlying writer and its connections.
+func (w *Writer) Close() error {
+	defer w.tr.CloseIdleConnections()
+	return w.w.Close()
+}
+
+// copyHeaders returns c.Headers (never modified) with the retry headers set,
+// replacing those of an earlier retry.
+func copyHeaders(c Copy) []kafka.Header {
+	h := job.SetHeader(c.Headers, job.HeaderAttempt, strconv.Itoa(c.Attempt))
+	h = job.SetHeader(h, job.HeaderNotBefore, job.FormatTime(c.NotBefore))
+	if !c.FirstSeen.IsZero() {
+		h = job.SetHeader(h, job.HeaderFirstSeen, job.FormatTime(c.FirstSeen))
+	}
+	if c.LastClass != "" {
+		h = job.SetHeader(h, job.HeaderLastClass, c.LastClass)
+	}
+	return h
+}

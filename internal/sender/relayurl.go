@@ -1,0 +1,175 @@
+package sender
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// DefaultImplicitTLSPort is the port of an smtps:// relay URL without one.
+const DefaultImplicitTLSPort = 465
+
+// relayURLParams are the query parameters a relay URL may carry.
+var relayURLParams = []string{"name", "priority", "tls", "helo", "max_conns", "insecure_skip_verify"}
+
+// ParseRelayURL parses one relay URL into a Config (without defaults for
+// the fields the URL does not set; New applies them):
+//
+//	smtp://[user[:pass]@]host[:port][?name=&priority=&tls=&helo=&max_conns=&insecure_skip_verify=true]
+//	smtps://... the same with implicit TLS (TLSImplicit)
+//
+// The port defaults to 587 for smtp and 465 for smtps, name to the host,
+// tls (smtp only: auto, mandatory, opportunistic or none) to auto. User and
+// password are percent-decoded, so a password with '@', ':', '/' or ','
+// must be percent-encoded. Errors name the part that is wrong and never
+// include the password.
+func ParseRelayURL(raw string) (Config, error) {
+	raw = strings.TrimSpace(raw)
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Config{}, fmt.Errorf("relay URL: %s", urlParseProblem(err))
+	}
+	where := u.Redacted()
+	fail := func(format string, args ...any) (Config, error) {
+		return Config{}, fmt.Errorf("relay URL %s: "+format, append([]any{where}, args...)...)
+	}
+
+	var cfg Config
+	switch u.Scheme {
+	case "smtp":
+		cfg.Port, cfg.TLS = DefaultPort, TLSAuto
+	case "smtps":
+		cfg.Port, cfg.TLS = DefaultImplicitTLSPort, TLSImplicit
+	default:
+		return fail("scheme %q is not smtp or smtps", u.Scheme)
+	}
+	if u.Opaque != "" {
+		return fail("want %s://host, not %s:host", u.Scheme, u.Scheme)
+	}
+	if u.Path != "" && u.Path != "/" {
+		return fail("path %q is not allowed", u.Path)
+	}
+	if u.Fragment != "" {
+		return fail("fragment %q is not allowed", u.Fragment)
+	}
+	if cfg.Host = u.Hostname(); cfg.Host == "" {
+		return fail("host is missing")
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return fail("port %q is not between 1 and 65535", p)
+		}
+		cfg.Port = n
+	}
+	if u.User != nil {
+		cfg.Username = u.User.Username()
+		cfg.Password, _ = u.User.Password()
+		if cfg.Username == "" {
+			return fail("user is empty")
+		}
+	}
+
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return fail("query: %s", urlParseProblem(err))
+	}
+	for key, vals := range q {
+		if !slices.Contains(relayURLParams, key) {
+			return fail("unknown parameter %q (want one of %s)", key, strings.Join(relayURLParams, ", "))
+		}
+		if len(vals) > 1 {
+			return fail("parameter %q is given %d times", key, len(vals))
+		}
+	}
+	cfg.Name = cmp.Or(q.Get("name"), cfg.Host)
+	cfg.HELO = q.Get("helo")
+	if v := q.Get("priority"); v != "" {
+		if cfg.Priority, err = strconv.Atoi(v); err != nil {
+			return fail("priority %q is not an integer", v)
+		}
+	}
+	if v := q.Get("max_conns"); v != "" {
+		if cfg.MaxConns, err = strconv.Atoi(v); err != nil {
+			return fail("max_conns %q is not an integer", v)
+		}
+	}
+	if v := q.Get("insecure_skip_verify"); v != "" {
+		if cfg.InsecureSkipVerify, err = strconv.ParseBool(v); err != nil {
+			return fail("insecure_skip_verify %q is not true or false", v)
+		}
+	}
+	if v := q.Get("tls"); v != "" {
+		switch p := TLSPolicy(strings.ToLower(v)); {
+		case u.Scheme == "smtps" && p != TLSImplicit:
+			return fail("tls=%s conflicts with smtps:// (implicit TLS); use smtp:// for STARTTLS", v)
+		case u.Scheme == "smtp" && p == TLSImplicit:
+			return fail("tls=implicit: use smtps:// for implicit TLS")
+		case !p.valid():
+			return fail("tls %q is not one of auto, mandatory, opportunistic, none", v)
+		default:
+			cfg.TLS = p
+		}
+	}
+	if err := cfg.WithDefaults().Validate(); err != nil {
+		return fail("%w", err)
+	}
+	return cfg, nil
+}
+
+// urlParseProblem describes a url.Parse error without the URL, which may
+// hold a password.
+func urlParseProblem(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var ee url.EscapeError
+	if errors.As(err, &ee) {
+		return "invalid percent-encoding"
+	}
+	var he url.InvalidHostError
+	if errors.As(err, &he) {
+		return "invalid character in host"
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "userinfo") {
+		return "invalid user or password (percent-encode reserved characters)"
+	}
+	if strings.Contains(msg, "port") {
+		return "invalid port"
+	}
+	return "not a valid URL"
+}
+
+// ParseRelayURLs parses a comma-separated list of relay URLs (see
+// ParseRelayURL) and returns the configs sorted by Priority, keeping the
+// list's order among equal priorities. Names must be unique.
+func ParseRelayURLs(list string) ([]Config, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, errors.New("relay URLs: the list is empty")
+	}
+	parts := strings.Split(list, ",")
+	cfgs := make([]Config, 0, len(parts))
+	seen := make(map[string]int, len(parts))
+	for i, raw := range parts {
+		if strings.TrimSpace(raw) == "" {
+			return nil, fmt.Errorf("relay URLs: entry %d is empty", i+1)
+		}
+		cfg, err := ParseRelayURL(raw)
+		if err != nil {
+			return nil, fmt.Errorf("relay URLs: entry %d: %w", i+1, err)
+		}
+		if j, dup := seen[cfg.Name]; dup {
+			return nil, fmt.Errorf("relay URLs: entries %d and %d are both named %q (set ?name=)", j, i+1, cfg.Name)
+		}
+		seen[cfg.Name] = i + 1
+		cfgs = append(cfgs, cfg)
+	}
+	slices.SortStableFunc(cfgs, func(a, b Config) int { return cmp.Compare(a.Priority, b.Priority) })
+	return cfgs, nil
+}
