@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# scripts/demo.sh (make demo): start the local stack, run one worker, publish
-# 1,000 mail jobs and show them delivered to Mailpit, then stop the worker.
+# scripts/demo.sh (make demo): start the local stack, run one worker and the
+# retry scheduler, publish 1,000 mail jobs and show them delivered to
+# Mailpit, then stop both.
 #
 #   scripts/demo.sh [COUNT]      COUNT defaults to 1000
 #
@@ -36,7 +37,11 @@ say "starting the worker (log: ${LOG#"$ROOT"/})"
 mkdir -p "$(dirname "$LOG")"
 bin/worker >"$LOG" 2>&1 &
 worker=$!
-trap 'kill -TERM "$worker" 2>/dev/null || true; wait "$worker" 2>/dev/null || true' EXIT
+say "starting the retry scheduler (log: .stack/logs/demo-scheduler.log)"
+POSTLINE_SCHEDULER_HTTP_ADDR="127.0.0.1:${POSTLINE_DEMO_SCHEDULER_PORT:-8082}" \
+	bin/retry-scheduler >"$ROOT/.stack/logs/demo-scheduler.log" 2>&1 &
+scheduler=$!
+trap 'kill -TERM "$worker" "$scheduler" 2>/dev/null || true; wait "$worker" "$scheduler" 2>/dev/null || true' EXIT
 
 deadline=$((SECONDS + 60))
 until curl -sf "http://$HTTP_ADDR/readyz" >/dev/null; do
