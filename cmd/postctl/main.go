@@ -1,6 +1,7 @@
 // Command postctl operates Postline: it creates the Kafka topics, applies the
-// database migrations and publishes jobs (one from flags, a JSON Lines file,
-// or synthetic load). Run `postctl --help` for the commands and settings.
+// database migrations, publishes jobs (one from flags, a JSON Lines file, or
+// synthetic load), and lists and replays dead letters. Run `postctl --help`
+// for the commands and settings.
 package main
 
 import (

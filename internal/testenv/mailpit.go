@@ -35,15 +35,33 @@ type Mailpit struct {
 	client   *http.Client
 }
 
+// MailpitOption configures StartMailpit.
+type MailpitOption func(*mailpitOptions)
+
+type mailpitOptions struct {
+	args []string
+}
+
+// WithMailpitArgs appends args to Mailpit's command line, for example
+// "--enable-chaos", "--chaos-triggers", "Recipient:451:30" to make its SMTP
+// server fail at random (see mailpit --help).
+func WithMailpitArgs(args ...string) MailpitOption {
+	return func(o *mailpitOptions) { o.args = append(o.args, args...) }
+}
+
 // StartMailpit starts a Mailpit process on free loopback ports with a fresh
 // database in t.TempDir, waits until its SMTP server greets and its API
 // answers, and kills it when the test ends. The binary is
 // $POSTLINE_TEST_MAILPIT_BIN, else mailpit in PATH, else
 // ${POSTLINE_CACHE:-$HOME/.cache/postline}/bin/mailpit (scripts/stack.sh
 // builds it there). It skips t under -short.
-func StartMailpit(t testing.TB) *Mailpit {
+func StartMailpit(t testing.TB, opts ...MailpitOption) *Mailpit {
 	t.Helper()
 	Integration(t, "a mailpit binary")
+	var o mailpitOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 
 	bin, err := mailpitBinary()
 	if err != nil {
@@ -56,14 +74,15 @@ func StartMailpit(t testing.TB) *Mailpit {
 	if err != nil {
 		t.Fatalf("start mailpit: %v", err)
 	}
-	cmd := exec.Command(bin,
+	args := []string{
 		"--disable-version-check",
 		"--smtp", net.JoinHostPort("127.0.0.1", strconv.Itoa(smtpPort)),
 		"--listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(httpPort)),
 		"--database", filepath.Join(dir, "mailpit.db"),
 		"--smtp-auth-accept-any", "--smtp-auth-allow-insecure",
 		"--max", "0",
-	)
+	}
+	cmd := exec.Command(bin, append(args, o.args...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		log.Close()

@@ -31,8 +31,12 @@ import (
 	"github.com/postline/postline/job"
 )
 
-// workerBin is the worker binary TestMain built; empty under -short.
-var workerBin string
+// The binaries TestMain built; empty under -short.
+var (
+	workerBin    string // ./cmd/worker
+	schedulerBin string // ./cmd/retry-scheduler
+	postctlBin   string // ./cmd/postctl
+)
 
 // Sizes and bounds shared by the tests.
 const (
@@ -63,33 +67,38 @@ func runTests(m *testing.M) int {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		bin, err := buildWorker(dir)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "e2e:", err)
-			return 1
+		for _, b := range []struct {
+			pkg string
+			bin *string
+		}{{"worker", &workerBin}, {"retry-scheduler", &schedulerBin}, {"postctl", &postctlBin}} {
+			bin, err := buildBinary(dir, b.pkg)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "e2e:", err)
+				return 1
+			}
+			*b.bin = bin
 		}
-		workerBin = bin
 	}
 	return m.Run()
 }
 
-// buildWorker builds ./cmd/worker from the module root into dir, with the
+// buildBinary builds ./cmd/<name> from the module root into dir, with the
 // race detector when the tests run with it.
-func buildWorker(dir string) (string, error) {
+func buildBinary(dir, name string) (string, error) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
 	if err != nil {
 		return "", fmt.Errorf("find module root (go list -m): %w", err)
 	}
 	root := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
-	bin := filepath.Join(dir, "worker")
+	bin := filepath.Join(dir, name)
 	args := []string{"build", "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	cmd := exec.Command("go", append(args, "./cmd/worker")...)
+	cmd := exec.Command("go", append(args, "./cmd/"+name)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/worker in %s: %w\n%s", root, err, out)
+		return "", fmt.Errorf("go build ./cmd/%s in %s: %w\n%s", name, root, err, out)
 	}
 	return bin, nil
 }
@@ -587,13 +596,20 @@ type workerProc struct {
 // failed.
 func startWorker(t *testing.T, env map[string]string) *workerProc {
 	t.Helper()
-	name := env["POSTLINE_WORKER_ID"]
+	return startProcess(t, workerBin, env["POSTLINE_WORKER_ID"], env)
+}
+
+// startProcess is startWorker for any binary that logs its HTTP address in
+// a "worker starting" or "retry-scheduler starting" line (both binaries
+// share the HTTP endpoints); name names the process in logs and failures.
+func startProcess(t *testing.T, bin, name string, env map[string]string) *workerProc {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatalf("worker %s: %v", name, err)
 	}
-	cmd := exec.Command(workerBin)
+	cmd := exec.Command(bin)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "POSTLINE_") {
 			cmd.Env = append(cmd.Env, kv)
@@ -672,17 +688,18 @@ func startWorker(t *testing.T, env map[string]string) *workerProc {
 	return w
 }
 
-// listeningAddr returns the http_addr of the worker's "worker starting" log
-// line, or "" for any other line.
+// listeningAddr returns the http_addr of the "worker starting" (or the
+// scheduler's "retry-scheduler starting") log line, or "" for any other
+// line.
 func listeningAddr(line []byte) string {
-	if !bytes.Contains(line, []byte(`"worker starting"`)) {
+	if !bytes.Contains(line, []byte(` starting"`)) {
 		return ""
 	}
 	var rec struct {
 		Msg      string `json:"msg"`
 		HTTPAddr string `json:"http_addr"`
 	}
-	if json.Unmarshal(line, &rec) != nil || rec.Msg != "worker starting" {
+	if json.Unmarshal(line, &rec) != nil || (rec.Msg != "worker starting" && rec.Msg != "retry-scheduler starting") {
 		return ""
 	}
 	return rec.HTTPAddr
