@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/postline/postline/internal/failure"
 )
 
 func TestEffectiveTLS(t *testing.T) {
@@ -101,7 +103,9 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestErrorPermanent(t *testing.T) {
+// TestErrorClassifiedPermanent pins down which sender errors the failure
+// table calls permanent: only 5xx replies to the mail transaction.
+func TestErrorClassifiedPermanent(t *testing.T) {
 	tests := []struct {
 		stage string
 		code  int
@@ -132,8 +136,8 @@ func TestErrorPermanent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		e := &Error{Stage: tt.stage, Code: tt.code}
-		if got := e.Permanent(); got != tt.want {
-			t.Errorf("Permanent() at %s with %d = %v, want %v", tt.stage, tt.code, got, tt.want)
+		if got := failure.Classify(e).Class == failure.Permanent; got != tt.want {
+			t.Errorf("permanent at %s with %d = %v, want %v", tt.stage, tt.code, got, tt.want)
 		}
 	}
 }

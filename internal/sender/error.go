@@ -78,28 +78,6 @@ func (e *Error) SMTPReply() (code int, enhanced, text string) {
 // transaction (the relay refuses the message).
 func (e *Error) SMTPStage() string { return e.Stage }
 
-// Permanent reports whether retrying the same message on the same relay is
-// pointless: a 5xx reply to the mail transaction (MAIL, RCPT, DATA or the
-// message itself) other than an auth failure (530, 534, 535), or a job that
-// cannot be built into a message. Network errors, timeouts and 4xx are not
-// permanent, and neither is any reply while connecting (greeting, EHLO,
-// STARTTLS, AUTH): those say the relay is unusable, not the message, and the
-// caller should fail over or back off instead of dropping the message.
-func (e *Error) Permanent() bool {
-	switch e.Stage {
-	case StageBuild:
-		return true
-	case StageMail, StageRcpt, StageData, StageBody:
-	default:
-		return false
-	}
-	switch e.Code {
-	case 530, 534, 535:
-		return false
-	}
-	return e.Code >= 500 && e.Code <= 599
-}
-
 // dropsConnection reports whether the connection that produced e can no
 // longer be used: no SMTP reply (network error, timeout, half-written
 // message) or 421, with which the server announces it is closing.

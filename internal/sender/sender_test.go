@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/internal/smtptest"
 )
@@ -191,9 +192,9 @@ func TestSessionTransactionFailures(t *testing.T) {
 				t.Fatalf("second send: %v, want *sender.Error", err)
 			}
 			if se.Provider != "relay1" || se.Code != tt.wantCode || se.Enhanced != tt.wantEnhanced ||
-				se.Text != tt.wantText || se.Stage != tt.wantStage || se.Permanent() != tt.wantPermanent {
+				se.Text != tt.wantText || se.Stage != tt.wantStage || (failure.Classify(se).Class == failure.Permanent) != tt.wantPermanent {
 				t.Errorf("error %+v (permanent %v), want code %d enhanced %q text %q stage %s permanent %v",
-					se, se.Permanent(), tt.wantCode, tt.wantEnhanced, tt.wantText, tt.wantStage, tt.wantPermanent)
+					se, (failure.Classify(se).Class == failure.Permanent), tt.wantCode, tt.wantEnhanced, tt.wantText, tt.wantStage, tt.wantPermanent)
 			}
 			if strings.Contains(se.Error(), "@example.com") {
 				t.Errorf("Error() %q shows an address", se.Error())
@@ -275,7 +276,7 @@ func TestSessionRedialsDeadIdleConnection(t *testing.T) {
 			err := s.Send(ctx, simpleJob(t, 2))
 			if tt.wantErr {
 				var se *sender.Error
-				if !errors.As(err, &se) || se.Code != 421 || se.Permanent() {
+				if !errors.As(err, &se) || se.Code != 421 || (failure.Classify(se).Class == failure.Permanent) {
 					t.Fatalf("second send: %v, want a non-permanent 421", err)
 				}
 			} else if err != nil {
@@ -340,8 +341,8 @@ func TestSessionAuth(t *testing.T) {
 			if !errors.As(err, &se) {
 				t.Fatalf("send: %v, want *sender.Error", err)
 			}
-			if se.Code != tt.wantCode || se.Stage != tt.wantStage || se.Permanent() {
-				t.Errorf("error %+v permanent %v, want code %d stage %s, not permanent", se, se.Permanent(), tt.wantCode, tt.wantStage)
+			if se.Code != tt.wantCode || se.Stage != tt.wantStage || (failure.Classify(se).Class == failure.Permanent) {
+				t.Errorf("error %+v permanent %v, want code %d stage %s, not permanent", se, (failure.Classify(se).Class == failure.Permanent), tt.wantCode, tt.wantStage)
 			}
 			if strings.Contains(se.Error(), tt.password) && tt.password != "" {
 				t.Errorf("Error() %q shows the password", se.Error())
@@ -380,8 +381,8 @@ func TestSessionDialClosedPort(t *testing.T) {
 		t.Fatalf("send: %v, want *sender.Error", err)
 	}
 	var opErr *net.OpError
-	if se.Code != 0 || se.Stage != sender.StageDial || se.Permanent() || !errors.As(err, &opErr) {
-		t.Errorf("error %+v permanent %v, want code 0 stage dial wrapping *net.OpError, not permanent", se, se.Permanent())
+	if se.Code != 0 || se.Stage != sender.StageDial || (failure.Classify(se).Class == failure.Permanent) || !errors.As(err, &opErr) {
+		t.Errorf("error %+v permanent %v, want code 0 stage dial wrapping *net.OpError, not permanent", se, (failure.Classify(se).Class == failure.Permanent))
 	}
 	if got := value(t, reg, "postline_sender_dials_total", "result", "error"); got != 1 {
 		t.Errorf("dials_total{error} = %v, want 1", got)
@@ -458,7 +459,7 @@ func TestSessionTLS(t *testing.T) {
 			err := s.Send(context.Background(), simpleJob(t, 1))
 			if tt.wantStage != "" {
 				var se *sender.Error
-				if !errors.As(err, &se) || se.Stage != tt.wantStage || se.Code != 0 || se.Permanent() {
+				if !errors.As(err, &se) || se.Stage != tt.wantStage || se.Code != 0 || (failure.Classify(se).Class == failure.Permanent) {
 					t.Fatalf("send: %v, want a non-permanent code 0 error at stage %s", err, tt.wantStage)
 				}
 				waitFor(t, "the failed connection to close", func() bool { return srv.Active() == 0 })
@@ -488,7 +489,7 @@ func TestSessionContext(t *testing.T) {
 	cancel()
 	err := s.Send(cancelled, simpleJob(t, 0))
 	var se *sender.Error
-	if !errors.As(err, &se) || !errors.Is(err, context.Canceled) || se.Permanent() || srv.Connections() != 0 {
+	if !errors.As(err, &se) || !errors.Is(err, context.Canceled) || (failure.Classify(se).Class == failure.Permanent) || srv.Connections() != 0 {
 		t.Fatalf("send with a cancelled context: %v, want a non-permanent error wrapping context.Canceled and no dial", err)
 	}
 
@@ -496,7 +497,7 @@ func TestSessionContext(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	err = s.Send(ctx, simpleJob(t, 1))
-	if !errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) || se.Code != 0 || se.Permanent() {
+	if !errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) || se.Code != 0 || (failure.Classify(se).Class == failure.Permanent) {
 		t.Fatalf("send past the deadline: %v, want a non-permanent code 0 error wrapping DeadlineExceeded", err)
 	}
 	if took := time.Since(start); took > 5*time.Second {
@@ -560,7 +561,7 @@ func TestSessionBuildError(t *testing.T) {
 	j.Subject = "hi\r\nBcc: victim@example.com"
 	err := s.Send(context.Background(), j)
 	var se *sender.Error
-	if !errors.As(err, &se) || se.Stage != sender.StageBuild || !se.Permanent() {
+	if !errors.As(err, &se) || se.Stage != sender.StageBuild || !(failure.Classify(se).Class == failure.Permanent) {
 		t.Fatalf("send: %v, want a permanent build error", err)
 	}
 	if srv.Connections() != 0 {
