@@ -6,8 +6,9 @@
 // when the connection failed (network error, 421, a dead connection), grew
 // older than Config.MaxMessagesPerConn messages, or sat idle longer than
 // Config.IdleTimeout. Every failure is returned as *Error, which carries the
-// SMTP reply code, the RFC 3463 enhanced status, the stage that failed and
-// the one retry decision the package makes: Permanent.
+// SMTP reply code, the RFC 3463 enhanced status and the stage that failed;
+// package failure classifies it (Error implements failure.Reply and
+// failure.Staged).
 //
 // Connection reuse follows go-mail's per-goroutine pattern
 // (DialToSMTPClientWithContext, SendWithSMTPClient, CloseWithSMTPClient)
