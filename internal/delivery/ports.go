@@ -7,8 +7,10 @@ import (
 	"github.com/postline/postline/internal/circuit"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/retry"
+	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/job"
 )
 
@@ -76,4 +78,9 @@ var (
 	_ Pauser      = (*consumer.Consumer)(nil)
 	_ Breakers    = (*circuit.Breakers)(nil)
 	_ Retries     = (*retry.Writer)(nil)
+	_ Session     = (*sender.Session)(nil)
+
+	// The classification reads the reply and stage of the sender's errors.
+	_ failure.Reply  = (*sender.Error)(nil)
+	_ failure.Staged = (*sender.Error)(nil)
 )
