@@ -204,11 +204,16 @@ func (p *Pipeline) reportCircuit(ctx context.Context, provider string, v failure
 }
 
 // scheduleRetry routes a retryable failure to a delay tier, or makes the job
-// dead when it has used its attempts.
+// dead when it has used its attempts or its age. A job whose age runs out
+// while it waits in a tier dies when it comes back.
 func (p *Pipeline) scheduleRetry(it *item, v failure.Verdict, limit RetryLimit) {
 	next := it.attempt + 1
 	if next > limit.MaxAttempts {
 		p.die(it, deadletter.ReasonMaxAttempts, string(v.Class), it.errText)
+		return
+	}
+	if p.cfg.NowFunc().Sub(firstSeen(it.msg)) > limit.MaxAge {
+		p.die(it, deadletter.ReasonMaxAge, string(v.Class), it.errText)
 		return
 	}
 	backoff := p.cfg.DelayFunc(v, it.attempt)

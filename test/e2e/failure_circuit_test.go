@@ -77,6 +77,14 @@ func TestFailureCircuitSharedByTwoWorkers(t *testing.T) {
 		}
 	}
 
+	// Which worker wrote the transition is down to which one met the
+	// failures first; the other learnt it from Postgres (or wrote a later
+	// one itself).
+	for _, w := range workers {
+		t.Logf("%s wrote %v transitions of a to open", w.name,
+			w.mustMetric("postline_circuit_transitions_total", "provider", "a", "to", "open"))
+	}
+
 	all := append(slices.Clone(warm), ids...)
 	s.waitRows(all, 45*time.Second, "all sent", statusIs("sent"))
 	counts := receivedCounts(a)

@@ -242,7 +242,9 @@ func statusIs(status string) func(msgRow) bool {
 
 // switchScript is a smtptest script that a test can replace while the
 // server runs (a relay that starts failing, or recovers).
-type switchScript struct{ f atomic.Pointer[smtptest.ScriptFunc] }
+type switchScript struct {
+	f atomic.Pointer[smtptest.ScriptFunc]
+}
 
 func newSwitchScript(f smtptest.ScriptFunc) *switchScript {
 	s := &switchScript{}

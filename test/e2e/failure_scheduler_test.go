@@ -50,7 +50,7 @@ func TestFailureSchedulerKillNine(t *testing.T) {
 	if reinjected >= n {
 		t.Logf("the kill came after every re-injection; it still checks that a restart re-injects nothing twice to the relay")
 	}
-	s.startScheduler("scheduler-2")
+	second := s.startScheduler("scheduler-2")
 
 	rows := s.waitRows(ids, 60*time.Second, "all sent", statusIs("sent"))
 	t.Logf("all %d sent %s after the kill", n, time.Since(killedAt).Round(time.Millisecond))
@@ -79,4 +79,13 @@ func TestFailureSchedulerKillNine(t *testing.T) {
 		t.Fatalf("jobs topic holds %d records, want at least %d (each job and its retry)", total, 2*n)
 	}
 	t.Logf("re-injections: %d for %d retries (%d duplicates after the kill, deduplicated by the rows)", total-n, n, total-2*n)
+	fams, err := second.families(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p99, count, err := histogramQuantile(fams, "postline_scheduler_lateness_seconds", 0.99); err != nil {
+		t.Error(err)
+	} else {
+		t.Logf("second scheduler: lateness p99 %.3f s over %d re-injections (a burst, after a takeover)", p99, count)
+	}
 }
