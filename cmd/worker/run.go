@@ -139,6 +139,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			"CommitInterval": "POSTLINE_COMMIT_INTERVAL", "DrainTimeout": "POSTLINE_DRAIN_TIMEOUT",
 			"MaxInFlightPerPartition": "POSTLINE_MAX_IN_FLIGHT_PER_PARTITION"})
 	}
+	lag, err := consumer.NewLagMonitor(consumer.LagMonitorConfig{
+		Brokers: s.Brokers, Topic: s.JobsTopic, GroupID: s.Group, Interval: s.LagInterval,
+	}, logger, reg)
+	if err != nil {
+		return nameSetting(err, map[string]string{"Interval": "POSTLINE_LAG_INTERVAL"})
+	}
 	dlq, err := deadletter.New(deadletter.Config{Brokers: s.Brokers, Topic: s.DLQTopic}, reg)
 	if err != nil {
 		return nameSetting(err, map[string]string{"Brokers": "POSTLINE_KAFKA_BROKERS", "Topic": "POSTLINE_DLQ_TOPIC"})
@@ -277,6 +283,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		var work errgroup.Group
 		work.Go(func() error { return cons.Run(consumeCtx) })
 		work.Go(func() error { return sweeper.Run(consumeCtx) })
+		work.Go(func() error { return lag.Run(consumeCtx) })
 		work.Go(func() error { return breakers.Run(breakersCtx) })
 		work.Go(func() error {
 			defer stopBreakers()

@@ -16,6 +16,7 @@ type settings struct {
 	CommitInterval    time.Duration `env:"POSTLINE_COMMIT_INTERVAL" default:"500ms" usage:"how often finished offsets are committed"`
 	RebalanceTimeout  time.Duration `env:"POSTLINE_REBALANCE_TIMEOUT" default:"30s" usage:"how long the group waits for members to rejoin a rebalance; must exceed the drain timeout"`
 	DrainTimeout      time.Duration `env:"POSTLINE_DRAIN_TIMEOUT" default:"" usage:"how long a revoked or stopping partition waits for its in-flight mail; defaults to 2/3 of the shutdown timeout"`
+	LagInterval       time.Duration `env:"POSTLINE_LAG_INTERVAL" default:"5s" usage:"how often the whole group's lag and membership are read (metrics; adaptive backoff input)"`
 	MaxInFlight       int           `env:"POSTLINE_MAX_IN_FLIGHT_PER_PARTITION" default:"2000" usage:"records fetched but not finished, per partition"`
 
 	DatabaseURL      string        `env:"POSTLINE_DATABASE_URL" default:"postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable" usage:"PostgreSQL URL of the idempotency store"`

@@ -1,0 +1,176 @@
+package consumer
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+)
+
+// DefaultLagInterval is how often a LagMonitor refreshes by default.
+const DefaultLagInterval = 5 * time.Second
+
+// LagMonitorConfig configures a LagMonitor.
+type LagMonitorConfig struct {
+	// Brokers are the Kafka bootstrap addresses. Required.
+	Brokers []string
+	// Topic is the consumed topic. Required.
+	Topic string
+	// GroupID is the consumer group. Required.
+	GroupID string
+	// Interval is how often lag and membership are refreshed. Defaults to
+	// DefaultLagInterval.
+	Interval time.Duration
+	// Timeout bounds one refresh. Defaults to Interval.
+	Timeout time.Duration
+}
+
+// LagMonitor keeps the whole group's lag on a topic (every partition, not
+// only this member's) and the group's live membership, refreshed every
+// Interval, and exports them as metrics. It is the input adaptive backoff and
+// fleet-wide rate sharing read; kafka.Reader's own lag is per fetch and not
+// fit for either.
+type LagMonitor struct {
+	cfg    LagMonitorConfig
+	client *kafka.Client
+	logger *slog.Logger
+
+	mu        sync.Mutex
+	lag       map[int]int64
+	members   int
+	refreshed time.Time
+
+	lagGauge     *prometheus.GaugeVec
+	membersGauge prometheus.Gauge
+	errors       prometheus.Counter
+}
+
+// NewLagMonitor returns a LagMonitor; call Run to start refreshing.
+func NewLagMonitor(cfg LagMonitorConfig, logger *slog.Logger, reg prometheus.Registerer) (*LagMonitor, error) {
+	cfg.Interval = cmp.Or(cfg.Interval, DefaultLagInterval)
+	cfg.Timeout = cmp.Or(cfg.Timeout, cfg.Interval)
+	switch {
+	case len(cfg.Brokers) == 0:
+		return nil, errors.New("lag monitor: Brokers is empty")
+	case cfg.Topic == "" || cfg.GroupID == "":
+		return nil, errors.New("lag monitor: Topic and GroupID are required")
+	case cfg.Interval < 0 || cfg.Timeout < 0:
+		return nil, fmt.Errorf("lag monitor: Interval %s and Timeout %s must be positive", cfg.Interval, cfg.Timeout)
+	}
+	m := &LagMonitor{
+		cfg:    cfg,
+		client: &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: cfg.Timeout},
+		logger: logger,
+		lagGauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "postline", Subsystem: "consumer", Name: "group_lag",
+			Help: "Records of the topic the whole consumer group has not committed past, per partition (end offset minus committed offset).",
+		}, []string{"topic", "partition"}),
+		membersGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "postline", Subsystem: "consumer", Name: "group_members",
+			Help: "Live members of the consumer group.",
+		}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "postline", Subsystem: "consumer", Name: "lag_refresh_errors_total",
+			Help: "Failed refreshes of the group's lag or membership.",
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.lagGauge, m.membersGauge, m.errors} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("lag monitor: register metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
+
+// Run refreshes until ctx ends, then returns nil. A failed refresh keeps the
+// last known values; it is counted and logged once until a refresh works.
+func (m *LagMonitor) Run(ctx context.Context) error {
+	tick := time.NewTicker(m.cfg.Interval)
+	defer tick.Stop()
+	failing := false
+	for {
+		if err := m.Refresh(ctx); err != nil && ctx.Err() == nil {
+			m.errors.Inc()
+			if !failing {
+				m.logger.Warn("consumer group lag refresh failed; keeping the last values", "error", err)
+			}
+			failing = true
+		} else if failing {
+			failing = false
+			m.logger.Info("consumer group lag refresh works again")
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// Refresh reads the group's lag and membership once.
+func (m *LagMonitor) Refresh(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
+	defer cancel()
+	lag, err := Lag(ctx, m.client, m.cfg.Topic, m.cfg.GroupID)
+	if err != nil {
+		return err
+	}
+	members, err := m.describeMembers(ctx)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.lag, m.members, m.refreshed = lag, members, time.Now()
+	m.mu.Unlock()
+	for p, n := range lag {
+		m.lagGauge.WithLabelValues(m.cfg.Topic, strconv.Itoa(p)).Set(float64(n))
+	}
+	m.membersGauge.Set(float64(members))
+	return nil
+}
+
+func (m *LagMonitor) describeMembers(ctx context.Context) (int, error) {
+	res, err := m.client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{m.cfg.GroupID}})
+	if err != nil {
+		return 0, fmt.Errorf("describe group %s: %w", m.cfg.GroupID, err)
+	}
+	for _, g := range res.Groups {
+		if g.GroupID != m.cfg.GroupID {
+			continue
+		}
+		if g.Error != nil {
+			return 0, fmt.Errorf("describe group %s: %w", m.cfg.GroupID, g.Error)
+		}
+		return len(g.Members), nil
+	}
+	return 0, nil
+}
+
+// Lag returns the group's total lag, per partition, and when it was read
+// (zero before the first successful refresh).
+func (m *LagMonitor) Lag() (total int64, perPartition map[int]int64, at time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	perPartition = make(map[int]int64, len(m.lag))
+	for p, n := range m.lag {
+		perPartition[p] = n
+		total += n
+	}
+	return total, perPartition, m.refreshed
+}
+
+// Members returns the group's live membership at the last refresh.
+func (m *LagMonitor) Members() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.members
+}

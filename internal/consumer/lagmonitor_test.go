@@ -1,0 +1,74 @@
+package consumer
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/postline/postline/internal/testenv"
+)
+
+func TestLagMonitorConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  LagMonitorConfig
+		ok   bool
+	}{
+		{"complete", LagMonitorConfig{Brokers: []string{"b:9092"}, Topic: "t", GroupID: "g"}, true},
+		{"no brokers", LagMonitorConfig{Topic: "t", GroupID: "g"}, false},
+		{"no topic", LagMonitorConfig{Brokers: []string{"b:9092"}, GroupID: "g"}, false},
+		{"no group", LagMonitorConfig{Brokers: []string{"b:9092"}, Topic: "t"}, false},
+		{"negative interval", LagMonitorConfig{Brokers: []string{"b:9092"}, Topic: "t", GroupID: "g", Interval: -time.Second}, false},
+	}
+	for _, tt := range tests {
+		_, err := NewLagMonitor(tt.cfg, testLogger(t), nil)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: NewLagMonitor = %v, want ok=%v", tt.name, err, tt.ok)
+		}
+	}
+}
+
+// The monitor reports the whole group's lag across partitions and its live
+// membership, on the real broker: everything is lag before the group
+// commits, and lag falls to zero once a member has consumed and committed.
+func TestIntegrationLagMonitor(t *testing.T) {
+	testenv.Integration(t, "Kafka")
+	const partitions, per = 3, 40
+	topic := testenv.NewTopic(t, partitions)
+	brokers := testenv.KafkaBrokers()
+	produce(t, brokers, topic, partitions, per)
+	cfg := integrationConfig(topic)
+
+	reg := prometheus.NewRegistry()
+	mon, err := NewLagMonitor(LagMonitorConfig{Brokers: brokers, Topic: topic, GroupID: cfg.GroupID, Interval: 200 * time.Millisecond}, testLogger(t), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mon.Refresh(t.Context()); err != nil {
+		t.Fatalf("refresh before the group exists: %v", err)
+	}
+	if total, per, _ := mon.Lag(); total != partitions*40 || len(per) != partitions {
+		t.Fatalf("lag before any commit = %d over %v, want %d over %d partitions", total, per, partitions*40, partitions)
+	}
+
+	r := start(t, cfg)
+	col := collect(r.Consumer, r.MarkDone)
+	eventually(t, 30*time.Second, "all messages consumed", func() bool { return col.distinct() == partitions*per })
+	eventually(t, 30*time.Second, "lag zero with one member", func() bool {
+		if err := mon.Refresh(t.Context()); err != nil {
+			return false
+		}
+		total, _, _ := mon.Lag()
+		return total == 0 && mon.Members() == 1
+	})
+	if got := testutil.ToFloat64(mon.membersGauge); got != 1 {
+		t.Errorf("group_members = %v, want 1", got)
+	}
+	if n := testutil.CollectAndCount(mon.lagGauge); n != partitions {
+		t.Errorf("group_lag has %d series, want one per partition (%d)", n, partitions)
+	}
+	r.stop(t)
+	col.wg.Wait()
+}
