@@ -5,20 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"maps"
 	"net"
 	"net/http"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/postline/postline/internal/config"
+	"github.com/postline/postline/internal/ops"
 	"github.com/postline/postline/internal/retry"
 )
 
@@ -29,7 +23,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := config.Load(&s, "retry-scheduler", args, getenv, stdout); err != nil {
 		return err
 	}
-	logger, err := newLogger(stdout, s.LogLevel)
+	logger, err := ops.NewLogger(stdout, s.LogLevel)
 	if err != nil {
 		return err
 	}
@@ -46,8 +40,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// The drain leaves a third of the shutdown timeout for the final commit
 	// and leaving the group; the rebalance timeout must exceed the drain.
 	drain := s.ShutdownTimeout * 2 / 3
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := ops.NewRegistry()
 	sched, err := retry.NewScheduler(retry.SchedulerConfig{
 		Brokers:           s.Brokers,
 		Prefix:            s.Prefix,
@@ -61,7 +54,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		RebalanceTimeout:  max(drain+5*time.Second, 15*time.Second),
 	}, logger, reg)
 	if err != nil {
-		return nameSetting(err, map[string]string{"Brokers": "POSTLINE_KAFKA_BROKERS", "JobsTopic": "POSTLINE_JOBS_TOPIC",
+		return config.NameSetting(err, map[string]string{"Brokers": "POSTLINE_KAFKA_BROKERS", "JobsTopic": "POSTLINE_JOBS_TOPIC",
 			"Prefix": "POSTLINE_RETRY_TOPIC_PREFIX", "Tiers": "POSTLINE_RETRY_TIERS", "GroupID": "POSTLINE_SCHEDULER_GROUP",
 			"MaxJitter": "POSTLINE_SCHEDULER_MAX_JITTER", "SessionTimeout": "POSTLINE_SESSION_TIMEOUT",
 			"HeartbeatInterval": "POSTLINE_HEARTBEAT_INTERVAL", "DrainTimeout": "POSTLINE_SHUTDOWN_TIMEOUT"})
@@ -71,13 +64,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("setting POSTLINE_SCHEDULER_HTTP_ADDR: %w", err)
 	}
-	ready := func() error {
+	ready := func(context.Context) error {
 		if !sched.Ready() {
 			return errors.New("not a member of the consumer group, or writes to the jobs topic are failing")
 		}
 		return nil
 	}
-	server := &http.Server{Handler: httpHandler(reg, ready), ReadHeaderTimeout: 5 * time.Second}
+	server := &http.Server{Handler: ops.Handler(reg, ready), ReadHeaderTimeout: 5 * time.Second}
 	logger.Info("retry-scheduler starting", "http_addr", listener.Addr().String(), "jobs_topic", s.JobsTopic,
 		"delay_topics", tiers.Topics(s.Prefix), "group", s.Group)
 
@@ -123,49 +116,4 @@ func cmpJitter(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
-}
-
-func httpHandler(reg *prometheus.Registry, ready func() error) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := ready(); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ready\n")
-	})
-	return mux
-}
-
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("setting POSTLINE_LOG_LEVEL: invalid value %q: want debug, info, warn or error", level)
-	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
-}
-
-// nameSetting prefixes a package's configuration error with the setting it
-// is about (the first field the error names; longer names are tried first).
-func nameSetting(err error, fields map[string]string) error {
-	names := slices.SortedFunc(maps.Keys(fields), func(a, b string) int { return len(b) - len(a) })
-	msg := err.Error()
-	for _, name := range names {
-		if i := strings.Index(msg, name); i >= 0 && !isIdentByte(msg, i-1) && !isIdentByte(msg, i+len(name)) {
-			return fmt.Errorf("setting %s: %w", fields[name], err)
-		}
-	}
-	return fmt.Errorf("settings: %w", err)
-}
-
-func isIdentByte(s string, i int) bool {
-	if i < 0 || i >= len(s) {
-		return false
-	}
-	c := s[i]
-	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }

@@ -8,19 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/postline/postline/internal/circuit"
@@ -29,6 +24,7 @@ import (
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/delivery"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/ops"
 	"github.com/postline/postline/internal/reaper"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/schema"
@@ -43,7 +39,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := config.Load(&s, "worker", args, getenv, stdout); err != nil {
 		return err
 	}
-	logger, err := newLogger(stdout, s.LogLevel)
+	logger, err := ops.NewLogger(stdout, s.LogLevel)
 	if err != nil {
 		return err
 	}
@@ -62,8 +58,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	logger = logger.With("worker_id", s.WorkerID)
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := ops.NewRegistry()
 
 	poolCfg, err := pgxpool.ParseConfig(s.DatabaseURL)
 	if err != nil {
@@ -81,7 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 	store, err := idempotency.New(idempotency.Config{Owner: s.WorkerID, Lease: s.Lease}, pool, logger, reg)
 	if err != nil {
-		return nameSetting(err, map[string]string{"Lease": "POSTLINE_LEASE", "Owner": "POSTLINE_WORKER_ID"})
+		return config.NameSetting(err, map[string]string{"Lease": "POSTLINE_LEASE", "Owner": "POSTLINE_WORKER_ID"})
 	}
 	relayConfigs, err := s.relayConfigs()
 	if err != nil {
@@ -97,7 +92,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			if s.SMTPRelays != "" {
 				return fmt.Errorf("setting POSTLINE_SMTP_RELAYS: relay %q: %w", rc.Name, err)
 			}
-			return nameSetting(err, map[string]string{"Name": "POSTLINE_SMTP_NAME", "Host": "POSTLINE_SMTP_HOST", "Port": "POSTLINE_SMTP_PORT",
+			return config.NameSetting(err, map[string]string{"Name": "POSTLINE_SMTP_NAME", "Host": "POSTLINE_SMTP_HOST", "Port": "POSTLINE_SMTP_PORT",
 				"TLS": "POSTLINE_SMTP_TLS", "Username": "POSTLINE_SMTP_USERNAME", "Password": "POSTLINE_SMTP_PASSWORD", "HELO": "POSTLINE_SMTP_HELO"})
 		}
 		providers = append(providers, delivery.Provider{Name: relay.Name(), NewSession: func() delivery.Session { return relay.NewSession() }})
@@ -118,7 +113,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		RefreshInterval:  s.CircuitRefresh,
 	}
 	if err := circuitPolicy.WithDefaults().Validate(); err != nil {
-		return nameSetting(err, map[string]string{"FailureThreshold": "POSTLINE_CIRCUIT_THRESHOLD", "BaseCooldown": "POSTLINE_CIRCUIT_COOLDOWN",
+		return config.NameSetting(err, map[string]string{"FailureThreshold": "POSTLINE_CIRCUIT_THRESHOLD", "BaseCooldown": "POSTLINE_CIRCUIT_COOLDOWN",
 			"MaxCooldown": "POSTLINE_CIRCUIT_MAX_COOLDOWN", "RefreshInterval": "POSTLINE_CIRCUIT_REFRESH"})
 	}
 	cons, err := consumer.New(consumer.Config{
@@ -133,7 +128,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		MaxInFlightPerPartition: s.MaxInFlight,
 	}, logger, reg)
 	if err != nil {
-		return nameSetting(err, map[string]string{"Brokers": "POSTLINE_KAFKA_BROKERS", "Topic": "POSTLINE_JOBS_TOPIC",
+		return config.NameSetting(err, map[string]string{"Brokers": "POSTLINE_KAFKA_BROKERS", "Topic": "POSTLINE_JOBS_TOPIC",
 			"GroupID": "POSTLINE_CONSUMER_GROUP", "SessionTimeout": "POSTLINE_SESSION_TIMEOUT",
 			"HeartbeatInterval": "POSTLINE_HEARTBEAT_INTERVAL", "RebalanceTimeout": "POSTLINE_REBALANCE_TIMEOUT",
 			"CommitInterval": "POSTLINE_COMMIT_INTERVAL", "DrainTimeout": "POSTLINE_DRAIN_TIMEOUT",
@@ -143,21 +138,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Brokers: s.Brokers, Topic: s.JobsTopic, GroupID: s.Group, Interval: s.LagInterval,
 	}, logger, reg)
 	if err != nil {
-		return nameSetting(err, map[string]string{"Interval": "POSTLINE_LAG_INTERVAL"})
+		return config.NameSetting(err, map[string]string{"Interval": "POSTLINE_LAG_INTERVAL"})
 	}
 	dlq, err := deadletter.New(deadletter.Config{Brokers: s.Brokers, Topic: s.DLQTopic}, reg)
 	if err != nil {
-		return nameSetting(err, map[string]string{"Brokers": "POSTLINE_KAFKA_BROKERS", "Topic": "POSTLINE_DLQ_TOPIC"})
+		return config.NameSetting(err, map[string]string{"Brokers": "POSTLINE_KAFKA_BROKERS", "Topic": "POSTLINE_DLQ_TOPIC"})
 	}
 	defer dlq.Close()
 	retries, err := retry.NewWriter(retry.WriterConfig{Brokers: s.Brokers, Prefix: s.RetryPrefix, Tiers: tiers}, reg)
 	if err != nil {
-		return nameSetting(err, map[string]string{"Prefix": "POSTLINE_RETRY_TOPIC_PREFIX", "Tiers": "POSTLINE_RETRY_TIERS"})
+		return config.NameSetting(err, map[string]string{"Prefix": "POSTLINE_RETRY_TOPIC_PREFIX", "Tiers": "POSTLINE_RETRY_TIERS"})
 	}
 	defer retries.Close()
 	republisher, err := job.NewPublisher(job.PublisherConfig{Brokers: s.Brokers, Topic: s.JobsTopic})
 	if err != nil {
-		return nameSetting(err, map[string]string{"Topic": "POSTLINE_JOBS_TOPIC"})
+		return config.NameSetting(err, map[string]string{"Topic": "POSTLINE_JOBS_TOPIC"})
 	}
 	defer republisher.Close()
 	pipelineCfg := delivery.Config{
@@ -174,14 +169,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		},
 	}
 	if err := pipelineCfg.WithDefaults().Validate(); err != nil {
-		return nameSetting(err, map[string]string{"Senders": "POSTLINE_SENDERS", "BatchSize": "POSTLINE_BATCH_SIZE",
+		return config.NameSetting(err, map[string]string{"Senders": "POSTLINE_SENDERS", "BatchSize": "POSTLINE_BATCH_SIZE",
 			"BatchLinger": "POSTLINE_BATCH_LINGER", "FastRetries": "POSTLINE_FAST_RETRIES",
 			"MaxMessageBytes": "POSTLINE_MAX_MESSAGE_BYTES", "MaxBodyBytes": "POSTLINE_MAX_BODY_BYTES",
 			"MaxAttachmentBytes": "POSTLINE_MAX_ATTACHMENT_BYTES"})
 	}
 	sweeper, err := reaper.New(reaper.Config{Interval: s.ReaperInterval, Grace: s.ReaperGrace}, store, republisher, logger, reg)
 	if err != nil {
-		return nameSetting(err, map[string]string{"Interval": "POSTLINE_REAPER_INTERVAL", "Grace": "POSTLINE_REAPER_GRACE"})
+		return config.NameSetting(err, map[string]string{"Interval": "POSTLINE_REAPER_INTERVAL", "Grace": "POSTLINE_REAPER_GRACE"})
 	}
 
 	// The pipeline needs the circuit breakers, which need their table: both
@@ -207,7 +202,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("setting POSTLINE_HTTP_ADDR: %w", err)
 	}
-	server := &http.Server{Handler: httpHandler(reg, ready), ReadHeaderTimeout: 5 * time.Second}
+	server := &http.Server{Handler: ops.Handler(reg, ready), ReadHeaderTimeout: 5 * time.Second}
 
 	logger.Info("worker starting", "http_addr", listener.Addr().String(), "topic", s.JobsTopic,
 		"group", s.Group, "smtp", fmt.Sprintf("%s:%d", s.SMTPHost, s.SMTPPort), "senders", s.Senders)
@@ -322,32 +317,6 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 	}
 }
 
-func httpHandler(reg *prometheus.Registry, ready func(context.Context) error) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-		defer cancel()
-		if err := ready(ctx); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ready\n")
-	})
-	return mux
-}
-
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("setting POSTLINE_LOG_LEVEL: invalid value %q: want debug, info, warn or error", level)
-	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
-}
-
 func defaultWorkerID() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
@@ -356,28 +325,4 @@ func defaultWorkerID() string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s-%d-%s", strings.ReplaceAll(host, " ", "_"), os.Getpid(), hex.EncodeToString(b[:]))
-}
-
-// nameSetting prefixes a package's configuration error with the setting it
-// is about: packages name their Config fields, operators know variables.
-// fields maps Config field names to settings; the first field the error
-// mentions wins (longer names are tried first, so MaxRetryBackoff is not
-// mistaken for RetryBackoff).
-func nameSetting(err error, fields map[string]string) error {
-	names := slices.SortedFunc(maps.Keys(fields), func(a, b string) int { return len(b) - len(a) })
-	msg := err.Error()
-	for _, name := range names {
-		if i := strings.Index(msg, name); i >= 0 && !isIdentByte(msg, i-1) && !isIdentByte(msg, i+len(name)) {
-			return fmt.Errorf("setting %s: %w", fields[name], err)
-		}
-	}
-	return fmt.Errorf("settings: %w", err)
-}
-
-func isIdentByte(s string, i int) bool {
-	if i < 0 || i >= len(s) {
-		return false
-	}
-	c := s[i]
-	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }

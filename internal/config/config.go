@@ -22,7 +22,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -225,4 +227,28 @@ func assign(v reflect.Value, raw string) error {
 		v.Set(reflect.ValueOf(parts))
 	}
 	return nil
+}
+
+// NameSetting prefixes a package's configuration error with the setting it
+// is about: packages name their Config fields, operators know variables.
+// fields maps Config field names to settings; the first field the error
+// mentions wins (longer names are tried first, so MaxRetryBackoff is not
+// mistaken for RetryBackoff).
+func NameSetting(err error, fields map[string]string) error {
+	names := slices.SortedFunc(maps.Keys(fields), func(a, b string) int { return len(b) - len(a) })
+	msg := err.Error()
+	for _, name := range names {
+		if i := strings.Index(msg, name); i >= 0 && !isIdentByte(msg, i-1) && !isIdentByte(msg, i+len(name)) {
+			return fmt.Errorf("setting %s: %w", fields[name], err)
+		}
+	}
+	return fmt.Errorf("settings: %w", err)
+}
+
+func isIdentByte(s string, i int) bool {
+	if i < 0 || i >= len(s) {
+		return false
+	}
+	c := s[i]
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }

@@ -105,3 +105,22 @@ func TestHelpPrintsEverySetting(t *testing.T) {
 }
 
 func withHost(s sample, host string) sample { s.Nested.Host = host; return s }
+
+func TestNameSetting(t *testing.T) {
+	fields := map[string]string{"RetryBackoff": "POSTLINE_RETRY_BACKOFF", "MaxRetryBackoff": "POSTLINE_MAX_RETRY_BACKOFF", "Senders": "POSTLINE_SENDERS"}
+	tests := []struct {
+		err  string
+		want string
+	}{
+		{"delivery: Senders -1 out of range", "setting POSTLINE_SENDERS: delivery: Senders -1 out of range"},
+		{"delivery: MaxRetryBackoff 1s is less than RetryBackoff", "setting POSTLINE_MAX_RETRY_BACKOFF: "},
+		{"delivery: RetryBackoff 0s must be positive", "setting POSTLINE_RETRY_BACKOFF: "},
+		{"delivery: SendersX is not a field", "settings: delivery: SendersX is not a field"},
+	}
+	for _, tt := range tests {
+		got := NameSetting(errors.New(tt.err), fields).Error()
+		if !strings.HasPrefix(got, tt.want) {
+			t.Errorf("NameSetting(%q) = %q, want prefix %q", tt.err, got, tt.want)
+		}
+	}
+}
