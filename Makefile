@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: stack stack-down build test test-short vet fmt demo bench
+.PHONY: stack stack-down build test test-short vet fmt demo bench bench-adaptive
 
 ## stack: start Kafka, PostgreSQL and Mailpit on loopback (scripts/stack.sh up)
 stack:
@@ -43,3 +43,7 @@ demo: stack
 bench:
 	scripts/stack.sh up --with-sink
 	scripts/bench.sh
+
+## bench-adaptive: simulate uniform vs reference vs adaptive retry policies on a virtual clock
+bench-adaptive:
+	scripts/bench-adaptive.sh

@@ -1,0 +1,344 @@
+package adaptive
+
+import (
+	"testing"
+	"time"
+
+	"github.com/postline/postline/internal/failure"
+	"github.com/postline/postline/job"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func fixed(v float64) func() float64 { return func() float64 { return v } }
+
+func TestUniform(t *testing.T) {
+	tests := []struct {
+		name    string
+		attempt int
+		rnd     float64
+		lo, hi  time.Duration
+	}{
+		{"attempt 1 low draw", 1, 0, 250 * time.Millisecond, 250 * time.Millisecond},
+		{"attempt 1 high draw", 1, 0.999999, 749 * time.Millisecond, 751 * time.Millisecond},
+		{"attempt 2 grows by 1.5", 2, 0.5, 750 * time.Millisecond, 751 * time.Millisecond},
+		{"capped at 60s ±50%", 40, 0.5, 60 * time.Second, 60*time.Second + time.Millisecond},
+		{"attempt 0 treated as 1", 0, 0, 250 * time.Millisecond, 250 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := &Uniform{Float64Func: fixed(tt.rnd)}
+			for _, class := range []failure.Class{failure.Transient, failure.Throttled, failure.Permanent} {
+				d := u.Decide(Inputs{Class: class, Attempt: tt.attempt, Now: t0})
+				if !d.Retry || d.Delay < tt.lo || d.Delay > tt.hi || !d.NotBefore.Equal(t0.Add(d.Delay)) {
+					t.Errorf("class %s: got %+v, want retry in [%v, %v]", class, d, tt.lo, tt.hi)
+				}
+			}
+		})
+	}
+}
+
+func TestReference(t *testing.T) {
+	tests := []struct {
+		name  string
+		in    Inputs
+		rnd   float64
+		retry bool
+		want  time.Duration
+	}{
+		{"no lag full success: base*0.5", Inputs{Class: failure.Transient, SuccessRate: 1}, 0.999999999, true, 500 * time.Millisecond},
+		{"jitter low half", Inputs{Class: failure.Transient, SuccessRate: 1}, 0, true, 250 * time.Millisecond},
+		{"lag 1023: log2(1024)=10", Inputs{Class: failure.Throttled, Lag: 1023, SuccessRate: 1}, 0.999999999, true, 10 * time.Second},
+		{"success 0.5 quadruples", Inputs{Class: failure.Transient, Lag: 1, SuccessRate: 0.5}, 0.999999999, true, 4 * time.Second},
+		{"success floored at 0.1", Inputs{Class: failure.Transient, Lag: 1, SuccessRate: 0}, 0.999999999, true, 100 * time.Second},
+		{"capped", Inputs{Class: failure.Transient, Lag: 1 << 20, SuccessRate: 0.1}, 0.999999999, true, 10 * time.Minute},
+		{"permanent not retried", Inputs{Class: failure.Permanent}, 0, false, 0},
+		{"auth retried (class-blind)", Inputs{Class: failure.Auth, SuccessRate: 1}, 0.999999999, true, 500 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.in.Now = t0
+			d := (&Reference{Float64Func: fixed(tt.rnd)}).Decide(tt.in)
+			if d.Retry != tt.retry || (d.Delay-tt.want).Abs() > time.Millisecond {
+				t.Errorf("got %+v, want retry=%v delay %v", d, tt.retry, tt.want)
+			}
+		})
+	}
+}
+
+func TestAdaptive(t *testing.T) {
+	a, err := NewAdaptive(AdaptiveConfig{Float64Func: fixed(0.5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		in     Inputs
+		retry  bool
+		reason string
+		want   time.Duration
+	}{
+		{"permanent: no retry", Inputs{Class: failure.Permanent, Attempt: 1}, false, ReasonPermanent, 0},
+		{"auth: failover", Inputs{Class: failure.Auth, Attempt: 1}, false, ReasonFailover, 0},
+		{"throttled honours retry-after", Inputs{Class: failure.Throttled, Attempt: 1, RetryAfter: 30 * time.Second, SuccessRate: 1}, true, ReasonThrottled, 30*time.Second + 500*time.Millisecond},
+		{"throttled waits for a later cool-down", Inputs{Class: failure.Throttled, Attempt: 1, RetryAfter: 10 * time.Second, ProviderCooldownUntil: t0.Add(time.Minute), SuccessRate: 1}, true, ReasonThrottled, time.Minute + 500*time.Millisecond},
+		{"throttled: hint beats an earlier cool-down", Inputs{Class: failure.Throttled, Attempt: 1, RetryAfter: 2 * time.Minute, ProviderCooldownUntil: t0.Add(time.Minute), SuccessRate: 1}, true, ReasonThrottled, 2*time.Minute + 500*time.Millisecond},
+		{"throttled: attempt does not grow the wait", Inputs{Class: failure.Throttled, Attempt: 9, RetryAfter: 30 * time.Second, SuccessRate: 1}, true, ReasonThrottled, 30*time.Second + 500*time.Millisecond},
+		{"throttled without hint: default wait", Inputs{Class: failure.Throttled, Attempt: 3, SuccessRate: 1}, true, ReasonThrottled, 5*time.Second + 500*time.Millisecond},
+		{"throttled without hint, low success: bounded x2", Inputs{Class: failure.Throttled, Attempt: 3, SuccessRate: 0.01}, true, ReasonThrottled, 10*time.Second + 500*time.Millisecond},
+		{"transient attempt 1: full jitter of base", Inputs{Class: failure.Transient, Attempt: 1, SuccessRate: 1}, true, ReasonFailed, 500 * time.Millisecond},
+		{"transient attempt 4: base*8", Inputs{Class: failure.Transient, Attempt: 4, SuccessRate: 1}, true, ReasonFailed, 4 * time.Second},
+		{"throttles do not inflate growth", Inputs{Class: failure.Transient, Attempt: 4, Throttles: 3, SuccessRate: 1}, true, ReasonFailed, 500 * time.Millisecond},
+		{"transient capped", Inputs{Class: failure.Transient, Attempt: 60, SuccessRate: 1}, true, ReasonFailed, 150 * time.Second},
+		{"unknown treated as transient", Inputs{Class: failure.Unknown, Attempt: 2, SuccessRate: 1}, true, ReasonFailed, time.Second},
+		{"lag multiplier bounded at 2", Inputs{Class: failure.Transient, Attempt: 1, Lag: 1 << 60, SuccessRate: 1}, true, ReasonFailed, time.Second},
+		{"lag 1023 adds half", Inputs{Class: failure.Transient, Attempt: 1, Lag: 1023, SuccessRate: 1}, true, ReasonFailed, 750 * time.Millisecond},
+		{"success multiplier 1/rate", Inputs{Class: failure.Transient, Attempt: 1, SuccessRate: 0.8}, true, ReasonFailed, 625 * time.Millisecond},
+		{"success multiplier bounded at 2", Inputs{Class: failure.Transient, Attempt: 1, SuccessRate: 0}, true, ReasonFailed, time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.in.Now = t0
+			d := a.Decide(tt.in)
+			if d.Retry != tt.retry || d.Reason != tt.reason || (d.Delay-tt.want).Abs() > time.Millisecond || !d.NotBefore.Equal(t0.Add(d.Delay)) {
+				t.Errorf("got %+v, want retry=%v reason %q delay %v", d, tt.retry, tt.reason, tt.want)
+			}
+		})
+	}
+}
+
+func TestAdaptiveConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  AdaptiveConfig
+	}{
+		{"cap below base", AdaptiveConfig{TransientBase: time.Minute, TransientCap: time.Second}},
+		{"negative spread", AdaptiveConfig{ThrottleSpread: -1}},
+		{"lag factor below 1", AdaptiveConfig{MaxLagFactor: 0.5}},
+		{"success factor below 1", AdaptiveConfig{MaxSuccessFactor: 0.5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := NewAdaptive(tt.cfg); err == nil {
+				t.Error("NewAdaptive accepted a bad config")
+			}
+		})
+	}
+}
+
+func TestWindow(t *testing.T) {
+	tests := []struct {
+		name   string
+		events []struct {
+			at       time.Duration
+			provider string
+			ok       bool
+		}
+		at       time.Duration
+		provider string
+		rate     float64
+		samples  int
+	}{
+		{"empty is optimistic", nil, 0, "a", 1, 0},
+		{"few samples are optimistic", repeat(5, 0, "a", false), time.Second, "a", 1, 5},
+		{"rate over window", append(repeat(15, 0, "a", true), repeat(5, 0, "a", false)...), time.Second, "a", 0.75, 20},
+		{"other provider not counted", append(repeat(20, 0, "a", false), repeat(20, 0, "b", true)...), time.Second, "b", 1, 20},
+		{"old buckets drop out", append(repeat(20, 0, "a", false), repeat(20, 20*time.Second, "a", true)...), 31 * time.Second, "a", 1, 20},
+		{"both buckets inside window", append(repeat(20, 0, "a", false), repeat(20, 20*time.Second, "a", true)...), 25 * time.Second, "a", 0.5, 40},
+		{"ring slot reused after wrap", append(repeat(20, 0, "a", false), repeat(20, 30*time.Second, "a", true)...), 30 * time.Second, "a", 1, 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := NewWindow(WindowConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range tt.events {
+				w.Observe(t0.Add(e.at), e.provider, e.ok)
+			}
+			r, n := w.Rate(t0.Add(tt.at), tt.provider)
+			if r != tt.rate || n != tt.samples {
+				t.Errorf("Rate = %v, %d; want %v, %d", r, n, tt.rate, tt.samples)
+			}
+		})
+	}
+	w, _ := NewWindow(WindowConfig{})
+	for i := range 30 {
+		w.Observe(t0, []string{"a", "b", "c"}[i%3], i%3 != 0)
+	}
+	if r, n := w.Overall(t0); n != 30 || r < 0.66 || r > 0.67 {
+		t.Errorf("Overall = %v, %d; want 2/3, 30", r, n)
+	}
+}
+
+func repeat(n int, at time.Duration, provider string, ok bool) []struct {
+	at       time.Duration
+	provider string
+	ok       bool
+} {
+	out := make([]struct {
+		at       time.Duration
+		provider string
+		ok       bool
+	}, n)
+	for i := range out {
+		out[i].at, out[i].provider, out[i].ok = at, provider, ok
+	}
+	return out
+}
+
+func TestBudgets(t *testing.T) {
+	b, err := NewBudgets(nil, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		priority job.Priority
+		takes    int
+		at       time.Duration
+		ok       bool
+		wait     time.Duration
+	}{
+		{"urgent burst 100", job.PriorityUrgent, 100, 0, true, 0},
+		{"urgent 101st waits 1/5 s", job.PriorityUrgent, 1, 0, false, 200 * time.Millisecond},
+		{"normal burst 30", job.PriorityNormal, 30, 0, true, 0},
+		{"normal 31st waits 1s", job.PriorityNormal, 1, 0, false, time.Second},
+		{"normal next waits 2s (reserved)", job.PriorityNormal, 1, 0, false, 2 * time.Second},
+		{"empty priority is normal", "", 1, 0, false, 3 * time.Second},
+		{"bulk burst 5", job.PriorityBulk, 5, 0, true, 0},
+		{"bulk 6th waits 5s", job.PriorityBulk, 1, 0, false, 5 * time.Second},
+		{"bulk refills at 0.2/s", job.PriorityBulk, 1, 15 * time.Second, true, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ok bool
+			var until time.Time
+			for range tt.takes {
+				ok, until = b.Take(t0.Add(tt.at), tt.priority)
+			}
+			if ok != tt.ok || until.Sub(t0.Add(tt.at)) != tt.wait {
+				t.Errorf("Take = %v, +%v; want %v, +%v", ok, until.Sub(t0.Add(tt.at)), tt.ok, tt.wait)
+			}
+		})
+	}
+	if _, err := NewBudgets(map[job.Priority]Bucket{job.PriorityNormal: {1, 1}}, t0); err == nil {
+		t.Error("NewBudgets accepted a config without urgent and bulk")
+	}
+}
+
+func TestAIMD(t *testing.T) {
+	type step struct {
+		op    string // "ok", "throttle"
+		at    time.Duration
+		n     int
+		limit int
+	}
+	tests := []struct {
+		name  string
+		cfg   AIMDConfig
+		steps []step
+	}{
+		{"starts at initial", AIMDConfig{}, []step{{"ok", 0, 0, 4}}},
+		{"additive: +1 per limit successes", AIMDConfig{}, []step{{"ok", 0, 4, 5}, {"ok", 0, 5, 6}}},
+		{"bounded by max", AIMDConfig{Max: 5, Initial: 4}, []step{{"ok", 0, 100, 5}}},
+		{"multiplicative decrease", AIMDConfig{Initial: 8}, []step{{"throttle", 0, 1, 4}}},
+		{"one decrease per interval", AIMDConfig{Initial: 16}, []step{{"throttle", 0, 10, 8}, {"throttle", 999 * time.Millisecond, 1, 8}, {"throttle", time.Second, 1, 4}}},
+		{"bounded by min", AIMDConfig{Initial: 2, Min: 2}, []step{{"throttle", 0, 1, 2}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := NewAIMD(tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range tt.steps {
+				for range s.n {
+					if s.op == "ok" {
+						a.OnSuccess(t0.Add(s.at))
+					} else {
+						a.OnThrottle(t0.Add(s.at))
+					}
+				}
+				if got := a.Limit(); got != s.limit {
+					t.Errorf("step %d: Limit = %d, want %d", i, got, s.limit)
+				}
+			}
+		})
+	}
+	if _, err := NewAIMD(AIMDConfig{Min: 5, Max: 2}); err == nil {
+		t.Error("NewAIMD accepted Max < Min")
+	}
+}
+
+func TestFleetShare(t *testing.T) {
+	tests := []struct {
+		total   float64
+		members int
+		want    float64
+	}{{100, 4, 25}, {100, 1, 100}, {100, 0, 100}, {0, 3, 0}, {-1, 3, 0}}
+	for _, tt := range tests {
+		if got := FleetShare(tt.total, tt.members); got != tt.want {
+			t.Errorf("FleetShare(%v, %d) = %v, want %v", tt.total, tt.members, got, tt.want)
+		}
+	}
+}
+
+func TestRateLimiter(t *testing.T) {
+	r := NewRateLimiter(t0, 10, 2)
+	steps := []struct {
+		name string
+		do   func() time.Time
+		want time.Time
+	}{
+		{"burst 1", func() time.Time { return r.Reserve(t0) }, t0},
+		{"burst 2", func() time.Time { return r.Reserve(t0) }, t0},
+		{"third waits 100ms", func() time.Time { return r.Reserve(t0) }, t0.Add(100 * time.Millisecond)},
+		{"after re-set to 1/s the debt of one token is repaid at the new rate", func() time.Time { r.SetRate(t0, 1); return r.Reserve(t0) }, t0.Add(2 * time.Second)},
+		{"unlimited", func() time.Time { r.SetRate(t0, 0); return r.Reserve(t0) }, t0},
+	}
+	for _, s := range steps {
+		if got := s.do(); !got.Equal(s.want) {
+			t.Errorf("%s: got +%v, want +%v", s.name, got.Sub(t0), s.want.Sub(t0))
+		}
+	}
+	if !r.Allow(t0) {
+		t.Error("unlimited limiter refused")
+	}
+}
+
+func TestPressureGuard(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name     string
+		readings [][2]time.Duration
+		want     float64
+	}{
+		{"calm stays 1", [][2]time.Duration{{ms, ms}}, 1},
+		{"gc pause halves", [][2]time.Duration{{20 * ms, 0}}, 0.5},
+		{"sched latency halves", [][2]time.Duration{{0, 5 * ms}}, 0.5},
+		{"floor", [][2]time.Duration{{time.Second, 0}, {time.Second, 0}, {time.Second, 0}, {time.Second, 0}, {time.Second, 0}}, 0.1},
+		{"hysteresis: in-between holds", [][2]time.Duration{{20 * ms, 0}, {7 * ms, ms}}, 0.5},
+		{"calm recovers by step", [][2]time.Duration{{20 * ms, 0}, {ms, ms}, {ms, ms}}, 0.7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, err := NewPressureGuard(PressureConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var f float64
+			for _, r := range tt.readings {
+				f = g.Observe(r[0], r[1])
+			}
+			if f < tt.want-1e-9 || f > tt.want+1e-9 || g.Factor() != f {
+				t.Errorf("factor = %v, want %v", f, tt.want)
+			}
+		})
+	}
+	g, _ := NewPressureGuard(PressureConfig{})
+	g.Observe(time.Second, 0)
+	if got := g.Apply(20); got != 10 {
+		t.Errorf("Apply(20) at 0.5 = %d, want 10", got)
+	}
+}
