@@ -1,0 +1,399 @@
+// Package relay owns a throttling SMTP relay on loopback for benchmarks and
+// tests of retry and pacing policies: a real go-smtp server on a TCP port
+// that models a provider's limits and faults, with counters of what it did.
+//
+//   - capacity: a token bucket of Rate messages per second (Burst deep)
+//     shared by all connections; an empty bucket answers 450 4.7.1 "rate
+//     limit exceeded, try again in N seconds" at RCPT (or DATA), N being
+//     the bucket's refill time;
+//   - connections: beyond MaxConns open connections a new one gets 421 4.7.0
+//     at the greeting and is closed; with HangUpAbove, connections get in
+//     but only the oldest HangUpAbove open ones are served: a younger one is
+//     hung up (421 4.7.0) at MAIL, Postfix's scenario;
+//   - faults: a seeded share of transactions dropped with 421 4.4.2 at the
+//     end of DATA, and a share of recipient addresses rejected with 550
+//     5.1.1, chosen by a hash so retries are rejected again.
+//
+// Accepted messages are counted and time-stamped, then discarded: the relay
+// delivers nothing. It is not a scripted test server (internal/smtptest is)
+// and knows nothing of jobs, Kafka or the sender.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/emersion/go-smtp"
+	"golang.org/x/time/rate"
+)
+
+// shutdownTimeout bounds Close's wait for connection goroutines.
+const shutdownTimeout = 5 * time.Second
+
+// Relay is a running relay. Its methods are safe for concurrent use.
+type Relay struct {
+	cfg    Config
+	logger *slog.Logger
+	srv    *smtp.Server
+	ln     net.Listener
+	served chan struct{} // closed when Serve returned
+	once   sync.Once
+
+	mu    sync.Mutex
+	lim   *rate.Limiter // nil: unlimited
+	rng   *rand.Rand
+	open  map[*trackedConn]struct{}
+	seq   uint64 // connections admitted so far, for their age
+	stats Stats
+}
+
+// Start validates cfg (after WithDefaults), listens on cfg.Addr and serves
+// until Close. A nil logger discards logs.
+func Start(cfg Config, logger *slog.Logger) (*Relay, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("relay: listen on %s: %w", cfg.Addr, err)
+	}
+	r := &Relay{
+		cfg:    cfg,
+		logger: logger,
+		served: make(chan struct{}),
+		open:   make(map[*trackedConn]struct{}),
+	}
+	r.ln = &listener{Listener: ln, r: r}
+	r.resetLocked(time.Now())
+
+	r.srv = smtp.NewServer(backend{r})
+	r.srv.Domain = cfg.Domain
+	r.srv.ReadTimeout = cfg.IdleTimeout
+	r.srv.WriteTimeout = 10 * time.Second
+	r.srv.MaxRecipients = 100
+	r.srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
+
+	go func() {
+		defer close(r.served)
+		_ = r.srv.Serve(r.ln) // returns when Close closes the listener
+	}()
+	logger.Info("relay listening", "addr", r.Addr(), "rate", cfg.Rate, "burst", cfg.Burst,
+		"max_conns", cfg.MaxConns, "hang_up_above", cfg.HangUpAbove,
+		"transient_drop", cfg.TransientDrop, "permanent_reject", cfg.PermanentReject, "seed", cfg.Seed)
+	return r, nil
+}
+
+// Addr returns the host:port the relay listens on.
+func (r *Relay) Addr() string { return r.ln.Addr().String() }
+
+// Host returns the IP address the relay listens on.
+func (r *Relay) Host() string { return r.ln.Addr().(*net.TCPAddr).IP.String() }
+
+// Port returns the TCP port the relay listens on.
+func (r *Relay) Port() int { return r.ln.Addr().(*net.TCPAddr).Port }
+
+// Config returns the relay's configuration, defaults filled in.
+func (r *Relay) Config() Config { return r.cfg }
+
+// Close stops accepting, closes every connection without a reply and waits
+// for the connection goroutines. Later calls return nil.
+func (r *Relay) Close() error {
+	var err error
+	r.once.Do(func() {
+		_ = r.ln.Close() // makes Serve return; its error says so
+		<-r.served
+		r.dropConnections()
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		// The listener is closed already, so Shutdown only waits; its
+		// listener error is expected.
+		if serr := r.srv.Shutdown(ctx); errors.Is(serr, context.DeadlineExceeded) {
+			err = fmt.Errorf("relay: connection goroutines did not stop within %s", shutdownTimeout)
+		}
+	})
+	return err
+}
+
+// Stats returns a snapshot of the counters since Start or the last Reset.
+func (r *Relay) Stats() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.stats
+	s.Open = len(r.open)
+	s.AcceptedAt = append([]time.Time(nil), r.stats.AcceptedAt...)
+	return s
+}
+
+// Reset zeroes the counters, refills the token bucket and reseeds the drop
+// generator, so one relay can serve several runs that start alike. Open
+// connections stay open; PeakOpen restarts from their number.
+func (r *Relay) Reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.resetLocked(time.Now())
+}
+
+func (r *Relay) resetLocked(now time.Time) {
+	r.stats = Stats{Since: now, PeakOpen: len(r.open)}
+	r.lim = nil
+	if r.cfg.Rate > 0 && !math.IsInf(r.cfg.Rate, 1) {
+		r.lim = rate.NewLimiter(rate.Limit(r.cfg.Rate), r.cfg.Burst)
+	}
+	r.rng = rand.New(rand.NewPCG(uint64(r.cfg.Seed), 0x9e3779b97f4a7c15))
+}
+
+// admit registers a new connection, or refuses it at the greeting when
+// MaxConns are open; it returns nil for a refused connection.
+func (r *Relay) admit(c net.Conn) *trackedConn {
+	r.mu.Lock()
+	r.stats.Connections++
+	if r.cfg.MaxConns > 0 && len(r.open) >= r.cfg.MaxConns {
+		r.stats.Refused++
+		r.mu.Unlock()
+		host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+		line := fmt.Sprintf("421 4.7.0 %s Error: too many connections from %s\r\n", r.cfg.Domain, host)
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = io.WriteString(c, line)
+		_ = c.Close()
+		r.logger.Debug("relay refused a connection", "reason", "max_conns", "limit", r.cfg.MaxConns)
+		return nil
+	}
+	r.seq++
+	tc := &trackedConn{Conn: c, r: r, seq: r.seq}
+	r.open[tc] = struct{}{}
+	r.stats.PeakOpen = max(r.stats.PeakOpen, len(r.open))
+	r.mu.Unlock()
+	return tc
+}
+
+func (r *Relay) forget(tc *trackedConn) {
+	r.mu.Lock()
+	delete(r.open, tc)
+	r.mu.Unlock()
+}
+
+func (r *Relay) dropConnections() {
+	r.mu.Lock()
+	conns := make([]*trackedConn, 0, len(r.open))
+	for c := range r.open {
+		conns = append(conns, c)
+	}
+	r.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
+// shouldHangUp counts and reports a session to hang up on at MAIL: one
+// that has at least HangUpAbove older connections open beside it.
+func (r *Relay) shouldHangUp(c net.Conn) bool {
+	if r.cfg.HangUpAbove <= 0 {
+		return false
+	}
+	tc, ok := c.(*trackedConn)
+	if !ok {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.open) <= r.cfg.HangUpAbove {
+		return false
+	}
+	older := 0
+	for o := range r.open {
+		if o.seq < tc.seq {
+			older++
+		}
+	}
+	if older < r.cfg.HangUpAbove {
+		return false
+	}
+	r.stats.HungUp++
+	return true
+}
+
+// reject counts a permanently rejected recipient.
+func (r *Relay) reject() {
+	r.mu.Lock()
+	r.stats.PermanentRejects++
+	r.mu.Unlock()
+}
+
+// takeToken takes a token from the bucket, or counts a throttled command
+// and returns the time until a token will be there.
+func (r *Relay) takeToken() (wait time.Duration, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lim == nil {
+		return 0, true
+	}
+	now := time.Now()
+	res := r.lim.ReserveN(now, 1)
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
+		r.stats.Throttled++
+		return d, false
+	}
+	return 0, true
+}
+
+// finish decides a transaction that got past the bucket: dropped (true) or
+// accepted.
+func (r *Relay) finish() (drop bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cfg.TransientDrop > 0 && r.rng.Float64() < r.cfg.TransientDrop {
+		r.stats.TransientDrops++
+		return true
+	}
+	r.stats.Accepted++
+	r.stats.AcceptedAt = append(r.stats.AcceptedAt, time.Now())
+	return false
+}
+
+// throttleError is the reply to a command that found the bucket empty.
+func (r *Relay) throttleError(wait time.Duration) *smtp.SMTPError {
+	secs := max(1, int(math.Ceil(wait.Seconds())))
+	return &smtp.SMTPError{
+		Code:         r.cfg.ThrottleCode,
+		EnhancedCode: parseEnhanced(r.cfg.ThrottleEnhanced),
+		Message:      strings.ReplaceAll(r.cfg.ThrottleText, SecondsPlaceholder, strconv.Itoa(secs)),
+	}
+}
+
+// hangUp writes a 421 reply and closes the connection, the way a relay
+// that sheds load does. The connection stops counting as open before the
+// reply goes out, so a client that redials at once is not refused for it.
+// go-smtp writes the returned error to the closed connection, which fails
+// harmlessly.
+func hangUp(c *smtp.Conn, enhanced smtp.EnhancedCode, text string) error {
+	nc := c.Conn()
+	if tc, ok := nc.(*trackedConn); ok {
+		tc.release()
+	}
+	_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = fmt.Fprintf(nc, "421 %d.%d.%d %s\r\n", enhanced[0], enhanced[1], enhanced[2], text)
+	_ = c.Close()
+	return &smtp.SMTPError{Code: 421, EnhancedCode: enhanced, Message: text}
+}
+
+func parseEnhanced(s string) smtp.EnhancedCode {
+	var ec smtp.EnhancedCode
+	for i, p := range strings.SplitN(s, ".", 3) {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return smtp.NoEnhancedCode
+		}
+		ec[i] = n
+	}
+	return ec
+}
+
+type backend struct{ r *Relay }
+
+func (b backend) NewSession(c *smtp.Conn) (smtp.Session, error) {
+	return &session{r: b.r, c: c}, nil
+}
+
+// session is one SMTP session; go-smtp calls it from one goroutine.
+type session struct {
+	r      *Relay
+	c      *smtp.Conn
+	tokend bool // this transaction took its token (AtRcpt)
+}
+
+var _ smtp.Session = (*session)(nil)
+
+func (s *session) Mail(string, *smtp.MailOptions) error {
+	if s.r.shouldHangUp(s.c.Conn()) {
+		s.r.logger.Debug("relay hung up a session", "reason", "hang_up_above", "limit", s.r.cfg.HangUpAbove)
+		return hangUp(s.c, smtp.EnhancedCode{4, 7, 0},
+			s.r.cfg.Domain+" Error: too many connections, closing transmission channel")
+	}
+	return nil
+}
+
+func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	if s.r.cfg.Rejects(to) {
+		s.r.reject()
+		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
+			Message: "Recipient address rejected: User unknown in local recipient table"}
+	}
+	if s.r.cfg.ThrottleAt == AtRcpt && !s.tokend {
+		wait, ok := s.r.takeToken()
+		if !ok {
+			return s.r.throttleError(wait)
+		}
+		s.tokend = true
+	}
+	return nil
+}
+
+func (s *session) Data(body io.Reader) error {
+	if _, err := io.Copy(io.Discard, body); err != nil {
+		return err
+	}
+	if s.r.cfg.ThrottleAt == AtData {
+		if wait, ok := s.r.takeToken(); !ok {
+			return s.r.throttleError(wait)
+		}
+	}
+	if s.r.finish() {
+		return hangUp(s.c, smtp.EnhancedCode{4, 4, 2}, s.r.cfg.Domain+" Connection dropped, closing transmission channel")
+	}
+	return nil
+}
+
+func (s *session) Reset() { s.tokend = false }
+
+func (s *session) Logout() error { return nil }
+
+// listener admits or refuses each connection before go-smtp sees it, so a
+// refused connection never gets a 220 greeting.
+type listener struct {
+	net.Listener
+	r *Relay
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if tc := l.r.admit(c); tc != nil {
+			return tc, nil
+		}
+	}
+}
+
+// trackedConn leaves the relay's open set when closed, by either side.
+type trackedConn struct {
+	net.Conn
+	r    *Relay
+	seq  uint64 // admission order: lower is older
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
+}
+
+// release removes the connection from the open set, once.
+func (c *trackedConn) release() { c.once.Do(func() { c.r.forget(c) }) }

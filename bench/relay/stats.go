@@ -1,0 +1,56 @@
+package relay
+
+import "time"
+
+// Stats counts what the relay did since Start or the last Reset.
+//
+// With one recipient per message and a client that tries a transaction on
+// every connection it opens, each send attempt ends in exactly one of
+// Accepted, Throttled, TransientDrops, PermanentRejects, Refused and HungUp,
+// so their sum (Attempts) is the number of attempts.
+type Stats struct {
+	// Since is when counting started (Start or Reset).
+	Since time.Time
+	// Connections counts TCP connections accepted, refused ones included.
+	Connections int64
+	// Refused counts connections answered 421 at the greeting (MaxConns).
+	Refused int64
+	// HungUp counts sessions hung up with 421 at MAIL (HangUpAbove).
+	HungUp int64
+	// Open is the number of connections open now.
+	Open int
+	// PeakOpen is the most connections open at once.
+	PeakOpen int
+	// Accepted counts messages accepted (250 to the final dot).
+	Accepted int64
+	// Throttled counts commands answered with the throttle reply.
+	Throttled int64
+	// TransientDrops counts transactions dropped with 421 4.4.2.
+	TransientDrops int64
+	// PermanentRejects counts recipients answered 550 5.1.1.
+	PermanentRejects int64
+	// AcceptedAt holds the time of each accepted message, in order.
+	AcceptedAt []time.Time
+}
+
+// Deferred counts the attempts that got a 4xx reply: throttled, dropped,
+// refused at the greeting or hung up.
+func (s Stats) Deferred() int64 { return s.Throttled + s.TransientDrops + s.Refused + s.HungUp }
+
+// Attempts counts every outcome: Accepted, Deferred and PermanentRejects.
+func (s Stats) Attempts() int64 { return s.Accepted + s.Deferred() + s.PermanentRejects }
+
+// AcceptedPer returns the number of messages accepted in each interval of
+// width since Since (index 0 is [Since, Since+width)), for plotting
+// throughput over time. It returns nil for a width that is not positive.
+func (s Stats) AcceptedPer(width time.Duration) []int {
+	if width <= 0 || len(s.AcceptedAt) == 0 {
+		return nil
+	}
+	last := s.AcceptedAt[len(s.AcceptedAt)-1]
+	out := make([]int, int(max(0, last.Sub(s.Since))/width)+1)
+	for _, t := range s.AcceptedAt {
+		out[int(max(0, t.Sub(s.Since))/width)]++
+	}
+	return out
+}
