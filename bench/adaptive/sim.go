@@ -15,8 +15,10 @@ import (
 	"github.com/postline/postline/job"
 )
 
-// Params are the simulation's parameters: the relay model and the worker
-// model. They are printed with every report.
+// Params are the simulation's parameters: the relay model, the transport
+// shared by all strategies (senders, delay tiers) and the knobs of the
+// adaptive strategy (budgets, pacing, AIMD). They are printed with every
+// report.
 type Params struct {
 	Jobs        int           // burst of jobs published at t=0
 	Rate        float64       // relay capacity, mails/s (token bucket); 0 = unlimited
@@ -28,11 +30,42 @@ type Params struct {
 	ConnectTime time.Duration // a connection refused at the greeting (holds none)
 	Transient   float64       // share of sessions dropped transiently
 	Permanent   float64       // share of sessions rejected permanently
-	Senders     int           // worker send slots
-	Tiers       retry.Tiers   // delay tiers; nil = no rounding
-	Budgets     bool          // retry budgets (normal priority, 30 + 1/s)
+	Senders     int           // worker send slots, the same for every strategy
+	Tiers       retry.Tiers   // delay tiers; nil = no rounding (and no scheduler jitter)
 	Seed        uint64
-	Gate        bool // adaptive pauses all sends to the provider until its hint has passed
+
+	// The adaptive strategy only; uniform and reference never use them.
+	Budgets bool                 // retry budgets (normal priority, 30 + 1/s)
+	Pace    bool                 // pace sends by a learned rate (adaptive.Pacer)
+	AIMD    bool                 // cap concurrency by AIMD (adaptive.AIMD)
+	Pacer   adaptive.PacerConfig // the pacer's settings (zero = defaults)
+}
+
+// Capacity is the most mails/s the relay can accept: its rate, or its
+// connections over the session time when that is lower (or the rate is
+// unlimited).
+func (p Params) Capacity() float64 {
+	c := float64(p.Conns) / p.SendTime.Seconds()
+	if p.Rate > 0 {
+		c = math.Min(c, p.Rate)
+	}
+	return c
+}
+
+// MeanBound is a lower bound on the mean delivery latency of any strategy:
+// with D = Jobs*(1-Permanent) deliverable jobs all offered at t=0, the i-th
+// acceptance cannot come before (i-Burst)/Capacity, and each takes
+// SendTime, so mean >= (D-Burst)^2/(2*Capacity*D) + SendTime, about
+// N/(2R) + SendTime.
+func (p Params) MeanBound() time.Duration {
+	d := float64(p.Jobs) * (1 - p.Permanent)
+	b := 0.0
+	if p.Rate > 0 {
+		b = float64(p.Burst)
+	}
+	ex := math.Max(d-b, 0)
+	s := ex * ex / (2 * p.Capacity() * d)
+	return time.Duration(s*float64(time.Second)) + p.SendTime
 }
 
 // Strategy names.
@@ -50,9 +83,17 @@ type Result struct {
 	Rejected  int // permanent
 	Attempts  int
 	Wasted    int // throttled or transient
+	Refused   int // of Wasted: 421 at the greeting (connections)
+	Slowed    int // of Wasted: 450 at MAIL (rate)
 	Latencies []time.Duration
 	PeakDepth int
 	Timeline  []time.Duration // accept times, ascending
+
+	// Adaptive only: the pacer's rate and the AIMD limit at the end, and
+	// how often the pacer cut its rate.
+	FinalRate     float64
+	RateDecreases int
+	FinalLimit    int
 }
 
 // Mean is the mean delivery latency.
@@ -91,6 +132,7 @@ type outcome struct {
 	retryAfter time.Duration
 	hold       time.Duration // how long the sender is busy
 	conn       bool          // the session held a connection
+	greeting   bool          // refused at the greeting (421: too many connections)
 }
 
 // Relay is the modelled relay: a token bucket of Rate/s, Conns connections,
@@ -118,7 +160,7 @@ func NewRelay(p Params, start time.Time, rnd *rand.Rand) *Relay {
 func (r *Relay) Attempt(now time.Time) outcome {
 	if r.active >= r.p.Conns {
 		// 421 4.7.0 Too many connections, try again in N seconds
-		return outcome{class: failure.Throttled, retryAfter: r.p.Hint, hold: r.p.ConnectTime}
+		return outcome{class: failure.Throttled, retryAfter: r.p.Hint, hold: r.p.ConnectTime, greeting: true}
 	}
 	r.active++
 	if !r.bucket.AllowN(now, 1) {
@@ -149,6 +191,7 @@ type event struct {
 	kind int // evDone, evDue, evWake
 	job  simJob
 	out  outcome
+	sent time.Time // when the attempt started (evDone)
 }
 
 const (
@@ -179,16 +222,29 @@ var simStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 const provider = "relay"
 
-// Run simulates one strategy. Uniform and Reference use all senders;
-// Adaptive adds AIMD concurrency and honours the provider's cool-down
-// before any send, as the worker will.
+// control is the adaptive strategy's send control: retry budgets, a pacer
+// and an AIMD concurrency limit, each optional. Uniform and reference run
+// with none of it.
+type control struct {
+	budgets *adaptive.Budgets
+	pacer   *adaptive.Pacer
+	aimd    *adaptive.AIMD
+}
+
+// Run simulates one strategy. All three share the transport: the FIFO
+// mail.jobs, p.Senders send slots, and retries routed as the worker routes
+// them (the delay rounded up to a tier, re-injected by the scheduler with
+// its jitter of at most min(1s, tier/10) at the tail of mail.jobs).
+// Uniform and reference are the bare policies; adaptive adds the controls
+// p enables.
 func Run(p Params, strategy string) Result {
 	now := simStart
 	rnd := rand.New(rand.NewPCG(p.Seed, 1))  // relay
 	prnd := rand.New(rand.NewPCG(p.Seed, 2)) // policy jitter
+	srnd := rand.New(rand.NewPCG(p.Seed, 3)) // scheduler jitter
 	relay := NewRelay(p, now, rnd)
 	var pol adaptive.Policy
-	var aimd *adaptive.AIMD
+	var ctl control
 	switch strategy {
 	case StratUniform:
 		pol = &adaptive.Uniform{Float64Func: prnd.Float64}
@@ -200,10 +256,23 @@ func Run(p Params, strategy string) Result {
 			panic(err)
 		}
 		pol = a
-		aimd, _ = adaptive.NewAIMD(adaptive.AIMDConfig{Max: p.Senders, Initial: min(adaptive.DefaultAIMDInitial, p.Senders)})
+		if p.Budgets {
+			ctl.budgets, _ = adaptive.NewBudgets(nil, now)
+		}
+		if p.AIMD {
+			ctl.aimd, err = adaptive.NewAIMD(adaptive.AIMDConfig{Max: p.Senders, Initial: min(adaptive.DefaultAIMDInitial, p.Senders)})
+			if err != nil {
+				panic(err)
+			}
+		}
+		if p.Pace {
+			ctl.pacer, err = adaptive.NewPacer(p.Pacer, now)
+			if err != nil {
+				panic(err)
+			}
+		}
 	}
 	window, _ := adaptive.NewWindow(adaptive.WindowConfig{})
-	budgets, _ := adaptive.NewBudgets(nil, now)
 
 	res := Result{Strategy: strategy}
 	queue := make([]simJob, 0, p.Jobs) // mail.jobs, FIFO
@@ -215,22 +284,23 @@ func Run(p Params, strategy string) Result {
 	seq := 0
 	push := func(e event) { seq++; e.seq = seq; heap.Push(&evs, e) }
 	inflight, depth := 0, 0
-	var cooldown time.Time
-	wakeAt := time.Time{}
+	var wakeAt time.Time // a pending wake-up for the pacer, if after now
 
 	dispatch := func() {
 		for head < len(queue) && inflight < p.Senders {
-			if aimd != nil {
-				if inflight >= aimd.Limit() {
-					return
-				}
-				if p.Gate && now.Before(cooldown) {
-					if !wakeAt.Equal(cooldown) {
-						wakeAt = cooldown
-						push(event{at: cooldown, kind: evWake})
+			if ctl.aimd != nil && inflight >= ctl.aimd.Limit() {
+				ctl.aimd.Blocked(now)
+				return // a completion dispatches again
+			}
+			if ctl.pacer != nil {
+				if at := ctl.pacer.Next(now); at.After(now) {
+					if !wakeAt.After(now) || at.Before(wakeAt) {
+						wakeAt = at
+						push(event{at: at, kind: evWake})
 					}
 					return
 				}
+				ctl.pacer.Take(now)
 			}
 			j := queue[head]
 			head++
@@ -241,7 +311,7 @@ func Run(p Params, strategy string) Result {
 			out := relay.Attempt(now)
 			res.Attempts++
 			inflight++
-			push(event{at: now.Add(out.hold), kind: evDone, job: j, out: out})
+			push(event{at: now.Add(out.hold), kind: evDone, job: j, out: out, sent: now})
 		}
 	}
 
@@ -265,8 +335,11 @@ func Run(p Params, strategy string) Result {
 				res.Delivered++
 				res.Latencies = append(res.Latencies, now.Sub(simStart))
 				res.Timeline = append(res.Timeline, now.Sub(simStart))
-				if aimd != nil {
-					aimd.OnSuccess(now)
+				if ctl.aimd != nil {
+					ctl.aimd.OnSuccess(now)
+				}
+				if ctl.pacer != nil {
+					ctl.pacer.OnSuccess(now)
 				}
 			default:
 				if e.out.class == failure.Permanent {
@@ -276,18 +349,28 @@ func Run(p Params, strategy string) Result {
 				}
 				if e.out.class == failure.Throttled {
 					j.throttles++
-					if aimd != nil {
-						aimd.OnThrottle(now)
-						if e.out.retryAfter > 0 {
-							cooldown = maxTime(cooldown, now.Add(e.out.retryAfter))
-						}
+					if e.out.greeting {
+						res.Refused++
+					} else {
+						res.Slowed++
+					}
+					// 421 at the greeting says "too many connections":
+					// fewer sends in flight; 450 4.7.1 at MAIL says
+					// "too fast": a lower rate.
+					switch {
+					case e.out.greeting && ctl.aimd != nil:
+						ctl.aimd.OnThrottleSent(now, e.sent)
+					case !e.out.greeting && ctl.pacer != nil:
+						ctl.pacer.OnThrottleSent(now, e.sent)
+					case ctl.aimd != nil:
+						ctl.aimd.OnThrottleSent(now, e.sent)
 					}
 				}
 				sr, _ := window.Rate(now, provider)
 				d := pol.Decide(adaptive.Inputs{
 					Class: e.out.class, Attempt: j.attempt, Throttles: j.throttles,
 					RetryAfter: e.out.retryAfter, Lag: int64(len(queue) - head),
-					SuccessRate: sr, ProviderCooldownUntil: cooldownFor(aimd, cooldown), Now: now,
+					SuccessRate: sr, Now: now,
 				})
 				if !d.Retry {
 					if e.out.class != failure.Permanent {
@@ -295,37 +378,40 @@ func Run(p Params, strategy string) Result {
 					}
 					break
 				}
-				due := now.Add(d.Delay)
-				if p.Budgets {
-					if ok, until := budgets.Take(now, job.PriorityNormal); !ok {
-						due = maxTime(due, until)
+				delay := d.Delay
+				if ctl.budgets != nil {
+					if ok, until := ctl.budgets.Take(now, job.PriorityNormal); !ok {
+						delay = max(delay, until.Sub(now))
 					}
 				}
 				if p.Tiers != nil {
-					due = now.Add(p.Tiers.Pick(due.Sub(now)))
+					tier := p.Tiers.Pick(delay)
+					delay = tier + schedulerJitter(tier, srnd)
 				}
 				j.attempt++
 				depth++
 				res.PeakDepth = max(res.PeakDepth, depth)
-				push(event{at: due, kind: evDue, job: j})
+				push(event{at: now.Add(delay), kind: evDue, job: j})
 			}
 		}
 		dispatch()
 	}
 	res.Makespan = now.Sub(simStart)
+	if ctl.pacer != nil {
+		res.FinalRate, res.RateDecreases = ctl.pacer.Rate(), ctl.pacer.Decreases()
+	}
+	if ctl.aimd != nil {
+		res.FinalLimit = ctl.aimd.Limit()
+	}
 	return res
 }
 
-func cooldownFor(a *adaptive.AIMD, cooldown time.Time) time.Time {
-	if a == nil {
-		return time.Time{}
+// schedulerJitter is retry.Scheduler's spread of a tier's re-injections:
+// uniform in [0, min(1s, tier/10)).
+func schedulerJitter(tier time.Duration, r *rand.Rand) time.Duration {
+	n := min(retry.DefaultMaxJitter, tier/10)
+	if n <= 0 {
+		return 0
 	}
-	return cooldown
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+	return time.Duration(r.Int64N(int64(n)))
 }

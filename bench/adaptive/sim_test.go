@@ -3,6 +3,7 @@ package main
 import (
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,13 +76,86 @@ func TestRunDeterministic(t *testing.T) {
 }
 
 func TestRunCapacityBound(t *testing.T) {
-	// No run can beat the relay: makespan >= (jobs-burst)/rate.
+	// No run can beat the relay: makespan >= (jobs-burst)/rate, and the
+	// mean latency is at least MeanBound, in both scenarios.
 	p := DefaultParams()
-	p.Jobs, p.Budgets = 2000, false
-	for _, s := range []string{StratUniform, StratAdaptive} {
-		r := Run(p, s)
-		if min := time.Duration(float64(p.Jobs-p.Burst) / p.Rate * float64(time.Second)); r.Makespan < min*9/10 {
-			t.Errorf("%s: makespan %v below the relay's bound %v", s, r.Makespan, min)
+	p.Jobs = 2000
+	for _, q := range []Params{p, PostfixParams(p)} {
+		for _, s := range []string{StratUniform, StratReference, StratAdaptive} {
+			r := Run(q, s)
+			if min := time.Duration(float64(q.Jobs-q.Burst) / q.Capacity() * float64(time.Second)); q.Rate > 0 && r.Makespan < min*9/10 {
+				t.Errorf("%s: makespan %v below the relay's bound %v", s, r.Makespan, min)
+			}
+			if r.Mean() < q.MeanBound() {
+				t.Errorf("%s (rate %v): mean %v below the bound %v", s, q.Rate, r.Mean(), q.MeanBound())
+			}
 		}
+	}
+}
+
+func TestBaselinesIgnoreAdaptiveControls(t *testing.T) {
+	// Fairness: budgets, pacing and AIMD belong to the adaptive strategy
+	// only; switching them must not change a baseline's run at all.
+	p := DefaultParams()
+	p.Jobs = 1000
+	off := p
+	off.Budgets, off.Pace, off.AIMD = false, false, false
+	for _, s := range []string{StratUniform, StratReference} {
+		if a, b := Run(p, s), Run(off, s); !reflect.DeepEqual(a, b) {
+			t.Errorf("%s: a run with the adaptive controls on differs from one with them off", s)
+		}
+	}
+	if a, b := Run(p, StratAdaptive), Run(off, StratAdaptive); reflect.DeepEqual(a, b) {
+		t.Error("adaptive: the controls changed nothing")
+	}
+}
+
+func TestMeanBound(t *testing.T) {
+	tests := []struct {
+		name string
+		p    Params
+		want time.Duration
+	}{
+		// (1000-10)^2 / (2*10*1000) = 49.005 s, + 100ms
+		{"rate binds", Params{Jobs: 1000, Rate: 10, Burst: 10, Conns: 100, SendTime: 100 * time.Millisecond}, 49105 * time.Millisecond},
+		// capacity 5/0.1s = 50/s: 1000^2/(2*50*1000) = 10 s, + 100ms
+		{"connections bind, no burst credit", Params{Jobs: 1000, Rate: 0, Burst: 10, Conns: 5, SendTime: 100 * time.Millisecond}, 10100 * time.Millisecond},
+		// 500 deliverable: 500/(2*50) = 5 s
+		{"permanent rejections are not counted", Params{Jobs: 1000, Conns: 5, SendTime: 100 * time.Millisecond, Permanent: 0.5}, 5100 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.p.MeanBound(); (got - tt.want).Abs() > time.Millisecond {
+				t.Errorf("MeanBound = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRefillHint(t *testing.T) {
+	tests := []struct {
+		rate  float64
+		burst int
+		want  time.Duration
+	}{{50, 50, time.Second}, {50, 100, 2 * time.Second}, {10, 25, 3 * time.Second}, {100, 10, time.Second}, {0, 10, time.Second}}
+	for _, tt := range tests {
+		if got := refillHint(Params{Rate: tt.rate, Burst: tt.burst}); got != tt.want {
+			t.Errorf("refillHint(%v/s, burst %d) = %v, want %v", tt.rate, tt.burst, got, tt.want)
+		}
+	}
+}
+
+func TestRunOutput(t *testing.T) {
+	var b strings.Builder
+	if err := run([]string{"-jobs", "300", "-png", ""}, &b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| relay rate R (token bucket) | 50 mails/s, burst 50 |", "Lower bound on mean latency", "| uniform |", "| reference |", "| adaptive |", "mean latency >= 70 % below uniform"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if n := strings.Count(b.String(), "| PASS |") + strings.Count(b.String(), "| FAIL |") + strings.Count(b.String(), "| UNREACHABLE |"); n != 6 {
+		t.Errorf("report has %d target verdicts, want 6", n)
 	}
 }

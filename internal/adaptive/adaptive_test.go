@@ -255,6 +255,7 @@ func TestAIMD(t *testing.T) {
 			for i, s := range tt.steps {
 				for range s.n {
 					if s.op == "ok" {
+						a.Blocked(t0.Add(s.at))
 						a.OnSuccess(t0.Add(s.at))
 					} else {
 						a.OnThrottle(t0.Add(s.at))
@@ -340,5 +341,144 @@ func TestPressureGuard(t *testing.T) {
 	g.Observe(time.Second, 0)
 	if got := g.Apply(20); got != 10 {
 		t.Errorf("Apply(20) at 0.5 = %d, want 10", got)
+	}
+}
+
+func TestAIMDPlateauAndCause(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name string
+		run  func(a *AIMD) int
+		want int
+	}{
+		{"no growth unless blocked", func(a *AIMD) int {
+			for range 100 {
+				a.OnSuccess(t0)
+			}
+			return a.Limit()
+		}, 4},
+		{"growth stops a second after the last block", func(a *AIMD) int {
+			a.Blocked(t0)
+			for range 100 {
+				a.OnSuccess(t0.Add(2 * time.Second))
+			}
+			return a.Limit()
+		}, 4},
+		{"fast back to one below the ceiling", func(a *AIMD) int {
+			a.Blocked(t0)
+			for range 4 + 5 {
+				a.OnSuccess(t0) // 4 -> 6
+			}
+			a.OnThrottleSent(t0, t0) // ceiling 6, limit 3
+			for range 3 + 4 {
+				a.OnSuccess(t0) // 3 -> 5 at the normal pace
+			}
+			return a.Limit()
+		}, 5},
+		{"slow near the ceiling: Probe/limit per success", func(a *AIMD) int {
+			a.Blocked(t0)
+			for range 9 {
+				a.OnSuccess(t0)
+			}
+			a.OnThrottleSent(t0, t0)
+			for range 7 + 5 + 30 {
+				a.OnSuccess(t0) // 3 -> 5, then 35 x 0.1/5: about 5.7
+			}
+			return a.Limit()
+		}, 5},
+		{"refusals of sends started before the decrease count once", func(a *AIMD) int {
+			a.OnThrottleSent(t0.Add(10*ms), t0) // 4 -> 2
+			a.OnThrottleSent(t0.Add(11*ms), t0.Add(5*ms))
+			return a.Limit()
+		}, 2},
+		{"a refusal of a send started after the decrease decreases again", func(a *AIMD) int {
+			a.OnThrottleSent(t0.Add(10*ms), t0) // 4 -> 2
+			a.OnThrottleSent(t0.Add(20*ms), t0.Add(15*ms))
+			return a.Limit()
+		}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := NewAIMD(AIMDConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tt.run(a); got != tt.want {
+				t.Errorf("Limit = %d, want %d", got, tt.want)
+			}
+		})
+	}
+	if _, err := NewAIMD(AIMDConfig{Probe: 2}); err == nil {
+		t.Error("NewAIMD accepted Probe 2")
+	}
+}
+
+func TestPacer(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name     string
+		cfg      PacerConfig
+		run      func(p *Pacer) any
+		want     any
+		wantRate float64
+	}{
+		{"first send free", PacerConfig{}, func(p *Pacer) any { return p.Next(t0).Sub(t0) }, time.Duration(0), 10},
+		{"second waits 1/rate", PacerConfig{}, func(p *Pacer) any { p.Take(t0); return p.Next(t0).Sub(t0) }, 100 * ms, 10},
+		{"take refused without a token", PacerConfig{}, func(p *Pacer) any { p.Take(t0); return p.Take(t0.Add(50 * ms)) }, false, 10},
+		{"token back after 1/rate", PacerConfig{}, func(p *Pacer) any { p.Take(t0); return p.Take(t0.Add(100 * ms)) }, true, 10},
+		{"no growth while not limiting", PacerConfig{}, func(p *Pacer) any { p.OnSuccess(t0); return nil }, nil, 10},
+		{"slow start: +1 per success while limiting", PacerConfig{}, func(p *Pacer) any {
+			p.Take(t0)
+			p.Next(t0)
+			for range 5 {
+				p.OnSuccess(t0)
+			}
+			return nil
+		}, nil, 15},
+		{"decrease by factor", PacerConfig{Initial: 40}, func(p *Pacer) any { return p.OnThrottleSent(t0, t0) }, true, 28},
+		{"additive after the first decrease", PacerConfig{Initial: 40}, func(p *Pacer) any {
+			p.OnThrottleSent(t0, t0) // 28
+			p.Next(t0)
+			p.Take(t0)
+			p.Next(t0)
+			p.OnSuccess(t0) // + 2/28
+			return nil
+		}, nil, 28 + 2.0/28},
+		{"stale refusal ignored", PacerConfig{Initial: 40}, func(p *Pacer) any {
+			p.OnThrottleSent(t0.Add(20*ms), t0.Add(10*ms))
+			return p.OnThrottleSent(t0.Add(2*time.Second), t0)
+		}, false, 28},
+		{"fresh refusal within interval ignored", PacerConfig{Initial: 40}, func(p *Pacer) any {
+			p.OnThrottleSent(t0, t0)
+			return p.OnThrottleSent(t0.Add(500*ms), t0.Add(100*ms))
+		}, false, 28},
+		{"fresh refusal after interval decreases", PacerConfig{Initial: 40}, func(p *Pacer) any {
+			p.OnThrottleSent(t0, t0)
+			return p.OnThrottleSent(t0.Add(1500*ms), t0.Add(1200*ms))
+		}, true, 19.6},
+		{"timer rule: one decrease per interval", PacerConfig{Initial: 40}, func(p *Pacer) any {
+			p.OnThrottle(t0)
+			return p.OnThrottle(t0.Add(999 * ms))
+		}, false, 28},
+		{"bounded by min", PacerConfig{Initial: 1}, func(p *Pacer) any { return p.OnThrottle(t0) }, true, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := NewPacer(tt.cfg, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tt.run(p); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+			if r := p.Rate(); r < tt.wantRate-1e-9 || r > tt.wantRate+1e-9 {
+				t.Errorf("Rate = %v, want %v", r, tt.wantRate)
+			}
+		})
+	}
+	for _, cfg := range []PacerConfig{{Factor: 1}, {Initial: 5000}, {Min: -1}, {Burst: -1}} {
+		if _, err := NewPacer(cfg, t0); err == nil {
+			t.Errorf("NewPacer accepted %+v", cfg)
+		}
 	}
 }

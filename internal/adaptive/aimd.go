@@ -15,6 +15,7 @@ const (
 	DefaultAIMDInitial  = 4
 	DefaultAIMDFactor   = 0.5
 	DefaultAIMDInterval = time.Second
+	DefaultAIMDProbe    = 0.1
 )
 
 // AIMDConfig configures an AIMD limit.
@@ -30,6 +31,13 @@ type AIMDConfig struct {
 	// Interval is the shortest time between two decreases: the rejections
 	// of one burst of sends count once. Defaults to 1s.
 	Interval time.Duration
+	// Probe scales the additive increase within one step of the limit at
+	// which the provider last throttled, in (0,1]: the limit climbs
+	// back quickly after a decrease, then probes the known ceiling slowly
+	// (as TCP BIC/CUBIC plateau near their last maximum), so a provider
+	// with a fixed connection cap is not refused every few sends. 1
+	// disables the plateau. Defaults to 0.1.
+	Probe float64
 }
 
 // WithDefaults fills zero fields with their defaults.
@@ -39,6 +47,7 @@ func (c AIMDConfig) WithDefaults() AIMDConfig {
 	c.Initial = cmp.Or(c.Initial, min(DefaultAIMDInitial, c.Max))
 	c.Factor = cmp.Or(c.Factor, DefaultAIMDFactor)
 	c.Interval = cmp.Or(c.Interval, DefaultAIMDInterval)
+	c.Probe = cmp.Or(c.Probe, DefaultAIMDProbe)
 	return c
 }
 
@@ -55,12 +64,16 @@ func (c AIMDConfig) Validate() error {
 		return fmt.Errorf("adaptive: AIMDConfig.Factor %v must be in (0,1)", c.Factor)
 	case c.Interval < 0:
 		return fmt.Errorf("adaptive: AIMDConfig.Interval %v must not be negative", c.Interval)
+	case !(c.Probe > 0 && c.Probe <= 1):
+		return fmt.Errorf("adaptive: AIMDConfig.Probe %v must be in (0,1]", c.Probe)
 	}
 	return nil
 }
 
 // AIMD is the send concurrency for one provider: each success adds
-// 1/Limit() (about one per round of sends, as TCP's congestion window), each
+// 1/Limit() (about one per round of sends, as TCP's congestion window), or
+// Probe/Limit() within one step either side of the limit at the last
+// decrease; each
 // throttling multiplies it by Factor, at most once per Interval, within
 // [Min, Max].
 type AIMD struct {
@@ -69,6 +82,8 @@ type AIMD struct {
 	limit    float64
 	lastDrop time.Time
 	dropped  bool
+	ceiling  float64 // the limit at the last decrease; 0 = none known
+	blocked  time.Time
 }
 
 // NewAIMD returns a limit at cfg.Initial.
@@ -87,22 +102,66 @@ func (a *AIMD) Limit() int {
 	return int(math.Floor(a.limit + 1e-9))
 }
 
-// OnSuccess records an accepted send.
-func (a *AIMD) OnSuccess(time.Time) {
+// Blocked records that a send waited at now because Limit() were in
+// flight. The limit grows only while it holds sends back: successes at a
+// limit that is not reached do not show the provider would take more.
+func (a *AIMD) Blocked(now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.limit = math.Min(float64(a.cfg.Max), a.limit+1/math.Max(math.Floor(a.limit+1e-9), 1))
+	a.blocked = now
+}
+
+// OnSuccess records an accepted send. It raises the limit only when a send
+// was Blocked within the last max(Interval, 1s).
+func (a *AIMD) OnSuccess(now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.blocked.IsZero() || now.Sub(a.blocked) > max(a.cfg.Interval, time.Second) {
+		return
+	}
+	step := 1 / math.Max(math.Floor(a.limit+1e-9), 1)
+	switch {
+	case a.ceiling > 0 && a.limit >= a.ceiling+1:
+		a.ceiling = 0 // probed past it without a throttle: forget it
+	case a.ceiling > 0 && a.limit+1 > a.ceiling:
+		step *= a.cfg.Probe
+	}
+	a.limit = math.Min(float64(a.cfg.Max), a.limit+step)
 }
 
 // OnThrottle records a send the provider refused for load, and reports
 // whether the limit was decreased (false within Interval of the last one).
+// Callers that know when the refused send started should use
+// OnThrottleSent.
 func (a *AIMD) OnThrottle(now time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.dropped && now.Sub(a.lastDrop) < a.cfg.Interval {
 		return false
 	}
+	a.decrease(now)
+	return true
+}
+
+// OnThrottleSent records a refused send that started at sent, and reports
+// whether the limit was decreased. A send that started before the last
+// decrease belongs to the round that decrease already answered and is
+// ignored; one that started after it shows the decrease was not enough, so
+// it decreases again however soon (Interval plays no part). This follows
+// the cause rather than a timer, so a fast refusal (421 at the greeting)
+// cannot repeat for a whole Interval while the limit climbs back.
+func (a *AIMD) OnThrottleSent(now, sent time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.dropped && sent.Before(a.lastDrop) {
+		return false
+	}
+	a.decrease(now)
+	return true
+}
+
+func (a *AIMD) decrease(now time.Time) {
+	a.ceiling = math.Floor(a.limit + 1e-9)
 	a.limit = math.Max(float64(a.cfg.Min), math.Floor(a.limit*a.cfg.Factor))
 	a.lastDrop, a.dropped = now, true
-	return true
 }

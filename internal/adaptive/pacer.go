@@ -1,0 +1,205 @@
+package adaptive
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// Defaults of PacerConfig.
+const (
+	DefaultPacerInitial  = 10.0
+	DefaultPacerMin      = 1.0
+	DefaultPacerMax      = 1000.0
+	DefaultPacerIncrease = 2.0
+	DefaultPacerFactor   = 0.7
+	DefaultPacerInterval = time.Second
+	DefaultPacerBurst    = 1
+)
+
+// PacerConfig configures a Pacer.
+type PacerConfig struct {
+	// Initial is the starting rate in sends per second. Defaults to 10.
+	Initial float64
+	// Min is the lowest rate. Defaults to 1.
+	Min float64
+	// Max is the highest rate. Defaults to 1000.
+	Max float64
+	// Increase is how many sends per second the rate gains per second of
+	// successes at the current rate, once the first throttle ended the
+	// slow start (each success adds Increase/rate). Defaults to 2.
+	Increase float64
+	// Factor multiplies the rate on throttling, in (0,1). Defaults to 0.7.
+	Factor float64
+	// Interval is the shortest time between two decreases: the rejections
+	// of one overshoot count once. Defaults to 1s.
+	Interval time.Duration
+	// Burst is how many sends may start back to back. Defaults to 1.
+	Burst int
+}
+
+// WithDefaults fills zero fields with their defaults.
+func (c PacerConfig) WithDefaults() PacerConfig {
+	c.Initial = cmp.Or(c.Initial, DefaultPacerInitial)
+	c.Min = cmp.Or(c.Min, DefaultPacerMin)
+	c.Max = cmp.Or(c.Max, DefaultPacerMax)
+	c.Increase = cmp.Or(c.Increase, DefaultPacerIncrease)
+	c.Factor = cmp.Or(c.Factor, DefaultPacerFactor)
+	c.Interval = cmp.Or(c.Interval, DefaultPacerInterval)
+	c.Burst = cmp.Or(c.Burst, DefaultPacerBurst)
+	return c
+}
+
+// Validate reports a field that is out of range.
+func (c PacerConfig) Validate() error {
+	switch {
+	case !(c.Min > 0):
+		return fmt.Errorf("adaptive: PacerConfig.Min %v must be positive", c.Min)
+	case !(c.Max >= c.Min):
+		return fmt.Errorf("adaptive: PacerConfig.Max %v must be at least Min %v", c.Max, c.Min)
+	case !(c.Initial >= c.Min && c.Initial <= c.Max):
+		return fmt.Errorf("adaptive: PacerConfig.Initial %v must be within [%v, %v]", c.Initial, c.Min, c.Max)
+	case !(c.Increase > 0):
+		return fmt.Errorf("adaptive: PacerConfig.Increase %v must be positive", c.Increase)
+	case !(c.Factor > 0 && c.Factor < 1):
+		return fmt.Errorf("adaptive: PacerConfig.Factor %v must be in (0,1)", c.Factor)
+	case c.Interval < 0:
+		return fmt.Errorf("adaptive: PacerConfig.Interval %v must not be negative", c.Interval)
+	case c.Burst < 1:
+		return fmt.Errorf("adaptive: PacerConfig.Burst %d must be at least 1", c.Burst)
+	}
+	return nil
+}
+
+// Pacer paces sends to one provider at a learned rate: a token bucket whose
+// rate grows on success and shrinks on throttling, as TCP's congestion
+// window does. It starts in slow start (each success adds 1/s, so the rate
+// doubles every second) until the first throttle, then grows additively
+// (Increase per second); each throttle multiplies the rate by Factor, at
+// most once per Interval. Unlike a pause for the whole retry hint, the
+// provider keeps receiving mail just below the rate it was last seen to
+// take.
+type Pacer struct {
+	mu        sync.Mutex
+	cfg       PacerConfig
+	rate      float64
+	tokens    float64
+	last      time.Time
+	lastDrop  time.Time
+	dropped   bool
+	decreases int
+	limitedAt time.Time // when Next last made a send wait
+}
+
+// NewPacer returns a pacer at cfg.Initial with a full bucket at now.
+func NewPacer(cfg PacerConfig, now time.Time) (*Pacer, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Pacer{cfg: cfg, rate: cfg.Initial, tokens: float64(cfg.Burst), last: now}, nil
+}
+
+// refill adds the tokens earned since the last call; callers hold mu.
+func (p *Pacer) refill(now time.Time) {
+	if now.After(p.last) {
+		p.tokens = math.Min(float64(p.cfg.Burst), p.tokens+now.Sub(p.last).Seconds()*p.rate)
+		p.last = now
+	}
+}
+
+// Next returns when the next send may start: now when a token is free.
+// It takes nothing.
+func (p *Pacer) Next(now time.Time) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refill(now)
+	if p.tokens >= 1 {
+		return now
+	}
+	wait := time.Duration(math.Ceil((1 - p.tokens) / p.rate * float64(time.Second)))
+	p.limitedAt = now
+	return now.Add(wait)
+}
+
+// Take takes a token at now if one is free.
+func (p *Pacer) Take(now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refill(now)
+	if p.tokens < 1 {
+		return false
+	}
+	p.tokens--
+	return true
+}
+
+// OnSuccess records an accepted send. The rate grows only while it is what
+// holds sends back (Next made one wait within the last Interval, or the
+// last second): a rate that is not used is not validated by successes.
+func (p *Pacer) OnSuccess(now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.limitedAt.IsZero() || now.Sub(p.limitedAt) > max(p.cfg.Interval, time.Second) {
+		return
+	}
+	p.refill(now)
+	inc := p.cfg.Increase / p.rate
+	if !p.dropped {
+		inc = 1 // slow start
+	}
+	p.rate = math.Min(p.cfg.Max, p.rate+inc)
+}
+
+// OnThrottle records a send the provider refused for its rate, and reports
+// whether the rate was decreased (false within Interval of the last one).
+// Callers that know when the refused send started should use
+// OnThrottleSent.
+func (p *Pacer) OnThrottle(now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dropped && now.Sub(p.lastDrop) < p.cfg.Interval {
+		return false
+	}
+	p.decrease(now)
+	return true
+}
+
+// OnThrottleSent records a refused send that started at sent, and reports
+// whether the rate was decreased: a send that started before the last
+// decrease is ignored (that decrease answered it), and one that started
+// after it decreases again. Interval still applies, because a relay's
+// bucket keeps refusing for a while after the rate drops below its refill
+// rate while it earns tokens back.
+func (p *Pacer) OnThrottleSent(now, sent time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dropped && (sent.Before(p.lastDrop) || now.Sub(p.lastDrop) < p.cfg.Interval) {
+		return false
+	}
+	p.decrease(now)
+	return true
+}
+
+func (p *Pacer) decrease(now time.Time) {
+	p.refill(now)
+	p.rate = math.Max(p.cfg.Min, p.rate*p.cfg.Factor)
+	p.lastDrop, p.dropped = now, true
+	p.decreases++
+}
+
+// Rate returns the current rate in sends per second.
+func (p *Pacer) Rate() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rate
+}
+
+// Decreases returns how many times the rate was decreased, for metrics.
+func (p *Pacer) Decreases() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.decreases
+}
