@@ -95,7 +95,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return config.NameSetting(err, map[string]string{"Name": "POSTLINE_SMTP_NAME", "Host": "POSTLINE_SMTP_HOST", "Port": "POSTLINE_SMTP_PORT",
 				"TLS": "POSTLINE_SMTP_TLS", "Username": "POSTLINE_SMTP_USERNAME", "Password": "POSTLINE_SMTP_PASSWORD", "HELO": "POSTLINE_SMTP_HELO"})
 		}
-		providers = append(providers, delivery.Provider{Name: relay.Name(), NewSession: func() delivery.Session { return relay.NewSession() }})
+		providers = append(providers, delivery.Provider{
+			Name:       relay.Name(),
+			NewSession: func() delivery.Session { return relay.NewSession() },
+			MaxConns:   rc.MaxConns,
+		})
 		providerNames = append(providerNames, relay.Name())
 	}
 	tiers, err := s.tiers()

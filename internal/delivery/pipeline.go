@@ -61,7 +61,7 @@ type Pipeline struct {
 	cfg       Config
 	logger    *slog.Logger
 	store     Store
-	providers []Provider
+	providers []*relayPool
 	breakers  Breakers
 	dlq       DeadLetters
 	retries   Retries
@@ -93,8 +93,8 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, deps Deps) 
 	}
 	seen := map[string]bool{}
 	for _, prov := range deps.Providers {
-		if prov.Name == "" || prov.NewSession == nil || seen[prov.Name] {
-			return nil, fmt.Errorf("delivery: provider %q needs a unique name and a NewSession", prov.Name)
+		if prov.Name == "" || prov.NewSession == nil || seen[prov.Name] || prov.MaxConns < 0 {
+			return nil, fmt.Errorf("delivery: provider %q needs a unique name, a NewSession and MaxConns >= 0", prov.Name)
 		}
 		seen[prov.Name] = true
 	}
@@ -102,7 +102,11 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, deps Deps) 
 	if err != nil {
 		return nil, err
 	}
-	return &Pipeline{cfg: cfg, logger: logger, store: deps.Store, providers: deps.Providers,
+	pools := make([]*relayPool, len(deps.Providers))
+	for i, prov := range deps.Providers {
+		pools[i] = newRelayPool(prov, cfg.Senders)
+	}
+	return &Pipeline{cfg: cfg, logger: logger, store: deps.Store, providers: pools,
 		breakers: deps.Breakers, dlq: deps.DeadLetters, retries: deps.Retries, metrics: m}, nil
 }
 
@@ -160,7 +164,16 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 			return p.send(ctx, sendQ, recordQ)
 		})
 	}
-	g.Go(func() error { senders.Wait(); close(recordQ); return nil })
+	g.Go(func() error {
+		senders.Wait()
+		close(recordQ)
+		for _, prov := range p.providers {
+			for _, err := range prov.close() {
+				p.logger.Debug("close smtp session", "provider", prov.Name, "error", err)
+			}
+		}
+		return nil
+	})
 
 	g.Go(func() error { return p.record(ctx, src, recordQ, delays) })
 

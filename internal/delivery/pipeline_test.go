@@ -856,3 +856,80 @@ func (b *fakeBreakers) reports(provider string) []circuit.Outcome {
 	defer b.mu.Unlock()
 	return slices.Clone(b.got[provider])
 }
+
+// A relay's MaxConns caps its concurrent sessions even with more senders.
+func TestPipelineCapsConnectionsPerRelay(t *testing.T) {
+	slow := &countingSMTP{delay: 2 * time.Millisecond}
+	p, err := New(Config{Senders: 6, BatchSize: 8, BatchLinger: time.Millisecond}, slog.New(slog.NewTextHandler(io.Discard, nil)),
+		prometheus.NewRegistry(), Deps{
+			Store:       newFakeStore(),
+			Providers:   []Provider{{Name: "p1", MaxConns: 2, NewSession: func() Session { return slow.newSession() }}},
+			DeadLetters: &fakeDLQ{},
+			Retries:     &fakeRetries{},
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var records [][]byte
+	for i := range 40 {
+		records = append(records, mustJSON(t, testJob(fmt.Sprintf("m%d@x", i), "hi")))
+	}
+	src := newFakeSource(records, true)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := p.Run(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	if got := src.doneCount(); got != 40 {
+		t.Fatalf("done = %d, want 40", got)
+	}
+	if slow.peak() > 2 || slow.opened() > 2 {
+		t.Errorf("peak concurrent sends = %d, sessions opened = %d, want at most 2 each", slow.peak(), slow.opened())
+	}
+	if slow.closed() != slow.opened() {
+		t.Errorf("sessions closed = %d, opened = %d: every session must be closed when Run returns", slow.closed(), slow.opened())
+	}
+}
+
+// countingSMTP hands out sessions and counts how many exist and how many
+// sends run at once.
+type countingSMTP struct {
+	delay time.Duration
+	mu    sync.Mutex
+	now   int
+	max   int
+	open  int
+	shut  int
+}
+
+func (c *countingSMTP) newSession() Session {
+	c.mu.Lock()
+	c.open++
+	c.mu.Unlock()
+	return countingSession{c}
+}
+
+func (c *countingSMTP) peak() int   { c.mu.Lock(); defer c.mu.Unlock(); return c.max }
+func (c *countingSMTP) opened() int { c.mu.Lock(); defer c.mu.Unlock(); return c.open }
+func (c *countingSMTP) closed() int { c.mu.Lock(); defer c.mu.Unlock(); return c.shut }
+
+type countingSession struct{ c *countingSMTP }
+
+func (s countingSession) Send(ctx context.Context, _ *job.Job) error {
+	s.c.mu.Lock()
+	s.c.now++
+	s.c.max = max(s.c.max, s.c.now)
+	s.c.mu.Unlock()
+	time.Sleep(s.c.delay) // a relay's round trip, to overlap sends
+	s.c.mu.Lock()
+	s.c.now--
+	s.c.mu.Unlock()
+	return ctx.Err()
+}
+
+func (s countingSession) Close() error {
+	s.c.mu.Lock()
+	s.c.shut++
+	s.c.mu.Unlock()
+	return nil
+}

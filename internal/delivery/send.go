@@ -17,35 +17,60 @@ import (
 // Provider is one SMTP relay. Providers are tried in the order given.
 type Provider struct {
 	Name string
-	// NewSession opens a session on the relay; each sending goroutine has
-	// its own.
+	// NewSession opens a session (one SMTP connection) on the relay.
 	NewSession func() Session
+	// MaxConns caps the relay's open connections; 0 means one per sending
+	// goroutine (Config.Senders).
+	MaxConns int
 }
 
-// sessions holds one sending goroutine's sessions, one per provider, opened
-// on first use.
-type sessions struct {
-	providers []Provider
-	open      map[string]Session
+// relayPool holds a relay's sessions: at most MaxConns of them, each used by
+// one sending goroutine at a time and opened on first use. A slot holding
+// nil has no session yet.
+type relayPool struct {
+	Provider
+	slots chan Session
 }
 
-func (s *sessions) get(p Provider) Session {
-	if s.open == nil {
-		s.open = make(map[string]Session, len(s.providers))
+func newRelayPool(p Provider, senders int) *relayPool {
+	size := senders
+	if p.MaxConns > 0 {
+		size = min(p.MaxConns, senders)
 	}
-	sess, ok := s.open[p.Name]
-	if !ok {
-		sess = p.NewSession()
-		s.open[p.Name] = sess
+	rp := &relayPool{Provider: p, slots: make(chan Session, size)}
+	for range size {
+		rp.slots <- nil
 	}
-	return sess
+	return rp
 }
 
-func (s *sessions) close() []error {
+// acquire waits for a free session.
+func (rp *relayPool) acquire(ctx context.Context) (Session, bool) {
+	select {
+	case s := <-rp.slots:
+		return rp.open(s), true
+	case <-ctx.Done():
+		return nil, false
+	}
+}
+
+func (rp *relayPool) open(s Session) Session {
+	if s == nil {
+		s = rp.NewSession()
+	}
+	return s
+}
+
+func (rp *relayPool) release(s Session) { rp.slots <- s }
+
+// close closes every session; no send may be in progress.
+func (rp *relayPool) close() []error {
 	var errs []error
-	for _, sess := range s.open {
-		if err := sess.Close(); err != nil {
-			errs = append(errs, err)
+	for range cap(rp.slots) {
+		if s := <-rp.slots; s != nil {
+			if err := s.Close(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errs
@@ -53,14 +78,8 @@ func (s *sessions) close() []error {
 
 // send runs one sending goroutine.
 func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- *item) error {
-	own := &sessions{providers: p.providers}
-	defer func() {
-		for _, err := range own.close() {
-			p.logger.Debug("close smtp session", "error", err)
-		}
-	}()
 	for it := range in {
-		p.deliver(ctx, own, it)
+		p.deliver(ctx, it)
 		if ctx.Err() != nil {
 			// Hard stop: the send may have been cut short; leave the record
 			// unfinished so it is redelivered.
@@ -79,7 +98,7 @@ func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- *item) 
 // by priority, skipping open circuits; an auth failure moves on to the next
 // provider without charging the job an attempt; a transient failure gets a
 // few fast retries; what still fails is routed by its class.
-func (p *Pipeline) deliver(ctx context.Context, own *sessions, it *item) {
+func (p *Pipeline) deliver(ctx context.Context, it *item) {
 	now := p.cfg.NowFunc()
 	limit := p.cfg.RetryLimits[cmp.Or(it.job.Priority, job.PriorityNormal)]
 	switch {
@@ -99,13 +118,16 @@ func (p *Pipeline) deliver(ctx context.Context, own *sessions, it *item) {
 		fastStart = now
 	)
 	for {
-		prov, ok := p.pickProvider(ctx, skip)
+		prov, session, ok := p.pickProvider(ctx, skip)
 		if !ok {
-			p.release(it)
+			if ctx.Err() == nil {
+				p.release(it)
+			}
 			return
 		}
 		start := p.cfg.NowFunc()
-		err := own.get(prov).Send(ctx, &it.job)
+		err := session.Send(ctx, &it.job)
+		prov.release(session)
 		elapsed := p.cfg.NowFunc().Sub(start)
 		v := failure.Classify(err)
 		p.reportCircuit(ctx, prov.Name, v, err == nil)
@@ -158,25 +180,28 @@ func (p *Pipeline) deliver(ctx context.Context, own *sessions, it *item) {
 }
 
 // pickProvider returns the first provider, in priority order, whose circuit
-// lets a send through and that skip does not exclude.
-func (p *Pipeline) pickProvider(ctx context.Context, skip map[string]bool) (Provider, bool) {
+// lets a send through and that skip does not exclude, with one of its
+// sessions, waiting while all of its connections are busy: a busy primary
+// is not a reason to fail over to a backup relay.
+func (p *Pipeline) pickProvider(ctx context.Context, skip map[string]bool) (*relayPool, Session, bool) {
 	for _, prov := range p.providers {
 		if skip[prov.Name] {
 			continue
 		}
-		if p.breakers == nil {
-			return prov, true
+		if p.breakers != nil {
+			d, err := p.breakers.Allow(ctx, prov.Name)
+			if err != nil {
+				p.logger.Debug("circuit check failed; skipping provider", "provider", prov.Name, "error", err)
+				continue
+			}
+			if !d.Allowed {
+				continue
+			}
 		}
-		d, err := p.breakers.Allow(ctx, prov.Name)
-		if err != nil {
-			p.logger.Debug("circuit check failed; skipping provider", "provider", prov.Name, "error", err)
-			continue
-		}
-		if d.Allowed {
-			return prov, true
-		}
+		s, ok := prov.acquire(ctx)
+		return prov, s, ok
 	}
-	return Provider{}, false
+	return nil, nil, false
 }
 
 // reportCircuit tells the breakers how a send went. A message-level failure
