@@ -77,13 +77,12 @@ func (c AIMDConfig) Validate() error {
 // throttling multiplies it by Factor, at most once per Interval, within
 // [Min, Max].
 type AIMD struct {
-	mu       sync.Mutex
-	cfg      AIMDConfig
-	limit    float64
-	lastDrop time.Time
-	dropped  bool
-	ceiling  float64 // the limit at the last decrease; 0 = none known
-	blocked  time.Time
+	mu      sync.Mutex
+	cfg     AIMDConfig
+	limit   float64
+	cut     lastCut
+	ceiling float64 // the limit at the last decrease; 0 = none known
+	blocked time.Time
 }
 
 // NewAIMD returns a limit at cfg.Initial.
@@ -136,7 +135,7 @@ func (a *AIMD) OnSuccess(now time.Time) {
 func (a *AIMD) OnThrottle(now time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.dropped && now.Sub(a.lastDrop) < a.cfg.Interval {
+	if a.cut.within(now, a.cfg.Interval) {
 		return false
 	}
 	a.decrease(now)
@@ -153,7 +152,7 @@ func (a *AIMD) OnThrottle(now time.Time) bool {
 func (a *AIMD) OnThrottleSent(now, sent time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.dropped && sent.Before(a.lastDrop) {
+	if a.cut.answered(sent) {
 		return false
 	}
 	a.decrease(now)
@@ -163,5 +162,5 @@ func (a *AIMD) OnThrottleSent(now, sent time.Time) bool {
 func (a *AIMD) decrease(now time.Time) {
 	a.ceiling = math.Floor(a.limit + 1e-9)
 	a.limit = math.Max(float64(a.cfg.Min), math.Floor(a.limit*a.cfg.Factor))
-	a.lastDrop, a.dropped = now, true
+	a.cut.mark(now)
 }

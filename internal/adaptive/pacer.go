@@ -87,8 +87,7 @@ type Pacer struct {
 	rate      float64
 	tokens    float64
 	last      time.Time
-	lastDrop  time.Time
-	dropped   bool
+	cut       lastCut
 	decreases int
 	limitedAt time.Time // when Next last made a send wait
 }
@@ -147,7 +146,7 @@ func (p *Pacer) OnSuccess(now time.Time) {
 	}
 	p.refill(now)
 	inc := p.cfg.Increase / p.rate
-	if !p.dropped {
+	if !p.cut.set {
 		inc = 1 // slow start
 	}
 	p.rate = math.Min(p.cfg.Max, p.rate+inc)
@@ -160,7 +159,7 @@ func (p *Pacer) OnSuccess(now time.Time) {
 func (p *Pacer) OnThrottle(now time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.dropped && now.Sub(p.lastDrop) < p.cfg.Interval {
+	if p.cut.within(now, p.cfg.Interval) {
 		return false
 	}
 	p.decrease(now)
@@ -176,7 +175,7 @@ func (p *Pacer) OnThrottle(now time.Time) bool {
 func (p *Pacer) OnThrottleSent(now, sent time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.dropped && (sent.Before(p.lastDrop) || now.Sub(p.lastDrop) < p.cfg.Interval) {
+	if p.cut.answered(sent) || p.cut.within(now, p.cfg.Interval) {
 		return false
 	}
 	p.decrease(now)
@@ -186,7 +185,7 @@ func (p *Pacer) OnThrottleSent(now, sent time.Time) bool {
 func (p *Pacer) decrease(now time.Time) {
 	p.refill(now)
 	p.rate = math.Max(p.cfg.Min, p.rate*p.cfg.Factor)
-	p.lastDrop, p.dropped = now, true
+	p.cut.mark(now)
 	p.decreases++
 }
 
