@@ -23,6 +23,11 @@ const (
 	HeaderFirstSeen = "postline-first-seen"
 	// HeaderLastClass is the failure class of the previous attempt.
 	HeaderLastClass = "postline-last-class"
+	// HeaderThrottles is how many of the attempts so far the relay refused
+	// as throttled, in decimal; missing means none. The retry policy keeps
+	// "wait until the relay takes mail" apart from "attempt n failed": a
+	// throttle does not grow the exponential backoff.
+	HeaderThrottles = "postline-throttles"
 
 	// HeaderDLQReason is the machine-readable reason a record was
 	// dead-lettered (a Reason value or a delivery outcome such as
@@ -51,6 +56,20 @@ func Attempt(headers []kafka.Header) int {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
 		return 1
+	}
+	return n
+}
+
+// Throttles returns the count in the last HeaderThrottles header: 0 when it
+// is missing or not a non-negative number.
+func Throttles(headers []kafka.Header) int {
+	v, ok := lastHeader(headers, HeaderThrottles)
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0
 	}
 	return n
 }

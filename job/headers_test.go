@@ -42,6 +42,26 @@ func TestAttempt(t *testing.T) {
 	}
 }
 
+func TestThrottles(t *testing.T) {
+	tests := []struct {
+		name    string
+		headers []kafka.Header
+		want    int
+	}{
+		{"missing", nil, 0},
+		{"zero", hdrs(HeaderThrottles, "0"), 0},
+		{"two", hdrs(HeaderAttempt, "3", HeaderThrottles, "2"), 2},
+		{"last wins", hdrs(HeaderThrottles, "1", HeaderThrottles, "4"), 4},
+		{"negative", hdrs(HeaderThrottles, "-1"), 0},
+		{"garbage", hdrs(HeaderThrottles, "x"), 0},
+	}
+	for _, tt := range tests {
+		if got := Throttles(tt.headers); got != tt.want {
+			t.Errorf("%s: Throttles = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
 func TestTimeHeaders(t *testing.T) {
 	at := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
 	tests := []struct {

@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/delivery"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/sender"
@@ -30,7 +32,58 @@ func (s *settings) relayConfigs() ([]sender.Config, error) {
 		Username: s.SMTPUsername,
 		Password: s.SMTPPassword,
 		HELO:     s.SMTPHELO,
+		Rate:     s.SMTPRate,
 	}}, nil
+}
+
+// The values of POSTLINE_RETRY_POLICY.
+const (
+	policyAdaptive  = "adaptive"
+	policyUniform   = "uniform"
+	policyReference = "reference"
+)
+
+// retryPolicy returns the delay policy of POSTLINE_RETRY_POLICY and, for
+// the adaptive policy, its retry budgets and send control (nil for the
+// baselines, which run bare so they can be measured against it).
+func (s *settings) retryPolicy() (adaptive.Policy, map[job.Priority]adaptive.Bucket, *adaptive.SendControlConfig, error) {
+	switch s.RetryPolicy {
+	case policyUniform:
+		return &adaptive.Uniform{}, nil, nil, nil
+	case policyReference:
+		return &adaptive.Reference{}, nil, nil, nil
+	case policyAdaptive:
+	default:
+		return nil, nil, nil, fmt.Errorf("setting POSTLINE_RETRY_POLICY: %q is not adaptive, uniform or reference", s.RetryPolicy)
+	}
+	policy, err := adaptive.NewAdaptive(adaptive.AdaptiveConfig{})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	budgets, err := perPriority("POSTLINE_RETRY_BUDGETS", s.RetryBudgets, parseBucket)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return policy, budgets, &adaptive.SendControlConfig{}, nil
+}
+
+// parseBucket parses "30+1/s": a burst of 30 tokens refilled at 1 per
+// second.
+func parseBucket(v string) (adaptive.Bucket, error) {
+	burst, refill, ok := strings.Cut(v, "+")
+	perSecond, isRate := strings.CutSuffix(strings.TrimSpace(refill), "/s")
+	if !ok || !isRate {
+		return adaptive.Bucket{}, fmt.Errorf("want burst+refill/s, such as 30+1/s")
+	}
+	b, err := strconv.Atoi(strings.TrimSpace(burst))
+	if err != nil || b < 1 {
+		return adaptive.Bucket{}, fmt.Errorf("burst %q must be a whole number of at least 1", burst)
+	}
+	r, err := strconv.ParseFloat(strings.TrimSpace(perSecond), 64)
+	if err != nil || !(r > 0) || math.IsInf(r, 0) {
+		return adaptive.Bucket{}, fmt.Errorf("refill %q must be a positive number per second", perSecond)
+	}
+	return adaptive.Bucket{Burst: b, PerSecond: r}, nil
 }
 
 // retryLimits combines POSTLINE_MAX_ATTEMPTS and POSTLINE_MAX_AGE.

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/circuit"
 	"github.com/postline/postline/internal/config"
 	"github.com/postline/postline/internal/consumer"
@@ -25,6 +26,7 @@ import (
 	"github.com/postline/postline/internal/delivery"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/ops"
+	"github.com/postline/postline/internal/pressure"
 	"github.com/postline/postline/internal/reaper"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/schema"
@@ -99,6 +101,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			Name:       relay.Name(),
 			NewSession: func() delivery.Session { return relay.NewSession() },
 			MaxConns:   rc.MaxConns,
+			FleetRate:  rc.Rate,
 		})
 		providerNames = append(providerNames, relay.Name())
 	}
@@ -159,7 +162,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return config.NameSetting(err, map[string]string{"Topic": "POSTLINE_JOBS_TOPIC"})
 	}
 	defer republisher.Close()
+	policy, budgets, sendControl, err := s.retryPolicy()
+	if err != nil {
+		return err
+	}
+	var pressureGuard *adaptive.PressureGuard
+	if sendControl != nil {
+		if pressureGuard, err = adaptive.NewPressureGuard(adaptive.PressureConfig{}); err != nil {
+			return err
+		}
+	}
 	pipelineCfg := delivery.Config{
+		Policy:      policy,
+		Budgets:     budgets,
+		SendControl: sendControl,
 		Senders:     s.Senders,
 		BatchSize:   s.BatchSize,
 		BatchLinger: s.BatchLinger,
@@ -209,7 +225,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	server := &http.Server{Handler: ops.Handler(reg, ready), ReadHeaderTimeout: 5 * time.Second}
 
 	logger.Info("worker starting", "http_addr", listener.Addr().String(), "topic", s.JobsTopic,
-		"group", s.Group, "smtp", fmt.Sprintf("%s:%d", s.SMTPHost, s.SMTPPort), "senders", s.Senders)
+		"group", s.Group, "retry_policy", s.RetryPolicy, "smtp", fmt.Sprintf("%s:%d", s.SMTPHost, s.SMTPPort), "senders", s.Senders)
 
 	g, gctx := errgroup.WithContext(context.Background())
 	served := make(chan struct{})
@@ -268,6 +284,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			Breakers:    breakers,
 			DeadLetters: dlq,
 			Retries:     retries,
+			Group:       lag,
+			Pressure:    pressureGuard,
 		})
 		if err != nil {
 			return err
@@ -283,6 +301,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		work.Go(func() error { return cons.Run(consumeCtx) })
 		work.Go(func() error { return sweeper.Run(consumeCtx) })
 		work.Go(func() error { return lag.Run(consumeCtx) })
+		if pressureGuard != nil {
+			work.Go(func() error { return pressure.Run(consumeCtx, pressureGuard, time.Second) })
+		}
 		work.Go(func() error { return breakers.Run(breakersCtx) })
 		work.Go(func() error {
 			defer stopBreakers()

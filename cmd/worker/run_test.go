@@ -5,13 +5,16 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"maps"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/config"
+	"github.com/postline/postline/job"
 )
 
 // Invalid settings must stop the worker before it touches the network, with
@@ -88,5 +91,51 @@ func TestREADMEDocumentsEverySetting(t *testing.T) {
 		if !strings.Contains(string(readme), "| `"+s.Env+"` | `--"+s.Flag+"` |") {
 			t.Errorf("README.md has no configuration row for %s (--%s)", s.Env, s.Flag)
 		}
+	}
+}
+
+func TestRetryPolicySetting(t *testing.T) {
+	tests := []struct {
+		policy, budgets string
+		wantType        string
+		wantControl     bool
+		wantNormal      adaptive.Bucket
+		wantErr         string
+	}{
+		{policy: "adaptive", budgets: "urgent=100+5/s,normal=30+1/s,bulk=5+0.2/s", wantType: "*adaptive.Adaptive", wantControl: true,
+			wantNormal: adaptive.Bucket{Burst: 30, PerSecond: 1}},
+		{policy: "adaptive", budgets: "urgent=1+1/s, normal = 7+0.5/s ,bulk=1+1/s", wantType: "*adaptive.Adaptive", wantControl: true,
+			wantNormal: adaptive.Bucket{Burst: 7, PerSecond: 0.5}},
+		{policy: "uniform", budgets: "ignored", wantType: "*adaptive.Uniform"},
+		{policy: "reference", wantType: "*adaptive.Reference"},
+		{policy: "fastest", wantErr: `POSTLINE_RETRY_POLICY: "fastest" is not`},
+		{policy: "adaptive", budgets: "urgent=100+5/s,normal=30,bulk=5+0.2/s", wantErr: "POSTLINE_RETRY_BUDGETS: normal=\"30\": want burst+refill/s"},
+		{policy: "adaptive", budgets: "urgent=0+5/s,normal=30+1/s,bulk=5+0.2/s", wantErr: "burst \"0\" must be"},
+		{policy: "adaptive", budgets: "urgent=1+0/s,normal=30+1/s,bulk=5+0.2/s", wantErr: "refill \"0\" must be"},
+		{policy: "adaptive", budgets: "urgent=1+1/s,normal=30+1/s", wantErr: "no value for priority bulk"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.policy+" "+tt.budgets, func(t *testing.T) {
+			s := settings{RetryPolicy: tt.policy, RetryBudgets: tt.budgets}
+			policy, budgets, control, err := s.retryPolicy()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprintf("%T", policy); got != tt.wantType {
+				t.Errorf("policy %s, want %s", got, tt.wantType)
+			}
+			if (control != nil) != tt.wantControl || (budgets != nil) != tt.wantControl {
+				t.Errorf("send control %v, budgets %v; want both set: %v", control != nil, budgets != nil, tt.wantControl)
+			}
+			if tt.wantControl && budgets[job.PriorityNormal] != tt.wantNormal {
+				t.Errorf("normal budget = %+v, want %+v", budgets[job.PriorityNormal], tt.wantNormal)
+			}
+		})
 	}
 }

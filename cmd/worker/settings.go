@@ -24,23 +24,26 @@ type settings struct {
 	Lease            time.Duration `env:"POSTLINE_LEASE" default:"30s" usage:"how long a claimed Message-ID is reserved for this worker"`
 	WorkerID         string        `env:"POSTLINE_WORKER_ID" default:"" usage:"lease owner name; defaults to host-pid-random"`
 
-	SMTPRelays   string `env:"POSTLINE_SMTP_RELAYS" default:"" usage:"SMTP relays as URLs in priority order, comma-separated (smtp://user:pass@host:587?name=a&priority=1&tls=mandatory, smtps://...); when empty, the single relay of the POSTLINE_SMTP_* settings below"`
-	SMTPName     string `env:"POSTLINE_SMTP_NAME" default:"primary" usage:"relay name in metrics and logs"`
-	SMTPHost     string `env:"POSTLINE_SMTP_HOST" default:"127.0.0.1" usage:"SMTP relay host"`
-	SMTPPort     int    `env:"POSTLINE_SMTP_PORT" default:"1025" usage:"SMTP relay port"`
-	SMTPTLS      string `env:"POSTLINE_SMTP_TLS" default:"auto" usage:"TLS policy: auto (none on loopback, else mandatory), mandatory, opportunistic, implicit, none"`
-	SMTPUsername string `env:"POSTLINE_SMTP_USERNAME" default:"" usage:"SMTP AUTH user (empty: no AUTH)"`
-	SMTPPassword string `env:"POSTLINE_SMTP_PASSWORD" default:"" usage:"SMTP AUTH password"`
-	SMTPHELO     string `env:"POSTLINE_SMTP_HELO" default:"" usage:"HELO/EHLO name; defaults to the host name"`
+	SMTPRelays   string  `env:"POSTLINE_SMTP_RELAYS" default:"" usage:"SMTP relays as URLs in priority order, comma-separated (smtp://user:pass@host:587?name=a&priority=1&tls=mandatory, smtps://...); when empty, the single relay of the POSTLINE_SMTP_* settings below"`
+	SMTPName     string  `env:"POSTLINE_SMTP_NAME" default:"primary" usage:"relay name in metrics and logs"`
+	SMTPHost     string  `env:"POSTLINE_SMTP_HOST" default:"127.0.0.1" usage:"SMTP relay host"`
+	SMTPPort     int     `env:"POSTLINE_SMTP_PORT" default:"1025" usage:"SMTP relay port"`
+	SMTPTLS      string  `env:"POSTLINE_SMTP_TLS" default:"auto" usage:"TLS policy: auto (none on loopback, else mandatory), mandatory, opportunistic, implicit, none"`
+	SMTPUsername string  `env:"POSTLINE_SMTP_USERNAME" default:"" usage:"SMTP AUTH user (empty: no AUTH)"`
+	SMTPPassword string  `env:"POSTLINE_SMTP_PASSWORD" default:"" usage:"SMTP AUTH password"`
+	SMTPHELO     string  `env:"POSTLINE_SMTP_HELO" default:"" usage:"HELO/EHLO name; defaults to the host name"`
+	SMTPRate     float64 `env:"POSTLINE_SMTP_RATE" default:"0" usage:"messages/s the relay accepts from the whole fleet (its sending limit), shared by the live workers; 0: unknown (relay URLs take ?rate=)"`
 
-	Senders     int           `env:"POSTLINE_SENDERS" default:"16" usage:"parallel SMTP connections (one per sending goroutine)"`
-	BatchSize   int           `env:"POSTLINE_BATCH_SIZE" default:"256" usage:"records per Postgres round trip"`
-	BatchLinger time.Duration `env:"POSTLINE_BATCH_LINGER" default:"5ms" usage:"how long a partial batch waits to fill"`
-	FastRetries int           `env:"POSTLINE_FAST_RETRIES" default:"3" usage:"in-process retries of a transient failure before a delay tier (-1: none)"`
-	RetryPrefix string        `env:"POSTLINE_RETRY_TOPIC_PREFIX" default:"mail.retry" usage:"delay topics are <prefix>.<tier>"`
-	RetryTiers  string        `env:"POSTLINE_RETRY_TIERS" default:"5s,30s,2m,10m,1h,6h" usage:"delay tiers; a computed delay is rounded up to one"`
-	MaxAttempts string        `env:"POSTLINE_MAX_ATTEMPTS" default:"urgent=10,normal=8,bulk=5" usage:"attempts allowed per priority"`
-	MaxAge      string        `env:"POSTLINE_MAX_AGE" default:"urgent=6h,normal=24h,bulk=48h" usage:"age after first publication past which a job is dead, per priority"`
+	Senders      int           `env:"POSTLINE_SENDERS" default:"16" usage:"parallel SMTP connections (one per sending goroutine)"`
+	BatchSize    int           `env:"POSTLINE_BATCH_SIZE" default:"256" usage:"records per Postgres round trip"`
+	BatchLinger  time.Duration `env:"POSTLINE_BATCH_LINGER" default:"5ms" usage:"how long a partial batch waits to fill"`
+	FastRetries  int           `env:"POSTLINE_FAST_RETRIES" default:"3" usage:"in-process retries of a transient failure before a delay tier (-1: none)"`
+	RetryPrefix  string        `env:"POSTLINE_RETRY_TOPIC_PREFIX" default:"mail.retry" usage:"delay topics are <prefix>.<tier>"`
+	RetryTiers   string        `env:"POSTLINE_RETRY_TIERS" default:"5s,30s,2m,10m,1h,6h" usage:"delay tiers; a computed delay is rounded up to one"`
+	MaxAttempts  string        `env:"POSTLINE_MAX_ATTEMPTS" default:"urgent=10,normal=8,bulk=5" usage:"attempts allowed per priority"`
+	RetryPolicy  string        `env:"POSTLINE_RETRY_POLICY" default:"adaptive" usage:"retry and send policy: adaptive (class-aware delays, retry budgets, per-relay adaptive concurrency and pacing), uniform (exponential backoff, cenkalti/backoff defaults) or reference (the design brief's lag and success-rate model); the last two are baselines"`
+	RetryBudgets string        `env:"POSTLINE_RETRY_BUDGETS" default:"urgent=100+5/s,normal=30+1/s,bulk=5+0.2/s" usage:"retry budgets per priority (adaptive policy): burst+refill/s token buckets; a retry takes a token, and without one it waits for the refill"`
+	MaxAge       string        `env:"POSTLINE_MAX_AGE" default:"urgent=6h,normal=24h,bulk=48h" usage:"age after first publication past which a job is dead, per priority"`
 
 	CircuitThreshold   int           `env:"POSTLINE_CIRCUIT_THRESHOLD" default:"5" usage:"consecutive relay failures that open a provider's circuit"`
 	CircuitCooldown    time.Duration `env:"POSTLINE_CIRCUIT_COOLDOWN" default:"30s" usage:"first open period of a circuit; doubles per failed probe (x4 after timeouts)"`

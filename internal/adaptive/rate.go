@@ -69,3 +69,17 @@ func (r *RateLimiter) Allow(now time.Time) bool {
 	defer r.mu.Unlock()
 	return r.l.AllowN(now, 1)
 }
+
+// Next returns when a token is free at or after now, without taking it.
+func (r *RateLimiter) Next(now time.Time) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.l.Limit() == rate.Inf {
+		return now
+	}
+	tokens := r.l.TokensAt(now)
+	if tokens >= 1 {
+		return now
+	}
+	return now.Add(time.Duration(math.Ceil((1 - tokens) / float64(r.l.Limit()) * float64(time.Second))))
+}

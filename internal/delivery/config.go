@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/job"
 )
@@ -52,9 +53,19 @@ type Config struct {
 	// Tiers are the delay tiers a retry is rounded up to. Defaults to
 	// retry.DefaultTiers.
 	Tiers retry.Tiers
-	// DelayFunc computes the wait before the next attempt. Defaults to
-	// ExponentialDelay.
-	DelayFunc DelayFunc
+	// Policy decides how long a failed job waits before its next attempt
+	// (rounded up to a tier). Defaults to the project's adaptive policy
+	// with its defaults.
+	Policy adaptive.Policy
+	// Budgets are the retry budgets per priority: a retry takes a token, and
+	// one that finds its bucket empty waits for the refill on top of its
+	// delay. nil means no budgets.
+	Budgets map[job.Priority]adaptive.Bucket
+	// SendControl adapts each provider's send concurrency and rate to its
+	// throttling (AIMD on connection refusals, a learned rate on rate
+	// refusals, a share of Provider.FleetRate). Its AIMD.Max is capped at
+	// the provider's connections. nil sends at the pool's full size.
+	SendControl *adaptive.SendControlConfig
 	// RetryLimits bound attempts and age per priority. Defaults to
 	// DefaultRetryLimits.
 	RetryLimits map[job.Priority]RetryLimit
@@ -86,8 +97,8 @@ func (c Config) WithDefaults() Config {
 	if len(c.Tiers) == 0 {
 		c.Tiers = retry.DefaultTiers
 	}
-	if c.DelayFunc == nil {
-		c.DelayFunc = ExponentialDelay
+	if c.Policy == nil {
+		c.Policy, _ = adaptive.NewAdaptive(adaptive.AdaptiveConfig{}) // defaults are valid
 	}
 	if c.RetryLimits == nil {
 		c.RetryLimits = DefaultRetryLimits

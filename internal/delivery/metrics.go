@@ -2,8 +2,11 @@ package delivery
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/postline/postline/job"
 )
 
 type metrics struct {
@@ -18,6 +21,8 @@ type metrics struct {
 	backoffDelay     *prometheus.HistogramVec
 	releases         prometheus.Counter
 	paused           prometheus.Gauge
+	decreases        *prometheus.CounterVec
+	budgetWaits      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -59,9 +64,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		backoffDelay: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: sub, Name: "backoff_delay_seconds",
-			Help:    "Computed wait before the next attempt, by failure class (before rounding up to a tier).",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 16),
-		}, []string{"class"}),
+			Help:    "Computed wait before the next attempt (the policy's delay, raised by an empty retry budget; before rounding up to a tier), by failure class and the policy's rule.",
+			Buckets: prometheus.ExponentialBuckets(0.125, 2, 18),
+		}, []string{"class", "reason"}),
 		releases: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "releases_total",
 			Help: "Claimed jobs handed back without charging an attempt because no provider could take them.",
@@ -70,12 +75,79 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: ns, Subsystem: sub, Name: "paused",
 			Help: "1 while consumption is paused because every provider's circuit is open.",
 		}),
+		decreases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: "adaptive", Name: "decreases_total",
+			Help: "Cuts of a relay's send control on throttling, by provider and controller: concurrency (too many connections) or rate (too many messages).",
+		}, []string{"provider", "controller"}),
+		budgetWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: "adaptive", Name: "budget_waits_total",
+			Help: "Retries that found their priority's retry budget empty and wait for its refill.",
+		}, []string{"priority"}),
 	}
-	for _, c := range []prometheus.Collector{m.outcomes, m.reentries, m.dependencyErrors, m.sendSeconds, m.publishToAccept, m.inFlight,
+	for _, c := range []prometheus.Collector{m.decreases, m.budgetWaits, m.outcomes, m.reentries, m.dependencyErrors, m.sendSeconds, m.publishToAccept, m.inFlight,
 		m.attempts, m.fastRetries, m.backoffDelay, m.releases, m.paused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("delivery: register metrics: %w", err)
 		}
 	}
 	return m, nil
+}
+
+// registerAdaptiveMetrics exports the retry policy's inputs and the send
+// controls' state, read at scrape time.
+func (p *Pipeline) registerAdaptiveMetrics(reg prometheus.Registerer) error {
+	const ns, sub = "postline", "adaptive"
+	gauge := func(name, help string, labels prometheus.Labels, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help, ConstLabels: labels}, f)
+	}
+	cs := []prometheus.Collector{
+		gauge("lag", "The whole consumer group's lag of the jobs topic in records, as the retry policy last saw it.", nil,
+			func() float64 { return float64(p.lag()) }),
+		gauge("success_ratio_overall", "Rolling success ratio of send attempts over all relays (1 with too few attempts to judge).", nil,
+			func() float64 { r, _ := p.window.Overall(p.cfg.NowFunc()); return r }),
+	}
+	if p.pressure != nil {
+		cs = append(cs, gauge("pressure_factor", "Factor in [0.1,1] by which Go runtime pressure (GC pauses, scheduler latency) scales send concurrency.", nil,
+			p.pressure.Factor))
+	}
+	if p.budgets != nil {
+		for _, prio := range []job.Priority{job.PriorityUrgent, job.PriorityNormal, job.PriorityBulk} {
+			cs = append(cs, gauge("budget_tokens", "Retry budget tokens left per priority (negative: retries already booked ahead of the refill).",
+				prometheus.Labels{"priority": string(prio)}, func() float64 { return p.budgets.Tokens(p.cfg.NowFunc(), prio) }))
+		}
+	}
+	for _, prov := range p.providers {
+		labels := prometheus.Labels{"provider": prov.Name}
+		cs = append(cs, gauge("success_ratio", "Rolling success ratio of send attempts per relay (1 with too few attempts to judge).", labels,
+			func() float64 { r, _ := p.window.Rate(p.cfg.NowFunc(), prov.Name); return r }))
+		cs = append(cs, gauge("concurrency_limit", "Sends allowed in flight to the relay now: the adaptive limit times the pressure factor, or the pool size without send control.", labels,
+			func() float64 {
+				prov.mu.Lock()
+				defer prov.mu.Unlock()
+				return float64(prov.limit())
+			}))
+		if prov.control == nil {
+			continue
+		}
+		cs = append(cs, gauge("send_rate", "Learned send rate to the relay in sends per second; 0 while the relay has not refused a send for its rate (unpaced).", labels,
+			func() float64 { return finite(prov.control.Rate()) }))
+		if prov.FleetRate > 0 {
+			cs = append(cs, gauge("fleet_rate", "This worker's share of the relay's fleet-wide rate in sends per second.", labels,
+				func() float64 { return finite(prov.control.FleetShare()) }))
+		}
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("delivery: register metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// finite maps +Inf (no limit) to 0, which dashboards show as "none".
+func finite(v float64) float64 {
+	if math.IsInf(v, 0) {
+		return 0
+	}
+	return v
 }

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/delay"
@@ -37,6 +39,8 @@ type item struct {
 	job     job.Job
 	hash    []byte
 	attempt int
+	// throttles counts the attempts so far the relay refused as throttled.
+	throttles int
 
 	// rejected is set by intake when the record is not a valid job.
 	rejected *job.ValidationError
@@ -67,6 +71,12 @@ type Pipeline struct {
 	retries   Retries
 	metrics   *metrics
 
+	// Inputs and state of the retry policy.
+	window   *adaptive.Window
+	budgets  *adaptive.Budgets // nil: no retry budgets
+	group    Group             // nil: no lag, one member
+	pressure *adaptive.PressureGuard
+
 	// degraded is set while a store or dead-letter call keeps failing.
 	degraded atomic.Bool
 }
@@ -80,6 +90,13 @@ type Deps struct {
 	Breakers    Breakers
 	DeadLetters DeadLetters
 	Retries     Retries
+	// Group reports the consumer group's lag and live members, inputs of
+	// the retry policy and of the fleet rate share; nil means no lag and a
+	// lone worker.
+	Group Group
+	// Pressure scales the send concurrency down under Go runtime pressure
+	// when Config.SendControl is set; nil means none.
+	Pressure *adaptive.PressureGuard
 }
 
 // New returns a Pipeline.
@@ -98,16 +115,49 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, deps Deps) 
 		}
 		seen[prov.Name] = true
 	}
-	m, err := newMetrics(reg)
+	window, err := adaptive.NewWindow(adaptive.WindowConfig{})
 	if err != nil {
 		return nil, err
 	}
+	var budgets *adaptive.Budgets
+	if cfg.Budgets != nil {
+		if budgets, err = adaptive.NewBudgets(cfg.Budgets, cfg.NowFunc()); err != nil {
+			return nil, fmt.Errorf("delivery: Budgets: %w", err)
+		}
+	}
 	pools := make([]*relayPool, len(deps.Providers))
 	for i, prov := range deps.Providers {
-		pools[i] = newRelayPool(prov, cfg.Senders)
+		pools[i] = newRelayPool(prov, cfg.Senders, nil, cfg.NowFunc)
+		if cfg.SendControl == nil {
+			continue
+		}
+		sc := *cfg.SendControl
+		sc.AIMD.Max = min(cmp.Or(sc.AIMD.Max, pools[i].size), pools[i].size)
+		sc.AIMD.Initial = min(cmp.Or(sc.AIMD.Initial, adaptive.DefaultAIMDInitial), sc.AIMD.Max)
+		sc.FleetRate = prov.FleetRate
+		if pools[i].control, err = adaptive.NewSendControl(sc, deps.Pressure, cfg.NowFunc()); err != nil {
+			return nil, fmt.Errorf("delivery: SendControl for provider %s: %w", prov.Name, err)
+		}
 	}
-	return &Pipeline{cfg: cfg, logger: logger, store: deps.Store, providers: pools,
-		breakers: deps.Breakers, dlq: deps.DeadLetters, retries: deps.Retries, metrics: m}, nil
+	p := &Pipeline{cfg: cfg, logger: logger, store: deps.Store, providers: pools,
+		breakers: deps.Breakers, dlq: deps.DeadLetters, retries: deps.Retries,
+		window: window, budgets: budgets, group: deps.Group, pressure: deps.Pressure}
+	if p.metrics, err = newMetrics(reg); err != nil {
+		return nil, err
+	}
+	if err := p.registerAdaptiveMetrics(reg); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// lag is the consumer group's lag as last read, 0 without a Group.
+func (p *Pipeline) lag() int64 {
+	if p.group == nil {
+		return 0
+	}
+	total, _, _ := p.group.Lag()
+	return total
 }
 
 // Healthy reports whether the last store and dead-letter calls succeeded.
@@ -289,7 +339,7 @@ func (p *Pipeline) intake(ctx context.Context, in <-chan consumer.Message, reent
 }
 
 func (p *Pipeline) decode(m consumer.Message) *item {
-	it := &item{msg: m, attempt: job.Attempt(m.Headers)}
+	it := &item{msg: m, attempt: job.Attempt(m.Headers), throttles: job.Throttles(m.Headers)}
 	j, err := job.Decode(m.Value, p.cfg.Limits)
 	if err != nil {
 		var ve *job.ValidationError

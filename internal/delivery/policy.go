@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/job"
 )
 
@@ -39,31 +38,4 @@ func validateRetryLimits(limits map[job.Priority]RetryLimit) error {
 		}
 	}
 	return nil
-}
-
-// DelayFunc decides how long a job waits before its next attempt after a
-// failure of class v.Class on attempt attempt. The result is rounded up to a
-// delay tier.
-type DelayFunc func(v failure.Verdict, attempt int) time.Duration
-
-// Exponential backoff parameters of ExponentialDelay.
-const (
-	transientBase = 5 * time.Second
-	throttledBase = 30 * time.Second
-	maxDelay      = 6 * time.Hour
-)
-
-// ExponentialDelay is the default DelayFunc until the adaptive policy
-// arrives: it doubles per attempt from 5s (30s when throttled) and honours
-// a relay's retry-after hint when it is longer.
-func ExponentialDelay(v failure.Verdict, attempt int) time.Duration {
-	base := transientBase
-	if v.Class == failure.Throttled {
-		base = throttledBase
-	}
-	d := base << min(max(attempt-1, 0), 20)
-	if v.RetryAfter > 0 && v.Class == failure.Throttled {
-		d = v.RetryAfter
-	}
-	return min(d, maxDelay)
 }

@@ -64,6 +64,14 @@ type Retries interface {
 	Publish(ctx context.Context, copies ...retry.Copy) error
 }
 
+// Group is the consumer group as the lag monitor last read it.
+type Group interface {
+	// Lag is the whole group's lag of the jobs topic, in records.
+	Lag() (total int64, perPartition map[int]int64, at time.Time)
+	// Members is the number of live members of the group.
+	Members() int
+}
+
 // Pauser is implemented by sources that can stop handing out records while
 // keeping their group membership (consumer.Consumer does).
 type Pauser interface {
@@ -78,6 +86,7 @@ var (
 	_ Pauser      = (*consumer.Consumer)(nil)
 	_ Breakers    = (*circuit.Breakers)(nil)
 	_ Retries     = (*retry.Writer)(nil)
+	_ Group       = (*consumer.LagMonitor)(nil)
 	_ Session     = (*sender.Session)(nil)
 
 	// The classification reads the reply and stage of the sender's errors.

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/circuit"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/failure"
@@ -13,68 +14,6 @@ import (
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/job"
 )
-
-// Provider is one SMTP relay. Providers are tried in the order given.
-type Provider struct {
-	Name string
-	// NewSession opens a session (one SMTP connection) on the relay.
-	NewSession func() Session
-	// MaxConns caps the relay's open connections; 0 means one per sending
-	// goroutine (Config.Senders).
-	MaxConns int
-}
-
-// relayPool holds a relay's sessions: at most MaxConns of them, each used by
-// one sending goroutine at a time and opened on first use. A slot holding
-// nil has no session yet.
-type relayPool struct {
-	Provider
-	slots chan Session
-}
-
-func newRelayPool(p Provider, senders int) *relayPool {
-	size := senders
-	if p.MaxConns > 0 {
-		size = min(p.MaxConns, senders)
-	}
-	rp := &relayPool{Provider: p, slots: make(chan Session, size)}
-	for range size {
-		rp.slots <- nil
-	}
-	return rp
-}
-
-// acquire waits for a free session.
-func (rp *relayPool) acquire(ctx context.Context) (Session, bool) {
-	select {
-	case s := <-rp.slots:
-		return rp.open(s), true
-	case <-ctx.Done():
-		return nil, false
-	}
-}
-
-func (rp *relayPool) open(s Session) Session {
-	if s == nil {
-		s = rp.NewSession()
-	}
-	return s
-}
-
-func (rp *relayPool) release(s Session) { rp.slots <- s }
-
-// close closes every session; no send may be in progress.
-func (rp *relayPool) close() []error {
-	var errs []error
-	for range cap(rp.slots) {
-		if s := <-rp.slots; s != nil {
-			if err := s.Close(); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errs
-}
 
 // send runs one sending goroutine.
 func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- *item) error {
@@ -128,9 +67,11 @@ func (p *Pipeline) deliver(ctx context.Context, it *item) {
 		start := p.cfg.NowFunc()
 		err := session.Send(ctx, &it.job)
 		prov.release(session)
-		elapsed := p.cfg.NowFunc().Sub(start)
+		end := p.cfg.NowFunc()
+		elapsed := end.Sub(start)
 		v := failure.Classify(err)
 		p.reportCircuit(ctx, prov.Name, v, err == nil)
+		p.learn(prov, start, end, v, err == nil)
 		it.provider = prov.Name
 		if err == nil {
 			it.outcome = idempotency.StatusSent
@@ -148,6 +89,9 @@ func (p *Pipeline) deliver(ctx context.Context, it *item) {
 		p.logger.Info("send failed", "message_id", it.job.MessageID, "attempt", it.attempt,
 			"provider", prov.Name, "class", v.Class, "rule", v.Rule, "error", err)
 
+		if v.Class == failure.Throttled {
+			it.throttles++
+		}
 		switch v.Class {
 		case failure.Permanent:
 			it.outcome, it.class, it.reason = idempotency.StatusFailed, string(v.Class), deadletter.ReasonSMTPPermanent
@@ -174,8 +118,28 @@ func (p *Pipeline) deliver(ctx context.Context, it *item) {
 				continue
 			}
 		}
-		p.scheduleRetry(it, v, limit)
+		p.scheduleRetry(it, v, limit, prov)
 		return
+	}
+}
+
+// learn feeds a send's outcome to the retry policy's inputs and to the
+// provider's send control. A hard stop says nothing about the relay.
+func (p *Pipeline) learn(prov *relayPool, start, end time.Time, v failure.Verdict, ok bool) {
+	if v.Rule == failure.RuleCanceled {
+		return
+	}
+	p.window.Observe(end, prov.Name, ok)
+	if v.Class == failure.Throttled && v.ProviderFault {
+		prov.throttled(end, v.RetryAfter)
+	}
+	if prov.control == nil {
+		return
+	}
+	if cut := prov.control.Done(end, start, ok, v.Limit); cut != "" {
+		p.metrics.decreases.WithLabelValues(prov.Name, cut).Inc()
+		p.logger.Debug("relay throttled: slowing down", "provider", prov.Name, "controller", cut,
+			"limit", prov.control.Limit(), "rate", prov.control.Rate())
 	}
 }
 
@@ -197,6 +161,9 @@ func (p *Pipeline) pickProvider(ctx context.Context, skip map[string]bool) (*rel
 			if !d.Allowed {
 				continue
 			}
+		}
+		if prov.control != nil && p.group != nil {
+			prov.control.SetMembers(p.cfg.NowFunc(), p.group.Members())
 		}
 		s, ok := prov.acquire(ctx)
 		return prov, s, ok
@@ -229,30 +196,58 @@ func (p *Pipeline) reportCircuit(ctx context.Context, provider string, v failure
 }
 
 // scheduleRetry routes a retryable failure to a delay tier, or makes the job
-// dead when it has used its attempts or its age. A job whose age runs out
-// while it waits in a tier dies when it comes back.
-func (p *Pipeline) scheduleRetry(it *item, v failure.Verdict, limit RetryLimit) {
+// dead when it has used its attempts or its age. The policy decides the
+// delay from the failure and the load; a retry budget that is empty adds
+// the wait for its refill; the result is rounded up to a tier. A job whose
+// age runs out while it waits in a tier dies when it comes back.
+func (p *Pipeline) scheduleRetry(it *item, v failure.Verdict, limit RetryLimit, prov *relayPool) {
 	next := it.attempt + 1
 	if next > limit.MaxAttempts {
 		p.die(it, deadletter.ReasonMaxAttempts, string(v.Class), it.errText)
 		return
 	}
-	if p.cfg.NowFunc().Sub(firstSeen(it.msg)) > limit.MaxAge {
+	now := p.cfg.NowFunc()
+	if now.Sub(firstSeen(it.msg)) > limit.MaxAge {
 		p.die(it, deadletter.ReasonMaxAge, string(v.Class), it.errText)
 		return
 	}
-	backoff := p.cfg.DelayFunc(v, it.attempt)
-	tier := p.cfg.Tiers.Pick(backoff)
-	p.metrics.backoffDelay.WithLabelValues(string(v.Class)).Observe(backoff.Seconds())
+	successRate, _ := p.window.Rate(now, prov.Name)
+	d := p.cfg.Policy.Decide(adaptive.Inputs{
+		Class:                 v.Class,
+		Attempt:               it.attempt,
+		Throttles:             it.throttles,
+		RetryAfter:            v.RetryAfter,
+		Lag:                   p.lag(),
+		SuccessRate:           successRate,
+		ProviderCooldownUntil: prov.cooldown(),
+		Now:                   now,
+	})
+	if !d.Retry {
+		// The classes routed here are retryable under every policy; a
+		// policy that still refuses is obeyed rather than overruled.
+		it.outcome, it.class, it.reason = idempotency.StatusFailed, string(v.Class), deadletter.ReasonSMTPPermanent
+		return
+	}
+	delay := d.Delay
+	if p.budgets != nil {
+		priority := cmp.Or(it.job.Priority, job.PriorityNormal)
+		if ok, until := p.budgets.Take(now, priority); !ok {
+			delay = max(delay, until.Sub(now))
+			p.metrics.budgetWaits.WithLabelValues(string(priority)).Inc()
+		}
+	}
+	tier := p.cfg.Tiers.Pick(delay)
+	p.metrics.backoffDelay.WithLabelValues(string(v.Class), d.Reason).Observe(delay.Seconds())
 	it.outcome, it.class, it.nextAttempt = idempotency.StatusRetrying, string(v.Class), next
 	it.copy = &retry.Copy{
 		Key:       it.msg.Key,
 		Value:     it.msg.Value,
 		Headers:   it.msg.Headers,
 		Attempt:   next,
-		NotBefore: p.cfg.NowFunc().Add(tier),
+		NotBefore: now.Add(tier),
 		FirstSeen: firstSeen(it.msg),
 		LastClass: string(v.Class),
+		Throttles: it.throttles,
 		Tier:      tier,
 	}
 }

@@ -38,7 +38,26 @@ type Verdict struct {
 	Code          int           // SMTP reply code, 0 for network errors
 	Enhanced      string        // RFC 3463 code, "" if none
 	Rule          string        // name of the table row that matched (for logs and tests)
+	// Limit says which of the relay's limits a throttled failure hit, so
+	// the sender slows down the right way: fewer connections, or fewer
+	// sends per second. Empty for every other failure, and for a throttle
+	// about one mailbox, which says nothing about the relay.
+	Limit Limit
 }
+
+// Limit is the relay limit behind a throttled failure.
+type Limit string
+
+// The limits of Verdict.Limit.
+const (
+	// LimitConnections is the relay's cap on concurrent connections or
+	// sessions: a 421 (it closes the channel), a refusal at the greeting,
+	// or a reply saying "too many connections".
+	LimitConnections Limit = "connections"
+	// LimitRate is the relay's cap on messages per unit of time: any other
+	// throttled reply (450 4.7.1 "rate limit exceeded").
+	LimitRate Limit = "rate"
+)
 
 // Reply is implemented by errors that carry an SMTP reply (*sender.Error
 // does). A code of 0 means there was no reply.
@@ -92,6 +111,9 @@ var (
 	tooManyRecipientsText = regexp.MustCompile(`(?i)too many recipients`)
 	// throttleText is any sign of rate limiting in a 4xx reply.
 	throttleText = regexp.MustCompile(`(?is)throttl|rate[ -]?limit|\brate\b.*exceed|exceed.*\brate\b|too many|too (fast|quickly)|per (second|minute|hour)|slow(ing)? down`)
+	// connectionLimitText is a throttle about concurrent connections or
+	// sessions rather than the rate of messages.
+	connectionLimitText = regexp.MustCompile(`(?i)too many (concurrent |simultaneous |open )?(connections|sessions)|connection (limit|count)|concurrency`)
 	// authText is a temporary authentication failure (454 4.7.0).
 	authText = regexp.MustCompile(`(?i)auth`)
 	// relayDeniedText is a relay refusing to relay for us: our account or
@@ -186,6 +208,11 @@ func Classify(err error) Verdict {
 			v.ProviderFault = true
 			if v.Class == Permanent {
 				v.Class, v.Rule = Auth, RuleRelayRefused
+			}
+			if v.Class == Throttled {
+				// Refused before any transaction: the relay will not
+				// take another connection, whatever the text says.
+				v.Limit = LimitConnections
 			}
 		}
 		return v
@@ -361,6 +388,12 @@ func ClassifyReply(code int, enhanced, text string) Verdict {
 	}
 	if v.Class == Transient || v.Class == Throttled {
 		v.RetryAfter, _ = ParseRetryAfter(text)
+	}
+	if v.Class == Throttled && v.ProviderFault {
+		v.Limit = LimitRate
+		if code == 421 || connectionLimitText.MatchString(text) {
+			v.Limit = LimitConnections
+		}
 	}
 	return v
 }

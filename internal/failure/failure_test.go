@@ -258,3 +258,66 @@ func TestClassifyErrors(t *testing.T) {
 		t.Errorf("Classify(nil) = %+v, want the zero Verdict", v)
 	}
 }
+
+// TestClassifyLimit covers which relay limit a throttle names: a sender
+// cuts connections for one and its send rate for the other.
+func TestClassifyLimit(t *testing.T) {
+	tests := []struct {
+		name     string
+		code     int
+		enhanced string
+		text     string
+		want     Limit
+	}{
+		{"421 closes the channel", 421, "4.7.0", "Try again later, closing connection", LimitConnections},
+		{"421 too many connections", 421, "4.7.0", "Too many concurrent SMTP connections; try again in 92 seconds", LimitConnections},
+		{"450 too many sessions", 450, "4.7.0", "too many sessions from your IP", LimitConnections},
+		{"450 rate limit", 450, "4.7.1", "rate limit exceeded, try again in 2 seconds", LimitRate},
+		{"452 congestion", 452, "4.4.5", "per second limit exceeded", LimitRate},
+		{"550 temporary rate limit", 550, "5.7.1", "Temporary rate limit, try again in 60 seconds", LimitRate},
+		{"mailbox rate is not the relay's", 450, "4.2.1", "receiving mail at a rate that prevents additional messages", ""},
+		{"transient has none", 451, "4.3.0", "local error in processing", ""},
+		{"permanent has none", 550, "5.1.1", "no such user", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ClassifyReply(tt.code, tt.enhanced, tt.text).Limit; got != tt.want {
+				t.Errorf("Limit = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// stagedReply is an SMTP reply received at a stage of the session.
+type stagedReply struct {
+	code        int
+	enhanced    string
+	text, stage string
+}
+
+func (e stagedReply) Error() string { return fmt.Sprintf("%d %s %s", e.code, e.enhanced, e.text) }
+func (e stagedReply) SMTPReply() (int, string, string) {
+	return e.code, e.enhanced, e.text
+}
+func (e stagedReply) SMTPStage() string { return e.stage }
+
+func TestClassifyLimitAtGreeting(t *testing.T) {
+	tests := []struct {
+		name  string
+		err   stagedReply
+		class Class
+		want  Limit
+	}{
+		{"rate text at the greeting is a connection refusal", stagedReply{450, "4.7.1", "rate limit exceeded", stageHello}, Throttled, LimitConnections},
+		{"rate text at MAIL is a rate limit", stagedReply{450, "4.7.1", "rate limit exceeded", "mail"}, Throttled, LimitRate},
+		{"transient at the greeting has no limit", stagedReply{451, "4.3.0", "local error", stageHello}, Transient, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := Classify(tt.err)
+			if v.Class != tt.class || v.Limit != tt.want {
+				t.Errorf("Classify = %s/%q, want %s/%q", v.Class, v.Limit, tt.class, tt.want)
+			}
+		})
+	}
+}

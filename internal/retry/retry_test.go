@@ -157,19 +157,21 @@ func TestCopyHeaders(t *testing.T) {
 		c    Copy
 		want map[string][]string
 	}{
-		{"every field", Copy{Headers: orig, Attempt: 2, NotBefore: notBefore, FirstSeen: firstSeen, LastClass: "throttled"},
+		{"every field", Copy{Headers: orig, Attempt: 2, NotBefore: notBefore, FirstSeen: firstSeen, LastClass: "throttled", Throttles: 1},
 			map[string][]string{
 				"traceparent":       {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
 				job.HeaderAttempt:   {"2"},
 				job.HeaderNotBefore: {"2026-11-29T11:00:05.000000123Z"},
 				job.HeaderFirstSeen: {"2026-11-29T10:00:00Z"},
 				job.HeaderLastClass: {"throttled"},
+				job.HeaderThrottles: {"1"},
 			}},
 		{"zero first-seen and empty class keep the originals", Copy{Headers: orig, Attempt: 3, NotBefore: notBefore},
 			map[string][]string{
 				job.HeaderAttempt:   {"3"},
 				job.HeaderFirstSeen: {"2026-11-29T09:00:00Z"},
 				job.HeaderLastClass: {"transient"},
+				job.HeaderThrottles: nil,
 			}},
 		{"no original headers", Copy{Attempt: 2, NotBefore: notBefore, FirstSeen: firstSeen, LastClass: "unknown"},
 			map[string][]string{
@@ -192,6 +194,9 @@ func TestCopyHeaders(t *testing.T) {
 			}
 			if got := job.Attempt(h); got != tt.c.Attempt {
 				t.Errorf("job.Attempt = %d, want %d", got, tt.c.Attempt)
+			}
+			if got := job.Throttles(h); got != tt.c.Throttles {
+				t.Errorf("job.Throttles = %d, want %d", got, tt.c.Throttles)
 			}
 		})
 	}

@@ -35,6 +35,9 @@ type Copy struct {
 	// LastClass is the failure class of the failed attempt. Empty leaves
 	// the header of Headers as it is.
 	LastClass string
+	// Throttles is how many attempts so far failed as throttled (the
+	// failed attempt included). 0 leaves the header of Headers as it is.
+	Throttles int
 	// Tier is the delay topic to write to: one of the Writer's tiers,
 	// normally Tiers.Pick(NotBefore - now).
 	Tier time.Duration
@@ -181,6 +184,9 @@ func copyHeaders(c Copy) []kafka.Header {
 	}
 	if c.LastClass != "" {
 		h = job.SetHeader(h, job.HeaderLastClass, c.LastClass)
+	}
+	if c.Throttles > 0 {
+		h = job.SetHeader(h, job.HeaderThrottles, strconv.Itoa(c.Throttles))
 	}
 	return h
 }

@@ -3,6 +3,7 @@ package sender
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"strings"
@@ -71,6 +72,11 @@ type Config struct {
 	// to the relay; 0 means one per worker sender goroutine, i.e. the
 	// worker's sender count. Defaults to 0.
 	MaxConns int
+	// Rate is what the relay accepts from the whole fleet, in messages per
+	// second (its published sending limit); each worker paces itself to
+	// its share by live consumer-group members. The sender does not use
+	// it: the worker's send control does. 0 means unknown. Defaults to 0.
+	Rate float64
 	// IdleTimeout: a connection idle longer than this is closed and
 	// redialled before the next send, rather than failing it. Keep it below
 	// the relay's own idle timeout (often 30s to 5m). Defaults to 10s.
@@ -127,6 +133,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("sender config: Priority %d must not be negative", c.Priority)
 	case c.MaxConns < 0:
 		return fmt.Errorf("sender config: MaxConns %d must not be negative", c.MaxConns)
+	case c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0):
+		return fmt.Errorf("sender config: Rate %v must be a non-negative number", c.Rate)
 	}
 	return nil
 }

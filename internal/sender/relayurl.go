@@ -14,12 +14,12 @@ import (
 const DefaultImplicitTLSPort = 465
 
 // relayURLParams are the query parameters a relay URL may carry.
-var relayURLParams = []string{"name", "priority", "tls", "helo", "max_conns", "insecure_skip_verify"}
+var relayURLParams = []string{"name", "priority", "tls", "helo", "max_conns", "rate", "insecure_skip_verify"}
 
 // ParseRelayURL parses one relay URL into a Config (without defaults for
 // the fields the URL does not set; New applies them):
 //
-//	smtp://[user[:pass]@]host[:port][?name=&priority=&tls=&helo=&max_conns=&insecure_skip_verify=true]
+//	smtp://[user[:pass]@]host[:port][?name=&priority=&tls=&helo=&max_conns=&rate=&insecure_skip_verify=true]
 //	smtps://... the same with implicit TLS (TLSImplicit)
 //
 // The port defaults to 587 for smtp and 465 for smtps, name to the host,
@@ -96,6 +96,11 @@ func ParseRelayURL(raw string) (Config, error) {
 	if v := q.Get("max_conns"); v != "" {
 		if cfg.MaxConns, err = strconv.Atoi(v); err != nil {
 			return fail("max_conns %q is not an integer", v)
+		}
+	}
+	if v := q.Get("rate"); v != "" {
+		if cfg.Rate, err = strconv.ParseFloat(v, 64); err != nil {
+			return fail("rate %q is not a number of messages per second", v)
 		}
 	}
 	if v := q.Get("insecure_skip_verify"); v != "" {

@@ -19,9 +19,9 @@ func TestParseRelayURL(t *testing.T) {
 		{"smtp://127.0.0.1:1025?tls=none&name=mailpit", sender.Config{Name: "mailpit", Host: "127.0.0.1", Port: 1025, TLS: sender.TLSNone}},
 		{"smtp://[::1]:25", sender.Config{Name: "::1", Host: "::1", Port: 25, TLS: sender.TLSAuto}},
 		{
-			"smtp://ada%40example.com:p%40ss%3Aw%2Fo%2Crd@relay.example.com?name=ses&priority=2&tls=mandatory&helo=me.example.com&max_conns=8&insecure_skip_verify=true",
+			"smtp://ada%40example.com:p%40ss%3Aw%2Fo%2Crd@relay.example.com?name=ses&priority=2&tls=mandatory&helo=me.example.com&max_conns=8&rate=12.5&insecure_skip_verify=true",
 			sender.Config{
-				Name: "ses", Host: "relay.example.com", Port: 587, TLS: sender.TLSMandatory, Priority: 2, MaxConns: 8,
+				Name: "ses", Host: "relay.example.com", Port: 587, TLS: sender.TLSMandatory, Priority: 2, MaxConns: 8, Rate: 12.5,
 				HELO: "me.example.com", InsecureSkipVerify: true, Username: "ada@example.com", Password: "p@ss:w/o,rd",
 			},
 		},
@@ -66,6 +66,8 @@ func TestParseRelayURLErrors(t *testing.T) {
 		{"smtp://mail.example.com?priority=-1", "Priority"},
 		{"smtp://mail.example.com?max_conns=many", "max_conns"},
 		{"smtp://mail.example.com?max_conns=-2", "MaxConns"},
+		{"smtp://mail.example.com?rate=fast", "rate"},
+		{"smtp://mail.example.com?rate=-1", "Rate"},
 		{"smtp://mail.example.com?insecure_skip_verify=yes", "insecure_skip_verify"},
 		{"smtp://mail.example.com?port=25", `unknown parameter "port"`},
 		{"smtp://mail.example.com?name=a&name=b", `"name" is given 2 times`},

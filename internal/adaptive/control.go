@@ -1,0 +1,201 @@
+package adaptive
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"github.com/postline/postline/internal/failure"
+)
+
+// The controllers a SendControl cuts on throttling (SendControl.Done).
+const (
+	ControllerConcurrency = "concurrency"
+	ControllerRate        = "rate"
+)
+
+// SendControlConfig configures a SendControl.
+type SendControlConfig struct {
+	// AIMD is the concurrency limit. Its Max should be the most sends the
+	// caller can have in flight (the provider's connection pool).
+	AIMD AIMDConfig
+	// Pacer is the learned rate. A zero Initial leaves sends unpaced until
+	// the provider first refuses one for its rate; the pacer then starts at
+	// the rate the provider was accepting over the last second, cut by
+	// Factor, so a relay that never pushes back is never slowed down.
+	Pacer PacerConfig
+	// FleetRate is the provider's rate for the whole fleet in sends per
+	// second, split over the consumer group's live members (FleetShare);
+	// 0 means none.
+	FleetRate float64
+}
+
+// SendControl decides when a send to one provider may start: the AIMD
+// concurrency limit (scaled by the runtime pressure guard), the learned
+// send rate and this worker's share of the fleet-wide rate must all let it
+// through. It learns from each send's outcome: a refusal for too many
+// connections cuts the concurrency, one for too many messages cuts the
+// rate, and successes let both grow back. Safe for concurrent use; the
+// caller counts the sends in flight.
+type SendControl struct {
+	mu        sync.Mutex
+	cfg       SendControlConfig
+	aimd      *AIMD
+	pacer     *Pacer  // nil until the first rate refusal, when Pacer.Initial is 0
+	accepted  *Window // sends accepted over the last second, to seed the pacer
+	fleet     *RateLimiter
+	members   int
+	pressure  *PressureGuard // nil = none
+	decreases map[string]int
+}
+
+// NewSendControl returns a control at now. pressure may be nil.
+func NewSendControl(cfg SendControlConfig, pressure *PressureGuard, now time.Time) (*SendControl, error) {
+	aimd, err := NewAIMD(cfg.AIMD)
+	if err != nil {
+		return nil, err
+	}
+	pacerCfg := cfg.Pacer.WithDefaults()
+	if cfg.Pacer.Initial == 0 {
+		pacerCfg.Initial = pacerCfg.Min // validated now, replaced when the pacer starts
+	}
+	if err := pacerCfg.Validate(); err != nil {
+		return nil, err
+	}
+	accepted, err := NewWindow(WindowConfig{Span: time.Second, Buckets: 10, MinSamples: 1})
+	if err != nil {
+		return nil, err
+	}
+	c := &SendControl{cfg: cfg, aimd: aimd, accepted: accepted, members: 1, pressure: pressure,
+		decreases: map[string]int{}}
+	if cfg.Pacer.Initial > 0 {
+		c.pacer, _ = NewPacer(cfg.Pacer, now)
+	}
+	if cfg.FleetRate > 0 {
+		c.fleet = NewRateLimiter(now, FleetShare(cfg.FleetRate, 1), 1)
+	}
+	return c, nil
+}
+
+// Limit returns how many sends may be in flight now.
+func (c *SendControl) Limit() int {
+	l := c.aimd.Limit()
+	if c.pressure != nil {
+		l = c.pressure.Apply(l)
+	}
+	return l
+}
+
+// Rate returns the learned send rate in sends per second, or +Inf while
+// the provider has not refused a send for its rate.
+func (c *SendControl) Rate() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pacer == nil {
+		return math.Inf(1)
+	}
+	return c.pacer.Rate()
+}
+
+// FleetShare returns this worker's share of the fleet-wide rate in sends
+// per second, or +Inf when there is no fleet-wide rate.
+func (c *SendControl) FleetShare() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fleet == nil {
+		return math.Inf(1)
+	}
+	return c.fleet.Rate()
+}
+
+// Decreases returns how many times controller (ControllerConcurrency or
+// ControllerRate) was cut.
+func (c *SendControl) Decreases(controller string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.decreases[controller]
+}
+
+// SetMembers sets the number of live workers sharing the fleet-wide rate.
+func (c *SendControl) SetMembers(now time.Time, members int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	members = max(members, 1)
+	if c.fleet == nil || members == c.members {
+		return
+	}
+	c.members = members
+	c.fleet.SetRate(now, FleetShare(c.cfg.FleetRate, members))
+}
+
+// Admit decides whether a send may start at now while inFlight sends are
+// in flight, and takes its rate tokens when it may. When it may not,
+// retryAt is zero if the concurrency limit holds it back (try again when a
+// send finishes) and otherwise the time a rate token is free.
+func (c *SendControl) Admit(now time.Time, inFlight int) (ok bool, retryAt time.Time) {
+	if inFlight >= c.Limit() {
+		c.aimd.Blocked(now)
+		return false, time.Time{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at := now
+	if c.pacer != nil {
+		at = later(at, c.pacer.Next(now))
+	}
+	if c.fleet != nil {
+		at = later(at, c.fleet.Next(now))
+	}
+	if at.After(now) {
+		return false, at
+	}
+	if c.pacer != nil {
+		c.pacer.Take(now)
+	}
+	if c.fleet != nil {
+		c.fleet.Allow(now)
+	}
+	return true, time.Time{}
+}
+
+// Done records the outcome of a send that started at sent and ended at
+// now: ok, or refused for the relay limit limit ("" for any other
+// failure). It returns the controller it cut, or "".
+func (c *SendControl) Done(now, sent time.Time, ok bool, limit failure.Limit) (cut string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case ok:
+		c.accepted.Observe(now, "", true)
+		c.aimd.OnSuccess(now)
+		if c.pacer != nil {
+			c.pacer.OnSuccess(now)
+		}
+	case limit == failure.LimitConnections:
+		if c.aimd.OnThrottleSent(now, sent) {
+			cut = ControllerConcurrency
+		}
+	case limit == failure.LimitRate:
+		if c.pacer == nil {
+			c.startPacer(now)
+			cut = ControllerRate
+		} else if c.pacer.OnThrottleSent(now, sent) {
+			cut = ControllerRate
+		}
+	}
+	if cut != "" {
+		c.decreases[cut]++
+	}
+	return cut
+}
+
+// startPacer starts pacing at Factor times the accept rate of the last
+// second (within the pacer's bounds); c.mu is held.
+func (c *SendControl) startPacer(now time.Time) {
+	cfg := c.cfg.Pacer.WithDefaults()
+	ratio, n := c.accepted.Overall(now)
+	seen := ratio * float64(n) / time.Second.Seconds()
+	cfg.Initial = math.Min(cfg.Max, math.Max(cfg.Min, seen))
+	c.pacer, _ = NewPacer(cfg, now) // cfg was validated by NewSendControl
+	c.pacer.OnThrottle(now)         // the cut, which also ends slow start
+}

@@ -1,0 +1,196 @@
+package adaptive
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/postline/postline/internal/failure"
+)
+
+func TestSendControl(t *testing.T) {
+	ms := time.Millisecond
+	type step struct {
+		at       time.Duration
+		op       string // "admit", "ok", "conns", "rate", "other", "members"
+		inFlight int    // admit: sends in flight; members: live workers
+		sent     time.Duration
+	}
+	type want struct {
+		admitted  bool
+		retryAt   time.Duration // -1: zero time (wait for a send to finish)
+		limit     int
+		rate      float64 // math.Inf(1): unpaced
+		fleet     float64
+		decreases map[string]int
+	}
+	tests := []struct {
+		name  string
+		cfg   SendControlConfig
+		steps []step
+		want  want
+	}{
+		{
+			name:  "admits below the limit, unpaced",
+			cfg:   SendControlConfig{AIMD: AIMDConfig{Max: 8, Initial: 4}},
+			steps: []step{{0, "admit", 3, 0}},
+			want:  want{admitted: true, limit: 4, rate: math.Inf(1), fleet: math.Inf(1)},
+		},
+		{
+			name:  "holds at the concurrency limit until a send finishes",
+			cfg:   SendControlConfig{AIMD: AIMDConfig{Max: 8, Initial: 4}},
+			steps: []step{{0, "admit", 4, 0}},
+			want:  want{retryAt: -1, limit: 4, rate: math.Inf(1), fleet: math.Inf(1)},
+		},
+		{
+			name:  "a connection refusal cuts concurrency, not rate",
+			cfg:   SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}},
+			steps: []step{{0, "conns", 0, 0}},
+			want:  want{retryAt: 0, admitted: false, limit: 4, rate: math.Inf(1), fleet: math.Inf(1), decreases: map[string]int{ControllerConcurrency: 1}},
+		},
+		{
+			name: "a rate refusal starts the pacer at the accepted rate cut by factor",
+			cfg:  SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}},
+			steps: append(repeatN(step{500 * ms, "ok", 0, 0}, 40), // 40 accepted in the last second
+				step{600 * ms, "rate", 0, 500 * ms}),
+			want: want{limit: 8, rate: 28, fleet: math.Inf(1), decreases: map[string]int{ControllerRate: 1}},
+		},
+		{
+			name: "a started pacer makes the next send wait",
+			cfg:  SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}, Pacer: PacerConfig{Initial: 10}},
+			steps: []step{
+				{0, "admit", 0, 0},
+				{0, "admit", 1, 0},
+			},
+			want: want{retryAt: 100 * ms, limit: 8, rate: 10, fleet: math.Inf(1)},
+		},
+		{
+			name:  "a refusal that is neither is not a cut",
+			cfg:   SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}},
+			steps: []step{{0, "other", 0, 0}},
+			want:  want{limit: 8, rate: math.Inf(1), fleet: math.Inf(1)},
+		},
+		{
+			name: "the fleet rate is shared by the live members",
+			cfg:  SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}, FleetRate: 100},
+			steps: []step{
+				{0, "members", 4, 0},
+				{0, "admit", 0, 0},
+				{0, "admit", 1, 0},
+			},
+			want: want{retryAt: 40 * ms, limit: 8, rate: math.Inf(1), fleet: 25},
+		},
+		{
+			name:  "zero members count as one",
+			cfg:   SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}, FleetRate: 100},
+			steps: []step{{0, "members", 0, 0}},
+			want:  want{limit: 8, rate: math.Inf(1), fleet: 100},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := NewSendControl(tt.cfg, nil, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var admitted bool
+			var retryAt time.Time
+			for _, s := range tt.steps {
+				now := t0.Add(s.at)
+				switch s.op {
+				case "admit":
+					admitted, retryAt = c.Admit(now, s.inFlight)
+				case "ok":
+					c.Done(now, t0.Add(s.sent), true, "")
+				case "conns":
+					c.Done(now, t0.Add(s.sent), false, failure.LimitConnections)
+				case "rate":
+					c.Done(now, t0.Add(s.sent), false, failure.LimitRate)
+				case "other":
+					c.Done(now, t0.Add(s.sent), false, "")
+				case "members":
+					c.SetMembers(now, s.inFlight)
+				}
+			}
+			if admitted != tt.want.admitted {
+				t.Errorf("admitted = %v, want %v", admitted, tt.want.admitted)
+			}
+			switch {
+			case tt.want.retryAt < 0 && !retryAt.IsZero():
+				t.Errorf("retryAt = %v, want zero (wait for a send to finish)", retryAt)
+			case tt.want.retryAt > 0 && !retryAt.Equal(t0.Add(tt.want.retryAt)):
+				t.Errorf("retryAt = %v after t0, want %v", retryAt.Sub(t0), tt.want.retryAt)
+			}
+			if got := c.Limit(); got != tt.want.limit {
+				t.Errorf("Limit = %d, want %d", got, tt.want.limit)
+			}
+			if got := c.Rate(); math.Abs(got-tt.want.rate) > 1e-9 && !(math.IsInf(got, 1) && math.IsInf(tt.want.rate, 1)) {
+				t.Errorf("Rate = %v, want %v", got, tt.want.rate)
+			}
+			if got := c.FleetShare(); got != tt.want.fleet {
+				t.Errorf("FleetShare = %v, want %v", got, tt.want.fleet)
+			}
+			for _, ctl := range []string{ControllerConcurrency, ControllerRate} {
+				if got := c.Decreases(ctl); got != tt.want.decreases[ctl] {
+					t.Errorf("Decreases(%s) = %d, want %d", ctl, got, tt.want.decreases[ctl])
+				}
+			}
+		})
+	}
+}
+
+func TestSendControlPressure(t *testing.T) {
+	g, err := NewPressureGuard(PressureConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewSendControl(SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}}, g, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Observe(time.Second, 0) // a GC pause far past the high mark halves the factor
+	if got := c.Limit(); got != 4 {
+		t.Errorf("Limit under pressure = %d, want 4", got)
+	}
+	if ok, _ := c.Admit(t0, 4); ok {
+		t.Error("Admit let a fifth send through a limit of 4")
+	}
+}
+
+func TestSendControlConfigValidate(t *testing.T) {
+	for _, cfg := range []SendControlConfig{
+		{AIMD: AIMDConfig{Min: 3, Max: 2}},
+		{Pacer: PacerConfig{Factor: 2}},
+		{Pacer: PacerConfig{Initial: 1e9}},
+	} {
+		if _, err := NewSendControl(cfg, nil, t0); err == nil {
+			t.Errorf("NewSendControl accepted %+v", cfg)
+		}
+	}
+}
+
+func TestRateLimiterNext(t *testing.T) {
+	r := NewRateLimiter(t0, 10, 1)
+	if got := r.Next(t0); !got.Equal(t0) {
+		t.Errorf("Next with a token = %v, want now", got)
+	}
+	if got := r.Next(t0); !got.Equal(t0) {
+		t.Error("Next took a token")
+	}
+	r.Allow(t0)
+	if got := r.Next(t0); !got.Equal(t0.Add(100 * time.Millisecond)) {
+		t.Errorf("Next without a token = +%v, want +100ms", got.Sub(t0))
+	}
+	r.SetRate(t0, 0)
+	if got := r.Next(t0); !got.Equal(t0) {
+		t.Errorf("Next unlimited = +%v, want now", got.Sub(t0))
+	}
+}
+
+func repeatN[T any](v T, n int) []T {
+	out := make([]T, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
