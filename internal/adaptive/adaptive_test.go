@@ -67,7 +67,7 @@ func TestReference(t *testing.T) {
 }
 
 func TestAdaptive(t *testing.T) {
-	a, err := NewAdaptive(AdaptiveConfig{Float64Func: fixed(0.5)})
+	a, err := NewAdaptive(AdaptiveConfig{Float64Func: fixed(0.5), ThrottleSpread: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +104,19 @@ func TestAdaptive(t *testing.T) {
 				t.Errorf("got %+v, want retry=%v reason %q delay %v", d, tt.retry, tt.reason, tt.want)
 			}
 		})
+	}
+}
+
+// By default a throttled job waits exactly the relay's hint: the delay
+// tier and the scheduler's jitter do the spreading.
+func TestAdaptiveDefaultThrottleHasNoSpread(t *testing.T) {
+	a, err := NewAdaptive(AdaptiveConfig{Float64Func: fixed(0.99)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := a.Decide(Inputs{Class: failure.Throttled, Attempt: 1, RetryAfter: 2 * time.Second, SuccessRate: 1, Now: t0})
+	if d.Delay != 2*time.Second {
+		t.Errorf("delay %v, want exactly the 2s hint", d.Delay)
 	}
 }
 

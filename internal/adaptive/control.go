@@ -42,7 +42,7 @@ type SendControl struct {
 	cfg       SendControlConfig
 	aimd      *AIMD
 	pacer     *Pacer  // nil until the first rate refusal, when Pacer.Initial is 0
-	accepted  *Window // sends accepted over the last second, to seed the pacer
+	recent    *Window // outcomes over the last second, to seed the pacer
 	fleet     *RateLimiter
 	members   int
 	pressure  *PressureGuard // nil = none
@@ -62,11 +62,11 @@ func NewSendControl(cfg SendControlConfig, pressure *PressureGuard, now time.Tim
 	if err := pacerCfg.Validate(); err != nil {
 		return nil, err
 	}
-	accepted, err := NewWindow(WindowConfig{Span: time.Second, Buckets: 10, MinSamples: 1})
+	recent, err := NewWindow(WindowConfig{Span: time.Second, Buckets: 10, MinSamples: 1})
 	if err != nil {
 		return nil, err
 	}
-	c := &SendControl{cfg: cfg, aimd: aimd, accepted: accepted, members: 1, pressure: pressure,
+	c := &SendControl{cfg: cfg, aimd: aimd, recent: recent, members: 1, pressure: pressure,
 		decreases: map[string]int{}}
 	if cfg.Pacer.Initial > 0 {
 		c.pacer, _ = NewPacer(cfg.Pacer, now)
@@ -164,9 +164,9 @@ func (c *SendControl) Admit(now time.Time, inFlight int) (ok bool, retryAt time.
 func (c *SendControl) Done(now, sent time.Time, ok bool, limit failure.Limit) (cut string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.recent.Observe(now, "", ok)
 	switch {
 	case ok:
-		c.accepted.Observe(now, "", true)
 		c.aimd.OnSuccess(now)
 		if c.pacer != nil {
 			c.pacer.OnSuccess(now)
@@ -175,10 +175,11 @@ func (c *SendControl) Done(now, sent time.Time, ok bool, limit failure.Limit) (c
 		if c.aimd.OnThrottleSent(now, sent) {
 			cut = ControllerConcurrency
 		}
-	case limit == failure.LimitRate:
+	case limit == failure.LimitRate && c.rationing(now):
 		if c.pacer == nil {
-			c.startPacer(now)
-			cut = ControllerRate
+			if c.startPacer(now) {
+				cut = ControllerRate
+			}
 		} else if c.pacer.OnThrottleSent(now, sent) {
 			cut = ControllerRate
 		}
@@ -189,13 +190,35 @@ func (c *SendControl) Done(now, sent time.Time, ok bool, limit failure.Limit) (c
 	return cut
 }
 
-// startPacer starts pacing at Factor times the accept rate of the last
-// second (within the pacer's bounds); c.mu is held.
-func (c *SendControl) startPacer(now time.Time) {
+// rationing reports whether the relay accepted mail in the last second:
+// a relay that takes some mail and refuses the rest for its rate is
+// rationing, and a lower rate helps. One that refuses everything (a burst
+// of greylisting, an outage dressed as a throttle) would only drive the
+// rate to its minimum; those refusals are left to the jobs' own waits and
+// the circuit breaker. c.mu is held.
+func (c *SendControl) rationing(now time.Time) bool {
+	ratio, n := c.recent.Overall(now)
+	return ratio*float64(n) >= 1
+}
+
+// paceMinSamples is the fewest outcomes in the last second for which a rate
+// refusal starts the pacer: below it the sample says nothing about the
+// relay's rate (one refused job among a trickle), and the refused job's
+// own wait for the relay's hint is answer enough.
+const paceMinSamples = 10
+
+// startPacer starts pacing at Factor times the rate the relay accepted over
+// the last second, within the pacer's bounds. It reports false, leaving sends unpaced, below paceMinSamples.
+// c.mu is held.
+func (c *SendControl) startPacer(now time.Time) bool {
 	cfg := c.cfg.Pacer.WithDefaults()
-	ratio, n := c.accepted.Overall(now)
-	seen := ratio * float64(n) / time.Second.Seconds()
-	cfg.Initial = math.Min(cfg.Max, math.Max(cfg.Min, seen))
+	ratio, n := c.recent.Overall(now)
+	if n < paceMinSamples {
+		return false
+	}
+	seen := ratio * float64(n)
+	cfg.Initial = math.Min(cfg.Max, math.Max(cfg.Min, seen/time.Second.Seconds()))
 	c.pacer, _ = NewPacer(cfg, now) // cfg was validated by NewSendControl
 	c.pacer.OnThrottle(now)         // the cut, which also ends slow start
+	return true
 }

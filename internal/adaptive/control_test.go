@@ -56,6 +56,19 @@ func TestSendControl(t *testing.T) {
 			want: want{limit: 8, rate: 28, fleet: math.Inf(1), decreases: map[string]int{ControllerRate: 1}},
 		},
 		{
+			name: "rate refusals while the relay accepts nothing do not start the pacer",
+			cfg:  SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}},
+			steps: append(repeatN(step{500 * ms, "rate", 0, 0}, 20),
+				step{600 * ms, "rate", 0, 500 * ms}),
+			want: want{limit: 8, rate: math.Inf(1), fleet: math.Inf(1)},
+		},
+		{
+			name:  "a rate refusal among a trickle of sends does not start the pacer",
+			cfg:   SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}},
+			steps: append(repeatN(step{500 * ms, "ok", 0, 0}, 8), step{600 * ms, "rate", 0, 500 * ms}),
+			want:  want{limit: 8, rate: math.Inf(1), fleet: math.Inf(1)},
+		},
+		{
 			name: "a started pacer makes the next send wait",
 			cfg:  SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}, Pacer: PacerConfig{Initial: 10}},
 			steps: []step{

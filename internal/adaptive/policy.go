@@ -155,7 +155,6 @@ const (
 	DefaultTransientBase    = time.Second
 	DefaultTransientCap     = 5 * time.Minute
 	DefaultThrottleWait     = 5 * time.Second
-	DefaultThrottleSpread   = time.Second
 	DefaultMaxLagFactor     = 2.0
 	DefaultMaxSuccessFactor = 2.0
 	DefaultLagScale         = 20.0
@@ -173,7 +172,9 @@ type AdaptiveConfig struct {
 	ThrottleWait time.Duration
 	// ThrottleSpread is the largest random spread added to a throttled
 	// wait, so jobs released by one cool-down do not return at one instant.
-	// Defaults to 1s.
+	// Defaults to 0: in the worker the delay is rounded up to a tier and
+	// the retry-scheduler spreads each tier's re-injections, and a spread
+	// here would push a hint that equals a tier into the next one.
 	ThrottleSpread time.Duration
 	// MaxLagFactor bounds the lag multiplier, which grows from 1 with
 	// log2(lag+1)/LagScale. Defaults to 2.
@@ -194,7 +195,6 @@ func (c AdaptiveConfig) WithDefaults() AdaptiveConfig {
 	c.TransientBase = cmp.Or(c.TransientBase, DefaultTransientBase)
 	c.TransientCap = cmp.Or(c.TransientCap, DefaultTransientCap)
 	c.ThrottleWait = cmp.Or(c.ThrottleWait, DefaultThrottleWait)
-	c.ThrottleSpread = cmp.Or(c.ThrottleSpread, DefaultThrottleSpread)
 	c.MaxLagFactor = cmp.Or(c.MaxLagFactor, DefaultMaxLagFactor)
 	c.LagScale = cmp.Or(c.LagScale, DefaultLagScale)
 	c.MaxSuccessFactor = cmp.Or(c.MaxSuccessFactor, DefaultMaxSuccessFactor)

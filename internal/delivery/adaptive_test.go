@@ -74,6 +74,9 @@ func TestRelayPoolFollowsItsSendControl(t *testing.T) {
 				t.Fatalf("acquired %d sessions, want %d", len(held), tt.wantBefore)
 			}
 			if sc != nil && tt.refuse != "" {
+				for range 10 * boolInt(tt.refuse == failure.LimitRate) { // enough traffic for a rate refusal to start the pacer
+					sc.Done(now, now, true, "")
+				}
 				sc.Done(now, now, false, tt.refuse)
 			}
 			for _, s := range held {
@@ -171,8 +174,8 @@ func TestPipelineFeedsThePolicyItsInputs(t *testing.T) {
 	if len(copies) != 1 || copies[0].Throttles != 2 || copies[0].Attempt != 4 || copies[0].Tier != 5*time.Second {
 		t.Fatalf("retry copies = %+v, want one for attempt 4 with 2 throttles in the 5s tier", copies)
 	}
-	if got := counterValue(t, reg, "postline_adaptive_decreases_total", map[string]string{"provider": "p1", "controller": "rate"}); got != 1 {
-		t.Errorf("rate decreases = %v, want 1", got)
+	if got := gaugeValue(t, reg, "postline_adaptive_send_rate", map[string]string{"provider": "p1"}); got != 0 {
+		t.Errorf("send rate = %v, want 0: one refusal in a trickle of sends does not start pacing", got)
 	}
 	if got := histogramCount(t, reg, "postline_delivery_backoff_delay_seconds", map[string]string{"class": "throttled", "reason": "recorded"}); got != 1 {
 		t.Errorf("backoff delay observations = %v, want 1", got)
@@ -214,8 +217,8 @@ func TestPipelineExportsAdaptiveMetrics(t *testing.T) {
 		{"postline_adaptive_success_ratio", map[string]string{"provider": "p1"}, 1},
 		{"postline_adaptive_success_ratio_overall", nil, 1},
 		{"postline_adaptive_concurrency_limit", map[string]string{"provider": "p1"}, 2}, // capped by the 2 senders
-		{"postline_adaptive_send_rate", map[string]string{"provider": "p1"}, 0},   // unpaced: never refused for rate
-		{"postline_adaptive_fleet_rate", map[string]string{"provider": "p1"}, 25}, // 50/s over 2 members
+		{"postline_adaptive_send_rate", map[string]string{"provider": "p1"}, 0},         // unpaced: never refused for rate
+		{"postline_adaptive_fleet_rate", map[string]string{"provider": "p1"}, 25},       // 50/s over 2 members
 		{"postline_adaptive_budget_tokens", map[string]string{"priority": "urgent"}, 100},
 		{"postline_adaptive_budget_tokens", map[string]string{"priority": "normal"}, 30},
 		{"postline_adaptive_budget_tokens", map[string]string{"priority": "bulk"}, 5},
@@ -267,4 +270,11 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ma
 
 func histogramCount(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) uint64 {
 	return metric(t, reg, name, labels).GetHistogram().GetSampleCount()
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -106,6 +106,10 @@ type Rule struct {
 
 // Reply-text patterns used by Rules.
 var (
+	// greylistText is greylisting: the relay defers a sender/recipient
+	// pair it has not seen before, whatever the rate; a retry after the
+	// greylisting period is accepted.
+	greylistText = regexp.MustCompile(`(?i)gr[ae]y[ -]?list`)
 	// tooManyRecipientsText is a transaction with more recipients than the
 	// relay takes at once: the rest can be sent later, the relay is fine.
 	tooManyRecipientsText = regexp.MustCompile(`(?i)too many recipients`)
@@ -143,6 +147,7 @@ var Rules = []Rule{
 
 	// 4xx about one recipient mailbox: not the relay's fault.
 	{Name: "mailbox-rate", CodeClass: 4, Enhanced: "4.2.1", Class: Throttled}, // "receiving mail too fast"
+	{Name: "greylisted", CodeClass: 4, Text: greylistText, Class: Throttled},
 	{Name: "mailbox-full", CodeClass: 4, Enhanced: "4.2.2", Class: Transient},
 	{Name: "too-many-recipients", CodeClass: 4, Text: tooManyRecipientsText, Class: Transient},
 

@@ -69,9 +69,9 @@ func TestFailureTransientThriceThenDelivered(t *testing.T) {
 //   - max attempts: a normal job throttled with a 1 s hint on every attempt
 //     (POSTLINE_MAX_ATTEMPTS normal=3) is dead after its third attempt,
 //     with a max_attempts dead letter;
-//   - max age: a bulk job (POSTLINE_MAX_AGE bulk=2s) fails once and waits
-//     in the 4 s tier; when it comes back it is past its age and dead
-//     (max_age) without another send.
+//   - max age: a bulk job (POSTLINE_MAX_AGE bulk=2s) is throttled once
+//     with a 3 s hint and waits in the 4 s tier; when it comes back it is
+//     past its age and dead (max_age) without another send.
 func TestFailureLimitsMakeJobsDead(t *testing.T) {
 	t.Parallel()
 	s := newFailureStack(t, fastTiers)
@@ -87,7 +87,7 @@ func TestFailureLimitsMakeJobsDead(t *testing.T) {
 		case attemptsJob.To[0]:
 			return &smtptest.Reply{Code: 452, Enhanced: "4.4.5", Text: "slow down, try again in 1 seconds"}
 		case ageJob.To[0]:
-			return &smtptest.Reply{Code: 451, Enhanced: "4.3.0", Text: "temporary local problem"}
+			return &smtptest.Reply{Code: 452, Enhanced: "4.4.5", Text: "busy, try again in 3 seconds"}
 		}
 		return nil
 	}))
