@@ -1,18 +1,34 @@
 #!/usr/bin/env bash
-# scripts/bench-adaptive.sh (make bench-adaptive): the retry-policy simulator.
+# scripts/bench-adaptive.sh (make bench-adaptive): retry policies side by side, simulated and real.
 #
-#   scripts/bench-adaptive.sh [bench/adaptive flags]   e.g. -seed 2 -md bin/adaptive.md -png bin/adaptive-sim.png
+#   scripts/bench-adaptive.sh [bench/adaptive flags]   e.g. -seed 2 -real-jobs 500 -real=false
 #
-# Runs (a) uniform exponential backoff, (b) the reference model and (c) the adaptive policy side by side
-# on a virtual clock (no services needed) over the same transport (senders, delay tiers, scheduler
-# jitter); retry budgets, pacing and AIMD belong to (c) only. Prints the parameters, the lower bound on
-# mean latency, the comparison table and PASS / FAIL / UNREACHABLE per target of issue 4, and writes the
-# delivered-over-time plot to -png (default bin/adaptive-sim.png). A full run takes a few seconds.
-# See `go run ./bench/adaptive -h` for the model's parameters.
+# Runs (a) uniform exponential backoff, (b) the reference model and (c) the adaptive policy:
+#   1. on the simulator (virtual clock, no services; a few seconds): prints the parameters, the lower
+#      bound on mean latency, the table and PASS / FAIL / UNREACHABLE per target of issue 4, and plots
+#      bin/adaptive-sim.png;
+#   2. for real (skip with -real=false): starts the local stack, builds bin/worker and
+#      bin/retry-scheduler from this tree, and for each strategy (POSTLINE_RETRY_POLICY) and scenario
+#      (main: a 50 mails/s, 5-connection relay; Postfix's: a relay that hangs up above 5 sessions)
+#      runs the worker and the scheduler on fresh topics, groups and schema against a fresh bench/relay
+#      on loopback, publishes the burst and waits until every job is sent, failed or dead. Prints the
+#      real tables and targets and plots bin/adaptive-real.png. The runs go at once (-real-parallel);
+#      the slowest strategy sets the duration, up to -real-timeout (30m).
+# The report is also written to bin/adaptive.md. See `go run ./bench/adaptive -h` for every flag.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-CMD=(go run ./bench/adaptive "$@")
+real=true
+for a in "$@"; do
+	case "$a" in -real=false | --real=false) real=false ;; esac
+done
+mkdir -p bin
+if [[ $real == true ]]; then
+	scripts/stack.sh up >&2
+	eval "$(scripts/stack.sh env)"
+	go build -o bin/ ./cmd/worker ./cmd/retry-scheduler
+fi
+CMD=(go run ./bench/adaptive -md bin/adaptive.md -png bin/adaptive-sim.png -real-png bin/adaptive-real.png "$@")
 printf 'bench-adaptive: command:' >&2
 printf ' %q' "${CMD[@]}" >&2
 printf '\n' >&2

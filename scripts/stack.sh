@@ -8,6 +8,8 @@
 #   scripts/stack.sh sink                start only the Postfix smtp-sink on 127.0.0.1:2525
 #   scripts/stack.sh sink-env            export lines for running smtp-source/smtp-sink by hand
 #   scripts/stack.sh smtp-source-path    print the path of Postfix's smtp-source
+#   scripts/stack.sh promtool-path       print the path of Prometheus's promtool
+#   scripts/stack.sh prometheus-path     print the path of the prometheus server binary
 #
 # Services (all on loopback):
 #   Kafka       127.0.0.1:9092 (PLAINTEXT), 127.0.0.1:9093 (CONTROLLER); single KRaft node from
@@ -16,13 +18,15 @@
 #               Debian's packages, our own cluster (not Debian's 'main').
 #   Mailpit     SMTP 127.0.0.1:1025, API 127.0.0.1:8025.
 #   smtp-sink   127.0.0.1:2525, only with `up --with-sink` or `sink`.
+#   Prometheus  not a service: `up` unpacks promtool and prometheus from Debian's prometheus package
+#               (extracted, never installed, so the package's own service never starts).
 #
 # State lives in .stack/ at the repo root (kafka-data, pg, logs/, *.pid). The PostgreSQL data
 # directory is .stack/pg when the postgres OS user can reach it, else
 # /var/tmp/postline-pg-<hash of the repo path>/data (the repo may sit under a folder only root
 # can enter). Caches that survive a fresh clone: ${POSTLINE_CACHE:-$HOME/.cache/postline}
-# (Kafka jars in kafka-<version>/libs, mailpit in bin/, postfix), ~/.m2, the Go module cache and
-# apt's cache.
+# (Kafka jars in kafka-<version>/libs, mailpit in bin/, postfix, prometheus), ~/.m2, the Go module
+# cache and apt's cache.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -53,6 +57,10 @@ MAILPIT_PID="$STACK/mailpit.pid"
 SINK_PORT=2525
 SINK_DIR="$CACHE/postfix"
 SINK_PID="$STACK/smtp-sink.pid"
+
+PROM_DIR="$CACHE/prometheus"
+PROMTOOL_BIN="$PROM_DIR/root/usr/bin/promtool"
+PROMETHEUS_BIN="$PROM_DIR/root/usr/bin/prometheus"
 
 log() { printf '%s\n' "$*"; }
 die() { printf 'stack.sh: %s\n' "$*" >&2; exit 1; }
@@ -414,30 +422,44 @@ mailpit_down() {
 # ---------------------------------------------------------------------------------------------
 # Postfix smtp-sink / smtp-source (benchmarks)
 
-sink_install() {
-  [[ -x $SINK_DIR/root/usr/sbin/smtp-sink ]] && return 0
-  log "smtp-sink: extracting Debian's postfix package into $SINK_DIR (once)"
-  mkdir -p "$SINK_DIR"
-  local deb="" debs
+# deb_extract PACKAGE DIR FILE: unless DIR/root/FILE exists, unpack Debian's PACKAGE into DIR/root
+# without installing it, so no maintainer script runs and no service of the package starts. The
+# .deb is kept in DIR. Concurrent callers (two `up`s at once) wait on a lock instead of racing.
+deb_extract() {
+  local pkg=$1 dir=$2 file=$3 deb="" debs
+  mkdir -p "$dir"
+  exec 8>"$dir/.lock"
+  flock 8
+  if [[ -e $dir/root/$file ]]; then
+    exec 8>&-
+    return 0
+  fi
   shopt -s nullglob
-  debs=("$SINK_DIR"/postfix_*.deb /var/cache/apt/archives/postfix_*.deb)
+  debs=("$dir/${pkg}"_*.deb "/var/cache/apt/archives/${pkg}"_*.deb)
   ((${#debs[@]})) && deb="${debs[0]}"
   if [[ -z $deb ]]; then
-    (cd "$SINK_DIR" && apt-get download postfix) >"$LOGS/postfix-download.log" 2>&1 || {
-      apt-get update -qq >>"$LOGS/postfix-download.log" 2>&1 || true
-      (cd "$SINK_DIR" && apt-get download postfix) >>"$LOGS/postfix-download.log" 2>&1 ||
-        { tail_log "$LOGS/postfix-download.log"; die "smtp-sink: apt-get download postfix failed"; }
+    (cd "$dir" && apt-get download "$pkg") >"$LOGS/$pkg-download.log" 2>&1 || {
+      apt-get update -qq >>"$LOGS/$pkg-download.log" 2>&1 || true
+      (cd "$dir" && apt-get download "$pkg") >>"$LOGS/$pkg-download.log" 2>&1 ||
+        { tail_log "$LOGS/$pkg-download.log"; die "$pkg: apt-get download $pkg failed"; }
     }
-    debs=("$SINK_DIR"/postfix_*.deb)
-    ((${#debs[@]})) || die "smtp-sink: apt-get download left no postfix_*.deb in $SINK_DIR"
+    debs=("$dir/${pkg}"_*.deb)
+    ((${#debs[@]})) || die "$pkg: apt-get download left no ${pkg}_*.deb in $dir"
     deb="${debs[0]}"
   fi
   shopt -u nullglob
-  rm -rf "$SINK_DIR/root.tmp"
-  dpkg-deb -x "$deb" "$SINK_DIR/root.tmp"
-  rm -rf "$SINK_DIR/root"
-  mv "$SINK_DIR/root.tmp" "$SINK_DIR/root"
-  [[ -x $SINK_DIR/root/usr/sbin/smtp-sink ]] || die "smtp-sink: not found in $deb"
+  rm -rf "$dir/root.tmp"
+  dpkg-deb -x "$deb" "$dir/root.tmp"
+  rm -rf "$dir/root"
+  mv "$dir/root.tmp" "$dir/root" # atomic: a half-unpacked tree never looks complete
+  exec 8>&-
+}
+
+sink_install() {
+  [[ -x $SINK_DIR/root/usr/sbin/smtp-sink ]] && return 0
+  log "smtp-sink: extracting Debian's postfix package into $SINK_DIR (once)"
+  deb_extract postfix "$SINK_DIR" usr/sbin/smtp-sink
+  [[ -x $SINK_DIR/root/usr/sbin/smtp-sink ]] || die "smtp-sink: not found in the postfix package"
 }
 
 sink_libpath() {
@@ -473,6 +495,16 @@ sink_down() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# Prometheus tools (promtool for the alert-rule tests; the server for tests that scrape)
+
+prom_install() {
+  [[ -x $PROMTOOL_BIN && -x $PROMETHEUS_BIN ]] && return 0
+  log "prometheus: extracting Debian's prometheus package into $PROM_DIR (once)"
+  deb_extract prometheus "$PROM_DIR" usr/bin/promtool
+  [[ -x $PROMTOOL_BIN && -x $PROMETHEUS_BIN ]] || die "prometheus: promtool or prometheus not found in the package"
+}
+
+# ---------------------------------------------------------------------------------------------
 # Commands
 
 cmd_up() {
@@ -488,6 +520,7 @@ cmd_up() {
   kafka_start
   pg_up
   mailpit_start
+  prom_install
   kafka_wait
   mailpit_wait
   if ((with_sink)); then
@@ -538,6 +571,8 @@ export POSTLINE_TEST_SMTP_SINK=127.0.0.1:$SINK_PORT
 export POSTLINE_TEST_MAILPIT_BIN=$MAILPIT_BIN
 export POSTLINE_TEST_MAILPIT_SMTP=127.0.0.1:$MAILPIT_SMTP_PORT
 export POSTLINE_TEST_MAILPIT_API=http://127.0.0.1:$MAILPIT_HTTP_PORT
+export POSTLINE_TEST_PROMTOOL=$PROMTOOL_BIN
+export POSTLINE_TEST_PROMETHEUS_BIN=$PROMETHEUS_BIN
 EOF
 }
 
@@ -569,8 +604,13 @@ main() {
     sink_install >&2
     printf '%s\n' "$SINK_DIR/root/usr/sbin/smtp-source"
     ;;
+  promtool-path | prometheus-path)
+    mkdir -p "$STACK" "$LOGS"
+    prom_install >&2
+    if [[ $cmd == promtool-path ]]; then printf '%s\n' "$PROMTOOL_BIN"; else printf '%s\n' "$PROMETHEUS_BIN"; fi
+    ;;
   -h | --help | help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//' ;;
-  *) die "unknown command $cmd (up, down, status, env, sink, sink-env, smtp-source-path)" ;;
+  *) die "unknown command $cmd (up, down, status, env, sink, sink-env, smtp-source-path, promtool-path, prometheus-path)" ;;
   esac
 }
 

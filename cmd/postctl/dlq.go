@@ -156,7 +156,7 @@ func parseDeadLetter(m kafka.Message) deadLetter {
 var dlqHeaders = []string{
 	job.HeaderDLQReason, job.HeaderDLQClass, job.HeaderDLQError, job.HeaderDLQOriginalTopic,
 	job.HeaderDLQOriginalPartition, job.HeaderDLQOriginalOffset, job.HeaderDLQTime,
-	job.HeaderNotBefore, job.HeaderLastClass,
+	job.HeaderNotBefore, job.HeaderLastClass, job.HeaderThrottles,
 }
 
 // replayMessage is the record a replay publishes for the dead letter m:
@@ -278,7 +278,7 @@ func newDLQLsCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			filter, err := f.filter(time.Now())
 			if err != nil {
-				return err
+				return usageError{err}
 			}
 			return dlqList(cmd.Context(), g, filter)
 		},
@@ -386,10 +386,10 @@ Without --yes the matches are counted first and you are asked to confirm.
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			filter, err := f.filter(time.Now())
 			if err != nil {
-				return err
+				return usageError{err}
 			}
 			if f.batch < 1 {
-				return fmt.Errorf("--batch %d: must be at least 1", f.batch)
+				return usagef("--batch %d: must be at least 1", f.batch)
 			}
 			return dlqReplay(cmd.Context(), g, filter, f)
 		},

@@ -1,7 +1,13 @@
-// Command postctl operates Postline: it creates the Kafka topics, applies the
-// database migrations, publishes jobs (one from flags, a JSON Lines file, or
-// synthetic load), and lists and replays dead letters. Run `postctl --help`
-// for the commands and settings.
+// Command postctl operates Postline: it creates and describes the Kafka
+// topics, applies the database migrations, publishes jobs (one from flags, a
+// JSON Lines file, or synthetic load), lists and replays dead letters, and
+// answers operators' questions: a message's status, the consumer groups' lag,
+// and an audit of every Message-ID's row. Run `postctl --help` for the
+// commands and settings.
+//
+// Exit codes: 0 success; 1 failure, or a finding (a message not found, an
+// audit that found missing or stuck messages); 2 a usage error (unknown
+// command or flag, bad argument or setting).
 package main
 
 import (
@@ -18,6 +24,10 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "postctl:", err)
-		os.Exit(1)
+		code := exitCode(err)
+		if code == exitUsage {
+			fmt.Fprintln(os.Stderr, "Run 'postctl --help' (or 'postctl <command> --help') for usage.")
+		}
+		os.Exit(code)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -272,17 +271,27 @@ func TestTopicsCreate(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("output %q: %v", out, err)
 	}
-	want := []topicSummary{{Name: "t.jobs", Partitions: 3}, {Name: "t.dlq", Partitions: 4},
-		{Name: "t.retry.1s", Partitions: 3}, {Name: "t.retry.1m", Partitions: 3}}
-	if !slices.Equal(got, want) {
-		t.Fatalf("got %+v, want %+v", got, want)
+	want := []struct {
+		name       string
+		partitions int
+	}{{"t.jobs", 3}, {"t.dlq", 4}, {"t.retry.1s", 3}, {"t.retry.1m", 3}}
+	if len(got) != len(want) {
+		t.Fatalf("got %d topics, want %d: %+v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Name != w.name || g.Partitions != w.partitions || len(g.PartitionDetails) != w.partitions ||
+			g.ReplicationFactor != 1 || g.Messages != 0 || g.Configs["retention.ms"] == "" {
+			t.Errorf("topic %d = %+v, want %s with %d partitions, replication 1 and its retention", i, g, w.name, w.partitions)
+		}
 	}
 	// Idempotent, and describe agrees.
 	if _, _, err := postctl(t, nil, "", "--brokers", brokers, "--topic", "t.jobs", "--dlq-topic", "t.dlq", "topics", "create", "--partitions", "3"); err != nil {
 		t.Fatal(err)
 	}
 	out, _, err = postctl(t, nil, "", "--brokers", brokers, "topics", "describe", "t.jobs")
-	if err != nil || out != "t.jobs: 3 partitions, 0 messages\n" {
+	if err != nil || !strings.HasPrefix(out, "t.jobs: 3 partitions, replication factor 1, 0 messages\n") ||
+		!strings.Contains(out, "PARTITION  LEADER") || !strings.Contains(out, "retention.ms=") {
 		t.Fatalf("describe: %q, %v", out, err)
 	}
 }
@@ -311,7 +320,7 @@ func TestTopicsCreateAndPublishKafka(t *testing.T) {
 		t.Fatalf("output %q (%v)", out, err)
 	}
 	out, _, err = postctl(t, nil, "", append(args, "topics", "describe", jobs)...)
-	if err != nil || !strings.Contains(out, "2 partitions, 1000 messages") {
+	if err != nil || !strings.Contains(out, "2 partitions, replication factor 1, 1000 messages") {
 		t.Fatalf("describe: %q, %v", out, err)
 	}
 }

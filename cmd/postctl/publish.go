@@ -87,25 +87,25 @@ func publish(cmd *cobra.Command, g *globals, f *publishFlags) error {
 	}
 	switch {
 	case f.batch < 1:
-		return fmt.Errorf("--batch %d: must be at least 1", f.batch)
+		return usagef("--batch %d: must be at least 1", f.batch)
 	case f.count < 0 || fl.Changed("count") && f.count == 0:
-		return fmt.Errorf("--count %d: must be at least 1", f.count)
+		return usagef("--count %d: must be at least 1", f.count)
 	case f.bodyBytes < 0 || f.bodyBytes > job.DefaultMaxBodyBytes:
-		return fmt.Errorf("--body-bytes %d: want 0 to %d (the body limit)", f.bodyBytes, job.DefaultMaxBodyBytes)
+		return usagef("--body-bytes %d: want 0 to %d (the body limit)", f.bodyBytes, job.DefaultMaxBodyBytes)
 	case fl.Changed("body-bytes") && f.count == 0:
-		return errors.New("--body-bytes only applies to --count")
+		return usagef("--body-bytes only applies to --count")
 	case f.count > 0 && f.file != "":
-		return errors.New("--count and --file are mutually exclusive")
+		return usagef("--count and --file are mutually exclusive")
 	case f.count > 0 && len(single) > 0:
-		return fmt.Errorf("--count publishes synthetic jobs: it cannot be combined with %s", strings.Join(single, ", "))
+		return usagef("--count publishes synthetic jobs: it cannot be combined with %s", strings.Join(single, ", "))
 	case f.file != "" && len(single) > 0:
-		return fmt.Errorf("--file reads jobs from the file: it cannot be combined with %s", strings.Join(single, ", "))
+		return usagef("--file reads jobs from the file: it cannot be combined with %s", strings.Join(single, ", "))
 	case f.file != "" && fl.Changed("priority"):
-		return errors.New("--file reads jobs from the file: set priority in each line, not with --priority")
+		return usagef("--file reads jobs from the file: set priority in each line, not with --priority")
 	case f.count == 0 && f.file == "" && f.from == "":
-		return errors.New("--from is required to publish one job (or use --file or --count)")
+		return usagef("--from is required to publish one job (or use --file or --count)")
 	case f.count == 0 && f.file == "" && len(f.to)+len(f.cc)+len(f.bcc) == 0:
-		return errors.New("--to (or --cc or --bcc) is required to publish one job")
+		return usagef("--to (or --cc or --bcc) is required to publish one job")
 	}
 
 	pub, err := job.NewPublisher(job.PublisherConfig{

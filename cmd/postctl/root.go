@@ -30,6 +30,8 @@ var envFlags = []struct{ flag, env string }{
 	{"dlq-topic", "POSTLINE_DLQ_TOPIC"},
 	{"retry-topic-prefix", "POSTLINE_RETRY_TOPIC_PREFIX"},
 	{"retry-tiers", "POSTLINE_RETRY_TIERS"},
+	{"group", "POSTLINE_CONSUMER_GROUP"},
+	{"scheduler-group", "POSTLINE_SCHEDULER_GROUP"},
 }
 
 // globals are the settings every command shares.
@@ -44,6 +46,10 @@ type globals struct {
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
+
+	// started is set once the command line and settings are accepted and
+	// the command begins its work: an error before that is a usage error.
+	started bool
 }
 
 // brokerList splits --brokers on commas.
@@ -77,13 +83,16 @@ func execute(ctx context.Context, args []string, getenv func(string) string, std
 	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:           "postctl",
-		Short:         "Operate Postline: topics, migrations, publishing jobs",
+		Short:         "Operate Postline: topics, migrations, publishing, dead letters, message status, lag and audits",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			// The environment is read after parsing, not used as the flag
 			// default, so help never prints a secret from it.
 			for _, e := range envFlags {
+				if cmd.Flags().Lookup(e.flag) == nil {
+					continue // a command's own flag, and this is another command
+				}
 				if v := getenv(e.env); v != "" && !cmd.Flags().Changed(e.flag) {
 					if err := cmd.Flags().Set(e.flag, v); err != nil {
 						return fmt.Errorf("%s: %w", e.env, err)
@@ -96,6 +105,7 @@ func execute(ctx context.Context, args []string, getenv func(string) string, std
 			if len(g.brokerList()) == 0 {
 				return fmt.Errorf("--brokers is empty")
 			}
+			g.started = true
 			return nil
 		},
 	}
@@ -107,12 +117,19 @@ func execute(ctx context.Context, args []string, getenv func(string) string, std
 	pf.StringVar(&g.dlqTopic, "dlq-topic", defaultDLQTopic, "dead-letter topic (env POSTLINE_DLQ_TOPIC)")
 	pf.StringVar(&g.retryPrefix, "retry-topic-prefix", retry.DefaultPrefix, "delay topics are <prefix>.<tier> (env POSTLINE_RETRY_TOPIC_PREFIX)")
 	pf.StringVar(&g.retryTiers, "retry-tiers", retry.DefaultTiers.String(), "delay tiers (env POSTLINE_RETRY_TIERS)")
-	pf.StringVar(&g.output, "output", "text", "output format: text or json")
+	pf.StringVarP(&g.output, "output", "o", "text", "output format: text (aligned tables) or json (shapes in each command's help)")
 
-	root.AddCommand(newTopicsCmd(g), newMigrateCmd(g), newPublishCmd(g), newDLQCmd(g))
+	root.AddCommand(newTopicsCmd(g), newMigrateCmd(g), newPublishCmd(g), newDLQCmd(g),
+		newStatusCmd(g), newLagCmd(g), newAuditCmd(g))
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	return root.ExecuteContext(ctx)
+	err := root.ExecuteContext(ctx)
+	if err != nil && !g.started {
+		// Unknown commands and flags, bad arguments and bad settings all
+		// fail before the command starts.
+		return usageError{err}
+	}
+	return err
 }

@@ -1,0 +1,407 @@
+package grafana
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/promql/parser"
+	"go.yaml.in/yaml/v3"
+)
+
+// generated is the output of Generate, decoded.
+func generated(t *testing.T) map[string]grafanaDashboard {
+	t.Helper()
+	files, err := Generate()
+	if err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	dashboards := make(map[string]grafanaDashboard, len(files))
+	for _, f := range files {
+		var d grafanaDashboard
+		if err := json.Unmarshal(f.Content, &d); err != nil {
+			t.Fatalf("decode %s: %v", f.Name, err)
+		}
+		dashboards[f.Name] = d
+	}
+	return dashboards
+}
+
+// grafanaDashboard is the part of Grafana's dashboard JSON the tests read.
+type grafanaDashboard struct {
+	UID        string `json:"uid"`
+	Title      string `json:"title"`
+	Templating struct {
+		List []struct {
+			Name    string `json:"name"`
+			Type    string `json:"type"`
+			Query   any    `json:"query"`
+			Current struct {
+				Value any `json:"value"`
+			} `json:"current"`
+			Datasource *grafanaDatasource `json:"datasource"`
+		} `json:"list"`
+	} `json:"templating"`
+	Panels []struct {
+		ID          int                `json:"id"`
+		Type        string             `json:"type"`
+		Title       string             `json:"title"`
+		Description string             `json:"description"`
+		Datasource  *grafanaDatasource `json:"datasource"`
+		FieldConfig struct {
+			Defaults struct {
+				Unit string `json:"unit"`
+			} `json:"defaults"`
+		} `json:"fieldConfig"`
+		Options struct {
+			Legend struct {
+				ShowLegend bool `json:"showLegend"`
+			} `json:"legend"`
+		} `json:"options"`
+		Targets []struct {
+			RefID        string             `json:"refId"`
+			Expr         string             `json:"expr"`
+			LegendFormat string             `json:"legendFormat"`
+			Datasource   *grafanaDatasource `json:"datasource"`
+		} `json:"targets"`
+	} `json:"panels"`
+}
+
+type grafanaDatasource struct {
+	Type string `json:"type"`
+	UID  string `json:"uid"`
+}
+
+func TestCommittedDashboardsAreFresh(t *testing.T) {
+	files, err := Generate()
+	if err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	committed, err := filepath.Glob(filepath.Join("dashboards", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make(map[string]bool)
+	for _, f := range files {
+		want[f.Name] = true
+		got, err := os.ReadFile(filepath.Join("dashboards", f.Name))
+		if err != nil {
+			t.Errorf("dashboards/%s: %v; regenerate with `%s`", f.Name, err, RegenerateCommand)
+			continue
+		}
+		if !bytes.Equal(got, f.Content) {
+			t.Errorf("dashboards/%s is stale: regenerate with `%s`", f.Name, RegenerateCommand)
+		}
+	}
+	for _, path := range committed {
+		if !want[filepath.Base(path)] {
+			t.Errorf("%s is not generated any more: regenerate with `%s` (it removes it)", path, RegenerateCommand)
+		}
+	}
+}
+
+func TestCatalogueMatchesREADME(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A row of the README's metrics table:
+	// | `name` | type | `label` (`value`, ...), `label` | meaning |
+	readmeMetricRow := regexp.MustCompile("^\\| `(postline_[a-z0-9_]+)` \\| ([a-z]+) \\|([^|]*)\\|")
+	parenthesised := regexp.MustCompile(`\([^)]*\)`)
+	backticked := regexp.MustCompile("`([a-z_]+)`")
+	documented := make(map[string]Metric)
+	for line := range strings.Lines(string(readme)) {
+		row := readmeMetricRow.FindStringSubmatch(line)
+		if row == nil {
+			continue
+		}
+		var labels []string
+		for _, m := range backticked.FindAllStringSubmatch(parenthesised.ReplaceAllString(row[3], ""), -1) {
+			labels = append(labels, m[1])
+		}
+		documented[row[1]] = Metric{Name: row[1], Type: MetricType(row[2]), Labels: labels}
+	}
+	if len(documented) == 0 {
+		t.Fatal("README.md has no metrics table rows like | `postline_...` | type | labels | meaning |")
+	}
+	catalogued := make(map[string]bool)
+	for _, m := range Catalogue() {
+		catalogued[m.Name] = true
+		doc, ok := documented[m.Name]
+		if !ok {
+			t.Errorf("%s is in Catalogue but not in README.md's metrics table: document it there", m.Name)
+			continue
+		}
+		if doc.Type != m.Type || !slices.Equal(doc.Labels, m.Labels) {
+			t.Errorf("%s: README says %s %q, Catalogue says %s %q", m.Name, doc.Type, doc.Labels, m.Type, m.Labels)
+		}
+	}
+	for name := range documented {
+		if !catalogued[name] {
+			t.Errorf("%s is in README.md's metrics table but not in Catalogue: add it", name)
+		}
+	}
+}
+
+// seriesLabels returns the labels a series name may carry, and whether the
+// name is one a worker or the scheduler exports.
+func seriesLabels(catalogue map[string]Metric, name string) ([]string, bool) {
+	// Prometheus adds job and instance to every scraped series, and the
+	// series up for every target.
+	targetLabels := []string{"job", "instance"}
+	if name == "up" {
+		return targetLabels, true
+	}
+	if m, ok := catalogue[name]; ok && m.Type != Histogram {
+		return append(slices.Clone(targetLabels), m.Labels...), true
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		m, ok := catalogue[strings.TrimSuffix(name, suffix)]
+		if !ok || m.Type != Histogram || !strings.HasSuffix(name, suffix) {
+			continue
+		}
+		labels := append(slices.Clone(targetLabels), m.Labels...)
+		if suffix == "_bucket" {
+			labels = append(labels, "le")
+		}
+		return labels, true
+	}
+	return nil, false
+}
+
+func TestQueriesParseAndUseCataloguedMetrics(t *testing.T) {
+	catalogue := make(map[string]Metric)
+	for _, m := range Catalogue() {
+		catalogue[m.Name] = m
+	}
+	promql := parser.NewParser(parser.Options{})
+	queries := Queries()
+	if len(queries) == 0 {
+		t.Fatal("Queries returned none")
+	}
+	for _, q := range queries {
+		t.Run(q.Panel+"/"+q.RefID, func(t *testing.T) {
+			plain := q.PromQL(time.Minute)
+			if strings.Contains(plain, "$") {
+				t.Fatalf("%s still has a Grafana variable", plain)
+			}
+			expr, err := promql.ParseExpr(plain)
+			if err != nil {
+				t.Fatalf("parse %s: %v", plain, err)
+			}
+			parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
+				switch n := node.(type) {
+				case *parser.VectorSelector:
+					labels, ok := seriesLabels(catalogue, n.Name)
+					if !ok {
+						t.Errorf("%s: metric %q is not in Catalogue", plain, n.Name)
+						return nil
+					}
+					for _, m := range n.LabelMatchers {
+						if m.Name != "__name__" && !slices.Contains(labels, m.Name) {
+							t.Errorf("%s: %s has no label %q", plain, n.Name, m.Name)
+						}
+					}
+				case *parser.AggregateExpr:
+					checkLabelsExist(t, catalogue, plain, n.Grouping, n.Expr)
+				case *parser.BinaryExpr:
+					if n.VectorMatching != nil {
+						checkLabelsExist(t, catalogue, plain, n.VectorMatching.MatchingLabels, n)
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// checkLabelsExist fails the test for each label no series under node can
+// carry: grouping by it would only ever see the empty value.
+func checkLabelsExist(t *testing.T, catalogue map[string]Metric, query string, labels []string, node parser.Node) {
+	t.Helper()
+	var available []string
+	parser.Inspect(node, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok {
+			l, _ := seriesLabels(catalogue, vs.Name)
+			available = append(available, l...)
+		}
+		return nil
+	})
+	for _, l := range labels {
+		if !slices.Contains(available, l) {
+			t.Errorf("%s: no series under %q has the label %q", query, node, l)
+		}
+	}
+}
+
+func TestPanelsAreComplete(t *testing.T) {
+	titles := make(map[string]string)
+	for file, d := range generated(t) {
+		if d.UID == "" || d.Title == "" {
+			t.Errorf("%s: uid %q, title %q", file, d.UID, d.Title)
+		}
+		var datasourceDefault any
+		for _, v := range d.Templating.List {
+			if v.Name == datasourceVar {
+				datasourceDefault = v.Current.Value
+				if v.Type != "datasource" || v.Query != "prometheus" {
+					t.Errorf("%s: datasource variable is %s of %v, want a prometheus datasource variable", file, v.Type, v.Query)
+				}
+			}
+		}
+		if datasourceDefault != DatasourceUID {
+			t.Errorf("%s: datasource variable defaults to %v, want %q", file, datasourceDefault, DatasourceUID)
+		}
+		wantDatasource := grafanaDatasource{Type: "prometheus", UID: "${" + datasourceVar + "}"}
+		ids := make(map[int]bool)
+		for _, p := range d.Panels {
+			if ids[p.ID] || p.ID == 0 {
+				t.Errorf("%s: panel %q has id %d, zero or already used", file, p.Title, p.ID)
+			}
+			ids[p.ID] = true
+			if p.Type == "row" {
+				continue
+			}
+			where := file + ": panel " + p.Title
+			if p.Title == "" {
+				t.Errorf("%s: a %s panel has no title", file, p.Type)
+			}
+			if other, ok := titles[p.Title]; ok {
+				t.Errorf("%s: title also used in %s; Queries and Panels key on it", where, other)
+			}
+			titles[p.Title] = file
+			// The README splits each description into meaning and action
+			// at this phrase.
+			if strings.Count(p.Description, " What to do: ") != 1 {
+				t.Errorf("%s: description %q must say \" What to do: \" once", where, p.Description)
+			}
+			if p.Datasource == nil || *p.Datasource != wantDatasource {
+				t.Errorf("%s: datasource %+v, want %+v", where, p.Datasource, wantDatasource)
+			}
+			if p.FieldConfig.Defaults.Unit == "" {
+				t.Errorf("%s: no unit", where)
+			}
+			if !p.Options.Legend.ShowLegend {
+				t.Errorf("%s: legend hidden", where)
+			}
+			if len(p.Targets) == 0 {
+				t.Errorf("%s: no query", where)
+			}
+			for _, q := range p.Targets {
+				if q.Expr == "" || q.LegendFormat == "" {
+					t.Errorf("%s/%s: expr %q, legend %q", where, q.RefID, q.Expr, q.LegendFormat)
+				}
+				if q.Datasource == nil || *q.Datasource != wantDatasource {
+					t.Errorf("%s/%s: datasource %+v, want %+v", where, q.RefID, q.Datasource, wantDatasource)
+				}
+			}
+		}
+	}
+}
+
+func TestExportsMatchTheJSON(t *testing.T) {
+	var fromJSON []Query
+	var panels []Panel
+	files, err := Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dashboards := generated(t)
+	for _, f := range files {
+		d := dashboards[f.Name]
+		row := ""
+		for _, p := range d.Panels {
+			if p.Type == "row" {
+				row = p.Title
+				continue
+			}
+			panels = append(panels, Panel{Dashboard: d.Title, Row: row, Title: p.Title, Description: p.Description, Unit: p.FieldConfig.Defaults.Unit})
+			for _, q := range p.Targets {
+				fromJSON = append(fromJSON, Query{Dashboard: d.Title, Panel: p.Title, RefID: q.RefID, Legend: q.LegendFormat, Expr: q.Expr})
+			}
+		}
+	}
+	if got := Queries(); !slices.Equal(got, fromJSON) {
+		t.Errorf("Queries() differs from the generated JSON:\n got %+v\nwant %+v", got, fromJSON)
+	}
+	if got := Panels(); !slices.Equal(got, panels) {
+		t.Errorf("Panels() differs from the generated JSON:\n got %+v\nwant %+v", got, panels)
+	}
+}
+
+func TestPromQLReplacesGrafanaVariables(t *testing.T) {
+	tests := []struct {
+		expr         string
+		rateInterval time.Duration
+		want         string
+	}{
+		{
+			expr:         `sum(rate(x_total{job=~"$job", instance=~"$instance"}[$__rate_interval]))`,
+			rateInterval: time.Minute,
+			want:         `sum(rate(x_total{job=~".*", instance=~".*"}[1m]))`,
+		},
+		{
+			expr:         `max(y{job=~"$job"})`,
+			rateInterval: 30 * time.Second,
+			want:         `max(y{job=~".*"})`,
+		},
+		{
+			expr:         `rate(z_total[$__rate_interval])`,
+			rateInterval: 90 * time.Second,
+			want:         `rate(z_total[1m30s])`,
+		},
+	}
+	for _, tt := range tests {
+		if got := (Query{Expr: tt.expr}).PromQL(tt.rateInterval); got != tt.want {
+			t.Errorf("PromQL(%q, %v) = %q, want %q", tt.expr, tt.rateInterval, got, tt.want)
+		}
+	}
+}
+
+func TestProvisioning(t *testing.T) {
+	var datasources struct {
+		Datasources []struct {
+			Name, Type, UID, URL string
+		}
+	}
+	readYAML(t, filepath.Join("provisioning", "datasources", "prometheus.yaml"), &datasources)
+	if len(datasources.Datasources) != 1 {
+		t.Fatalf("want one datasource, got %+v", datasources.Datasources)
+	}
+	ds := datasources.Datasources[0]
+	if ds.Type != "prometheus" || ds.UID != DatasourceUID || ds.URL != "http://prometheus:9090" {
+		t.Errorf("datasource %+v: want type prometheus, uid %q, url http://prometheus:9090", ds, DatasourceUID)
+	}
+
+	var dashboards struct {
+		Providers []struct {
+			Type    string
+			Options struct{ Path string }
+		}
+	}
+	readYAML(t, filepath.Join("provisioning", "dashboards", "postline.yaml"), &dashboards)
+	if len(dashboards.Providers) != 1 {
+		t.Fatalf("want one dashboard provider, got %+v", dashboards.Providers)
+	}
+	if p := dashboards.Providers[0]; p.Type != "file" || p.Options.Path == "" {
+		t.Errorf("dashboard provider %+v: want type file and a path", p)
+	}
+}
+
+func readYAML(t *testing.T, path string, into any) {
+	t.Helper()
+	content, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(content, into); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}

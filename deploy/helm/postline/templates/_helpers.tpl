@@ -1,0 +1,326 @@
+{{/* Chart name, overridable. */}}
+{{- define "postline.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Release-scoped prefix of every resource name; the components append -worker and so on. */}}
+{{- define "postline.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 50 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Labels of every resource. */}}
+{{- define "postline.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "postline.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Labels that select the release's pods; a component adds app.kubernetes.io/component. */}}
+{{- define "postline.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "postline.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "postline.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* The Secret the Deployments read credentials from. */}}
+{{- define "postline.secretName" -}}
+{{- default (include "postline.fullname" .) .Values.secret.existingSecret }}
+{{- end }}
+
+{{/*
+The Secret the hooks read: pre-install hooks run before the release's own Secret exists, so the
+chart writes a hook Secret of its own unless an existing one is named.
+*/}}
+{{- define "postline.hookSecretName" -}}
+{{- if .Values.secret.existingSecret }}
+{{- .Values.secret.existingSecret }}
+{{- else }}
+{{- printf "%s-hooks" (include "postline.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* Checks across values that the schema cannot express; each failure names the values to change. */}}
+{{- define "postline.validate" -}}
+{{- $partitions := int .Values.kafka.partitions }}
+{{- $keda := .Values.autoscaling.keda }}
+{{- $maxReplicas := int .Values.worker.replicas }}
+{{- if $keda.enabled }}
+{{- $maxReplicas = int $keda.maxReplicas }}
+{{- if gt $maxReplicas $partitions }}
+{{- fail (printf "autoscaling.keda.maxReplicas %d exceeds kafka.partitions %d: a worker beyond the partition count of %s gets no partition and sits idle" $maxReplicas $partitions .Values.kafka.jobsTopic) }}
+{{- end }}
+{{- if gt (int $keda.minReplicas) $maxReplicas }}
+{{- fail (printf "autoscaling.keda.minReplicas %d exceeds autoscaling.keda.maxReplicas %d" (int $keda.minReplicas) $maxReplicas) }}
+{{- end }}
+{{- else if gt $maxReplicas $partitions }}
+{{- fail (printf "worker.replicas %d exceeds kafka.partitions %d: a worker beyond the partition count of %s gets no partition and sits idle" $maxReplicas $partitions .Values.kafka.jobsTopic) }}
+{{- end }}
+{{- $budget := int .Values.relay.connectionBudget }}
+{{- $senders := int (default 16 (index (default dict .Values.worker.settings) "POSTLINE_SENDERS")) }}
+{{- if and (gt $budget 0) (gt (mul $maxReplicas $senders) $budget) }}
+{{- fail (printf "%d worker replicas x POSTLINE_SENDERS %d = %d relay connections exceed relay.connectionBudget %d: lower the replicas (autoscaling.keda.maxReplicas) or the senders; more only adds throttling" $maxReplicas $senders (mul $maxReplicas $senders) $budget) }}
+{{- end }}
+{{- if and (not .Values.secret.existingSecret) (not .Values.secret.databaseURL) }}
+{{- fail "secret.databaseURL is required unless secret.existingSecret names a Secret holding it" }}
+{{- end }}
+{{- end }}
+
+{{/* Env that reads the credentials from the Secret named by "secret". */}}
+{{- define "postline.databaseEnv" -}}
+- name: POSTLINE_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ .secret }}
+      key: {{ .root.Values.secret.keys.databaseURL }}
+{{- end }}
+
+{{/*
+A component's Deployment. Arguments: root (the chart's context), component (worker or
+retry-scheduler), values (its section of the values), config (its ConfigMap template), httpSetting
+(the setting its port is in) and credentials (whether it reads the Secret).
+*/}}
+{{- define "postline.deployment" -}}
+{{- $root := .root }}
+{{- $v := .values }}
+{{- $name := printf "%s-%s" (include "postline.fullname" $root) .component }}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "postline.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: {{ .component }}
+spec:
+  {{- if not .autoscaled }}
+  replicas: {{ $v.replicas }}
+  {{- end }}
+  revisionHistoryLimit: 5
+  strategy:
+    type: RollingUpdate
+    rollingUpdate:
+      # Replace one pod at a time: each change is a consumer-group rebalance.
+      maxSurge: 1
+      maxUnavailable: 0
+  selector:
+    matchLabels:
+      {{- include "postline.selectorLabels" $root | nindent 6 }}
+      app.kubernetes.io/component: {{ .component }}
+  template:
+    metadata:
+      labels:
+        {{- include "postline.selectorLabels" $root | nindent 8 }}
+        app.kubernetes.io/component: {{ .component }}
+        {{- with $v.podLabels }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      annotations:
+        # Roll the pods when their settings or credentials change.
+        checksum/config: {{ include (print $root.Template.BasePath "/" .config) $root | sha256sum }}
+        {{- if and .credentials (not $root.Values.secret.existingSecret) }}
+        checksum/secret: {{ include (print $root.Template.BasePath "/secret.yaml") $root | sha256sum }}
+        {{- end }}
+        {{- with $v.podAnnotations }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+    spec:
+      {{- with $root.Values.serviceAccountName }}
+      serviceAccountName: {{ . }}
+      {{- end }}
+      automountServiceAccountToken: false
+      {{- with $root.Values.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      securityContext:
+        {{- toYaml $root.Values.podSecurityContext | nindent 8 }}
+      terminationGracePeriodSeconds: {{ add $v.shutdownTimeoutSeconds $v.terminationGraceExtraSeconds }}
+      containers:
+        - name: {{ .component }}
+          image: {{ include "postline.image" $root }}
+          imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+          command:
+            {{- toYaml $v.command | nindent 12 }}
+          ports:
+            - name: metrics
+              containerPort: {{ $v.port }}
+              protocol: TCP
+          envFrom:
+            - configMapRef:
+                name: {{ $name }}
+          env:
+            {{- if .credentials }}
+            {{- include "postline.databaseEnv" (dict "root" $root "secret" (include "postline.secretName" $root)) | nindent 12 }}
+            - name: POSTLINE_SMTP_RELAYS
+              valueFrom:
+                secretKeyRef:
+                  name: {{ include "postline.secretName" $root }}
+                  key: {{ $root.Values.secret.keys.smtpRelays }}
+                  optional: true
+            - name: POSTLINE_SMTP_PASSWORD
+              valueFrom:
+                secretKeyRef:
+                  name: {{ include "postline.secretName" $root }}
+                  key: {{ $root.Values.secret.keys.smtpPassword }}
+                  optional: true
+            {{- end }}
+            {{- if and $v.resources.limits $v.resources.limits.memory }}
+            - name: GOMEMLIMIT
+              valueFrom:
+                resourceFieldRef:
+                  resource: limits.memory
+            {{- end }}
+            {{- with $v.extraEnv }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          livenessProbe:
+            httpGet:
+              path: /healthz
+              port: metrics
+            {{- toYaml $v.livenessProbe | nindent 12 }}
+          readinessProbe:
+            httpGet:
+              path: /readyz
+              port: metrics
+            {{- toYaml $v.readinessProbe | nindent 12 }}
+          resources:
+            {{- toYaml $v.resources | nindent 12 }}
+          securityContext:
+            {{- toYaml $root.Values.securityContext | nindent 12 }}
+          volumeMounts:
+            - name: tmp
+              mountPath: /tmp
+      volumes:
+        - name: tmp
+          emptyDir:
+            sizeLimit: 64Mi
+      {{- with $v.nodeSelector }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $v.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $v.affinity }}
+      affinity:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $v.topologySpreadConstraints }}
+      topologySpreadConstraints:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+{{- end }}
+
+{{/* A component's metrics Service; postline.io/job becomes the scrape job of the ServiceMonitor. */}}
+{{- define "postline.metricsService" -}}
+{{- $root := .root }}
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ include "postline.fullname" $root }}-{{ .component }}-metrics
+  labels:
+    {{- include "postline.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: {{ .component }}
+    postline.io/metrics: "true"
+    postline.io/job: postline-{{ .component }}
+  {{- with $root.Values.metrics.service.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+spec:
+  type: {{ $root.Values.metrics.service.type }}
+  selector:
+    {{- include "postline.selectorLabels" $root | nindent 4 }}
+    app.kubernetes.io/component: {{ .component }}
+  ports:
+    - name: metrics
+      port: {{ .values.port }}
+      targetPort: metrics
+      protocol: TCP
+{{- end }}
+
+{{/* A component's PodDisruptionBudget. */}}
+{{- define "postline.pdb" -}}
+{{- $root := .root }}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "postline.fullname" $root }}-{{ .component }}
+  labels:
+    {{- include "postline.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: {{ .component }}
+spec:
+  maxUnavailable: {{ .values.podDisruptionBudget.maxUnavailable }}
+  selector:
+    matchLabels:
+      {{- include "postline.selectorLabels" $root | nindent 6 }}
+      app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/*
+A hook Job running postctl. Arguments: root, name (suffix and container name), weight (lower runs
+first), args (postctl's arguments) and env (a YAML list of EnvVar).
+*/}}
+{{- define "postline.hookJob" -}}
+{{- $root := .root }}
+{{- $hooks := $root.Values.hooks }}
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ include "postline.fullname" $root }}-{{ .name }}
+  labels:
+    {{- include "postline.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: {{ .name }}
+  annotations:
+    helm.sh/hook: pre-install,pre-upgrade
+    helm.sh/hook-weight: {{ .weight | quote }}
+    # Kept on failure for its logs; replaced by the next attempt.
+    helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+spec:
+  backoffLimit: {{ $hooks.backoffLimit }}
+  activeDeadlineSeconds: {{ $hooks.activeDeadlineSeconds }}
+  template:
+    metadata:
+      labels:
+        {{- include "postline.selectorLabels" $root | nindent 8 }}
+        app.kubernetes.io/component: {{ .name }}
+    spec:
+      restartPolicy: Never
+      {{- with $root.Values.serviceAccountName }}
+      serviceAccountName: {{ . }}
+      {{- end }}
+      automountServiceAccountToken: false
+      {{- with $root.Values.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      securityContext:
+        {{- toYaml $root.Values.podSecurityContext | nindent 8 }}
+      containers:
+        - name: {{ .name }}
+          image: {{ include "postline.image" $root }}
+          imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+          command:
+            {{- toYaml $hooks.command | nindent 12 }}
+          args:
+            {{- toYaml .args | nindent 12 }}
+          env:
+            {{- .env | nindent 12 }}
+          resources:
+            {{- toYaml $hooks.resources | nindent 12 }}
+          securityContext:
+            {{- toYaml $root.Values.securityContext | nindent 12 }}
+{{- end }}
