@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // Publisher defaults.
@@ -40,6 +40,11 @@ type PublisherConfig struct {
 	BatchTimeout time.Duration
 	// NowFunc is the clock for the first-seen header. Defaults to time.Now.
 	NowFunc func() time.Time
+	// Propagator writes the caller's trace context into each record's
+	// headers. Defaults to W3C trace context (traceparent, tracestate),
+	// which the worker reads, so a producer's span is the parent of the
+	// delivery without any global set-up.
+	Propagator propagation.TextMapPropagator
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -49,6 +54,9 @@ func (c PublisherConfig) WithDefaults() PublisherConfig {
 	c.BatchTimeout = cmp.Or(c.BatchTimeout, DefaultBatchTimeout)
 	if c.NowFunc == nil {
 		c.NowFunc = time.Now
+	}
+	if c.Propagator == nil {
+		c.Propagator = propagation.TraceContext{}
 	}
 	return c
 }
@@ -144,7 +152,7 @@ func (p *Publisher) Publish(ctx context.Context, jobs ...Job) ([]string, error) 
 	now := FormatTime(p.cfg.NowFunc())
 	ids := make([]string, len(jobs))
 	msgs := make([]kafka.Message, len(jobs))
-	prop := otel.GetTextMapPropagator()
+	prop := p.cfg.Propagator
 	for i, j := range jobs {
 		j.Normalize()
 		if j.MessageID == "" {

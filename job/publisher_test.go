@@ -72,9 +72,11 @@ func sample(i int) job.Job {
 	}
 }
 
+// useTraceContext leaves the global propagator a no-op: the publisher's own
+// default (W3C trace context) must carry the span without global set-up.
 func useTraceContext(t *testing.T) {
 	prev := otel.GetTextMapPropagator()
-	otel.SetTextMapPropagator(propagation.TraceContext{})
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
 	t.Cleanup(func() { otel.SetTextMapPropagator(prev) })
 }
 
@@ -180,7 +182,7 @@ func TestPublish(t *testing.T) {
 		if job.Attempt(carrier) != 1 {
 			t.Errorf("record %d: Attempt != 1", i)
 		}
-		extracted := trace.SpanContextFromContext(otel.GetTextMapPropagator().Extract(context.Background(), &carrier))
+		extracted := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), &carrier))
 		if extracted.TraceID() != sc.TraceID() {
 			t.Errorf("record %d: trace ID %v, want %v", i, extracted.TraceID(), sc.TraceID())
 		}

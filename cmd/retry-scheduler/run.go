@@ -14,6 +14,7 @@ import (
 	"github.com/postline/postline/internal/config"
 	"github.com/postline/postline/internal/ops"
 	"github.com/postline/postline/internal/retry"
+	"github.com/postline/postline/internal/telemetry"
 )
 
 // run starts the scheduler and returns when ctx is cancelled and it has shut
@@ -37,6 +38,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if s.MaxJitter < 0 {
 		return fmt.Errorf("setting POSTLINE_SCHEDULER_MAX_JITTER: %s must not be negative", s.MaxJitter)
 	}
+	// Traces are configured by the standard OTEL_* variables, off unless
+	// an exporter or an OTLP endpoint is set.
+	tracerProvider, shutdownTracing, err := telemetry.Setup(ctx, "postline-retry-scheduler", getenv)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing.Flush(logger)
 	// The drain leaves a third of the shutdown timeout for the final commit
 	// and leaving the group; the rebalance timeout must exceed the drain.
 	drain := s.ShutdownTimeout * 2 / 3
@@ -52,6 +60,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		HeartbeatInterval: s.HeartbeatInterval,
 		DrainTimeout:      drain,
 		RebalanceTimeout:  max(drain+5*time.Second, 15*time.Second),
+		TracerProvider:    tracerProvider,
 	}, logger, reg)
 	if err != nil {
 		return config.NameSetting(err, map[string]string{"Brokers": "POSTLINE_KAFKA_BROKERS", "JobsTopic": "POSTLINE_JOBS_TOPIC",

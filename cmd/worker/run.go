@@ -31,6 +31,7 @@ import (
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/sender"
+	"github.com/postline/postline/internal/telemetry"
 	"github.com/postline/postline/job"
 )
 
@@ -59,6 +60,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			"which also covers the final commit", s.DrainTimeout, s.ShutdownTimeout)
 	}
 	logger = logger.With("worker_id", s.WorkerID)
+
+	// Traces are configured by the standard OTEL_* variables, off unless
+	// an exporter or an OTLP endpoint is set.
+	tracerProvider, shutdownTracing, err := telemetry.Setup(ctx, "postline-worker", getenv)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing.Flush(logger)
 
 	reg := ops.NewRegistry()
 
@@ -279,13 +288,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return fmt.Errorf("circuit breakers: %w", err)
 		}
 		p, err := delivery.New(pipelineCfg, logger, reg, delivery.Deps{
-			Store:       store,
-			Providers:   providers,
-			Breakers:    breakers,
-			DeadLetters: dlq,
-			Retries:     retries,
-			Group:       lag,
-			Pressure:    pressureGuard,
+			Store:          store,
+			Providers:      providers,
+			Breakers:       breakers,
+			DeadLetters:    dlq,
+			Retries:        retries,
+			Group:          lag,
+			Pressure:       pressureGuard,
+			TracerProvider: tracerProvider,
 		})
 		if err != nil {
 			return err

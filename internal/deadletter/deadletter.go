@@ -118,6 +118,11 @@ func New(cfg Config, reg prometheus.Registerer) (*Writer, error) {
 	if err := reg.Register(letters); err != nil {
 		return nil, fmt.Errorf("deadletter: register metrics: %w", err)
 	}
+	// Export the delivery reasons from the start, so rates and alerts see
+	// zeros; the many validation reasons of package job appear when used.
+	for _, reason := range []string{ReasonSMTPPermanent, ReasonMessageIDConflict, ReasonMaxAttempts, ReasonMaxAge} {
+		letters.WithLabelValues(reason)
+	}
 	return &Writer{
 		w: &kafka.Writer{
 			Addr:                   kafka.TCP(cfg.Brokers...),

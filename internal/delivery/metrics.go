@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/postline/postline/internal/adaptive"
+	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/job"
 )
 
@@ -90,12 +92,48 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, fmt.Errorf("delivery: register metrics: %w", err)
 		}
 	}
+	// Export every known series from the start, so rates, dashboards and
+	// alerts see zeros instead of nothing before the first event. The
+	// values are the ones pipeline.go and send.go pass.
+	for _, outcome := range []string{"sent", "failed", "dead", "retried", "duplicate", "stale", "conflict", "rejected"} {
+		m.outcomes.WithLabelValues(outcome)
+	}
+	for _, cause := range []string{"busy", "release"} {
+		m.reentries.WithLabelValues(cause)
+	}
+	for _, op := range []string{"claim", "record", "record_rejected", "note_conflicts", "dead_letter", "retry_publish", "circuit_report"} {
+		m.dependencyErrors.WithLabelValues(op)
+	}
 	return m, nil
 }
 
+// initSeries exports the counters' series that depend on the configuration
+// from the start, like newMetrics does for the others: attempts by result
+// and send-control cuts per provider, retry budget waits per priority.
+func (p *Pipeline) initSeries() {
+	for _, prov := range p.providers {
+		for _, result := range []string{"sent", string(failure.Transient), string(failure.Throttled), string(failure.Permanent),
+			string(failure.Auth), string(failure.Unknown)} {
+			p.metrics.attempts.WithLabelValues(prov.Name, result)
+		}
+		if prov.control != nil {
+			for _, controller := range []string{adaptive.ControllerConcurrency, adaptive.ControllerRate} {
+				p.metrics.decreases.WithLabelValues(prov.Name, controller)
+			}
+		}
+	}
+	if p.budgets != nil {
+		for _, prio := range []job.Priority{job.PriorityUrgent, job.PriorityNormal, job.PriorityBulk} {
+			p.metrics.budgetWaits.WithLabelValues(string(prio))
+		}
+	}
+}
+
 // registerAdaptiveMetrics exports the retry policy's inputs and the send
-// controls' state, read at scrape time.
+// controls' state, read at scrape time. New calls it once the providers are
+// known, so it also exports the series that depend on them (initSeries).
 func (p *Pipeline) registerAdaptiveMetrics(reg prometheus.Registerer) error {
+	p.initSeries()
 	const ns, sub = "postline", "adaptive"
 	gauge := func(name, help string, labels prometheus.Labels, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help, ConstLabels: labels}, f)

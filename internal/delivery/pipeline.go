@@ -13,6 +13,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/postline/postline/internal/adaptive"
@@ -41,6 +44,8 @@ type item struct {
 	attempt int
 	// throttles counts the attempts so far the relay refused as throttled.
 	throttles int
+	// span is the record's deliver span, from intake until it is done.
+	span trace.Span
 
 	// rejected is set by intake when the record is not a valid job.
 	rejected *job.ValidationError
@@ -70,6 +75,7 @@ type Pipeline struct {
 	dlq       DeadLetters
 	retries   Retries
 	metrics   *metrics
+	tracer    trace.Tracer
 
 	// Inputs and state of the retry policy.
 	window   *adaptive.Window
@@ -97,6 +103,9 @@ type Deps struct {
 	// Pressure scales the send concurrency down under Go runtime pressure
 	// when Config.SendControl is set; nil means none.
 	Pressure *adaptive.PressureGuard
+	// TracerProvider makes the spans of each record (see tracing.go),
+	// joined to the trace context in its headers; nil means no spans.
+	TracerProvider trace.TracerProvider
 }
 
 // New returns a Pipeline.
@@ -139,9 +148,14 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, deps Deps) 
 			return nil, fmt.Errorf("delivery: SendControl for provider %s: %w", prov.Name, err)
 		}
 	}
+	tracerProvider := deps.TracerProvider
+	if tracerProvider == nil {
+		tracerProvider = noop.NewTracerProvider()
+	}
 	p := &Pipeline{cfg: cfg, logger: logger, store: deps.Store, providers: pools,
 		breakers: deps.Breakers, dlq: deps.DeadLetters, retries: deps.Retries,
-		window: window, budgets: budgets, group: deps.Group, pressure: deps.Pressure}
+		window: window, budgets: budgets, group: deps.Group, pressure: deps.Pressure,
+		tracer: tracerProvider.Tracer(tracerName)}
 	if p.metrics, err = newMetrics(reg); err != nil {
 		return nil, err
 	}
@@ -338,8 +352,10 @@ func (p *Pipeline) intake(ctx context.Context, in <-chan consumer.Message, reent
 	}
 }
 
+// decode turns a consumed record into an item and starts its deliver span.
 func (p *Pipeline) decode(m consumer.Message) *item {
 	it := &item{msg: m, attempt: job.Attempt(m.Headers), throttles: job.Throttles(m.Headers)}
+	defer p.startDeliver(it)
 	j, err := job.Decode(m.Value, p.cfg.Limits)
 	if err != nil {
 		var ve *job.ValidationError
@@ -392,6 +408,7 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 		}
 	}
 	var claims []idempotency.Claim
+	start := time.Now()
 	if err := p.retry(ctx, "claim", func(ctx context.Context) (err error) {
 		claims, err = p.store.Claim(ctx, reqs)
 		return err
@@ -401,6 +418,9 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 	if len(claims) != len(valid) {
 		return fmt.Errorf("delivery: store returned %d claims for %d requests", len(claims), len(valid))
 	}
+	p.traceRoundTrip(ctx, "claim", valid, start, time.Now(), func(i int) []attribute.KeyValue {
+		return []attribute.KeyValue{attrResult.String(claimResultName(claims[i].Result))}
+	})
 
 	var conflicts []*item
 	for i, c := range claims {
@@ -414,7 +434,7 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 				return ctx.Err()
 			}
 		case idempotency.Duplicate, idempotency.Stale:
-			p.done(src, it, outcomeName(c.Result))
+			p.done(src, it, claimResultName(c.Result))
 		case idempotency.Conflict:
 			conflicts = append(conflicts, it)
 		case idempotency.Busy:
@@ -449,7 +469,7 @@ func (p *Pipeline) reject(ctx context.Context, src Source, items []*item) error 
 		}
 		p.logger.Warn("rejected record",
 			"topic", it.msg.Topic, "partition", it.msg.Partition, "offset", it.msg.Offset,
-			"reason", it.rejected.Reason, "error", it.rejected.Error())
+			"reason", it.rejected.Reason, "error", it.rejected.Error(), traceAttr(it.span))
 	}
 	if err := p.retry(ctx, "dead_letter", func(ctx context.Context) error { return p.dlq.Publish(ctx, letters...) }); err != nil {
 		return err
@@ -478,7 +498,7 @@ func (p *Pipeline) conflict(ctx context.Context, src Source, items []*item) erro
 			"Message-ID "+it.job.MessageID+" was already used for a different payload")
 		ids[i] = it.job.MessageID
 		p.logger.Warn("message-id conflict", "message_id", it.job.MessageID,
-			"topic", it.msg.Topic, "partition", it.msg.Partition, "offset", it.msg.Offset)
+			"topic", it.msg.Topic, "partition", it.msg.Partition, "offset", it.msg.Offset, traceAttr(it.span))
 	}
 	if err := p.retry(ctx, "dead_letter", func(ctx context.Context) error { return p.dlq.Publish(ctx, letters...) }); err != nil {
 		return err
@@ -549,6 +569,7 @@ func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, d
 	// Dead letters and retry copies are durable before the row says where
 	// the job went: a crash in between redelivers the record, and the claim
 	// dedupes the copies.
+	start := time.Now()
 	if len(letters) > 0 {
 		if err := p.retry(ctx, "dead_letter", func(ctx context.Context) error { return p.dlq.Publish(ctx, letters...) }); err != nil {
 			return err
@@ -566,6 +587,9 @@ func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, d
 	}); err != nil {
 		return err
 	}
+	p.traceRoundTrip(ctx, "record", batch, start, time.Now(), func(i int) []attribute.KeyValue {
+		return []attribute.KeyValue{attrOutcome.String(string(batch[i].outcome))}
+	})
 	if len(lost) > 0 {
 		// Another worker took the row over (our lease ran out). Its claim
 		// decides the job's fate; ours is finished either way.
@@ -609,10 +633,12 @@ func (p *Pipeline) letter(it *item, reason, class, errText string) deadletter.Le
 	}
 }
 
+// done marks it's record done and ends its deliver span.
 func (p *Pipeline) done(src Source, it *item, outcome string) {
 	src.MarkDone(it.msg)
 	p.metrics.inFlight.Dec()
 	p.metrics.outcomes.WithLabelValues(outcome).Inc()
+	endDeliver(it, outcome)
 }
 
 // retry calls fn until it succeeds or ctx ends, backing off exponentially.
@@ -648,12 +674,20 @@ func (p *Pipeline) retry(ctx context.Context, op string, fn func(context.Context
 	}
 }
 
-func outcomeName(r idempotency.ClaimResult) string {
+// claimResultName names a claim result in outcome labels and span
+// attributes.
+func claimResultName(r idempotency.ClaimResult) string {
 	switch r {
+	case idempotency.Claimed:
+		return "claimed"
 	case idempotency.Duplicate:
 		return "duplicate"
 	case idempotency.Stale:
 		return "stale"
+	case idempotency.Conflict:
+		return "conflict"
+	case idempotency.Busy:
+		return "busy"
 	default:
 		return "unknown"
 	}

@@ -64,12 +64,14 @@ func (p *Pipeline) deliver(ctx context.Context, it *item) {
 			}
 			return
 		}
+		sendCtx, span := p.startSend(ctx, it, prov.Name)
 		start := p.cfg.NowFunc()
-		err := session.Send(ctx, &it.job)
+		err := session.Send(sendCtx, &it.job)
 		prov.release(session)
 		end := p.cfg.NowFunc()
 		elapsed := end.Sub(start)
 		v := failure.Classify(err)
+		endSend(span, v, err == nil)
 		p.reportCircuit(ctx, prov.Name, v, err == nil)
 		p.learn(prov, start, end, v, err == nil)
 		it.provider = prov.Name
@@ -87,7 +89,7 @@ func (p *Pipeline) deliver(ctx context.Context, it *item) {
 		p.metrics.attempts.WithLabelValues(prov.Name, string(v.Class)).Inc()
 		p.metrics.sendSeconds.WithLabelValues(string(v.Class)).Observe(elapsed.Seconds())
 		p.logger.Info("send failed", "message_id", it.job.MessageID, "attempt", it.attempt,
-			"provider", prov.Name, "class", v.Class, "rule", v.Rule, "error", err)
+			"provider", prov.Name, "class", v.Class, "rule", v.Rule, "error", err, traceAttr(span))
 
 		if v.Class == failure.Throttled {
 			it.throttles++
@@ -240,8 +242,11 @@ func (p *Pipeline) scheduleRetry(it *item, v failure.Verdict, limit RetryLimit, 
 	p.metrics.backoffDelay.WithLabelValues(string(v.Class), d.Reason).Observe(delay.Seconds())
 	it.outcome, it.class, it.nextAttempt = idempotency.StatusRetrying, string(v.Class), next
 	it.copy = &retry.Copy{
-		Key:       it.msg.Key,
-		Value:     it.msg.Value,
+		Key:   it.msg.Key,
+		Value: it.msg.Value,
+		// The copy keeps the record's trace context (the publisher's span,
+		// or the reinject span of the previous retry), not this attempt's:
+		// the scheduler's reinject span becomes its child (see tracing.go).
 		Headers:   it.msg.Headers,
 		Attempt:   next,
 		NotBefore: now.Add(tier),

@@ -17,6 +17,11 @@
 // copy again: an exact duplicate (same key and attempt) that the worker's
 // claim in Postgres absorbs. Nothing is lost.
 //
+// With a TracerProvider, the Scheduler makes a "reinject" span per record,
+// a child of the trace context the copy carries, and writes the span's own
+// context into the re-injected record, so the next attempt's spans join
+// the job's trace under it (see tracing.go).
+//
 // The package does not decide whether or when to retry (that is the
 // worker's policy), does not know mail, and does not create topics (see
 // TopicSpecs and internal/topic).

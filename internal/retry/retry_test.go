@@ -373,9 +373,9 @@ func TestSchedulerPlanAndLateness(t *testing.T) {
 	}
 
 	clock.now = nb.Add(250*time.Millisecond + 42*time.Millisecond)
-	s.acked(got[2:3]) // the 5s record, 42ms late
+	s.acked([]parked{s.startReinject(got[2])}) // the 5s record, 42ms late
 	clock.now = clock.now.Add(-time.Hour)
-	s.acked(got[3:4]) // acknowledged "before" its plan: lateness 0, not negative
+	s.acked([]parked{s.startReinject(got[3])}) // acknowledged "before" its plan: lateness 0, not negative
 	if n := testutil.CollectAndCount(s.metrics.lateness); n != len(DefaultTiers) {
 		t.Errorf("lateness has %d series, want one per tier", n)
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/postline/postline/internal/consumer"
@@ -71,6 +73,10 @@ type SchedulerConfig struct {
 	SessionTimeout, HeartbeatInterval, DrainTimeout, RebalanceTimeout time.Duration
 	// NowFunc is the clock. Defaults to time.Now.
 	NowFunc func() time.Time
+	// TracerProvider makes a "reinject" span per re-injected record (see
+	// tracing.go). Defaults to a no-op provider: no spans, and records
+	// keep the trace context they came with.
+	TracerProvider trace.TracerProvider
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -86,6 +92,9 @@ func (c SchedulerConfig) WithDefaults() SchedulerConfig {
 	c.BatchLinger = cmp.Or(c.BatchLinger, DefaultBatchLinger)
 	if c.NowFunc == nil {
 		c.NowFunc = time.Now
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = noop.NewTracerProvider()
 	}
 	return c
 }
@@ -129,6 +138,7 @@ type Scheduler struct {
 	queue   *delay.Queue[parked]
 	tiers   map[string]time.Duration // topic -> tier
 	metrics *schedulerMetrics
+	tracer  trace.Tracer
 	healthy atomic.Bool // the last produce succeeded
 
 	// jitterFunc returns a random duration in [0, n); tests replace it.
@@ -140,6 +150,10 @@ type parked struct {
 	msg     consumer.Message
 	tier    string    // tier label
 	planned time.Time // not-before plus jitter
+
+	// Set once the record is due (startReinject).
+	span    trace.Span     // the reinject span
+	headers []kafka.Header // msg's headers with the reinject span's context
 }
 
 // NewScheduler returns a Scheduler for cfg (after cfg.WithDefaults()). Its
@@ -194,6 +208,7 @@ func NewScheduler(cfg SchedulerConfig, logger *slog.Logger, reg prometheus.Regis
 		queue:      delay.New[parked](cfg.NowFunc),
 		tiers:      tiers,
 		metrics:    m,
+		tracer:     cfg.TracerProvider.Tracer(tracerName),
 		jitterFunc: randomJitter,
 	}
 	s.healthy.Store(true)
@@ -295,7 +310,7 @@ func (s *Scheduler) produceLoop(ctx context.Context, due <-chan parked) {
 		batch = batch[:0]
 		select {
 		case p := <-due:
-			batch = append(batch, p)
+			batch = append(batch, s.startReinject(p))
 			s.metrics.waiting.WithLabelValues(p.tier).Dec()
 		case <-ctx.Done():
 			return
@@ -305,11 +320,12 @@ func (s *Scheduler) produceLoop(ctx context.Context, due <-chan parked) {
 		for len(batch) < s.cfg.BatchSize {
 			select {
 			case p := <-due:
-				batch = append(batch, p)
+				batch = append(batch, s.startReinject(p))
 				s.metrics.waiting.WithLabelValues(p.tier).Dec()
 			case <-linger.C:
 				break fill
 			case <-ctx.Done():
+				abandon(batch)
 				return
 			}
 		}
@@ -328,7 +344,7 @@ func (s *Scheduler) produce(ctx context.Context, batch []parked) bool {
 	for failures := 0; ; failures++ {
 		msgs := make([]kafka.Message, len(pending))
 		for i, p := range pending {
-			msgs[i] = kafka.Message{Key: p.msg.Key, Value: p.msg.Value, Headers: p.msg.Headers}
+			msgs[i] = kafka.Message{Key: p.msg.Key, Value: p.msg.Value, Headers: p.headers}
 		}
 		err := s.w.WriteMessages(ctx, msgs...)
 		if err == nil {
@@ -350,6 +366,7 @@ func (s *Scheduler) produce(ctx context.Context, batch []parked) bool {
 			pending = failed
 		}
 		if ctx.Err() != nil {
+			abandon(pending)
 			return false
 		}
 		s.healthy.Store(false)
@@ -362,6 +379,7 @@ func (s *Scheduler) produce(ctx context.Context, batch []parked) bool {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+			abandon(pending)
 			return false
 		}
 	}
@@ -371,9 +389,11 @@ func (s *Scheduler) produce(ctx context.Context, batch []parked) bool {
 func (s *Scheduler) acked(written []parked) {
 	now := s.cfg.NowFunc()
 	for _, p := range written {
-		s.metrics.lateness.WithLabelValues(p.tier).Observe(lateness(now, p.planned).Seconds())
+		late := lateness(now, p.planned)
+		s.metrics.lateness.WithLabelValues(p.tier).Observe(late.Seconds())
 		s.metrics.reinjected.WithLabelValues(p.tier).Inc()
 		s.cons.MarkDone(p.msg)
+		endReinject(p.span, late)
 	}
 }
 

@@ -1,0 +1,371 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	promapi "github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+
+	"github.com/postline/postline/bench/relay"
+	"github.com/postline/postline/deploy/grafana"
+)
+
+// Scrape jobs of the test's Prometheus: the job names of
+// deploy/prometheus/prometheus.yml, which the alert rules match.
+const (
+	workerJob    = "postline-worker"
+	schedulerJob = "postline-retry-scheduler"
+)
+
+// prometheusRateInterval stands in for Grafana's $__rate_interval: four
+// scrape intervals of the test's Prometheus (1s), as Grafana computes it.
+const prometheusRateInterval = 5 * time.Second
+
+// TestPrometheusSeesEveryDashboardQueryAndAlert proves the dashboards and
+// alert rules against a real Prometheus (Debian's package) scraping a real
+// worker and a real retry scheduler under load: the adaptive policy sends
+// 300 jobs through a rate-limited relay (bench/relay) that drops a few
+// transactions and rejects a few recipients, so that sends, throttling,
+// cuts, retries through the delay tiers and dead letters all happen. Then:
+//   - promlint finds no problem in either process's metrics;
+//   - every metric a dashboard query or an alert names exists in a real
+//     scrape, and every metric of the README's table (grafana.Catalogue,
+//     kept equal to it by deploy/grafana's tests) is exported;
+//   - every dashboard query returns data (a non-NaN sample at some time of
+//     the run), and so does each metric-bearing operand of every alert
+//     expression (alertOperands: the condition itself is false in a
+//     healthy run), and Prometheus evaluates every rule without error.
+//
+// It takes about 20 seconds: the load must pass through the delay tiers.
+func TestPrometheusSeesEveryDashboardQueryAndAlert(t *testing.T) {
+	t.Parallel()
+	const jobs = 300
+	s := newFailureStack(t, fastTiers)
+	promBin := prometheusBin(t)
+	rulesPath, err := filepath.Abs(filepath.Join("..", "..", "deploy", "prometheus", "alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := readAlertRules(rulesPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rules) == 0 {
+		t.Fatalf("no alert rules in %s", rulesPath)
+	}
+
+	r, err := relay.Start(relay.Config{Rate: 40, Burst: 10, TransientDrop: 0.05, PermanentReject: 0.05, Seed: 5}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	sched := s.startScheduler("scheduler")
+	// rate=80 is the fleet rate the worker paces to (so fleet_rate exists);
+	// the relay takes only 40/s, so it throttles and the controllers cut.
+	relays := fmt.Sprintf("smtp://%s?name=relay&tls=none&max_conns=8&rate=80", r.Addr())
+	w := s.startFailWorker("worker", relays, map[string]string{
+		"POSTLINE_SENDERS":           "8",
+		"POSTLINE_RETRY_POLICY":      "adaptive",
+		"POSTLINE_LAG_INTERVAL":      "1s",
+		"POSTLINE_CIRCUIT_THRESHOLD": "1000", // throttling must not open the breaker for the whole run
+		"POSTLINE_RETRY_BUDGETS":     "urgent=100+5/s,normal=20+5/s,bulk=5+1/s",
+		// Dropped transactions go through the delay tiers, not in-process
+		// retries: the backoff histogram then grows throughout the run, and
+		// its series exist before most observations (rate() cannot see
+		// the observation that created a series).
+		"POSTLINE_FAST_RETRIES": "-1",
+	})
+	prom := startPrometheus(t, promBin, rulesPath, map[string]*workerProc{workerJob: w, schedulerJob: sched})
+	prom.waitTargetsUp(t)
+
+	loadStart := time.Now()
+	s.publish(newJobs(jobs, "prometheus")...)
+	eventually(t, 90*time.Second, "every job in a terminal state", func(ctx context.Context) (bool, string) {
+		counts, err := s.statusCounts(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return counts["sent"]+counts["failed"]+counts["dead"] == jobs, fmt.Sprint(counts)
+	})
+	st := r.Stats()
+	t.Logf("relay: %d attempts, %d accepted, %d deferred", st.Attempts(), st.Accepted, st.Deferred())
+	// The load must have exercised what the panels and alerts show.
+	for _, m := range []struct {
+		name   string
+		labels []string
+	}{
+		{"postline_delivery_attempts_total", []string{"result", "throttled"}},
+		{"postline_adaptive_decreases_total", nil},
+		{"postline_retry_records_total", nil},
+		{"postline_deadletter_records_total", []string{"reason", "smtp_permanent"}},
+	} {
+		if v := w.mustMetric(m.name, m.labels...); v < 1 {
+			t.Errorf("%s%v is %v after the load, want some", m.name, m.labels, v)
+		}
+	}
+	if v := sched.mustMetric("postline_scheduler_reinjected_total"); v < 1 {
+		t.Errorf("the scheduler re-injected %v copies, want some", v)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	scraped := make(map[string]bool)
+	for _, p := range []*workerProc{w, sched} {
+		lintMetrics(ctx, t, p)
+		fams, err := p.families(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name := range fams {
+			scraped[name] = true
+		}
+	}
+	for _, m := range grafana.Catalogue() {
+		if !scraped[m.Name] {
+			t.Errorf("README metric %s is in no scrape of the worker or the scheduler", m.Name)
+		}
+	}
+
+	type check struct{ what, query string }
+	var checks []check
+	for _, q := range grafana.Queries() {
+		checks = append(checks, check{fmt.Sprintf("panel %q query %s", q.Panel, q.RefID), q.PromQL(prometheusRateInterval)})
+	}
+	for _, rule := range rules {
+		operands, err := alertOperands(rule.Expr, time.Second)
+		if err != nil {
+			t.Fatalf("alert %s: %v", rule.Alert, err)
+		}
+		for i, op := range operands {
+			checks = append(checks, check{fmt.Sprintf("alert %s operand %d", rule.Alert, i+1), op})
+		}
+	}
+	for _, c := range checks {
+		names, err := metricNames(c.query)
+		if err != nil {
+			t.Fatalf("%s: %v", c.what, err)
+		}
+		for _, name := range names {
+			// up is Prometheus's own series per target, not scraped.
+			if name != "up" && !scraped[name] {
+				t.Errorf("%s names metric %s, which no process exports: %s", c.what, name, c.query)
+			}
+		}
+	}
+
+	// Poll: the last scrapes after the load may still be on their way.
+	pending := checks
+	eventually(t, 20*time.Second, "every dashboard query and alert operand to return data", func(ctx context.Context) (bool, string) {
+		end := time.Now()
+		var still []check
+		var status []string
+		for _, c := range pending {
+			ok, err := prom.hasData(ctx, c.query, loadStart, end)
+			if !ok {
+				still = append(still, c)
+				status = append(status, fmt.Sprintf("%s: %s (%v)", c.what, c.query, err))
+			}
+		}
+		pending = still
+		return len(pending) == 0, fmt.Sprintf("%d without data:\n%s", len(status), strings.Join(status, "\n"))
+	})
+
+	t.Logf("%d dashboard queries and alert operands returned data", len(checks))
+
+	eventually(t, 10*time.Second, "Prometheus to evaluate every alert rule without error", func(ctx context.Context) (bool, string) {
+		return prom.rulesHealthy(ctx, rules)
+	})
+}
+
+// prometheusBin finds the Prometheus server: $POSTLINE_TEST_PROMETHEUS_BIN
+// (set by `eval "$(scripts/stack.sh env)"`), else scripts/stack.sh
+// prometheus-path, which unpacks Debian's package once.
+func prometheusBin(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("POSTLINE_TEST_PROMETHEUS_BIN"); p != "" {
+		return p
+	}
+	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "stack.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(script, "prometheus-path").Output()
+	if err != nil {
+		t.Fatalf("find prometheus: POSTLINE_TEST_PROMETHEUS_BIN is not set and %s prometheus-path failed: %v", script, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// promServer is a Prometheus server started by startPrometheus.
+type promServer struct {
+	api     promv1.API
+	targets map[string]*workerProc // by scrape job
+}
+
+// startPrometheus runs the Prometheus server at bin on a free loopback port,
+// scraping each of targets every second under its job name and evaluating
+// the rule file at rulesPath every second, and waits until it is ready. The
+// server is killed when the test ends; the tail of its log is printed if the
+// test failed.
+func startPrometheus(t *testing.T, bin, rulesPath string, targets map[string]*workerProc) *promServer {
+	t.Helper()
+	dir := t.TempDir()
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}\nrule_files: [%q]\nscrape_configs:\n", rulesPath)
+	for _, job := range slices.Sorted(maps.Keys(targets)) {
+		fmt.Fprintf(&cfg, "  - job_name: %q\n    static_configs: [{targets: [%q]}]\n", job, targets[job].addr)
+	}
+	cfgPath := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeLoopbackAddr(t)
+	logPath := filepath.Join(dir, "prometheus.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr, "--log.level=warn")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = logFile.Close()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("prometheus: last lines of %s:\n%s", logPath, tail(logPath, 30))
+		}
+	})
+
+	client, err := promapi.NewClient(promapi.Config{Address: "http://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpClient := &http.Client{Timeout: 5 * time.Second}
+	eventually(t, startTimeout, "Prometheus to be ready", func(ctx context.Context) (bool, string) {
+		select {
+		case <-exited:
+			t.Fatalf("prometheus exited at start:\n%s", tail(logPath, 30))
+		default:
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/-/ready", nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	return &promServer{api: promv1.NewAPI(client), targets: targets}
+}
+
+// freeLoopbackAddr returns a loopback address whose port was free a moment
+// ago: Prometheus does not report the port it bound for ":0".
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// waitTargetsUp waits until Prometheus has scraped every target
+// successfully.
+func (p *promServer) waitTargetsUp(t *testing.T) {
+	t.Helper()
+	eventually(t, 15*time.Second, "every scrape target up", func(ctx context.Context) (bool, string) {
+		res, err := p.api.Targets(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		up := make(map[string]bool)
+		var status []string
+		for _, at := range res.Active {
+			job := string(at.Labels["job"])
+			up[job] = at.Health == promv1.HealthGood
+			status = append(status, fmt.Sprintf("%s %s %s", job, at.Health, at.LastError))
+		}
+		for job := range p.targets {
+			if !up[job] {
+				return false, strings.Join(status, "; ")
+			}
+		}
+		return true, ""
+	})
+}
+
+// hasData reports whether query has at least one sample that is not NaN
+// between start and end, at a resolution of one second: a panel over that
+// time would show something. The error says why not.
+func (p *promServer) hasData(ctx context.Context, query string, start, end time.Time) (bool, error) {
+	v, _, _, err := p.api.QueryRange(ctx, query, promv1.Range{Start: start, End: end, Step: time.Second})
+	if err != nil {
+		return false, err
+	}
+	matrix, ok := v.(model.Matrix)
+	if !ok {
+		return false, fmt.Errorf("result is a %s, not a matrix", v.Type())
+	}
+	for _, series := range matrix {
+		for _, sample := range series.Values {
+			if !math.IsNaN(float64(sample.Value)) {
+				return true, nil
+			}
+		}
+	}
+	return false, fmt.Errorf("%d series, every sample NaN", len(matrix))
+}
+
+// rulesHealthy reports whether Prometheus has loaded every one of rules and
+// evaluated each without error, and otherwise which are not.
+func (p *promServer) rulesHealthy(ctx context.Context, rules []alertRule) (bool, string) {
+	res, err := p.api.Rules(ctx, nil)
+	if err != nil {
+		return false, err.Error()
+	}
+	health := make(map[string]string)
+	for _, g := range res.Groups {
+		for _, r := range g.Rules {
+			if ar, ok := r.(promv1.AlertingRule); ok {
+				health[ar.Name] = string(ar.Health) + " " + ar.LastError
+			}
+		}
+	}
+	var bad []string
+	for _, r := range rules {
+		if h, ok := health[r.Alert]; !ok || strings.TrimSpace(h) != promv1.RuleHealthGood {
+			bad = append(bad, fmt.Sprintf("%s: %q", r.Alert, h))
+		}
+	}
+	return len(bad) == 0, strings.Join(bad, "; ")
+}
