@@ -44,6 +44,7 @@ bench:
 	scripts/stack.sh up --with-sink
 	scripts/bench.sh
 
-## bench-adaptive: simulate uniform vs reference vs adaptive retry policies on a virtual clock
+## bench-adaptive: uniform vs reference vs adaptive retry policies, simulated and on the real worker against a throttling relay
 bench-adaptive:
+	scripts/stack.sh up
 	scripts/bench-adaptive.sh

@@ -15,11 +15,17 @@
 package main
 
 import (
+	"cmp"
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/postline/postline/internal/adaptive"
@@ -27,7 +33,13 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "adaptive:", err)
 		os.Exit(1)
 	}
@@ -40,7 +52,7 @@ func DefaultParams() Params {
 		Jobs: 10000, Rate: 50, Burst: 50, Conns: 5,
 		SendTime: 50 * time.Millisecond, RejectTime: 20 * time.Millisecond, ConnectTime: 5 * time.Millisecond,
 		Transient: 0.01, Permanent: 0.005, Senders: 20, Tiers: retry.DefaultTiers, Seed: 1,
-		Budgets: true, Pace: true, AIMD: true,
+		Budgets: true, Control: true,
 	}
 	p.Hint = refillHint(p)
 	return p
@@ -71,9 +83,10 @@ func PostfixParams(p Params) Params {
 	return p
 }
 
-func run(args []string, stdout io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	p := DefaultParams()
 	fs := flag.NewFlagSet("adaptive", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	fs.IntVar(&p.Jobs, "jobs", p.Jobs, "burst of jobs offered at t=0")
 	fs.Float64Var(&p.Rate, "rate", p.Rate, "relay capacity in mails/s (0 = unlimited)")
 	fs.IntVar(&p.Burst, "burst", p.Burst, "relay token bucket size")
@@ -86,16 +99,39 @@ func run(args []string, stdout io.Writer) error {
 	fs.Float64Var(&p.Permanent, "permanent", p.Permanent, "share of sessions rejected permanently")
 	fs.IntVar(&p.Senders, "senders", p.Senders, "worker send slots (all strategies)")
 	fs.BoolVar(&p.Budgets, "budgets", p.Budgets, "adaptive only: retry budgets (normal priority: 30 + 1/s)")
-	fs.BoolVar(&p.Pace, "pace", p.Pace, "adaptive only: pace sends by a learned rate")
-	fs.BoolVar(&p.AIMD, "aimd", p.AIMD, "adaptive only: cap sends in flight by AIMD")
+	fs.BoolVar(&p.Control, "control", p.Control, "adaptive only: the worker's send control (AIMD concurrency and a learned rate)")
 	fs.Float64Var(&p.Pacer.Increase, "pace-increase", adaptive.DefaultPacerIncrease, "adaptive only: pacer additive increase, mails/s per second")
 	fs.Float64Var(&p.Pacer.Factor, "pace-factor", adaptive.DefaultPacerFactor, "adaptive only: pacer multiplicative decrease")
 	fs.Uint64Var(&p.Seed, "seed", p.Seed, "random seed")
 	tiers := fs.String("tiers", p.Tiers.String(), "delay tiers, as the worker rounds them; \"none\" disables rounding")
 	png := fs.String("png", "bin/adaptive-sim.png", "plot of delivered-over-time (\"\" = none)")
 	md := fs.String("md", "", "also write the Markdown report to this file")
+	rp := defaultRealParams()
+	realRun := fs.Bool("real", true, "after the simulator, run the real scenario: cmd/worker and cmd/retry-scheduler against Kafka, PostgreSQL and bench/relay "+
+		"(relay rate, burst, connections, faults and senders as the simulator's flags)")
+	fs.IntVar(&rp.Jobs, "real-jobs", rp.Jobs, "real scenario: burst of jobs")
+	fs.IntVar(&rp.PostfixJobs, "real-postfix-jobs", rp.PostfixJobs, "real scenario: burst of jobs in Postfix's scenario (0 = skip it)")
+	fs.IntVar(&rp.HangUpAbove, "real-hang-up-above", rp.HangUpAbove, "real Postfix scenario: the relay serves this many sessions and hangs up (421 at MAIL) on younger ones")
+	fs.Int64Var(&rp.Seed, "real-seed", rp.Seed, "real scenario: relay seed (drops and rejected recipients)")
+	fs.IntVar(&rp.Partitions, "real-partitions", rp.Partitions, "real scenario: partitions of the jobs topic and of each delay topic")
+	fs.DurationVar(&rp.LagInterval, "real-lag-interval", rp.LagInterval, "real scenario: worker POSTLINE_LAG_INTERVAL")
+	fs.DurationVar(&rp.Timeout, "real-timeout", rp.Timeout, "real scenario: longest a run may take to make every job terminal")
+	fs.DurationVar(&rp.Sample, "real-sample", rp.Sample, "real scenario: delay-depth sampling interval")
+	fs.BoolVar(&rp.Parallel, "real-parallel", rp.Parallel, "real scenario: run every strategy and scenario at once (each on its own relay, topics and schema)")
+	realStrats := fs.String("real-strategies", strings.Join(rp.Strategies, ","), "real scenario: strategies to run, comma-separated")
+	workerEnv := fs.String("worker-env", strings.Join(rp.WorkerEnv, ","), "real scenario: extra worker settings for every strategy, comma-separated KEY=VALUE (the default keeps the circuit breaker closed: see breakerOff)")
+	fs.StringVar(&rp.WorkerBin, "worker-bin", rp.WorkerBin, "the worker binary (go build -o bin/ ./cmd/worker)")
+	fs.StringVar(&rp.SchedulerBin, "scheduler-bin", rp.SchedulerBin, "the retry-scheduler binary (go build -o bin/ ./cmd/retry-scheduler)")
+	brokers := fs.String("brokers", cmp.Or(os.Getenv("POSTLINE_TEST_KAFKA"), testenvKafka), "Kafka brokers, comma-separated")
+	fs.StringVar(&rp.DatabaseURL, "database-url", cmp.Or(os.Getenv("POSTLINE_TEST_DATABASE_URL"), testenvDatabaseURL), "PostgreSQL URL (a schema per run is created in it)")
+	fs.StringVar(&rp.LogDir, "log-dir", "", "real scenario: directory for the binaries' logs (default: a new temp dir)")
+	fs.BoolVar(&rp.Keep, "keep", false, "real scenario: keep topics and schemas after the run")
+	realPNG := fs.String("real-png", "bin/adaptive-real.png", "plot of the real run's delivered-over-time (\"\" = none)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	p.Hint = *hint
 	if p.Hint == 0 {
@@ -116,6 +152,30 @@ func run(args []string, stdout io.Writer) error {
 	if err := p.Pacer.WithDefaults().Validate(); err != nil {
 		return err
 	}
+	if *realRun {
+		rp.Rate, rp.Burst, rp.Conns, rp.Transient, rp.Permanent, rp.Senders = p.Rate, p.Burst, p.Conns, p.Transient, p.Permanent, p.Senders
+		rp.Brokers = strings.Split(*brokers, ",")
+		if *workerEnv != "" {
+			rp.WorkerEnv = strings.Split(*workerEnv, ",")
+		}
+		var err error
+		if rp.Strategies, err = realStrategies(*realStrats); err != nil {
+			return err
+		}
+		if *tiers != "none" {
+			rp.Tiers = *tiers
+		}
+		if err := rp.validate(); err != nil {
+			return err
+		}
+		if rp.LogDir == "" {
+			if rp.LogDir, err = os.MkdirTemp("", "postline-bench-adaptive-"); err != nil {
+				return err
+			}
+		} else if err := os.MkdirAll(rp.LogDir, 0o755); err != nil {
+			return err
+		}
+	}
 
 	strategies := []string{StratUniform, StratReference, StratAdaptive}
 	var main, postfix []Result
@@ -124,18 +184,36 @@ func run(args []string, stdout io.Writer) error {
 		postfix = append(postfix, Run(PostfixParams(p), s))
 	}
 	var b strings.Builder
+	fmt.Fprintf(&b, "Command: `go run ./bench/adaptive %s`\n\n", commandLine(args))
 	report(&b, p, *tiers, main, postfix)
 	if _, err := io.WriteString(stdout, b.String()); err != nil {
 		return err
 	}
+	if *png != "" {
+		if err := plotTimeline(*png, "Delivered over time (simulator)", main); err != nil {
+			return fmt.Errorf("plot %s: %w", *png, err)
+		}
+	}
+	if *realRun {
+		fmt.Fprintf(stderr, "bench-adaptive: real scenario; logs in %s\n", rp.LogDir)
+		results, err := RunReal(ctx, rp, stderr)
+		if err != nil {
+			return err
+		}
+		start := b.Len()
+		realReport(&b, rp, results)
+		if _, err := io.WriteString(stdout, b.String()[start:]); err != nil {
+			return err
+		}
+		if *realPNG != "" {
+			if err := plotTimeline(*realPNG, "Delivered over time (real worker and relay)", realTimelines(results)); err != nil {
+				return fmt.Errorf("plot %s: %w", *realPNG, err)
+			}
+		}
+	}
 	if *md != "" {
 		if err := os.WriteFile(*md, []byte(b.String()), 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", *md, err)
-		}
-	}
-	if *png != "" {
-		if err := plotTimeline(*png, main); err != nil {
-			return fmt.Errorf("plot %s: %w", *png, err)
 		}
 	}
 	return nil
@@ -147,6 +225,15 @@ func row(w io.Writer, r Result, p Params, bound time.Duration, last string) {
 	fmt.Fprintf(w, "| %s | %d | %s | %s | %.2fx | %s | %d | %d (%d / %d / %d) | %.3f | %d | %s |\n", r.Strategy, r.Delivered, secs(r.Makespan),
 		secs(r.Mean()), r.Mean().Seconds()/bound.Seconds(), secs(r.P99()), r.Attempts, r.Wasted, r.Refused, r.Slowed, r.Wasted-r.Refused-r.Slowed,
 		float64(r.Attempts)/float64(p.Jobs), r.PeakDepth, last)
+}
+
+// rateText prints a learned rate; +Inf is a relay that never refused a
+// send for its rate.
+func rateText(r float64) string {
+	if math.IsInf(r, 1) {
+		return "unpaced"
+	}
+	return fmt.Sprintf("%.1f mails/s", r)
 }
 
 func onOff(b bool) string {
@@ -173,10 +260,9 @@ func report(w io.Writer, p Params, tiers string, main, postfix []Result) {
 		{"client senders (all strategies)", fmt.Sprint(p.Senders)},
 		{"delay tiers (all strategies, as the worker)", tiers + " + scheduler jitter min(1s, tier/10)"},
 		{"adaptive only: retry budgets", onOff(p.Budgets) + " (normal priority, 30 + 1/s)"},
-		{"adaptive only: AIMD concurrency", onOff(p.AIMD) + fmt.Sprintf(" (initial %d, max %d, +1/limit per success, x%.1f per 421 at most once per %v)",
-			min(adaptive.DefaultAIMDInitial, p.Senders), p.Senders, adaptive.DefaultAIMDFactor, adaptive.DefaultAIMDInterval)},
-		{"adaptive only: pacing", onOff(p.Pace) + fmt.Sprintf(" (start %.0f/s, slow start to the first 450, then +%.1f/s per s, x%.2f per 450 at most once per %v)",
-			pc.Initial, pc.Increase, pc.Factor, pc.Interval)},
+		{"adaptive only: send control (the worker's adaptive.SendControl)", onOff(p.Control) + fmt.Sprintf(": AIMD concurrency (initial %d, max %d, +1/limit per success while limiting, x%.1f per 421 at the greeting); "+
+			"a learned rate, unpaced until a 450 while the relay still accepts mail, then %.2fx the last second's accepted rate, +%.1f/s per s, x%.2f per 450 at most once per %v",
+			min(adaptive.DefaultAIMDInitial, p.Senders), p.Senders, adaptive.DefaultAIMDFactor, pc.Factor, pc.Increase, pc.Factor, pc.Interval)},
 		{"seed", fmt.Sprint(p.Seed)},
 	}
 	for _, r := range rows {
@@ -184,7 +270,7 @@ func report(w io.Writer, p Params, tiers string, main, postfix []Result) {
 	}
 	fmt.Fprintf(w, "\n%s\n\n", defaultsWhy)
 	fmt.Fprintf(w, "Uniform (cenkalti/backoff v5 defaults, class-blind) and reference (the design brief's formula) run as themselves: "+
-		"no budgets, no pacing, no AIMD, no gate. Wasted = attempts answered throttled or transient.\n\n")
+		"no budgets, no send control. Wasted = attempts answered throttled or transient.\n\n")
 	fmt.Fprintf(w, "Lower bound on mean latency (any strategy): %s = (D-burst)^2/(2*capacity*D) + session, D = %d deliverable jobs (about N/(2R) + session).\n\n",
 		secs(bound), int(float64(p.Jobs)*(1-p.Permanent)))
 	fmt.Fprintf(w, "| strategy | delivered | makespan | mean latency | mean / bound | p99 latency | attempts | wasted (421 / 450 / transient) | attempts/job | peak delay depth | Postfix scenario: deferred |\n")
@@ -202,8 +288,8 @@ func report(w io.Writer, p Params, tiers string, main, postfix []Result) {
 		row(w, r, pp, pb, fmt.Sprintf("%.1f %%", 100*r.Deferred()))
 	}
 	u, ref, a, pa := main[0], main[1], main[2], postfix[2]
-	fmt.Fprintf(w, "\nAdaptive at the end: pacer %.1f mails/s after %d decreases, AIMD limit %d (Postfix scenario: %.1f mails/s, %d decreases, limit %d).\n\n",
-		a.FinalRate, a.RateDecreases, a.FinalLimit, pa.FinalRate, pa.RateDecreases, pa.FinalLimit)
+	fmt.Fprintf(w, "\nAdaptive at the end: pacer %s after %d decreases, AIMD limit %d (Postfix scenario: %s, %d decreases, limit %d).\n\n",
+		rateText(a.FinalRate), a.RateDecreases, a.FinalLimit, rateText(pa.FinalRate), pa.RateDecreases, pa.FinalLimit)
 	fmt.Fprintf(w, "| target | value | reachable? | result |\n|---|---|---|---|\n")
 	target := func(name, value string, reachable bool, why string, ok bool) {
 		res := "FAIL"

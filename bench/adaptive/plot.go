@@ -12,9 +12,9 @@ import (
 )
 
 // plotTimeline writes delivered-over-time per strategy as a PNG.
-func plotTimeline(path string, results []Result) error {
+func plotTimeline(path, title string, results []Result) error {
 	pl := plot.New()
-	pl.Title.Text = "Delivered over time (simulator)"
+	pl.Title.Text = title
 	pl.X.Label.Text = "seconds since the burst"
 	pl.Y.Label.Text = "jobs delivered"
 	var args []any

@@ -36,9 +36,8 @@ type Params struct {
 
 	// The adaptive strategy only; uniform and reference never use them.
 	Budgets bool                 // retry budgets (normal priority, 30 + 1/s)
-	Pace    bool                 // pace sends by a learned rate (adaptive.Pacer)
-	AIMD    bool                 // cap concurrency by AIMD (adaptive.AIMD)
-	Pacer   adaptive.PacerConfig // the pacer's settings (zero = defaults)
+	Control bool                 // the worker's send control (adaptive.SendControl: AIMD and a learned rate)
+	Pacer   adaptive.PacerConfig // the pacer's settings (zero = the worker's defaults)
 }
 
 // Capacity is the most mails/s the relay can accept: its rate, or its
@@ -222,13 +221,12 @@ var simStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 const provider = "relay"
 
-// control is the adaptive strategy's send control: retry budgets, a pacer
-// and an AIMD concurrency limit, each optional. Uniform and reference run
-// with none of it.
+// control is the adaptive strategy's retry budgets and send control (the
+// worker's own adaptive.SendControl), each optional. Uniform and reference
+// run with neither.
 type control struct {
 	budgets *adaptive.Budgets
-	pacer   *adaptive.Pacer
-	aimd    *adaptive.AIMD
+	send    *adaptive.SendControl
 }
 
 // Run simulates one strategy. All three share the transport: the FIFO
@@ -259,14 +257,13 @@ func Run(p Params, strategy string) Result {
 		if p.Budgets {
 			ctl.budgets, _ = adaptive.NewBudgets(nil, now)
 		}
-		if p.AIMD {
-			ctl.aimd, err = adaptive.NewAIMD(adaptive.AIMDConfig{Max: p.Senders, Initial: min(adaptive.DefaultAIMDInitial, p.Senders)})
-			if err != nil {
-				panic(err)
-			}
-		}
-		if p.Pace {
-			ctl.pacer, err = adaptive.NewPacer(p.Pacer, now)
+		if p.Control {
+			// As the worker configures it (delivery.New): AIMD capped at
+			// the send slots.
+			ctl.send, err = adaptive.NewSendControl(adaptive.SendControlConfig{
+				AIMD:  adaptive.AIMDConfig{Max: p.Senders, Initial: min(adaptive.DefaultAIMDInitial, p.Senders)},
+				Pacer: p.Pacer,
+			}, nil, now)
 			if err != nil {
 				panic(err)
 			}
@@ -288,19 +285,18 @@ func Run(p Params, strategy string) Result {
 
 	dispatch := func() {
 		for head < len(queue) && inflight < p.Senders {
-			if ctl.aimd != nil && inflight >= ctl.aimd.Limit() {
-				ctl.aimd.Blocked(now)
-				return // a completion dispatches again
-			}
-			if ctl.pacer != nil {
-				if at := ctl.pacer.Next(now); at.After(now) {
+			if ctl.send != nil {
+				ok, at := ctl.send.Admit(now, inflight)
+				if !ok {
+					if at.IsZero() {
+						return // the concurrency limit: a completion dispatches again
+					}
 					if !wakeAt.After(now) || at.Before(wakeAt) {
 						wakeAt = at
 						push(event{at: at, kind: evWake})
 					}
 					return
 				}
-				ctl.pacer.Take(now)
 			}
 			j := queue[head]
 			head++
@@ -335,18 +331,19 @@ func Run(p Params, strategy string) Result {
 				res.Delivered++
 				res.Latencies = append(res.Latencies, now.Sub(simStart))
 				res.Timeline = append(res.Timeline, now.Sub(simStart))
-				if ctl.aimd != nil {
-					ctl.aimd.OnSuccess(now)
+				if ctl.send != nil {
+					ctl.send.Done(now, e.sent, true, "")
 				}
-				if ctl.pacer != nil {
-					ctl.pacer.OnSuccess(now)
+			case failure.Permanent:
+				// The worker routes a permanent failure to failed before
+				// any delay policy is consulted, so no strategy retries
+				// one, class-blind or not.
+				res.Rejected++
+				if ctl.send != nil {
+					ctl.send.Done(now, e.sent, false, "")
 				}
 			default:
-				if e.out.class == failure.Permanent {
-					res.Rejected++
-				} else {
-					res.Wasted++
-				}
+				res.Wasted++
 				if e.out.class == failure.Throttled {
 					j.throttles++
 					if e.out.greeting {
@@ -354,17 +351,18 @@ func Run(p Params, strategy string) Result {
 					} else {
 						res.Slowed++
 					}
-					// 421 at the greeting says "too many connections":
-					// fewer sends in flight; 450 4.7.1 at MAIL says
-					// "too fast": a lower rate.
+				}
+				if ctl.send != nil {
+					// The worker's verdict: 421 at the greeting names the
+					// connection limit, 450 4.7.1 at MAIL the rate.
+					limit := failure.Limit("")
 					switch {
-					case e.out.greeting && ctl.aimd != nil:
-						ctl.aimd.OnThrottleSent(now, e.sent)
-					case !e.out.greeting && ctl.pacer != nil:
-						ctl.pacer.OnThrottleSent(now, e.sent)
-					case ctl.aimd != nil:
-						ctl.aimd.OnThrottleSent(now, e.sent)
+					case e.out.greeting:
+						limit = failure.LimitConnections
+					case e.out.class == failure.Throttled:
+						limit = failure.LimitRate
 					}
+					ctl.send.Done(now, e.sent, false, limit)
 				}
 				sr, _ := window.Rate(now, provider)
 				d := pol.Decide(adaptive.Inputs{
@@ -373,9 +371,7 @@ func Run(p Params, strategy string) Result {
 					SuccessRate: sr, Now: now,
 				})
 				if !d.Retry {
-					if e.out.class != failure.Permanent {
-						res.Rejected++ // given up on (auth/failover): not delivered
-					}
+					res.Rejected++ // given up on: not delivered
 					break
 				}
 				delay := d.Delay
@@ -397,11 +393,9 @@ func Run(p Params, strategy string) Result {
 		dispatch()
 	}
 	res.Makespan = now.Sub(simStart)
-	if ctl.pacer != nil {
-		res.FinalRate, res.RateDecreases = ctl.pacer.Rate(), ctl.pacer.Decreases()
-	}
-	if ctl.aimd != nil {
-		res.FinalLimit = ctl.aimd.Limit()
+	if ctl.send != nil {
+		res.FinalRate, res.RateDecreases = ctl.send.Rate(), ctl.send.Decreases(adaptive.ControllerRate)
+		res.FinalLimit = ctl.send.Limit()
 	}
 	return res
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"io"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -66,11 +68,9 @@ func TestRunDeterministic(t *testing.T) {
 		if !reflect.DeepEqual(a, b) {
 			t.Errorf("%s: two runs with seed %d differ", s, p.Seed)
 		}
-		// Permanent rejections are drawn per session, so the class-blind
-		// uniform policy can retry one into an acceptance: at least every
-		// job ends delivered or rejected.
-		if a.Delivered+a.Rejected < p.Jobs || a.Delivered > p.Jobs {
-			t.Errorf("%s: delivered %d + rejected %d do not cover %d jobs", s, a.Delivered, a.Rejected, p.Jobs)
+		// Every job ends delivered or rejected, exactly once.
+		if a.Delivered+a.Rejected != p.Jobs {
+			t.Errorf("%s: delivered %d + rejected %d != %d jobs", s, a.Delivered, a.Rejected, p.Jobs)
 		}
 	}
 }
@@ -99,7 +99,7 @@ func TestBaselinesIgnoreAdaptiveControls(t *testing.T) {
 	p := DefaultParams()
 	p.Jobs = 1000
 	off := p
-	off.Budgets, off.Pace, off.AIMD = false, false, false
+	off.Budgets, off.Control = false, false
 	for _, s := range []string{StratUniform, StratReference} {
 		if a, b := Run(p, s), Run(off, s); !reflect.DeepEqual(a, b) {
 			t.Errorf("%s: a run with the adaptive controls on differs from one with them off", s)
@@ -147,7 +147,7 @@ func TestRefillHint(t *testing.T) {
 
 func TestRunOutput(t *testing.T) {
 	var b strings.Builder
-	if err := run([]string{"-jobs", "300", "-png", ""}, &b); err != nil {
+	if err := run(context.Background(), []string{"-jobs", "300", "-png", "", "-real=false"}, &b, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"| relay rate R (token bucket) | 50 mails/s, burst 50 |", "Lower bound on mean latency", "| uniform |", "| reference |", "| adaptive |", "mean latency >= 70 % below uniform"} {
@@ -157,5 +157,24 @@ func TestRunOutput(t *testing.T) {
 	}
 	if n := strings.Count(b.String(), "| PASS |") + strings.Count(b.String(), "| FAIL |") + strings.Count(b.String(), "| UNREACHABLE |"); n != 6 {
 		t.Errorf("report has %d target verdicts, want 6", n)
+	}
+}
+
+func TestPermanentNeverRetried(t *testing.T) {
+	// The worker fails a permanent rejection before any delay policy is
+	// consulted: no strategy, class-blind or not, sends such a job twice.
+	p := DefaultParams()
+	p.Jobs, p.Transient, p.Permanent = 300, 0, 1
+	for _, s := range []string{StratUniform, StratReference, StratAdaptive} {
+		t.Run(s, func(t *testing.T) {
+			r := Run(p, s)
+			if r.Rejected != p.Jobs || r.Delivered != 0 {
+				t.Errorf("rejected %d, delivered %d; want %d rejected", r.Rejected, r.Delivered, p.Jobs)
+			}
+			if r.Attempts-r.Wasted != p.Jobs {
+				t.Errorf("%d attempts of which %d throttled: %d reached the rejection, want %d (one per job)",
+					r.Attempts, r.Wasted, r.Attempts-r.Wasted, p.Jobs)
+			}
+		})
 	}
 }

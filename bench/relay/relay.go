@@ -14,12 +14,14 @@
 //     end of DATA, and a share of recipient addresses rejected with 550
 //     5.1.1, chosen by a hash so retries are rejected again.
 //
-// Accepted messages are counted and time-stamped, then discarded: the relay
-// delivers nothing. It is not a scripted test server (internal/smtptest is)
-// and knows nothing of jobs, Kafka or the sender.
+// Accepted messages are counted, time-stamped and their Message-IDs noted,
+// then discarded: the relay delivers nothing. It is not a scripted test
+// server (internal/smtptest is) and knows nothing of jobs, Kafka or the
+// sender.
 package relay
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +30,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,6 +138,7 @@ func (r *Relay) Stats() Stats {
 	s := r.stats
 	s.Open = len(r.open)
 	s.AcceptedAt = append([]time.Time(nil), r.stats.AcceptedAt...)
+	s.AcceptedIDs = append([]string(nil), r.stats.AcceptedIDs...)
 	return s
 }
 
@@ -252,8 +256,8 @@ func (r *Relay) takeToken() (wait time.Duration, ok bool) {
 }
 
 // finish decides a transaction that got past the bucket: dropped (true) or
-// accepted.
-func (r *Relay) finish() (drop bool) {
+// accepted, recording id as accepted.
+func (r *Relay) finish(id string) (drop bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cfg.TransientDrop > 0 && r.rng.Float64() < r.cfg.TransientDrop {
@@ -262,7 +266,14 @@ func (r *Relay) finish() (drop bool) {
 	}
 	r.stats.Accepted++
 	r.stats.AcceptedAt = append(r.stats.AcceptedAt, time.Now())
+	r.stats.AcceptedIDs = append(r.stats.AcceptedIDs, id)
 	return false
+}
+
+// messageID is the Message-ID of a header without its angle brackets, so
+// benchmarks can match an accepted message to the job that produced it.
+func messageID(h textproto.MIMEHeader) string {
+	return strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(h.Get("Message-ID")), "<"), ">")
 }
 
 // throttleError is the reply to a command that found the bucket empty.
@@ -344,7 +355,11 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 }
 
 func (s *session) Data(body io.Reader) error {
-	if _, err := io.Copy(io.Discard, body); err != nil {
+	// A malformed header only costs the Message-ID: the relay is not a
+	// content filter.
+	br := bufio.NewReader(body)
+	header, _ := textproto.NewReader(br).ReadMIMEHeader()
+	if _, err := io.Copy(io.Discard, br); err != nil {
 		return err
 	}
 	if s.r.cfg.ThrottleAt == AtData {
@@ -352,7 +367,7 @@ func (s *session) Data(body io.Reader) error {
 			return s.r.throttleError(wait)
 		}
 	}
-	if s.r.finish() {
+	if s.r.finish(messageID(header)) {
 		return hangUp(s.c, smtp.EnhancedCode{4, 4, 2}, s.r.cfg.Domain+" Connection dropped, closing transmission channel")
 	}
 	return nil

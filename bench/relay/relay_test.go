@@ -335,3 +335,34 @@ func TestHangUpAbove(t *testing.T) {
 		t.Errorf("Stats hung up %d accepted %d peak %d attempts %d, want 1 2 3 3", st.HungUp, st.Accepted, st.PeakOpen, st.Attempts())
 	}
 }
+
+// TestAcceptedIDs checks that the relay notes the Message-ID of each
+// accepted message, in order and without angle brackets, and "" for a
+// message without one or with a header it cannot parse.
+func TestAcceptedIDs(t *testing.T) {
+	r := start(t, relay.Config{})
+	c := dial(t, r)
+	bodies := []struct {
+		body string
+		want string
+	}{
+		{"Message-ID: <a1@postline.test>\r\nSubject: one\r\n\r\nhello\r\n", "a1@postline.test"},
+		{"Subject: two\r\nMessage-Id:  <b2@postline.test> \r\n\r\nhello\r\n", "b2@postline.test"},
+		{"Subject: no id\r\n\r\nhello\r\n", ""},
+		{"not a header line\r\n\r\nhello\r\n", ""},
+	}
+	for i, b := range bodies {
+		if err := c.SendMail("sender@example.com", []string{rcpt(i)}, strings.NewReader(b.body)); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	st := r.Stats()
+	if len(st.AcceptedIDs) != len(bodies) || len(st.AcceptedAt) != len(bodies) {
+		t.Fatalf("AcceptedIDs %q, %d times; want %d of each", st.AcceptedIDs, len(st.AcceptedAt), len(bodies))
+	}
+	for i, b := range bodies {
+		if st.AcceptedIDs[i] != b.want {
+			t.Errorf("AcceptedIDs[%d] = %q, want %q", i, st.AcceptedIDs[i], b.want)
+		}
+	}
+}

@@ -31,6 +31,9 @@ type Stats struct {
 	PermanentRejects int64
 	// AcceptedAt holds the time of each accepted message, in order.
 	AcceptedAt []time.Time
+	// AcceptedIDs holds the Message-ID (without angle brackets) of each
+	// accepted message, parallel to AcceptedAt; "" for one without.
+	AcceptedIDs []string
 }
 
 // Deferred counts the attempts that got a 4xx reply: throttled, dropped,
