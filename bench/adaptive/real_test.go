@@ -61,7 +61,7 @@ func TestRealTargets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := realTargets(tt.results)
+			got := realTargets(tt.results, 0)
 			for i, g := range got {
 				if g.result != tt.want[i] {
 					t.Errorf("%s: %s (%s), want %s", g.name, g.result, g.value, tt.want[i])
@@ -69,9 +69,16 @@ func TestRealTargets(t *testing.T) {
 			}
 		})
 	}
+	// A uniform mean close to the bound leaves no room for 70 %: the
+	// target is unreachable, not failed.
+	near := []RealResult{res(ScenarioMain, StratUniform, 22*time.Second, 500, 2500, 2000), good[1],
+		res(ScenarioMain, StratAdaptive, 20*time.Second, 40, 2040, 2000), good[3]}
+	if got := realTargets(near, 19*time.Second)[0]; got.result != "UNREACHABLE" || !strings.Contains(got.value, "at the bound") {
+		t.Errorf("latency target near the bound: %s (%s), want UNREACHABLE", got.result, got.value)
+	}
 	timedOut := append([]RealResult(nil), good...)
 	timedOut[0].TimedOut = true
-	if got := realTargets(timedOut)[0].result; got != "TIMEOUT" {
+	if got := realTargets(timedOut, 0)[0].result; got != "TIMEOUT" {
 		t.Errorf("a timed-out uniform run: %s, want TIMEOUT", got)
 	}
 }
