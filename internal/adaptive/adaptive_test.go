@@ -329,11 +329,13 @@ func TestPressureGuard(t *testing.T) {
 		want     float64
 	}{
 		{"calm stays 1", [][2]time.Duration{{ms, ms}}, 1},
-		{"gc pause halves", [][2]time.Duration{{20 * ms, 0}}, 0.5},
-		{"sched latency halves", [][2]time.Duration{{0, 5 * ms}}, 0.5},
+		{"a busy machine's queueing is not pressure", [][2]time.Duration{{5 * ms, 20 * ms}}, 1},
+		{"gc pause halves", [][2]time.Duration{{50 * ms, 0}}, 0.5},
+		{"sched latency halves", [][2]time.Duration{{0, 50 * ms}}, 0.5},
 		{"floor", [][2]time.Duration{{time.Second, 0}, {time.Second, 0}, {time.Second, 0}, {time.Second, 0}, {time.Second, 0}}, 0.1},
-		{"hysteresis: in-between holds", [][2]time.Duration{{20 * ms, 0}, {7 * ms, ms}}, 0.5},
-		{"calm recovers by step", [][2]time.Duration{{20 * ms, 0}, {ms, ms}, {ms, ms}}, 0.7},
+		{"hysteresis: in-between holds", [][2]time.Duration{{50 * ms, 0}, {30 * ms, ms}}, 0.5},
+		{"calm recovers by step", [][2]time.Duration{{50 * ms, 0}, {ms, ms}, {ms, ms}}, 0.7},
+		{"recovers to exactly 1", [][2]time.Duration{{50 * ms, 0}, {ms, ms}, {ms, ms}, {ms, ms}, {ms, ms}, {ms, ms}, {ms, ms}}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

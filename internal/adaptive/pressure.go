@@ -10,8 +10,8 @@ import (
 
 // Defaults of PressureConfig.
 const (
-	DefaultGCPauseHigh      = 10 * time.Millisecond
-	DefaultSchedLatencyHigh = 5 * time.Millisecond
+	DefaultGCPauseHigh      = 50 * time.Millisecond
+	DefaultSchedLatencyHigh = 50 * time.Millisecond
 	DefaultPressureLow      = 0.5
 	DefaultPressureFloor    = 0.1
 	DefaultPressureStep     = 0.1
@@ -20,10 +20,13 @@ const (
 // PressureConfig configures a PressureGuard.
 type PressureConfig struct {
 	// GCPauseHigh is the p99 GC pause at which the guard cuts concurrency.
-	// Defaults to 10ms.
+	// Defaults to 50ms.
 	GCPauseHigh time.Duration
 	// SchedLatencyHigh is the p99 scheduler latency at which the guard cuts
-	// concurrency. Defaults to 5ms.
+	// concurrency. Defaults to 50ms: on a busy two-core machine shared with
+	// Kafka and PostgreSQL a healthy worker's p99 reaches 5-20ms, and a
+	// lower mark cut its concurrency to an eighth under an ordinary burst
+	// (measured); 50ms means goroutines are starved, not merely queued.
 	SchedLatencyHigh time.Duration
 	// Low is the share of the high marks both readings must be under
 	// before the guard restores concurrency (the hysteresis band). Defaults
@@ -92,6 +95,9 @@ func (g *PressureGuard) Observe(gcPauseP99, schedLatencyP99 time.Duration) float
 		g.factor = math.Max(c.Floor, g.factor/2)
 	case float64(gcPauseP99) < c.Low*float64(c.GCPauseHigh) && float64(schedLatencyP99) < c.Low*float64(c.SchedLatencyHigh):
 		g.factor = math.Min(1, g.factor+c.Step)
+		if g.factor > 1-1e-9 {
+			g.factor = 1 // steps of 0.1 do not sum to exactly 1
+		}
 	}
 	return g.factor
 }
