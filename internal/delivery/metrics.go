@@ -11,6 +11,18 @@ import (
 	"github.com/postline/postline/job"
 )
 
+// The dependency calls the pipeline retries, the op label of
+// postline_delivery_dependency_errors_total.
+const (
+	opClaim          = "claim"
+	opRecord         = "record"
+	opRecordRejected = "record_rejected"
+	opNoteConflicts  = "note_conflicts"
+	opDeadLetter     = "dead_letter"
+	opRetryPublish   = "retry_publish"
+	opCircuitReport  = "circuit_report"
+)
+
 type metrics struct {
 	outcomes         *prometheus.CounterVec
 	reentries        *prometheus.CounterVec
@@ -101,7 +113,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, cause := range []string{"busy", "release"} {
 		m.reentries.WithLabelValues(cause)
 	}
-	for _, op := range []string{"claim", "record", "record_rejected", "note_conflicts", "dead_letter", "retry_publish", "circuit_report"} {
+	for _, op := range []string{opClaim, opRecord, opRecordRejected, opNoteConflicts, opDeadLetter, opRetryPublish, opCircuitReport} {
 		m.dependencyErrors.WithLabelValues(op)
 	}
 	return m, nil

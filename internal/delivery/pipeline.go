@@ -409,7 +409,7 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 	}
 	var claims []idempotency.Claim
 	start := time.Now()
-	if err := p.retry(ctx, "claim", func(ctx context.Context) (err error) {
+	if err := p.retry(ctx, opClaim, func(ctx context.Context) (err error) {
 		claims, err = p.store.Claim(ctx, reqs)
 		return err
 	}); err != nil {
@@ -471,11 +471,11 @@ func (p *Pipeline) reject(ctx context.Context, src Source, items []*item) error 
 			"topic", it.msg.Topic, "partition", it.msg.Partition, "offset", it.msg.Offset,
 			"reason", it.rejected.Reason, "error", it.rejected.Error(), traceAttr(it.span))
 	}
-	if err := p.retry(ctx, "dead_letter", func(ctx context.Context) error { return p.dlq.Publish(ctx, letters...) }); err != nil {
+	if err := p.retry(ctx, opDeadLetter, func(ctx context.Context) error { return p.dlq.Publish(ctx, letters...) }); err != nil {
 		return err
 	}
 	if len(rows) > 0 {
-		if err := p.retry(ctx, "record_rejected", func(ctx context.Context) error { return p.store.RecordRejected(ctx, rows) }); err != nil {
+		if err := p.retry(ctx, opRecordRejected, func(ctx context.Context) error { return p.store.RecordRejected(ctx, rows) }); err != nil {
 			return err
 		}
 	}
@@ -500,10 +500,10 @@ func (p *Pipeline) conflict(ctx context.Context, src Source, items []*item) erro
 		p.logger.Warn("message-id conflict", "message_id", it.job.MessageID,
 			"topic", it.msg.Topic, "partition", it.msg.Partition, "offset", it.msg.Offset, traceAttr(it.span))
 	}
-	if err := p.retry(ctx, "dead_letter", func(ctx context.Context) error { return p.dlq.Publish(ctx, letters...) }); err != nil {
+	if err := p.retry(ctx, opDeadLetter, func(ctx context.Context) error { return p.dlq.Publish(ctx, letters...) }); err != nil {
 		return err
 	}
-	if err := p.retry(ctx, "note_conflicts", func(ctx context.Context) error { return p.store.NoteConflicts(ctx, ids) }); err != nil {
+	if err := p.retry(ctx, opNoteConflicts, func(ctx context.Context) error { return p.store.NoteConflicts(ctx, ids) }); err != nil {
 		return err
 	}
 	for _, it := range items {
@@ -571,17 +571,17 @@ func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, d
 	// dedupes the copies.
 	start := time.Now()
 	if len(letters) > 0 {
-		if err := p.retry(ctx, "dead_letter", func(ctx context.Context) error { return p.dlq.Publish(ctx, letters...) }); err != nil {
+		if err := p.retry(ctx, opDeadLetter, func(ctx context.Context) error { return p.dlq.Publish(ctx, letters...) }); err != nil {
 			return err
 		}
 	}
 	if len(copies) > 0 {
-		if err := p.retry(ctx, "retry_publish", func(ctx context.Context) error { return p.retries.Publish(ctx, copies...) }); err != nil {
+		if err := p.retry(ctx, opRetryPublish, func(ctx context.Context) error { return p.retries.Publish(ctx, copies...) }); err != nil {
 			return err
 		}
 	}
 	var lost []string
-	if err := p.retry(ctx, "record", func(ctx context.Context) (err error) {
+	if err := p.retry(ctx, opRecord, func(ctx context.Context) (err error) {
 		lost, err = p.store.Record(ctx, outs)
 		return err
 	}); err != nil {

@@ -192,7 +192,7 @@ func (p *Pipeline) reportCircuit(ctx context.Context, provider string, v failure
 		outcome = circuit.Failure
 	}
 	if err := p.breakers.Report(ctx, provider, outcome, string(v.Class)); err != nil {
-		p.metrics.dependencyErrors.WithLabelValues("circuit_report").Inc()
+		p.metrics.dependencyErrors.WithLabelValues(opCircuitReport).Inc()
 		p.logger.Debug("circuit report failed", "provider", provider, "error", err)
 	}
 }
