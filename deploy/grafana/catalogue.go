@@ -31,6 +31,7 @@ func Catalogue() []Metric {
 		{"postline_consumer_assigned_partitions", Gauge, nil},
 		{"postline_consumer_paused", Gauge, nil},
 		{"postline_consumer_group_lag", Gauge, []string{"topic", "partition"}},
+		{"postline_consumer_oldest_waiting_seconds", Gauge, []string{"topic"}},
 		{"postline_consumer_group_members", Gauge, nil},
 		{"postline_consumer_lag_refresh_errors_total", Counter, nil},
 		{"postline_delivery_records_total", Counter, []string{"outcome"}},

@@ -109,19 +109,18 @@ func overviewDashboard() dashboardSpec {
 				},
 				{
 					title: "Age of the oldest waiting job",
-					description: "No metric holds the oldest job's age, so this shows the best available signals. " +
-						"Estimate: total lag divided by the recent consumption rate, the time the backlog takes " +
-						"to drain (huge when consumption has stopped). Measured: p99 time from a job's first " +
-						"publication to relay acceptance, which includes retries. What to do: an estimate past " +
-						"the delivery SLO means mail will be late: scale workers or relay capacity; a rising p99 " +
-						"with a small lag means retries, not backlog, make mail late: look at retries and circuit " +
-						"state.",
+					description: "Oldest waiting: how long ago the oldest job the worker group has not finished " +
+						"was published (the Kafka timestamp of the record at the group's committed offset, read " +
+						"with the lag; 0 when caught up). p99 publish to accept: the time from a job's first " +
+						"publication to relay acceptance, retries included. What to do: an oldest-waiting age " +
+						"past the delivery SLO means mail will be late: scale workers or relay capacity; a rising " +
+						"p99 while the oldest waiting job is young means retries, not backlog, make mail late: " +
+						"look at retries and circuit state.",
 					unit: unitSeconds, width: 8,
 					targets: []target{
 						{
-							expr: "sum(max by (topic, partition) (" + sel("postline_consumer_group_lag") + "))" +
-								" / clamp_min(sum(" + rate("postline_consumer_messages_total") + "), 0.001)",
-							legend: "estimate: lag / consumption rate",
+							expr:   "max by (topic) (" + sel("postline_consumer_oldest_waiting_seconds") + ")",
+							legend: "oldest waiting: {{topic}}",
 						},
 						{expr: quantile("0.99", "postline_delivery_publish_to_accept_seconds"), legend: "p99 publish to accept"},
 					},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 )
@@ -16,9 +18,24 @@ import (
 // It is group lag as an autoscaler means it; kafka.Reader.Stats().Lag is not
 // (it is the fetch lag of whichever partition was fetched last).
 func Lag(ctx context.Context, client *kafka.Client, topic, group string) (map[int]int64, error) {
+	committed, end, err := groupOffsets(ctx, client, topic, group)
+	if err != nil {
+		return nil, err
+	}
+	lag := make(map[int]int64, len(end))
+	for p := range end {
+		lag[p] = max(0, end[p]-committed[p])
+	}
+	return lag, nil
+}
+
+// groupOffsets returns, per partition of topic, the group's committed
+// offset (the partition's first offset when the group never committed it)
+// and the partition's end offset.
+func groupOffsets(ctx context.Context, client *kafka.Client, topic, group string) (committed, end map[int]int64, err error) {
 	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
-		return nil, fmt.Errorf("lag of %s: metadata: %w", topic, err)
+		return nil, nil, fmt.Errorf("lag of %s: metadata: %w", topic, err)
 	}
 	var partitions []int
 	for _, t := range md.Topics {
@@ -26,22 +43,22 @@ func Lag(ctx context.Context, client *kafka.Client, topic, group string) (map[in
 			continue
 		}
 		if t.Error != nil {
-			return nil, fmt.Errorf("lag of %s: metadata: %w", topic, t.Error)
+			return nil, nil, fmt.Errorf("lag of %s: metadata: %w", topic, t.Error)
 		}
 		for _, p := range t.Partitions {
 			partitions = append(partitions, p.ID)
 		}
 	}
 	if len(partitions) == 0 {
-		return nil, fmt.Errorf("lag of %s: topic has no partitions", topic)
+		return nil, nil, fmt.Errorf("lag of %s: topic has no partitions", topic)
 	}
 
-	end, err := listOffsets(ctx, client, topic, partitions, kafka.LastOffsetOf)
+	end, err = listOffsets(ctx, client, topic, partitions, kafka.LastOffsetOf)
 	if err != nil {
-		return nil, fmt.Errorf("lag of %s: end offsets: %w", topic, err)
+		return nil, nil, fmt.Errorf("lag of %s: end offsets: %w", topic, err)
 	}
 
-	committed := make(map[int]int64, len(partitions))
+	committed = make(map[int]int64, len(partitions))
 	res, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{
 		GroupID: group,
 		Topics:  map[string][]int{topic: partitions},
@@ -53,11 +70,11 @@ func Lag(ctx context.Context, client *kafka.Client, topic, group string) (map[in
 	case errors.Is(err, kafka.GroupIdNotFound):
 		// A group that never committed: everything from the start is lag.
 	case err != nil:
-		return nil, fmt.Errorf("lag of %s for group %s: committed offsets: %w", topic, group, err)
+		return nil, nil, fmt.Errorf("lag of %s for group %s: committed offsets: %w", topic, group, err)
 	default:
 		for _, p := range res.Topics[topic] {
 			if p.Error != nil {
-				return nil, fmt.Errorf("lag of %s for group %s: committed offset of partition %d: %w", topic, group, p.Partition, p.Error)
+				return nil, nil, fmt.Errorf("lag of %s for group %s: committed offset of partition %d: %w", topic, group, p.Partition, p.Error)
 			}
 			if p.CommittedOffset >= 0 {
 				committed[p.Partition] = p.CommittedOffset
@@ -74,18 +91,14 @@ func Lag(ctx context.Context, client *kafka.Client, topic, group string) (map[in
 	if len(uncommitted) > 0 {
 		start, err := listOffsets(ctx, client, topic, uncommitted, kafka.FirstOffsetOf)
 		if err != nil {
-			return nil, fmt.Errorf("lag of %s: start offsets: %w", topic, err)
+			return nil, nil, fmt.Errorf("lag of %s: start offsets: %w", topic, err)
 		}
 		for p, off := range start {
 			committed[p] = off
 		}
 	}
 
-	lag := make(map[int]int64, len(partitions))
-	for _, p := range partitions {
-		lag[p] = max(0, end[p]-committed[p])
-	}
-	return lag, nil
+	return committed, end, nil
 }
 
 // listOffsets asks for one offset per partition; of picks which (first or
@@ -117,4 +130,34 @@ func listOffsets(ctx context.Context, client *kafka.Client, topic string, partit
 		}
 	}
 	return out, nil
+}
+
+// oldestWaiting returns the timestamp of the record at offset in partition
+// of topic: the oldest record the group has not committed past. ok is false
+// when there is none (the partition is caught up, or the record was
+// deleted by retention meanwhile).
+func oldestWaiting(ctx context.Context, client *kafka.Client, topic string, partition int, offset int64) (time.Time, bool, error) {
+	res, err := client.Fetch(ctx, &kafka.FetchRequest{
+		Topic: topic, Partition: partition, Offset: offset,
+		MinBytes: 1, MaxBytes: 1 << 20, MaxWait: 100 * time.Millisecond,
+	})
+	if err == nil {
+		err = res.Error
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, offset, err)
+	}
+	for {
+		// A fetch returns whole batches: skip the records before offset.
+		r, err := res.Records.ReadRecord()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return time.Time{}, false, nil
+			}
+			return time.Time{}, false, fmt.Errorf("read %s/%d at %d: %w", topic, partition, offset, err)
+		}
+		if r.Offset >= offset {
+			return r.Time, true, nil
+		}
+	}
 }

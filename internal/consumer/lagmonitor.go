@@ -44,10 +44,12 @@ type LagMonitor struct {
 
 	mu        sync.Mutex
 	lag       map[int]int64
+	oldest    time.Time // the oldest record not committed past; zero when caught up
 	members   int
 	refreshed time.Time
 
 	lagGauge     *prometheus.GaugeVec
+	oldestGauge  prometheus.Gauge
 	membersGauge prometheus.Gauge
 	errors       prometheus.Counter
 }
@@ -72,6 +74,11 @@ func NewLagMonitor(cfg LagMonitorConfig, logger *slog.Logger, reg prometheus.Reg
 			Namespace: "postline", Subsystem: "consumer", Name: "group_lag",
 			Help: "Records of the topic the whole consumer group has not committed past, per partition (end offset minus committed offset).",
 		}, []string{"topic", "partition"}),
+		oldestGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "postline", Subsystem: "consumer", Name: "oldest_waiting_seconds",
+			Help:        "Age of the oldest record of the topic the whole consumer group has not committed past (its Kafka timestamp), at the last refresh; 0 when caught up.",
+			ConstLabels: prometheus.Labels{"topic": cfg.Topic},
+		}),
 		membersGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "postline", Subsystem: "consumer", Name: "group_members",
 			Help: "Live members of the consumer group.",
@@ -82,7 +89,7 @@ func NewLagMonitor(cfg LagMonitorConfig, logger *slog.Logger, reg prometheus.Reg
 		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.lagGauge, m.membersGauge, m.errors} {
+		for _, c := range []prometheus.Collector{m.lagGauge, m.oldestGauge, m.membersGauge, m.errors} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("lag monitor: register metrics: %w", err)
 			}
@@ -120,22 +127,51 @@ func (m *LagMonitor) Run(ctx context.Context) error {
 func (m *LagMonitor) Refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
 	defer cancel()
-	lag, err := Lag(ctx, m.client, m.cfg.Topic, m.cfg.GroupID)
+	committed, end, err := groupOffsets(ctx, m.client, m.cfg.Topic, m.cfg.GroupID)
 	if err != nil {
 		return err
+	}
+	lag := make(map[int]int64, len(end))
+	var oldest time.Time
+	for p := range end {
+		if lag[p] = max(0, end[p]-committed[p]); lag[p] == 0 {
+			continue
+		}
+		at, ok, err := oldestWaiting(ctx, m.client, m.cfg.Topic, p, committed[p])
+		if err != nil {
+			return fmt.Errorf("oldest waiting record: %w", err)
+		}
+		if ok && (oldest.IsZero() || at.Before(oldest)) {
+			oldest = at
+		}
 	}
 	members, err := m.describeMembers(ctx)
 	if err != nil {
 		return err
 	}
+	now := time.Now()
 	m.mu.Lock()
-	m.lag, m.members, m.refreshed = lag, members, time.Now()
+	m.lag, m.oldest, m.members, m.refreshed = lag, oldest, members, now
 	m.mu.Unlock()
 	for p, n := range lag {
 		m.lagGauge.WithLabelValues(m.cfg.Topic, strconv.Itoa(p)).Set(float64(n))
 	}
+	age := 0.0
+	if !oldest.IsZero() {
+		age = max(0, now.Sub(oldest).Seconds())
+	}
+	m.oldestGauge.Set(age)
 	m.membersGauge.Set(float64(members))
 	return nil
+}
+
+// OldestWaiting returns the Kafka timestamp of the oldest record the group
+// has not committed past, at the last refresh, and false when the group
+// was caught up.
+func (m *LagMonitor) OldestWaiting() (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.oldest, !m.oldest.IsZero()
 }
 
 func (m *LagMonitor) describeMembers(ctx context.Context) (int, error) {

@@ -38,6 +38,7 @@ func TestIntegrationLagMonitor(t *testing.T) {
 	const partitions, per = 3, 40
 	topic := testenv.NewTopic(t, partitions)
 	brokers := testenv.KafkaBrokers()
+	began := time.Now()
 	produce(t, brokers, topic, partitions, per)
 	cfg := integrationConfig(topic)
 
@@ -52,6 +53,15 @@ func TestIntegrationLagMonitor(t *testing.T) {
 	if total, per, _ := mon.Lag(); total != partitions*40 || len(per) != partitions {
 		t.Fatalf("lag before any commit = %d over %v, want %d over %d partitions", total, per, partitions*40, partitions)
 	}
+	// The oldest waiting record is the first one produced: its timestamp is
+	// at or after the test started and in the past.
+	oldest, ok := mon.OldestWaiting()
+	if !ok || oldest.Before(began.Add(-time.Second)) || oldest.After(time.Now()) {
+		t.Errorf("OldestWaiting = %v, %v; want a time between %v and now", oldest, ok, began)
+	}
+	if age := testutil.ToFloat64(mon.oldestGauge); age <= 0 || age > time.Since(began).Seconds()+1 {
+		t.Errorf("oldest_waiting_seconds = %v, want within (0, %v]", age, time.Since(began).Seconds()+1)
+	}
 
 	r := start(t, cfg)
 	col := collect(r.Consumer, r.MarkDone)
@@ -65,6 +75,9 @@ func TestIntegrationLagMonitor(t *testing.T) {
 	})
 	if got := testutil.ToFloat64(mon.membersGauge); got != 1 {
 		t.Errorf("group_members = %v, want 1", got)
+	}
+	if _, ok := mon.OldestWaiting(); ok || testutil.ToFloat64(mon.oldestGauge) != 0 {
+		t.Errorf("caught up, yet OldestWaiting reports a record (gauge %v)", testutil.ToFloat64(mon.oldestGauge))
 	}
 	if n := testutil.CollectAndCount(mon.lagGauge); n != partitions {
 		t.Errorf("group_lag has %d series, want one per partition (%d)", n, partitions)
