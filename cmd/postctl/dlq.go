@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/reaper"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
 )
@@ -612,11 +613,12 @@ func (r *replayer) replay(ctx context.Context, batch []kafka.Message) error {
 		}
 	}
 	if err := r.pub.PublishRaw(ctx, publish); err != nil {
-		// The rows are pending with nothing on the way: a later replay
-		// skips them, so name them for the operator.
-		return fmt.Errorf("the rows of %s were reset to pending but their records were not published, "+
-			"so a later replay skips them: publish these jobs again with the same Message-IDs: %w",
-			strings.Join(published, " "), err)
+		// The rows are pending with nothing on the way; the workers'
+		// reaper publishes their stored records again once the replay
+		// grace has passed. Name them for the operator all the same.
+		return fmt.Errorf("the rows of %s were reset to pending but their records were not published; "+
+			"the workers' reaper publishes them again after %s (postctl status shows them): %w",
+			strings.Join(published, " "), reaper.DefaultReplayGrace, err)
 	}
 	r.sum.Replayed += len(publish)
 	r.progress(len(batch))

@@ -19,10 +19,12 @@ const (
 	opStuck          = "stuck"
 	opRelease        = "release"
 	opResetForReplay = "reset_for_replay"
+	opStalledReplays = "stalled_replays"
+	opTouchReplays   = "touch_replays"
 )
 
 var ops = []string{opClaim, opRecord, opRecordRejected, opNoteConflicts, opExtendLease, opGet, opCountByStatus, opPing,
-	opStuck, opRelease, opResetForReplay}
+	opStuck, opRelease, opResetForReplay, opStalledReplays, opTouchReplays}
 
 type metrics struct {
 	claims       *prometheus.CounterVec

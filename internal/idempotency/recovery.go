@@ -102,7 +102,11 @@ func (s *Store) Stuck(ctx context.Context, grace time.Duration, limit int) ([]St
 }
 
 func (s *Store) stuck(ctx context.Context, grace time.Duration, limit int) ([]Stuck, error) {
-	rows, err := s.pool.Query(ctx, stuckSQL, grace.Seconds(), limit)
+	return s.queryStuck(ctx, stuckSQL, grace, limit)
+}
+
+func (s *Store) queryStuck(ctx context.Context, sql string, grace time.Duration, limit int) ([]Stuck, error) {
+	rows, err := s.pool.Query(ctx, sql, grace.Seconds(), limit)
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +129,77 @@ func (s *Store) stuck(ctx context.Context, grace time.Duration, limit int) ([]St
 		return nil
 	})
 	return out, err
+}
+
+const stalledReplaysSQL = `
+SELECT message_id, version, attempt, payload, record_key, record_headers, first_seen,
+	'', NULL::timestamptz
+FROM postline_messages
+WHERE status = 'pending' AND replayed_at < now() - make_interval(secs => $1)
+	AND payload IS NOT NULL
+ORDER BY replayed_at, message_id
+LIMIT $2`
+
+// StalledReplays returns up to limit rows that a replay made pending more
+// than grace ago (database clock) and that no worker has claimed since: a
+// replay whose publish failed after the reset leaves such a row with nothing
+// on its way. The oldest come first; LeaseOwner and LeaseExpiresAt are
+// empty. Re-publishing one whose record is merely waiting in the topic is
+// harmless: the claim lets one copy through.
+func (s *Store) StalledReplays(ctx context.Context, grace time.Duration, limit int) ([]Stuck, error) {
+	if grace < 0 {
+		return nil, fmt.Errorf("stalled replays: negative grace %v", grace)
+	}
+	if limit < 1 {
+		return nil, fmt.Errorf("stalled replays: limit %d is below 1", limit)
+	}
+	start := time.Now()
+	out, err := s.queryStuck(ctx, stalledReplaysSQL, grace, limit)
+	s.observe(ctx, opStalledReplays, start, err)
+	if err != nil {
+		return nil, fmt.Errorf("stalled replays: %w", err)
+	}
+	return out, nil
+}
+
+const touchReplaysSQL = `
+WITH u AS (
+	SELECT * FROM unnest($1::text[], $2::int8[]) AS u(message_id, version)
+), locked AS MATERIALIZED (
+	SELECT m.message_id FROM postline_messages m JOIN u ON m.message_id = u.message_id
+	WHERE m.version = u.version AND m.status = 'pending' AND m.replayed_at IS NOT NULL
+	ORDER BY m.message_id COLLATE "C"
+	FOR UPDATE OF m
+), upd AS (
+	UPDATE postline_messages m SET replayed_at = now(), updated_at = now()
+	FROM locked WHERE m.message_id = locked.message_id
+	RETURNING m.message_id
+)
+SELECT message_id FROM upd`
+
+// TouchReplays restarts the grace of stalled replays the caller has just
+// re-published, so the next pass does not publish them again while their
+// copies wait in the topic. It compare-and-sets on version and returns the
+// IDs it did not touch (claimed meanwhile).
+func (s *Store) TouchReplays(ctx context.Context, ids []string, versions []int64) (lost []string, err error) {
+	if len(ids) != len(versions) {
+		return nil, fmt.Errorf("touch replays: %d IDs but %d versions", len(ids), len(versions))
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	start := time.Now()
+	won, err := s.updateReturningIDs(ctx, touchReplaysSQL, ids, versions)
+	s.observe(ctx, opTouchReplays, start, err)
+	if err != nil {
+		return nil, fmt.Errorf("touch %d replays: %w", len(ids), err)
+	}
+	for _, id := range ids {
+		if !won[id] {
+			lost = append(lost, id)
+		}
+	}
+	return lost, nil
 }
 
 const releaseSQL = `

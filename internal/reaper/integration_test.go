@@ -229,3 +229,64 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Fatalf("no counter %s", name)
 	return 0
 }
+
+// TestReaperRepublishesStalledReplays covers a dead-letter replay whose
+// publish failed after the row was reset: the row is pending with nothing on
+// its way. Past ReplayGrace the reaper publishes the stored record again at
+// attempt 1 and restarts the grace, so the next pass leaves it alone; the
+// copy claims the row.
+func TestReaperRepublishesStalledReplays(t *testing.T) {
+	t.Parallel()
+	testenv.Integration(t, "Kafka and PostgreSQL")
+	_, pool := testenv.NewSchema(t)
+	if err := schema.Migrate(t.Context(), pool); err != nil {
+		t.Fatal(err)
+	}
+	store, err := idempotency.New(idempotency.Config{Owner: "worker"}, pool, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := testenv.NewTopic(t, 1)
+	pub, err := job.NewPublisher(job.PublisherConfig{Brokers: testenv.KafkaBrokers(), Topic: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pub.Close() })
+
+	j := job.Job{Version: 1, MessageID: "replay.1@example.com", From: "a@example.com", To: []string{"b@example.test"}, Subject: "s", Text: "t"}
+	payload := []byte(`{"replayed":"value"}`)
+	if cs, err := store.Claim(t.Context(), []idempotency.ClaimRequest{{MessageID: j.MessageID, PayloadHash: j.Hash(), Attempt: 1, Payload: payload}}); err != nil || cs[0].Result != idempotency.Claimed {
+		t.Fatalf("claim = %+v, %v", cs, err)
+	}
+	// The job died, and a replay reset its row an hour ago; its publish failed.
+	if _, err := pool.Exec(t.Context(), `UPDATE postline_messages SET status = 'dead', lease_owner = NULL WHERE message_id = $1`, j.MessageID); err != nil {
+		t.Fatal(err)
+	}
+	if reset, err := store.ResetForReplay(t.Context(), []idempotency.Reset{{MessageID: j.MessageID, PayloadHash: j.Hash(), Payload: payload}}); err != nil || len(reset) != 1 {
+		t.Fatalf("reset for replay = %v, %v", reset, err)
+	}
+	r, err := reaper.New(reaper.Config{JobsTopic: name}, store, pub, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.Once(t.Context()); n != 0 || err != nil {
+		t.Fatalf("Once within the replay grace = %d, %v; want nothing to do", n, err)
+	}
+	if _, err := pool.Exec(t.Context(), `UPDATE postline_messages SET replayed_at = now() - interval '1 hour' WHERE message_id = $1`, j.MessageID); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.Once(t.Context()); n != 1 || err != nil {
+		t.Fatalf("Once past the replay grace = %d, %v; want 1", n, err)
+	}
+	msgs := readAll(t, name)
+	if len(msgs) != 1 || string(msgs[0].Value) != string(payload) || job.Attempt(msgs[0].Headers) != 1 {
+		t.Fatalf("topic holds %d records (first %+v), want the stored payload once at attempt 1", len(msgs), msgs)
+	}
+	if n, err := r.Once(t.Context()); n != 0 || err != nil {
+		t.Errorf("the pass after re-publishing = %d, %v; want nothing to do (grace restarted)", n, err)
+	}
+	cs, err := store.Claim(t.Context(), []idempotency.ClaimRequest{{MessageID: j.MessageID, PayloadHash: j.Hash(), Attempt: job.Attempt(msgs[0].Headers)}})
+	if err != nil || cs[0].Result != idempotency.Claimed {
+		t.Errorf("claim of the re-published copy = %+v, %v", cs, err)
+	}
+}

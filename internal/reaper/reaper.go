@@ -19,6 +19,11 @@
 // redelivery. A copy consumed before the release still claims the row (an
 // expired lease is claimable), and the release then simply loses.
 //
+// The same passes re-publish stalled replays: rows a dead-letter replay made
+// pending more than ReplayGrace ago that no worker has claimed since (the
+// replay's publish failed after its reset, so nothing is on its way), and
+// then restart their grace (TouchReplays) rather than release them.
+//
 // The package knows the store and a publisher through the small interfaces
 // below; it does not consume, send or decide retries.
 package reaper
@@ -41,10 +46,14 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultInterval  = 30 * time.Second
-	DefaultGrace     = 10 * time.Second
-	DefaultBatch     = 100
-	DefaultJobsTopic = "mail.jobs"
+	DefaultInterval = 30 * time.Second
+	DefaultGrace    = 10 * time.Second
+	// DefaultReplayGrace is far above the time a replayed record takes to
+	// reach a worker when the fleet keeps up: a re-published copy of one
+	// still waiting costs a record, not a send.
+	DefaultReplayGrace = 5 * time.Minute
+	DefaultBatch       = 100
+	DefaultJobsTopic   = "mail.jobs"
 )
 
 // Config configures a Reaper.
@@ -55,6 +64,10 @@ type Config struct {
 	// reaped, so that a worker finishing late records its outcome first.
 	// Defaults to DefaultGrace (10s).
 	Grace time.Duration
+	// ReplayGrace is how long a row a replay made pending may wait
+	// unclaimed before its record is published again. Defaults to
+	// DefaultReplayGrace (5m).
+	ReplayGrace time.Duration
 	// Batch is the most rows one round of a pass handles; a pass goes on
 	// while rounds come back full. Defaults to DefaultBatch (100).
 	Batch int
@@ -67,6 +80,7 @@ type Config struct {
 func (cfg Config) WithDefaults() Config {
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultInterval)
 	cfg.Grace = cmp.Or(cfg.Grace, DefaultGrace)
+	cfg.ReplayGrace = cmp.Or(cfg.ReplayGrace, DefaultReplayGrace)
 	cfg.Batch = cmp.Or(cfg.Batch, DefaultBatch)
 	cfg.JobsTopic = cmp.Or(cfg.JobsTopic, DefaultJobsTopic)
 	return cfg
@@ -77,8 +91,8 @@ func (cfg Config) Validate() error {
 	switch {
 	case cfg.Interval < time.Millisecond:
 		return fmt.Errorf("reaper config: Interval %v is shorter than 1ms", cfg.Interval)
-	case cfg.Grace < 0:
-		return fmt.Errorf("reaper config: Grace %v is negative", cfg.Grace)
+	case cfg.Grace < 0 || cfg.ReplayGrace < 0:
+		return fmt.Errorf("reaper config: Grace %v and ReplayGrace %v must not be negative", cfg.Grace, cfg.ReplayGrace)
 	case cfg.Batch < 1:
 		return fmt.Errorf("reaper config: Batch %d is below 1", cfg.Batch)
 	}
@@ -95,6 +109,8 @@ type Store interface {
 	// Release moves rows from sending to retrying and returns the IDs whose
 	// compare-and-set was lost.
 	Release(ctx context.Context, ids []string, versions []int64) (lost []string, err error)
+	StalledReplays(ctx context.Context, grace time.Duration, limit int) ([]idempotency.Stuck, error)
+	TouchReplays(ctx context.Context, ids []string, versions []int64) (lost []string, err error)
 }
 
 // Publisher writes records to the jobs topic as they are, returning once
@@ -139,7 +155,7 @@ func New(cfg Config, store Store, pub Publisher, logger *slog.Logger, reg promet
 		cfg: cfg, store: store, pub: pub, logger: logger,
 		republished: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "republished_total",
-			Help: "Records of rows stuck in sending re-published to the jobs topic.",
+			Help: "Records re-published to the jobs topic: rows stuck in sending, and replays stalled in pending.",
 		}),
 		released: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "releases_total",
@@ -181,19 +197,56 @@ func (r *Reaper) Run(ctx context.Context) error {
 	}
 }
 
-// Once makes one pass: rounds of Stuck -> publish -> Release, while rounds
-// come back full. It returns how many rows it released (not counting rows
-// whose release was lost to another reaper or a claim).
+// Once makes one pass: rounds of Stuck -> publish -> Release, then rounds
+// of StalledReplays -> publish -> TouchReplays, each while rounds come back
+// full. It returns how many rows it recovered (not counting rows lost to
+// another reaper or a claim).
 func (r *Reaper) Once(ctx context.Context) (int, error) {
 	total := 0
-	for {
-		n, full, err := r.round(ctx)
-		total += n
-		// A full round that released nothing would read the same rows again.
-		if err != nil || !full || n == 0 {
-			return total, err
+	for _, round := range []func(context.Context) (int, bool, error){r.round, r.replayRound} {
+		for {
+			n, full, err := round(ctx)
+			total += n
+			if err != nil {
+				return total, err
+			}
+			// A full round that recovered nothing would read the same rows again.
+			if !full || n == 0 {
+				break
+			}
 		}
 	}
+	return total, nil
+}
+
+// replayRound re-publishes one batch of stalled replays and restarts their
+// grace. It reports how many it touched and whether the batch was full.
+func (r *Reaper) replayRound(ctx context.Context) (touched int, full bool, err error) {
+	stalled, err := r.store.StalledReplays(ctx, r.cfg.ReplayGrace, r.cfg.Batch)
+	if err != nil || len(stalled) == 0 {
+		return 0, false, err
+	}
+	msgs := make([]kafka.Message, len(stalled))
+	ids := make([]string, len(stalled))
+	versions := make([]int64, len(stalled))
+	for i, st := range stalled {
+		msgs[i] = Message(st)
+		ids[i], versions[i] = st.MessageID, st.Version
+	}
+	if err := r.pub.PublishRaw(ctx, msgs); err != nil {
+		return 0, false, fmt.Errorf("re-publish %d stalled replays to %s: %w", len(msgs), r.cfg.JobsTopic, err)
+	}
+	r.republished.Add(float64(len(msgs)))
+	lost, err := r.store.TouchReplays(ctx, ids, versions)
+	if err != nil {
+		// Published but not touched: the next pass publishes them again,
+		// and the claim dedupes the extra copies.
+		return 0, false, fmt.Errorf("touch %d re-published replays: %w", len(ids), err)
+	}
+	for _, st := range stalled {
+		r.logger.InfoContext(ctx, "re-published stalled replay", "message_id", st.MessageID, "topic", r.cfg.JobsTopic)
+	}
+	return len(stalled) - len(lost), len(stalled) == r.cfg.Batch, nil
 }
 
 // round handles one batch of stuck rows; full reports that the batch was

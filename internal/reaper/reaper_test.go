@@ -96,6 +96,26 @@ type fakeStore struct {
 	releaseErr error
 	lose       map[string]bool
 	released   []string
+	stalled    []idempotency.Stuck
+	touched    []string
+}
+
+func (f *fakeStore) StalledReplays(_ context.Context, _ time.Duration, limit int) ([]idempotency.Stuck, error) {
+	return f.stalled[:min(limit, len(f.stalled))], nil
+}
+
+func (f *fakeStore) TouchReplays(_ context.Context, ids []string, _ []int64) ([]string, error) {
+	var lost []string
+	for _, id := range ids {
+		if f.lose[id] {
+			lost = append(lost, id)
+			continue
+		}
+		f.touched = append(f.touched, id)
+	}
+	// Touched or claimed, a row is no longer stalled.
+	f.stalled = slices.DeleteFunc(f.stalled, func(st idempotency.Stuck) bool { return slices.Contains(ids, st.MessageID) })
+	return lost, nil
 }
 
 func (f *fakeStore) Stuck(_ context.Context, _ time.Duration, limit int) ([]idempotency.Stuck, error) {
@@ -152,17 +172,23 @@ func TestOnce(t *testing.T) {
 		wantErr      error
 		wantPub      int
 		wantReleased []string
+		wantTouched  []string
 	}{
-		{"nothing stuck", &fakeStore{}, &fakePub{}, 0, nil, 0, nil},
+		{"nothing stuck", &fakeStore{}, &fakePub{}, 0, nil, 0, nil, nil},
 		{"all released over several rounds", &fakeStore{stuck: stuckRows("a", "b", "c", "d", "e")}, &fakePub{},
-			5, nil, 5, []string{"a", "b", "c", "d", "e"}},
+			5, nil, 5, []string{"a", "b", "c", "d", "e"}, nil},
 		{"lost releases are not counted", &fakeStore{stuck: stuckRows("a", "b", "c"), lose: map[string]bool{"c": true}}, &fakePub{},
-			2, nil, 3, []string{"a", "b"}},
+			2, nil, 3, []string{"a", "b"}, nil},
 		{"a full round that releases nothing ends the pass", &fakeStore{stuck: stuckRows("a", "b"), lose: map[string]bool{"a": true, "b": true}}, &fakePub{},
-			0, nil, 2, nil},
-		{"stuck fails", &fakeStore{stuckErr: boom}, &fakePub{}, 0, boom, 0, nil},
-		{"publish fails: nothing released", &fakeStore{stuck: stuckRows("a")}, &fakePub{err: boom}, 0, boom, 0, nil},
-		{"release fails after publishing", &fakeStore{stuck: stuckRows("a"), releaseErr: boom}, &fakePub{}, 0, boom, 1, nil},
+			0, nil, 2, nil, nil},
+		{"stuck fails", &fakeStore{stuckErr: boom}, &fakePub{}, 0, boom, 0, nil, nil},
+		{"publish fails: nothing released", &fakeStore{stuck: stuckRows("a")}, &fakePub{err: boom}, 0, boom, 0, nil, nil},
+		{"release fails after publishing", &fakeStore{stuck: stuckRows("a"), releaseErr: boom}, &fakePub{}, 0, boom, 1, nil, nil},
+		{"stalled replays are re-published and touched", &fakeStore{stalled: stuckRows("r1", "r2", "r3")}, &fakePub{},
+			3, nil, 3, nil, []string{"r1", "r2", "r3"}},
+		{"stuck rows first, then stalled replays", &fakeStore{stuck: stuckRows("a"), stalled: stuckRows("r1", "r2"), lose: map[string]bool{"r2": true}}, &fakePub{},
+			2, nil, 3, []string{"a"}, []string{"r1"}},
+		{"a stuck error skips the replays", &fakeStore{stuckErr: boom, stalled: stuckRows("r1")}, &fakePub{}, 0, boom, 0, nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,14 +201,15 @@ func TestOnce(t *testing.T) {
 			if n != tt.wantN || !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Once() = %d, %v; want %d, %v", n, err, tt.wantN, tt.wantErr)
 			}
-			if len(tt.pub.msgs) != tt.wantPub || !slices.Equal(tt.store.released, tt.wantReleased) {
-				t.Errorf("published %d, released %v; want %d, %v", len(tt.pub.msgs), tt.store.released, tt.wantPub, tt.wantReleased)
+			if len(tt.pub.msgs) != tt.wantPub || !slices.Equal(tt.store.released, tt.wantReleased) || !slices.Equal(tt.store.touched, tt.wantTouched) {
+				t.Errorf("published %d, released %v, touched %v; want %d, %v, %v", len(tt.pub.msgs), tt.store.released, tt.store.touched,
+					tt.wantPub, tt.wantReleased, tt.wantTouched)
 			}
 			if got := testutil.ToFloat64(r.republished); got != float64(tt.wantPub) {
 				t.Errorf("republished_total = %v, want %d", got, tt.wantPub)
 			}
-			if got := testutil.ToFloat64(r.released.WithLabelValues("released")); got != float64(tt.wantN) {
-				t.Errorf("releases_total{released} = %v, want %d", got, tt.wantN)
+			if got := testutil.ToFloat64(r.released.WithLabelValues("released")); got != float64(len(tt.wantReleased)) {
+				t.Errorf("releases_total{released} = %v, want %d", got, len(tt.wantReleased))
 			}
 			problems, err := testutil.GatherAndLint(reg)
 			if err != nil {
