@@ -21,6 +21,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/postline/postline/bench/relay"
+	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
@@ -493,7 +494,7 @@ func waitAssigned(ctx context.Context, client *kafka.Client, group, jobsTopic st
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		last := assignedOnce(ctx, client, group, jobsTopic, partitions)
+		last := consumer.CheckAssigned(ctx, client, group, jobsTopic, partitions)
 		if last == nil {
 			return nil
 		}
@@ -503,35 +504,6 @@ func waitAssigned(ctx context.Context, client *kafka.Client, group, jobsTopic st
 		case <-tick.C:
 		}
 	}
-}
-
-func assignedOnce(ctx context.Context, client *kafka.Client, group, jobsTopic string, partitions int) error {
-	resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
-	if err != nil {
-		return fmt.Errorf("describe group: %w", err)
-	}
-	if len(resp.Groups) != 1 {
-		return fmt.Errorf("describe group: %d groups in answer", len(resp.Groups))
-	}
-	g := resp.Groups[0]
-	if g.Error != nil {
-		return fmt.Errorf("describe group: %w", g.Error)
-	}
-	if g.GroupState != "Stable" {
-		return fmt.Errorf("group %s is %q", group, g.GroupState)
-	}
-	assigned := 0
-	for _, m := range g.Members {
-		for _, t := range m.MemberAssignments.Topics {
-			if t.Topic == jobsTopic {
-				assigned += len(t.Partitions)
-			}
-		}
-	}
-	if assigned != partitions {
-		return fmt.Errorf("group %s has %d of %d partitions assigned", group, assigned, partitions)
-	}
-	return nil
 }
 
 // createSchema creates schema and returns a URL whose connections use it.

@@ -54,6 +54,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
 )
@@ -432,32 +433,7 @@ func readyOnce(ctx context.Context, httpc *http.Client, client *kafka.Client, re
 			return fmt.Errorf("/readyz: %s: %s", resp.Status, strings.TrimSpace(string(body)))
 		}
 	}
-	resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
-	if err != nil {
-		return fmt.Errorf("describe group: %w", err)
-	}
-	if len(resp.Groups) != 1 {
-		return fmt.Errorf("describe group: %d groups in answer", len(resp.Groups))
-	}
-	g := resp.Groups[0]
-	if g.Error != nil {
-		return fmt.Errorf("describe group: %w", g.Error)
-	}
-	if g.GroupState != "Stable" {
-		return fmt.Errorf("group %s is %q", group, g.GroupState)
-	}
-	assigned := 0
-	for _, m := range g.Members {
-		for _, t := range m.MemberAssignments.Topics {
-			if t.Topic == jobsTopic {
-				assigned += len(t.Partitions)
-			}
-		}
-	}
-	if assigned != partitions {
-		return fmt.Errorf("group %s has %d of %d partitions assigned", group, assigned, partitions)
-	}
-	return nil
+	return consumer.CheckAssigned(ctx, client, group, jobsTopic, partitions)
 }
 
 // publish writes n synthetic jobs with concurrent Publish calls and returns

@@ -161,3 +161,36 @@ func oldestWaiting(ctx context.Context, client *kafka.Client, topic string, part
 		}
 	}
 }
+
+// CheckAssigned reports nil when group is stable and its members own all
+// partitions partitions of topic between them, and otherwise what is
+// missing: a harness's way to know a group is consuming before it
+// measures.
+func CheckAssigned(ctx context.Context, client *kafka.Client, group, topic string, partitions int) error {
+	resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+	if err != nil {
+		return fmt.Errorf("describe group: %w", err)
+	}
+	if len(resp.Groups) != 1 {
+		return fmt.Errorf("describe group: %d groups in answer", len(resp.Groups))
+	}
+	g := resp.Groups[0]
+	if g.Error != nil {
+		return fmt.Errorf("describe group: %w", g.Error)
+	}
+	if g.GroupState != "Stable" {
+		return fmt.Errorf("group %s is %q", group, g.GroupState)
+	}
+	assigned := 0
+	for _, m := range g.Members {
+		for _, t := range m.MemberAssignments.Topics {
+			if t.Topic == topic {
+				assigned += len(t.Partitions)
+			}
+		}
+	}
+	if assigned != partitions {
+		return fmt.Errorf("group %s has %d of %d partitions assigned", group, assigned, partitions)
+	}
+	return nil
+}

@@ -76,6 +76,12 @@ func TestIntegrationLagMonitor(t *testing.T) {
 	if got := testutil.ToFloat64(mon.membersGauge); got != 1 {
 		t.Errorf("group_members = %v, want 1", got)
 	}
+	if err := CheckAssigned(t.Context(), mon.client, cfg.GroupID, topic, partitions); err != nil {
+		t.Errorf("CheckAssigned with one member owning every partition: %v", err)
+	}
+	if err := CheckAssigned(t.Context(), mon.client, cfg.GroupID, topic, partitions+1); err == nil {
+		t.Error("CheckAssigned accepted a partition count the group does not own")
+	}
 	if _, ok := mon.OldestWaiting(); ok || testutil.ToFloat64(mon.oldestGauge) != 0 {
 		t.Errorf("caught up, yet OldestWaiting reports a record (gauge %v)", testutil.ToFloat64(mon.oldestGauge))
 	}
