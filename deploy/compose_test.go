@@ -386,6 +386,26 @@ func TestComposePrometheusScrapesTheServices(t *testing.T) {
 	}
 }
 
+// The workers and the scheduler run from the distroless image, so their
+// health checks are postctl probe against their own /readyz port.
+func TestComposeHealthChecksProbeReadyz(t *testing.T) {
+	p := loadCompose(t)
+	for _, tt := range []struct{ service, addrSetting string }{
+		{"worker", "POSTLINE_HTTP_ADDR"},
+		{"retry-scheduler", "POSTLINE_SCHEDULER_HTTP_ADDR"},
+	} {
+		s := service(t, p, tt.service)
+		_, port, err := net.SplitHostPort(env(s, tt.addrSetting))
+		if err != nil {
+			t.Fatalf("service %s: %s: %v", tt.service, tt.addrSetting, err)
+		}
+		want := []string{"CMD", "postctl", "probe", "http://127.0.0.1:" + port + "/readyz"}
+		if s.HealthCheck == nil || !slices.Equal(s.HealthCheck.Test, want) {
+			t.Errorf("service %s: healthcheck %+v, want test %q", tt.service, s.HealthCheck, want)
+		}
+	}
+}
+
 // prometheusConfig is the part of prometheus.yml the tests read.
 type prometheusConfig struct {
 	RuleFiles     []string `yaml:"rule_files"`
