@@ -142,10 +142,8 @@ func (p *Pipeline) initSeries() {
 }
 
 // registerAdaptiveMetrics exports the retry policy's inputs and the send
-// controls' state, read at scrape time. New calls it once the providers are
-// known, so it also exports the series that depend on them (initSeries).
+// controls' state, read at scrape time.
 func (p *Pipeline) registerAdaptiveMetrics(reg prometheus.Registerer) error {
-	p.initSeries()
 	const ns, sub = "postline", "adaptive"
 	gauge := func(name, help string, labels prometheus.Labels, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help, ConstLabels: labels}, f)

@@ -159,6 +159,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, deps Deps) 
 	if p.metrics, err = newMetrics(reg); err != nil {
 		return nil, err
 	}
+	p.initSeries()
 	if err := p.registerAdaptiveMetrics(reg); err != nil {
 		return nil, err
 	}

@@ -36,7 +36,8 @@ type relayPool struct {
 	mu      sync.Mutex
 	idle    []Session
 	inUse   int
-	changed chan struct{} // closed and replaced when a send ends
+	changed chan struct{} // closed and replaced when a send ends while senders wait
+	waiting int           // senders waiting on changed
 	// cooldownUntil is when the relay last said it takes mail again (its
 	// latest throttle's retry hint).
 	cooldownUntil time.Time
@@ -86,9 +87,14 @@ func (rp *relayPool) acquire(ctx context.Context) (Session, bool) {
 			return s, true
 		}
 		changed := rp.changed
+		rp.waiting++
 		rp.mu.Unlock()
 		closeAll(closing)
-		if !rp.wait(ctx, changed, retryAt, now) {
+		woke := rp.wait(ctx, changed, retryAt, now)
+		rp.mu.Lock()
+		rp.waiting--
+		rp.mu.Unlock()
+		if !woke {
 			return nil, false
 		}
 	}
@@ -119,8 +125,10 @@ func (rp *relayPool) release(s Session) {
 	rp.inUse--
 	rp.idle = append(rp.idle, s)
 	closing := rp.trimLocked()
-	close(rp.changed)
-	rp.changed = make(chan struct{})
+	if rp.waiting > 0 {
+		close(rp.changed)
+		rp.changed = make(chan struct{})
+	}
 	rp.mu.Unlock()
 	closeAll(closing)
 }
