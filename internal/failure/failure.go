@@ -74,6 +74,21 @@ type Staged interface {
 	SMTPStage() string
 }
 
+// Ambiguous is implemented by errors that know whether a send failed after
+// the relay may already have accepted the message (*sender.Error does): the
+// whole message and the dot that ends it were written, and the relay's reply
+// to the dot never came (a timeout, a dropped connection, a reply that was
+// not SMTP). Sending such a message again at once would likely deliver it
+// twice, so Classify makes it Unknown (RuleAmbiguousDataEnd), which callers
+// retry only after a delay, never in a fast retry.
+//
+// An error that implements Ambiguous is believed either way; a go-mail
+// SendError without one that failed at the end of DATA without a reply is
+// taken as ambiguous, since nothing says the dot did not reach the relay.
+type Ambiguous interface {
+	SMTPAmbiguous() bool
+}
+
 // The stages Classify treats specially; they are sender's Stage values (a
 // test in this package checks that they agree).
 const (
@@ -189,6 +204,12 @@ const (
 	RuleNetwork        = "network"         // any other network error: Transient
 )
 
+// RuleAmbiguousDataEnd is a send that got no reply to the dot ending the
+// message after writing all of it (see Ambiguous): Unknown, because the
+// relay may have accepted the message, and the relay's fault. It is never
+// Transient, so it is never fast-retried.
+const RuleAmbiguousDataEnd = "ambiguous-data-end"
+
 // Classify classifies a failed send. nil gives the zero Verdict.
 //
 // An SMTP reply anywhere in err's chain (Reply, *textproto.Error, or a
@@ -233,6 +254,10 @@ func Classify(err error) Verdict {
 		// A shutdown or an abandoned send says nothing about the relay
 		// or the message.
 		return Verdict{Class: Unknown, Rule: RuleCanceled}
+	case ambiguousDataEnd(err, se):
+		// Before timeouts and lost connections, which are Transient and
+		// would be retried at once: this message may have gone out.
+		return Verdict{Class: Unknown, ProviderFault: true, Timeout: isTimeout(err), Rule: RuleAmbiguousDataEnd}
 	case isTimeout(err):
 		v := provider(RuleTimeout)
 		v.Timeout = true
@@ -289,6 +314,16 @@ func reply(err error) (code int, enhanced, text string) {
 		return se.ErrorCode(), se.EnhancedStatusCode(), se.Error()
 	}
 	return 0, "", ""
+}
+
+// ambiguousDataEnd reports a failure without a reply after the whole
+// message was written (see Ambiguous); se is err's SendError, nil if none.
+func ambiguousDataEnd(err error, se *mail.SendError) bool {
+	var a Ambiguous
+	if errors.As(err, &a) {
+		return a.SMTPAmbiguous()
+	}
+	return se != nil && se.Reason == mail.ErrSMTPDataClose
 }
 
 func isBuildReason(r mail.SendErrReason) bool {

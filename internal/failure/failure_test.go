@@ -208,6 +208,20 @@ func (e *replyErr) SMTPReply() (int, string, string) {
 }
 func (e *replyErr) SMTPStage() string { return e.stage }
 
+// taggedErr is a replyErr that says whether the body was written in full
+// before the reply to its final dot went missing, as *sender.Error does.
+type taggedErr struct {
+	replyErr
+	ambiguous bool
+}
+
+func (e *taggedErr) SMTPAmbiguous() bool { return e.ambiguous }
+
+// dataEnd is a go-mail failure at the end of DATA, with cause.
+func dataEnd(ambiguous bool, cause error) error {
+	return &taggedErr{replyErr{stage: "body", err: fmt.Errorf("%w: %w", cause, &mail.SendError{Reason: mail.ErrSMTPDataClose})}, ambiguous}
+}
+
 func TestClassifyErrors(t *testing.T) {
 	timeoutOp := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
 	tests := []struct {
@@ -229,7 +243,19 @@ func TestClassifyErrors(t *testing.T) {
 		{"canceled", fmt.Errorf("%w: %w", context.Canceled, timeoutOp), Unknown, false, false, RuleCanceled},
 		{"deadline", context.DeadlineExceeded, Transient, true, true, RuleTimeout},
 		{"read timeout", timeoutOp, Transient, true, true, RuleTimeout},
-		{"SendError without a cause", &replyErr{stage: "body", err: &mail.SendError{Reason: mail.ErrSMTPDataClose}}, Transient, true, false, RuleConnectionLost},
+		// No reply to the final dot: the relay may have the message.
+		{"SendError at the final dot without a cause", &replyErr{stage: "body", err: &mail.SendError{Reason: mail.ErrSMTPDataClose}}, Unknown, true, false, RuleAmbiguousDataEnd},
+		{"tagged ambiguous: timeout waiting for the final reply", dataEnd(true, timeoutOp), Unknown, true, true, RuleAmbiguousDataEnd},
+		{"tagged ambiguous: deadline waiting for the final reply", dataEnd(true, context.DeadlineExceeded), Unknown, true, true, RuleAmbiguousDataEnd},
+		{"tagged ambiguous: EOF instead of the final reply", dataEnd(true, io.EOF), Unknown, true, false, RuleAmbiguousDataEnd},
+		{"tagged ambiguous: reset instead of the final reply", dataEnd(true, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}), Unknown, true, false, RuleAmbiguousDataEnd},
+		{"tagged ambiguous: garbled final reply", dataEnd(true, textproto.ProtocolError("short response: 2")), Unknown, true, false, RuleAmbiguousDataEnd},
+		{"tagged ambiguous through a wrapper", fmt.Errorf("deliver: %w", dataEnd(true, io.EOF)), Unknown, true, false, RuleAmbiguousDataEnd},
+		{"tagged ambiguous but canceled", dataEnd(true, context.Canceled), Unknown, false, false, RuleCanceled},
+		{"tagged not ambiguous: the final dot was not written", dataEnd(false, &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.EPIPE)}), Transient, true, false, RuleConnectionLost},
+		{"tagged not ambiguous: write timeout", dataEnd(false, timeoutOp), Transient, true, true, RuleTimeout},
+		{"tagged ambiguous with a reply: the reply wins", &taggedErr{replyErr{code: 451, enhanced: "4.3.0", stage: "body"}, true}, Transient, true, false, "mail-system-4xx"},
+		{"body cut short before the final dot", &replyErr{stage: "body", err: &mail.SendError{Reason: mail.ErrWriteContent}}, Transient, true, false, RuleConnectionLost},
 		{"conn check", &replyErr{stage: "conn", err: &mail.SendError{Reason: mail.ErrConnCheck}}, Transient, true, false, RuleConnCheck},
 		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, Transient, true, false, RuleRefused},
 		{"EOF", fmt.Errorf("read greeting: %w", io.EOF), Transient, true, false, RuleConnectionLost},
