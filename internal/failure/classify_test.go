@@ -238,16 +238,38 @@ func TestClassifyThroughSender(t *testing.T) {
 			cfg:  sender.Config{Username: "user", Password: "right"},
 			want: want{failure.Auth, true, false, failure.RuleRelayRefused}, code: 554, enhanced: "5.7.1",
 		},
+		// The server has the whole message when the script sees DATA: a
+		// failure now may follow a delivery, and must not be fast-retried.
 		{
-			name: "connection dropped without a reply at DATA",
+			name: "connection dropped without a reply to the final dot",
 			opts: []smtptest.Option{reply(smtptest.VerbData, smtptest.Reply{Disconnect: true})},
-			want: want{failure.Transient, true, false, failure.RuleConnectionLost},
+			want: want{failure.Unknown, true, false, failure.RuleAmbiguousDataEnd},
 		},
 		{
-			name: "read timeout at DATA",
+			name: "connection dropped without a reply to the final dot (STARTTLS)",
+			opts: []smtptest.Option{smtptest.WithStartTLS(), reply(smtptest.VerbData, smtptest.Reply{Disconnect: true})},
+			cfg:  sender.Config{TLS: sender.TLSMandatory, InsecureSkipVerify: true},
+			want: want{failure.Unknown, true, false, failure.RuleAmbiguousDataEnd},
+		},
+		{
+			name: "read timeout waiting for the reply to the final dot",
 			opts: []smtptest.Option{reply(smtptest.VerbData, smtptest.Reply{Delay: time.Minute})},
 			cfg:  sender.Config{SendTimeout: 100 * time.Millisecond},
-			want: want{failure.Transient, true, true, failure.RuleTimeout},
+			want: want{failure.Unknown, true, true, failure.RuleAmbiguousDataEnd},
+		},
+		{
+			name: "read timeout waiting for the reply to the final dot (implicit TLS)",
+			opts: []smtptest.Option{smtptest.WithImplicitTLS(), reply(smtptest.VerbData, smtptest.Reply{Delay: time.Minute})},
+			cfg:  sender.Config{TLS: sender.TLSImplicit, InsecureSkipVerify: true, SendTimeout: 100 * time.Millisecond},
+			want: want{failure.Unknown, true, true, failure.RuleAmbiguousDataEnd},
+		},
+		{
+			name: "context deadline waiting for the reply to the final dot",
+			opts: []smtptest.Option{reply(smtptest.VerbData, smtptest.Reply{Delay: time.Minute})},
+			ctx: func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(context.Background(), 100*time.Millisecond)
+			},
+			want: want{failure.Unknown, true, true, failure.RuleAmbiguousDataEnd},
 		},
 		{
 			name: "context deadline while waiting for RCPT",
@@ -358,6 +380,7 @@ func TestStagesMatchSender(t *testing.T) {
 
 // Compile-time check: *sender.Error is what Classify looks for.
 var (
-	_ failure.Reply  = (*sender.Error)(nil)
-	_ failure.Staged = (*sender.Error)(nil)
+	_ failure.Reply     = (*sender.Error)(nil)
+	_ failure.Staged    = (*sender.Error)(nil)
+	_ failure.Ambiguous = (*sender.Error)(nil)
 )

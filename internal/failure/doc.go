@@ -8,7 +8,9 @@
 // SMTP replies are classified by Rules, an ordered table held as data (first
 // match wins) on the reply code, the RFC 3463 enhanced status code and the
 // reply text. Errors without a reply (network, TLS, go-mail's connection
-// check, context ends) are classified by type.
+// check, context ends) are classified by type, except that no reply to the
+// dot ending a message that was written in full is Unknown
+// (RuleAmbiguousDataEnd), never Transient: the relay may have the message.
 //
 // The package is pure: it does no I/O and keeps no state. It does not decide
 // what to do with a verdict (fast retry, delay tier, dead letter, failover,

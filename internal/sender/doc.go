@@ -7,8 +7,11 @@
 // older than Config.MaxMessagesPerConn messages, or sat idle longer than
 // Config.IdleTimeout. Every failure is returned as *Error, which carries the
 // SMTP reply code, the RFC 3463 enhanced status and the stage that failed;
-// package failure classifies it (Error implements failure.Reply and
-// failure.Staged).
+// package failure classifies it (Error implements failure.Reply,
+// failure.Staged and failure.Ambiguous). A send that wrote the whole message
+// and got no reply to its final dot is Error.Ambiguous, counted in
+// postline_sender_ambiguous_data_end_total: the relay may have accepted it,
+// so a caller that sends it again at once likely delivers it twice.
 //
 // Connection reuse follows go-mail's per-goroutine pattern
 // (DialToSMTPClientWithContext, SendWithSMTPClient, CloseWithSMTPClient)

@@ -36,6 +36,13 @@ type Error struct {
 	Text     string // reply text
 	Stage    string // one of the Stage constants
 	Err      error
+	// Ambiguous says the whole message and the dot that ends it were
+	// written, and the relay's reply to the dot never came (a timeout, a
+	// dropped connection, a reply that was not SMTP): the relay may have
+	// accepted the message, so sending it again may deliver it twice. It
+	// implements failure.Ambiguous, which keeps such a send out of fast
+	// retries. Always with Stage StageBody and Code 0.
+	Ambiguous bool
 
 	detail string // Err's cause without addresses, for Error when there is no reply
 }
@@ -59,6 +66,9 @@ func (e *Error) Error() string {
 	case e.Err != nil:
 		b.WriteString(": " + e.Err.Error())
 	}
+	if e.Ambiguous {
+		b.WriteString(" (no reply to the end of the message: the relay may have accepted it)")
+	}
 	return b.String()
 }
 
@@ -78,6 +88,9 @@ func (e *Error) SMTPReply() (code int, enhanced, text string) {
 // transaction (the relay refuses the message).
 func (e *Error) SMTPStage() string { return e.Stage }
 
+// SMTPAmbiguous returns Ambiguous. It implements failure.Ambiguous.
+func (e *Error) SMTPAmbiguous() bool { return e.Ambiguous }
+
 // dropsConnection reports whether the connection that produced e can no
 // longer be used: no SMTP reply (network error, timeout, half-written
 // message) or 421, with which the server announces it is closing.
@@ -93,8 +106,12 @@ func (e *Error) staleConnection() bool {
 	return (e.Stage == StageConn || e.Stage == StageMail) && e.dropsConnection()
 }
 
-// sendError maps an error from mail.Client.SendWithSMTPClient.
-func sendError(provider string, err error) *Error {
+// sendError maps an error from mail.Client.SendWithSMTPClient. wroteAll
+// says every write on the connection during the transaction succeeded: then
+// a failure at the end of DATA without a reply came after the final dot
+// left us whole, and is Ambiguous. (A failed write leaves at least the end
+// of the dot unsent, and a relay takes no message without it.)
+func sendError(provider string, err error, wroteAll bool) *Error {
 	e := &Error{Provider: provider, Stage: StageConn, Err: err, detail: err.Error()}
 	var se *mail.SendError
 	if !errors.As(err, &se) {
@@ -106,6 +123,10 @@ func sendError(provider string, err error) *Error {
 	text := sendErrorText(se)
 	if e.Code == 0 {
 		e.detail = text
+		// go-mail's DataCloser ignores the error of writing the dot and
+		// returns the one of reading the reply, so the reason alone cannot
+		// tell a dot that never left from a reply that never came.
+		e.Ambiguous = se.Reason == mail.ErrSMTPDataClose && wroteAll
 		return e
 	}
 	e.Enhanced, e.Text = splitReply(e.Code, e.Enhanced, replyText(e.Code, text))

@@ -18,6 +18,7 @@ type metrics struct {
 	dialOK, dialError prometheus.Counter
 	sendOK, sendError prometheus.Observer
 	open              prometheus.Gauge
+	ambiguousDataEnd  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, provider string) (*metrics, error) {
@@ -49,12 +50,24 @@ func newMetrics(reg prometheus.Registerer, provider string) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	ambiguous, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "postline",
+		Subsystem: "sender",
+		Name:      "ambiguous_data_end_total",
+		Help:      "Sends that wrote the whole message but got no reply to its final dot (timeout, dropped connection), by provider: possible duplicates, since the relay may have accepted them.",
+	}, []string{"provider"}))
+	if err != nil {
+		return nil, err
+	}
+	// WithLabelValues creates every series at zero now, so a relay that
+	// never saw one still exports it.
 	return &metrics{
-		dialOK:    dials.WithLabelValues(provider, resultOK),
-		dialError: dials.WithLabelValues(provider, resultError),
-		sendOK:    sends.WithLabelValues(provider, resultOK),
-		sendError: sends.WithLabelValues(provider, resultError),
-		open:      open.WithLabelValues(provider),
+		dialOK:           dials.WithLabelValues(provider, resultOK),
+		dialError:        dials.WithLabelValues(provider, resultError),
+		sendOK:           sends.WithLabelValues(provider, resultOK),
+		sendError:        sends.WithLabelValues(provider, resultError),
+		open:             open.WithLabelValues(provider),
+		ambiguousDataEnd: ambiguous.WithLabelValues(provider),
 	}, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/textproto"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -288,6 +289,12 @@ func (s *Session) dialContext(ctx context.Context, _, _ string) (net.Conn, error
 // connection if it cannot be trusted any more, and otherwise resets the
 // transaction so the next message starts clean.
 func (s *Session) transact(ctx context.Context, msg *mail.Msg) *Error {
+	s.mu.Lock()
+	wc := s.conn
+	s.mu.Unlock()
+	if wc != nil {
+		wc.writeFailed.Store(false)
+	}
 	stop := context.AfterFunc(ctx, s.abort)
 	err := s.client.SendWithSMTPClient(s.sc, msg)
 	aborted := !stop()
@@ -300,7 +307,15 @@ func (s *Session) transact(ctx context.Context, msg *mail.Msg) *Error {
 		}
 		return nil
 	}
-	e := withContext(ctx, sendError(s.relay.cfg.Name, err))
+	// Without a connection to ask, a write failure cannot be ruled out;
+	// assuming none errs toward not sending the message twice.
+	wroteAll := wc == nil || !wc.writeFailed.Load()
+	e := withContext(ctx, sendError(s.relay.cfg.Name, err, wroteAll))
+	if e.Ambiguous {
+		s.relay.metrics.ambiguousDataEnd.Inc()
+		s.relay.logger.Warn("smtp: no reply to the end of the message; the relay may have accepted it",
+			"message_id", msg.GetMessageID(), "error", e.Error())
+	}
 	switch {
 	case aborted || e.dropsConnection() || e.Stage == StageConn:
 		s.closeConn()
@@ -357,11 +372,25 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // watchedConn is a net.Conn whose deadlines can be forced into the past for
 // good: go-mail resets the deadline before each command, which would
-// otherwise undo a cancellation.
+// otherwise undo a cancellation. It also notes failed writes, which tell a
+// message whose final dot never left from one whose reply never came (see
+// Error.Ambiguous); under TLS it carries the records, and a failed record
+// write leaves its end unsent just the same.
 type watchedConn struct {
 	net.Conn
 	mu      sync.Mutex
 	aborted bool
+
+	writeFailed atomic.Bool // a Write failed since the session last cleared it
+}
+
+// Write implements net.Conn.
+func (c *watchedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err != nil {
+		c.writeFailed.Store(true)
+	}
+	return n, err
 }
 
 func (c *watchedConn) abort() {
