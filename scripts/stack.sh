@@ -44,6 +44,11 @@ KAFKA_CONTROLLER_PORT=9093
 KAFKA_DATA="$STACK/kafka-data"
 KAFKA_PID="$STACK/kafka.pid"
 KAFKA_TIMEOUT="${POSTLINE_KAFKA_TIMEOUT:-180}"
+KAFKA_SECURE_PORT=9094
+KAFKA_SASL_USER=postline
+
+TLS="$STACK/tls"
+TLS_MIN_VALID=$((7 * 24 * 3600)) # issue certificates again when they expire within 7 days
 
 PG_PORT="${POSTLINE_PG_PORT:-5432}"
 PG_SOCK="/tmp/postline-pg-$HASH" # short: unix socket paths are limited to ~107 bytes
@@ -122,7 +127,7 @@ stop_pid() {
 spawn() {
   local pidfile=$1 logfile=$2
   shift 2
-  setsid "$@" </dev/null >>"$logfile" 2>&1 &
+  setsid "$@" </dev/null >>"$logfile" 2>&1 7>&- 8>&- &
   echo $! >"$pidfile"
 }
 
@@ -130,6 +135,90 @@ tail_log() {
   [[ -f $1 ]] || return 0
   printf -- '--- last lines of %s ---\n' "$1" >&2
   tail -n 30 "$1" >&2 || true
+}
+
+# ---------------------------------------------------------------------------------------------
+# TLS material and secrets (.stack/tls)
+#
+#   ca.pem, ca-key.pem                     throwaway CA that signs the server certificate
+#   server.pem, server-key.pem             server certificate for 127.0.0.1 and localhost (SAN)
+#   server-keystore.pem                    key + chain: the PEM keystore Kafka reads
+#   untrusted-ca.pem, untrusted-ca-key.pem a second CA that signed nothing we serve: a client
+#                                          trusting only it must refuse our servers
+#   kafka-password                         SCRAM-SHA-512 password of Kafka user postline (random)
+# Keys and the password are mode 600. Generated once and reused; every certificate is issued
+# again when one is missing or expires within 7 days (the password is kept).
+
+# tls_valid FILE: FILE is a certificate valid for at least TLS_MIN_VALID more seconds.
+tls_valid() {
+  [[ -s $1 ]] && openssl x509 -noout -checkend "$TLS_MIN_VALID" -in "$1" >/dev/null 2>&1
+}
+
+# tls_ca DIR NAME CN: a self-signed CA in DIR/NAME.pem and DIR/NAME-key.pem.
+tls_ca() {
+  openssl req -x509 -new -newkey rsa:2048 -nodes -sha256 -days 825 \
+    -keyout "$1/$2-key.pem" -out "$1/$2.pem" -subj "/O=postline local stack/CN=$3" \
+    -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
+    >>"$LOGS/tls.log" 2>&1
+}
+
+tls_generate() {
+  local tmp="$TLS/tmp.$$" f
+  [[ -n $TLS ]] || die "tls: TLS is empty"
+  rm -rf "$tmp"
+  mkdir -p "$tmp"
+  chmod 700 "$tmp"
+  tls_ca "$tmp" ca "postline test CA" || { tail_log "$LOGS/tls.log"; die "tls: creating the CA failed"; }
+  tls_ca "$tmp" untrusted-ca "postline UNTRUSTED test CA" ||
+    { tail_log "$LOGS/tls.log"; die "tls: creating the untrusted CA failed"; }
+  printf '%s\n' 'basicConstraints = critical, CA:FALSE' \
+    'keyUsage = critical, digitalSignature, keyEncipherment' \
+    'extendedKeyUsage = serverAuth' \
+    'subjectAltName = IP:127.0.0.1, DNS:localhost' >"$tmp/server.ext"
+  {
+    openssl req -new -newkey rsa:2048 -nodes -sha256 -keyout "$tmp/server-key.pem" \
+      -out "$tmp/server.csr" -subj "/O=postline local stack/CN=127.0.0.1" &&
+      openssl x509 -req -sha256 -days 397 -in "$tmp/server.csr" -CA "$tmp/ca.pem" \
+        -CAkey "$tmp/ca-key.pem" -CAcreateserial -extfile "$tmp/server.ext" -out "$tmp/server.pem" &&
+      openssl verify -CAfile "$tmp/ca.pem" "$tmp/server.pem"
+  } >>"$LOGS/tls.log" 2>&1 || { tail_log "$LOGS/tls.log"; die "tls: issuing the server certificate failed"; }
+  cat "$tmp/server-key.pem" "$tmp/server.pem" "$tmp/ca.pem" >"$tmp/server-keystore.pem"
+  chmod 600 "$tmp"/*-key.pem "$tmp/server-keystore.pem"
+  chmod 644 "$tmp/ca.pem" "$tmp/untrusted-ca.pem" "$tmp/server.pem"
+  # server.pem last: tls_ensure checks it, so an interrupted move is redone next time.
+  for f in ca-key.pem ca.pem untrusted-ca-key.pem untrusted-ca.pem server-key.pem server-keystore.pem server.pem; do
+    mv -f "$tmp/$f" "$TLS/$f"
+  done
+  rm -rf "$tmp"
+}
+
+# tls_ensure: the CAs, the server certificate and the SCRAM password exist and are fresh. Cheap
+# (three `openssl x509 -checkend`) when they are.
+tls_ensure() {
+  mkdir -p "$TLS"
+  chmod 700 "$TLS"
+  command -v openssl >/dev/null || die "tls: openssl not found (apt-get install -y openssl)"
+  if [[ ! -s $TLS/kafka-password ]]; then
+    (umask 077 && openssl rand -hex 24 >"$TLS/kafka-password.tmp") || die "tls: generating the Kafka password failed"
+    mv -f "$TLS/kafka-password.tmp" "$TLS/kafka-password"
+  fi
+  chmod 600 "$TLS/kafka-password"
+  if [[ -s $TLS/server-key.pem && -s $TLS/server-keystore.pem ]] && tls_valid "$TLS/ca.pem" &&
+    tls_valid "$TLS/untrusted-ca.pem" && tls_valid "$TLS/server.pem"; then
+    return 0
+  fi
+  log "tls: issuing a throwaway CA and server certificate into $TLS"
+  tls_generate
+}
+
+# tls_stamp: a line that changes whenever the server certificate does, written into the Kafka and
+# Postgres configs so that a new certificate counts as a config change.
+tls_stamp() {
+  printf 'server.pem sha256 %s' "$(sha256sum <"$TLS/server.pem" | cut -c1-64)"
+}
+
+kafka_password() {
+  tr -d '\n' <"$TLS/kafka-password"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -171,25 +260,51 @@ kafka_java() {
   java -cp "$KAFKA_LIBS/*" -Dlog4j2.configurationFile="$ROOT/deploy/kafka/log4j2.properties" "$@"
 }
 
-# kafka_start: start the broker if needed, without waiting for it (see kafka_wait).
+# kafka_render: server.properties as this checkout wants it (template + paths + certificate stamp).
+kafka_render() {
+  sed -e "s:@DATA_DIR@:$KAFKA_DATA:g" -e "s:@TLS_DIR@:$TLS:g" -e "s:@TLS_STAMP@:$(tls_stamp):g" \
+    "$ROOT/deploy/kafka/server.properties.tmpl"
+}
+
+# kafka_scram_key: names the SCRAM credential the cluster should hold (cluster id, user, password),
+# so a reformatted data dir or a new password file counts as "not applied yet".
+kafka_scram_key() {
+  {
+    sed -n 's/^cluster\.id=//p' "$KAFKA_DATA/meta.properties" 2>/dev/null
+    printf '%s\n%s\n' "$KAFKA_SASL_USER" "$(kafka_password)"
+  } | sha256sum | cut -c1-64
+}
+
+# kafka_start: start the broker if needed, without waiting for it (see kafka_wait). A broker that
+# runs with another server.properties than the one rendered now (say, one started before the
+# SASL_SSL listener existed, or before the certificate was reissued) is restarted once.
 kafka_start() {
   KAFKA_STARTED=0
+  mkdir -p "$STACK/kafka" "$KAFKA_DATA"
+  local props="$STACK/kafka/server.properties" new="$STACK/kafka/server.properties.new"
+  kafka_render >"$new"
   if pid_alive "$KAFKA_PID" kafka.Kafka; then
-    return 0
+    if cmp -s "$new" "$props"; then
+      rm -f "$new"
+      return 0
+    fi
+    log "kafka: the running broker's $props is not what deploy/kafka/server.properties.tmpl renders now; restarting it once"
+    kafka_down
   fi
-  if port_open "$KAFKA_HOST" "$KAFKA_PORT" || port_open "$KAFKA_HOST" "$KAFKA_CONTROLLER_PORT"; then
-    die "kafka: something else listens on $KAFKA_HOST:$KAFKA_PORT or :$KAFKA_CONTROLLER_PORT; stop it first"
+  if port_open "$KAFKA_HOST" "$KAFKA_PORT" || port_open "$KAFKA_HOST" "$KAFKA_CONTROLLER_PORT" ||
+    port_open "$KAFKA_HOST" "$KAFKA_SECURE_PORT"; then
+    die "kafka: something else listens on $KAFKA_HOST:$KAFKA_PORT, :$KAFKA_CONTROLLER_PORT or :$KAFKA_SECURE_PORT; stop it first"
   fi
   kafka_fetch
-  mkdir -p "$STACK/kafka" "$KAFKA_DATA"
-  local props="$STACK/kafka/server.properties"
-  sed "s:@DATA_DIR@:$KAFKA_DATA:g" "$ROOT/deploy/kafka/server.properties.tmpl" >"$props"
+  mv -f "$new" "$props"
   if [[ ! -f $KAFKA_DATA/meta.properties ]]; then
-    log "kafka: formatting storage in $KAFKA_DATA"
+    log "kafka: formatting storage in $KAFKA_DATA (with SCRAM-SHA-512 user $KAFKA_SASL_USER)"
     local id
     id="$(kafka_java kafka.tools.StorageTool random-uuid 2>>"$LOGS/kafka.log" | tail -n1)"
     kafka_java kafka.tools.StorageTool format --standalone -t "$id" -c "$props" \
+      --add-scram "SCRAM-SHA-512=[name=$KAFKA_SASL_USER,password=$(kafka_password)]" \
       >>"$LOGS/kafka.log" 2>&1 || { tail_log "$LOGS/kafka.log"; die "kafka: storage format failed"; }
+    kafka_scram_key >"$STACK/kafka/scram-applied"
   fi
   log "kafka: starting $KAFKA_VERSION"
   spawn "$KAFKA_PID" "$LOGS/kafka.log" \
@@ -199,11 +314,26 @@ kafka_start() {
   KAFKA_STARTED=1
 }
 
+# kafka_scram_ensure: a data dir formatted without the SCRAM user (or with another password) gets
+# it through the admin API over PLAINTEXT. Idempotent (it sets the credential); skipped, at no
+# cost, once the marker says this cluster id, user and password were applied.
+kafka_scram_ensure() {
+  local key marker="$STACK/kafka/scram-applied"
+  key="$(kafka_scram_key)"
+  [[ -f $marker && "$(<"$marker")" == "$key" ]] && return 0
+  log "kafka: setting the SCRAM-SHA-512 credential of user $KAFKA_SASL_USER"
+  kafka_java kafka.admin.ConfigCommand --bootstrap-server "$KAFKA_HOST:$KAFKA_PORT" --alter \
+    --entity-type users --entity-name "$KAFKA_SASL_USER" \
+    --add-config "SCRAM-SHA-512=[password=$(kafka_password)]" >>"$LOGS/kafka-scram.log" 2>&1 ||
+    { tail_log "$LOGS/kafka-scram.log"; die "kafka: creating SCRAM user $KAFKA_SASL_USER failed"; }
+  printf '%s\n' "$key" >"$marker"
+}
+
 # kafka_wait: poll with ApiVersions until the broker serves requests; after a fresh start also
 # list topics through the admin client (Metadata round trip) before calling it ready.
 kafka_wait() {
   local deadline=$((SECONDS + KAFKA_TIMEOUT))
-  until kafka_answers; do
+  until kafka_answers && port_open "$KAFKA_HOST" "$KAFKA_SECURE_PORT"; do
     if ! pid_alive "$KAFKA_PID" kafka.Kafka; then
       tail_log "$LOGS/kafka.log"
       die "kafka: the broker exited; see $LOGS/kafka.log"
@@ -218,9 +348,10 @@ kafka_wait() {
       sleep 0.5
     done
   fi
+  kafka_scram_ensure
   local note=""
   [[ ${KAFKA_STARTED:-0} == 1 ]] || note=" (already running)"
-  log "kafka: ready on $KAFKA_HOST:$KAFKA_PORT ($KAFKA_VERSION)$note"
+  log "kafka: ready on $KAFKA_HOST:$KAFKA_PORT (PLAINTEXT) and $KAFKA_HOST:$KAFKA_SECURE_PORT (SASL_SSL, SCRAM-SHA-512 user $KAFKA_SASL_USER) ($KAFKA_VERSION)$note"
 }
 
 kafka_down() {
@@ -272,7 +403,7 @@ pg_paths() {
 
 # as_postgres CMD...: run CMD as the postgres OS user from / (the repo may be unreadable to it).
 as_postgres() {
-  (cd / && runuser -u postgres -- "$@")
+  (cd / && runuser -u postgres -- "$@" 7>&- 8>&-)
 }
 
 pg_ctl_() {
@@ -516,6 +647,11 @@ cmd_up() {
     esac
   done
   mkdir -p "$STACK" "$LOGS"
+  # Two `up`s at once (several test runs) take turns: neither restarts what the other starts.
+  # Fd 7 is closed in every service we start (spawn, as_postgres) so none inherits the lock.
+  exec 7>"$STACK/up.lock"
+  flock 7
+  tls_ensure
   # Kafka's JVM boots in the background while Postgres and Mailpit come up.
   kafka_start
   pg_up
