@@ -429,6 +429,11 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 		switch c.Result {
 		case idempotency.Claimed:
 			it.version = c.Version
+			// The row's attempt from now on, not the record's header: a
+			// copy without a row is a first attempt whatever it says.
+			if c.Attempt > 0 {
+				it.attempt = c.Attempt
+			}
 			select {
 			case sendQ <- it:
 			case <-ctx.Done():

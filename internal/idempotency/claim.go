@@ -18,7 +18,12 @@ type ClaimRequest struct {
 	// PayloadHash identifies the content: the same ID with another hash is a
 	// conflict, not a duplicate.
 	PayloadHash []byte
-	// Attempt is the attempt this copy is for; 1 for the first publish.
+	// Attempt is the attempt this copy is for (the record's attempt
+	// header); 1 for the first publish. It must match the attempt of an
+	// existing row. When there is no row the copy is a first attempt
+	// whatever it says: the row is inserted at attempt 1 and Claim.Attempt
+	// reports 1, so a producer that sets the header cannot skip attempts or
+	// start a job at its last one.
 	Attempt int
 	// Priority is stored on the row for reporting.
 	Priority string
@@ -93,6 +98,11 @@ type Claim struct {
 	Version int64
 	// Status is the row status as seen (sending when Claimed).
 	Status Status
+	// Attempt is the row's attempt: for Claimed, the attempt being made,
+	// which the caller must use from then on (it differs from the
+	// request's when the row was inserted, see ClaimRequest.Attempt). For
+	// other results, the attempt seen; zero when no row was read.
+	Attempt int
 	// RetryAt is, for Busy, when to re-check: the lease expiry on the
 	// database's clock, or the database's now when the row is free again.
 	RetryAt time.Time
@@ -114,9 +124,10 @@ type claimInput struct {
 	// Req is the first occurrence.
 	First *ClaimRequest
 	// Claimed reports that the upsert took the lease for this ID (only ever
-	// for the first occurrence), at ClaimedVersion.
+	// for the first occurrence), at ClaimedVersion and ClaimedAttempt.
 	Claimed        bool
 	ClaimedVersion int64
+	ClaimedAttempt int
 	// Row is the row read back after the upsert; nil if there is none.
 	Row *observedRow
 	// Now is the database's clock during the claim.
@@ -133,9 +144,10 @@ func classify(in claimInput) Claim {
 	if in.Row != nil {
 		c.Status = in.Row.Status
 		c.Version = in.Row.Version
+		c.Attempt = in.Row.Attempt
 	}
 	if in.First == nil && in.Claimed {
-		c.Result, c.Status, c.Version = Claimed, StatusSending, in.ClaimedVersion
+		c.Result, c.Status, c.Version, c.Attempt = Claimed, StatusSending, in.ClaimedVersion, in.ClaimedAttempt
 		return c
 	}
 	if in.First != nil {
@@ -183,7 +195,12 @@ INSERT INTO postline_messages AS m (
 	message_id, status, version, attempt, payload_hash, lease_owner, lease_expires_at,
 	priority, tenant, enqueued_at, payload, record_key, record_headers, first_seen,
 	created_at, updated_at)
-SELECT u.message_id, 'sending', 1, u.attempt, u.payload_hash, $7, now() + make_interval(secs => $8),
+SELECT u.message_id, 'sending', 1,
+	-- A new row is a first attempt whatever the copy says. For an existing
+	-- row the proposed attempt is the copy's: the DO UPDATE below compares
+	-- it (as excluded.attempt) with the row's.
+	CASE WHEN e.message_id IS NULL THEN 1 ELSE u.attempt END,
+	u.payload_hash, $7, now() + make_interval(secs => $8),
 	NULLIF(u.priority, ''), NULLIF(u.tenant, ''), u.enqueued_at, u.payload, u.record_key,
 	NULLIF(u.record_headers, '')::jsonb, COALESCE(u.first_seen, u.enqueued_at, now()),
 	now(), now()
@@ -191,6 +208,7 @@ FROM unnest($1::text[], $2::bytea[], $3::int4[], $4::text[], $5::text[], $6::tim
 		$9::bytea[], $10::bytea[], $11::text[], $12::timestamptz[])
 	AS u(message_id, payload_hash, attempt, priority, tenant, enqueued_at,
 		payload, record_key, record_headers, first_seen)
+LEFT JOIN postline_messages e ON e.message_id = u.message_id
 ORDER BY u.message_id COLLATE "C"
 ON CONFLICT (message_id) DO UPDATE SET
 	status = 'sending',
@@ -209,7 +227,7 @@ WHERE m.status IN ('pending', 'retrying', 'sending')
 	AND m.payload_hash = excluded.payload_hash
 	AND m.attempt = excluded.attempt
 	AND (m.lease_expires_at IS NULL OR m.lease_expires_at <= now())
-RETURNING m.message_id, m.version`
+RETURNING m.message_id, m.version, m.attempt`
 
 const claimReadSQL = `
 SELECT message_id, status, version, attempt, payload_hash, lease_expires_at
@@ -224,8 +242,8 @@ FROM postline_messages WHERE message_id = ANY($1::text[])`
 // attempt, and otherwise is judged on the row like any unclaimed request
 // (Duplicate, Stale or Busy).
 //
-// A claim succeeds when no row exists (it is inserted as sending, version 1),
-// or the row is pending, retrying or sending with the same hash, the same
+// A claim succeeds when no row exists (it is inserted as sending, version 1,
+// attempt 1 whatever the request's attempt: Claim.Attempt says which), or the row is pending, retrying or sending with the same hash, the same
 // attempt and no live lease (a sending row with an expired lease belongs to a
 // crashed owner). Otherwise: a different hash is Conflict whatever the
 // status, a terminal row is Duplicate, an attempt mismatch is Stale, and a
@@ -294,7 +312,7 @@ func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 			first := reqs[fi]
 			in.First = &first
 		} else if v, ok := claimed[r.MessageID]; ok {
-			in.Claimed, in.ClaimedVersion = true, v
+			in.Claimed, in.ClaimedVersion, in.ClaimedAttempt = true, v.version, v.attempt
 		}
 		if row, ok := rows[r.MessageID]; ok {
 			in.Row = &row
@@ -309,7 +327,7 @@ func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 // batch: one round trip, one implicit transaction, one now().
 func (s *Store) claimRoundTrip(ctx context.Context, ids []string, hashes [][]byte, attempts []int32,
 	priorities, tenants []string, enqueued []pgtype.Timestamptz, rec recordColumns,
-) (claimed map[string]int64, rows map[string]observedRow, now time.Time, err error) {
+) (claimed map[string]claimedRow, rows map[string]observedRow, now time.Time, err error) {
 	b := &pgx.Batch{}
 	b.Queue(claimSQL, ids, hashes, attempts, priorities, tenants, enqueued, s.cfg.Owner, s.leaseSeconds(),
 		rec.payloads, rec.keys, rec.headers, rec.seen)
@@ -322,17 +340,17 @@ func (s *Store) claimRoundTrip(ctx context.Context, ids []string, hashes [][]byt
 		}
 	}()
 
-	claimed = make(map[string]int64, len(ids))
+	claimed = make(map[string]claimedRow, len(ids))
 	res, err := br.Query()
 	if err != nil {
 		return nil, nil, time.Time{}, fmt.Errorf("upsert: %w", err)
 	}
 	var (
-		id      string
-		version int64
+		id string
+		cr claimedRow
 	)
-	if _, err := pgx.ForEachRow(res, []any{&id, &version}, func() error {
-		claimed[id] = version
+	if _, err := pgx.ForEachRow(res, []any{&id, &cr.version, &cr.attempt}, func() error {
+		claimed[id] = cr
 		return nil
 	}); err != nil {
 		return nil, nil, time.Time{}, fmt.Errorf("upsert: %w", err)
@@ -360,6 +378,12 @@ func (s *Store) claimRoundTrip(ctx context.Context, ids []string, hashes [][]byt
 		return nil, nil, time.Time{}, fmt.Errorf("read clock: %w", err)
 	}
 	return claimed, rows, now, nil
+}
+
+// claimedRow is what the upsert returns for a row whose lease it took.
+type claimedRow struct {
+	version int64
+	attempt int
 }
 
 // recordColumns are the claim's optional copy of the Kafka record, one

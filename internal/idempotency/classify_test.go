@@ -237,3 +237,48 @@ func TestStatus(t *testing.T) {
 		t.Errorf("Statuses has %d entries, want 6", len(Statuses))
 	}
 }
+
+// TestClassifyAttempt checks the attempt a claim reports: the upsert's for
+// Claimed (a row inserted for a copy that claims attempt 5 is at 1), the
+// row's otherwise.
+func TestClassifyAttempt(t *testing.T) {
+	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	hash := []byte("aaaa")
+	tests := []struct {
+		name        string
+		in          claimInput
+		wantResult  ClaimResult
+		wantAttempt int
+	}{
+		{
+			name: "inserted for a copy claiming attempt 5 is attempt 1",
+			in: claimInput{Req: ClaimRequest{MessageID: "m1", PayloadHash: hash, Attempt: 5},
+				Claimed: true, ClaimedVersion: 1, ClaimedAttempt: 1,
+				Row: &observedRow{Status: StatusSending, Version: 1, Attempt: 1, PayloadHash: hash}, Now: now},
+			wantResult: Claimed, wantAttempt: 1,
+		},
+		{
+			name: "re-claimed retrying row keeps its attempt",
+			in: claimInput{Req: ClaimRequest{MessageID: "m1", PayloadHash: hash, Attempt: 3},
+				Claimed: true, ClaimedVersion: 4, ClaimedAttempt: 3, Now: now},
+			wantResult: Claimed, wantAttempt: 3,
+		},
+		{
+			name: "stale reports the row's attempt",
+			in: claimInput{Req: ClaimRequest{MessageID: "m1", PayloadHash: hash, Attempt: 5},
+				Row: &observedRow{Status: StatusRetrying, Version: 2, Attempt: 2, PayloadHash: hash}, Now: now},
+			wantResult: Stale, wantAttempt: 2,
+		},
+		{
+			name:       "no row read: zero",
+			in:         claimInput{Req: ClaimRequest{MessageID: "m1", PayloadHash: hash, Attempt: 2}, Now: now},
+			wantResult: Busy, wantAttempt: 0,
+		},
+	}
+	for _, tt := range tests {
+		got := classify(tt.in)
+		if got.Result != tt.wantResult || got.Attempt != tt.wantAttempt {
+			t.Errorf("%s: classify = %v attempt %d, want %v attempt %d", tt.name, got.Result, got.Attempt, tt.wantResult, tt.wantAttempt)
+		}
+	}
+}

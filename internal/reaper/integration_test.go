@@ -45,7 +45,7 @@ func newFixture(t *testing.T) fixture {
 		t.Fatal(err)
 	}
 	name := testenv.NewTopic(t, 2)
-	pub, err := job.NewPublisher(job.PublisherConfig{Brokers: testenv.KafkaBrokers(), Topic: name})
+	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.Kafka(), Topic: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,13 +54,22 @@ func newFixture(t *testing.T) fixture {
 	j := job.Job{Version: 1, MessageID: "stuck.1@example.com", From: "a@example.com", To: []string{"b@example.test"}, Subject: "s", Text: "t"}
 	f := fixture{store: store, pub: pub, topic: name, id: j.MessageID, hash: j.Hash(),
 		seen: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
+	// The crashed owner failed attempt 1 and crashed during attempt 2.
 	cs, err := crashed.Claim(t.Context(), []idempotency.ClaimRequest{{
-		MessageID: f.id, PayloadHash: f.hash, Attempt: 2, Payload: []byte(`{"the":"value"}`), Key: []byte(f.id),
+		MessageID: f.id, PayloadHash: f.hash, Attempt: 1, Payload: []byte(`{"the":"value"}`), Key: []byte(f.id),
 		TraceHeaders: map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
 		FirstSeen:    f.seen,
 	}})
 	if err != nil || cs[0].Result != idempotency.Claimed {
 		t.Fatalf("claim = %+v, %v", cs, err)
+	}
+	if lost, err := crashed.Record(t.Context(), []idempotency.Outcome{{MessageID: f.id, Version: cs[0].Version,
+		Status: idempotency.StatusRetrying, Attempt: 2}}); err != nil || len(lost) != 0 {
+		t.Fatalf("record retrying = %v, %v", lost, err)
+	}
+	cs, err = crashed.Claim(t.Context(), []idempotency.ClaimRequest{{MessageID: f.id, PayloadHash: f.hash, Attempt: 2}})
+	if err != nil || cs[0].Result != idempotency.Claimed || cs[0].Attempt != 2 {
+		t.Fatalf("claim of attempt 2 = %+v, %v", cs, err)
 	}
 	return f
 }
@@ -71,7 +80,7 @@ func readAll(t *testing.T, name string) []kafka.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	infos, err := topic.Describe(ctx, testenv.KafkaBrokers(), name)
+	infos, err := topic.Describe(ctx, testenv.Kafka(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,8 +213,9 @@ func TestConcurrentReapersReleaseOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if row.Status != idempotency.StatusRetrying || row.Version != 2 {
-		t.Errorf("row = %+v, want retrying at version 2 (released once)", row)
+	// Versions: inserted 1, retrying 2, re-claimed 3, released 4.
+	if row.Status != idempotency.StatusRetrying || row.Version != 4 {
+		t.Errorf("row = %+v, want retrying at version 4 (released once)", row)
 	}
 	reqs := []idempotency.ClaimRequest{{MessageID: f.id, PayloadHash: f.hash, Attempt: 2}, {MessageID: f.id, PayloadHash: f.hash, Attempt: 2}}
 	cs, err := f.store.Claim(t.Context(), reqs)
@@ -247,7 +257,7 @@ func TestReaperRepublishesStalledReplays(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := testenv.NewTopic(t, 1)
-	pub, err := job.NewPublisher(job.PublisherConfig{Brokers: testenv.KafkaBrokers(), Topic: name})
+	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.Kafka(), Topic: name})
 	if err != nil {
 		t.Fatal(err)
 	}
