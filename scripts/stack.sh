@@ -424,12 +424,98 @@ pg_psql() {
     -U postgres -d postgres
 }
 
+# pg_query SQL: one query as the superuser over our unix socket; unaligned, tuples only.
+pg_query() {
+  as_postgres "$PG_BIN/psql" -X -At -v ON_ERROR_STOP=1 -h "$PG_SOCK" -p "$PG_PORT" \
+    -U postgres -d postgres -c "$1"
+}
+
+# pg_durability: "on" unless POSTLINE_PG_FAST=1 asks for the benchmark setting (see the header).
+pg_durability() {
+  if [[ ${POSTLINE_PG_FAST:-0} == 1 ]]; then printf off; else printf on; fi
+}
+
+# pg_conf: postline.conf as this run wants it. The certificate paths are relative to PGDATA.
+pg_conf() {
+  local d
+  d="$(pg_durability)"
+  cat <<EOF
+# Written by scripts/stack.sh on every \`up\`: change the script, not this file.
+listen_addresses = '127.0.0.1'
+port = $PG_PORT
+unix_socket_directories = '$PG_SOCK'
+max_connections = 300
+# TLS with the throwaway CA of .stack/tls ($(tls_stamp)).
+ssl = on
+ssl_cert_file = 'postline-server.pem'
+ssl_key_file = 'postline-server-key.pem'
+# Durable unless POSTLINE_PG_FAST=1 (benchmarks: a crash of the machine may lose or corrupt data).
+fsync = $d
+synchronous_commit = $d
+full_page_writes = $d
+EOF
+}
+
+# pg_restart_keys FILE: the settings of FILE that only a restart applies (the rest reload).
+pg_restart_keys() {
+  grep -E '^(listen_addresses|port|unix_socket_directories|max_connections) ' "$1" 2>/dev/null || true
+}
+
+# pg_configure: write postline.conf and the server certificate into PGDATA (owned by postgres,
+# mode 600, as PostgreSQL demands of the key). Sets PG_CHANGED=1 when anything differs from what
+# is there, and PG_NEEDS_RESTART=1 when a setting that only a restart applies changed.
+pg_configure() {
+  local conf="$PGDATA/postline.conf" f
+  PG_CHANGED=0
+  PG_NEEDS_RESTART=0
+  pg_conf >"$conf.new"
+  if ! cmp -s "$conf.new" "$conf"; then
+    PG_CHANGED=1
+    [[ "$(pg_restart_keys "$conf.new")" == "$(pg_restart_keys "$conf")" ]] || PG_NEEDS_RESTART=1
+  fi
+  for f in server.pem server-key.pem; do
+    if ! cmp -s "$TLS/$f" "$PGDATA/postline-$f"; then
+      install -o postgres -g postgres -m 600 "$TLS/$f" "$PGDATA/postline-$f.new"
+      mv -f "$PGDATA/postline-$f.new" "$PGDATA/postline-$f"
+      PG_CHANGED=1
+    fi
+  done
+  chown postgres:postgres "$conf.new"
+  chmod 600 "$conf.new"
+  mv -f "$conf.new" "$conf"
+}
+
+# pg_check_settings: the running server uses what postline.conf says (after a reload the
+# postmaster applies it asynchronously, hence the short poll).
+pg_check_settings() {
+  local want got deadline=$((SECONDS + 10))
+  want="on $(pg_durability) $(pg_durability)"
+  while :; do
+    got="$(pg_query "SELECT current_setting('ssl') || ' ' || current_setting('fsync') || ' ' || current_setting('synchronous_commit')" 2>/dev/null)" || got=""
+    [[ $got == "$want" ]] && return 0
+    ((SECONDS < deadline)) || { tail_log "$PG_LOG"; die "postgres: ssl/fsync/synchronous_commit are '$got', not '$want' after applying postline.conf"; }
+    sleep 0.2
+  done
+}
+
 pg_up() {
   pg_install
   pg_paths
   if pg_running; then
     pg_answers || die "postgres: our cluster in $PGDATA runs but 127.0.0.1:$PG_PORT does not answer (another port? see $PG_LOG)"
-    log "postgres: ready on 127.0.0.1:$PG_PORT (already running)"
+    pg_configure
+    if ((PG_NEEDS_RESTART)); then
+      log "postgres: postline.conf changed a setting that needs a restart; restarting once"
+      pg_ctl_ -m fast -l "$PG_LOG" -w -t 60 restart >/dev/null || { tail_log "$PG_LOG"; die "postgres: pg_ctl restart failed"; }
+      pg_wait
+    elif ((PG_CHANGED)); then
+      # ssl, its files, fsync, synchronous_commit and full_page_writes apply on reload: open
+      # connections of tests running now are kept.
+      log "postgres: postline.conf or its certificate changed; reloading"
+      pg_ctl_ reload >/dev/null || { tail_log "$PG_LOG"; die "postgres: pg_ctl reload failed"; }
+    fi
+    ((PG_CHANGED)) && pg_check_settings
+    log "postgres: ready on 127.0.0.1:$PG_PORT (TLS, durability $(pg_durability)) (already running)"
     return 0
   fi
   if port_open 127.0.0.1 "$PG_PORT"; then
@@ -453,25 +539,12 @@ pg_up() {
     printf "\ninclude_if_exists = 'postline.conf'\n" >>"$PGDATA/postgresql.conf"
     printf '%s\n' "$PGDATA" >"$STACK/pg-location"
   fi
-  # Rewritten on every start so POSTLINE_PG_PORT and the tuning apply to an existing cluster.
-  cat >"$PGDATA/postline.conf" <<EOF
-# Written by scripts/stack.sh; tuned for tests, never for data you care about.
-listen_addresses = '127.0.0.1'
-port = $PG_PORT
-unix_socket_directories = '$PG_SOCK'
-max_connections = 300
-fsync = off
-synchronous_commit = off
-full_page_writes = off
-EOF
-  chown postgres:postgres "$PGDATA/postline.conf"
+  # Rewritten on every `up` so POSTLINE_PG_PORT, POSTLINE_PG_FAST and a new certificate apply
+  # to an existing cluster.
+  pg_configure
   log "postgres: starting on 127.0.0.1:$PG_PORT"
   pg_ctl_ -l "$PG_LOG" -w -t 60 start >/dev/null || { tail_log "$PG_LOG"; die "postgres: pg_ctl start failed"; }
-  local deadline=$((SECONDS + 60))
-  until pg_answers; do
-    ((SECONDS < deadline)) || { tail_log "$PG_LOG"; die "postgres: not ready after 60 s"; }
-    sleep 0.2
-  done
+  pg_wait
   pg_psql <<'SQL' || die "postgres: creating role/database postline failed"
 SELECT 'CREATE ROLE postline LOGIN CREATEDB PASSWORD ''postline'''
 WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'postline')
@@ -480,7 +553,15 @@ SELECT 'CREATE DATABASE postline OWNER postline'
 WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'postline')
 \gexec
 SQL
-  log "postgres: ready on 127.0.0.1:$PG_PORT (role/db postline)"
+  log "postgres: ready on 127.0.0.1:$PG_PORT (role/db postline, TLS, durability $(pg_durability))"
+}
+
+pg_wait() {
+  local deadline=$((SECONDS + 60))
+  until pg_answers; do
+    ((SECONDS < deadline)) || { tail_log "$PG_LOG"; die "postgres: not ready after 60 s"; }
+    sleep 0.2
+  done
 }
 
 pg_down() {
