@@ -16,6 +16,13 @@ import (
 
 var prometheusDir = filepath.Join(repoRoot, "deploy", "prometheus")
 
+// The documentation pages the alert rules are checked against, relative to
+// the repository root: the alerts' runbooks, and the metric catalogue.
+const (
+	runbookPage = "docs/operations.md"
+	metricsPage = "docs/metrics.md"
+)
+
 // promtool finds Prometheus's promtool: $POSTLINE_TEST_PROMTOOL, then PATH,
 // then where scripts/stack.sh unpacks Debian's prometheus package.
 func promtool(t *testing.T) string {
@@ -81,9 +88,12 @@ type alertRules struct {
 	} `yaml:"groups"`
 }
 
+// TestAlertsAreDocumented checks every alert's annotations, and that its
+// runbook_url names its own runbook section, a heading of docs/operations.md.
 func TestAlertsAreDocumented(t *testing.T) {
 	var rules alertRules
 	readYAML(t, filepath.Join(prometheusDir, "alerts.yml"), &rules)
+	runbooks := pageAnchors(t, filepath.Join(repoRoot, runbookPage))
 	n := 0
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
@@ -96,8 +106,12 @@ func TestAlertsAreDocumented(t *testing.T) {
 					t.Errorf("alert %s: no %s annotation", r.Alert, a)
 				}
 			}
-			if want := "README.md#alert-" + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
+			anchor := "alert-" + strings.ToLower(r.Alert)
+			if want := runbookPage + "#" + anchor; r.Annotations["runbook_url"] != want {
 				t.Errorf("alert %s: runbook_url %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
+			}
+			if !slices.Contains(runbooks, anchor) {
+				t.Errorf("alert %s: %s has no runbook heading \"Alert: %s\" (#%s)", r.Alert, runbookPage, r.Alert, anchor)
 			}
 			if s := r.Labels["severity"]; s != "warning" && s != "critical" {
 				t.Errorf("alert %s: severity %q, want warning or critical", r.Alert, s)
@@ -110,19 +124,19 @@ func TestAlertsAreDocumented(t *testing.T) {
 }
 
 // TestAlertsUseRealNames checks the names the expressions depend on: every
-// postline_* metric is in the README's metric table, and every job label is
-// a scrape job of prometheus.yml.
+// postline_* metric is in the metric table of docs/metrics.md, and every job
+// label is a scrape job of prometheus.yml.
 func TestAlertsUseRealNames(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	metricsDoc, err := os.ReadFile(filepath.Join(repoRoot, metricsPage))
 	if err != nil {
 		t.Fatal(err)
 	}
 	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `(postline_[a-z0-9_]+)` \\|").FindAllStringSubmatch(string(readme), -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `(postline_[a-z0-9_]+)` \\|").FindAllStringSubmatch(string(metricsDoc), -1) {
 		documented[m[1]] = true
 	}
 	if len(documented) == 0 {
-		t.Fatal("README.md: no metric table rows found")
+		t.Fatal(metricsPage + ": no metric table rows found")
 	}
 	var cfg prometheusConfig
 	readYAML(t, filepath.Join(prometheusDir, "prometheus.yml"), &cfg)
@@ -148,7 +162,7 @@ func TestAlertsUseRealNames(t *testing.T) {
 					}
 				}
 				if !documented[base] {
-					t.Errorf("alert %s: metric %s is not in README.md's metric table", r.Alert, name)
+					t.Errorf("alert %s: metric %s is not in the metric table of %s", r.Alert, name, metricsPage)
 				}
 			}
 			for _, m := range job.FindAllStringSubmatch(r.Expr, -1) {

@@ -106,12 +106,19 @@ func TestCommittedDashboardsAreFresh(t *testing.T) {
 	}
 }
 
-func TestCatalogueMatchesREADME(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+// Documentation pages the dashboards are checked against, relative to this
+// package: the metric catalogue, and the panel tables with the runbooks.
+var (
+	metricsPage    = filepath.Join("..", "..", "docs", "metrics.md")
+	operationsPage = filepath.Join("..", "..", "docs", "operations.md")
+)
+
+func TestCatalogueMatchesMetricsDoc(t *testing.T) {
+	readme, err := os.ReadFile(metricsPage)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A row of the README's metrics table:
+	// A row of the metrics table of docs/metrics.md:
 	// | `name` | type | `label` (`value`, ...), `label` | meaning |
 	readmeMetricRow := regexp.MustCompile("^\\| `(postline_[a-z0-9_]+)` \\| ([a-z]+) \\|([^|]*)\\|")
 	parenthesised := regexp.MustCompile(`\([^)]*\)`)
@@ -129,23 +136,71 @@ func TestCatalogueMatchesREADME(t *testing.T) {
 		documented[row[1]] = Metric{Name: row[1], Type: MetricType(row[2]), Labels: labels}
 	}
 	if len(documented) == 0 {
-		t.Fatal("README.md has no metrics table rows like | `postline_...` | type | labels | meaning |")
+		t.Fatal("docs/metrics.md has no metrics table rows like | `postline_...` | type | labels | meaning |")
 	}
 	catalogued := make(map[string]bool)
 	for _, m := range Catalogue() {
 		catalogued[m.Name] = true
 		doc, ok := documented[m.Name]
 		if !ok {
-			t.Errorf("%s is in Catalogue but not in README.md's metrics table: document it there", m.Name)
+			t.Errorf("%s is in Catalogue but not in the metrics table of docs/metrics.md: document it there", m.Name)
 			continue
 		}
 		if doc.Type != m.Type || !slices.Equal(doc.Labels, m.Labels) {
-			t.Errorf("%s: README says %s %q, Catalogue says %s %q", m.Name, doc.Type, doc.Labels, m.Type, m.Labels)
+			t.Errorf("%s: docs/metrics.md says %s %q, Catalogue says %s %q", m.Name, doc.Type, doc.Labels, m.Type, m.Labels)
 		}
 	}
 	for name := range documented {
 		if !catalogued[name] {
-			t.Errorf("%s is in README.md's metrics table but not in Catalogue: add it", name)
+			t.Errorf("%s is in the metrics table of docs/metrics.md but not in Catalogue: add it", name)
+		}
+	}
+}
+
+// TestOperationsDocDescribesEveryPanel keeps the panel tables of
+// docs/operations.md equal to the dashboards: under "Dashboard: <title>",
+// one row per panel, in order, with its title, what it means and what to do
+// (the description split at " What to do: ").
+func TestOperationsDocDescribesEveryPanel(t *testing.T) {
+	doc, err := os.ReadFile(operationsPage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string][]string{} // dashboard title -> table rows
+	dashboard := ""
+	for line := range strings.Lines(string(doc)) {
+		line = strings.TrimRight(line, "\n")
+		if title, ok := strings.CutPrefix(line, "### Dashboard: "); ok {
+			dashboard = title
+			continue
+		}
+		if strings.HasPrefix(line, "#") {
+			dashboard = ""
+			continue
+		}
+		if dashboard != "" && strings.HasPrefix(line, "| ") &&
+			!strings.HasPrefix(line, "| panel |") && !strings.HasPrefix(line, "| --- |") {
+			documented[dashboard] = append(documented[dashboard], line)
+		}
+	}
+	want := map[string][]string{}
+	for _, p := range Panels() {
+		meaning, action, ok := strings.Cut(p.Description, " What to do: ")
+		if !ok {
+			t.Fatalf("panel %q: description has no \" What to do: \"", p.Title)
+		}
+		want[p.Dashboard] = append(want[p.Dashboard],
+			"| "+p.Title+" | "+meaning+" | "+strings.ToUpper(action[:1])+action[1:]+" |")
+	}
+	for dash, rows := range want {
+		if !slices.Equal(documented[dash], rows) {
+			t.Errorf("docs/operations.md, \"### Dashboard: %s\": the panel table differs from the dashboard; want these rows:\n%s",
+				dash, strings.Join(rows, "\n"))
+		}
+	}
+	for dash := range documented {
+		if _, ok := want[dash]; !ok {
+			t.Errorf("docs/operations.md documents a dashboard %q that is not generated", dash)
 		}
 	}
 }
@@ -277,8 +332,8 @@ func TestPanelsAreComplete(t *testing.T) {
 				t.Errorf("%s: title also used in %s; Queries and Panels key on it", where, other)
 			}
 			titles[p.Title] = file
-			// The README splits each description into meaning and action
-			// at this phrase.
+			// docs/operations.md splits each description into meaning
+			// and action at this phrase.
 			if strings.Count(p.Description, " What to do: ") != 1 {
 				t.Errorf("%s: description %q must say \" What to do: \" once", where, p.Description)
 			}
