@@ -217,6 +217,15 @@ tls_stamp() {
   printf 'server.pem sha256 %s' "$(sha256sum <"$TLS/server.pem" | cut -c1-64)"
 }
 
+# tls_handshake HOST:PORT [STARTTLS]: a TLS handshake there verifies against our CA for 127.0.0.1.
+tls_handshake() {
+  [[ -s $TLS/ca.pem ]] || return 1
+  local starttls=()
+  [[ -n ${2:-} ]] && starttls=(-starttls "$2")
+  timeout 5 openssl s_client -connect "$1" "${starttls[@]}" -CAfile "$TLS/ca.pem" \
+    -verify_return_error -verify_ip 127.0.0.1 -brief </dev/null >/dev/null 2>&1
+}
+
 kafka_password() {
   tr -d '\n' <"$TLS/kafka-password"
 }
@@ -760,8 +769,18 @@ cmd_status() {
     log "kafka: down ($KAFKA_HOST:$KAFKA_PORT)"
     rc=1
   fi
+  if tls_handshake "$KAFKA_HOST:$KAFKA_SECURE_PORT"; then
+    log "kafka: SASL_SSL up on $KAFKA_HOST:$KAFKA_SECURE_PORT (certificate verified against $TLS/ca.pem; SCRAM-SHA-512 user $KAFKA_SASL_USER)"
+  else
+    log "kafka: SASL_SSL down or certificate not verified ($KAFKA_HOST:$KAFKA_SECURE_PORT)"
+    rc=1
+  fi
   if pg_answers; then
-    log "postgres: up on 127.0.0.1:$PG_PORT"
+    if tls_handshake "127.0.0.1:$PG_PORT" postgres; then
+      log "postgres: up on 127.0.0.1:$PG_PORT (TLS verified against $TLS/ca.pem)"
+    else
+      log "postgres: up on 127.0.0.1:$PG_PORT, but without TLS or with an unverified certificate"
+    fi
   else
     log "postgres: down (127.0.0.1:$PG_PORT)"
     rc=1
@@ -783,7 +802,13 @@ cmd_status() {
 cmd_env() {
   cat <<EOF
 export POSTLINE_TEST_KAFKA=$KAFKA_HOST:$KAFKA_PORT
+export POSTLINE_TEST_KAFKA_SECURE=$KAFKA_HOST:$KAFKA_SECURE_PORT
+export POSTLINE_TEST_KAFKA_SASL_USER=$KAFKA_SASL_USER
+export POSTLINE_TEST_KAFKA_SASL_PASSWORD_FILE=$TLS/kafka-password
+export POSTLINE_TEST_TLS_CA=$TLS/ca.pem
+export POSTLINE_TEST_TLS_UNTRUSTED_CA=$TLS/untrusted-ca.pem
 export POSTLINE_TEST_DATABASE_URL='postgres://postline:postline@127.0.0.1:$PG_PORT/postline?sslmode=disable'
+export POSTLINE_TEST_DATABASE_URL_TLS='postgres://postline:postline@127.0.0.1:$PG_PORT/postline?sslmode=verify-full&sslrootcert=$TLS/ca.pem'
 export POSTLINE_TEST_SMTP_SINK=127.0.0.1:$SINK_PORT
 export POSTLINE_TEST_MAILPIT_BIN=$MAILPIT_BIN
 export POSTLINE_TEST_MAILPIT_SMTP=127.0.0.1:$MAILPIT_SMTP_PORT
