@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -15,8 +16,10 @@ import (
 // value. Every rejection is a *ValidationError, found in this order:
 //
 //  1. the document exceeds limits.MaxMessageBytes (oversize_message);
-//  2. it is not one well-formed JSON object, has trailing data
-//     (malformed_json);
+//  2. in document order: it is not one well-formed JSON object, has
+//     trailing data (malformed_json), or nests objects and arrays deeper
+//     than limits.MaxDepth (too_deep; reading stops there, so nothing after
+//     that point is reported);
 //  3. "version" is missing or not SchemaVersion (unsupported_version),
 //     checked before any other field so that a newer document reports its
 //     version rather than its new fields;
@@ -27,17 +30,30 @@ import (
 //  6. a required key is absent (missing_field);
 //  7. Validate.
 //
+// Time and memory are linear in len(data): steps 1 to 4 read the document
+// once as tokens, and only a document that passes them is decoded into a
+// Job.
+//
 // Decode does not Normalize: the job is returned as the producer wrote it.
 // When only Validate fails, the decoded job is returned with the error so
 // the caller can log its message ID; otherwise the Job is zero.
 func Decode(data []byte, limits Limits) (Job, error) {
+	return decode(data, limits, unmarshalJob)
+}
+
+// decode is Decode with the second pass injected, so that a test can prove
+// a document rejected by the scanner never reaches encoding/json.
+func decode(data []byte, limits Limits, unmarshal func([]byte, *Job) error) (Job, error) {
 	limits = limits.WithDefaults()
 	if len(data) > limits.MaxMessageBytes {
 		return Job{}, invalid(ReasonOversizeMessage, "", "%d bytes, limit %d", len(data), limits.MaxMessageBytes)
 	}
-	s := scanner{dec: json.NewDecoder(bytes.NewReader(data))}
+	s := scanner{dec: json.NewDecoder(bytes.NewReader(data)), maxDepth: limits.MaxDepth}
 	s.dec.UseNumber()
 	if err := s.document(); err != nil {
+		if errors.Is(err, errTooDeep) {
+			return Job{}, invalid(ReasonTooDeep, s.render(""), "objects and arrays nest deeper than %d", limits.MaxDepth)
+		}
 		return Job{}, invalid(ReasonMalformedJSON, "", "%v", err)
 	}
 	if err := checkVersion(s.version, s.hasVersion); err != nil {
@@ -47,9 +63,7 @@ func Decode(data []byte, limits Limits) (Job, error) {
 		return Job{}, s.problem
 	}
 	var j Job
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil {
+	if err := unmarshal(data, &j); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			return Job{}, invalid(ReasonMalformedJSON, te.Field, "%s is not %s", te.Value, te.Type)
@@ -63,6 +77,14 @@ func Decode(data []byte, limits Limits) (Job, error) {
 		return j, err
 	}
 	return j, nil
+}
+
+// unmarshalJob is the second pass of Decode: the document has passed the
+// scanner, so it is one object of bounded depth whose keys are all known.
+func unmarshalJob(data []byte, j *Job) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(j)
 }
 
 func checkVersion(tok json.Token, present bool) error {
@@ -79,19 +101,43 @@ func checkVersion(tok json.Token, present bool) error {
 	return nil
 }
 
+// errTooDeep stops the scanner at the first value nested deeper than
+// Limits.MaxDepth.
+var errTooDeep = errors.New("nested too deep")
+
 // scanner walks a document token by token before it is decoded, to find
 // what encoding/json does not report: the version ahead of everything else,
 // keys that differ from the schema only in case (encoding/json matches
 // them), duplicate keys (encoding/json keeps the last), nulls (encoding/json
-// reads them as zero values) and absent required keys. It checks syntax and
-// trailing data too; types are left to the decoder.
+// reads them as zero values), absent required keys and nesting deeper than
+// the limit. It checks syntax and trailing data too; types are left to the
+// decoder.
+//
+// A hostile document must cost no more than its size, so the scanner keeps
+// the path of the current value as a stack of segments and renders it only
+// when it notes a problem, and it reuses one duplicate-key set per depth.
 type scanner struct {
 	dec        *json.Decoder
+	maxDepth   int
+	path       []segment             // from the document down to the current value
+	seen       []map[string]struct{} // duplicate-key sets, reused per depth
 	version    json.Token
 	hasVersion bool
 	problem    *ValidationError // first structural problem in document order
 	missing    string           // first absent required key
 }
+
+// segment is one step of a path: an object key, or an array index when
+// index >= 0.
+type segment struct {
+	key   string
+	index int
+}
+
+// maxReusedKeys bounds the duplicate-key set kept for reuse: clearing a set
+// costs its capacity, so a large one is dropped rather than cleared for
+// every small object after it.
+const maxReusedKeys = 64
 
 func (s *scanner) document() error {
 	tok, err := s.dec.Token()
@@ -101,7 +147,7 @@ func (s *scanner) document() error {
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return errors.New("not a JSON object")
 	}
-	if err := s.object(jobType, ""); err != nil {
+	if err := s.object(jobType); err != nil {
 		return err
 	}
 	switch _, err := s.dec.Token(); {
@@ -114,64 +160,88 @@ func (s *scanner) document() error {
 	}
 }
 
-func (s *scanner) note(reason Reason, field, detail string) {
+// render formats the current path, with child appended when not empty, as
+// "attachments[0].filename". Each key is shortened as in error details, so
+// the field stays small whatever the producer wrote.
+func (s *scanner) render(child string) string {
+	var b strings.Builder
+	for _, seg := range s.path {
+		if seg.index >= 0 {
+			b.WriteByte('[')
+			b.WriteString(strconv.Itoa(seg.index))
+			b.WriteByte(']')
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(truncate(seg.key))
+	}
+	if child != "" {
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(child)
+	}
+	return b.String()
+}
+
+// note records a problem at the current path unless an earlier one is
+// recorded.
+func (s *scanner) note(reason Reason, detail string) {
 	if s.problem == nil {
-		s.problem = &ValidationError{Reason: reason, Field: field, Detail: detail}
+		s.problem = &ValidationError{Reason: reason, Field: s.render(""), Detail: detail}
 	}
 }
 
-// value reads one value that the schema says has type t (nil: unknown).
-func (s *scanner) value(t reflect.Type, path string) error {
-	tok, err := s.dec.Token()
-	if err != nil {
-		return err
-	}
-	return s.rest(tok, t, path)
-}
-
-// rest reads the remainder of the value that starts with tok.
-func (s *scanner) rest(tok json.Token, t reflect.Type, path string) error {
+// rest reads the remainder of the value that starts with tok, which the
+// schema says has type t (nil: unknown).
+func (s *scanner) rest(tok json.Token, t reflect.Type) error {
 	if t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	switch tok := tok.(type) {
 	case json.Delim:
-		if tok == '{' {
-			return s.object(t, path)
+		// The document object is depth 1, so this value is at len(path)+1.
+		if len(s.path)+1 > s.maxDepth {
+			return errTooDeep
 		}
-		return s.array(t, path)
+		if tok == '{' {
+			return s.object(t)
+		}
+		return s.array(t)
 	case nil:
 		if t != nil && t != bytesType {
-			s.note(ReasonMalformedJSON, path, "null is not allowed")
+			s.note(ReasonMalformedJSON, "null is not allowed")
 		}
 	}
 	return nil
 }
 
-func (s *scanner) object(t reflect.Type, path string) error {
+// object reads the members of an object whose '{' has been read.
+func (s *scanner) object(t reflect.Type) error {
 	info := schemaObjects()[t]
 	isMap := t != nil && t.Kind() == reflect.Map
-	seen := make(map[string]bool)
+	depth := len(s.path)
+	seen := s.keySet(depth)
+	s.path = append(s.path, segment{index: -1})
 	for s.dec.More() {
 		tok, err := s.dec.Token()
 		if err != nil {
 			return err
 		}
 		key, _ := tok.(string)
-		child := key
-		if path != "" {
-			child = path + "." + key
+		s.path[depth].key = key
+		if _, dup := seen[key]; dup {
+			s.note(ReasonMalformedJSON, "duplicate key")
 		}
-		if seen[key] {
-			s.note(ReasonMalformedJSON, child, "duplicate key")
-		}
-		seen[key] = true
+		seen[key] = struct{}{}
 		var ft reflect.Type
 		switch {
 		case info != nil:
 			f, ok := info.byName[key]
-			if !ok {
-				s.note(ReasonUnknownField, child, fmt.Sprintf("not in schema version %d", SchemaVersion))
+			if !ok && s.problem == nil {
+				s.note(ReasonUnknownField, fmt.Sprintf("not in schema version %d", SchemaVersion))
 			}
 			ft = f.typ
 		case isMap:
@@ -184,34 +254,61 @@ func (s *scanner) object(t reflect.Type, path string) error {
 		if t == jobType && key == "version" {
 			s.version, s.hasVersion = tok, true
 		}
-		if err := s.rest(tok, ft, child); err != nil {
+		if err := s.rest(tok, ft); err != nil {
 			return err
 		}
 	}
 	if _, err := s.dec.Token(); err != nil { // '}'
 		return err
 	}
+	s.path = s.path[:depth]
 	if info != nil && s.missing == "" {
 		for _, f := range info.fields {
-			if f.required && !seen[f.name] {
-				s.missing = strings.TrimPrefix(path+"."+f.name, ".")
+			if _, ok := seen[f.name]; f.required && !ok {
+				s.missing = s.render(f.name)
 				break
 			}
 		}
 	}
+	if len(seen) > maxReusedKeys {
+		s.seen[depth] = nil
+	}
 	return nil
 }
 
-func (s *scanner) array(t reflect.Type, path string) error {
+// keySet returns an empty duplicate-key set for an object at depth, reusing
+// the one the last object at that depth left.
+func (s *scanner) keySet(depth int) map[string]struct{} {
+	for len(s.seen) <= depth {
+		s.seen = append(s.seen, nil)
+	}
+	if s.seen[depth] == nil {
+		s.seen[depth] = make(map[string]struct{})
+	} else {
+		clear(s.seen[depth])
+	}
+	return s.seen[depth]
+}
+
+// array reads the elements of an array whose '[' has been read.
+func (s *scanner) array(t reflect.Type) error {
 	var elem reflect.Type
 	if t != nil && t.Kind() == reflect.Slice && t != bytesType {
 		elem = t.Elem()
 	}
+	depth := len(s.path)
+	s.path = append(s.path, segment{})
 	for i := 0; s.dec.More(); i++ {
-		if err := s.value(elem, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+		s.path[depth].index = i
+		tok, err := s.dec.Token()
+		if err != nil {
+			return err
+		}
+		if err := s.rest(tok, elem); err != nil {
 			return err
 		}
 	}
+	s.path = s.path[:depth]
 	_, err := s.dec.Token() // ']'
 	return err
 }

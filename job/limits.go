@@ -18,6 +18,10 @@ const (
 	DefaultMaxAttachmentBytes = 1 << 20
 	// DefaultMaxRecipients bounds To, Cc and Bcc together.
 	DefaultMaxRecipients = 100
+	// DefaultMaxDepth bounds how deep objects and arrays nest, the document
+	// object counting as 1. A valid job nests 3 deep (attachments[0]); the
+	// rest is room for future schema versions.
+	DefaultMaxDepth = 32
 )
 
 // Fixed bounds on the small fields. They are not configurable: they exist so
@@ -64,6 +68,11 @@ type Limits struct {
 	// MaxRecipients bounds len(To)+len(Cc)+len(Bcc).
 	// Defaults to DefaultMaxRecipients.
 	MaxRecipients int
+	// MaxDepth bounds how deep objects and arrays nest in the record, the
+	// document object counting as 1; deeper records are rejected with
+	// ReasonTooDeep before they are decoded, so a record of nested brackets
+	// costs no more than its size. Defaults to 32.
+	MaxDepth int
 }
 
 // WithDefaults returns l with every zero field set to its default.
@@ -72,6 +81,7 @@ func (l Limits) WithDefaults() Limits {
 	l.MaxBodyBytes = cmp.Or(l.MaxBodyBytes, DefaultMaxBodyBytes)
 	l.MaxAttachmentBytes = cmp.Or(l.MaxAttachmentBytes, DefaultMaxAttachmentBytes)
 	l.MaxRecipients = cmp.Or(l.MaxRecipients, DefaultMaxRecipients)
+	l.MaxDepth = cmp.Or(l.MaxDepth, DefaultMaxDepth)
 	return l
 }
 
@@ -86,6 +96,7 @@ func (l Limits) Validate() error {
 		{"MaxBodyBytes", l.MaxBodyBytes},
 		{"MaxAttachmentBytes", l.MaxAttachmentBytes},
 		{"MaxRecipients", l.MaxRecipients},
+		{"MaxDepth", l.MaxDepth},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("job: limits: %s must not be negative, got %d", f.name, f.v)

@@ -15,6 +15,8 @@ const (
 	// ReasonMalformedJSON: not a JSON object, a syntax or type error, a
 	// duplicate key, a null where none is allowed, or trailing data.
 	ReasonMalformedJSON Reason = "malformed_json"
+	// ReasonTooDeep: objects and arrays nest deeper than Limits.MaxDepth.
+	ReasonTooDeep Reason = "too_deep"
 	// ReasonUnknownField: a key the schema does not define (keys are
 	// matched exactly, including case).
 	ReasonUnknownField Reason = "unknown_field"
@@ -69,7 +71,7 @@ func Reasons() []Reason {
 		ReasonTooManyRecipients, ReasonHeaderInjection, ReasonHeaderNotAllowed,
 		ReasonOversizeMessage, ReasonOversizeBody, ReasonOversizeAttachment,
 		ReasonOversizeField, ReasonInvalidField, ReasonInvalidPriority,
-		ReasonMissingBody, ReasonExpired,
+		ReasonMissingBody, ReasonExpired, ReasonTooDeep,
 	}
 }
 

@@ -256,11 +256,11 @@ func TestExpired(t *testing.T) {
 
 func TestLimits(t *testing.T) {
 	got := Limits{MaxRecipients: 5}.WithDefaults()
-	want := Limits{MaxMessageBytes: DefaultMaxMessageBytes, MaxBodyBytes: DefaultMaxBodyBytes, MaxAttachmentBytes: DefaultMaxAttachmentBytes, MaxRecipients: 5}
+	want := Limits{MaxMessageBytes: DefaultMaxMessageBytes, MaxBodyBytes: DefaultMaxBodyBytes, MaxAttachmentBytes: DefaultMaxAttachmentBytes, MaxRecipients: 5, MaxDepth: DefaultMaxDepth}
 	if got != want {
 		t.Fatalf("WithDefaults = %+v, want %+v", got, want)
 	}
-	if DefaultMaxMessageBytes != 2*1024*1024 || DefaultMaxBodyBytes != 256*1024 || DefaultMaxAttachmentBytes != 1024*1024 {
+	if DefaultMaxMessageBytes != 2*1024*1024 || DefaultMaxBodyBytes != 256*1024 || DefaultMaxAttachmentBytes != 1024*1024 || DefaultMaxDepth != 32 {
 		t.Fatal("default limits changed")
 	}
 	if err := (Limits{}).Validate(); err != nil {
@@ -269,5 +269,8 @@ func TestLimits(t *testing.T) {
 	err := Limits{MaxBodyBytes: -1}.Validate()
 	if err == nil || !strings.Contains(err.Error(), "MaxBodyBytes") || !strings.Contains(err.Error(), "-1") {
 		t.Fatalf("negative limit: got %v, want an error naming MaxBodyBytes and -1", err)
+	}
+	if err := (Limits{MaxDepth: -1}).Validate(); err == nil || !strings.Contains(err.Error(), "MaxDepth") {
+		t.Fatalf("negative MaxDepth: got %v, want an error naming MaxDepth", err)
 	}
 }

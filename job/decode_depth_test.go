@@ -1,0 +1,167 @@
+package job
+
+import (
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// nestedObjects returns a document of about size bytes whose metadata value
+// is objects nested {"a":{"a":...}} until the budget runs out.
+func nestedObjects(size int) []byte {
+	const open, close = `{"a":`, `}`
+	depth := (size - 64) / (len(open) + len(close))
+	var b strings.Builder
+	b.WriteString(`{"version":1,"metadata":`)
+	b.WriteString(strings.Repeat(open, depth))
+	b.WriteString(`""`)
+	b.WriteString(strings.Repeat(close, depth))
+	b.WriteString(`}`)
+	return []byte(b.String())
+}
+
+// nestedArrays returns a document of about size bytes whose to value is
+// arrays nested [[[...]]].
+func nestedArrays(size int) []byte {
+	depth := (size - 32) / 2
+	return []byte(`{"version":1,"to":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}`)
+}
+
+// allocatedBy returns the bytes the heap allocated while f ran.
+func allocatedBy(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestDecodeDeepNestingIsLinear is the regression test for the nesting
+// bomb: the scanner used to build each value's path by concatenation, so a
+// 96 KB record of nested objects allocated about 260 MB. Decode must stop at
+// MaxDepth and allocate a small multiple of the input.
+func TestDecodeDeepNestingIsLinear(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		data  []byte
+		field string // the path to the first value too deep
+	}{
+		{"objects 96 KB", nestedObjects(96 << 10), "metadata" + strings.Repeat(".a", DefaultMaxDepth-1)},
+		{"objects 1 MB", nestedObjects(1 << 20), "metadata" + strings.Repeat(".a", DefaultMaxDepth-1)},
+		{"arrays 96 KB", nestedArrays(96 << 10), "to" + strings.Repeat("[0]", DefaultMaxDepth-1)},
+		{"arrays 1 MB", nestedArrays(1 << 20), "to" + strings.Repeat("[0]", DefaultMaxDepth-1)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			alloc := allocatedBy(func() { _, err = Decode(tt.data, Limits{}) })
+			checkReason(t, err, ReasonTooDeep, tt.field)
+			if limit := 64 * uint64(len(tt.data)); alloc > limit {
+				t.Fatalf("Decode of %d bytes allocated %d bytes, limit %d (64x input)", len(tt.data), alloc, limit)
+			}
+			t.Logf("%d bytes in, %d bytes allocated (%.1fx)", len(tt.data), alloc, float64(alloc)/float64(len(tt.data)))
+		})
+	}
+}
+
+// TestDecodeTooDeepSkipsSecondPass checks that a document the scanner
+// rejects as too deep never reaches encoding/json, whose own recursion and
+// allocation the depth limit exists to bound.
+func TestDecodeTooDeepSkipsSecondPass(t *testing.T) {
+	for _, data := range [][]byte{nestedObjects(96 << 10), nestedArrays(96 << 10), nestedArrays(1 << 20)} {
+		_, err := decode(data, Limits{}, func([]byte, *Job) error {
+			t.Fatal("the second pass ran for a document nested too deep")
+			return nil
+		})
+		checkReason(t, err, ReasonTooDeep, "")
+	}
+}
+
+func TestDecodeMaxDepth(t *testing.T) {
+	// nest wraps v in n arrays.
+	nest := func(n int, v string) string { return strings.Repeat("[", n) + v + strings.Repeat("]", n) }
+	tests := []struct {
+		name   string
+		data   string
+		limits Limits
+		reason Reason
+		field  string
+	}{
+		// A valid job nests 3 deep: the document, attachments, one attachment.
+		{name: "valid job at depth 3", data: doc(`,"attachments":[{"filename":"a","content":""}]`), limits: Limits{MaxDepth: 3}},
+		{name: "depth 4 over a limit of 3", data: doc(`,"attachments":[{"filename":"a","content":[]}]`), limits: Limits{MaxDepth: 3},
+			reason: ReasonTooDeep, field: "attachments[0].content"},
+		// At the default limit the scanner reads on and the decoder gives
+		// the type error; one deeper and it stops.
+		{name: "depth 32 reads on", data: doc(`,"cc":` + nest(DefaultMaxDepth-1, "")), reason: ReasonMalformedJSON, field: "cc"},
+		{name: "depth 33 stops", data: doc(`,"cc":` + nest(DefaultMaxDepth, "")), reason: ReasonTooDeep, field: "cc" + strings.Repeat("[0]", DefaultMaxDepth-1)},
+		{name: "object at depth 33", data: doc(`,"cc":` + nest(DefaultMaxDepth-1, "{}")), reason: ReasonTooDeep},
+		{name: "scalars do not nest", data: doc(`,"cc":` + nest(DefaultMaxDepth-1, `"a@b.c"`)), reason: ReasonMalformedJSON, field: "cc"},
+		{name: "too deep beats a later syntax error", data: `{"version":1,"to":` + nest(40, "") + `,}`, reason: ReasonTooDeep},
+		{name: "earlier syntax error beats too deep", data: `{"version":1,,"to":` + nest(40, "") + `}`, reason: ReasonMalformedJSON},
+		{name: "too deep beats version", data: `{"version":2,"to":` + nest(40, "") + `}`, reason: ReasonTooDeep},
+		{name: "too deep after an unknown field", data: `{"version":1,"x":1,"to":` + nest(40, "") + `}`, reason: ReasonTooDeep},
+		{name: "long keys are shortened in the field", data: `{"version":1,"metadata":{"` + strings.Repeat("k", 1000) + `":` + nest(40, "") + `}}`,
+			reason: ReasonTooDeep, field: "metadata." + strings.Repeat("k", 64) + "..." + strings.Repeat("[0]", DefaultMaxDepth-2)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Decode([]byte(tt.data), tt.limits)
+			checkReason(t, err, tt.reason, tt.field)
+		})
+	}
+}
+
+// TestDecodeWideDocumentsAreLinear checks the other shape a hostile
+// producer can send: many small values side by side. Paths are rendered
+// only for a problem and duplicate-key sets are reused, so allocation
+// stays a bounded multiple of the input. The bound is wider than for deep
+// documents: encoding/json allocates per token in the scanner (about 100
+// bytes per number) and per element in the second pass (a slice that grows
+// by a quarter at a time), so the worst shapes here reach about 150x.
+func TestDecodeWideDocumentsAreLinear(t *testing.T) {
+	repeat := func(prefix, item, suffix string, size int) []byte {
+		n := (size - len(validDoc) - len(prefix) - len(suffix)) / (len(item) + 1)
+		items := strings.TrimSuffix(strings.Repeat(item+",", n), ",")
+		return []byte(doc(prefix + items + suffix))
+	}
+	keys := func(size int) []byte {
+		var b strings.Builder
+		b.WriteString(strings.TrimSuffix(validDoc, "}") + `,"metadata":{`)
+		for i := 0; b.Len() < size-16; i++ {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(`"` + strconv.Itoa(i) + `":""`)
+		}
+		b.WriteString("}}")
+		return []byte(b.String())
+	}
+	const size = 1 << 20
+	const wideAllocFactor = 200
+	for _, tt := range []struct {
+		name   string
+		data   []byte
+		reason Reason
+	}{
+		{"empty objects", repeat(`,"attachments":[`, `{}`, `]`, size), ReasonMissingField},
+		{"objects with one key", repeat(`,"attachments":[`, `{"x":1}`, `]`, size), ReasonUnknownField},
+		{"nested empty arrays", repeat(`,"cc":[`, `[]`, `]`, size), ReasonMalformedJSON},
+		{"short strings", repeat(`,"cc":[`, `"a"`, `]`, size), ReasonTooManyRecipients},
+		{"numbers", repeat(`,"cc":[`, `1`, `]`, size), ReasonMalformedJSON},
+		{"nulls", repeat(`,"cc":[`, `null`, `]`, size), ReasonMalformedJSON},
+		{"many metadata keys", keys(size), ReasonOversizeField},
+		{"duplicate keys", repeat(`,"headers":{`, `"X-A":""`, `}`, size), ReasonMalformedJSON},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			alloc := allocatedBy(func() { _, err = Decode(tt.data, Limits{}) })
+			checkReason(t, err, tt.reason, "")
+			if limit := wideAllocFactor * uint64(len(tt.data)); alloc > limit {
+				t.Fatalf("Decode of %d bytes allocated %d bytes, limit %d (%dx input)", len(tt.data), alloc, limit, wideAllocFactor)
+			}
+			t.Logf("%d bytes in, %d bytes allocated (%.1fx)", len(tt.data), alloc, float64(alloc)/float64(len(tt.data)))
+		})
+	}
+}
