@@ -24,18 +24,30 @@ var relayURLParams = []string{"name", "priority", "tls", "helo", "max_conns", "r
 //
 // The port defaults to 587 for smtp and 465 for smtps, name to the host,
 // tls (smtp only: auto, mandatory, opportunistic or none) to auto. User and
-// password are percent-decoded, so a password with '@', ':', '/' or ','
-// must be percent-encoded. Errors name the part that is wrong and never
-// include the password.
+// password are percent-decoded, so a password with '/', '?', '#', '%' or ','
+// must be percent-encoded ('@' and ':' may be, too). Errors name the part
+// that is wrong and never include the password or any part of it: they show
+// the URL only as scheme and host, and none of it when the host may not be
+// the host.
 func ParseRelayURL(raw string) (Config, error) {
 	raw = strings.TrimSpace(raw)
 	u, err := url.Parse(raw)
 	if err != nil {
 		return Config{}, fmt.Errorf("relay URL: %s", urlParseProblem(err))
 	}
-	where := u.Redacted()
+	if strings.Contains(u.Opaque+u.Path+u.RawQuery+u.Fragment, "@") {
+		// The '@' that ends the user and password came after the first
+		// '/', '?' or '#', which url.Parse ends the host at: those are in
+		// the password, and what looks like the host, port, path, query
+		// or fragment holds pieces of it. None of it may be shown.
+		return Config{}, errors.New("relay URL: '@' after the host: percent-encode '/', '?', '#', '%' and ',' in the user and password (%2F, %3F, %23, %25, %2C)")
+	}
+	where := "relay URL"
+	if u.Host != "" {
+		where += " " + u.Scheme + "://" + u.Host
+	}
 	fail := func(format string, args ...any) (Config, error) {
-		return Config{}, fmt.Errorf("relay URL %s: "+format, append([]any{where}, args...)...)
+		return Config{}, fmt.Errorf("%s: "+format, append([]any{where}, args...)...)
 	}
 
 	var cfg Config
@@ -50,11 +62,13 @@ func ParseRelayURL(raw string) (Config, error) {
 	if u.Opaque != "" {
 		return fail("want %s://host, not %s:host", u.Scheme, u.Scheme)
 	}
+	// Neither the path nor the fragment is shown: a password with an
+	// unencoded '/' or '#' and no user before it ends up there.
 	if u.Path != "" && u.Path != "/" {
-		return fail("path %q is not allowed", u.Path)
+		return fail("a path is not allowed (percent-encode '/' in a password as %%2F)")
 	}
 	if u.Fragment != "" {
-		return fail("fragment %q is not allowed", u.Fragment)
+		return fail("a fragment is not allowed (percent-encode '#' in a password as %%23)")
 	}
 	if cfg.Host = u.Hostname(); cfg.Host == "" {
 		return fail("host is missing")
@@ -159,12 +173,21 @@ func ParseRelayURLs(list string) ([]Config, error) {
 		return nil, errors.New("relay URLs: the list is empty")
 	}
 	parts := strings.Split(list, ",")
+	// Every entry is checked before any is parsed: an unencoded ',' in a
+	// password splits its URL in two, and the head parses as a host and
+	// port made of the user and the start of the password, which an error
+	// about the head would show.
+	for i, raw := range parts {
+		switch {
+		case strings.TrimSpace(raw) == "":
+			return nil, fmt.Errorf("relay URLs: entry %d is empty", i+1)
+		case !strings.Contains(raw, "://"):
+			return nil, fmt.Errorf("relay URLs: entry %d is not a scheme://host URL (percent-encode ',' in a password as %%2C)", i+1)
+		}
+	}
 	cfgs := make([]Config, 0, len(parts))
 	seen := make(map[string]int, len(parts))
 	for i, raw := range parts {
-		if strings.TrimSpace(raw) == "" {
-			return nil, fmt.Errorf("relay URLs: entry %d is empty", i+1)
-		}
 		cfg, err := ParseRelayURL(raw)
 		if err != nil {
 			return nil, fmt.Errorf("relay URLs: entry %d: %w", i+1, err)
