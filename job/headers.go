@@ -1,6 +1,7 @@
 package job
 
 import (
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -46,32 +47,52 @@ const (
 	HeaderDLQTime = "postline-dlq-time"
 )
 
+// MaxAttempt and MaxThrottles bound the counts Attempt and Throttles
+// return: the largest value a Postgres integer column holds, where the
+// worker stores them. A header above the bound is garbage, not a count.
+const (
+	MaxAttempt   = math.MaxInt32
+	MaxThrottles = math.MaxInt32
+)
+
 // Attempt returns the attempt number in headers: the last HeaderAttempt
-// value, or 1 when it is missing, not a decimal integer or below 1.
+// value, or 1 when it is missing, not a decimal integer (spaces or other
+// bytes around the digits included), below 1 or above MaxAttempt. Producers
+// can set this header, so it is read as untrusted.
 func Attempt(headers []kafka.Header) int {
 	v, ok := lastHeader(headers, HeaderAttempt)
 	if !ok {
 		return 1
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
+	n, ok := parseCount(v)
+	if !ok || n < 1 || n > MaxAttempt {
 		return 1
 	}
 	return n
 }
 
 // Throttles returns the count in the last HeaderThrottles header: 0 when it
-// is missing or not a non-negative number.
+// is missing, not a decimal integer, negative or above MaxThrottles.
 func Throttles(headers []kafka.Header) int {
 	v, ok := lastHeader(headers, HeaderThrottles)
 	if !ok {
 		return 0
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
+	n, ok := parseCount(v)
+	if !ok || n < 0 || n > MaxThrottles {
 		return 0
 	}
 	return n
+}
+
+// parseCount parses a decimal that fits 32 bits, as strconv.ParseInt does:
+// an optional sign and digits, nothing else (no spaces, no NUL).
+func parseCount(v string) (int, bool) {
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return int(n), true
 }
 
 // FirstSeen returns the time in the last HeaderFirstSeen header, and false

@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,26 @@ func TestAttempt(t *testing.T) {
 		{"garbage", hdrs(HeaderAttempt, "two"), 1},
 		{"empty", hdrs(HeaderAttempt, ""), 1},
 		{"spaces", hdrs(HeaderAttempt, " 2"), 1},
+		// Regression: Atoi took values a Postgres integer cannot hold, so
+		// the claim failed for ever.
+		{"int32 max", hdrs(HeaderAttempt, "2147483647"), MaxAttempt},
+		{"int32 max plus one", hdrs(HeaderAttempt, "2147483648"), 1},
+		{"beyond int64", hdrs(HeaderAttempt, "99999999999999999999"), 1},
+		{"minus one", hdrs(HeaderAttempt, "-1"), 1},
+		{"int32 min", hdrs(HeaderAttempt, "-2147483648"), 1},
+		{"leading space", hdrs(HeaderAttempt, " 3"), 1},
+		{"trailing space", hdrs(HeaderAttempt, "3 "), 1},
+		{"trailing NUL", hdrs(HeaderAttempt, "3\x00"), 1},
+		{"plus sign", hdrs(HeaderAttempt, "+3"), 3},
+		{"leading zeros", hdrs(HeaderAttempt, "007"), 7},
+		{"hex", hdrs(HeaderAttempt, "0x3"), 1},
+		{"underscore", hdrs(HeaderAttempt, "1_0"), 1},
+		{"fraction", hdrs(HeaderAttempt, "3.0"), 1},
+		{"last wins even when bad", hdrs(HeaderAttempt, "4", HeaderAttempt, "2147483648"), 1},
+		{"last of many", hdrs(HeaderAttempt, "4", "other", "x", HeaderAttempt, "6", HeaderAttempt, "9"), 9},
+		{"key is case-sensitive", hdrs(HeaderAttempt, "4", "Postline-Attempt", "8"), 4},
+		{"very long digits", hdrs(HeaderAttempt, strings.Repeat("9", 1<<16)), 1},
+		{"very long zeros then a digit", hdrs(HeaderAttempt, strings.Repeat("0", 1<<16)+"5"), 5},
 	}
 	for _, tt := range tests {
 		if got := Attempt(tt.headers); got != tt.want {
@@ -54,6 +75,15 @@ func TestThrottles(t *testing.T) {
 		{"last wins", hdrs(HeaderThrottles, "1", HeaderThrottles, "4"), 4},
 		{"negative", hdrs(HeaderThrottles, "-1"), 0},
 		{"garbage", hdrs(HeaderThrottles, "x"), 0},
+		{"empty", hdrs(HeaderThrottles, ""), 0},
+		{"int32 max", hdrs(HeaderThrottles, "2147483647"), MaxThrottles},
+		{"int32 max plus one", hdrs(HeaderThrottles, "2147483648"), 0},
+		{"beyond int64", hdrs(HeaderThrottles, "99999999999999999999"), 0},
+		{"leading space", hdrs(HeaderThrottles, " 3"), 0},
+		{"trailing NUL", hdrs(HeaderThrottles, "3\x00"), 0},
+		{"plus sign", hdrs(HeaderThrottles, "+3"), 3},
+		{"last wins even when bad", hdrs(HeaderThrottles, "4", HeaderThrottles, "-1"), 0},
+		{"very long", hdrs(HeaderThrottles, strings.Repeat("1", 1<<16)), 0},
 	}
 	for _, tt := range tests {
 		if got := Throttles(tt.headers); got != tt.want {
