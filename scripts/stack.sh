@@ -63,6 +63,9 @@ SINK_PORT=2525
 SINK_DIR="$CACHE/postfix"
 SINK_PID="$STACK/smtp-sink.pid"
 
+KCAT_DIR="$CACHE/kcat"
+KCAT_WRAPPER="$KCAT_DIR/kcat"
+
 PROM_DIR="$CACHE/prometheus"
 PROMTOOL_BIN="$PROM_DIR/root/usr/bin/promtool"
 PROMETHEUS_BIN="$PROM_DIR/root/usr/bin/prometheus"
@@ -643,22 +646,15 @@ mailpit_down() {
 # ---------------------------------------------------------------------------------------------
 # Postfix smtp-sink / smtp-source (benchmarks)
 
-# deb_extract PACKAGE DIR FILE: unless DIR/root/FILE exists, unpack Debian's PACKAGE into DIR/root
-# without installing it, so no maintainer script runs and no service of the package starts. The
-# .deb is kept in DIR. Concurrent callers (two `up`s at once) wait on a lock instead of racing.
-deb_extract() {
-  local pkg=$1 dir=$2 file=$3 deb="" debs
-  mkdir -p "$dir"
-  exec 8>"$dir/.lock"
-  flock 8
-  if [[ -e $dir/root/$file ]]; then
-    exec 8>&-
-    return 0
-  fi
+# deb_fetch PACKAGE DIR: set DEB to a .deb of Debian's PACKAGE, from DIR or apt's cache, else
+# downloaded into DIR with `apt-get download` (after `apt-get update` if the lists are stale).
+deb_fetch() {
+  local pkg=$1 dir=$2 debs
+  DEB=""
   shopt -s nullglob
   debs=("$dir/${pkg}"_*.deb "/var/cache/apt/archives/${pkg}"_*.deb)
-  ((${#debs[@]})) && deb="${debs[0]}"
-  if [[ -z $deb ]]; then
+  ((${#debs[@]})) && DEB="${debs[0]}"
+  if [[ -z $DEB ]]; then
     (cd "$dir" && apt-get download "$pkg") >"$LOGS/$pkg-download.log" 2>&1 || {
       apt-get update -qq >>"$LOGS/$pkg-download.log" 2>&1 || true
       (cd "$dir" && apt-get download "$pkg") >>"$LOGS/$pkg-download.log" 2>&1 ||
@@ -666,11 +662,26 @@ deb_extract() {
     }
     debs=("$dir/${pkg}"_*.deb)
     ((${#debs[@]})) || die "$pkg: apt-get download left no ${pkg}_*.deb in $dir"
-    deb="${debs[0]}"
+    DEB="${debs[0]}"
   fi
   shopt -u nullglob
+}
+
+# deb_extract PACKAGE DIR FILE: unless DIR/root/FILE exists, unpack Debian's PACKAGE into DIR/root
+# without installing it, so no maintainer script runs and no service of the package starts. The
+# .deb is kept in DIR. Concurrent callers (two `up`s at once) wait on a lock instead of racing.
+deb_extract() {
+  local pkg=$1 dir=$2 file=$3
+  mkdir -p "$dir"
+  exec 8>"$dir/.lock"
+  flock 8
+  if [[ -e $dir/root/$file ]]; then
+    exec 8>&-
+    return 0
+  fi
+  deb_fetch "$pkg" "$dir"
   rm -rf "$dir/root.tmp"
-  dpkg-deb -x "$deb" "$dir/root.tmp"
+  dpkg-deb -x "$DEB" "$dir/root.tmp"
   rm -rf "$dir/root"
   mv "$dir/root.tmp" "$dir/root" # atomic: a half-unpacked tree never looks complete
   exec 8>&-
@@ -716,6 +727,73 @@ sink_down() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# kcat (a Kafka client other than ours, for the bad-input end-to-end tests)
+
+# kcat_missing_deps PACKAGE...: the packages these depend on (transitively) that dpkg does not
+# list as installed, one a line, excluding the arguments themselves.
+kcat_missing_deps() {
+  local -A seen=()
+  local queue=("$@") pkg dep
+  for pkg in "$@"; do seen[$pkg]=1; done
+  while ((${#queue[@]})); do
+    pkg=${queue[0]}
+    queue=("${queue[@]:1}")
+    while read -r dep; do
+      [[ -n $dep && -z ${seen[$dep]:-} ]] || continue
+      seen[$dep]=1
+      [[ "$(dpkg-query -W -f='${Status}' "$dep" 2>/dev/null)" == "install ok installed" ]] && continue
+      printf '%s\n' "$dep"
+      queue+=("$dep")
+    done < <(apt-cache depends --no-recommends --no-suggests --no-conflicts --no-breaks \
+      --no-replaces --no-enhances "$pkg" 2>/dev/null | sed -n 's/^ *|\{0,1\}Depends: \([^<][^ ]*\).*/\1/p' | sed 's/:any$//')
+  done
+}
+
+# Debian 12's kcat links librdkafka 2.0.2, whose SCRAM client Kafka 4.x rejects (it repeats the
+# client nonce; fixed in librdkafka 2.6.1): use it against the PLAINTEXT listener, or for TLS-only
+# checks on 9094; SCRAM logins to 9094 fail with "invalid credentials" whatever the password.
+#
+# kcat_install: unpack (never install) Debian's kcat and the libraries it needs that this machine
+# lacks (librdkafka1, libyajl2 on a plain Debian) into KCAT_DIR/root, check with ldd that every
+# library resolves, and write KCAT_WRAPPER, which runs it with LD_LIBRARY_PATH set.
+kcat_install() {
+  [[ -x $KCAT_WRAPPER && -x $KCAT_DIR/root/usr/bin/kcat ]] && return 0
+  mkdir -p "$KCAT_DIR"
+  exec 8>"$KCAT_DIR/.lock"
+  flock 8
+  if [[ -x $KCAT_WRAPPER && -x $KCAT_DIR/root/usr/bin/kcat ]]; then
+    exec 8>&-
+    return 0
+  fi
+  apt-cache show kcat >/dev/null 2>&1 || apt-get update -qq >"$LOGS/apt.log" 2>&1 || true
+  local pkgs pkg libdirs missing
+  mapfile -t pkgs < <(printf 'kcat\n'; kcat_missing_deps kcat)
+  log "kcat: extracting Debian's ${pkgs[*]} into $KCAT_DIR (once)"
+  rm -rf "$KCAT_DIR/root.tmp"
+  for pkg in "${pkgs[@]}"; do
+    deb_fetch "$pkg" "$KCAT_DIR"
+    dpkg-deb -x "$DEB" "$KCAT_DIR/root.tmp" || die "kcat: unpacking $DEB failed"
+  done
+  [[ -x $KCAT_DIR/root.tmp/usr/bin/kcat ]] || die "kcat: no usr/bin/kcat in Debian's kcat package"
+  rm -rf "$KCAT_DIR/root"
+  mv "$KCAT_DIR/root.tmp" "$KCAT_DIR/root"
+  libdirs="$(find "$KCAT_DIR/root" -name '*.so*' -printf '%h\n' | sort -u | paste -sd:)"
+  missing="$(LD_LIBRARY_PATH="$libdirs" ldd "$KCAT_DIR/root/usr/bin/kcat" | grep 'not found' || true)"
+  [[ -z $missing ]] || die "kcat: libraries still missing after unpacking ${pkgs[*]}: $missing"
+  cat >"$KCAT_WRAPPER.tmp" <<EOF
+#!/bin/sh
+# Written by scripts/stack.sh: Debian's ${pkgs[*]} unpacked (not installed) in
+# $KCAT_DIR/root; LD_LIBRARY_PATH finds the unpacked libraries.
+LD_LIBRARY_PATH='$libdirs'\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH
+exec '$KCAT_DIR/root/usr/bin/kcat' "\$@"
+EOF
+  chmod 755 "$KCAT_WRAPPER.tmp"
+  mv -f "$KCAT_WRAPPER.tmp" "$KCAT_WRAPPER"
+  exec 8>&-
+}
+
+# ---------------------------------------------------------------------------------------------
 # Prometheus tools (promtool for the alert-rule tests; the server for tests that scrape)
 
 prom_install() {
@@ -747,6 +825,7 @@ cmd_up() {
   pg_up
   mailpit_start
   prom_install
+  kcat_install
   kafka_wait
   mailpit_wait
   if ((with_sink)); then
@@ -815,6 +894,7 @@ export POSTLINE_TEST_MAILPIT_SMTP=127.0.0.1:$MAILPIT_SMTP_PORT
 export POSTLINE_TEST_MAILPIT_API=http://127.0.0.1:$MAILPIT_HTTP_PORT
 export POSTLINE_TEST_PROMTOOL=$PROMTOOL_BIN
 export POSTLINE_TEST_PROMETHEUS_BIN=$PROMETHEUS_BIN
+export POSTLINE_TEST_KCAT=$KCAT_WRAPPER
 EOF
 }
 
@@ -851,8 +931,13 @@ main() {
     prom_install >&2
     if [[ $cmd == promtool-path ]]; then printf '%s\n' "$PROMTOOL_BIN"; else printf '%s\n' "$PROMETHEUS_BIN"; fi
     ;;
+  kcat-path)
+    mkdir -p "$STACK" "$LOGS"
+    kcat_install >&2
+    printf '%s\n' "$KCAT_WRAPPER"
+    ;;
   -h | --help | help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//' ;;
-  *) die "unknown command $cmd (up, down, status, env, sink, sink-env, smtp-source-path, promtool-path, prometheus-path)" ;;
+  *) die "unknown command $cmd (up, down, status, env, sink, sink-env, smtp-source-path, promtool-path, prometheus-path, kcat-path)" ;;
   esac
 }
 
