@@ -34,9 +34,12 @@ import (
 // once as tokens, and only a document that passes them is decoded into a
 // Job.
 //
-// Decode does not Normalize: the job is returned as the producer wrote it.
-// When only Validate fails, the decoded job is returned with the error so
-// the caller can log its message ID; otherwise the Job is zero.
+// Decode returns a valid message ID in its canonical form, without angle
+// brackets, because the worker keys deduplication on it and the sender adds
+// the brackets itself: "<a@b>" and "a@b" are the same job. It does not
+// otherwise Normalize: an empty priority stays empty. When only Validate
+// fails, the decoded job is returned with the error so the caller can log
+// its message ID; otherwise the Job is zero.
 func Decode(data []byte, limits Limits) (Job, error) {
 	return decode(data, limits, unmarshalJob)
 }
@@ -73,7 +76,12 @@ func decode(data []byte, limits Limits, unmarshal func([]byte, *Job) error) (Job
 	if s.missing != "" {
 		return Job{}, invalid(ReasonMissingField, s.missing, "required key is absent")
 	}
-	if err := j.Validate(limits); err != nil {
+	err := j.Validate(limits)
+	if validateMessageID(j.MessageID) == nil {
+		// An invalid ID ("<>", "<a@b") is left as written, for the log.
+		j.MessageID = trimAngle(j.MessageID)
+	}
+	if err != nil {
 		return j, err
 	}
 	return j, nil

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -99,13 +100,74 @@ func TestDecodeReturnsJobOnValidationError(t *testing.T) {
 	}
 }
 
-func TestDecodeDoesNotNormalize(t *testing.T) {
-	j, err := Decode([]byte(strings.Replace(validDoc, `"a.1@postline.test"`, `"<a.1@postline.test>"`, 1)), Limits{})
+// TestDecodeCanonicalMessageID is the regression test for message IDs in
+// angle brackets: the worker keys its Postgres row on the decoded ID and
+// the sender adds the brackets, so Decode must give the bare form whatever
+// the producer wrote, and nothing else is normalised.
+func TestDecodeCanonicalMessageID(t *testing.T) {
+	withID := func(id string) []byte {
+		quoted, err := json.Marshal(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []byte(strings.Replace(validDoc, `"a.1@postline.test"`, string(quoted), 1))
+	}
+	bare, err := Decode(withID("a.1@postline.test"), Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.MessageID != "<a.1@postline.test>" || j.Priority != "" {
-		t.Fatalf("Decode normalised: %+v", j)
+	bracketed, err := Decode(withID("<a.1@postline.test>"), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bracketed.MessageID != "a.1@postline.test" {
+		t.Fatalf("Decode(<a.1@postline.test>).MessageID = %q, want the bare form", bracketed.MessageID)
+	}
+	if !reflect.DeepEqual(bare, bracketed) || !bytes.Equal(bare.Hash(), bracketed.Hash()) {
+		t.Fatalf("the same job with and without brackets decodes differently:\n %+v\n %+v", bare, bracketed)
+	}
+	if bracketed.Priority != "" {
+		t.Fatalf("Decode normalised the priority to %q", bracketed.Priority)
+	}
+	// A job that fails Validate for another reason still carries the
+	// canonical ID, for the log line that reports it.
+	j, err := Decode([]byte(strings.Replace(string(withID("<a@b>")), `"text":"Hello"`, `"text":""`, 1)), Limits{})
+	checkReason(t, err, ReasonMissingBody, "")
+	if j.MessageID != "a@b" {
+		t.Fatalf("rejected job carries message ID %q, want a@b", j.MessageID)
+	}
+
+	for _, tt := range []struct {
+		id     string
+		reason Reason
+	}{
+		{"<>", ReasonInvalidMessageID},
+		{"<", ReasonInvalidMessageID},
+		{">", ReasonInvalidMessageID},
+		{"<a@b", ReasonInvalidMessageID},
+		{"a@b>", ReasonInvalidMessageID},
+		{"<<a@b>>", ReasonInvalidMessageID},
+		{"<a@b>>", ReasonInvalidMessageID},
+		{"<a@b> ", ReasonInvalidMessageID},
+		{" <a@b>", ReasonInvalidMessageID},
+		{"< a@b>", ReasonInvalidMessageID},
+		{"<a @b>", ReasonInvalidMessageID},
+		{"a@b\t", ReasonInvalidMessageID},
+		{"a@b\u00a0", ReasonInvalidMessageID},
+		{"<a@b>\r\n", ReasonHeaderInjection},
+		{"<a@b\n>", ReasonHeaderInjection},
+		{"<a@b\x00>", ReasonHeaderInjection},
+		{"", ReasonMissingField},
+	} {
+		j, err := Decode(withID(tt.id), Limits{})
+		if err == nil {
+			t.Errorf("Decode accepted message ID %q as %q", tt.id, j.MessageID)
+			continue
+		}
+		checkReason(t, err, tt.reason, "message_id")
+		if j.MessageID != tt.id {
+			t.Errorf("rejected message ID %q came back as %q, want it as written", tt.id, j.MessageID)
+		}
 	}
 }
 

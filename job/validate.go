@@ -42,8 +42,9 @@ func HeaderAllowed(name string) bool {
 	return allowedHeaders[lower]
 }
 
-// Normalize puts j in the canonical form Publisher writes: angle brackets
-// stripped from MessageID, an empty Priority set to PriorityNormal and a
+// Normalize puts j in the canonical form Publisher writes and Decode
+// returns the message ID in: angle brackets stripped from MessageID (the
+// bare local@domain is what jobs are keyed and deduplicated by), an empty Priority set to PriorityNormal and a
 // zero Version set to SchemaVersion. Decode does not call it for the
 // version: a document without a version is rejected, not upgraded.
 func (j *Job) Normalize() {
@@ -176,7 +177,7 @@ func validateMessageID(id string) error {
 	}
 	bare := trimAngle(id)
 	if bare == id && (strings.HasPrefix(id, "<") || strings.HasSuffix(id, ">")) {
-		return invalid(ReasonInvalidMessageID, field, "unbalanced angle brackets")
+		return invalid(ReasonInvalidMessageID, field, "empty or unbalanced angle brackets")
 	}
 	if len(bare) > MaxMessageIDLength {
 		return invalid(ReasonInvalidMessageID, field, "%d characters, limit %d", len(bare), MaxMessageIDLength)
@@ -330,9 +331,11 @@ func hasInjection(s string) bool {
 	return strings.ContainsAny(s, "\r\n\x00")
 }
 
-// trimAngle strips one pair of enclosing angle brackets.
+// trimAngle strips one pair of enclosing angle brackets around a non-empty
+// id. "<>" is kept: stripped, it would read as "no message ID" and
+// Publisher would give the job a new one instead of rejecting it.
 func trimAngle(id string) string {
-	if len(id) >= 2 && id[0] == '<' && id[len(id)-1] == '>' {
+	if len(id) > 2 && id[0] == '<' && id[len(id)-1] == '>' {
 		return id[1 : len(id)-1]
 	}
 	return id

@@ -58,6 +58,11 @@ func TestValidate(t *testing.T) {
 		{name: "message id non-ascii", mutate: func(j *Job) { j.MessageID = "é@b" }, reason: ReasonInvalidMessageID, field: "message_id"},
 		{name: "message id too long", mutate: func(j *Job) { j.MessageID = strings.Repeat("a", 249) + "@b" }, reason: ReasonInvalidMessageID, field: "message_id"},
 		{name: "message id 250 chars", mutate: func(j *Job) { j.MessageID = "<" + strings.Repeat("a", 248) + "@b>" }},
+		{name: "message id empty brackets", mutate: func(j *Job) { j.MessageID = "<>" }, reason: ReasonInvalidMessageID, field: "message_id"},
+		{name: "message id closing bracket only", mutate: func(j *Job) { j.MessageID = "a@b>" }, reason: ReasonInvalidMessageID, field: "message_id"},
+		{name: "message id space after brackets", mutate: func(j *Job) { j.MessageID = "<a@b> " }, reason: ReasonInvalidMessageID, field: "message_id"},
+		{name: "message id tab", mutate: func(j *Job) { j.MessageID = "a@b\t" }, reason: ReasonInvalidMessageID, field: "message_id"},
+		{name: "message id LF in brackets", mutate: func(j *Job) { j.MessageID = "<a@b\n>" }, reason: ReasonHeaderInjection, field: "message_id"},
 		{name: "message id CRLF", mutate: func(j *Job) { j.MessageID = "a@b\r\nBcc: x@y" }, reason: ReasonHeaderInjection, field: "message_id"},
 		{name: "no from", mutate: func(j *Job) { j.From = "" }, reason: ReasonMissingField, field: "from"},
 		{name: "bad from", mutate: func(j *Job) { j.From = "bob" }, reason: ReasonInvalidAddress, field: "from"},
@@ -229,6 +234,21 @@ func TestNormalize(t *testing.T) {
 	j.Normalize()
 	if j.MessageID != "a@b" || j.Priority != PriorityBulk || j.Version != 7 {
 		t.Fatalf("Normalize changed set fields: %+v", j)
+	}
+	// "<>" must not turn into "no message ID", which Publisher would fill
+	// with a new one: it stays as written and Validate rejects it.
+	j = Job{MessageID: "<>"}
+	j.Normalize()
+	if j.MessageID != "<>" {
+		t.Fatalf("Normalize turned <> into %q", j.MessageID)
+	}
+	for _, id := range []string{"<a@b>", "a@b"} {
+		j := validJob()
+		j.MessageID = id
+		j.Normalize()
+		if j.MessageID != "a@b" {
+			t.Errorf("Normalize(%q) = %q, want the bare a@b", id, j.MessageID)
+		}
 	}
 }
 
