@@ -3,30 +3,53 @@
 #
 #   scripts/stack.sh [up] [--with-sink]  start Kafka, PostgreSQL and Mailpit (and smtp-sink)
 #   scripts/stack.sh down                stop what `up` started; keep data and caches
-#   scripts/stack.sh status              one line per service; exit 1 if Kafka, Postgres or Mailpit is down
+#   scripts/stack.sh status              one line per service (and TLS endpoint); exit 1 if Kafka
+#                                        (either listener), Postgres or Mailpit is down
 #   scripts/stack.sh env                 export lines for the POSTLINE_TEST_* variables
 #   scripts/stack.sh sink                start only the Postfix smtp-sink on 127.0.0.1:2525
 #   scripts/stack.sh sink-env            export lines for running smtp-source/smtp-sink by hand
 #   scripts/stack.sh smtp-source-path    print the path of Postfix's smtp-source
 #   scripts/stack.sh promtool-path       print the path of Prometheus's promtool
 #   scripts/stack.sh prometheus-path     print the path of the prometheus server binary
+#   scripts/stack.sh kcat-path           print the path of a kcat wrapper (Debian's kcat, unpacked)
+#
+# Needs root: it runs `apt-get install`/`apt-get download` (Debian's postgresql, postfix,
+# prometheus, kcat packages), runs PostgreSQL as the postgres OS user (runuser) and chowns its
+# files. Also needs java 17+ and mvn (Kafka's jars), go (Mailpit), openssl (certificates), curl
+# (Mailpit's readiness check) and dpkg-deb. `up` returns in well under a second when everything
+# already runs; the first one fetches and builds (Mailpit's go install alone takes ~2 minutes).
 #
 # Services (all on loopback):
-#   Kafka       127.0.0.1:9092 (PLAINTEXT), 127.0.0.1:9093 (CONTROLLER); single KRaft node from
-#               Maven Central jars; version in deploy/kafka/pom.xml (<kafka.version>) only.
+#   Kafka       127.0.0.1:9092 (PLAINTEXT), 127.0.0.1:9094 (SASL_SSL: SCRAM-SHA-512 user postline,
+#               password in .stack/tls/kafka-password, certificate from .stack/tls/ca.pem),
+#               127.0.0.1:9093 (CONTROLLER); single KRaft node from Maven Central jars; version in
+#               deploy/kafka/pom.xml (<kafka.version>) only. A running broker started with another
+#               rendering of deploy/kafka/server.properties.tmpl is restarted once by `up`.
 #   PostgreSQL  127.0.0.1:${POSTLINE_PG_PORT:-5432}, role/db postline/postline, password postline;
-#               Debian's packages, our own cluster (not Debian's 'main').
+#               Debian's packages, our own cluster (not Debian's 'main'). TLS on (sslmode=disable
+#               still works; verify-full with sslrootcert=.stack/tls/ca.pem too). A changed config
+#               is reloaded (restart only for port/socket/max_connections).
+#               Durable by default (fsync, synchronous_commit, full_page_writes on).
+#               POSTLINE_PG_FAST=1 on `up` turns the three off for benchmarks: commits return
+#               before they reach the disk, so a crash of the machine or the server may lose the
+#               last commits or corrupt the cluster (rm -rf its data dir then). The next `up`
+#               without it turns them back on (a reload, no restart).
 #   Mailpit     SMTP 127.0.0.1:1025, API 127.0.0.1:8025.
 #   smtp-sink   127.0.0.1:2525, only with `up --with-sink` or `sink`.
 #   Prometheus  not a service: `up` unpacks promtool and prometheus from Debian's prometheus package
 #               (extracted, never installed, so the package's own service never starts).
+#   kcat        not a service: `up` unpacks Debian's kcat (and librdkafka1/libyajl2 if missing);
+#               for the PLAINTEXT listener (its librdkafka cannot SCRAM with Kafka 4.x).
 #
-# State lives in .stack/ at the repo root (kafka-data, pg, logs/, *.pid). The PostgreSQL data
+# State lives in .stack/ at the repo root (kafka-data, pg, logs/, tls/, *.pid). .stack/tls holds a
+# throwaway CA, a server certificate for 127.0.0.1/localhost signed by it, a second, untrusted CA
+# (for tests that a foreign certificate is refused) and the random Kafka password: made once,
+# issued again when missing or expiring within 7 days. The PostgreSQL data
 # directory is .stack/pg when the postgres OS user can reach it, else
 # /var/tmp/postline-pg-<hash of the repo path>/data (the repo may sit under a folder only root
 # can enter). Caches that survive a fresh clone: ${POSTLINE_CACHE:-$HOME/.cache/postline}
-# (Kafka jars in kafka-<version>/libs, mailpit in bin/, postfix, prometheus), ~/.m2, the Go module
-# cache and apt's cache.
+# (Kafka jars in kafka-<version>/libs, mailpit in bin/, postfix, prometheus, kcat), ~/.m2, the Go
+# module cache and apt's cache.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -124,6 +147,13 @@ stop_pid() {
   fi
   rm -f "$file"
   log "$name: stopped"
+}
+
+# child_running PID: our background child PID has not exited (a zombie, not yet waited for, has).
+child_running() {
+  local state
+  state="$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" || return 1
+  [[ -n $state && $state != Z ]]
 }
 
 # spawn PIDFILE LOGFILE CMD...: run CMD detached (own session, no stdin), record its pid.
@@ -599,10 +629,22 @@ mailpit_answers() {
 mailpit_install() {
   [[ -x $MAILPIT_BIN ]] && return 0
   command -v go >/dev/null || die "mailpit: go not found"
-  log "mailpit: building $MAILPIT_VERSION into $(dirname "$MAILPIT_BIN") (once)"
+  log "mailpit: building mailpit $MAILPIT_VERSION with go install, about 2 minutes the first time (into $(dirname "$MAILPIT_BIN"), log $LOGS/mailpit-build.log)"
   mkdir -p "$(dirname "$MAILPIT_BIN")"
-  (cd / && GOBIN="$(dirname "$MAILPIT_BIN")" go install "github.com/axllent/mailpit@$MAILPIT_VERSION") \
-    >"$LOGS/mailpit-build.log" 2>&1 || { tail_log "$LOGS/mailpit-build.log"; die "mailpit: go install failed"; }
+  (cd / && GOBIN="$(dirname "$MAILPIT_BIN")" exec go install "github.com/axllent/mailpit@$MAILPIT_VERSION") \
+    >"$LOGS/mailpit-build.log" 2>&1 7>&- 8>&- &
+  # A line every 10 s, so a first `up` does not look hung.
+  local pid=$! start=$SECONDS rc=0 next=$((SECONDS + 10))
+  while child_running "$pid"; do
+    if ((SECONDS >= next)); then
+      log "mailpit: still building ($((SECONDS - start)) s)"
+      next=$((next + 10))
+    fi
+    sleep 0.5
+  done
+  wait "$pid" || rc=$?
+  ((rc == 0)) || { tail_log "$LOGS/mailpit-build.log"; die "mailpit: go install failed (exit $rc)"; }
+  log "mailpit: built in $((SECONDS - start)) s"
 }
 
 mailpit_start() {
