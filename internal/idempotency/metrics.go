@@ -21,14 +21,16 @@ const (
 	opResetForReplay = "reset_for_replay"
 	opStalledReplays = "stalled_replays"
 	opTouchReplays   = "touch_replays"
+	opPurge          = "purge"
 )
 
 var ops = []string{opClaim, opRecord, opRecordRejected, opNoteConflicts, opExtendLease, opGet, opCountByStatus, opPing,
-	opStuck, opRelease, opResetForReplay, opStalledReplays, opTouchReplays}
+	opStuck, opRelease, opResetForReplay, opStalledReplays, opTouchReplays, opPurge}
 
 type metrics struct {
 	claims       *prometheus.CounterVec
 	casConflicts prometheus.Counter
+	extensions   prometheus.Counter
 	dbErrors     *prometheus.CounterVec
 	roundTrip    *prometheus.HistogramVec
 }
@@ -43,6 +45,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		casConflicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "cas_conflicts_total",
 			Help: "Row updates whose compare-and-set on version was lost because the row changed under the writer.",
+		}),
+		extensions: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "lease_extensions_total",
+			Help: "Leases extended (one per row per extension) while their claimed jobs wait for a relay or are sent.",
 		}),
 		dbErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "db_errors_total",
@@ -60,6 +66,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 		if m.casConflicts, err = register(reg, m.casConflicts); err != nil {
+			return nil, err
+		}
+		if m.extensions, err = register(reg, m.extensions); err != nil {
 			return nil, err
 		}
 		if m.dbErrors, err = register(reg, m.dbErrors); err != nil {

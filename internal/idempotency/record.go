@@ -70,6 +70,9 @@ UPDATE postline_messages m SET
 	error_class = NULLIF(u.error_class, ''),
 	last_error = NULLIF(u.last_error, ''),
 	sent_at = CASE WHEN u.status = 'sent' THEN now() ELSE m.sent_at END,
+	-- A terminal row no longer needs the body: nothing re-publishes it
+	-- (a replay brings its own copy), and it must not outlive the send.
+	payload = CASE WHEN u.status IN ('sent', 'failed', 'dead') THEN NULL ELSE m.payload END,
 	updated_at = now()
 FROM u
 WHERE m.message_id = u.message_id AND m.version = u.version
@@ -78,7 +81,9 @@ RETURNING m.message_id`
 
 // Record writes a batch of outcomes in one round trip, each as a
 // compare-and-set on its version: the version is bumped, the lease cleared,
-// and sent_at set for sent. It returns the IDs whose compare-and-set was lost
+// and sent_at set for sent. A terminal outcome (sent, failed, dead) also
+// clears the stored payload in the same statement; the payload hash stays,
+// so duplicates are still recognised until the row is purged (Purge). It returns the IDs whose compare-and-set was lost
 // (the row changed under us, for example after our lease expired and another
 // worker claimed it): they are counted in cas_conflicts_total, logged at
 // debug, and otherwise harmless. When an ID appears twice only its first
@@ -152,7 +157,10 @@ RETURNING m.message_id`
 
 // ExtendLease pushes the lease expiry of rows this store claimed to one Lease
 // from the database's now, in one round trip; the version is not bumped, so
-// the Claim's version stays valid for Record. It returns the IDs that are no
+// the Claim's version stays valid for Record (a LeaseKeeper calls it for
+// every job held). An expired lease nobody took over is extended too: the
+// row is still ours, and the reaper's Release, which requires an expired
+// lease, then loses. It returns the IDs that are no
 // longer ours at that version (lost, counted like Record's). ids and versions
 // are parallel.
 func (s *Store) ExtendLease(ctx context.Context, ids []string, versions []int64) (lost []string, err error) {
@@ -173,6 +181,7 @@ func (s *Store) ExtendLease(ctx context.Context, ids []string, versions []int64)
 			lost = append(lost, id)
 		}
 	}
+	s.m.extensions.Add(float64(len(won)))
 	s.noteLost(ctx, opExtendLease, lost)
 	return lost, nil
 }

@@ -1,0 +1,43 @@
+package idempotency
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+const purgeSQL = `
+WITH doomed AS (
+	SELECT message_id FROM postline_messages
+	WHERE status IN ('sent', 'failed', 'dead') AND updated_at < now() - make_interval(secs => $1)
+	ORDER BY updated_at
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)
+DELETE FROM postline_messages m USING doomed
+WHERE m.message_id = doomed.message_id
+	AND m.status IN ('sent', 'failed', 'dead') AND m.updated_at < now() - make_interval(secs => $1)`
+
+// Purge deletes up to limit terminal rows (sent, failed, dead) whose outcome
+// was recorded more than olderThan ago on the database's clock, oldest
+// first, in one statement, and returns how many it deleted. Rows in flight
+// are never deleted, whatever their age. Rows locked by another statement
+// (a replay resetting them, another reaper purging) are skipped rather than
+// waited for, so concurrent purges share the work and cannot deadlock. A
+// duplicate of a purged message is a new message: olderThan is the dedupe
+// window.
+func (s *Store) Purge(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
+	if olderThan <= 0 {
+		return 0, fmt.Errorf("purge: retention %v must be positive", olderThan)
+	}
+	if limit < 1 {
+		return 0, fmt.Errorf("purge: limit %d is below 1", limit)
+	}
+	start := time.Now()
+	tag, err := s.pool.Exec(ctx, purgeSQL, olderThan.Seconds(), limit)
+	s.observe(ctx, opPurge, start, err)
+	if err != nil {
+		return 0, fmt.Errorf("purge terminal rows older than %v: %w", olderThan, err)
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -1,0 +1,148 @@
+package idempotency_test
+
+import (
+	"bytes"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/postline/postline/internal/idempotency"
+)
+
+// TestTerminalOutcomeClearsPayload checks that recording sent, failed or
+// dead drops the stored body in the same statement, keeping the hash (so
+// duplicates are still recognised), while retrying keeps it for the reaper.
+func TestTerminalOutcomeClearsPayload(t *testing.T) {
+	t.Parallel()
+	_, pool := migrated(t)
+	s, _ := newStore(t, pool, "worker-1", time.Hour)
+	withBody := func(id string) idempotency.ClaimRequest {
+		r := req(id, "body of "+id, 1)
+		r.Payload, r.Key = []byte(`{"text":"secret body of `+id+`"}`), []byte(id)
+		r.TraceHeaders = map[string]string{"traceparent": "tp-" + id}
+		return r
+	}
+	ids := []string{"<sent@x>", "<failed@x>", "<dead@x>", "<retrying@x>"}
+	statuses := []idempotency.Status{idempotency.StatusSent, idempotency.StatusFailed, idempotency.StatusDead, idempotency.StatusRetrying}
+	var outs []idempotency.Outcome
+	for i, id := range ids {
+		c := claimOne(t, s, withBody(id))
+		wantResult(t, c, idempotency.Claimed)
+		outs = append(outs, idempotency.Outcome{MessageID: id, Version: c.Version, Status: statuses[i], Attempt: 2})
+	}
+	if lost := record(t, s, outs...); len(lost) != 0 {
+		t.Fatalf("Record lost %v", lost)
+	}
+	for i, id := range ids {
+		row := get(t, s, id)
+		terminal := statuses[i].Terminal()
+		if (row.Payload == nil) != terminal {
+			t.Errorf("%s (%s): payload %q, want it cleared only for a terminal outcome", id, row.Status, row.Payload)
+		}
+		if !bytes.Equal(row.PayloadHash, hash("body of "+id)) || string(row.RecordKey) != id || row.TraceHeaders["traceparent"] != "tp-"+id {
+			t.Errorf("%s: hash, key or trace headers lost: %+v", id, row)
+		}
+	}
+	// The hash still dedupes: a redelivered copy of the sent job is a
+	// duplicate, one with another body a conflict.
+	wantResult(t, claimOne(t, s, req("<sent@x>", "body of <sent@x>", 1)), idempotency.Duplicate)
+	wantResult(t, claimOne(t, s, req("<sent@x>", "other body", 1)), idempotency.Conflict)
+	// A stuck retrying row can still be re-published: its payload stayed.
+	if row := get(t, s, "<retrying@x>"); len(row.Payload) == 0 {
+		t.Error("retrying row lost its payload")
+	}
+}
+
+// TestPurge checks the retention: only terminal rows whose outcome is
+// older than the retention go, at most limit per statement, oldest first;
+// in-flight rows stay whatever their age.
+func TestPurge(t *testing.T) {
+	t.Parallel()
+	_, pool := migrated(t)
+	s, reg := newStore(t, pool, "worker-1", time.Hour)
+	ctx := t.Context()
+	terminal := map[string]idempotency.Status{"<old-sent@x>": idempotency.StatusSent, "<old-failed@x>": idempotency.StatusFailed,
+		"<old-dead@x>": idempotency.StatusDead, "<new-sent@x>": idempotency.StatusSent, "<old-retrying@x>": idempotency.StatusRetrying}
+	for id, st := range terminal {
+		c := claimOne(t, s, req(id, "b", 1))
+		record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: st, Attempt: 1})
+	}
+	wantResult(t, claimOne(t, s, req("<old-sending@x>", "b", 1)), idempotency.Claimed)
+	// Age every row but one; the oldest outcome is old-dead.
+	if _, err := pool.Exec(ctx, `UPDATE postline_messages SET updated_at = now() - interval '40 days' WHERE message_id LIKE '<old-%'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE postline_messages SET updated_at = now() - interval '50 days' WHERE message_id = '<old-dead@x>'`); err != nil {
+		t.Fatal(err)
+	}
+	const retention = 30 * 24 * time.Hour
+
+	n, err := s.Purge(ctx, retention, 1)
+	if err != nil || n != 1 {
+		t.Fatalf("Purge(limit 1) = %d, %v; want 1", n, err)
+	}
+	if _, err := s.Get(ctx, "<old-dead@x>"); err == nil {
+		t.Error("the oldest terminal row was not the first purged")
+	}
+	if n, err = s.Purge(ctx, retention, 1000); err != nil || n != 2 {
+		t.Fatalf("Purge = %d, %v; want the 2 other old terminal rows", n, err)
+	}
+	if n, err = s.Purge(ctx, retention, 1000); err != nil || n != 0 {
+		t.Errorf("Purge again = %d, %v; want nothing left", n, err)
+	}
+	var left []string
+	rows, err := pool.Query(ctx, `SELECT message_id FROM postline_messages ORDER BY message_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"<new-sent@x>", "<old-retrying@x>", "<old-sending@x>"}; !slices.Equal(left, want) {
+		t.Errorf("rows left = %v, want %v (recent or in flight)", left, want)
+	}
+	// A purged ID is new again: its next copy is claimed and delivered.
+	wantResult(t, claimOne(t, s, req("<old-sent@x>", "b", 1)), idempotency.Claimed)
+
+	if got := metricValue(t, reg, "postline_idempotency_round_trip_seconds", "op", "purge"); got != 3 {
+		t.Errorf("purge round trips = %v, want 3", got)
+	}
+	for _, bad := range []struct {
+		age   time.Duration
+		limit int
+	}{{0, 1}, {time.Hour, 0}} {
+		if _, err := s.Purge(ctx, bad.age, bad.limit); err == nil {
+			t.Errorf("Purge(%v, %d) succeeded, want an error", bad.age, bad.limit)
+		}
+	}
+}
+
+// TestStuckRequiresTheLeaseExpiredPastGrace checks the reaper's query: a
+// row whose lease expired less than grace ago is its owner's still (a lease
+// keeper may be about to extend it), and a live lease is never stuck.
+func TestStuckRequiresTheLeaseExpiredPastGrace(t *testing.T) {
+	t.Parallel()
+	_, pool := migrated(t)
+	s, _ := newStore(t, pool, "worker-1", time.Hour)
+	ctx := t.Context()
+	for _, id := range []string{"<live@x>", "<recent@x>", "<long@x>"} {
+		r := req(id, "b", 1)
+		r.Payload = []byte("v")
+		wantResult(t, claimOne(t, s, r), idempotency.Claimed)
+	}
+	for id, expired := range map[string]string{"<recent@x>": "5 seconds", "<long@x>": "5 minutes"} {
+		if _, err := pool.Exec(ctx, `UPDATE postline_messages SET lease_expires_at = now() - $2::interval WHERE message_id = $1`, id, expired); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stuckIDs(t, s, time.Minute, 10, "<long@x>")
+	stuckIDs(t, s, time.Second, 10, "<long@x>", "<recent@x>")
+	stuckIDs(t, s, time.Hour, 10)
+}
