@@ -19,10 +19,21 @@
 // redelivery. A copy consumed before the release still claims the row (an
 // expired lease is claimable), and the release then simply loses.
 //
+// A live owner never loses its row: a worker's lease keeper
+// (idempotency.LeaseKeeper) extends the lease of every job it holds, queued
+// for a relay or sending, so a row is only read as stuck once its lease
+// expired more than Grace ago, on the database's clock: its owner stopped
+// extending it. Such re-publications are counted as takeovers.
+//
 // The same passes re-publish stalled replays: rows a dead-letter replay made
 // pending more than ReplayGrace ago that no worker has claimed since (the
 // replay's publish failed after its reset, so nothing is on its way), and
 // then restart their grace (TouchReplays) rather than release them.
+//
+// Each pass then enforces the retention: terminal rows (sent, failed, dead)
+// whose outcome is older than Retention, the dedupe window, are deleted in
+// statements of at most PurgeBatch rows with PurgePause between them, for at
+// most Interval per pass so that recovery never waits long behind a backlog.
 //
 // The package knows the store and a publisher through the small interfaces
 // below; it does not consume, send or decide retries.
@@ -54,6 +65,17 @@ const (
 	DefaultReplayGrace = 5 * time.Minute
 	DefaultBatch       = 100
 	DefaultJobsTopic   = "mail.jobs"
+	// DefaultRetention is the dedupe window: a duplicate of a message
+	// delivered up to 30 days ago is still recognised.
+	DefaultRetention = 30 * 24 * time.Hour
+	// DefaultPurgeBatch keeps each delete statement short, so it holds few
+	// row locks and little WAL at a time.
+	DefaultPurgeBatch = 1000
+	DefaultPurgePause = 100 * time.Millisecond
+	// MinRetention is the shortest Retention accepted: shorter would forget
+	// messages while their duplicates can still arrive (redeliveries,
+	// retries of up to a day or two).
+	MinRetention = time.Hour
 )
 
 // Config configures a Reaper.
@@ -71,9 +93,21 @@ type Config struct {
 	// Batch is the most rows one round of a pass handles; a pass goes on
 	// while rounds come back full. Defaults to DefaultBatch (100).
 	Batch int
-	// JobsTopic is the topic the Publisher writes to, for logs. Defaults to
-	// DefaultJobsTopic (mail.jobs).
+	// JobsTopic is the topic the Publisher writes to, for logs; a
+	// Publisher that reports its topic (Topic() string, as *job.Publisher
+	// does) overrides it. Defaults to DefaultJobsTopic (mail.jobs).
 	JobsTopic string
+	// Retention is how long a terminal row (sent, failed, dead) is kept
+	// after its outcome; older ones are deleted, and a duplicate arriving
+	// later is delivered as a new message. Defaults to DefaultRetention
+	// (30 days); at least MinRetention (1h).
+	Retention time.Duration
+	// PurgeBatch is the most rows one delete statement removes. Defaults
+	// to DefaultPurgeBatch (1000).
+	PurgeBatch int
+	// PurgePause is the pause between two delete statements of a pass.
+	// Defaults to DefaultPurgePause (100ms).
+	PurgePause time.Duration
 }
 
 // WithDefaults returns cfg with zero fields set to their defaults.
@@ -83,6 +117,9 @@ func (cfg Config) WithDefaults() Config {
 	cfg.ReplayGrace = cmp.Or(cfg.ReplayGrace, DefaultReplayGrace)
 	cfg.Batch = cmp.Or(cfg.Batch, DefaultBatch)
 	cfg.JobsTopic = cmp.Or(cfg.JobsTopic, DefaultJobsTopic)
+	cfg.Retention = cmp.Or(cfg.Retention, DefaultRetention)
+	cfg.PurgeBatch = cmp.Or(cfg.PurgeBatch, DefaultPurgeBatch)
+	cfg.PurgePause = cmp.Or(cfg.PurgePause, DefaultPurgePause)
 	return cfg
 }
 
@@ -95,6 +132,12 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("reaper config: Grace %v and ReplayGrace %v must not be negative", cfg.Grace, cfg.ReplayGrace)
 	case cfg.Batch < 1:
 		return fmt.Errorf("reaper config: Batch %d is below 1", cfg.Batch)
+	case cfg.Retention < MinRetention:
+		return fmt.Errorf("reaper config: Retention %v is shorter than %v", cfg.Retention, MinRetention)
+	case cfg.PurgeBatch < 1:
+		return fmt.Errorf("reaper config: PurgeBatch %d is below 1", cfg.PurgeBatch)
+	case cfg.PurgePause < 0:
+		return fmt.Errorf("reaper config: PurgePause %v is negative", cfg.PurgePause)
 	}
 	return nil
 }
@@ -111,6 +154,9 @@ type Store interface {
 	Release(ctx context.Context, ids []string, versions []int64) (lost []string, err error)
 	StalledReplays(ctx context.Context, grace time.Duration, limit int) ([]idempotency.Stuck, error)
 	TouchReplays(ctx context.Context, ids []string, versions []int64) (lost []string, err error)
+	// Purge deletes up to limit terminal rows whose outcome is older than
+	// olderThan and returns how many it deleted.
+	Purge(ctx context.Context, olderThan time.Duration, limit int) (int, error)
 }
 
 // Publisher writes records to the jobs topic as they are, returning once
@@ -133,9 +179,14 @@ type Reaper struct {
 	logger *slog.Logger
 
 	republished prometheus.Counter
+	takeovers   prometheus.Counter
 	released    *prometheus.CounterVec
+	purged      prometheus.Counter
 	errors      prometheus.Counter
 }
+
+// topicReporter is a Publisher that knows its topic (*job.Publisher).
+type topicReporter interface{ Topic() string }
 
 // New returns a Reaper. A nil logger discards logs; a nil reg leaves the
 // metrics unregistered.
@@ -150,12 +201,24 @@ func New(cfg Config, store Store, pub Publisher, logger *slog.Logger, reg promet
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	// The logs name the topic the records really go to.
+	if tr, ok := pub.(topicReporter); ok && tr.Topic() != "" {
+		cfg.JobsTopic = tr.Topic()
+	}
 	const ns, sub = "postline", "reaper"
 	r := &Reaper{
 		cfg: cfg, store: store, pub: pub, logger: logger,
 		republished: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "republished_total",
 			Help: "Records re-published to the jobs topic: rows stuck in sending, and replays stalled in pending.",
+		}),
+		takeovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "takeovers_total",
+			Help: "Rows stuck in sending re-published because their lease had expired past the grace: the owner stopped extending it (crashed or stalled).",
+		}),
+		purged: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "purged_total",
+			Help: "Terminal rows deleted because their outcome was older than the retention (the dedupe window).",
 		}),
 		released: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "releases_total",
@@ -170,7 +233,7 @@ func New(cfg Config, store Store, pub Publisher, logger *slog.Logger, reg promet
 		r.released.WithLabelValues(res)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{r.republished, r.released, r.errors} {
+		for _, c := range []prometheus.Collector{r.republished, r.takeovers, r.released, r.purged, r.errors} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("reaper: register metrics: %w", err)
 			}
@@ -199,9 +262,52 @@ func (r *Reaper) Run(ctx context.Context) error {
 
 // Once makes one pass: rounds of Stuck -> publish -> Release, then rounds
 // of StalledReplays -> publish -> TouchReplays, each while rounds come back
-// full. It returns how many rows it recovered (not counting rows lost to
-// another reaper or a claim).
+// full, then the purge (see Purge). It returns how many rows it recovered
+// (not counting rows lost to another reaper or a claim, nor purged rows).
 func (r *Reaper) Once(ctx context.Context) (int, error) {
+	n, err := r.recoverRows(ctx)
+	if err != nil {
+		return n, err
+	}
+	if _, err := r.Purge(ctx); err != nil {
+		return n, err
+	}
+	return n, nil
+}
+
+// Purge deletes terminal rows older than Retention: statements of at most
+// PurgeBatch rows, PurgePause apart, until one comes back short or Interval
+// has passed (the rest waits for the next pass). It returns how many rows
+// it deleted.
+func (r *Reaper) Purge(ctx context.Context) (int, error) {
+	total := 0
+	deadline := time.Now().Add(r.cfg.Interval)
+	for {
+		n, err := r.store.Purge(ctx, r.cfg.Retention, r.cfg.PurgeBatch)
+		total += n
+		r.purged.Add(float64(n))
+		if err != nil {
+			return total, fmt.Errorf("purge rows older than %v: %w", r.cfg.Retention, err)
+		}
+		if n < r.cfg.PurgeBatch || !time.Now().Add(r.cfg.PurgePause).Before(deadline) {
+			if total > 0 {
+				r.logger.InfoContext(ctx, "purged terminal rows past the retention", "rows", total, "retention", r.cfg.Retention)
+			}
+			return total, nil
+		}
+		t := time.NewTimer(r.cfg.PurgePause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return total, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// recoverRows makes the recovery rounds of a pass and returns how many rows it
+// recovered.
+func (r *Reaper) recoverRows(ctx context.Context) (int, error) {
 	total := 0
 	for _, round := range []func(context.Context) (int, bool, error){r.round, r.replayRound} {
 		for {
@@ -270,6 +376,7 @@ func (r *Reaper) round(ctx context.Context) (released int, full bool, err error)
 		return 0, false, fmt.Errorf("re-publish %d stuck jobs to %s: %w", len(msgs), r.cfg.JobsTopic, err)
 	}
 	r.republished.Add(float64(len(msgs)))
+	r.takeovers.Add(float64(len(msgs)))
 	lost, err := r.store.Release(ctx, ids, versions)
 	if err != nil {
 		// The copies are published: the rows stay stuck and are published

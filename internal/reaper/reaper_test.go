@@ -18,8 +18,15 @@ import (
 
 func TestConfig(t *testing.T) {
 	d := Config{}.WithDefaults()
-	if d.Interval != DefaultInterval || d.Grace != DefaultGrace || d.Batch != DefaultBatch || d.JobsTopic != DefaultJobsTopic {
+	if d.Interval != DefaultInterval || d.Grace != DefaultGrace || d.Batch != DefaultBatch || d.JobsTopic != DefaultJobsTopic ||
+		d.Retention != 30*24*time.Hour || d.PurgeBatch != 1000 || d.PurgePause != DefaultPurgePause {
 		t.Fatalf("defaults = %+v", d)
+	}
+	// with is a valid config changed by mod.
+	with := func(mod func(*Config)) Config {
+		c := Config{Interval: time.Second, Grace: time.Second, Batch: 1, Retention: 2 * time.Hour, PurgeBatch: 1}
+		mod(&c)
+		return c
 	}
 	tests := []struct {
 		name string
@@ -27,10 +34,14 @@ func TestConfig(t *testing.T) {
 		want string // "" = valid
 	}{
 		{"defaults", d, ""},
-		{"zero grace", Config{Interval: time.Second, Grace: 0, Batch: 1}, ""},
-		{"tiny interval", Config{Interval: time.Microsecond, Batch: 1}, "Interval 1µs"},
-		{"negative grace", Config{Interval: time.Second, Grace: -time.Second, Batch: 1}, "Grace -1s"},
-		{"negative batch", Config{Interval: time.Second, Batch: -1}, "Batch -1"},
+		{"zero grace", with(func(c *Config) { c.Grace = 0 }), ""},
+		{"minimum retention, zero pause", with(func(c *Config) { c.Retention, c.PurgePause = MinRetention, 0 }), ""},
+		{"tiny interval", with(func(c *Config) { c.Interval = time.Microsecond }), "Interval 1µs"},
+		{"negative grace", with(func(c *Config) { c.Grace = -time.Second }), "Grace -1s"},
+		{"negative batch", with(func(c *Config) { c.Batch = -1 }), "Batch -1"},
+		{"retention below the minimum", with(func(c *Config) { c.Retention = time.Minute }), "Retention 1m0s"},
+		{"negative purge batch", with(func(c *Config) { c.PurgeBatch = -1 }), "PurgeBatch -1"},
+		{"negative purge pause", with(func(c *Config) { c.PurgePause = -time.Second }), "PurgePause -1s"},
 	}
 	for _, tt := range tests {
 		err := tt.cfg.Validate()
@@ -98,6 +109,24 @@ type fakeStore struct {
 	released   []string
 	stalled    []idempotency.Stuck
 	touched    []string
+	// terminal is how many rows Purge can delete; purges records each
+	// call's limit.
+	terminal int
+	purgeErr error
+	purges   []int
+}
+
+func (f *fakeStore) Purge(_ context.Context, olderThan time.Duration, limit int) (int, error) {
+	if olderThan != DefaultRetention && olderThan != testRetention {
+		return 0, errors.New("unexpected retention")
+	}
+	f.purges = append(f.purges, limit)
+	if f.purgeErr != nil {
+		return 0, f.purgeErr
+	}
+	n := min(limit, f.terminal)
+	f.terminal -= n
+	return n, nil
 }
 
 func (f *fakeStore) StalledReplays(_ context.Context, _ time.Duration, limit int) ([]idempotency.Stuck, error) {
