@@ -70,6 +70,7 @@ type Pipeline struct {
 	cfg       Config
 	logger    *slog.Logger
 	store     Store
+	leases    Leases // nil: leases are not extended
 	providers []*relayPool
 	breakers  Breakers
 	dlq       DeadLetters
@@ -87,9 +88,20 @@ type Pipeline struct {
 	degraded atomic.Bool
 }
 
+// Leases keeps the leases of claimed jobs alive from the claim until their
+// outcome is recorded, however long they wait for a relay slot and send
+// (idempotency.LeaseKeeper). Safe for concurrent use.
+type Leases interface {
+	Hold(messageID string, version int64)
+	Drop(messageID string, version int64)
+}
+
 // Deps are the pipeline's collaborators.
 type Deps struct {
 	Store Store
+	// Leases extends the leases of claimed jobs; nil means a job must be
+	// sent and recorded within one lease, or the reaper may take it over.
+	Leases Leases
 	// Providers are the SMTP relays in priority order. At least one.
 	Providers []Provider
 	// Breakers guard the providers; nil lets every send through.
@@ -152,7 +164,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, deps Deps) 
 	if tracerProvider == nil {
 		tracerProvider = noop.NewTracerProvider()
 	}
-	p := &Pipeline{cfg: cfg, logger: logger, store: deps.Store, providers: pools,
+	p := &Pipeline{cfg: cfg, logger: logger, store: deps.Store, leases: deps.Leases, providers: pools,
 		breakers: deps.Breakers, dlq: deps.DeadLetters, retries: deps.Retries,
 		window: window, budgets: budgets, group: deps.Group, pressure: deps.Pressure,
 		tracer: tracerProvider.Tracer(tracerName)}
@@ -434,6 +446,10 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 			if c.Attempt > 0 {
 				it.attempt = c.Attempt
 			}
+			// Kept from now on: the job may wait long for a relay slot.
+			if p.leases != nil {
+				p.leases.Hold(c.MessageID, c.Version)
+			}
 			select {
 			case sendQ <- it:
 			case <-ctx.Done():
@@ -592,6 +608,12 @@ func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, d
 		return err
 	}); err != nil {
 		return err
+	}
+	// Only once the outcome is written (or lost) may the lease lapse.
+	if p.leases != nil {
+		for _, it := range batch {
+			p.leases.Drop(it.job.MessageID, it.version)
+		}
 	}
 	p.traceRoundTrip(ctx, "record", batch, start, time.Now(), func(i int) []attribute.KeyValue {
 		return []attribute.KeyValue{attrOutcome.String(string(batch[i].outcome))}
