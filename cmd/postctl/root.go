@@ -131,5 +131,5 @@ func execute(ctx context.Context, args []string, getenv func(string) string, std
 		// fail before the command starts.
 		return usageError{err}
 	}
-	return err
+	return withStackHint(err, g.brokerList())
 }
