@@ -89,6 +89,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return config.NameSetting(err, map[string]string{"Lease": "POSTLINE_LEASE", "Owner": "POSTLINE_WORKER_ID"})
 	}
+	// A claimed job may wait long for a relay slot: its lease is kept until
+	// its outcome is recorded, so the reaper never takes over a live job.
+	leases, err := idempotency.NewLeaseKeeper(idempotency.KeeperConfig{Lease: s.Lease}, store, logger)
+	if err != nil {
+		return config.NameSetting(err, map[string]string{"Lease": "POSTLINE_LEASE"})
+	}
 	relayConfigs, err := s.relayConfigs()
 	if err != nil {
 		return err
@@ -203,9 +209,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			"MaxMessageBytes": "POSTLINE_MAX_MESSAGE_BYTES", "MaxBodyBytes": "POSTLINE_MAX_BODY_BYTES",
 			"MaxAttachmentBytes": "POSTLINE_MAX_ATTACHMENT_BYTES"})
 	}
-	sweeper, err := reaper.New(reaper.Config{Interval: s.ReaperInterval, Grace: s.ReaperGrace}, store, republisher, logger, reg)
+	sweeper, err := reaper.New(reaper.Config{Interval: s.ReaperInterval, Grace: s.ReaperGrace,
+		JobsTopic: s.JobsTopic, Retention: s.Retention}, store, republisher, logger, reg)
 	if err != nil {
-		return config.NameSetting(err, map[string]string{"Interval": "POSTLINE_REAPER_INTERVAL", "Grace": "POSTLINE_REAPER_GRACE"})
+		return config.NameSetting(err, map[string]string{"Interval": "POSTLINE_REAPER_INTERVAL", "Grace": "POSTLINE_REAPER_GRACE",
+			"Retention": "POSTLINE_RETENTION"})
 	}
 
 	// The pipeline needs the circuit breakers, which need their table: both
@@ -289,6 +297,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		p, err := delivery.New(pipelineCfg, logger, reg, delivery.Deps{
 			Store:          store,
+			Leases:         leases,
 			Providers:      providers,
 			Breakers:       breakers,
 			DeadLetters:    dlq,
@@ -315,6 +324,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			work.Go(func() error { return pressure.Run(consumeCtx, pressureGuard, time.Second) })
 		}
 		work.Go(func() error { return breakers.Run(breakersCtx) })
+		// Leases are kept for as long as the pipeline holds jobs.
+		work.Go(func() error { return leases.Run(breakersCtx) })
 		work.Go(func() error {
 			defer stopBreakers()
 			return p.Run(deliverCtx, cons)

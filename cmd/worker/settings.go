@@ -52,6 +52,7 @@ type settings struct {
 
 	ReaperInterval time.Duration `env:"POSTLINE_REAPER_INTERVAL" default:"30s" usage:"how often rows stuck in sending past their lease are re-published"`
 	ReaperGrace    time.Duration `env:"POSTLINE_REAPER_GRACE" default:"10s" usage:"how long past its lease a sending row must be before the reaper takes it"`
+	Retention      time.Duration `env:"POSTLINE_RETENTION" default:"720h" usage:"how long a sent, failed or dead row is kept (the dedupe window: a duplicate arriving later is sent again); the reaper purges older ones"`
 
 	MaxMessageBytes    int `env:"POSTLINE_MAX_MESSAGE_BYTES" default:"2097152" usage:"largest job record accepted, bytes"`
 	MaxBodyBytes       int `env:"POSTLINE_MAX_BODY_BYTES" default:"262144" usage:"largest text+html body accepted, bytes"`
