@@ -39,15 +39,15 @@ func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- *item) 
 // few fast retries; what still fails is routed by its class.
 func (p *Pipeline) deliver(ctx context.Context, it *item) {
 	now := p.cfg.NowFunc()
-	limit := p.cfg.RetryLimits[cmp.Or(it.job.Priority, job.PriorityNormal)]
+	priority := cmp.Or(it.job.Priority, job.PriorityNormal)
+	limit := p.cfg.RetryLimits[priority]
 	switch {
 	case it.job.Expired(now):
 		p.die(it, string(job.ReasonExpired), classExpired,
 			"not_after "+it.job.NotAfter.UTC().Format(time.RFC3339)+" passed before sending")
 		return
 	case now.Sub(firstSeen(it.msg)) > limit.MaxAge:
-		p.die(it, deadletter.ReasonMaxAge, it.lastClass(),
-			"older than the "+limit.MaxAge.String()+" allowed for "+string(it.job.Priority)+" mail")
+		p.die(it, deadletter.ReasonMaxAge, it.lastClass(), maxAgeText(priority, limit.MaxAge))
 		return
 	}
 
@@ -210,7 +210,9 @@ func (p *Pipeline) scheduleRetry(it *item, v failure.Verdict, limit RetryLimit, 
 	}
 	now := p.cfg.NowFunc()
 	if now.Sub(firstSeen(it.msg)) > limit.MaxAge {
-		p.die(it, deadletter.ReasonMaxAge, string(v.Class), it.errText)
+		// The last failure stays in the text: it is why the job is not sent.
+		p.die(it, deadletter.ReasonMaxAge, string(v.Class),
+			maxAgeText(cmp.Or(it.job.Priority, job.PriorityNormal), limit.MaxAge)+" (last failure: "+it.errText+")")
 		return
 	}
 	successRate, _ := p.window.Rate(now, prov.Name)
@@ -270,6 +272,13 @@ func (p *Pipeline) release(it *item) {
 	it.outcome, it.nextAttempt = idempotency.StatusRetrying, it.attempt
 	it.releaseAt = p.cfg.NowFunc().Add(wait)
 	p.metrics.releases.Inc()
+}
+
+// maxAgeText is the error of a job dead for its age: it names the limit and
+// the priority it comes from (a job without one counts as normal), since the
+// limits differ per priority.
+func maxAgeText(priority job.Priority, maxAge time.Duration) string {
+	return "older than the " + maxAge.String() + " max age of " + string(priority) + " priority mail"
 }
 
 func (p *Pipeline) die(it *item, reason, class, errText string) {
