@@ -45,6 +45,14 @@ const (
 	HeaderDLQOriginalOffset    = "postline-original-offset"
 	// HeaderDLQTime is the RFC 3339 time the record was dead-lettered.
 	HeaderDLQTime = "postline-dlq-time"
+	// HeaderDLQOmitted, on a dead letter too large for the dead-letter
+	// topic, names what was left out of the original record and its sizes
+	// ("value=4190000 headers=3"); the original is still at its topic,
+	// partition and offset until retention removes it.
+	HeaderDLQOmitted = "postline-dlq-omitted"
+
+	// HeaderPrefix starts every header key Postline sets.
+	HeaderPrefix = "postline-"
 )
 
 // MaxAttempt and MaxThrottles bound the counts Attempt and Throttles

@@ -11,12 +11,17 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/postline/postline/kafkaconn"
 )
 
 // Publisher defaults.
 const (
 	// DefaultTopic is the topic jobs are published to.
 	DefaultTopic = "mail.jobs"
+	// DefaultTopicMaxMessageBytes is the jobs topic's max.message.bytes
+	// as Postline creates it: 4 MiB, twice DefaultMaxMessageBytes.
+	DefaultTopicMaxMessageBytes = 4 << 20
 	// DefaultBatchTimeout is how long the writer waits to fill a batch. The
 	// kafka-go default of one second would delay every small synchronous
 	// publish by that much.
@@ -25,8 +30,13 @@ const (
 
 // PublisherConfig configures a Publisher.
 type PublisherConfig struct {
-	// Brokers are the bootstrap broker addresses. Required.
-	Brokers []string
+	// Kafka is the cluster to publish to: brokers, TLS and SASL
+	// (kafkaconn.New). Required.
+	Kafka *kafkaconn.Cluster
+	// TopicMaxMessageBytes is the jobs topic's max.message.bytes: batches
+	// are cut to fit it. Defaults to DefaultTopicMaxMessageBytes, what
+	// `postctl topics create` gives the jobs topic.
+	TopicMaxMessageBytes int
 	// Topic is the jobs topic. Defaults to DefaultTopic.
 	Topic string
 	// MessageIDDomain is the id-right of generated message IDs.
@@ -63,13 +73,11 @@ func (c PublisherConfig) WithDefaults() PublisherConfig {
 
 // Validate reports the first invalid field.
 func (c PublisherConfig) Validate() error {
-	if len(c.Brokers) == 0 {
-		return errors.New("job: publisher config: Brokers is empty")
+	if c.Kafka == nil {
+		return errors.New("job: publisher config: Kafka is nil")
 	}
-	for i, b := range c.Brokers {
-		if b == "" {
-			return fmt.Errorf("job: publisher config: Brokers[%d] is empty", i)
-		}
+	if c.TopicMaxMessageBytes < 0 {
+		return fmt.Errorf("job: publisher config: TopicMaxMessageBytes must not be negative, got %d", c.TopicMaxMessageBytes)
 	}
 	if c.BatchTimeout < 0 {
 		return fmt.Errorf("job: publisher config: BatchTimeout must not be negative, got %s", c.BatchTimeout)
@@ -108,7 +116,7 @@ type Publisher struct {
 	cfg       PublisherConfig
 	limits    Limits
 	writer    *kafka.Writer
-	transport *kafka.Transport
+	closeConn func()
 }
 
 // NewPublisher returns a Publisher for cfg. It does not contact the brokers.
@@ -118,22 +126,16 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 		return nil, err
 	}
 	limits := cfg.Limits.WithDefaults()
-	transport := &kafka.Transport{ClientID: "postline-publisher"}
-	w := &kafka.Writer{
-		Addr:      kafka.TCP(cfg.Brokers...),
-		Topic:     cfg.Topic,
-		Balancer:  kafka.Murmur2Balancer{}, // the partition a Java producer would pick for the key
-		Transport: transport,
-		// Zero would mean "no acks" in a struct literal.
-		RequiredAcks: kafka.RequireAll,
+	w, closeConn, err := cfg.Kafka.Writer(kafkaconn.WriterConfig{
+		Topic:        cfg.Topic,
+		Name:         "publisher",
+		Limits:       map[string]int{cfg.Topic: cmp.Or(cfg.TopicMaxMessageBytes, DefaultTopicMaxMessageBytes)},
 		BatchTimeout: cfg.BatchTimeout,
-		BatchSize:    1000,
-		// One record of the largest allowed size must fit a batch, with room
-		// for key, headers and framing; the topic allows twice the default.
-		BatchBytes:             int64(limits.MaxMessageBytes) + 64<<10,
-		AllowAutoTopicCreation: false,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("job: publisher: %w", err)
 	}
-	return &Publisher{cfg: cfg, limits: limits, writer: w, transport: transport}, nil
+	return &Publisher{cfg: cfg, limits: limits, writer: w, closeConn: closeConn}, nil
 }
 
 // Publish normalises every job, gives the ones without a message ID a new
@@ -203,7 +205,7 @@ func (p *Publisher) Topic() string { return p.cfg.Topic }
 // and closes the connections.
 func (p *Publisher) Close() error {
 	err := p.writer.Close()
-	p.transport.CloseIdleConnections()
+	p.closeConn()
 	if err != nil {
 		return fmt.Errorf("job: close publisher: %w", err)
 	}

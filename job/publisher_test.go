@@ -96,10 +96,10 @@ func TestPublisherConfig(t *testing.T) {
 		want string // substring of the error
 	}{
 		{"no brokers", job.PublisherConfig{}, "Brokers"},
-		{"empty broker", job.PublisherConfig{Brokers: []string{""}}, "Brokers[0]"},
-		{"negative batch timeout", job.PublisherConfig{Brokers: []string{"b:9092"}, BatchTimeout: -time.Second}, "BatchTimeout"},
-		{"bad domain", job.PublisherConfig{Brokers: []string{"b:9092"}, MessageIDDomain: "a b"}, "MessageIDDomain"},
-		{"negative limit", job.PublisherConfig{Brokers: []string{"b:9092"}, Limits: job.Limits{MaxRecipients: -1}}, "MaxRecipients"},
+		{"empty broker", job.PublisherConfig{Kafka: testenv.KafkaCluster("")}, "Brokers[0]"},
+		{"negative batch timeout", job.PublisherConfig{Kafka: testenv.KafkaCluster("b:9092"), BatchTimeout: -time.Second}, "BatchTimeout"},
+		{"bad domain", job.PublisherConfig{Kafka: testenv.KafkaCluster("b:9092"), MessageIDDomain: "a b"}, "MessageIDDomain"},
+		{"negative limit", job.PublisherConfig{Kafka: testenv.KafkaCluster("b:9092"), Limits: job.Limits{MaxRecipients: -1}}, "MaxRecipients"},
 	}
 	for _, tt := range tests {
 		_, err := job.NewPublisher(tt.cfg)
@@ -107,7 +107,7 @@ func TestPublisherConfig(t *testing.T) {
 			t.Errorf("%s: got %v, want an error naming %s", tt.name, err, tt.want)
 		}
 	}
-	cfg := job.PublisherConfig{Brokers: []string{"b:9092"}}.WithDefaults()
+	cfg := job.PublisherConfig{Kafka: testenv.KafkaCluster("b:9092")}.WithDefaults()
 	if cfg.Topic != "mail.jobs" || cfg.MessageIDDomain != "postline.local" || cfg.BatchTimeout != 5*time.Millisecond || cfg.NowFunc == nil {
 		t.Errorf("defaults: %+v", cfg)
 	}
@@ -121,7 +121,7 @@ func TestPublish(t *testing.T) {
 	const partitions = 4
 	brokers := newFake(t, "mail.jobs", partitions)
 	now := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
-	p, err := job.NewPublisher(job.PublisherConfig{Brokers: brokers, MessageIDDomain: "example.com", NowFunc: func() time.Time { return now }})
+	p, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.KafkaCluster(brokers...), MessageIDDomain: "example.com", NowFunc: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestPublish(t *testing.T) {
 
 func TestPublishRejectsTheWholeBatch(t *testing.T) {
 	brokers := newFake(t, "mail.jobs", 1)
-	p, err := job.NewPublisher(job.PublisherConfig{Brokers: brokers, Limits: job.Limits{MaxMessageBytes: 400}})
+	p, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.KafkaCluster(brokers...), Limits: job.Limits{MaxMessageBytes: 400}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestPublishRejectsTheWholeBatch(t *testing.T) {
 
 func TestPublishRaw(t *testing.T) {
 	brokers := newFake(t, "jobs.raw", 2)
-	p, err := job.NewPublisher(job.PublisherConfig{Brokers: brokers, Topic: "jobs.raw"})
+	p, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.KafkaCluster(brokers...), Topic: "jobs.raw"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestPublishRaw(t *testing.T) {
 
 func TestPublishToMissingTopicFails(t *testing.T) {
 	brokers := newFake(t, "mail.jobs", 1)
-	p, err := job.NewPublisher(job.PublisherConfig{Brokers: brokers, Topic: "no.such.topic"})
+	p, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.KafkaCluster(brokers...), Topic: "no.such.topic"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestPublishKafka(t *testing.T) {
 	useTraceContext(t)
 	topic := testenv.NewTopic(t, 3)
 	brokers := testenv.KafkaBrokers()
-	p, err := job.NewPublisher(job.PublisherConfig{Brokers: brokers, Topic: topic})
+	p, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.KafkaCluster(brokers...), Topic: topic})
 	if err != nil {
 		t.Fatal(err)
 	}

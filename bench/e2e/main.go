@@ -305,14 +305,14 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 		return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	}
 
-	if err := topic.Ensure(ctx, o.brokers, topic.Defaults(jobsTopic, dlqTopic, o.partitions)...); err != nil {
+	if err := topic.Ensure(ctx, plainCluster(o.brokers...), topic.Defaults(jobsTopic, dlqTopic, o.partitions)...); err != nil {
 		return result{}, err
 	}
 	if !o.keep {
 		defer func() {
 			c, cancel := cleanupCtx()
 			defer cancel()
-			if err := topic.Delete(c, o.brokers, jobsTopic, dlqTopic); err != nil {
+			if err := topic.Delete(c, plainCluster(o.brokers...), jobsTopic, dlqTopic); err != nil {
 				fmt.Fprintf(stderr, "bench: %s: delete topics: %v\n", spec.name, err)
 			}
 		}()
@@ -439,7 +439,7 @@ func readyOnce(ctx context.Context, httpc *http.Client, client *kafka.Client, re
 // publish writes n synthetic jobs with concurrent Publish calls and returns
 // how long that took.
 func publish(ctx context.Context, brokers []string, jobsTopic string, n, bodyBytes int) (time.Duration, error) {
-	pub, err := job.NewPublisher(job.PublisherConfig{Brokers: brokers, Topic: jobsTopic})
+	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: plainCluster(brokers...), Topic: jobsTopic})
 	if err != nil {
 		return 0, err
 	}

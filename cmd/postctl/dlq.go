@@ -23,6 +23,7 @@ import (
 	"github.com/postline/postline/internal/reaper"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
+	"github.com/postline/postline/kafkaconn"
 )
 
 // dlqFlags are the filters shared by dlq ls and dlq replay.
@@ -183,8 +184,8 @@ type partitionRange struct {
 
 // dlqRanges returns the offsets of every partition of name now: a scan reads
 // up to these end offsets and does not wait for newer records.
-func dlqRanges(ctx context.Context, brokers []string, name string) ([]partitionRange, error) {
-	infos, err := topic.Describe(ctx, brokers, name)
+func dlqRanges(ctx context.Context, k *kafkaconn.Cluster, name string) ([]partitionRange, error) {
+	infos, err := topic.Describe(ctx, k, name)
 	if err != nil {
 		return nil, err
 	}
@@ -202,9 +203,9 @@ var errStop = errors.New("stop scan")
 
 // scanDLQ calls fn for every record of ranges, partition by partition in
 // offset order. fn returning errStop ends the scan.
-func scanDLQ(ctx context.Context, brokers []string, name string, ranges []partitionRange, fn func(kafka.Message) error) error {
+func scanDLQ(ctx context.Context, k *kafkaconn.Cluster, name string, ranges []partitionRange, fn func(kafka.Message) error) error {
 	for _, pr := range ranges {
-		if err := scanPartition(ctx, brokers, name, pr, fn); err != nil {
+		if err := scanPartition(ctx, k, name, pr, fn); err != nil {
 			if errors.Is(err, errStop) {
 				return nil
 			}
@@ -214,9 +215,10 @@ func scanDLQ(ctx context.Context, brokers []string, name string, ranges []partit
 	return nil
 }
 
-func scanPartition(ctx context.Context, brokers []string, name string, pr partitionRange, fn func(kafka.Message) error) (err error) {
+func scanPartition(ctx context.Context, k *kafkaconn.Cluster, name string, pr partitionRange, fn func(kafka.Message) error) (err error) {
 	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:   brokers,
+		Brokers:   k.Brokers(),
+		Dialer:    k.Dialer("dlq"),
 		Topic:     name,
 		Partition: pr.id,
 		MaxBytes:  16 << 20, // dead letters may be as large as jobs (4 MiB)
@@ -290,7 +292,7 @@ func newDLQLsCmd(g *globals) *cobra.Command {
 
 // dlqList prints the matching dead letters in scan order.
 func dlqList(ctx context.Context, g *globals, filter dlqFilter) error {
-	ranges, err := dlqRanges(ctx, g.brokerList(), g.dlqTopic)
+	ranges, err := dlqRanges(ctx, g.kafka, g.dlqTopic)
 	if err != nil {
 		return err
 	}
@@ -302,7 +304,7 @@ func dlqList(ctx context.Context, g *globals, filter dlqFilter) error {
 	if g.output != "json" {
 		fmt.Fprintln(tw, "TIME\tPARTITION/OFFSET\tMESSAGE_ID\tREASON\tCLASS\tATTEMPT\tERROR")
 	}
-	err = scanDLQ(ctx, g.brokerList(), g.dlqTopic, ranges, func(m kafka.Message) error {
+	err = scanDLQ(ctx, g.kafka, g.dlqTopic, ranges, func(m kafka.Message) error {
 		l := parseDeadLetter(m)
 		if !filter.match(l) {
 			return nil
@@ -420,7 +422,7 @@ var (
 )
 
 func dlqReplay(ctx context.Context, g *globals, filter dlqFilter, f replayFlags) error {
-	brokers := g.brokerList()
+	brokers := g.kafka
 	ranges, err := dlqRanges(ctx, brokers, g.dlqTopic)
 	if err != nil {
 		return err
@@ -452,7 +454,7 @@ func dlqReplay(ctx context.Context, g *globals, filter dlqFilter, f replayFlags)
 		if err != nil {
 			return err
 		}
-		pub, err := job.NewPublisher(job.PublisherConfig{Brokers: brokers, Topic: g.topic})
+		pub, err := job.NewPublisher(job.PublisherConfig{Kafka: g.kafka, Topic: g.topic})
 		if err != nil {
 			return err
 		}
@@ -519,7 +521,7 @@ func dlqReplay(ctx context.Context, g *globals, filter dlqFilter, f replayFlags)
 }
 
 // countMatches counts the dead letters of ranges that filter selects.
-func countMatches(ctx context.Context, brokers []string, name string, ranges []partitionRange, filter dlqFilter) (int, error) {
+func countMatches(ctx context.Context, brokers *kafkaconn.Cluster, name string, ranges []partitionRange, filter dlqFilter) (int, error) {
 	n := 0
 	err := scanDLQ(ctx, brokers, name, ranges, func(m kafka.Message) error {
 		if filter.match(parseDeadLetter(m)) {

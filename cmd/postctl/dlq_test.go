@@ -200,7 +200,7 @@ func TestDLQLsAndReplay(t *testing.T) {
 
 	trace := kafka.Header{Key: "traceparent", Value: []byte("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")}
 	old := []kafka.Header{trace, {Key: job.HeaderAttempt, Value: []byte("3")}, {Key: job.HeaderFirstSeen, Value: []byte("2020-01-01T00:00:00Z")}}
-	w, err := deadletter.New(deadletter.Config{Brokers: testenv.KafkaBrokers(), Topic: dlqTopic}, prometheus.NewRegistry())
+	w, err := deadletter.New(deadletter.Config{Kafka: testenv.Kafka(), Topic: dlqTopic}, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

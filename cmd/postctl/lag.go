@@ -108,9 +108,8 @@ retries waiting for their time, not a backlog.
 }
 
 func lag(ctx context.Context, g *globals, group, schedulerGroup string, tiers retry.Tiers, withScheduler bool) error {
-	transport := &kafka.Transport{ClientID: "postctl", DialTimeout: 5 * time.Second}
-	defer transport.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(g.brokerList()...), Transport: transport, Timeout: 10 * time.Second}
+	client, closeConn := g.kafka.Client("", 10*time.Second)
+	defer closeConn()
 
 	var rep lagReport
 	var err error

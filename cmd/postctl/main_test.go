@@ -45,7 +45,7 @@ func records(t *testing.T, brokers, name string) []kafka.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	infos, err := topic.Describe(ctx, strings.Split(brokers, ","), name)
+	infos, err := topic.Describe(ctx, testenv.KafkaCluster(strings.Split(brokers, ",")...), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestTopicsCreateAndPublishKafka(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := topic.Delete(ctx, testenv.KafkaBrokers(), jobs, dlq); err != nil {
+		if err := topic.Delete(ctx, testenv.Kafka(), jobs, dlq); err != nil {
 			t.Error(err)
 		}
 	})

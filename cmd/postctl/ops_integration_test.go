@@ -174,7 +174,7 @@ func TestLagKafka(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := topic.Delete(ctx, brokers, jobs, dlq, prefix+".5s"); err != nil {
+		if err := topic.Delete(ctx, testenv.KafkaCluster(brokers...), jobs, dlq, prefix+".5s"); err != nil {
 			t.Error(err)
 		}
 	})

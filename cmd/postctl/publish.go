@@ -109,7 +109,7 @@ func publish(cmd *cobra.Command, g *globals, f *publishFlags) error {
 	}
 
 	pub, err := job.NewPublisher(job.PublisherConfig{
-		Brokers:         g.brokerList(),
+		Kafka:           g.kafka,
 		Topic:           g.topic,
 		MessageIDDomain: f.domain,
 	})

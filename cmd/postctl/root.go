@@ -10,7 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/postline/postline/internal/config"
 	"github.com/postline/postline/internal/retry"
+	"github.com/postline/postline/kafkaconn"
 )
 
 // Defaults of the global settings.
@@ -37,6 +39,7 @@ var envFlags = []struct{ flag, env string }{
 // globals are the settings every command shares.
 type globals struct {
 	brokers     string
+	kafka       *kafkaconn.Cluster // built from --brokers and the POSTLINE_KAFKA_* settings
 	databaseURL string
 	topic       string
 	dlqTopic    string
@@ -105,6 +108,18 @@ func execute(ctx context.Context, args []string, getenv func(string) string, std
 			if len(g.brokerList()) == 0 {
 				return fmt.Errorf("--brokers is empty")
 			}
+			// TLS and SASL come from the same POSTLINE_KAFKA_* variables as
+			// the worker's, so postctl reaches any cluster the worker does.
+			var ks config.Kafka
+			if err := config.Load(&ks, "postctl", nil, getenv, io.Discard); err != nil {
+				return err
+			}
+			ks.Brokers = g.brokerList()
+			cluster, err := ks.Cluster("postctl")
+			if err != nil {
+				return err
+			}
+			g.kafka = cluster
 			g.started = true
 			return nil
 		},

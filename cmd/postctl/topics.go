@@ -14,6 +14,7 @@ import (
 
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/topic"
+	"github.com/postline/postline/kafkaconn"
 )
 
 func newTopicsCmd(g *globals) *cobra.Command {
@@ -88,7 +89,7 @@ wait until they are usable, and describe them.
 			for i := range specs {
 				specs[i].ReplicationFactor = replication
 			}
-			if err := topic.Ensure(cmd.Context(), g.brokerList(), specs...); err != nil {
+			if err := topic.Ensure(cmd.Context(), g.kafka, specs...); err != nil {
 				return err
 			}
 			names := []string{g.topic, g.dlqTopic}
@@ -118,11 +119,11 @@ retention and other settings, and each partition's leader, replicas and offsets.
 
 func describe(cmd *cobra.Command, g *globals, names ...string) error {
 	ctx := cmd.Context()
-	infos, err := topic.Describe(ctx, g.brokerList(), names...)
+	infos, err := topic.Describe(ctx, g.kafka, names...)
 	if err != nil {
 		return err
 	}
-	configs, err := topicConfigs(ctx, g.brokerList(), names)
+	configs, err := topicConfigs(ctx, g.kafka, names)
 	if err != nil {
 		return err
 	}
@@ -196,10 +197,9 @@ func describeConfigValue(name, value string) string {
 var shownConfigs = []string{"cleanup.policy", "retention.ms", "retention.bytes", "max.message.bytes", "min.insync.replicas"}
 
 // topicConfigs returns the shown settings of each topic of names.
-func topicConfigs(ctx context.Context, brokers []string, names []string) (map[string]map[string]string, error) {
-	transport := &kafka.Transport{ClientID: "postctl", DialTimeout: 5 * time.Second}
-	defer transport.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: transport, Timeout: 10 * time.Second}
+func topicConfigs(ctx context.Context, k *kafkaconn.Cluster, names []string) (map[string]map[string]string, error) {
+	client, closeConn := k.Client("", 10*time.Second)
+	defer closeConn()
 	req := &kafka.DescribeConfigsRequest{}
 	for _, n := range names {
 		req.Resources = append(req.Resources, kafka.DescribeConfigRequestResource{ResourceType: kafka.ResourceTypeTopic, ResourceName: n})

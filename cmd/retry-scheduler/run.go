@@ -5,16 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/postline/postline/internal/config"
+	"github.com/postline/postline/internal/consumer"
+	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/ops"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/telemetry"
+	"github.com/postline/postline/job"
+	"github.com/postline/postline/kafkaconn"
 )
 
 // run starts the scheduler and returns when ctx is cancelled and it has shut
@@ -49,8 +56,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// and leaving the group; the rebalance timeout must exceed the drain.
 	drain := s.ShutdownTimeout * 2 / 3
 	reg := ops.NewRegistry()
-	sched, err := retry.NewScheduler(retry.SchedulerConfig{
-		Brokers:           s.Brokers,
+	cluster, err := s.Kafka.Cluster("retry-scheduler")
+	if err != nil {
+		return err
+	}
+	schedCfg := retry.SchedulerConfig{
+		Kafka:             cluster,
 		Prefix:            s.Prefix,
 		Tiers:             tiers,
 		JobsTopic:         s.JobsTopic,
@@ -61,9 +72,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		DrainTimeout:      drain,
 		RebalanceTimeout:  max(drain+5*time.Second, 15*time.Second),
 		TracerProvider:    tracerProvider,
-	}, logger, reg)
-	if err != nil {
-		return config.NameSetting(err, map[string]string{"Brokers": "POSTLINE_KAFKA_BROKERS", "JobsTopic": "POSTLINE_JOBS_TOPIC",
+		// Replaced once the dead-letter writer exists; checked by Validate.
+		RejectFunc: func(context.Context, consumer.Message, string, string) error { return nil },
+	}
+	if err := schedCfg.WithDefaults().Validate(); err != nil {
+		return config.NameSetting(err, map[string]string{"JobsTopic": "POSTLINE_JOBS_TOPIC",
 			"Prefix": "POSTLINE_RETRY_TOPIC_PREFIX", "Tiers": "POSTLINE_RETRY_TIERS", "GroupID": "POSTLINE_SCHEDULER_GROUP",
 			"MaxJitter": "POSTLINE_SCHEDULER_MAX_JITTER", "SessionTimeout": "POSTLINE_SESSION_TIMEOUT",
 			"HeartbeatInterval": "POSTLINE_HEARTBEAT_INTERVAL", "DrainTimeout": "POSTLINE_SHUTDOWN_TIMEOUT"})
@@ -73,15 +86,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("setting POSTLINE_SCHEDULER_HTTP_ADDR: %w", err)
 	}
+	var (
+		scheduler atomic.Pointer[retry.Scheduler]
+		failed    atomic.Pointer[error]
+	)
 	ready := func(context.Context) error {
+		sched := scheduler.Load()
+		if sched == nil {
+			return errors.New("starting: Kafka topics not checked yet")
+		}
 		if !sched.Ready() {
 			return errors.New("not a member of the consumer group, or writes to the jobs topic are failing")
 		}
 		return nil
 	}
-	server := &http.Server{Handler: ops.Handler(reg, ready), ReadHeaderTimeout: 5 * time.Second}
+	healthy := func() error {
+		if err := failed.Load(); err != nil {
+			return *err
+		}
+		return nil
+	}
+	server := &http.Server{Handler: ops.Handler(reg, ready, healthy), ReadHeaderTimeout: 5 * time.Second}
 	logger.Info("retry-scheduler starting", "http_addr", listener.Addr().String(), "jobs_topic", s.JobsTopic,
-		"delay_topics", tiers.Topics(s.Prefix), "group", s.Group)
+		"delay_topics", tiers.Topics(s.Prefix), "group", s.Group, "kafka", cluster.String())
 
 	// Phase one of shutdown: the signal stops fetching; records falling due
 	// within the drain are re-injected and committed. Phase two: past the
@@ -95,7 +122,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return nil
 	})
 	done := make(chan error, 1)
-	go func() { done <- sched.Run(ctx) }()
+	go func() {
+		err := startScheduler(ctx, schedCfg, s.DLQTopic, logger, reg, &scheduler)
+		if err != nil && ctx.Err() == nil {
+			failed.Store(&err)
+		}
+		done <- err
+	}()
 	select {
 	case err = <-done:
 	case <-ctx.Done():
@@ -108,6 +141,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		t.Stop()
 	}
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		err = nil // stopped before Kafka answered
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = server.Shutdown(shutdownCtx)
@@ -116,6 +152,53 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	logger.Info("retry-scheduler stopped", "error", err)
 	return err
+}
+
+// startScheduler waits for Kafka, reads the limits of the jobs, dead-letter
+// and delay topics, builds the scheduler with a dead-letter writer for what
+// cannot be re-injected, publishes it for readiness and runs it.
+func startScheduler(ctx context.Context, cfg retry.SchedulerConfig, dlqTopic string, logger *slog.Logger,
+	reg *prometheus.Registry, published *atomic.Pointer[retry.Scheduler],
+) error {
+	warned := false
+	if err := cfg.Kafka.Await(ctx, func(err error) {
+		if !warned {
+			logger.Error("cannot reach Kafka; retrying until it answers", "kafka", cfg.Kafka.String(), "error", err)
+			warned = true
+		}
+	}); err != nil {
+		return err
+	}
+	cfg = cfg.WithDefaults()
+	topics := append([]string{cfg.JobsTopic, dlqTopic}, cfg.Tiers.Topics(cfg.Prefix)...)
+	limits, err := cfg.Kafka.MaxMessageBytes(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("kafka topics (create them with postctl topics create): %w", err)
+	}
+	for _, t := range cfg.Tiers.Topics(cfg.Prefix) {
+		if err := kafkaconn.CheckCopyFits(limits, t, dlqTopic); err != nil {
+			return fmt.Errorf("setting POSTLINE_DLQ_TOPIC: %w", err)
+		}
+	}
+	dlq, err := deadletter.New(deadletter.Config{Kafka: cfg.Kafka, Topic: dlqTopic, MaxMessageBytes: limits[dlqTopic]}, reg)
+	if err != nil {
+		return err
+	}
+	defer dlq.Close()
+	cfg.JobsMaxMessageBytes = limits[cfg.JobsTopic]
+	cfg.RejectFunc = func(ctx context.Context, m consumer.Message, reason, detail string) error {
+		return dlq.Publish(ctx, deadletter.Letter{
+			Key: m.Key, Value: m.Value, Headers: m.Headers,
+			Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
+			Reason: reason, Class: "invalid", Error: detail, Attempt: job.Attempt(m.Headers),
+		})
+	}
+	sched, err := retry.NewScheduler(cfg, logger, reg)
+	if err != nil {
+		return err
+	}
+	published.Store(sched)
+	return sched.Run(ctx)
 }
 
 // cmpJitter maps the setting to the config: 0 means no jitter, which the

@@ -198,7 +198,7 @@ func (r *jobsReader) distinct() int {
 func readJobs(t *testing.T, name string) *jobsReader {
 	t.Helper()
 	c, err := consumer.New(consumer.Config{
-		Brokers: testenv.KafkaBrokers(), Topic: name, GroupID: testenv.UniqueName("reader"),
+		Kafka: testenv.Kafka(), Topic: name, GroupID: testenv.UniqueName("reader"),
 		SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond, DrainTimeout: time.Second,
 		MaxWait: 50 * time.Millisecond,
 	}, slog.New(slog.DiscardHandler), nil)
@@ -240,7 +240,7 @@ func TestIntegrationKill9LosesNothing(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := topic.Ensure(ctx, brokers, specs...); err != nil {
+	if err := topic.Ensure(ctx, testenv.KafkaCluster(brokers...), specs...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -250,7 +250,7 @@ func TestIntegrationKill9LosesNothing(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := topic.Delete(ctx, brokers, names...); err != nil {
+		if err := topic.Delete(ctx, testenv.KafkaCluster(brokers...), names...); err != nil {
 			t.Errorf("delete topics: %v", err)
 		}
 	})
@@ -268,7 +268,7 @@ func TestIntegrationKill9LosesNothing(t *testing.T) {
 	a := startBinary(t, bin, "a", env)
 	waitFor(t, 60*time.Second, "scheduler a to be ready", func() bool { code, _ := a.get("/readyz"); return code == http.StatusOK })
 
-	w, err := retry.NewWriter(retry.WriterConfig{Brokers: brokers, Prefix: prefix, Tiers: tiers}, nil)
+	w, err := retry.NewWriter(retry.WriterConfig{Kafka: testenv.KafkaCluster(brokers...), Prefix: prefix, Tiers: tiers}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,17 @@
 package main
 
-import "time"
+import (
+	"time"
+
+	"github.com/postline/postline/internal/config"
+)
 
 // settings are the scheduler's configuration: each field is an environment
 // variable and a flag (see internal/config).
 type settings struct {
-	Brokers           []string      `env:"POSTLINE_KAFKA_BROKERS" default:"127.0.0.1:9092" usage:"Kafka bootstrap brokers, comma-separated"`
+	config.Kafka
 	JobsTopic         string        `env:"POSTLINE_JOBS_TOPIC" default:"mail.jobs" usage:"topic due jobs are re-injected into"`
+	DLQTopic          string        `env:"POSTLINE_DLQ_TOPIC" default:"mail.dlq" usage:"dead-letter topic, for due records too large for the jobs topic"`
 	Prefix            string        `env:"POSTLINE_RETRY_TOPIC_PREFIX" default:"mail.retry" usage:"name prefix of the delay topics (<prefix>.<tier>)"`
 	Tiers             string        `env:"POSTLINE_RETRY_TIERS" default:"5s,30s,2m,10m,1h,6h" usage:"delay tiers, ascending, comma-separated; one delay topic each"`
 	Group             string        `env:"POSTLINE_SCHEDULER_GROUP" default:"postline-retry-scheduler" usage:"consumer group shared by all scheduler replicas"`

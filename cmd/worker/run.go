@@ -138,8 +138,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return config.NameSetting(err, map[string]string{"FailureThreshold": "POSTLINE_CIRCUIT_THRESHOLD", "BaseCooldown": "POSTLINE_CIRCUIT_COOLDOWN",
 			"MaxCooldown": "POSTLINE_CIRCUIT_MAX_COOLDOWN", "RefreshInterval": "POSTLINE_CIRCUIT_REFRESH"})
 	}
+	kafkaCluster, err := s.Kafka.Cluster("worker")
+	if err != nil {
+		return err
+	}
 	cons, err := consumer.New(consumer.Config{
-		Brokers:                 s.Brokers,
+		Kafka:                   kafkaCluster,
 		Topic:                   s.JobsTopic,
 		GroupID:                 s.Group,
 		SessionTimeout:          s.SessionTimeout,
@@ -157,26 +161,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			"MaxInFlightPerPartition": "POSTLINE_MAX_IN_FLIGHT_PER_PARTITION"})
 	}
 	lag, err := consumer.NewLagMonitor(consumer.LagMonitorConfig{
-		Brokers: s.Brokers, Topic: s.JobsTopic, GroupID: s.Group, Interval: s.LagInterval,
+		Kafka: kafkaCluster, Topic: s.JobsTopic, GroupID: s.Group, Interval: s.LagInterval,
 	}, logger, reg)
 	if err != nil {
 		return config.NameSetting(err, map[string]string{"Interval": "POSTLINE_LAG_INTERVAL"})
 	}
-	dlq, err := deadletter.New(deadletter.Config{Brokers: s.Brokers, Topic: s.DLQTopic}, reg)
-	if err != nil {
-		return config.NameSetting(err, map[string]string{"Brokers": "POSTLINE_KAFKA_BROKERS", "Topic": "POSTLINE_DLQ_TOPIC"})
-	}
-	defer dlq.Close()
-	retries, err := retry.NewWriter(retry.WriterConfig{Brokers: s.Brokers, Prefix: s.RetryPrefix, Tiers: tiers}, reg)
-	if err != nil {
-		return config.NameSetting(err, map[string]string{"Prefix": "POSTLINE_RETRY_TOPIC_PREFIX", "Tiers": "POSTLINE_RETRY_TIERS"})
-	}
-	defer retries.Close()
-	republisher, err := job.NewPublisher(job.PublisherConfig{Brokers: s.Brokers, Topic: s.JobsTopic})
-	if err != nil {
-		return config.NameSetting(err, map[string]string{"Topic": "POSTLINE_JOBS_TOPIC"})
-	}
-	defer republisher.Close()
 	policy, budgets, sendControl, err := s.retryPolicy()
 	if err != nil {
 		return err
@@ -186,6 +175,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		if pressureGuard, err = adaptive.NewPressureGuard(adaptive.PressureConfig{}); err != nil {
 			return err
 		}
+	}
+	limits := job.Limits{
+		MaxMessageBytes:    s.MaxMessageBytes,
+		MaxBodyBytes:       s.MaxBodyBytes,
+		MaxAttachmentBytes: s.MaxAttachmentBytes,
 	}
 	pipelineCfg := delivery.Config{
 		Policy:      policy,
@@ -197,11 +191,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		FastRetries: s.FastRetries,
 		Tiers:       tiers,
 		RetryLimits: retryLimits,
-		Limits: job.Limits{
-			MaxMessageBytes:    s.MaxMessageBytes,
-			MaxBodyBytes:       s.MaxBodyBytes,
-			MaxAttachmentBytes: s.MaxAttachmentBytes,
-		},
+		Limits:      limits,
 	}
 	if err := pipelineCfg.WithDefaults().Validate(); err != nil {
 		return config.NameSetting(err, map[string]string{"Senders": "POSTLINE_SENDERS", "BatchSize": "POSTLINE_BATCH_SIZE",
@@ -209,20 +199,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			"MaxMessageBytes": "POSTLINE_MAX_MESSAGE_BYTES", "MaxBodyBytes": "POSTLINE_MAX_BODY_BYTES",
 			"MaxAttachmentBytes": "POSTLINE_MAX_ATTACHMENT_BYTES"})
 	}
-	sweeper, err := reaper.New(reaper.Config{Interval: s.ReaperInterval, Grace: s.ReaperGrace,
-		JobsTopic: s.JobsTopic, Retention: s.Retention}, store, republisher, logger, reg)
-	if err != nil {
-		return config.NameSetting(err, map[string]string{"Interval": "POSTLINE_REAPER_INTERVAL", "Grace": "POSTLINE_REAPER_GRACE",
-			"Retention": "POSTLINE_RETENTION"})
-	}
+	topics := workerTopics{jobs: s.JobsTopic, dlq: s.DLQTopic, retries: tiers.Topics(s.RetryPrefix)}
 
-	// The pipeline needs the circuit breakers, which need their table: both
-	// are built once migrations are applied.
+	// The pipeline needs the topics' limits and the circuit breakers, which
+	// need their table: all are built once Kafka answers and migrations are
+	// applied. Until then the worker is alive but not ready.
 	var pipeline atomic.Pointer[delivery.Pipeline]
 	var migrated atomic.Bool
+	var failed atomic.Pointer[error] // a stage failed for good: unhealthy
 	ready := func(ctx context.Context) error {
 		if !migrated.Load() {
-			return errors.New("database migrations not applied yet")
+			return errors.New("starting: Kafka topics or database migrations not checked yet")
 		}
 		if !cons.Joined() {
 			return errors.New("not a member of the consumer group")
@@ -235,14 +222,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		return nil
 	}
+	healthy := func() error {
+		if err := failed.Load(); err != nil {
+			return *err
+		}
+		return nil
+	}
 	listener, err := net.Listen("tcp", s.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("setting POSTLINE_HTTP_ADDR: %w", err)
 	}
-	server := &http.Server{Handler: ops.Handler(reg, ready), ReadHeaderTimeout: 5 * time.Second}
+	server := &http.Server{Handler: ops.Handler(reg, ready, healthy), ReadHeaderTimeout: 5 * time.Second}
 
 	logger.Info("worker starting", "http_addr", listener.Addr().String(), "topic", s.JobsTopic,
-		"group", s.Group, "retry_policy", s.RetryPolicy, "smtp", fmt.Sprintf("%s:%d", s.SMTPHost, s.SMTPPort), "senders", s.Senders)
+		"group", s.Group, "kafka", kafkaCluster.String(), "retry_policy", s.RetryPolicy, "relays", providerNames, "senders", s.Senders)
 
 	g, gctx := errgroup.WithContext(context.Background())
 	served := make(chan struct{})
@@ -288,6 +281,35 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			defer cancel()
 			_ = server.Shutdown(shutdownCtx)
 		}()
+		kafkaLimits, err := checkKafka(consumeCtx, kafkaCluster, topics, limits, logger)
+		if err != nil {
+			if consumeCtx.Err() != nil {
+				return nil // stopped before Kafka answered: nothing consumed
+			}
+			failed.Store(&err)
+			return err
+		}
+		dlq, err := deadletter.New(deadletter.Config{Kafka: kafkaCluster, Topic: s.DLQTopic, MaxMessageBytes: kafkaLimits[s.DLQTopic]}, reg)
+		if err != nil {
+			return config.NameSetting(err, map[string]string{"Topic": "POSTLINE_DLQ_TOPIC"})
+		}
+		defer dlq.Close()
+		retries, err := retry.NewWriter(retry.WriterConfig{Kafka: kafkaCluster, Prefix: s.RetryPrefix, Tiers: tiers, Limits: kafkaLimits}, reg)
+		if err != nil {
+			return config.NameSetting(err, map[string]string{"Prefix": "POSTLINE_RETRY_TOPIC_PREFIX", "Tiers": "POSTLINE_RETRY_TIERS"})
+		}
+		defer retries.Close()
+		republisher, err := job.NewPublisher(job.PublisherConfig{Kafka: kafkaCluster, Topic: s.JobsTopic, TopicMaxMessageBytes: kafkaLimits[s.JobsTopic]})
+		if err != nil {
+			return config.NameSetting(err, map[string]string{"Topic": "POSTLINE_JOBS_TOPIC"})
+		}
+		defer republisher.Close()
+		sweeper, err := reaper.New(reaper.Config{Interval: s.ReaperInterval, Grace: s.ReaperGrace,
+			JobsTopic: s.JobsTopic, Retention: s.Retention}, store, republisher, logger, reg)
+		if err != nil {
+			return config.NameSetting(err, map[string]string{"Interval": "POSTLINE_REAPER_INTERVAL", "Grace": "POSTLINE_REAPER_GRACE",
+				"Retention": "POSTLINE_RETENTION"})
+		}
 		if err := migrate(consumeCtx, pool, logger); err != nil {
 			return nil // stopped before the database came up: nothing consumed
 		}
@@ -316,17 +338,37 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		// them while the consumer drains. They stop with the pipeline.
 		breakersCtx, stopBreakers := context.WithCancel(deliverCtx)
 		defer stopBreakers()
+		// A stage that fails for good takes the worker down with it: the
+		// consumer leaves the group (its partitions go to a healthy
+		// member), /healthz turns 503 and run returns the error, so the
+		// process exits non-zero instead of holding partitions it no
+		// longer serves.
 		var work errgroup.Group
-		work.Go(func() error { return cons.Run(consumeCtx) })
-		work.Go(func() error { return sweeper.Run(consumeCtx) })
-		work.Go(func() error { return lag.Run(consumeCtx) })
-		if pressureGuard != nil {
-			work.Go(func() error { return pressure.Run(consumeCtx, pressureGuard, time.Second) })
+		stage := func(name string, fn func() error) {
+			work.Go(func() error {
+				err := fn()
+				if err == nil || errors.Is(err, context.Canceled) && (ctx.Err() != nil || failed.Load() != nil) {
+					return nil // done, shutting down, or stopped by another stage's failure
+				}
+				err = fmt.Errorf("%s: %w", name, err)
+				if failed.CompareAndSwap(nil, &err) {
+					logger.Error("stage failed for good; leaving the group and stopping", "stage", name, "error", err)
+				}
+				stopConsuming()
+				hardStop()
+				return err
+			})
 		}
-		work.Go(func() error { return breakers.Run(breakersCtx) })
+		stage("consumer", func() error { return cons.Run(consumeCtx) })
+		stage("reaper", func() error { return sweeper.Run(consumeCtx) })
+		stage("lag monitor", func() error { return lag.Run(consumeCtx) })
+		if pressureGuard != nil {
+			stage("pressure guard", func() error { return pressure.Run(consumeCtx, pressureGuard, time.Second) })
+		}
+		stage("circuit breakers", func() error { return breakers.Run(breakersCtx) })
 		// Leases are kept for as long as the pipeline holds jobs.
-		work.Go(func() error { return leases.Run(breakersCtx) })
-		work.Go(func() error {
+		stage("lease keeper", func() error { return leases.Run(breakersCtx) })
+		stage("pipeline", func() error {
 			defer stopBreakers()
 			return p.Run(deliverCtx, cons)
 		})

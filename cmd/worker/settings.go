@@ -2,12 +2,14 @@ package main
 
 import (
 	"time"
+
+	"github.com/postline/postline/internal/config"
 )
 
 // settings are the worker's configuration: each field is an environment
 // variable and a flag (see internal/config).
 type settings struct {
-	Brokers           []string      `env:"POSTLINE_KAFKA_BROKERS" default:"127.0.0.1:9092" usage:"Kafka bootstrap brokers, comma-separated"`
+	config.Kafka
 	JobsTopic         string        `env:"POSTLINE_JOBS_TOPIC" default:"mail.jobs" usage:"topic the jobs are consumed from"`
 	DLQTopic          string        `env:"POSTLINE_DLQ_TOPIC" default:"mail.dlq" usage:"dead-letter topic"`
 	Group             string        `env:"POSTLINE_CONSUMER_GROUP" default:"postline-worker" usage:"Kafka consumer group shared by all worker replicas"`

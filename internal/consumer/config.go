@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/postline/postline/kafkaconn"
 )
 
 // Defaults for Config.
@@ -25,8 +27,9 @@ const (
 
 // Config configures a Consumer.
 type Config struct {
-	// Brokers are the bootstrap broker addresses. Required.
-	Brokers []string
+	// Kafka is the cluster to consume from; the group and every partition
+	// reader connect through it. Required.
+	Kafka *kafkaconn.Cluster
 	// Topic is the topic to consume: shorthand for Topics with one entry.
 	// Set exactly one of Topic and Topics.
 	Topic string
@@ -100,13 +103,8 @@ func (c Config) Validate() error {
 	bad := func(field string, value any, why string) {
 		errs = append(errs, fmt.Errorf("consumer config: %s = %v: %s", field, value, why))
 	}
-	if len(c.Brokers) == 0 {
-		bad("Brokers", c.Brokers, "at least one broker address is required")
-	}
-	for i, b := range c.Brokers {
-		if b == "" {
-			bad(fmt.Sprintf("Brokers[%d]", i), fmt.Sprintf("%q", b), "must not be empty")
-		}
+	if c.Kafka == nil {
+		bad("Kafka", "nil", "required")
 	}
 	switch {
 	case c.Topic == "" && len(c.Topics) == 0:

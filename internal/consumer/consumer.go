@@ -269,7 +269,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	kafkaLog := c.logger.With("component", "kafka-go")
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                c.cfg.GroupID,
-		Brokers:           c.cfg.Brokers,
+		Brokers:           c.cfg.Kafka.Brokers(),
+		Dialer:            c.cfg.Kafka.Dialer("group"),
 		Topics:            c.topics,
 		HeartbeatInterval: c.cfg.HeartbeatInterval,
 		SessionTimeout:    c.cfg.SessionTimeout,
@@ -445,7 +446,8 @@ func (c *Consumer) fetchLoop(runCtx, genCtx context.Context, p *partition, log *
 	defer stop()
 
 	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:         c.cfg.Brokers,
+		Brokers:         c.cfg.Kafka.Brokers(),
+		Dialer:          c.cfg.Kafka.Dialer("fetch"),
 		Topic:           p.topic,
 		Partition:       p.id,
 		MinBytes:        c.cfg.MinBytes,

@@ -14,12 +14,14 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/goleak"
+
+	"github.com/postline/postline/internal/testenv"
 )
 
 func TestConfigWithDefaults(t *testing.T) {
-	got := Config{Brokers: []string{"b:9092"}, Topic: "t", GroupID: "g", MaxWait: time.Second}.WithDefaults()
+	got := Config{Kafka: testenv.KafkaCluster("b:9092"), Topic: "t", GroupID: "g", MaxWait: time.Second}.WithDefaults()
 	want := Config{
-		Brokers: []string{"b:9092"}, Topic: "t", GroupID: "g",
+		Kafka: testenv.KafkaCluster("b:9092"), Topic: "t", GroupID: "g",
 		SessionTimeout: 10 * time.Second, HeartbeatInterval: time.Second, RebalanceTimeout: 15 * time.Second,
 		CommitInterval: 500 * time.Millisecond, DrainTimeout: 10 * time.Second,
 		MaxInFlightPerPartition: 2000, MinBytes: 1, MaxBytes: 8 << 20,
@@ -41,15 +43,14 @@ func TestConfigWithDefaults(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	valid := Config{Brokers: []string{"127.0.0.1:9092"}, Topic: "mail.jobs", GroupID: "worker"}.WithDefaults()
+	valid := Config{Kafka: testenv.KafkaCluster("127.0.0.1:9092"), Topic: "mail.jobs", GroupID: "worker"}.WithDefaults()
 	tests := []struct {
 		name   string
 		mutate func(*Config)
 		want   string // substring of the error; "" = valid
 	}{
 		{"valid", func(*Config) {}, ""},
-		{"no brokers", func(c *Config) { c.Brokers = nil }, "Brokers = []"},
-		{"empty broker", func(c *Config) { c.Brokers = []string{"a:1", ""} }, `Brokers[1] = ""`},
+		{"no cluster", func(c *Config) { c.Kafka = nil }, "Kafka = nil: required"},
 		{"no topic", func(c *Config) { c.Topic = "" }, `Topic = ""`},
 		{"no group", func(c *Config) { c.GroupID = "" }, `GroupID = ""`},
 		{"negative session timeout", func(c *Config) { c.SessionTimeout = -time.Second }, "SessionTimeout = -1s"},
@@ -65,7 +66,6 @@ func TestConfigValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := valid
-			c.Brokers = append([]string(nil), valid.Brokers...)
 			tt.mutate(&c)
 			err := c.Validate()
 			switch {
@@ -81,8 +81,8 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestNewRejectsInvalidConfig(t *testing.T) {
-	if _, err := New(Config{Topic: "t", GroupID: "g"}, slog.New(slog.DiscardHandler), nil); err == nil || !strings.Contains(err.Error(), "Brokers") {
-		t.Fatalf("New with no brokers: err = %v, want one naming Brokers", err)
+	if _, err := New(Config{Topic: "t", GroupID: "g"}, slog.New(slog.DiscardHandler), nil); err == nil || !strings.Contains(err.Error(), "Kafka") {
+		t.Fatalf("New with no cluster: err = %v, want one naming Kafka", err)
 	}
 }
 
@@ -132,7 +132,7 @@ func TestMetricsLint(t *testing.T) {
 }
 
 func TestMarkDoneIgnoresHandMadeMessages(t *testing.T) {
-	c, err := New(Config{Brokers: []string{"127.0.0.1:1"}, Topic: "t", GroupID: "g"}, slog.New(slog.DiscardHandler), nil)
+	c, err := New(Config{Kafka: testenv.KafkaCluster("127.0.0.1:1"), Topic: "t", GroupID: "g"}, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func newFake(t *testing.T, topic string, partitions int) []string {
 // fastConfig is a Config tuned for quick tests.
 func fastConfig(brokers []string, topic, group string) Config {
 	return Config{
-		Brokers:           brokers,
+		Kafka: testenv.KafkaCluster(brokers...),
 		Topic:             topic,
 		GroupID:           group,
 		SessionTimeout:    6 * time.Second,

@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/postline/postline/kafkaconn"
 )
 
 // DefaultLagInterval is how often a LagMonitor refreshes by default.
@@ -19,8 +21,8 @@ const DefaultLagInterval = 5 * time.Second
 
 // LagMonitorConfig configures a LagMonitor.
 type LagMonitorConfig struct {
-	// Brokers are the Kafka bootstrap addresses. Required.
-	Brokers []string
+	// Kafka is the cluster the topic is on. Required.
+	Kafka *kafkaconn.Cluster
 	// Topic is the consumed topic. Required.
 	Topic string
 	// GroupID is the consumer group. Required.
@@ -38,9 +40,10 @@ type LagMonitorConfig struct {
 // fleet-wide rate sharing read; kafka.Reader's own lag is per fetch and not
 // fit for either.
 type LagMonitor struct {
-	cfg    LagMonitorConfig
-	client *kafka.Client
-	logger *slog.Logger
+	cfg         LagMonitorConfig
+	client      *kafka.Client
+	closeClient func()
+	logger      *slog.Logger
 
 	mu        sync.Mutex
 	lag       map[int]int64
@@ -59,17 +62,19 @@ func NewLagMonitor(cfg LagMonitorConfig, logger *slog.Logger, reg prometheus.Reg
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultLagInterval)
 	cfg.Timeout = cmp.Or(cfg.Timeout, cfg.Interval)
 	switch {
-	case len(cfg.Brokers) == 0:
-		return nil, errors.New("lag monitor: Brokers is empty")
+	case cfg.Kafka == nil:
+		return nil, errors.New("lag monitor: Kafka is nil")
 	case cfg.Topic == "" || cfg.GroupID == "":
 		return nil, errors.New("lag monitor: Topic and GroupID are required")
 	case cfg.Interval < 0 || cfg.Timeout < 0:
 		return nil, fmt.Errorf("lag monitor: Interval %s and Timeout %s must be positive", cfg.Interval, cfg.Timeout)
 	}
+	client, closeClient := cfg.Kafka.Client("lag", cfg.Timeout)
 	m := &LagMonitor{
-		cfg:    cfg,
-		client: &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: cfg.Timeout},
-		logger: logger,
+		cfg:         cfg,
+		client:      client,
+		closeClient: closeClient,
+		logger:      logger,
 		lagGauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "postline", Subsystem: "consumer", Name: "group_lag",
 			Help: "Records of the topic the whole consumer group has not committed past, per partition (end offset minus committed offset).",
@@ -101,6 +106,7 @@ func NewLagMonitor(cfg LagMonitorConfig, logger *slog.Logger, reg prometheus.Reg
 // Run refreshes until ctx ends, then returns nil. A failed refresh keeps the
 // last known values; it is counted and logged once until a refresh works.
 func (m *LagMonitor) Run(ctx context.Context) error {
+	defer m.closeClient()
 	tick := time.NewTicker(m.cfg.Interval)
 	defer tick.Stop()
 	failing := false

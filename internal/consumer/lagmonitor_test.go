@@ -16,11 +16,11 @@ func TestLagMonitorConfig(t *testing.T) {
 		cfg  LagMonitorConfig
 		ok   bool
 	}{
-		{"complete", LagMonitorConfig{Brokers: []string{"b:9092"}, Topic: "t", GroupID: "g"}, true},
+		{"complete", LagMonitorConfig{Kafka: testenv.KafkaCluster("b:9092"), Topic: "t", GroupID: "g"}, true},
 		{"no brokers", LagMonitorConfig{Topic: "t", GroupID: "g"}, false},
-		{"no topic", LagMonitorConfig{Brokers: []string{"b:9092"}, GroupID: "g"}, false},
-		{"no group", LagMonitorConfig{Brokers: []string{"b:9092"}, Topic: "t"}, false},
-		{"negative interval", LagMonitorConfig{Brokers: []string{"b:9092"}, Topic: "t", GroupID: "g", Interval: -time.Second}, false},
+		{"no topic", LagMonitorConfig{Kafka: testenv.KafkaCluster("b:9092"), GroupID: "g"}, false},
+		{"no group", LagMonitorConfig{Kafka: testenv.KafkaCluster("b:9092"), Topic: "t"}, false},
+		{"negative interval", LagMonitorConfig{Kafka: testenv.KafkaCluster("b:9092"), Topic: "t", GroupID: "g", Interval: -time.Second}, false},
 	}
 	for _, tt := range tests {
 		_, err := NewLagMonitor(tt.cfg, testLogger(t), nil)
@@ -43,7 +43,7 @@ func TestIntegrationLagMonitor(t *testing.T) {
 	cfg := integrationConfig(topic)
 
 	reg := prometheus.NewRegistry()
-	mon, err := NewLagMonitor(LagMonitorConfig{Brokers: brokers, Topic: topic, GroupID: cfg.GroupID, Interval: 200 * time.Millisecond}, testLogger(t), reg)
+	mon, err := NewLagMonitor(LagMonitorConfig{Kafka: testenv.KafkaCluster(brokers...), Topic: topic, GroupID: cfg.GroupID, Interval: 200 * time.Millisecond}, testLogger(t), reg)
 	if err != nil {
 		t.Fatal(err)
 	}

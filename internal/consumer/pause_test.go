@@ -28,7 +28,7 @@ func newFakeTopics(t *testing.T, partitions int, topics ...string) []string {
 }
 
 func TestConfigValidateTopics(t *testing.T) {
-	base := Config{Brokers: []string{"127.0.0.1:9092"}, GroupID: "g"}.WithDefaults()
+	base := Config{Kafka: testenv.KafkaCluster("127.0.0.1:9092"), GroupID: "g"}.WithDefaults()
 	tests := []struct {
 		name   string
 		topic  string

@@ -19,7 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
+	"github.com/postline/postline/kafkaconn"
 )
 
 // Delivery outcomes that dead-letter a record, next to the validation
@@ -45,10 +47,16 @@ const DefaultTopic = "mail.dlq"
 
 // Config configures the Writer.
 type Config struct {
-	// Brokers are the Kafka bootstrap addresses. Required.
-	Brokers []string
+	// Kafka is the cluster of the dead-letter topic. Required.
+	Kafka *kafkaconn.Cluster
 	// Topic is the dead-letter topic. Defaults to DefaultTopic.
 	Topic string
+	// MaxMessageBytes is the topic's max.message.bytes, as the broker
+	// reports it (kafkaconn.Cluster.MaxMessageBytes): batches are cut to
+	// fit, and a letter that would not fit is shortened (see Publish).
+	// Defaults to topic.CopyMaxMessageBytes, what the standard dead-letter
+	// topic is created with.
+	MaxMessageBytes int
 	// BatchTimeout bounds how long a write waits to fill a batch. Defaults
 	// to 2ms: callers already write letters in batches.
 	BatchTimeout time.Duration
@@ -60,14 +68,18 @@ const DefaultBatchTimeout = 2 * time.Millisecond
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	c.Topic = cmp.Or(c.Topic, DefaultTopic)
+	c.MaxMessageBytes = cmp.Or(c.MaxMessageBytes, topic.CopyMaxMessageBytes)
 	c.BatchTimeout = cmp.Or(c.BatchTimeout, DefaultBatchTimeout)
 	return c
 }
 
 // Validate reports the first invalid field.
 func (c Config) Validate() error {
-	if len(c.Brokers) == 0 {
-		return errors.New("deadletter: Brokers is empty")
+	if c.Kafka == nil {
+		return errors.New("deadletter: Kafka is nil")
+	}
+	if c.MaxMessageBytes < minMessageBytes {
+		return fmt.Errorf("deadletter: MaxMessageBytes %d is below %d: no letter would fit", c.MaxMessageBytes, minMessageBytes)
 	}
 	if c.BatchTimeout < 0 {
 		return fmt.Errorf("deadletter: BatchTimeout %s is negative", c.BatchTimeout)
@@ -98,9 +110,12 @@ type Letter struct {
 
 // Writer publishes dead letters. It is safe for concurrent use.
 type Writer struct {
-	w       *kafka.Writer
-	nowFunc func() time.Time
-	letters *prometheus.CounterVec
+	w         *kafka.Writer
+	closeConn func()
+	maxRecord int // largest record, as kafka-go counts it, the topic takes
+	nowFunc   func() time.Time
+	letters   *prometheus.CounterVec
+	shortened prometheus.Counter
 }
 
 // New returns a Writer. Close it when done.
@@ -123,18 +138,31 @@ func New(cfg Config, reg prometheus.Registerer) (*Writer, error) {
 	for _, reason := range []string{ReasonSMTPPermanent, ReasonMessageIDConflict, ReasonMaxAttempts, ReasonMaxAge} {
 		letters.WithLabelValues(reason)
 	}
+	shortened := prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "postline",
+		Subsystem: "deadletter",
+		Name:      "shortened_total",
+		Help:      "Dead letters whose original value or headers were left out because the dead-letter topic could not take them whole.",
+	})
+	if err := reg.Register(shortened); err != nil {
+		return nil, fmt.Errorf("deadletter: register metrics: %w", err)
+	}
+	w, closeConn, err := cfg.Kafka.Writer(kafkaconn.WriterConfig{
+		Topic:        cfg.Topic,
+		Name:         "dlq",
+		Limits:       map[string]int{cfg.Topic: cfg.MaxMessageBytes},
+		BatchTimeout: cfg.BatchTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("deadletter: %w", err)
+	}
 	return &Writer{
-		w: &kafka.Writer{
-			Addr:                   kafka.TCP(cfg.Brokers...),
-			Topic:                  cfg.Topic,
-			Balancer:               kafka.Murmur2Balancer{},
-			RequiredAcks:           kafka.RequireAll,
-			BatchTimeout:           cfg.BatchTimeout,
-			BatchBytes:             16 << 20,
-			AllowAutoTopicCreation: false,
-		},
-		nowFunc: time.Now,
-		letters: letters,
+		w:         w,
+		closeConn: closeConn,
+		maxRecord: kafkaconn.MaxRecordBytes(cfg.MaxMessageBytes),
+		nowFunc:   time.Now,
+		letters:   letters,
+		shortened: shortened,
 	}, nil
 }
 
@@ -147,7 +175,11 @@ func (w *Writer) Publish(ctx context.Context, letters ...Letter) error {
 	now := w.nowFunc().UTC().Format(time.RFC3339Nano)
 	msgs := make([]kafka.Message, len(letters))
 	for i, l := range letters {
-		msgs[i] = kafka.Message{Key: l.Key, Value: l.Value, Headers: Headers(l, now)}
+		msg, short := fit(kafka.Message{Key: l.Key, Value: l.Value, Headers: Headers(l, now)}, w.maxRecord)
+		if short {
+			w.shortened.Inc()
+		}
+		msgs[i] = msg
 	}
 	if err := w.w.WriteMessages(ctx, msgs...); err != nil {
 		return fmt.Errorf("deadletter: write %d records: %w", len(msgs), err)
@@ -158,8 +190,72 @@ func (w *Writer) Publish(ctx context.Context, letters ...Letter) error {
 	return nil
 }
 
-// Close flushes and closes the underlying writer.
-func (w *Writer) Close() error { return w.w.Close() }
+// Close flushes and closes the underlying writer and its connections.
+func (w *Writer) Close() error {
+	defer w.closeConn()
+	return w.w.Close()
+}
+
+// minMessageBytes is the least max.message.bytes a dead-letter topic needs:
+// room for the dead-letter headers of a letter whose value and original
+// headers were left out.
+const minMessageBytes = 8 << 10
+
+// fit returns msg, shortened if it is larger than maxRecord bytes (as
+// kafka-go counts them): first the value is left out, then the headers the
+// record came with (trace context and the producer's own), keeping the
+// dead-letter headers. What was left out is named in HeaderDLQOmitted with
+// the original sizes, so the letter still says why the job died and where
+// the original record is (its topic, partition and offset). A letter must be
+// written whatever its size: one that the topic refuses would stop the
+// partition it came from.
+func fit(msg kafka.Message, maxRecord int) (kafka.Message, bool) {
+	if recordBytes(msg) <= maxRecord {
+		return msg, false
+	}
+	omitted := fmt.Sprintf("value=%d", len(msg.Value))
+	msg.Value = nil
+	if recordBytes(msg) > maxRecord {
+		kept := msg.Headers[:0:0]
+		dropped := 0
+		for _, h := range msg.Headers {
+			if strings.HasPrefix(h.Key, job.HeaderPrefix) {
+				kept = append(kept, h)
+			} else {
+				dropped++
+			}
+		}
+		msg.Headers = kept
+		omitted += fmt.Sprintf(" headers=%d", dropped)
+	}
+	if recordBytes(msg) > maxRecord {
+		// The key or the dead-letter headers themselves: keep only the
+		// reason and the origin.
+		msg.Key = nil
+		kept := msg.Headers[:0:0]
+		for _, h := range msg.Headers {
+			switch h.Key {
+			case job.HeaderDLQReason, job.HeaderDLQClass, job.HeaderDLQOriginalTopic, job.HeaderDLQOriginalPartition,
+				job.HeaderDLQOriginalOffset, job.HeaderDLQTime:
+				kept = append(kept, h)
+			}
+		}
+		msg.Headers = kept
+		omitted += " key"
+	}
+	msg.Headers = job.SetHeader(msg.Headers, job.HeaderDLQOmitted, omitted)
+	return msg, true
+}
+
+// recordBytes is a record's size as kafka-go's writer counts it against
+// its batch limit (key, value, headers and fixed fields), rounded up.
+func recordBytes(m kafka.Message) int {
+	n := 22 + len(m.Key) + len(m.Value) + 5
+	for _, h := range m.Headers {
+		n += 10 + len(h.Key) + len(h.Value)
+	}
+	return n
+}
 
 // Headers returns the original headers with the dead-letter headers of l set
 // (replacing any left by an earlier dead-lettering of the same record).

@@ -89,9 +89,9 @@ func TestConfig(t *testing.T) {
 		cfg     Config
 		wantErr string
 	}{
-		{Config{Brokers: []string{"b:9092"}}, ""},
-		{Config{}, "Brokers"},
-		{Config{Brokers: []string{"b:9092"}, BatchTimeout: -time.Second}, "BatchTimeout"},
+		{Config{Kafka: testenv.KafkaCluster("b:9092")}, ""},
+		{Config{}, "Kafka"},
+		{Config{Kafka: testenv.KafkaCluster("b:9092"), BatchTimeout: -time.Second}, "BatchTimeout"},
 	}
 	for _, tt := range tests {
 		err := tt.cfg.WithDefaults().Validate()
@@ -106,7 +106,7 @@ func TestConfig(t *testing.T) {
 
 func TestMetricsLint(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	w, err := New(Config{Brokers: []string{"127.0.0.1:1"}}, reg)
+	w, err := New(Config{Kafka: testenv.KafkaCluster("127.0.0.1:1")}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestPublishRoundTrip(t *testing.T) {
 	testenv.Integration(t, "Kafka")
 	topic := testenv.NewTopic(t, 1)
 	reg := prometheus.NewRegistry()
-	w, err := New(Config{Brokers: testenv.KafkaBrokers(), Topic: topic}, reg)
+	w, err := New(Config{Kafka: testenv.Kafka(), Topic: topic}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,18 +74,18 @@ func TestTraceFollowsAJobThroughKafkaAndARetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dlq, err := deadletter.New(deadletter.Config{Brokers: brokers, Topic: dlqTopic}, reg)
+	dlq, err := deadletter.New(deadletter.Config{Kafka: testenv.KafkaCluster(brokers...), Topic: dlqTopic}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dlq.Close()
-	retries, err := retry.NewWriter(retry.WriterConfig{Brokers: brokers, Prefix: prefix, Tiers: tiers}, reg)
+	retries, err := retry.NewWriter(retry.WriterConfig{Kafka: testenv.KafkaCluster(brokers...), Prefix: prefix, Tiers: tiers}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer retries.Close()
 	cons, err := consumer.New(consumer.Config{
-		Brokers: brokers, Topic: jobsTopic, GroupID: testenv.UniqueName("trace-worker"),
+		Kafka: testenv.KafkaCluster(brokers...), Topic: jobsTopic, GroupID: testenv.UniqueName("trace-worker"),
 		SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond, DrainTimeout: 2 * time.Second,
 		MaxWait: 50 * time.Millisecond,
 	}, logger, reg)
@@ -103,7 +103,11 @@ func TestTraceFollowsAJobThroughKafkaAndARetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	scheduler, err := retry.NewScheduler(retry.SchedulerConfig{
-		Brokers: brokers, Prefix: prefix, Tiers: tiers, JobsTopic: jobsTopic, GroupID: testenv.UniqueName("trace-scheduler"),
+		RejectFunc: func(_ context.Context, m consumer.Message, reason, _ string) error {
+			t.Errorf("scheduler rejected %s@%d: %s", m.Topic, m.Offset, reason)
+			return nil
+		},
+		Kafka: testenv.KafkaCluster(brokers...), Prefix: prefix, Tiers: tiers, JobsTopic: jobsTopic, GroupID: testenv.UniqueName("trace-scheduler"),
 		MaxJitter: -1, SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond, DrainTimeout: time.Second,
 		TracerProvider: tp,
 	}, logger, prometheus.NewRegistry()) // the scheduler's consumer metrics would clash with the worker's
@@ -138,7 +142,7 @@ func TestTraceFollowsAJobThroughKafkaAndARetry(t *testing.T) {
 	}
 	defer stop()
 
-	pub, err := job.NewPublisher(job.PublisherConfig{Brokers: brokers, Topic: jobsTopic})
+	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.KafkaCluster(brokers...), Topic: jobsTopic})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,13 +226,13 @@ func createTopics(t *testing.T, brokers []string, specs []topic.Spec) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := topic.Ensure(ctx, brokers, specs...); err != nil {
+	if err := topic.Ensure(ctx, testenv.KafkaCluster(brokers...), specs...); err != nil {
 		t.Fatalf("create topics: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := topic.Delete(ctx, brokers, names...); err != nil {
+		if err := topic.Delete(ctx, testenv.KafkaCluster(brokers...), names...); err != nil {
 			t.Errorf("delete topics: %v", err)
 		}
 	})

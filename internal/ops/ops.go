@@ -37,13 +37,20 @@ func NewRegistry() *prometheus.Registry {
 	return reg
 }
 
-// Handler serves /metrics from reg, /healthz (200 while the process runs)
-// and /readyz (200, or 503 with ready's error). ready gets a context bounded
-// by ReadyTimeout.
-func Handler(reg *prometheus.Registry, ready func(context.Context) error) http.Handler {
+// Handler serves /metrics from reg, /healthz (200, or 503 with healthy's
+// error once the process has failed for good and is on its way out) and
+// /readyz (200, or 503 with ready's error). ready gets a context bounded by
+// ReadyTimeout; healthy may be nil (always healthy while it runs).
+func Handler(reg *prometheus.Registry, ready func(context.Context) error, healthy func() error) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if healthy != nil {
+			if err := healthy(); err != nil {
+				http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {

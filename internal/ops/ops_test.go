@@ -12,8 +12,8 @@ import (
 )
 
 func TestHandler(t *testing.T) {
-	var notReady error
-	srv := httptest.NewServer(Handler(NewRegistry(), func(context.Context) error { return notReady }))
+	var notReady, failed error
+	srv := httptest.NewServer(Handler(NewRegistry(), func(context.Context) error { return notReady }, func() error { return failed }))
 	defer srv.Close()
 	get := func(path string) (int, string) {
 		t.Helper()
@@ -28,18 +28,20 @@ func TestHandler(t *testing.T) {
 	tests := []struct {
 		name     string
 		notReady error
+		failed   error
 		path     string
 		wantCode int
 		wantBody string
 	}{
-		{"health", nil, "/healthz", 200, "ok"},
-		{"ready", nil, "/readyz", 200, "ready"},
-		{"not ready says why", errors.New("postgres: connection refused"), "/readyz", 503, "not ready: postgres: connection refused"},
-		{"health does not depend on readiness", errors.New("down"), "/healthz", 200, "ok"},
-		{"metrics include the runtime", nil, "/metrics", 200, "go_goroutines"},
+		{"health", nil, nil, "/healthz", 200, "ok"},
+		{"ready", nil, nil, "/readyz", 200, "ready"},
+		{"not ready says why", errors.New("postgres: connection refused"), nil, "/readyz", 503, "not ready: postgres: connection refused"},
+		{"health does not depend on readiness", errors.New("down"), nil, "/healthz", 200, "ok"},
+		{"a failed process is unhealthy and says why", nil, errors.New("pipeline: dead letters: unauthorized"), "/healthz", 503, "unhealthy: pipeline: dead letters: unauthorized"},
+		{"metrics include the runtime", nil, nil, "/metrics", 200, "go_goroutines"},
 	}
 	for _, tt := range tests {
-		notReady = tt.notReady
+		notReady, failed = tt.notReady, tt.failed
 		code, body := get(tt.path)
 		if code != tt.wantCode || !strings.Contains(body, tt.wantBody) {
 			t.Errorf("%s: GET %s = %d %q, want %d containing %q", tt.name, tt.path, code, body, tt.wantCode, tt.wantBody)

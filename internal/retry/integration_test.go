@@ -47,7 +47,7 @@ func delayTopics(t *testing.T, tiers Tiers, partitions int) (prefix, jobs string
 	brokers := testenv.KafkaBrokers()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := topic.Ensure(ctx, brokers, specs...); err != nil {
+	if err := topic.Ensure(ctx, testenv.KafkaCluster(brokers...), specs...); err != nil {
 		t.Fatalf("create topics: %v", err)
 	}
 	t.Cleanup(func() {
@@ -57,7 +57,7 @@ func delayTopics(t *testing.T, tiers Tiers, partitions int) (prefix, jobs string
 		for i, s := range specs {
 			names[i] = s.Name
 		}
-		if err := topic.Delete(ctx, brokers, names...); err != nil {
+		if err := topic.Delete(ctx, testenv.KafkaCluster(brokers...), names...); err != nil {
 			t.Errorf("delete topics: %v", err)
 		}
 	})
@@ -98,7 +98,7 @@ func (a *arrivals) snapshot() map[string][]arrival {
 func readTopic(t *testing.T, name string) *arrivals {
 	t.Helper()
 	c, err := consumer.New(consumer.Config{
-		Brokers: testenv.KafkaBrokers(), Topic: name, GroupID: testenv.UniqueName("reader"),
+		Kafka: testenv.Kafka(), Topic: name, GroupID: testenv.UniqueName("reader"),
 		SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond, DrainTimeout: time.Second,
 		MaxWait: 50 * time.Millisecond,
 	}, slog.New(slog.DiscardHandler), nil)
@@ -224,7 +224,8 @@ func TestIntegrationWriterAndScheduler(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	s, err := NewScheduler(SchedulerConfig{
-		Brokers: brokers, Prefix: prefix, Tiers: tiers, JobsTopic: jobs, GroupID: testenv.UniqueName("sched"),
+		RejectFunc: rejectUnexpected(t),
+		Kafka:      testenv.KafkaCluster(brokers...), Prefix: prefix, Tiers: tiers, JobsTopic: jobs, GroupID: testenv.UniqueName("sched"),
 		SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond, DrainTimeout: time.Second,
 	}, testLogger(t), reg)
 	if err != nil {
@@ -233,7 +234,7 @@ func TestIntegrationWriterAndScheduler(t *testing.T) {
 	stop := runScheduler(t, s)
 	waitFor(t, 30*time.Second, "the scheduler to be ready", s.Ready)
 
-	w, err := NewWriter(WriterConfig{Brokers: brokers, Prefix: prefix, Tiers: tiers}, reg)
+	w, err := NewWriter(WriterConfig{Kafka: testenv.KafkaCluster(brokers...), Prefix: prefix, Tiers: tiers}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +329,7 @@ func TestIntegrationSchedulerAbruptStopLosesNothing(t *testing.T) {
 	brokers := testenv.KafkaBrokers()
 	got := readTopic(t, jobs)
 
-	w, err := NewWriter(WriterConfig{Brokers: brokers, Prefix: prefix, Tiers: tiers}, nil)
+	w, err := NewWriter(WriterConfig{Kafka: testenv.KafkaCluster(brokers...), Prefix: prefix, Tiers: tiers}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +347,8 @@ func TestIntegrationSchedulerAbruptStopLosesNothing(t *testing.T) {
 	}
 
 	cfg := SchedulerConfig{
-		Brokers: brokers, Prefix: prefix, Tiers: tiers, JobsTopic: jobs, GroupID: testenv.UniqueName("sched"),
+		RejectFunc: rejectUnexpected(t),
+		Kafka:      testenv.KafkaCluster(brokers...), Prefix: prefix, Tiers: tiers, JobsTopic: jobs, GroupID: testenv.UniqueName("sched"),
 		SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond,
 		DrainTimeout: time.Millisecond, // no drain: parked and in-flight records are abandoned
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/postline/postline/internal/consumer"
+	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/job"
 )
 
@@ -116,8 +117,10 @@ func TestTopicSpecs(t *testing.T) {
 		if err := s.Validate(); err != nil {
 			t.Errorf("spec %s: %v", s.Name, err)
 		}
-		if s.Partitions != 8 || s.Configs["max.message.bytes"] != "4194304" {
-			t.Errorf("spec %s: partitions %d, max.message.bytes %q; want 8, 4194304", s.Name, s.Partitions, s.Configs["max.message.bytes"])
+		// A delay topic takes any record of the jobs topic (4 MiB) plus the
+		// headers a retry copy adds.
+		if s.Partitions != 8 || s.Configs["max.message.bytes"] != "4210765" {
+			t.Errorf("spec %s: partitions %d, max.message.bytes %q; want 8, 4210765", s.Name, s.Partitions, s.Configs["max.message.bytes"])
 		}
 	}
 	if specs[0].Name != "x.retry.5s" || specs[0].Configs["retention.ms"] != "604800000" {
@@ -206,14 +209,14 @@ func TestCopyHeaders(t *testing.T) {
 }
 
 func TestWriterConfigAndPublishValidation(t *testing.T) {
-	if _, err := NewWriter(WriterConfig{}, nil); err == nil || !strings.Contains(err.Error(), "Brokers") {
-		t.Fatalf("NewWriter without brokers: %v, want an error naming Brokers", err)
+	if _, err := NewWriter(WriterConfig{}, nil); err == nil || !strings.Contains(err.Error(), "Kafka") {
+		t.Fatalf("NewWriter without a cluster: %v, want an error naming Kafka", err)
 	}
-	if _, err := NewWriter(WriterConfig{Brokers: []string{"b:1"}, Tiers: Tiers{time.Minute, time.Second}}, nil); err == nil || !strings.Contains(err.Error(), "Tiers") {
+	if _, err := NewWriter(WriterConfig{Kafka: testenv.KafkaCluster("b:1"), Tiers: Tiers{time.Minute, time.Second}}, nil); err == nil || !strings.Contains(err.Error(), "Tiers") {
 		t.Fatalf("NewWriter with descending tiers: %v, want an error naming Tiers", err)
 	}
 	reg := prometheus.NewRegistry()
-	w, err := NewWriter(WriterConfig{Brokers: []string{"127.0.0.1:1"}}, reg)
+	w, err := NewWriter(WriterConfig{Kafka: testenv.KafkaCluster("127.0.0.1:1")}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,14 +281,15 @@ func TestMaxJitter(t *testing.T) {
 }
 
 func TestSchedulerConfigValidate(t *testing.T) {
-	valid := SchedulerConfig{Brokers: []string{"b:9092"}}.WithDefaults()
+	valid := SchedulerConfig{Kafka: testenv.KafkaCluster("b:9092"), RejectFunc: func(context.Context, consumer.Message, string, string) error { return nil }}.WithDefaults()
 	tests := []struct {
 		name   string
 		mutate func(*SchedulerConfig)
 		want   string
 	}{
 		{"valid", func(*SchedulerConfig) {}, ""},
-		{"no brokers", func(c *SchedulerConfig) { c.Brokers = nil }, "Brokers"},
+		{"no cluster", func(c *SchedulerConfig) { c.Kafka = nil }, "Kafka"},
+		{"no reject func", func(c *SchedulerConfig) { c.RejectFunc = nil }, "RejectFunc"},
 		{"bad tiers", func(c *SchedulerConfig) { c.Tiers = Tiers{time.Second, time.Second} }, "Tiers = 1s,1s: tier 1s is listed twice"},
 		{"jobs is a delay topic", func(c *SchedulerConfig) { c.JobsTopic = "mail.retry.5s" }, "JobsTopic = mail.retry.5s: is one of the delay topics"},
 		{"batch size", func(c *SchedulerConfig) { c.BatchSize = -1 }, "BatchSize = -1"},
@@ -304,7 +308,7 @@ func TestSchedulerConfigValidate(t *testing.T) {
 		valid.BatchSize != 256 || valid.BatchLinger != 5*time.Millisecond || valid.Prefix != "mail.retry" {
 		t.Errorf("WithDefaults = %+v", valid)
 	}
-	if _, err := NewScheduler(SchedulerConfig{Brokers: []string{"b:1"}, SessionTimeout: -1}, slog.New(slog.DiscardHandler), nil); err == nil ||
+	if _, err := NewScheduler(SchedulerConfig{Kafka: testenv.KafkaCluster("b:1"), RejectFunc: rejectUnexpected(t), SessionTimeout: -1}, slog.New(slog.DiscardHandler), nil); err == nil ||
 		!strings.Contains(err.Error(), "SessionTimeout") {
 		t.Errorf("NewScheduler with a bad consumer setting: %v, want an error naming SessionTimeout", err)
 	}
@@ -321,7 +325,7 @@ func (c *fakeClock) Now() time.Time { return c.now }
 func TestSchedulerPlanAndLateness(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	reg := prometheus.NewRegistry()
-	s, err := NewScheduler(SchedulerConfig{Brokers: []string{"127.0.0.1:1"}, NowFunc: clock.Now}, slog.New(slog.DiscardHandler), reg)
+	s, err := NewScheduler(SchedulerConfig{Kafka: testenv.KafkaCluster("127.0.0.1:1"), RejectFunc: rejectUnexpected(t), NowFunc: clock.Now}, slog.New(slog.DiscardHandler), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,10 +417,10 @@ func TestSchedulerPlanAndLateness(t *testing.T) {
 
 func TestMetricsLint(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	if _, err := NewScheduler(SchedulerConfig{Brokers: []string{"127.0.0.1:1"}}, slog.New(slog.DiscardHandler), reg); err != nil {
+	if _, err := NewScheduler(SchedulerConfig{Kafka: testenv.KafkaCluster("127.0.0.1:1"), RejectFunc: rejectUnexpected(t)}, slog.New(slog.DiscardHandler), reg); err != nil {
 		t.Fatal(err)
 	}
-	w, err := NewWriter(WriterConfig{Brokers: []string{"127.0.0.1:1"}}, reg)
+	w, err := NewWriter(WriterConfig{Kafka: testenv.KafkaCluster("127.0.0.1:1")}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,9 @@ import (
 
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/delay"
+	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
+	"github.com/postline/postline/kafkaconn"
 )
 
 // Defaults of SchedulerConfig.
@@ -44,8 +46,8 @@ const (
 
 // SchedulerConfig configures a Scheduler.
 type SchedulerConfig struct {
-	// Brokers are the Kafka bootstrap addresses. Required.
-	Brokers []string
+	// Kafka is the cluster of the delay and jobs topics. Required.
+	Kafka *kafkaconn.Cluster
 	// Prefix is the delay topics' name prefix. Defaults to DefaultPrefix.
 	Prefix string
 	// Tiers are the delay tiers whose topics are consumed. Defaults to
@@ -54,6 +56,15 @@ type SchedulerConfig struct {
 	// JobsTopic is where due records are re-injected. Defaults to
 	// "mail.jobs".
 	JobsTopic string
+	// JobsMaxMessageBytes is the jobs topic's max.message.bytes as the
+	// broker reports it: batches are cut to fit, and a record too large
+	// for it goes to RejectFunc. Defaults to topic.MaxMessageBytes.
+	JobsMaxMessageBytes int
+	// RejectFunc takes a due record that can never be re-injected (larger
+	// than the jobs topic accepts) with a machine-readable reason; once it
+	// returns nil the record is done. Required: without it such a record
+	// would stop its partition.
+	RejectFunc func(ctx context.Context, m consumer.Message, reason, detail string) error
 	// GroupID is the consumer group of all scheduler replicas. Defaults to
 	// "postline-retry-scheduler".
 	GroupID string
@@ -86,6 +97,7 @@ func (c SchedulerConfig) WithDefaults() SchedulerConfig {
 		c.Tiers = DefaultTiers
 	}
 	c.JobsTopic = cmp.Or(c.JobsTopic, DefaultJobsTopic)
+	c.JobsMaxMessageBytes = cmp.Or(c.JobsMaxMessageBytes, topic.MaxMessageBytes)
 	c.GroupID = cmp.Or(c.GroupID, DefaultSchedulerGroup)
 	c.MaxJitter = cmp.Or(c.MaxJitter, DefaultMaxJitter)
 	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
@@ -106,8 +118,11 @@ func (c SchedulerConfig) Validate() error {
 	bad := func(field string, value any, why string) {
 		errs = append(errs, fmt.Errorf("retry scheduler config: %s = %v: %s", field, value, why))
 	}
-	if len(c.Brokers) == 0 || slices.Contains(c.Brokers, "") {
-		bad("Brokers", fmt.Sprintf("%q", c.Brokers), "want at least one non-empty address")
+	if c.Kafka == nil {
+		bad("Kafka", "nil", "required")
+	}
+	if c.RejectFunc == nil {
+		bad("RejectFunc", "nil", "required")
 	}
 	if err := c.Tiers.Validate(); err != nil {
 		bad("Tiers", c.Tiers, err.Error())
@@ -130,16 +145,17 @@ func (c SchedulerConfig) Validate() error {
 // Scheduler re-injects due retry copies from the delay topics into the jobs
 // topic. Create it with NewScheduler, start it with Run.
 type Scheduler struct {
-	cfg     SchedulerConfig
-	logger  *slog.Logger
-	cons    *consumer.Consumer
-	w       *kafka.Writer
-	tr      *kafka.Transport
-	queue   *delay.Queue[parked]
-	tiers   map[string]time.Duration // topic -> tier
-	metrics *schedulerMetrics
-	tracer  trace.Tracer
-	healthy atomic.Bool // the last produce succeeded
+	cfg       SchedulerConfig
+	logger    *slog.Logger
+	cons      *consumer.Consumer
+	w         *kafka.Writer
+	closeConn func()
+	maxRecord int // largest record the jobs topic takes, as kafka-go counts it
+	queue     *delay.Queue[parked]
+	tiers     map[string]time.Duration // topic -> tier
+	metrics   *schedulerMetrics
+	tracer    trace.Tracer
+	healthy   atomic.Bool // the last produce succeeded
 
 	// jitterFunc returns a random duration in [0, n); tests replace it.
 	jitterFunc func(n time.Duration) time.Duration
@@ -169,7 +185,7 @@ func NewScheduler(cfg SchedulerConfig, logger *slog.Logger, reg prometheus.Regis
 	cfg.Tiers = slices.Clone(cfg.Tiers)
 	topics := cfg.Tiers.Topics(cfg.Prefix)
 	cons, err := consumer.New(consumer.Config{
-		Brokers:           cfg.Brokers,
+		Kafka:             cfg.Kafka,
 		Topics:            topics,
 		GroupID:           cfg.GroupID,
 		SessionTimeout:    cfg.SessionTimeout,
@@ -188,23 +204,23 @@ func NewScheduler(cfg SchedulerConfig, logger *slog.Logger, reg prometheus.Regis
 	for i, d := range cfg.Tiers {
 		tiers[topics[i]] = d
 	}
-	tr := &kafka.Transport{}
+	w, closeConn, err := cfg.Kafka.Writer(kafkaconn.WriterConfig{
+		Topic:        cfg.JobsTopic,
+		Name:         "reinject",
+		Limits:       map[string]int{cfg.JobsTopic: cfg.JobsMaxMessageBytes},
+		BatchSize:    cfg.BatchSize,
+		BatchTimeout: time.Millisecond, // batches are cut here
+	})
+	if err != nil {
+		return nil, fmt.Errorf("retry scheduler: %w", err)
+	}
 	s := &Scheduler{
-		cfg:    cfg,
-		logger: logger.With("component", "retry-scheduler"),
-		cons:   cons,
-		tr:     tr,
-		w: &kafka.Writer{
-			Addr:                   kafka.TCP(cfg.Brokers...),
-			Transport:              tr,
-			Topic:                  cfg.JobsTopic,
-			Balancer:               &kafka.Murmur2Balancer{},
-			RequiredAcks:           kafka.RequireAll,
-			BatchTimeout:           time.Millisecond, // batches are cut here
-			BatchSize:              cfg.BatchSize,
-			BatchBytes:             16 << 20,
-			AllowAutoTopicCreation: false,
-		},
+		cfg:        cfg,
+		logger:     logger.With("component", "retry-scheduler"),
+		cons:       cons,
+		w:          w,
+		closeConn:  closeConn,
+		maxRecord:  kafkaconn.MaxRecordBytes(cfg.JobsMaxMessageBytes),
 		queue:      delay.New[parked](cfg.NowFunc),
 		tiers:      tiers,
 		metrics:    m,
@@ -231,7 +247,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		if err := s.w.Close(); err != nil {
 			s.logger.Warn("close jobs writer", "err", err)
 		}
-		s.tr.CloseIdleConnections()
+		s.closeConn()
 		for _, d := range s.cfg.Tiers {
 			s.metrics.waiting.WithLabelValues(tierName(d)).Set(0)
 		}
@@ -241,10 +257,15 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
 	due := make(chan parked)
+	// A failure that cannot heal stops consumption too: the scheduler
+	// leaves the group and Run returns the error, rather than holding
+	// partitions it can no longer serve.
+	consumeCtx, stopConsuming := context.WithCancel(ctx)
+	defer stopConsuming()
 	var g errgroup.Group
 	g.Go(func() error {
 		defer stopWork()
-		return s.cons.Run(ctx)
+		return s.cons.Run(consumeCtx)
 	})
 	g.Go(func() error {
 		for m := range s.cons.Messages() {
@@ -259,8 +280,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error {
-		s.produceLoop(workCtx, due)
-		return nil
+		err := s.produceLoop(workCtx, due)
+		if err != nil {
+			stopConsuming()
+		}
+		return err
 	})
 	return g.Wait()
 }
@@ -301,8 +325,9 @@ func randomJitter(n time.Duration) time.Duration {
 }
 
 // produceLoop cuts batches of due records and re-injects them until ctx
-// ends.
-func (s *Scheduler) produceLoop(ctx context.Context, due <-chan parked) {
+// ends, or until a write fails in a way retrying cannot mend: then it
+// returns that error.
+func (s *Scheduler) produceLoop(ctx context.Context, due <-chan parked) error {
 	batch := make([]parked, 0, s.cfg.BatchSize)
 	linger := time.NewTimer(time.Hour)
 	defer linger.Stop()
@@ -313,7 +338,7 @@ func (s *Scheduler) produceLoop(ctx context.Context, due <-chan parked) {
 			batch = append(batch, s.startReinject(p))
 			s.metrics.waiting.WithLabelValues(p.tier).Dec()
 		case <-ctx.Done():
-			return
+			return nil
 		}
 		linger.Reset(s.cfg.BatchLinger)
 	fill:
@@ -326,22 +351,33 @@ func (s *Scheduler) produceLoop(ctx context.Context, due <-chan parked) {
 				break fill
 			case <-ctx.Done():
 				abandon(batch)
-				return
+				return nil
 			}
 		}
-		if !s.produce(ctx, batch) {
-			return
+		if err := s.produce(ctx, batch); err != nil {
+			return err
 		}
 	}
 }
 
 // produce writes batch to the jobs topic, retrying failed records with
-// backoff, and marks each record done once the broker acknowledged it. It
-// returns false when ctx ended first (the unwritten records stay
-// uncommitted).
-func (s *Scheduler) produce(ctx context.Context, batch []parked) bool {
-	pending := slices.Clone(batch)
-	for failures := 0; ; failures++ {
+// backoff, and marks each record done once the broker acknowledged it.
+// Records too large for the jobs topic go to RejectFunc instead. It returns
+// nil when the batch is done or ctx ended first (the unwritten records stay
+// uncommitted), and the error when a write fails in a way retrying cannot
+// mend (kafkaconn.Retryable).
+func (s *Scheduler) produce(ctx context.Context, batch []parked) error {
+	pending := make([]parked, 0, len(batch))
+	for _, p := range batch {
+		if n := recordBytes(p.msg.Key, p.msg.Value, p.headers); n > s.maxRecord {
+			if err := s.reject(ctx, p, fmt.Sprintf("%d bytes, the jobs topic %s takes at most %d", n, s.cfg.JobsTopic, s.maxRecord)); err != nil {
+				return err
+			}
+			continue
+		}
+		pending = append(pending, p)
+	}
+	for failures := 0; len(pending) > 0; failures++ {
 		msgs := make([]kafka.Message, len(pending))
 		for i, p := range pending {
 			msgs[i] = kafka.Message{Key: p.msg.Key, Value: p.msg.Value, Headers: p.headers}
@@ -350,7 +386,7 @@ func (s *Scheduler) produce(ctx context.Context, batch []parked) bool {
 		if err == nil {
 			s.acked(pending)
 			s.healthy.Store(true)
-			return true
+			return nil
 		}
 		var werrs kafka.WriteErrors
 		if errors.As(err, &werrs) && len(werrs) == len(pending) {
@@ -367,10 +403,14 @@ func (s *Scheduler) produce(ctx context.Context, batch []parked) bool {
 		}
 		if ctx.Err() != nil {
 			abandon(pending)
-			return false
+			return nil
 		}
 		s.healthy.Store(false)
 		s.metrics.produceErrors.Inc()
+		if !kafkaconn.Retryable(err) {
+			abandon(pending)
+			return fmt.Errorf("re-inject %d records into %s: %w", len(pending), s.cfg.JobsTopic, err)
+		}
 		wait := min(produceBackoffMin<<min(failures, 8), produceBackoffMax)
 		s.logger.Warn("re-inject into the jobs topic failed; retrying", "topic", s.cfg.JobsTopic,
 			"records", len(pending), "err", err, "retry_in", wait)
@@ -380,9 +420,52 @@ func (s *Scheduler) produce(ctx context.Context, batch []parked) bool {
 		case <-ctx.Done():
 			t.Stop()
 			abandon(pending)
-			return false
+			return nil
 		}
 	}
+	return nil
+}
+
+// ReasonReinjectOversize is the reason a due record is rejected when it is
+// larger than the jobs topic accepts.
+const ReasonReinjectOversize = "reinject_oversize"
+
+// reject hands p to RejectFunc, retrying what may heal, and marks it done.
+func (s *Scheduler) reject(ctx context.Context, p parked, detail string) error {
+	for wait := produceBackoffMin; ; wait = min(2*wait, produceBackoffMax) {
+		err := s.cfg.RejectFunc(ctx, p.msg, ReasonReinjectOversize, detail)
+		if err == nil {
+			s.metrics.rejected.Inc()
+			s.cons.MarkDone(p.msg)
+			endReinject(p.span, 0)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !kafkaconn.Retryable(err) {
+			return fmt.Errorf("reject an oversize record of %s: %w", p.msg.Topic, err)
+		}
+		s.logger.Warn("dead-lettering an oversize record failed; retrying", "topic", p.msg.Topic,
+			"partition", p.msg.Partition, "offset", p.msg.Offset, "err", err, "retry_in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		}
+	}
+}
+
+// recordBytes is a record's size as kafka-go's writer counts it against
+// its batch limit, rounded up.
+func recordBytes(key, value []byte, headers []kafka.Header) int {
+	n := 27 + len(key) + len(value)
+	for _, h := range headers {
+		n += 10 + len(h.Key) + len(h.Value)
+	}
+	return n
 }
 
 // acked records the re-injection of written records and marks them done.
@@ -409,6 +492,7 @@ type schedulerMetrics struct {
 	waiting       *prometheus.GaugeVec
 	invalid       prometheus.Counter
 	produceErrors prometheus.Counter
+	rejected      prometheus.Counter
 }
 
 func newSchedulerMetrics(reg prometheus.Registerer, tiers Tiers) (*schedulerMetrics, error) {
@@ -441,6 +525,11 @@ func newSchedulerMetrics(reg prometheus.Registerer, tiers Tiers) (*schedulerMetr
 			Name: "produce_errors_total",
 			Help: "Failed writes to the jobs topic (retried).",
 		}),
+		rejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub,
+			Name: "rejected_total",
+			Help: "Due records dead-lettered instead of re-injected: larger than the jobs topic accepts.",
+		}),
 	}
 	for _, d := range tiers {
 		l := tierName(d)
@@ -451,7 +540,7 @@ func newSchedulerMetrics(reg prometheus.Registerer, tiers Tiers) (*schedulerMetr
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.lateness, m.reinjected, m.waiting, m.invalid, m.produceErrors} {
+	for _, c := range []prometheus.Collector{m.lateness, m.reinjected, m.waiting, m.invalid, m.produceErrors, m.rejected} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("retry scheduler: register metrics: %w", err)
 		}

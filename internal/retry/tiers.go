@@ -122,8 +122,7 @@ func tierName(d time.Duration) string {
 
 // TopicSpecs returns the specs of the delay topics of t: partitions
 // partitions each (topic.DefaultJobsPartitions when zero), records up to
-// topic.MaxMessageBytes like the jobs topic (a retry copy is a job plus a
-// few headers), and retention DefaultRetention or ten times the tier,
+// topic.CopyMaxMessageBytes (a retry copy is a job plus a few headers), and retention DefaultRetention or ten times the tier,
 // whichever is longer.
 func TopicSpecs(prefix string, t Tiers, partitions int) []topic.Spec {
 	specs := make([]topic.Spec, len(t))
@@ -132,7 +131,7 @@ func TopicSpecs(prefix string, t Tiers, partitions int) []topic.Spec {
 			Name:       TopicName(prefix, d),
 			Partitions: cmp.Or(partitions, topic.DefaultJobsPartitions),
 			Configs: map[string]string{
-				"max.message.bytes": strconv.Itoa(topic.MaxMessageBytes),
+				"max.message.bytes": strconv.Itoa(topic.CopyMaxMessageBytes),
 				"retention.ms":      strconv.FormatInt(max(DefaultRetention, 10*d).Milliseconds(), 10),
 			},
 		}

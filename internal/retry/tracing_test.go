@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/postline/postline/internal/consumer"
+	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/job"
 )
 
@@ -43,7 +44,7 @@ func TestReinjectSpanCarriesItsContextIntoTheRecord(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := tracetest.NewSpanRecorder()
-			cfg := SchedulerConfig{Brokers: []string{"127.0.0.1:1"}, JobsTopic: "jobs"}
+			cfg := SchedulerConfig{Kafka: testenv.KafkaCluster("127.0.0.1:1"), RejectFunc: rejectUnexpected(t), JobsTopic: "jobs"}
 			if tt.traced {
 				cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 			}
@@ -102,7 +103,7 @@ func TestReinjectSpanCarriesItsContextIntoTheRecord(t *testing.T) {
 
 func TestAbandonedReinjectSpansEndAsErrors(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
-	s, err := NewScheduler(SchedulerConfig{Brokers: []string{"127.0.0.1:1"},
+	s, err := NewScheduler(SchedulerConfig{Kafka: testenv.KafkaCluster("127.0.0.1:1"), RejectFunc: rejectUnexpected(t),
 		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))}, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)

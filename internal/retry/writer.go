@@ -12,7 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
+	"github.com/postline/postline/kafkaconn"
 )
 
 // DefaultBatchTimeout is WriterConfig.BatchTimeout's default.
@@ -45,8 +47,13 @@ type Copy struct {
 
 // WriterConfig configures a Writer.
 type WriterConfig struct {
-	// Brokers are the Kafka bootstrap addresses. Required.
-	Brokers []string
+	// Kafka is the cluster of the delay topics. Required.
+	Kafka *kafkaconn.Cluster
+	// Limits are the delay topics' max.message.bytes as the broker reports
+	// them (kafkaconn.Cluster.MaxMessageBytes); batches are cut to fit the
+	// smallest. Defaults to topic.CopyMaxMessageBytes for every tier, what
+	// TopicSpecs creates them with.
+	Limits map[string]int
 	// Prefix is the delay topics' name prefix. Defaults to DefaultPrefix.
 	Prefix string
 	// Tiers are the delay tiers; a Copy must name one. Defaults to
@@ -64,14 +71,25 @@ func (c WriterConfig) WithDefaults() WriterConfig {
 		c.Tiers = DefaultTiers
 	}
 	c.BatchTimeout = cmp.Or(c.BatchTimeout, DefaultBatchTimeout)
+	if len(c.Limits) == 0 {
+		c.Limits = make(map[string]int, len(c.Tiers))
+		for _, name := range c.Tiers.Topics(c.Prefix) {
+			c.Limits[name] = topic.CopyMaxMessageBytes
+		}
+	}
 	return c
 }
 
 // Validate reports every invalid field by name and value.
 func (c WriterConfig) Validate() error {
 	var errs []error
-	if len(c.Brokers) == 0 || slices.Contains(c.Brokers, "") {
-		errs = append(errs, fmt.Errorf("retry writer config: Brokers = %q: want at least one non-empty address", c.Brokers))
+	if c.Kafka == nil {
+		errs = append(errs, errors.New("retry writer config: Kafka is nil"))
+	}
+	for _, name := range c.Tiers.Topics(c.Prefix) {
+		if _, ok := c.Limits[name]; !ok {
+			errs = append(errs, fmt.Errorf("retry writer config: Limits has no max.message.bytes for %s", name))
+		}
 	}
 	if err := c.Tiers.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("retry writer config: Tiers = %v: %w", c.Tiers, err))
@@ -86,10 +104,10 @@ func (c WriterConfig) Validate() error {
 // concurrent use. The caller marks the failed record done only after
 // Publish returned nil.
 type Writer struct {
-	cfg     WriterConfig
-	w       *kafka.Writer
-	tr      *kafka.Transport
-	records *prometheus.CounterVec
+	cfg       WriterConfig
+	w         *kafka.Writer
+	closeConn func()
+	records   *prometheus.CounterVec
 }
 
 // NewWriter returns a Writer for cfg (after cfg.WithDefaults()); its metric
@@ -115,22 +133,15 @@ func NewWriter(cfg WriterConfig, reg prometheus.Registerer) (*Writer, error) {
 	for _, d := range cfg.Tiers {
 		records.WithLabelValues(tierName(d))
 	}
-	tr := &kafka.Transport{}
-	return &Writer{
-		cfg: cfg,
-		tr:  tr,
-		w: &kafka.Writer{
-			Addr:                   kafka.TCP(cfg.Brokers...),
-			Transport:              tr,
-			Balancer:               &kafka.Murmur2Balancer{},
-			RequiredAcks:           kafka.RequireAll,
-			BatchTimeout:           cfg.BatchTimeout,
-			BatchSize:              1000,
-			BatchBytes:             16 << 20,
-			AllowAutoTopicCreation: false,
-		},
-		records: records,
-	}, nil
+	w, closeConn, err := cfg.Kafka.Writer(kafkaconn.WriterConfig{
+		Name:         "retry",
+		Limits:       cfg.Limits,
+		BatchTimeout: cfg.BatchTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("retry writer: %w", err)
+	}
+	return &Writer{cfg: cfg, w: w, closeConn: closeConn, records: records}, nil
 }
 
 // Publish writes copies in one call and returns once the broker has
@@ -170,7 +181,7 @@ func (w *Writer) Publish(ctx context.Context, copies ...Copy) error {
 
 // Close flushes and closes the underlying writer and its connections.
 func (w *Writer) Close() error {
-	defer w.tr.CloseIdleConnections()
+	defer w.closeConn()
 	return w.w.Close()
 }
 

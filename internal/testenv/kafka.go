@@ -20,7 +20,7 @@ func NewTopic(t testing.TB, partitions int) string {
 	brokers := KafkaBrokers()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := topic.Ensure(ctx, brokers, topic.Spec{
+	err := topic.Ensure(ctx, Kafka(), topic.Spec{
 		Name:              name,
 		Partitions:        partitions,
 		ReplicationFactor: 1,
@@ -32,7 +32,7 @@ func NewTopic(t testing.TB, partitions int) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := topic.Delete(ctx, brokers, name); err != nil {
+		if err := topic.Delete(ctx, Kafka(), name); err != nil {
 			t.Errorf("delete test topic %s: %v", name, err)
 		}
 	})

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/postline/postline/kafkaconn"
 )
 
 // Sizes and settings of the standard topics.
@@ -24,11 +26,15 @@ const (
 	DefaultJobsPartitions = 8
 	// DefaultDLQPartitions is the partition count of the dead-letter topic.
 	DefaultDLQPartitions = 4
-	// MaxMessageBytes is max.message.bytes of the jobs and dead-letter
-	// topics: twice the job package's 2 MiB record limit, so one full-size
-	// record plus its headers always fits a batch. The broker default (about
-	// 1 MiB) would reject large jobs.
+	// MaxMessageBytes is max.message.bytes of the jobs topic: twice the job
+	// package's 2 MiB record limit, so a full-size job plus its headers
+	// always fits. The broker default (about 1 MiB) would reject large jobs.
 	MaxMessageBytes = 4 << 20
+	// CopyMaxMessageBytes is max.message.bytes of the topics Postline copies
+	// job records into (the dead-letter and delay topics): the jobs topic's
+	// limit plus room for the headers a copy adds, so that any record the
+	// jobs topic accepted can be dead-lettered or retried.
+	CopyMaxMessageBytes = MaxMessageBytes + kafkaconn.HeaderHeadroomBytes + kafkaconn.BatchOverheadBytes + kafkaconn.RecordOverheadBytes
 	// DLQRetention is how long dead letters are kept.
 	DLQRetention = 14 * 24 * time.Hour
 	// DefaultWaitTimeout bounds Ensure when ctx has no earlier deadline.
@@ -83,8 +89,8 @@ func validName(name string) error {
 
 // Defaults returns the specs of the jobs topic (partitions partitions, or
 // DefaultJobsPartitions when zero, max.message.bytes MaxMessageBytes) and the
-// dead-letter topic (DefaultDLQPartitions partitions, the same record size,
-// retention DLQRetention).
+// dead-letter topic (DefaultDLQPartitions partitions, max.message.bytes
+// CopyMaxMessageBytes, retention DLQRetention).
 func Defaults(jobs, dlq string, partitions int) []Spec {
 	maxBytes := strconv.Itoa(MaxMessageBytes)
 	return []Spec{
@@ -97,7 +103,7 @@ func Defaults(jobs, dlq string, partitions int) []Spec {
 			Name:       dlq,
 			Partitions: DefaultDLQPartitions,
 			Configs: map[string]string{
-				"max.message.bytes": maxBytes,
+				"max.message.bytes": strconv.Itoa(CopyMaxMessageBytes),
 				"retention.ms":      strconv.FormatInt(DLQRetention.Milliseconds(), 10),
 			},
 		},
@@ -140,7 +146,7 @@ type PartitionInfo struct {
 // not add partitions: that would move keys between partitions). Transient
 // errors (no broker reachable yet, controller moving) are retried until ctx
 // is done or DefaultWaitTimeout has passed.
-func Ensure(ctx context.Context, brokers []string, specs ...Spec) error {
+func Ensure(ctx context.Context, k *kafkaconn.Cluster, specs ...Spec) error {
 	specs = slices.Clone(specs)
 	for i := range specs {
 		specs[i].ReplicationFactor = cmp.Or(specs[i].ReplicationFactor, DefaultReplicationFactor)
@@ -153,7 +159,7 @@ func Ensure(ctx context.Context, brokers []string, specs ...Spec) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, DefaultWaitTimeout)
 	defer cancel()
-	c, done := newClient(brokers)
+	c, done := k.Client("topic", 10*time.Second)
 	defer done()
 
 	existed, err := create(ctx, c, specs)
@@ -311,11 +317,11 @@ func ready(t kafka.Topic, name string, want int) error {
 
 // Delete deletes the named topics. Topics that do not exist are ignored.
 // Deletion completes asynchronously on the brokers.
-func Delete(ctx context.Context, brokers []string, names ...string) error {
+func Delete(ctx context.Context, k *kafkaconn.Cluster, names ...string) error {
 	if len(names) == 0 {
 		return nil
 	}
-	c, done := newClient(brokers)
+	c, done := k.Client("topic", 10*time.Second)
 	defer done()
 	resp, err := c.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: names})
 	if err != nil {
@@ -333,11 +339,11 @@ func Delete(ctx context.Context, brokers []string, names ...string) error {
 // Describe returns the partitions of the named topics, in the order of
 // names, with their leaders, replicas and start and end offsets. A topic
 // that does not exist is an error matching kafka.UnknownTopicOrPartition.
-func Describe(ctx context.Context, brokers []string, names ...string) ([]TopicInfo, error) {
+func Describe(ctx context.Context, k *kafkaconn.Cluster, names ...string) ([]TopicInfo, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}
-	c, done := newClient(brokers)
+	c, done := k.Client("topic", 10*time.Second)
 	defer done()
 	meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: names})
 	if err != nil {
@@ -391,18 +397,6 @@ func Describe(ctx context.Context, brokers []string, names ...string) ([]TopicIn
 		}
 	}
 	return infos, nil
-}
-
-// newClient returns an admin client with its own transport, whose metadata
-// cache refreshes quickly so polls see new topics, and a func that closes
-// its connections.
-func newClient(brokers []string) (*kafka.Client, func()) {
-	t := &kafka.Transport{
-		ClientID:    "postline-topic",
-		DialTimeout: 5 * time.Second,
-		MetadataTTL: 250 * time.Millisecond,
-	}
-	return &kafka.Client{Addr: kafka.TCP(brokers...), Transport: t, Timeout: 10 * time.Second}, t.CloseIdleConnections
 }
 
 func configEntries(m map[string]string) []kafka.ConfigEntry {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/internal/topic"
+	"github.com/postline/postline/job"
+	"github.com/postline/postline/kafkaconn"
 )
 
 func newFake(t *testing.T, opts ...kfake.Opt) []string {
@@ -63,7 +65,7 @@ func TestDefaults(t *testing.T) {
 	if jobs.Name != "jobs" || jobs.Partitions != 8 || jobs.Configs["max.message.bytes"] != "4194304" {
 		t.Errorf("jobs spec %+v", jobs)
 	}
-	if dlq.Name != "dlq" || dlq.Partitions != 4 || dlq.Configs["retention.ms"] != "1209600000" || dlq.Configs["max.message.bytes"] != "4194304" {
+	if dlq.Name != "dlq" || dlq.Partitions != 4 || dlq.Configs["retention.ms"] != "1209600000" || dlq.Configs["max.message.bytes"] != "4210765" {
 		t.Errorf("dlq spec %+v", dlq)
 	}
 	if got := topic.Defaults("j", "d", 3)[0].Partitions; got != 3 {
@@ -80,18 +82,18 @@ func TestDefaults(t *testing.T) {
 func exercise(t *testing.T, brokers []string, jobs, dlq string) {
 	ctx := testCtx(t)
 	specs := topic.Defaults(jobs, dlq, 3)
-	if err := topic.Ensure(ctx, brokers, specs...); err != nil {
+	if err := topic.Ensure(ctx, testenv.KafkaCluster(brokers...), specs...); err != nil {
 		t.Fatalf("Ensure: %v", err)
 	}
 	if specs[0].ReplicationFactor != 0 {
 		t.Fatal("Ensure modified the caller's specs")
 	}
 	// Again: already existing topics are fine.
-	if err := topic.Ensure(ctx, brokers, specs...); err != nil {
+	if err := topic.Ensure(ctx, testenv.KafkaCluster(brokers...), specs...); err != nil {
 		t.Fatalf("second Ensure: %v", err)
 	}
 	// More partitions than exist is an error, not a silent no-op.
-	err := topic.Ensure(ctx, brokers, topic.Spec{Name: jobs, Partitions: 5})
+	err := topic.Ensure(ctx, testenv.KafkaCluster(brokers...), topic.Spec{Name: jobs, Partitions: 5})
 	if err == nil || !strings.Contains(err.Error(), "exists with 3 partitions") {
 		t.Fatalf("Ensure with more partitions: got %v", err)
 	}
@@ -106,7 +108,7 @@ func exercise(t *testing.T, brokers []string, jobs, dlq string) {
 		t.Fatal(err)
 	}
 
-	infos, err := topic.Describe(ctx, brokers, dlq, jobs)
+	infos, err := topic.Describe(ctx, testenv.KafkaCluster(brokers...), dlq, jobs)
 	if err != nil {
 		t.Fatalf("Describe: %v", err)
 	}
@@ -125,11 +127,11 @@ func exercise(t *testing.T, brokers []string, jobs, dlq string) {
 		}
 	}
 
-	if _, err := topic.Describe(ctx, brokers, "no.such.topic"); !errors.Is(err, kafka.UnknownTopicOrPartition) {
+	if _, err := topic.Describe(ctx, testenv.KafkaCluster(brokers...), "no.such.topic"); !errors.Is(err, kafka.UnknownTopicOrPartition) {
 		t.Errorf("Describe of a missing topic: got %v, want UnknownTopicOrPartition", err)
 	}
 
-	if err := topic.Delete(ctx, brokers, jobs, dlq, "no.such.topic"); err != nil {
+	if err := topic.Delete(ctx, testenv.KafkaCluster(brokers...), jobs, dlq, "no.such.topic"); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
 }
@@ -143,7 +145,7 @@ func TestEnsureDescribeDeleteFake(t *testing.T) {
 }
 
 func TestEnsureInvalidSpec(t *testing.T) {
-	err := topic.Ensure(testCtx(t), []string{"127.0.0.1:1"}, topic.Spec{Name: "bad name", Partitions: 1})
+	err := topic.Ensure(testCtx(t), testenv.KafkaCluster("127.0.0.1:1"), topic.Spec{Name: "bad name", Partitions: 1})
 	if err == nil || !strings.Contains(err.Error(), "bad name") {
 		t.Fatalf("got %v", err)
 	}
@@ -153,7 +155,7 @@ func TestEnsureGivesUpAtDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
 	// Nothing listens on port 1.
-	err := topic.Ensure(ctx, []string{"127.0.0.1:1"}, topic.Spec{Name: "x", Partitions: 1})
+	err := topic.Ensure(ctx, testenv.KafkaCluster("127.0.0.1:1"), topic.Spec{Name: "x", Partitions: 1})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got %v, want a deadline error", err)
 	}
@@ -166,11 +168,27 @@ func TestEnsureDescribeDeleteKafka(t *testing.T) {
 
 func TestNewTopic(t *testing.T) {
 	name := testenv.NewTopic(t, 2)
-	infos, err := topic.Describe(testCtx(t), testenv.KafkaBrokers(), name)
+	infos, err := topic.Describe(testCtx(t), testenv.Kafka(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(infos[0].Partitions) != 2 {
 		t.Fatalf("got %d partitions, want 2", len(infos[0].Partitions))
+	}
+}
+
+// The standard copy topics take a copy of the largest record the standard
+// jobs topic takes, so the worker's start check passes on them; the jobs
+// topic itself cannot take such a copy (it is not a copy topic).
+func TestCopyTopicsFitTheJobsTopic(t *testing.T) {
+	limits := map[string]int{"jobs": topic.MaxMessageBytes, "copy": topic.CopyMaxMessageBytes}
+	if err := kafkaconn.CheckCopyFits(limits, "jobs", "copy"); err != nil {
+		t.Errorf("copy topic: %v", err)
+	}
+	if err := kafkaconn.CheckCopyFits(limits, "jobs", "jobs"); err == nil {
+		t.Error("a topic as large as the jobs topic passed as a copy topic")
+	}
+	if job.DefaultTopicMaxMessageBytes != topic.MaxMessageBytes {
+		t.Errorf("job.DefaultTopicMaxMessageBytes = %d, topic.MaxMessageBytes = %d: the publisher's default must be the jobs topic's", job.DefaultTopicMaxMessageBytes, topic.MaxMessageBytes)
 	}
 }

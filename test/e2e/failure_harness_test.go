@@ -62,13 +62,13 @@ func newFailureStack(t *testing.T, tiers string) *failureStack {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := topic.Ensure(ctx, testenv.KafkaBrokers(), retry.TopicSpecs(fs.prefix, tt, 1)...); err != nil {
+	if err := topic.Ensure(ctx, testenv.Kafka(), retry.TopicSpecs(fs.prefix, tt, 1)...); err != nil {
 		t.Fatalf("create delay topics: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := topic.Delete(ctx, testenv.KafkaBrokers(), tt.Topics(fs.prefix)...); err != nil {
+		if err := topic.Delete(ctx, testenv.Kafka(), tt.Topics(fs.prefix)...); err != nil {
 			t.Logf("delete delay topics: %v", err)
 		}
 	})

@@ -139,19 +139,19 @@ func newStack(t *testing.T) *stack {
 	specs[1].Partitions = 1
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := topic.Ensure(ctx, testenv.KafkaBrokers(), specs...); err != nil {
+	if err := topic.Ensure(ctx, testenv.Kafka(), specs...); err != nil {
 		t.Fatalf("create topics: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := topic.Delete(ctx, testenv.KafkaBrokers(), s.jobs, s.dlq); err != nil {
+		if err := topic.Delete(ctx, testenv.Kafka(), s.jobs, s.dlq); err != nil {
 			t.Logf("delete topics: %v", err)
 		}
 	})
 
 	pub, err := job.NewPublisher(job.PublisherConfig{
-		Brokers:         testenv.KafkaBrokers(),
+		Kafka: testenv.Kafka(),
 		Topic:           s.jobs,
 		MessageIDDomain: messageIDDomain,
 	})
@@ -326,7 +326,7 @@ type offsetRange struct{ Start, End int64 }
 
 // partitionRanges returns the offset range of every partition of name.
 func partitionRanges(ctx context.Context, name string) (map[int]offsetRange, error) {
-	infos, err := topic.Describe(ctx, testenv.KafkaBrokers(), name)
+	infos, err := topic.Describe(ctx, testenv.Kafka(), name)
 	if err != nil {
 		return nil, err
 	}
