@@ -196,33 +196,6 @@ func TestDecodeRoundTrip(t *testing.T) {
 	}
 }
 
-func FuzzDecode(f *testing.F) {
-	f.Add([]byte(validDoc))
-	f.Add([]byte(doc(`,"headers":{"X-A":"1"},"attachments":[{"filename":"a","content":"aGk="}]`)))
-	f.Add([]byte(`{"version":2}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		j, err := Decode(data, Limits{})
-		if err != nil {
-			if _, ok := err.(*ValidationError); !ok {
-				t.Fatalf("error %v is %T, want *ValidationError", err, err)
-			}
-			return
-		}
-		// An accepted document re-encodes to one that is accepted and equal.
-		again, err := json.Marshal(j)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j2, err := Decode(again, Limits{})
-		if err != nil {
-			t.Fatalf("re-encoded document rejected: %v\n%s", err, again)
-		}
-		if string(j.Hash()) != string(j2.Hash()) {
-			t.Fatal("hash changed across a re-encode")
-		}
-	})
-}
-
 func BenchmarkDecode(b *testing.B) {
 	j := validJob()
 	j.Normalize()

@@ -222,7 +222,9 @@ func validateHeaders(h map[string]string) error {
 	}
 	seen := make(map[string]string, len(h))
 	for _, name := range slices.Sorted(maps.Keys(h)) {
-		field := "headers." + name
+		// The name is the producer's: shortened, the field stays small in
+		// a dead letter's headers and a log line whatever its length.
+		field := "headers." + truncate(name)
 		if hasInjection(name) {
 			return invalid(ReasonHeaderInjection, "headers", "header name %q contains CR, LF or NUL", truncate(name))
 		}
@@ -302,7 +304,7 @@ func validateMetadata(m map[string]string) error {
 		if hasInjection(k) {
 			return invalid(ReasonHeaderInjection, "metadata", "key %q contains CR, LF or NUL", truncate(k))
 		}
-		field := "metadata." + k
+		field := "metadata." + truncate(k)
 		if k == "" {
 			return invalid(ReasonInvalidField, field, "empty key")
 		}

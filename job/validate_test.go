@@ -123,7 +123,10 @@ func TestValidate(t *testing.T) {
 		{name: "metadata value LF", mutate: func(j *Job) { j.Metadata = map[string]string{"k": "v\n"} }, reason: ReasonHeaderInjection, field: "metadata.k"},
 		{name: "metadata key LF", mutate: func(j *Job) { j.Metadata = map[string]string{"k\n": "v"} }, reason: ReasonHeaderInjection, field: "metadata"},
 		{name: "metadata empty key", mutate: func(j *Job) { j.Metadata = map[string]string{"": "v"} }, reason: ReasonInvalidField, field: "metadata."},
-		{name: "metadata key too long", mutate: func(j *Job) { j.Metadata = map[string]string{strings.Repeat("k", MaxMetadataKeyLength+1): "v"} }, reason: ReasonOversizeField},
+		{name: "metadata key too long", mutate: func(j *Job) { j.Metadata = map[string]string{strings.Repeat("k", MaxMetadataKeyLength+1): "v"} }, reason: ReasonOversizeField,
+			field: "metadata." + strings.Repeat("k", 64) + "..."},
+		{name: "header name too long", mutate: func(j *Job) { j.Headers = map[string]string{"X-" + strings.Repeat("h", 1<<16): "v"} }, reason: ReasonHeaderNotAllowed,
+			field: "headers.X-" + strings.Repeat("h", 62) + "..."},
 		{name: "metadata value too long", mutate: func(j *Job) { j.Metadata = map[string]string{"k": strings.Repeat("v", MaxMetadataValueLength+1)} }, reason: ReasonOversizeField, field: "metadata.k"},
 		{name: "too much metadata", mutate: func(j *Job) {
 			j.Metadata = map[string]string{}

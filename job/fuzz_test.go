@@ -1,0 +1,258 @@
+package job
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"math/big"
+	"reflect"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Allocation bound of one Decode in FuzzDecode: fuzzAllocBase bytes for
+// the fixed costs (decoders, the error, the fuzzing engine's own
+// allocations while the input runs) plus fuzzAllocPerByte for each input
+// byte. TestDecodeWideDocumentsAreLinear measures the worst known shapes at
+// about 150 bytes per byte.
+const (
+	fuzzAllocBase    = 1 << 20
+	fuzzAllocPerByte = 256
+)
+
+// maxFieldLength bounds ValidationError.Field: paths are rendered from
+// shortened keys and a bounded depth, so a hostile key cannot make a dead
+// letter's reason header large.
+const maxFieldLength = 4 << 10
+
+// FuzzDecode checks, for any record value, that Decode costs a bounded
+// multiple of the input, that a rejection is a *ValidationError with a
+// known reason and a small field, and that an accepted job re-encodes to a
+// document that decodes to the same job and still validates.
+func FuzzDecode(f *testing.F) {
+	for _, seed := range []string{
+		validDoc,
+		doc(`,"headers":{"X-A":"1"},"attachments":[{"filename":"a","content":"aGk="}]`),
+		doc(`,"cc":["b@example.test"],"bcc":["c@example.test"],"reply_to":["r@example.com"],"html":"<p>x</p>","headers":{"X-A":"1"},"attachments":[{"filename":"a.txt","content_type":"text/plain","content":"aGk="},{"filename":"e","content":null}],"priority":"urgent","tenant":"acme","template":{"name":"w","version":"2"},"not_after":"2030-01-01T00:00:00+02:00","metadata":{"k":"v"}`),
+		strings.Replace(validDoc, `"a.1@postline.test"`, `"<a.1@postline.test>"`, 1),
+		strings.Replace(validDoc, `"a.1@postline.test"`, `"<>"`, 1),
+		strings.Replace(validDoc, `"a.1@postline.test"`, `"<a@b"`, 1),
+		`{"version":2}`,
+		`{"version":1,"metadata":` + strings.Repeat(`{"a":`, 40) + `""` + strings.Repeat(`}`, 40) + `}`,
+		`{"version":1,"to":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`,
+		doc(`,"cc":[` + strings.Repeat(`1,`, 100) + `1]`),
+		doc(`,"headers":{"X-A":"1","X-A":"2"}`),
+		doc(`,"Tenant":"x"`),
+		doc(`,"subject":"\u0000"`),
+		`{"version":1e0}`,
+		`[]`,
+		``,
+	} {
+		f.Add([]byte(seed))
+	}
+	known := make(map[Reason]bool)
+	for _, r := range Reasons() {
+		known[r] = true
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var (
+			j   Job
+			err error
+		)
+		alloc := allocatedDuring(func() { j, err = Decode(data, Limits{}) })
+		if limit := uint64(fuzzAllocBase + fuzzAllocPerByte*len(data)); alloc > limit {
+			t.Fatalf("Decode of %d bytes allocated %d bytes, limit %d", len(data), alloc, limit)
+		}
+		if err != nil {
+			var ve *ValidationError
+			if !errors.As(err, &ve) || err != error(ve) {
+				t.Fatalf("error %v is %T, want *ValidationError", err, err)
+			}
+			if !known[ve.Reason] {
+				t.Fatalf("error %v has reason %q, not one of Reasons()", err, ve.Reason)
+			}
+			if len(ve.Field) > maxFieldLength {
+				t.Fatalf("error field is %d bytes, limit %d", len(ve.Field), maxFieldLength)
+			}
+			return
+		}
+		if j.MessageID != trimAngle(j.MessageID) {
+			t.Fatalf("accepted job keeps angle brackets in message ID %q", j.MessageID)
+		}
+		again, err := json.Marshal(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j2, err := Decode(again, Limits{})
+		if err != nil {
+			t.Fatalf("re-encoded document rejected: %v\n%s", err, again)
+		}
+		if err := j2.Validate(Limits{}); err != nil {
+			t.Fatalf("re-decoded job does not validate: %v", err)
+		}
+		if !sameJob(j, j2) {
+			t.Fatalf("re-encode changed the job:\n first  %+v\n second %+v", j, j2)
+		}
+		if !bytes.Equal(j.Hash(), j2.Hash()) {
+			t.Fatal("hash changed across a re-encode")
+		}
+	})
+}
+
+// allocatedDuring returns the bytes the heap allocated while f ran. Unlike
+// allocatedBy it does not collect garbage first, which would dominate a
+// fuzzing run; TotalAlloc counts allocations, not live memory.
+func allocatedDuring(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// sameJob reports whether a and b are the same job once encoding/json's
+// unobservable differences are set aside: an empty list or map and a
+// missing one (omitempty writes neither), and a deadline's *time.Location
+// (compared by instant and offset).
+func sameJob(a, b Job) bool {
+	canon := func(j Job) Job {
+		for _, l := range []*[]string{&j.To, &j.Cc, &j.Bcc, &j.ReplyTo} {
+			if len(*l) == 0 {
+				*l = nil
+			}
+		}
+		if len(j.Headers) == 0 {
+			j.Headers = nil
+		}
+		if len(j.Metadata) == 0 {
+			j.Metadata = nil
+		}
+		if len(j.Attachments) == 0 {
+			j.Attachments = nil
+		}
+		j.NotAfter = nil
+		return j
+	}
+	if (a.NotAfter == nil) != (b.NotAfter == nil) {
+		return false
+	}
+	if a.NotAfter != nil {
+		_, ao := a.NotAfter.Zone()
+		_, bo := b.NotAfter.Zone()
+		if !a.NotAfter.Equal(*b.NotAfter) || ao != bo {
+			return false
+		}
+	}
+	return reflect.DeepEqual(canon(a), canon(b))
+}
+
+// FuzzHeaders checks the readers and writer of record headers against
+// arbitrary header lists: Attempt and Throttles stay within the range a
+// Postgres integer holds and agree with an independent parse of the last
+// value, and SetHeader leaves exactly one header with the key, keeps the
+// others in order and never writes to its input.
+//
+// The header list is raw split on '\n', each line split at its first ':'
+// into key and value; key and value are what SetHeader then writes.
+func FuzzHeaders(f *testing.F) {
+	for _, seed := range []struct{ raw, key, value string }{
+		{"", HeaderAttempt, "2"},
+		{HeaderAttempt + ":3", HeaderAttempt, "4"},
+		{HeaderAttempt + ":2147483648", HeaderThrottles, "1"},
+		{HeaderAttempt + ":99999999999999999999\n" + HeaderThrottles + ":-1", HeaderAttempt, "2147483647"},
+		{HeaderAttempt + ":1\n" + HeaderAttempt + ": 3\n" + HeaderAttempt + ":3\x00", HeaderAttempt, "+3"},
+		{HeaderThrottles + ":0\nother:x\n" + HeaderThrottles + ":7", "other", ""},
+		{"traceparent:a\nb:c\ntraceparent:d", "traceparent", "e"},
+		{HeaderAttempt + ":" + strings.Repeat("9", 300), HeaderAttempt, "-2147483649"},
+	} {
+		f.Add(seed.raw, seed.key, seed.value)
+	}
+	f.Fuzz(func(t *testing.T, raw, key, value string) {
+		var headers []kafka.Header
+		if raw != "" {
+			for _, line := range strings.Split(raw, "\n") {
+				k, v, _ := strings.Cut(line, ":")
+				headers = append(headers, kafka.Header{Key: k, Value: []byte(v)})
+			}
+		}
+
+		a, th := Attempt(headers), Throttles(headers)
+		if a < 1 || a > math.MaxInt32 {
+			t.Fatalf("Attempt = %d, outside [1, MaxInt32]", a)
+		}
+		if th < 0 || th > math.MaxInt32 {
+			t.Fatalf("Throttles = %d, outside [0, MaxInt32]", th)
+		}
+		if want := refCount(headers, HeaderAttempt, 1, 1); a != want {
+			t.Fatalf("Attempt = %d, want %d", a, want)
+		}
+		if want := refCount(headers, HeaderThrottles, 0, 0); th != want {
+			t.Fatalf("Throttles = %d, want %d", th, want)
+		}
+
+		before := cloneHeaders(headers)
+		out := SetHeader(headers, key, value)
+		if !reflect.DeepEqual(headers, before) {
+			t.Fatalf("SetHeader changed its input:\n before %q\n after  %q", before, headers)
+		}
+		n := 0
+		for _, h := range out {
+			if h.Key == key {
+				n++
+				if string(h.Value) != value {
+					t.Fatalf("SetHeader wrote %q, want %q", h.Value, value)
+				}
+			}
+		}
+		if n != 1 {
+			t.Fatalf("SetHeader left %d headers with key %q, want 1: %q", n, key, out)
+		}
+		others := func(hs []kafka.Header) []kafka.Header {
+			return slices.DeleteFunc(slices.Clone(hs), func(h kafka.Header) bool { return h.Key == key })
+		}
+		sameHeader := func(a, b kafka.Header) bool { return a.Key == b.Key && bytes.Equal(a.Value, b.Value) }
+		if !slices.EqualFunc(others(out), others(before), sameHeader) {
+			t.Fatalf("SetHeader changed other headers:\n before %q\n after  %q", before, out)
+		}
+		// The result must not share the input's backing array: a consumed
+		// record or a sibling message may own it.
+		if len(out) > 0 && len(headers) > 0 {
+			out[0].Key += "!"
+			if !reflect.DeepEqual(headers, before) {
+				t.Fatal("the result of SetHeader shares its input's backing array")
+			}
+		}
+	})
+}
+
+// refCount is the reference for Attempt and Throttles: the last value with
+// key read as an arbitrary-precision decimal (so no overflow can hide a
+// bug), or def when it is missing, not a decimal, below lo or above
+// MaxInt32.
+func refCount(headers []kafka.Header, key string, lo, def int) int {
+	v, ok := lastHeader(headers, key)
+	if !ok {
+		return def
+	}
+	n, ok := new(big.Int).SetString(v, 10)
+	if !ok || n.Cmp(big.NewInt(int64(lo))) < 0 || n.Cmp(big.NewInt(math.MaxInt32)) > 0 {
+		return def
+	}
+	return int(n.Int64())
+}
+
+func cloneHeaders(hs []kafka.Header) []kafka.Header {
+	if hs == nil {
+		return nil
+	}
+	out := make([]kafka.Header, len(hs))
+	for i, h := range hs {
+		out[i] = kafka.Header{Key: h.Key, Value: bytes.Clone(h.Value)}
+	}
+	return out
+}
