@@ -55,6 +55,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/postline/postline/internal/consumer"
+	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
 )
@@ -305,14 +306,17 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 		return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	}
 
-	if err := topic.Ensure(ctx, plainCluster(o.brokers...), topic.Defaults(jobsTopic, dlqTopic, o.partitions)...); err != nil {
+	retryPrefix := fmt.Sprintf("bench.%s.%s.retry", spec.name, id)
+	topics := append([]string{jobsTopic, dlqTopic}, retry.DefaultTiers.Topics(retryPrefix)...)
+	specs := append(topic.Defaults(jobsTopic, dlqTopic, o.partitions), retry.TopicSpecs(retryPrefix, retry.DefaultTiers, 1)...)
+	if err := topic.Ensure(ctx, plainCluster(o.brokers...), specs...); err != nil {
 		return result{}, err
 	}
 	if !o.keep {
 		defer func() {
 			c, cancel := cleanupCtx()
 			defer cancel()
-			if err := topic.Delete(c, plainCluster(o.brokers...), jobsTopic, dlqTopic); err != nil {
+			if err := topic.Delete(c, plainCluster(o.brokers...), topics...); err != nil {
 				fmt.Fprintf(stderr, "bench: %s: delete topics: %v\n", spec.name, err)
 			}
 		}()
@@ -340,6 +344,7 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 		"POSTLINE_KAFKA_BROKERS=" + strings.Join(o.brokers, ","),
 		"POSTLINE_JOBS_TOPIC=" + jobsTopic,
 		"POSTLINE_DLQ_TOPIC=" + dlqTopic,
+		"POSTLINE_RETRY_TOPIC_PREFIX=" + retryPrefix,
 		"POSTLINE_CONSUMER_GROUP=" + group,
 		"POSTLINE_DATABASE_URL=" + dbURL,
 	}, spec.env...)

@@ -234,7 +234,7 @@ func TestIntegrationKill9LosesNothing(t *testing.T) {
 	brokers := testenv.KafkaBrokers()
 	tiers := retry.Tiers{time.Second, 2 * time.Second, 5 * time.Second}
 	prefix, jobs := testenv.UniqueName("retry"), testenv.UniqueName("jobs")
-	specs := append(retry.TopicSpecs(prefix, tiers, 4), topic.Defaults(jobs, jobs+".dlq", 4)[0])
+	specs := append(retry.TopicSpecs(prefix, tiers, 4), topic.Defaults(jobs, jobs+".dlq", 4)...)
 	for i := range specs {
 		specs[i].ReplicationFactor = 1
 	}
@@ -259,6 +259,7 @@ func TestIntegrationKill9LosesNothing(t *testing.T) {
 	env := map[string]string{
 		"POSTLINE_KAFKA_BROKERS":      strings.Join(brokers, ","),
 		"POSTLINE_JOBS_TOPIC":         jobs,
+		"POSTLINE_DLQ_TOPIC":          jobs + ".dlq",
 		"POSTLINE_RETRY_TOPIC_PREFIX": prefix,
 		"POSTLINE_RETRY_TIERS":        tiers.String(),
 		"POSTLINE_SCHEDULER_GROUP":    testenv.UniqueName("sched"),

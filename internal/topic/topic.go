@@ -143,9 +143,11 @@ type PartitionInfo struct {
 // Ensure creates the topics that do not exist and waits until every topic
 // has its partitions visible with a leader. A topic that already exists is
 // fine, but one with fewer partitions than its spec is an error (Ensure does
-// not add partitions: that would move keys between partitions). Transient
-// errors (no broker reachable yet, controller moving) are retried until ctx
-// is done or DefaultWaitTimeout has passed.
+// not add partitions: that would move keys between partitions). An existing
+// topic whose max.message.bytes is below its spec's is raised to it (never
+// lowered), so that topics made by an older Postline pass the worker's start
+// check. Transient errors (no broker reachable yet, controller moving) are
+// retried until ctx is done or DefaultWaitTimeout has passed.
 func Ensure(ctx context.Context, k *kafkaconn.Cluster, specs ...Spec) error {
 	specs = slices.Clone(specs)
 	for i := range specs {
@@ -166,7 +168,60 @@ func Ensure(ctx context.Context, k *kafkaconn.Cluster, specs ...Spec) error {
 	if err != nil {
 		return err
 	}
+	if err := raiseLimits(ctx, c, specs, existed); err != nil {
+		return err
+	}
 	return waitReady(ctx, c, specs, existed)
+}
+
+// raiseLimits sets max.message.bytes of the existing topics among specs to
+// their spec's value where the topic's is lower.
+func raiseLimits(ctx context.Context, c *kafka.Client, specs []Spec, existed map[string]bool) error {
+	want := make(map[string]int)
+	req := &kafka.DescribeConfigsRequest{}
+	for _, s := range specs {
+		n, err := strconv.Atoi(s.Configs["max.message.bytes"])
+		if !existed[s.Name] || err != nil {
+			continue
+		}
+		want[s.Name] = n
+		req.Resources = append(req.Resources, kafka.DescribeConfigRequestResource{
+			ResourceType: kafka.ResourceTypeTopic, ResourceName: s.Name, ConfigNames: []string{"max.message.bytes"},
+		})
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	resp, err := c.DescribeConfigs(ctx, req)
+	if err != nil {
+		return fmt.Errorf("describe existing topics: %w", err)
+	}
+	alter := &kafka.IncrementalAlterConfigsRequest{}
+	for _, r := range resp.Resources {
+		for _, e := range r.ConfigEntries {
+			if got, err := strconv.Atoi(e.ConfigValue); e.ConfigName == "max.message.bytes" && err == nil && got < want[r.ResourceName] {
+				alter.Resources = append(alter.Resources, kafka.IncrementalAlterConfigsRequestResource{
+					ResourceType: kafka.ResourceTypeTopic, ResourceName: r.ResourceName,
+					Configs: []kafka.IncrementalAlterConfigsRequestConfig{{
+						Name: "max.message.bytes", Value: strconv.Itoa(want[r.ResourceName]), ConfigOperation: kafka.ConfigOperationSet,
+					}},
+				})
+			}
+		}
+	}
+	if len(alter.Resources) == 0 {
+		return nil
+	}
+	res, err := c.IncrementalAlterConfigs(ctx, alter)
+	if err != nil {
+		return fmt.Errorf("raise max.message.bytes of existing topics: %w", err)
+	}
+	for _, r := range res.Resources {
+		if r.Error != nil {
+			return fmt.Errorf("raise max.message.bytes of topic %s: %w", r.ResourceName, r.Error)
+		}
+	}
+	return nil
 }
 
 // create creates specs, retrying transient failures, and returns the names

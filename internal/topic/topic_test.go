@@ -3,6 +3,7 @@ package topic_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -190,5 +191,34 @@ func TestCopyTopicsFitTheJobsTopic(t *testing.T) {
 	}
 	if job.DefaultTopicMaxMessageBytes != topic.MaxMessageBytes {
 		t.Errorf("job.DefaultTopicMaxMessageBytes = %d, topic.MaxMessageBytes = %d: the publisher's default must be the jobs topic's", job.DefaultTopicMaxMessageBytes, topic.MaxMessageBytes)
+	}
+}
+
+// A dead-letter topic made with the jobs topic's size (as Postline once
+// made it) is raised to the copy size by Ensure, and never lowered.
+func TestEnsureRaisesMaxMessageBytesKafka(t *testing.T) {
+	testenv.Integration(t, "Kafka")
+	ctx := testCtx(t)
+	k := testenv.Kafka()
+	name := testenv.UniqueName("topic_old_dlq")
+	old := topic.Spec{Name: name, Partitions: 1, Configs: map[string]string{"max.message.bytes": strconv.Itoa(topic.MaxMessageBytes)}}
+	if err := topic.Ensure(ctx, k, old); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = topic.Delete(context.Background(), k, name) })
+	spec := topic.Defaults("unused-jobs", name, 1)[1]
+	spec.Partitions = 1
+	if err := topic.Ensure(ctx, k, spec); err != nil {
+		t.Fatal(err)
+	}
+	got, err := k.MaxMessageBytes(ctx, name)
+	if err != nil || got[name] != topic.CopyMaxMessageBytes {
+		t.Fatalf("max.message.bytes after Ensure = %v, %v; want %d", got, err, topic.CopyMaxMessageBytes)
+	}
+	if err := topic.Ensure(ctx, k, old); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := k.MaxMessageBytes(ctx, name); got[name] != topic.CopyMaxMessageBytes {
+		t.Errorf("Ensure with a smaller spec lowered max.message.bytes to %d", got[name])
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
@@ -110,6 +111,9 @@ type stack struct {
 	jobs  string
 	dlq   string
 	group string
+	// retryPrefix names the stack's delay topics, one per default tier,
+	// which the worker checks at start; failure tests bring their own.
+	retryPrefix string
 	// dbURL reaches Postgres directly, with search_path set to the schema.
 	dbURL string
 	// db is a pool on dbURL: the tests read rows through it, never through
@@ -131,12 +135,15 @@ func newStack(t *testing.T) *stack {
 		jobs:  testenv.UniqueName("e2e.jobs"),
 		dlq:   testenv.UniqueName("e2e.dlq"),
 		group: testenv.UniqueName("e2e-group"),
+
+		retryPrefix: testenv.UniqueName("e2e.retry"),
 	}
 	s.dbURL, s.db = testenv.NewSchema(t)
 	s.mail = testenv.StartMailpit(t)
 
 	specs := topic.Defaults(s.jobs, s.dlq, jobsPartitions)
 	specs[1].Partitions = 1
+	specs = append(specs, retry.TopicSpecs(s.retryPrefix, retry.DefaultTiers, 1)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := topic.Ensure(ctx, testenv.Kafka(), specs...); err != nil {
@@ -145,13 +152,13 @@ func newStack(t *testing.T) *stack {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := topic.Delete(ctx, testenv.Kafka(), s.jobs, s.dlq); err != nil {
+		if err := topic.Delete(ctx, testenv.Kafka(), append([]string{s.jobs, s.dlq}, retry.DefaultTiers.Topics(s.retryPrefix)...)...); err != nil {
 			t.Logf("delete topics: %v", err)
 		}
 	})
 
 	pub, err := job.NewPublisher(job.PublisherConfig{
-		Kafka: testenv.Kafka(),
+		Kafka:           testenv.Kafka(),
 		Topic:           s.jobs,
 		MessageIDDomain: messageIDDomain,
 	})
@@ -183,16 +190,17 @@ func (s *stack) workerEnv(name string, overrides map[string]string) map[string]s
 // services; every other setting keeps its default.
 func (s *stack) minimalEnv(name string) map[string]string {
 	return map[string]string{
-		"POSTLINE_KAFKA_BROKERS":  strings.Join(testenv.KafkaBrokers(), ","),
-		"POSTLINE_JOBS_TOPIC":     s.jobs,
-		"POSTLINE_DLQ_TOPIC":      s.dlq,
-		"POSTLINE_CONSUMER_GROUP": s.group,
-		"POSTLINE_DATABASE_URL":   s.dbURL,
-		"POSTLINE_SMTP_HOST":      s.mail.SMTPHost(),
-		"POSTLINE_SMTP_PORT":      strconv.Itoa(s.mail.SMTPPort()),
-		"POSTLINE_WORKER_ID":      name,
-		"POSTLINE_HTTP_ADDR":      "127.0.0.1:0",
-		"POSTLINE_LOG_LEVEL":      "info",
+		"POSTLINE_KAFKA_BROKERS":      strings.Join(testenv.KafkaBrokers(), ","),
+		"POSTLINE_JOBS_TOPIC":         s.jobs,
+		"POSTLINE_DLQ_TOPIC":          s.dlq,
+		"POSTLINE_RETRY_TOPIC_PREFIX": s.retryPrefix,
+		"POSTLINE_CONSUMER_GROUP":     s.group,
+		"POSTLINE_DATABASE_URL":       s.dbURL,
+		"POSTLINE_SMTP_HOST":          s.mail.SMTPHost(),
+		"POSTLINE_SMTP_PORT":          strconv.Itoa(s.mail.SMTPPort()),
+		"POSTLINE_WORKER_ID":          name,
+		"POSTLINE_HTTP_ADDR":          "127.0.0.1:0",
+		"POSTLINE_LOG_LEVEL":          "info",
 	}
 }
 
