@@ -157,7 +157,7 @@ func newFake(t *testing.T, topic string, partitions int) []string {
 // fastConfig is a Config tuned for quick tests.
 func fastConfig(brokers []string, topic, group string) Config {
 	return Config{
-		Kafka: testenv.KafkaCluster(brokers...),
+		Kafka:             testenv.KafkaCluster(brokers...),
 		Topic:             topic,
 		GroupID:           group,
 		SessionTimeout:    6 * time.Second,
