@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: stack stack-down build test test-short vet fmt demo bench bench-adaptive
+.PHONY: stack stack-down build test test-short fuzz vet fmt demo bench bench-adaptive
 
 ## stack: start Kafka, PostgreSQL and Mailpit on loopback (scripts/stack.sh up)
 stack:
@@ -26,6 +26,11 @@ test:
 ## test-short: unit tests only; integration tests skip under -short
 test-short:
 	$(GO) test -short -race ./...
+
+## fuzz: run every fuzz target in the module for FUZZTIME each (default 30s), found with go test -list
+FUZZTIME ?= 30s
+fuzz:
+	GO=$(GO) scripts/fuzz.sh $(FUZZTIME)
 
 ## vet: go vet every package
 vet:
