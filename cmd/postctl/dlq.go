@@ -14,7 +14,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/schollz/progressbar/v3"
 	"github.com/segmentio/kafka-go"
 	"github.com/spf13/cobra"
@@ -444,9 +443,9 @@ func dlqReplay(ctx context.Context, g *globals, filter dlqFilter, f replayFlags)
 
 	r := &replayer{g: g, dryRun: f.dryRun, now: time.Now()}
 	if !f.dryRun {
-		pool, err := pgxpool.New(ctx, g.databaseURL)
+		pool, err := openPool(ctx, g)
 		if err != nil {
-			return fmt.Errorf("--database-url: %w", err)
+			return err
 		}
 		defer pool.Close()
 		host, _ := os.Hostname()

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"fmt"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/postline/postline/internal/schema"
@@ -15,9 +12,9 @@ func newMigrateCmd(g *globals) *cobra.Command {
 		Short: "Apply the database migrations (safe to run again and concurrently)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pool, err := pgxpool.New(cmd.Context(), g.databaseURL)
+			pool, err := openPool(cmd.Context(), g)
 			if err != nil {
-				return fmt.Errorf("--database-url: %w", err)
+				return err
 			}
 			defer pool.Close()
 			if err := schema.Migrate(cmd.Context(), pool); err != nil {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/postline/postline/internal/idempotency"
@@ -186,9 +185,9 @@ func printReport(g *globals, v any, text func() error) error {
 // openReader connects to --database-url and returns a row reader and a func
 // that closes the connections.
 func openReader(ctx context.Context, g *globals) (*idempotency.Reader, func(), error) {
-	pool, err := pgxpool.New(ctx, g.databaseURL)
+	pool, err := openPool(ctx, g)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--database-url: %w", err)
+		return nil, nil, err
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()

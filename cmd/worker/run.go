@@ -26,6 +26,7 @@ import (
 	"github.com/postline/postline/internal/delivery"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/ops"
+	"github.com/postline/postline/internal/pgpool"
 	"github.com/postline/postline/internal/pressure"
 	"github.com/postline/postline/internal/reaper"
 	"github.com/postline/postline/internal/retry"
@@ -71,17 +72,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 	reg := ops.NewRegistry()
 
-	poolCfg, err := pgxpool.ParseConfig(s.DatabaseURL)
-	if err != nil {
-		return fmt.Errorf("setting POSTLINE_DATABASE_URL: %w", err)
-	}
 	if s.DatabaseMaxConns < 1 {
 		return fmt.Errorf("setting POSTLINE_DATABASE_MAX_CONNS: %d must be at least 1", s.DatabaseMaxConns)
 	}
-	poolCfg.MaxConns = int32(s.DatabaseMaxConns)
-	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	// Warns at start when the database is remote and reachable without TLS.
+	pool, err := pgpool.New(ctx, pgpool.Config{URL: s.DatabaseURL, MaxConns: s.DatabaseMaxConns}, logger)
 	if err != nil {
-		return fmt.Errorf("postgres pool: %w", err)
+		return fmt.Errorf("setting POSTLINE_DATABASE_URL: %w", err)
 	}
 	defer pool.Close()
 
