@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -92,7 +93,9 @@ func ParseRelayURL(raw string) (Config, error) {
 	if err != nil {
 		return fail("query: %s", urlParseProblem(err))
 	}
-	for key, vals := range q {
+	// In order, so the same URL always gets the same error.
+	for _, key := range slices.Sorted(maps.Keys(q)) {
+		vals := q[key]
 		if !slices.Contains(relayURLParams, key) {
 			return fail("unknown parameter %q (want one of %s)", key, strings.Join(relayURLParams, ", "))
 		}
