@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,7 +75,11 @@ func TestSessionAmbiguousDataEnd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var failID string
+			var failData atomic.Int32 // DATA commands the server saw for the failing message
 			opts := append(tt.opts, smtptest.WithScript(func(c smtptest.Command) *smtptest.Reply {
+				if c.Verb == smtptest.VerbData && c.Arg == failID {
+					failData.Add(1)
+				}
 				if c.Verb == tt.verb && c.Conn == 1 && (c.Verb != smtptest.VerbData || c.Arg == failID) &&
 					(c.Verb != smtptest.VerbRcpt || c.Attempt == 2) {
 					return &tt.reply
@@ -104,6 +109,9 @@ func TestSessionAmbiguousDataEnd(t *testing.T) {
 			var se *sender.Error
 			if !errors.As(err, &se) {
 				t.Fatalf("second send: %v, want *sender.Error", err)
+			}
+			if tt.ambiguous && failData.Load() != 1 {
+				t.Errorf("the server saw the message's DATA %d times in one Send, want 1: it was sent again at once", failData.Load())
 			}
 			if se.Ambiguous != tt.ambiguous || se.SMTPAmbiguous() != tt.ambiguous {
 				t.Errorf("Ambiguous = %v (SMTPAmbiguous %v), want %v; error %v", se.Ambiguous, se.SMTPAmbiguous(), tt.ambiguous, err)
