@@ -250,6 +250,14 @@ FROM postline_messages WHERE message_id = ANY($1::text[])`
 // live lease (anyone's, ours included) is Busy until RetryAt. Leases are
 // measured on the database's clock.
 //
+// Whether a row exists, and so which attempt a new row gets, is read in the
+// upsert's own snapshot: a row another claim inserts concurrently is found
+// by the conflict check and judged like any existing row (its fresh lease
+// makes this copy Busy or Stale), and a row the retention purge deletes at
+// that very moment is re-inserted with the request's attempt, the one case
+// where a copy's attempt can start a row (a duplicate arriving exactly as
+// its Retention-old terminal row goes).
+//
 // The batch is an upsert that takes the leases followed by a read of the rows,
 // sent together in one implicit transaction; classification happens in Go.
 // Rows are locked in byte order of the ID (COLLATE "C"), as by every other

@@ -21,6 +21,17 @@
 // hands them back with [Store.Release]; [Store.ResetForReplay] makes failed
 // and dead rows deliverable again for postctl dlq replay.
 //
+// A claimed job can wait long for a relay before it is sent, so its owner
+// keeps the lease alive: a [LeaseKeeper] holds the leases of the jobs in
+// hand and extends all of them in one ExtendLease round trip every lease/3,
+// without bumping the version, until each outcome is recorded. A row is
+// therefore only stuck when its owner stopped extending it.
+//
+// A row that becomes terminal (sent, failed, dead) loses its payload in the
+// statement that records the outcome; its hash stays for deduplication until
+// [Store.Purge] deletes it, once its outcome is older than the retention
+// (the dedupe window; the reaper purges in small batches).
+//
 // The package knows rows, not SMTP or Kafka: it takes plain values (IDs,
 // hashes, attempt numbers, opaque payload bytes) and decides nothing about
 // retries or providers. It does not publish anything itself.
