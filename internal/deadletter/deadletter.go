@@ -36,6 +36,10 @@ const (
 	ReasonMaxAttempts = "max_attempts"
 	// ReasonMaxAge: the job outlived the age allowed for its priority.
 	ReasonMaxAge = "max_age"
+	// ReasonInternalError: handling the record panicked (a bug of
+	// Postline's, not of the job); the stack is in the worker's log. The
+	// record is dead-lettered so that its partition goes on.
+	ReasonInternalError = "internal_error"
 )
 
 // maxErrorBytes bounds the error header: it is for humans, and a relay's
@@ -135,7 +139,7 @@ func New(cfg Config, reg prometheus.Registerer) (*Writer, error) {
 	}
 	// Export the delivery reasons from the start, so rates and alerts see
 	// zeros; the many validation reasons of package job appear when used.
-	for _, reason := range []string{ReasonSMTPPermanent, ReasonMessageIDConflict, ReasonMaxAttempts, ReasonMaxAge} {
+	for _, reason := range []string{ReasonSMTPPermanent, ReasonMessageIDConflict, ReasonMaxAttempts, ReasonMaxAge, ReasonInternalError} {
 		letters.WithLabelValues(reason)
 	}
 	shortened := prometheus.NewCounter(prometheus.CounterOpts{

@@ -37,6 +37,7 @@ type metrics struct {
 	paused           prometheus.Gauge
 	decreases        *prometheus.CounterVec
 	budgetWaits      *prometheus.CounterVec
+	panics           *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -97,8 +98,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: ns, Subsystem: "adaptive", Name: "budget_waits_total",
 			Help: "Retries that found their priority's retry budget empty and wait for its refill.",
 		}, []string{"priority"}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "panics_total",
+			Help: "Panics recovered while handling one record, by stage (decoding, sending); each record is dead-lettered as internal_error.",
+		}, []string{"stage"}),
 	}
-	for _, c := range []prometheus.Collector{m.decreases, m.budgetWaits, m.outcomes, m.reentries, m.dependencyErrors, m.sendSeconds, m.publishToAccept, m.inFlight,
+	for _, c := range []prometheus.Collector{m.panics, m.decreases, m.budgetWaits, m.outcomes, m.reentries, m.dependencyErrors, m.sendSeconds, m.publishToAccept, m.inFlight,
 		m.attempts, m.fastRetries, m.backoffDelay, m.releases, m.paused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("delivery: register metrics: %w", err)
@@ -109,6 +114,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	// values are the ones pipeline.go and send.go pass.
 	for _, outcome := range []string{"sent", "failed", "dead", "retried", "duplicate", "stale", "conflict", "rejected"} {
 		m.outcomes.WithLabelValues(outcome)
+	}
+	for _, stage := range []string{"decoding", "sending"} {
+		m.panics.WithLabelValues(stage)
 	}
 	for _, cause := range []string{"busy", "release"} {
 		m.reentries.WithLabelValues(cause)

@@ -24,14 +24,17 @@ import (
 	"github.com/postline/postline/internal/delay"
 	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/pgpool"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/job"
+	"github.com/postline/postline/kafkaconn"
 )
 
 // Failure classes of the pipeline's own, written to rows and dead-letter
 // headers next to the SMTP classes of package failure.
 const (
 	classInvalid  = "invalid"
+	classInternal = "internal"
 	classConflict = "conflict"
 	classExpired  = "expired"
 )
@@ -369,7 +372,14 @@ func (p *Pipeline) intake(ctx context.Context, in <-chan consumer.Message, reent
 func (p *Pipeline) decode(m consumer.Message) *item {
 	it := &item{msg: m, attempt: job.Attempt(m.Headers), throttles: job.Throttles(m.Headers)}
 	defer p.startDeliver(it)
-	j, err := job.Decode(m.Value, p.cfg.Limits)
+	var (
+		j   job.Job
+		err error
+	)
+	if perr := p.contain("decoding", m, func() { j, err = job.Decode(m.Value, p.cfg.Limits); it.hash = j.Hash() }); perr != nil {
+		it.rejected = &job.ValidationError{Reason: deadletter.ReasonInternalError, Detail: perr.Error()}
+		return it
+	}
 	if err != nil {
 		var ve *job.ValidationError
 		if !errors.As(err, &ve) {
@@ -379,7 +389,6 @@ func (p *Pipeline) decode(m consumer.Message) *item {
 		return it
 	}
 	it.job = j
-	it.hash = j.Hash()
 	return it
 }
 
@@ -479,7 +488,11 @@ func (p *Pipeline) reject(ctx context.Context, src Source, items []*item) error 
 	letters := make([]deadletter.Letter, len(items))
 	var rows []idempotency.Rejection
 	for i, it := range items {
-		letters[i] = p.letter(it, string(it.rejected.Reason), classInvalid, it.rejected.Error())
+		class := classInvalid
+		if it.rejected.Reason == deadletter.ReasonInternalError {
+			class = classInternal
+		}
+		letters[i] = p.letter(it, string(it.rejected.Reason), class, it.rejected.Error())
 		if id := rejectedID(it); id != "" {
 			rows = append(rows, idempotency.Rejection{
 				MessageID:   id,
@@ -670,8 +683,11 @@ func (p *Pipeline) done(src Source, it *item, outcome string) {
 }
 
 // retry calls fn until it succeeds or ctx ends, backing off exponentially.
-// Store and dead-letter calls are never given up on: a record is only done
-// once its outcome is durable.
+// Store and dead-letter calls are not given up on while they may heal: a
+// record is only done once its outcome is durable. An error that retrying
+// cannot mend (refused credentials, a missing topic or table: see
+// dependencyRetryable) is returned, so that the stage fails and the worker
+// stops instead of retrying forever.
 func (p *Pipeline) retry(ctx context.Context, op string, fn func(context.Context) error) error {
 	backoff := p.cfg.StoreRetryBackoff
 	for {
@@ -686,6 +702,10 @@ func (p *Pipeline) retry(ctx context.Context, op string, fn func(context.Context
 			return ctx.Err()
 		}
 		p.metrics.dependencyErrors.WithLabelValues(op).Inc()
+		if !dependencyRetryable(op, err) {
+			p.degraded.Store(true)
+			return fmt.Errorf("delivery: %s failed and retrying cannot mend it: %w", op, err)
+		}
 		if p.degraded.CompareAndSwap(false, true) {
 			p.logger.Error("dependency call failed; retrying until it recovers", "op", op, "error", err)
 		} else {
@@ -700,6 +720,17 @@ func (p *Pipeline) retry(ctx context.Context, op string, fn func(context.Context
 		}
 		backoff = min(2*backoff, p.cfg.MaxStoreBackoff)
 	}
+}
+
+// dependencyRetryable decides, per dependency, whether a failed call is
+// worth making again: the Kafka calls by kafkaconn's rule, the Postgres
+// ones by pgpool's.
+func dependencyRetryable(op string, err error) bool {
+	switch op {
+	case opDeadLetter, opRetryPublish:
+		return kafkaconn.Retryable(err)
+	}
+	return pgpool.Retryable(err)
 }
 
 // claimResultName names a claim result in outcome labels and span

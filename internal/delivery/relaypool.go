@@ -133,6 +133,19 @@ func (rp *relayPool) release(s Session) {
 	closeAll(closing)
 }
 
+// discard takes back a session that must not be reused (a send panicked
+// in it) and closes it.
+func (rp *relayPool) discard(s Session) {
+	rp.mu.Lock()
+	rp.inUse--
+	if rp.waiting > 0 {
+		close(rp.changed)
+		rp.changed = make(chan struct{})
+	}
+	rp.mu.Unlock()
+	closeAll([]Session{s})
+}
+
 // trimLocked removes idle sessions beyond the limit and returns them to be
 // closed outside the lock; rp.mu is held.
 func (rp *relayPool) trimLocked() []Session {

@@ -66,7 +66,16 @@ func (p *Pipeline) deliver(ctx context.Context, it *item) {
 		}
 		sendCtx, span := p.startSend(ctx, it, prov.Name)
 		start := p.cfg.NowFunc()
-		err := session.Send(sendCtx, &it.job)
+		var err error
+		if perr := p.contain("sending", it.msg, func() { err = session.Send(sendCtx, &it.job) }); perr != nil {
+			// The session is in an unknown state: close it rather than
+			// reuse it, and dead-letter the record rather than retry it
+			// into the same panic.
+			prov.discard(session)
+			endSend(span, failure.Verdict{Class: failure.Unknown, Rule: classInternal}, false)
+			p.die(it, deadletter.ReasonInternalError, classInternal, perr.Error())
+			return
+		}
 		prov.release(session)
 		end := p.cfg.NowFunc()
 		elapsed := end.Sub(start)
