@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Decode parses and validates one job document, as read from a Kafka record
@@ -64,6 +65,9 @@ func decode(data []byte, limits Limits, unmarshal func([]byte, *Job) error) (Job
 	}
 	if s.problem != nil {
 		return Job{}, s.problem
+	}
+	if s.typeProblem != nil {
+		return Job{}, s.typeProblem
 	}
 	var j Job
 	if err := unmarshal(data, &j); err != nil {
@@ -125,14 +129,15 @@ var errTooDeep = errors.New("nested too deep")
 // the path of the current value as a stack of segments and renders it only
 // when it notes a problem, and it reuses one duplicate-key set per depth.
 type scanner struct {
-	dec        *json.Decoder
-	maxDepth   int
-	path       []segment             // from the document down to the current value
-	seen       []map[string]struct{} // duplicate-key sets, reused per depth
-	version    json.Token
-	hasVersion bool
-	problem    *ValidationError // first structural problem in document order
-	missing    string           // first absent required key
+	dec         *json.Decoder
+	maxDepth    int
+	path        []segment             // from the document down to the current value
+	seen        []map[string]struct{} // duplicate-key sets, reused per depth
+	version     json.Token
+	hasVersion  bool
+	problem     *ValidationError // first structural problem in document order
+	typeProblem *ValidationError // first value of the wrong kind in document order
+	missing     string           // first absent required key
 }
 
 // segment is one step of a path: an object key, or an array index when
@@ -208,6 +213,11 @@ func (s *scanner) rest(tok json.Token, t reflect.Type) error {
 	if t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if t != nil && tok != nil && s.typeProblem == nil && !kindFits(tok, t) {
+		s.typeProblem = &ValidationError{Reason: ReasonMalformedJSON, Field: s.render(""),
+			Detail: fmt.Sprintf("%s is not %s", jsonKind(tok), t)}
+		t = nil // what is inside the value has no schema type
+	}
 	switch tok := tok.(type) {
 	case json.Delim:
 		// The document object is depth 1, so this value is at len(path)+1.
@@ -224,6 +234,59 @@ func (s *scanner) rest(tok json.Token, t reflect.Type) error {
 		}
 	}
 	return nil
+}
+
+// kindFits reports whether a value that starts with tok may decode into t,
+// looking only at the kind of JSON value. It answers false only for values
+// encoding/json certainly rejects, so that the scanner can report them
+// without the second pass: a hostile record of a million numbers where
+// strings belong would otherwise cost an UnmarshalTypeError each. What it
+// lets through (base64, time syntax, numbers in a byte array) the second
+// pass still checks.
+func kindFits(tok json.Token, t reflect.Type) bool {
+	var want string
+	switch {
+	case t == bytesType:
+		_, isString := tok.(string)
+		return isString || tok == json.Delim('[')
+	case t == timeType:
+		want = "string"
+	case t.Kind() == reflect.String:
+		want = "string"
+	case t.Kind() == reflect.Slice:
+		want = "["
+	case t.Kind() == reflect.Map, t.Kind() == reflect.Struct:
+		want = "{"
+	default:
+		return true
+	}
+	switch tok := tok.(type) {
+	case string:
+		return want == "string"
+	case json.Delim:
+		return want == string(rune(tok))
+	default: // json.Number, bool
+		return false
+	}
+}
+
+// jsonKind names the kind of JSON value that starts with tok, as
+// encoding/json's UnmarshalTypeError does.
+func jsonKind(tok json.Token) string {
+	switch tok := tok.(type) {
+	case string:
+		return "string"
+	case json.Number:
+		return "number"
+	case bool:
+		return "bool"
+	case json.Delim:
+		if tok == '{' {
+			return "object"
+		}
+		return "array"
+	}
+	return "null"
 }
 
 // object reads the members of an object whose '{' has been read.
@@ -324,6 +387,7 @@ func (s *scanner) array(t reflect.Type) error {
 var (
 	jobType   = reflect.TypeFor[Job]()
 	bytesType = reflect.TypeFor[[]byte]()
+	timeType  = reflect.TypeFor[time.Time]()
 )
 
 // schemaField is one JSON field of an object in the job document.
