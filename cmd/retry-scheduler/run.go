@@ -21,7 +21,6 @@ import (
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/telemetry"
 	"github.com/postline/postline/job"
-	"github.com/postline/postline/kafkaconn"
 )
 
 // run starts the scheduler and returns when ctx is cancelled and it has shut
@@ -175,11 +174,9 @@ func startScheduler(ctx context.Context, cfg retry.SchedulerConfig, dlqTopic str
 	if err != nil {
 		return fmt.Errorf("kafka topics (create them with postctl topics create): %w", err)
 	}
-	for _, t := range cfg.Tiers.Topics(cfg.Prefix) {
-		if err := kafkaconn.CheckCopyFits(limits, t, dlqTopic); err != nil {
-			return fmt.Errorf("setting POSTLINE_DLQ_TOPIC: %w", err)
-		}
-	}
+	// No size check against the dead-letter topic: only records the jobs
+	// topic cannot take go there, and the dead-letter writer shortens a
+	// letter its topic cannot take whole.
 	dlq, err := deadletter.New(deadletter.Config{Kafka: cfg.Kafka, Topic: dlqTopic, MaxMessageBytes: limits[dlqTopic]}, reg)
 	if err != nil {
 		return err

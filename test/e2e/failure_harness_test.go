@@ -107,6 +107,7 @@ func (s *failureStack) startScheduler(name string) *workerProc {
 	env := map[string]string{
 		"POSTLINE_KAFKA_BROKERS":        strings.Join(testenv.KafkaBrokers(), ","),
 		"POSTLINE_JOBS_TOPIC":           s.jobs,
+		"POSTLINE_DLQ_TOPIC":            s.dlq,
 		"POSTLINE_RETRY_TOPIC_PREFIX":   s.prefix,
 		"POSTLINE_RETRY_TIERS":          s.tiers.String(),
 		"POSTLINE_SCHEDULER_GROUP":      s.schedGroup,
