@@ -2,15 +2,10 @@ package deploy
 
 import (
 	"context"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +13,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/postline/postline/deploy/internal/settingsrc"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -67,45 +63,13 @@ func env(s types.ServiceConfig, key string) string {
 
 // binarySettings returns the POSTLINE_* variables a binary reads, from its
 // source in cmd/<binary>: the env tags of its settings struct (worker,
-// retry-scheduler) and the variable names it lists as string literals
-// (postctl's envFlags).
+// retry-scheduler) with the shared ones it embeds (config.Kafka), and the
+// variable names it lists as string literals (postctl's envFlags).
 func binarySettings(t *testing.T, binary string) map[string]bool {
 	t.Helper()
-	dir := filepath.Join(repoRoot, "cmd", binary)
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	out, err := settingsrc.Read(repoRoot, filepath.Join("cmd", binary), true)
 	if err != nil {
 		t.Fatal(err)
-	}
-	name := regexp.MustCompile(`^POSTLINE_[A-Z0-9_]+$`)
-	out := map[string]bool{}
-	fset := token.NewFileSet()
-	for _, path := range files {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.Field:
-				if n.Tag != nil {
-					tag, err := strconv.Unquote(n.Tag.Value)
-					if err == nil && name.MatchString(reflect.StructTag(tag).Get("env")) {
-						out[reflect.StructTag(tag).Get("env")] = true
-					}
-				}
-			case *ast.BasicLit:
-				if s, err := strconv.Unquote(n.Value); n.Kind == token.STRING && err == nil && name.MatchString(s) {
-					out[s] = true
-				}
-			}
-			return true
-		})
-	}
-	if len(out) == 0 {
-		t.Fatalf("no POSTLINE_* settings found in %s", dir)
 	}
 	return out
 }

@@ -6,15 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -22,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postline/postline/deploy/internal/settingsrc"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -439,59 +436,22 @@ func (m manifests) component(t *testing.T, name string) *appsv1.Deployment {
 
 // binarySettings returns, per binary, the POSTLINE_* environment variables its source reads.
 // worker and retry-scheduler declare theirs as `env` tags of their settings structs (see
-// internal/config); postctl spells them out whole in its table of flag-backing variables. Reading
-// the source keeps the test fast and makes it follow every new or renamed setting.
+// internal/config), some in structs of internal/config they embed (config.Kafka); postctl spells
+// them out whole in its table of flag-backing variables and loads config.Kafka. Reading the source
+// keeps the test fast and makes it follow every new or renamed setting.
 func binarySettings(t *testing.T) map[string]map[string]bool {
 	t.Helper()
-	settingName := regexp.MustCompile(`^POSTLINE_[A-Z0-9_]+$`)
-	read := func(dir string, fromNode func(ast.Node, map[string]bool)) map[string]bool {
-		paths, err := filepath.Glob(filepath.Join(repoRoot, dir, "*.go"))
+	read := func(dir string, literals bool) map[string]bool {
+		names, err := settingsrc.Read(repoRoot, dir, literals)
 		if err != nil {
 			t.Fatal(err)
 		}
-		names := map[string]bool{}
-		fset := token.NewFileSet()
-		for _, path := range paths {
-			if strings.HasSuffix(path, "_test.go") {
-				continue
-			}
-			file, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ast.Inspect(file, func(n ast.Node) bool { fromNode(n, names); return true })
-		}
-		if len(names) == 0 {
-			t.Fatalf("found no POSTLINE_* settings in %s: has the way settings are declared changed?", dir)
-		}
 		return names
 	}
-	envTags := func(n ast.Node, names map[string]bool) {
-		field, ok := n.(*ast.Field)
-		if !ok || field.Tag == nil {
-			return
-		}
-		tag, err := strconv.Unquote(field.Tag.Value)
-		if err != nil {
-			return
-		}
-		if env := reflect.StructTag(tag).Get("env"); settingName.MatchString(env) {
-			names[env] = true
-		}
-	}
-	wholeLiterals := func(n ast.Node, names map[string]bool) {
-		lit, ok := n.(*ast.BasicLit)
-		if !ok || lit.Kind != token.STRING {
-			return
-		}
-		if s, err := strconv.Unquote(lit.Value); err == nil && settingName.MatchString(s) {
-			names[s] = true
-		}
-	}
 	return map[string]map[string]bool{
-		"worker":          read("cmd/worker", envTags),
-		"retry-scheduler": read("cmd/retry-scheduler", envTags),
-		"postctl":         read("cmd/postctl", wholeLiterals),
+		"worker":          read("cmd/worker", false),
+		"retry-scheduler": read("cmd/retry-scheduler", false),
+		"postctl":         read("cmd/postctl", true),
 	}
 }
 
