@@ -2,15 +2,16 @@ package job
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Decode parses and validates one job document, as read from a Kafka record
@@ -31,9 +32,9 @@ import (
 //  6. a required key is absent (missing_field);
 //  7. Validate.
 //
-// Time and memory are linear in len(data): steps 1 to 4 read the document
-// once as tokens, and only a document that passes them is decoded into a
-// Job.
+// Time and memory are linear in len(data): steps 1 to 6 read the document
+// once, allocating next to nothing per value, and only a document that
+// passes them is decoded into a Job by encoding/json.
 //
 // Decode returns a valid message ID in its canonical form, without angle
 // brackets, because the worker keys deduplication on it and the sender adds
@@ -52,8 +53,7 @@ func decode(data []byte, limits Limits, unmarshal func([]byte, *Job) error) (Job
 	if len(data) > limits.MaxMessageBytes {
 		return Job{}, invalid(ReasonOversizeMessage, "", "%d bytes, limit %d", len(data), limits.MaxMessageBytes)
 	}
-	s := scanner{dec: json.NewDecoder(bytes.NewReader(data)), maxDepth: limits.MaxDepth}
-	s.dec.UseNumber()
+	s := scanner{data: data, maxDepth: limits.MaxDepth}
 	if err := s.document(); err != nil {
 		if errors.Is(err, errTooDeep) {
 			return Job{}, invalid(ReasonTooDeep, s.render(""), "objects and arrays nest deeper than %d", limits.MaxDepth)
@@ -69,6 +69,11 @@ func decode(data []byte, limits Limits, unmarshal func([]byte, *Job) error) (Job
 	if s.typeProblem != nil {
 		return Job{}, s.typeProblem
 	}
+	if s.missing != "" {
+		return Job{}, invalid(ReasonMissingField, s.missing, "required key is absent")
+	}
+	// The scanner found the document sound, so encoding/json only
+	// allocates what the Job holds. It stays the authority.
 	var j Job
 	if err := unmarshal(data, &j); err != nil {
 		var te *json.UnmarshalTypeError
@@ -76,9 +81,6 @@ func decode(data []byte, limits Limits, unmarshal func([]byte, *Job) error) (Job
 			return Job{}, invalid(ReasonMalformedJSON, te.Field, "%s is not %s", te.Value, te.Type)
 		}
 		return Job{}, invalid(ReasonMalformedJSON, "", "%v", err)
-	}
-	if s.missing != "" {
-		return Job{}, invalid(ReasonMissingField, s.missing, "required key is absent")
 	}
 	err := j.Validate(limits)
 	if validateMessageID(j.MessageID) == nil {
@@ -117,34 +119,59 @@ func checkVersion(tok json.Token, present bool) error {
 // Limits.MaxDepth.
 var errTooDeep = errors.New("nested too deep")
 
-// scanner walks a document token by token before it is decoded, to find
-// what encoding/json does not report: the version ahead of everything else,
-// keys that differ from the schema only in case (encoding/json matches
-// them), duplicate keys (encoding/json keeps the last), nulls (encoding/json
-// reads them as zero values), absent required keys and nesting deeper than
-// the limit. It checks syntax and trailing data too; types are left to the
-// decoder.
+// scanner reads a document once, byte by byte, before encoding/json
+// decodes it, to find what encoding/json does not report or reports at a
+// cost: the version ahead of everything else, keys that differ from the
+// schema only in case (encoding/json matches them), duplicate keys
+// (encoding/json keeps the last), nulls (encoding/json reads them as zero
+// values), absent required keys, nesting deeper than the limit, and values
+// that encoding/json would reject for their type. It checks the syntax
+// and trailing data too.
 //
-// A hostile document must cost no more than its size, so the scanner keeps
-// the path of the current value as a stack of segments and renders it only
-// when it notes a problem, and it reuses one duplicate-key set per depth.
+// A hostile document must cost no more than its size: the scanner
+// allocates nothing per value except the keys of maps and strings with
+// escapes that it must read (keys, base64 content), keeps the path of
+// the current value as a stack of segments rendered only when it notes a
+// problem, and reuses one duplicate-key set per depth. encoding/json's
+// Decoder.Token, which it replaces, allocated a SyntaxError for every
+// number and literal, about 100 bytes per value.
 type scanner struct {
-	dec         *json.Decoder
+	data        []byte
+	pos         int
 	maxDepth    int
 	path        []segment             // from the document down to the current value
-	seen        []map[string]struct{} // duplicate-key sets, reused per depth
+	seen        []map[string]struct{} // duplicate-key sets of maps, reused per depth
+	scratch     []byte                // base64 output, reused
 	version     json.Token
 	hasVersion  bool
 	problem     *ValidationError // first structural problem in document order
-	typeProblem *ValidationError // first value of the wrong kind in document order
+	typeProblem *ValidationError // first value of the wrong type in document order
 	missing     string           // first absent required key
 }
 
 // segment is one step of a path: an object key, or an array index when
 // index >= 0.
 type segment struct {
-	key   string
+	key   []byte // the key as written, quotes included
+	plain bool   // key has no escapes and is valid UTF-8: its bytes are its value
 	index int
+}
+
+// kind is the kind of a JSON value, told by its first byte.
+type kind uint8
+
+const (
+	kindNull kind = iota
+	kindBool
+	kindNumber
+	kindString
+	kindArray
+	kindObject
+)
+
+// String names the kind as encoding/json's UnmarshalTypeError does.
+func (k kind) String() string {
+	return [...]string{"null", "bool", "number", "string", "array", "object"}[k]
 }
 
 // maxReusedKeys bounds the duplicate-key set kept for reuse: clearing a set
@@ -152,25 +179,52 @@ type segment struct {
 // every small object after it.
 const maxReusedKeys = 64
 
+var errEnd = errors.New("unexpected end of JSON input")
+
 func (s *scanner) document() error {
-	tok, err := s.dec.Token()
-	if err != nil {
-		return err
+	s.skipSpace()
+	if s.pos >= len(s.data) {
+		return errEnd
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
+	if s.data[s.pos] != '{' {
 		return errors.New("not a JSON object")
 	}
+	s.pos++
 	if err := s.object(jobType); err != nil {
 		return err
 	}
-	switch _, err := s.dec.Token(); {
-	case err == io.EOF:
-		return nil
-	case err != nil:
-		return err
-	default:
+	if s.skipSpace(); s.pos < len(s.data) {
 		return errors.New("trailing data after the object")
 	}
+	return nil
+}
+
+func (s *scanner) skipSpace() {
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the byte at the read position, 0 at the end.
+func (s *scanner) peek() byte {
+	if s.pos < len(s.data) {
+		return s.data[s.pos]
+	}
+	return 0
+}
+
+// syntaxError describes the byte at the read position, which the grammar
+// does not allow there.
+func (s *scanner) syntaxError(context string) error {
+	if s.pos >= len(s.data) {
+		return errEnd
+	}
+	return fmt.Errorf("invalid character %q %s at offset %d", s.data[s.pos], context, s.pos)
 }
 
 // render formats the current path, with child appended when not empty, as
@@ -188,7 +242,7 @@ func (s *scanner) render(child string) string {
 		if b.Len() > 0 {
 			b.WriteByte('.')
 		}
-		b.WriteString(truncate(seg.key))
+		b.WriteString(truncate(unquote(seg.key, seg.plain)))
 	}
 	if child != "" {
 		if b.Len() > 0 {
@@ -199,6 +253,19 @@ func (s *scanner) render(child string) string {
 	return b.String()
 }
 
+// unquote returns the value of the JSON string raw (quotes included) as
+// encoding/json reads it.
+func unquote(raw []byte, plain bool) string {
+	if plain {
+		return string(raw[1 : len(raw)-1])
+	}
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return string(raw) // not reached: the scanner checked the syntax
+	}
+	return v
+}
+
 // note records a problem at the current path unless an earlier one is
 // recorded.
 func (s *scanner) note(reason Reason, detail string) {
@@ -207,86 +274,210 @@ func (s *scanner) note(reason Reason, detail string) {
 	}
 }
 
-// rest reads the remainder of the value that starts with tok, which the
-// schema says has type t (nil: unknown).
-func (s *scanner) rest(tok json.Token, t reflect.Type) error {
+// noteType records a value of the wrong type at the current path unless an
+// earlier one is recorded.
+func (s *scanner) noteType(format string, args ...any) {
+	if s.typeProblem == nil {
+		s.typeProblem = &ValidationError{Reason: ReasonMalformedJSON, Field: s.render(""), Detail: fmt.Sprintf(format, args...)}
+	}
+}
+
+// value reads one value that the schema says has type t (nil: unknown) and
+// returns its kind and where it starts.
+func (s *scanner) value(t reflect.Type) (kind, int, error) {
 	if t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t != nil && tok != nil && s.typeProblem == nil && !kindFits(tok, t) {
-		s.typeProblem = &ValidationError{Reason: ReasonMalformedJSON, Field: s.render(""),
-			Detail: fmt.Sprintf("%s is not %s", jsonKind(tok), t)}
+	s.skipSpace()
+	start := s.pos
+	var k kind
+	switch c := s.peek(); {
+	case c == '{':
+		k = kindObject
+	case c == '[':
+		k = kindArray
+	case c == '"':
+		k = kindString
+	case c == 't' || c == 'f':
+		k = kindBool
+	case c == 'n':
+		k = kindNull
+	case c == '-' || '0' <= c && c <= '9':
+		k = kindNumber
+	default:
+		return 0, start, s.syntaxError("looking for the beginning of a value")
+	}
+	if t != nil && k != kindNull && !kindFits(k, t) {
+		s.noteType("%s is not %s", k, t)
 		t = nil // what is inside the value has no schema type
 	}
-	switch tok := tok.(type) {
-	case json.Delim:
+	switch k {
+	case kindObject, kindArray:
 		// The document object is depth 1, so this value is at len(path)+1.
 		if len(s.path)+1 > s.maxDepth {
-			return errTooDeep
+			return k, start, errTooDeep
 		}
-		if tok == '{' {
-			return s.object(t)
+		s.pos++
+		if k == kindObject {
+			return k, start, s.object(t)
 		}
-		return s.array(t)
-	case nil:
-		if t != nil && t != bytesType {
+		return k, start, s.array(t)
+	case kindString:
+		plain, err := s.str()
+		if err != nil {
+			return k, start, err
+		}
+		if t != nil && s.typeProblem == nil {
+			s.checkString(t, s.data[start:s.pos], plain)
+		}
+	case kindNumber:
+		if err := s.number(); err != nil {
+			return k, start, err
+		}
+		if t == byteType {
+			// encoding/json reads an array into []byte element by element.
+			if _, err := strconv.ParseUint(string(s.data[start:s.pos]), 10, 8); err != nil {
+				s.noteType("number %s is not a byte", truncate(string(s.data[start:s.pos])))
+			}
+		}
+	case kindBool, kindNull:
+		lit := [...]string{kindNull: "null", kindBool: "false"}[k]
+		if s.data[s.pos] == 't' {
+			lit = "true"
+		}
+		if !bytes.HasPrefix(s.data[s.pos:], []byte(lit)) {
+			return k, start, s.syntaxError("in literal " + lit)
+		}
+		s.pos += len(lit)
+		if k == kindNull && t != nil && t != bytesType && t != byteType {
 			s.note(ReasonMalformedJSON, "null is not allowed")
 		}
 	}
-	return nil
+	return k, start, nil
 }
 
-// kindFits reports whether a value that starts with tok may decode into t,
-// looking only at the kind of JSON value. It answers false only for values
-// encoding/json certainly rejects, so that the scanner can report them
-// without the second pass: a hostile record of a million numbers where
-// strings belong would otherwise cost an UnmarshalTypeError each. What it
-// lets through (base64, time syntax, numbers in a byte array) the second
-// pass still checks.
-func kindFits(tok json.Token, t reflect.Type) bool {
-	var want string
+// kindFits reports whether a value of kind k may decode into t, as
+// encoding/json decides it by kind: a number is never a string, a string
+// never a list.
+func kindFits(k kind, t reflect.Type) bool {
 	switch {
-	case t == bytesType:
-		_, isString := tok.(string)
-		return isString || tok == json.Delim('[')
+	case t == bytesType: // base64 or, as encoding/json allows, an array of bytes
+		return k == kindString || k == kindArray
 	case t == timeType:
-		want = "string"
-	case t.Kind() == reflect.String:
-		want = "string"
-	case t.Kind() == reflect.Slice:
-		want = "["
-	case t.Kind() == reflect.Map, t.Kind() == reflect.Struct:
-		want = "{"
-	default:
-		return true
+		return k == kindString
 	}
-	switch tok := tok.(type) {
-	case string:
-		return want == "string"
-	case json.Delim:
-		return want == string(rune(tok))
-	default: // json.Number, bool
-		return false
+	switch t.Kind() {
+	case reflect.String:
+		return k == kindString
+	case reflect.Slice:
+		return k == kindArray
+	case reflect.Map, reflect.Struct:
+		return k == kindObject
+	case reflect.Int, reflect.Uint8:
+		return k == kindNumber
+	}
+	return true
+}
+
+// checkString checks what encoding/json checks in a string of type t: that
+// content is base64 and not_after is RFC 3339. raw is the string as
+// written, quotes included.
+func (s *scanner) checkString(t reflect.Type, raw []byte, plain bool) {
+	switch t {
+	case timeType:
+		var tm time.Time
+		if err := tm.UnmarshalJSON(raw); err != nil {
+			s.noteType("%v", err)
+		}
+	case bytesType:
+		content := raw[1 : len(raw)-1]
+		if !plain {
+			content = []byte(unquote(raw, plain))
+		}
+		n := base64.StdEncoding.DecodedLen(len(content))
+		if cap(s.scratch) < n {
+			s.scratch = make([]byte, n)
+		}
+		if _, err := base64.StdEncoding.Decode(s.scratch[:n], content); err != nil {
+			s.noteType("not base64: %v", err)
+		}
 	}
 }
 
-// jsonKind names the kind of JSON value that starts with tok, as
-// encoding/json's UnmarshalTypeError does.
-func jsonKind(tok json.Token) string {
-	switch tok := tok.(type) {
-	case string:
-		return "string"
-	case json.Number:
-		return "number"
-	case bool:
-		return "bool"
-	case json.Delim:
-		if tok == '{' {
-			return "object"
+// str reads a string whose opening quote is at the read position and
+// reports whether it is plain: no escapes and valid UTF-8, so that its
+// bytes are its value.
+func (s *scanner) str() (plain bool, err error) {
+	s.pos++
+	start := s.pos
+	plain = true
+	for s.pos < len(s.data) {
+		switch c := s.data[s.pos]; {
+		case c == '"':
+			if plain {
+				plain = utf8.Valid(s.data[start:s.pos])
+			}
+			s.pos++
+			return plain, nil
+		case c == '\\':
+			plain = false
+			s.pos++
+			switch s.peek() {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.pos++
+			case 'u':
+				s.pos++
+				for range 4 {
+					if c := s.peek(); !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+						return false, s.syntaxError("in \\u escape")
+					}
+					s.pos++
+				}
+			default:
+				return false, s.syntaxError("in string escape")
+			}
+		case c < ' ':
+			return false, s.syntaxError("in string literal")
+		default:
+			s.pos++
 		}
-		return "array"
 	}
-	return "null"
+	return false, errEnd
+}
+
+// number reads a number as RFC 8259 defines it.
+func (s *scanner) number() error {
+	digits := func() bool {
+		start := s.pos
+		for c := s.peek(); '0' <= c && c <= '9'; c = s.peek() {
+			s.pos++
+		}
+		return s.pos > start
+	}
+	if s.peek() == '-' {
+		s.pos++
+	}
+	if s.peek() == '0' {
+		s.pos++
+	} else if !digits() {
+		return s.syntaxError("in numeric literal")
+	}
+	if s.peek() == '.' {
+		s.pos++
+		if !digits() {
+			return s.syntaxError("after decimal point in numeric literal")
+		}
+	}
+	if c := s.peek(); c == 'e' || c == 'E' {
+		s.pos++
+		if c := s.peek(); c == '+' || c == '-' {
+			s.pos++
+		}
+		if !digits() {
+			return s.syntaxError("in exponent of numeric literal")
+		}
+	}
+	return nil
 }
 
 // object reads the members of an object whose '{' has been read.
@@ -294,48 +485,93 @@ func (s *scanner) object(t reflect.Type) error {
 	info := schemaObjects()[t]
 	isMap := t != nil && t.Kind() == reflect.Map
 	depth := len(s.path)
-	seen := s.keySet(depth)
-	s.path = append(s.path, segment{index: -1})
-	for s.dec.More() {
-		tok, err := s.dec.Token()
-		if err != nil {
-			return err
-		}
-		key, _ := tok.(string)
-		s.path[depth].key = key
-		if _, dup := seen[key]; dup {
-			s.note(ReasonMalformedJSON, "duplicate key")
-		}
-		seen[key] = struct{}{}
-		var ft reflect.Type
-		switch {
-		case info != nil:
-			f, ok := info.byName[key]
-			if !ok && s.problem == nil {
-				s.note(ReasonUnknownField, fmt.Sprintf("not in schema version %d", SchemaVersion))
-			}
-			ft = f.typ
-		case isMap:
-			ft = t.Elem()
-		}
-		tok, err = s.dec.Token()
-		if err != nil {
-			return err
-		}
-		if t == jobType && key == "version" {
-			s.version, s.hasVersion = tok, true
-		}
-		if err := s.rest(tok, ft); err != nil {
-			return err
-		}
+	var (
+		seenFields uint64              // schema objects: a bit per field
+		seen       map[string]struct{} // other objects: the keys
+	)
+	if info == nil {
+		seen = s.keySet(depth)
 	}
-	if _, err := s.dec.Token(); err != nil { // '}'
-		return err
+	s.path = append(s.path, segment{index: -1})
+	s.skipSpace()
+	if s.peek() == '}' {
+		s.pos++
+	} else {
+		for {
+			s.skipSpace()
+			if s.peek() != '"' {
+				return s.syntaxError("looking for the beginning of an object key")
+			}
+			start := s.pos
+			plain, err := s.str()
+			if err != nil {
+				return err
+			}
+			raw := s.data[start:s.pos]
+			s.path[depth] = segment{key: raw, plain: plain, index: -1}
+			var (
+				ft     reflect.Type
+				isVers bool
+			)
+			switch {
+			case info != nil:
+				// A plain key is looked up without a copy.
+				var f schemaField
+				var ok bool
+				if plain {
+					f, ok = info.byName[string(raw[1:len(raw)-1])]
+				} else {
+					f, ok = info.byName[unquote(raw, plain)]
+				}
+				switch {
+				case !ok:
+					if s.problem == nil {
+						s.note(ReasonUnknownField, fmt.Sprintf("not in schema version %d", SchemaVersion))
+					}
+				case seenFields&(1<<f.index) != 0:
+					s.note(ReasonMalformedJSON, "duplicate key")
+				}
+				if ok {
+					seenFields |= 1 << f.index
+				}
+				ft = f.typ
+				isVers = ok && t == jobType && f.name == "version"
+			default:
+				key := unquote(raw, plain)
+				if _, dup := seen[key]; dup {
+					s.note(ReasonMalformedJSON, "duplicate key")
+				}
+				seen[key] = struct{}{}
+				if isMap {
+					ft = t.Elem()
+				}
+			}
+			if s.skipSpace(); s.peek() != ':' {
+				return s.syntaxError("after object key")
+			}
+			s.pos++
+			k, vstart, err := s.value(ft)
+			if err != nil {
+				return err
+			}
+			if isVers {
+				s.version, s.hasVersion = versionToken(k, s.data[vstart:s.pos]), true
+			}
+			s.skipSpace()
+			if c := s.peek(); c == ',' {
+				s.pos++
+				continue
+			} else if c == '}' {
+				s.pos++
+				break
+			}
+			return s.syntaxError("after object key:value pair")
+		}
 	}
 	s.path = s.path[:depth]
 	if info != nil && s.missing == "" {
 		for _, f := range info.fields {
-			if _, ok := seen[f.name]; f.required && !ok {
+			if f.required && seenFields&(1<<f.index) == 0 {
 				s.missing = s.render(f.name)
 				break
 			}
@@ -343,6 +579,23 @@ func (s *scanner) object(t reflect.Type) error {
 	}
 	if len(seen) > maxReusedKeys {
 		s.seen[depth] = nil
+	}
+	return nil
+}
+
+// versionToken returns the version value as checkVersion reads it.
+func versionToken(k kind, raw []byte) json.Token {
+	switch k {
+	case kindNumber:
+		return json.Number(raw)
+	case kindString:
+		return ""
+	case kindBool:
+		return raw[0] == 't'
+	case kindArray:
+		return json.Delim('[')
+	case kindObject:
+		return json.Delim('{')
 	}
 	return nil
 }
@@ -364,29 +617,43 @@ func (s *scanner) keySet(depth int) map[string]struct{} {
 // array reads the elements of an array whose '[' has been read.
 func (s *scanner) array(t reflect.Type) error {
 	var elem reflect.Type
-	if t != nil && t.Kind() == reflect.Slice && t != bytesType {
+	switch {
+	case t == bytesType:
+		elem = byteType
+	case t != nil && t.Kind() == reflect.Slice:
 		elem = t.Elem()
 	}
 	depth := len(s.path)
 	s.path = append(s.path, segment{})
-	for i := 0; s.dec.More(); i++ {
+	s.skipSpace()
+	if s.peek() == ']' {
+		s.pos++
+		s.path = s.path[:depth]
+		return nil
+	}
+	for i := 0; ; i++ {
 		s.path[depth].index = i
-		tok, err := s.dec.Token()
-		if err != nil {
+		if _, _, err := s.value(elem); err != nil {
 			return err
 		}
-		if err := s.rest(tok, elem); err != nil {
-			return err
+		s.skipSpace()
+		switch s.peek() {
+		case ',':
+			s.pos++
+		case ']':
+			s.pos++
+			s.path = s.path[:depth]
+			return nil
+		default:
+			return s.syntaxError("after array element")
 		}
 	}
-	s.path = s.path[:depth]
-	_, err := s.dec.Token() // ']'
-	return err
 }
 
 var (
 	jobType   = reflect.TypeFor[Job]()
 	bytesType = reflect.TypeFor[[]byte]()
+	byteType  = reflect.TypeFor[byte]()
 	timeType  = reflect.TypeFor[time.Time]()
 )
 
@@ -395,6 +662,7 @@ type schemaField struct {
 	name     string
 	typ      reflect.Type
 	required bool // no omitempty: the encoder always writes it
+	index    int  // position in the object, at most 63
 }
 
 type schemaObject struct {
@@ -414,7 +682,7 @@ var schemaObjects = sync.OnceValue(func() map[reflect.Type]*schemaObject {
 			if name == "-" || !f.IsExported() {
 				continue
 			}
-			sf := schemaField{name: name, typ: f.Type, required: !strings.Contains(opts, "omitempty")}
+			sf := schemaField{name: name, typ: f.Type, required: !strings.Contains(opts, "omitempty"), index: len(o.fields)}
 			o.fields = append(o.fields, sf)
 			o.byName[name] = sf
 		}
