@@ -137,6 +137,22 @@ func TestTemplate(t *testing.T) {
 			wantKinds:  map[string]int{"Deployment": 2, "ConfigMap": 2, "Secret": 1, "Service": 2, "PodDisruptionBudget": 1},
 		},
 		{
+			name:       "managed Kafka: TLS with a private CA and a client certificate, SCRAM",
+			args:       []string{"-f", "testdata/managed-kafka.yaml"},
+			partitions: defaultPartitions,
+			wantKinds: map[string]int{
+				"Deployment": 2, "ConfigMap": 3, "Secret": 2, "Service": 2, "PodDisruptionBudget": 2, "Job": 2,
+			},
+		},
+		{
+			name:       "SASL password for the topics hook without the migrate hook",
+			args:       []string{"-f", "testdata/managed-kafka.yaml", "--set", "hooks.migrate.enabled=false"},
+			partitions: defaultPartitions,
+			wantKinds: map[string]int{
+				"Deployment": 2, "ConfigMap": 3, "Secret": 2, "Service": 2, "PodDisruptionBudget": 2, "Job": 1,
+			},
+		},
+		{
 			name:       "as many workers as partitions, relays with room for them",
 			args:       []string{"--set", "worker.replicas=8", "--set", "relay.connectionBudget=128", "--set", "secret.smtpRelays=smtp://u:p@relay:587?name=a"},
 			partitions: defaultPartitions,
@@ -205,6 +221,46 @@ func TestTemplateRejects(t *testing.T) {
 			want: "secret.databaseURL is required unless secret.existingSecret",
 		},
 		{
+			name: "SASL without a password",
+			args: []string{"--set", "kafka.sasl.mechanism=SCRAM-SHA-512", "--set", "kafka.sasl.username=postline"},
+			want: "kafka.sasl.mechanism SCRAM-SHA-512 needs secret.kafkaSASLPassword, or secret.existingSecret holding the key kafka-sasl-password",
+		},
+		{
+			name: "SASL without a user name",
+			args: []string{"--set", "kafka.sasl.mechanism=SCRAM-SHA-256", "--set", "secret.kafkaSASLPassword=p"},
+			want: "kafka.sasl.mechanism SCRAM-SHA-256 needs kafka.sasl.username",
+		},
+		{
+			name: "a user name without a mechanism",
+			args: []string{"--set", "kafka.sasl.username=postline"},
+			want: "kafka.sasl.username is set but kafka.sasl.mechanism is empty",
+		},
+		{
+			name: "SASL PLAIN in clear",
+			args: []string{"--set", "kafka.tls.mode=off", "--set", "kafka.sasl.mechanism=PLAIN", "--set", "kafka.sasl.username=u", "--set", "secret.kafkaSASLPassword=p"},
+			want: "kafka.sasl.mechanism PLAIN sends the password in clear",
+		},
+		{
+			name: "a CA for a plaintext connection",
+			args: []string{"--set-json", "kafka.tls.mode=false", "--set", "kafka.tls.ca.secretName=kafka-ca"},
+			want: "kafka.tls.mode is off, yet kafka.tls sets a CA",
+		},
+		{
+			name: "a CA from a Secret and a ConfigMap",
+			args: []string{"--set", "kafka.tls.ca.secretName=a", "--set", "kafka.tls.ca.configMapName=b"},
+			want: "kafka.tls.ca: set secretName or configMapName, not both",
+		},
+		{
+			name: "an unknown TLS mode",
+			args: []string{"--set", "kafka.tls.mode=required"},
+			want: "value must be one of 'auto', 'on', 'off'",
+		},
+		{
+			name: "the Kafka password as a setting",
+			args: []string{"--set", "worker.settings.POSTLINE_KAFKA_SASL_PASSWORD=p"},
+			want: "invalid propertyName 'POSTLINE_KAFKA_SASL_PASSWORD'",
+		},
+		{
 			name: "a misspelt setting",
 			args: []string{"--set", "worker.settings.POSTLINE_SENDER=4"},
 			want: "invalid propertyName 'POSTLINE_SENDER'",
@@ -228,10 +284,17 @@ func TestTemplateRejects(t *testing.T) {
 	}
 }
 
+// withheldSettings are the binaries' settings the chart deliberately neither sets nor lets a user
+// set, each with the reason. TestSettingsMatchBinaries checks they stay out of the Deployments.
+var withheldSettings = map[string]string{
+	"POSTLINE_KAFKA_SASL_PASSWORD": "the pods read the password from the mounted credentials Secret " +
+		"(POSTLINE_KAFKA_SASL_PASSWORD_FILE); a value would sit in plain text in the ConfigMap",
+}
+
 // TestSettingsMatchBinaries proves that the settings a user may put in worker.settings and
 // scheduler.settings (the schema's list) plus the ones the chart sets itself are exactly the
-// binaries' settings: a new setting of a binary must be made settable (or set) by the chart, and
-// no name may be settable twice.
+// binaries' settings, less the withheld ones: a new setting of a binary must be made settable
+// (or set) by the chart, and no name may be settable twice.
 func TestSettingsMatchBinaries(t *testing.T) {
 	helm := helmBinary(t)
 	binaries := binarySettings(t)
@@ -261,6 +324,12 @@ func TestSettingsMatchBinaries(t *testing.T) {
 			}
 			want := binaries[tt.component]
 			for _, name := range sortedKeys(want) {
+				if reason, ok := withheldSettings[name]; ok {
+					if settable[name] || managed[name] {
+						t.Errorf("the chart sets or allows %s, which it must withhold: %s", name, reason)
+					}
+					continue
+				}
 				if !settable[name] && !managed[name] {
 					t.Errorf("%s reads %s, which the chart neither sets nor allows in %s.settings: add it to that propertyNames enum in values.schema.json", tt.component, name, tt.valuesKey)
 				}
@@ -645,6 +714,30 @@ func checkHookJob(t *testing.T, m manifests, j *batchv1.Job, postctl map[string]
 		}
 	default:
 		t.Errorf("Job %s: no check for this hook", j.Name)
+	}
+	// A Secret mounted as files (the Kafka SASL password) must exist before the hook, like one
+	// read into env.
+	for _, v := range j.Spec.Template.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if src.Secret == nil {
+				continue
+			}
+			secret, ok := m.secrets[src.Secret.Name]
+			if !ok {
+				continue // not the chart's: the user creates it before installing
+			}
+			if _, isHook := secret.Annotations["helm.sh/hook"]; !isHook || hookWeight(t, "Secret "+secret.Name, secret.Annotations) >= weight {
+				t.Errorf("Job %s: mounts Secret %s, which is not a hook Secret created before it", j.Name, secret.Name)
+			}
+			for _, item := range src.Secret.Items {
+				if _, has := secret.StringData[item.Key]; !has {
+					t.Errorf("Job %s: mounts key %s that Secret %s lacks", j.Name, item.Key, secret.Name)
+				}
+			}
+		}
 	}
 	for _, e := range c.Env {
 		if strings.HasPrefix(e.Name, "POSTLINE_") && !postctl[e.Name] {

@@ -76,6 +76,120 @@ chart writes a hook Secret of its own unless an existing one is named.
 {{- if and (not .Values.secret.existingSecret) (not .Values.secret.databaseURL) }}
 {{- fail "secret.databaseURL is required unless secret.existingSecret names a Secret holding it" }}
 {{- end }}
+{{- /* The Kafka connection: the checks kafkaconn would make at start, made before anything runs. */}}
+{{- $k := .Values.kafka }}
+{{- $tls := include "postline.kafkaTLSMode" . }}
+{{- if and $k.tls.ca.secretName $k.tls.ca.configMapName }}
+{{- fail "kafka.tls.ca: set secretName or configMapName, not both" }}
+{{- end }}
+{{- if and (eq $tls "off") (or $k.tls.ca.secretName $k.tls.ca.configMapName $k.tls.clientCertSecret $k.tls.serverName $k.tls.insecureSkipVerify) }}
+{{- fail "kafka.tls.mode is off, yet kafka.tls sets a CA, a client certificate, a server name or insecureSkipVerify: set kafka.tls.mode to on (or auto), or drop them" }}
+{{- end }}
+{{- if $k.sasl.mechanism }}
+{{- if not $k.sasl.username }}
+{{- fail (printf "kafka.sasl.mechanism %s needs kafka.sasl.username" $k.sasl.mechanism) }}
+{{- end }}
+{{- if and (not .Values.secret.existingSecret) (not .Values.secret.kafkaSASLPassword) }}
+{{- fail (printf "kafka.sasl.mechanism %s needs secret.kafkaSASLPassword, or secret.existingSecret holding the key %s" $k.sasl.mechanism .Values.secret.keys.kafkaSASLPassword) }}
+{{- end }}
+{{- if and (eq (upper $k.sasl.mechanism) "PLAIN") (eq $tls "off") }}
+{{- fail "kafka.sasl.mechanism PLAIN sends the password in clear: set kafka.tls.mode to on (or auto), or use SCRAM-SHA-512" }}
+{{- end }}
+{{- else if $k.sasl.username }}
+{{- fail "kafka.sasl.username is set but kafka.sasl.mechanism is empty" }}
+{{- end }}
+{{- end }}
+
+{{/* Where the Kafka files (CA, client certificate, SASL password) are mounted. */}}
+{{- define "postline.kafkaDir" -}}
+/etc/postline/kafka
+{{- end }}
+
+{{/* kafka.tls.mode as the binaries spell it: YAML reads a bare on or off as a boolean. */}}
+{{- define "postline.kafkaTLSMode" -}}
+{{- $mode := .Values.kafka.tls.mode }}
+{{- if kindIs "bool" $mode }}
+{{- ternary "on" "off" $mode }}
+{{- else }}
+{{- $mode }}
+{{- end }}
+{{- end }}
+
+{{/*
+The Kafka connection settings every binary reads, as NAME: "value" lines: all of them, empty when
+unused (an empty variable means the binary's default), so none can also be set another way. The
+SASL password is never among them: the pods read it from the mounted credentials Secret.
+*/}}
+{{- define "postline.kafkaSettings" -}}
+{{- $k := .Values.kafka }}
+{{- $dir := include "postline.kafkaDir" . }}
+{{- $ca := or $k.tls.ca.secretName $k.tls.ca.configMapName }}
+POSTLINE_KAFKA_BROKERS: {{ join "," $k.brokers | quote }}
+POSTLINE_KAFKA_TLS: {{ include "postline.kafkaTLSMode" . | quote }}
+POSTLINE_KAFKA_TLS_CA_FILE: {{ ternary (printf "%s/ca.crt" $dir) "" (not (empty $ca)) | quote }}
+POSTLINE_KAFKA_TLS_CERT_FILE: {{ ternary (printf "%s/tls.crt" $dir) "" (not (empty $k.tls.clientCertSecret)) | quote }}
+POSTLINE_KAFKA_TLS_KEY_FILE: {{ ternary (printf "%s/tls.key" $dir) "" (not (empty $k.tls.clientCertSecret)) | quote }}
+POSTLINE_KAFKA_TLS_SERVER_NAME: {{ $k.tls.serverName | quote }}
+POSTLINE_KAFKA_TLS_INSECURE_SKIP_VERIFY: {{ $k.tls.insecureSkipVerify | toString | quote }}
+POSTLINE_KAFKA_SASL_MECHANISM: {{ $k.sasl.mechanism | quote }}
+POSTLINE_KAFKA_SASL_USERNAME: {{ $k.sasl.username | quote }}
+POSTLINE_KAFKA_SASL_PASSWORD_FILE: {{ ternary (printf "%s/sasl-password" $dir) "" (not (empty $k.sasl.mechanism)) | quote }}
+{{- end }}
+
+{{/*
+The projected volume of the Kafka files, or nothing when no file is configured. Argument: root and
+secret (the Secret holding the SASL password: the release's for the Deployments, the hooks' own
+for the hooks).
+*/}}
+{{- define "postline.kafkaVolume" -}}
+{{- $k := .root.Values.kafka }}
+{{- if or $k.tls.ca.secretName $k.tls.ca.configMapName $k.tls.clientCertSecret $k.sasl.mechanism }}
+- name: kafka
+  projected:
+    # 0440: the files are owned by root and the pod's fsGroup, which the nonroot user is in.
+    defaultMode: 288
+    sources:
+      {{- with $k.tls.ca.secretName }}
+      - secret:
+          name: {{ . }}
+          items:
+            - key: {{ $k.tls.ca.key }}
+              path: ca.crt
+      {{- end }}
+      {{- with $k.tls.ca.configMapName }}
+      - configMap:
+          name: {{ . }}
+          items:
+            - key: {{ $k.tls.ca.key }}
+              path: ca.crt
+      {{- end }}
+      {{- with $k.tls.clientCertSecret }}
+      - secret:
+          name: {{ . }}
+          items:
+            - key: tls.crt
+              path: tls.crt
+            - key: tls.key
+              path: tls.key
+      {{- end }}
+      {{- if $k.sasl.mechanism }}
+      - secret:
+          name: {{ .secret }}
+          items:
+            - key: {{ .root.Values.secret.keys.kafkaSASLPassword }}
+              path: sasl-password
+      {{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The mount of postline.kafkaVolume, or nothing when it is not rendered. */}}
+{{- define "postline.kafkaVolumeMount" -}}
+{{- $k := .Values.kafka }}
+{{- if or $k.tls.ca.secretName $k.tls.ca.configMapName $k.tls.clientCertSecret $k.sasl.mechanism }}
+- name: kafka
+  mountPath: {{ include "postline.kafkaDir" . }}
+  readOnly: true
+{{- end }}
 {{- end }}
 
 {{/* Env that reads the credentials from the Secret named by "secret". */}}
@@ -202,10 +316,16 @@ spec:
           volumeMounts:
             - name: tmp
               mountPath: /tmp
+            {{- with include "postline.kafkaVolumeMount" $root | trim }}
+            {{- . | nindent 12 }}
+            {{- end }}
       volumes:
         - name: tmp
           emptyDir:
             sizeLimit: 64Mi
+        {{- with include "postline.kafkaVolume" (dict "root" $root "secret" (include "postline.secretName" $root)) | trim }}
+        {{- . | nindent 8 }}
+        {{- end }}
       {{- with $v.nodeSelector }}
       nodeSelector:
         {{- toYaml . | nindent 8 }}
@@ -272,7 +392,8 @@ spec:
 
 {{/*
 A hook Job running postctl. Arguments: root, name (suffix and container name), weight (lower runs
-first), args (postctl's arguments) and env (a YAML list of EnvVar).
+first), args (postctl's arguments), env (a YAML list of EnvVar) and, optionally, volumes and
+volumeMounts (YAML lists).
 */}}
 {{- define "postline.hookJob" -}}
 {{- $root := .root }}
@@ -323,4 +444,12 @@ spec:
             {{- toYaml $hooks.resources | nindent 12 }}
           securityContext:
             {{- toYaml $root.Values.securityContext | nindent 12 }}
+          {{- with .volumeMounts }}
+          volumeMounts:
+            {{- . | nindent 12 }}
+          {{- end }}
+      {{- with .volumes }}
+      volumes:
+        {{- . | nindent 8 }}
+      {{- end }}
 {{- end }}
