@@ -89,6 +89,7 @@ func TestLint(t *testing.T) {
 	}{
 		{"default values", nil},
 		{"everything enabled", []string{"-f", "testdata/everything.yaml"}},
+		{"managed Kafka", []string{"-f", "testdata/managed-kafka.yaml"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
