@@ -17,7 +17,10 @@ import (
 // Decode parses and validates one job document, as read from a Kafka record
 // value. Every rejection is a *ValidationError, found in this order:
 //
-//  1. the document exceeds limits.MaxMessageBytes (oversize_message);
+//  1. the document exceeds limits.MaxMessageBytes (oversize_message), or is
+//     not valid UTF-8 (malformed_json: RFC 8259 requires it, and
+//     encoding/json would silently replace the bad bytes in a subject or a
+//     body, sending text the producer never wrote);
 //  2. in document order: it is not one well-formed JSON object, has
 //     trailing data (malformed_json), or nests objects and arrays deeper
 //     than limits.MaxDepth (too_deep; reading stops there, so nothing after
@@ -46,12 +49,28 @@ func Decode(data []byte, limits Limits) (Job, error) {
 	return decode(data, limits, unmarshalJob)
 }
 
+// firstInvalidUTF8 is the offset of the first byte of data that does not
+// start a valid UTF-8 sequence.
+func firstInvalidUTF8(data []byte) int {
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(data)
+}
+
 // decode is Decode with the second pass injected, so that a test can prove
 // a document rejected by the scanner never reaches encoding/json.
 func decode(data []byte, limits Limits, unmarshal func([]byte, *Job) error) (Job, error) {
 	limits = limits.WithDefaults()
 	if len(data) > limits.MaxMessageBytes {
 		return Job{}, invalid(ReasonOversizeMessage, "", "%d bytes, limit %d", len(data), limits.MaxMessageBytes)
+	}
+	if !utf8.Valid(data) {
+		return Job{}, invalid(ReasonMalformedJSON, "", "not valid UTF-8 at byte %d", firstInvalidUTF8(data))
 	}
 	s := scanner{data: data, maxDepth: limits.MaxDepth}
 	if err := s.document(); err != nil {

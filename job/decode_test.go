@@ -3,6 +3,7 @@ package job
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -221,5 +222,30 @@ func BenchmarkDecode(b *testing.B) {
 		if _, err := Decode(data, Limits{}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// Invalid UTF-8 anywhere is malformed JSON, not text encoding/json would
+// quietly repair with U+FFFD before it is mailed.
+func TestDecodeRejectsInvalidUTF8(t *testing.T) {
+	valid := `{"version":1,"message_id":"a@b.c","from":"x@y.z","to":["r@s.t"],"subject":"S","text":"T"}`
+	tests := []struct {
+		name, doc string
+		at        string
+	}{
+		{"in the subject", strings.Replace(valid, `"S"`, "\"S\xff\"", 1), "at byte"},
+		{"overlong encoding", strings.Replace(valid, `"T"`, "\"T\xc0\xaf\"", 1), "at byte"},
+		{"in a key", strings.Replace(valid, `"subject"`, "\"subject\xfe\"", 1), "at byte"},
+		{"surrogate half", strings.Replace(valid, `"T"`, "\"T\xed\xa0\x80\"", 1), "at byte"},
+	}
+	for _, tt := range tests {
+		_, err := Decode([]byte(tt.doc), Limits{})
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Reason != ReasonMalformedJSON || !strings.Contains(ve.Detail, tt.at) {
+			t.Errorf("%s: Decode = %v, want malformed_json naming the byte", tt.name, err)
+		}
+	}
+	if _, err := Decode([]byte(strings.Replace(valid, `"S"`, `"Grüße ✉"`, 1)), Limits{}); err != nil {
+		t.Errorf("valid multi-byte UTF-8 rejected: %v", err)
 	}
 }

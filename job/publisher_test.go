@@ -95,8 +95,7 @@ func TestPublisherConfig(t *testing.T) {
 		cfg  job.PublisherConfig
 		want string // substring of the error
 	}{
-		{"no brokers", job.PublisherConfig{}, "Brokers"},
-		{"empty broker", job.PublisherConfig{Kafka: testenv.KafkaCluster("")}, "Brokers[0]"},
+		{"no cluster", job.PublisherConfig{}, "Kafka"},
 		{"negative batch timeout", job.PublisherConfig{Kafka: testenv.KafkaCluster("b:9092"), BatchTimeout: -time.Second}, "BatchTimeout"},
 		{"bad domain", job.PublisherConfig{Kafka: testenv.KafkaCluster("b:9092"), MessageIDDomain: "a b"}, "MessageIDDomain"},
 		{"negative limit", job.PublisherConfig{Kafka: testenv.KafkaCluster("b:9092"), Limits: job.Limits{MaxRecipients: -1}}, "MaxRecipients"},

@@ -68,6 +68,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		MaxJitter:         cmpJitter(s.MaxJitter),
 		SessionTimeout:    s.SessionTimeout,
 		HeartbeatInterval: s.HeartbeatInterval,
+		MaxInFlightBytes:  s.MaxInFlightBytes,
 		DrainTimeout:      drain,
 		RebalanceTimeout:  max(drain+5*time.Second, 15*time.Second),
 		TracerProvider:    tracerProvider,

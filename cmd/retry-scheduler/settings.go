@@ -17,6 +17,7 @@ type settings struct {
 	Group             string        `env:"POSTLINE_SCHEDULER_GROUP" default:"postline-retry-scheduler" usage:"consumer group shared by all scheduler replicas"`
 	MaxJitter         time.Duration `env:"POSTLINE_SCHEDULER_MAX_JITTER" default:"1s" usage:"re-injections are spread over up to this much (at most a tenth of the tier) so retries do not arrive as one wave"`
 	SessionTimeout    time.Duration `env:"POSTLINE_SESSION_TIMEOUT" default:"10s" usage:"consumer-group session timeout: how long a dead replica keeps its partitions"`
+	MaxInFlightBytes  int64         `env:"POSTLINE_MAX_IN_FLIGHT_BYTES" default:"100663296" usage:"bytes of the records read and not yet re-injected (parked until due), across partitions (each gets an equal share); bounds memory"`
 	HeartbeatInterval time.Duration `env:"POSTLINE_HEARTBEAT_INTERVAL" default:"1s" usage:"consumer-group heartbeat interval"`
 	HTTPAddr          string        `env:"POSTLINE_SCHEDULER_HTTP_ADDR" default:":8082" usage:"address of /metrics, /healthz and /readyz"`
 	ShutdownTimeout   time.Duration `env:"POSTLINE_SHUTDOWN_TIMEOUT" default:"10s" usage:"how long SIGTERM waits for re-injections falling due before leaving the group; later ones stay in the delay topics"`

@@ -149,13 +149,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		RebalanceTimeout:        s.RebalanceTimeout,
 		DrainTimeout:            s.DrainTimeout,
 		MaxInFlightPerPartition: s.MaxInFlight,
+		MaxInFlightBytes:        s.MaxInFlightBytes,
 	}, logger, reg)
 	if err != nil {
 		return config.NameSetting(err, map[string]string{"Brokers": "POSTLINE_KAFKA_BROKERS", "Topic": "POSTLINE_JOBS_TOPIC",
 			"GroupID": "POSTLINE_CONSUMER_GROUP", "SessionTimeout": "POSTLINE_SESSION_TIMEOUT",
 			"HeartbeatInterval": "POSTLINE_HEARTBEAT_INTERVAL", "RebalanceTimeout": "POSTLINE_REBALANCE_TIMEOUT",
 			"CommitInterval": "POSTLINE_COMMIT_INTERVAL", "DrainTimeout": "POSTLINE_DRAIN_TIMEOUT",
-			"MaxInFlightPerPartition": "POSTLINE_MAX_IN_FLIGHT_PER_PARTITION"})
+			"MaxInFlightPerPartition": "POSTLINE_MAX_IN_FLIGHT_PER_PARTITION", "MaxInFlightBytes": "POSTLINE_MAX_IN_FLIGHT_BYTES"})
 	}
 	lag, err := consumer.NewLagMonitor(consumer.LagMonitorConfig{
 		Kafka: kafkaCluster, Topic: s.JobsTopic, GroupID: s.Group, Interval: s.LagInterval,
@@ -185,13 +186,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Senders:     s.Senders,
 		BatchSize:   s.BatchSize,
 		BatchLinger: s.BatchLinger,
+		BatchBytes:  s.BatchBytes,
 		FastRetries: s.FastRetries,
 		Tiers:       tiers,
 		RetryLimits: retryLimits,
 		Limits:      limits,
 	}
 	if err := pipelineCfg.WithDefaults().Validate(); err != nil {
-		return config.NameSetting(err, map[string]string{"Senders": "POSTLINE_SENDERS", "BatchSize": "POSTLINE_BATCH_SIZE",
+		return config.NameSetting(err, map[string]string{"Senders": "POSTLINE_SENDERS", "BatchSize": "POSTLINE_BATCH_SIZE", "BatchBytes": "POSTLINE_BATCH_BYTES",
 			"BatchLinger": "POSTLINE_BATCH_LINGER", "FastRetries": "POSTLINE_FAST_RETRIES",
 			"MaxMessageBytes": "POSTLINE_MAX_MESSAGE_BYTES", "MaxBodyBytes": "POSTLINE_MAX_BODY_BYTES",
 			"MaxAttachmentBytes": "POSTLINE_MAX_ATTACHMENT_BYTES"})

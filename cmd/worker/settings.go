@@ -20,6 +20,7 @@ type settings struct {
 	DrainTimeout      time.Duration `env:"POSTLINE_DRAIN_TIMEOUT" default:"" usage:"how long a revoked or stopping partition waits for its in-flight mail; defaults to 2/3 of the shutdown timeout"`
 	LagInterval       time.Duration `env:"POSTLINE_LAG_INTERVAL" default:"5s" usage:"how often the whole group's lag and membership are read (metrics; adaptive backoff input)"`
 	MaxInFlight       int           `env:"POSTLINE_MAX_IN_FLIGHT_PER_PARTITION" default:"2000" usage:"records fetched but not finished, per partition"`
+	MaxInFlightBytes  int64         `env:"POSTLINE_MAX_IN_FLIGHT_BYTES" default:"100663296" usage:"bytes of the records fetched but not finished, across partitions (each gets an equal share); bounds memory: the default (96 MiB) suits a 512 MiB container"`
 
 	DatabaseURL      string        `env:"POSTLINE_DATABASE_URL" default:"postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable" usage:"PostgreSQL URL of the idempotency store"`
 	DatabaseMaxConns int           `env:"POSTLINE_DATABASE_MAX_CONNS" default:"8" usage:"maximum PostgreSQL connections"`
@@ -38,6 +39,7 @@ type settings struct {
 
 	Senders      int           `env:"POSTLINE_SENDERS" default:"16" usage:"parallel SMTP connections (one per sending goroutine)"`
 	BatchSize    int           `env:"POSTLINE_BATCH_SIZE" default:"256" usage:"records per Postgres round trip"`
+	BatchBytes   int           `env:"POSTLINE_BATCH_BYTES" default:"8388608" usage:"record bytes per Postgres round trip (claims carry the payloads)"`
 	BatchLinger  time.Duration `env:"POSTLINE_BATCH_LINGER" default:"5ms" usage:"how long a partial batch waits to fill"`
 	FastRetries  int           `env:"POSTLINE_FAST_RETRIES" default:"3" usage:"in-process retries of a transient failure before a delay tier (-1: none)"`
 	RetryPrefix  string        `env:"POSTLINE_RETRY_TOPIC_PREFIX" default:"mail.retry" usage:"delay topics are <prefix>.<tier>"`

@@ -19,6 +19,7 @@ const (
 	DefaultCommitInterval          = 500 * time.Millisecond
 	DefaultDrainTimeout            = 10 * time.Second
 	DefaultMaxInFlightPerPartition = 2000
+	DefaultMaxInFlightBytes        = 96 << 20
 	DefaultMinBytes                = 1
 	DefaultMaxBytes                = 8 << 20
 	DefaultMaxWait                 = 250 * time.Millisecond
@@ -61,6 +62,15 @@ type Config struct {
 	// fetched but not yet marked done; fetching pauses at the cap. Defaults
 	// to 2000.
 	MaxInFlightPerPartition int
+	// MaxInFlightBytes caps the bytes (key, value and headers) of the
+	// messages fetched and not yet marked done, across every owned
+	// partition: each partition gets an equal share, and fetching pauses
+	// while a partition's share is spent (one record is always allowed, so
+	// a record larger than the share still moves). It is what bounds a
+	// process's memory when mails are large. Defaults to 96 MiB: with the
+	// decoded jobs and the messages built from them, and the readers' small
+	// prefetch, a worker stays within a 512 MiB container.
+	MaxInFlightBytes int64
 	// MinBytes is the least data a fetch waits for. Defaults to 1.
 	MinBytes int
 	// MaxBytes is the most data one fetch returns. Defaults to 8 MiB.
@@ -89,6 +99,7 @@ func (c Config) WithDefaults() Config {
 	c.CommitInterval = cmp.Or(c.CommitInterval, DefaultCommitInterval)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, DefaultDrainTimeout)
 	c.MaxInFlightPerPartition = cmp.Or(c.MaxInFlightPerPartition, DefaultMaxInFlightPerPartition)
+	c.MaxInFlightBytes = cmp.Or(c.MaxInFlightBytes, DefaultMaxInFlightBytes)
 	c.MinBytes = cmp.Or(c.MinBytes, DefaultMinBytes)
 	c.MaxBytes = cmp.Or(c.MaxBytes, DefaultMaxBytes)
 	c.MaxWait = cmp.Or(c.MaxWait, DefaultMaxWait)
@@ -148,6 +159,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxInFlightPerPartition <= 0 {
 		bad("MaxInFlightPerPartition", c.MaxInFlightPerPartition, "must be positive")
+	}
+	if c.MaxInFlightBytes <= 0 {
+		bad("MaxInFlightBytes", c.MaxInFlightBytes, "must be positive")
 	}
 	if c.MinBytes <= 0 {
 		bad("MinBytes", c.MinBytes, "must be positive")

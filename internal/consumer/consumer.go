@@ -24,8 +24,10 @@ const (
 	joinBackoffMax = 10 * time.Second
 	// fetchBackoff is the pause after a fetch error before fetching again.
 	fetchBackoff = time.Second
-	// readerQueueCapacity bounds the messages a partition reader prefetches.
-	readerQueueCapacity = 100
+	// readerQueueCapacity bounds the messages a partition reader prefetches
+	// ahead of the byte budget (MaxInFlightBytes): kept small, because with
+	// large mails it is memory no budget sees.
+	readerQueueCapacity = 8
 )
 
 // Message is one record fetched from Kafka. Pass it back to MarkDone when it
@@ -40,6 +42,7 @@ type Message struct {
 	Time      time.Time
 
 	part *partition // the generation's tracker handle; nil for hand-made messages
+	size int64      // bytes charged to the partition's budget
 }
 
 // Consumer reads one or more topics as a member of a consumer group. Create
@@ -94,6 +97,12 @@ type partition struct {
 	tr     *tracker
 	closed bool          // generation ended: MarkDone is ignored
 	idle   chan struct{} // closed when pending reaches zero, while draining
+
+	// The partition's share of MaxInFlightBytes: bytes of the messages
+	// fetched and not done, and a channel closed (and replaced) when some
+	// are done while the fetcher waits for room.
+	bytes, byteLimit int64
+	freed            chan struct{}
 
 	committed int64 // last committed offset, -1 for none; committer only
 }
@@ -248,9 +257,61 @@ func (c *Consumer) MarkDone(m Message) {
 	}
 	p.mu.Unlock()
 	c.metrics.inFlight.Dec()
+	c.metrics.inFlightBytes.Sub(float64(m.size))
+	p.mu.Lock()
+	p.bytes -= m.size
+	if p.freed != nil {
+		close(p.freed)
+		p.freed = nil
+	}
+	p.mu.Unlock()
 	select {
 	case <-p.slots:
 	default: // unreachable: the fetcher took a slot before registering m
+	}
+}
+
+// giveBytes returns n bytes of a message that was never handed out.
+func (c *Consumer) giveBytes(p *partition, n int64) {
+	p.mu.Lock()
+	p.bytes -= n
+	p.mu.Unlock()
+	c.metrics.inFlightBytes.Sub(float64(n))
+}
+
+// recordBytes is what a fetched record costs the byte budget.
+func recordBytes(m kafka.Message) int64 {
+	n := len(m.Key) + len(m.Value)
+	for _, h := range m.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
+}
+
+// takeBytes charges n bytes to p's share of the budget, waiting while the
+// share is spent; a partition with nothing in flight may always take one
+// record, however large, so that no record can stop its partition. It
+// reports false when ctx ended first.
+func (c *Consumer) takeBytes(ctx context.Context, p *partition, n int64) bool {
+	for {
+		p.mu.Lock()
+		if p.bytes == 0 || p.bytes+n <= p.byteLimit {
+			p.bytes += n
+			p.mu.Unlock()
+			c.metrics.inFlightBytes.Add(float64(n))
+			return true
+		}
+		if p.freed == nil {
+			p.freed = make(chan struct{})
+		}
+		freed := p.freed
+		p.mu.Unlock()
+		c.metrics.budgetWaits.Inc()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 
@@ -393,6 +454,12 @@ func (c *Consumer) startGeneration(runCtx context.Context, gen *kafka.Generation
 	slices.SortFunc(g.parts, func(a, b *partition) int {
 		return cmp.Or(strings.Compare(a.topic, b.topic), a.id-b.id)
 	})
+	// Each partition may hold an equal share of the byte budget, so that
+	// one partition full of records parked for later (a long delay tier)
+	// cannot starve the others.
+	for _, p := range g.parts {
+		p.byteLimit = max(c.cfg.MaxInFlightBytes/int64(len(g.parts)), 1)
+	}
 	g.left.Store(int32(len(g.parts)))
 	if len(g.parts) == 0 {
 		close(g.fetched)
@@ -485,10 +552,16 @@ func (c *Consumer) fetchLoop(runCtx, genCtx context.Context, p *partition, log *
 			}
 			continue
 		}
+		size := recordBytes(km)
+		if !c.takeBytes(ctx, p, size) {
+			<-p.slots
+			return
+		}
 		p.mu.Lock()
 		ok := p.tr.Register(km.Offset)
 		p.mu.Unlock()
 		if !ok {
+			c.giveBytes(p, size)
 			<-p.slots
 			log.Warn("fetched offset not above the previous one; skipped", "offset", km.Offset)
 			continue
@@ -503,6 +576,7 @@ func (c *Consumer) fetchLoop(runCtx, genCtx context.Context, p *partition, log *
 			Headers:   km.Headers,
 			Time:      km.Time,
 			part:      p,
+			size:      size,
 		}
 		if !c.handOut(ctx, m) {
 			// Never handed out, so nobody will mark it done: forget it so the
@@ -511,6 +585,7 @@ func (c *Consumer) fetchLoop(runCtx, genCtx context.Context, p *partition, log *
 			p.tr.Unregister(km.Offset)
 			p.mu.Unlock()
 			c.metrics.inFlight.Dec()
+			c.giveBytes(p, size)
 			<-p.slots
 			return
 		}
@@ -620,6 +695,7 @@ func (c *Consumer) endGeneration(g *generation) {
 		p.mu.Lock()
 		p.closed = true
 		n := p.tr.Pending()
+		c.metrics.inFlightBytes.Sub(float64(p.bytes))
 		p.mu.Unlock()
 		abandoned += n
 		c.metrics.inFlight.Sub(float64(n))

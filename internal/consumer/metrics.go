@@ -22,6 +22,8 @@ type metrics struct {
 	commits            *prometheus.CounterVec
 	committedOffset    *prometheus.GaugeVec
 	inFlight           prometheus.Gauge
+	inFlightBytes      prometheus.Gauge
+	budgetWaits        prometheus.Counter
 	rebalances         prometheus.Counter
 	assignedPartitions prometheus.Gauge
 	paused             prometheus.Gauge
@@ -49,6 +51,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "in_flight",
 			Help: "Messages handed out (or about to be) and not yet marked done.",
 		}),
+		inFlightBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Subsystem: metricsSubsystem,
+			Name: "in_flight_bytes",
+			Help: "Bytes (key, value and headers) of the messages handed out (or about to be) and not yet marked done; bounded by the in-flight byte budget.",
+		}),
+		budgetWaits: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: metricsSubsystem,
+			Name: "budget_waits_total",
+			Help: "Times a partition's fetcher waited because its share of the in-flight byte budget was spent.",
+		}),
 		rebalances: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: metricsSubsystem,
 			Name: "rebalances_total",
@@ -68,7 +80,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.messages, m.commits, m.committedOffset, m.inFlight, m.rebalances, m.assignedPartitions, m.paused} {
+	for _, c := range []prometheus.Collector{m.messages, m.commits, m.committedOffset, m.inFlight, m.inFlightBytes, m.budgetWaits, m.rebalances, m.assignedPartitions, m.paused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register consumer metrics: %w", err)
 		}

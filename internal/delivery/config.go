@@ -15,6 +15,7 @@ const (
 	DefaultSenders           = 16
 	DefaultBatchSize         = 256
 	DefaultBatchLinger       = 5 * time.Millisecond
+	DefaultBatchBytes        = 8 << 20
 	DefaultRecheckInterval   = time.Second
 	DefaultFastRetries       = 3
 	DefaultFastRetryBase     = 100 * time.Millisecond
@@ -32,6 +33,11 @@ type Config struct {
 	Senders int
 	// BatchSize caps the records per store round trip. Defaults to 256.
 	BatchSize int
+	// BatchBytes caps the record bytes per store round trip: a claim
+	// carries each record's payload, and a batch of 256 large mails would be
+	// a quarter of a gigabyte in one request. A record larger than this is
+	// a batch of its own. Defaults to 8 MiB.
+	BatchBytes int
 	// BatchLinger is how long a partial batch waits for more records.
 	// Defaults to 5ms.
 	BatchLinger time.Duration
@@ -89,6 +95,7 @@ func (c Config) WithDefaults() Config {
 	c.Senders = cmp.Or(c.Senders, DefaultSenders)
 	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
 	c.BatchLinger = cmp.Or(c.BatchLinger, DefaultBatchLinger)
+	c.BatchBytes = cmp.Or(c.BatchBytes, DefaultBatchBytes)
 	c.Limits = c.Limits.WithDefaults()
 	c.RecheckInterval = cmp.Or(c.RecheckInterval, DefaultRecheckInterval)
 	c.FastRetries = cmp.Or(c.FastRetries, DefaultFastRetries)
@@ -118,6 +125,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Senders < 1 || c.Senders > 1024:
 		return fmt.Errorf("delivery: Senders %d out of range 1..1024", c.Senders)
+	case c.BatchBytes < 1:
+		return fmt.Errorf("delivery: BatchBytes %d must be positive", c.BatchBytes)
 	case c.BatchSize < 1 || c.BatchSize > 10000:
 		return fmt.Errorf("delivery: BatchSize %d out of range 1..10000", c.BatchSize)
 	case c.BatchLinger < 0:

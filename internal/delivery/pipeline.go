@@ -311,11 +311,13 @@ func (p *Pipeline) pauseWhileNoProvider(ctx context.Context, stop <-chan struct{
 	}
 }
 
-// intake decodes records and cuts them into batches of at most BatchSize,
-// waiting at most BatchLinger for a partial batch to fill.
+// intake decodes records and cuts them into batches of at most BatchSize
+// records and BatchBytes bytes, waiting at most BatchLinger for a partial
+// batch to fill.
 func (p *Pipeline) intake(ctx context.Context, in <-chan consumer.Message, reenter <-chan *item, out chan<- []*item) error {
 	var (
 		batch  []*item
+		bytes  int
 		linger = time.NewTimer(time.Hour)
 		armed  bool
 	)
@@ -329,12 +331,18 @@ func (p *Pipeline) intake(ctx context.Context, in <-chan consumer.Message, reent
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		batch, armed = nil, false
+		batch, bytes, armed = nil, 0, false
 		return nil
 	}
 	add := func(it *item) error {
+		if len(batch) > 0 && bytes+len(it.msg.Value) > p.cfg.BatchBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
 		batch = append(batch, it)
-		if len(batch) >= p.cfg.BatchSize {
+		bytes += len(it.msg.Value)
+		if len(batch) >= p.cfg.BatchSize || bytes >= p.cfg.BatchBytes {
 			return flush()
 		}
 		if !armed {

@@ -82,6 +82,11 @@ type SchedulerConfig struct {
 	// consumer's defaults. On shutdown, records parked until later than
 	// DrainTimeout are left uncommitted for the next member.
 	SessionTimeout, HeartbeatInterval, DrainTimeout, RebalanceTimeout time.Duration
+	// MaxInFlightBytes bounds the bytes of the records parked until due,
+	// passed to the consumer (consumer.Config.MaxInFlightBytes): each delay
+	// topic partition holds its share, and reads on only as it re-injects.
+	// Defaults to the consumer's default.
+	MaxInFlightBytes int64
 	// NowFunc is the clock. Defaults to time.Now.
 	NowFunc func() time.Time
 	// TracerProvider makes a "reinject" span per re-injected record (see
@@ -111,8 +116,22 @@ func (c SchedulerConfig) WithDefaults() SchedulerConfig {
 	return c
 }
 
-// Validate reports every invalid field by name and value (consumer
-// settings are checked by the consumer).
+// consumerConfig is the configuration of the scheduler's consumer.
+func (c SchedulerConfig) consumerConfig() consumer.Config {
+	return consumer.Config{
+		Kafka:             c.Kafka,
+		Topics:            c.Tiers.Topics(c.Prefix),
+		GroupID:           c.GroupID,
+		SessionTimeout:    c.SessionTimeout,
+		HeartbeatInterval: c.HeartbeatInterval,
+		DrainTimeout:      c.DrainTimeout,
+		RebalanceTimeout:  c.RebalanceTimeout,
+		MaxInFlightBytes:  c.MaxInFlightBytes,
+	}
+}
+
+// Validate reports every invalid field by name and value, the consumer's
+// settings included.
 func (c SchedulerConfig) Validate() error {
 	var errs []error
 	bad := func(field string, value any, why string) {
@@ -138,6 +157,11 @@ func (c SchedulerConfig) Validate() error {
 	}
 	if c.BatchLinger < 0 {
 		bad("BatchLinger", c.BatchLinger, "must not be negative")
+	}
+	if c.Kafka != nil && c.Tiers.Validate() == nil && c.GroupID != "" {
+		if err := c.consumerConfig().WithDefaults().Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -184,15 +208,7 @@ func NewScheduler(cfg SchedulerConfig, logger *slog.Logger, reg prometheus.Regis
 	}
 	cfg.Tiers = slices.Clone(cfg.Tiers)
 	topics := cfg.Tiers.Topics(cfg.Prefix)
-	cons, err := consumer.New(consumer.Config{
-		Kafka:             cfg.Kafka,
-		Topics:            topics,
-		GroupID:           cfg.GroupID,
-		SessionTimeout:    cfg.SessionTimeout,
-		HeartbeatInterval: cfg.HeartbeatInterval,
-		DrainTimeout:      cfg.DrainTimeout,
-		RebalanceTimeout:  cfg.RebalanceTimeout,
-	}, logger, reg)
+	cons, err := consumer.New(cfg.consumerConfig(), logger, reg)
 	if err != nil {
 		return nil, err
 	}
