@@ -77,6 +77,7 @@ func FuzzParseRelayURL(f *testing.F) {
 		{"smtp", "ada", "Xv9k", "relay.example.com?tls=bogus"},
 		{"http", "ada", "Xv9k", "relay.example.com"},
 		{"smtp", "", "Xv9k", "relay.example.com:0"},
+		{"A", "AA", "AAAAA", "AAAAAA0"}, // the password is part of the host
 	} {
 		f.Add(seed[0], seed[1], seed[2], seed[3])
 	}
@@ -94,7 +95,11 @@ func FuzzParseRelayURL(f *testing.F) {
 			if msg != errSwapped.Error() {
 				t.Fatalf("errors differ with the password's case, so they show it:\n%q: %q\n%q: %q", raw, msg, swapped, errSwapped)
 			}
-			if len(password) >= 3 && strings.Contains(msg, password) && !strings.Contains(errSwapped.Error(), swapCase(password)) {
+			// A password that is also part of the scheme, user or host
+			// may show as that part: only an echo of the password
+			// itself counts.
+			echo := !strings.Contains(scheme+"\x00"+user+"\x00"+rest, password)
+			if len(password) >= 3 && echo && strings.Contains(msg, password) && !strings.Contains(errSwapped.Error(), swapCase(password)) {
 				t.Fatalf("ParseRelayURL(%q): error %q shows the password", raw, msg)
 			}
 		} else {
