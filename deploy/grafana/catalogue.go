@@ -27,6 +27,8 @@ func Catalogue() []Metric {
 		{"postline_consumer_commits_total", Counter, []string{"result"}},
 		{"postline_consumer_committed_offset", Gauge, []string{"topic", "partition"}},
 		{"postline_consumer_in_flight", Gauge, nil},
+		{"postline_consumer_in_flight_bytes", Gauge, nil},
+		{"postline_consumer_budget_waits_total", Counter, nil},
 		{"postline_consumer_rebalances_total", Counter, nil},
 		{"postline_consumer_assigned_partitions", Gauge, nil},
 		{"postline_consumer_paused", Gauge, nil},
