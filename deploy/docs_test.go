@@ -222,7 +222,7 @@ func TestHeadingAnchor(t *testing.T) {
 		{"Dashboard: Postline relays & retries", "dashboard-postline-relays--retries"},
 		{"Scaling, and what bounds it", "scaling-and-what-bounds-it"},
 		{"Throughput: Postline against a naive worker and smtp-source (`make bench`)", "throughput-postline-against-a-naive-worker-and-smtp-source-make-bench"},
-		{"Design notes against DESIGN.md", "design-notes-against-designmd"},
+		{"Design notes", "design-notes"},
 		{"retry-scheduler", "retry-scheduler"},
 	}
 	for _, tt := range tests {

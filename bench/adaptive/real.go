@@ -565,7 +565,7 @@ const (
 )
 
 // breakerOff keeps every run's circuit breaker closed. Throttles count
-// toward a relay's breaker (DESIGN §4), and the baselines, which keep 20
+// toward a relay's breaker (consecutive throttles open it), and the baselines, which keep 20
 // senders on a relay of 5 connections, trip it again at every half-open
 // probe: with it on, uniform delivered 429 of 2,000 jobs in 30 minutes
 // while its cool-down doubled towards an hour. The comparison is of the

@@ -8,7 +8,8 @@
 // forwards, and only through the group generation that fetched the messages,
 // so a commit after a rebalance is refused by the coordinator instead of
 // moving an offset backwards (kafka.Reader with a GroupID does move it
-// backwards; see RECIPES).
+// backwards: a message fetched before a rebalance and committed after it
+// can set the committed offset back to where it was).
 //
 // Each generation of the group runs one fetcher per assigned partition and a
 // committer, all started through kafka.Generation.Start, so the group does

@@ -57,7 +57,7 @@ func (w *writer) close() error {
 // write writes perPartition messages to each of partitions partitions.
 // Values are "round/p/i" so tests can tell them apart. It retries
 // UnknownTopicOrPartition: right after CreateTopics the writer's metadata may
-// not know the topic yet (RECIPES).
+// not know the topic yet.
 func (w *writer) write(ctx context.Context, partitions, perPartition, round int) error {
 	msgs := make([]kafka.Message, 0, partitions*perPartition)
 	for i := range perPartition {

@@ -213,6 +213,15 @@ ORDER BY u.message_id COLLATE "C"
 ON CONFLICT (message_id) DO UPDATE SET
 	status = 'sending',
 	version = m.version + 1,
+	-- A row left by a rejected record (dead at attempt 0: nothing was ever
+	-- sent) is taken over by the valid job with its ID, as a first attempt:
+	-- a producer that fixes a broken job and publishes it again, under the
+	-- same Message-ID, gets it delivered, and garbage keyed with someone
+	-- else's ID cannot block that job.
+	payload_hash = CASE WHEN m.status = 'dead' THEN excluded.payload_hash ELSE m.payload_hash END,
+	attempt = CASE WHEN m.status = 'dead' THEN 1 ELSE m.attempt END,
+	error_class = CASE WHEN m.status = 'dead' THEN NULL ELSE m.error_class END,
+	last_error = CASE WHEN m.status = 'dead' THEN NULL ELSE m.last_error END,
 	lease_owner = excluded.lease_owner,
 	lease_expires_at = excluded.lease_expires_at,
 	priority = COALESCE(m.priority, excluded.priority),
@@ -223,10 +232,11 @@ ON CONFLICT (message_id) DO UPDATE SET
 	record_headers = COALESCE(m.record_headers, excluded.record_headers),
 	first_seen = COALESCE(m.first_seen, excluded.first_seen),
 	updated_at = excluded.updated_at
-WHERE m.status IN ('pending', 'retrying', 'sending')
-	AND m.payload_hash = excluded.payload_hash
-	AND m.attempt = excluded.attempt
-	AND (m.lease_expires_at IS NULL OR m.lease_expires_at <= now())
+WHERE (m.status IN ('pending', 'retrying', 'sending')
+		AND m.payload_hash = excluded.payload_hash
+		AND m.attempt = excluded.attempt
+		AND (m.lease_expires_at IS NULL OR m.lease_expires_at <= now()))
+	OR (m.status = 'dead' AND m.attempt = 0)
 RETURNING m.message_id, m.version, m.attempt`
 
 const claimReadSQL = `

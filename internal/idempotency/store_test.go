@@ -454,15 +454,24 @@ func TestRecordRejected(t *testing.T) {
 		bad.Attempt != 0 || len(bad.PayloadHash) != 0 || !bad.EnqueuedAt.Equal(enq) {
 		t.Errorf("rejected row = %+v", bad)
 	}
-	// A valid copy arriving later is a conflict (other hash) or a duplicate, never sent.
-	wantResult(t, claimOne(t, s, req("<bad@x>", "body", 1)), idempotency.Conflict)
-	wantResult(t, claimOne(t, s, idempotency.ClaimRequest{MessageID: "<bad@x>", Attempt: 1}), idempotency.Duplicate)
+	// A valid job published later under the rejected record's ID takes the
+	// row over as its first attempt: nothing was ever sent for the ID, and
+	// garbage keyed with someone else's Message-ID must not block that job.
+	c = claimOne(t, s, req("<bad@x>", "body", 1))
+	wantResult(t, c, idempotency.Claimed)
+	if row := get(t, s, "<bad@x>"); row.Status != idempotency.StatusSending || row.Attempt != 1 || c.Attempt != 1 ||
+		!bytes.Equal(row.PayloadHash, hash("body")) || row.ErrorClass != "" || row.LastError != "" {
+		t.Errorf("row after a valid job took over a rejected one: %+v (claim attempt %d)", row, c.Attempt)
+	}
+	// From then on it is that job's row: another payload is a conflict.
+	wantResult(t, claimOne(t, s, req("<bad@x>", "other", 1)), idempotency.Conflict)
+	record(t, s, idempotency.Outcome{MessageID: "<bad@x>", Version: c.Version, Status: idempotency.StatusSent, Attempt: 1})
 
 	counts, err := s.CountByStatus(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[idempotency.Status]int64{idempotency.StatusSent: 1, idempotency.StatusDead: 1}
+	want := map[idempotency.Status]int64{idempotency.StatusSent: 2}
 	for _, st := range idempotency.Statuses {
 		if counts[st] != want[st] {
 			t.Errorf("count[%s] = %d, want %d", st, counts[st], want[st])
