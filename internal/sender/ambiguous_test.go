@@ -58,7 +58,7 @@ func TestSessionAmbiguousDataEnd(t *testing.T) {
 		},
 		{
 			name: "stall past SendTimeout after the final dot (implicit TLS)", verb: smtptest.VerbData, reply: smtptest.Reply{Delay: time.Minute},
-			opts:      []smtptest.Option{smtptest.WithImplicitTLS()},
+			opts: []smtptest.Option{smtptest.WithImplicitTLS()},
 			// SendTimeout also bounds the next send's TLS handshake, which
 			// takes longer than 150ms on a loaded machine under -race.
 			cfg:       sender.Config{TLS: sender.TLSImplicit, InsecureSkipVerify: true, SendTimeout: time.Second},
