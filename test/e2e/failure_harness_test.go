@@ -80,7 +80,7 @@ func newFailureStack(t *testing.T, tiers string) *failureStack {
 // delay topics, with short circuit cool-downs; overrides apply last.
 func (s *failureStack) failEnv(name, relays string, overrides map[string]string) map[string]string {
 	env := s.workerEnv(name, map[string]string{
-		"POSTLINE_SMTP_RELAYS":          relays,
+		"POSTLINE_SMTP_RELAYS":          s.withMailpitAuth(relays),
 		"POSTLINE_RETRY_TOPIC_PREFIX":   s.prefix,
 		"POSTLINE_RETRY_TIERS":          s.tiers.String(),
 		"POSTLINE_CIRCUIT_COOLDOWN":     "1s",
@@ -90,6 +90,20 @@ func (s *failureStack) failEnv(name, relays string, overrides map[string]string)
 	})
 	maps.Copy(env, overrides)
 	return env
+}
+
+// withMailpitAuth gives each entry of relays that is this stack's Mailpit
+// (relayURL's form) the canary SMTP credentials of secrets_test.go: Mailpit
+// accepts any AUTH, so the failure suites run with an SMTP password in a
+// relay URL, percent-encoded, which no output may show.
+func (s *failureStack) withMailpitAuth(relays string) string {
+	parts := strings.Split(relays, ",")
+	for i, p := range parts {
+		if rest, ok := strings.CutPrefix(p, "smtp://"+s.mail.SMTPAddr()+"?"); ok {
+			parts[i] = "smtp://" + smtpUserinfo() + "@" + s.mail.SMTPAddr() + "?" + rest
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // startFailWorker starts a worker with failEnv and waits until it is ready.
@@ -393,10 +407,13 @@ func (s *failureStack) postctl(args ...string) string {
 	cmd := exec.CommandContext(ctx, postctlBin, append(args, base...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		s.t.Fatalf("postctl %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	err := cmd.Run()
+	checkNoSecrets(s.t, "the output of postctl "+strings.Join(args[:min(len(args), 2)], " "), append(stdout.Bytes(), stderr.Bytes()...))
+	out, errOut := redactSecrets(stdout.String()), redactSecrets(stderr.String())
+	if err != nil {
+		s.t.Fatalf("postctl %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, out, errOut)
 	}
-	s.t.Logf("postctl %s: %s%s", strings.Join(args, " "), stdout.String(), stderr.String())
+	s.t.Logf("postctl %s: %s%s", strings.Join(args, " "), out, errOut)
 	return stdout.String()
 }
 

@@ -198,9 +198,13 @@ func (s *stack) minimalEnv(name string) map[string]string {
 		"POSTLINE_DATABASE_URL":       s.dbURL,
 		"POSTLINE_SMTP_HOST":          s.mail.SMTPHost(),
 		"POSTLINE_SMTP_PORT":          strconv.Itoa(s.mail.SMTPPort()),
-		"POSTLINE_WORKER_ID":          name,
-		"POSTLINE_HTTP_ADDR":          "127.0.0.1:0",
-		"POSTLINE_LOG_LEVEL":          "info",
+		// Mailpit accepts any AUTH: the canary password is sent and must
+		// never show (see secrets_test.go).
+		"POSTLINE_SMTP_USERNAME": smtpUser,
+		"POSTLINE_SMTP_PASSWORD": smtpPassword,
+		"POSTLINE_WORKER_ID":     name,
+		"POSTLINE_HTTP_ADDR":     "127.0.0.1:0",
+		"POSTLINE_LOG_LEVEL":     "info",
 	}
 }
 
@@ -214,7 +218,7 @@ func newJobs(n int, tag string) []job.Job {
 			From:      "Postline E2E <sender@example.test>",
 			To:        []string{fmt.Sprintf("rcpt-%d@example.test", i)},
 			Subject:   fmt.Sprintf("%s %d", tag, i),
-			Text:      fmt.Sprintf("Hello from the %s test, mail %d.\n", tag, i),
+			Text:      fmt.Sprintf("Hello from the %s test, mail %d. %s\n", tag, i, bodyCanary),
 		}
 	}
 	return jobs
@@ -525,6 +529,7 @@ func (s *stack) readDLQ(n int, timeout time.Duration) []dlqRecord {
 	if err != nil {
 		s.t.Fatalf("dead letters: %v", err)
 	}
+	checkNoSecretHeaders(s.t, s.dlq, msgs)
 	out := make([]dlqRecord, len(msgs))
 	for i, m := range msgs {
 		out[i] = dlqRecord{Message: m, Reason: header(m.Headers, job.HeaderDLQReason)}
@@ -595,6 +600,7 @@ type workerProc struct {
 	exited  chan struct{} // closed once the process exited and its output is copied
 	state   *os.ProcessState
 	client  *http.Client
+	leaks   leakSet // secrets seen in its /metrics, reported at cleanup
 }
 
 // startWorker runs the worker binary with env (and the test process's
@@ -667,6 +673,7 @@ func startProcess(t *testing.T, bin, name string, env map[string]string) *worker
 	}()
 	t.Cleanup(func() {
 		if w.running() {
+			w.scrapeForSecrets()
 			_ = cmd.Process.Kill()
 		}
 		<-w.exited
@@ -678,7 +685,9 @@ func startProcess(t *testing.T, bin, name string, env map[string]string) *worker
 				}
 				t.Errorf("worker %s reported a data race:\n%s", name, report)
 			}
+			checkNoSecrets(t, "the log of "+name, log)
 		}
+		w.leaks.report(t)
 		if t.Failed() {
 			t.Logf("worker %s: exit %v; last lines of %s:\n%s", name, w.state, logPath, tail(logPath, 40))
 		}
@@ -720,7 +729,7 @@ func tail(path string, n int) string {
 		return err.Error()
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+	return redactSecrets(strings.Join(lines[max(0, len(lines)-n):], "\n"))
 }
 
 func (w *workerProc) running() bool {
@@ -744,6 +753,9 @@ func (w *workerProc) get(ctx context.Context, path string) (int, []byte, error) 
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
+	if path == "/metrics" {
+		w.leaks.note("the /metrics of "+w.name, body)
+	}
 	return resp.StatusCode, body, err
 }
 
@@ -849,6 +861,7 @@ const terminateWait = 2 * time.Minute
 // exit code and the time from the signal to the exit.
 func (w *workerProc) Terminate() (exitCode int, elapsed time.Duration) {
 	w.t.Helper()
+	w.scrapeForSecrets()
 	start := time.Now()
 	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		w.t.Fatalf("SIGTERM worker %s: %v", w.name, err)

@@ -228,8 +228,11 @@ func runPostctl(t *testing.T, env map[string]string, args ...string) string {
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("postctl %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	err := cmd.Run()
+	out := stdout.String() + stderr.String()
+	checkNoSecrets(t, "the output of postctl "+strings.Join(args[:min(len(args), 2)], " "), []byte(out))
+	if err != nil {
+		t.Fatalf("postctl %s: %v\n%s", strings.Join(args, " "), err, redactSecrets(out))
 	}
-	return stdout.String() + stderr.String()
+	return out
 }
