@@ -56,7 +56,11 @@ func ParseConfig(cfg Config) (*pgxpool.Config, string, error) {
 	}
 	pc, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
-		return nil, "", fmt.Errorf("parse postgres URL: %w", err)
+		// pgx hides the password in its copy of the URL, but the URL
+		// parser's error it wraps quotes the text it choked on, which can
+		// be part of the password: say what to check instead.
+		return nil, "", errors.New("parse postgres URL: it is neither a valid postgres:// URL nor a keyword=value string " +
+			"(a password with /, ?, #, %, @ or : must be percent-encoded); the URL is not shown because it holds the password")
 	}
 	if cfg.MaxConns > 0 {
 		pc.MaxConns = int32(cfg.MaxConns)

@@ -105,3 +105,25 @@ func TestNewLogsTheWarning(t *testing.T) {
 		t.Errorf("a loopback database logged %q, want nothing", logs.String())
 	}
 }
+
+// Regression: a password with an unencoded '/' and a bad '%' reached the
+// error through the URL parser's message.
+func TestParseErrorsNeverQuoteThePassword(t *testing.T) {
+	for _, url := range []string{
+		"postgres://postline:AA/BB%@127.0.0.1:5432/postline",
+		"postgres://postline:p%zzss@127.0.0.1:5432/postline",
+		"postgres://postline:s3cr#t%@db.example.com/postline",
+		"host=db user=postline password=%zz/secret dbname=x port=notaport",
+	} {
+		_, _, err := ParseConfig(Config{URL: url})
+		if err == nil {
+			t.Errorf("ParseConfig(%q) = nil, want an error", url)
+			continue
+		}
+		for _, piece := range []string{"BB%", "p%zz", "s3cr", "secret", "zzss"} {
+			if strings.Contains(err.Error(), piece) {
+				t.Errorf("ParseConfig(%q): error %q shows part of the password", url, err)
+			}
+		}
+	}
+}
