@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: stack stack-down build test test-short fuzz vet fmt demo bench bench-adaptive
+.PHONY: stack stack-down build test test-short fuzz vet fmt demo bench bench-memory bench-adaptive
 
 ## stack: start Kafka, PostgreSQL and Mailpit on loopback (scripts/stack.sh up)
 stack:
@@ -44,10 +44,15 @@ fmt:
 demo: stack
 	scripts/demo.sh
 
-## bench: run the delivery benchmarks against the local stack and smtp-sink
+## bench: run the delivery benchmarks against the local stack and smtp-sink, the memory burst included
 bench:
 	scripts/stack.sh up --with-sink
 	scripts/bench.sh
+
+## bench-memory: only the memory burst: 2,000 ~900 KB jobs through one worker under a 512 MiB cgroup limit, beside its baselines
+bench-memory:
+	scripts/stack.sh up --with-sink
+	scripts/bench.sh -variants memory
 
 ## bench-adaptive: uniform vs reference vs adaptive retry policies, simulated and on the real worker against a throttling relay
 bench-adaptive:

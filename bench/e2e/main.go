@@ -25,6 +25,11 @@
 //
 // It prints a Markdown table with ratios against the naive row and the share
 // of the smtp-source-d rate, and writes benchstat-compatible lines to -out.
+//
+// The memory variant (memory.go) pushes a burst of ~900 KB jobs through one
+// worker under an enforced cgroup memory limit and reports its peak RSS
+// beside baselines without the byte bounds; it fails the run when the
+// bounded worker does not deliver the burst under the limit.
 package main
 
 import (
@@ -93,6 +98,7 @@ type options struct {
 	timeout             time.Duration
 	logDir              string
 	keep                bool
+	mem                 memOptions
 }
 
 // defaultNaiveJobs keeps the naive run near 80 s on the reference machine.
@@ -127,7 +133,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	brokers := fs.String("brokers", cmp.Or(os.Getenv("POSTLINE_KAFKA_BROKERS"), "127.0.0.1:9092"), "Kafka brokers, comma-separated")
 	fs.StringVar(&o.databaseURL, "database-url", cmp.Or(os.Getenv("POSTLINE_DATABASE_URL"),
 		"postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable"), "PostgreSQL URL (a schema per variant is created in it)")
-	variants := fs.String("variants", "postline,naive,smtp-source", "variants to run, comma-separated (smtp-source runs both smtp-source rows)")
+	variants := fs.String("variants", "postline,naive,smtp-source,memory", "variants to run, comma-separated (smtp-source runs both smtp-source rows; memory runs the bounded row and its baselines)")
+	fs.IntVar(&o.mem.jobs, "memory-jobs", 2000, "memory variant: jobs in the burst")
+	fs.IntVar(&o.mem.recordBytes, "memory-record-bytes", 900_000, "memory variant: encoded size of each job record; the attachments (base64 in JSON) fill it")
+	o.mem.limit = 512 << 20
+	fs.Var(&o.mem.limit, "memory-limit", "memory variant: the bounded worker's cgroup memory limit (512M, 1G, bytes)")
+	fs.StringVar(&o.mem.goMemLimit, "memory-gomemlimit", "450MiB", "memory variant: the bounded worker's GOMEMLIMIT")
+	fs.BoolVar(&o.mem.baseline, "memory-baseline", true, "memory variant: also run the bytes-lifted row: the burst with the byte bounds lifted, without GOMEMLIMIT and limit")
+	fs.Var(&o.mem.baselineCap, "memory-baseline-cap", "memory variant: a cgroup limit for the baseline rows too, to protect a small machine (0: none)")
+	fs.StringVar(&o.mem.cgroupRoot, "memory-cgroup-root", "/sys/fs/cgroup/memory", "memory variant: the cgroup v1 memory controller to create the limit's group in")
+	fs.StringVar(&o.mem.oldBin, "memory-old-bin", "", "memory variant: a worker built before the byte bounds, run as a third row without a limit (empty: no such row)")
+	fs.StringVar(&o.mem.oldRev, "memory-old-rev", "", "memory variant: the commit -memory-old-bin was built from, for the table")
+	fs.DurationVar(&o.mem.sample, "memory-sample", 100*time.Millisecond, "memory variant: how often VmRSS and VmHWM are polled")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "longest a variant may take to deliver its jobs")
 	fs.StringVar(&o.logDir, "log-dir", "", "directory for the binaries' logs and time reports (default: a new temp dir)")
 	fs.BoolVar(&o.keep, "keep", false, "keep topics and schemas after the run")
@@ -146,15 +163,22 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		name string
 		n    int
 	}{{"-jobs", o.jobs}, {"-naive-jobs", o.naiveJobs}, {"-senders", o.senders},
-		{"-naive-concurrency", o.naiveConcurrency}, {"-runs", o.runs}, {"-partitions", o.partitions}, {"-body-bytes", o.bodyBytes}} {
+		{"-naive-concurrency", o.naiveConcurrency}, {"-runs", o.runs}, {"-partitions", o.partitions}, {"-body-bytes", o.bodyBytes},
+		{"-memory-jobs", o.mem.jobs}, {"-memory-record-bytes", o.mem.recordBytes}} {
 		if v.n < 1 {
 			return o, fmt.Errorf("%s: %d must be at least 1", v.name, v.n)
 		}
 	}
 	for _, v := range o.variants {
-		if v != variantPostline && v != variantNaive && v != variantSource {
-			return o, fmt.Errorf("-variants: unknown variant %q (postline, naive, smtp-source)", v)
+		if v != variantPostline && v != variantNaive && v != variantSource && v != variantMemory {
+			return o, fmt.Errorf("-variants: unknown variant %q (postline, naive, smtp-source, memory)", v)
 		}
+	}
+	if o.mem.limit <= 0 {
+		return o, errors.New("-memory-limit must be positive: the memory variant is about running under a limit")
+	}
+	if o.mem.sample <= 0 {
+		return o, fmt.Errorf("-memory-sample: %s must be positive", o.mem.sample)
 	}
 	if slices.Contains(o.variants, variantSource) && o.smtpSource == "" {
 		return o, errors.New("-smtp-source is empty: pass the path from scripts/stack.sh smtp-source-path (or set POSTLINE_SMTP_SOURCE_BIN)")
@@ -182,12 +206,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("-smtp: %w", err)
 	}
 	fmt.Fprintf(stderr, "bench: logs and time reports in %s\n", o.logDir)
+	if slices.Contains(o.variants, variantMemory) {
+		// Fail before the other variants run, not minutes later.
+		probe, err := newMemCgroup(o.mem.cgroupRoot, "postline-bench-probe-"+randomHex(4), int64(o.mem.limit))
+		if err != nil {
+			return err
+		}
+		if err := probe.remove(); err != nil {
+			return err
+		}
+	}
 
-	var all []result
+	var (
+		all    []result
+		memAll []memResult
+	)
 	for r := 1; r <= o.runs; r++ {
 		for _, v := range o.variants {
 			var rs []result
 			switch v {
+			case variantMemory:
+				var ms []memResult
+				ms, err = runMemoryVariant(ctx, o, stderr)
+				memAll = append(memAll, ms...)
 			case variantPostline:
 				var res result
 				res, err = runWorker(ctx, o, workerSpec{
@@ -229,12 +270,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	cpu := cpuModel()
 	if o.out != "" {
-		if err := writeBenchFile(o.out, cpu, all); err != nil {
+		if err := writeBenchFile(o.out, cpu, all, memAll); err != nil {
 			return err
 		}
 	}
 	var md strings.Builder
 	report(&md, o, args, cpu, all)
+	memReport(&md, o, memAll)
 	if _, err := io.WriteString(stdout, md.String()); err != nil {
 		return err
 	}
@@ -243,10 +285,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	for _, m := range memAll {
+		if m.spec.name == memBounded && !m.ok() {
+			return fmt.Errorf("memory: the bounded worker did not deliver the burst under its limit: %d/%d delivered, exit %d (%s), %d OOM kill(s): %v",
+				m.delivered, m.jobs, m.exitCode, m.exitNote, m.oomKills, m.err)
+		}
+	}
 	return nil
 }
 
-func writeBenchFile(path, cpu string, all []result) error {
+func writeBenchFile(path, cpu string, all []result, mem []memResult) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -256,6 +304,7 @@ func writeBenchFile(path, cpu string, all []result) error {
 		b.WriteString(benchLine(r))
 		b.WriteByte('\n')
 	}
+	memBenchLines(&b, mem)
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
@@ -266,6 +315,9 @@ func report(w io.Writer, o options, args []string, cpu string, all []result) {
 	fmt.Fprintf(w, "Command: `go run ./bench/e2e %s` (from scripts/bench.sh)\n\n", strings.Join(args, " "))
 	fmt.Fprintf(w, "Machine: %d CPUs (%s), %s, kernel %s, %s; Kafka, PostgreSQL, smtp-sink and the publisher share it with the worker.\n\n",
 		runtime.NumCPU(), cmp.Or(cpu, "unknown CPU"), memTotal(), kernel(), runtime.Version())
+	if len(all) == 0 {
+		return
+	}
 	fmt.Fprintf(w, "Settings: %d jobs (naive: %d), %d-byte text body, %d partitions, worker POSTLINE_SENDERS=%d, naive concurrency %d, smtp-source -s %d, sink %s, %d run(s)",
 		o.jobs, o.naiveJobs, o.bodyBytes, o.partitions, o.senders, o.naiveConcurrency, o.senders, o.smtpAddr, o.runs)
 	if o.runs > 1 {
@@ -297,57 +349,13 @@ type workerSpec struct {
 
 // runWorker measures one worker binary on fresh topics, group and schema.
 func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer) (result, error) {
-	id := randomHex(4)
-	jobsTopic := fmt.Sprintf("bench.%s.%s.jobs", spec.name, id)
-	dlqTopic := fmt.Sprintf("bench.%s.%s.dlq", spec.name, id)
-	group := fmt.Sprintf("bench-%s-%s", spec.name, id)
-	schema := fmt.Sprintf("bench_%s_%s", spec.name, id)
-	cleanupCtx := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	}
-
-	retryPrefix := fmt.Sprintf("bench.%s.%s.retry", spec.name, id)
-	topics := append([]string{jobsTopic, dlqTopic}, retry.DefaultTiers.Topics(retryPrefix)...)
-	specs := append(topic.Defaults(jobsTopic, dlqTopic, o.partitions), retry.TopicSpecs(retryPrefix, retry.DefaultTiers, 1)...)
-	if err := topic.Ensure(ctx, plainCluster(o.brokers...), specs...); err != nil {
-		return result{}, err
-	}
-	if !o.keep {
-		defer func() {
-			c, cancel := cleanupCtx()
-			defer cancel()
-			if err := topic.Delete(c, plainCluster(o.brokers...), topics...); err != nil {
-				fmt.Fprintf(stderr, "bench: %s: delete topics: %v\n", spec.name, err)
-			}
-		}()
-	}
-	dbURL, err := createSchema(ctx, o.databaseURL, schema)
+	f, err := newFixture(ctx, o, spec.name, stderr)
 	if err != nil {
 		return result{}, err
 	}
-	if !o.keep {
-		defer func() {
-			c, cancel := cleanupCtx()
-			defer cancel()
-			if err := dropSchema(c, o.databaseURL, schema); err != nil {
-				fmt.Fprintf(stderr, "bench: %s: %v\n", spec.name, err)
-			}
-		}()
-	}
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		return result{}, fmt.Errorf("postgres pool: %w", err)
-	}
-	defer pool.Close()
-
-	env := append([]string{
-		"POSTLINE_KAFKA_BROKERS=" + strings.Join(o.brokers, ","),
-		"POSTLINE_JOBS_TOPIC=" + jobsTopic,
-		"POSTLINE_DLQ_TOPIC=" + dlqTopic,
-		"POSTLINE_RETRY_TOPIC_PREFIX=" + retryPrefix,
-		"POSTLINE_CONSUMER_GROUP=" + group,
-		"POSTLINE_DATABASE_URL=" + dbURL,
-	}, spec.env...)
+	defer f.close()
+	pool, jobsTopic, group := f.pool, f.jobsTopic, f.group
+	env := slices.Concat(f.env, spec.env)
 	var readyURL string
 	if spec.http {
 		addr, err := freeAddr()
@@ -394,6 +402,88 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	res.Variant = spec.name
 	res.CPU, res.PeakRSSBytes = u.CPU(), u.MaxRSSBytes
 	return res, nil
+}
+
+// fixture is what one worker run gets fresh: a jobs topic with the
+// standard dead-letter and delay topics beside it (topic.Defaults and
+// retry.TopicSpecs, as `postctl topics create` makes them), a consumer
+// group and a PostgreSQL schema, plus the worker environment naming them.
+type fixture struct {
+	jobsTopic, group string
+	pool             *pgxpool.Pool
+	env              []string // POSTLINE_* addresses, topics, group and database
+	cleanups         []func()
+}
+
+// newFixture creates the topics and the schema of a run named name; close
+// removes them unless -keep.
+func newFixture(ctx context.Context, o options, name string, stderr io.Writer) (_ *fixture, err error) {
+	id := randomHex(4)
+	f := &fixture{
+		jobsTopic: fmt.Sprintf("bench.%s.%s.jobs", name, id),
+		group:     fmt.Sprintf("bench-%s-%s", name, id),
+	}
+	defer func() {
+		if err != nil {
+			f.close()
+		}
+	}()
+	dlqTopic := fmt.Sprintf("bench.%s.%s.dlq", name, id)
+	schema := strings.ReplaceAll(fmt.Sprintf("bench_%s_%s", name, id), "-", "_")
+	cleanupCtx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	}
+
+	retryPrefix := fmt.Sprintf("bench.%s.%s.retry", name, id)
+	topics := append([]string{f.jobsTopic, dlqTopic}, retry.DefaultTiers.Topics(retryPrefix)...)
+	specs := append(topic.Defaults(f.jobsTopic, dlqTopic, o.partitions), retry.TopicSpecs(retryPrefix, retry.DefaultTiers, 1)...)
+	if err := topic.Ensure(ctx, plainCluster(o.brokers...), specs...); err != nil {
+		return nil, err
+	}
+	if !o.keep {
+		f.cleanups = append(f.cleanups, func() {
+			c, cancel := cleanupCtx()
+			defer cancel()
+			if err := topic.Delete(c, plainCluster(o.brokers...), topics...); err != nil {
+				fmt.Fprintf(stderr, "bench: %s: delete topics: %v\n", name, err)
+			}
+		})
+	}
+	dbURL, err := createSchema(ctx, o.databaseURL, schema)
+	if err != nil {
+		return nil, err
+	}
+	if !o.keep {
+		f.cleanups = append(f.cleanups, func() {
+			c, cancel := cleanupCtx()
+			defer cancel()
+			if err := dropSchema(c, o.databaseURL, schema); err != nil {
+				fmt.Fprintf(stderr, "bench: %s: %v\n", name, err)
+			}
+		})
+	}
+	if f.pool, err = pgxpool.New(ctx, dbURL); err != nil {
+		return nil, fmt.Errorf("postgres pool: %w", err)
+	}
+	f.cleanups = append(f.cleanups, f.pool.Close)
+	f.env = []string{
+		"POSTLINE_KAFKA_BROKERS=" + strings.Join(o.brokers, ","),
+		"POSTLINE_JOBS_TOPIC=" + f.jobsTopic,
+		"POSTLINE_DLQ_TOPIC=" + dlqTopic,
+		"POSTLINE_RETRY_TOPIC_PREFIX=" + retryPrefix,
+		"POSTLINE_CONSUMER_GROUP=" + f.group,
+		"POSTLINE_DATABASE_URL=" + dbURL,
+	}
+	return f, nil
+}
+
+// close undoes newFixture, newest first: the pool closes before its schema
+// is dropped.
+func (f *fixture) close() {
+	for i := len(f.cleanups) - 1; i >= 0; i-- {
+		f.cleanups[i]()
+	}
+	f.cleanups = nil
 }
 
 // waitReady polls until the process answers /readyz (when readyURL is set)
@@ -444,11 +534,6 @@ func readyOnce(ctx context.Context, httpc *http.Client, client *kafka.Client, re
 // publish writes n synthetic jobs with concurrent Publish calls and returns
 // how long that took.
 func publish(ctx context.Context, brokers []string, jobsTopic string, n, bodyBytes int) (time.Duration, error) {
-	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: plainCluster(brokers...), Topic: jobsTopic})
-	if err != nil {
-		return 0, err
-	}
-	defer pub.Close()
 	body := syntheticBody(bodyBytes)
 	jobs := make([]job.Job, n)
 	for i := range jobs {
@@ -460,7 +545,20 @@ func publish(ctx context.Context, brokers []string, jobsTopic string, n, bodyByt
 			Text:    body,
 		}
 	}
-	const chunk, publishers = 500, 4
+	return publishJobs(ctx, brokers, jobsTopic, jobs, 500)
+}
+
+// publishJobs writes jobs with job.Publisher, chunk jobs per Publish call
+// from 4 goroutines, and returns how long that took. The chunk bounds what
+// the harness holds encoded at once.
+func publishJobs(ctx context.Context, brokers []string, jobsTopic string, jobs []job.Job, chunk int) (time.Duration, error) {
+	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: plainCluster(brokers...), Topic: jobsTopic})
+	if err != nil {
+		return 0, err
+	}
+	defer pub.Close()
+	const publishers = 4
+	n := len(jobs)
 	start := time.Now()
 	var (
 		wg    sync.WaitGroup

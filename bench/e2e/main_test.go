@@ -41,6 +41,23 @@ func TestParseFlags(t *testing.T) {
 				return slices.Equal(o.variants, []string{"postline", "naive"}) && slices.Equal(o.brokers, []string{"a:1", "b:2"})
 			},
 		},
+		{
+			name: "memory alone needs no smtp-source and takes its defaults",
+			args: []string{"-variants", "memory", "-smtp-source", ""},
+			check: func(o options) bool {
+				return o.mem.jobs == 2000 && o.mem.recordBytes == 900_000 && o.mem.limit == 512<<20 &&
+					o.mem.goMemLimit == "450MiB" && o.mem.baseline && o.mem.cgroupRoot == "/sys/fs/cgroup/memory"
+			},
+		},
+		{
+			name:  "memory limit with a suffix",
+			args:  []string{"-variants", "memory", "-memory-limit", "1GiB", "-memory-baseline-cap", "6G"},
+			check: func(o options) bool { return o.mem.limit == 1<<30 && o.mem.baselineCap == 6<<30 },
+		},
+		{name: "memory is in the default variants", args: []string{"-smtp-source", "s"},
+			check: func(o options) bool { return slices.Contains(o.variants, "memory") }},
+		{name: "no memory limit", args: []string{"-variants", "memory", "-memory-limit", "0"}, wantErr: "-memory-limit must be positive"},
+		{name: "bad memory limit", args: []string{"-variants", "memory", "-memory-limit", "lots"}, wantErr: "bad size"},
 		{name: "unknown variant", args: []string{"-variants", "postline,kafka"}, wantErr: `unknown variant "kafka"`},
 		{name: "smtp-source needs its path", args: []string{"-smtp-source", ""}, wantErr: "-smtp-source is empty"},
 		{name: "zero senders", args: []string{"-senders", "0", "-smtp-source", "s"}, wantErr: "-senders: 0"},

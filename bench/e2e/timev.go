@@ -16,6 +16,18 @@ type usage struct {
 	Elapsed      time.Duration
 	MaxRSSBytes  int64
 	ExitStatus   int
+	// Signal is the signal that ended the process ("Command terminated by
+	// signal N"), 0 when it exited; time then reports Exit status 0.
+	Signal int
+}
+
+// Code is the exit status as a shell reports it: 128+signal for a
+// process ended by a signal (137 for the OOM killer's SIGKILL).
+func (u usage) Code() int {
+	if u.Signal > 0 {
+		return 128 + u.Signal
+	}
+	return u.ExitStatus
 }
 
 // CPU is user plus system time.
@@ -31,6 +43,14 @@ func parseTimeV(report string) (usage, error) {
 	var haveUser, haveSys, haveRSS bool
 	sc := bufio.NewScanner(strings.NewReader(report))
 	for sc.Scan() {
+		if sig, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "Command terminated by signal "); ok {
+			n, err := strconv.Atoi(sig)
+			if err != nil || n <= 0 {
+				return usage{}, fmt.Errorf("time -v: bad signal line %q", sc.Text())
+			}
+			u.Signal = n
+			continue
+		}
 		key, value, ok := strings.Cut(strings.TrimSpace(sc.Text()), ": ")
 		if !ok {
 			continue

@@ -41,6 +41,17 @@ func TestParseTimeV(t *testing.T) {
 				MaxRSSBytes: 908 << 10, ExitStatus: 3},
 		},
 		{
+			name:   "killed by the OOM killer",
+			report: "Command terminated by signal 9\n" + timeVReport,
+			want: usage{User: 5130 * time.Millisecond, System: 2550 * time.Millisecond,
+				Elapsed: 18410 * time.Millisecond, MaxRSSBytes: 32968 << 10, Signal: 9},
+		},
+		{
+			name:    "bad signal",
+			report:  "Command terminated by signal x\n" + timeVReport,
+			wantErr: "bad signal line",
+		},
+		{
 			name:   "child output mixed in",
 			report: "hello: world\nsome line\n" + timeVReport,
 			want: usage{User: 5130 * time.Millisecond, System: 2550 * time.Millisecond,
