@@ -452,6 +452,17 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 		return []attribute.KeyValue{attrResult.String(claimResultName(claims[i].Result))}
 	})
 
+	// Every claimed job's lease is kept from the claim on, before any of
+	// them is queued for a sender: the queue holds only Senders jobs, and
+	// the rest of the batch may wait behind it, for a slot at a throttled
+	// relay, far longer than a lease.
+	if p.leases != nil {
+		for _, c := range claims {
+			if c.Result == idempotency.Claimed {
+				p.leases.Hold(c.MessageID, c.Version)
+			}
+		}
+	}
 	var conflicts []*item
 	for i, c := range claims {
 		it := valid[i]
@@ -462,10 +473,6 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 			// copy without a row is a first attempt whatever it says.
 			if c.Attempt > 0 {
 				it.attempt = c.Attempt
-			}
-			// Kept from now on: the job may wait long for a relay slot.
-			if p.leases != nil {
-				p.leases.Hold(c.MessageID, c.Version)
 			}
 			select {
 			case sendQ <- it:
