@@ -220,6 +220,7 @@ func runOne(ctx context.Context, p RealParams, scenario, strategy string, logf f
 	sched, err := startProc("retry-scheduler", p.SchedulerBin, e.schedLog, []string{
 		"POSTLINE_KAFKA_BROKERS=" + brokers,
 		"POSTLINE_JOBS_TOPIC=" + e.jobs,
+		"POSTLINE_DLQ_TOPIC=" + e.dlq,
 		"POSTLINE_RETRY_TOPIC_PREFIX=" + e.prefix,
 		"POSTLINE_RETRY_TIERS=" + p.Tiers,
 		"POSTLINE_SCHEDULER_GROUP=" + e.schedulerGroup,
