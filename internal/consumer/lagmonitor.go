@@ -103,10 +103,14 @@ func NewLagMonitor(cfg LagMonitorConfig, logger *slog.Logger, reg prometheus.Reg
 	return m, nil
 }
 
+// Close closes the monitor's connections to the brokers; Run closes them
+// when it returns. A monitor used only through Refresh must be closed.
+func (m *LagMonitor) Close() { m.closeClient() }
+
 // Run refreshes until ctx ends, then returns nil. A failed refresh keeps the
 // last known values; it is counted and logged once until a refresh works.
 func (m *LagMonitor) Run(ctx context.Context) error {
-	defer m.closeClient()
+	defer m.Close()
 	tick := time.NewTicker(m.cfg.Interval)
 	defer tick.Stop()
 	failing := false

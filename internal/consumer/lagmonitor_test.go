@@ -44,6 +44,9 @@ func TestIntegrationLagMonitor(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	mon, err := NewLagMonitor(LagMonitorConfig{Kafka: testenv.KafkaCluster(brokers...), Topic: topic, GroupID: cfg.GroupID, Interval: 200 * time.Millisecond}, testLogger(t), reg)
+	if err == nil {
+		t.Cleanup(mon.Close)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
