@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -174,40 +175,69 @@ func TestSecuredStackRefusals(t *testing.T) {
 		{"wrong password", map[string]string{"POSTLINE_KAFKA_SASL_PASSWORD_FILE": wrongPass}, "refused the SASL credentials"},
 		{"untrusted certificate", map[string]string{"POSTLINE_KAFKA_TLS_CA_FILE": testenv.UntrustedCA(t)}, "certificate is not trusted"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			env := s.workerEnv("refused", securedEnv(t, s))
-			for k, v := range tt.override {
+	schedulerEnv := func(t *testing.T) map[string]string {
+		env := map[string]string{
+			"POSTLINE_JOBS_TOPIC":          s.jobs,
+			"POSTLINE_DLQ_TOPIC":           s.dlq,
+			"POSTLINE_RETRY_TOPIC_PREFIX":  s.retryPrefix,
+			"POSTLINE_SCHEDULER_HTTP_ADDR": "127.0.0.1:0",
+		}
+		for k, v := range securedEnv(t, s) {
+			if k != "POSTLINE_DATABASE_URL" {
 				env[k] = v
 			}
-			w := startWorker(t, env)
-			start := time.Now()
-			sawReady := false
-			for w.running() && time.Since(start) < 45*time.Second {
-				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-				if ok, _ := w.Ready(ctx); ok {
-					sawReady = true
+		}
+		return env
+	}
+	for _, tt := range tests {
+		for _, bin := range []string{"worker", "retry-scheduler"} {
+			t.Run(bin+"/"+tt.name, func(t *testing.T) {
+				var w *workerProc
+				if bin == "worker" {
+					env := s.workerEnv("refused", securedEnv(t, s))
+					maps.Copy(env, tt.override)
+					w = startWorker(t, env)
+				} else {
+					env := schedulerEnv(t)
+					maps.Copy(env, tt.override)
+					w = startProcess(t, schedulerBin, "refused-scheduler", env)
 				}
-				cancel()
-				time.Sleep(100 * time.Millisecond)
-			}
-			if w.running() {
-				t.Fatalf("the worker still runs %s after start: a refusal must end the start", time.Since(start).Round(time.Second))
-			}
-			if sawReady {
-				t.Error("the worker reported ready")
-			}
-			if code := w.state.ExitCode(); code == 0 {
-				t.Errorf("exit code 0, want non-zero")
-			}
-			log, _ := os.ReadFile(w.logPath)
-			if !bytes.Contains(log, []byte(tt.want)) {
-				t.Errorf("the log does not say %q:\n%s", tt.want, tail(w.logPath, 10))
-			}
-			if bytes.Contains(log, []byte(wrong)) || bytes.Contains(log, []byte(testenv.SecureKafka(t).SASL.Password)) {
-				t.Error("the log holds a password")
-			}
-		})
+				refused(t, w, tt.want, wrong)
+			})
+		}
+	}
+}
+
+// refused checks that w, started with Kafka settings the cluster refuses,
+// stops within seconds, never ready, with an exit code and a log that say
+// why, and no password in the log.
+func refused(t *testing.T, w *workerProc, want, wrong string) {
+	t.Helper()
+	start := time.Now()
+	sawReady := false
+	for w.running() && time.Since(start) < 45*time.Second {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		if ok, _ := w.Ready(ctx); ok {
+			sawReady = true
+		}
+		cancel()
+		time.Sleep(100 * time.Millisecond)
+	}
+	if w.running() {
+		t.Fatalf("%s still runs %s after start: a refusal must end the start", w.name, time.Since(start).Round(time.Second))
+	}
+	if sawReady {
+		t.Errorf("%s reported ready", w.name)
+	}
+	if code := w.state.ExitCode(); code == 0 {
+		t.Errorf("%s: exit code 0, want non-zero", w.name)
+	}
+	log, _ := os.ReadFile(w.logPath)
+	if !bytes.Contains(log, []byte(want)) {
+		t.Errorf("the log of %s does not say %q:\n%s", w.name, want, tail(w.logPath, 10))
+	}
+	if bytes.Contains(log, []byte(wrong)) || bytes.Contains(log, []byte(testenv.SecureKafka(t).SASL.Password)) {
+		t.Errorf("the log of %s holds a password", w.name)
 	}
 }
 
