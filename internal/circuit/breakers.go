@@ -28,7 +28,8 @@ type Snapshot struct {
 	Provider  string
 	State     State
 	Health    Health
-	Failures  int
+	Failures  int // faults in the counting window (or when it opened)
+	Successes int // successes reported in the counting window
 	Cooldown  time.Duration
 	OpenUntil time.Time // zero while closed
 	LastClass string
@@ -59,6 +60,8 @@ type entry struct {
 	allowable bool      // closed or claimable, when last notified
 	claiming  bool      // a goroutine of this worker is claiming the probe
 	nextClaim time.Time // no claim attempt before (after a lost claim)
+	pending   int       // successes seen in the cached window, not yet written
+	flushed   time.Time // when pending was last written
 }
 
 // New returns the breakers of providers for the worker named owner (unique
@@ -283,19 +286,27 @@ func (b *Breakers) Allow(ctx context.Context, provider string) (Decision, error)
 }
 
 // Report records the outcome of a send to provider; class is the failure
-// class (empty for Success). It writes to the table only when the outcome
-// changes the cached circuit: a success while closed without failures, and
-// any report while open (or half-open with another worker's probe), costs
-// no I/O.
+// class (empty for Success and Throttle). It writes to the table only when
+// the outcome changes the shared circuit:
 //
-// While this worker holds a provider's probe, its next failure or success
-// for that provider decides the probe (Allow refuses every other send to it
+//   - a success while no counting window runs (the healthy path), a
+//     throttle while closed, and any report while open (or half-open with
+//     another worker's probe) cost no I/O;
+//   - a success while the cached circuit counts a window is batched: the
+//     worker writes its batch at most once per Policy.FlushInterval, and
+//     with its next fault, so every worker's successes reach the decision
+//     of every other (one success, say, does not need a write of its own);
+//   - a fault is written at once, with the batch.
+//
+// While this worker holds a provider's probe, its next report for that
+// provider decides the probe (Allow refuses every other send to it
 // meanwhile, so that report is the probe's). A probe that is never reported,
 // say because the job was not sent after all, expires after ProbeTimeout.
 func (b *Breakers) Report(ctx context.Context, provider string, o Outcome, class string) error {
 	if !o.valid() {
 		return fmt.Errorf("circuit: report %s: invalid outcome %d", provider, int(o))
 	}
+	now := b.policy.NowFunc()
 	ev := Event{Outcome: o, Class: class, Owner: b.owner}
 	b.mu.Lock()
 	e, ok := b.entries[provider]
@@ -304,8 +315,24 @@ func (b *Breakers) Report(ctx context.Context, provider string, o Outcome, class
 		return fmt.Errorf("circuit: unknown provider %q", provider)
 	}
 	cached := e.c
+	switch {
+	case cached.State != Closed:
+		e.pending = 0
+	case !cached.windowActive(now, b.policy):
+		// Successes from before a window do not count in it.
+		e.pending = 0
+	case o == Success:
+		e.pending++
+		if now.Sub(e.flushed) < b.policy.FlushInterval {
+			b.mu.Unlock()
+			return nil
+		}
+		fallthrough
+	case o.fault():
+		ev.Successes, e.pending, e.flushed = e.pending, 0, now
+	}
 	b.mu.Unlock()
-	if Next(cached, ev, b.policy.NowFunc(), b.policy).Equal(cached) {
+	if Next(cached, ev, now, b.policy).Equal(cached) {
 		return nil
 	}
 	before, after, err := apply(ctx, b.pool, provider, ev, b.policy)
@@ -337,7 +364,7 @@ func (b *Breakers) wrote(before, after row, ev Event) {
 	}
 	b.metrics.transitions.WithLabelValues(provider, after.c.State.String()).Inc()
 	attrs := []any{"provider", provider, "from", before.c.State.String(), "to", after.c.State.String(),
-		"failures", after.c.Failures}
+		"failures", after.c.Failures, "successes", after.c.Successes}
 	if after.c.State == Open {
 		attrs = append(attrs, "class", after.c.LastClass, "cooldown", after.c.Cooldown.String(),
 			"open_until", after.c.OpenUntil)
@@ -358,6 +385,7 @@ func (b *Breakers) Snapshot() []Snapshot {
 			State:     c.State,
 			Health:    c.Health(b.owner),
 			Failures:  c.Failures,
+			Successes: c.Successes,
 			Cooldown:  c.Cooldown,
 			OpenUntil: c.OpenUntil,
 			LastClass: c.LastClass,

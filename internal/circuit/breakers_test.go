@@ -85,19 +85,20 @@ func (f *fleet) worker(owner string, providers []string, p circuit.Policy, run b
 
 // row reads the shared row of provider.
 type dbRow struct {
-	state    string
-	failures int
-	cooldown time.Duration
-	version  int64
-	owner    *string
+	state     string
+	failures  int
+	successes int
+	cooldown  time.Duration
+	version   int64
+	owner     *string
 }
 
 func (f *fleet) row(provider string) dbRow {
 	f.t.Helper()
 	var r dbRow
 	var opened, until *time.Time
-	if err := f.db.QueryRow(f.t.Context(), `SELECT state, failures, cooldown, version, probe_owner, opened_at, open_until
-		FROM postline_circuits WHERE provider = $1`, provider).Scan(&r.state, &r.failures, &r.cooldown, &r.version, &r.owner, &opened, &until); err != nil {
+	if err := f.db.QueryRow(f.t.Context(), `SELECT state, failures, successes, cooldown, version, probe_owner, opened_at, open_until
+		FROM postline_circuits WHERE provider = $1`, provider).Scan(&r.state, &r.failures, &r.successes, &r.cooldown, &r.version, &r.owner, &opened, &until); err != nil {
 		f.t.Fatalf("read row %s: %v", provider, err)
 	}
 	if r.state != "closed" && (opened == nil || until == nil || until.Sub(*opened) != r.cooldown) {
@@ -467,11 +468,88 @@ func TestSuccessStormDoesNotWrite(t *testing.T) {
 	if v := f.row("p").version; v != before {
 		t.Errorf("version moved from %d to %d during the success storm", before, v)
 	}
-	// One fault, then the first success resets it; the rest write nothing.
+	// One fault begins a window; in it the successes are batched: one
+	// write per FlushInterval (1s) at most, the first at once.
 	report(t, a, "p", circuit.Failure, "transient", 1)
+	began := time.Now()
 	storm()
-	if r := f.row("p"); r.version != before+2 || r.failures != 0 {
-		t.Errorf("after a fault and a storm: %+v, want failures 0 at version %d (two writes)", r, before+2)
+	flushes := 1 + int64(time.Since(began)/circuit.DefaultFlushInterval)
+	r := f.row("p")
+	if r.failures != 1 || r.successes < 1 || r.version < before+2 || r.version > before+1+flushes {
+		t.Errorf("after a fault and a storm: %+v, want 1 failure, some successes, between 2 and %d writes", r, 1+flushes)
+	}
+}
+
+// TestThrottlesNeverWrite: a relay that throttles is the send control's
+// business; the breaker neither counts nor writes, however many throttles.
+func TestThrottlesNeverWrite(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	a := f.worker("worker-a", []string{"p"}, circuit.Policy{}, false)
+	before := f.row("p").version
+	start := a.queries.Load()
+	report(t, a, "p", circuit.Throttle, "throttled", 1000)
+	if n := a.queries.Load() - start; n != 0 {
+		t.Errorf("1,000 throttles sent %d statements, want 0", n)
+	}
+	if r := f.row("p"); r.version != before || r.state != "closed" || r.failures != 0 {
+		t.Errorf("after 1,000 throttles: %+v, want closed, untouched at version %d", r, before)
+	}
+	if d, err := a.Allow(t.Context(), "p"); err != nil || !d.Allowed {
+		t.Errorf("Allow after 1,000 throttles = %+v, %v; want allowed", d, err)
+	}
+}
+
+// TestAnotherWorkersSuccessesKeepItClosed is the shared-count regression:
+// worker B keeps sending through the relay while worker A meets faults. B's
+// successes reach the shared row (batched) and keep A's faults from opening
+// the circuit. Before, A's consecutive count only saw B's successes when B's
+// stale cache happened to show failures, so A's five faults opened it.
+func TestAnotherWorkersSuccessesKeepItClosed(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	p := circuit.Policy{RefreshInterval: 50 * time.Millisecond, FlushInterval: 50 * time.Millisecond}
+	a := f.worker("worker-a", []string{"p"}, p, true)
+	b := f.worker("worker-b", []string{"p"}, p, true)
+
+	report(t, a, "p", circuit.Failure, "transient", 1) // begins the window
+	eventually(t, 3*time.Second, "B sees the window", func() bool { return b.snapshot(t, "p").Failures == 1 })
+	// B sends 10 mails, spread past one flush interval.
+	for range 10 {
+		report(t, b, "p", circuit.Success, "", 1)
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(60 * time.Millisecond)
+	report(t, b, "p", circuit.Success, "", 1)
+	if r := f.row("p"); r.successes < 10 {
+		t.Fatalf("after B's 11 successes: %+v, want at least 10 in the shared row", r)
+	}
+	// A's further faults: 9 in all against B's >= 10 successes.
+	report(t, a, "p", circuit.Failure, "transient", 8)
+	if r := f.row("p"); r.state != "closed" || r.failures != 9 {
+		t.Errorf("after A's 9 faults beside B's successes: %+v, want closed with 9 failures", r)
+	}
+	if d, err := a.Allow(t.Context(), "p"); err != nil || !d.Allowed {
+		t.Errorf("A: Allow = %+v, %v; want allowed while B's mail is accepted", d, err)
+	}
+}
+
+// TestRefusingEverythingOpensAcrossWorkers: faults from two workers with no
+// success anywhere add up in the shared window and open the circuit at the
+// threshold, though neither worker met five.
+func TestRefusingEverythingOpensAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	a := f.worker("worker-a", []string{"p"}, circuit.Policy{}, false)
+	b := f.worker("worker-b", []string{"p"}, circuit.Policy{}, false)
+	report(t, a, "p", circuit.Failure, "transient", 2)
+	report(t, b, "p", circuit.TimeoutFailure, "transient", 2)
+	if r := f.row("p"); r.state != "closed" || r.failures != 4 {
+		t.Fatalf("after 4 faults: %+v, want closed with 4 failures", r)
+	}
+	report(t, a, "p", circuit.Failure, "transient", 1)
+	if r := f.row("p"); r.state != "open" || r.failures != 5 || r.successes != 0 {
+		t.Errorf("after 5 faults from two workers: %+v, want open with 5 failures, 0 successes", r)
 	}
 }
 

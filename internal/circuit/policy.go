@@ -15,15 +15,33 @@ const (
 	DefaultTimeoutGrowth    = 4
 	DefaultProbeTimeout     = 30 * time.Second
 	DefaultRefreshInterval  = time.Second
+	DefaultWindow           = 10 * time.Second
+	DefaultSuccessFloor     = 0.05
+	DefaultFlushInterval    = time.Second
 )
 
 // Policy sets when circuits open and for how long. Every replica of a fleet
 // should use the same Policy: the shared row records the cooldown, but the
 // thresholds and multipliers are applied by whichever replica reports.
 type Policy struct {
-	// FailureThreshold is the number of consecutive provider faults that
-	// opens a closed circuit. An auth failure opens it at once. Defaults to 5.
+	// FailureThreshold is the number of provider faults, counted over the
+	// whole fleet within Window, that opens a closed circuit, provided the
+	// successes counted in that window are below SuccessFloor of all the
+	// sends counted: a relay still accepting mail is never opened, however
+	// many faults some worker meets. Throttle replies are never counted. An
+	// auth failure opens at once. Defaults to 5.
 	FailureThreshold int
+	// Window is how long a counting window runs from the fault that began
+	// it; the next fault after it begins a new one. Defaults to 10s.
+	Window time.Duration
+	// SuccessFloor is the share of successes, among the sends counted in a
+	// window, below which FailureThreshold faults open the circuit: the
+	// relay refuses (nearly) everything. In (0, 1]; defaults to 0.05.
+	SuccessFloor float64
+	// FlushInterval is how often at most a worker writes the successes it
+	// batched while a window runs (its faults carry them at once). Outside
+	// a window a success writes nothing. Defaults to 1s.
+	FlushInterval time.Duration
 	// BaseCooldown is how long a circuit stays open the first time it opens,
 	// and again after a probe closed it. Defaults to 30s.
 	BaseCooldown time.Duration
@@ -56,6 +74,9 @@ func (p Policy) WithDefaults() Policy {
 	p.TimeoutGrowth = cmp.Or(p.TimeoutGrowth, DefaultTimeoutGrowth)
 	p.ProbeTimeout = cmp.Or(p.ProbeTimeout, DefaultProbeTimeout)
 	p.RefreshInterval = cmp.Or(p.RefreshInterval, DefaultRefreshInterval)
+	p.Window = cmp.Or(p.Window, DefaultWindow)
+	p.SuccessFloor = cmp.Or(p.SuccessFloor, DefaultSuccessFloor)
+	p.FlushInterval = cmp.Or(p.FlushInterval, DefaultFlushInterval)
 	if p.NowFunc == nil {
 		p.NowFunc = time.Now
 	}
@@ -79,6 +100,12 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("circuit policy: ProbeTimeout %v: must be at least 1ms", p.ProbeTimeout)
 	case p.RefreshInterval < time.Millisecond:
 		return fmt.Errorf("circuit policy: RefreshInterval %v: must be at least 1ms", p.RefreshInterval)
+	case p.Window < time.Millisecond:
+		return fmt.Errorf("circuit policy: Window %v: must be at least 1ms", p.Window)
+	case !(p.SuccessFloor > 0 && p.SuccessFloor <= 1):
+		return fmt.Errorf("circuit policy: SuccessFloor %v: must be in (0, 1]", p.SuccessFloor)
+	case p.FlushInterval < time.Millisecond:
+		return fmt.Errorf("circuit policy: FlushInterval %v: must be at least 1ms", p.FlushInterval)
 	}
 	return nil
 }

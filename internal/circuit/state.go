@@ -50,8 +50,8 @@ type Health uint8
 const (
 	// Healthy: closed, no recent fault.
 	Healthy Health = iota + 1
-	// Degraded: closed with consecutive faults, or half-open with this
-	// worker's probe in flight.
+	// Degraded: closed with faults in the counting window, or half-open
+	// with this worker's probe in flight.
 	Degraded
 	// Unavailable: open, or half-open with another worker's probe.
 	Unavailable
@@ -80,12 +80,18 @@ const (
 	// Success: the provider accepted the mail, or refused it for a reason
 	// that is not the provider's fault (a permanent recipient error).
 	Success Outcome = iota + 1
-	// Failure: a provider fault (throttling, a refused connection, a reset).
+	// Failure: a provider fault that says the relay is down or refuses us
+	// (a refused or reset connection, 421 service not available).
 	Failure
 	// TimeoutFailure: a provider fault that was a timeout.
 	TimeoutFailure
 	// AuthFailure: the provider refused our credentials; opens at once.
 	AuthFailure
+	// Throttle: the provider asked us to slow down (421/450 4.7.x, rate
+	// texts). That is the send control's business (pacing, concurrency),
+	// not an outage: a closed circuit ignores it, and a half-open probe
+	// that meets it closes the circuit, because the relay is answering.
+	Throttle
 )
 
 // String returns the outcome's name.
@@ -99,18 +105,33 @@ func (o Outcome) String() string {
 		return "timeout_failure"
 	case AuthFailure:
 		return "auth_failure"
+	case Throttle:
+		return "throttle"
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
 
-func (o Outcome) valid() bool { return o >= Success && o <= AuthFailure }
+func (o Outcome) valid() bool { return o >= Success && o <= Throttle }
+
+// fault reports whether o counts toward opening a closed circuit.
+func (o Outcome) fault() bool { return o == Failure || o == TimeoutFailure || o == AuthFailure }
 
 // Circuit is the whole state of one provider's breaker: a row of
 // postline_circuits without its bookkeeping columns.
 type Circuit struct {
 	State State
-	// Failures counts consecutive provider faults; a success resets it.
+	// Failures counts the provider faults of the current window (see
+	// WindowStart); it is kept when the circuit opens, for logs, and grows
+	// with every failed probe.
 	Failures int
+	// Successes counts the accepted sends that workers reported in the
+	// current window. Workers batch them (Event.Successes), so it lags the
+	// truth by up to Policy.FlushInterval per worker.
+	Successes int
+	// WindowStart is when the fault that began the current counting window
+	// was counted; zero while no fault is being counted. The window ends
+	// Policy.Window later, and the next fault begins a new one.
+	WindowStart time.Time
 	// Cooldown is the current open period, or the next one while closed.
 	Cooldown time.Duration
 	// OpenedAt and OpenUntil bound the open period; zero while closed.
@@ -134,6 +155,33 @@ type Event struct {
 	Class string
 	// Owner names the worker reporting or claiming.
 	Owner string
+	// Successes is how many accepted sends the report carries: a worker
+	// batches its successes and writes them with its next fault, or on its
+	// own at most once per Policy.FlushInterval. For a Success outcome, 0
+	// counts as 1. They count only in a window that is already running:
+	// successes from before a relay's first fault say nothing about
+	// whether it is down now.
+	Successes int
+}
+
+// windowActive reports whether c is counting a window at now.
+func (c Circuit) windowActive(now time.Time, p Policy) bool {
+	return !c.WindowStart.IsZero() && now.Before(c.WindowStart.Add(p.Window))
+}
+
+// WindowActive reports whether c, closed, is counting faults and successes
+// at now under p (zero fields of p take their defaults): a fault began a
+// window less than Policy.Window ago.
+func (c Circuit) WindowActive(now time.Time, p Policy) bool {
+	return c.State == Closed && c.windowActive(now, p.WithDefaults())
+}
+
+// refusing reports whether the window's counts say the relay is not
+// accepting mail: at least FailureThreshold faults, and successes below
+// SuccessFloor of all the sends counted.
+func (c Circuit) refusing(p Policy) bool {
+	return c.Failures >= p.FailureThreshold &&
+		float64(c.Successes) < p.SuccessFloor*float64(c.Failures+c.Successes)
 }
 
 // Next returns the circuit after ev happened at now under p (zero fields of
@@ -150,27 +198,39 @@ func Next(c Circuit, ev Event, now time.Time, p Policy) Circuit {
 	}
 	switch c.State {
 	case Closed:
-		switch ev.Outcome {
-		case Success:
-			c.Failures = 0
-			return c
-		case AuthFailure:
-			c.Failures++
-			c.LastClass = ev.Class
-			return open(c, p.BaseCooldown, now)
-		default:
-			c.Failures++
-			c.LastClass = ev.Class
-			if c.Failures >= p.FailureThreshold {
-				return open(c, p.BaseCooldown, now)
+		if ev.Outcome == Throttle {
+			return c // the send control's business
+		}
+		if !c.windowActive(now, p) {
+			if c.WindowStart.IsZero() && c.Failures == 0 && ev.Outcome == Success {
+				return c // the healthy path: nothing is being counted
 			}
+			// The window ended (or none runs): the successes carried were
+			// seen before this window and do not count in it.
+			c.Failures, c.Successes, c.WindowStart = 0, 0, time.Time{}
+			ev.Successes = 0
+			if ev.Outcome == Success {
+				return c
+			}
+			c.WindowStart = now
+		}
+		if ev.Outcome == Success {
+			c.Successes += max(ev.Successes, 1)
 			return c
 		}
+		c.Successes += max(ev.Successes, 0)
+		c.Failures++
+		c.LastClass = ev.Class
+		if ev.Outcome == AuthFailure || c.refusing(p) {
+			return open(c, p.BaseCooldown, now)
+		}
+		return c
 	case HalfOpen:
 		if ev.Owner == "" || ev.Owner != c.ProbeOwner {
 			return c // a straggler's report says nothing about the probe
 		}
-		if ev.Outcome == Success {
+		if !ev.Outcome.fault() {
+			// A success, or a throttle: the relay is answering again.
 			return Circuit{State: Closed, Cooldown: p.BaseCooldown, LastClass: c.LastClass}
 		}
 		factor := p.Growth
@@ -228,7 +288,7 @@ func (c Circuit) Health(owner string) Health {
 	switch c.State {
 	case Closed:
 		if c.Failures > 0 {
-			return Degraded
+			return Degraded // faults in the window; the next success after it ends clears them
 		}
 		return Healthy
 	case HalfOpen:
@@ -254,7 +314,8 @@ func (c Circuit) Claimable(now time.Time) bool {
 // Equal reports whether c and d are the same state (times compared with
 // time.Time.Equal).
 func (c Circuit) Equal(d Circuit) bool {
-	return c.State == d.State && c.Failures == d.Failures && c.Cooldown == d.Cooldown &&
+	return c.State == d.State && c.Failures == d.Failures && c.Successes == d.Successes &&
+		c.WindowStart.Equal(d.WindowStart) && c.Cooldown == d.Cooldown &&
 		c.OpenedAt.Equal(d.OpenedAt) && c.OpenUntil.Equal(d.OpenUntil) &&
 		c.ProbeOwner == d.ProbeOwner && c.ProbeUntil.Equal(d.ProbeUntil) && c.LastClass == d.LastClass
 }

@@ -1,6 +1,8 @@
 package circuit
 
 import (
+	"cmp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +14,7 @@ func at(d time.Duration) time.Time { return t0.Add(d) }
 
 func TestNext(t *testing.T) {
 	p := Policy{FailureThreshold: 3, BaseCooldown: 30 * time.Second, MaxCooldown: time.Hour,
-		Growth: 2, TimeoutGrowth: 4, ProbeTimeout: 10 * time.Second}
+		Growth: 2, TimeoutGrowth: 4, ProbeTimeout: 10 * time.Second, Window: 10 * time.Second, SuccessFloor: 0.05}
 	closed := Circuit{State: Closed, Cooldown: 30 * time.Second}
 	openAt := func(failures int, cooldown time.Duration, since time.Time, class string) Circuit {
 		return Circuit{State: Open, Failures: failures, Cooldown: cooldown, OpenedAt: since,
@@ -22,14 +24,22 @@ func TestNext(t *testing.T) {
 		c.State, c.ProbeOwner, c.ProbeUntil = HalfOpen, owner, until
 		return c
 	}
-	withFailures := func(c Circuit, n int, class string) Circuit {
-		c.Failures, c.LastClass = n, class
+	// counting is a closed circuit counting a window begun at start.
+	counting := func(faults, successes int, start time.Time, class string) Circuit {
+		return Circuit{State: Closed, Failures: faults, Successes: successes, WindowStart: start,
+			Cooldown: 30 * time.Second, LastClass: class}
+	}
+	// opened is c opened at since for cooldown, its window kept for logs.
+	opened := func(c Circuit, cooldown time.Duration, since time.Time) Circuit {
+		c.State, c.Cooldown, c.OpenedAt, c.OpenUntil = Open, cooldown, since, since.Add(cooldown)
 		return c
 	}
-	fail := func(owner string) Event { return Event{Outcome: Failure, Class: "throttled", Owner: owner} }
+	fail := func(owner string) Event { return Event{Outcome: Failure, Class: "transient", Owner: owner} }
 	ok := func(owner string) Event { return Event{Outcome: Success, Owner: owner} }
+	oks := func(owner string, n int) Event { return Event{Outcome: Success, Owner: owner, Successes: n} }
+	throttle := func(owner string) Event { return Event{Outcome: Throttle, Class: "throttled", Owner: owner} }
 	claim := func(owner string) Event { return Event{Claim: true, Owner: owner} }
-	open1 := openAt(3, 30*time.Second, t0, "throttled")
+	open1 := openAt(3, 30*time.Second, t0, "transient")
 
 	tests := []struct {
 		name string
@@ -39,25 +49,55 @@ func TestNext(t *testing.T) {
 		want Circuit
 	}{
 		// closed
-		{"closed: success without failures changes nothing", closed, ok("a"), t0, closed},
-		{"closed: a fault counts", closed, fail("a"), t0, withFailures(closed, 1, "throttled")},
-		{"closed: success resets the count", withFailures(closed, 2, "transient"), ok("b"), t0,
+		{"closed: success without a window changes nothing", closed, ok("a"), t0, closed},
+		{"closed: batched successes without a window change nothing", closed, oks("a", 50), t0, closed},
+		{"closed: a throttle changes nothing", closed, throttle("a"), t0, closed},
+		{"closed: a throttle in a window changes nothing", counting(2, 0, t0, "transient"), throttle("a"), at(time.Second),
+			counting(2, 0, t0, "transient")},
+		{"closed: a fault begins a window", closed, fail("a"), at(time.Second), counting(1, 0, at(time.Second), "transient")},
+		{"closed: the successes a window-beginning fault carries are from before it", closed,
+			Event{Outcome: Failure, Class: "transient", Owner: "a", Successes: 40}, t0, counting(1, 0, t0, "transient")},
+		{"closed: a success in the window counts", counting(1, 0, t0, "transient"), ok("b"), at(time.Second),
+			counting(1, 1, t0, "transient")},
+		{"closed: a batch of successes counts", counting(1, 0, t0, "transient"), oks("b", 40), at(time.Second),
+			counting(1, 40, t0, "transient")},
+		{"closed: a fault in the window counts with the successes it carries", counting(1, 3, t0, "transient"),
+			Event{Outcome: TimeoutFailure, Class: "transient", Owner: "a", Successes: 7}, at(time.Second),
+			counting(2, 10, t0, "transient")},
+		{"closed: the threshold-th fault without successes opens with the base cooldown", counting(2, 0, t0, "transient"), fail("b"),
+			at(2 * time.Second), opened(counting(3, 0, t0, "transient"), 30*time.Second, at(2*time.Second))},
+		{"closed: the threshold-th fault with the relay accepting mail does not open", counting(2, 1, t0, "transient"), fail("b"),
+			at(2 * time.Second), counting(3, 1, t0, "transient")},
+		{"closed: below the success floor opens", counting(39, 2, t0, "transient"), fail("b"), at(2 * time.Second),
+			opened(counting(40, 2, t0, "transient"), 30*time.Second, at(2*time.Second))},
+		{"closed: at the success floor does not open", counting(37, 2, t0, "transient"), fail("b"), at(2 * time.Second),
+			counting(38, 2, t0, "transient")},
+		{"closed: timeouts count like faults", counting(2, 0, t0, "transient"),
+			Event{Outcome: TimeoutFailure, Class: "transient", Owner: "a"}, t0,
+			opened(counting(3, 0, t0, "transient"), 30*time.Second, t0)},
+		{"closed: first opening uses the base even after a long cooldown",
+			Circuit{State: Closed, Failures: 2, WindowStart: t0, Cooldown: time.Hour}, fail("a"), t0,
+			opened(Circuit{State: Closed, Failures: 3, WindowStart: t0, LastClass: "transient"}, 30*time.Second, t0)},
+		{"closed: a fault after the window begins a new one", counting(2, 0, t0, "transient"), fail("a"), at(10 * time.Second),
+			counting(1, 0, at(10*time.Second), "transient")},
+		{"closed: a success after the window clears it", counting(2, 5, t0, "transient"), ok("a"), at(10 * time.Second),
 			Circuit{State: Closed, Cooldown: 30 * time.Second, LastClass: "transient"}},
-		{"closed: the threshold-th fault opens with the base cooldown", withFailures(closed, 2, "transient"), fail("b"), t0,
-			openAt(3, 30*time.Second, t0, "throttled")},
-		{"closed: timeouts count like faults", withFailures(closed, 2, "transient"),
-			Event{Outcome: TimeoutFailure, Class: "transient", Owner: "a"}, t0, openAt(3, 30*time.Second, t0, "transient")},
-		{"closed: first opening uses the base even after a long cooldown", Circuit{State: Closed, Failures: 2, Cooldown: time.Hour},
-			fail("a"), t0, openAt(3, 30*time.Second, t0, "throttled")},
+		{"closed: a success clears a count without a window (a row from before windows)",
+			Circuit{State: Closed, Failures: 3, Cooldown: 30 * time.Second}, ok("a"), t0, closed},
 		{"closed: auth opens at once", closed, Event{Outcome: AuthFailure, Class: "auth", Owner: "a"}, t0,
-			openAt(1, 30*time.Second, t0, "auth")},
+			opened(counting(1, 0, t0, "auth"), 30*time.Second, t0)},
+		{"closed: auth opens even while the relay accepts mail", counting(1, 100, t0, "transient"),
+			Event{Outcome: AuthFailure, Class: "auth", Owner: "a"}, at(time.Second),
+			opened(counting(2, 100, t0, "auth"), 30*time.Second, at(time.Second))},
 		{"closed: a claim changes nothing", closed, claim("a"), t0, closed},
 		{"closed: an invalid outcome changes nothing", closed, Event{Outcome: 0, Owner: "a"}, t0, closed},
+		{"closed: an outcome past Throttle is invalid", closed, Event{Outcome: Throttle + 1, Owner: "a"}, t0, closed},
 		// open
 		{"open: failures are ignored", open1, fail("a"), at(time.Second), open1},
 		{"open: timeouts are ignored", open1, Event{Outcome: TimeoutFailure, Owner: "a"}, at(time.Second), open1},
 		{"open: auth failures are ignored", open1, Event{Outcome: AuthFailure, Owner: "a"}, at(time.Second), open1},
 		{"open: successes are ignored", open1, ok("a"), at(time.Second), open1},
+		{"open: throttles are ignored", open1, throttle("a"), at(time.Second), open1},
 		{"open: no claim before the cooldown ends", open1, claim("a"), at(29 * time.Second), open1},
 		{"open: claim when the cooldown ends", open1, claim("a"), at(30 * time.Second),
 			halfOpen(open1, "a", at(40*time.Second))},
@@ -72,30 +112,34 @@ func TestNext(t *testing.T) {
 		{"half-open: an expired probe may be claimed by another", halfOpen(open1, "a", at(40*time.Second)), claim("b"), at(40 * time.Second),
 			halfOpen(open1, "b", at(50*time.Second))},
 		{"half-open: probe success closes and resets", halfOpen(open1, "a", at(40*time.Second)), ok("a"), at(35 * time.Second),
-			Circuit{State: Closed, Cooldown: 30 * time.Second, LastClass: "throttled"}},
+			Circuit{State: Closed, Cooldown: 30 * time.Second, LastClass: "transient"}},
 		{"half-open: success after a longer cooldown resets it to base", halfOpen(openAt(9, 8*time.Minute, t0, "transient"), "a", at(9*time.Minute)),
 			ok("a"), at(8*time.Minute + time.Second), Circuit{State: Closed, Cooldown: 30 * time.Second, LastClass: "transient"}},
 		{"half-open: probe failure doubles the cooldown", halfOpen(open1, "a", at(40*time.Second)), fail("a"), at(35 * time.Second),
-			openAt(4, time.Minute, at(35*time.Second), "throttled")},
+			openAt(4, time.Minute, at(35*time.Second), "transient")},
 		{"half-open: probe timeout multiplies by TimeoutGrowth", halfOpen(open1, "a", at(40*time.Second)),
 			Event{Outcome: TimeoutFailure, Class: "transient", Owner: "a"}, at(35 * time.Second),
 			openAt(4, 2*time.Minute, at(35*time.Second), "transient")},
 		{"half-open: probe auth failure grows like a failure", halfOpen(open1, "a", at(40*time.Second)),
 			Event{Outcome: AuthFailure, Class: "auth", Owner: "a"}, at(35 * time.Second),
 			openAt(4, time.Minute, at(35*time.Second), "auth")},
-		{"half-open: growth stops at MaxCooldown", halfOpen(openAt(9, 40*time.Minute, t0, "throttled"), "a", at(41*time.Minute)),
-			fail("a"), at(40*time.Minute + time.Second), openAt(10, time.Hour, at(40*time.Minute+time.Second), "throttled")},
-		{"half-open: a timeout at MaxCooldown stays there", halfOpen(openAt(9, time.Hour, t0, "throttled"), "a", at(61*time.Minute)),
+		{"half-open: growth stops at MaxCooldown", halfOpen(openAt(9, 40*time.Minute, t0, "transient"), "a", at(41*time.Minute)),
+			fail("a"), at(40*time.Minute + time.Second), openAt(10, time.Hour, at(40*time.Minute+time.Second), "transient")},
+		{"half-open: a timeout at MaxCooldown stays there", halfOpen(openAt(9, time.Hour, t0, "transient"), "a", at(61*time.Minute)),
 			Event{Outcome: TimeoutFailure, Class: "transient", Owner: "a"}, at(60*time.Minute + time.Second),
 			openAt(10, time.Hour, at(60*time.Minute+time.Second), "transient")},
 		{"half-open: another worker's failure is a straggler", halfOpen(open1, "a", at(40*time.Second)), fail("b"), at(35 * time.Second),
 			halfOpen(open1, "a", at(40*time.Second))},
+		{"half-open: a throttled probe closes: the relay is answering", halfOpen(open1, "a", at(40*time.Second)), throttle("a"),
+			at(35 * time.Second), Circuit{State: Closed, Cooldown: 30 * time.Second, LastClass: "transient"}},
+		{"half-open: another worker's throttle is a straggler", halfOpen(open1, "a", at(40*time.Second)), throttle("b"),
+			at(35 * time.Second), halfOpen(open1, "a", at(40*time.Second))},
 		{"half-open: another worker's success does not close", halfOpen(open1, "a", at(40*time.Second)), ok("b"), at(35 * time.Second),
 			halfOpen(open1, "a", at(40*time.Second))},
 		{"half-open: the previous owner's late report after a takeover is ignored", halfOpen(open1, "b", at(50*time.Second)), fail("a"),
 			at(45 * time.Second), halfOpen(open1, "b", at(50*time.Second))},
 		{"half-open: the owner may still report after the deadline", halfOpen(open1, "a", at(40*time.Second)), ok("a"), at(45 * time.Second),
-			Circuit{State: Closed, Cooldown: 30 * time.Second, LastClass: "throttled"}},
+			Circuit{State: Closed, Cooldown: 30 * time.Second, LastClass: "transient"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,6 +172,83 @@ func TestNextDefaults(t *testing.T) {
 	}
 	if c.Cooldown != DefaultMaxCooldown {
 		t.Errorf("cooldown after 8 failed probes = %v, want %v", c.Cooldown, DefaultMaxCooldown)
+	}
+}
+
+// TestNextOverTime plays event streams from several workers on a virtual
+// clock under the default policy (5 faults, 10 s window, 5 % floor) and
+// checks where the circuit ends up, and that it never opened on the way
+// when it must not.
+func TestNextOverTime(t *testing.T) {
+	type timed struct {
+		at time.Duration
+		ev Event
+	}
+	// every returns n events ev, one per step from start.
+	every := func(start, step time.Duration, n int, ev Event) []timed {
+		out := make([]timed, n)
+		for i := range out {
+			out[i] = timed{start + time.Duration(i)*step, ev}
+		}
+		return out
+	}
+	merge := func(streams ...[]timed) []timed {
+		var all []timed
+		for _, s := range streams {
+			all = append(all, s...)
+		}
+		slices.SortStableFunc(all, func(a, b timed) int { return cmp.Compare(a.at, b.at) })
+		return all
+	}
+	fault := func(owner string) Event { return Event{Outcome: Failure, Class: "transient", Owner: owner} }
+	refused := func(owner string) Event { return Event{Outcome: Failure, Class: "transient", Owner: owner} }
+	throttle := func(owner string) Event { return Event{Outcome: Throttle, Class: "throttled", Owner: owner} }
+	success := func(owner string) Event { return Event{Outcome: Success, Owner: owner} }
+	batch := func(owner string, n int) Event { return Event{Outcome: Success, Owner: owner, Successes: n} }
+	tests := []struct {
+		name     string
+		events   []timed
+		wantOpen bool
+	}{
+		{"throttles alone never open", merge(
+			every(0, time.Millisecond, 20000, throttle("a")),
+			every(0, time.Millisecond, 20000, throttle("b"))), false},
+		{"throttles between faults do not count as faults", merge(
+			every(0, time.Millisecond, 5000, throttle("a")),
+			every(0, time.Second, 4, fault("b"))), false},
+		{"faults interleaved with another worker's successes do not open", merge(
+			every(0, 10*time.Millisecond, 3000, success("b")),
+			every(5*time.Millisecond, 50*time.Millisecond, 600, fault("a"))), false},
+		{"faults interleaved with another worker's batches do not open", merge(
+			// b flushes 100 successes a second; a's faults, 2 a second,
+			// carry a's own few successes.
+			every(500*time.Millisecond, time.Second, 30, batch("b", 100)),
+			every(100*time.Millisecond, 500*time.Millisecond, 60, Event{Outcome: Failure, Class: "transient", Owner: "a", Successes: 3})), false},
+		{"faults spread wider than the window do not open",
+			every(0, 3*time.Second, 20, fault("a")), false},
+		{"a relay refusing everything opens", merge(
+			every(0, 20*time.Millisecond, 3, refused("a")),
+			every(10*time.Millisecond, 20*time.Millisecond, 3, refused("b"))), true},
+		{"a relay that goes down after a healthy run opens: earlier successes do not count", merge(
+			every(0, time.Millisecond, 5000, success("a")),
+			every(5*time.Second, 10*time.Millisecond, 5, fault("b"))), true},
+		{"a relay down while it throttles the last few sends still opens", merge(
+			every(0, time.Millisecond, 50, throttle("a")),
+			every(20*time.Millisecond, 10*time.Millisecond, 5, fault("b"))), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Circuit{State: Closed, Cooldown: DefaultBaseCooldown}
+			for i, e := range tt.events {
+				c = Next(c, e.ev, at(e.at), Policy{})
+				if c.State != Closed && !tt.wantOpen {
+					t.Fatalf("event %d (%+v at %v) left the circuit %v: %+v", i, e.ev, e.at, c.State, c)
+				}
+			}
+			if got := c.State == Open; got != tt.wantOpen {
+				t.Errorf("after %d events: %+v, want open %v", len(tt.events), c, tt.wantOpen)
+			}
+		})
 	}
 }
 
@@ -199,6 +320,10 @@ func TestPolicy(t *testing.T) {
 		{name: "timeout growth", p: Policy{TimeoutGrowth: -1}, wantErr: "TimeoutGrowth -1"},
 		{name: "probe timeout", p: Policy{ProbeTimeout: -time.Second}, wantErr: "ProbeTimeout -1s"},
 		{name: "refresh", p: Policy{RefreshInterval: -time.Second}, wantErr: "RefreshInterval -1s"},
+		{name: "window", p: Policy{Window: -time.Second}, wantErr: "Window -1s"},
+		{name: "floor negative", p: Policy{SuccessFloor: -0.1}, wantErr: "SuccessFloor -0.1"},
+		{name: "floor above 1", p: Policy{SuccessFloor: 1.5}, wantErr: "SuccessFloor 1.5"},
+		{name: "flush", p: Policy{FlushInterval: -time.Second}, wantErr: "FlushInterval -1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -214,7 +339,8 @@ func TestPolicy(t *testing.T) {
 	}
 	d := Policy{}.WithDefaults()
 	if d.FailureThreshold != 5 || d.BaseCooldown != 30*time.Second || d.MaxCooldown != time.Hour || d.Growth != 2 ||
-		d.TimeoutGrowth != 4 || d.ProbeTimeout != 30*time.Second || d.RefreshInterval != time.Second || d.NowFunc == nil {
+		d.TimeoutGrowth != 4 || d.ProbeTimeout != 30*time.Second || d.RefreshInterval != time.Second || d.NowFunc == nil ||
+		d.Window != 10*time.Second || d.SuccessFloor != 0.05 || d.FlushInterval != time.Second {
 		t.Errorf("defaults = %+v", d)
 	}
 }

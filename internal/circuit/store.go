@@ -17,7 +17,7 @@ type row struct {
 	version  int64
 }
 
-const columns = `provider, state, failures, cooldown, opened_at, open_until, probe_owner, probe_until, last_class, version`
+const columns = `provider, state, failures, cooldown, opened_at, open_until, probe_owner, probe_until, last_class, version, successes, window_start`
 
 // ensureRows inserts a closed row for every provider that has none.
 func ensureRows(ctx context.Context, pool *pgxpool.Pool, providers []string, cooldown time.Duration) error {
@@ -45,10 +45,11 @@ func scanRow(r pgx.Row, extra ...any) (row, []any, error) {
 		out                             row
 		state                           string
 		openedAt, openUntil, probeUntil *time.Time
+		windowStart                     *time.Time
 		probeOwner, lastClass           *string
 	)
 	dest := append([]any{&out.provider, &state, &out.c.Failures, &out.c.Cooldown, &openedAt, &openUntil,
-		&probeOwner, &probeUntil, &lastClass, &out.version}, extra...)
+		&probeOwner, &probeUntil, &lastClass, &out.version, &out.c.Successes, &windowStart}, extra...)
 	if err := r.Scan(dest...); err != nil {
 		return row{}, nil, err
 	}
@@ -62,6 +63,7 @@ func scanRow(r pgx.Row, extra ...any) (row, []any, error) {
 	out.c.ProbeUntil = deref(probeUntil)
 	out.c.ProbeOwner = deref(probeOwner)
 	out.c.LastClass = deref(lastClass)
+	out.c.WindowStart = deref(windowStart)
 	return out, extra, nil
 }
 
@@ -93,11 +95,11 @@ func apply(ctx context.Context, pool *pgxpool.Pool, provider string, ev Event, p
 		after.c = next
 		return tx.QueryRow(ctx, `UPDATE postline_circuits SET state = $2, failures = $3, cooldown = $4,
 			opened_at = $5, open_until = $6, probe_owner = $7, probe_until = $8, last_class = $9,
-			updated_at = clock_timestamp(), version = version + 1
+			successes = $10, window_start = $11, updated_at = clock_timestamp(), version = version + 1
 			WHERE provider = $1 RETURNING version`,
 			provider, next.State.String(), next.Failures, next.Cooldown, nullTime(next.OpenedAt),
 			nullTime(next.OpenUntil), nullString(next.ProbeOwner), nullTime(next.ProbeUntil),
-			nullString(next.LastClass)).Scan(&after.version)
+			nullString(next.LastClass), next.Successes, nullTime(next.WindowStart)).Scan(&after.version)
 	})
 	return before, after, err
 }

@@ -933,3 +933,38 @@ func (s countingSession) Close() error {
 	s.c.mu.Unlock()
 	return nil
 }
+
+// TestPipelineReportsWhatTheBreakerCounts: a throttle goes to the breakers as
+// circuit.Throttle, which never counts toward opening (the send control
+// handles it); a relay that is not available, or refuses the connection, is
+// a fault.
+func TestPipelineReportsWhatTheBreakerCounts(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want circuit.Outcome
+	}{
+		{"450 4.7.1 rate limit", smtpErr(450, "4.7.1", "rate limit exceeded, try again in 1 seconds"), circuit.Throttle},
+		{"421 4.7.0 too many connections", smtpErr(421, "4.7.0", "too many connections"), circuit.Throttle},
+		{"421 service not available", smtpErr(421, "", "service not available, closing transmission channel"), circuit.Failure},
+		{"421 4.3.2 not accepting messages", smtpErr(421, "4.3.2", "system not accepting network messages"), circuit.Failure},
+		{"550 unknown user", smtpErr(550, "5.1.1", "no such user"), circuit.Success},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newFakeBreakers()
+			h := newHarnessWith(t, always(tt.err), nil, b)
+			h.run(t, [][]byte{mustJSON(t, testJob("a@x", "hi"))})
+			got := b.reports("p1")
+			if len(got) == 0 {
+				t.Fatalf("p1 reports = none, want %v first", tt.want)
+			}
+			for _, o := range got {
+				if o != tt.want {
+					t.Errorf("p1 reports = %v, want only %v", got, tt.want)
+					break
+				}
+			}
+		})
+	}
+}

@@ -184,7 +184,16 @@ func (p *Pipeline) pickProvider(ctx context.Context, skip map[string]bool) (*rel
 
 // reportCircuit tells the breakers how a send went. A message-level failure
 // (a rejected recipient) shows the relay answering, so it counts as a
-// success of the relay.
+// success of the relay. A throttle (the relay asks us to slow down: 421/450
+// 4.7.x, rate texts, a connection cap at the greeting) is reported as
+// circuit.Throttle, which never counts toward opening: the relay is still
+// accepting mail, and learn hands the throttle to the send control, which
+// paces and narrows concurrency. What does count are the faults of a relay
+// that is down or refuses us, as the failure table marks them: refused or
+// lost connections, timeouts, TLS, auth, and 421 without a throttling sign
+// ("service not available" at the greeting or later) or 4.3.x, the relay's
+// own trouble. The breakers open on those only when the fleet's successes
+// in the window are near zero.
 func (p *Pipeline) reportCircuit(ctx context.Context, provider string, v failure.Verdict, ok bool) {
 	if p.breakers == nil || ctx.Err() != nil {
 		return
@@ -193,6 +202,8 @@ func (p *Pipeline) reportCircuit(ctx context.Context, provider string, v failure
 	switch {
 	case ok || !v.ProviderFault:
 		outcome = circuit.Success
+	case v.Class == failure.Throttled:
+		outcome = circuit.Throttle
 	case v.Class == failure.Auth:
 		outcome = circuit.AuthFailure
 	case v.Timeout:

@@ -34,7 +34,7 @@ type Verdict struct {
 	Class         Class
 	RetryAfter    time.Duration // hint parsed from the reply text ("try again in 92 seconds"); 0 = none
 	Timeout       bool          // a network timeout (circuit breakers escalate faster)
-	ProviderFault bool          // the relay, not this message, is the problem: counts toward the breaker
+	ProviderFault bool          // the relay, not this message, is the problem: counts toward the breaker, except a Throttled one (the send control's)
 	Code          int           // SMTP reply code, 0 for network errors
 	Enhanced      string        // RFC 3463 code, "" if none
 	Rule          string        // name of the table row that matched (for logs and tests)

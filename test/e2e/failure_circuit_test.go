@@ -14,10 +14,13 @@ import (
 
 // TestFailureCircuitSharedByTwoWorkers runs two workers in one group with
 // relay a (scripted, priority 1) and relay b (Mailpit, priority 2). When a
-// starts answering 421 4.7.0 to everything, both workers report a's
-// circuit open on /metrics within 5 s, though only the workers that send
-// through a see the failures: the state travels through Postgres. Every job
-// is still delivered exactly once, through b.
+// goes down (421 4.3.2 "service not available" to everything, the relay's
+// own trouble, not a throttle), both workers report a's circuit open on
+// /metrics within 5 s, though only the workers that send through a see the
+// failures: the state travels through Postgres. The successes of the
+// warm-up, before a's first fault, do not hold the circuit closed. Every
+// job is still delivered exactly once, through b. (A relay that throttles
+// never opens its circuit: see TestThrottlingRelayNeverOpensTheBreaker.)
 func TestFailureCircuitSharedByTwoWorkers(t *testing.T) {
 	t.Parallel()
 	s := newFailureStack(t, fastTiers)
@@ -48,10 +51,10 @@ func TestFailureCircuitSharedByTwoWorkers(t *testing.T) {
 	s.waitRows(warm, 30*time.Second, "warm-up jobs sent", statusIs("sent"))
 
 	sw.Set(func(smtptest.Command) *smtptest.Reply {
-		return &smtptest.Reply{Code: 421, Enhanced: "4.7.0", Text: "throttling: too many messages, slow down"}
+		return &smtptest.Reply{Code: 421, Enhanced: "4.3.2", Text: "service not available, closing transmission channel"}
 	})
 	switchedAt := time.Now()
-	ids := s.publish(taggedJobs(40, "throttled", job.PriorityNormal)...)
+	ids := s.publish(taggedJobs(40, "down", job.PriorityNormal)...)
 
 	seen := make([]time.Duration, len(workers))
 	eventually(t, 10*time.Second, "a's circuit open on both workers", func(ctx context.Context) (bool, string) {
@@ -71,9 +74,9 @@ func TestFailureCircuitSharedByTwoWorkers(t *testing.T) {
 		return !slices.Contains(seen, 0), strings.Join(status, "; ")
 	})
 	for i, w := range workers {
-		t.Logf("%s saw a's circuit open %s after a began throttling", w.name, seen[i].Round(time.Millisecond))
+		t.Logf("%s saw a's circuit open %s after a went down", w.name, seen[i].Round(time.Millisecond))
 		if seen[i] > 5*time.Second {
-			t.Errorf("%s saw a's circuit open only %s after a began throttling, want < 5s", w.name, seen[i].Round(time.Millisecond))
+			t.Errorf("%s saw a's circuit open only %s after a went down, want < 5s", w.name, seen[i].Round(time.Millisecond))
 		}
 	}
 
