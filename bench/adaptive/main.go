@@ -119,7 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&rp.Sample, "real-sample", rp.Sample, "real scenario: delay-depth sampling interval")
 	fs.BoolVar(&rp.Parallel, "real-parallel", rp.Parallel, "real scenario: run every strategy and scenario at once (each on its own relay, topics and schema)")
 	realStrats := fs.String("real-strategies", strings.Join(rp.Strategies, ","), "real scenario: strategies to run, comma-separated")
-	workerEnv := fs.String("worker-env", strings.Join(rp.WorkerEnv, ","), "real scenario: extra worker settings for every strategy, comma-separated KEY=VALUE (the default keeps the circuit breaker closed: see breakerOff)")
+	workerEnv := fs.String("worker-env", strings.Join(rp.WorkerEnv, ","), "real scenario: extra worker settings for every strategy, comma-separated KEY=VALUE (default: none, every strategy runs the defaults a user gets)")
 	fs.StringVar(&rp.WorkerBin, "worker-bin", rp.WorkerBin, "the worker binary (go build -o bin/ ./cmd/worker)")
 	fs.StringVar(&rp.SchedulerBin, "scheduler-bin", rp.SchedulerBin, "the retry-scheduler binary (go build -o bin/ ./cmd/retry-scheduler)")
 	brokers := fs.String("brokers", cmp.Or(os.Getenv("POSTLINE_TEST_KAFKA"), testenvKafka), "Kafka brokers, comma-separated")

@@ -25,7 +25,7 @@ func realReport(w io.Writer, p RealParams, results []RealResult) {
 		{"Postfix's scenario relay", fmt.Sprintf("no rate limit, no connection cap, 421 4.7.0 at MAIL on sessions beyond the oldest %d", p.HangUpAbove)},
 		{"worker (cmd/worker)", fmt.Sprintf("POSTLINE_RETRY_POLICY=<strategy>, POSTLINE_SENDERS=%d, relay max_conns=%d, POSTLINE_RETRY_TIERS=%s, POSTLINE_LAG_INTERVAL=%s%s, other settings default",
 			p.Senders, p.Senders, p.Tiers, p.LagInterval, strings.Join(append([]string{""}, p.WorkerEnv...), ", "))},
-		{"circuit breaker", "kept closed for every strategy (" + breakerOff + "): the baselines trip it on throttles and wait out cool-downs doubling to an hour, which measures the breaker, not the policy; the simulator has none"},
+		{"circuit breaker", "on, with its defaults, for every strategy (throttles do not count toward it); the simulator has none"},
 		{"scheduler (cmd/retry-scheduler)", "default settings (jitter up to min(1s, tier/10))"},
 		{"topics", fmt.Sprintf("fresh jobs, dead-letter and delay topics per run, %d partitions each", p.Partitions)},
 		{"runs", mode},
