@@ -98,6 +98,17 @@ func BatchBytes(limit, records int) int {
 // max.message.bytes is limit.
 func MaxRecordBytes(limit int) int { return BatchBytes(limit, 1) }
 
+// RecordBytes is a record's size as kafka-go's writer counts it against
+// its batch limit (key, value, headers and fixed fields), rounded up: what
+// MaxRecordBytes bounds.
+func RecordBytes(key, value []byte, headers []kafka.Header) int {
+	n := 27 + len(key) + len(value)
+	for _, h := range headers {
+		n += 10 + len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
 // CheckCopyFits verifies that every sink topic accepts the largest record
 // the source topic accepts plus HeaderHeadroomBytes: Postline copies records
 // from one to the other (dead letters, retry copies) and a copy that cannot

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/bench/internal/benchkafka"
 	"github.com/postline/postline/bench/relay"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/retry"
@@ -179,14 +180,14 @@ func runOne(ctx context.Context, p RealParams, scenario, strategy string, logf f
 	}
 
 	specs := append(topic.Defaults(e.jobs, e.dlq, p.Partitions), retry.TopicSpecs(e.prefix, tiers, p.Partitions)...)
-	if err := topic.Ensure(ctx, plainCluster(p.Brokers...), specs...); err != nil {
+	if err := topic.Ensure(ctx, benchkafka.Cluster(p.Brokers...), specs...); err != nil {
 		return res, err
 	}
 	if !p.Keep {
 		defer func() {
 			c, cancel := cleanup()
 			defer cancel()
-			if err := topic.Delete(c, plainCluster(p.Brokers...), append([]string{e.jobs, e.dlq}, e.delayTopics...)...); err != nil {
+			if err := topic.Delete(c, benchkafka.Cluster(p.Brokers...), append([]string{e.jobs, e.dlq}, e.delayTopics...)...); err != nil {
 				logf("delete topics: %v", err)
 			}
 		}()
@@ -337,7 +338,7 @@ func fill(r *RealResult, published map[string]time.Time, start, done time.Time, 
 // Publish, the job's first-seen time). Recipients are the same in every
 // run, so the relay rejects the same jobs for every strategy.
 func publishBurst(ctx context.Context, brokers []string, jobsTopic string, n int) (map[string]time.Time, error) {
-	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: plainCluster(brokers...), Topic: jobsTopic})
+	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: benchkafka.Cluster(brokers...), Topic: jobsTopic})
 	if err != nil {
 		return nil, err
 	}

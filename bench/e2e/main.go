@@ -59,6 +59,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/bench/internal/benchkafka"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/topic"
@@ -382,7 +383,7 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	}
 	fmt.Fprintf(stderr, "bench: %s: published %d jobs in %s (%.0f/s); waiting for delivery\n",
 		spec.name, spec.jobs, took.Round(time.Millisecond), float64(spec.jobs)/took.Seconds())
-	if err := waitSent(ctx, pool, p, spec.name, spec.jobs, o.timeout, stderr); err != nil {
+	if err := waitSent(ctx, pool, p, spec.name, spec.jobs, o.timeout, stderr, nil); err != nil {
 		return result{}, err
 	}
 	if err := p.stop(60 * time.Second); err != nil {
@@ -437,14 +438,14 @@ func newFixture(ctx context.Context, o options, name string, stderr io.Writer) (
 	retryPrefix := fmt.Sprintf("bench.%s.%s.retry", name, id)
 	topics := append([]string{f.jobsTopic, dlqTopic}, retry.DefaultTiers.Topics(retryPrefix)...)
 	specs := append(topic.Defaults(f.jobsTopic, dlqTopic, o.partitions), retry.TopicSpecs(retryPrefix, retry.DefaultTiers, 1)...)
-	if err := topic.Ensure(ctx, plainCluster(o.brokers...), specs...); err != nil {
+	if err := topic.Ensure(ctx, benchkafka.Cluster(o.brokers...), specs...); err != nil {
 		return nil, err
 	}
 	if !o.keep {
 		f.cleanups = append(f.cleanups, func() {
 			c, cancel := cleanupCtx()
 			defer cancel()
-			if err := topic.Delete(c, plainCluster(o.brokers...), topics...); err != nil {
+			if err := topic.Delete(c, benchkafka.Cluster(o.brokers...), topics...); err != nil {
 				fmt.Fprintf(stderr, "bench: %s: delete topics: %v\n", name, err)
 			}
 		})
@@ -552,7 +553,7 @@ func publish(ctx context.Context, brokers []string, jobsTopic string, n, bodyByt
 // from 4 goroutines, and returns how long that took. The chunk bounds what
 // the harness holds encoded at once.
 func publishJobs(ctx context.Context, brokers []string, jobsTopic string, jobs []job.Job, chunk int) (time.Duration, error) {
-	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: plainCluster(brokers...), Topic: jobsTopic})
+	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: benchkafka.Cluster(brokers...), Topic: jobsTopic})
 	if err != nil {
 		return 0, err
 	}
@@ -603,8 +604,9 @@ func syntheticBody(n int) string {
 }
 
 // waitSent polls postline_messages until n rows are sent. Failed or dead
-// rows, an exited process or the timeout end the wait with an error.
-func waitSent(ctx context.Context, pool *pgxpool.Pool, p *proc, name string, n int, timeout time.Duration, stderr io.Writer) error {
+// rows, an exited process or the timeout end the wait with an error. Every
+// 5 s it prints the count, followed by progress() when that is not nil.
+func waitSent(ctx context.Context, pool *pgxpool.Pool, p *proc, name string, n int, timeout time.Duration, stderr io.Writer, progress func() string) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -625,7 +627,11 @@ func waitSent(ctx context.Context, pool *pgxpool.Pool, p *proc, name string, n i
 			return fmt.Errorf("%s exited after %d of %d mails:\n%s", name, sent, n, p.logTail(20))
 		}
 		if time.Since(lastReport) >= 5*time.Second {
-			fmt.Fprintf(stderr, "bench: %s: %d/%d sent\n", name, sent, n)
+			extra := ""
+			if progress != nil {
+				extra = "; " + progress()
+			}
+			fmt.Fprintf(stderr, "bench: %s: %d/%d sent%s\n", name, sent, n, extra)
 			lastReport = time.Now()
 		}
 		select {

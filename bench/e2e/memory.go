@@ -508,42 +508,13 @@ func runMemory(ctx context.Context, o options, spec memSpec, jobs []job.Job, rec
 	return res, nil
 }
 
-// waitMemory polls postline_messages until n rows are sent, printing
-// progress with the worker's memory every 5 s. A failed row, the worker's
-// exit or the timeout end it with the reason.
+// waitMemory is waitSent with the worker's memory in its progress lines.
 func waitMemory(ctx context.Context, pool *pgxpool.Pool, p *proc, cg *memCgroup, rss *rssSampler, name string, n int, timeout time.Duration, stderr io.Writer) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	lastReport := time.Now()
-	for {
-		var sent, failed int
-		err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'sent'),
-			count(*) FILTER (WHERE status IN ('failed', 'dead')) FROM postline_messages`).Scan(&sent, &failed)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			return fmt.Errorf("count rows: %w", err)
-		case failed > 0:
-			return fmt.Errorf("%d mails failed or dead (sent %d); see %s", failed, sent, p.logPath)
-		case sent >= n:
-			return nil
-		case p.exited():
-			return fmt.Errorf("worker exited after %d of %d mails; log tail:\n%s", sent, n, p.logTail(10))
-		}
-		if time.Since(lastReport) >= 5*time.Second {
-			cur, hwm := rss.read()
-			usage, _ := cg.read("memory.usage_in_bytes")
-			fmt.Fprintf(stderr, "bench: %s: %d/%d sent; RSS %.0f MiB (peak %.0f), cgroup usage %.0f MiB\n",
-				name, sent, n, mib(cur), mib(hwm), mib(usage))
-			lastReport = time.Now()
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%d of %d mails sent: %w", sent, n, ctx.Err())
-		case <-tick.C:
-		}
-	}
+	return waitSent(ctx, pool, p, name, n, timeout, stderr, func() string {
+		cur, hwm := rss.read()
+		usage, _ := cg.read("memory.usage_in_bytes")
+		return fmt.Sprintf("RSS %.0f MiB (peak %.0f), cgroup usage %.0f MiB", mib(cur), mib(hwm), mib(usage))
+	})
 }
 
 // countDelivered reads the sent rows and their span into r.

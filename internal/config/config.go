@@ -252,3 +252,27 @@ func isIdentByte(s string, i int) bool {
 	c := s[i]
 	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
+
+// Undocumented returns the settings of dst that have no row in the table
+// under the "## section" heading of a Markdown reference page, as
+// "POSTLINE_X (--x)": a row that only another section holds does not count.
+// The reference pages are the operators' source of truth, so each binary's
+// tests check them with this.
+func Undocumented(dst any, doc []byte, section string) ([]string, error) {
+	_, body, ok := strings.Cut(string(doc), "\n## "+section+"\n")
+	if !ok {
+		return nil, fmt.Errorf("no %q section", "## "+section)
+	}
+	body, _, _ = strings.Cut(body, "\n## ")
+	list, err := Settings(dst)
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, s := range list {
+		if !strings.Contains(body, "\n| `"+s.Env+"` | `--"+s.Flag+"` |") {
+			missing = append(missing, s.Env+" (--"+s.Flag+")")
+		}
+	}
+	return missing, nil
+}

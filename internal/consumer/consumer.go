@@ -255,16 +255,14 @@ func (c *Consumer) MarkDone(m Message) {
 		close(p.idle)
 		p.idle = nil
 	}
-	p.mu.Unlock()
-	c.metrics.inFlight.Dec()
-	c.metrics.inFlightBytes.Sub(float64(m.size))
-	p.mu.Lock()
 	p.bytes -= m.size
-	if p.freed != nil {
+	if p.freed != nil { // the fetcher waits for room in the share
 		close(p.freed)
 		p.freed = nil
 	}
 	p.mu.Unlock()
+	c.metrics.inFlight.Dec()
+	c.metrics.inFlightBytes.Sub(float64(m.size))
 	select {
 	case <-p.slots:
 	default: // unreachable: the fetcher took a slot before registering m

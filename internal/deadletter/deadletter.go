@@ -251,15 +251,8 @@ func fit(msg kafka.Message, maxRecord int) (kafka.Message, bool) {
 	return msg, true
 }
 
-// recordBytes is a record's size as kafka-go's writer counts it against
-// its batch limit (key, value, headers and fixed fields), rounded up.
-func recordBytes(m kafka.Message) int {
-	n := 22 + len(m.Key) + len(m.Value) + 5
-	for _, h := range m.Headers {
-		n += 10 + len(h.Key) + len(h.Value)
-	}
-	return n
-}
+// recordBytes is m's size as the writer counts it.
+func recordBytes(m kafka.Message) int { return kafkaconn.RecordBytes(m.Key, m.Value, m.Headers) }
 
 // Headers returns the original headers with the dead-letter headers of l set
 // (replacing any left by an earlier dead-lettering of the same record).

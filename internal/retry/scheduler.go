@@ -385,7 +385,7 @@ func (s *Scheduler) produceLoop(ctx context.Context, due <-chan parked) error {
 func (s *Scheduler) produce(ctx context.Context, batch []parked) error {
 	pending := make([]parked, 0, len(batch))
 	for _, p := range batch {
-		if n := recordBytes(p.msg.Key, p.msg.Value, p.headers); n > s.maxRecord {
+		if n := kafkaconn.RecordBytes(p.msg.Key, p.msg.Value, p.headers); n > s.maxRecord {
 			if err := s.reject(ctx, p, fmt.Sprintf("%d bytes, the jobs topic %s takes at most %d", n, s.cfg.JobsTopic, s.maxRecord)); err != nil {
 				return err
 			}
@@ -472,16 +472,6 @@ func (s *Scheduler) reject(ctx context.Context, p parked, detail string) error {
 			return nil
 		}
 	}
-}
-
-// recordBytes is a record's size as kafka-go's writer counts it against
-// its batch limit, rounded up.
-func recordBytes(key, value []byte, headers []kafka.Header) int {
-	n := 27 + len(key) + len(value)
-	for _, h := range headers {
-		n += 10 + len(h.Key) + len(h.Value)
-	}
-	return n
 }
 
 // acked records the re-injection of written records and marks them done.
