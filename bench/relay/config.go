@@ -36,6 +36,10 @@ const (
 	DefaultThrottleAt       = AtRcpt
 	DefaultDomain           = "relay.localhost"
 	DefaultIdleTimeout      = 5 * time.Minute
+
+	DefaultTransientReplyCode     = 451
+	DefaultTransientReplyEnhanced = "4.3.0"
+	DefaultTransientReplyText     = "Temporary failure, please try again later"
 )
 
 // Config describes the relay's capacity and its faults. The zero Config is a
@@ -81,6 +85,21 @@ type Config struct {
 	// the message is lost, the client must send it again. Decided by a
 	// random generator seeded with Seed. Defaults to 0.
 	TransientDrop float64
+	// TransientReply is the share of transactions (of those that got past
+	// the bucket and were not dropped) answered with TransientReplyCode
+	// and TransientReplyEnhanced at the end of DATA, the connection kept
+	// open: a relay's passing local problem ("451 4.3.0"), after which the
+	// client may send the next message on the same connection. Decided by
+	// the same seeded generator as TransientDrop, one draw per
+	// transaction, so a config without it drops the same transactions as
+	// before. Defaults to 0.
+	TransientReply float64
+	// TransientReplyCode, TransientReplyEnhanced and TransientReplyText
+	// are that reply. Default to 451, "4.3.0" and "Temporary failure,
+	// please try again later".
+	TransientReplyCode     int
+	TransientReplyEnhanced string
+	TransientReplyText     string
 	// PermanentReject is the share of recipient addresses answered "550
 	// 5.1.1" at RCPT TO. Decided by a hash of Seed and the address (see
 	// Rejects), so a retry of the same message is rejected again.
@@ -107,6 +126,9 @@ func (c Config) WithDefaults() Config {
 	c.ThrottleEnhanced = cmp.Or(c.ThrottleEnhanced, DefaultThrottleEnhanced)
 	c.ThrottleText = cmp.Or(c.ThrottleText, DefaultThrottleText)
 	c.ThrottleAt = cmp.Or(strings.ToUpper(c.ThrottleAt), DefaultThrottleAt)
+	c.TransientReplyCode = cmp.Or(c.TransientReplyCode, DefaultTransientReplyCode)
+	c.TransientReplyEnhanced = cmp.Or(c.TransientReplyEnhanced, DefaultTransientReplyEnhanced)
+	c.TransientReplyText = cmp.Or(c.TransientReplyText, DefaultTransientReplyText)
 	c.Domain = cmp.Or(c.Domain, DefaultDomain)
 	c.IdleTimeout = cmp.Or(c.IdleTimeout, DefaultIdleTimeout)
 	return c
@@ -142,6 +164,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("relay config: ThrottleAt %q is not %s or %s", c.ThrottleAt, AtRcpt, AtData)
 	case !isShare(c.TransientDrop):
 		return fmt.Errorf("relay config: TransientDrop %v is not between 0 and 1", c.TransientDrop)
+	case !isShare(c.TransientReply) || !isShare(c.TransientDrop+c.TransientReply):
+		return fmt.Errorf("relay config: TransientReply %v is not between 0 and 1-TransientDrop", c.TransientReply)
+	case c.TransientReplyCode < 400 || c.TransientReplyCode > 499:
+		return fmt.Errorf("relay config: TransientReplyCode %d is not a 4xx reply", c.TransientReplyCode)
+	case !enhancedStatus.MatchString(c.TransientReplyEnhanced) || c.TransientReplyEnhanced[:1] != "4":
+		return fmt.Errorf("relay config: TransientReplyEnhanced %q is not a 4.x.x RFC 3463 status", c.TransientReplyEnhanced)
+	case strings.ContainsAny(c.TransientReplyText, "\r\n"):
+		return fmt.Errorf("relay config: TransientReplyText %q contains a line break", c.TransientReplyText)
 	case !isShare(c.PermanentReject):
 		return fmt.Errorf("relay config: PermanentReject %v is not between 0 and 1", c.PermanentReject)
 	case c.Domain == "" || strings.ContainsFunc(c.Domain, func(r rune) bool { return r <= ' ' || r == 0x7f }):

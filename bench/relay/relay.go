@@ -11,8 +11,12 @@
 //     but only the oldest HangUpAbove open ones are served: a younger one is
 //     hung up (421 4.7.0) at MAIL, Postfix's scenario;
 //   - faults: a seeded share of transactions dropped with 421 4.4.2 at the
-//     end of DATA, and a share of recipient addresses rejected with 550
+//     end of DATA, a seeded share answered 451 4.3.0 there without a
+//     disconnect, and a share of recipient addresses rejected with 550
 //     5.1.1, chosen by a hash so retries are rejected again.
+//
+// The bucket's rate can be changed while the relay runs (SetRate), as a
+// provider that lowers a sender's limit does.
 //
 // Accepted messages are counted, time-stamped and their Message-IDs noted,
 // then discarded: the relay delivers nothing. It is not a scripted test
@@ -96,7 +100,7 @@ func Start(cfg Config, logger *slog.Logger) (*Relay, error) {
 	}()
 	logger.Info("relay listening", "addr", r.Addr(), "rate", cfg.Rate, "burst", cfg.Burst,
 		"max_conns", cfg.MaxConns, "hang_up_above", cfg.HangUpAbove,
-		"transient_drop", cfg.TransientDrop, "permanent_reject", cfg.PermanentReject, "seed", cfg.Seed)
+		"transient_drop", cfg.TransientDrop, "transient_reply", cfg.TransientReply, "permanent_reject", cfg.PermanentReject, "seed", cfg.Seed)
 	return r, nil
 }
 
@@ -139,7 +143,40 @@ func (r *Relay) Stats() Stats {
 	s.Open = len(r.open)
 	s.AcceptedAt = append([]time.Time(nil), r.stats.AcceptedAt...)
 	s.AcceptedIDs = append([]string(nil), r.stats.AcceptedIDs...)
+	s.ThrottledAt = append([]time.Time(nil), r.stats.ThrottledAt...)
+	s.RefusedAt = append([]time.Time(nil), r.stats.RefusedAt...)
+	s.RateChanges = append([]RateChange(nil), r.stats.RateChanges...)
 	return s
+}
+
+// SetRate changes the token bucket to perSecond messages per second and
+// burst tokens from now on, as a provider that lowers or restores a
+// sender's limit does; perSecond 0 makes the relay unlimited. Tokens
+// already in the bucket stay, capped at the new burst; a relay that was
+// unlimited gets a full bucket. Reset goes back to the Config's rate. The
+// change is recorded in Stats.RateChanges.
+func (r *Relay) SetRate(perSecond float64, burst int) error {
+	switch {
+	case math.IsNaN(perSecond) || perSecond < 0 || math.IsInf(perSecond, 1):
+		return fmt.Errorf("relay: SetRate: rate %v must be 0 (unlimited) or a positive number", perSecond)
+	case perSecond > 0 && burst < 1:
+		return fmt.Errorf("relay: SetRate: burst %d must be at least 1", burst)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	switch {
+	case perSecond == 0:
+		r.lim = nil
+	case r.lim == nil:
+		r.lim = rate.NewLimiter(rate.Limit(perSecond), burst)
+	default:
+		r.lim.SetLimitAt(now, rate.Limit(perSecond))
+		r.lim.SetBurstAt(now, burst)
+	}
+	r.stats.RateChanges = append(r.stats.RateChanges, RateChange{At: now, Rate: perSecond, Burst: burst})
+	r.logger.Info("relay rate changed", "rate", perSecond, "burst", burst)
+	return nil
 }
 
 // Reset zeroes the counters, refills the token bucket and reseeds the drop
@@ -167,6 +204,7 @@ func (r *Relay) admit(c net.Conn) *trackedConn {
 	r.stats.Connections++
 	if r.cfg.MaxConns > 0 && len(r.open) >= r.cfg.MaxConns {
 		r.stats.Refused++
+		r.stats.RefusedAt = append(r.stats.RefusedAt, time.Now())
 		r.mu.Unlock()
 		host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 		line := fmt.Sprintf("421 4.7.0 %s Error: too many connections from %s\r\n", r.cfg.Domain, host)
@@ -250,24 +288,40 @@ func (r *Relay) takeToken() (wait time.Duration, ok bool) {
 	if d := res.DelayFrom(now); d > 0 {
 		res.CancelAt(now)
 		r.stats.Throttled++
+		r.stats.ThrottledAt = append(r.stats.ThrottledAt, now)
 		return d, false
 	}
 	return 0, true
 }
 
-// finish decides a transaction that got past the bucket: dropped (true) or
-// accepted, recording id as accepted.
-func (r *Relay) finish(id string) (drop bool) {
+// verdict is how a transaction that got past the bucket ends.
+type verdict int
+
+const (
+	accept    verdict = iota
+	drop              // 421 4.4.2 and disconnect
+	transient         // the transient reply, connection kept
+)
+
+// finish decides a transaction that got past the bucket with one draw of
+// the seeded generator, recording id when it is accepted.
+func (r *Relay) finish(id string) verdict {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cfg.TransientDrop > 0 && r.rng.Float64() < r.cfg.TransientDrop {
-		r.stats.TransientDrops++
-		return true
+	if r.cfg.TransientDrop > 0 || r.cfg.TransientReply > 0 {
+		switch x := r.rng.Float64(); {
+		case x < r.cfg.TransientDrop:
+			r.stats.TransientDrops++
+			return drop
+		case x < r.cfg.TransientDrop+r.cfg.TransientReply:
+			r.stats.TransientReplies++
+			return transient
+		}
 	}
 	r.stats.Accepted++
 	r.stats.AcceptedAt = append(r.stats.AcceptedAt, time.Now())
 	r.stats.AcceptedIDs = append(r.stats.AcceptedIDs, id)
-	return false
+	return accept
 }
 
 // messageID is the Message-ID of a header without its angle brackets, so
@@ -367,8 +421,12 @@ func (s *session) Data(body io.Reader) error {
 			return s.r.throttleError(wait)
 		}
 	}
-	if s.r.finish(messageID(header)) {
+	switch s.r.finish(messageID(header)) {
+	case drop:
 		return hangUp(s.c, smtp.EnhancedCode{4, 4, 2}, s.r.cfg.Domain+" Connection dropped, closing transmission channel")
+	case transient:
+		return &smtp.SMTPError{Code: s.r.cfg.TransientReplyCode, EnhancedCode: parseEnhanced(s.r.cfg.TransientReplyEnhanced),
+			Message: s.r.cfg.TransientReplyText}
 	}
 	return nil
 }

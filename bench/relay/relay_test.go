@@ -17,6 +17,7 @@ func TestConfig(t *testing.T) {
 			Addr: relay.DefaultAddr, Rate: 12.5, Burst: 13,
 			ThrottleCode: 450, ThrottleEnhanced: "4.7.1", ThrottleText: relay.DefaultThrottleText,
 			ThrottleAt: relay.AtRcpt, Domain: relay.DefaultDomain, IdleTimeout: relay.DefaultIdleTimeout,
+			TransientReplyCode: 451, TransientReplyEnhanced: "4.3.0", TransientReplyText: relay.DefaultTransientReplyText,
 		}
 		if c != want {
 			t.Errorf("WithDefaults = %+v, want %+v", c, want)
@@ -55,6 +56,11 @@ func TestConfig(t *testing.T) {
 		{"unknown stage", relay.Config{ThrottleAt: "MAIL"}, "ThrottleAt"},
 		{"drop above 1", relay.Config{TransientDrop: 1.5}, "TransientDrop"},
 		{"negative reject", relay.Config{PermanentReject: -0.1}, "PermanentReject"},
+		{"transient reply", relay.Config{TransientReply: 0.03, TransientDrop: 0.01}, ""},
+		{"drop and reply above 1", relay.Config{TransientReply: 0.6, TransientDrop: 0.5}, "TransientReply"},
+		{"5xx transient reply", relay.Config{TransientReplyCode: 550}, "TransientReplyCode"},
+		{"transient reply enhanced of another class", relay.Config{TransientReplyEnhanced: "5.3.0"}, "TransientReplyEnhanced"},
+		{"transient reply text with a line break", relay.Config{TransientReplyText: "a\nb"}, "TransientReplyText"},
 		{"domain with space", relay.Config{Domain: "a b"}, "Domain"},
 		{"negative idle", relay.Config{IdleTimeout: -time.Second}, "IdleTimeout"},
 	}

@@ -6,7 +6,8 @@ import "time"
 //
 // With one recipient per message and a client that tries a transaction on
 // every connection it opens, each send attempt ends in exactly one of
-// Accepted, Throttled, TransientDrops, PermanentRejects, Refused and HungUp,
+// Accepted, Throttled, TransientDrops, TransientReplies, PermanentRejects,
+// Refused and HungUp,
 // so their sum (Attempts) is the number of attempts.
 type Stats struct {
 	// Since is when counting started (Start or Reset).
@@ -27,18 +28,39 @@ type Stats struct {
 	Throttled int64
 	// TransientDrops counts transactions dropped with 421 4.4.2.
 	TransientDrops int64
+	// TransientReplies counts transactions answered with the transient
+	// reply (451 4.3.0) at the end of DATA, the connection kept.
+	TransientReplies int64
 	// PermanentRejects counts recipients answered 550 5.1.1.
 	PermanentRejects int64
 	// AcceptedAt holds the time of each accepted message, in order.
 	AcceptedAt []time.Time
+	// ThrottledAt holds the time of each throttle reply, in order.
+	ThrottledAt []time.Time
+	// RefusedAt holds the time of each connection refused at the greeting
+	// (MaxConns), in order.
+	RefusedAt []time.Time
+	// RateChanges lists the SetRate calls, in order.
+	RateChanges []RateChange
 	// AcceptedIDs holds the Message-ID (without angle brackets) of each
 	// accepted message, parallel to AcceptedAt; "" for one without.
 	AcceptedIDs []string
 }
 
-// Deferred counts the attempts that got a 4xx reply: throttled, dropped,
-// refused at the greeting or hung up.
-func (s Stats) Deferred() int64 { return s.Throttled + s.TransientDrops + s.Refused + s.HungUp }
+// RateChange is one change of the token bucket by SetRate.
+type RateChange struct {
+	At    time.Time
+	Rate  float64 // messages/s; 0 = unlimited
+	Burst int
+}
+
+// Deferred counts the attempts that were refused for the moment: the
+// throttle reply (450 4.7.1 by default, whatever ThrottleCode is), a
+// dropped transaction, the transient reply, refused at the greeting or
+// hung up.
+func (s Stats) Deferred() int64 {
+	return s.Throttled + s.TransientDrops + s.TransientReplies + s.Refused + s.HungUp
+}
 
 // Attempts counts every outcome: Accepted, Deferred and PermanentRejects.
 func (s Stats) Attempts() int64 { return s.Accepted + s.Deferred() + s.PermanentRejects }

@@ -62,6 +62,7 @@ func parse(args []string, stderr io.Writer) (relay.Config, options, error) {
 	fs.StringVar(&cfg.ThrottleEnhanced, "throttle-enhanced", relay.DefaultThrottleEnhanced, "enhanced status when the bucket is empty")
 	fs.StringVar(&cfg.ThrottleText, "throttle-text", relay.DefaultThrottleText, "reply text when the bucket is empty; "+relay.SecondsPlaceholder+" is the refill time")
 	fs.Float64Var(&cfg.TransientDrop, "drop", 0, "share of transactions answered 421 4.4.2 and disconnected")
+	fs.Float64Var(&cfg.TransientReply, "transient-reply", 0, "share of transactions answered 451 4.3.0 at the end of DATA, the connection kept")
 	fs.Float64Var(&cfg.PermanentReject, "reject", 0, "share of recipient addresses answered 550 5.1.1")
 	fs.Int64Var(&cfg.Seed, "seed", 1, "seed for drops and rejected addresses")
 	fs.DurationVar(&o.report, "report", 0, "print the counters at this interval (0: only at exit)")
@@ -127,6 +128,7 @@ func printStats(w io.Writer, s relay.Stats, bucket time.Duration) {
 	row("accepted", s.Accepted)
 	row("throttled", s.Throttled)
 	row("transient drops", s.TransientDrops)
+	row("transient replies", s.TransientReplies)
 	row("permanent rejects", s.PermanentRejects)
 	if a := s.Attempts(); a > 0 {
 		row("deferred share", fmt.Sprintf("%.1f %%", 100*float64(s.Deferred())/float64(a)))
