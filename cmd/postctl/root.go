@@ -135,7 +135,7 @@ func execute(ctx context.Context, args []string, getenv func(string) string, std
 	pf.StringVarP(&g.output, "output", "o", "text", "output format: text (aligned tables) or json (shapes in each command's help)")
 
 	root.AddCommand(newTopicsCmd(g), newMigrateCmd(g), newPublishCmd(g), newDLQCmd(g),
-		newStatusCmd(g), newLagCmd(g), newAuditCmd(g), newProbeCmd(g))
+		newStatusCmd(g), newLagCmd(g), newAuditCmd(g), newRelaysCmd(g), newProbeCmd(g))
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
