@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -67,23 +68,37 @@ func (s *settings) retryPolicy() (adaptive.Policy, map[job.Priority]adaptive.Buc
 	return policy, budgets, &adaptive.SendControlConfig{}, nil
 }
 
-// parseBucket parses "30+1/s": a burst of 30 tokens refilled at 1 per
-// second.
+// parseBucket parses "30+1/s+10%": a burst of 30 tokens refilled at 1 per
+// second, plus a tenth of a token earned by every first attempt. The share
+// is optional ("30+1/s" earns none).
 func parseBucket(v string) (adaptive.Bucket, error) {
-	burst, refill, ok := strings.Cut(v, "+")
-	perSecond, isRate := strings.CutSuffix(strings.TrimSpace(refill), "/s")
-	if !ok || !isRate {
-		return adaptive.Bucket{}, fmt.Errorf("want burst+refill/s, such as 30+1/s")
+	const want = "want burst+refill/s[+share%], such as 30+1/s+10%"
+	parts := strings.Split(v, "+")
+	if len(parts) < 2 || len(parts) > 3 {
+		return adaptive.Bucket{}, errors.New(want)
 	}
-	b, err := strconv.Atoi(strings.TrimSpace(burst))
+	perSecond, isRate := strings.CutSuffix(strings.TrimSpace(parts[1]), "/s")
+	if !isRate {
+		return adaptive.Bucket{}, errors.New(want)
+	}
+	b, err := strconv.Atoi(strings.TrimSpace(parts[0]))
 	if err != nil || b < 1 {
-		return adaptive.Bucket{}, fmt.Errorf("burst %q must be a whole number of at least 1", burst)
+		return adaptive.Bucket{}, fmt.Errorf("burst %q must be a whole number of at least 1", parts[0])
 	}
 	r, err := strconv.ParseFloat(strings.TrimSpace(perSecond), 64)
 	if err != nil || !(r > 0) || math.IsInf(r, 0) {
 		return adaptive.Bucket{}, fmt.Errorf("refill %q must be a positive number per second", perSecond)
 	}
-	return adaptive.Bucket{Burst: b, PerSecond: r}, nil
+	bucket := adaptive.Bucket{Burst: b, PerSecond: r}
+	if len(parts) == 3 {
+		pct, isPct := strings.CutSuffix(strings.TrimSpace(parts[2]), "%")
+		share, err := strconv.ParseFloat(strings.TrimSpace(pct), 64)
+		if !isPct || err != nil || !(share >= 0 && share < 100) {
+			return adaptive.Bucket{}, fmt.Errorf("share %q must be a percentage in [0, 100), such as 10%%", parts[2])
+		}
+		bucket.Share = share / 100
+	}
+	return bucket, nil
 }
 
 // retryLimits combines POSTLINE_MAX_ATTEMPTS and POSTLINE_MAX_AGE.

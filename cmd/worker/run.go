@@ -111,6 +111,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		providers = append(providers, delivery.Provider{
 			Name:       relay.Name(),
+			Priority:   rc.Priority,
 			NewSession: func() delivery.Session { return relay.NewSession() },
 			MaxConns:   rc.MaxConns,
 			FleetRate:  rc.Rate,

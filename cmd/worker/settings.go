@@ -46,7 +46,7 @@ type settings struct {
 	RetryTiers   string        `env:"POSTLINE_RETRY_TIERS" default:"5s,30s,2m,10m,1h,6h" usage:"delay tiers; a computed delay is rounded up to one"`
 	MaxAttempts  string        `env:"POSTLINE_MAX_ATTEMPTS" default:"urgent=10,normal=8,bulk=5" usage:"attempts allowed per priority"`
 	RetryPolicy  string        `env:"POSTLINE_RETRY_POLICY" default:"adaptive" usage:"retry and send policy: adaptive (class-aware delays, retry budgets, per-relay adaptive concurrency and pacing), uniform (exponential backoff, cenkalti/backoff defaults) or reference (the design brief's lag and success-rate model); the last two are baselines"`
-	RetryBudgets string        `env:"POSTLINE_RETRY_BUDGETS" default:"urgent=100+5/s,normal=30+1/s,bulk=5+0.2/s" usage:"retry budgets per priority (adaptive policy): burst+refill/s token buckets; a retry takes a token, and without one it waits for the refill"`
+	RetryBudgets string        `env:"POSTLINE_RETRY_BUDGETS" default:"urgent=100+5/s+20%,normal=30+1/s+10%,bulk=5+0.2/s+5%" usage:"retry budgets per priority (adaptive policy): burst+refill/s+share% token buckets; a retry takes a token, every first attempt earns share% of one, and a retry without one waits for the refill"`
 	MaxAge       string        `env:"POSTLINE_MAX_AGE" default:"urgent=6h,normal=24h,bulk=48h" usage:"age after first publication past which a job is dead, per priority"`
 
 	CircuitThreshold   int           `env:"POSTLINE_CIRCUIT_THRESHOLD" default:"5" usage:"relay faults (refused or lost connections, timeouts, 421 service not available; never throttles) within 10s, fleet-wide, that open a provider's circuit when under 5% of that window's sends succeeded"`

@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -235,8 +236,56 @@ func TestBudgets(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewBudgets(map[job.Priority]Bucket{job.PriorityNormal: {1, 1}}, t0); err == nil {
+	if _, err := NewBudgets(map[job.Priority]Bucket{job.PriorityNormal: {Burst: 1, PerSecond: 1}}, t0); err == nil {
 		t.Error("NewBudgets accepted a config without urgent and bulk")
+	}
+}
+
+func TestBudgetsEarnedByFirstAttempts(t *testing.T) {
+	buckets := func(normal Bucket) map[job.Priority]Bucket {
+		return map[job.Priority]Bucket{
+			job.PriorityUrgent: {Burst: 1, PerSecond: 1}, job.PriorityNormal: normal, job.PriorityBulk: {Burst: 1, PerSecond: 1},
+		}
+	}
+	tests := []struct {
+		name   string
+		bucket Bucket
+		first  int // first attempts before the retries
+		takes  int // retries at t0
+		ok     bool
+		wait   time.Duration // of the last take
+		tokens float64       // after the takes
+	}{
+		{"no share: the 3rd retry waits for the refill", Bucket{Burst: 2, PerSecond: 1}, 100, 3, false, time.Second, -1},
+		{"ten first attempts at 10 % earn one retry", Bucket{Burst: 2, PerSecond: 1, Share: 0.1}, 10, 3, true, 0, 0},
+		{"nine earn none yet", Bucket{Burst: 2, PerSecond: 1, Share: 0.1}, 9, 3, false, time.Second, -1},
+		{"earned tokens are kept up to the burst", Bucket{Burst: 2, PerSecond: 1, Share: 0.5}, 100, 4, true, 0, 0},
+		{"beyond burst plus earned, retries wait", Bucket{Burst: 2, PerSecond: 1, Share: 0.5}, 100, 5, false, time.Second, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := NewBudgets(buckets(tt.bucket), t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range tt.first {
+				b.Earn(job.PriorityNormal)
+			}
+			var ok bool
+			var until time.Time
+			for range tt.takes {
+				ok, until = b.Take(t0, job.PriorityNormal)
+			}
+			if ok != tt.ok || until.Sub(t0) != tt.wait {
+				t.Errorf("last Take = %v, +%v; want %v, +%v", ok, until.Sub(t0), tt.ok, tt.wait)
+			}
+			if got := b.Tokens(t0, job.PriorityNormal); math.Abs(got-tt.tokens) > 1e-9 {
+				t.Errorf("Tokens = %v, want %v", got, tt.tokens)
+			}
+		})
+	}
+	if _, err := NewBudgets(buckets(Bucket{Burst: 1, PerSecond: 1, Share: 1}), t0); err == nil {
+		t.Error("NewBudgets accepted a share of 1")
 	}
 }
 
@@ -451,14 +500,51 @@ func TestPacer(t *testing.T) {
 			return nil
 		}, nil, 15},
 		{"decrease by factor", PacerConfig{Initial: 40}, func(p *Pacer) any { return p.OnThrottleSent(t0, t0) }, true, 28},
-		{"additive after the first decrease", PacerConfig{Initial: 40}, func(p *Pacer) any {
-			p.OnThrottleSent(t0, t0) // 28
+		{"below the ceiling: back by half the distance per second", PacerConfig{Initial: 40}, func(p *Pacer) any {
+			p.OnThrottleSent(t0, t0) // 28, ceiling 40
 			p.Next(t0)
 			p.Take(t0)
 			p.Next(t0)
-			p.OnSuccess(t0) // + 2/28
+			p.OnSuccess(t0) // + (40-28)/2 / 28
 			return nil
-		}, nil, 28 + 2.0/28},
+		}, nil, 28 + 6.0/28},
+		{"at the ceiling: probe by Increase per second", PacerConfig{Initial: 40}, func(p *Pacer) any {
+			p.OnThrottle(t0) // 28, ceiling 40
+			p.rate = 40
+			p.Take(t0)
+			p.Next(t0)
+			p.OnSuccess(t0) // + 2/40
+			return nil
+		}, nil, 40 + 2.0/40},
+		{"above the ceiling: the gain is the distance, doubling it per second", PacerConfig{Initial: 40}, func(p *Pacer) any {
+			p.OnThrottle(t0) // 28, ceiling 40
+			p.rate = 50
+			p.Take(t0)
+			p.Next(t0)
+			p.OnSuccess(t0) // + 10/50
+			return nil
+		}, nil, 50 + 10.0/50},
+		{"in one second of successes the rate recovers half of a cut", PacerConfig{Initial: 100}, func(p *Pacer) any {
+			p.OnThrottle(t0) // 70, ceiling 100
+			at := t0
+			for at.Before(t0.Add(time.Second)) {
+				p.Take(at)
+				p.Next(at)
+				p.OnSuccess(at)
+				at = at.Add(time.Duration(float64(time.Second) / p.Rate()))
+			}
+			r := p.Rate()
+			return r > 80 && r < 90
+		}, true, -1}, // -1: the rate is checked by run
+		{"scale moves rate and ceiling", PacerConfig{Initial: 40}, func(p *Pacer) any {
+			p.OnThrottle(t0) // 28, ceiling 40
+			p.Scale(t0, 0.5) // 14, ceiling 20
+			p.Next(t0)
+			p.Take(t0)
+			p.Next(t0)
+			p.OnSuccess(t0) // + (20-14)/2 / 14
+			return nil
+		}, nil, 14 + 3.0/14},
 		{"stale refusal ignored", PacerConfig{Initial: 40}, func(p *Pacer) any {
 			p.OnThrottleSent(t0.Add(20*ms), t0.Add(10*ms))
 			return p.OnThrottleSent(t0.Add(2*time.Second), t0)
@@ -486,7 +572,7 @@ func TestPacer(t *testing.T) {
 			if got := tt.run(p); got != tt.want {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
-			if r := p.Rate(); r < tt.wantRate-1e-9 || r > tt.wantRate+1e-9 {
+			if r := p.Rate(); tt.wantRate >= 0 && (r < tt.wantRate-1e-9 || r > tt.wantRate+1e-9) {
 				t.Errorf("Rate = %v, want %v", r, tt.wantRate)
 			}
 		})

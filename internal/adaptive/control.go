@@ -116,16 +116,62 @@ func (c *SendControl) Decreases(controller string) int {
 	return c.decreases[controller]
 }
 
-// SetMembers sets the number of live workers sharing the fleet-wide rate.
+// SetMembers sets the number of live workers sharing the provider. The
+// fleet-wide rate is split over them, and a learned rate is rescaled by
+// old/new members: the provider's rate was learned as this worker's share,
+// and a worker joining (or leaving) changes the share at once rather than
+// after the refusals that would teach it. A count below 1 means not known
+// yet (the group was not described) and changes nothing.
 func (c *SendControl) SetMembers(now time.Time, members int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	members = max(members, 1)
-	if c.fleet == nil || members == c.members {
+	if members < 1 || members == c.members {
 		return
 	}
+	old := c.members
 	c.members = members
-	c.fleet.SetRate(now, FleetShare(c.cfg.FleetRate, members))
+	if c.pacer != nil {
+		c.pacer.Scale(now, float64(old)/float64(members))
+	}
+	if c.fleet != nil {
+		c.fleet.SetRate(now, FleetShare(c.cfg.FleetRate, members))
+	}
+}
+
+// Members returns the number of live workers the control shares the
+// provider with (itself included).
+func (c *SendControl) Members() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.members
+}
+
+// Seed starts pacing at this worker's share of fleetRate, the rate the
+// other live workers learned for the provider together, when this control
+// is still unpaced: a worker joining a fleet that has learned the
+// provider's rate starts at its share instead of at full speed, so adding a
+// worker does not add refusals. The share is fleetRate split over the
+// members, this worker included (at least two, since other workers
+// reported). Seed does nothing once the control paces or for fleetRate <= 0.
+// It reports whether it started the pacer.
+func (c *SendControl) Seed(now time.Time, fleetRate float64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pacer != nil || !(fleetRate > 0) || math.IsInf(fleetRate, 1) {
+		return false
+	}
+	// Other workers reported, so there are at least two of us even when
+	// the group was not described yet; a later SetMembers rescales from
+	// this count.
+	c.members = max(c.members, 2)
+	if c.fleet != nil {
+		c.fleet.SetRate(now, FleetShare(c.cfg.FleetRate, c.members))
+	}
+	cfg := c.cfg.Pacer.WithDefaults()
+	cfg.Initial = math.Min(cfg.Max, math.Max(cfg.Min, fleetRate/float64(c.members)))
+	c.pacer, _ = NewPacer(cfg, now) // cfg was validated by NewSendControl
+	c.pacer.learned(now)
+	return true
 }
 
 // Admit decides whether a send may start at now while inFlight sends are

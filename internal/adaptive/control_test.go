@@ -12,8 +12,8 @@ func TestSendControl(t *testing.T) {
 	ms := time.Millisecond
 	type step struct {
 		at       time.Duration
-		op       string // "admit", "ok", "conns", "rate", "other", "members"
-		inFlight int    // admit: sends in flight; members: live workers
+		op       string // "admit", "ok", "conns", "rate", "other", "members", "seed"
+		inFlight int    // admit: sends in flight; members: live workers; seed: the fleet's rate
 		sent     time.Duration
 	}
 	type want struct {
@@ -94,10 +94,60 @@ func TestSendControl(t *testing.T) {
 			want: want{retryAt: 40 * ms, limit: 8, rate: math.Inf(1), fleet: 25},
 		},
 		{
-			name:  "zero members count as one",
+			name:  "an unknown member count (zero) changes nothing",
 			cfg:   SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}, FleetRate: 100},
-			steps: []step{{0, "members", 0, 0}},
-			want:  want{limit: 8, rate: math.Inf(1), fleet: 100},
+			steps: []step{{0, "members", 2, 0}, {0, "members", 0, 0}},
+			want:  want{limit: 8, rate: math.Inf(1), fleet: 50},
+		},
+		{
+			name: "a worker joining shrinks a learned rate to the new share",
+			cfg:  SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}, Pacer: PacerConfig{Initial: 30}},
+			steps: []step{
+				{0, "members", 2, 0}, // 30/s learned alone: 15 each
+				{0, "members", 3, 0}, // 10 each
+			},
+			want: want{limit: 8, rate: 10, fleet: math.Inf(1)},
+		},
+		{
+			name: "a worker leaving grows a learned rate to the new share",
+			cfg:  SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}, Pacer: PacerConfig{Initial: 30}},
+			steps: []step{
+				{0, "members", 3, 0}, // 10 each
+				{0, "members", 2, 0}, // 15 each
+			},
+			want: want{limit: 8, rate: 15, fleet: math.Inf(1)},
+		},
+		{
+			name:  "a joining worker is seeded with its share of the fleet's learned rate",
+			cfg:   SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}},
+			steps: []step{{0, "members", 3, 0}, {0, "seed", 100, 0}},
+			want:  want{limit: 8, rate: 100.0 / 3, fleet: math.Inf(1)},
+		},
+		{
+			name: "seeding before the group is described assumes two workers, then rescales",
+			cfg:  SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}},
+			steps: []step{
+				{0, "seed", 60, 0},   // one other worker learned 60/s: 30 each
+				{0, "members", 3, 0}, // the group turns out to be three
+			},
+			want: want{limit: 8, rate: 20, fleet: math.Inf(1)},
+		},
+		{
+			name: "a seeded pacer probes from its share instead of slow start",
+			cfg:  SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}},
+			steps: []step{
+				{0, "seed", 40, 0}, // 20/s
+				{0, "admit", 0, 0},
+				{0, "admit", 0, 0}, // held back: the rate limits
+				{0, "ok", 0, 0},    // + Increase/rate, not +1
+			},
+			want: want{retryAt: 50 * ms, limit: 8, rate: 20 + 2.0/20, fleet: math.Inf(1)},
+		},
+		{
+			name:  "seeding a control that paces already changes nothing",
+			cfg:   SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}, Pacer: PacerConfig{Initial: 10}},
+			steps: []step{{0, "seed", 100, 0}},
+			want:  want{limit: 8, rate: 10, fleet: math.Inf(1)},
 		},
 	}
 	for _, tt := range tests {
@@ -123,6 +173,8 @@ func TestSendControl(t *testing.T) {
 					c.Done(now, t0.Add(s.sent), false, "")
 				case "members":
 					c.SetMembers(now, s.inFlight)
+				case "seed":
+					c.Seed(now, float64(s.inFlight))
 				}
 			}
 			if admitted != tt.want.admitted {

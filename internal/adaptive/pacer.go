@@ -27,9 +27,12 @@ type PacerConfig struct {
 	Min float64
 	// Max is the highest rate. Defaults to 1000.
 	Max float64
-	// Increase is how many sends per second the rate gains per second of
-	// successes at the current rate, once the first throttle ended the
-	// slow start (each success adds Increase/rate). Defaults to 2.
+	// Increase is the least the rate gains per second of successes at the
+	// current rate once the first throttle ended the slow start (each
+	// success adds at least Increase/rate). Near the rate of the last cut
+	// the gain is this slow probe; below that rate the pacer climbs back
+	// by half the distance per second, and above it the gain doubles every
+	// second (see Pacer). Defaults to 2.
 	Increase float64
 	// Factor multiplies the rate on throttling, in (0,1). Defaults to 0.7.
 	Factor float64
@@ -76,15 +79,24 @@ func (c PacerConfig) Validate() error {
 // Pacer paces sends to one provider at a learned rate: a token bucket whose
 // rate grows on success and shrinks on throttling, as TCP's congestion
 // window does. It starts in slow start (each success adds 1/s, so the rate
-// doubles every second) until the first throttle, then grows additively
-// (Increase per second); each throttle multiplies the rate by Factor, at
-// most once per Interval. Unlike a pause for the whole retry hint, the
-// provider keeps receiving mail just below the rate it was last seen to
-// take.
+// doubles every second) until the first throttle; each throttle multiplies
+// the rate by Factor, at most once per Interval, and remembers the rate it
+// cut from as the provider's ceiling. Growth after that has the shape of
+// TCP CUBIC's window, so a short dip costs seconds, not minutes:
+//   - below the ceiling the rate climbs back by half the remaining distance
+//     per second (a cut of 0.7 is 90 % recovered in about 3 s);
+//   - near it the rate probes by Increase per second;
+//   - above it the gain doubles every second, so a provider whose capacity
+//     came back (a drop from 50/s to 10/s that ended) is found again in a
+//     few seconds rather than at Increase per second.
+//
+// Unlike a pause for the whole retry hint, the provider keeps receiving mail
+// just below the rate it was last seen to take.
 type Pacer struct {
 	mu        sync.Mutex
 	cfg       PacerConfig
 	rate      float64
+	ceiling   float64 // the rate of the last cut, before it; 0 before any
 	tokens    float64
 	last      time.Time
 	cut       lastCut
@@ -145,11 +157,22 @@ func (p *Pacer) OnSuccess(now time.Time) {
 		return
 	}
 	p.refill(now)
-	inc := p.cfg.Increase / p.rate
+	p.rate = math.Min(p.cfg.Max, p.rate+p.gain()/p.rate)
+}
+
+// gain is how many sends per second the rate gains over one second of
+// successes at the current rate; callers hold mu.
+func (p *Pacer) gain() float64 {
 	if !p.cut.set {
-		inc = 1 // slow start
+		return p.rate // slow start: +1 per success
 	}
-	p.rate = math.Min(p.cfg.Max, p.rate+inc)
+	// Half the distance to the ceiling below it, the distance itself
+	// above it (doubling every second), never less than the probe.
+	d := p.ceiling - p.rate
+	if d < 0 {
+		d = -2 * d
+	}
+	return math.Max(p.cfg.Increase, d/2)
 }
 
 // OnThrottle records a send the provider refused for its rate, and reports
@@ -182,11 +205,35 @@ func (p *Pacer) OnThrottleSent(now, sent time.Time) bool {
 	return true
 }
 
+// learned ends the slow start without a cut: the current rate is known to
+// be the provider's (a share the fleet learned), so the pacer probes from
+// it.
+func (p *Pacer) learned(now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ceiling = p.rate
+	p.cut = lastCut{at: now.Add(-p.cfg.Interval), set: true}
+}
+
 func (p *Pacer) decrease(now time.Time) {
 	p.refill(now)
+	p.ceiling = p.rate
 	p.rate = math.Max(p.cfg.Min, p.rate*p.cfg.Factor)
 	p.cut.mark(now)
 	p.decreases++
+}
+
+// Scale multiplies the rate and the ceiling by f > 0 from now on: the
+// provider's rate is shared with more (f < 1) or fewer (f > 1) workers.
+func (p *Pacer) Scale(now time.Time, f float64) {
+	if !(f > 0) {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refill(now)
+	p.rate = math.Min(p.cfg.Max, math.Max(p.cfg.Min, p.rate*f))
+	p.ceiling *= f
 }
 
 // Rate returns the current rate in sends per second.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,8 +150,10 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, deps Deps) 
 			return nil, fmt.Errorf("delivery: Budgets: %w", err)
 		}
 	}
-	pools := make([]*relayPool, len(deps.Providers))
-	for i, prov := range deps.Providers {
+	providers := slices.Clone(deps.Providers)
+	slices.SortStableFunc(providers, func(a, b Provider) int { return cmp.Compare(a.Priority, b.Priority) })
+	pools := make([]*relayPool, len(providers))
+	for i, prov := range providers {
 		pools[i] = newRelayPool(prov, cfg.Senders, nil, cfg.NowFunc)
 		if cfg.SendControl == nil {
 			continue

@@ -211,7 +211,7 @@ func newHarnessWith(t *testing.T, sendErr, backupErr func(*job.Job, int) error, 
 		Store: h.store,
 		Providers: []Provider{
 			{Name: "p1", NewSession: func() Session { return h.smtp }},
-			{Name: "p2", NewSession: func() Session { return h.backup }},
+			{Name: "p2", Priority: 1, NewSession: func() Session { return h.backup }},
 		},
 		DeadLetters: h.dlq,
 		Retries:     h.retries,

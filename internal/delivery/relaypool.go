@@ -1,16 +1,25 @@
 package delivery
 
 import (
+	"cmp"
 	"context"
+	"math"
+	"reflect"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/postline/postline/internal/adaptive"
 )
 
-// Provider is one SMTP relay. Providers are tried in the order given.
+// Provider is one SMTP relay. Providers are given in priority order.
 type Provider struct {
 	Name string
+	// Priority orders relays for failover: lower is preferred. Relays of
+	// one priority share the load (see acquireAny); the next priority is
+	// used only while every relay of this one is unavailable (its circuit
+	// open, or refusing our credentials).
+	Priority int
 	// NewSession opens a session (one SMTP connection) on the relay.
 	NewSession func() Session
 	// MaxConns caps the relay's open connections; 0 means one per sending
@@ -41,6 +50,7 @@ type relayPool struct {
 	// cooldownUntil is when the relay last said it takes mail again (its
 	// latest throttle's retry hint).
 	cooldownUntil time.Time
+	lastCut       Cut
 }
 
 func newRelayPool(p Provider, senders int, control *adaptive.SendControl, nowFunc func() time.Time) *relayPool {
@@ -60,49 +70,136 @@ func (rp *relayPool) limit() int {
 }
 
 // acquire waits until a send may start and returns a session for it. It
-// waits while the relay's sessions are all busy or
-// its send control holds the send back: a busy primary is not a reason to
-// fail over to a backup relay.
+// waits while the relay's sessions are all busy or its send control holds
+// the send back: a busy primary is not a reason to fail over to a backup
+// relay.
 func (rp *relayPool) acquire(ctx context.Context) (Session, bool) {
-	for {
-		rp.mu.Lock()
-		closing := rp.trimLocked()
-		now := rp.nowFunc()
-		var retryAt time.Time
-		ok := rp.inUse < rp.size
-		if ok && rp.control != nil {
-			ok, retryAt = rp.control.Admit(now, rp.inUse)
+	s, _, ok := acquireAny(ctx, []*relayPool{rp})
+	return s, ok
+}
+
+// attempt is one try at starting a send on a relay without waiting.
+type attempt struct {
+	session Session // the session to send on, when ok
+	ok      bool
+	// retryAt is when the send control next lets a send through; zero when
+	// only a finishing send (changed) can.
+	retryAt time.Time
+	changed <-chan struct{} // closed when a send on the relay ends
+}
+
+// try starts a send if one may start now. When it may not, the caller
+// must call stopWaiting once it has waited on the returned changed.
+func (rp *relayPool) try() attempt {
+	rp.mu.Lock()
+	closing := rp.trimLocked()
+	now := rp.nowFunc()
+	var a attempt
+	a.ok = rp.inUse < rp.size
+	if a.ok && rp.control != nil {
+		a.ok, a.retryAt = rp.control.Admit(now, rp.inUse)
+	}
+	if a.ok {
+		rp.inUse++
+		if n := len(rp.idle); n > 0 {
+			a.session, rp.idle = rp.idle[n-1], rp.idle[:n-1]
 		}
-		if ok {
-			rp.inUse++
-			var s Session
-			if n := len(rp.idle); n > 0 {
-				s, rp.idle = rp.idle[n-1], rp.idle[:n-1]
-			}
-			rp.mu.Unlock()
-			closeAll(closing)
-			if s == nil {
-				s = rp.NewSession()
-			}
-			return s, true
-		}
-		changed := rp.changed
-		rp.waiting++
 		rp.mu.Unlock()
 		closeAll(closing)
-		woke := rp.wait(ctx, changed, retryAt, now)
-		rp.mu.Lock()
-		rp.waiting--
-		rp.mu.Unlock()
+		if a.session == nil {
+			a.session = rp.NewSession()
+		}
+		return a
+	}
+	a.changed = rp.changed
+	rp.waiting++
+	rp.mu.Unlock()
+	closeAll(closing)
+	return a
+}
+
+func (rp *relayPool) stopWaiting() {
+	rp.mu.Lock()
+	rp.waiting--
+	rp.mu.Unlock()
+}
+
+// headroom is how many more sends the relay's limits let in flight now:
+// the tie-break between relays of one priority.
+func (rp *relayPool) headroom() int {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	return rp.limit() - rp.inUse
+}
+
+// acquireAny waits until a send may start on one of pools, relays of one
+// priority, and returns that relay and a session on it. Relays that may
+// take a send now are tried in order of most headroom, so relays of one
+// priority share the load by what each takes: a relay that paces or
+// narrows its concurrency gets fewer sends, and none is left idle while
+// another holds sends back.
+func acquireAny(ctx context.Context, pools []*relayPool) (Session, *relayPool, bool) {
+	order := slices.Clone(pools)
+	for {
+		if len(order) > 1 {
+			room := make(map[*relayPool]int, len(order))
+			for _, rp := range order {
+				room[rp] = rp.headroom()
+			}
+			slices.SortStableFunc(order, func(a, b *relayPool) int { return cmp.Compare(room[b], room[a]) })
+		}
+		var (
+			waits   []*relayPool
+			changed []<-chan struct{}
+			retryAt time.Time
+		)
+		for _, rp := range order {
+			a := rp.try()
+			if a.ok {
+				for _, w := range waits {
+					w.stopWaiting()
+				}
+				return a.session, rp, true
+			}
+			waits = append(waits, rp)
+			changed = append(changed, a.changed)
+			if !a.retryAt.IsZero() && (retryAt.IsZero() || a.retryAt.Before(retryAt)) {
+				retryAt = a.retryAt
+			}
+		}
+		woke := waitAny(ctx, changed, retryAt, order[0].nowFunc())
+		for _, w := range waits {
+			w.stopWaiting()
+		}
 		if !woke {
-			return nil, false
+			return nil, nil, false
 		}
 	}
 }
 
-// wait waits until changed is closed or, when retryAt is set, until then;
-// it reports false when ctx ended first.
-func (rp *relayPool) wait(ctx context.Context, changed <-chan struct{}, retryAt, now time.Time) bool {
+// waitAny waits until one of changed is closed or, when retryAt is set,
+// until then; it reports false when ctx ended first.
+func waitAny(ctx context.Context, changed []<-chan struct{}, retryAt, now time.Time) bool {
+	if len(changed) == 1 {
+		return waitOne(ctx, changed[0], retryAt, now)
+	}
+	cases := make([]reflect.SelectCase, 0, len(changed)+2)
+	for _, c := range changed {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
+	}
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
+	if !retryAt.IsZero() {
+		t := time.NewTimer(retryAt.Sub(now))
+		defer t.Stop()
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.C)})
+	}
+	chosen, _, _ := reflect.Select(cases)
+	return chosen != len(changed)
+}
+
+// waitOne waits until changed is closed or, when retryAt is set, until
+// then; it reports false when ctx ended first.
+func waitOne(ctx context.Context, changed <-chan struct{}, retryAt, now time.Time) bool {
 	var timer <-chan time.Time
 	if !retryAt.IsZero() {
 		t := time.NewTimer(retryAt.Sub(now))
@@ -198,4 +295,24 @@ func (rp *relayPool) close() []error {
 		}
 	}
 	return errs
+}
+
+// noteCut records the send control's latest cut.
+func (rp *relayPool) noteCut(c Cut) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	rp.lastCut = c
+}
+
+// state is the relay's RelayState.
+func (rp *relayPool) state() RelayState {
+	rp.mu.Lock()
+	st := RelayState{Provider: rp.Name, Priority: rp.Priority, InFlight: rp.inUse, Limit: rp.limit(),
+		Rate: math.Inf(1), FleetShare: math.Inf(1), Members: 1, LastCut: rp.lastCut}
+	rp.mu.Unlock()
+	if c := rp.control; c != nil {
+		st.Rate, st.FleetShare, st.Members = c.Rate(), c.FleetShare(), c.Members()
+		st.ConcurrencyCuts, st.RateCuts = c.Decreases(adaptive.ControllerConcurrency), c.Decreases(adaptive.ControllerRate)
+	}
+	return st
 }

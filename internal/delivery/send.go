@@ -51,6 +51,9 @@ func (p *Pipeline) deliver(ctx context.Context, it *item) {
 		return
 	}
 
+	if p.budgets != nil && it.attempt <= 1 {
+		p.budgets.Earn(priority) // a first attempt earns a share of a retry
+	}
 	var (
 		skip      map[string]bool // providers that refused our credentials in this attempt
 		fast      int
@@ -148,38 +151,55 @@ func (p *Pipeline) learn(prov *relayPool, start, end time.Time, v failure.Verdic
 		return
 	}
 	if cut := prov.control.Done(end, start, ok, v.Limit); cut != "" {
+		prov.noteCut(Cut{Controller: cut, Reason: cutReason(v), At: end})
 		p.metrics.decreases.WithLabelValues(prov.Name, cut).Inc()
 		p.logger.Debug("relay throttled: slowing down", "provider", prov.Name, "controller", cut,
 			"limit", prov.control.Limit(), "rate", prov.control.Rate())
 	}
 }
 
-// pickProvider returns the first provider, in priority order, whose circuit
-// lets a send through and that skip does not exclude, with one of its
-// sessions, waiting while all of its connections are busy: a busy primary
-// is not a reason to fail over to a backup relay.
+// pickProvider returns a provider of the best priority that has one whose
+// circuit lets a send through and that skip does not exclude, with one of
+// its sessions. Relays of that priority share the load; it waits while all
+// of their connections are busy or their send controls hold sends back: a
+// busy primary is not a reason to fail over to a backup relay.
 func (p *Pipeline) pickProvider(ctx context.Context, skip map[string]bool) (*relayPool, Session, bool) {
-	for _, prov := range p.providers {
-		if skip[prov.Name] {
+	for i := 0; i < len(p.providers); {
+		prio := p.providers[i].Priority
+		var group []*relayPool
+		for ; i < len(p.providers) && p.providers[i].Priority == prio; i++ {
+			if prov := p.providers[i]; !skip[prov.Name] && p.circuitAllows(ctx, prov.Name) {
+				group = append(group, prov)
+			}
+		}
+		if len(group) == 0 {
 			continue
 		}
-		if p.breakers != nil {
-			d, err := p.breakers.Allow(ctx, prov.Name)
-			if err != nil {
-				p.logger.Debug("circuit check failed; skipping provider", "provider", prov.Name, "error", err)
-				continue
-			}
-			if !d.Allowed {
-				continue
+		if p.group != nil {
+			for _, prov := range group {
+				if prov.control != nil {
+					prov.control.SetMembers(p.cfg.NowFunc(), p.group.Members())
+				}
 			}
 		}
-		if prov.control != nil && p.group != nil {
-			prov.control.SetMembers(p.cfg.NowFunc(), p.group.Members())
-		}
-		s, ok := prov.acquire(ctx)
+		s, prov, ok := acquireAny(ctx, group)
 		return prov, s, ok
 	}
 	return nil, nil, false
+}
+
+// circuitAllows reports whether provider's circuit lets a send through; a
+// failed check skips the provider.
+func (p *Pipeline) circuitAllows(ctx context.Context, provider string) bool {
+	if p.breakers == nil {
+		return true
+	}
+	d, err := p.breakers.Allow(ctx, provider)
+	if err != nil {
+		p.logger.Debug("circuit check failed; skipping provider", "provider", provider, "error", err)
+		return false
+	}
+	return d.Allowed
 }
 
 // reportCircuit tells the breakers how a send went. A message-level failure
