@@ -113,6 +113,9 @@ type Rule struct {
 	Enhanced string
 	// Text must match the reply text; nil matches any.
 	Text *regexp.Regexp
+	// NotEnhanced are statuses (prefixes in whole components, as Enhanced)
+	// the row does not match.
+	NotEnhanced []string
 	// Class is the verdict for a matching reply.
 	Class Class
 	// ProviderFault says the relay, not the message, is the problem.
@@ -182,6 +185,12 @@ var Rules = []Rule{
 	{Name: "relay-denied", CodeClass: 5, Text: relayDeniedText, Class: Auth, ProviderFault: true},
 	{Name: "temporary-rate-limit", CodeClass: 5, Text: temporaryRateText, Class: Throttled, ProviderFault: true},
 	{Name: "sending-quota", CodeClass: 5, Text: sendingQuotaText, Class: Throttled, ProviderFault: true},
+	// A 5xx that says when to try again is a throttle dressed as a
+	// permanent failure ("550 5.7.1 Message refused, try again in 30
+	// seconds"): a permanent refusal has no "when". Not for the address,
+	// mailbox or content statuses (5.1, 5.2, 5.6): those fail again
+	// whatever the wait.
+	{Name: "retry-hint-5xx", CodeClass: 5, Text: retryHintText, NotEnhanced: []string{"5.1", "5.2", "5.6"}, Class: Throttled, ProviderFault: true},
 	{Name: "permanent-default", CodeClass: 5, Class: Permanent},
 }
 
@@ -444,12 +453,24 @@ func (r Rule) matches(code int, enhanced, text string) bool {
 		return false
 	case r.CodeClass != 0 && r.CodeClass != code/100:
 		return false
-	case r.Enhanced != "" && enhanced != r.Enhanced && !strings.HasPrefix(enhanced, r.Enhanced+"."):
+	case r.Enhanced != "" && !enhancedHasPrefix(enhanced, r.Enhanced):
 		return false
 	case r.Text != nil && !r.Text.MatchString(text):
 		return false
 	}
+	for _, not := range r.NotEnhanced {
+		if enhancedHasPrefix(enhanced, not) {
+			return false
+		}
+	}
 	return true
+}
+
+// enhancedHasPrefix reports whether the RFC 3463 status enhanced starts
+// with prefix in whole components: "4.7" is a prefix of "4.7.0", not of
+// "4.70.1".
+func enhancedHasPrefix(enhanced, prefix string) bool {
+	return enhanced == prefix || strings.HasPrefix(enhanced, prefix+".")
 }
 
 // MaxRetryAfter caps a retry-after hint: a relay asking for more is
@@ -462,6 +483,9 @@ var retryAfterPatterns = []*regexp.Regexp{
 	regexp.MustCompile(`(?i)\bretry-after:\s*(\d+(?:\.\d+)?)\s*(seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h)?\b`),
 	regexp.MustCompile(`(?i)\b(?:try(?:\s+again)?|retry|wait|come\s+back|back\s+off|resend)\s+(?:(?:again|later)\s+)?(?:in|after|for)?\s*(?:about\s+|at\s+least\s+)?(\d+(?:\.\d+)?)\s*(seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h)\b`),
 }
+
+// retryHintText matches a reply text ParseRetryAfter may find a hint in.
+var retryHintText = regexp.MustCompile(retryAfterPatterns[0].String() + "|" + retryAfterPatterns[1].String())
 
 // ParseRetryAfter finds a retry-after hint in SMTP reply text: "try again
 // in 92 seconds", "retry in 5 minutes", "wait 2 min", "Retry-After: 30"

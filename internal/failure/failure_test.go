@@ -46,6 +46,12 @@ func TestClassifyReply(t *testing.T) {
 		{550, "5.7.1", "Temporary rate limit, try again in 60 seconds", Throttled, true, "temporary-rate-limit", 60 * time.Second},
 		{554, "", "Throttled: sending too fast, retry later", Throttled, true, "temporary-rate-limit", 0},
 		{550, "5.4.5", "Daily user sending quota exceeded.", Throttled, true, "sending-quota", 0},
+		{550, "5.7.1", "Message refused, try again in 30 seconds", Throttled, true, "retry-hint-5xx", 30 * time.Second},
+		{554, "", "Service refused; Retry-After: 120", Throttled, true, "retry-hint-5xx", 2 * time.Minute},
+		{550, "5.1.1", "No such user, try again in 5 minutes", Permanent, false, "permanent-default", 0},
+		{552, "5.2.2", "Mailbox full, try again in 1 hour", Permanent, false, "permanent-default", 0},
+		{554, "5.6.0", "Message content rejected, retry in 10 minutes", Permanent, false, "permanent-default", 0},
+		{550, "5.7.1", "Message refused, try again later", Permanent, false, "permanent-default", 0},
 
 		// Transient.
 		{421, "", "Service not available, closing transmission channel", Transient, true, "service-unavailable", 0},
@@ -113,6 +119,7 @@ func TestRulesAllReachable(t *testing.T) {
 		"relay-denied":             {554, "", "Relaying denied"},
 		"temporary-rate-limit":     {550, "", "rate limited, try again later"},
 		"sending-quota":            {550, "", "Daily sending quota exceeded"},
+		"retry-hint-5xx":           {550, "5.7.1", "Message refused, try again in 30 seconds"},
 		"permanent-default":        {550, "", ""},
 	}
 	names := map[string]bool{}
