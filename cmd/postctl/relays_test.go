@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/relaystate"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
@@ -186,7 +187,7 @@ func TestRelaysPostgres(t *testing.T) {
 	}
 	store := relaystate.New(pool)
 	now := time.Now()
-	cut := relaystate.Cut{Controller: relaystate.ControllerRate, Reason: "throttle 450", At: now.Add(-time.Second)}
+	cut := relaystate.Cut{Controller: adaptive.ControllerRate, Reason: "throttle 450", At: now.Add(-time.Second)}
 	if err := store.Publish(ctx, "worker-a", now, []relaystate.Snapshot{
 		{Provider: "mx-main", Priority: 1, Limit: 5, InFlight: 2, Rate: 30, FleetShare: math.Inf(1), RateCuts: 1, LastCut: cut},
 		{Provider: "mx-spare", Priority: 2, Limit: 16, Rate: math.Inf(1), FleetShare: math.Inf(1)},

@@ -136,6 +136,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return config.NameSetting(err, map[string]string{"FailureThreshold": "POSTLINE_CIRCUIT_THRESHOLD", "BaseCooldown": "POSTLINE_CIRCUIT_COOLDOWN",
 			"MaxCooldown": "POSTLINE_CIRCUIT_MAX_COOLDOWN", "RefreshInterval": "POSTLINE_CIRCUIT_REFRESH"})
 	}
+	relayStates, err := newRelayStatePublisher(pool, s.WorkerID, s.RelayStateInterval, logger, reg)
+	if err != nil {
+		return err
+	}
 	kafkaCluster, err := s.Kafka.Cluster("worker")
 	if err != nil {
 		return err
@@ -368,6 +372,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		stage("circuit breakers", func() error { return breakers.Run(breakersCtx) })
 		// Leases are kept for as long as the pipeline holds jobs.
 		stage("lease keeper", func() error { return leases.Run(breakersCtx) })
+		// The fleet's view of this worker's relays, while it sends.
+		stage("relay state", func() error { return relayStates.Run(breakersCtx, p) })
 		stage("pipeline", func() error {
 			defer stopBreakers()
 			return p.Run(deliverCtx, cons)

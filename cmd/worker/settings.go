@@ -54,6 +54,8 @@ type settings struct {
 	CircuitMaxCooldown time.Duration `env:"POSTLINE_CIRCUIT_MAX_COOLDOWN" default:"1h" usage:"cap of a circuit's open period"`
 	CircuitRefresh     time.Duration `env:"POSTLINE_CIRCUIT_REFRESH" default:"1s" usage:"how often the fleet's shared circuit state is re-read"`
 
+	RelayStateInterval time.Duration `env:"POSTLINE_RELAY_STATE_INTERVAL" default:"2s" usage:"how often this worker publishes its send control of each relay to Postgres (postctl relays) and reads the rates the other workers learned"`
+
 	ReaperInterval time.Duration `env:"POSTLINE_REAPER_INTERVAL" default:"30s" usage:"how often rows stuck in sending past their lease are re-published"`
 	ReaperGrace    time.Duration `env:"POSTLINE_REAPER_GRACE" default:"10s" usage:"how long past its lease a sending row must be before the reaper takes it"`
 	Retention      time.Duration `env:"POSTLINE_RETENTION" default:"720h" usage:"how long a sent, failed or dead row is kept (the dedupe window: a duplicate arriving later is sent again); the reaper purges older ones"`

@@ -11,16 +11,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// The controllers a Cut names.
-const (
-	ControllerConcurrency = "concurrency" // the AIMD concurrency limit
-	ControllerRate        = "rate"        // the learned send rate
-)
+// ErrInvalid marks a publication the table cannot hold: a bug of the
+// caller, which publishing again unchanged does not mend.
+var ErrInvalid = errors.New("invalid relay state")
 
 // Cut is a decrease of one of a relay's send controllers.
 type Cut struct {
-	// Controller is ControllerConcurrency or ControllerRate; empty when
-	// the relay was never cut.
+	// Controller is what was cut, adaptive.ControllerConcurrency
+	// ("concurrency") or adaptive.ControllerRate ("rate"); empty when the
+	// relay was never cut.
 	Controller string
 	// Reason says why: the failure rule and the reply code that caused it.
 	Reason string
@@ -110,10 +109,10 @@ const columns = `worker_id, provider, priority, concurrency_limit, in_flight, ra
 // rows.
 func (s *Store) Publish(ctx context.Context, workerID string, at time.Time, states []Snapshot) error {
 	if workerID == "" {
-		return errors.New("relaystate: publish: empty worker ID")
+		return fmt.Errorf("relaystate: publish: %w: empty worker ID", ErrInvalid)
 	}
 	if at.IsZero() {
-		return errors.New("relaystate: publish: zero time")
+		return fmt.Errorf("relaystate: publish: %w: zero time", ErrInvalid)
 	}
 	n := len(states)
 	var (
@@ -128,10 +127,10 @@ func (s *Store) Publish(ctx context.Context, workerID string, at time.Time, stat
 	)
 	for i, st := range states {
 		if err := st.validate(); err != nil {
-			return fmt.Errorf("relaystate: publish: %w", err)
+			return fmt.Errorf("relaystate: publish: %w: %w", ErrInvalid, err)
 		}
 		if seen[st.Provider] {
-			return fmt.Errorf("relaystate: publish: provider %s twice", st.Provider)
+			return fmt.Errorf("relaystate: publish: %w: provider %s twice", ErrInvalid, st.Provider)
 		}
 		seen[st.Provider] = true
 		providers[i] = st.Provider

@@ -1,6 +1,7 @@
 package relaystate_test
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/relaystate"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
@@ -30,7 +32,7 @@ func TestPublishListFleetRatesPrune(t *testing.T) {
 	store, _ := newStore(t)
 	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Microsecond) // Postgres keeps microseconds
-	cut := relaystate.Cut{Controller: relaystate.ControllerRate, Reason: "throttle 450", At: now.Add(-3 * time.Second)}
+	cut := relaystate.Cut{Controller: adaptive.ControllerRate, Reason: "throttle 450", At: now.Add(-3 * time.Second)}
 
 	// w1 is paced on a and unpaced on b; w2 is paced on both; w3 stopped
 	// publishing a minute ago.
@@ -173,8 +175,8 @@ func TestPublishRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		err := store.Publish(t.Context(), tt.worker, tt.at, tt.states)
-		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%s: Publish = %v, want an error containing %q", tt.name, err, tt.want)
+		if !errors.Is(err, relaystate.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Publish = %v, want an ErrInvalid containing %q", tt.name, err, tt.want)
 		}
 	}
 	l, err := store.List(t.Context())
