@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,7 +144,7 @@ func adaptiveHarness(t *testing.T, sendErr func(*job.Job, int) error, policy ada
 
 func TestPipelineFeedsThePolicyItsInputs(t *testing.T) {
 	throttled := func(*job.Job, int) error { return smtpErr(450, "4.7.1", "rate limit exceeded, try again in 7 seconds") }
-	policy := &recordingPolicy{delay: 3 * time.Second}
+	policy := &recordingPolicy{delay: 5 * time.Second} // the shortest tier: not waited out in the worker
 	h, reg := adaptiveHarness(t, throttled, policy, nil)
 	rec := mustJSON(t, testJob("a@x", "hello"))
 	h.store.seed("a@x", rec, 3)
@@ -179,6 +180,35 @@ func TestPipelineFeedsThePolicyItsInputs(t *testing.T) {
 	}
 	if got := histogramCount(t, reg, "postline_delivery_backoff_delay_seconds", map[string]string{"class": "throttled", "reason": "recorded"}); got != 1 {
 		t.Errorf("backoff delay observations = %v, want 1", got)
+	}
+}
+
+func TestPipelineWaitsOutShortThrottlesInPlace(t *testing.T) {
+	var sends atomic.Int32
+	throttled := func(*job.Job, int) error {
+		sends.Add(1)
+		return smtpErr(450, "4.7.1", "rate limit exceeded, try again in 1 seconds")
+	}
+	policy := &recordingPolicy{delay: 50 * time.Millisecond} // shorter than the 5s tier
+	h, reg := adaptiveHarness(t, throttled, policy, nil)
+	h.run(t, [][]byte{mustJSON(t, testJob("a@x", "a"))})
+
+	// Three short throttles are waited out in the worker without an
+	// attempt charged; the fourth goes to the delay tier as attempt 2.
+	if got := sends.Load(); got != 1+maxThrottleHolds {
+		t.Errorf("sends = %d, want %d", got, 1+maxThrottleHolds)
+	}
+	if got := counterValue(t, reg, "postline_delivery_reentries_total", map[string]string{"cause": "throttled"}); got != maxThrottleHolds {
+		t.Errorf("throttled re-entries = %v, want %d", got, maxThrottleHolds)
+	}
+	for i, in := range policy.inputs {
+		if in.Attempt != 1 || in.Throttles != i+1 {
+			t.Errorf("policy input %d: attempt %d, throttles %d; want attempt 1, throttles %d", i, in.Attempt, in.Throttles, i+1)
+		}
+	}
+	copies := h.retries.all()
+	if len(copies) != 1 || copies[0].Attempt != 2 || copies[0].Throttles != 1+maxThrottleHolds || copies[0].Tier != 5*time.Second {
+		t.Fatalf("retry copies = %+v, want one for attempt 2 with %d throttles in the 5s tier", copies, 1+maxThrottleHolds)
 	}
 }
 

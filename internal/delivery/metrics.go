@@ -49,7 +49,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"outcome"}),
 		reentries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "reentries_total",
-			Help: "Records parked and fed back into the pipeline, by cause: busy (leased elsewhere), release (no provider available).",
+			Help: "Records parked and fed back into the pipeline, by cause: busy (leased elsewhere), release (no provider available), throttled (a short throttle waited out in the worker instead of a delay tier).",
 		}, []string{"cause"}),
 		dependencyErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "dependency_errors_total",
@@ -118,7 +118,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, stage := range []string{"decoding", "sending"} {
 		m.panics.WithLabelValues(stage)
 	}
-	for _, cause := range []string{"busy", "release"} {
+	for _, cause := range []string{reentryBusy, reentryRelease, reentryThrottled} {
 		m.reentries.WithLabelValues(cause)
 	}
 	for _, op := range []string{opClaim, opRecord, opRecordRejected, opNoteConflicts, opDeadLetter, opRetryPublish, opCircuitReport} {

@@ -66,7 +66,9 @@ type item struct {
 	errText     string
 	nextAttempt int         // the attempt the row expects next, for retrying outcomes
 	copy        *retry.Copy // the retry copy to publish, for a retry through a delay tier
-	releaseAt   time.Time   // when a released job (no provider available) is claimed again
+	releaseAt   time.Time   // when a released job (no provider available, a short throttle) is claimed again
+	reentry     string      // why it is released: reentryRelease or reentryThrottled
+	holds       int         // short throttles waited out in the worker (scheduleRetry)
 }
 
 // Pipeline delivers consumed jobs. Create it with New and start it with Run.
@@ -488,7 +490,7 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 			conflicts = append(conflicts, it)
 		case idempotency.Busy:
 			wait := min(max(c.RetryAt.Sub(p.cfg.NowFunc()), 0), p.cfg.RecheckInterval)
-			p.metrics.reentries.WithLabelValues("busy").Inc()
+			p.metrics.reentries.WithLabelValues(reentryBusy).Inc()
 			delays.Add(p.cfg.NowFunc().Add(wait), it)
 		default:
 			return fmt.Errorf("delivery: unknown claim result %d for %s", c.Result, c.MessageID)
@@ -656,9 +658,12 @@ func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, d
 	}
 	for _, it := range batch {
 		if !it.releaseAt.IsZero() {
-			at := it.releaseAt
+			at, cause := it.releaseAt, it.reentry
+			// The row's attempt now: unchanged for a release, the next one
+			// after a throttle, so the claim finds what the row says.
+			it.attempt = it.nextAttempt
 			it.resetOutcome()
-			p.metrics.reentries.WithLabelValues("release").Inc()
+			p.metrics.reentries.WithLabelValues(cause).Inc()
 			delays.Add(at, it)
 			continue
 		}
@@ -674,8 +679,15 @@ func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, d
 // resetOutcome clears what the sender set, before the item is claimed again.
 func (it *item) resetOutcome() {
 	it.provider, it.verdict, it.outcome, it.class, it.reason, it.errText = "", failure.Verdict{}, "", "", "", ""
-	it.nextAttempt, it.copy, it.releaseAt = 0, nil, time.Time{}
+	it.nextAttempt, it.copy, it.releaseAt, it.reentry = 0, nil, time.Time{}, ""
 }
+
+// The causes of a re-entry (postline_delivery_reentries_total).
+const (
+	reentryBusy      = "busy"
+	reentryRelease   = "release"
+	reentryThrottled = "throttled"
+)
 
 func (p *Pipeline) letter(it *item, reason, class, errText string) deadletter.Letter {
 	return deadletter.Letter{

@@ -280,9 +280,25 @@ func (p *Pipeline) scheduleRetry(it *item, v failure.Verdict, limit RetryLimit, 
 			p.metrics.budgetWaits.WithLabelValues(string(priority)).Inc()
 		}
 	}
-	tier := p.cfg.Tiers.Pick(delay)
 	p.metrics.backoffDelay.WithLabelValues(string(v.Class), d.Reason).Observe(delay.Seconds())
+	if v.Class == failure.Throttled && v.ProviderFault && delay < p.cfg.Tiers[0] && it.holds < maxThrottleHolds {
+		// The relay asked us to slow down for less than the shortest tier:
+		// the job waits in the worker, in its place, and the send control
+		// paces it, rather than going round a delay topic to the back of
+		// the jobs topic (which would round a 1 s hint up to 5 s and queue
+		// it behind the whole backlog: the long tail of a throttled burst).
+		// Like a release, the wait is the relay's pacing, not an attempt
+		// at the message, so it is not charged one; after
+		// maxThrottleHolds in a row the job takes the delay tiers, which
+		// charge attempts, so a relay that throttles for ever cannot keep
+		// a job in the worker.
+		it.holds++
+		it.outcome, it.class, it.nextAttempt = idempotency.StatusRetrying, string(v.Class), it.attempt
+		it.releaseAt, it.reentry = now.Add(delay), reentryThrottled
+		return
+	}
 	it.outcome, it.class, it.nextAttempt = idempotency.StatusRetrying, string(v.Class), next
+	tier := p.cfg.Tiers.Pick(delay)
 	it.copy = &retry.Copy{
 		Key:   it.msg.Key,
 		Value: it.msg.Value,
@@ -299,6 +315,10 @@ func (p *Pipeline) scheduleRetry(it *item, v failure.Verdict, limit RetryLimit, 
 	}
 }
 
+// maxThrottleHolds is how many short throttles in a row a job waits out in
+// the worker before it goes to a delay tier.
+const maxThrottleHolds = 3
+
 // release hands a claimed job back without charging an attempt, because no
 // provider can take mail now; it is claimed again when a circuit half-opens.
 func (p *Pipeline) release(it *item) {
@@ -310,7 +330,7 @@ func (p *Pipeline) release(it *item) {
 	}
 	wait = min(max(wait, 50*time.Millisecond), p.cfg.MaxReleaseWait)
 	it.outcome, it.nextAttempt = idempotency.StatusRetrying, it.attempt
-	it.releaseAt = p.cfg.NowFunc().Add(wait)
+	it.releaseAt, it.reentry = p.cfg.NowFunc().Add(wait), reentryRelease
 	p.metrics.releases.Inc()
 }
 
