@@ -105,6 +105,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&p.Seed, "seed", p.Seed, "random seed")
 	tiers := fs.String("tiers", p.Tiers.String(), "delay tiers, as the worker rounds them; \"none\" disables rounding")
 	png := fs.String("png", "bin/adaptive-sim.png", "plot of delivered-over-time (\"\" = none)")
+	scenarioNames := fs.String("scenarios", strings.Join(scenarioNames(Scenarios(p)), ","), "simulator scenarios to run, comma-separated (main and postfix always run)")
+	scenarioPNG := fs.String("scenario-png", "bin/adaptive-sim-{scenario}.png", "plot of each harder scenario's delivered-over-time, {scenario} replaced by its name (\"\" = none)")
 	md := fs.String("md", "", "also write the Markdown report to this file")
 	rp := defaultRealParams()
 	realRun := fs.Bool("real", true, "after the simulator, run the real scenario: cmd/worker and cmd/retry-scheduler against Kafka, PostgreSQL and bench/relay "+
@@ -177,21 +179,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	strategies := []string{StratUniform, StratReference, StratAdaptive}
-	var main, postfix []Result
-	for _, s := range strategies {
-		main = append(main, Run(p, s))
-		postfix = append(postfix, Run(PostfixParams(p), s))
+	// The main and Postfix scenarios come first, with every strategy.
+	scs, err := pickScenarios(Scenarios(p), *scenarioNames)
+	if err != nil {
+		return err
 	}
+	runs := RunScenarios(scs)
+	main, postfix := runs[0].Results, runs[1].Results
 	var b strings.Builder
 	fmt.Fprintf(&b, "Command: `go run ./bench/adaptive %s`\n\n", commandLine(args))
 	report(&b, p, *tiers, main, postfix)
+	scenarioReport(&b, runs)
 	if _, err := io.WriteString(stdout, b.String()); err != nil {
 		return err
 	}
 	if *png != "" {
 		if err := plotTimeline(*png, "Delivered over time (simulator)", main); err != nil {
 			return fmt.Errorf("plot %s: %w", *png, err)
+		}
+	}
+	if *scenarioPNG != "" {
+		for _, r := range runs[2:] {
+			path := strings.ReplaceAll(*scenarioPNG, "{scenario}", r.Scenario.Name)
+			if err := plotTimeline(path, "Delivered over time (simulator, "+r.Scenario.Name+")", r.Results); err != nil {
+				return fmt.Errorf("plot %s: %w", path, err)
+			}
 		}
 	}
 	if *realRun {
@@ -241,88 +253,4 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
-}
-
-func report(w io.Writer, p Params, tiers string, main, postfix []Result) {
-	pc := p.Pacer.WithDefaults()
-	bound := p.MeanBound()
-	fmt.Fprintf(w, "## Adaptive retry policy: simulator\n\n")
-	fmt.Fprintf(w, "| parameter | value |\n|---|---|\n")
-	rows := [][2]string{
-		{"jobs (burst at t=0, FIFO mail.jobs)", fmt.Sprint(p.Jobs)},
-		{"relay rate R (token bucket)", fmt.Sprintf("%.0f mails/s, burst %d", p.Rate, p.Burst)},
-		{"relay connections C", fmt.Sprintf("%d (421 4.7.0 at the greeting above it, %v, no connection held)", p.Conns, p.ConnectTime)},
-		{"rate refusal", fmt.Sprintf("450 4.7.1 at MAIL, %v, holds a connection", p.RejectTime)},
-		{"retry hint in 421/450", fmt.Sprint(p.Hint)},
-		{"accepted session", fmt.Sprint(p.SendTime)},
-		{"transient drops / permanent rejections", fmt.Sprintf("%.1f %% / %.1f %% of sessions", 100*p.Transient, 100*p.Permanent)},
-		{"relay capacity min(R, C/session)", fmt.Sprintf("%.1f mails/s", p.Capacity())},
-		{"client senders (all strategies)", fmt.Sprint(p.Senders)},
-		{"delay tiers (all strategies, as the worker)", tiers + " + scheduler jitter min(1s, tier/10)"},
-		{"adaptive only: retry budgets", onOff(p.Budgets) + " (normal priority, 30 + 1/s)"},
-		{"adaptive only: send control (the worker's adaptive.SendControl)", onOff(p.Control) + fmt.Sprintf(": AIMD concurrency (initial %d, max %d, +1/limit per success while limiting, x%.1f per 421 at the greeting); "+
-			"a learned rate, unpaced until a 450 while the relay still accepts mail, then %.2fx the last second's accepted rate, +%.1f/s per s, x%.2f per 450 at most once per %v",
-			min(adaptive.DefaultAIMDInitial, p.Senders), p.Senders, adaptive.DefaultAIMDFactor, pc.Factor, pc.Increase, pc.Factor, pc.Interval)},
-		{"seed", fmt.Sprint(p.Seed)},
-	}
-	for _, r := range rows {
-		fmt.Fprintf(w, "| %s | %s |\n", r[0], r[1])
-	}
-	fmt.Fprintf(w, "\n%s\n\n", defaultsWhy)
-	fmt.Fprintf(w, "Uniform (cenkalti/backoff v5 defaults, class-blind) and reference (the design brief's formula) run as themselves: "+
-		"no budgets, no send control. Wasted = attempts answered throttled or transient.\n\n")
-	fmt.Fprintf(w, "Lower bound on mean latency (any strategy): %s = (D-burst)^2/(2*capacity*D) + session, D = %d deliverable jobs (about N/(2R) + session).\n\n",
-		secs(bound), int(float64(p.Jobs)*(1-p.Permanent)))
-	fmt.Fprintf(w, "| strategy | delivered | makespan | mean latency | mean / bound | p99 latency | attempts | wasted (421 / 450 / transient) | attempts/job | peak delay depth | Postfix scenario: deferred |\n")
-	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for i, r := range main {
-		row(w, r, p, bound, fmt.Sprintf("%.1f %%", 100*postfix[i].Deferred()))
-	}
-	pp := PostfixParams(p)
-	pb := pp.MeanBound()
-	fmt.Fprintf(w, "\nPostfix scenario: the same model with no rate limit, %d connections (capacity %.0f/s), %d senders; deferred = 4xx answers / attempts. "+
-		"Lower bound on mean latency: %s.\n\n", pp.Conns, pp.Capacity(), pp.Senders, secs(pb))
-	fmt.Fprintf(w, "| strategy | delivered | makespan | mean latency | mean / bound | p99 latency | attempts | wasted (421 / 450 / transient) | attempts/job | peak delay depth | deferred |\n")
-	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, r := range postfix {
-		row(w, r, pp, pb, fmt.Sprintf("%.1f %%", 100*r.Deferred()))
-	}
-	u, ref, a, pa := main[0], main[1], main[2], postfix[2]
-	fmt.Fprintf(w, "\nAdaptive at the end: pacer %s after %d decreases, AIMD limit %d (Postfix scenario: %s, %d decreases, limit %d).\n\n",
-		rateText(a.FinalRate), a.RateDecreases, a.FinalLimit, rateText(pa.FinalRate), pa.RateDecreases, pa.FinalLimit)
-	fmt.Fprintf(w, "| target | value | reachable? | result |\n|---|---|---|---|\n")
-	target := func(name, value string, reachable bool, why string, ok bool) {
-		res := "FAIL"
-		switch {
-		case !reachable:
-			res = "UNREACHABLE"
-		case ok:
-			res = "PASS"
-		}
-		yes := "yes"
-		if !reachable {
-			yes = "no"
-		}
-		fmt.Fprintf(w, "| %s | %s | %s: %s | %s |\n", name, value, yes, why, res)
-	}
-	// The least waste any strategy can have: the transient drops of one
-	// session per job.
-	minWasted := float64(p.Jobs) * p.Transient / (1 - p.Transient)
-	latRed := 1 - a.Mean().Seconds()/u.Mean().Seconds()
-	best := 1 - bound.Seconds()/u.Mean().Seconds()
-	target("mean latency >= 70 % below uniform", fmt.Sprintf("%.1f %% lower", 100*latRed),
-		best >= 0.70, fmt.Sprintf("at the bound it would be %.1f %% lower (needs uniform >= %.1f s = 3.33x bound)", 100*best, bound.Seconds()/0.3), latRed >= 0.70)
-	wasteRed := 1 - float64(a.Wasted)/float64(max(u.Wasted, 1))
-	bestW := 1 - minWasted/float64(max(u.Wasted, 1))
-	target("wasted attempts >= 95 % below uniform", fmt.Sprintf("%.1f %% lower", 100*wasteRed),
-		bestW >= 0.95, fmt.Sprintf("transient drops alone (%.0f) are %.1f %% lower", minWasted, 100*bestW), wasteRed >= 0.95)
-	apj := float64(a.Attempts) / float64(p.Jobs)
-	target("attempts <= 1.1x offered jobs", fmt.Sprintf("%.3fx", apj),
-		1/(1-p.Transient) <= 1.1, fmt.Sprintf("floor %.3fx", 1/(1-p.Transient)), apj <= 1.1)
-	target("fewer wasted attempts than reference", fmt.Sprintf("%d vs %d", a.Wasted, ref.Wasted),
-		minWasted < float64(ref.Wasted), fmt.Sprintf("floor %.0f", minWasted), a.Wasted < ref.Wasted)
-	target("mean latency no worse than reference", fmt.Sprintf("%s vs %s", secs(a.Mean()), secs(ref.Mean())),
-		bound <= ref.Mean(), "bound "+secs(bound), a.Mean() <= ref.Mean())
-	target("<= 16.5 % deferred in Postfix's scenario", fmt.Sprintf("%.1f %%", 100*pa.Deferred()),
-		p.Transient <= 0.165, fmt.Sprintf("floor %.1f %% (transient drops)", 100*p.Transient), pa.Deferred() <= 0.165)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"container/heap"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -15,21 +16,22 @@ import (
 	"github.com/postline/postline/job"
 )
 
-// Params are the simulation's parameters: the relay model, the transport
-// shared by all strategies (senders, delay tiers) and the knobs of the
-// adaptive strategy (budgets, pacing, AIMD). They are printed with every
-// report.
+// Params are the simulation's parameters: the relay model of the main and
+// Postfix scenarios, the transport shared by all strategies (senders, delay
+// tiers) and the knobs of the adaptive strategy (budgets, pacing, AIMD).
+// They are printed with every report. The harder scenarios (Scenario) take
+// the transport and the adaptive knobs from here and bring their own relays.
 type Params struct {
 	Jobs        int           // burst of jobs published at t=0
 	Rate        float64       // relay capacity, mails/s (token bucket); 0 = unlimited
 	Burst       int           // relay bucket size
 	Conns       int           // relay concurrent connections; above: 421
-	Hint        time.Duration // retry hint in the relay's 421/450 replies
+	Hint        time.Duration // retry hint in the relay's 421/450 replies; 0 = the bucket's refill time at the refusal
 	SendTime    time.Duration // an accepted (or permanently rejected) session
 	RejectTime  time.Duration // a session refused at MAIL/RCPT for rate (holds a connection)
 	ConnectTime time.Duration // a connection refused at the greeting (holds none)
 	Transient   float64       // share of sessions dropped transiently
-	Permanent   float64       // share of sessions rejected permanently
+	Permanent   float64       // share of recipients rejected permanently (drawn once per job)
 	Senders     int           // worker send slots, the same for every strategy
 	Tiers       retry.Tiers   // delay tiers; nil = no rounding (and no scheduler jitter)
 	Seed        uint64
@@ -51,11 +53,13 @@ func (p Params) Capacity() float64 {
 	return c
 }
 
-// MeanBound is a lower bound on the mean delivery latency of any strategy:
-// with D = Jobs*(1-Permanent) deliverable jobs all offered at t=0, the i-th
-// acceptance cannot come before (i-Burst)/Capacity, and each takes
-// SendTime, so mean >= (D-Burst)^2/(2*Capacity*D) + SendTime, about
-// N/(2R) + SendTime.
+// MeanBound is a lower bound on the mean delivery latency of any strategy
+// for one relay of constant capacity: with D = Jobs*(1-Permanent)
+// deliverable jobs all offered at t=0, the i-th acceptance cannot come
+// before (i-Burst)/Capacity, and each takes SendTime, so mean >=
+// (D-Burst)^2/(2*Capacity*D) + SendTime, about N/(2R) + SendTime. It
+// leaves out the transient drops; Bounds (scenario.go) is the general
+// form, which counts them.
 func (p Params) MeanBound() time.Duration {
 	d := float64(p.Jobs) * (1 - p.Permanent)
 	b := 0.0
@@ -79,20 +83,33 @@ type Result struct {
 	Strategy  string
 	Makespan  time.Duration
 	Delivered int
-	Rejected  int // permanent
+	Rejected  int // permanent, or given up on
+	Lost      int // of Rejected: deliverable jobs (a good recipient) that were not delivered
 	Attempts  int
-	Wasted    int // throttled or transient
+	Wasted    int // answered throttled or transient, by the relay's reply (not by its classification)
 	Refused   int // of Wasted: 421 at the greeting (connections)
-	Slowed    int // of Wasted: 450 at MAIL (rate)
+	Slowed    int // of Wasted: refused for rate (450 4.7.1, or the 5xx of a relay that refuses so)
+	Drops     int // of Wasted: transient drops the relay injected
 	Latencies []time.Duration
 	PeakDepth int
+	Held      int             // short throttles waited out in the worker, not through a delay tier
 	Timeline  []time.Duration // accept times, ascending
+	// Sessions are the start times of the sessions that took one of the
+	// relays' rate tokens (accepted, rejected recipients and drops), in
+	// order; ThrottledAt the times of the throttled answers.
+	Sessions    []time.Duration
+	ThrottledAt []time.Duration
+	PerRelay    []int // delivered per relay, in the scenario's order
 
-	// Adaptive only: the pacer's rate and the AIMD limit at the end, and
-	// how often the pacer cut its rate.
+	// Adaptive only: the pacer's rate and the AIMD limit at the end (the
+	// first worker's first relay), and how often the pacer cut its rate
+	// (every worker and relay).
 	FinalRate     float64
 	RateDecreases int
 	FinalLimit    int
+	// Seeded says a joining worker's control was seeded with the fleet's
+	// learned rate.
+	Seeded bool
 }
 
 // Mean is the mean delivery latency.
@@ -125,78 +142,215 @@ func (r Result) Deferred() float64 {
 	return float64(r.Wasted) / float64(r.Attempts)
 }
 
-// outcome of one attempt at the relay.
-type outcome struct {
-	class      failure.Class // "" = accepted
-	retryAfter time.Duration
-	hold       time.Duration // how long the sender is busy
-	conn       bool          // the session held a connection
-	greeting   bool          // refused at the greeting (421: too many connections)
+// ----- the relay model -----
+
+// RatePhase changes a relay's rate from At (since the burst) on.
+type RatePhase struct {
+	At   time.Duration
+	Rate float64
 }
 
-// Relay is the modelled relay: a token bucket of Rate/s, Conns connections,
-// random transient drops and permanent rejections.
+// RelaySpec is one modelled relay: a token bucket, a connection cap, random
+// transient drops, and the replies it gives.
+type RelaySpec struct {
+	Name   string
+	Rate   float64 // mails/s at t=0; 0 = unlimited
+	Burst  int
+	Conns  int
+	Phases []RatePhase // later rates, in time order
+	// Hint is the retry hint of its refusals; 0 = the bucket's refill
+	// time at the refusal (at least 1s).
+	Hint time.Duration
+	// Refuse5xx makes an over-rate send a "throttle dressed as
+	// permanent": 550 5.7.1 Message refused, try again in N seconds.
+	Refuse5xx bool
+	Transient float64 // share of sessions dropped transiently
+	// Drop is the reply of a transient drop; zero = 421 4.4.2.
+	Drop Reply
+}
+
+// rateAt is the relay's rate at d since the burst (0 = unlimited).
+func (s RelaySpec) rateAt(d time.Duration) float64 {
+	r := s.Rate
+	for _, ph := range s.Phases {
+		if ph.At <= d {
+			r = ph.Rate
+		}
+	}
+	return r
+}
+
+// Reply is an SMTP reply.
+type Reply struct {
+	Code     int
+	Enhanced string
+	Text     string
+}
+
+func (r Reply) String() string { return fmt.Sprintf("%d %s %s", r.Code, r.Enhanced, r.Text) }
+
+// The relay's replies.
+var (
+	replyDrop         = Reply{421, "4.4.2", "Connection dropped, closing transmission channel"}
+	replyBadRecipient = Reply{550, "5.1.1", "Mailbox unavailable: no such user"}
+	replyTempFailure  = Reply{451, "4.3.0", "Temporary server error"}
+)
+
+func tooManyConnections(n int) Reply {
+	return Reply{421, "4.7.0", fmt.Sprintf("Too many connections, try again in %d seconds", n)}
+}
+
+func rateExceeded(n int) Reply {
+	return Reply{450, "4.7.1", fmt.Sprintf("rate limit exceeded, try again in %d seconds", n)}
+}
+
+func refused5xx(n int) Reply {
+	return Reply{550, "5.7.1", fmt.Sprintf("Message refused, try again in %d seconds", n)}
+}
+
+// answerKind is what the relay did with a session, whatever its reply says.
+type answerKind int
+
+const (
+	answerAccepted     answerKind = iota
+	answerBusy                    // refused at the greeting: too many connections
+	answerRate                    // refused for the rate
+	answerDrop                    // dropped transiently
+	answerBadRecipient            // the recipient does not exist
+)
+
+// answer is the relay's answer to one session.
+type answer struct {
+	kind  answerKind
+	reply Reply         // zero when accepted
+	hold  time.Duration // how long the sender is busy
+	conn  bool          // the session held a connection
+}
+
+// Relay is one modelled relay at run time.
 type Relay struct {
-	p      Params
+	spec   RelaySpec
+	p      Params // session times
+	start  time.Time
+	phase  int // phases applied
 	bucket *rate.Limiter
 	active int
 	rnd    *rand.Rand
 }
 
-// NewRelay returns a relay at start.
+// NewRelay returns the relay of the main scenario (p's rate, burst,
+// connections, hint and drops) at start.
 func NewRelay(p Params, start time.Time, rnd *rand.Rand) *Relay {
-	lim := rate.Inf
-	if p.Rate > 0 {
-		lim = rate.Limit(p.Rate)
-	}
-	b := rate.NewLimiter(lim, max(p.Burst, 1))
-	b.SetBurstAt(start, max(p.Burst, 1))
-	return &Relay{p: p, bucket: b, rnd: rnd}
+	return newRelay(p.relay(), p, start, rnd)
 }
 
-// Attempt starts one session at now. The caller calls Release when a
-// session that held a connection ends.
-func (r *Relay) Attempt(now time.Time) outcome {
-	if r.active >= r.p.Conns {
-		// 421 4.7.0 Too many connections, try again in N seconds
-		return outcome{class: failure.Throttled, retryAfter: r.p.Hint, hold: r.p.ConnectTime, greeting: true}
+func newRelay(s RelaySpec, p Params, start time.Time, rnd *rand.Rand) *Relay {
+	lim := rate.Inf
+	if s.Rate > 0 {
+		lim = rate.Limit(s.Rate)
+	}
+	b := rate.NewLimiter(lim, max(s.Burst, 1))
+	b.SetBurstAt(start, max(s.Burst, 1))
+	return &Relay{spec: s, p: p, start: start, bucket: b, rnd: rnd}
+}
+
+// advance applies the rate phases that began by now, each at its own time,
+// so the bucket fills at the old rate up to the change.
+func (r *Relay) advance(now time.Time) {
+	for r.phase < len(r.spec.Phases) {
+		ph := r.spec.Phases[r.phase]
+		at := r.start.Add(ph.At)
+		if at.After(now) {
+			return
+		}
+		lim := rate.Inf
+		if ph.Rate > 0 {
+			lim = rate.Limit(ph.Rate)
+		}
+		r.bucket.SetLimitAt(at, lim)
+		r.phase++
+	}
+}
+
+// hint is the retry hint of a refusal at now, in whole seconds.
+func (r *Relay) hint(now time.Time) int {
+	if r.spec.Hint > 0 {
+		return max(1, int(math.Ceil(r.spec.Hint.Seconds())))
+	}
+	lim := float64(r.bucket.Limit())
+	if math.IsInf(lim, 1) || lim <= 0 {
+		return 1
+	}
+	missing := float64(r.bucket.Burst()) - r.bucket.TokensAt(now)
+	return max(1, int(math.Ceil(missing/lim)))
+}
+
+// Attempt starts one session at now for a recipient that exists or not.
+// The caller calls Release when a session that held a connection ends.
+func (r *Relay) Attempt(now time.Time, badRecipient bool) answer {
+	r.advance(now)
+	if r.active >= r.spec.Conns {
+		return answer{kind: answerBusy, reply: tooManyConnections(r.hint(now)), hold: r.p.ConnectTime}
 	}
 	r.active++
 	if !r.bucket.AllowN(now, 1) {
-		// 450 4.7.1 Rate limit exceeded, try again in N seconds
-		return outcome{class: failure.Throttled, retryAfter: r.p.Hint, hold: r.p.RejectTime, conn: true}
+		reply := rateExceeded(r.hint(now))
+		if r.spec.Refuse5xx {
+			reply = refused5xx(r.hint(now))
+		}
+		return answer{kind: answerRate, reply: reply, hold: r.p.RejectTime, conn: true}
 	}
-	switch x := r.rnd.Float64(); {
-	case x < r.p.Transient:
-		return outcome{class: failure.Transient, hold: r.p.SendTime / 2, conn: true}
-	case x < r.p.Transient+r.p.Permanent:
-		return outcome{class: failure.Permanent, hold: r.p.SendTime, conn: true}
+	if r.rnd.Float64() < r.spec.Transient {
+		drop := r.spec.Drop
+		if drop.Code == 0 {
+			drop = replyDrop
+		}
+		return answer{kind: answerDrop, reply: drop, hold: r.p.SendTime / 2, conn: true}
 	}
-	return outcome{hold: r.p.SendTime, conn: true}
+	if badRecipient {
+		return answer{kind: answerBadRecipient, reply: replyBadRecipient, hold: r.p.SendTime, conn: true}
+	}
+	return answer{kind: answerAccepted, hold: r.p.SendTime, conn: true}
 }
 
 // Release ends a session that held a connection.
 func (r *Relay) Release() { r.active-- }
 
+// classify is the worker's verdict on an answer: failure.ClassifyReply on
+// the relay's reply, as the worker classifies every SMTP reply.
+func classify(a answer) failure.Verdict {
+	if a.kind == answerAccepted {
+		return failure.Verdict{}
+	}
+	return failure.ClassifyReply(a.reply.Code, a.reply.Enhanced, a.reply.Text)
+}
+
+// ----- the simulation -----
+
 type simJob struct {
 	id        int
 	attempt   int
 	throttles int
+	holds     int // short throttles waited out in the worker in a row
 }
 
 type event struct {
-	at   time.Time
-	seq  int
-	kind int // evDone, evDue, evWake
-	job  simJob
-	out  outcome
-	sent time.Time // when the attempt started (evDone)
+	at     time.Time
+	seq    int
+	kind   int // evDone, evDue, evWake, evJoin, evHeld
+	job    simJob
+	worker int
+	relay  int
+	ans    answer
+	sent   time.Time // when the attempt started (evDone)
 }
 
 const (
 	evDone = iota
 	evDue
 	evWake
+	evJoin
+	evHeld
 )
 
 type events []event
@@ -219,60 +373,152 @@ func (e *events) Pop() any {
 
 var simStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-const provider = "relay"
-
-// control is the adaptive strategy's retry budgets and send control (the
-// worker's own adaptive.SendControl), each optional. Uniform and reference
-// run with neither.
-type control struct {
-	budgets *adaptive.Budgets
-	send    *adaptive.SendControl
+// pool is one worker's view of one relay, as delivery's relayPool: its
+// sessions in flight, its send control (adaptive only) and the cool-down
+// the relay last asked for.
+type pool struct {
+	name     string
+	size     int // sessions: one per sender, as a provider without MaxConns
+	inFlight int
+	control  *adaptive.SendControl // nil: no send control
+	cooldown time.Time
 }
 
-// Run simulates one strategy. All three share the transport: the FIFO
-// mail.jobs, p.Senders send slots, and retries routed as the worker routes
-// them (the delay rounded up to a tier, re-injected by the scheduler with
-// its jitter of at most min(1s, tier/10) at the tail of mail.jobs).
-// Uniform and reference are the bare policies; adaptive adds the controls
-// p enables.
-func Run(p Params, strategy string) Result {
-	now := simStart
-	rnd := rand.New(rand.NewPCG(p.Seed, 1))  // relay
-	prnd := rand.New(rand.NewPCG(p.Seed, 2)) // policy jitter
-	srnd := rand.New(rand.NewPCG(p.Seed, 3)) // scheduler jitter
-	relay := NewRelay(p, now, rnd)
-	var pol adaptive.Policy
-	var ctl control
+// headroom is how many more sends the pool would take now.
+func (pl *pool) headroom() int {
+	l := pl.size
+	if pl.control != nil {
+		l = min(l, pl.control.Limit())
+	}
+	return l - pl.inFlight
+}
+
+// worker is one worker of the consumer group: its senders, its pools (one
+// per relay of the group), its policy, retry budgets and success window.
+type worker struct {
+	active  bool
+	busy    int // senders with a send in flight
+	pools   []*pool
+	policy  adaptive.Policy
+	budgets *adaptive.Budgets // nil: none
+	window  *adaptive.Window
+	wakeAt  time.Time // a pending wake-up for the send controls, if after now
+	held    []simJob  // jobs back from a short throttle, sent before new ones
+}
+
+func newWorker(sc Scenario, strategy string, id int, now time.Time) *worker {
+	p := sc.Params
+	prnd := rand.New(rand.NewPCG(p.Seed, 2+10*uint64(id))) // policy jitter; worker 0 keeps stream 2
+	w := &worker{}
+	w.window, _ = adaptive.NewWindow(adaptive.WindowConfig{})
+	adaptiveOn := strategy != StratUniform && strategy != StratReference
 	switch strategy {
 	case StratUniform:
-		pol = &adaptive.Uniform{Float64Func: prnd.Float64}
+		w.policy = &adaptive.Uniform{Float64Func: prnd.Float64}
 	case StratReference:
-		pol = &adaptive.Reference{Float64Func: prnd.Float64}
+		w.policy = &adaptive.Reference{Float64Func: prnd.Float64}
 	default:
 		a, err := adaptive.NewAdaptive(adaptive.AdaptiveConfig{Float64Func: prnd.Float64})
 		if err != nil {
 			panic(err)
 		}
-		pol = a
+		w.policy = a
 		if p.Budgets {
-			ctl.budgets, _ = adaptive.NewBudgets(nil, now)
+			w.budgets, _ = adaptive.NewBudgets(nil, now)
 		}
-		if p.Control {
+	}
+	for _, r := range sc.Relays {
+		pl := &pool{name: r.Name, size: p.Senders}
+		if adaptiveOn && p.Control {
 			// As the worker configures it (delivery.New): AIMD capped at
-			// the send slots.
-			ctl.send, err = adaptive.NewSendControl(adaptive.SendControlConfig{
-				AIMD:  adaptive.AIMDConfig{Max: p.Senders, Initial: min(adaptive.DefaultAIMDInitial, p.Senders)},
+			// the pool, one session per sender.
+			c, err := adaptive.NewSendControl(adaptive.SendControlConfig{
+				AIMD:  adaptive.AIMDConfig{Max: pl.size, Initial: min(adaptive.DefaultAIMDInitial, pl.size)},
 				Pacer: p.Pacer,
 			}, nil, now)
 			if err != nil {
 				panic(err)
 			}
+			pl.control = c
+		}
+		w.pools = append(w.pools, pl)
+	}
+	return w
+}
+
+// pick is the worker's choice of relay in the group for a send at now:
+// the pools in order of headroom (ties in the group's order), the first
+// whose sessions and send control admit the send. When none does, retryAt
+// is the earliest time a control named, zero when only completions can
+// free a send.
+func (w *worker) pick(now time.Time) (relay int, retryAt time.Time) {
+	order := make([]int, len(w.pools))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return w.pools[b].headroom() - w.pools[a].headroom() })
+	for _, i := range order {
+		pl := w.pools[i]
+		if pl.inFlight >= pl.size {
+			continue
+		}
+		if pl.control == nil {
+			return i, time.Time{}
+		}
+		ok, at := pl.control.Admit(now, pl.inFlight)
+		if ok {
+			return i, time.Time{}
+		}
+		if !at.IsZero() && (retryAt.IsZero() || at.Before(retryAt)) {
+			retryAt = at
 		}
 	}
-	window, _ := adaptive.NewWindow(adaptive.WindowConfig{})
+	return -1, retryAt
+}
 
-	res := Result{Strategy: strategy}
-	queue := make([]simJob, 0, p.Jobs) // mail.jobs, FIFO
+// Run simulates one strategy on the main scenario's relay (p's relay
+// fields) with one worker.
+func Run(p Params, strategy string) Result {
+	return RunScenario(p.asScenario(ScenarioMain), strategy)
+}
+
+// RunScenario simulates one strategy on sc. Every strategy shares the
+// transport: the FIFO mail.jobs consumed by the group's workers, each with
+// p.Senders send slots, and retries routed as the worker routes them (the
+// delay rounded up to a tier, re-injected by the scheduler with its jitter
+// of at most min(1s, tier/10) at the tail of mail.jobs; a relay throttle
+// shorter than the first tier waits in the worker instead, at most three in
+// a row, as delivery does). Uniform and reference are the bare policies;
+// adaptive adds the controls p enables.
+// A worker sends to the relay of the group whose control admits the send,
+// preferring the most headroom. There is no circuit breaker.
+func RunScenario(sc Scenario, strategy string) Result {
+	p := sc.Params
+	now := simStart
+	srnd := rand.New(rand.NewPCG(p.Seed, 3)) // scheduler jitter
+	bad := sc.badRecipients()
+	relays := make([]*Relay, len(sc.Relays))
+	for i, s := range sc.Relays {
+		relays[i] = newRelay(s, p, now, rand.New(rand.NewPCG(p.Seed, 1+100*uint64(i)))) // relay 0 keeps stream 1
+	}
+	workers := make([]*worker, sc.workers())
+	for i := range workers {
+		workers[i] = newWorker(sc, strategy, i, now)
+		workers[i].active = i < max(sc.Workers, 1)
+	}
+	if sc.Workers > 1 {
+		// The worker tells its controls the group's size before each send.
+		for _, w := range workers[:sc.Workers] {
+			for _, pl := range w.pools {
+				if pl.control != nil {
+					pl.control.SetMembers(now, sc.Workers)
+				}
+			}
+		}
+	}
+
+	res := Result{Strategy: strategy, PerRelay: make([]int, len(relays))}
+	queue := make([]simJob, 0, p.Jobs) // mail.jobs, FIFO, shared by the group
 	for i := range p.Jobs {
 		queue = append(queue, simJob{id: i, attempt: 1})
 	}
@@ -280,34 +526,61 @@ func Run(p Params, strategy string) Result {
 	var evs events
 	seq := 0
 	push := func(e event) { seq++; e.seq = seq; heap.Push(&evs, e) }
-	inflight, depth := 0, 0
-	var wakeAt time.Time // a pending wake-up for the pacer, if after now
+	for i, at := range sc.JoinAt {
+		push(event{at: now.Add(at), kind: evJoin, worker: max(sc.Workers, 1) + i})
+	}
+	depth, rr := 0, 0
 
-	dispatch := func() {
-		for head < len(queue) && inflight < p.Senders {
-			if ctl.send != nil {
-				ok, at := ctl.send.Admit(now, inflight)
-				if !ok {
-					if at.IsZero() {
-						return // the concurrency limit: a completion dispatches again
-					}
-					if !wakeAt.After(now) || at.Before(wakeAt) {
-						wakeAt = at
-						push(event{at: at, kind: evWake})
-					}
-					return
-				}
+	// trySend starts one send on worker w, or reports false.
+	trySend := func(wi int) bool {
+		w := workers[wi]
+		if !w.active || w.busy >= p.Senders || (len(w.held) == 0 && head >= len(queue)) {
+			return false
+		}
+		ri, at := w.pick(now)
+		if ri < 0 {
+			if !at.IsZero() && (!w.wakeAt.After(now) || at.Before(w.wakeAt)) {
+				w.wakeAt = at
+				push(event{at: at, kind: evWake})
 			}
-			j := queue[head]
+			return false
+		}
+		var j simJob
+		if len(w.held) > 0 {
+			j, w.held = w.held[0], w.held[1:]
+		} else {
+			j = queue[head]
 			head++
 			if head > 4096 && head*2 > len(queue) {
 				queue = append(queue[:0], queue[head:]...)
 				head = 0
 			}
-			out := relay.Attempt(now)
-			res.Attempts++
-			inflight++
-			push(event{at: now.Add(out.hold), kind: evDone, job: j, out: out, sent: now})
+		}
+		if j.attempt == 1 && w.budgets != nil {
+			w.budgets.Earn(job.PriorityNormal) // a first attempt earns a share of a retry
+		}
+		a := relays[ri].Attempt(now, bad[j.id])
+		res.Attempts++
+		if a.kind != answerBusy && a.kind != answerRate {
+			res.Sessions = append(res.Sessions, now.Sub(simStart))
+		}
+		w.busy++
+		w.pools[ri].inFlight++
+		push(event{at: now.Add(a.hold), kind: evDone, job: j, worker: wi, relay: ri, ans: a, sent: now})
+		return true
+	}
+	dispatch := func() {
+		for {
+			sent := false
+			for k := range workers {
+				if wi := (rr + k) % len(workers); trySend(wi) {
+					rr, sent = (wi+1)%len(workers), true
+					break
+				}
+			}
+			if !sent {
+				return
+			}
 		}
 	}
 
@@ -316,70 +589,77 @@ func Run(p Params, strategy string) Result {
 		e := heap.Pop(&evs).(event)
 		now = e.at
 		switch e.kind {
+		case evJoin:
+			res.Seeded = join(workers, e.worker, now) || res.Seeded
 		case evDue:
 			depth--
 			queue = append(queue, e.job)
+		case evHeld:
+			workers[e.worker].held = append(workers[e.worker].held, e.job)
 		case evDone:
-			inflight--
-			if e.out.conn {
-				relay.Release()
+			w, pl := workers[e.worker], workers[e.worker].pools[e.relay]
+			w.busy--
+			pl.inFlight--
+			if e.ans.conn {
+				relays[e.relay].Release()
+			}
+			countWaste(&res, e)
+			v := classify(e.ans)
+			ok := e.ans.kind == answerAccepted
+			// learn, as the worker: the window, the cool-down, the control.
+			w.window.Observe(now, pl.name, ok)
+			if v.Class == failure.Throttled && v.ProviderFault && v.RetryAfter > 0 {
+				if until := now.Add(v.RetryAfter); until.After(pl.cooldown) {
+					pl.cooldown = until
+				}
+			}
+			if pl.control != nil {
+				pl.control.Done(now, e.sent, ok, v.Limit)
 			}
 			j := e.job
-			window.Observe(now, provider, e.out.class == "")
-			switch e.out.class {
-			case "":
+			switch {
+			case ok:
 				res.Delivered++
+				res.PerRelay[e.relay]++
 				res.Latencies = append(res.Latencies, now.Sub(simStart))
 				res.Timeline = append(res.Timeline, now.Sub(simStart))
-				if ctl.send != nil {
-					ctl.send.Done(now, e.sent, true, "")
-				}
-			case failure.Permanent:
+			case v.Class == failure.Permanent:
 				// The worker routes a permanent failure to failed before
 				// any delay policy is consulted, so no strategy retries
 				// one, class-blind or not.
 				res.Rejected++
-				if ctl.send != nil {
-					ctl.send.Done(now, e.sent, false, "")
-				}
+				res.Lost += lost(bad[j.id])
 			default:
-				res.Wasted++
-				if e.out.class == failure.Throttled {
+				if v.Class == failure.Throttled {
 					j.throttles++
-					if e.out.greeting {
-						res.Refused++
-					} else {
-						res.Slowed++
-					}
 				}
-				if ctl.send != nil {
-					// The worker's verdict: 421 at the greeting names the
-					// connection limit, 450 4.7.1 at MAIL the rate.
-					limit := failure.Limit("")
-					switch {
-					case e.out.greeting:
-						limit = failure.LimitConnections
-					case e.out.class == failure.Throttled:
-						limit = failure.LimitRate
-					}
-					ctl.send.Done(now, e.sent, false, limit)
-				}
-				sr, _ := window.Rate(now, provider)
-				d := pol.Decide(adaptive.Inputs{
-					Class: e.out.class, Attempt: j.attempt, Throttles: j.throttles,
-					RetryAfter: e.out.retryAfter, Lag: int64(len(queue) - head),
-					SuccessRate: sr, Now: now,
+				sr, _ := w.window.Rate(now, pl.name)
+				d := w.policy.Decide(adaptive.Inputs{
+					Class: v.Class, Attempt: j.attempt, Throttles: j.throttles,
+					RetryAfter: v.RetryAfter, Lag: int64(len(queue) - head),
+					SuccessRate: sr, ProviderCooldownUntil: pl.cooldown, Now: now,
 				})
 				if !d.Retry {
 					res.Rejected++ // given up on: not delivered
+					res.Lost += lost(bad[j.id])
 					break
 				}
 				delay := d.Delay
-				if ctl.budgets != nil {
-					if ok, until := ctl.budgets.Take(now, job.PriorityNormal); !ok {
+				if w.budgets != nil {
+					if ok, until := w.budgets.Take(now, job.PriorityNormal); !ok {
 						delay = max(delay, until.Sub(now))
 					}
 				}
+				if p.Tiers != nil && v.Class == failure.Throttled && v.ProviderFault && delay < p.Tiers[0] && j.holds < maxThrottleHolds {
+					// As delivery's scheduleRetry: a relay throttle shorter
+					// than the shortest tier is waited out in the worker,
+					// in the job's place, without an attempt charged.
+					j.holds++
+					res.Held++
+					push(event{at: now.Add(delay), kind: evHeld, job: j, worker: e.worker})
+					break
+				}
+				j.holds = 0
 				if p.Tiers != nil {
 					tier := p.Tiers.Pick(delay)
 					delay = tier + schedulerJitter(tier, srnd)
@@ -393,11 +673,86 @@ func Run(p Params, strategy string) Result {
 		dispatch()
 	}
 	res.Makespan = now.Sub(simStart)
-	if ctl.send != nil {
-		res.FinalRate, res.RateDecreases = ctl.send.Rate(), ctl.send.Decreases(adaptive.ControllerRate)
-		res.FinalLimit = ctl.send.Limit()
+	for _, w := range workers {
+		for _, pl := range w.pools {
+			if pl.control != nil {
+				res.RateDecreases += pl.control.Decreases(adaptive.ControllerRate)
+			}
+		}
+	}
+	if c := workers[0].pools[0].control; c != nil {
+		res.FinalRate, res.FinalLimit = c.Rate(), c.Limit()
 	}
 	return res
+}
+
+// maxThrottleHolds is delivery's limit of short throttles in a row a job
+// waits out in the worker before it goes to a delay tier.
+const maxThrottleHolds = 3
+
+// lost counts a rejected job that was deliverable.
+func lost(badRecipient bool) int {
+	if badRecipient {
+		return 0
+	}
+	return 1
+}
+
+// countWaste counts an answer's waste by what the relay did.
+func countWaste(res *Result, e event) {
+	switch e.ans.kind {
+	case answerBusy:
+		res.Wasted++
+		res.Refused++
+	case answerRate:
+		res.Wasted++
+		res.Slowed++
+	case answerDrop:
+		res.Wasted++
+		res.Drops++
+	}
+	if e.ans.kind == answerBusy || e.ans.kind == answerRate {
+		res.ThrottledAt = append(res.ThrottledAt, e.at.Sub(simStart))
+	}
+}
+
+// join starts worker id at now: every member's controls learn the new
+// group size (SetMembers, which rescales a learned rate), and the new
+// worker's controls are seeded with the sum of the other workers' learned
+// rates, relay by relay, while every one of them paces (Seed). It reports
+// whether any control was seeded.
+func join(workers []*worker, id int, now time.Time) bool {
+	members := 1
+	for i, w := range workers {
+		if w.active && i != id {
+			members++
+		}
+	}
+	seeded := false
+	for ri, pl := range workers[id].pools {
+		// The fleet's rate is what the members learned before the join;
+		// SetMembers then rescales each of them to its new share.
+		fleet := 0.0
+		for i, w := range workers {
+			if i != id && w.active && w.pools[ri].control != nil {
+				fleet += w.pools[ri].control.Rate()
+			}
+		}
+		for i, w := range workers {
+			if i != id && w.active && w.pools[ri].control != nil {
+				w.pools[ri].control.SetMembers(now, members)
+			}
+		}
+		if pl.control == nil {
+			continue
+		}
+		pl.control.SetMembers(now, members)
+		if !math.IsInf(fleet, 1) && fleet > 0 {
+			seeded = pl.control.Seed(now, fleet) || seeded
+		}
+	}
+	workers[id].active = true
+	return seeded
 }
 
 // schedulerJitter is retry.Scheduler's spread of a tier's re-injections:

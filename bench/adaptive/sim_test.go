@@ -8,35 +8,35 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/postline/postline/internal/failure"
 )
 
 func TestRelayModel(t *testing.T) {
 	p := DefaultParams()
-	p.Transient, p.Permanent = 0, 0
+	p.Transient = 0
 	tests := []struct {
 		name     string
 		p        func(Params) Params
+		bad      bool
 		attempts int
-		want     failure.Class
-		hint     time.Duration
+		want     answerKind
+		reply    Reply
 	}{
-		{"within capacity accepts", func(p Params) Params { return p }, 1, "", 0},
-		{"connection limit: 421 with hint", func(p Params) Params { p.Conns, p.Rate = 3, 0; return p }, 4, failure.Throttled, p.Hint},
-		{"rate limit: 450 with hint", func(p Params) Params { p.Conns, p.Burst = 100, 5; return p }, 6, failure.Throttled, p.Hint},
-		{"all transient", func(p Params) Params { p.Transient = 1; return p }, 1, failure.Transient, 0},
-		{"all permanent", func(p Params) Params { p.Permanent = 1; return p }, 1, failure.Permanent, 0},
+		{"within capacity accepts", func(p Params) Params { return p }, false, 1, answerAccepted, Reply{}},
+		{"connection limit: 421 at the greeting with hint", func(p Params) Params { p.Conns, p.Rate = 3, 0; return p }, false, 4, answerBusy, tooManyConnections(1)},
+		{"rate limit: 450 at RCPT with hint", func(p Params) Params { p.Conns, p.Burst = 100, 5; return p }, false, 6, answerRate, rateExceeded(1)},
+		{"all transient: 421 4.4.2", func(p Params) Params { p.Transient = 1; return p }, false, 1, answerDrop, replyDrop},
+		{"bad recipient: 550 5.1.1", func(p Params) Params { return p }, true, 1, answerBadRecipient, replyBadRecipient},
+		{"a drop comes before the recipient check", func(p Params) Params { p.Transient = 1; return p }, true, 1, answerDrop, replyDrop},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := NewRelay(tt.p(p), simStart, rand.New(rand.NewPCG(1, 1)))
-			var o outcome
+			var a answer
 			for range tt.attempts {
-				o = r.Attempt(simStart)
+				a = r.Attempt(simStart, tt.bad)
 			}
-			if o.class != tt.want || o.retryAfter != tt.hint {
-				t.Errorf("last outcome %+v, want class %q hint %v", o, tt.want, tt.hint)
+			if a.kind != tt.want || a.reply != tt.reply {
+				t.Errorf("last answer %+v, want kind %d reply %q", a, tt.want, tt.reply)
 			}
 		})
 	}
@@ -46,12 +46,12 @@ func TestRelayModel(t *testing.T) {
 	r := NewRelay(q, simStart, rand.New(rand.NewPCG(1, 1)))
 	ok := 0
 	for range 30 {
-		if r.Attempt(simStart).class == "" {
+		if r.Attempt(simStart, false).kind == answerAccepted {
 			ok++
 		}
 	}
 	for range 30 {
-		if r.Attempt(simStart.Add(time.Second)).class == "" {
+		if r.Attempt(simStart.Add(time.Second), false).kind == answerAccepted {
 			ok++
 		}
 	}
@@ -147,16 +147,40 @@ func TestRefillHint(t *testing.T) {
 
 func TestRunOutput(t *testing.T) {
 	var b strings.Builder
-	if err := run(context.Background(), []string{"-jobs", "300", "-png", "", "-real=false"}, &b, io.Discard); err != nil {
+	// The main and Postfix scenarios always run; fivexx is one of the
+	// harder ones, small enough to be quick.
+	if err := run(context.Background(), []string{"-jobs", "300", "-png", "", "-scenario-png", "", "-scenarios", "fivexx", "-real=false"}, &b, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| relay rate R (token bucket) | 50 mails/s, burst 50 |", "Lower bound on mean latency", "| uniform |", "| reference |", "| adaptive |", "mean latency >= 70 % below uniform"} {
+	for _, want := range []string{"| relay rate R (token bucket) | 50 mails/s, burst 50 |", "Lower bound on mean latency", "| uniform |", "| reference |", "| adaptive |",
+		"mean latency >= 70 % below uniform", "### Scenario main:", "### Scenario postfix:", "### Scenario fivexx:", "### Summary", "| fivexx | 5000 |",
+		"mean >= mean over i <= D of inf{t: C(t) >= i*", "`550 5.7.1 Message refused, try again in 1 seconds`"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
-	if n := strings.Count(b.String(), "| PASS |") + strings.Count(b.String(), "| FAIL |") + strings.Count(b.String(), "| UNREACHABLE |"); n != 6 {
-		t.Errorf("report has %d target verdicts, want 6", n)
+	if strings.Contains(b.String(), "### Scenario drop:") {
+		t.Error("report has the drop scenario, which -scenarios left out")
+	}
+	// The 6 targets of issue 4, then each scenario's.
+	want := 6
+	for _, sc := range []string{ScenarioMain, ScenarioPostfix, simFivexx} {
+		i := strings.Index(b.String(), "### Scenario "+sc+":")
+		section := b.String()[i:]
+		section = section[:strings.Index(section[1:], "###")+1]
+		n := strings.Count(section, "| PASS |") + strings.Count(section, "| FAIL |") + strings.Count(section, "| UNREACHABLE |")
+		if n < 5 {
+			t.Errorf("scenario %s has %d target verdicts, want at least 5", sc, n)
+		}
+		want += n
+	}
+	// The summary's result column may say PASS too; count before it.
+	body := b.String()[:strings.Index(b.String(), "### Summary")]
+	if n := strings.Count(body, "| PASS |") + strings.Count(body, "| FAIL |") + strings.Count(body, "| UNREACHABLE |"); n != want {
+		t.Errorf("report has %d target verdicts, want %d", n, want)
+	}
+	if err := run(context.Background(), []string{"-scenarios", "nosuch", "-real=false", "-png", ""}, io.Discard, io.Discard); err == nil {
+		t.Error("an unknown scenario was accepted")
 	}
 }
 
