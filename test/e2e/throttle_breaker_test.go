@@ -9,35 +9,41 @@ import (
 	"time"
 
 	"github.com/postline/postline/bench/relay"
+	"github.com/postline/postline/internal/retry"
 )
 
-// TestThrottlingRelayNeverOpensTheBreaker runs two workers with the default
-// circuit settings (no POSTLINE_CIRCUIT_THRESHOLD override) against a relay
-// that takes 100 mails/s (burst 20) and answers 450 4.7.1 "rate limit
-// exceeded" above that, with 3,000 jobs. Throttling is not an outage: the
-// send control learns the relay's rate, and the shared breaker, which opens
-// only for a relay that is down or refuses everything, never opens (no
-// transition of the relay's circuit on either worker, open never seen on
-// /metrics). Throughput once the workers have learnt the rate is at least
-// 85 % of the relay's. Before, throttles counted as provider faults and five
-// in a row on one worker opened the circuit for the whole fleet for 30 s.
+// TestThrottlingRelayNeverOpensTheBreaker runs two workers with the settings
+// a user gets (circuit breaker, pacing, retry tiers: no overrides beyond the
+// stack's addresses) against a relay that takes 200 mails/s (a token bucket
+// with a burst of 40) and answers 450 4.7.1 "rate limit exceeded" above that,
+// with "451 4.3.0" on 3 % of messages and "550 5.1.1" for 1 % of recipients,
+// fed 6,000 jobs. Throttling is not an outage: the send control learns the
+// relay's rate, and the shared breaker, which opens only for a relay that is
+// down or refuses everything, never opens (no transition of the relay's
+// circuit on either worker, open never seen on /metrics), although 451 4.3.0
+// is a fault of the relay's. From 10 s after the first acceptance until 95 %
+// of the mail is accepted, the fleet holds at least 90 % of the relay's rate.
+// Before, throttles counted as provider faults: five in a row on one worker
+// opened the circuit for the whole fleet for 30 s, and the pacer took 20 s to
+// climb back from a cut.
 func TestThrottlingRelayNeverOpensTheBreaker(t *testing.T) {
 	t.Parallel()
 	const (
-		rate  = 100.0
-		burst = 20
-		jobs  = 3000
+		rate  = 200.0
+		burst = 40
+		jobs  = 6000
 	)
-	s := newFailureStack(t, fastTiers)
-	r, err := relay.Start(relay.Config{Rate: rate, Burst: burst}, nil)
+	s := newFailureStack(t, retry.DefaultTiers.String())
+	r, err := relay.Start(relay.Config{Rate: rate, Burst: burst, TransientReply: 0.03, PermanentReject: 0.01, Seed: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close() })
 	s.startScheduler("scheduler")
 	relays := fmt.Sprintf("smtp://%s?name=relay&tls=none", r.Addr())
-	// failEnv shortens the circuit settings for the failure suites; this
-	// test puts the defaults back (cmd/worker/settings.go).
+	// failEnv shortens the circuit settings and the senders for the
+	// failure suites; this test puts the defaults back
+	// (cmd/worker/settings.go).
 	defaults := map[string]string{
 		"POSTLINE_CIRCUIT_COOLDOWN":     "30s",
 		"POSTLINE_CIRCUIT_MAX_COOLDOWN": "1h",
@@ -104,7 +110,13 @@ func TestThrottlingRelayNeverOpensTheBreaker(t *testing.T) {
 		}
 	})
 	s.publish(newJobs(jobs, "throttle-breaker")...)
-	s.waitSent(jobs, 4*time.Minute)
+	eventually(t, 4*time.Minute, fmt.Sprintf("%d jobs sent or failed", jobs), func(ctx context.Context) (bool, string) {
+		counts, err := s.statusCounts(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return counts["sent"]+counts["failed"] >= jobs, fmt.Sprintf("rows by status %v", counts)
+	})
 	close(stop)
 	wg.Wait()
 
@@ -120,28 +132,31 @@ func TestThrottlingRelayNeverOpensTheBreaker(t *testing.T) {
 	}
 
 	st := r.Stats()
-	if st.Accepted != jobs {
-		t.Errorf("relay accepted %d mails, want exactly %d", st.Accepted, jobs)
+	counts, err := s.statusCounts(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Throughput. The send control starts pacing at 0.7 x what one worker
-	// saw accepted in its first second and then gains 2/s a second
-	// (internal/adaptive), so the fleet ramps up over tens of seconds;
-	// once it has learnt the relay's rate (the first second at 85 % of
-	// it), it must hold 85 % until 90 % of the jobs are accepted (the last
-	// ones come back through the delay topics at the scheduler's pace). A
-	// breaker that opened would pause the fleet for 30 s in that stretch.
-	perSecond := func(i int) int64 { return samples[i].accepted - samples[i-10].accepted }
-	var from, to sample
+	if st.Accepted != int64(counts["sent"]) || counts["sent"]+counts["failed"] != jobs || counts["failed"] > jobs/50 {
+		t.Errorf("relay accepted %d mails; rows %v; want every job sent or failed (1 %% of recipients rejected), the relay's count equal to the sent rows", st.Accepted, counts)
+	}
+	// Throughput, from 10 s after the first acceptance until 95 % of the
+	// accepted mail: the last few percent come back from delay tiers at
+	// the scheduler's pace, and a breaker that opened would pause the
+	// whole fleet for 30 s inside the window.
+	var first, from, to sample
 	var curve []string
-	for i := 10; i < len(samples); i++ {
-		if i%10 == 0 {
-			curve = append(curve, fmt.Sprint(perSecond(i)))
+	for i, sm := range samples {
+		if i >= 10 && i%10 == 0 {
+			curve = append(curve, fmt.Sprint(sm.accepted-samples[i-10].accepted))
 		}
-		if from.at.IsZero() && float64(perSecond(i)) >= 0.85*rate {
-			from = samples[i]
+		switch {
+		case first.at.IsZero() && sm.accepted > 0:
+			first = sm
+		case !first.at.IsZero() && from.at.IsZero() && sm.at.Sub(first.at) >= 10*time.Second:
+			from = sm
 		}
-		if to.at.IsZero() && samples[i].accepted >= jobs*9/10 {
-			to = samples[i]
+		if to.at.IsZero() && sm.accepted >= st.Accepted*95/100 {
+			to = sm
 		}
 	}
 	t.Logf("accepted per second: %s", strings.Join(curve, " "))
@@ -150,21 +165,13 @@ func TestThrottlingRelayNeverOpensTheBreaker(t *testing.T) {
 			w.mustMetric("postline_adaptive_send_rate", "provider", "relay"),
 			w.mustMetric("postline_adaptive_concurrency_limit", "provider", "relay"))
 	}
-	if from.at.IsZero() || to.at.IsZero() || to.at.Sub(from.at) < 5*time.Second {
-		t.Fatalf("no stretch of 5 s after the fleet reached 85%% of the relay's rate: reached at %+v, 90%% of the jobs at %+v", from, to)
-	}
-	var ramp time.Duration
-	for _, sm := range samples {
-		if sm.accepted > 0 {
-			ramp = from.at.Sub(sm.at)
-			break
-		}
+	if from.at.IsZero() || to.at.Sub(from.at) < 5*time.Second {
+		t.Fatalf("no stretch of 5 s from 10 s after the first acceptance (%+v) to 95 %% of the mail (%+v)", from, to)
 	}
 	got := float64(to.accepted-from.accepted) / to.at.Sub(from.at).Seconds()
-	t.Logf("relay: %d attempts, %d throttled, %d accepted; ramp %v; %.1f mails/s from %d to %d accepted over %v (relay rate %.0f/s)",
-		st.Attempts(), st.Throttled, st.Accepted, ramp.Round(100*time.Millisecond), got, from.accepted, to.accepted,
-		to.at.Sub(from.at).Round(time.Millisecond), rate)
-	if got < 0.85*rate {
-		t.Errorf("throughput %.1f mails/s once learnt, want at least 85%% of the relay's %.0f/s", got, rate)
+	t.Logf("relay: %d attempts, %d throttled, %d accepted; %.1f mails/s from %d to %d accepted over %v (relay rate %.0f/s)",
+		st.Attempts(), st.Throttled, st.Accepted, got, from.accepted, to.accepted, to.at.Sub(from.at).Round(time.Millisecond), rate)
+	if got < 0.90*rate {
+		t.Errorf("throughput %.1f mails/s from 10 s on, want at least 90%% of the relay's %.0f/s", got, rate)
 	}
 }
