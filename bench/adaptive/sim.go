@@ -11,6 +11,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/postline/postline/internal/adaptive"
+	"github.com/postline/postline/internal/delivery"
 	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/job"
@@ -80,20 +81,21 @@ const (
 
 // Result is one strategy's run.
 type Result struct {
-	Strategy  string
-	Makespan  time.Duration
-	Delivered int
-	Rejected  int // permanent, or given up on
-	Lost      int // of Rejected: deliverable jobs (a good recipient) that were not delivered
-	Attempts  int
-	Wasted    int // answered throttled or transient, by the relay's reply (not by its classification)
-	Refused   int // of Wasted: 421 at the greeting (connections)
-	Slowed    int // of Wasted: refused for rate (450 4.7.1, or the 5xx of a relay that refuses so)
-	Drops     int // of Wasted: transient drops the relay injected
-	Latencies []time.Duration
-	PeakDepth int
-	Held      int             // short throttles waited out in the worker, not through a delay tier
-	Timeline  []time.Duration // accept times, ascending
+	Strategy    string
+	Makespan    time.Duration
+	Delivered   int
+	Rejected    int // permanent, or given up on
+	Lost        int // of Rejected: deliverable jobs (a good recipient) that were not delivered
+	Attempts    int
+	Wasted      int // answered throttled or transient, by the relay's reply (not by its classification)
+	Refused     int // of Wasted: 421 at the greeting (connections)
+	Slowed      int // of Wasted: refused for rate (450 4.7.1, or the 5xx of a relay that refuses so)
+	Drops       int // of Wasted: transient drops the relay injected
+	Latencies   []time.Duration
+	PeakDepth   int
+	Held        int             // short throttles waited out in the worker, not through a delay tier
+	FastRetries int             // fast retries of relay blips, in the sender
+	Timeline    []time.Duration // accept times, ascending
 	// Sessions are the start times of the sessions that took one of the
 	// relays' rate tokens (accepted, rejected recipients and drops), in
 	// order; ThrottledAt the times of the throttled answers.
@@ -332,12 +334,16 @@ type simJob struct {
 	attempt   int
 	throttles int
 	holds     int // short throttles waited out in the worker in a row
+	// fast retries of this attempt, and when the attempt began (zero until
+	// a sender takes the job)
+	fast      int
+	fastStart time.Time
 }
 
 type event struct {
 	at     time.Time
 	seq    int
-	kind   int // evDone, evDue, evWake, evJoin, evHeld
+	kind   int // evDone, evDue, evWake, evJoin, evHeld, evFast
 	job    simJob
 	worker int
 	relay  int
@@ -351,6 +357,7 @@ const (
 	evWake
 	evJoin
 	evHeld
+	evFast
 )
 
 type events []event
@@ -404,12 +411,16 @@ type worker struct {
 	window  *adaptive.Window
 	wakeAt  time.Time // a pending wake-up for the send controls, if after now
 	held    []simJob  // jobs back from a short throttle, sent before new ones
+	// waiting are jobs whose sender, after a fast retry's wait, waits for
+	// a relay to admit the send; they hold their senders (busy).
+	waiting []simJob
+	frnd    *rand.Rand // fast-retry jitter
 }
 
 func newWorker(sc Scenario, strategy string, id int, now time.Time) *worker {
 	p := sc.Params
 	prnd := rand.New(rand.NewPCG(p.Seed, 2+10*uint64(id))) // policy jitter; worker 0 keeps stream 2
-	w := &worker{}
+	w := &worker{frnd: rand.New(rand.NewPCG(p.Seed, 5+10*uint64(id)))}
 	w.window, _ = adaptive.NewWindow(adaptive.WindowConfig{})
 	adaptiveOn := strategy != StratUniform && strategy != StratReference
 	switch strategy {
@@ -488,7 +499,8 @@ func Run(p Params, strategy string) Result {
 // delay rounded up to a tier, re-injected by the scheduler with its jitter
 // of at most min(1s, tier/10) at the tail of mail.jobs; a relay throttle
 // shorter than the first tier waits in the worker instead, at most three in
-// a row, as delivery does). Uniform and reference are the bare policies;
+// a row, as delivery does; a relay's blip gets up to three fast retries
+// in its sender first). Uniform and reference are the bare policies;
 // adaptive adds the controls p enables.
 // A worker sends to the relay of the group whose control admits the send,
 // preferring the most headroom. There is no circuit breaker.
@@ -534,7 +546,8 @@ func RunScenario(sc Scenario, strategy string) Result {
 	// trySend starts one send on worker w, or reports false.
 	trySend := func(wi int) bool {
 		w := workers[wi]
-		if !w.active || w.busy >= p.Senders || (len(w.held) == 0 && head >= len(queue)) {
+		retrying := len(w.waiting) > 0 // a sender already holds the job
+		if !w.active || (!retrying && (w.busy >= p.Senders || (len(w.held) == 0 && head >= len(queue)))) {
 			return false
 		}
 		ri, at := w.pick(now)
@@ -546,9 +559,12 @@ func RunScenario(sc Scenario, strategy string) Result {
 			return false
 		}
 		var j simJob
-		if len(w.held) > 0 {
+		switch {
+		case retrying:
+			j, w.waiting = w.waiting[0], w.waiting[1:]
+		case len(w.held) > 0:
 			j, w.held = w.held[0], w.held[1:]
-		} else {
+		default:
 			j = queue[head]
 			head++
 			if head > 4096 && head*2 > len(queue) {
@@ -556,7 +572,11 @@ func RunScenario(sc Scenario, strategy string) Result {
 				head = 0
 			}
 		}
-		if j.attempt == 1 && w.budgets != nil {
+		if !retrying {
+			w.busy++
+			j.fast, j.fastStart = 0, now
+		}
+		if j.attempt == 1 && !retrying && w.budgets != nil {
 			w.budgets.Earn(job.PriorityNormal) // a first attempt earns a share of a retry
 		}
 		a := relays[ri].Attempt(now, bad[j.id])
@@ -564,7 +584,6 @@ func RunScenario(sc Scenario, strategy string) Result {
 		if a.kind != answerBusy && a.kind != answerRate {
 			res.Sessions = append(res.Sessions, now.Sub(simStart))
 		}
-		w.busy++
 		w.pools[ri].inFlight++
 		push(event{at: now.Add(a.hold), kind: evDone, job: j, worker: wi, relay: ri, ans: a, sent: now})
 		return true
@@ -596,6 +615,8 @@ func RunScenario(sc Scenario, strategy string) Result {
 			queue = append(queue, e.job)
 		case evHeld:
 			workers[e.worker].held = append(workers[e.worker].held, e.job)
+		case evFast:
+			workers[e.worker].waiting = append(workers[e.worker].waiting, e.job)
 		case evDone:
 			w, pl := workers[e.worker], workers[e.worker].pools[e.relay]
 			w.busy--
@@ -623,6 +644,16 @@ func RunScenario(sc Scenario, strategy string) Result {
 				res.PerRelay[e.relay]++
 				res.Latencies = append(res.Latencies, now.Sub(simStart))
 				res.Timeline = append(res.Timeline, now.Sub(simStart))
+			case v.Class == failure.Transient && v.ProviderFault && j.fast < delivery.DefaultFastRetries &&
+				now.Sub(j.fastStart) < delivery.DefaultFastRetryBudget:
+				// As delivery's deliver: a blip of the relay gets a fast
+				// retry after a full-jitter wait, in the same sender and
+				// the same attempt.
+				wait := time.Duration(w.frnd.Int64N(int64(delivery.DefaultFastRetryBase<<j.fast) + 1))
+				j.fast++
+				w.busy++
+				res.FastRetries++
+				push(event{at: now.Add(wait), kind: evFast, job: j, worker: e.worker})
 			case v.Class == failure.Permanent:
 				// The worker routes a permanent failure to failed before
 				// any delay policy is consulted, so no strategy retries
