@@ -299,3 +299,27 @@ func TestPickScenarios(t *testing.T) {
 		t.Error("an unknown name was accepted")
 	}
 }
+
+func TestWorkerRetryPaths(t *testing.T) {
+	// The worker's two in-place retries: a relay's blip is fast-retried in
+	// its sender, a short throttle waits in the worker; neither goes
+	// through a delay tier, and each is one of the answers that caused it.
+	p := DefaultParams()
+	p.Jobs, p.Transient = 2000, 0.2
+	r := Run(p, StratAdaptive)
+	if r.FastRetries == 0 || r.FastRetries > r.Drops {
+		t.Errorf("%d fast retries for %d drops: want some, at most one per drop", r.FastRetries, r.Drops)
+	}
+	if r.Held == 0 || r.Held > r.Refused+r.Slowed {
+		t.Errorf("%d throttles held in the worker for %d throttled answers: want some, at most one each", r.Held, r.Refused+r.Slowed)
+	}
+	if r.Delivered+r.Rejected != p.Jobs {
+		t.Errorf("delivered %d + rejected %d != %d jobs", r.Delivered, r.Rejected, p.Jobs)
+	}
+	// Without tiers there is no shortest tier to compare a throttle with:
+	// every retry takes its own delay.
+	p.Tiers = nil
+	if r := Run(p, StratAdaptive); r.Held != 0 {
+		t.Errorf("%d throttles held without tiers", r.Held)
+	}
+}
