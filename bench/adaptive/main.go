@@ -24,6 +24,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -121,6 +122,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&rp.Sample, "real-sample", rp.Sample, "real scenario: delay-depth sampling interval")
 	fs.BoolVar(&rp.Parallel, "real-parallel", rp.Parallel, "real scenario: run every strategy and scenario at once (each on its own relay, topics and schema)")
 	realStrats := fs.String("real-strategies", strings.Join(rp.Strategies, ","), "real scenario: strategies to run, comma-separated")
+	realScenarios := fs.String("real-scenarios", strings.Join(rp.Scenarios, ","), "real scenarios to run, comma-separated: main and postfix run every -real-strategies "+
+		"(at once with -real-parallel); drop, two-relays, three-workers, fivexx and fleet200 run the adaptive strategy only, each alone")
+	for _, name := range []string{ScenarioDrop, ScenarioTwoRelays, ScenarioThreeWorkers, ScenarioFivexx, ScenarioFleet200} {
+		n := rp.ScenarioJobs[name]
+		fs.Func("real-"+name+"-jobs", fmt.Sprintf("real %s scenario: burst of jobs (default %d)", name, n), func(v string) error {
+			k, err := strconv.Atoi(v)
+			rp.ScenarioJobs[name] = k
+			return err
+		})
+	}
 	workerEnv := fs.String("worker-env", strings.Join(rp.WorkerEnv, ","), "real scenario: extra worker settings for every strategy, comma-separated KEY=VALUE (default: none, every strategy runs the defaults a user gets)")
 	fs.StringVar(&rp.WorkerBin, "worker-bin", rp.WorkerBin, "the worker binary (go build -o bin/ ./cmd/worker)")
 	fs.StringVar(&rp.SchedulerBin, "scheduler-bin", rp.SchedulerBin, "the retry-scheduler binary (go build -o bin/ ./cmd/retry-scheduler)")
@@ -128,7 +139,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&rp.DatabaseURL, "database-url", cmp.Or(os.Getenv("POSTLINE_TEST_DATABASE_URL"), testenvDatabaseURL), "PostgreSQL URL (a schema per run is created in it)")
 	fs.StringVar(&rp.LogDir, "log-dir", "", "real scenario: directory for the binaries' logs (default: a new temp dir)")
 	fs.BoolVar(&rp.Keep, "keep", false, "real scenario: keep topics and schemas after the run")
-	realPNG := fs.String("real-png", "bin/adaptive-real.png", "plot of the real run's delivered-over-time (\"\" = none)")
+	realPNG := fs.String("real-png", "bin/adaptive-real.png", "plot of the real main scenario's delivered-over-time; each scenario's goes to this path "+
+		"without .png plus -<scenario>.png (\"\" = none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -162,6 +174,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		var err error
 		if rp.Strategies, err = realStrategies(*realStrats); err != nil {
+			return err
+		}
+		if rp.Scenarios, err = parseScenarios(*realScenarios); err != nil {
 			return err
 		}
 		if *tiers != "none" {
@@ -208,19 +223,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *realRun {
 		fmt.Fprintf(stderr, "bench-adaptive: real scenario; logs in %s\n", rp.LogDir)
-		results, err := RunReal(ctx, rp, stderr)
-		if err != nil {
-			return err
-		}
+		results, runErr := RunReal(ctx, rp, stderr)
+		done := completed(results) // a run that failed has no figures
 		start := b.Len()
-		realReport(&b, rp, results)
+		realReport(&b, rp, done)
 		if _, err := io.WriteString(stdout, b.String()[start:]); err != nil {
 			return err
 		}
 		if *realPNG != "" {
-			if err := plotTimeline(*realPNG, "Delivered over time (real worker and relay)", realTimelines(results)); err != nil {
-				return fmt.Errorf("plot %s: %w", *realPNG, err)
+			if mainRuns := realTimelines(done); len(mainRuns) > 0 {
+				if err := plotTimeline(*realPNG, "Delivered over time (real worker and relay)", mainRuns); err != nil {
+					return fmt.Errorf("plot %s: %w", *realPNG, err)
+				}
 			}
+			if err := plotScenarios(strings.TrimSuffix(*realPNG, ".png"), rp, done); err != nil {
+				return err
+			}
+		}
+		if runErr != nil {
+			if *md != "" {
+				_ = os.WriteFile(*md, []byte(b.String()), 0o644)
+			}
+			return runErr
 		}
 	}
 	if *md != "" {

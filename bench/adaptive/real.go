@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -48,13 +51,19 @@ type RealParams struct {
 	Permanent   float64 // relay: share of recipients rejected with 550 5.1.1
 	Seed        int64   // relay drops and rejections
 
+	// Scenarios are the scenarios to run, in allScenarios' order;
+	// ScenarioJobs the bursts of the harder ones (main and Postfix's take
+	// Jobs and PostfixJobs).
+	Scenarios    []string
+	ScenarioJobs map[string]int
+
 	Senders     int           // POSTLINE_SENDERS and the relay URL's max_conns
 	Partitions  int           // jobs topic and each delay topic
 	Tiers       string        // POSTLINE_RETRY_TIERS (worker and scheduler)
 	LagInterval time.Duration // POSTLINE_LAG_INTERVAL: how fresh the lag input is
 	Timeout     time.Duration // longest a run may take to make every job terminal
 	Sample      time.Duration // delay-depth sampling interval
-	Parallel    bool          // run every (scenario, strategy) at once
+	Parallel    bool          // run main's and Postfix's (scenario, strategy) pairs at once
 
 	Strategies []string
 	// WorkerEnv are extra KEY=VALUE settings for every run's worker, the
@@ -68,7 +77,7 @@ type RealParams struct {
 	Keep         bool // keep topics and schemas
 }
 
-// RealResult is one real run: the simulator's columns (from the relay's
+// RealResult is one real run: the simulator's columns (from the relays'
 // counters and the job table) plus how the jobs ended.
 type RealResult struct {
 	Result
@@ -78,10 +87,25 @@ type RealResult struct {
 	// those not terminal when the run ended (only after a timeout).
 	Failed, Dead, Unfinished int
 	TimedOut                 bool
-	Relay                    relay.Stats
+	Complete                 bool // the run ended with figures (in time or timed out), not with an error
+	// Relay is every relay's counters merged (times in order); Relays
+	// each relay's, named as in the worker's relay URLs.
+	Relay      relay.Stats
+	Relays     []relay.Stats
+	RelayNames []string
+	Start      time.Time     // publishing started: t = 0
+	Publish    time.Duration // publishing took
+	Workers    int           // worker processes, late ones included
+	// Joined is when each late worker was started, since Start.
+	Joined []time.Duration
+	// Openings sums the workers' postline_circuit_transitions_total{to="open"}
+	// read from /metrics at the end; LoggedOpenings counts "circuit
+	// transition" lines to open in their logs.
+	Openings, LoggedOpenings int
+	MetricsErr               error // a worker's /metrics could not be read
 }
 
-// relayConfig is the relay of a scenario.
+// relayConfig is the relay of the main or Postfix's scenario.
 func (p RealParams) relayConfig(scenario string) relay.Config {
 	c := relay.Config{TransientDrop: p.Transient, PermanentReject: p.Permanent, Seed: p.Seed}
 	if scenario == ScenarioPostfix {
@@ -92,52 +116,76 @@ func (p RealParams) relayConfig(scenario string) relay.Config {
 	return c
 }
 
-// runs are the (scenario, strategy) pairs of p, main scenario first.
-func (p RealParams) runs() [][2]string {
-	var out [][2]string
-	for _, sc := range []string{ScenarioMain, ScenarioPostfix} {
-		if sc == ScenarioPostfix && p.PostfixJobs == 0 {
-			continue
-		}
-		for _, s := range p.Strategies {
-			out = append(out, [2]string{sc, s})
-		}
-	}
-	return out
+// realRun is one (scenario, strategy) pair.
+type realRun struct {
+	sc       scenario
+	strategy string
 }
 
-// RunReal runs every (scenario, strategy) of p, at once when p.Parallel,
-// and returns the results in the order of runs. Progress goes to progress.
+// runs are the (scenario, strategy) pairs of p in allScenarios' order.
+func (p RealParams) runs() ([]realRun, error) {
+	var out []realRun
+	for _, name := range allScenarios {
+		if !slices.Contains(p.Scenarios, name) {
+			continue
+		}
+		sc, err := p.scenario(name)
+		if err != nil {
+			return nil, err
+		}
+		if sc.Jobs == 0 {
+			continue // Postfix's scenario with -real-postfix-jobs 0
+		}
+		for _, s := range sc.Strategies {
+			out = append(out, realRun{sc, s})
+		}
+	}
+	return out, nil
+}
+
+// shared reports whether a scenario's runs may share the machine: main's
+// and Postfix's, whose figures were always measured that way. The harder
+// scenarios each run alone.
+func shared(name string) bool { return name == ScenarioMain || name == ScenarioPostfix }
+
+// RunReal runs every (scenario, strategy) of p and returns the results in
+// the order of runs: main's and Postfix's first, at once when p.Parallel,
+// then each harder scenario alone. Progress goes to progress.
 func RunReal(ctx context.Context, p RealParams, progress io.Writer) ([]RealResult, error) {
-	runs := p.runs()
+	runs, err := p.runs()
+	if err != nil {
+		return nil, err
+	}
 	results := make([]RealResult, len(runs))
 	errs := make([]error, len(runs))
 	var mu sync.Mutex // progress
 	logf := func(format string, args ...any) {
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Fprintf(progress, "bench-adaptive: "+format+"\n", args...)
+		fmt.Fprintf(progress, "bench-adaptive: %s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 	}
 	one := func(i int) {
-		sc, s := runs[i][0], runs[i][1]
+		sc, s := runs[i].sc, runs[i].strategy
 		results[i], errs[i] = runOne(ctx, p, sc, s, func(format string, args ...any) {
-			logf(sc+"/"+s+": "+format, args...)
+			logf(sc.Name+"/"+s+": "+format, args...)
 		})
 		if errs[i] != nil {
-			errs[i] = fmt.Errorf("%s/%s: %w", sc, s, errs[i])
+			errs[i] = fmt.Errorf("%s/%s: %w", sc.Name, s, errs[i])
 		}
 	}
-	if p.Parallel {
-		var wg sync.WaitGroup
-		for i := range runs {
+	var wg sync.WaitGroup
+	for i, r := range runs {
+		if shared(r.sc.Name) && p.Parallel {
 			wg.Go(func() { one(i) })
+			continue
 		}
-		wg.Wait()
-	} else {
-		for i := range runs {
-			one(i)
+		wg.Wait() // a harder scenario starts when everything before it is done
+		if ctx.Err() != nil {
+			break
 		}
+		one(i)
 	}
+	wg.Wait()
 	return results, errors.Join(errs...)
 }
 
@@ -147,32 +195,69 @@ type runEnv struct {
 	workerGroup, schedulerGroup string
 	schema                      string
 	delayTopics                 []string
-	workerHTTP, schedHTTP       string
-	workerLog, schedLog         string
-	databaseURL, relayAddr      string
+	schedHTTP                   string
+	schedLog                    string
+	databaseURL                 string
+	relayAddrs                  []string
+}
+
+// workerEnv is the environment of one worker of sc, reachable at httpAddr.
+func (p RealParams) workerEnv(sc scenario, e runEnv, strategy, httpAddr string) []string {
+	env := []string{
+		"POSTLINE_RETRY_POLICY=" + strategy,
+		"POSTLINE_KAFKA_BROKERS=" + strings.Join(p.Brokers, ","),
+		"POSTLINE_JOBS_TOPIC=" + e.jobs,
+		"POSTLINE_DLQ_TOPIC=" + e.dlq,
+		"POSTLINE_RETRY_TOPIC_PREFIX=" + e.prefix,
+		"POSTLINE_RETRY_TIERS=" + p.Tiers,
+		"POSTLINE_CONSUMER_GROUP=" + e.workerGroup,
+		"POSTLINE_DATABASE_URL=" + e.databaseURL,
+		"POSTLINE_HTTP_ADDR=" + httpAddr,
+	}
+	if !sc.DefaultTransport {
+		env = append(env, "POSTLINE_LAG_INTERVAL="+p.LagInterval.String(), "POSTLINE_SENDERS="+strconv.Itoa(p.Senders))
+	}
+	env = append(env, "POSTLINE_SMTP_RELAYS="+sc.relayURLs(e.relayAddrs, p.Senders))
+	return append(env, p.WorkerEnv...)
+}
+
+// workerFleet is a run's worker processes, late ones added while it runs.
+type workerFleet struct {
+	mu    sync.Mutex
+	procs []*proc
+	addrs []string // each one's HTTP address
+}
+
+func (f *workerFleet) add(pr *proc, addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.procs = append(f.procs, pr)
+	f.addrs = append(f.addrs, addr)
+}
+
+func (f *workerFleet) list() ([]*proc, []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.procs), slices.Clone(f.addrs)
 }
 
 // runOne runs one strategy in one scenario on fresh topics, groups and
-// schema, against a fresh relay, and tears them down.
-func runOne(ctx context.Context, p RealParams, scenario, strategy string, logf func(string, ...any)) (RealResult, error) {
-	n := p.Jobs
-	if scenario == ScenarioPostfix {
-		n = p.PostfixJobs
-	}
-	res := RealResult{Result: Result{Strategy: strategy}, Scenario: scenario, Jobs: n}
+// schema, against fresh relays, and tears them down.
+func runOne(ctx context.Context, p RealParams, sc scenario, strategy string, logf func(string, ...any)) (RealResult, error) {
+	n := sc.Jobs
+	res := RealResult{Result: Result{Strategy: strategy}, Scenario: sc.Name, Jobs: n}
 	tiers, err := retry.ParseTiers(p.Tiers)
 	if err != nil {
 		return res, err
 	}
 	id := randomHex(4)
-	base := fmt.Sprintf("bench.adaptive.%s.%s.%s", scenario, strategy, id)
+	base := fmt.Sprintf("bench.adaptive.%s.%s.%s", sc.Name, strategy, id)
 	e := runEnv{
 		jobs: base + ".jobs", dlq: base + ".dlq", prefix: base + ".retry",
 		workerGroup:    strings.ReplaceAll(base, ".", "-") + "-worker",
 		schedulerGroup: strings.ReplaceAll(base, ".", "-") + "-scheduler",
-		schema:         strings.ReplaceAll(base, ".", "_"),
-		workerLog:      filepath.Join(p.LogDir, scenario+"-"+strategy+"-worker.log"),
-		schedLog:       filepath.Join(p.LogDir, scenario+"-"+strategy+"-scheduler.log"),
+		schema:         strings.ReplaceAll(strings.ReplaceAll(base, ".", "_"), "-", "_"),
+		schedLog:       filepath.Join(p.LogDir, sc.Name+"-"+strategy+"-scheduler.log"),
 	}
 	e.delayTopics = tiers.Topics(e.prefix)
 	cleanup := func() (context.Context, context.CancelFunc) {
@@ -204,22 +289,23 @@ func runOne(ctx context.Context, p RealParams, scenario, strategy string, logf f
 			}
 		}()
 	}
-	rl, err := relay.Start(p.relayConfig(scenario), slog.New(slog.DiscardHandler))
-	if err != nil {
-		return res, err
-	}
-	defer rl.Close()
-	e.relayAddr = rl.Addr()
-	if e.workerHTTP, err = freeAddr(); err != nil {
-		return res, err
+	relays := make([]*relay.Relay, len(sc.Relays))
+	for i, spec := range sc.Relays {
+		rl, err := relay.Start(spec.Config, slog.New(slog.DiscardHandler))
+		if err != nil {
+			return res, err
+		}
+		defer rl.Close()
+		relays[i] = rl
+		e.relayAddrs = append(e.relayAddrs, rl.Addr())
+		res.RelayNames = append(res.RelayNames, spec.Name)
 	}
 	if e.schedHTTP, err = freeAddr(); err != nil {
 		return res, err
 	}
 
-	brokers := strings.Join(p.Brokers, ",")
 	sched, err := startProc("retry-scheduler", p.SchedulerBin, e.schedLog, []string{
-		"POSTLINE_KAFKA_BROKERS=" + brokers,
+		"POSTLINE_KAFKA_BROKERS=" + strings.Join(p.Brokers, ","),
 		"POSTLINE_JOBS_TOPIC=" + e.jobs,
 		"POSTLINE_DLQ_TOPIC=" + e.dlq,
 		"POSTLINE_RETRY_TOPIC_PREFIX=" + e.prefix,
@@ -231,35 +317,47 @@ func runOne(ctx context.Context, p RealParams, scenario, strategy string, logf f
 		return res, err
 	}
 	defer func() { _ = sched.stop(15 * time.Second) }()
-	worker, err := startProc("worker", p.WorkerBin, e.workerLog, append([]string{
-		"POSTLINE_RETRY_POLICY=" + strategy,
-		"POSTLINE_KAFKA_BROKERS=" + brokers,
-		"POSTLINE_JOBS_TOPIC=" + e.jobs,
-		"POSTLINE_DLQ_TOPIC=" + e.dlq,
-		"POSTLINE_RETRY_TOPIC_PREFIX=" + e.prefix,
-		"POSTLINE_RETRY_TIERS=" + p.Tiers,
-		"POSTLINE_CONSUMER_GROUP=" + e.workerGroup,
-		"POSTLINE_DATABASE_URL=" + e.databaseURL,
-		"POSTLINE_HTTP_ADDR=" + e.workerHTTP,
-		"POSTLINE_LAG_INTERVAL=" + p.LagInterval.String(),
-		"POSTLINE_SENDERS=" + strconv.Itoa(p.Senders),
-		fmt.Sprintf("POSTLINE_SMTP_RELAYS=smtp://%s?name=relay&tls=none&max_conns=%d", e.relayAddr, p.Senders),
-	}, p.WorkerEnv...))
-	if err != nil {
-		return res, err
-	}
-	defer func() { _ = worker.stop(35 * time.Second) }()
 
+	fleet := &workerFleet{}
+	total := sc.Workers + len(sc.Late)
+	startWorker := func(i int) (*proc, string, error) {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, "", err
+		}
+		name, logName := "worker", sc.Name+"-"+strategy+"-worker.log"
+		if total > 1 {
+			name, logName = fmt.Sprintf("worker %d", i+1), fmt.Sprintf("%s-%s-worker%d.log", sc.Name, strategy, i+1)
+		}
+		pr, err := startProc(name, p.WorkerBin, filepath.Join(p.LogDir, logName), p.workerEnv(sc, e, strategy, addr))
+		if err != nil {
+			return nil, "", err
+		}
+		fleet.add(pr, addr)
+		return pr, addr, nil
+	}
+	defer func() {
+		procs, _ := fleet.list()
+		for _, pr := range procs {
+			_ = pr.stop(35 * time.Second)
+		}
+	}()
 	readyCtx, cancelReady := context.WithTimeout(ctx, 90*time.Second)
 	defer cancelReady()
 	if err := sched.waitReady(readyCtx, "http://"+e.schedHTTP+"/readyz"); err != nil {
 		return res, err
 	}
-	if err := worker.waitReady(readyCtx, "http://"+e.workerHTTP+"/readyz"); err != nil {
-		return res, err
+	for i := range sc.Workers {
+		pr, addr, err := startWorker(i)
+		if err != nil {
+			return res, err
+		}
+		if err := pr.waitReady(readyCtx, "http://"+addr+"/readyz"); err != nil {
+			return res, err
+		}
 	}
 	client := &kafka.Client{Addr: kafka.TCP(p.Brokers...), Timeout: 5 * time.Second}
-	if err := waitAssigned(readyCtx, client, e.workerGroup, e.jobs, p.Partitions); err != nil {
+	if err := waitAssigned(readyCtx, client, e.workerGroup, e.jobs, p.Partitions, sc.Workers); err != nil {
 		return res, err
 	}
 	pool, err := pgxpool.New(ctx, e.databaseURL)
@@ -267,48 +365,228 @@ func runOne(ctx context.Context, p RealParams, scenario, strategy string, logf f
 		return res, fmt.Errorf("postgres pool: %w", err)
 	}
 	defer pool.Close()
-	logf("ready (logs %s, %s); publishing %d jobs", e.workerLog, e.schedLog, n)
+	logf("ready (%d worker(s), logs in %s); publishing %d jobs", sc.Workers, p.LogDir, n)
 
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
 	// Sample the delay topics' depth for the whole run.
-	sampleCtx, stopSampling := context.WithCancel(ctx)
 	depth := make(chan int64, 1)
 	go func() {
-		depth <- sampleDepth(sampleCtx, client, e.schedulerGroup, e.delayTopics, p.Partitions, p.Sample)
+		depth <- sampleDepth(runCtx, client, e.schedulerGroup, e.delayTopics, p.Partitions, p.Sample)
 	}()
-	start := time.Now()
+	res.Start = time.Now()
+	var side sync.WaitGroup
+	defer side.Wait()
+	for i, spec := range sc.Relays {
+		side.Go(func() { runSchedule(runCtx, relays[i], spec.Schedule, res.Start, logf) })
+	}
+	lateErr := make(chan error, len(sc.Late))
+	for k, at := range sc.Late {
+		side.Go(func() {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-time.After(time.Until(res.Start.Add(at))):
+			}
+			if _, _, err := startWorker(sc.Workers + k); err != nil {
+				lateErr <- err
+				return
+			}
+			logf("worker %d started at t=%s", sc.Workers+k+1, secs(time.Since(res.Start)))
+		})
+	}
 	published, err := publishBurst(ctx, p.Brokers, e.jobs, n)
+	res.Publish = time.Since(res.Start)
 	var done time.Time
 	if err == nil {
-		done, err = waitTerminal(ctx, pool, worker, sched, n, start.Add(p.Timeout), logf)
+		done, err = waitTerminal(runCtx, pool, fleet, sched, lateErr, n, res.Start.Add(p.scenarioTimeout(sc)), logf)
 	}
-	stopSampling()
-	res.PeakDepth = int(<-depth)
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		res.TimedOut, err = true, nil
 		done = time.Now()
-		logf("timed out after %s", p.Timeout)
+		logf("timed out after %s", p.scenarioTimeout(sc))
 	}
+	stopRun()
+	res.PeakDepth = int(<-depth)
+	side.Wait()
 	if err != nil {
 		return res, err
 	}
-	if err := worker.stop(35 * time.Second); err != nil {
-		logf("%v", err)
+	procs, addrs := fleet.list()
+	res.Workers = len(procs)
+	for _, at := range sc.Late[:min(len(sc.Late), len(procs)-sc.Workers)] {
+		res.Joined = append(res.Joined, at)
+	}
+	for _, addr := range addrs {
+		opened, err := scrapeOpenings(ctx, "http://"+addr+"/metrics")
+		res.Openings += opened
+		res.MetricsErr = errors.Join(res.MetricsErr, err)
+	}
+	for _, pr := range procs {
+		if err := pr.stop(35 * time.Second); err != nil {
+			logf("%v", err)
+		}
+		opened, err := loggedOpenings(pr.logPath)
+		res.LoggedOpenings += opened
+		res.MetricsErr = errors.Join(res.MetricsErr, err)
 	}
 	if err := sched.stop(15 * time.Second); err != nil {
 		logf("%v", err)
 	}
-	res.Relay = rl.Stats()
+	for _, rl := range relays {
+		res.Relays = append(res.Relays, rl.Stats())
+	}
+	res.Relay = mergeStats(res.Relays)
 	counts, err := statusCounts(ctx, pool)
 	if err != nil {
 		return res, err
 	}
-	fill(&res, published, start, done, counts)
+	fill(&res, published, res.Start, done, counts)
+	res.Complete = true
 	logf("done: %d delivered, %d failed, %d dead, %d unfinished in %s", res.Delivered, res.Failed, res.Dead, res.Unfinished, secs(res.Makespan))
 	return res, nil
 }
 
-// fill derives the result's columns from the relay's counters, the publish
-// times and the job table's final states. Latency is the relay's first
+// completed returns the results of the runs that ended with figures.
+func completed(results []RealResult) []RealResult {
+	var out []RealResult
+	for _, r := range results {
+		if r.Complete {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// runSchedule applies a relay's rate changes at their times after start,
+// until ctx ends.
+func runSchedule(ctx context.Context, rl *relay.Relay, steps []rateStep, start time.Time, logf func(string, ...any)) {
+	for _, s := range steps {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(start.Add(s.At))):
+		}
+		if err := rl.SetRate(s.Rate, s.Burst); err != nil {
+			logf("relay rate change: %v", err)
+			return
+		}
+		logf("relay %s now %.0f/s, burst %d (t=%s)", rl.Addr(), s.Rate, s.Burst, secs(time.Since(start)))
+	}
+}
+
+// mergeStats adds the relays' counters and merges their time series in
+// time order.
+func mergeStats(all []relay.Stats) relay.Stats {
+	if len(all) == 1 {
+		return all[0]
+	}
+	var m relay.Stats
+	type accepted struct {
+		at time.Time
+		id string
+	}
+	var acc []accepted
+	for i, s := range all {
+		if i == 0 || s.Since.Before(m.Since) {
+			m.Since = s.Since
+		}
+		m.Connections += s.Connections
+		m.Refused += s.Refused
+		m.HungUp += s.HungUp
+		m.Open += s.Open
+		m.PeakOpen += s.PeakOpen
+		m.Accepted += s.Accepted
+		m.Throttled += s.Throttled
+		m.TransientDrops += s.TransientDrops
+		m.TransientReplies += s.TransientReplies
+		m.PermanentRejects += s.PermanentRejects
+		m.ThrottledAt = append(m.ThrottledAt, s.ThrottledAt...)
+		m.RefusedAt = append(m.RefusedAt, s.RefusedAt...)
+		m.RateChanges = append(m.RateChanges, s.RateChanges...)
+		for k, at := range s.AcceptedAt {
+			acc = append(acc, accepted{at, s.AcceptedIDs[k]})
+		}
+	}
+	slices.SortStableFunc(acc, func(a, b accepted) int { return a.at.Compare(b.at) })
+	for _, a := range acc {
+		m.AcceptedAt = append(m.AcceptedAt, a.at)
+		m.AcceptedIDs = append(m.AcceptedIDs, a.id)
+	}
+	slices.SortFunc(m.ThrottledAt, time.Time.Compare)
+	slices.SortFunc(m.RefusedAt, time.Time.Compare)
+	slices.SortFunc(m.RateChanges, func(a, b relay.RateChange) int { return a.At.Compare(b.At) })
+	return m
+}
+
+// openingsMetric is the worker's counter of circuit state changes
+// (internal/circuit), labelled by provider and the state changed to.
+const openingsMetric = "postline_circuit_transitions_total"
+
+// scrapeOpenings reads a worker's /metrics and sums openingsMetric over
+// the series with to="open".
+func scrapeOpenings(ctx context.Context, url string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("read %s: %s", url, resp.Status)
+	}
+	return countOpenings(resp.Body)
+}
+
+// countOpenings sums openingsMetric{to="open"} in a Prometheus text
+// exposition.
+func countOpenings(r io.Reader) (int, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	var sum float64
+	for sc.Scan() {
+		line := sc.Text()
+		labels, ok := strings.CutPrefix(line, openingsMetric+"{")
+		if !ok {
+			continue
+		}
+		end := strings.LastIndexByte(labels, '}')
+		if end < 0 || !strings.Contains(","+labels[:end], `,to="open"`) {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.Fields(labels[end+1:])[0], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q: %w", openingsMetric, line, err)
+		}
+		sum += v
+	}
+	return int(sum), sc.Err()
+}
+
+// loggedOpenings counts the worker log's "circuit transition" lines to
+// open (the worker logs JSON).
+func loggedOpenings(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	n := 0
+	for sc.Scan() {
+		if l := sc.Text(); strings.Contains(l, `"msg":"circuit transition"`) && strings.Contains(l, `"to":"open"`) {
+			n++
+		}
+	}
+	return n, sc.Err()
+}
+
 // acceptance of a job's Message-ID minus the time the job was published.
 func fill(r *RealResult, published map[string]time.Time, start, done time.Time, counts map[string]int) {
 	st := r.Relay
@@ -373,8 +651,9 @@ func rcptAddr(k int) string { return fmt.Sprintf("rcpt%d@relay.postline.test", k
 
 // waitTerminal polls the job table until n jobs are sent, failed or dead
 // and returns when the last of them got there; past deadline it returns
-// context.DeadlineExceeded, and an error when a process exits.
-func waitTerminal(ctx context.Context, pool *pgxpool.Pool, worker, sched *proc, n int, deadline time.Time, logf func(string, ...any)) (time.Time, error) {
+// context.DeadlineExceeded, and an error when a process exits or a late
+// worker could not start.
+func waitTerminal(ctx context.Context, pool *pgxpool.Pool, fleet *workerFleet, sched *proc, lateErr <-chan error, n int, deadline time.Time, logf func(string, ...any)) (time.Time, error) {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -391,7 +670,8 @@ func waitTerminal(ctx context.Context, pool *pgxpool.Pool, worker, sched *proc, 
 		case err == nil && terminal >= n && last != nil:
 			return *last, nil
 		}
-		for _, p := range []*proc{worker, sched} {
+		procs, _ := fleet.list()
+		for _, p := range append(procs, sched) {
 			if p.exited() {
 				return time.Time{}, fmt.Errorf("%s exited with %d of %d jobs terminal:\n%s", p.name, terminal, n, p.logTail(20))
 			}
@@ -403,6 +683,8 @@ func waitTerminal(ctx context.Context, pool *pgxpool.Pool, worker, sched *proc, 
 		select {
 		case <-ctx.Done():
 			return time.Time{}, ctx.Err()
+		case err := <-lateErr:
+			return time.Time{}, fmt.Errorf("late worker: %w", err)
 		case <-tick.C:
 		}
 	}
@@ -490,13 +772,20 @@ func delayDepth(ctx context.Context, client *kafka.Client, group string, topics 
 	return depth, nil
 }
 
-// waitAssigned polls until group is stable with every partition of
-// jobsTopic assigned, so the burst is consumed from its first record on.
-func waitAssigned(ctx context.Context, client *kafka.Client, group, jobsTopic string, partitions int) error {
+// waitAssigned polls until group is stable with members members and every
+// partition of jobsTopic assigned, so the burst is consumed from its first
+// record on by the whole starting fleet.
+func waitAssigned(ctx context.Context, client *kafka.Client, group, jobsTopic string, partitions, members int) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		last := consumer.CheckAssigned(ctx, client, group, jobsTopic, partitions)
+		if last == nil {
+			var got int
+			if got, last = groupMembers(ctx, client, group); last == nil && got != members {
+				last = fmt.Errorf("group %s has %d of %d members", group, got, members)
+			}
+		}
 		if last == nil {
 			return nil
 		}
@@ -506,6 +795,18 @@ func waitAssigned(ctx context.Context, client *kafka.Client, group, jobsTopic st
 		case <-tick.C:
 		}
 	}
+}
+
+// groupMembers counts a consumer group's members.
+func groupMembers(ctx context.Context, client *kafka.Client, group string) (int, error) {
+	resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+	if err != nil {
+		return 0, fmt.Errorf("describe group: %w", err)
+	}
+	if len(resp.Groups) != 1 {
+		return 0, fmt.Errorf("describe group: %d groups in answer", len(resp.Groups))
+	}
+	return len(resp.Groups[0].Members), resp.Groups[0].Error
 }
 
 // createSchema creates schema and returns a URL whose connections use it.
@@ -571,6 +872,7 @@ const (
 func defaultRealParams() RealParams {
 	return RealParams{
 		Jobs: 2000, PostfixJobs: 1000, HangUpAbove: 5, Seed: 1,
+		Scenarios: allScenarios, ScenarioJobs: defaultScenarioJobs(),
 		Partitions: 8, Tiers: retry.DefaultTiers.String(), LagInterval: time.Second,
 		Timeout: 30 * time.Minute, Sample: 250 * time.Millisecond, Parallel: true,
 		Strategies: []string{StratUniform, StratReference, StratAdaptive},
@@ -590,6 +892,8 @@ func (p RealParams) validate() error {
 		return fmt.Errorf("-real-jobs %d must be positive", p.Jobs)
 	case p.PostfixJobs < 0:
 		return fmt.Errorf("-real-postfix-jobs %d must not be negative", p.PostfixJobs)
+	case len(p.Scenarios) == 0:
+		return errors.New("-real-scenarios is empty")
 	case p.PostfixJobs > 0 && p.HangUpAbove < 1:
 		return fmt.Errorf("-real-hang-up-above %d must be positive", p.HangUpAbove)
 	case p.Partitions < 1:
@@ -606,6 +910,16 @@ func (p RealParams) validate() error {
 	for _, kv := range p.WorkerEnv {
 		if k, _, ok := strings.Cut(kv, "="); !ok || !strings.HasPrefix(k, "POSTLINE_") || k == "POSTLINE_RETRY_POLICY" {
 			return fmt.Errorf("-worker-env %q: want POSTLINE_NAME=value, not POSTLINE_RETRY_POLICY (the harness sets it per strategy)", kv)
+		}
+	}
+	for name, n := range p.ScenarioJobs {
+		if n < 1 {
+			return fmt.Errorf("-real-%s-jobs %d must be positive", name, n)
+		}
+	}
+	for _, name := range p.Scenarios {
+		if _, err := p.scenario(name); err != nil {
+			return err
 		}
 	}
 	if _, err := retry.ParseTiers(p.Tiers); err != nil {
