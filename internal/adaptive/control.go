@@ -38,15 +38,21 @@ type SendControlConfig struct {
 // rate, and successes let both grow back. Safe for concurrent use; the
 // caller counts the sends in flight.
 type SendControl struct {
-	mu        sync.Mutex
-	cfg       SendControlConfig
-	aimd      *AIMD
-	pacer     *Pacer  // nil until the first rate refusal, when Pacer.Initial is 0
-	recent    *Window // outcomes over the last second, to seed the pacer
-	fleet     *RateLimiter
-	members   int
-	pressure  *PressureGuard // nil = none
-	decreases map[string]int
+	mu     sync.Mutex
+	cfg    SendControlConfig
+	aimd   *AIMD
+	pacer  *Pacer  // nil until the first rate refusal, when Pacer.Initial is 0
+	recent *Window // outcomes over the last second, to seed the pacer
+	// firstOutcome is when Done was first called: the start of the
+	// traffic the recent window has seen.
+	firstOutcome time.Time
+	fleet        *RateLimiter
+	members      int
+	// membersKnown is set once the group's size was given (SetMembers or
+	// Seed): only later changes rescale a learned rate.
+	membersKnown bool
+	pressure     *PressureGuard // nil = none
+	decreases    map[string]int
 }
 
 // NewSendControl returns a control at now. pressure may be nil.
@@ -120,17 +126,20 @@ func (c *SendControl) Decreases(controller string) int {
 // fleet-wide rate is split over them, and a learned rate is rescaled by
 // old/new members: the provider's rate was learned as this worker's share,
 // and a worker joining (or leaving) changes the share at once rather than
-// after the refusals that would teach it. A count below 1 means not known
-// yet (the group was not described) and changes nothing.
+// after the refusals that would teach it. The first count only tells the
+// control the size of the group its rate was learned in, and a count below 1
+// means not known yet (the group was not described): neither rescales.
 func (c *SendControl) SetMembers(now time.Time, members int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if members < 1 || members == c.members {
+	if members < 1 || (c.membersKnown && members == c.members) {
 		return
 	}
-	old := c.members
-	c.members = members
-	if c.pacer != nil {
+	old, known := c.members, c.membersKnown
+	c.members, c.membersKnown = members, true
+	if c.pacer != nil && known {
+		// Only a change seen: the first count is the group the pacer
+		// learned in, whatever the control assumed before.
 		c.pacer.Scale(now, float64(old)/float64(members))
 	}
 	if c.fleet != nil {
@@ -163,7 +172,7 @@ func (c *SendControl) Seed(now time.Time, fleetRate float64) bool {
 	// Other workers reported, so there are at least two of us even when
 	// the group was not described yet; a later SetMembers rescales from
 	// this count.
-	c.members = max(c.members, 2)
+	c.members, c.membersKnown = max(c.members, 2), true
 	if c.fleet != nil {
 		c.fleet.SetRate(now, FleetShare(c.cfg.FleetRate, c.members))
 	}
@@ -210,6 +219,9 @@ func (c *SendControl) Admit(now time.Time, inFlight int) (ok bool, retryAt time.
 func (c *SendControl) Done(now, sent time.Time, ok bool, limit failure.Limit) (cut string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.firstOutcome.IsZero() {
+		c.firstOutcome = now
+	}
 	c.recent.Observe(now, "", ok)
 	switch {
 	case ok:
@@ -253,6 +265,10 @@ func (c *SendControl) rationing(now time.Time) bool {
 // own wait for the relay's hint is answer enough.
 const paceMinSamples = 10
 
+// paceMinSpan is the shortest time the accepted rate that starts the pacer
+// is measured over.
+const paceMinSpan = 100 * time.Millisecond
+
 // startPacer starts pacing at Factor times the rate the relay accepted over
 // the last second, within the pacer's bounds. It reports false, leaving sends unpaced, below paceMinSamples.
 // c.mu is held.
@@ -262,8 +278,13 @@ func (c *SendControl) startPacer(now time.Time) bool {
 	if n < paceMinSamples {
 		return false
 	}
+	// The accepted rate over the last second, or over the time since the
+	// first outcome when that is shorter: a worker that just started and
+	// was refused 300 ms into its first burst was accepted at three times
+	// what a whole second would say.
+	span := max(min(now.Sub(c.firstOutcome), time.Second), paceMinSpan)
 	seen := ratio * float64(n)
-	cfg.Initial = math.Min(cfg.Max, math.Max(cfg.Min, seen/time.Second.Seconds()))
+	cfg.Initial = math.Min(cfg.Max, math.Max(cfg.Min, seen/span.Seconds()))
 	c.pacer, _ = NewPacer(cfg, now) // cfg was validated by NewSendControl
 	c.pacer.OnThrottle(now)         // the cut, which also ends slow start
 	return true

@@ -51,9 +51,16 @@ func TestSendControl(t *testing.T) {
 		{
 			name: "a rate refusal starts the pacer at the accepted rate cut by factor",
 			cfg:  SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}},
-			steps: append(repeatN(step{500 * ms, "ok", 0, 0}, 40), // 40 accepted in the last second
-				step{600 * ms, "rate", 0, 500 * ms}),
+			steps: append(append([]step{{0, "ok", 0, 0}}, repeatN(step{1500 * ms, "ok", 0, 0}, 40)...), // 40 accepted in the last second
+				step{1600 * ms, "rate", 0, 1500 * ms}),
 			want: want{limit: 8, rate: 28, fleet: math.Inf(1), decreases: map[string]int{ControllerRate: 1}},
+		},
+		{
+			name: "refused half a second after its first send, the accepted rate is over that half second",
+			cfg:  SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}},
+			steps: append(append([]step{{0, "ok", 0, 0}}, repeatN(step{400 * ms, "ok", 0, 0}, 39)...), // 40 in 0.5 s: 80/s
+				step{500 * ms, "rate", 0, 400 * ms}),
+			want: want{limit: 8, rate: 56, fleet: math.Inf(1), decreases: map[string]int{ControllerRate: 1}},
 		},
 		{
 			name: "rate refusals while the relay accepts nothing do not start the pacer",
@@ -103,19 +110,25 @@ func TestSendControl(t *testing.T) {
 			name: "a worker joining shrinks a learned rate to the new share",
 			cfg:  SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}, Pacer: PacerConfig{Initial: 30}},
 			steps: []step{
-				{0, "members", 2, 0}, // 30/s learned alone: 15 each
-				{0, "members", 3, 0}, // 10 each
+				{0, "members", 2, 0}, // 30/s learned as one of two
+				{0, "members", 3, 0}, // 20 each
 			},
-			want: want{limit: 8, rate: 10, fleet: math.Inf(1)},
+			want: want{limit: 8, rate: 20, fleet: math.Inf(1)},
 		},
 		{
 			name: "a worker leaving grows a learned rate to the new share",
 			cfg:  SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}, Pacer: PacerConfig{Initial: 30}},
 			steps: []step{
-				{0, "members", 3, 0}, // 10 each
-				{0, "members", 2, 0}, // 15 each
+				{0, "members", 3, 0}, // 30/s learned as one of three
+				{0, "members", 2, 0}, // 45 each
 			},
-			want: want{limit: 8, rate: 15, fleet: math.Inf(1)},
+			want: want{limit: 8, rate: 45, fleet: math.Inf(1)},
+		},
+		{
+			name:  "the first group size does not rescale the rate learned in that group",
+			cfg:   SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}, Pacer: PacerConfig{Initial: 30}},
+			steps: []step{{0, "members", 0, 0}, {0, "members", 2, 0}},
+			want:  want{limit: 8, rate: 30, fleet: math.Inf(1)},
 		},
 		{
 			name:  "a joining worker is seeded with its share of the fleet's learned rate",

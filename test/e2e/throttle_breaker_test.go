@@ -17,7 +17,7 @@ import (
 // stack's addresses) against a relay that takes 200 mails/s (a token bucket
 // with a burst of 40) and answers 450 4.7.1 "rate limit exceeded" above that,
 // with "451 4.3.0" on 3 % of messages and "550 5.1.1" for 1 % of recipients,
-// fed 6,000 jobs. Throttling is not an outage: the send control learns the
+// fed 8,000 jobs. Throttling is not an outage: the send control learns the
 // relay's rate, and the shared breaker, which opens only for a relay that is
 // down or refuses everything, never opens (no transition of the relay's
 // circuit on either worker, open never seen on /metrics), although 451 4.3.0
@@ -31,7 +31,7 @@ func TestThrottlingRelayNeverOpensTheBreaker(t *testing.T) {
 	const (
 		rate  = 200.0
 		burst = 40
-		jobs  = 6000
+		jobs  = 8000
 	)
 	s := newFailureStack(t, retry.DefaultTiers.String())
 	r, err := relay.Start(relay.Config{Rate: rate, Burst: burst, TransientReply: 0.03, PermanentReject: 0.01, Seed: 1}, nil)
