@@ -2,7 +2,8 @@
 // topics, applies the database migrations, publishes jobs (one from flags, a
 // JSON Lines file, or synthetic load), lists and replays dead letters, and
 // answers operators' questions: a message's status, the consumer groups' lag,
-// and an audit of every Message-ID's row. Run `postctl --help` for the
+// each relay's breaker and send control across the fleet, and an audit of
+// every Message-ID's row. Run `postctl --help` for the
 // commands and settings.
 //
 // Exit codes: 0 success; 1 failure, or a finding (a message not found, an

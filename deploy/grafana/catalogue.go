@@ -70,6 +70,7 @@ func Catalogue() []Metric {
 		{"postline_reaper_takeovers_total", Counter, nil},
 		{"postline_reaper_purged_total", Counter, nil},
 		{"postline_reaper_pass_errors_total", Counter, nil},
+		{"postline_relay_state_failures_total", Counter, []string{"op"}},
 		{"postline_scheduler_lateness_seconds", Histogram, []string{"tier"}},
 		{"postline_scheduler_reinjected_total", Counter, []string{"tier"}},
 		{"postline_scheduler_waiting", Gauge, []string{"tier"}},
