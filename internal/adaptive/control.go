@@ -265,27 +265,31 @@ func (c *SendControl) rationing(now time.Time) bool {
 // own wait for the relay's hint is answer enough.
 const paceMinSamples = 10
 
-// paceMinSpan is the shortest time the accepted rate that starts the pacer
-// is measured over.
-const paceMinSpan = 100 * time.Millisecond
-
-// startPacer starts pacing at Factor times the rate the relay accepted over
-// the last second, within the pacer's bounds. It reports false, leaving sends unpaced, below paceMinSamples.
-// c.mu is held.
+// startPacer starts pacing at the rate the relay accepted over the last
+// second, within the pacer's bounds. It reports false, leaving sends
+// unpaced, below paceMinSamples. c.mu is held.
+//
+// After a second of traffic that rate is what the relay takes, and the
+// pacer starts cut by Factor with it as the ceiling. Within the first
+// second it is not known: the relay's burst makes the accepted count over
+// the elapsed time look faster than the relay is (a bucket of 40 emptied in
+// 100 ms reads as 400/s), and over a whole second slower. The pacer then
+// starts at the slower figure in slow start, doubling each second until the
+// relay's next refusal, and refusals of the sends already under way do not
+// count against it.
 func (c *SendControl) startPacer(now time.Time) bool {
 	cfg := c.cfg.Pacer.WithDefaults()
 	ratio, n := c.recent.Overall(now)
 	if n < paceMinSamples {
 		return false
 	}
-	// The accepted rate over the last second, or over the time since the
-	// first outcome when that is shorter: a worker that just started and
-	// was refused 300 ms into its first burst was accepted at three times
-	// what a whole second would say.
-	span := max(min(now.Sub(c.firstOutcome), time.Second), paceMinSpan)
 	seen := ratio * float64(n)
-	cfg.Initial = math.Min(cfg.Max, math.Max(cfg.Min, seen/span.Seconds()))
+	cfg.Initial = math.Min(cfg.Max, math.Max(cfg.Min, seen/time.Second.Seconds()))
 	c.pacer, _ = NewPacer(cfg, now) // cfg was validated by NewSendControl
-	c.pacer.OnThrottle(now)         // the cut, which also ends slow start
+	if now.Sub(c.firstOutcome) < time.Second {
+		c.pacer.startSlow(now)
+		return true
+	}
+	c.pacer.OnThrottle(now) // the cut, which also ends slow start
 	return true
 }

@@ -56,11 +56,15 @@ func TestSendControl(t *testing.T) {
 			want: want{limit: 8, rate: 28, fleet: math.Inf(1), decreases: map[string]int{ControllerRate: 1}},
 		},
 		{
-			name: "refused half a second after its first send, the accepted rate is over that half second",
+			name: "refused within its first second of traffic, the pacer starts at the count in slow start",
 			cfg:  SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}},
-			steps: append(append([]step{{0, "ok", 0, 0}}, repeatN(step{400 * ms, "ok", 0, 0}, 39)...), // 40 in 0.5 s: 80/s
-				step{500 * ms, "rate", 0, 400 * ms}),
-			want: want{limit: 8, rate: 56, fleet: math.Inf(1), decreases: map[string]int{ControllerRate: 1}},
+			steps: append(append([]step{{0, "ok", 0, 0}}, repeatN(step{400 * ms, "ok", 0, 0}, 39)...), // 40 in 0.5 s
+				step{500 * ms, "rate", 0, 400 * ms}, // pacing at 40/s, not cut
+				step{600 * ms, "rate", 0, 450 * ms}, // sent before pacing began: no cut
+				step{600 * ms, "admit", 0, 0},
+				step{600 * ms, "admit", 0, 0}, // held back: the rate limits
+				step{600 * ms, "ok", 0, 0}),   // slow start: +1
+			want: want{retryAt: 625 * ms, limit: 8, rate: 41, fleet: math.Inf(1), decreases: map[string]int{ControllerRate: 1}},
 		},
 		{
 			name: "rate refusals while the relay accepts nothing do not start the pacer",

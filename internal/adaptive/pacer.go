@@ -100,6 +100,7 @@ type Pacer struct {
 	tokens    float64
 	last      time.Time
 	cut       lastCut
+	since     time.Time // refusals of sends started before it were answered by the pacer's start
 	decreases int
 	limitedAt time.Time // when Next last made a send wait
 }
@@ -198,11 +199,19 @@ func (p *Pacer) OnThrottle(now time.Time) bool {
 func (p *Pacer) OnThrottleSent(now, sent time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cut.answered(sent) || p.cut.within(now, p.cfg.Interval) {
+	if sent.Before(p.since) || p.cut.answered(sent) || p.cut.within(now, p.cfg.Interval) {
 		return false
 	}
 	p.decrease(now)
 	return true
+}
+
+// startSlow makes refusals of sends that started before now answered by
+// the pacer's start, keeping the slow start.
+func (p *Pacer) startSlow(now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.since = now
 }
 
 // learned ends the slow start without a cut: the current rate is known to

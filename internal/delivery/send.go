@@ -273,6 +273,24 @@ func (p *Pipeline) scheduleRetry(it *item, v failure.Verdict, limit RetryLimit, 
 		return
 	}
 	delay := d.Delay
+	if v.Class == failure.Throttled && v.ProviderFault && delay < p.cfg.Tiers[0] && it.holds < maxThrottleHolds {
+		// The relay asked us to slow down for less than the shortest tier:
+		// the job waits in the worker, in its place, and the send control
+		// paces it, rather than going round a delay topic to the back of
+		// the jobs topic (which would round a 1 s hint up to 5 s and queue
+		// it behind the whole backlog: the long tail of a throttled burst).
+		// Like a release, the wait is the relay's pacing, not an attempt
+		// at the message, so it is not charged one, nor a retry token (the
+		// send control, not the budget, paces it); after
+		// maxThrottleHolds in a row the job takes the delay tiers, which
+		// charge both, so a relay that throttles for ever cannot keep a
+		// job in the worker.
+		p.metrics.backoffDelay.WithLabelValues(string(v.Class), d.Reason).Observe(delay.Seconds())
+		it.holds++
+		it.outcome, it.class, it.nextAttempt = idempotency.StatusRetrying, string(v.Class), it.attempt
+		it.releaseAt, it.reentry = now.Add(delay), reentryThrottled
+		return
+	}
 	if p.budgets != nil {
 		priority := cmp.Or(it.job.Priority, job.PriorityNormal)
 		if ok, until := p.budgets.Take(now, priority); !ok {
@@ -281,22 +299,6 @@ func (p *Pipeline) scheduleRetry(it *item, v failure.Verdict, limit RetryLimit, 
 		}
 	}
 	p.metrics.backoffDelay.WithLabelValues(string(v.Class), d.Reason).Observe(delay.Seconds())
-	if v.Class == failure.Throttled && v.ProviderFault && delay < p.cfg.Tiers[0] && it.holds < maxThrottleHolds {
-		// The relay asked us to slow down for less than the shortest tier:
-		// the job waits in the worker, in its place, and the send control
-		// paces it, rather than going round a delay topic to the back of
-		// the jobs topic (which would round a 1 s hint up to 5 s and queue
-		// it behind the whole backlog: the long tail of a throttled burst).
-		// Like a release, the wait is the relay's pacing, not an attempt
-		// at the message, so it is not charged one; after
-		// maxThrottleHolds in a row the job takes the delay tiers, which
-		// charge attempts, so a relay that throttles for ever cannot keep
-		// a job in the worker.
-		it.holds++
-		it.outcome, it.class, it.nextAttempt = idempotency.StatusRetrying, string(v.Class), it.attempt
-		it.releaseAt, it.reentry = now.Add(delay), reentryThrottled
-		return
-	}
 	it.outcome, it.class, it.nextAttempt = idempotency.StatusRetrying, string(v.Class), next
 	tier := p.cfg.Tiers.Pick(delay)
 	it.copy = &retry.Copy{
