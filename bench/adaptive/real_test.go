@@ -98,18 +98,10 @@ func TestRealStrategies(t *testing.T) {
 // the consumer groups' joins.
 func TestRealSmall(t *testing.T) {
 	testenv.Integration(t, "Kafka and PostgreSQL")
-	dir := t.TempDir()
-	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
-	if err != nil {
-		t.Fatalf("go list -m: %v", err)
-	}
-	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/worker", "./cmd/retry-scheduler")
-	build.Dir = strings.TrimSpace(string(root))
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	dir := buildBinaries(t)
 	p := defaultRealParams()
 	p.Jobs, p.PostfixJobs, p.Strategies, p.Parallel = 60, 0, []string{StratAdaptive}, false
+	p.Scenarios = []string{ScenarioMain}
 	p.Rate, p.Burst, p.Conns, p.Senders = 1000, 100, 20, 4
 	p.Transient, p.Permanent = 0.05, 0.05
 	p.Timeout = 2 * time.Minute
@@ -160,6 +152,75 @@ func TestRealSmall(t *testing.T) {
 	}
 }
 
+// buildBinaries builds the worker and the scheduler from this tree into a
+// temporary directory and returns it.
+func buildBinaries(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatalf("go list -m: %v", err)
+	}
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/worker", "./cmd/retry-scheduler")
+	build.Dir = strings.TrimSpace(string(root))
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// TestRealScenariosSmall runs two harder scenarios at a tiny size: two
+// relays at one priority (per-relay counters) and fleet200 (two workers
+// with default settings, their /metrics read at the end). About 40 s.
+func TestRealScenariosSmall(t *testing.T) {
+	testenv.Integration(t, "Kafka and PostgreSQL")
+	dir := buildBinaries(t)
+	p := defaultRealParams()
+	p.Rate, p.Burst, p.Conns, p.Senders, p.Transient, p.Permanent = 50, 50, 5, 20, 0.01, 0.005
+	p.Scenarios = []string{ScenarioTwoRelays, ScenarioFleet200}
+	p.ScenarioJobs[ScenarioTwoRelays], p.ScenarioJobs[ScenarioFleet200] = 150, 400
+	p.Timeout = 2 * time.Minute
+	p.WorkerBin, p.SchedulerBin = filepath.Join(dir, "worker"), filepath.Join(dir, "retry-scheduler")
+	p.Brokers, p.DatabaseURL, p.LogDir = testenv.KafkaBrokers(), testenv.DatabaseURL(), dir
+	if err := p.validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	results, err := RunReal(ctx, p, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 2 || results[0].Scenario != ScenarioTwoRelays || results[1].Scenario != ScenarioFleet200 {
+		t.Fatalf("results %d, want two-relays and fleet200", len(results))
+	}
+	for _, r := range results {
+		if !r.Complete || r.TimedOut || r.Unfinished != 0 || r.Delivered+r.Failed+r.Dead != r.Jobs {
+			t.Errorf("%s: complete %v timed out %v, %d unfinished, %d+%d+%d of %d", r.Scenario, r.Complete, r.TimedOut, r.Unfinished, r.Delivered, r.Failed, r.Dead, r.Jobs)
+		}
+		var accepted int64
+		for _, st := range r.Relays {
+			accepted += st.Accepted
+		}
+		if accepted != r.Relay.Accepted || len(r.Relay.AcceptedAt) != int(accepted) || r.MetricsErr != nil {
+			t.Errorf("%s: relays accepted %d, merged %d (%d times); metrics: %v", r.Scenario, accepted, r.Relay.Accepted, len(r.Relay.AcceptedAt), r.MetricsErr)
+		}
+	}
+	if two := results[0]; len(two.Relays) != 2 || two.RelayNames[0] != "a" || two.RelayNames[1] != "b" {
+		t.Errorf("two-relays: relays %v", two.RelayNames)
+	}
+	if fleet := results[1]; fleet.Workers != 2 || fleet.Relay.TransientReplies == 0 {
+		t.Errorf("fleet200: %d workers, %d transient replies", fleet.Workers, fleet.Relay.TransientReplies)
+	}
+	var b strings.Builder
+	realReport(&b, p, results)
+	for _, want := range []string{"### two-relays", "### fleet200", "### Summary", "each relay's share of acceptances", "no circuit opening"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
 // testWriter sends the harness's progress to the test log.
 type testWriter struct{ t *testing.T }
 
@@ -183,6 +244,9 @@ func TestRealParamsValidate(t *testing.T) {
 		{"not a setting", func(p *RealParams) { p.WorkerEnv = []string{"PATH=/tmp"} }, "-worker-env"},
 		{"bad tiers", func(p *RealParams) { p.Tiers = "soon" }, "-tiers"},
 		{"Postfix without a hang-up limit", func(p *RealParams) { p.HangUpAbove = 0 }, "-real-hang-up-above"},
+		{"no scenarios", func(p *RealParams) { p.Scenarios = nil }, "-real-scenarios"},
+		{"unknown scenario", func(p *RealParams) { p.Scenarios = []string{"drop", "flood"} }, "-real-scenarios"},
+		{"no jobs in a scenario", func(p *RealParams) { p.ScenarioJobs[ScenarioDrop] = 0 }, "-real-drop-jobs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
