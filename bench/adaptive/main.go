@@ -101,7 +101,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&p.Senders, "senders", p.Senders, "worker send slots (all strategies)")
 	fs.BoolVar(&p.Budgets, "budgets", p.Budgets, "adaptive only: retry budgets (normal priority: 30 + 1/s)")
 	fs.BoolVar(&p.Control, "control", p.Control, "adaptive only: the worker's send control (AIMD concurrency and a learned rate)")
-	fs.Float64Var(&p.Pacer.Increase, "pace-increase", adaptive.DefaultPacerIncrease, "adaptive only: pacer additive increase, mails/s per second")
+	fs.Float64Var(&p.Pacer.Increase, "pace-increase", adaptive.DefaultPacerIncrease, "adaptive only: the pacer's least gain after a cut, mails/s per second")
+	fs.Float64Var(&p.Pacer.Probe, "pace-probe", adaptive.DefaultPacerProbe, "adaptive only: the pacer's probe near the rate of its last cut, share of the rate per second")
 	fs.Float64Var(&p.Pacer.Factor, "pace-factor", adaptive.DefaultPacerFactor, "adaptive only: pacer multiplicative decrease")
 	fs.Uint64Var(&p.Seed, "seed", p.Seed, "random seed")
 	tiers := fs.String("tiers", p.Tiers.String(), "delay tiers, as the worker rounds them; \"none\" disables rounding")
@@ -119,6 +120,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&rp.Partitions, "real-partitions", rp.Partitions, "real scenario: partitions of the jobs topic and of each delay topic")
 	fs.DurationVar(&rp.LagInterval, "real-lag-interval", rp.LagInterval, "real scenario: worker POSTLINE_LAG_INTERVAL")
 	fs.DurationVar(&rp.Timeout, "real-timeout", rp.Timeout, "real scenario: longest a run may take to make every job terminal")
+	fs.DurationVar(&rp.HardTimeout, "real-hard-timeout", 0, "real scenario: longest a run of drop, two-relays, three-workers, fivexx or fleet200 may take "+
+		"(0 = min(-real-timeout, 2x the scenario's minimum makespan + 3m))")
 	fs.DurationVar(&rp.Sample, "real-sample", rp.Sample, "real scenario: delay-depth sampling interval")
 	fs.BoolVar(&rp.Parallel, "real-parallel", rp.Parallel, "real scenario: run every strategy and scenario at once (each on its own relay, topics and schema)")
 	realStrats := fs.String("real-strategies", strings.Join(rp.Strategies, ","), "real scenario: strategies to run, comma-separated")

@@ -62,6 +62,9 @@ type RealParams struct {
 	Tiers       string        // POSTLINE_RETRY_TIERS (worker and scheduler)
 	LagInterval time.Duration // POSTLINE_LAG_INTERVAL: how fresh the lag input is
 	Timeout     time.Duration // longest a run may take to make every job terminal
+	// HardTimeout is the longest a harder scenario's run may take; 0 =
+	// min(Timeout, 2x its minimum makespan + 3m).
+	HardTimeout time.Duration
 	Sample      time.Duration // delay-depth sampling interval
 	Parallel    bool          // run main's and Postfix's (scenario, strategy) pairs at once
 
@@ -103,6 +106,15 @@ type RealResult struct {
 	// transition" lines to open in their logs.
 	Openings, LoggedOpenings int
 	MetricsErr               error // a worker's /metrics could not be read
+	// Tiers counts the records written to each delay topic, by tier, in
+	// the order of the tiers.
+	Tiers []tierCount
+}
+
+// tierCount is how many records a delay tier's topic got in a run.
+type tierCount struct {
+	Tier    string
+	Records int64
 }
 
 // relayConfig is the relay of the main or Postfix's scenario.
@@ -408,6 +420,10 @@ func runOne(ctx context.Context, p RealParams, sc scenario, strategy string, log
 	}
 	stopRun()
 	res.PeakDepth = int(<-depth)
+	if res.Tiers, err = tierCounts(ctx, client, tiers.Topics(e.prefix), tiers.String(), p.Partitions); err != nil {
+		logf("delay tiers: %v", err)
+		err = nil
+	}
 	side.Wait()
 	if err != nil {
 		return res, err
@@ -445,6 +461,36 @@ func runOne(ctx context.Context, p RealParams, sc scenario, strategy string, log
 	res.Complete = true
 	logf("done: %d delivered, %d failed, %d dead, %d unfinished in %s", res.Delivered, res.Failed, res.Dead, res.Unfinished, secs(res.Makespan))
 	return res, nil
+}
+
+// tierCounts reads the end offsets of the delay topics: the records each
+// tier got (the topics are fresh).
+func tierCounts(ctx context.Context, client *kafka.Client, topics []string, tiers string, partitions int) ([]tierCount, error) {
+	names := strings.Split(tiers, ",")
+	req := make(map[string][]kafka.OffsetRequest, len(topics))
+	for _, t := range topics {
+		for p := range partitions {
+			req[t] = append(req[t], kafka.LastOffsetOf(p))
+		}
+	}
+	ends, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: req})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]tierCount, len(topics))
+	for i, t := range topics {
+		out[i].Tier = t
+		if i < len(names) {
+			out[i].Tier = names[i]
+		}
+		for _, p := range ends.Topics[t] {
+			if p.Error != nil {
+				return nil, p.Error
+			}
+			out[i].Records += max(0, p.LastOffset)
+		}
+	}
+	return out, nil
 }
 
 // completed returns the results of the runs that ended with figures.

@@ -127,8 +127,16 @@ func relaysTable(w io.Writer, r RealResult) {
 	}
 }
 
-// extras writes what only some scenarios measure.
+// extras writes the delay tiers used and what only some scenarios
+// measure.
 func extras(w io.Writer, sc scenario, r RealResult) {
+	if len(r.Tiers) > 0 {
+		parts := make([]string, len(r.Tiers))
+		for i, t := range r.Tiers {
+			parts[i] = fmt.Sprintf("%s %d", t.Tier, t.Records)
+		}
+		fmt.Fprintf(w, "\nRetries written to the delay tiers: %s.\n", strings.Join(parts, ", "))
+	}
 	for _, ch := range r.Relay.RateChanges {
 		fmt.Fprintf(w, "\nRelay rate set to %.0f/s, burst %d, at t=%s.", ch.Rate, ch.Burst, secs(ch.At.Sub(r.Start)))
 	}

@@ -324,9 +324,23 @@ func TestRealScenarioTargets(t *testing.T) {
 	t.Run("timeout", func(t *testing.T) {
 		sc, _ := p.scenario(ScenarioDrop)
 		r := good()
-		r.TimedOut = true
-		if got := scenarioTargets(sc, r, b, true)[0].result; got != "TIMEOUT" {
-			t.Errorf("%s, want TIMEOUT", got)
+		r.TimedOut, r.Delivered, r.Unfinished = true, 900, 90
+		got := results(scenarioTargets(sc, r, b, true))
+		for _, name := range []string{"every deliverable", "mean latency", "makespan <=", "wasted attempts", "attempts <="} {
+			if got[name] != "TIMEOUT" {
+				t.Errorf("%s: %s, want TIMEOUT", name, got[name])
+			}
+		}
+		// Already missed: more time cannot bring these back.
+		r.Makespan, r.Attempts, r.Wasted = 60*time.Second, 1100, 60
+		got = results(scenarioTargets(sc, r, b, true))
+		for _, name := range []string{"makespan <=", "wasted attempts", "attempts <="} {
+			if got[name] != "FAIL" {
+				t.Errorf("%s: %s, want FAIL", name, got[name])
+			}
+		}
+		if got["every deliverable"] != "TIMEOUT" || got["mean latency"] != "TIMEOUT" {
+			t.Errorf("%v", got)
 		}
 	})
 	t.Run("postfix", func(t *testing.T) {
