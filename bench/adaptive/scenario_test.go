@@ -258,7 +258,7 @@ func TestScenarioTargets(t *testing.T) {
 		Relays: []RelaySpec{{Rate: 10, Burst: 10, Conns: 10}}}
 	b := Bounds{Jobs: 1000, Deliverable: 990, DropShare: 0.01, DropSlots: 1, Mean: 10 * time.Second, Makespan: 100 * time.Second}
 	r := Result{Delivered: 990, Rejected: 10, Attempts: 1040, Wasted: 40, Drops: 10, Makespan: 110 * time.Second,
-		Latencies: []time.Duration{11 * time.Second}, ThrottledAt: []time.Duration{25 * time.Second, 31 * time.Second, 32 * time.Second}}
+		Latencies: []time.Duration{11 * time.Second}, ThrottledAt: []time.Duration{25 * time.Second, 31 * time.Second, 32 * time.Second, 33 * time.Second}}
 	for i := range 910 { // 910 sessions from 10 s to 110 s at 10/s: 91 %
 		r.Sessions = append(r.Sessions, 10*time.Second+time.Duration(i)*110*time.Millisecond)
 	}
@@ -270,7 +270,7 @@ func TestScenarioTargets(t *testing.T) {
 		"attempts <= 1.05x jobs":                          "PASS",
 		"deferred <= 5 %":                                 "PASS", // 40/1040
 		">= 90 % of the relay's rate from 10s on":         "PASS",
-		"a joining worker adds no refusals":               "FAIL", // 2 after, 1 before
+		"a joining worker adds no refusals":               "FAIL", // 3 after, 1 before, give or take 1
 	}
 	got := sc.Targets(b, r)
 	if len(got) != len(want) {

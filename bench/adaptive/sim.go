@@ -676,21 +676,22 @@ func RunScenario(sc Scenario, strategy string) Result {
 					break
 				}
 				delay := d.Delay
-				if w.budgets != nil {
-					if ok, until := w.budgets.Take(now, job.PriorityNormal); !ok {
-						delay = max(delay, until.Sub(now))
-					}
-				}
 				if p.Tiers != nil && v.Class == failure.Throttled && v.ProviderFault && delay < p.Tiers[0] && j.holds < maxThrottleHolds {
 					// As delivery's scheduleRetry: a relay throttle shorter
 					// than the shortest tier is waited out in the worker,
-					// in the job's place, without an attempt charged.
+					// in the job's place, without an attempt charged or a
+					// retry token taken.
 					j.holds++
 					res.Held++
 					push(event{at: now.Add(delay), kind: evHeld, job: j, worker: e.worker})
 					break
 				}
 				j.holds = 0
+				if w.budgets != nil {
+					if ok, until := w.budgets.Take(now, job.PriorityNormal); !ok {
+						delay = max(delay, until.Sub(now))
+					}
+				}
 				if p.Tiers != nil {
 					tier := p.Tiers.Pick(delay)
 					delay = tier + schedulerJitter(tier, srnd)

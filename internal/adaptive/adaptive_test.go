@@ -508,14 +508,28 @@ func TestPacer(t *testing.T) {
 			p.OnSuccess(t0) // + (40-28)/2 / 28
 			return nil
 		}, nil, 28 + 6.0/28},
-		{"at the ceiling: probe by Increase per second", PacerConfig{Initial: 40}, func(p *Pacer) any {
+		{"at the ceiling: probe by Probe of the rate per second", PacerConfig{Initial: 40}, func(p *Pacer) any {
 			p.OnThrottle(t0) // 28, ceiling 40
 			p.rate = 40
 			p.Take(t0)
 			p.Next(t0)
-			p.OnSuccess(t0) // + 2/40
+			p.OnSuccess(t0) // + 0.04*40/40
 			return nil
-		}, nil, 40 + 2.0/40},
+		}, nil, 40 + 1.6/40},
+		{"a slow relay probes by at least Increase", PacerConfig{Initial: 5}, func(p *Pacer) any {
+			p.OnThrottle(t0) // 3.5, ceiling 5
+			p.rate = 5
+			p.Take(t0)
+			p.Next(t0)
+			p.OnSuccess(t0) // + 0.5/5, not 0.04*5/5
+			return nil
+		}, nil, 5 + 0.5/5},
+		{"a refusal while the provider accepts less than the rate cuts from what it accepts", PacerConfig{Initial: 50}, func(p *Pacer) any {
+			return p.OnThrottleAccepted(t0, t0, 10) // the relay fell to 10/s
+		}, true, 7},
+		{"an accepted rate above the pacer's changes nothing", PacerConfig{Initial: 50}, func(p *Pacer) any {
+			return p.OnThrottleAccepted(t0, t0, 80)
+		}, true, 35},
 		{"above the ceiling: the gain is the distance, doubling it per second", PacerConfig{Initial: 40}, func(p *Pacer) any {
 			p.OnThrottle(t0) // 28, ceiling 40
 			p.rate = 50
@@ -577,7 +591,7 @@ func TestPacer(t *testing.T) {
 			}
 		})
 	}
-	for _, cfg := range []PacerConfig{{Factor: 1}, {Initial: 5000}, {Min: -1}, {Burst: -1}} {
+	for _, cfg := range []PacerConfig{{Factor: 1}, {Initial: 5000}, {Min: -1}, {Burst: -1}, {Probe: 1}, {Probe: -0.1}} {
 		if _, err := NewPacer(cfg, t0); err == nil {
 			t.Errorf("NewPacer accepted %+v", cfg)
 		}

@@ -25,7 +25,7 @@ type SendControlConfig struct {
 	// Factor, so a relay that never pushes back is never slowed down.
 	Pacer PacerConfig
 	// FleetRate is the provider's rate for the whole fleet in sends per
-	// second, split over the consumer group's live members (FleetShare);
+	// second, split over the consumer group's members that have mail to send (FleetShare);
 	// 0 means none.
 	FleetRate float64
 }
@@ -238,7 +238,7 @@ func (c *SendControl) Done(now, sent time.Time, ok bool, limit failure.Limit) (c
 			if c.startPacer(now) {
 				cut = ControllerRate
 			}
-		} else if c.pacer.OnThrottleSent(now, sent) {
+		} else if c.pacer.OnThrottleAccepted(now, sent, c.acceptedRate(now)) {
 			cut = ControllerRate
 		}
 	}
@@ -257,6 +257,17 @@ func (c *SendControl) Done(now, sent time.Time, ok bool, limit failure.Limit) (c
 func (c *SendControl) rationing(now time.Time) bool {
 	ratio, n := c.recent.Overall(now)
 	return ratio*float64(n) >= 1
+}
+
+// acceptedRate is the rate the relay accepted over the last second, or
+// +Inf within the first second of traffic, when the window says nothing
+// about it. c.mu is held.
+func (c *SendControl) acceptedRate(now time.Time) float64 {
+	if now.Sub(c.firstOutcome) < time.Second {
+		return math.Inf(1)
+	}
+	ratio, n := c.recent.Overall(now)
+	return ratio * float64(n) / time.Second.Seconds()
 }
 
 // paceMinSamples is the fewest outcomes in the last second for which a rate

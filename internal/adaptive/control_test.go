@@ -129,6 +129,13 @@ func TestSendControl(t *testing.T) {
 			want: want{limit: 8, rate: 45, fleet: math.Inf(1)},
 		},
 		{
+			name: "a rate refusal while the relay accepts less than the pacer cuts from what it accepts",
+			cfg:  SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}, Pacer: PacerConfig{Initial: 50}},
+			steps: append(append([]step{{0, "ok", 0, 0}}, repeatN(step{1500 * ms, "ok", 0, 0}, 10)...), // 10 accepted in the last second
+				step{1600 * ms, "rate", 0, 1500 * ms}),
+			want: want{limit: 8, rate: 7, fleet: math.Inf(1), decreases: map[string]int{ControllerRate: 1}},
+		},
+		{
 			name:  "the first group size does not rescale the rate learned in that group",
 			cfg:   SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}, Pacer: PacerConfig{Initial: 30}},
 			steps: []step{{0, "members", 0, 0}, {0, "members", 2, 0}},
@@ -156,9 +163,9 @@ func TestSendControl(t *testing.T) {
 				{0, "seed", 40, 0}, // 20/s
 				{0, "admit", 0, 0},
 				{0, "admit", 0, 0}, // held back: the rate limits
-				{0, "ok", 0, 0},    // + Increase/rate, not +1
+				{0, "ok", 0, 0},    // + 0.04*20/20, not +1
 			},
-			want: want{retryAt: 50 * ms, limit: 8, rate: 20 + 2.0/20, fleet: math.Inf(1)},
+			want: want{retryAt: 50 * ms, limit: 8, rate: 20 + 0.8/20, fleet: math.Inf(1)},
 		},
 		{
 			name:  "seeding a control that paces already changes nothing",

@@ -13,7 +13,8 @@ const (
 	DefaultPacerInitial  = 10.0
 	DefaultPacerMin      = 1.0
 	DefaultPacerMax      = 1000.0
-	DefaultPacerIncrease = 2.0
+	DefaultPacerIncrease = 0.5
+	DefaultPacerProbe    = 0.04
 	DefaultPacerFactor   = 0.7
 	DefaultPacerInterval = time.Second
 	DefaultPacerBurst    = 1
@@ -28,12 +29,16 @@ type PacerConfig struct {
 	// Max is the highest rate. Defaults to 1000.
 	Max float64
 	// Increase is the least the rate gains per second of successes at the
-	// current rate once the first throttle ended the slow start (each
-	// success adds at least Increase/rate). Near the rate of the last cut
-	// the gain is this slow probe; below that rate the pacer climbs back
-	// by half the distance per second, and above it the gain doubles every
-	// second (see Pacer). Defaults to 2.
+	// current rate once the first throttle ended the slow start, in sends
+	// per second (each success adds at least Increase/rate). Defaults to
+	// 0.5.
 	Increase float64
+	// Probe is the share of the rate gained per second near the rate of
+	// the last cut, where the pacer probes for more: 0.04 is 2/s at 50/s
+	// and 8/s at 200/s. Below that rate the pacer climbs back by half the
+	// distance per second, above it the gain doubles every second (see
+	// Pacer). Defaults to 0.04.
+	Probe float64
 	// Factor multiplies the rate on throttling, in (0,1). Defaults to 0.7.
 	Factor float64
 	// Interval is the shortest time between two decreases: the rejections
@@ -49,6 +54,7 @@ func (c PacerConfig) WithDefaults() PacerConfig {
 	c.Min = cmp.Or(c.Min, DefaultPacerMin)
 	c.Max = cmp.Or(c.Max, DefaultPacerMax)
 	c.Increase = cmp.Or(c.Increase, DefaultPacerIncrease)
+	c.Probe = cmp.Or(c.Probe, DefaultPacerProbe)
 	c.Factor = cmp.Or(c.Factor, DefaultPacerFactor)
 	c.Interval = cmp.Or(c.Interval, DefaultPacerInterval)
 	c.Burst = cmp.Or(c.Burst, DefaultPacerBurst)
@@ -66,6 +72,8 @@ func (c PacerConfig) Validate() error {
 		return fmt.Errorf("adaptive: PacerConfig.Initial %v must be within [%v, %v]", c.Initial, c.Min, c.Max)
 	case !(c.Increase > 0):
 		return fmt.Errorf("adaptive: PacerConfig.Increase %v must be positive", c.Increase)
+	case !(c.Probe > 0 && c.Probe < 1):
+		return fmt.Errorf("adaptive: PacerConfig.Probe %v must be in (0,1)", c.Probe)
 	case !(c.Factor > 0 && c.Factor < 1):
 		return fmt.Errorf("adaptive: PacerConfig.Factor %v must be in (0,1)", c.Factor)
 	case c.Interval < 0:
@@ -85,7 +93,8 @@ func (c PacerConfig) Validate() error {
 // TCP CUBIC's window, so a short dip costs seconds, not minutes:
 //   - below the ceiling the rate climbs back by half the remaining distance
 //     per second (a cut of 0.7 is 90 % recovered in about 3 s);
-//   - near it the rate probes by Increase per second;
+//   - near it the rate probes by Probe of itself per second (at least
+//     Increase);
 //   - above it the gain doubles every second, so a provider whose capacity
 //     came back (a drop from 50/s to 10/s that ended) is found again in a
 //     few seconds rather than at Increase per second.
@@ -100,7 +109,7 @@ type Pacer struct {
 	tokens    float64
 	last      time.Time
 	cut       lastCut
-	since     time.Time // refusals of sends started before it were answered by the pacer's start
+	since     time.Time // when a slow start began: refusals of sends started before it, or within Interval of it, were answered by the start
 	decreases int
 	limitedAt time.Time // when Next last made a send wait
 }
@@ -173,7 +182,7 @@ func (p *Pacer) gain() float64 {
 	if d < 0 {
 		d = -2 * d
 	}
-	return math.Max(p.cfg.Increase, d/2)
+	return max(p.cfg.Increase, p.cfg.Probe*p.rate, d/2)
 }
 
 // OnThrottle records a send the provider refused for its rate, and reports
@@ -197,17 +206,34 @@ func (p *Pacer) OnThrottle(now time.Time) bool {
 // bucket keeps refusing for a while after the rate drops below its refill
 // rate while it earns tokens back.
 func (p *Pacer) OnThrottleSent(now, sent time.Time) bool {
+	return p.OnThrottleAccepted(now, sent, math.Inf(1))
+}
+
+// OnThrottleAccepted is OnThrottleSent for a caller that knows the rate
+// the provider accepted over the last second: when that is below what one
+// cut would leave (rate*Factor), the cut is from it. A provider whose
+// capacity fell (from 50/s to 10/s) is then followed in one cut instead of
+// one a second (50, 35, 24.5, 17, 12 while it refuses most of them); in
+// steady state the provider accepts about the pacer's rate and the cut is
+// the usual one.
+func (p *Pacer) OnThrottleAccepted(now, sent time.Time, accepted float64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if sent.Before(p.since) || p.cut.answered(sent) || p.cut.within(now, p.cfg.Interval) {
+	if sent.Before(p.since) || now.Sub(p.since) < p.cfg.Interval || p.cut.answered(sent) || p.cut.within(now, p.cfg.Interval) {
 		return false
+	}
+	if accepted < p.rate*p.cfg.Factor && accepted > 0 {
+		p.refill(now)
+		p.rate = math.Max(p.cfg.Min, accepted)
 	}
 	p.decrease(now)
 	return true
 }
 
-// startSlow makes refusals of sends that started before now answered by
-// the pacer's start, keeping the slow start.
+// startSlow makes refusals of sends that started before now, and any
+// within Interval of now, answered by the pacer's start, keeping the slow
+// start: right after the start the provider still refuses for the burst
+// that preceded it (this worker's, or other unpaced workers').
 func (p *Pacer) startSlow(now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

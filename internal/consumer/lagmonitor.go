@@ -49,6 +49,7 @@ type LagMonitor struct {
 	lag       map[int]int64
 	oldest    time.Time // the oldest record not committed past; zero when caught up
 	members   int
+	sending   int // members assigned a partition with lag (sendingMembers)
 	refreshed time.Time
 
 	lagGauge     *prometheus.GaugeVec
@@ -155,13 +156,14 @@ func (m *LagMonitor) Refresh(ctx context.Context) error {
 			oldest = at
 		}
 	}
-	members, err := m.describeMembers(ctx)
+	assigned, err := m.describeMembers(ctx)
 	if err != nil {
 		return err
 	}
+	members, sending := len(assigned), sendingMembers(assigned, lag)
 	now := time.Now()
 	m.mu.Lock()
-	m.lag, m.oldest, m.members, m.refreshed = lag, oldest, members, now
+	m.lag, m.oldest, m.members, m.sending, m.refreshed = lag, oldest, members, sending, now
 	m.mu.Unlock()
 	for p, n := range lag {
 		m.lagGauge.WithLabelValues(m.cfg.Topic, strconv.Itoa(p)).Set(float64(n))
@@ -184,21 +186,50 @@ func (m *LagMonitor) OldestWaiting() (time.Time, bool) {
 	return m.oldest, !m.oldest.IsZero()
 }
 
-func (m *LagMonitor) describeMembers(ctx context.Context) (int, error) {
+// describeMembers returns the group's live members and, for each, the
+// partitions of the topic assigned to it.
+func (m *LagMonitor) describeMembers(ctx context.Context) ([][]int, error) {
 	res, err := m.client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{m.cfg.GroupID}})
 	if err != nil {
-		return 0, fmt.Errorf("describe group %s: %w", m.cfg.GroupID, err)
+		return nil, fmt.Errorf("describe group %s: %w", m.cfg.GroupID, err)
 	}
 	for _, g := range res.Groups {
 		if g.GroupID != m.cfg.GroupID {
 			continue
 		}
 		if g.Error != nil {
-			return 0, fmt.Errorf("describe group %s: %w", m.cfg.GroupID, g.Error)
+			return nil, fmt.Errorf("describe group %s: %w", m.cfg.GroupID, g.Error)
 		}
-		return len(g.Members), nil
+		out := make([][]int, len(g.Members))
+		for i, mem := range g.Members {
+			for _, t := range mem.MemberAssignments.Topics {
+				if t.Topic == m.cfg.Topic {
+					out[i] = append(out[i], t.Partitions...)
+				}
+			}
+		}
+		return out, nil
 	}
-	return 0, nil
+	return nil, nil
+}
+
+// sendingMembers counts the members assigned a partition with lag: the
+// ones with mail still to send. With none (the group is caught up) it is
+// every member.
+func sendingMembers(assigned [][]int, lag map[int]int64) int {
+	n := 0
+	for _, parts := range assigned {
+		for _, p := range parts {
+			if lag[p] > 0 {
+				n++
+				break
+			}
+		}
+	}
+	if n == 0 {
+		return len(assigned)
+	}
+	return n
 }
 
 // Lag returns the group's total lag, per partition, and when it was read
@@ -219,4 +250,15 @@ func (m *LagMonitor) Members() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.members
+}
+
+// SendingMembers returns how many of the group's members had mail to send
+// at the last refresh: those assigned a partition of the topic with lag, or
+// every member when the group was caught up. They are the ones sharing a
+// relay's rate: a member whose partitions ran dry leaves its share to the
+// others, so a relay's rate is still used when the backlog is uneven.
+func (m *LagMonitor) SendingMembers() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sending
 }

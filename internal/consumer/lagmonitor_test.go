@@ -30,6 +30,26 @@ func TestLagMonitorConfig(t *testing.T) {
 	}
 }
 
+func TestSendingMembers(t *testing.T) {
+	tests := []struct {
+		name     string
+		assigned [][]int
+		lag      map[int]int64
+		want     int
+	}{
+		{"no group", nil, map[int]int64{0: 5}, 0},
+		{"both have mail", [][]int{{0, 1}, {2, 3}}, map[int]int64{0: 1, 3: 9}, 2},
+		{"one ran dry", [][]int{{0, 1}, {2, 3}}, map[int]int64{0: 0, 1: 0, 2: 4}, 1},
+		{"caught up: every member", [][]int{{0}, {1}, {2}}, map[int]int64{0: 0, 1: 0, 2: 0}, 3},
+		{"a member without partitions has no mail", [][]int{{0, 1, 2}, nil}, map[int]int64{1: 3}, 1},
+	}
+	for _, tt := range tests {
+		if got := sendingMembers(tt.assigned, tt.lag); got != tt.want {
+			t.Errorf("%s: sendingMembers = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
 // The monitor reports the whole group's lag across partitions and its live
 // membership, on the real broker: everything is lag before the group
 // commits, and lag falls to zero once a member has consumed and committed.
@@ -76,6 +96,9 @@ func TestIntegrationLagMonitor(t *testing.T) {
 		total, _, _ := mon.Lag()
 		return total == 0 && mon.Members() == 1
 	})
+	if got := mon.SendingMembers(); got != 1 {
+		t.Errorf("SendingMembers of a caught-up group of one = %d, want 1 (every member)", got)
+	}
 	if got := testutil.ToFloat64(mon.membersGauge); got != 1 {
 		t.Errorf("group_members = %v, want 1", got)
 	}

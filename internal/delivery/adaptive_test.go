@@ -110,7 +110,7 @@ func (r *recordingPolicy) Decide(in adaptive.Inputs) adaptive.Decision {
 type fakeGroup struct{ lag int64 }
 
 func (g fakeGroup) Lag() (int64, map[int]int64, time.Time) { return g.lag, nil, time.Time{} }
-func (g fakeGroup) Members() int                           { return 2 }
+func (g fakeGroup) SendingMembers() int                    { return 2 }
 
 // adaptiveHarness is a pipeline with one provider whose sends fail with
 // sendErr, the given policy and budgets, a group with a lag of 42 and a

@@ -68,8 +68,10 @@ type Retries interface {
 type Group interface {
 	// Lag is the whole group's lag of the jobs topic, in records.
 	Lag() (total int64, perPartition map[int]int64, at time.Time)
-	// Members is the number of live members of the group.
-	Members() int
+	// SendingMembers is the number of live members of the group that have
+	// mail to send (all of them when the group is caught up): the workers
+	// sharing each relay's rate.
+	SendingMembers() int
 }
 
 // Pauser is implemented by sources that can stop handing out records while

@@ -26,7 +26,8 @@ type Provider struct {
 	// goroutine (Config.Senders).
 	MaxConns int
 	// FleetRate is the relay's rate for the whole fleet in sends per
-	// second, shared over the consumer group's live members; 0 means none.
+	// second, shared over the consumer group's members that have mail to
+	// send; 0 means none.
 	// Used only when Config.SendControl is set.
 	FleetRate float64
 }

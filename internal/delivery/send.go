@@ -178,7 +178,7 @@ func (p *Pipeline) pickProvider(ctx context.Context, skip map[string]bool) (*rel
 		if p.group != nil {
 			for _, prov := range group {
 				if prov.control != nil {
-					prov.control.SetMembers(p.cfg.NowFunc(), p.group.Members())
+					prov.control.SetMembers(p.cfg.NowFunc(), p.group.SendingMembers())
 				}
 			}
 		}
