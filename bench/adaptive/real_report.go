@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -19,13 +20,13 @@ func realReport(w io.Writer, p RealParams, results []RealResult) {
 	}
 	mode += "; each harder scenario alone, after them"
 	rows := [][2]string{
-		{"jobs (burst published at t=0)", fmt.Sprintf("%d; Postfix's scenario %d", p.Jobs, p.PostfixJobs)},
-		{"relay (bench/relay on loopback)", fmt.Sprintf("token bucket %.0f mails/s, burst %d; %d connections (421 4.7.0 at the greeting above); "+
+		{"jobs (burst published at t=0)", scenarioJobsText(p)},
+		{"main scenario's relay (bench/relay on loopback); drop, three-workers and fivexx start from it", fmt.Sprintf("token bucket %.0f mails/s, burst %d; %d connections (421 4.7.0 at the greeting above); "+
 			"450 4.7.1 at RCPT with the bucket's refill time as the hint", p.Rate, p.Burst, p.Conns)},
-		{"relay faults", fmt.Sprintf("%.1f %% of transactions dropped (421 4.4.2 after DATA), %.1f %% of recipients rejected (550 5.1.1), seed %d",
+		{"relay faults (every scenario but fleet200)", fmt.Sprintf("%.1f %% of transactions dropped (421 4.4.2 after DATA), %.1f %% of recipients rejected (550 5.1.1), seed %d",
 			100*p.Transient, 100*p.Permanent, p.Seed)},
 		{"Postfix's scenario relay", fmt.Sprintf("no rate limit, no connection cap, 421 4.7.0 at MAIL on sessions beyond the oldest %d", p.HangUpAbove)},
-		{"worker (cmd/worker)", fmt.Sprintf("POSTLINE_RETRY_POLICY=<strategy>, POSTLINE_SENDERS=%d, relay max_conns=%d, POSTLINE_RETRY_TIERS=%s, POSTLINE_LAG_INTERVAL=%s%s, other settings default",
+		{"worker (cmd/worker; fleet200 leaves POSTLINE_SENDERS, max_conns and POSTLINE_LAG_INTERVAL at their defaults)", fmt.Sprintf("POSTLINE_RETRY_POLICY=<strategy>, POSTLINE_SENDERS=%d, relay max_conns=%d, POSTLINE_RETRY_TIERS=%s, POSTLINE_LAG_INTERVAL=%s%s, other settings default",
 			p.Senders, p.Senders, p.Tiers, p.LagInterval, strings.Join(append([]string{""}, p.WorkerEnv...), ", "))},
 		{"circuit breaker", "on, with its defaults, for every strategy (throttles do not count toward it); the simulator has none"},
 		{"scheduler (cmd/retry-scheduler)", "default settings (jitter up to min(1s, tier/10))"},
@@ -86,6 +87,20 @@ func realReport(w io.Writer, p RealParams, results []RealResult) {
 		}
 	}
 	scenariosReport(w, p, results)
+}
+
+// scenarioJobsText lists the burst of each selected scenario.
+func scenarioJobsText(p RealParams) string {
+	var parts []string
+	for _, name := range allScenarios {
+		if !slices.Contains(p.Scenarios, name) {
+			continue
+		}
+		if sc, err := p.scenario(name); err == nil && sc.Jobs > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", name, sc.Jobs))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func hasScenario(results []RealResult, name string) bool {
