@@ -109,7 +109,7 @@ type Pacer struct {
 	tokens    float64
 	last      time.Time
 	cut       lastCut
-	since     time.Time // when a slow start began: refusals of sends started before it, or within Interval of it, were answered by the start
+	since     time.Time // when a slow start began: refusals of sends started before it were answered by the start
 	decreases int
 	limitedAt time.Time // when Next last made a send wait
 }
@@ -219,7 +219,7 @@ func (p *Pacer) OnThrottleSent(now, sent time.Time) bool {
 func (p *Pacer) OnThrottleAccepted(now, sent time.Time, accepted float64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if sent.Before(p.since) || now.Sub(p.since) < p.cfg.Interval || p.cut.answered(sent) || p.cut.within(now, p.cfg.Interval) {
+	if sent.Before(p.since) || p.cut.answered(sent) || p.cut.within(now, p.cfg.Interval) {
 		return false
 	}
 	if accepted < p.rate*p.cfg.Factor && accepted > 0 {
@@ -230,10 +230,9 @@ func (p *Pacer) OnThrottleAccepted(now, sent time.Time, accepted float64) bool {
 	return true
 }
 
-// startSlow makes refusals of sends that started before now, and any
-// within Interval of now, answered by the pacer's start, keeping the slow
-// start: right after the start the provider still refuses for the burst
-// that preceded it (this worker's, or other unpaced workers').
+// startSlow makes refusals of sends that started before now answered by
+// the pacer's start, keeping the slow start: the rate doubles each second
+// until the provider refuses a send made at it.
 func (p *Pacer) startSlow(now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -116,4 +117,53 @@ func TestIntegrationLagMonitor(t *testing.T) {
 	}
 	r.stop(t)
 	col.wg.Wait()
+}
+
+// Two members of a real group, each holding its partitions' records
+// without committing: the monitor reads both assignments from the broker,
+// and both members have mail to send. Once one member's partitions are
+// committed to the end, only the other one has.
+func TestIntegrationSendingMembers(t *testing.T) {
+	testenv.Integration(t, "Kafka")
+	const partitions, per = 4, 20
+	topic := testenv.NewTopic(t, partitions)
+	brokers := testenv.KafkaBrokers()
+	produce(t, brokers, topic, partitions, per)
+	cfg := integrationConfig(topic)
+	mon, err := NewLagMonitor(LagMonitorConfig{Kafka: testenv.KafkaCluster(brokers...), Topic: topic, GroupID: cfg.GroupID, Interval: time.Second}, testLogger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mon.Close)
+
+	a := start(t, cfg)
+	var heldA []Message
+	var mu sync.Mutex
+	colA := collect(a.Consumer, func(m Message) { mu.Lock(); heldA = append(heldA, m); mu.Unlock() })
+	b := start(t, cfg)
+	colB := collect(b.Consumer, func(Message) {}) // b holds everything it gets
+	eventually(t, 60*time.Second, "two members, each with partitions", func() bool {
+		return len(a.Assigned()) > 0 && len(b.Assigned()) > 0 && len(a.Assigned())+len(b.Assigned()) == partitions
+	})
+	eventually(t, 30*time.Second, "both members sending", func() bool {
+		return mon.Refresh(t.Context()) == nil && mon.Members() == 2 && mon.SendingMembers() == 2
+	})
+	// a finishes what it holds: its partitions are committed to the end.
+	eventually(t, 30*time.Second, "a holds its partitions' records", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(heldA) == per*len(a.Assigned())
+	})
+	mu.Lock()
+	for _, m := range heldA {
+		a.MarkDone(m)
+	}
+	mu.Unlock()
+	eventually(t, 30*time.Second, "only b sending", func() bool {
+		return mon.Refresh(t.Context()) == nil && mon.Members() == 2 && mon.SendingMembers() == 1
+	})
+	a.stop(t)
+	b.stop(t)
+	colA.wg.Wait()
+	colB.wg.Wait()
 }
