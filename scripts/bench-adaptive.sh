@@ -21,7 +21,8 @@
 #      fivexx (550 5.7.1 with a retry hint above the rate), fleet200 (200/s burst 40, 3 % 451 4.3.0,
 #      1 % 550 5.1.1, 20,000 jobs, two workers). Each prints its lower bound from the relays' capacity
 #      and PASS / FAIL per target, a summary table across scenarios, and plots
-#      bin/adaptive-real-<scenario>.png. All of it takes about 25 minutes.
+#      bin/adaptive-real-<scenario>.png. The harder scenarios take about 9 minutes together (drop 3.5),
+#      main's and Postfix's about 15 (the reference strategy's long retries): about 25 minutes in all.
 # The report is also written to bin/adaptive.md. See `go run ./bench/adaptive -h` for every flag.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -171,7 +171,7 @@ func buildBinaries(t *testing.T) string {
 
 // TestRealScenariosSmall runs two harder scenarios at a tiny size: two
 // relays at one priority (per-relay counters) and fleet200 (two workers
-// with default settings, their /metrics read at the end). About 40 s.
+// with default settings, their /metrics read at the end). About 20 s.
 func TestRealScenariosSmall(t *testing.T) {
 	testenv.Integration(t, "Kafka and PostgreSQL")
 	dir := buildBinaries(t)
