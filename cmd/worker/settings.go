@@ -18,7 +18,7 @@ type settings struct {
 	CommitInterval    time.Duration `env:"POSTLINE_COMMIT_INTERVAL" default:"500ms" usage:"how often finished offsets are committed"`
 	RebalanceTimeout  time.Duration `env:"POSTLINE_REBALANCE_TIMEOUT" default:"30s" usage:"how long the group waits for members to rejoin a rebalance; must exceed the drain timeout"`
 	DrainTimeout      time.Duration `env:"POSTLINE_DRAIN_TIMEOUT" default:"" usage:"how long a revoked or stopping partition waits for its in-flight mail; defaults to 2/3 of the shutdown timeout"`
-	LagInterval       time.Duration `env:"POSTLINE_LAG_INTERVAL" default:"5s" usage:"how often the whole group's lag and membership are read (metrics; adaptive backoff input; which members share a relay's rate)"`
+	LagInterval       time.Duration `env:"POSTLINE_LAG_INTERVAL" default:"2s" usage:"how often the whole group's lag and membership are read (metrics; adaptive backoff input; which members share a relay's rate)"`
 	MaxInFlight       int           `env:"POSTLINE_MAX_IN_FLIGHT_PER_PARTITION" default:"2000" usage:"records fetched but not finished, per partition"`
 	MaxInFlightBytes  int64         `env:"POSTLINE_MAX_IN_FLIGHT_BYTES" default:"100663296" usage:"bytes of the records fetched but not finished, across partitions (each gets an equal share); bounds memory: the default (96 MiB) suits a 512 MiB container"`
 

@@ -527,9 +527,28 @@ func TestPacer(t *testing.T) {
 		{"a refusal while the provider accepts less than the rate cuts from what it accepts", PacerConfig{Initial: 50}, func(p *Pacer) any {
 			return p.OnThrottleAccepted(t0, t0, 10) // the relay fell to 10/s
 		}, true, 7},
-		{"an accepted rate above the pacer's changes nothing", PacerConfig{Initial: 50}, func(p *Pacer) any {
+		{"after a first cut, an accepted rate above the pacer's is the usual cut", PacerConfig{Initial: 50}, func(p *Pacer) any {
+			p.OnThrottle(t0.Add(-2 * time.Second)) // 35
 			return p.OnThrottleAccepted(t0, t0, 80)
+		}, true, 24.5},
+		{"in slow start, a refusal while the provider accepts more is someone else's burst", PacerConfig{Initial: 50}, func(p *Pacer) any {
+			return p.OnThrottleAccepted(t0, t0, 80)
+		}, false, 50},
+		{"in slow start, an accepted rate not known yet holds the rate", PacerConfig{Initial: 50}, func(p *Pacer) any {
+			return p.OnThrottleAccepted(t0, t0, math.Inf(1))
+		}, false, 50},
+		{"in slow start, an accepted rate the caller does not know cuts", PacerConfig{Initial: 50}, func(p *Pacer) any {
+			return p.OnThrottleAccepted(t0, t0, 0)
 		}, true, 35},
+		{"a slow start that held for someone else's burst grows again a second later", PacerConfig{Initial: 10}, func(p *Pacer) any {
+			p.OnThrottleAccepted(t0, t0, math.Inf(1))
+			for _, at := range []time.Duration{500 * ms, 1500 * ms} { // +0 while holding, then +1
+				p.Take(t0.Add(at))
+				p.Next(t0.Add(at))
+				p.OnSuccess(t0.Add(at))
+			}
+			return nil
+		}, nil, 11},
 		{"above the ceiling: the gain is the distance, doubling it per second", PacerConfig{Initial: 40}, func(p *Pacer) any {
 			p.OnThrottle(t0) // 28, ceiling 40
 			p.rate = 50

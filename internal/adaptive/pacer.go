@@ -112,6 +112,7 @@ type Pacer struct {
 	since     time.Time // when a slow start began: refusals of sends started before it were answered by the start
 	decreases int
 	limitedAt time.Time // when Next last made a send wait
+	ignoredAt time.Time // when a slow start last ignored a refusal (OnThrottleAccepted)
 }
 
 // NewPacer returns a pacer at cfg.Initial with a full bucket at now.
@@ -166,6 +167,9 @@ func (p *Pacer) OnSuccess(now time.Time) {
 	if p.limitedAt.IsZero() || now.Sub(p.limitedAt) > max(p.cfg.Interval, time.Second) {
 		return
 	}
+	if !p.cut.set && !p.ignoredAt.IsZero() && now.Sub(p.ignoredAt) < p.cfg.Interval {
+		return // a slow start waits for a second without refusals
+	}
 	p.refill(now)
 	p.rate = math.Min(p.cfg.Max, p.rate+p.gain()/p.rate)
 }
@@ -206,20 +210,30 @@ func (p *Pacer) OnThrottle(now time.Time) bool {
 // bucket keeps refusing for a while after the rate drops below its refill
 // rate while it earns tokens back.
 func (p *Pacer) OnThrottleSent(now, sent time.Time) bool {
-	return p.OnThrottleAccepted(now, sent, math.Inf(1))
+	return p.OnThrottleAccepted(now, sent, 0)
 }
 
 // OnThrottleAccepted is OnThrottleSent for a caller that knows the rate
-// the provider accepted over the last second: when that is below what one
-// cut would leave (rate*Factor), the cut is from it. A provider whose
-// capacity fell (from 50/s to 10/s) is then followed in one cut instead of
-// one a second (50, 35, 24.5, 17, 12 while it refuses most of them); in
-// steady state the provider accepts about the pacer's rate and the cut is
-// the usual one.
+// the provider accepted over the last second: 0 when it does not, +Inf
+// when it cannot know yet (less than a second of traffic).
+//
+// In slow start, a refusal while the provider accepts more than the
+// pacer's rate (or may, +Inf) is not this pacer's to answer: it answers
+// someone else's burst, such as an unpaced worker starting beside this one.
+// The pacer holds its rate for an Interval instead of cutting it. Once
+// known, when the accepted rate is below what one cut would leave
+// (rate*Factor), the cut is from it: a provider whose capacity fell (from
+// 50/s to 10/s) is followed in one cut instead of one a second (50, 35,
+// 24.5, 17, 12 while it refuses most of them); in steady state the provider
+// accepts about the pacer's rate and the cut is the usual one.
 func (p *Pacer) OnThrottleAccepted(now, sent time.Time, accepted float64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if sent.Before(p.since) || p.cut.answered(sent) || p.cut.within(now, p.cfg.Interval) {
+		return false
+	}
+	if !p.cut.set && accepted > p.rate {
+		p.ignoredAt = now // someone else's burst: hold, don't cut
 		return false
 	}
 	if accepted < p.rate*p.cfg.Factor && accepted > 0 {
