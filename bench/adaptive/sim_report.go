@@ -29,8 +29,10 @@ func report(w io.Writer, p Params, tiers string, main, postfix []Result) {
 		{"delay tiers (all strategies, as the worker)", tiers + " + scheduler jitter min(1s, tier/10)"},
 		{"adaptive only: retry budgets", onOff(p.Budgets) + " (the worker's adaptive.Budgets defaults, normal priority)"},
 		{"adaptive only: send control (the worker's adaptive.SendControl)", onOff(p.Control) + fmt.Sprintf(": AIMD concurrency (initial %d, max %d); "+
-			"a learned rate, unpaced until a rate refusal while the relay still accepts mail, then %.2fx the last second's accepted rate, cut x%.2f per refusal at most once per %v",
-			min(adaptive.DefaultAIMDInitial, p.Senders), p.Senders, pc.Factor, pc.Factor, pc.Interval)},
+			"a learned rate, unpaced until a rate refusal while the relay still accepts mail, then %.2fx the last second's accepted rate, cut x%.2f per refusal at most once per %v "+
+			"(from the accepted rate when that is lower), growing back by half the distance to the last cut per second, by %.0f %% of itself per second near it (at least %.1f/s), doubling its gain each second above it; "+
+			"a short throttle waited out in the worker without a retry token, retry budgets earned by first attempts",
+			min(adaptive.DefaultAIMDInitial, p.Senders), p.Senders, pc.Factor, pc.Factor, pc.Interval, 100*pc.Probe, pc.Increase)},
 		{"seed", fmt.Sprint(p.Seed)},
 	}
 	for _, r := range rows {
