@@ -18,17 +18,7 @@ func plotTimeline(path, title string, results []Result) error {
 	pl.Title.Text = title
 	pl.X.Label.Text = "seconds since the burst"
 	pl.Y.Label.Text = "jobs delivered"
-	var args []any
-	for _, r := range results {
-		pts := make(plotter.XYs, 0, len(r.Timeline)/10+2)
-		pts = append(pts, plotter.XY{})
-		for i, t := range r.Timeline {
-			if i%10 == 9 || i == len(r.Timeline)-1 {
-				pts = append(pts, plotter.XY{X: t.Seconds(), Y: float64(i + 1)})
-			}
-		}
-		args = append(args, r.Strategy, pts)
-	}
+	args := timelineLines(results)
 	if err := plotutil.AddLines(pl, args...); err != nil {
 		return fmt.Errorf("add lines: %w", err)
 	}
@@ -40,15 +30,9 @@ func plotTimeline(path, title string, results []Result) error {
 	return pl.Save(8*vg.Inch, 5*vg.Inch, path)
 }
 
-// plotScenario writes a real scenario's delivered-over-time per strategy
-// as a PNG, beside the most any strategy could have delivered by then
-// (the relays' capacity, bound; nil = none), which shows a rate schedule
-// as a kink.
-func plotScenario(path, title string, results []Result, bound [][2]float64) error {
-	pl := plot.New()
-	pl.Title.Text = title
-	pl.X.Label.Text = "seconds since publishing started"
-	pl.Y.Label.Text = "jobs delivered"
+// timelineLines are plotutil.AddLines's arguments for results: per
+// strategy, its name and its delivered-over-time (every tenth job).
+func timelineLines(results []Result) []any {
 	var args []any
 	for _, r := range results {
 		pts := make(plotter.XYs, 0, len(r.Timeline)/10+2)
@@ -60,6 +44,19 @@ func plotScenario(path, title string, results []Result, bound [][2]float64) erro
 		}
 		args = append(args, r.Strategy, pts)
 	}
+	return args
+}
+
+// plotScenario writes a real scenario's delivered-over-time per strategy
+// as a PNG, beside the most any strategy could have delivered by then
+// (the relays' capacity, bound; nil = none), which shows a rate schedule
+// as a kink.
+func plotScenario(path, title string, results []Result, bound [][2]float64) error {
+	pl := plot.New()
+	pl.Title.Text = title
+	pl.X.Label.Text = "seconds since publishing started"
+	pl.Y.Label.Text = "jobs delivered"
+	args := timelineLines(results)
 	if len(bound) > 0 {
 		pts := make(plotter.XYs, len(bound))
 		for i, p := range bound {

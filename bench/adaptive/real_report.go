@@ -55,12 +55,7 @@ func realReport(w io.Writer, p RealParams, results []RealResult) {
 		if sc == ScenarioMain {
 			fmt.Fprintf(w, "Main scenario (%d jobs):\n\n", p.Jobs)
 		}
-		var rs []RealResult
-		for _, r := range results {
-			if r.Scenario == sc {
-				rs = append(rs, r)
-			}
-		}
+		rs := ofScenario(results, sc)
 		if len(rs) == 0 {
 			continue
 		}
@@ -104,12 +99,18 @@ func scenarioJobsText(p RealParams) string {
 }
 
 func hasScenario(results []RealResult, name string) bool {
+	return len(ofScenario(results, name)) > 0
+}
+
+// ofScenario returns the results of scenario name, in their order.
+func ofScenario(results []RealResult, name string) []RealResult {
+	var rs []RealResult
 	for _, r := range results {
 		if r.Scenario == name {
-			return true
+			rs = append(rs, r)
 		}
 	}
-	return false
+	return rs
 }
 
 // realTarget is one target of issue 4 judged on the real runs.

@@ -35,12 +35,7 @@ func scenariosReport(w io.Writer, p RealParams, results []RealResult) {
 		if err != nil {
 			continue
 		}
-		var rs []RealResult
-		for _, r := range results {
-			if r.Scenario == name {
-				rs = append(rs, r)
-			}
-		}
+		rs := ofScenario(results, name)
 		if len(rs) == 0 {
 			continue
 		}
