@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -132,6 +134,9 @@ func extras(w io.Writer, sc scenario, r RealResult) {
 		}
 		fmt.Fprintf(w, "\nRetries written to the delay tiers: %s.\n", strings.Join(parts, ", "))
 	}
+	if refusals := append(slices.Clone(r.Relay.ThrottledAt), r.Relay.RefusedAt...); len(refusals) > 0 {
+		fmt.Fprintf(w, "\nThrottle replies and refusals at the greeting per 10 s since publishing: %s.\n", perTenSeconds(refusals, r.Start))
+	}
 	for _, ch := range r.Relay.RateChanges {
 		fmt.Fprintf(w, "\nRelay rate set to %.0f/s, burst %d, at t=%s.", ch.Rate, ch.Burst, secs(ch.At.Sub(r.Start)))
 	}
@@ -217,4 +222,21 @@ func boundCurve(c capacity, b bound, until time.Duration) [][2]float64 {
 		pts = append(pts, [2]float64{t.Seconds(), min(float64(b.Deliverable), c.At(t)/b.PerDelivery)})
 	}
 	return pts
+}
+
+// perTenSeconds counts times per 10 s window since start: "12 3 0 1".
+func perTenSeconds(times []time.Time, start time.Time) string {
+	var counts []int
+	for _, t := range times {
+		i := max(0, int(t.Sub(start)/(10*time.Second)))
+		for len(counts) <= i {
+			counts = append(counts, 0)
+		}
+		counts[i]++
+	}
+	parts := make([]string, len(counts))
+	for i, n := range counts {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, " ")
 }

@@ -262,3 +262,21 @@ func TestRealParamsValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestPerTenSeconds(t *testing.T) {
+	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
+	tests := []struct {
+		times []time.Time
+		want  string
+	}{
+		{nil, ""},
+		{[]time.Time{at(0.5), at(9.9), at(10), at(35)}, "2 1 0 1"},
+		{[]time.Time{at(-1), at(1)}, "2"}, // before publishing ended counts in the first window
+	}
+	for _, tt := range tests {
+		if got := perTenSeconds(tt.times, start); got != tt.want {
+			t.Errorf("perTenSeconds(%v) = %q, want %q", tt.times, got, tt.want)
+		}
+	}
+}
