@@ -500,22 +500,22 @@ func TestPacer(t *testing.T) {
 			return nil
 		}, nil, 15},
 		{"decrease by factor", PacerConfig{Initial: 40}, func(p *Pacer) any { return p.OnThrottleSent(t0, t0) }, true, 28},
-		{"below the ceiling: back by half the distance per second", PacerConfig{Initial: 40}, func(p *Pacer) any {
-			p.OnThrottleSent(t0, t0) // 28, ceiling 40
+		{"below the plateau under the ceiling: back by half the distance per second", PacerConfig{Initial: 40}, func(p *Pacer) any {
+			p.OnThrottleSent(t0, t0) // 28, ceiling 40, plateau from 38
 			p.Next(t0)
 			p.Take(t0)
 			p.Next(t0)
-			p.OnSuccess(t0) // + (40-28)/2 / 28
+			p.OnSuccess(t0) // + (38-28)/2 / 28
 			return nil
-		}, nil, 28 + 6.0/28},
-		{"at the ceiling: probe by Probe of the rate per second", PacerConfig{Initial: 40}, func(p *Pacer) any {
-			p.OnThrottle(t0) // 28, ceiling 40
-			p.rate = 40
+		}, nil, 28 + 5.0/28},
+		{"on the plateau under the ceiling: probe by Probe of the rate per second", PacerConfig{Initial: 100}, func(p *Pacer) any {
+			p.OnThrottle(t0) // 70, ceiling 100, plateau from 95
+			p.rate = 97
 			p.Take(t0)
 			p.Next(t0)
-			p.OnSuccess(t0) // + 0.04*40/40
+			p.OnSuccess(t0) // + 0.01*97/97
 			return nil
-		}, nil, 40 + 1.6/40},
+		}, nil, 97 + 0.97/97},
 		{"a slow relay probes by at least Increase", PacerConfig{Initial: 5}, func(p *Pacer) any {
 			p.OnThrottle(t0) // 3.5, ceiling 5
 			p.rate = 5
@@ -551,13 +551,21 @@ func TestPacer(t *testing.T) {
 		}, nil, 11},
 		{"above the ceiling: the gain is the distance, doubling it per second", PacerConfig{Initial: 40}, func(p *Pacer) any {
 			p.OnThrottle(t0) // 28, ceiling 40
-			p.rate = 50
+			p.rate = 42
 			p.Take(t0)
 			p.Next(t0)
-			p.OnSuccess(t0) // + 10/50
+			p.OnSuccess(t0) // + 2/42
 			return nil
-		}, nil, 50 + 10.0/50},
-		{"in one second of successes the rate recovers half of a cut", PacerConfig{Initial: 100}, func(p *Pacer) any {
+		}, nil, 42 + 2.0/42},
+		{"far above the ceiling: at most a tenth of the rate per second", PacerConfig{Initial: 40}, func(p *Pacer) any {
+			p.OnThrottle(t0) // 28, ceiling 40
+			p.rate = 60
+			p.Take(t0)
+			p.Next(t0)
+			p.OnSuccess(t0) // + min(20, 6)/60
+			return nil
+		}, nil, 60 + 6.0/60},
+		{"in one second of successes the rate recovers about half of a cut", PacerConfig{Initial: 100}, func(p *Pacer) any {
 			p.OnThrottle(t0) // 70, ceiling 100
 			at := t0
 			for at.Before(t0.Add(time.Second)) {
@@ -566,18 +574,18 @@ func TestPacer(t *testing.T) {
 				p.OnSuccess(at)
 				at = at.Add(time.Duration(float64(time.Second) / p.Rate()))
 			}
-			r := p.Rate()
-			return r > 80 && r < 90
+			r := p.Rate() // 70 + (95-70)/2 with the distance shrinking as it goes
+			return r > 78 && r < 85
 		}, true, -1}, // -1: the rate is checked by run
 		{"scale moves rate and ceiling", PacerConfig{Initial: 40}, func(p *Pacer) any {
 			p.OnThrottle(t0) // 28, ceiling 40
-			p.Scale(t0, 0.5) // 14, ceiling 20
+			p.Scale(t0, 0.5) // 14, ceiling 20, plateau from 19
 			p.Next(t0)
 			p.Take(t0)
 			p.Next(t0)
-			p.OnSuccess(t0) // + (20-14)/2 / 14
+			p.OnSuccess(t0) // + (19-14)/2 / 14
 			return nil
-		}, nil, 14 + 3.0/14},
+		}, nil, 14 + 2.5/14},
 		{"stale refusal ignored", PacerConfig{Initial: 40}, func(p *Pacer) any {
 			p.OnThrottleSent(t0.Add(20*ms), t0.Add(10*ms))
 			return p.OnThrottleSent(t0.Add(2*time.Second), t0)

@@ -163,9 +163,9 @@ func TestSendControl(t *testing.T) {
 				{0, "seed", 40, 0}, // 20/s
 				{0, "admit", 0, 0},
 				{0, "admit", 0, 0}, // held back: the rate limits
-				{0, "ok", 0, 0},    // + 0.04*20/20, not +1
+				{0, "ok", 0, 0},    // + max(0.5, 0.01*20)/20, not +1
 			},
-			want: want{retryAt: 50 * ms, limit: 8, rate: 20 + 0.8/20, fleet: math.Inf(1)},
+			want: want{retryAt: 50 * ms, limit: 8, rate: 20 + 0.5/20, fleet: math.Inf(1)},
 		},
 		{
 			name:  "seeding a control that paces already changes nothing",

@@ -14,7 +14,7 @@ const (
 	DefaultPacerMin      = 1.0
 	DefaultPacerMax      = 1000.0
 	DefaultPacerIncrease = 0.5
-	DefaultPacerProbe    = 0.04
+	DefaultPacerProbe    = 0.01
 	DefaultPacerFactor   = 0.7
 	DefaultPacerInterval = time.Second
 	DefaultPacerBurst    = 1
@@ -33,11 +33,12 @@ type PacerConfig struct {
 	// per second (each success adds at least Increase/rate). Defaults to
 	// 0.5.
 	Increase float64
-	// Probe is the share of the rate gained per second near the rate of
-	// the last cut, where the pacer probes for more: 0.04 is 2/s at 50/s
-	// and 8/s at 200/s. Below that rate the pacer climbs back by half the
-	// distance per second, above it the gain doubles every second (see
-	// Pacer). Defaults to 0.04.
+	// Probe is the share of the rate gained per second on the plateau just
+	// under the rate of the last cut, where the pacer probes for more:
+	// 0.01 is 0.5/s at 50/s (Increase) and 2/s at 200/s. Below the plateau
+	// the pacer climbs back by half the distance per second, above the
+	// ceiling the gain doubles every second up to a tenth of the rate (see
+	// Pacer). Defaults to 0.01.
 	Probe float64
 	// Factor multiplies the rate on throttling, in (0,1). Defaults to 0.7.
 	Factor float64
@@ -90,14 +91,18 @@ func (c PacerConfig) Validate() error {
 // doubles every second) until the first throttle; each throttle multiplies
 // the rate by Factor, at most once per Interval, and remembers the rate it
 // cut from as the provider's ceiling. Growth after that has the shape of
-// TCP CUBIC's window, so a short dip costs seconds, not minutes:
-//   - below the ceiling the rate climbs back by half the remaining distance
-//     per second (a cut of 0.7 is 90 % recovered in about 3 s);
-//   - near it the rate probes by Probe of itself per second (at least
+// TCP CUBIC's window, so a short dip costs seconds, not minutes, while the
+// pacer lingers just under the rate the provider last refused:
+//   - below a plateau 5 % under the ceiling the rate climbs back by half
+//     the remaining distance per second (a cut of 0.7 is 90 % recovered in
+//     about 3 s);
+//   - on the plateau it probes by Probe of itself per second (at least
 //     Increase);
-//   - above it the gain doubles every second, so a provider whose capacity
-//     came back (a drop from 50/s to 10/s that ended) is found again in a
-//     few seconds rather than at Increase per second.
+//   - above the ceiling the gain doubles every second, up to a tenth of
+//     the rate per second, so a provider whose capacity came back (a drop
+//     from 50/s to 10/s that ended) is found again in seconds rather than
+//     at Increase per second, and one whose token bucket hides an
+//     overshoot for a while is not met at twice its rate.
 //
 // Unlike a pause for the whole retry hint, the provider keeps receiving mail
 // just below the rate it was last seen to take.
@@ -180,14 +185,30 @@ func (p *Pacer) gain() float64 {
 	if !p.cut.set {
 		return p.rate // slow start: +1 per success
 	}
-	// Half the distance to the ceiling below it, the distance itself
-	// above it (doubling every second), never less than the probe.
-	d := p.ceiling - p.rate
-	if d < 0 {
-		d = -2 * d
+	// Half the distance to the plateau below it; the probe on the
+	// plateau, just under the ceiling, where the provider last said no;
+	// above the ceiling the distance itself (doubling every second).
+	probe := max(p.cfg.Increase, p.cfg.Probe*p.rate)
+	plateau := p.ceiling * (1 - plateauWidth)
+	switch {
+	case p.rate < plateau:
+		return max(probe, (plateau-p.rate)/2)
+	case p.rate > p.ceiling:
+		return max(probe, min(p.rate-p.ceiling, maxGainShare*p.rate))
 	}
-	return max(p.cfg.Increase, p.cfg.Probe*p.rate, d/2)
+	return probe
 }
+
+// maxGainShare bounds the gain above the ceiling to this share of the rate
+// per second: a provider's token bucket hides an overshoot until it is
+// empty, and a rate that kept doubling meanwhile would meet it far above
+// the provider's rate, with a burst of refusals.
+const maxGainShare = 0.1
+
+// plateauWidth is the share of the ceiling below it where the pacer only
+// probes: the rate of the last cut was too much for the provider, so the
+// pacer comes back quickly to just under it and lingers there.
+const plateauWidth = 0.05
 
 // OnThrottle records a send the provider refused for its rate, and reports
 // whether the rate was decreased (false within Interval of the last one).
