@@ -14,20 +14,7 @@ import (
 
 // plotTimeline writes delivered-over-time per strategy as a PNG.
 func plotTimeline(path, title string, results []Result) error {
-	pl := plot.New()
-	pl.Title.Text = title
-	pl.X.Label.Text = "seconds since the burst"
-	pl.Y.Label.Text = "jobs delivered"
-	args := timelineLines(results)
-	if err := plotutil.AddLines(pl, args...); err != nil {
-		return fmt.Errorf("add lines: %w", err)
-	}
-	pl.Legend.Top = false
-	pl.Legend.Left = false
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return pl.Save(8*vg.Inch, 5*vg.Inch, path)
+	return plotLines(path, title, "seconds since the burst", results, nil)
 }
 
 // timelineLines are plotutil.AddLines's arguments for results: per
@@ -52,9 +39,15 @@ func timelineLines(results []Result) []any {
 // (the relays' capacity, bound; nil = none), which shows a rate schedule
 // as a kink.
 func plotScenario(path, title string, results []Result, bound [][2]float64) error {
+	return plotLines(path, title, "seconds since publishing started", results, bound)
+}
+
+// plotLines writes delivered-over-time per strategy, and bound when it is
+// not nil, as a PNG.
+func plotLines(path, title, xLabel string, results []Result, bound [][2]float64) error {
 	pl := plot.New()
 	pl.Title.Text = title
-	pl.X.Label.Text = "seconds since publishing started"
+	pl.X.Label.Text = xLabel
 	pl.Y.Label.Text = "jobs delivered"
 	args := timelineLines(results)
 	if len(bound) > 0 {

@@ -35,17 +35,7 @@ func TestFailureCircuitSharedByTwoWorkers(t *testing.T) {
 		s.startFailWorker("worker-1", relays, overrides),
 		s.startFailWorker("worker-2", relays, overrides),
 	}
-	eventually(t, readyTimeout, "both workers own partitions", func(ctx context.Context) (bool, string) {
-		var status []string
-		for _, w := range workers {
-			parts, err := w.Metric(ctx, "postline_consumer_assigned_partitions")
-			if err != nil || parts == 0 {
-				return false, fmt.Sprintf("%s: %v partitions (%v)", w.name, parts, err)
-			}
-			status = append(status, fmt.Sprintf("%s: %v", w.name, parts))
-		}
-		return true, strings.Join(status, ", ")
-	})
+	waitOwnPartitions(t, workers...)
 
 	warm := s.publish(taggedJobs(8, "warm", job.PriorityNormal)...)
 	s.waitRows(warm, 30*time.Second, "warm-up jobs sent", statusIs("sent"))

@@ -876,3 +876,20 @@ func (w *workerProc) Terminate() (exitCode int, elapsed time.Duration) {
 	}
 	return w.state.ExitCode(), time.Since(start)
 }
+
+// waitOwnPartitions waits until every one of workers owns partitions of the
+// jobs topic, so the load that follows is shared by all of them.
+func waitOwnPartitions(t *testing.T, workers ...*workerProc) {
+	t.Helper()
+	eventually(t, readyTimeout, "every worker owns partitions", func(ctx context.Context) (bool, string) {
+		var status []string
+		for _, w := range workers {
+			parts, err := w.Metric(ctx, "postline_consumer_assigned_partitions")
+			if err != nil || parts == 0 {
+				return false, fmt.Sprintf("%s: %v partitions (%v)", w.name, parts, err)
+			}
+			status = append(status, fmt.Sprintf("%s: %v", w.name, parts))
+		}
+		return true, strings.Join(status, ", ")
+	})
+}

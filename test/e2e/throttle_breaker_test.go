@@ -56,17 +56,7 @@ func TestThrottlingRelayNeverOpensTheBreaker(t *testing.T) {
 		s.startFailWorker("worker-1", relays, defaults),
 		s.startFailWorker("worker-2", relays, defaults),
 	}
-	eventually(t, readyTimeout, "both workers own partitions", func(ctx context.Context) (bool, string) {
-		var status []string
-		for _, w := range workers {
-			parts, err := w.Metric(ctx, "postline_consumer_assigned_partitions")
-			if err != nil || parts == 0 {
-				return false, fmt.Sprintf("%s: %v partitions (%v)", w.name, parts, err)
-			}
-			status = append(status, fmt.Sprintf("%s: %v", w.name, parts))
-		}
-		return true, strings.Join(status, ", ")
-	})
+	waitOwnPartitions(t, workers...)
 
 	// Sample the relay's accepted count, and both workers' view of the
 	// circuit, until every job is sent.
