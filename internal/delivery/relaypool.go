@@ -140,7 +140,10 @@ func (rp *relayPool) headroom() int {
 // narrows its concurrency gets fewer sends, and none is left idle while
 // another holds sends back.
 func acquireAny(ctx context.Context, pools []*relayPool) (Session, *relayPool, bool) {
-	order := slices.Clone(pools)
+	order := pools
+	if len(pools) > 1 {
+		order = slices.Clone(pools) // sorted by headroom below; the caller's order stays
+	}
 	for {
 		if len(order) > 1 {
 			room := make(map[*relayPool]int, len(order))
