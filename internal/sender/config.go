@@ -72,6 +72,12 @@ type Config struct {
 	// to the relay; 0 means one per worker sender goroutine, i.e. the
 	// worker's sender count. Defaults to 0.
 	MaxConns int
+	// Notify asks the relay for delivery status notifications (RFC 3461)
+	// when it announces DSN: the NOTIFY value of every RCPT (for example
+	// "SUCCESS,FAILURE,DELAY"), with RET=HDRS so reports carry the
+	// headers, not the body. Reports go to each recipient's return path.
+	// "" asks for none (the relay's defaults apply). Defaults to "".
+	Notify string
 	// Rate is what the relay accepts from the whole fleet, in messages per
 	// second (its published sending limit); each worker paces itself to
 	// its share by live consumer-group members. The sender does not use
@@ -123,6 +129,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("sender config: Username or Password contains CR, LF or NUL")
 	case c.HELO == "" || strings.ContainsFunc(c.HELO, isSpaceOrControl):
 		return fmt.Errorf("sender config: HELO %q must be a host name", c.HELO)
+	case !validNotify(c.Notify):
+		return fmt.Errorf("sender config: Notify %q is not NEVER or a comma-separated list of SUCCESS, FAILURE, DELAY", c.Notify)
 	case c.DialTimeout <= 0:
 		return fmt.Errorf("sender config: DialTimeout %s must be positive", c.DialTimeout)
 	case c.SendTimeout <= 0:
@@ -179,4 +187,20 @@ func hostname() string {
 		return "localhost"
 	}
 	return h
+}
+
+// validNotify reports whether n is a NOTIFY value of RFC 3461: NEVER
+// alone, or SUCCESS, FAILURE and DELAY once each; "" is none.
+func validNotify(n string) bool {
+	if n == "" || n == "NEVER" {
+		return true
+	}
+	seen := map[string]bool{}
+	for _, k := range strings.Split(n, ",") {
+		if (k != "SUCCESS" && k != "FAILURE" && k != "DELAY") || seen[k] {
+			return false
+		}
+		seen[k] = true
+	}
+	return true
 }

@@ -44,7 +44,8 @@ type Error struct {
 	// retries. Always with Stage StageBody and Code 0.
 	Ambiguous bool
 
-	detail string // Err's cause without addresses, for Error when there is no reply
+	detail  string // Err's cause without addresses, for Error when there is no reply
+	dataEnd bool   // the failure came from reading the reply to the final dot
 }
 
 // Error describes the failure without recipient addresses, e.g.
@@ -106,89 +107,10 @@ func (e *Error) staleConnection() bool {
 	return (e.Stage == StageConn || e.Stage == StageMail) && e.dropsConnection()
 }
 
-// sendError maps an error from mail.Client.SendWithSMTPClient. wroteAll
-// says every write on the connection during the transaction succeeded: then
-// a failure at the end of DATA without a reply came after the final dot
-// left us whole, and is Ambiguous. (A failed write leaves at least the end
-// of the dot unsent, and a relay takes no message without it.)
-func sendError(provider string, err error, wroteAll bool) *Error {
-	e := &Error{Provider: provider, Stage: StageConn, Err: err, detail: err.Error()}
-	var se *mail.SendError
-	if !errors.As(err, &se) {
-		return e
-	}
-	e.Stage = sendStage(se.Reason)
-	e.Code = se.ErrorCode()
-	e.Enhanced = se.EnhancedStatusCode()
-	text := sendErrorText(se)
-	if e.Code == 0 {
-		e.detail = text
-		// go-mail's DataCloser ignores the error of writing the dot and
-		// returns the one of reading the reply, so the reason alone cannot
-		// tell a dot that never left from a reply that never came.
-		e.Ambiguous = se.Reason == mail.ErrSMTPDataClose && wroteAll
-		return e
-	}
-	e.Enhanced, e.Text = splitReply(e.Code, e.Enhanced, replyText(e.Code, text))
-	return e
-}
-
-// replyText takes the text of the first reply out of "<code> <text>[, more
-// errors]". Go 1.26's textproto.Error quotes the text; earlier versions did
-// not, so both forms are read.
-func replyText(code int, s string) string {
-	s = strings.TrimLeft(strings.TrimPrefix(s, strconv.Itoa(code)), " -")
-	if q, err := strconv.QuotedPrefix(s); err == nil {
-		if text, err := strconv.Unquote(q); err == nil {
-			return text
-		}
-	}
-	if loc := nextError.FindStringIndex(s); loc != nil {
-		s = s[:loc[0]]
-	}
-	return s
-}
-
-func sendStage(r mail.SendErrReason) string {
-	switch r {
-	case mail.ErrGetSender, mail.ErrGetRcpts, mail.ErrNoUnencoded:
-		return StageBuild
-	case mail.ErrSMTPMailFrom:
-		return StageMail
-	case mail.ErrSMTPRcptTo:
-		return StageRcpt
-	case mail.ErrSMTPData:
-		return StageData
-	case mail.ErrWriteContent, mail.ErrSMTPDataClose:
-		return StageBody
-	}
-	return StageConn // ErrConnCheck, and ErrSMTPReset (not sent: WithoutRset)
-}
-
-// sendErrorText recovers the underlying errors' text from a SendError,
-// which does not expose its errors: "<reason>: <err>[, <err>][, affected
-// recipient(s): ...][, affected message ID: ...]". Recipients are cut off so
-// addresses stay out of error text.
-func sendErrorText(se *mail.SendError) string {
-	s := strings.TrimPrefix(se.Error(), se.Reason.String())
-	s = strings.TrimSpace(strings.TrimPrefix(s, ":"))
-	for _, marker := range []string{", affected recipient(s): ", ", affected message ID: "} {
-		if i := strings.Index(s, marker); i >= 0 {
-			s = s[:i]
-		}
-	}
-	return s
-}
-
-var (
-	// Several failed recipients' replies are joined with ", ".
-	nextError      = regexp.MustCompile(`, [245]\d\d[ -]`)
-	enhancedStatus = regexp.MustCompile(`^([245])\.\d{1,3}\.\d{1,3}$`)
-)
+var enhancedStatus = regexp.MustCompile(`^([245])\.\d{1,3}\.\d{1,3}$`)
 
 // splitReply separates a leading RFC 3463 status from reply text; known is
-// the status go-mail already found (it only looks when the server
-// advertises ENHANCEDSTATUSCODES).
+// a status found elsewhere, kept when the text has none.
 func splitReply(code int, known, text string) (enhanced, rest string) {
 	text = strings.TrimSpace(text)
 	first, after, _ := strings.Cut(text, " ")

@@ -138,51 +138,86 @@ type Session struct {
 	conn *watchedConn // the TCP connection under sc
 }
 
-// Send builds the message from the job and sends it, dialling or
-// re-dialling as needed. A connection that failed (network error, 421, a
-// dead connection) is closed and the next Send redials.
+// Send sends the job to all of its recipients with its From address as the
+// return path: SendTo with Recipients(j). It fails with the first
+// refusal when the relay refused a recipient at RCPT, even if it took the
+// others; use SendTo to learn which recipients went out.
+func (s *Session) Send(ctx context.Context, j *job.Job) error {
+	res, err := s.SendTo(ctx, j, Recipients(j, ""))
+	if err != nil {
+		return err
+	}
+	if len(res.Refused) > 0 {
+		return res.Refused[0].Err
+	}
+	return nil
+}
+
+// SendTo builds the message from the job once and sends it to rcpts,
+// dialling or re-dialling as needed: one transaction per distinct return
+// path, in the order the recipients first use it, so that recipients with
+// return paths of their own (VERP) each get theirs. The message's headers
+// (To, Cc) are the job's whatever rcpts holds.
+//
+// A relay that refuses a recipient at RCPT (a 4xx or 5xx other than 421)
+// refuses that recipient only: the others of the transaction go on, and
+// the refusal is in Result.Refused. Any other failure (MAIL FROM, DATA, the
+// message, the connection) ends the call with err, a *Error: the recipients
+// in neither Result.Accepted nor Result.Refused were not sent because of
+// it, and the relay took those in Result.Accepted before it happened.
 //
 // A kept connection that turns out to have died while idle (no reply or 421
-// to MAIL FROM, before anything of the message was accepted) is redialled
-// once within the same Send, transparently: the caller only sees the error
-// of the fresh connection, if any. Failure returns *Error.
+// to the first MAIL FROM, before anything was accepted) is redialled once
+// within the same call, transparently. A connection that failed (network
+// error, 421) is closed and the next call redials.
 //
 // ctx bounds the whole call: when it ends, the connection's I/O is cut short
 // and the connection dropped.
-func (s *Session) Send(ctx context.Context, j *job.Job) (err error) {
+func (s *Session) SendTo(ctx context.Context, j *job.Job, rcpts []Recipient) (res Result, err error) {
 	start := time.Now()
 	defer func() { s.relay.metrics.observeSend(time.Since(start), err) }()
 
-	msg, buildErr := Message(j)
+	name := s.relay.cfg.Name
+	if len(rcpts) == 0 {
+		return Result{}, &Error{Provider: name, Stage: StageBuild, Err: errNoRecipients}
+	}
+	body, buildErr := render(j)
 	if buildErr != nil {
-		return &Error{Provider: s.relay.cfg.Name, Stage: StageBuild, Err: buildErr}
+		return Result{}, &Error{Provider: name, Stage: StageBuild, Err: buildErr}
 	}
 	if ctx.Err() != nil {
-		return withContext(ctx, &Error{Provider: s.relay.cfg.Name, Stage: StageConn, Err: ctx.Err()})
+		return Result{}, withContext(ctx, &Error{Provider: name, Stage: StageConn, Err: ctx.Err()})
 	}
 	s.retire()
 
-	fresh := s.sc == nil
-	if fresh {
-		if e := s.dial(ctx); e != nil {
-			return e
+	first := true
+	for _, tx := range transactions(rcpts, j.From) {
+		fresh := s.sc == nil
+		if fresh {
+			if e := s.dial(ctx); e != nil {
+				return res, e
+			}
+		}
+		accepted, refused, e := s.transact(ctx, j.MessageID, body, tx.from, tx.addrs(rcpts))
+		if e != nil && first && !fresh && e.staleConnection() && ctx.Err() == nil {
+			s.relay.logger.Debug("smtp connection died while idle; redialling", "error", e.Error())
+			if e := s.dial(ctx); e != nil {
+				return res, e
+			}
+			accepted, refused, e = s.transact(ctx, j.MessageID, body, tx.from, tx.addrs(rcpts))
+		}
+		first = false
+		for _, k := range accepted {
+			res.Accepted = append(res.Accepted, tx.indexes[k])
+		}
+		for _, r := range refused {
+			res.Refused = append(res.Refused, Refusal{Index: tx.indexes[r.Index], Err: r.Err})
+		}
+		if e != nil {
+			return res, e
 		}
 	}
-	e := s.transact(ctx, msg)
-	if e == nil {
-		return nil
-	}
-	if fresh || !e.staleConnection() || ctx.Err() != nil {
-		return e
-	}
-	s.relay.logger.Debug("smtp connection died while idle; redialling", "error", e.Error())
-	if e := s.dial(ctx); e != nil {
-		return e
-	}
-	if e := s.transact(ctx, msg); e != nil {
-		return e
-	}
-	return nil
+	return res, nil
 }
 
 // Close says QUIT and closes the connection, if any. The session may be
@@ -248,6 +283,10 @@ func (s *Session) dial(ctx context.Context) *Error {
 		s.relay.metrics.dialError.Inc()
 		return withContext(dctx, dialError(name, err, s.dialStage, s.replies.failedCmd))
 	}
+	if n := s.relay.cfg.Notify; n != "" {
+		sc.SetDSNRcptNotifyOption(n)
+		sc.SetDSNMailReturnOption("HDRS")
+	}
 	s.sc = sc
 	s.sent = 0
 	s.lastUsed = s.relay.now()
@@ -285,10 +324,13 @@ func (s *Session) dialContext(ctx context.Context, _, _ string) (net.Conn, error
 	return tc, nil
 }
 
-// transact sends msg on the open connection. On failure it drops the
-// connection if it cannot be trusted any more, and otherwise resets the
-// transaction so the next message starts clean.
-func (s *Session) transact(ctx context.Context, msg *mail.Msg) *Error {
+// transact runs one mail transaction on the open connection: MAIL FROM
+// from, RCPT TO each of to, and DATA with body when the relay took at least
+// one recipient. It returns the indexes into to the relay took and the
+// ones it refused. On failure it drops the connection if it cannot be
+// trusted any more, and otherwise resets the transaction so the next one
+// starts clean.
+func (s *Session) transact(ctx context.Context, messageID string, body []byte, from string, to []string) (accepted []int, refused []Refusal, e *Error) {
 	s.mu.Lock()
 	wc := s.conn
 	s.mu.Unlock()
@@ -296,40 +338,90 @@ func (s *Session) transact(ctx context.Context, msg *mail.Msg) *Error {
 		wc.writeFailed.Store(false)
 	}
 	stop := context.AfterFunc(ctx, s.abort)
-	err := s.client.SendWithSMTPClient(s.sc, msg)
+	accepted, refused, e = s.exchange(body, from, to)
 	aborted := !stop()
 	s.sent++
 	s.lastUsed = s.relay.now()
-	if err == nil {
+	if e == nil {
 		if aborted {
 			// Delivered, but the watcher poisoned the connection's deadline.
 			s.closeConn()
 		}
-		return nil
+		if len(accepted) == 0 {
+			s.resetAfterFailure()
+		}
+		return accepted, refused, nil
 	}
-	// Without a connection to ask, a write failure cannot be ruled out;
-	// assuming none errs toward not sending the message twice.
-	wroteAll := wc == nil || !wc.writeFailed.Load()
-	e := withContext(ctx, sendError(s.relay.cfg.Name, err, wroteAll))
+	if e.dataEnd && e.Code == 0 {
+		// Without a connection to ask, a write failure cannot be ruled
+		// out; assuming none errs toward not sending the message twice.
+		e.Ambiguous = wc == nil || !wc.writeFailed.Load()
+	}
+	e = withContext(ctx, e)
 	if e.Ambiguous {
 		s.relay.metrics.ambiguousDataEnd.Inc()
 		s.relay.logger.Warn("smtp: no reply to the end of the message; the relay may have accepted it",
-			"message_id", msg.GetMessageID(), "error", e.Error())
+			"message_id", messageID, "error", e.Error())
 	}
-	switch {
-	case aborted || e.dropsConnection() || e.Stage == StageConn:
+	if aborted || e.dropsConnection() || e.Stage == StageConn {
 		s.closeConn()
-	default:
-		// go-mail resets after a failed MAIL or RCPT but not after a
-		// rejected DATA; with WithoutRset it never resets after success.
-		// One more RSET after any failure keeps a rejected recipient out of
-		// the next message, and proves the connection still works.
-		if rerr := s.sc.Reset(); rerr != nil {
-			s.relay.logger.Debug("smtp RSET after failed transaction failed; closing connection", "error", rerr)
-			s.closeConn()
-		}
+	} else {
+		s.resetAfterFailure()
 	}
-	return e
+	return accepted, refused, e
+}
+
+// exchange says the commands of one transaction (see transact).
+func (s *Session) exchange(body []byte, from string, to []string) (accepted []int, refused []Refusal, e *Error) {
+	name := s.relay.cfg.Name
+	if err := s.sc.Mail("<" + from + ">"); err != nil {
+		return nil, nil, replyError(name, StageMail, err)
+	}
+	for i, addr := range to {
+		err := s.sc.Rcpt("<" + addr + ">")
+		if err == nil {
+			accepted = append(accepted, i)
+			continue
+		}
+		re := replyError(name, StageRcpt, err)
+		if re.dropsConnection() {
+			// No reply, or 421: the relay is closing the connection, and
+			// that is about the relay, not this recipient.
+			return accepted, refused, re
+		}
+		refused = append(refused, Refusal{Index: i, Err: re})
+	}
+	if len(accepted) == 0 {
+		return nil, refused, nil
+	}
+	w, err := s.sc.Data()
+	if err != nil {
+		return nil, refused, replyError(name, StageData, err)
+	}
+	if _, err := w.Write(body); err != nil {
+		_ = w.Close() // the write error is the one that matters
+		return nil, refused, replyError(name, StageBody, err)
+	}
+	if err := w.Close(); err != nil {
+		e := replyError(name, StageBody, err)
+		e.dataEnd = true
+		return nil, refused, e
+	}
+	return accepted, refused, nil
+}
+
+// resetAfterFailure sends RSET after a transaction that did not end in an
+// accepted message: it keeps a rejected envelope out of the next
+// transaction, and proves the connection still works. A failed RSET closes
+// the connection.
+func (s *Session) resetAfterFailure() {
+	if s.sc == nil {
+		return
+	}
+	if err := s.sc.Reset(); err != nil {
+		s.relay.logger.Debug("smtp RSET after failed transaction failed; closing connection", "error", err)
+		s.closeConn()
+	}
 }
 
 // quit says QUIT within quitTimeout.

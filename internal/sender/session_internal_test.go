@@ -2,13 +2,10 @@ package sender
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"testing"
 	"time"
-
-	"github.com/wneessen/go-mail"
 
 	"github.com/postline/postline/internal/smtptest"
 	"github.com/postline/postline/job"
@@ -52,35 +49,6 @@ func TestSessionRetiresIdleConnection(t *testing.T) {
 			t.Fatalf("Active = %d, want 1: the idle connection was not closed", srv.Active())
 		}
 		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// TestSendErrorAmbiguous pins when a failure at the end of DATA is
-// ambiguous: only without a reply, and only when every write went out.
-func TestSendErrorAmbiguous(t *testing.T) {
-	tests := []struct {
-		name     string
-		reason   mail.SendErrReason
-		wroteAll bool
-		want     bool
-	}{
-		{"no reply to the final dot", mail.ErrSMTPDataClose, true, true},
-		{"the final dot was not written", mail.ErrSMTPDataClose, false, false},
-		{"body cut short", mail.ErrWriteContent, true, false},
-		{"DATA refused", mail.ErrSMTPData, true, false},
-		{"RCPT failed", mail.ErrSMTPRcptTo, true, false},
-		{"connection check", mail.ErrConnCheck, true, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e := sendError("p", &mail.SendError{Reason: tt.reason}, tt.wroteAll)
-			if e.Ambiguous != tt.want {
-				t.Errorf("Ambiguous = %v, want %v (%v)", e.Ambiguous, tt.want, e)
-			}
-		})
-	}
-	if e := sendError("p", errors.New("not a SendError"), true); e.Ambiguous {
-		t.Errorf("an error that is not go-mail's SendError is ambiguous: %v", e)
 	}
 }
 

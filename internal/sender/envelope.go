@@ -1,0 +1,113 @@
+package sender
+
+import (
+	"bytes"
+	"errors"
+	"net/mail"
+	"net/textproto"
+
+	"github.com/postline/postline/job"
+)
+
+// Recipient is one recipient of a send and the return path it gets.
+type Recipient struct {
+	// Address is the bare address (addr-spec) for RCPT TO.
+	Address string
+	// ReturnPath is the MAIL FROM address for this recipient: reports
+	// about it come back there. "" means the job's From address.
+	ReturnPath string
+}
+
+// Recipients returns every recipient of j (To, Cc, then Bcc) with
+// returnPath, "" for the job's From.
+func Recipients(j *job.Job, returnPath string) []Recipient {
+	addrs := j.Recipients()
+	out := make([]Recipient, len(addrs))
+	for i, a := range addrs {
+		out[i] = Recipient{Address: a, ReturnPath: returnPath}
+	}
+	return out
+}
+
+// Result says what the relay did with the recipients of one SendTo.
+type Result struct {
+	// Accepted are the indexes (into the recipients passed to SendTo) of
+	// the recipients the relay took.
+	Accepted []int
+	// Refused are the recipients the relay refused at RCPT.
+	Refused []Refusal
+}
+
+// Refusal is one recipient the relay refused at RCPT TO.
+type Refusal struct {
+	// Index is the recipient's index in the recipients passed to SendTo.
+	Index int
+	// Err is the refusal, with Stage StageRcpt and the relay's reply.
+	Err *Error
+}
+
+var errNoRecipients = errors.New("no recipients")
+
+// transaction is one MAIL FROM and the recipients that share it.
+type transaction struct {
+	from    string
+	indexes []int // into the recipients of the send
+}
+
+func (t transaction) addrs(rcpts []Recipient) []string {
+	out := make([]string, len(t.indexes))
+	for i, k := range t.indexes {
+		out[i] = rcpts[k].Address
+	}
+	return out
+}
+
+// transactions groups rcpts by return path, in the order each return path
+// first appears; from replaces an empty one.
+func transactions(rcpts []Recipient, from string) []transaction {
+	if a, err := mail.ParseAddress(from); err == nil {
+		from = a.Address
+	}
+	var out []transaction
+	at := map[string]int{}
+	for i, r := range rcpts {
+		rp := r.ReturnPath
+		if rp == "" {
+			rp = from
+		}
+		k, ok := at[rp]
+		if !ok {
+			k = len(out)
+			at[rp] = k
+			out = append(out, transaction{from: rp})
+		}
+		out[k].indexes = append(out[k].indexes, i)
+	}
+	return out
+}
+
+// render builds the job's message and writes it out once, so that every
+// transaction of a send carries the same bytes (one Date, one boundary).
+func render(j *job.Job) ([]byte, error) {
+	msg, err := Message(j)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if _, err := msg.WriteTo(&buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// replyError maps the error of one SMTP command at stage: the relay's
+// reply when there is one, else the network error.
+func replyError(provider, stage string, err error) *Error {
+	e := &Error{Provider: provider, Stage: stage, Err: err, detail: err.Error()}
+	var te *textproto.Error
+	if errors.As(err, &te) {
+		e.Code = te.Code
+		e.Enhanced, e.Text = splitReply(te.Code, "", te.Msg)
+	}
+	return e
+}
