@@ -1,0 +1,103 @@
+package webhook
+
+import (
+	"context"
+	"encoding/base64"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/kafkaconn"
+)
+
+type nopDLQ struct{}
+
+func (nopDLQ) Publish(context.Context, ...deadletter.Letter) error { return nil }
+
+func testCluster(t *testing.T) *kafkaconn.Cluster {
+	t.Helper()
+	c, err := kafkaconn.New(kafkaconn.Config{Brokers: []string{"127.0.0.1:9092"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c := Config{Endpoints: []Endpoint{{ID: "a"}}}.WithDefaults()
+	if c.Topic != "mail.events" || c.GroupID != "postline-webhooks" || c.RetryBase != time.Second || c.RetryMaxDelay != 5*time.Minute ||
+		c.MaxAttempts != 8 || c.MaxAge != 24*time.Hour || c.MaxPending != 1000 || c.Concurrency != 8 || c.DedupeWindow != 100_000 ||
+		c.Transport == nil || c.NowFunc == nil || c.Endpoints[0].Timeout != DefaultTimeout {
+		t.Errorf("defaults = %+v", c)
+	}
+	in := []Endpoint{{ID: "a"}}
+	_ = Config{Endpoints: in}.WithDefaults()
+	if in[0].Timeout != 0 {
+		t.Error("WithDefaults changed the caller's endpoints")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	long := "whsec_" + base64.StdEncoding.EncodeToString([]byte("sixteen byte key"))
+	valid := func() Config {
+		return Config{
+			Kafka: testCluster(t), DeadLetters: nopDLQ{},
+			Endpoints: []Endpoint{{ID: "billing", URL: mustURL(t, "https://b.example/h"), SecretEnv: "BILLING_SECRET", Secret: testSecret}},
+		}
+	}
+	if err := valid().WithDefaults().Validate(); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	tests := []struct {
+		name   string
+		change func(*Config)
+		want   string
+		never  string
+	}{
+		{"no kafka", func(c *Config) { c.Kafka = nil }, "Kafka = nil: required", ""},
+		{"no dead letters", func(c *Config) { c.DeadLetters = nil }, "DeadLetters = nil: required", ""},
+		{"no endpoints", func(c *Config) { c.Endpoints = nil }, "Endpoints = []: at least one", ""},
+		{"secret unset", func(c *Config) { c.Endpoints[0].Secret = "" }, `Endpoints[0]: endpoint "billing": the secret in $BILLING_SECRET: secret is empty`, ""},
+		{"secret without prefix", func(c *Config) { c.Endpoints[0].Secret = strings.TrimPrefix(testSecret, "whsec_") },
+			`endpoint "billing": the secret in $BILLING_SECRET: secret does not start with "whsec_"`, "MfKQ9r8G"},
+		{"secret too short", func(c *Config) { c.Endpoints[0].Secret = long },
+			`endpoint "billing": the secret in $BILLING_SECRET: secret holds 16 bytes`, long[6:14]},
+		{"secret not base64", func(c *Config) { c.Endpoints[0].Secret = "whsec_s3cr3t!value!" },
+			"is not standard base64", "s3cr3t"},
+		{"secret without its variable", func(c *Config) { c.Endpoints[0].SecretEnv, c.Endpoints[0].Secret = "", "" },
+			`endpoint "billing": Secret: secret is empty`, ""},
+		{"http off loopback", func(c *Config) { c.Endpoints[0].URL = mustURL(t, "http://u:pw@b.example/h?k=v") },
+			`endpoint "billing": url: http://b.example/h: http is allowed only on loopback`, "pw@"},
+		{"duplicate id", func(c *Config) { c.Endpoints = append(c.Endpoints, c.Endpoints[0]) }, `Endpoints[1].ID = "billing": duplicate endpoint id`, ""},
+		{"bad timeout", func(c *Config) { c.Endpoints[0].Timeout = time.Hour }, `endpoint "billing": timeout: 1h0m0s`, ""},
+		{"attempts", func(c *Config) { c.MaxAttempts = -1 }, "MaxAttempts = -1: must be 1 to 100", ""},
+		{"retry max below base", func(c *Config) { c.RetryBase, c.RetryMaxDelay = time.Minute, time.Second }, "RetryMaxDelay = 1s: must be at least RetryBase (1m0s)", ""},
+		{"pending", func(c *Config) { c.MaxPending = -1 }, "MaxPending = -1", ""},
+		{"concurrency", func(c *Config) { c.Concurrency = -2 }, "Concurrency = -2", ""},
+		{"consumer settings", func(c *Config) { c.HeartbeatInterval = time.Minute }, "HeartbeatInterval", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := valid()
+			tt.change(&c)
+			err := c.WithDefaults().Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate = %v, want an error containing %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), strings.TrimPrefix(testSecret, "whsec_")) || (tt.never != "" && strings.Contains(err.Error(), tt.never)) {
+				t.Errorf("error %q shows a secret", err)
+			}
+		})
+	}
+}
