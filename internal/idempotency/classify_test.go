@@ -222,6 +222,7 @@ func TestStatus(t *testing.T) {
 		{StatusSent, true, true},
 		{StatusFailed, true, true},
 		{StatusDead, true, true},
+		{StatusSuppressed, true, true},
 		{"", false, false},
 		{"SENT", false, false},
 	}
@@ -233,8 +234,8 @@ func TestStatus(t *testing.T) {
 			t.Errorf("Status(%q).Valid() = %v, want %v", tt.s, got, tt.valid)
 		}
 	}
-	if len(Statuses) != 6 {
-		t.Errorf("Statuses has %d entries, want 6", len(Statuses))
+	if len(Statuses) != 7 {
+		t.Errorf("Statuses has %d entries, want 7", len(Statuses))
 	}
 }
 

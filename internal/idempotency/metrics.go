@@ -22,10 +22,13 @@ const (
 	opStalledReplays = "stalled_replays"
 	opTouchReplays   = "touch_replays"
 	opPurge          = "purge"
+	opRecipients     = "recipients"
+	opResolve        = "resolve"
+	opUnconfirmed    = "unconfirmed"
 )
 
 var ops = []string{opClaim, opRecord, opRecordRejected, opNoteConflicts, opExtendLease, opGet, opCountByStatus, opPing,
-	opStuck, opRelease, opResetForReplay, opStalledReplays, opTouchReplays, opPurge}
+	opStuck, opRelease, opResetForReplay, opStalledReplays, opTouchReplays, opPurge, opRecipients, opResolve, opUnconfirmed}
 
 type metrics struct {
 	claims       *prometheus.CounterVec

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -33,6 +34,21 @@ type Outcome struct {
 	ErrorClass string
 	// Error is the failure text; it is stored truncated to MaxErrorBytes.
 	Error string
+
+	// Recipients are the recipients whose state this attempt decided
+	// (see RecipientOutcome); rows of recipients a previous attempt or a
+	// report already moved past pending are left as they are.
+	Recipients []RecipientOutcome
+	// Stream is the job's stream (transactional or bulk); empty keeps the
+	// row's.
+	Stream string
+	// Metadata is the job's metadata, kept for the events of later
+	// reports; nil keeps the row's.
+	Metadata map[string]string
+	// ConfirmBy is when the mail must have been confirmed: set when the
+	// relay took it for at least one recipient. The first one written
+	// stays. Zero keeps the row's.
+	ConfirmBy time.Time
 }
 
 // Rejection is a job that failed decoding or validation.
@@ -52,32 +68,62 @@ type Rejection struct {
 
 const recordSQL = `
 WITH u AS (
-	SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int4[], $5::text[], $6::text[], $7::text[])
-		AS u(message_id, version, status, attempt, provider, error_class, last_error)
+	SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int4[], $5::text[], $6::text[], $7::text[],
+			$8::text[], $9::text[], $10::timestamptz[])
+		AS u(message_id, version, status, attempt, provider, error_class, last_error, stream, metadata, confirm_by)
 ), locked AS MATERIALIZED (
 	SELECT m.message_id FROM postline_messages m JOIN u ON m.message_id = u.message_id
 	WHERE m.version = u.version
 	ORDER BY m.message_id COLLATE "C"
 	FOR UPDATE OF m
+), upd AS (
+	UPDATE postline_messages m SET
+		status = u.status,
+		version = m.version + 1,
+		attempt = CASE WHEN u.attempt > 0 THEN u.attempt ELSE m.attempt END,
+		lease_owner = NULL,
+		lease_expires_at = NULL,
+		provider = COALESCE(NULLIF(u.provider, ''), m.provider),
+		error_class = NULLIF(u.error_class, ''),
+		last_error = NULLIF(u.last_error, ''),
+		sent_at = CASE WHEN u.status = 'sent' THEN now() ELSE m.sent_at END,
+		-- A terminal row no longer needs the body: nothing re-publishes it
+		-- (a replay brings its own copy), and it must not outlive the send.
+		payload = CASE WHEN u.status IN ('sent', 'failed', 'dead', 'suppressed') THEN NULL ELSE m.payload END,
+		stream = COALESCE(NULLIF(u.stream, ''), m.stream),
+		metadata = COALESCE(NULLIF(u.metadata, '')::jsonb, m.metadata),
+		confirm_by = COALESCE(m.confirm_by, u.confirm_by),
+		updated_at = now()
+	FROM u
+	WHERE m.message_id = u.message_id AND m.version = u.version
+		AND m.message_id IN (SELECT message_id FROM locked)
+	RETURNING m.message_id
+), r AS (
+	SELECT * FROM unnest($11::text[], $12::int2[], $13::text[], $14::text[], $15::int4[], $16::text[], $17::text[],
+			$18::text[], $19::int4[], $20::text[], $21::text[], $22::text[])
+		AS r(message_id, idx, address, state, attempt, provider, bounce_type, status, code, diagnostic, rule, source)
+), ins AS (
+	-- Only for rows whose compare-and-set this statement won, and only
+	-- over recipients still pending: what an earlier attempt or a report
+	-- decided stands.
+	INSERT INTO postline_recipients AS p (message_id, idx, ref, address, state, attempt, provider,
+		bounce_type, status, code, diagnostic, rule, source, accepted_at, resolved_at, updated_at)
+	SELECT r.message_id, r.idx, ` + refSQL + `, r.address, r.state, r.attempt, NULLIF(r.provider, ''),
+		NULLIF(r.bounce_type, ''), NULLIF(r.status, ''), NULLIF(r.code, 0), NULLIF(r.diagnostic, ''),
+		NULLIF(r.rule, ''), NULLIF(r.source, ''),
+		CASE WHEN r.state = 'accepted' THEN now() END,
+		CASE WHEN r.state NOT IN ('pending', 'accepted') THEN now() END,
+		now()
+	FROM r JOIN upd ON upd.message_id = r.message_id
+	ORDER BY r.message_id, r.idx
+	ON CONFLICT (message_id, idx) DO UPDATE SET
+		state = excluded.state, attempt = excluded.attempt, provider = excluded.provider,
+		bounce_type = excluded.bounce_type, status = excluded.status, code = excluded.code,
+		diagnostic = excluded.diagnostic, rule = excluded.rule, source = excluded.source,
+		accepted_at = excluded.accepted_at, resolved_at = excluded.resolved_at, updated_at = now()
+	WHERE p.state = 'pending'
 )
-UPDATE postline_messages m SET
-	status = u.status,
-	version = m.version + 1,
-	attempt = CASE WHEN u.attempt > 0 THEN u.attempt ELSE m.attempt END,
-	lease_owner = NULL,
-	lease_expires_at = NULL,
-	provider = COALESCE(NULLIF(u.provider, ''), m.provider),
-	error_class = NULLIF(u.error_class, ''),
-	last_error = NULLIF(u.last_error, ''),
-	sent_at = CASE WHEN u.status = 'sent' THEN now() ELSE m.sent_at END,
-	-- A terminal row no longer needs the body: nothing re-publishes it
-	-- (a replay brings its own copy), and it must not outlive the send.
-	payload = CASE WHEN u.status IN ('sent', 'failed', 'dead') THEN NULL ELSE m.payload END,
-	updated_at = now()
-FROM u
-WHERE m.message_id = u.message_id AND m.version = u.version
-	AND m.message_id IN (SELECT message_id FROM locked)
-RETURNING m.message_id`
+SELECT message_id FROM upd`
 
 // Record writes a batch of outcomes in one round trip, each as a
 // compare-and-set on its version: the version is bumped, the lease cleared,
@@ -95,17 +141,20 @@ func (s *Store) Record(ctx context.Context, outs []Outcome) (lost []string, err 
 	firstAt := make(map[string]int, len(outs))
 	var (
 		ids, statuses, providers, classes, errs []string
+		streams, metadata                       []string
 		versions                                []int64
 		attempts                                []int32
+		confirmBy                               []pgtype.Timestamptz
+		rcpts                                   recipientColumns
 	)
 	for i, o := range outs {
 		if o.MessageID == "" {
 			return nil, fmt.Errorf("record: outcome %d: empty message ID", i)
 		}
 		switch o.Status {
-		case StatusSent, StatusFailed, StatusDead, StatusRetrying:
+		case StatusSent, StatusFailed, StatusDead, StatusRetrying, StatusSuppressed:
 		default:
-			return nil, fmt.Errorf("record %s: status %q is not sent, failed, dead or retrying", o.MessageID, o.Status)
+			return nil, fmt.Errorf("record %s: status %q is not sent, failed, dead, suppressed or retrying", o.MessageID, o.Status)
 		}
 		if o.Attempt < 0 || o.Attempt > math.MaxInt32 || (o.Status == StatusRetrying && o.Attempt < 1) {
 			return nil, fmt.Errorf("record %s: attempt %d out of range for %s", o.MessageID, o.Attempt, o.Status)
@@ -121,10 +170,31 @@ func (s *Store) Record(ctx context.Context, outs []Outcome) (lost []string, err 
 		providers = append(providers, cleanText(o.Provider, MaxErrorBytes))
 		classes = append(classes, cleanText(o.ErrorClass, MaxErrorBytes))
 		errs = append(errs, cleanText(o.Error, MaxErrorBytes))
+		streams = append(streams, o.Stream)
+		metadata = append(metadata, metadataJSON(o.Metadata))
+		confirmBy = append(confirmBy, timestamptz(o.ConfirmBy))
+		if err := rcpts.add(o.MessageID, o.Recipients); err != nil {
+			return nil, fmt.Errorf("record %s: %w", o.MessageID, err)
+		}
 	}
 
 	start := time.Now()
-	won, err := s.updateReturningIDs(ctx, recordSQL, ids, versions, statuses, attempts, providers, classes, errs)
+	args := append([]any{ids, versions, statuses, attempts, providers, classes, errs, streams, metadata, confirmBy},
+		rcpts.args()...)
+	var won map[string]bool
+	if !rcpts.any() {
+		won, err = s.updateReturningIDs(ctx, recordSQL, args...)
+	} else {
+		b := &pgx.Batch{}
+		b.Queue(recordSQL, args...).Query(func(rows pgx.Rows) (err error) {
+			won, err = collectIDs(rows)
+			return err
+		})
+		// One round trip, one implicit transaction: the settling sees the
+		// recipients just written.
+		b.Queue(settleSQL, ids).Exec(func(pgconn.CommandTag) error { return nil })
+		err = s.pool.SendBatch(ctx, b).Close()
+	}
 	s.observe(ctx, opRecord, start, err)
 	if err != nil {
 		return nil, fmt.Errorf("record %d outcomes: %w", len(ids), err)
@@ -193,6 +263,11 @@ func (s *Store) updateReturningIDs(ctx context.Context, sql string, args ...any)
 	if err != nil {
 		return nil, err
 	}
+	return collectIDs(rows)
+}
+
+// collectIDs reads rows of one message ID each.
+func collectIDs(rows pgx.Rows) (map[string]bool, error) {
 	won := make(map[string]bool)
 	var id string
 	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error {

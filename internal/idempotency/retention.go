@@ -9,19 +9,23 @@ import (
 const purgeSQL = `
 WITH doomed AS (
 	SELECT message_id FROM postline_messages
-	WHERE status IN ('sent', 'failed', 'dead') AND updated_at < now() - make_interval(secs => $1)
+	WHERE status IN ('sent', 'failed', 'dead', 'suppressed') AND updated_at < now() - make_interval(secs => $1)
+		AND NOT (confirm_by IS NOT NULL AND confirmation IS NULL)
 	ORDER BY updated_at
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 )
 DELETE FROM postline_messages m USING doomed
 WHERE m.message_id = doomed.message_id
-	AND m.status IN ('sent', 'failed', 'dead') AND m.updated_at < now() - make_interval(secs => $1)`
+	AND m.status IN ('sent', 'failed', 'dead', 'suppressed') AND m.updated_at < now() - make_interval(secs => $1)
+	AND NOT (m.confirm_by IS NOT NULL AND m.confirmation IS NULL)`
 
-// Purge deletes up to limit terminal rows (sent, failed, dead) whose outcome
+// Purge deletes up to limit terminal rows (sent, failed, dead, suppressed),
+// with their recipients, whose outcome
 // was recorded more than olderThan ago on the database's clock, oldest
 // first, in one statement, and returns how many it deleted. Rows in flight
-// are never deleted, whatever their age. Rows locked by another statement
+// are never deleted, whatever their age, nor mail still awaiting its
+// confirmation (the sweep that marks it unconfirmed comes first). Rows locked by another statement
 // (a replay resetting them, another reaper purging) are skipped rather than
 // waited for, so concurrent purges share the work and cannot deadlock. A
 // duplicate of a purged message is a new message: olderThan is the dedupe

@@ -3,7 +3,8 @@ package idempotency
 // Status is the state of a message's row.
 type Status string
 
-// The statuses a row can be in. Sent, failed and dead are terminal.
+// The statuses a row can be in. Sent, failed, dead and suppressed are
+// terminal.
 const (
 	// StatusPending is a row created ahead of the first claim.
 	StatusPending Status = "pending"
@@ -18,16 +19,19 @@ const (
 	// StatusDead is a message given up on: out of attempts, too old, or
 	// rejected as bad input.
 	StatusDead Status = "dead"
+	// StatusSuppressed is a message never sent because every recipient
+	// is on a suppression list.
+	StatusSuppressed Status = "suppressed"
 )
 
 // Statuses lists every status, in lifecycle order.
-var Statuses = []Status{StatusPending, StatusSending, StatusRetrying, StatusSent, StatusFailed, StatusDead}
+var Statuses = []Status{StatusPending, StatusSending, StatusRetrying, StatusSent, StatusFailed, StatusDead, StatusSuppressed}
 
 // Terminal reports whether no further transition is expected from s: the
 // message must not be sent again.
 func (s Status) Terminal() bool {
 	switch s {
-	case StatusSent, StatusFailed, StatusDead:
+	case StatusSent, StatusFailed, StatusDead, StatusSuppressed:
 		return true
 	}
 	return false
@@ -36,7 +40,7 @@ func (s Status) Terminal() bool {
 // Valid reports whether s is one of the known statuses.
 func (s Status) Valid() bool {
 	switch s {
-	case StatusPending, StatusSending, StatusRetrying, StatusSent, StatusFailed, StatusDead:
+	case StatusPending, StatusSending, StatusRetrying, StatusSent, StatusFailed, StatusDead, StatusSuppressed:
 		return true
 	}
 	return false

@@ -1,0 +1,484 @@
+package idempotency
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// RecipientState is where one recipient of a mail stands.
+type RecipientState string
+
+// The recipient states. Pending and accepted are open; the others are
+// resolutions.
+const (
+	// RecipientPending: no relay has taken the mail for it yet.
+	RecipientPending RecipientState = "pending"
+	// RecipientAccepted: a relay took it (SMTP 250); a report is awaited.
+	RecipientAccepted RecipientState = "accepted"
+	// RecipientDelivered: a report confirmed delivery.
+	RecipientDelivered RecipientState = "delivered"
+	// RecipientBounced: a report, or the relay at RCPT, refused it.
+	RecipientBounced RecipientState = "bounced"
+	// RecipientComplained: the recipient reported the mail as unwanted.
+	RecipientComplained RecipientState = "complained"
+	// RecipientSuppressed: on a suppression list, never sent to.
+	RecipientSuppressed RecipientState = "suppressed"
+	// RecipientFailed: refused permanently before a relay took it.
+	RecipientFailed RecipientState = "failed"
+	// RecipientDead: given up on before a relay took it.
+	RecipientDead RecipientState = "dead"
+)
+
+// RecipientStates lists every recipient state.
+var RecipientStates = []RecipientState{RecipientPending, RecipientAccepted, RecipientDelivered, RecipientBounced,
+	RecipientComplained, RecipientSuppressed, RecipientFailed, RecipientDead}
+
+// Valid reports whether s is one of RecipientStates.
+func (s RecipientState) Valid() bool {
+	for _, v := range RecipientStates {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Resolved reports whether s is a resolution: neither pending nor
+// accepted.
+func (s RecipientState) Resolved() bool {
+	return s.Valid() && s != RecipientPending && s != RecipientAccepted
+}
+
+// CanBecome reports whether a report may move a recipient from s to next:
+// an accepted recipient may be delivered, bounced or complained of; a
+// delivered one may still bounce (a relay passed it on, the next hop
+// refused it) or be complained of; a bounced one may be complained of.
+// Nothing follows a complaint, and nothing moves a recipient back.
+func (s RecipientState) CanBecome(next RecipientState) bool {
+	switch s {
+	case RecipientAccepted:
+		return next == RecipientDelivered || next == RecipientBounced || next == RecipientComplained
+	case RecipientDelivered:
+		return next == RecipientBounced || next == RecipientComplained
+	case RecipientBounced:
+		return next == RecipientComplained
+	}
+	return false
+}
+
+// RecipientOutcome is what one attempt decided for one recipient.
+type RecipientOutcome struct {
+	// Index is the recipient's place in the job (job.Job.Recipients).
+	Index int
+	// Address is the bare address.
+	Address string
+	// State is pending (deferred), accepted, bounced (refused at RCPT),
+	// suppressed, failed or dead.
+	State RecipientState
+	// Attempt and Provider are the attempt and relay that decided it.
+	Attempt  int
+	Provider string
+	// BounceType, Status, Code, Diagnostic and Rule describe a refusal;
+	// Source is where the decision came from ("smtp" for the relay's
+	// reply, "suppression").
+	BounceType, Status string
+	Code               int
+	Diagnostic, Rule   string
+	Source             string
+}
+
+// refSQL computes a recipient row's ref from its message ID: the first 8
+// bytes of the ID's SHA-256, as package returnpath makes them.
+const refSQL = `substring(sha256(convert_to(r.message_id, 'UTF8')) FROM 1 FOR 8)`
+
+// settleSQL confirms or cancels mail whose every recipient is resolved
+// (see the confirmation column in migration 0007).
+const settleSQL = `
+UPDATE postline_messages m SET
+	confirmation = CASE WHEN EXISTS (
+			SELECT 1 FROM postline_recipients r
+			WHERE r.message_id = m.message_id AND r.state IN ('delivered', 'complained'))
+		THEN 'confirmed' ELSE 'cancelled' END,
+	confirmed_at = now()
+WHERE m.message_id = ANY($1::text[]) AND m.confirm_by IS NOT NULL
+	AND (m.confirmation IS NULL OR m.confirmation = 'unconfirmed')
+	AND NOT EXISTS (
+		SELECT 1 FROM postline_recipients r
+		WHERE r.message_id = m.message_id AND r.state IN ('pending', 'accepted'))`
+
+// recipientColumns gathers RecipientOutcomes into the columns recordSQL
+// unnests.
+type recipientColumns struct {
+	ids, addrs, states, providers, bounceTypes, statuses, diags, rules, sources []string
+	idxs                                                                        []int16
+	attempts, codes                                                             []int32
+}
+
+func (c *recipientColumns) add(messageID string, rs []RecipientOutcome) error {
+	for _, r := range rs {
+		switch {
+		case r.Index < 0 || r.Index >= 100:
+			return fmt.Errorf("recipient index %d out of range", r.Index)
+		case r.Address == "":
+			return fmt.Errorf("recipient %d: empty address", r.Index)
+		case !r.State.Valid():
+			return fmt.Errorf("recipient %d: state %q", r.Index, r.State)
+		}
+		c.ids = append(c.ids, messageID)
+		c.idxs = append(c.idxs, int16(r.Index))
+		c.addrs = append(c.addrs, cleanText(r.Address, MaxErrorBytes))
+		c.states = append(c.states, string(r.State))
+		c.attempts = append(c.attempts, int32(min(max(r.Attempt, 0), 1<<30)))
+		c.providers = append(c.providers, cleanText(r.Provider, MaxErrorBytes))
+		c.bounceTypes = append(c.bounceTypes, r.BounceType)
+		c.statuses = append(c.statuses, cleanText(r.Status, 32))
+		c.codes = append(c.codes, int32(min(max(r.Code, 0), 999)))
+		c.diags = append(c.diags, cleanText(r.Diagnostic, MaxErrorBytes))
+		c.rules = append(c.rules, cleanText(r.Rule, 128))
+		c.sources = append(c.sources, cleanText(r.Source, 32))
+	}
+	return nil
+}
+
+func (c *recipientColumns) any() bool { return len(c.ids) > 0 }
+
+func (c *recipientColumns) args() []any {
+	return []any{nonNilStrings(c.ids), nonNilInt16(c.idxs), nonNilStrings(c.addrs), nonNilStrings(c.states),
+		nonNilInt32(c.attempts), nonNilStrings(c.providers), nonNilStrings(c.bounceTypes),
+		nonNilStrings(c.statuses), nonNilInt32(c.codes), nonNilStrings(c.diags), nonNilStrings(c.rules),
+		nonNilStrings(c.sources)}
+}
+
+// pgx sends a nil slice as NULL, which unnest refuses; these send empty
+// arrays.
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func nonNilInt16(s []int16) []int16 {
+	if s == nil {
+		return []int16{}
+	}
+	return s
+}
+
+func nonNilInt32(s []int32) []int32 {
+	if s == nil {
+		return []int32{}
+	}
+	return s
+}
+
+// metadataJSON is the JSON text of a job's metadata, "" for none.
+func metadataJSON(m map[string]string) string {
+	if len(m) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "" // a map of strings always marshals
+	}
+	return string(b)
+}
+
+// Recipient is one recipient row with what its mail's row says.
+type Recipient struct {
+	MessageID string
+	Index     int
+	Address   string
+	State     RecipientState
+	Attempt   int
+	Provider  string
+	// BounceType, Status, Code, Diagnostic, Rule, Source and FeedbackType
+	// are what decided a resolution.
+	BounceType, Status string
+	Code               int
+	Diagnostic, Rule   string
+	Source             string
+	FeedbackType       string
+	AcceptedAt         time.Time // zero if never accepted
+	ResolvedAt         time.Time // zero while open
+	UpdatedAt          time.Time
+
+	// Of the mail's row.
+	Tenant, Stream string
+	Metadata       map[string]string
+	ConfirmBy      time.Time // zero: the relay never took the mail
+	Confirmation   string    // "", confirmed, cancelled or unconfirmed
+}
+
+const recipientColumnsSQL = `r.message_id, r.idx, r.address, r.state, r.attempt, COALESCE(r.provider, ''),
+	COALESCE(r.bounce_type, ''), COALESCE(r.status, ''), COALESCE(r.code, 0), COALESCE(r.diagnostic, ''),
+	COALESCE(r.rule, ''), COALESCE(r.source, ''), COALESCE(r.feedback_type, ''),
+	r.accepted_at, r.resolved_at, r.updated_at,
+	COALESCE(m.tenant, ''), COALESCE(m.stream, ''), m.metadata, m.confirm_by, COALESCE(m.confirmation, '')`
+
+func scanRecipients(rows pgx.Rows) ([]Recipient, error) {
+	var (
+		out                           []Recipient
+		r                             Recipient
+		idx                           int16
+		attempt, code                 int32
+		state                         string
+		accepted, resolved, confirmBy pgtype.Timestamptz
+		metadata                      []byte
+	)
+	_, err := pgx.ForEachRow(rows, []any{&r.MessageID, &idx, &r.Address, &state, &attempt, &r.Provider,
+		&r.BounceType, &r.Status, &code, &r.Diagnostic, &r.Rule, &r.Source, &r.FeedbackType,
+		&accepted, &resolved, &r.UpdatedAt, &r.Tenant, &r.Stream, &metadata, &confirmBy, &r.Confirmation}, func() error {
+		row := r
+		row.Index, row.Attempt, row.Code, row.State = int(idx), int(attempt), int(code), RecipientState(state)
+		row.AcceptedAt, row.ResolvedAt, row.ConfirmBy = timeOf(accepted), timeOf(resolved), timeOf(confirmBy)
+		row.Metadata = nil
+		if len(metadata) > 0 {
+			if err := json.Unmarshal(metadata, &row.Metadata); err != nil {
+				return fmt.Errorf("metadata of %s: %w", row.MessageID, err)
+			}
+		}
+		out = append(out, row)
+		return nil
+	})
+	return out, err
+}
+
+// Recipients returns the recipient rows of the given messages, by message
+// and index, in one round trip. Messages without rows are absent.
+func (s *Store) Recipients(ctx context.Context, messageIDs []string) (map[string][]Recipient, error) {
+	if len(messageIDs) == 0 {
+		return nil, nil
+	}
+	start := time.Now()
+	rows, err := s.pool.Query(ctx, `SELECT `+recipientColumnsSQL+`
+		FROM postline_recipients r JOIN postline_messages m ON m.message_id = r.message_id
+		WHERE r.message_id = ANY($1::text[]) ORDER BY r.message_id, r.idx`, messageIDs)
+	var list []Recipient
+	if err == nil {
+		list, err = scanRecipients(rows)
+	}
+	s.observe(ctx, opRecipients, start, err)
+	if err != nil {
+		return nil, fmt.Errorf("recipients of %d messages: %w", len(messageIDs), err)
+	}
+	out := make(map[string][]Recipient)
+	for _, r := range list {
+		out[r.MessageID] = append(out[r.MessageID], r)
+	}
+	return out, nil
+}
+
+// RecipientsByRef returns the recipient rows a return path token names:
+// index idx of the messages whose reference is ref (normally one; two
+// Message-IDs sharing 8 bytes of their hash are told apart by the caller).
+func (s *Store) RecipientsByRef(ctx context.Context, ref []byte, idx int) ([]Recipient, error) {
+	start := time.Now()
+	rows, err := s.pool.Query(ctx, `SELECT `+recipientColumnsSQL+`
+		FROM postline_recipients r JOIN postline_messages m ON m.message_id = r.message_id
+		WHERE r.ref = $1 AND r.idx = $2 ORDER BY r.message_id`, ref, int16(idx))
+	var list []Recipient
+	if err == nil {
+		list, err = scanRecipients(rows)
+	}
+	s.observe(ctx, opRecipients, start, err)
+	if err != nil {
+		return nil, fmt.Errorf("recipients by ref: %w", err)
+	}
+	return list, nil
+}
+
+// RecipientByAddress returns the row of address among messageID's
+// recipients (the first if it appears twice), for reports that name the
+// mail and the address rather than a token. ok is false when there is none.
+func (s *Store) RecipientByAddress(ctx context.Context, messageID, address string) (Recipient, bool, error) {
+	start := time.Now()
+	rows, err := s.pool.Query(ctx, `SELECT `+recipientColumnsSQL+`
+		FROM postline_recipients r JOIN postline_messages m ON m.message_id = r.message_id
+		WHERE r.message_id = $1 AND lower(r.address) = lower($2) ORDER BY r.idx LIMIT 1`, messageID, address)
+	var list []Recipient
+	if err == nil {
+		list, err = scanRecipients(rows)
+	}
+	s.observe(ctx, opRecipients, start, err)
+	if err != nil {
+		return Recipient{}, false, fmt.Errorf("recipient of %s by address: %w", messageID, err)
+	}
+	if len(list) == 0 {
+		return Recipient{}, false, nil
+	}
+	return list[0], true, nil
+}
+
+// Resolution moves one recipient on after a report.
+type Resolution struct {
+	MessageID string
+	Index     int
+	// From is the state the decision was made on: the write is a
+	// compare-and-set on it.
+	From RecipientState
+	To   RecipientState
+	// BounceType, Status, Code, Diagnostic, Rule, Source and FeedbackType
+	// describe the report.
+	BounceType, Status string
+	Code               int
+	Diagnostic, Rule   string
+	Source             string
+	FeedbackType       string
+}
+
+const resolveSQL = `
+WITH u AS (
+	SELECT * FROM unnest($1::text[], $2::int2[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int4[],
+			$8::text[], $9::text[], $10::text[], $11::text[])
+		AS u(message_id, idx, from_state, to_state, bounce_type, status, code, diagnostic, rule, source, feedback_type)
+)
+UPDATE postline_recipients p SET
+	state = u.to_state,
+	bounce_type = COALESCE(NULLIF(u.bounce_type, ''), p.bounce_type),
+	status = COALESCE(NULLIF(u.status, ''), p.status),
+	code = COALESCE(NULLIF(u.code, 0), p.code),
+	diagnostic = COALESCE(NULLIF(u.diagnostic, ''), p.diagnostic),
+	rule = COALESCE(NULLIF(u.rule, ''), p.rule),
+	source = NULLIF(u.source, ''),
+	feedback_type = COALESCE(NULLIF(u.feedback_type, ''), p.feedback_type),
+	resolved_at = now(),
+	updated_at = now()
+FROM u
+WHERE p.message_id = u.message_id AND p.idx = u.idx AND p.state = u.from_state
+RETURNING p.message_id, p.idx`
+
+// Resolve applies resolutions, each a compare-and-set on the recipient's
+// state, and then confirms or cancels the mail of every recipient that
+// moved if none of its recipients is open any more, in one transaction. It
+// returns, in input order, whether each resolution was applied (false: the
+// state had moved on, there is no such row, or an earlier resolution in
+// res is about the same recipient) and the confirmation each settled mail
+// got.
+func (s *Store) Resolve(ctx context.Context, res []Resolution) (applied []bool, settled map[string]string, err error) {
+	if len(res) == 0 {
+		return nil, nil, nil
+	}
+	var (
+		ids, froms, tos, bounceTypes, statuses, diags, rules, sources, feedback []string
+		idxs                                                                    []int16
+		codes                                                                   []int32
+	)
+	type key struct {
+		id  string
+		idx int16
+	}
+	firstAt := make(map[key]int, len(res))
+	for i, r := range res {
+		if r.Index < 0 || r.Index >= 100 || !r.From.Valid() || !r.To.Valid() {
+			return nil, nil, fmt.Errorf("resolve %s recipient %d: %s to %s is not a transition", r.MessageID, r.Index, r.From, r.To)
+		}
+		// One UPDATE changes a row once: a second resolution of the same
+		// recipient in the batch is decided on a state that is gone.
+		if _, dup := firstAt[key{r.MessageID, int16(r.Index)}]; dup {
+			continue
+		}
+		firstAt[key{r.MessageID, int16(r.Index)}] = i
+		ids = append(ids, r.MessageID)
+		idxs = append(idxs, int16(r.Index))
+		froms = append(froms, string(r.From))
+		tos = append(tos, string(r.To))
+		bounceTypes = append(bounceTypes, r.BounceType)
+		statuses = append(statuses, cleanText(r.Status, 32))
+		codes = append(codes, int32(min(max(r.Code, 0), 999)))
+		diags = append(diags, cleanText(r.Diagnostic, MaxErrorBytes))
+		rules = append(rules, cleanText(r.Rule, 128))
+		sources = append(sources, cleanText(r.Source, 32))
+		feedback = append(feedback, cleanText(r.FeedbackType, 64))
+	}
+	start := time.Now()
+	moved := map[key]bool{}
+	settled = map[string]string{}
+	b := &pgx.Batch{}
+	b.Queue(resolveSQL, ids, idxs, froms, tos, bounceTypes, statuses, codes, diags, rules, sources, feedback).
+		Query(func(rows pgx.Rows) error {
+			var k key
+			_, err := pgx.ForEachRow(rows, []any{&k.id, &k.idx}, func() error { moved[k] = true; return nil })
+			return err
+		})
+	b.Queue(settleSQL+` RETURNING m.message_id, m.confirmation`, ids).Query(func(rows pgx.Rows) error {
+		var id, c string
+		_, err := pgx.ForEachRow(rows, []any{&id, &c}, func() error { settled[id] = c; return nil })
+		return err
+	})
+	err = s.pool.SendBatch(ctx, b).Close()
+	s.observe(ctx, opResolve, start, err)
+	if err != nil {
+		return nil, nil, fmt.Errorf("resolve %d recipients: %w", len(res), err)
+	}
+	applied = make([]bool, len(res))
+	for i, r := range res {
+		k := key{r.MessageID, int16(r.Index)}
+		applied[i] = moved[k] && firstAt[k] == i
+	}
+	return applied, settled, nil
+}
+
+// DueUnconfirmed returns up to limit accepted recipients of mail whose
+// confirmation window has passed without every recipient resolved, oldest
+// first: the ones MarkUnconfirmed is about to mark.
+func (s *Store) DueUnconfirmed(ctx context.Context, limit int) ([]Recipient, error) {
+	start := time.Now()
+	rows, err := s.pool.Query(ctx, `SELECT `+recipientColumnsSQL+`
+		FROM postline_messages m JOIN postline_recipients r ON r.message_id = m.message_id
+		WHERE m.confirm_by IS NOT NULL AND m.confirmation IS NULL AND m.confirm_by < now()
+			AND r.state = 'accepted'
+		ORDER BY m.confirm_by, r.message_id, r.idx LIMIT $1`, limit)
+	var list []Recipient
+	if err == nil {
+		list, err = scanRecipients(rows)
+	}
+	s.observe(ctx, opUnconfirmed, start, err)
+	if err != nil {
+		return nil, fmt.Errorf("due unconfirmed mail: %w", err)
+	}
+	return list, nil
+}
+
+// MarkUnconfirmed marks the given mail unconfirmed if it still awaits
+// confirmation past its window, and returns how many rows it marked.
+func (s *Store) MarkUnconfirmed(ctx context.Context, messageIDs []string) (int, error) {
+	if len(messageIDs) == 0 {
+		return 0, nil
+	}
+	start := time.Now()
+	tag, err := s.pool.Exec(ctx, `UPDATE postline_messages SET confirmation = 'unconfirmed', confirmed_at = now()
+		WHERE message_id = ANY($1::text[]) AND confirm_by IS NOT NULL AND confirmation IS NULL AND confirm_by < now()`,
+		messageIDs)
+	s.observe(ctx, opUnconfirmed, start, err)
+	if err != nil {
+		return 0, fmt.Errorf("mark %d mails unconfirmed: %w", len(messageIDs), err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Unconfirmed lists mail marked unconfirmed (or past its window and not
+// yet marked), oldest window first, with its open recipients: the mail a
+// person should look at. It returns at most limit recipients.
+func (s *Store) Unconfirmed(ctx context.Context, limit int) ([]Recipient, error) {
+	start := time.Now()
+	rows, err := s.pool.Query(ctx, `SELECT `+recipientColumnsSQL+`
+		FROM postline_messages m JOIN postline_recipients r ON r.message_id = m.message_id
+		WHERE m.confirm_by IS NOT NULL AND m.confirm_by < now()
+			AND (m.confirmation IS NULL OR m.confirmation = 'unconfirmed') AND r.state = 'accepted'
+		ORDER BY m.confirm_by, r.message_id, r.idx LIMIT $1`, limit)
+	var list []Recipient
+	if err == nil {
+		list, err = scanRecipients(rows)
+	}
+	s.observe(ctx, opUnconfirmed, start, err)
+	if err != nil {
+		return nil, fmt.Errorf("unconfirmed mail: %w", err)
+	}
+	return list, nil
+}

@@ -1,0 +1,172 @@
+package idempotency_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/returnpath"
+)
+
+func rcpt(idx int, addr string, state idempotency.RecipientState) idempotency.RecipientOutcome {
+	return idempotency.RecipientOutcome{Index: idx, Address: addr, State: state, Attempt: 1, Provider: "primary", Source: "smtp"}
+}
+
+// TestRecipientsLifecycle walks a two-recipient mail through the confirm
+// phase on the real database: one recipient deferred then accepted, one
+// accepted at once; reports resolve both and the mail is confirmed.
+func TestRecipientsLifecycle(t *testing.T) {
+	t.Parallel()
+	_, pool := migrated(t)
+	s, _ := newStore(t, pool, "worker-1", 0)
+	ctx := t.Context()
+	const id = "<life@x>"
+
+	c := claimOne(t, s, req(id, "a", 1))
+	confirmBy := time.Now().Add(time.Hour)
+	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusRetrying, Attempt: 2,
+		Stream: "transactional", Metadata: map[string]string{"order": "42"}, ConfirmBy: confirmBy,
+		Recipients: []idempotency.RecipientOutcome{
+			rcpt(0, "a@example.com", idempotency.RecipientAccepted),
+			rcpt(1, "b@example.com", idempotency.RecipientPending),
+		}})
+	c = claimOne(t, s, req(id, "a", 2))
+	// The second attempt sends to b only; a stale attempt's view of a
+	// (pending) must not undo its acceptance.
+	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 2,
+		ConfirmBy: confirmBy.Add(time.Hour), Recipients: []idempotency.RecipientOutcome{
+			rcpt(0, "a@example.com", idempotency.RecipientPending),
+			rcpt(1, "b@example.com", idempotency.RecipientAccepted),
+		}})
+	got, err := s.Recipients(ctx, []string{id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := got[id]
+	if len(rs) != 2 || rs[0].State != idempotency.RecipientAccepted || rs[1].State != idempotency.RecipientAccepted {
+		t.Fatalf("recipients = %+v, want both accepted", rs)
+	}
+	if rs[0].Metadata["order"] != "42" || rs[0].Stream != "transactional" || !rs[0].ConfirmBy.Round(time.Second).Equal(confirmBy.Round(time.Second)) {
+		t.Errorf("message columns = %+v, want the first attempt's metadata, stream and window", rs[0])
+	}
+
+	// A token's ref finds the row: Postgres computes it as returnpath does.
+	ref := returnpath.RefOf(id)
+	byRef, err := s.RecipientsByRef(ctx, ref[:], 1)
+	if err != nil || len(byRef) != 1 || byRef[0].Address != "b@example.com" {
+		t.Fatalf("RecipientsByRef = %+v, %v; want b", byRef, err)
+	}
+
+	applied, settled, err := s.Resolve(ctx, []idempotency.Resolution{
+		{MessageID: id, Index: 0, From: idempotency.RecipientAccepted, To: idempotency.RecipientBounced,
+			BounceType: "hard", Status: "5.1.1", Code: 550, Diagnostic: "no such user", Source: "dsn"},
+		// A second report about a, decided on the state before the first:
+		// its compare-and-set loses.
+		{MessageID: id, Index: 0, From: idempotency.RecipientAccepted, To: idempotency.RecipientDelivered, Source: "dsn"},
+	})
+	if err != nil || !applied[0] || applied[1] || len(settled) != 0 {
+		t.Fatalf("Resolve = %v, %v, %v; want the first applied, the second not, nothing settled", applied, settled, err)
+	}
+	applied, settled, err = s.Resolve(ctx, []idempotency.Resolution{
+		{MessageID: id, Index: 1, From: idempotency.RecipientAccepted, To: idempotency.RecipientDelivered, Source: "dsn"},
+	})
+	if err != nil || !applied[0] || settled[id] != "confirmed" {
+		t.Fatalf("Resolve = %v, %v, %v; want applied and the mail confirmed", applied, settled, err)
+	}
+	got, _ = s.Recipients(ctx, []string{id})
+	if a := got[id][0]; a.State != idempotency.RecipientBounced || a.BounceType != "hard" || a.Status != "5.1.1" || a.Code != 550 || a.ResolvedAt.IsZero() {
+		t.Errorf("recipient a = %+v, want bounced hard 550 5.1.1", a)
+	}
+}
+
+// TestAllBouncedMailIsCancelled checks the other settlement: every
+// recipient resolved, none delivered.
+func TestAllBouncedMailIsCancelled(t *testing.T) {
+	t.Parallel()
+	_, pool := migrated(t)
+	s, _ := newStore(t, pool, "worker-1", 0)
+	const id = "<cancel@x>"
+	c := claimOne(t, s, req(id, "a", 1))
+	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
+		ConfirmBy: time.Now().Add(time.Hour), Recipients: []idempotency.RecipientOutcome{
+			rcpt(0, "a@example.com", idempotency.RecipientAccepted),
+			rcpt(1, "b@example.com", idempotency.RecipientBounced),
+		}})
+	_, settled, err := s.Resolve(t.Context(), []idempotency.Resolution{
+		{MessageID: id, Index: 0, From: idempotency.RecipientAccepted, To: idempotency.RecipientBounced, BounceType: "soft", Source: "dsn"},
+	})
+	if err != nil || settled[id] != "cancelled" {
+		t.Fatalf("settled = %v, %v; want cancelled", settled, err)
+	}
+}
+
+// TestUnconfirmedAfterTheWindow checks the sweep's queries: mail past its
+// window with an accepted recipient is due, marking it is idempotent, it
+// is listed, and a later report still settles it.
+func TestUnconfirmedAfterTheWindow(t *testing.T) {
+	t.Parallel()
+	_, pool := migrated(t)
+	s, _ := newStore(t, pool, "worker-1", 0)
+	ctx := t.Context()
+	for _, id := range []string{"<late@x>", "<early@x>"} {
+		c := claimOne(t, s, req(id, "a", 1))
+		by := time.Now().Add(-time.Minute)
+		if id == "<early@x>" {
+			by = time.Now().Add(time.Hour)
+		}
+		record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
+			ConfirmBy: by, Recipients: []idempotency.RecipientOutcome{rcpt(0, "a@example.com", idempotency.RecipientAccepted)}})
+	}
+	due, err := s.DueUnconfirmed(ctx, 10)
+	if err != nil || len(due) != 1 || due[0].MessageID != "<late@x>" {
+		t.Fatalf("DueUnconfirmed = %+v, %v; want <late@x> only", due, err)
+	}
+	for want := 1; want >= 0; want-- {
+		n, err := s.MarkUnconfirmed(ctx, []string{"<late@x>", "<early@x>"})
+		if err != nil || n != want {
+			t.Fatalf("MarkUnconfirmed = %d, %v; want %d", n, err, want)
+		}
+	}
+	if due, _ := s.DueUnconfirmed(ctx, 10); len(due) != 0 {
+		t.Errorf("still due after marking: %+v", due)
+	}
+	list, err := s.Unconfirmed(ctx, 10)
+	if err != nil || len(list) != 1 || list[0].Confirmation != "unconfirmed" {
+		t.Fatalf("Unconfirmed = %+v, %v; want <late@x> marked", list, err)
+	}
+	_, settled, err := s.Resolve(ctx, []idempotency.Resolution{
+		{MessageID: "<late@x>", Index: 0, From: idempotency.RecipientAccepted, To: idempotency.RecipientDelivered, Source: "dsn"},
+	})
+	if err != nil || settled["<late@x>"] != "confirmed" {
+		t.Fatalf("a late report settled %v, %v; want confirmed", settled, err)
+	}
+}
+
+func TestRecipientStateTransitions(t *testing.T) {
+	tests := []struct {
+		from, to idempotency.RecipientState
+		ok       bool
+	}{
+		{idempotency.RecipientAccepted, idempotency.RecipientDelivered, true},
+		{idempotency.RecipientAccepted, idempotency.RecipientBounced, true},
+		{idempotency.RecipientAccepted, idempotency.RecipientComplained, true},
+		{idempotency.RecipientDelivered, idempotency.RecipientBounced, true},
+		{idempotency.RecipientDelivered, idempotency.RecipientComplained, true},
+		{idempotency.RecipientBounced, idempotency.RecipientComplained, true},
+		{idempotency.RecipientBounced, idempotency.RecipientDelivered, false},
+		{idempotency.RecipientComplained, idempotency.RecipientBounced, false},
+		{idempotency.RecipientPending, idempotency.RecipientDelivered, false},
+		{idempotency.RecipientSuppressed, idempotency.RecipientDelivered, false},
+		{idempotency.RecipientAccepted, idempotency.RecipientAccepted, false},
+	}
+	for _, tt := range tests {
+		if got := tt.from.CanBecome(tt.to); got != tt.ok {
+			t.Errorf("%s.CanBecome(%s) = %v, want %v", tt.from, tt.to, got, tt.ok)
+		}
+	}
+	for _, s := range idempotency.RecipientStates {
+		if s.Resolved() == (s == idempotency.RecipientPending || s == idempotency.RecipientAccepted) {
+			t.Errorf("%s.Resolved() = %v", s, s.Resolved())
+		}
+	}
+}
