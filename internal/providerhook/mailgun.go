@@ -349,12 +349,11 @@ func (e *mailgunEvent) messageID() string {
 	return messageID(v)
 }
 
-// unixSeconds converts Mailgun's fractional Unix time, zero when absent or
-// out of range.
+// unixSeconds converts Mailgun's fractional Unix time, to the microsecond
+// it is given in; zero when absent or out of range.
 func unixSeconds(f float64) time.Time {
-	if f <= 0 || f > 1<<40 || math.IsNaN(f) {
+	if !(f > 0 && f < 1<<40) {
 		return time.Time{}
 	}
-	sec, frac := math.Modf(f)
-	return time.Unix(int64(sec), int64(frac*1e9)).UTC().Truncate(time.Microsecond)
+	return time.UnixMicro(int64(math.Round(f * 1e6))).UTC()
 }
