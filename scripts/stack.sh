@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # scripts/stack.sh: the local Postline stack without Docker.
 #
-#   scripts/stack.sh [up] [--with-sink]  start Kafka, PostgreSQL and Mailpit (and smtp-sink)
+#   scripts/stack.sh [up] [--with-sink]  start Kafka, PostgreSQL, Mailpit and the Postfix relay
+#                                        (and smtp-sink)
 #   scripts/stack.sh down                stop what `up` started; keep data and caches
 #   scripts/stack.sh status              one line per service (and TLS endpoint); exit 1 if Kafka
-#                                        (either listener), Postgres or Mailpit is down
+#                                        (either listener), Postgres, Mailpit or Postfix is down
 #   scripts/stack.sh env                 export lines for the POSTLINE_TEST_* variables
 #   scripts/stack.sh sink                start only the Postfix smtp-sink on 127.0.0.1:2525
 #   scripts/stack.sh sink-env            export lines for running smtp-source/smtp-sink by hand
+#   scripts/stack.sh postfix             start (or reload) only the Postfix relay
+#   scripts/stack.sh postfix-flush       delete every message in the relay's queue (postsuper -d ALL)
+#   scripts/stack.sh postfix-queue       list the relay's queue (postqueue -p)
+#   scripts/stack.sh postfix-log         print the path of the relay's mail log
 #   scripts/stack.sh smtp-source-path    print the path of Postfix's smtp-source
 #   scripts/stack.sh promtool-path       print the path of Prometheus's promtool
 #   scripts/stack.sh prometheus-path     print the path of the prometheus server binary
@@ -36,6 +41,15 @@
 #               without it turns them back on (a reload, no restart).
 #   Mailpit     SMTP 127.0.0.1:1025, API 127.0.0.1:8025.
 #   smtp-sink   127.0.0.1:2525, only with `up --with-sink` or `sink`.
+#   Postfix     127.0.0.1:${POSTLINE_POSTFIX_PORT:-2526}, a relay for DSN tests: Debian's postfix
+#               (installed with "No configuration"), our own instance with config in
+#               .stack/postfix/etc. Relays mail from 127.0.0.0/8 to the relayhost
+#               [127.0.0.1]:${POSTLINE_POSTFIX_RELAYHOST_PORT:-2527}, where a test runs the
+#               destination server, and mail for bounces.postline.test (the bounces and DSNs it
+#               writes) to [127.0.0.1]:${POSTLINE_BOUNCE_PORT:-2530}, where a test runs the bounce
+#               receiver. Nothing local, no TLS, retries every few seconds, undeliverable after
+#               30 s. Mail log .stack/logs/postfix.log. A changed config is reloaded (restart
+#               only when the queue moves).
 #   Prometheus  not a service: `up` unpacks promtool and prometheus from Debian's prometheus package
 #               (extracted, never installed, so the package's own service never starts).
 #   kcat        not a service: `up` unpacks Debian's kcat (and librdkafka1/libyajl2 if missing);
@@ -47,9 +61,12 @@
 # issued again when missing or expiring within 7 days. The PostgreSQL data
 # directory is .stack/pg when the postgres OS user can reach it, else
 # /var/tmp/postline-pg-<hash of the repo path>/data (the repo may sit under a folder only root
-# can enter). Caches that survive a fresh clone: ${POSTLINE_CACHE:-$HOME/.cache/postline}
-# (Kafka jars in kafka-<version>/libs, mailpit in bin/, postfix, prometheus, kcat), ~/.m2, the Go
-# module cache and apt's cache.
+# can enter). Postfix's config is .stack/postfix/etc; its queue and data directories are
+# .stack/postfix/{queue,data} under the same rule (else /var/tmp/postline-postfix-<hash>/).
+# Caches that survive a fresh clone: ${POSTLINE_CACHE:-$HOME/.cache/postline}
+# (Kafka jars in kafka-<version>/libs, mailpit in bin/, postfix, prometheus, kcat, and apt/: the
+# .debs apt downloads to install postfix, kept because Debian's images empty apt's own cache),
+# ~/.m2, the Go module cache and apt's cache.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -85,6 +102,15 @@ MAILPIT_PID="$STACK/mailpit.pid"
 SINK_PORT=2525
 SINK_DIR="$CACHE/postfix"
 SINK_PID="$STACK/smtp-sink.pid"
+
+POSTFIX_PORT="${POSTLINE_POSTFIX_PORT:-2526}"
+POSTFIX_RELAYHOST_PORT="${POSTLINE_POSTFIX_RELAYHOST_PORT:-2527}"
+POSTFIX_BOUNCE_PORT="${POSTLINE_BOUNCE_PORT:-2530}"
+POSTFIX_BOUNCE_DOMAIN=bounces.postline.test
+POSTFIX_DIR="$STACK/postfix"
+POSTFIX_CONF="$POSTFIX_DIR/etc"
+POSTFIX_LOG="$LOGS/postfix.log"
+POSTFIX_APT="$CACHE/apt"
 
 KCAT_DIR="$CACHE/kcat"
 KCAT_WRAPPER="$KCAT_DIR/kcat"
@@ -769,6 +795,305 @@ sink_down() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# Postfix relay (DSN tests)
+#
+# A real Postfix from Debian's postfix package (installed, not unpacked: its daemons need the
+# postfix/postdrop users the package creates) relaying mail from 127.0.0.1:POSTFIX_PORT to the
+# server a test runs on 127.0.0.1:POSTFIX_RELAYHOST_PORT, and sending every non-delivery or
+# delivery report for POSTFIX_BOUNCE_DOMAIN to 127.0.0.1:POSTFIX_BOUNCE_PORT. Our own instance:
+# config directory .stack/postfix/etc (`postfix -c`), its own queue and data directories, started
+# and stopped by us, never a service. As root, Postfix accepts a -c directory without it being
+# listed in alternate_config_directories of /etc/postfix/main.cf, so the default instance's
+# configuration is left alone (the package is installed with "No configuration": no main.cf).
+
+# run_progress NAME WHAT LOG CMD...: run CMD with output appended to LOG and a line every 10 s
+# while it runs (so a first `up` does not look hung); the lock fds 7 and 8 are not inherited.
+run_progress() {
+  local name=$1 what=$2 logfile=$3 rc=0
+  shift 3
+  "$@" >>"$logfile" 2>&1 </dev/null 7>&- 8>&- &
+  local pid=$! start=$SECONDS next=$((SECONDS + 10))
+  while child_running "$pid"; do
+    if ((SECONDS >= next)); then
+      log "$name: still $what ($((SECONDS - start)) s)"
+      next=$((next + 10))
+    fi
+    sleep 0.2
+  done
+  wait "$pid" || rc=$?
+  return "$rc"
+}
+
+postfix_installed() {
+  [[ -x /usr/sbin/postfix && -x /usr/sbin/postconf && -x /usr/sbin/postsuper &&
+    -x /usr/sbin/postqueue && -f /usr/share/postfix/master.cf.dist ]] && id postfix >/dev/null 2>&1
+}
+
+# postfix_install: Debian's postfix without its configuration dialog. apt downloads into
+# POSTFIX_APT (in the cache), not /var/cache/apt/archives, which Debian's container images empty
+# after every install; the .deb the smtp-sink unpacked is offered there first. `apt-get update`
+# only when the install fails with the lists there are.
+postfix_install() {
+  if ! postfix_installed; then
+    log "postfix: installing Debian's postfix package, no configuration dialog (log $LOGS/apt-postfix.log)"
+    export DEBIAN_FRONTEND=noninteractive
+    printf 'postfix postfix/main_mailer_type select No configuration\n' | debconf-set-selections ||
+      die "postfix: debconf-set-selections failed"
+    mkdir -p "$POSTFIX_APT/partial"
+    local deb apt=(apt-get -o "Dir::Cache::Archives=$POSTFIX_APT/" -o APT::Sandbox::User=root)
+    shopt -s nullglob
+    for deb in "$SINK_DIR"/postfix_*.deb; do
+      [[ -e $POSTFIX_APT/${deb##*/} ]] || cp -l "$deb" "$POSTFIX_APT/" 2>/dev/null || cp "$deb" "$POSTFIX_APT/"
+    done
+    shopt -u nullglob
+    : >"$LOGS/apt-postfix.log"
+    if ! run_progress postfix installing "$LOGS/apt-postfix.log" "${apt[@]}" install -y -q postfix; then
+      log "postfix: install failed with the current package lists; apt-get update and once more"
+      run_progress postfix "updating apt's lists" "$LOGS/apt-postfix.log" apt-get update -qq ||
+        { tail_log "$LOGS/apt-postfix.log"; die "postfix: apt-get update failed"; }
+      run_progress postfix installing "$LOGS/apt-postfix.log" "${apt[@]}" install -y -q postfix ||
+        { tail_log "$LOGS/apt-postfix.log"; die "postfix: apt-get install postfix failed"; }
+    fi
+    postfix_installed || die "postfix: /usr/sbin/postfix, postconf, postsuper, postqueue or the postfix user missing after install"
+    log "postfix: installed $(postconf -dh mail_version 2>/dev/null)"
+    # Debian's init script starts nothing without /etc/postfix/main.cf, which "No configuration"
+    # does not write (and there is no systemd here). Should a default instance run all the same,
+    # it uses /etc/postfix and /var/spool/postfix; ours uses neither.
+    if postfix_master_alive /var/spool/postfix/pid/master.pid; then
+      log "postfix: note: Debian's default instance runs too (from /etc/postfix); ours does not depend on it"
+    fi
+  fi
+  [[ -f /etc/postfix/master.cf ]] || cp /usr/share/postfix/master.cf.dist /etc/postfix/master.cf
+}
+
+# postfix_paths: the queue and data directories. In .stack/postfix when the postfix OS user can
+# reach .stack (its daemons chdir there), else in /var/tmp/postline-postfix-<hash>.
+postfix_paths() {
+  if (cd / && runuser -u postfix -- test -x "$STACK") 2>/dev/null; then
+    POSTFIX_VAR="$POSTFIX_DIR"
+  else
+    POSTFIX_VAR="/var/tmp/postline-postfix-$HASH"
+  fi
+  POSTFIX_QUEUE="$POSTFIX_VAR/queue"
+  POSTFIX_DATA="$POSTFIX_VAR/data"
+}
+
+# postfix_master_alive PIDFILE: the master process whose (space-padded) pid PIDFILE holds runs.
+postfix_master_alive() {
+  local pid
+  [[ -r $1 ]] || return 1
+  pid="$(tr -d ' \n' <"$1")"
+  [[ $pid =~ ^[0-9]+$ && -r /proc/$pid/cmdline ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- 'postfix/sbin/master\|^master '
+}
+
+# postfix_running: our instance's master runs (its pid file is in the queue directory that our
+# main.cf names, so a queue moved by postfix_paths is still found).
+postfix_running() {
+  local q
+  q="$(sed -n 's/^queue_directory = //p' "$POSTFIX_CONF/main.cf" 2>/dev/null)"
+  [[ -n $q ]] && postfix_master_alive "$q/pid/master.pid"
+}
+
+postfix_answers() {
+  smtp_banner "$POSTFIX_PORT"
+}
+
+# postfix_main_cf: main.cf as this run wants it.
+postfix_main_cf() {
+  cat <<EOF
+# Written by scripts/stack.sh on every \`up\`: change the script, not this file.
+# A relay for tests: accepts mail from loopback on 127.0.0.1:$POSTFIX_PORT, relays everything to
+# [127.0.0.1]:$POSTFIX_RELAYHOST_PORT, sends mail for $POSTFIX_BOUNCE_DOMAIN (bounces, DSNs) to
+# [127.0.0.1]:$POSTFIX_BOUNCE_PORT, delivers nothing locally.
+compatibility_level = 3.6
+queue_directory = $POSTFIX_QUEUE
+data_directory = $POSTFIX_DATA
+mail_owner = postfix
+setgid_group = postdrop
+syslog_name = postfix-postline
+maillog_file = $POSTFIX_LOG
+maillog_file_prefixes = $LOGS
+myhostname = relay.postline.test
+mydomain = postline.test
+myorigin = \$myhostname
+inet_interfaces = 127.0.0.1
+inet_protocols = ipv4
+mydestination =
+relay_domains =
+local_recipient_maps =
+alias_maps =
+alias_database =
+local_transport = error:local delivery disabled
+mynetworks = 127.0.0.0/8
+smtpd_relay_restrictions = permit_mynetworks, reject
+relayhost = [127.0.0.1]:$POSTFIX_RELAYHOST_PORT
+transport_maps = inline:{$POSTFIX_BOUNCE_DOMAIN=smtp:[127.0.0.1]:$POSTFIX_BOUNCE_PORT}
+smtp_dns_support_level = disabled
+smtpd_peername_lookup = no
+smtpd_banner = \$myhostname ESMTP
+smtpd_error_sleep_time = 0
+smtp_tls_security_level = none
+smtpd_tls_security_level = none
+smtp_connect_timeout = 2s
+# Fast retries and short lifetimes: a deferred mail is retried every few seconds and bounced
+# (Action: failed) 30 s after it arrived. No delay warnings (delay_warning_time stays 0).
+queue_run_delay = 2s
+minimal_backoff_time = 2s
+maximal_backoff_time = 5s
+maximal_queue_lifetime = 30s
+bounce_queue_lifetime = 30s
+in_flow_delay = 0
+# No postmaster copies of bounces or errors (they would go to the relayhost too).
+notify_classes =
+enable_long_queue_ids = yes
+biff = no
+EOF
+}
+
+# postfix_render DIR: main.cf and master.cf into DIR. master.cf is Debian's master.cf.dist
+# without the port 25 listener, with ours on 127.0.0.1:POSTFIX_PORT, and no service chrooted.
+postfix_render() {
+  local dir=$1
+  postfix_main_cf >"$dir/main.cf"
+  cp /usr/share/postfix/master.cf.dist "$dir/master.cf"
+  postconf -c "$dir" -MX smtp/inet &&
+    postconf -c "$dir" -M "127.0.0.1:$POSTFIX_PORT/inet=127.0.0.1:$POSTFIX_PORT inet n - n - - smtpd" &&
+    postconf -c "$dir" -F '*/*/chroot = n' || die "postfix: postconf could not write $dir/master.cf"
+  # `postfix check` does not parse maps: look the bounce domain up the way trivial-rewrite will.
+  local route
+  route="$(postmap -c "$dir" -q "$POSTFIX_BOUNCE_DOMAIN" "$(postconf -c "$dir" -h transport_maps)" 2>&1)" || true
+  [[ $route == "smtp:[127.0.0.1]:$POSTFIX_BOUNCE_PORT" ]] ||
+    die "postfix: transport_maps in $dir/main.cf routes $POSTFIX_BOUNCE_DOMAIN to '$route', not smtp:[127.0.0.1]:$POSTFIX_BOUNCE_PORT"
+}
+
+# postfix_restart_keys FILE: the settings of FILE that `postfix reload` does not apply.
+postfix_restart_keys() {
+  grep -E '^(queue_directory|data_directory|inet_interfaces|inet_protocols|mail_owner|setgid_group) ' "$1" 2>/dev/null || true
+}
+
+# postfix_configure: write the config into POSTFIX_CONF. Sets POSTFIX_CHANGED=1 when a file
+# differs from what is there, POSTFIX_NEEDS_RESTART=1 when a setting only a restart applies does.
+postfix_configure() {
+  local new="$POSTFIX_CONF.new" f
+  POSTFIX_CHANGED=0
+  POSTFIX_NEEDS_RESTART=0
+  rm -rf "$new"
+  mkdir -p "$new" "$POSTFIX_CONF"
+  postfix_render "$new"
+  [[ "$(postfix_restart_keys "$new/main.cf")" == "$(postfix_restart_keys "$POSTFIX_CONF/main.cf")" ]] ||
+    POSTFIX_NEEDS_RESTART=1
+  for f in main.cf master.cf; do
+    if ! cmp -s "$new/$f" "$POSTFIX_CONF/$f"; then
+      POSTFIX_CHANGED=1
+      mv -f "$new/$f" "$POSTFIX_CONF/$f"
+    fi
+  done
+  rm -rf "$new"
+}
+
+# postfix_ctl ARGS...: the postfix command on our instance; messages into the mail log.
+postfix_ctl() {
+  postfix -c "$POSTFIX_CONF" "$@" </dev/null >>"$LOGS/postfix-ctl.log" 2>&1 7>&- 8>&-
+}
+
+postfix_wait() {
+  local deadline=$((SECONDS + 20))
+  until postfix_answers; do
+    postfix_running || { tail_log "$POSTFIX_LOG"; die "postfix: the master exited; see $POSTFIX_LOG"; }
+    ((SECONDS < deadline)) || { tail_log "$POSTFIX_LOG"; die "postfix: 127.0.0.1:$POSTFIX_PORT does not greet after 20 s"; }
+    sleep 0.1
+  done
+}
+
+postfix_summary() {
+  printf '127.0.0.1:%s, relayhost [127.0.0.1]:%s, %s to 127.0.0.1:%s, log %s' \
+    "$POSTFIX_PORT" "$POSTFIX_RELAYHOST_PORT" "$POSTFIX_BOUNCE_DOMAIN" "$POSTFIX_BOUNCE_PORT" "$POSTFIX_LOG"
+}
+
+postfix_up() {
+  postfix_install
+  postfix_paths
+  # The running master's old config is needed to know whether it runs; configure after.
+  local was_running=0
+  postfix_running && was_running=1
+  postfix_configure
+  if ((was_running)); then
+    if ((POSTFIX_NEEDS_RESTART)); then
+      log "postfix: main.cf changed a setting that needs a restart (queue or data directory, interfaces); restarting once"
+      postfix_stop_old
+    elif ((POSTFIX_CHANGED)); then
+      log "postfix: main.cf or master.cf changed; postfix reload"
+      postfix_ctl reload || { tail_log "$POSTFIX_LOG"; die "postfix: postfix reload failed"; }
+      postfix_wait
+      log "postfix: ready on $(postfix_summary) (reloaded)"
+      return 0
+    else
+      postfix_answers || die "postfix: our instance runs but 127.0.0.1:$POSTFIX_PORT does not greet (see $POSTFIX_LOG)"
+      log "postfix: ready on $(postfix_summary) (already running)"
+      return 0
+    fi
+  fi
+  if port_open 127.0.0.1 "$POSTFIX_PORT"; then
+    die "postfix: something else listens on 127.0.0.1:$POSTFIX_PORT; stop it or set POSTLINE_POSTFIX_PORT"
+  fi
+  mkdir -p "$POSTFIX_QUEUE"
+  chown root:root "$POSTFIX_QUEUE"
+  chmod 755 "$POSTFIX_QUEUE"
+  install -d -o postfix -g postfix -m 700 "$POSTFIX_DATA"
+  touch "$POSTFIX_LOG"
+  log "postfix: starting on 127.0.0.1:$POSTFIX_PORT (config $POSTFIX_CONF, queue $POSTFIX_QUEUE)"
+  postfix_ctl check || { tail_log "$LOGS/postfix-ctl.log"; tail_log "$POSTFIX_LOG"; die "postfix: postfix check failed"; }
+  postfix_ctl start || { tail_log "$LOGS/postfix-ctl.log"; tail_log "$POSTFIX_LOG"; die "postfix: postfix start failed"; }
+  postfix_wait
+  log "postfix: ready on $(postfix_summary)"
+}
+
+# postfix_stop_old: stop the master that runs from the queue directory main.cf named before
+# postfix_configure rewrote it (a restart after the queue moved).
+postfix_stop_old() {
+  local q pid i
+  for q in "$POSTFIX_DIR/queue" "/var/tmp/postline-postfix-$HASH/queue"; do
+    postfix_master_alive "$q/pid/master.pid" || continue
+    pid="$(tr -d ' \n' <"$q/pid/master.pid")"
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 300; i++)); do
+      [[ -d /proc/$pid ]] || break
+      sleep 0.1
+    done
+    [[ -d /proc/$pid ]] && die "postfix: the master (pid $pid) did not stop in 30 s"
+  done
+  return 0
+}
+
+postfix_down() {
+  if ! postfix_installed || ! postfix_running; then
+    log "postfix: not running"
+    return 0
+  fi
+  log "postfix: stopping"
+  postfix_ctl stop || true
+  local i
+  for ((i = 0; i < 300; i++)); do
+    postfix_running || break
+    sleep 0.1
+  done
+  postfix_running && die "postfix: the master did not stop in 30 s (postfix -c $POSTFIX_CONF abort)"
+  log "postfix: stopped"
+}
+
+# postfix_queue_count: the number of messages in our instance's queue (postqueue -j: a JSON
+# object a line).
+postfix_queue_count() {
+  postqueue -c "$POSTFIX_CONF" -j 2>/dev/null 7>&- 8>&- | grep -c '^{' || true
+}
+
+cmd_postfix_flush() {
+  postfix_installed && postfix_running || die "postfix-flush: our Postfix is not running (scripts/stack.sh postfix)"
+  postsuper -c "$POSTFIX_CONF" -d ALL 7>&- 8>&-
+}
+
+# ---------------------------------------------------------------------------------------------
 # kcat (a Kafka client other than ours, for the bad-input end-to-end tests)
 
 # kcat_missing_deps PACKAGE...: the packages these depend on (transitively) that dpkg does not
@@ -866,6 +1191,7 @@ cmd_up() {
   kafka_start
   pg_up
   mailpit_start
+  postfix_up
   prom_install
   kcat_install
   kafka_wait
@@ -878,6 +1204,7 @@ cmd_up() {
 cmd_down() {
   sink_down
   mailpit_down
+  postfix_down
   kafka_down
   pg_down
 }
@@ -912,6 +1239,12 @@ cmd_status() {
     log "mailpit: down (127.0.0.1:$MAILPIT_SMTP_PORT / :$MAILPIT_HTTP_PORT)"
     rc=1
   fi
+  if postfix_answers; then
+    log "postfix: up on $(postfix_summary), $(postfix_queue_count) queued"
+  else
+    log "postfix: down (127.0.0.1:$POSTFIX_PORT)"
+    rc=1
+  fi
   if smtp_banner "$SINK_PORT"; then
     log "smtp-sink: up on 127.0.0.1:$SINK_PORT"
   else
@@ -937,6 +1270,12 @@ export POSTLINE_TEST_MAILPIT_API=http://127.0.0.1:$MAILPIT_HTTP_PORT
 export POSTLINE_TEST_PROMTOOL=$PROMTOOL_BIN
 export POSTLINE_TEST_PROMETHEUS_BIN=$PROMETHEUS_BIN
 export POSTLINE_TEST_KCAT=$KCAT_WRAPPER
+export POSTLINE_TEST_POSTFIX=127.0.0.1:$POSTFIX_PORT
+export POSTLINE_TEST_POSTFIX_DEST=127.0.0.1:$POSTFIX_RELAYHOST_PORT
+export POSTLINE_TEST_BOUNCE_ADDR=127.0.0.1:$POSTFIX_BOUNCE_PORT
+export POSTLINE_TEST_BOUNCE_DOMAIN=$POSTFIX_BOUNCE_DOMAIN
+export POSTLINE_TEST_POSTFIX_CONFIG=$POSTFIX_CONF
+export POSTLINE_TEST_POSTFIX_LOG=$POSTFIX_LOG
 EOF
 }
 
@@ -963,6 +1302,18 @@ main() {
     sink_up
     ;;
   sink-env) cmd_sink_env ;;
+  postfix)
+    mkdir -p "$STACK" "$LOGS"
+    exec 7>"$STACK/up.lock"
+    flock 7
+    postfix_up
+    ;;
+  postfix-flush) cmd_postfix_flush ;;
+  postfix-queue)
+    postfix_installed && postfix_running || die "postfix-queue: our Postfix is not running (scripts/stack.sh postfix)"
+    postqueue -c "$POSTFIX_CONF" -p
+    ;;
+  postfix-log) printf '%s\n' "$POSTFIX_LOG" ;;
   smtp-source-path)
     mkdir -p "$STACK" "$LOGS"
     sink_install >&2
@@ -979,7 +1330,7 @@ main() {
     printf '%s\n' "$KCAT_WRAPPER"
     ;;
   -h | --help | help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//' ;;
-  *) die "unknown command $cmd (up, down, status, env, sink, sink-env, smtp-source-path, promtool-path, prometheus-path, kcat-path)" ;;
+  *) die "unknown command $cmd (up, down, status, env, sink, sink-env, postfix, postfix-flush, postfix-queue, postfix-log, smtp-source-path, promtool-path, prometheus-path, kcat-path)" ;;
   esac
 }
 
