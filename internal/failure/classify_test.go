@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +41,25 @@ func check(t *testing.T, err error, w want) failure.Verdict {
 		t.Errorf("Classify(%v) = {Class:%s ProviderFault:%v Timeout:%v Rule:%s}, want {%s %v %v %s}",
 			err, v.Class, v.ProviderFault, v.Timeout, v.Rule, w.class, w.provider, w.timeout, w.rule)
 	}
+	if loaded := loadedDefault(t).Classify(err); loaded != v {
+		t.Errorf("the rules loaded from a copy of the default file give %+v, the default %+v", loaded, v)
+	}
 	return v
+}
+
+// loadedDefault loads a copy of the default rules file from disk, as an
+// operator's file is loaded.
+func loadedDefault(t *testing.T) *failure.RuleSet {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, failure.DefaultRulesYAML(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := failure.LoadRules(path)
+	if err != nil {
+		t.Fatalf("LoadRules(copy of the default): %v", err)
+	}
+	return s
 }
 
 // listen returns a loopback listener and runs serve on every connection it
@@ -214,7 +234,7 @@ func TestClassifyThroughSender(t *testing.T) {
 		{
 			name: "550 5.1.1 to RCPT",
 			opts: []smtptest.Option{reply(smtptest.VerbRcpt, smtptest.Reply{Code: 550, Enhanced: "5.1.1", Text: "no such user"})},
-			want: want{failure.Permanent, false, false, "permanent-default"}, code: 550, enhanced: "5.1.1",
+			want: want{failure.Permanent, false, false, "recipient-unknown"}, code: 550, enhanced: "5.1.1",
 		},
 		{
 			name: "550 5.7.1 temporary rate limit to DATA",

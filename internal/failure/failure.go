@@ -98,101 +98,9 @@ const (
 	stageAuth  = "auth"
 )
 
-// Rule is one row of the reply table. A reply matches a row when every set
-// condition holds; Rules is searched in order and the first match wins.
-type Rule struct {
-	// Name identifies the row in Verdict.Rule, logs and tests.
-	Name string
-	// Code is the exact reply code; 0 matches any.
-	Code int
-	// CodeClass is the reply code's first digit, 4 or 5; 0 matches any.
-	CodeClass int
-	// Enhanced is a prefix of the RFC 3463 status in whole components:
-	// "4.7" matches "4.7.0" and "4.7.12", "4.2.1" matches only "4.2.1".
-	// "" matches any status, including none.
-	Enhanced string
-	// Text must match the reply text; nil matches any.
-	Text *regexp.Regexp
-	// NotEnhanced are statuses (prefixes in whole components, as Enhanced)
-	// the row does not match.
-	NotEnhanced []string
-	// Class is the verdict for a matching reply.
-	Class Class
-	// ProviderFault says the relay, not the message, is the problem.
-	ProviderFault bool
-}
-
-// Reply-text patterns used by Rules.
-var (
-	// greylistText is greylisting: the relay defers a sender/recipient
-	// pair it has not seen before, whatever the rate; a retry after the
-	// greylisting period is accepted.
-	greylistText = regexp.MustCompile(`(?i)gr[ae]y[ -]?list`)
-	// tooManyRecipientsText is a transaction with more recipients than the
-	// relay takes at once: the rest can be sent later, the relay is fine.
-	tooManyRecipientsText = regexp.MustCompile(`(?i)too many recipients`)
-	// throttleText is any sign of rate limiting in a 4xx reply.
-	throttleText = regexp.MustCompile(`(?is)throttl|rate[ -]?limit|\brate\b.*exceed|exceed.*\brate\b|too many|too (fast|quickly)|per (second|minute|hour)|slow(ing)? down`)
-	// connectionLimitText is a throttle about concurrent connections or
-	// sessions rather than the rate of messages.
-	connectionLimitText = regexp.MustCompile(`(?i)too many (concurrent |simultaneous |open )?(connections|sessions)|connection (limit|count)|concurrency`)
-	// authText is a temporary authentication failure (454 4.7.0).
-	authText = regexp.MustCompile(`(?i)auth`)
-	// relayDeniedText is a relay refusing to relay for us: our account or
-	// IP is not allowed to send through it, whatever the message.
-	relayDeniedText = regexp.MustCompile(`(?i)relay(ing)? (access )?(is )?(denied|not (permitted|allowed))|not (permitted|allowed|authori[sz]ed) to relay|unable to relay`)
-	// temporaryRateText is a 5xx that says it is a temporary rate limit:
-	// some relays use 5xx codes for throttling; dropping the message would
-	// be wrong. Both a rate sign and a temporary sign are required, so
-	// "552 5.5.3 too many recipients" stays permanent.
-	temporaryRateText = regexp.MustCompile(`(?is)(throttl|rate[ -]?limit|\brate\b|too many (connections|messages|mails?|emails?|requests|sessions)|too (fast|quickly)).*(temporar|try again|retry|later)|(temporar|try again|retry|later).*(throttl|rate[ -]?limit|\brate\b|too many (connections|messages|mails?|emails?|requests|sessions)|too (fast|quickly))`)
-	// sendingQuotaText is the sending account's quota (Gmail's "550 5.4.5
-	// Daily user sending quota exceeded"): the relay refuses everything
-	// until the quota resets, so the message is not at fault. A mailbox's
-	// storage quota ("552 5.2.2 quota exceeded") does not match.
-	sendingQuotaText = regexp.MustCompile(`(?is)\b(daily|hourly|sending)\b.*\b(quota|limit)\b.*\bexceeded|\b(quota|limit) exceeded\b.*\bsending\b`)
-)
-
-// Rules is the reply table (ordered; first match wins). Replies that match
-// no row (1xx-3xx, or no code) are Unknown.
-var Rules = []Rule{
-	// Authentication (RFC 4954): the relay refuses our credentials or
-	// demands others; every message would fail the same way.
-	{Name: "auth-required", Code: 530, Class: Auth, ProviderFault: true},
-	{Name: "auth-mechanism-too-weak", Code: 534, Class: Auth, ProviderFault: true},
-	{Name: "auth-credentials-invalid", Code: 535, Class: Auth, ProviderFault: true},
-	{Name: "auth-encryption-required", Code: 538, Class: Auth, ProviderFault: true},
-
-	// 4xx about one recipient mailbox: not the relay's fault.
-	{Name: "mailbox-rate", CodeClass: 4, Enhanced: "4.2.1", Class: Throttled}, // "receiving mail too fast"
-	{Name: "greylisted", CodeClass: 4, Text: greylistText, Class: Throttled},
-	{Name: "mailbox-full", CodeClass: 4, Enhanced: "4.2.2", Class: Transient},
-	{Name: "too-many-recipients", CodeClass: 4, Text: tooManyRecipientsText, Class: Transient},
-
-	// 4xx asking us to slow down.
-	{Name: "congestion", CodeClass: 4, Enhanced: "4.4.5", Class: Throttled, ProviderFault: true},
-	{Name: "throttle-text", CodeClass: 4, Text: throttleText, Class: Throttled, ProviderFault: true},
-	{Name: "auth-temporary", Code: 454, Text: authText, Class: Transient, ProviderFault: true},
-	{Name: "policy-4xx", CodeClass: 4, Enhanced: "4.7", Class: Throttled, ProviderFault: true},
-
-	// 4xx where the relay itself is in trouble.
-	{Name: "mail-system-4xx", CodeClass: 4, Enhanced: "4.3", Class: Transient, ProviderFault: true},
-	{Name: "service-unavailable", Code: 421, Class: Transient, ProviderFault: true},
-	{Name: "tls-unavailable", Code: 454, Class: Transient, ProviderFault: true},
-	{Name: "transient-default", CodeClass: 4, Class: Transient},
-
-	// 5xx that are not about the message.
-	{Name: "relay-denied", CodeClass: 5, Text: relayDeniedText, Class: Auth, ProviderFault: true},
-	{Name: "temporary-rate-limit", CodeClass: 5, Text: temporaryRateText, Class: Throttled, ProviderFault: true},
-	{Name: "sending-quota", CodeClass: 5, Text: sendingQuotaText, Class: Throttled, ProviderFault: true},
-	// A 5xx that says when to try again is a throttle dressed as a
-	// permanent failure ("550 5.7.1 Message refused, try again in 30
-	// seconds"): a permanent refusal has no "when". Not for the address,
-	// mailbox or content statuses (5.1, 5.2, 5.6): those fail again
-	// whatever the wait.
-	{Name: "retry-hint-5xx", CodeClass: 5, Text: retryHintText, NotEnhanced: []string{"5.1", "5.2", "5.6"}, Class: Throttled, ProviderFault: true},
-	{Name: "permanent-default", CodeClass: 5, Class: Permanent},
-}
+// connectionLimitText is a throttle about concurrent connections or
+// sessions rather than the rate of messages.
+var connectionLimitText = regexp.MustCompile(`(?i)too many (concurrent |simultaneous |open )?(connections|sessions)|connection (limit|count)|concurrency`)
 
 // Rule names Classify reports for failures without a reply, and for
 // replies the stage changes.
@@ -219,16 +127,26 @@ const (
 // Transient, so it is never fast-retried.
 const RuleAmbiguousDataEnd = "ambiguous-data-end"
 
+// Classify classifies a failed send by the Default rule set (see
+// RuleSet.Classify).
+func Classify(err error) Verdict { return Default().Classify(err) }
+
+// ClassifyReply classifies an SMTP reply by the Default rule set (see
+// RuleSet.ClassifyReply).
+func ClassifyReply(code int, enhanced, text string) Verdict {
+	return Default().ClassifyReply(code, enhanced, text)
+}
+
 // Classify classifies a failed send. nil gives the zero Verdict.
 //
 // An SMTP reply anywhere in err's chain (Reply, *textproto.Error, or a
-// *mail.SendError with a code) is classified by ClassifyReply; when err
+// *mail.SendError with a code) is classified by s.ClassifyReply; when err
 // also says (Staged) that the reply came while connecting, it is the
 // relay's fault, and a 5xx other than auth becomes Auth (relay-refused):
 // the relay refuses us, not the message, so the caller fails over instead
 // of dropping the message. Errors without a reply are classified by type;
 // their rule names are the Rule constants.
-func Classify(err error) Verdict {
+func (s *RuleSet) Classify(err error) Verdict {
 	if err == nil {
 		return Verdict{}
 	}
@@ -238,7 +156,7 @@ func Classify(err error) Verdict {
 		stage = staged.SMTPStage()
 	}
 	if code, enhanced, text := reply(err); code != 0 {
-		v := ClassifyReply(code, enhanced, text)
+		v := s.ClassifyReply(code, enhanced, text)
 		if stage == stageHello || stage == stageTLS || stage == stageAuth {
 			v.ProviderFault = true
 			if v.Class == Permanent {
@@ -413,59 +331,6 @@ func isConnectionLost(err error) bool {
 // enhancedStatus is an RFC 3463 status code.
 var enhancedStatus = regexp.MustCompile(`^([245])\.\d{1,3}\.\d{1,3}$`)
 
-// ClassifyReply classifies an SMTP reply by Rules. enhanced is the RFC 3463
-// status ("" if none: a leading one is then taken from text); a status
-// whose class digit disagrees with code is ignored. RetryAfter is parsed
-// from text for Transient and Throttled replies.
-func ClassifyReply(code int, enhanced, text string) Verdict {
-	enhanced = strings.TrimSpace(enhanced)
-	if enhanced == "" {
-		first, rest, _ := strings.Cut(strings.TrimSpace(text), " ")
-		if enhancedStatus.MatchString(first) {
-			enhanced, text = first, rest
-		}
-	}
-	if m := enhancedStatus.FindStringSubmatch(enhanced); m == nil || m[1] != strconv.Itoa(code/100) {
-		enhanced = ""
-	}
-	v := Verdict{Class: Unknown, Code: code, Enhanced: enhanced, Rule: RuleUnmatched}
-	for _, r := range Rules {
-		if r.matches(code, enhanced, text) {
-			v.Class, v.ProviderFault, v.Rule = r.Class, r.ProviderFault, r.Name
-			break
-		}
-	}
-	if v.Class == Transient || v.Class == Throttled {
-		v.RetryAfter, _ = ParseRetryAfter(text)
-	}
-	if v.Class == Throttled && v.ProviderFault {
-		v.Limit = LimitRate
-		if code == 421 || connectionLimitText.MatchString(text) {
-			v.Limit = LimitConnections
-		}
-	}
-	return v
-}
-
-func (r Rule) matches(code int, enhanced, text string) bool {
-	switch {
-	case r.Code != 0 && r.Code != code:
-		return false
-	case r.CodeClass != 0 && r.CodeClass != code/100:
-		return false
-	case r.Enhanced != "" && !enhancedHasPrefix(enhanced, r.Enhanced):
-		return false
-	case r.Text != nil && !r.Text.MatchString(text):
-		return false
-	}
-	for _, not := range r.NotEnhanced {
-		if enhancedHasPrefix(enhanced, not) {
-			return false
-		}
-	}
-	return true
-}
-
 // enhancedHasPrefix reports whether the RFC 3463 status enhanced starts
 // with prefix in whole components: "4.7" is a prefix of "4.7.0", not of
 // "4.70.1".
@@ -483,9 +348,6 @@ var retryAfterPatterns = []*regexp.Regexp{
 	regexp.MustCompile(`(?i)\bretry-after:\s*(\d+(?:\.\d+)?)\s*(seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h)?\b`),
 	regexp.MustCompile(`(?i)\b(?:try(?:\s+again)?|retry|wait|come\s+back|back\s+off|resend)\s+(?:(?:again|later)\s+)?(?:in|after|for)?\s*(?:about\s+|at\s+least\s+)?(\d+(?:\.\d+)?)\s*(seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h)\b`),
 }
-
-// retryHintText matches a reply text ParseRetryAfter may find a hint in.
-var retryHintText = regexp.MustCompile(retryAfterPatterns[0].String() + "|" + retryAfterPatterns[1].String())
 
 // ParseRetryAfter finds a retry-after hint in SMTP reply text: "try again
 // in 92 seconds", "retry in 5 minutes", "wait 2 min", "Retry-After: 30"

@@ -48,10 +48,10 @@ func TestClassifyReply(t *testing.T) {
 		{550, "5.4.5", "Daily user sending quota exceeded.", Throttled, true, "sending-quota", 0},
 		{550, "5.7.1", "Message refused, try again in 30 seconds", Throttled, true, "retry-hint-5xx", 30 * time.Second},
 		{554, "", "Service refused; Retry-After: 120", Throttled, true, "retry-hint-5xx", 2 * time.Minute},
-		{550, "5.1.1", "No such user, try again in 5 minutes", Permanent, false, "permanent-default", 0},
-		{552, "5.2.2", "Mailbox full, try again in 1 hour", Permanent, false, "permanent-default", 0},
+		{550, "5.1.1", "No such user, try again in 5 minutes", Permanent, false, "recipient-unknown", 0},
+		{552, "5.2.2", "Mailbox full, try again in 1 hour", Permanent, false, "mailbox-full-5xx", 0},
 		{554, "5.6.0", "Message content rejected, retry in 10 minutes", Permanent, false, "permanent-default", 0},
-		{550, "5.7.1", "Message refused, try again later", Permanent, false, "permanent-default", 0},
+		{550, "5.7.1", "Message refused, try again later", Permanent, false, "policy-5xx", 0},
 
 		// Transient.
 		{421, "", "Service not available, closing transmission channel", Transient, true, "service-unavailable", 0},
@@ -67,12 +67,12 @@ func TestClassifyReply(t *testing.T) {
 		{451, "5.7.1", "class digit disagrees with the code", Transient, false, "transient-default", 0},
 
 		// Permanent.
-		{550, "5.1.1", "The email account that you tried to reach does not exist", Permanent, false, "permanent-default", 0},
+		{550, "5.1.1", "The email account that you tried to reach does not exist", Permanent, false, "recipient-unknown", 0},
 		{552, "", "Message size exceeds fixed maximum message size", Permanent, false, "permanent-default", 0},
-		{552, "5.2.2", "Mailbox quota exceeded", Permanent, false, "permanent-default", 0},
+		{552, "5.2.2", "Mailbox quota exceeded", Permanent, false, "mailbox-full-5xx", 0},
 		{552, "5.5.3", "Too many recipients, try again later", Permanent, false, "permanent-default", 0},
 		{553, "", "Requested action not taken: mailbox name not allowed", Permanent, false, "permanent-default", 0},
-		{554, "5.7.1", "Message rejected as spam", Permanent, false, "permanent-default", 0},
+		{554, "5.7.1", "Message rejected as spam", Permanent, false, "policy-5xx", 0},
 		{554, "", "Transaction failed", Permanent, false, "permanent-default", 0},
 		{550, "5.7.1", "Relay access denied", Auth, true, "relay-denied", 0},
 		{554, "5.7.1", "<ada@example.com>: Relay access denied", Auth, true, "relay-denied", 0},
@@ -82,53 +82,75 @@ func TestClassifyReply(t *testing.T) {
 		{250, "2.0.0", "OK", Unknown, false, RuleUnmatched, 0},
 		{0, "", "", Unknown, false, RuleUnmatched, 0},
 	}
-	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%d %s %s", tt.code, tt.enhanced, tt.text), func(t *testing.T) {
-			v := ClassifyReply(tt.code, tt.enhanced, tt.text)
-			if v.Class != tt.class || v.ProviderFault != tt.provider || v.Rule != tt.rule || v.RetryAfter != tt.retryAfter {
-				t.Errorf("ClassifyReply = {Class:%s ProviderFault:%v Rule:%s RetryAfter:%s}, want {%s %v %s %s}",
-					v.Class, v.ProviderFault, v.Rule, v.RetryAfter, tt.class, tt.provider, tt.rule, tt.retryAfter)
-			}
-			if v.Code != tt.code || v.Timeout {
-				t.Errorf("Code %d Timeout %v, want %d false", v.Code, v.Timeout, tt.code)
-			}
-		})
+	for set, classify := range replyClassifiers(t) {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s/%d %s %s", set, tt.code, tt.enhanced, tt.text), func(t *testing.T) {
+				v := classify(tt.code, tt.enhanced, tt.text)
+				if v.Class != tt.class || v.ProviderFault != tt.provider || v.Rule != tt.rule || v.RetryAfter != tt.retryAfter {
+					t.Errorf("ClassifyReply = {Class:%s ProviderFault:%v Rule:%s RetryAfter:%s}, want {%s %v %s %s}",
+						v.Class, v.ProviderFault, v.Rule, v.RetryAfter, tt.class, tt.provider, tt.rule, tt.retryAfter)
+				}
+				if v.Code != tt.code || v.Timeout {
+					t.Errorf("Code %d Timeout %v, want %d false", v.Code, v.Timeout, tt.code)
+				}
+			})
+		}
 	}
 }
 
-// TestRulesAllReachable makes sure every row of Rules is exercised: a row
+// reachableExamples are a reply for every default row, which the row
+// must match.
+var reachableExamples = map[string][3]any{ // rule -> code, enhanced, text
+	"auth-required":             {530, "", ""},
+	"auth-mechanism-too-weak":   {534, "", ""},
+	"auth-credentials-invalid":  {535, "", ""},
+	"auth-encryption-required":  {538, "", ""},
+	"mailbox-rate":              {450, "4.2.1", "receiving too fast"},
+	"greylisted":                {450, "4.7.1", "greylisted"},
+	"mailbox-full":              {452, "4.2.2", ""},
+	"too-many-recipients":       {452, "", "Too many recipients"},
+	"congestion":                {452, "4.4.5", ""},
+	"throttle-text":             {450, "", "throttled"},
+	"auth-temporary":            {454, "", "Temporary authentication failure"},
+	"policy-4xx":                {450, "4.7.1", ""},
+	"mail-system-4xx":           {451, "4.3.0", ""},
+	"service-unavailable":       {421, "", ""},
+	"tls-unavailable":           {454, "", ""},
+	"blocked-4xx":               {451, "", "Blocked by policy"},
+	"transient-default":         {451, "", ""},
+	"relay-denied":              {554, "", "Relaying denied"},
+	"temporary-rate-limit":      {550, "", "rate limited, try again later"},
+	"sending-quota":             {550, "", "Daily sending quota exceeded"},
+	"retry-hint-5xx":            {550, "5.7.1", "Message refused, try again in 30 seconds"},
+	"mailbox-rate-5xx":          {550, "5.2.1", "receiving mail at a rate that prevents delivery"},
+	"sender-address-invalid":    {553, "5.1.7", ""},
+	"sender-domain-invalid":     {550, "5.1.8", ""},
+	"recipient-unknown":         {550, "5.1.1", ""},
+	"recipient-domain-invalid":  {550, "5.1.2", ""},
+	"recipient-address-invalid": {501, "5.1.3", ""},
+	"recipient-moved":           {550, "5.1.6", ""},
+	"recipient-null-mx":         {556, "5.1.10", ""},
+	"mailbox-disabled":          {550, "5.2.1", ""},
+	"mailbox-full-5xx":          {552, "5.2.2", ""},
+	"policy-5xx":                {554, "5.7.1", ""},
+	"policy-text":               {554, "", "Rejected as spam"},
+	"sender-rejected-text":      {553, "", "Sender address rejected"},
+	"mailbox-full-text":         {552, "", "Quota exceeded"},
+	"mailbox-disabled-text":     {550, "", "This mailbox is disabled"},
+	"recipient-unknown-text":    {550, "", "User unknown"},
+	"permanent-default":         {550, "", ""},
+}
+
+// TestRulesAllReachable makes sure every default row is exercised: a row
 // shadowed by an earlier one would be dead data.
 func TestRulesAllReachable(t *testing.T) {
-	examples := map[string][3]any{ // rule -> code, enhanced, text
-		"auth-required":            {530, "", ""},
-		"auth-mechanism-too-weak":  {534, "", ""},
-		"auth-credentials-invalid": {535, "", ""},
-		"auth-encryption-required": {538, "", ""},
-		"mailbox-rate":             {450, "4.2.1", "receiving too fast"},
-		"greylisted":               {450, "4.7.1", "greylisted"},
-		"mailbox-full":             {452, "4.2.2", ""},
-		"too-many-recipients":      {452, "", "Too many recipients"},
-		"congestion":               {452, "4.4.5", ""},
-		"throttle-text":            {450, "", "throttled"},
-		"auth-temporary":           {454, "", "Temporary authentication failure"},
-		"policy-4xx":               {450, "4.7.1", ""},
-		"mail-system-4xx":          {451, "4.3.0", ""},
-		"service-unavailable":      {421, "", ""},
-		"tls-unavailable":          {454, "", ""},
-		"transient-default":        {451, "", ""},
-		"relay-denied":             {554, "", "Relaying denied"},
-		"temporary-rate-limit":     {550, "", "rate limited, try again later"},
-		"sending-quota":            {550, "", "Daily sending quota exceeded"},
-		"retry-hint-5xx":           {550, "5.7.1", "Message refused, try again in 30 seconds"},
-		"permanent-default":        {550, "", ""},
-	}
 	names := map[string]bool{}
-	for _, r := range Rules {
+	for _, r := range Default().Rules() {
 		if names[r.Name] {
 			t.Errorf("rule name %q used twice", r.Name)
 		}
 		names[r.Name] = true
-		ex, ok := examples[r.Name]
+		ex, ok := reachableExamples[r.Name]
 		if !ok {
 			t.Errorf("rule %q has no example here", r.Name)
 			continue
@@ -136,8 +158,11 @@ func TestRulesAllReachable(t *testing.T) {
 		if v := ClassifyReply(ex[0].(int), ex[1].(string), ex[2].(string)); v.Rule != r.Name || v.Class != r.Class || v.ProviderFault != r.ProviderFault {
 			t.Errorf("example for %q matched %q (%s, provider %v)", r.Name, v.Rule, v.Class, v.ProviderFault)
 		}
+		if b := Default().ClassifyBounce(ex[0].(int), ex[1].(string), ex[2].(string)); b != (Bounce{Type: r.Bounce, Rule: r.Name, Suppress: r.Suppress}) {
+			t.Errorf("example for %q as a bounce = %+v, want the row's %s/%v", r.Name, b, r.Bounce, r.Suppress)
+		}
 	}
-	for name := range examples {
+	for name := range reachableExamples {
 		if !names[name] {
 			t.Errorf("example for unknown rule %q", name)
 		}
@@ -239,7 +264,7 @@ func TestClassifyErrors(t *testing.T) {
 		timeout  bool
 		rule     string
 	}{
-		{"reply through a wrapper", fmt.Errorf("deliver: %w", &replyErr{code: 550, enhanced: "5.1.1", stage: "rcpt"}), Permanent, false, false, "permanent-default"},
+		{"reply through a wrapper", fmt.Errorf("deliver: %w", &replyErr{code: 550, enhanced: "5.1.1", stage: "rcpt"}), Permanent, false, false, "recipient-unknown"},
 		{"5xx while connecting", &replyErr{code: 554, text: "Your IP is blocked", stage: stageHello}, Auth, true, false, RuleRelayRefused},
 		{"5xx to STARTTLS", &replyErr{code: 554, enhanced: "5.7.3", stage: stageTLS}, Auth, true, false, RuleRelayRefused},
 		{"535 to AUTH", &replyErr{code: 535, enhanced: "5.7.8", stage: stageAuth}, Auth, true, false, "auth-credentials-invalid"},
@@ -281,17 +306,19 @@ func TestClassifyErrors(t *testing.T) {
 		{"other network", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("something odd")}, Transient, true, false, RuleNetwork},
 		{"anything else", errors.New("boom"), Unknown, false, false, RuleUnmatched},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			v := Classify(tt.err)
-			if v.Class != tt.class || v.ProviderFault != tt.provider || v.Timeout != tt.timeout || v.Rule != tt.rule {
-				t.Errorf("Classify = {Class:%s ProviderFault:%v Timeout:%v Rule:%s}, want {%s %v %v %s}",
-					v.Class, v.ProviderFault, v.Timeout, v.Rule, tt.class, tt.provider, tt.timeout, tt.rule)
-			}
-		})
-	}
-	if v := Classify(nil); v != (Verdict{}) {
-		t.Errorf("Classify(nil) = %+v, want the zero Verdict", v)
+	for set, classify := range errorClassifiers(t) {
+		for _, tt := range tests {
+			t.Run(set+"/"+tt.name, func(t *testing.T) {
+				v := classify(tt.err)
+				if v.Class != tt.class || v.ProviderFault != tt.provider || v.Timeout != tt.timeout || v.Rule != tt.rule {
+					t.Errorf("Classify = {Class:%s ProviderFault:%v Timeout:%v Rule:%s}, want {%s %v %v %s}",
+						v.Class, v.ProviderFault, v.Timeout, v.Rule, tt.class, tt.provider, tt.timeout, tt.rule)
+				}
+			})
+		}
+		if v := classify(nil); v != (Verdict{}) {
+			t.Errorf("%s: Classify(nil) = %+v, want the zero Verdict", set, v)
+		}
 	}
 }
 

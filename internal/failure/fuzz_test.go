@@ -17,7 +17,7 @@ func knownRules() []string {
 		RuleUnmatched, RuleBuild, RuleRelayRefused, RuleCanceled, RuleAmbiguousDataEnd, RuleTimeout, RuleTLS,
 		RuleAuthFailed, RuleConnCheck, RuleRefused, RuleConnectionLost, RuleDNS, RuleUnreachable, RuleProtocol, RuleNetwork,
 	}
-	for _, r := range Rules {
+	for _, r := range Default().Rules() {
 		names = append(names, r.Name)
 	}
 	return names
