@@ -227,6 +227,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	})
 	err := g.Wait()
 	d.wg.Wait()
+	d.client.CloseIdleConnections()
 	return err
 }
 
