@@ -39,7 +39,7 @@ type DSN struct {
 	// Recipients are written one group each: Kind (Delivered, Bounced or
 	// Delayed) as the Action, Recipient as Final-Recipient, Status,
 	// Diagnostic as an smtp Diagnostic-Code (Code is prefixed when the
-	// Diagnostic does not start with it), RemoteMTA, and At as
+	// Diagnostic does not carry it), RemoteMTA, and At as
 	// Last-Attempt-Date when set. At least one is required.
 	Recipients []report.Report
 }
@@ -152,7 +152,7 @@ func BuildDSN(d DSN) ([]byte, error) {
 			return nil, err
 		}
 		diag := r.Diagnostic
-		if r.Code != 0 && leadingCode(diag) != r.Code {
+		if r.Code != 0 && diagCode(diag) != r.Code {
 			diag = strings.TrimSpace(fmt.Sprintf("%d %s", r.Code, diag))
 		}
 		fmt.Fprintf(&groups, "\r\nFinal-Recipient: rfc822; %s\r\nAction: %s\r\nStatus: %s\r\n", r.Recipient, action, r.Status)

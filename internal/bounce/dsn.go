@@ -122,10 +122,7 @@ func dsnRecipient(g fields, date time.Time) (report.Report, bool) {
 	if at.IsZero() {
 		at = date
 	}
-	code := leadingCode(diag)
-	if code == 0 {
-		code = findCode(diag)
-	}
+	code := diagCode(diag)
 	return report.Report{
 		Kind:       kind,
 		Source:     report.SourceDSN,
@@ -168,4 +165,13 @@ func unrepeat(diag string) string {
 		diag = prefix + rest
 	}
 	return OneLine(diag, report.MaxDiagnosticBytes)
+}
+
+// diagCode returns the reply code a diagnostic starts with, else the first
+// one in it, 0 if none.
+func diagCode(diag string) int {
+	if code := leadingCode(diag); code != 0 {
+		return code
+	}
+	return findCode(diag)
 }
