@@ -1,0 +1,31 @@
+// Command webhook-dispatcher sends the events of mail.events to operators'
+// HTTP endpoints as signed webhooks (Standard Webhooks), retrying failed
+// deliveries with backoff and dead-lettering what an endpoint gives up on
+// to mail.webhooks.dlq. The endpoints are read from the file
+// POSTLINE_WEBHOOKS_FILE; each names the environment variable holding its
+// secret. Run one or more replicas with the same consumer group; run
+// `webhook-dispatcher -h` for the settings.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "webhook-dispatcher:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/postline/postline/internal/config"
+	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/internal/ops"
+	"github.com/postline/postline/internal/topic"
+	"github.com/postline/postline/internal/webhook"
+	"github.com/postline/postline/kafkaconn"
+)
+
+// settingNames maps webhook.Config fields to the settings, so that its
+// errors name what the operator sets.
+var settingNames = map[string]string{
+	"Endpoints": "POSTLINE_WEBHOOKS_FILE", "Topic": "POSTLINE_EVENTS_TOPIC", "GroupID": "POSTLINE_WEBHOOKS_GROUP",
+	"RetryBase": "POSTLINE_WEBHOOKS_RETRY_BASE", "RetryMaxDelay": "POSTLINE_WEBHOOKS_RETRY_MAX_DELAY",
+	"MaxAttempts": "POSTLINE_WEBHOOKS_MAX_ATTEMPTS", "MaxAge": "POSTLINE_WEBHOOKS_MAX_AGE",
+	"MaxPending": "POSTLINE_WEBHOOKS_MAX_PENDING", "Concurrency": "POSTLINE_WEBHOOKS_CONCURRENCY",
+	"SessionTimeout": "POSTLINE_SESSION_TIMEOUT", "HeartbeatInterval": "POSTLINE_HEARTBEAT_INTERVAL",
+	"DrainTimeout": "POSTLINE_SHUTDOWN_TIMEOUT",
+}
+
+// run starts the dispatcher and returns when ctx is cancelled and it has
+// shut down, or when it fails.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	var s settings
+	if err := config.Load(&s, "webhook-dispatcher", args, getenv, stdout); err != nil {
+		return err
+	}
+	logger, err := ops.NewLogger(stdout, s.LogLevel)
+	if err != nil {
+		return err
+	}
+	if s.ShutdownTimeout <= 0 {
+		return fmt.Errorf("setting POSTLINE_SHUTDOWN_TIMEOUT: %s must be positive", s.ShutdownTimeout)
+	}
+	if s.DLQTopic == "" || s.DLQTopic == s.EventsTopic {
+		return fmt.Errorf("setting POSTLINE_WEBHOOKS_DLQ_TOPIC: %q must be set and differ from POSTLINE_EVENTS_TOPIC", s.DLQTopic)
+	}
+	if s.EndpointsFile == "" {
+		return errors.New("setting POSTLINE_WEBHOOKS_FILE: required: the file listing the webhook endpoints")
+	}
+	endpoints, err := webhook.LoadEndpoints(s.EndpointsFile)
+	if err != nil {
+		return fmt.Errorf("setting POSTLINE_WEBHOOKS_FILE: %w", err)
+	}
+	// The secrets come from the environment, one variable per endpoint.
+	for i := range endpoints {
+		endpoints[i].Secret = getenv(endpoints[i].SecretEnv)
+	}
+	cluster, err := s.Kafka.Cluster("webhook-dispatcher")
+	if err != nil {
+		return err
+	}
+	// The drain leaves a third of the shutdown timeout for the final commit
+	// and leaving the group; the rebalance timeout must exceed the drain.
+	drain := s.ShutdownTimeout * 2 / 3
+	cfg := webhook.Config{
+		Kafka:             cluster,
+		Topic:             s.EventsTopic,
+		GroupID:           s.Group,
+		Endpoints:         endpoints,
+		RetryBase:         s.RetryBase,
+		RetryMaxDelay:     s.RetryMaxDelay,
+		MaxAttempts:       s.MaxAttempts,
+		MaxAge:            s.MaxAge,
+		MaxPending:        s.MaxPending,
+		Concurrency:       s.Concurrency,
+		SessionTimeout:    s.SessionTimeout,
+		HeartbeatInterval: s.HeartbeatInterval,
+		DrainTimeout:      drain,
+		RebalanceTimeout:  max(drain+5*time.Second, 15*time.Second),
+		// Replaced once the dead-letter writer exists; checked by Validate.
+		DeadLetters: pendingWriter{},
+	}
+	if err := checkNonZero(s); err != nil {
+		return err
+	}
+	if err := cfg.WithDefaults().Validate(); err != nil {
+		return config.NameSetting(err, settingNames)
+	}
+
+	listener, err := net.Listen("tcp", s.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("setting POSTLINE_WEBHOOKS_HTTP_ADDR: %w", err)
+	}
+	reg := ops.NewRegistry()
+	var (
+		dispatcher atomic.Pointer[webhook.Dispatcher]
+		failed     atomic.Pointer[error]
+	)
+	ready := func(context.Context) error {
+		d := dispatcher.Load()
+		if d == nil {
+			return errors.New("starting: Kafka topics not checked yet")
+		}
+		if !d.Ready() {
+			return errors.New("not a member of the consumer group, or writes to the dead-letter topic are failing")
+		}
+		return nil
+	}
+	healthy := func() error {
+		if err := failed.Load(); err != nil {
+			return *err
+		}
+		return nil
+	}
+	server := &http.Server{Handler: ops.Handler(reg, ready, healthy), ReadHeaderTimeout: 5 * time.Second}
+	ids := make([]string, len(endpoints))
+	for i, ep := range endpoints {
+		ids[i] = ep.ID
+	}
+	logger.Info("webhook-dispatcher starting", "http_addr", listener.Addr().String(), "events_topic", s.EventsTopic,
+		"dlq_topic", s.DLQTopic, "group", s.Group, "endpoints", ids, "kafka", cluster.String())
+
+	var g errgroup.Group
+	g.Go(func() error {
+		if err := server.Serve(listener); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http server: %w", err)
+		}
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() {
+		err := startDispatcher(ctx, cfg, s.DLQTopic, logger, reg, &dispatcher)
+		if err != nil && ctx.Err() == nil {
+			failed.Store(&err)
+		}
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		logger.Info("shutting down: finishing requests in flight, then committing", "timeout", s.ShutdownTimeout)
+		t := time.NewTimer(s.ShutdownTimeout)
+		select {
+		case err = <-done:
+		case <-t.C:
+			err = fmt.Errorf("shutdown took longer than POSTLINE_SHUTDOWN_TIMEOUT (%s); unfinished events will be sent again by the next owner", s.ShutdownTimeout)
+		}
+		t.Stop()
+	}
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		err = nil // stopped before Kafka answered
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = server.Shutdown(shutdownCtx)
+	if herr := g.Wait(); err == nil {
+		err = herr
+	}
+	logger.Info("webhook-dispatcher stopped", "error", err)
+	return err
+}
+
+// checkNonZero rejects settings whose zero value the config would replace
+// by its default: an operator who sets 0 means something else.
+func checkNonZero(s settings) error {
+	for _, c := range []struct {
+		name string
+		zero bool
+	}{
+		{"POSTLINE_WEBHOOKS_RETRY_BASE", s.RetryBase == 0},
+		{"POSTLINE_WEBHOOKS_RETRY_MAX_DELAY", s.RetryMaxDelay == 0},
+		{"POSTLINE_WEBHOOKS_MAX_ATTEMPTS", s.MaxAttempts == 0},
+		{"POSTLINE_WEBHOOKS_MAX_AGE", s.MaxAge == 0},
+		{"POSTLINE_WEBHOOKS_MAX_PENDING", s.MaxPending == 0},
+		{"POSTLINE_WEBHOOKS_CONCURRENCY", s.Concurrency == 0},
+	} {
+		if c.zero {
+			return fmt.Errorf("setting %s: must not be zero", c.name)
+		}
+	}
+	return nil
+}
+
+// pendingWriter stands in for the dead-letter writer while the settings
+// are checked; it is never called.
+type pendingWriter struct{}
+
+func (pendingWriter) Publish(context.Context, ...deadletter.Letter) error {
+	return errors.New("dead-letter writer not started")
+}
+
+// startDispatcher waits for Kafka, checks the events topic, creates the
+// dead-letter topic when missing (sized to take any record of the events
+// topic with the dead-letter headers), builds the dispatcher, publishes it
+// for readiness and runs it.
+func startDispatcher(ctx context.Context, cfg webhook.Config, dlqTopic string, logger *slog.Logger,
+	reg *prometheus.Registry, published *atomic.Pointer[webhook.Dispatcher],
+) error {
+	warned := false
+	if err := cfg.Kafka.Await(ctx, func(err error) {
+		if !warned {
+			logger.Error("cannot reach Kafka; retrying until it answers", "kafka", cfg.Kafka.String(), "error", err)
+			warned = true
+		}
+	}); err != nil {
+		return err
+	}
+	cfg = cfg.WithDefaults()
+	limits, err := cfg.Kafka.MaxMessageBytes(ctx, cfg.Topic)
+	if err != nil {
+		return fmt.Errorf("events topic %s: %w", cfg.Topic, err)
+	}
+	err = topic.Ensure(ctx, cfg.Kafka, topic.Spec{
+		Name:       dlqTopic,
+		Partitions: topic.DefaultDLQPartitions,
+		Configs: map[string]string{
+			"max.message.bytes": strconv.Itoa(kafkaconn.RequiredLimit(limits[cfg.Topic])),
+			"retention.ms":      strconv.FormatInt(topic.DLQRetention.Milliseconds(), 10),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("dead-letter topic %s: %w", dlqTopic, err)
+	}
+	dlqLimits, err := cfg.Kafka.MaxMessageBytes(ctx, dlqTopic)
+	if err != nil {
+		return fmt.Errorf("dead-letter topic %s: %w", dlqTopic, err)
+	}
+	dlq, err := deadletter.New(deadletter.Config{Kafka: cfg.Kafka, Topic: dlqTopic, MaxMessageBytes: dlqLimits[dlqTopic]}, reg)
+	if err != nil {
+		return err
+	}
+	defer dlq.Close()
+	cfg.DeadLetters = dlq
+	d, err := webhook.New(cfg, logger, reg)
+	if err != nil {
+		return err
+	}
+	published.Store(d)
+	return d.Run(ctx)
+}
