@@ -951,18 +951,30 @@ biff = no
 EOF
 }
 
-# postfix_render DIR: main.cf and master.cf into DIR. master.cf is Debian's master.cf.dist
-# without the port 25 listener, with ours on 127.0.0.1:POSTFIX_PORT, and no service chrooted.
-postfix_render() {
-  local dir=$1
-  postfix_main_cf >"$dir/main.cf"
+# postfix_master_edits: the postconf edits that turn Debian's master.cf.dist into ours, one a
+# line: no port 25 listener, ours on 127.0.0.1:POSTFIX_PORT, no service chrooted.
+postfix_master_edits() {
+  printf '%s\n' "-MX smtp/inet" \
+    "-M 127.0.0.1:$POSTFIX_PORT/inet=127.0.0.1:$POSTFIX_PORT inet n - n - - smtpd" \
+    "-F */*/chroot = n"
+}
+
+# postfix_render_master DIR: master.cf into DIR (DIR/main.cf must exist: postconf reads it).
+postfix_render_master() {
+  local dir=$1 opt arg
   cp /usr/share/postfix/master.cf.dist "$dir/master.cf"
-  postconf -c "$dir" -MX smtp/inet &&
-    postconf -c "$dir" -M "127.0.0.1:$POSTFIX_PORT/inet=127.0.0.1:$POSTFIX_PORT inet n - n - - smtpd" &&
-    postconf -c "$dir" -F '*/*/chroot = n' || die "postfix: postconf could not write $dir/master.cf"
-  # `postfix check` does not parse maps: look the bounce domain up the way trivial-rewrite will.
-  local route
-  route="$(postmap -c "$dir" -q "$POSTFIX_BOUNCE_DOMAIN" "$(postconf -c "$dir" -h transport_maps)" 2>&1)" || true
+  while IFS= read -r line; do
+    opt=${line%% *}
+    arg=${line#* }
+    postconf -c "$dir" "$opt" "$arg" || die "postfix: postconf $opt '$arg' failed on $dir/master.cf"
+  done < <(postfix_master_edits)
+}
+
+# postfix_check_route DIR: `postfix check` does not parse maps, so look the bounce domain up in
+# DIR's transport_maps the way trivial-rewrite will.
+postfix_check_route() {
+  local dir=$1 route
+  route="$(postmap -c "$dir" -q "$POSTFIX_BOUNCE_DOMAIN" "$(sed -n 's/^transport_maps = //p' "$dir/main.cf")" 2>&1)" || true
   [[ $route == "smtp:[127.0.0.1]:$POSTFIX_BOUNCE_PORT" ]] ||
     die "postfix: transport_maps in $dir/main.cf routes $POSTFIX_BOUNCE_DOMAIN to '$route', not smtp:[127.0.0.1]:$POSTFIX_BOUNCE_PORT"
 }
@@ -972,23 +984,35 @@ postfix_restart_keys() {
   grep -E '^(queue_directory|data_directory|inet_interfaces|inet_protocols|mail_owner|setgid_group) ' "$1" 2>/dev/null || true
 }
 
-# postfix_configure: write the config into POSTFIX_CONF. Sets POSTFIX_CHANGED=1 when a file
-# differs from what is there, POSTFIX_NEEDS_RESTART=1 when a setting only a restart applies does.
+# postfix_configure: write main.cf and master.cf into POSTFIX_CONF. Sets POSTFIX_CHANGED=1 when
+# a file differs from what is there, POSTFIX_NEEDS_RESTART=1 when a setting only a restart
+# applies does. master.cf is rendered again (four postconf runs) only when its inputs changed:
+# master.cf.dist, the port or the edits, as recorded in master.cf.key; so is the route check
+# only when main.cf changed. An unchanged `up` runs no Postfix tool at all.
 postfix_configure() {
-  local new="$POSTFIX_CONF.new" f
+  local new="$POSTFIX_CONF.new" key
   POSTFIX_CHANGED=0
   POSTFIX_NEEDS_RESTART=0
   rm -rf "$new"
   mkdir -p "$new" "$POSTFIX_CONF"
-  postfix_render "$new"
-  [[ "$(postfix_restart_keys "$new/main.cf")" == "$(postfix_restart_keys "$POSTFIX_CONF/main.cf")" ]] ||
-    POSTFIX_NEEDS_RESTART=1
-  for f in main.cf master.cf; do
-    if ! cmp -s "$new/$f" "$POSTFIX_CONF/$f"; then
+  postfix_main_cf >"$new/main.cf"
+  key="$(stat -c '%s %Y' /usr/share/postfix/master.cf.dist); $(postfix_master_edits | paste -sd';')"
+  if ! cmp -s "$new/main.cf" "$POSTFIX_CONF/main.cf"; then
+    postfix_check_route "$new"
+    [[ "$(postfix_restart_keys "$new/main.cf")" == "$(postfix_restart_keys "$POSTFIX_CONF/main.cf")" ]] ||
+      POSTFIX_NEEDS_RESTART=1
+    POSTFIX_CHANGED=1
+    mv -f "$new/main.cf" "$POSTFIX_CONF/main.cf"
+  fi
+  if [[ ! -f $POSTFIX_CONF/master.cf || "$(cat "$POSTFIX_CONF/master.cf.key" 2>/dev/null)" != "$key" ]]; then
+    cp "$POSTFIX_CONF/main.cf" "$new/main.cf"
+    postfix_render_master "$new"
+    if ! cmp -s "$new/master.cf" "$POSTFIX_CONF/master.cf"; then
       POSTFIX_CHANGED=1
-      mv -f "$new/$f" "$POSTFIX_CONF/$f"
+      mv -f "$new/master.cf" "$POSTFIX_CONF/master.cf"
     fi
-  done
+    printf '%s\n' "$key" >"$POSTFIX_CONF/master.cf.key"
+  fi
   rm -rf "$new"
 }
 
