@@ -49,19 +49,28 @@ func (e Entry) Key() Key { return Key{Tenant: e.Tenant, Stream: e.Stream, Addres
 func (e Entry) Active(now time.Time) bool { return e.ExpiresAt.IsZero() || e.ExpiresAt.After(now) }
 
 // Supersedes reports whether Add replaces old with next (both of one key)
-// at now. An operator's manual entry replaces anything, and anything
-// replaces an entry that has expired. Otherwise next replaces old only
+// at now. An operator's manual entry replaces anything it differs from,
+// and anything replaces an entry that has expired. Otherwise next replaces old only
 // when it is at least as strong on both counts, reason (complaint, then
 // hard bounce, unsubscribe and manual, then soft bounce) and lifetime
 // (never expiring, then the later expiry), and stronger on one: an entry
 // never gets weaker on its own, and an equal one keeps the first evidence.
 func Supersedes(next, old Entry, now time.Time) bool {
-	if next.Reason == ReasonManual || !old.Active(now) {
+	if next.Reason == ReasonManual {
+		return !same(next, old)
+	}
+	if !old.Active(now) {
 		return true
 	}
 	nr, or := next.Reason.rank(), old.Reason.rank()
 	cmpLife := compareExpiry(next.ExpiresAt, old.ExpiresAt)
 	return nr >= or && cmpLife >= 0 && (nr > or || cmpLife > 0)
+}
+
+// same reports whether a and b hold the same values.
+func same(a, b Entry) bool {
+	return a.Key() == b.Key() && a.Reason == b.Reason && a.Source == b.Source && a.MessageID == b.MessageID &&
+		a.Note == b.Note && a.CreatedAt.Equal(b.CreatedAt) && a.ExpiresAt.Equal(b.ExpiresAt)
 }
 
 // compareExpiry compares two expiries where zero means never: -1 when a
@@ -110,10 +119,16 @@ func normalizeKey(k Key, emptyStream bool) (Key, error) {
 	return k, nil
 }
 
-// prepare validates e for the table: its address normalized, CreatedAt
-// set to now when zero, a soft bounce without expiry given softTTL, and
-// times cut to the table's microseconds.
-func prepare(e Entry, now time.Time, softTTL time.Duration) (Entry, error) {
+// Validate reports the first field of e the table cannot hold (its
+// address is checked as Normalize would store it), wrapping ErrInvalid.
+// Add validates every entry the same way.
+func (e Entry) Validate() error {
+	_, err := e.validated()
+	return err
+}
+
+// validated is e checked, with its address normalized.
+func (e Entry) validated() (Entry, error) {
 	k, err := normalizeKey(e.Key(), false)
 	if err != nil {
 		return Entry{}, err
@@ -130,6 +145,25 @@ func prepare(e Entry, now time.Time, softTTL time.Duration) (Entry, error) {
 			return Entry{}, err
 		}
 	}
+	if !e.ExpiresAt.IsZero() && !e.CreatedAt.IsZero() && !e.ExpiresAt.After(e.CreatedAt) {
+		return Entry{}, expiryError(e)
+	}
+	return e, nil
+}
+
+func expiryError(e Entry) error {
+	return fmt.Errorf("%w expires_at %s: not after created_at %s", ErrInvalid,
+		e.ExpiresAt.UTC().Format(time.RFC3339Nano), e.CreatedAt.UTC().Format(time.RFC3339Nano))
+}
+
+// prepare validates e for the table: its address normalized, CreatedAt
+// set to now when zero, a soft bounce without expiry given softTTL, and
+// times cut to the table's microseconds.
+func prepare(e Entry, now time.Time, softTTL time.Duration) (Entry, error) {
+	e, err := e.validated()
+	if err != nil {
+		return Entry{}, err
+	}
 	if e.CreatedAt.IsZero() {
 		e.CreatedAt = now
 	}
@@ -140,8 +174,7 @@ func prepare(e Entry, now time.Time, softTTL time.Duration) (Entry, error) {
 	if !e.ExpiresAt.IsZero() {
 		e.ExpiresAt = e.ExpiresAt.Truncate(time.Microsecond)
 		if !e.ExpiresAt.After(e.CreatedAt) {
-			return Entry{}, fmt.Errorf("%w expires_at %s: not after created_at %s", ErrInvalid,
-				e.ExpiresAt.UTC().Format(time.RFC3339), e.CreatedAt.UTC().Format(time.RFC3339))
+			return Entry{}, expiryError(e)
 		}
 	}
 	return e, nil

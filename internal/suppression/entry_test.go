@@ -48,6 +48,8 @@ var precedenceCases = []struct {
 		Entry{Reason: ReasonComplaint}, Entry{Reason: ReasonManual, ExpiresAt: t0.Add(time.Hour)}, true},
 	{"manual replaces manual",
 		Entry{Reason: ReasonManual}, Entry{Reason: ReasonManual, Note: "again"}, true},
+	{"identical manual entry changes nothing",
+		Entry{Reason: ReasonManual, Note: "same"}, Entry{Reason: ReasonManual, Note: "same"}, false},
 	{"anything replaces an expired entry",
 		Entry{Reason: ReasonComplaint, ExpiresAt: t0}, Entry{Reason: ReasonSoftBounce, ExpiresAt: t0.Add(time.Hour)}, true},
 }

@@ -244,7 +244,8 @@ func (s *Store) Check(ctx context.Context, keys []Key) (map[Key]Entry, error) {
 }
 
 // Add upserts entries in one statement and returns how many rows it
-// inserted or replaced. An existing entry is replaced only when the new
+// inserted or replaced (an entry equal to the row it meets changes
+// nothing). An existing entry is replaced only when the new
 // one Supersedes it; of several entries of one key in entries, the one
 // that supersedes the others is written. Entries are validated first
 // (their addresses normalized, a soft bounce without expiry given
@@ -302,8 +303,10 @@ func (s *Store) Add(ctx context.Context, entries []Entry) (changed int, err erro
 		ON CONFLICT (tenant, address, stream) DO UPDATE SET
 			reason = EXCLUDED.reason, source = EXCLUDED.source, message_id = EXCLUDED.message_id,
 			note = EXCLUDED.note, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
-		WHERE EXCLUDED.reason = 'manual'
-			OR s.expires_at <= $10
+		WHERE (EXCLUDED.reason = 'manual' AND (s.reason, s.source, s.message_id, s.note, s.created_at, s.expires_at)
+				IS DISTINCT FROM (EXCLUDED.reason, EXCLUDED.source, EXCLUDED.message_id, EXCLUDED.note,
+				EXCLUDED.created_at, EXCLUDED.expires_at))
+			OR (EXCLUDED.reason <> 'manual' AND s.expires_at <= $10)
 			OR (`+nextRank+` >= `+oldRank+` AND `+nextLife+` >= `+oldLife+`
 				AND (`+nextRank+` > `+oldRank+` OR `+nextLife+` > `+oldLife+`))`,
 		tenants, streams, addrs, reasons, sources, messageIDs, notes, created, expires, now)

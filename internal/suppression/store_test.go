@@ -204,8 +204,7 @@ func TestAddPrecedencePostgres(t *testing.T) {
 		addr := fmt.Sprintf("case%d@example.com", i)
 		old, next := tt.old, tt.next
 		old.Stream, old.Address, old.CreatedAt = StreamAll, addr, t0.Add(-2*time.Hour)
-		next.Stream, next.Address = StreamAll, addr
-		next.Source = cmpOr(next.Source, "next")
+		next.Stream, next.Address, next.CreatedAt = StreamAll, addr, old.CreatedAt
 		if old.ExpiresAt.Equal(t0) {
 			// An entry that expired at t0: written while it was live.
 			c.Set(t0.Add(-time.Hour))
@@ -222,12 +221,12 @@ func TestAddPrecedencePostgres(t *testing.T) {
 		if err != nil || len(got) != 1 {
 			t.Fatalf("%s: List = %+v, %v", tt.name, got, err)
 		}
-		wantSource := cmpOr(old.Source, "")
+		want := old
 		if tt.want {
-			wantSource = next.Source
+			want = next
 		}
-		if got[0].Source != wantSource {
-			t.Errorf("%s: row holds %+v, want source %q", tt.name, got[0], wantSource)
+		if !same(got[0], want) {
+			t.Errorf("%s: row holds %+v, want %+v", tt.name, got[0], want)
 		}
 	}
 
@@ -255,13 +254,6 @@ func TestAddPrecedencePostgres(t *testing.T) {
 	if got, _ := s.List(ctx, Filter{AddressPrefix: "fine@"}); len(got) != 0 {
 		t.Errorf("a failed Add wrote %+v", got)
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func TestListPagingAndFilters(t *testing.T) {
