@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -118,6 +119,13 @@ func (s *Store) observe(ctx context.Context, op string, start time.Time, err err
 	if err != nil && ctx.Err() == nil {
 		s.m.dbErrors.WithLabelValues(op).Inc()
 	}
+}
+
+// compareKeys orders keys as the primary key does: tenant, address,
+// stream (bytewise, as COLLATE "C").
+func compareKeys(a, b Key) int {
+	return cmp.Or(strings.Compare(a.Tenant, b.Tenant), strings.Compare(a.Address, b.Address),
+		strings.Compare(string(a.Stream), string(b.Stream)))
 }
 
 // rankSQL is Reason.rank as a SQL expression of col, so the statement and
@@ -271,6 +279,9 @@ func (s *Store) Add(ctx context.Context, entries []Entry) (changed int, err erro
 	if len(order) == 0 {
 		return 0, nil
 	}
+	// Rows are locked in key order, so concurrent Adds of overlapping keys
+	// wait for each other instead of deadlocking.
+	slices.SortFunc(order, compareKeys)
 	n := len(order)
 	var (
 		tenants, streams, addrs, reasons, sources = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)

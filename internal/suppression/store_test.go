@@ -1,7 +1,6 @@
 package suppression
 
 import (
-	"cmp"
 	"fmt"
 	"os"
 	"slices"
@@ -300,10 +299,7 @@ func TestListPagingAndFilters(t *testing.T) {
 					want = append(want, n)
 				}
 			}
-			slices.SortFunc(want, func(a, b Key) int {
-				return cmp.Or(strings.Compare(a.Tenant, b.Tenant), strings.Compare(a.Address, b.Address),
-					strings.Compare(string(a.Stream), string(b.Stream)))
-			})
+			slices.SortFunc(want, compareKeys)
 			// Pages of 4 until a short page.
 			var got []Key
 			f := tt.f
@@ -417,5 +413,46 @@ func TestRemovePurgeAndTx(t *testing.T) {
 	}
 	if got, _ := s.List(ctx, Filter{AddressPrefix: "tx"}); len(got) != 1 {
 		t.Errorf("committed transaction left %+v", got)
+	}
+}
+
+// TestAddConcurrent runs Adds of the same keys in opposite orders at once:
+// none deadlocks, and the strongest entry of each key is left.
+func TestAddConcurrent(t *testing.T) {
+	t.Parallel()
+	s, _, _, _ := newTestStore(t)
+	ctx := t.Context()
+	var forward, backward []Entry
+	for i := range 300 {
+		addr := fmt.Sprintf("c%03d@example.com", i)
+		forward = append(forward, Entry{Stream: StreamAll, Address: addr, Reason: ReasonHardBounce, Source: "f"})
+		backward = append([]Entry{{Stream: StreamAll, Address: addr, Reason: ReasonComplaint, Source: "b"}}, backward...)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		batch := forward
+		if i%2 == 1 {
+			batch = backward
+		}
+		wg.Go(func() { _, errs[i] = s.Add(ctx, batch) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Add %d: %v", i, err)
+		}
+	}
+	got, err := s.List(ctx, Filter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 300 {
+		t.Fatalf("%d entries, want 300", len(got))
+	}
+	for _, e := range got {
+		if e.Reason != ReasonComplaint {
+			t.Errorf("%s: %s, want the complaint", e.Address, e.Reason)
+		}
 	}
 }
