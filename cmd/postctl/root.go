@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/postline/postline/internal/eventstream"
 	"io"
 	"os"
 	"strings"
@@ -30,6 +31,7 @@ var envFlags = []struct{ flag, env string }{
 	{"database-url", "POSTLINE_DATABASE_URL"},
 	{"topic", "POSTLINE_JOBS_TOPIC"},
 	{"dlq-topic", "POSTLINE_DLQ_TOPIC"},
+	{"events-topic", "POSTLINE_EVENTS_TOPIC"},
 	{"retry-topic-prefix", "POSTLINE_RETRY_TOPIC_PREFIX"},
 	{"retry-tiers", "POSTLINE_RETRY_TIERS"},
 	{"group", "POSTLINE_CONSUMER_GROUP"},
@@ -43,6 +45,7 @@ type globals struct {
 	databaseURL string
 	topic       string
 	dlqTopic    string
+	eventsTopic string
 	retryPrefix string
 	retryTiers  string
 	output      string
@@ -130,6 +133,7 @@ func execute(ctx context.Context, args []string, getenv func(string) string, std
 	pf.StringVar(&g.databaseURL, "database-url", defaultDatabaseURL, "PostgreSQL URL (env POSTLINE_DATABASE_URL)")
 	pf.StringVar(&g.topic, "topic", defaultJobsTopic, "jobs topic (env POSTLINE_JOBS_TOPIC)")
 	pf.StringVar(&g.dlqTopic, "dlq-topic", defaultDLQTopic, "dead-letter topic (env POSTLINE_DLQ_TOPIC)")
+	pf.StringVar(&g.eventsTopic, "events-topic", eventstream.DefaultTopic, "events topic (env POSTLINE_EVENTS_TOPIC)")
 	pf.StringVar(&g.retryPrefix, "retry-topic-prefix", retry.DefaultPrefix, "delay topics are <prefix>.<tier> (env POSTLINE_RETRY_TOPIC_PREFIX)")
 	pf.StringVar(&g.retryTiers, "retry-tiers", retry.DefaultTiers.String(), "delay tiers (env POSTLINE_RETRY_TIERS)")
 	pf.StringVarP(&g.output, "output", "o", "text", "output format: text (aligned tables) or json (shapes in each command's help)")

@@ -67,9 +67,10 @@ func newTopicsCreateCmd(g *globals) *cobra.Command {
 	var partitions, replication int
 	cmd := &cobra.Command{
 		Use:   "create",
-		Short: "Create the jobs, dead-letter and delay topics if they do not exist, and wait until they are usable",
-		Long: `Create the jobs (--topic), dead-letter (--dlq-topic) and delay topics
-(<--retry-topic-prefix>.<tier> for each of --retry-tiers) if they do not exist,
+		Short: "Create the jobs, dead-letter, delay and events topics if they do not exist, and wait until they are usable",
+		Long: `Create the jobs (--topic), dead-letter (--dlq-topic), delay
+(<--retry-topic-prefix>.<tier> for each of --retry-tiers) and events
+(--events-topic) topics if they do not exist,
 wait until they are usable, and describe them.
 ` + topicsDescribeHelp,
 		Args: cobra.NoArgs,
@@ -86,6 +87,7 @@ wait until they are usable, and describe them.
 			}
 			specs := topic.Defaults(g.topic, g.dlqTopic, partitions)
 			specs = append(specs, retry.TopicSpecs(g.retryPrefix, tiers, partitions)...)
+			specs = append(specs, topic.EventsSpec(g.eventsTopic))
 			for i := range specs {
 				specs[i].ReplicationFactor = replication
 			}
@@ -93,7 +95,8 @@ wait until they are usable, and describe them.
 				return err
 			}
 			names := []string{g.topic, g.dlqTopic}
-			return describe(cmd, g, append(names, tiers.Topics(g.retryPrefix)...)...)
+			names = append(names, tiers.Topics(g.retryPrefix)...)
+			return describe(cmd, g, append(names, g.eventsTopic)...)
 		},
 	}
 	cmd.Flags().IntVar(&partitions, "partitions", topic.DefaultJobsPartitions, "partitions of the jobs and delay topics")

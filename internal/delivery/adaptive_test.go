@@ -15,14 +15,17 @@ import (
 
 	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/failure"
+	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/job"
 )
 
 // closeCounter counts the sessions a pool closes.
 type closeCounter struct{ closed *int }
 
-func (s closeCounter) Send(context.Context, *job.Job) error { return nil }
-func (s closeCounter) Close() error                         { *s.closed++; return nil }
+func (s closeCounter) SendTo(_ context.Context, _ *job.Job, rcpts []sender.Recipient) (sender.Result, error) {
+	return acceptAll(rcpts), nil
+}
+func (s closeCounter) Close() error { *s.closed++; return nil }
 
 func TestRelayPoolFollowsItsSendControl(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/postline/postline/internal/adaptive"
+	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/job"
 )
@@ -24,6 +25,7 @@ const (
 	DefaultPauseCheck        = time.Second
 	DefaultStoreRetryBackoff = 100 * time.Millisecond
 	DefaultMaxStoreBackoff   = 5 * time.Second
+	DefaultConfirmWindow     = 24 * time.Hour
 )
 
 // Config configures a Pipeline.
@@ -86,6 +88,15 @@ type Config struct {
 	StoreRetryBackoff time.Duration
 	// MaxStoreBackoff caps StoreRetryBackoff's growth. Defaults to 5s.
 	MaxStoreBackoff time.Duration
+	// ConfirmWindow is how long after the relay took a mail a report may
+	// take to confirm it before it is listed as unconfirmed. Defaults to
+	// DefaultConfirmWindow (24h).
+	ConfirmWindow time.Duration
+	// Rules classify the relays' replies: whether a failed send is
+	// retried, and the bounce type of a recipient refused at RCPT. One rule
+	// set decides both, and the report receiver uses the same file.
+	// Defaults to failure.Default().
+	Rules *failure.RuleSet
 	// NowFunc is the clock. Defaults to time.Now.
 	NowFunc func() time.Time
 }
@@ -114,6 +125,10 @@ func (c Config) WithDefaults() Config {
 	c.PauseCheck = cmp.Or(c.PauseCheck, DefaultPauseCheck)
 	c.StoreRetryBackoff = cmp.Or(c.StoreRetryBackoff, DefaultStoreRetryBackoff)
 	c.MaxStoreBackoff = cmp.Or(c.MaxStoreBackoff, DefaultMaxStoreBackoff)
+	c.ConfirmWindow = cmp.Or(c.ConfirmWindow, DefaultConfirmWindow)
+	if c.Rules == nil {
+		c.Rules = failure.Default()
+	}
 	if c.NowFunc == nil {
 		c.NowFunc = time.Now
 	}

@@ -14,13 +14,17 @@ import (
 // The dependency calls the pipeline retries, the op label of
 // postline_delivery_dependency_errors_total.
 const (
-	opClaim          = "claim"
-	opRecord         = "record"
-	opRecordRejected = "record_rejected"
-	opNoteConflicts  = "note_conflicts"
-	opDeadLetter     = "dead_letter"
-	opRetryPublish   = "retry_publish"
-	opCircuitReport  = "circuit_report"
+	opClaim            = "claim"
+	opRecord           = "record"
+	opRecordRejected   = "record_rejected"
+	opNoteConflicts    = "note_conflicts"
+	opDeadLetter       = "dead_letter"
+	opRetryPublish     = "retry_publish"
+	opCircuitReport    = "circuit_report"
+	opRecipients       = "recipients"
+	opSuppressionCheck = "suppression_check"
+	opSuppress         = "suppress"
+	opEvents           = "events"
 )
 
 type metrics struct {
@@ -38,6 +42,8 @@ type metrics struct {
 	decreases        *prometheus.CounterVec
 	budgetWaits      *prometheus.CounterVec
 	panics           *prometheus.CounterVec
+	suppressed       prometheus.Counter
+	rcptRefusals     *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -102,8 +108,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: ns, Subsystem: sub, Name: "panics_total",
 			Help: "Panics recovered while handling one record, by stage (decoding, sending); each record is dead-lettered as internal_error.",
 		}, []string{"stage"}),
+		suppressed: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "suppressed_recipients_total",
+			Help: "Recipients dropped from an envelope at claim because they are on a suppression list.",
+		}),
+		rcptRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "recipient_refusals_total",
+			Help: "Recipients a relay refused for good at RCPT while the transaction went on, by provider and bounce type (hard, soft, policy).",
+		}, []string{"provider", "bounce_type"}),
 	}
-	for _, c := range []prometheus.Collector{m.panics, m.decreases, m.budgetWaits, m.outcomes, m.reentries, m.dependencyErrors, m.sendSeconds, m.publishToAccept, m.inFlight,
+	for _, c := range []prometheus.Collector{m.suppressed, m.rcptRefusals, m.panics, m.decreases, m.budgetWaits, m.outcomes, m.reentries, m.dependencyErrors, m.sendSeconds, m.publishToAccept, m.inFlight,
 		m.attempts, m.fastRetries, m.backoffDelay, m.releases, m.paused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("delivery: register metrics: %w", err)
@@ -121,7 +135,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, cause := range []string{reentryBusy, reentryRelease, reentryThrottled} {
 		m.reentries.WithLabelValues(cause)
 	}
-	for _, op := range []string{opClaim, opRecord, opRecordRejected, opNoteConflicts, opDeadLetter, opRetryPublish, opCircuitReport} {
+	for _, op := range []string{opClaim, opRecord, opRecordRejected, opNoteConflicts, opDeadLetter, opRetryPublish, opCircuitReport,
+		opRecipients, opSuppressionCheck, opSuppress, opEvents} {
 		m.dependencyErrors.WithLabelValues(op)
 	}
 	return m, nil

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
@@ -56,6 +57,10 @@ type item struct {
 
 	// Set by the claimer.
 	version int64
+	// rcpts are the job's recipients and where each stands; loaded says
+	// what earlier attempts recorded has been read into them.
+	rcpts  []rcpt
+	loaded bool
 
 	// Set by the sender.
 	provider    string
@@ -82,7 +87,14 @@ type Pipeline struct {
 	dlq       DeadLetters
 	retries   Retries
 	metrics   *metrics
-	tracer    trace.Tracer
+
+	// The outcome loop's ports; nil disables each.
+	events       Events
+	recipients   RecipientStates
+	suppressions Suppressions
+	returnPaths  ReturnPaths
+
+	tracer trace.Tracer
 
 	// Inputs and state of the retry policy.
 	window   *adaptive.Window
@@ -121,6 +133,19 @@ type Deps struct {
 	// Pressure scales the send concurrency down under Go runtime pressure
 	// when Config.SendControl is set; nil means none.
 	Pressure *adaptive.PressureGuard
+	// Events receives the events of every recorded outcome; nil publishes
+	// none.
+	Events Events
+	// Recipients reads what earlier attempts recorded for the recipients
+	// of a job back from a delay tier; nil sends every retry to all of
+	// its recipients.
+	Recipients RecipientStates
+	// Suppressions are checked at claim and told of hard bounces at RCPT;
+	// nil checks nothing.
+	Suppressions Suppressions
+	// ReturnPaths gives each recipient its own return path; nil sends with
+	// the job's From as the return path.
+	ReturnPaths ReturnPaths
 	// TracerProvider makes the spans of each record (see tracing.go),
 	// joined to the trace context in its headers; nil means no spans.
 	TracerProvider trace.TracerProvider
@@ -174,6 +199,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, deps Deps) 
 	}
 	p := &Pipeline{cfg: cfg, logger: logger, store: deps.Store, leases: deps.Leases, providers: pools,
 		breakers: deps.Breakers, dlq: deps.DeadLetters, retries: deps.Retries,
+		events: deps.Events, recipients: deps.Recipients, suppressions: deps.Suppressions, returnPaths: deps.ReturnPaths,
 		window: window, budgets: budgets, group: deps.Group, pressure: deps.Pressure,
 		tracer: tracerProvider.Tracer(tracerName)}
 	if p.metrics, err = newMetrics(reg); err != nil {
@@ -468,7 +494,7 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 			}
 		}
 	}
-	var conflicts []*item
+	var conflicts, claimed []*item
 	for i, c := range claims {
 		it := valid[i]
 		switch c.Result {
@@ -479,11 +505,8 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 			if c.Attempt > 0 {
 				it.attempt = c.Attempt
 			}
-			select {
-			case sendQ <- it:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+			it.initRecipients()
+			claimed = append(claimed, it)
 		case idempotency.Duplicate, idempotency.Stale:
 			p.done(src, it, claimResultName(c.Result))
 		case idempotency.Conflict:
@@ -494,6 +517,19 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 			delays.Add(p.cfg.NowFunc().Add(wait), it)
 		default:
 			return fmt.Errorf("delivery: unknown claim result %d for %s", c.Result, c.MessageID)
+		}
+	}
+	if err := p.loadRecipients(ctx, claimed); err != nil {
+		return err
+	}
+	if err := p.suppress(ctx, claimed); err != nil {
+		return err
+	}
+	for _, it := range claimed {
+		select {
+		case sendQ <- it:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 	return p.conflict(ctx, src, conflicts)
@@ -596,11 +632,18 @@ func (p *Pipeline) record(ctx context.Context, src Source, in <-chan *item, dela
 
 func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, delays *delay.Queue[*item]) error {
 	var (
-		letters []deadletter.Letter
-		copies  []retry.Copy
+		letters  []deadletter.Letter
+		copies   []retry.Copy
+		events   []event.Event
+		suppress []Suppression
+		now      = p.cfg.NowFunc()
 	)
 	outs := make([]idempotency.Outcome, len(batch))
 	for i, it := range batch {
+		if p.events != nil {
+			events = append(events, p.eventsOf(it, now)...)
+		}
+		suppress = append(suppress, it.suppressions()...)
 		switch {
 		case it.outcome == idempotency.StatusFailed || it.outcome == idempotency.StatusDead:
 			letters = append(letters, p.letter(it, it.reason, it.class, it.errText))
@@ -619,6 +662,12 @@ func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, d
 			Provider:   it.provider,
 			ErrorClass: it.class,
 			Error:      it.errText,
+			Recipients: it.recipientOutcomes(),
+			Stream:     stream(&it.job),
+			Metadata:   it.job.Metadata,
+		}
+		if it.countFresh(idempotency.RecipientAccepted) > 0 {
+			outs[i].ConfirmBy = now.Add(p.cfg.ConfirmWindow)
 		}
 	}
 	// Dead letters and retry copies are durable before the row says where
@@ -632,6 +681,18 @@ func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, d
 	}
 	if len(copies) > 0 {
 		if err := p.retry(ctx, opRetryPublish, func(ctx context.Context) error { return p.retries.Publish(ctx, copies...) }); err != nil {
+			return err
+		}
+	}
+	// Events go out before the state they report: a crash in between
+	// writes them again, with the same IDs, when the record is redelivered.
+	if len(events) > 0 {
+		if err := p.retry(ctx, opEvents, func(ctx context.Context) error { return p.events.Publish(ctx, events...) }); err != nil {
+			return err
+		}
+	}
+	if len(suppress) > 0 && p.suppressions != nil {
+		if err := p.retry(ctx, opSuppress, func(ctx context.Context) error { return p.suppressions.Suppress(ctx, suppress) }); err != nil {
 			return err
 		}
 	}
@@ -657,6 +718,7 @@ func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, d
 		p.logger.Warn("outcomes lost a compare-and-set", "count", len(lost), "first_message_id", lost[0])
 	}
 	for _, it := range batch {
+		it.recorded()
 		if !it.releaseAt.IsZero() {
 			at, cause := it.releaseAt, it.reentry
 			// The row's attempt now: unchanged for a release, the next one
@@ -757,7 +819,7 @@ func (p *Pipeline) retry(ctx context.Context, op string, fn func(context.Context
 // ones by pgpool's.
 func dependencyRetryable(op string, err error) bool {
 	switch op {
-	case opDeadLetter, opRetryPublish:
+	case opDeadLetter, opRetryPublish, opEvents:
 		return kafkaconn.Retryable(err)
 	}
 	return pgpool.Retryable(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/retry"
+	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/job"
 )
 
@@ -505,6 +506,27 @@ func (f *fakeSMTP) Send(ctx context.Context, j *job.Job) error {
 
 func (f *fakeSMTP) Close() error { return nil }
 
+func (f *fakeSMTP) SendTo(ctx context.Context, j *job.Job, rcpts []sender.Recipient) (sender.Result, error) {
+	return allOrNothing(f.Send(ctx, j), rcpts)
+}
+
+// allOrNothing is the result of a fake send that either takes every
+// recipient or fails as a whole.
+func allOrNothing(err error, rcpts []sender.Recipient) (sender.Result, error) {
+	if err != nil {
+		return sender.Result{}, err
+	}
+	return acceptAll(rcpts), nil
+}
+
+func acceptAll(rcpts []sender.Recipient) sender.Result {
+	var res sender.Result
+	for i := range rcpts {
+		res.Accepted = append(res.Accepted, i)
+	}
+	return res
+}
+
 func (f *fakeSMTP) sendCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -925,6 +947,10 @@ func (s countingSession) Send(ctx context.Context, _ *job.Job) error {
 	s.c.now--
 	s.c.mu.Unlock()
 	return ctx.Err()
+}
+
+func (s countingSession) SendTo(ctx context.Context, j *job.Job, rcpts []sender.Recipient) (sender.Result, error) {
+	return allOrNothing(s.Send(ctx, j), rcpts)
 }
 
 func (s countingSession) Close() error {

@@ -34,7 +34,10 @@ type Store interface {
 
 // Session is one SMTP connection. A session is used by one goroutine only.
 type Session interface {
-	Send(ctx context.Context, j *job.Job) error
+	// SendTo sends j to rcpts (see sender.Session.SendTo): the result says
+	// which recipients the relay took and which it refused at RCPT; err is
+	// why the others were not sent.
+	SendTo(ctx context.Context, j *job.Job, rcpts []sender.Recipient) (sender.Result, error)
 	Close() error
 }
 
@@ -90,6 +93,8 @@ var (
 	_ Retries     = (*retry.Writer)(nil)
 	_ Group       = (*consumer.LagMonitor)(nil)
 	_ Session     = (*sender.Session)(nil)
+
+	_ RecipientStates = (*idempotency.Store)(nil)
 
 	// The classification reads the reply and stage of the sender's errors.
 	_ failure.Reply  = (*sender.Error)(nil)

@@ -12,6 +12,7 @@ import (
 	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/retry"
+	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/job"
 )
 
@@ -19,6 +20,7 @@ import (
 func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- *item) error {
 	for it := range in {
 		p.deliver(ctx, it)
+		it.finishRecipients()
 		if ctx.Err() != nil {
 			// Hard stop: the send may have been cut short; leave the record
 			// unfinished so it is redelivered.
@@ -51,6 +53,10 @@ func (p *Pipeline) deliver(ctx context.Context, it *item) {
 		return
 	}
 
+	if len(it.pending()) == 0 {
+		p.finishWithoutPending(it)
+		return
+	}
 	if p.budgets != nil && it.attempt <= 1 {
 		p.budgets.Earn(priority) // a first attempt earns a share of a retry
 	}
@@ -69,8 +75,13 @@ func (p *Pipeline) deliver(ctx context.Context, it *item) {
 		}
 		sendCtx, span := p.startSend(ctx, it, prov.Name)
 		start := p.cfg.NowFunc()
-		var err error
-		if perr := p.contain("sending", it.msg, func() { err = session.Send(sendCtx, &it.job) }); perr != nil {
+		var (
+			err  error
+			res  sender.Result
+			pend = it.pending()
+		)
+		rcpts := p.envelope(it, pend)
+		if perr := p.contain("sending", it.msg, func() { res, err = session.SendTo(sendCtx, &it.job, rcpts) }); perr != nil {
 			// The session is in an unknown state: close it rather than
 			// reuse it, and dead-letter the record rather than retry it
 			// into the same panic.
@@ -80,9 +91,21 @@ func (p *Pipeline) deliver(ctx context.Context, it *item) {
 			return
 		}
 		prov.release(session)
+		deferred := p.applyResult(it, pend, res, prov.Name)
+		switch {
+		case err != nil:
+		case deferred != nil:
+			// Some recipients were refused for now: the job is retried
+			// for them, like a failed send.
+			err = deferred
+		case len(res.Accepted) == 0 && len(res.Refused) > 0:
+			// Every recipient was refused for good: the send failed as
+			// its first refusal.
+			err = res.Refused[0].Err
+		}
 		end := p.cfg.NowFunc()
 		elapsed := end.Sub(start)
-		v := failure.Classify(err)
+		v := p.cfg.Rules.Classify(err)
 		endSend(span, v, err == nil)
 		p.reportCircuit(ctx, prov.Name, v, err == nil)
 		p.learn(prov, start, end, v, err == nil)

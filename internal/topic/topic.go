@@ -110,6 +110,25 @@ func Defaults(jobs, dlq string, partitions int) []Spec {
 	}
 }
 
+// Events topic settings.
+const (
+	// DefaultEventsPartitions is the partition count of the events topic.
+	DefaultEventsPartitions = 8
+	// EventsRetention is how long events are kept: long enough for a
+	// consumer that was down over a long weekend to catch up.
+	EventsRetention = 7 * 24 * time.Hour
+)
+
+// EventsSpec is the events topic: one small JSON record per recipient
+// transition, keyed by Message-ID.
+func EventsSpec(name string) Spec {
+	return Spec{
+		Name:       name,
+		Partitions: DefaultEventsPartitions,
+		Configs:    map[string]string{"retention.ms": strconv.FormatInt(EventsRetention.Milliseconds(), 10)},
+	}
+}
+
 // TopicInfo describes one topic.
 type TopicInfo struct {
 	// Name is the topic name.

@@ -1,0 +1,408 @@
+package delivery
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/postline/postline/event"
+	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/internal/failure"
+	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/sender"
+	"github.com/postline/postline/job"
+)
+
+// Events publishes the events of recorded outcomes; it returns once they
+// are durable. Safe for concurrent use.
+type Events interface {
+	Publish(ctx context.Context, events ...event.Event) error
+}
+
+// RecipientStates reads what earlier attempts and reports decided for the
+// recipients of mails (idempotency.Store does). Safe for concurrent use.
+type RecipientStates interface {
+	Recipients(ctx context.Context, messageIDs []string) (map[string][]idempotency.Recipient, error)
+}
+
+// SuppressionKey names one address on the suppression lists of a tenant's
+// stream. Address is lower case.
+type SuppressionKey struct {
+	Tenant, Stream, Address string
+}
+
+// Suppression is an address to add to a suppression list after the relay
+// refused it for good.
+type Suppression struct {
+	Key       SuppressionKey
+	MessageID string // the mail it came from
+	Status    string // the refusal's enhanced status
+}
+
+// Suppressions are the suppression lists. Safe for concurrent use.
+type Suppressions interface {
+	// Suppressed returns the keys that are on a list, with the list
+	// entry's reason.
+	Suppressed(ctx context.Context, keys []SuppressionKey) (map[SuppressionKey]string, error)
+	// Suppress adds hard-bounced addresses to the lists.
+	Suppress(ctx context.Context, entries []Suppression) error
+}
+
+// ReturnPaths gives each recipient its own return path, so that reports
+// about it name it (returnpath.Signer does).
+type ReturnPaths interface {
+	Address(messageID string, idx int) string
+}
+
+// rcpt is one recipient of an item.
+type rcpt struct {
+	index   int
+	address string
+	state   idempotency.RecipientState
+	// fresh says this attempt (or the claim before it) decided state:
+	// it is recorded, and its event published, with the outcome.
+	fresh bool
+	// Set for a refusal at RCPT and for suppression.
+	refusal    *sender.Error
+	verdict    failure.Verdict
+	bounceType string
+	rule       string
+	suppress   bool
+	reason     string // suppression list reason
+}
+
+// stream is the suppression and event stream of a job.
+func stream(j *job.Job) string {
+	if j.Priority == job.PriorityBulk {
+		return event.StreamBulk
+	}
+	return event.StreamTransactional
+}
+
+// initRecipients gives a claimed item its recipients, all pending, unless
+// it has them from before it re-entered.
+func (it *item) initRecipients() {
+	if it.rcpts != nil {
+		return
+	}
+	addrs := it.job.Recipients()
+	it.rcpts = make([]rcpt, len(addrs))
+	for i, a := range addrs {
+		it.rcpts[i] = rcpt{index: i, address: a, state: idempotency.RecipientPending}
+	}
+}
+
+// pending returns the recipients this attempt sends to.
+func (it *item) pending() []*rcpt {
+	var out []*rcpt
+	for i := range it.rcpts {
+		if it.rcpts[i].state == idempotency.RecipientPending {
+			out = append(out, &it.rcpts[i])
+		}
+	}
+	return out
+}
+
+// countState counts the recipients in state.
+func (it *item) countState(state idempotency.RecipientState) int {
+	n := 0
+	for _, r := range it.rcpts {
+		if r.state == state {
+			n++
+		}
+	}
+	return n
+}
+
+// countFresh counts the recipients this attempt moved to state.
+func (it *item) countFresh(state idempotency.RecipientState) int {
+	n := 0
+	for _, r := range it.rcpts {
+		if r.fresh && r.state == state {
+			n++
+		}
+	}
+	return n
+}
+
+// everAccepted reports whether a relay took the mail for some recipient,
+// in this attempt or an earlier one.
+func (it *item) everAccepted() bool {
+	for _, r := range it.rcpts {
+		switch r.state {
+		case idempotency.RecipientAccepted, idempotency.RecipientDelivered, idempotency.RecipientComplained:
+			return true
+		}
+	}
+	return false
+}
+
+// finishWithoutPending sets the outcome of a job none of whose recipients
+// is left to send to: sent if a relay took it for someone, suppressed if
+// the suppression lists dropped the rest, failed otherwise.
+func (p *Pipeline) finishWithoutPending(it *item) {
+	switch {
+	case it.everAccepted():
+		it.outcome = idempotency.StatusSent
+	case it.countState(idempotency.RecipientSuppressed) > 0 && it.countState(idempotency.RecipientBounced) == 0 &&
+		it.countState(idempotency.RecipientFailed) == 0:
+		it.outcome, it.class = idempotency.StatusSuppressed, sourceSuppression
+	default:
+		it.outcome, it.class, it.reason = idempotency.StatusFailed, string(failure.Permanent), deadletter.ReasonSMTPPermanent
+		if it.errText == "" {
+			it.errText = "every recipient was refused or suppressed"
+		}
+	}
+}
+
+// finishRecipients brings the recipients in line with the attempt's
+// outcome: the ones left pending by a failed or dead job fail or die with
+// it, and a job that failed after a relay took it for some recipients is
+// sent (to those), not failed.
+func (it *item) finishRecipients() {
+	if it.outcome == "" {
+		return // a hard stop: nothing is recorded
+	}
+	it.settleRecipients()
+	if it.outcome == idempotency.StatusFailed && it.everAccepted() {
+		it.outcome, it.reason = idempotency.StatusSent, ""
+	}
+}
+
+// loadRecipients applies what earlier attempts recorded to items that
+// come back from a delay tier: their recipients already taken or resolved
+// are not sent to again.
+func (p *Pipeline) loadRecipients(ctx context.Context, items []*item) error {
+	if p.recipients == nil {
+		return nil
+	}
+	var ids []string
+	for _, it := range items {
+		if it.attempt > 1 && !it.loaded {
+			ids = append(ids, it.job.MessageID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	var rows map[string][]idempotency.Recipient
+	if err := p.retry(ctx, opRecipients, func(ctx context.Context) (err error) {
+		rows, err = p.recipients.Recipients(ctx, ids)
+		return err
+	}); err != nil {
+		return err
+	}
+	for _, it := range items {
+		if it.attempt <= 1 || it.loaded {
+			continue
+		}
+		it.loaded = true
+		for _, row := range rows[it.job.MessageID] {
+			if row.Index < len(it.rcpts) && row.State != idempotency.RecipientPending {
+				r := &it.rcpts[row.Index]
+				r.state, r.fresh = row.State, false
+			}
+		}
+	}
+	return nil
+}
+
+// suppress drops the claimed items' suppressed recipients from their
+// envelopes, in one lookup for the batch.
+func (p *Pipeline) suppress(ctx context.Context, items []*item) error {
+	if p.suppressions == nil {
+		return nil
+	}
+	var keys []SuppressionKey
+	for _, it := range items {
+		for _, r := range it.pending() {
+			keys = append(keys, SuppressionKey{Tenant: it.job.Tenant, Stream: stream(&it.job), Address: strings.ToLower(r.address)})
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	var hits map[SuppressionKey]string
+	if err := p.retry(ctx, opSuppressionCheck, func(ctx context.Context) (err error) {
+		hits, err = p.suppressions.Suppressed(ctx, keys)
+		return err
+	}); err != nil {
+		return err
+	}
+	for _, it := range items {
+		for _, r := range it.pending() {
+			reason, ok := hits[SuppressionKey{Tenant: it.job.Tenant, Stream: stream(&it.job), Address: strings.ToLower(r.address)}]
+			if ok {
+				r.state, r.fresh, r.reason = idempotency.RecipientSuppressed, true, reason
+				p.metrics.suppressed.Inc()
+			}
+		}
+	}
+	return nil
+}
+
+// envelope is the recipients of one send and their return paths.
+func (p *Pipeline) envelope(it *item, rcpts []*rcpt) []sender.Recipient {
+	out := make([]sender.Recipient, len(rcpts))
+	for i, r := range rcpts {
+		out[i] = sender.Recipient{Address: r.address}
+		if p.returnPaths != nil {
+			out[i].ReturnPath = p.returnPaths.Address(it.job.MessageID, r.index)
+		}
+	}
+	return out
+}
+
+// applyResult moves the recipients of a send on: the accepted ones to
+// accepted, the ones refused for good to bounced. It returns the error of
+// a recipient refused for now when the send itself had none, so that the
+// job is retried for it.
+func (p *Pipeline) applyResult(it *item, sent []*rcpt, res sender.Result, provider string) error {
+	for _, k := range res.Accepted {
+		r := sent[k]
+		r.state, r.fresh = idempotency.RecipientAccepted, true
+	}
+	var deferred error
+	for _, ref := range res.Refused {
+		r := sent[ref.Index]
+		v := p.cfg.Rules.Classify(ref.Err)
+		if v.Class != failure.Permanent {
+			if deferred == nil {
+				deferred = ref.Err
+			}
+			continue
+		}
+		r.state, r.fresh, r.refusal, r.verdict = idempotency.RecipientBounced, true, ref.Err, v
+		b := p.cfg.Rules.ClassifyBounce(ref.Err.Code, ref.Err.Enhanced, ref.Err.Text)
+		r.bounceType, r.rule, r.suppress = string(b.Type), b.Rule, b.Suppress
+		p.metrics.rcptRefusals.WithLabelValues(provider, r.bounceType).Inc()
+	}
+	return deferred
+}
+
+// settleRecipients gives the recipients still pending after the attempt
+// the state its outcome implies.
+func (it *item) settleRecipients() {
+	var to idempotency.RecipientState
+	switch it.outcome {
+	case idempotency.StatusFailed:
+		to = idempotency.RecipientFailed
+	case idempotency.StatusDead:
+		to = idempotency.RecipientDead
+	default:
+		return
+	}
+	for _, r := range it.pending() {
+		r.state, r.fresh = to, true
+	}
+}
+
+// recipientOutcomes are the recipient rows the outcome writes.
+func (it *item) recipientOutcomes() []idempotency.RecipientOutcome {
+	var out []idempotency.RecipientOutcome
+	for _, r := range it.rcpts {
+		if !r.fresh && r.state != idempotency.RecipientPending {
+			continue
+		}
+		o := idempotency.RecipientOutcome{Index: r.index, Address: r.address, State: r.state,
+			Attempt: it.attempt, Provider: it.provider, Source: bounceSourceSMTP}
+		switch {
+		case r.refusal != nil:
+			o.BounceType, o.Status, o.Code, o.Diagnostic, o.Rule = r.bounceType, r.refusal.Enhanced, r.refusal.Code, r.refusal.Text, r.rule
+		case r.state == idempotency.RecipientSuppressed:
+			o.Source, o.Rule = sourceSuppression, r.reason
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// Sources of recipient decisions the worker makes.
+const (
+	bounceSourceSMTP  = "smtp"
+	sourceSuppression = "suppression"
+)
+
+// events are the events of the outcome about to be recorded: one per
+// recipient this attempt moved, and a deferral per recipient left pending
+// when the job goes to a delay tier.
+func (p *Pipeline) eventsOf(it *item, now time.Time) []event.Event {
+	if len(it.rcpts) == 0 {
+		return nil
+	}
+	base := event.Event{Schema: event.Schema, At: now.UTC(), MessageID: it.job.MessageID, Tenant: it.job.Tenant,
+		Stream: stream(&it.job), Attempt: it.attempt, Provider: it.provider, Metadata: it.job.Metadata}
+	var out []event.Event
+	add := func(r *rcpt, t event.Type, fill func(*event.Event)) {
+		e := base
+		e.Type, e.Recipient, e.RecipientIndex = t, r.address, r.index
+		e.ID = event.NewID(it.job.MessageID, r.index, t, it.attempt)
+		if fill != nil {
+			fill(&e)
+		}
+		out = append(out, e)
+	}
+	for i := range it.rcpts {
+		r := &it.rcpts[i]
+		switch {
+		case r.state == idempotency.RecipientPending:
+			if it.copy == nil {
+				continue // a release or a short hold in the worker: not a deferral
+			}
+			next := it.copy.NotBefore.UTC()
+			add(r, event.Deferred, func(e *event.Event) { e.Class, e.NextAttemptAt = it.class, &next })
+		case !r.fresh:
+		case r.state == idempotency.RecipientAccepted:
+			add(r, event.Accepted, nil)
+		case r.state == idempotency.RecipientBounced:
+			add(r, event.Bounced, func(e *event.Event) {
+				e.Bounce = &event.Bounce{Type: r.bounceType, Status: r.refusal.Enhanced, Code: r.refusal.Code,
+					Diagnostic: truncateDiagnostic(r.refusal.Text), Rule: r.rule, Source: bounceSourceSMTP}
+			})
+		case r.state == idempotency.RecipientSuppressed:
+			add(r, event.Suppressed, func(e *event.Event) { e.Reason = r.reason })
+		case r.state == idempotency.RecipientFailed:
+			add(r, event.Failed, func(e *event.Event) { e.Class, e.Reason = it.class, it.reason })
+		case r.state == idempotency.RecipientDead:
+			add(r, event.Dead, func(e *event.Event) { e.Class, e.Reason = it.class, it.reason })
+		}
+	}
+	return out
+}
+
+// suppressions are the hard-bounced addresses the outcome adds to the
+// suppression lists.
+func (it *item) suppressions() []Suppression {
+	var out []Suppression
+	for _, r := range it.rcpts {
+		if r.fresh && r.state == idempotency.RecipientBounced && r.suppress {
+			out = append(out, Suppression{
+				Key:       SuppressionKey{Tenant: it.job.Tenant, Stream: stream(&it.job), Address: strings.ToLower(r.address)},
+				MessageID: it.job.MessageID, Status: r.refusal.Enhanced})
+		}
+	}
+	return out
+}
+
+// recorded marks the recipients' decisions as written.
+func (it *item) recorded() {
+	for i := range it.rcpts {
+		it.rcpts[i].fresh = false
+	}
+}
+
+// truncateDiagnostic bounds a relay's reply text for an event.
+func truncateDiagnostic(s string) string {
+	const limit = 512
+	if len(s) <= limit {
+		return s
+	}
+	s = s[:limit]
+	for len(s) > 0 && s[len(s)-1]&0xC0 == 0x80 {
+		s = s[:len(s)-1]
+	}
+	if len(s) > 0 && s[len(s)-1] >= 0xC0 {
+		s = s[:len(s)-1]
+	}
+	return s
+}

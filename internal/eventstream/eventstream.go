@@ -1,0 +1,143 @@
+// Package eventstream writes Postline's events (package event) to the
+// events topic: one record per event, keyed by Message-ID so that a mail's
+// events stay in order on one partition, with the event type in a header
+// for consumers that filter without decoding. It knows Kafka records, not
+// what the transitions mean: the worker and the report receiver decide
+// which events to write, and write them before the state they report.
+package eventstream
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/postline/postline/event"
+	"github.com/postline/postline/kafkaconn"
+)
+
+// DefaultTopic is the events topic.
+const DefaultTopic = "mail.events"
+
+// HeaderType is the record header holding the event's type.
+const HeaderType = "postline-event-type"
+
+// defaultMaxMessageBytes is what Config.MaxMessageBytes assumes for a
+// topic created with the broker's defaults (message.max.bytes, about 1 MB).
+const defaultMaxMessageBytes = 1 << 20
+
+// Config configures a Writer.
+type Config struct {
+	// Kafka is the cluster. Required.
+	Kafka *kafkaconn.Cluster
+	// Topic is the events topic. Defaults to DefaultTopic.
+	Topic string
+	// MaxMessageBytes is the topic's max.message.bytes. Defaults to 1 MiB;
+	// an event is a few hundred bytes.
+	MaxMessageBytes int
+	// BatchTimeout bounds how long a write waits to fill a batch. Defaults
+	// to 2ms: callers hand over whole batches.
+	BatchTimeout time.Duration
+}
+
+// WithDefaults returns cfg with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	c.Topic = cmp.Or(c.Topic, DefaultTopic)
+	c.MaxMessageBytes = cmp.Or(c.MaxMessageBytes, defaultMaxMessageBytes)
+	return c
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	switch {
+	case c.Kafka == nil:
+		return errors.New("eventstream config: Kafka is required")
+	case c.MaxMessageBytes < 4<<10:
+		return fmt.Errorf("eventstream config: MaxMessageBytes %d is below 4 KiB", c.MaxMessageBytes)
+	}
+	return nil
+}
+
+// Writer publishes events. Safe for concurrent use.
+type Writer struct {
+	w         *kafka.Writer
+	closeConn func()
+	published *prometheus.CounterVec
+}
+
+// New returns a Writer; metrics register on reg. Close it when done.
+func New(cfg Config, reg prometheus.Registerer) (*Writer, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	published := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "postline",
+		Subsystem: "events",
+		Name:      "published_total",
+		Help:      "Events written to the events topic, by type (copies written again after a crash included).",
+	}, []string{"type"})
+	if err := reg.Register(published); err != nil {
+		return nil, fmt.Errorf("eventstream: register metrics: %w", err)
+	}
+	for _, t := range event.Types {
+		published.WithLabelValues(string(t))
+	}
+	w, closeConn, err := cfg.Kafka.Writer(kafkaconn.WriterConfig{
+		Topic:        cfg.Topic,
+		Name:         "events",
+		Limits:       map[string]int{cfg.Topic: cfg.MaxMessageBytes},
+		BatchTimeout: cfg.BatchTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("eventstream: %w", err)
+	}
+	return &Writer{w: w, closeConn: closeConn, published: published}, nil
+}
+
+// Publish writes events in one call and returns once the broker has
+// acknowledged all of them. An event that does not validate fails the
+// call before anything is written.
+func (w *Writer) Publish(ctx context.Context, events ...event.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	msgs, err := Records(events)
+	if err != nil {
+		return err
+	}
+	if err := w.w.WriteMessages(ctx, msgs...); err != nil {
+		return fmt.Errorf("eventstream: write %d events: %w", len(msgs), err)
+	}
+	for _, e := range events {
+		w.published.WithLabelValues(string(e.Type)).Inc()
+	}
+	return nil
+}
+
+// Records encodes events as the records Publish writes.
+func Records(events []event.Event) ([]kafka.Message, error) {
+	msgs := make([]kafka.Message, len(events))
+	for i := range events {
+		b, err := events[i].Encode()
+		if err != nil {
+			return nil, fmt.Errorf("eventstream: event %d (%s): %w", i, events[i].ID, err)
+		}
+		msgs[i] = kafka.Message{
+			Key:     []byte(events[i].MessageID),
+			Value:   b,
+			Headers: []kafka.Header{{Key: HeaderType, Value: []byte(events[i].Type)}},
+		}
+	}
+	return msgs, nil
+}
+
+// Close flushes and closes the underlying writer and its connections.
+func (w *Writer) Close() error {
+	defer w.closeConn()
+	return w.w.Close()
+}
