@@ -72,7 +72,8 @@ type Config struct {
 	Concurrency int
 	// DedupeWindow is how many recently finished event IDs are remembered:
 	// a copy of one of them (a producer's retried write) is not sent
-	// again. Defaults to 100000.
+	// again. A copy that comes while the event is being sent is not sent
+	// either: it is done when the first is. Defaults to 100000.
 	DedupeWindow int
 	// SessionTimeout, HeartbeatInterval, DrainTimeout and RebalanceTimeout
 	// are passed to the consumer (see consumer.Config); they default to

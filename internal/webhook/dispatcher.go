@@ -89,9 +89,14 @@ type Dispatcher struct {
 	endpoints []*endpointState
 	client    *http.Client
 	backoff   backoff
-	seen      *lru.Cache[string, struct{}] // events finished for every endpoint
 	metrics   *metrics
 	dlqFailed atomic.Bool // the last dead-letter write failed
+
+	// Copies of one event (equal IDs) are sent once: mu guards the events
+	// being sent, by ID, and the IDs of those recently finished.
+	mu       sync.Mutex
+	inflight map[string]*record
+	seen     *lru.Cache[string, struct{}]
 
 	wg sync.WaitGroup // deliveries
 }
@@ -111,9 +116,10 @@ type endpointState struct {
 
 // record is one record of the events topic being delivered.
 type record struct {
-	msg  consumer.Message
-	ev   event.Event
-	left atomic.Int32 // endpoints that have not finished it
+	msg    consumer.Message
+	ev     event.Event
+	left   atomic.Int32       // endpoints that have not finished it
+	copies []consumer.Message // later records of the same event; guarded by Dispatcher.mu
 }
 
 // delivery is one record on its way to one endpoint.
@@ -165,8 +171,9 @@ func newDispatcher(cfg Config, logger *slog.Logger, reg prometheus.Registerer, s
 			// signed event somewhere the operator did not configure.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		backoff: backoff{base: cfg.RetryBase, max: cfg.RetryMaxDelay, jitter: randomJitter},
-		seen:    seen,
+		backoff:  backoff{base: cfg.RetryBase, max: cfg.RetryMaxDelay, jitter: randomJitter},
+		inflight: make(map[string]*record),
+		seen:     seen,
 	}
 	for _, ep := range cfg.Endpoints {
 		signer, err := NewSigner(ep.Secret)
@@ -249,11 +256,6 @@ func (d *Dispatcher) dispatch(stop, work context.Context, m consumer.Message) {
 		}
 		return
 	}
-	if d.seen.Contains(ev.ID) {
-		d.metrics.duplicates.Inc()
-		d.src.MarkDone(m)
-		return
-	}
 	var targets []*endpointState
 	for _, es := range d.endpoints {
 		if es.ep.Matches(&ev) {
@@ -264,8 +266,25 @@ func (d *Dispatcher) dispatch(stop, work context.Context, m consumer.Message) {
 		d.src.MarkDone(m)
 		return
 	}
+	// A copy of an event being sent is done when the first is; a copy of
+	// one finished lately is done now.
+	d.mu.Lock()
+	if first := d.inflight[ev.ID]; first != nil {
+		first.copies = append(first.copies, m)
+		d.mu.Unlock()
+		d.metrics.duplicates.Inc()
+		return
+	}
+	if d.seen.Contains(ev.ID) {
+		d.mu.Unlock()
+		d.metrics.duplicates.Inc()
+		d.src.MarkDone(m)
+		return
+	}
 	rec := &record{msg: m, ev: ev}
 	rec.left.Store(int32(len(targets)))
+	d.inflight[ev.ID] = rec
+	d.mu.Unlock()
 	for _, es := range targets {
 		select {
 		case es.slots <- struct{}{}:
@@ -412,9 +431,17 @@ func (d *Dispatcher) finish(dl *delivery, result string) {
 	d.metrics.deliveries.WithLabelValues(es.ep.ID, result).Inc()
 	d.metrics.delivery.WithLabelValues(es.ep.ID, result).Observe(max(d.cfg.NowFunc().Sub(dl.queued), 0).Seconds())
 	es.remove(dl)
-	if dl.rec.left.Add(-1) == 0 {
-		d.seen.Add(dl.rec.ev.ID, struct{}{})
-		d.src.MarkDone(dl.rec.msg)
+	if dl.rec.left.Add(-1) != 0 {
+		return
+	}
+	d.mu.Lock()
+	delete(d.inflight, dl.rec.ev.ID)
+	d.seen.Add(dl.rec.ev.ID, struct{}{})
+	copies := dl.rec.copies
+	d.mu.Unlock()
+	d.src.MarkDone(dl.rec.msg)
+	for _, c := range copies {
+		d.src.MarkDone(c)
 	}
 }
 

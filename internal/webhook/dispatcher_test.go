@@ -359,3 +359,30 @@ postline_webhook_oldest_pending_age_seconds{endpoint="ep"} 90
 		t.Error(err)
 	}
 }
+
+// A copy that comes while its event is being sent is done when the first
+// is, without a request of its own.
+func TestCopyOfEventInFlightIsDoneWithIt(t *testing.T) {
+	release := make(chan struct{})
+	rc := newReceiver(t, func(r *http.Request, _ string, _ int) int {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		return http.StatusOK
+	})
+	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "ep")}})
+	e := mustEncode(t, newEvent("<f@x>", 0, event.Delivered, ""))
+	first := h.send(e)
+	waitFor(t, 5*time.Second, "the first request", func() bool { tries, _ := rc.total(); return tries == 1 })
+	second := h.send(e)
+	waitFor(t, 5*time.Second, "the copy to be counted", func() bool { return testutil.ToFloat64(h.d.metrics.duplicates) == 1 })
+	if h.src.doneCount(second) != 0 {
+		t.Fatal("the copy was done before the first")
+	}
+	close(release)
+	waitFor(t, 5*time.Second, "both done", func() bool { return h.src.doneCount(first) == 1 && h.src.doneCount(second) == 1 })
+	if tries, _ := rc.total(); tries != 1 {
+		t.Errorf("%d requests for two copies, want 1", tries)
+	}
+}

@@ -67,7 +67,7 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 		undecodable: prometheus.NewCounter(prometheus.CounterOpts(opts("undecodable_total",
 			"Records of the events topic that are not valid events; they go to the dead-letter topic."))),
 		duplicates: prometheus.NewCounter(prometheus.CounterOpts(opts("duplicates_total",
-			"Copies of events already sent to every matching endpoint, skipped."))),
+			"Copies of events being sent or sent lately to every matching endpoint, not sent again."))),
 	}
 	// Export every endpoint's series from the start, so rates and alerts
 	// see zeros.
