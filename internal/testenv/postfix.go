@@ -81,9 +81,11 @@ type QueuedRecipient struct {
 //
 // The destination and bounce ports are fixed and the queue is shared, so
 // Postfix holds a lock, across test binaries, until t ends: tests that use
-// the relay run one after another. Once it holds the lock it deletes
-// whatever an earlier test left in the queue, so that nothing but this
-// test's mail reaches its servers.
+// the relay run one after another. Call it once per test, never in a
+// subtest of a test that already did (the subtest would wait for its
+// parent). Once it holds the lock it deletes whatever an earlier test left
+// in the queue (when ConfigDir is known), so that nothing but this test's
+// mail reaches its servers.
 func Postfix(t testing.TB) PostfixEnv {
 	t.Helper()
 	Integration(t, "the stack's Postfix relay")

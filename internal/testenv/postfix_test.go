@@ -160,6 +160,54 @@ func TestPostfixSuccessNotification(t *testing.T) {
 	}
 }
 
+// Through the stack's Postfix: a recipient the destination keeps deferring
+// with 451 is retried every few seconds and returned as failed once the mail
+// is older than the queue lifetime (30 s), with the last 4.x.x status.
+func TestPostfixExpiresDeferredMail(t *testing.T) {
+	p := Postfix(t)
+	dest := serveSMTP(t, p.ListenDest(t), false)
+	bounces := serveSMTP(t, p.ListenBounce(t), false)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	id := UniqueName("late")
+	sender := "bounce+late@" + p.BounceDomain
+	start := time.Now()
+	sendThrough(t, p.Addr, sender, id, "busy@example.test", smtp.DSNReturnHeaders, nil)
+
+	got, err := bounces.wait(ctx, func(m received) bool { return containsFold(m.to, sender) })
+	if err != nil {
+		t.Fatalf("no report reached the bounce receiver: %v\nPostfix log:\n%s", err, p.LogSince())
+	}
+	elapsed := time.Since(start)
+	attempts := dest.refused("busy@example.test")
+	t.Logf("failure report after %s and %d delivery attempts", elapsed.Round(time.Millisecond), attempts)
+	if elapsed < 30*time.Second {
+		t.Errorf("report after %s, before the 30 s queue lifetime", elapsed)
+	}
+	if attempts < 3 {
+		t.Errorf("destination saw %d attempts in %s, want retries every few seconds", attempts, elapsed)
+	}
+	r := parseReport(t, got.data)
+	if len(r.recipients) != 1 {
+		t.Fatalf("report has %d recipient groups, want 1: %v", len(r.recipients), r.recipients)
+	}
+	rcpt := r.recipients[0]
+	if v := rcpt.Get("Action"); v != "failed" {
+		t.Errorf("Action = %q, want failed", v)
+	}
+	if v := rcpt.Get("Status"); v != "4.2.1" {
+		t.Errorf("Status = %q, want the last deferral's 4.2.1", v)
+	}
+	if v := rcpt.Get("Diagnostic-Code"); !strings.Contains(v, "451 4.2.1 mailbox busy") {
+		t.Errorf("Diagnostic-Code = %q, want the destination's last reply", v)
+	}
+	if err := p.WaitQueueEmpty(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("delivery-status of the expired mail:\n%v\n%v", r.perMessage, rcpt)
+}
+
 func TestPostfixQueueHelpers(t *testing.T) {
 	p := Postfix(t)
 	if p.ConfigDir == "" {
@@ -328,18 +376,19 @@ type received struct {
 }
 
 // smtpRecorder is a go-smtp server that accepts every message, except that
-// it refuses RCPT TO a local part "nobody" with 550 5.1.1, and records what
-// it accepted.
+// it refuses RCPT TO a local part "nobody" with 550 5.1.1 and defers one
+// "busy" with 451 4.2.1, and records what it accepted.
 type smtpRecorder struct {
 	mu      sync.Mutex
 	msgs    []received
-	changed chan struct{} // closed and replaced on every new message
+	refusal map[string]int // refused RCPT TO commands by address
+	changed chan struct{}  // closed and replaced on every new message
 }
 
 // serveSMTP serves a recorder on ln until t ends; dsn makes it offer DSN.
 func serveSMTP(t *testing.T, ln net.Listener, dsn bool) *smtpRecorder {
 	t.Helper()
-	r := &smtpRecorder{changed: make(chan struct{})}
+	r := &smtpRecorder{changed: make(chan struct{}), refusal: make(map[string]int)}
 	srv := smtp.NewServer(r)
 	srv.Domain = "dest.postline.test"
 	srv.EnableDSN = dsn
@@ -373,6 +422,13 @@ func (r *smtpRecorder) messages() []received {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]received(nil), r.msgs...)
+}
+
+// refused returns how many RCPT TO:<addr> it refused.
+func (r *smtpRecorder) refused(addr string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.refusal[strings.ToLower(addr)]
 }
 
 func (r *smtpRecorder) count() int {
@@ -414,8 +470,18 @@ func (s *recorderSession) Mail(from string, opts *smtp.MailOptions) error {
 }
 
 func (s *recorderSession) Rcpt(to string, opts *smtp.RcptOptions) error {
-	if local, _, _ := strings.Cut(to, "@"); strings.EqualFold(local, "nobody") {
-		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "no such user"}
+	var refuse *smtp.SMTPError
+	switch local, _, _ := strings.Cut(strings.ToLower(to), "@"); local {
+	case "nobody":
+		refuse = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "no such user"}
+	case "busy":
+		refuse = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 2, 1}, Message: "mailbox busy"}
+	}
+	if refuse != nil {
+		s.r.mu.Lock()
+		s.r.refusal[strings.ToLower(to)]++
+		s.r.mu.Unlock()
+		return refuse
 	}
 	if len(s.cur.to) == 0 && opts != nil {
 		notify := make([]string, 0, len(opts.Notify))
