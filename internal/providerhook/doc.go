@@ -11,6 +11,13 @@
 // seen is refused before its events are decoded. When Reports fails, the
 // handler answers 503 so the provider retries.
 //
+// What a signature proves differs. An SNS signature covers the whole
+// notification but proves only that SNS sent it, from some topic: the
+// SES handler's TopicARNs allow-list is what ties it to the operator's own
+// topics. Mailgun signs only a timestamp and a random token, not the
+// event; the event is trusted because the request came over TLS with a
+// fresh, never-seen token signed by the domain's key.
+//
 // Who a report is about: Postline sends each recipient with its own envelope
 // sender, and both providers echo it (SES mail.source, Mailgun
 // envelope.sender), so the injected TokenFunc recovers the token from it. A

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,11 +29,15 @@ const (
 // its own certificates.
 type SESConfig struct {
 	// TopicARNs, when not empty, are the only SNS topics whose messages are
-	// taken; others are refused with 403. Defaults to empty: any topic whose
-	// message verifies.
+	// taken (and whose subscriptions are confirmed); others are refused with
+	// 403. Set it in production: SNS signs the messages of every topic, so
+	// without it the topic of any AWS account that subscribes this endpoint
+	// is confirmed and its notifications believed. Defaults to empty: any
+	// topic whose message verifies.
 	TopicARNs []string
 	// SNSHostPattern is the regular expression the host of SigningCertURL
-	// and SubscribeURL must match; both must also be https. Defaults to
+	// and SubscribeURL must match; both must also be https. It must be
+	// anchored (^...$), so that it matches whole host names. Defaults to
 	// DefaultSNSHostPattern.
 	SNSHostPattern string
 	// HTTPClient fetches signing certificates and follows SubscribeURL; it
@@ -80,6 +85,8 @@ func (c SESConfig) Validate() error {
 	}
 	if _, err := regexp.Compile(c.SNSHostPattern); err != nil {
 		bad("SNSHostPattern", c.SNSHostPattern, err.Error())
+	} else if !strings.HasPrefix(c.SNSHostPattern, "^") || !strings.HasSuffix(c.SNSHostPattern, "$") {
+		bad("SNSHostPattern", c.SNSHostPattern, "must be anchored with ^ and $")
 	}
 	if c.HTTPClient == nil {
 		bad("HTTPClient", "nil", "required")
@@ -137,15 +144,18 @@ func NewSES(cfg SESConfig, reports Reports, logger *slog.Logger, reg prometheus.
 	if err != nil {
 		return nil, err
 	}
+	logger = logger.With("provider", providerSES)
 	var topics map[string]bool
-	if len(cfg.TopicARNs) > 0 {
+	if len(cfg.TopicARNs) == 0 {
+		logger.Warn("providerhook: no TopicARNs: the messages of any SNS topic that verify are taken")
+	} else {
 		topics = make(map[string]bool, len(cfg.TopicARNs))
 		for _, arn := range cfg.TopicARNs {
 			topics[arn] = true
 		}
 	}
 	return &SES{cfg: cfg, topics: topics, verifier: v, client: &client, reports: reports,
-		logger: logger.With("provider", providerSES), metrics: m}, nil
+		logger: logger, metrics: m}, nil
 }
 
 // ServeHTTP takes one SNS message: it verifies it, then confirms a

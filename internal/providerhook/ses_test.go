@@ -435,7 +435,7 @@ func TestDefaultSNSHostPattern(t *testing.T) {
 	}
 	for raw, ok := range map[string]bool{
 		"https://sns.us-west-2.amazonaws.com/SimpleNotificationService-f3ecfb7224c7233fe7bb5f59f96de52f.pem": true,
-		"https://sns.cn-north-1.amazonaws.com.cn/SimpleNotificationService-x.pem":                             true,
+		"https://sns.cn-north-1.amazonaws.com.cn/SimpleNotificationService-x.pem":                            true,
 		"https://sns.us-west-2.amazonaws.com:443/x.pem":                                                      true,
 		"http://sns.us-west-2.amazonaws.com/x.pem":                                                           false,
 		"https://sns.us-west-2.amazonaws.com.evil.example/x.pem":                                             false,
@@ -445,7 +445,7 @@ func TestDefaultSNSHostPattern(t *testing.T) {
 		"https://SNS.us-west-2.amazonaws.com/x.pem":                                                          false,
 		"https://sqs.us-west-2.amazonaws.com/x.pem":                                                          false,
 		"https://sns.us_west.amazonaws.com/x.pem":                                                            false,
-		"":                                                                                                    false,
+		"": false,
 	} {
 		if err := v.allowedURL(raw); (err == nil) != ok {
 			t.Errorf("allowedURL(%q) = %v, want allowed %t", raw, err, ok)
