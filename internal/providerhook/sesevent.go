@@ -54,8 +54,7 @@ type sesNotification struct {
 			Status         string `json:"status"`
 			DiagnosticCode string `json:"diagnosticCode"`
 		} `json:"delayedRecipients"`
-		Timestamp   string `json:"timestamp"`
-		RemoteMtaIP string `json:"remoteMtaIp"`
+		Timestamp string `json:"timestamp"`
 	} `json:"deliveryDelay"`
 }
 
@@ -128,7 +127,7 @@ func sesReports(msg []byte, token TokenFunc) ([]report.Report, error) {
 			r := base
 			r.Kind, r.Recipient = report.Delayed, dr.EmailAddress
 			r.Code, r.Status, r.Diagnostic = diagnostic(dr.Status, dr.DiagnosticCode)
-			r.RemoteMTA, r.At = oneLine(n.DeliveryDelay.RemoteMtaIP), parseTime(n.DeliveryDelay.Timestamp)
+			r.At = parseTime(n.DeliveryDelay.Timestamp)
 			add(r)
 		}
 	case "":
