@@ -323,10 +323,11 @@ func (s *fakeSource) doneBeforeRecorded() bool {
 }
 
 type fakeRow struct {
-	status  idempotency.Status
-	hash    []byte
-	version int64
-	attempt int
+	status   idempotency.Status
+	hash     []byte
+	version  int64
+	attempt  int
+	outcomes []idempotency.Outcome // recorded, in order
 }
 
 type fakeStore struct {
@@ -400,6 +401,7 @@ func (s *fakeStore) Record(_ context.Context, outs []idempotency.Outcome) ([]str
 			continue
 		}
 		row.status, row.version, row.attempt = o.Status, row.version+1, o.Attempt
+		row.outcomes = append(row.outcomes, o)
 	}
 	return lost, nil
 }

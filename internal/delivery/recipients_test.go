@@ -1,0 +1,251 @@
+package delivery
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/postline/postline/event"
+	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/sender"
+	"github.com/postline/postline/job"
+)
+
+// scriptedSession refuses the recipients its script names at RCPT and
+// takes the others, recording each envelope it was given.
+type scriptedSession struct {
+	mu        sync.Mutex
+	refuse    func(addr string) *sender.Error
+	envelopes [][]sender.Recipient
+}
+
+func (s *scriptedSession) SendTo(_ context.Context, _ *job.Job, rcpts []sender.Recipient) (sender.Result, error) {
+	s.mu.Lock()
+	s.envelopes = append(s.envelopes, slices.Clone(rcpts))
+	s.mu.Unlock()
+	var res sender.Result
+	for i, r := range rcpts {
+		if e := s.refuse(r.Address); e != nil {
+			res.Refused = append(res.Refused, sender.Refusal{Index: i, Err: e})
+		} else {
+			res.Accepted = append(res.Accepted, i)
+		}
+	}
+	return res, nil
+}
+
+func (s *scriptedSession) Close() error { return nil }
+
+type fakeEvents struct {
+	mu     sync.Mutex
+	events []event.Event
+}
+
+func (f *fakeEvents) Publish(_ context.Context, events ...event.Event) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range events {
+		if err := e.Validate(); err != nil {
+			return err
+		}
+	}
+	f.events = append(f.events, events...)
+	return nil
+}
+
+// byRecipient maps recipient index to the event types published for it.
+func (f *fakeEvents) byRecipient() map[int][]event.Type {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[int][]event.Type{}
+	for _, e := range f.events {
+		out[e.RecipientIndex] = append(out[e.RecipientIndex], e.Type)
+	}
+	return out
+}
+
+type fakeSuppressions struct {
+	mu     sync.Mutex
+	listed map[SuppressionKey]string
+	added  []Suppression
+}
+
+func (f *fakeSuppressions) Suppressed(_ context.Context, keys []SuppressionKey) (map[SuppressionKey]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[SuppressionKey]string{}
+	for _, k := range keys {
+		if r, ok := f.listed[k]; ok {
+			out[k] = r
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeSuppressions) Suppress(_ context.Context, entries []Suppression) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.added = append(f.added, entries...)
+	return nil
+}
+
+type fakeReturnPaths struct{}
+
+func (fakeReturnPaths) Address(id string, idx int) string {
+	return "bounce+" + strings.Trim(id, "<>@.") + "-" + string(rune('a'+idx)) + "@bounces.test"
+}
+
+type outcomeHarness struct {
+	*harness
+	session *scriptedSession
+	events  *fakeEvents
+	sup     *fakeSuppressions
+}
+
+func newOutcomeHarness(t *testing.T, refuse func(string) *sender.Error, listed map[SuppressionKey]string) *outcomeHarness {
+	t.Helper()
+	h := &outcomeHarness{harness: &harness{store: newFakeStore(), dlq: &fakeDLQ{}, retries: &fakeRetries{}},
+		session: &scriptedSession{refuse: refuse}, events: &fakeEvents{}, sup: &fakeSuppressions{listed: listed}}
+	p, err := New(Config{Senders: 1, BatchSize: 4, BatchLinger: time.Millisecond, RecheckInterval: 5 * time.Millisecond,
+		ConfirmWindow: time.Hour},
+		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
+			Store:        h.store,
+			Providers:    []Provider{{Name: "p1", NewSession: func() Session { return h.session }}},
+			DeadLetters:  h.dlq,
+			Retries:      h.retries,
+			Events:       h.events,
+			Suppressions: h.sup,
+			ReturnPaths:  fakeReturnPaths{},
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.pipeline = p
+	return h
+}
+
+func multiJob(id string, to ...string) job.Job {
+	j := testJob(id, "hello")
+	j.To = to
+	j.Tenant = "acme"
+	j.Metadata = map[string]string{"order": "7"}
+	return j
+}
+
+// TestRecipientsTakeTheirOwnPaths: one relay refusal at RCPT, one
+// suppressed address and one accepted recipient in one job: each ends in
+// its own state with its own event, and the job is sent.
+func TestRecipientsTakeTheirOwnPaths(t *testing.T) {
+	h := newOutcomeHarness(t, func(addr string) *sender.Error {
+		if addr == "gone@example.com" {
+			return &sender.Error{Provider: "p1", Stage: sender.StageRcpt, Code: 550, Enhanced: "5.1.1", Text: "no such user"}
+		}
+		return nil
+	}, map[SuppressionKey]string{{Tenant: "acme", Stream: "transactional", Address: "listed@example.com"}: "complaint"})
+	h.run(t, [][]byte{mustJSON(t, multiJob("m@x", "ok@example.com", "Gone <gone@example.com>", "LISTED@example.com"))})
+
+	if got := h.store.status("m@x"); got != idempotency.StatusSent {
+		t.Fatalf("status = %s, want sent", got)
+	}
+	if len(h.session.envelopes) != 1 || len(h.session.envelopes[0]) != 2 {
+		t.Fatalf("envelopes = %+v, want one with the two recipients not suppressed", h.session.envelopes)
+	}
+	for _, r := range h.session.envelopes[0] {
+		if !strings.HasPrefix(r.ReturnPath, "bounce+") {
+			t.Errorf("recipient %s sent with return path %q, want its own", r.Address, r.ReturnPath)
+		}
+	}
+	want := map[int][]event.Type{0: {event.Accepted}, 1: {event.Bounced}, 2: {event.Suppressed}}
+	if got := h.events.byRecipient(); !mapsEqual(got, want) {
+		t.Errorf("events = %v, want %v", got, want)
+	}
+	for _, e := range h.events.events {
+		if e.Tenant != "acme" || e.Metadata["order"] != "7" || e.Stream != event.StreamTransactional {
+			t.Errorf("event %+v lacks the job's tenant, stream or metadata", e)
+		}
+		if e.Type == event.Bounced && (e.Bounce.Type != event.BounceHard || e.Bounce.Status != "5.1.1" || e.Bounce.Source != "smtp") {
+			t.Errorf("bounce = %+v, want hard 5.1.1 from smtp", e.Bounce)
+		}
+	}
+	if len(h.sup.added) != 1 || h.sup.added[0].Key.Address != "gone@example.com" {
+		t.Errorf("suppressions added = %+v, want gone@example.com", h.sup.added)
+	}
+	outs := h.store.rows["m@x"].outcomes
+	if len(outs) != 1 || outs[0].ConfirmBy.IsZero() || len(outs[0].Recipients) != 3 {
+		t.Fatalf("outcome = %+v, want one with a confirmation window and three recipients", outs)
+	}
+	states := map[int]idempotency.RecipientState{}
+	for _, r := range outs[0].Recipients {
+		states[r.Index] = r.State
+	}
+	if states[0] != idempotency.RecipientAccepted || states[1] != idempotency.RecipientBounced || states[2] != idempotency.RecipientSuppressed {
+		t.Errorf("recorded recipient states = %v", states)
+	}
+}
+
+// TestEverySuppressedJobEndsSuppressed: nothing is sent and the job ends
+// suppressed, one event per recipient.
+func TestEverySuppressedJobEndsSuppressed(t *testing.T) {
+	h := newOutcomeHarness(t, func(string) *sender.Error { return nil }, map[SuppressionKey]string{
+		{Tenant: "acme", Stream: "transactional", Address: "a@example.com"}: "hard_bounce",
+		{Tenant: "acme", Stream: "transactional", Address: "b@example.com"}: "manual",
+	})
+	h.run(t, [][]byte{mustJSON(t, multiJob("s@x", "a@example.com", "b@example.com"))})
+	if got := h.store.status("s@x"); got != idempotency.StatusSuppressed {
+		t.Fatalf("status = %s, want suppressed", got)
+	}
+	if len(h.session.envelopes) != 0 {
+		t.Errorf("sent %d envelopes, want none", len(h.session.envelopes))
+	}
+	if got := h.events.byRecipient(); !mapsEqual(got, map[int][]event.Type{0: {event.Suppressed}, 1: {event.Suppressed}}) {
+		t.Errorf("events = %v", got)
+	}
+	if len(h.dlq.reasons()) != 0 {
+		t.Errorf("a suppressed job was dead-lettered")
+	}
+}
+
+// TestDeferredRecipientIsRetriedAlone: a 4xx at RCPT for one recipient
+// sends the job to a delay tier for it; the other is accepted now.
+func TestDeferredRecipientIsRetriedAlone(t *testing.T) {
+	h := newOutcomeHarness(t, func(addr string) *sender.Error {
+		if addr == "full@example.com" {
+			return &sender.Error{Provider: "p1", Stage: sender.StageRcpt, Code: 452, Enhanced: "4.2.2", Text: "mailbox full"}
+		}
+		return nil
+	}, nil)
+	h.run(t, [][]byte{mustJSON(t, multiJob("d@x", "ok@example.com", "full@example.com"))})
+	if got := h.store.status("d@x"); got != idempotency.StatusRetrying {
+		t.Fatalf("status = %s, want retrying", got)
+	}
+	if len(h.retries.all()) != 1 {
+		t.Fatalf("retry copies = %d, want 1", len(h.retries.all()))
+	}
+	if got := h.events.byRecipient(); !mapsEqual(got, map[int][]event.Type{0: {event.Accepted}, 1: {event.Deferred}}) {
+		t.Errorf("events = %v", got)
+	}
+	for _, e := range h.events.events {
+		if e.Type == event.Deferred && (e.NextAttemptAt == nil || e.Class != "transient") {
+			t.Errorf("deferred event %+v lacks its class or next attempt", e)
+		}
+	}
+}
+
+func mapsEqual(a, b map[int][]event.Type) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
