@@ -18,7 +18,7 @@ func parseARF(body []byte, date time.Time) Result {
 	for _, grp := range parseGroups(body, 4) {
 		g = append(g, grp...)
 	}
-	res := Result{Type: TypeARF}
+	res := Result{Type: TypeARF, EnvelopeID: OneLine(g.get("original-envelope-id"), maxTokenBytes)}
 	if from := g.get("original-mail-from"); from != "" {
 		res.ReturnPath = cleanAddress(from)
 	}

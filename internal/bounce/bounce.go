@@ -80,14 +80,16 @@ type Result struct {
 	// header, "" if none. A report that names no recipient of its own gets
 	// it as its Recipient.
 	OriginalTo string
-	// EnvelopeID is a DSN's Original-Envelope-Id, "" if none.
+	// EnvelopeID is the report's Original-Envelope-Id (DSN or ARF), ""
+	// if none.
 	EnvelopeID string
 }
 
 // Parse reads one message that came back to a return path or a feedback
 // address. It returns ErrTooLarge for input over MaxReportBytes, and an
-// error when the message's own header cannot be read; a message that is
-// readable but no report comes back as TypeNotReport without error.
+// error when the message has no header at all; a message that is readable
+// but no report comes back as TypeNotReport without error. A header that
+// MIME cannot read is read leniently and its body taken as prose.
 func Parse(raw []byte) (Result, error) {
 	if len(raw) > MaxReportBytes {
 		return Result{Type: TypeNotReport}, ErrTooLarge
@@ -98,14 +100,28 @@ func Parse(raw []byte) (Result, error) {
 			raw = raw[i+1:]
 		}
 	}
-	top, err := message.Read(bytes.NewReader(raw))
-	if err != nil && top == nil {
-		return Result{Type: TypeNotReport}, fmt.Errorf("bounce: read message header: %w", err)
-	}
 	w := walker{}
-	w.entity(top, 0)
-
-	head := headerFields(top.Header)
+	var head fields
+	top, err := message.Read(bytes.NewReader(raw))
+	if err == nil || top != nil {
+		w.entity(top, 0)
+		head = headerFields(top.Header)
+	} else {
+		// A header MIME cannot read (a stray line, a bad field name) is
+		// still read leniently, and the body as prose.
+		head = parseHeader(raw)
+		if len(head) == 0 {
+			return Result{Type: TypeNotReport}, fmt.Errorf("bounce: read message header: %w", err)
+		}
+		if i := bytes.Index(raw, []byte("\n\r\n")); i >= 0 {
+			w.text = raw[i+3:]
+		} else if i := bytes.Index(raw, []byte("\n\n")); i >= 0 {
+			w.text = raw[i+2:]
+		}
+		if len(w.text) > maxTextBytes {
+			w.text = w.text[:maxTextBytes]
+		}
+	}
 	date := parseDate(head.get("date"))
 
 	var res Result
@@ -249,7 +265,7 @@ func (w *walker) entity(e *message.Entity, depth int) {
 		if w.original == nil {
 			w.original = readBounded(e.Body, maxOriginalBytes)
 		}
-	case mt == "text/plain" || mt == "" && depth == 0:
+	case mt == "text/plain" || mt == "":
 		if w.text == nil {
 			w.text = readBounded(e.Body, maxTextBytes)
 		}

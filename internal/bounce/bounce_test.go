@@ -210,6 +210,10 @@ func TestParseProseVariants(t *testing.T) {
 			"This message was created automatically by mail delivery software.\nA message that you sent has not yet been delivered to one or more of its\nrecipients after more than 24 hours on the queue on mx.example.org.\n\n" +
 			"  later@example.org\n    host mx.example.org [192.0.2.1]: 451 4.4.1 try later\n\nNo action is required on your part. Delivery attempts will continue for\nsome time.\n",
 			report.Delayed, "later@example.org", "4.4.1"},
+		{"header MIME cannot read", "From: Mail Delivery System <MAILER-DAEMON@mx.example.org>\nSubject: Mail delivery failed\nX-Bad Name: 1\n\n" +
+			"This message was created automatically by mail delivery software.\n\nA message that you sent could not be delivered to one or more of its\n" +
+			"recipients. This is a permanent error. The following address(es) failed:\n\n  who@example.org\n    550 5.1.1 unknown user\n",
+			report.Bounced, "who@example.org", "5.1.1"},
 		{"no recipient named", "From: MAILER-DAEMON@mx.example.org\nSubject: Returned mail: see transcript for details\n\nSomething went wrong: 554 5.7.1 rejected by policy\n",
 			report.Bounced, "", "5.7.1"},
 	}

@@ -67,6 +67,8 @@ type ARF struct {
 	Recipients []string
 	// ArrivalDate is written as Arrival-Date when set.
 	ArrivalDate time.Time
+	// EnvelopeID is written as Original-Envelope-Id when set.
+	EnvelopeID string
 	// ReturnPath, MessageID (without angle brackets), OriginalTo and
 	// Subject make up the embedded original's header.
 	ReturnPath, MessageID, OriginalTo, Subject string
@@ -202,7 +204,7 @@ func BuildARF(a ARF) ([]byte, error) {
 	}
 	if err := checkAll("ReportingMTA", a.ReportingMTA, "From", a.From, "To", a.To, "FeedbackType", a.FeedbackType,
 		"UserAgent", a.UserAgent, "OriginalMailFrom", a.OriginalMailFrom, "ReturnPath", a.ReturnPath,
-		"MessageID", a.MessageID, "OriginalTo", a.OriginalTo, "Subject", a.Subject); err != nil {
+		"MessageID", a.MessageID, "OriginalTo", a.OriginalTo, "Subject", a.Subject, "EnvelopeID", a.EnvelopeID); err != nil {
 		return nil, err
 	}
 	for i, r := range a.Recipients {
@@ -226,6 +228,9 @@ func BuildARF(a ARF) ([]byte, error) {
 	}
 	for _, r := range a.Recipients {
 		fmt.Fprintf(&b, "Original-Rcpt-To: <%s>\r\n", r)
+	}
+	if a.EnvelopeID != "" {
+		fmt.Fprintf(&b, "Original-Envelope-Id: %s\r\n", a.EnvelopeID)
 	}
 	if !a.ArrivalDate.IsZero() {
 		fmt.Fprintf(&b, "Arrival-Date: %s\r\n", a.ArrivalDate.Format(dateLayout))

@@ -18,7 +18,7 @@ func TestCorpus(t *testing.T) {
 	if dir == "" {
 		t.Skip("POSTLINE_TEST_BOUNCE_CORPUS is not set")
 	}
-	var n, reports, missed int
+	var n, reports, missed, all, withRcpt, withStatus, withID int
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".eml") {
 			return err
@@ -39,6 +39,18 @@ func TestCorpus(t *testing.T) {
 		if err := checkResult(res); err != nil {
 			t.Errorf("%s: %v", path, err)
 		}
+		for _, r := range res.Reports {
+			all++
+			if r.Recipient != "" {
+				withRcpt++
+			}
+			if r.Status != "" || r.Kind == "complained" {
+				withStatus++
+			}
+			if r.MessageID != "" {
+				withID++
+			}
+		}
 		base := filepath.Base(path)
 		switch {
 		case strings.Contains(strings.ToLower(string(raw)), "content-type: message/feedback-report") && res.Type != TypeARF:
@@ -57,4 +69,5 @@ func TestCorpus(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d files, %d bounces read as reports, %d missed", n, reports, missed)
+	t.Logf("%d reports: %d name a recipient, %d a status (or are complaints), %d a Message-ID", all, withRcpt, withStatus, withID)
 }

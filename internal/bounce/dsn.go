@@ -87,6 +87,8 @@ func parseDSN(body []byte, date time.Time) Result {
 		res.ReturnPath = cleanAddress(stripType(s))
 	}
 	reportingMTA := mtaName(perMessage.get("reporting-mta"))
+	// Gmail names the original in the per-message group too.
+	messageID := cleanMessageID(perMessage.get("x-original-message-id"))
 	for _, g := range groups {
 		if len(res.Reports) == MaxRecipients {
 			break
@@ -98,6 +100,7 @@ func parseDSN(body []byte, date time.Time) Result {
 		if r.RemoteMTA == "" {
 			r.RemoteMTA = reportingMTA
 		}
+		r.MessageID = messageID
 		res.Reports = append(res.Reports, r)
 	}
 	return res

@@ -1,11 +1,11 @@
 package bounce
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"bytes"
 	"runtime"
 	"strings"
 	"testing"
@@ -132,7 +132,7 @@ func FuzzBuildARF(f *testing.F) {
 		a := ARF{To: "fbl@bounces.example", Date: time.Unix(unix%(1<<33), 0).UTC(), FeedbackType: ftype,
 			ReturnPath: "bounce+" + filter(token, localChars, 60) + "@bounces.example",
 			MessageID:  "m" + filter(msgid, localChars, 40) + "@app.example", OriginalTo: "to@recipient.example",
-			OriginalMailFrom: "bounce+other@bounces.example"}
+			OriginalMailFrom: "bounce+other@bounces.example", EnvelopeID: "env-" + filter(token, hostChars, 20)}
 		want := report.Report{Kind: report.Complained, Source: report.SourceARF, MessageID: a.MessageID,
 			Recipient: a.OriginalTo, FeedbackType: cmpOr(ftype, "abuse"), RemoteMTA: DefaultReportingMTA, At: a.Date}
 		if local = filter(strings.ToLower(local), localChars, 40); local != "" {
@@ -150,7 +150,7 @@ func FuzzBuildARF(f *testing.F) {
 		if err := checkResult(res); err != nil {
 			t.Fatal(err)
 		}
-		if res.Type != TypeARF || res.ReturnPath != a.ReturnPath || res.OriginalTo != a.OriginalTo || len(res.Reports) != 1 {
+		if res.Type != TypeARF || res.ReturnPath != a.ReturnPath || res.OriginalTo != a.OriginalTo || res.EnvelopeID != a.EnvelopeID || len(res.Reports) != 1 {
 			t.Fatalf("result %+v of\n%s", res, raw)
 		}
 		if got := res.Reports[0]; got != want {

@@ -138,11 +138,16 @@ type listed struct{ address, detail string }
 // "The following address(es) failed:", each with the indented detail lines
 // under it (Exim prints the remote server's reply there).
 func listedRecipients(explanation string) []listed {
-	loc := triggerRE.FindStringIndex(explanation)
-	if loc == nil {
-		return nil
+	for _, loc := range triggerRE.FindAllStringIndex(explanation, 8) {
+		if out := listedAfter(explanation[loc[1]:]); len(out) > 0 {
+			return out
+		}
 	}
-	rest := explanation[loc[1]:]
+	return nil
+}
+
+// listedAfter reads the addresses listed after the end of a trigger.
+func listedAfter(rest string) []listed {
 	var out []listed
 	// An address on the trigger line itself ("could not be delivered to
 	// a@b.example") counts.

@@ -23,6 +23,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/emersion/go-smtp"
@@ -131,9 +132,10 @@ type Server struct {
 	reports Reports
 	srv     *smtp.Server
 
-	ready chan struct{}
-	mu    sync.Mutex
-	ln    net.Listener
+	ready   chan struct{}
+	started atomic.Bool
+	mu      sync.Mutex
+	ln      net.Listener
 
 	ctx    context.Context // ends when Run's context does
 	cancel context.CancelFunc
@@ -211,8 +213,11 @@ func (s *Server) Ready() <-chan struct{} { return s.ready }
 
 // Run listens and serves until ctx ends, then stops accepting, waits up to
 // ShutdownTimeout for open sessions and closes the rest. It returns nil
-// after a shutdown on ctx.
+// after a shutdown on ctx. A Server runs once.
 func (s *Server) Run(ctx context.Context) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("inbound: Run called twice")
+	}
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("inbound: listen on %s: %w", s.cfg.Addr, err)
@@ -251,7 +256,6 @@ func (b backend) NewSession(*smtp.Conn) (smtp.Session, error) { return &session{
 type session struct {
 	s      *Server
 	tokens []string // the token of each bounce+ recipient
-	fbl    bool     // the message is also for the feedback address
 }
 
 var errRefused = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "No such recipient here"}
@@ -267,7 +271,6 @@ func (se *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 		return errRefused
 	}
 	if strings.EqualFold(local, se.s.cfg.FeedbackLocalPart) {
-		se.fbl = true
 		se.s.rcpts.WithLabelValues("feedback").Inc()
 		return nil
 	}
@@ -299,7 +302,8 @@ func (se *session) Data(r io.Reader) error {
 		return smtp.ErrDataTooLarge
 	case err != nil:
 		s.messages.WithLabelValues(ResultUnreadable).Inc()
-		s.logger.Info("unreadable message to the bounce domain", "bytes", len(raw), "error", err)
+		// The parser's error quotes the message's header: not logged.
+		s.logger.Info("unreadable message to the bounce domain", "bytes", len(raw))
 		return nil
 	case res.Type == bounce.TypeNotReport:
 		s.messages.WithLabelValues(ResultNotReport).Inc()
@@ -331,5 +335,5 @@ func (se *session) Data(r io.Reader) error {
 	return nil
 }
 
-func (se *session) Reset()        { se.tokens, se.fbl = nil, false }
+func (se *session) Reset()        { se.tokens = nil }
 func (se *session) Logout() error { return nil }

@@ -149,6 +149,9 @@ func TestDSNToBounceAddress(t *testing.T) {
 	if n := counter(t, h.reg, "postline_inbound_messages_total", "result", inbound.ResultReport); n != 1 {
 		t.Errorf("messages{result=report} = %v, want 1", n)
 	}
+	if n := counter(t, h.reg, "postline_inbound_reports_total", "kind", string(report.Bounced)); n != 1 {
+		t.Errorf("reports{kind=bounced} = %v, want 1", n)
+	}
 }
 
 func TestComplaintToFeedbackAddress(t *testing.T) {
