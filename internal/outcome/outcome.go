@@ -1,0 +1,348 @@
+// Package outcome applies what comes back after a relay took a mail: the
+// delivery reports and complaints that return to a recipient's return path
+// or arrive as a provider's signed event, and the silence of mail nobody
+// reported on within its confirmation window. For each report it finds the
+// recipient (by the return path's verified token, or for a signed event by
+// Message-ID and address), decides the transition with the shared rule set,
+// writes the event, adds hard bounces and complaints to the suppression
+// lists, and moves the recipient's row on by compare-and-set, in that order:
+// a crash in between writes the same event (same ID) again when the report
+// is retried. A report that names no recipient it can verify is counted and
+// dropped, never acted on.
+//
+// It owns the policy of the confirm phase; it does no I/O of its own: the
+// store, the events topic and the suppression lists are ports.
+package outcome
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/postline/postline/event"
+	"github.com/postline/postline/internal/failure"
+	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/report"
+	"github.com/postline/postline/internal/returnpath"
+	"github.com/postline/postline/internal/suppression"
+)
+
+// Store is the recipient state (idempotency.Store). Safe for concurrent
+// use.
+type Store interface {
+	RecipientsByRef(ctx context.Context, ref []byte, idx int) ([]idempotency.Recipient, error)
+	RecipientByAddress(ctx context.Context, messageID, address string) (idempotency.Recipient, bool, error)
+	Resolve(ctx context.Context, res []idempotency.Resolution) (applied []bool, settled map[string]string, err error)
+}
+
+// Events publishes events and returns once they are durable.
+type Events interface {
+	Publish(ctx context.Context, events ...event.Event) error
+}
+
+// Lists are the suppression lists (suppression.Store).
+type Lists interface {
+	Add(ctx context.Context, entries []suppression.Entry) (changed int, err error)
+}
+
+// Tokens verifies return path tokens (returnpath.Signer).
+type Tokens interface {
+	Verify(token string) (ref returnpath.Ref, idx int, ok bool)
+}
+
+// Config configures an Applier.
+type Config struct {
+	// Rules classify bounces: hard, soft or policy, and whether to
+	// suppress. Use the worker's rule set. Defaults to failure.Default().
+	Rules *failure.RuleSet
+	// NowFunc is the clock of events. Defaults to time.Now.
+	NowFunc func() time.Time
+}
+
+// Applier applies reports. Safe for concurrent use.
+type Applier struct {
+	cfg     Config
+	logger  *slog.Logger
+	store   Store
+	events  Events
+	lists   Lists
+	tokens  Tokens
+	metrics *metrics
+}
+
+// New returns an Applier. lists may be nil (nothing is suppressed).
+func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, store Store, events Events, lists Lists, tokens Tokens) (*Applier, error) {
+	if cfg.Rules == nil {
+		cfg.Rules = failure.Default()
+	}
+	if cfg.NowFunc == nil {
+		cfg.NowFunc = time.Now
+	}
+	if store == nil || events == nil || tokens == nil {
+		return nil, errors.New("outcome: store, events and tokens are required")
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Applier{cfg: cfg, logger: logger, store: store, events: events, lists: lists, tokens: tokens, metrics: m}, nil
+}
+
+// The results of a report (postline_outcome_reports_total{result}).
+const (
+	ResultApplied = "applied" // the recipient moved on
+	ResultForged  = "forged"  // the token did not verify, or a returned report had none
+	ResultUnknown = "unknown" // it verified, but names no recipient we have
+	ResultStale   = "stale"   // the recipient had moved past what the report says
+	ResultDelayed = "delayed" // still being retried: resolves nothing
+)
+
+// ApplyReturned applies reports that came back to a return path: only a
+// report whose token verifies is acted on. An error means nothing was
+// lost and the whole message should be offered again (the receiver answers
+// 451).
+func (a *Applier) ApplyReturned(ctx context.Context, reports []report.Report) error {
+	return a.apply(ctx, reports, false)
+}
+
+// ApplySigned applies reports from a provider's signed request: a report
+// is found by its token when it carries one that verifies, else by its
+// Message-ID and recipient address.
+func (a *Applier) ApplySigned(ctx context.Context, reports []report.Report) error {
+	return a.apply(ctx, reports, true)
+}
+
+// step is one report on its way to a transition.
+type step struct {
+	rep  report.Report
+	row  idempotency.Recipient
+	to   idempotency.RecipientState
+	kind event.Type
+	// For bounces.
+	bounce failure.Bounce
+}
+
+func (a *Applier) apply(ctx context.Context, reports []report.Report, signed bool) error {
+	var steps []step
+	for _, rep := range reports {
+		source := cmp.Or(rep.Source, "unknown")
+		row, result, err := a.find(ctx, rep, signed)
+		if err != nil {
+			return err
+		}
+		if result != "" {
+			a.metrics.reports.WithLabelValues(source, string(rep.Kind), result).Inc()
+			if result == ResultForged {
+				a.logger.Warn("report dropped: its return path token does not verify", "source", source, "kind", rep.Kind)
+			}
+			continue
+		}
+		s, ok := a.decide(rep, row)
+		if !ok {
+			a.metrics.reports.WithLabelValues(source, string(rep.Kind), a.noTransition(rep)).Inc()
+			continue
+		}
+		steps = append(steps, s)
+	}
+	if len(steps) == 0 {
+		return nil
+	}
+	now := a.cfg.NowFunc().UTC()
+	events := make([]event.Event, len(steps))
+	var entries []suppression.Entry
+	res := make([]idempotency.Resolution, len(steps))
+	for i, s := range steps {
+		events[i] = a.eventOf(s, now)
+		res[i] = idempotency.Resolution{MessageID: s.row.MessageID, Index: s.row.Index, From: s.row.State, To: s.to,
+			Status: s.rep.Status, Code: s.rep.Code, Diagnostic: s.rep.Diagnostic, Source: s.rep.Source,
+			FeedbackType: s.rep.FeedbackType}
+		if s.to == idempotency.RecipientBounced {
+			res[i].BounceType, res[i].Rule = string(s.bounce.Type), s.bounce.Rule
+		}
+		if e, ok := suppressionOf(s, now); ok {
+			entries = append(entries, e)
+		}
+	}
+	if err := a.events.Publish(ctx, events...); err != nil {
+		return fmt.Errorf("outcome: publish %d events: %w", len(events), err)
+	}
+	if len(entries) > 0 && a.lists != nil {
+		if _, err := a.lists.Add(ctx, entries); err != nil {
+			return fmt.Errorf("outcome: suppress %d addresses: %w", len(entries), err)
+		}
+		for _, e := range entries {
+			a.metrics.suppressed.WithLabelValues(string(e.Reason)).Inc()
+		}
+	}
+	applied, settled, err := a.store.Resolve(ctx, res)
+	if err != nil {
+		return fmt.Errorf("outcome: %w", err)
+	}
+	for i, s := range steps {
+		result := ResultApplied
+		if !applied[i] {
+			result = ResultStale // a concurrent report got there first
+		}
+		a.metrics.reports.WithLabelValues(cmp.Or(s.rep.Source, "unknown"), string(s.rep.Kind), result).Inc()
+		if applied[i] {
+			a.metrics.transitions.WithLabelValues(string(s.kind), string(s.bounce.Type)).Inc()
+			if s.bounce.Type == failure.BouncePolicy {
+				// Not suppressed: a policy or reputation refusal is about the
+				// sender, and an operator should see it.
+				a.logger.Warn("policy bounce", "message_id", s.row.MessageID, "recipient_index", s.row.Index,
+					"status", s.rep.Status, "source", s.rep.Source, "rule", s.bounce.Rule)
+			}
+		}
+	}
+	for _, c := range settled {
+		a.metrics.confirmations.WithLabelValues(c).Inc()
+	}
+	return nil
+}
+
+// find returns the recipient a report is about, or the result it is
+// dropped with.
+func (a *Applier) find(ctx context.Context, rep report.Report, signed bool) (idempotency.Recipient, string, error) {
+	if rep.Token != "" {
+		ref, idx, ok := a.tokens.Verify(rep.Token)
+		if !ok {
+			return idempotency.Recipient{}, ResultForged, nil
+		}
+		rows, err := a.store.RecipientsByRef(ctx, ref[:], idx)
+		if err != nil {
+			return idempotency.Recipient{}, "", fmt.Errorf("outcome: %w", err)
+		}
+		switch {
+		case len(rows) == 1:
+			return rows[0], "", nil
+		case len(rows) > 1:
+			// Two Message-IDs share the reference: the report's own
+			// Message-ID or address tells them apart.
+			for _, r := range rows {
+				if (rep.MessageID != "" && r.MessageID == rep.MessageID) ||
+					(rep.MessageID == "" && rep.Recipient != "" && strings.EqualFold(r.Address, rep.Recipient)) {
+					return r, "", nil
+				}
+			}
+		}
+		return idempotency.Recipient{}, ResultUnknown, nil
+	}
+	if !signed {
+		return idempotency.Recipient{}, ResultForged, nil
+	}
+	if rep.MessageID == "" || rep.Recipient == "" {
+		return idempotency.Recipient{}, ResultUnknown, nil
+	}
+	row, ok, err := a.store.RecipientByAddress(ctx, rep.MessageID, rep.Recipient)
+	if err != nil {
+		return idempotency.Recipient{}, "", fmt.Errorf("outcome: %w", err)
+	}
+	if !ok {
+		return idempotency.Recipient{}, ResultUnknown, nil
+	}
+	return row, "", nil
+}
+
+// decide is the transition a report asks of row, if it may take it.
+func (a *Applier) decide(rep report.Report, row idempotency.Recipient) (step, bool) {
+	s := step{rep: rep, row: row}
+	switch rep.Kind {
+	case report.Delivered:
+		s.to, s.kind = idempotency.RecipientDelivered, event.Delivered
+	case report.Bounced:
+		s.to, s.kind = idempotency.RecipientBounced, event.Bounced
+		s.bounce = a.classify(rep)
+	case report.Complained:
+		s.to, s.kind = idempotency.RecipientComplained, event.Complained
+	default:
+		return step{}, false
+	}
+	return s, row.State.CanBecome(s.to)
+}
+
+// classify decides a bounce's type by the rule set, from the report's
+// status, code and text; a provider's own permanent or temporary verdict
+// stands in for a status it did not give.
+func (a *Applier) classify(rep report.Report) failure.Bounce {
+	status := rep.Status
+	if status == "" && rep.Code == 0 && rep.Permanent != nil {
+		status = map[bool]string{true: "5.0.0", false: "4.0.0"}[*rep.Permanent]
+	}
+	return a.cfg.Rules.ClassifyBounce(rep.Code, status, rep.Diagnostic)
+}
+
+func (a *Applier) noTransition(rep report.Report) string {
+	if rep.Kind == report.Delayed {
+		return ResultDelayed
+	}
+	return ResultStale
+}
+
+func (a *Applier) eventOf(s step, now time.Time) event.Event {
+	e := event.Event{
+		Schema: event.Schema, ID: event.NewID(s.row.MessageID, s.row.Index, s.kind, 0), Type: s.kind, At: now,
+		MessageID: s.row.MessageID, Tenant: s.row.Tenant, Stream: streamOf(s.row), Recipient: s.row.Address,
+		RecipientIndex: s.row.Index, Provider: s.row.Provider, Metadata: s.row.Metadata,
+	}
+	switch s.kind {
+	case event.Bounced:
+		e.Bounce = &event.Bounce{Type: string(s.bounce.Type), Status: validStatus(s.rep.Status), Code: validCode(s.rep.Code),
+			Diagnostic: s.rep.Diagnostic, Rule: s.bounce.Rule, Source: cmp.Or(s.rep.Source, report.SourceUnstructured)}
+	case event.Complained:
+		e.FeedbackType = s.rep.FeedbackType
+	}
+	return e
+}
+
+// suppressionOf is the suppression entry a transition adds: a hard bounce
+// the rules mark for suppression keeps the address off every stream of the
+// tenant (it does not exist); a complaint keeps it off the stream it came
+// on. Neither expires. Soft and policy bounces add nothing.
+func suppressionOf(s step, now time.Time) (suppression.Entry, bool) {
+	e := suppression.Entry{Tenant: s.row.Tenant, Address: s.row.Address, Source: cmp.Or(s.rep.Source, "report"),
+		MessageID: s.row.MessageID, CreatedAt: now}
+	switch {
+	case s.to == idempotency.RecipientBounced && s.bounce.Suppress && s.bounce.Type == failure.BounceHard:
+		e.Reason, e.Stream = suppression.ReasonHardBounce, suppression.StreamAll
+	case s.to == idempotency.RecipientComplained:
+		e.Reason, e.Stream = suppression.ReasonComplaint, suppression.Stream(streamOf(s.row))
+	default:
+		return suppression.Entry{}, false
+	}
+	return e, true
+}
+
+func streamOf(r idempotency.Recipient) string {
+	if r.Stream == event.StreamBulk {
+		return event.StreamBulk
+	}
+	return event.StreamTransactional
+}
+
+// validStatus keeps a status the event schema accepts, "" otherwise.
+func validStatus(s string) string {
+	parts := strings.Split(s, ".")
+	if len(parts) != 3 || len(parts[0]) != 1 || !strings.Contains("245", parts[0]) {
+		return ""
+	}
+	for _, p := range parts[1:] {
+		if len(p) < 1 || len(p) > 3 || strings.Trim(p, "0123456789") != "" {
+			return ""
+		}
+	}
+	return s
+}
+
+// validCode keeps a reply code the event schema accepts, 0 otherwise.
+func validCode(c int) int {
+	if c < 200 || c > 599 {
+		return 0
+	}
+	return c
+}
