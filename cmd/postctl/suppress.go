@@ -115,8 +115,8 @@ func (f *suppressFilterFlags) filter(cmd *cobra.Command) (suppression.Filter, er
 }
 
 func reasonNames() string {
-	names := make([]string, len(suppression.Reasons))
-	for i, r := range suppression.Reasons {
+	names := make([]string, len(suppression.Reasons()))
+	for i, r := range suppression.Reasons() {
 		names[i] = string(r)
 	}
 	return strings.Join(names, ", ")

@@ -85,8 +85,10 @@ const (
 	ReasonSoftBounce Reason = "soft_bounce"
 )
 
-// Reasons lists every reason, strongest first.
-var Reasons = []Reason{ReasonComplaint, ReasonHardBounce, ReasonUnsubscribe, ReasonManual, ReasonSoftBounce}
+// Reasons returns every reason, strongest first.
+func Reasons() []Reason {
+	return []Reason{ReasonComplaint, ReasonHardBounce, ReasonUnsubscribe, ReasonManual, ReasonSoftBounce}
+}
 
 // rank is a reason's strength; zero for an unknown reason.
 func (r Reason) rank() int {
@@ -114,8 +116,8 @@ func ParseReason(s string) (Reason, error) {
 }
 
 func joinReasons() string {
-	names := make([]string, len(Reasons))
-	for i, r := range Reasons {
+	names := make([]string, len(Reasons()))
+	for i, r := range Reasons() {
 		names[i] = string(r)
 	}
 	return strings.Join(names, ", ")

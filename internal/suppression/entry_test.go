@@ -131,7 +131,7 @@ func TestPrepare(t *testing.T) {
 }
 
 func TestParseReasonAndStream(t *testing.T) {
-	for _, r := range Reasons {
+	for _, r := range Reasons() {
 		if got, err := ParseReason(" " + string(r) + " "); err != nil || got != r {
 			t.Errorf("ParseReason(%q) = %q, %v", r, got, err)
 		}
@@ -148,7 +148,7 @@ func TestParseReasonAndStream(t *testing.T) {
 		t.Error("ParseStream(\"\") succeeded")
 	}
 	// Every reason has a strength, and the SQL ranks what Go ranks.
-	for _, r := range Reasons {
+	for _, r := range Reasons() {
 		if r.rank() == 0 || !strings.Contains(rankSQL("x"), "'"+string(r)+"' THEN "+string(rune('0'+r.rank()))) {
 			t.Errorf("reason %s: rank %d, SQL %s", r, r.rank(), rankSQL("x"))
 		}

@@ -62,7 +62,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	// Export every series from the start, so rates and alerts see zeros.
-	for _, r := range Reasons {
+	for _, r := range Reasons() {
 		m.hits.WithLabelValues(string(r))
 	}
 	for _, op := range ops {

@@ -133,7 +133,7 @@ func compareKeys(a, b Key) int {
 func rankSQL(col string) string {
 	var b strings.Builder
 	b.WriteString("CASE " + col)
-	for _, r := range Reasons {
+	for _, r := range Reasons() {
 		fmt.Fprintf(&b, " WHEN '%s' THEN %d", r, r.rank())
 	}
 	b.WriteString(" ELSE 0 END")

@@ -120,7 +120,7 @@ func TestCheckPostgres(t *testing.T) {
 	if n := testutil.ToFloat64(s.m.hits.WithLabelValues(string(ReasonHardBounce))); n != 2 {
 		t.Errorf("hits_total{reason=hard_bounce} = %v, want 2", n)
 	}
-	if n, err := testutil.GatherAndCount(reg, "postline_suppression_hits_total"); err != nil || n != len(Reasons) {
+	if n, err := testutil.GatherAndCount(reg, "postline_suppression_hits_total"); err != nil || n != len(Reasons()) {
 		t.Errorf("hits_total series = %d, %v; want one per reason", n, err)
 	}
 }
@@ -263,7 +263,7 @@ func TestListPagingAndFilters(t *testing.T) {
 	for i := range 25 {
 		for _, tenant := range []string{"", "acme"} {
 			e := Entry{Tenant: tenant, Stream: []Stream{StreamAll, StreamBulk, StreamTransactional}[i%3],
-				Address: fmt.Sprintf("u%02d@example.com", i), Reason: Reasons[i%len(Reasons)], Source: "test"}
+				Address: fmt.Sprintf("u%02d@example.com", i), Reason: Reasons()[i%len(Reasons())], Source: "test"}
 			if e.Reason == ReasonSoftBounce {
 				e.ExpiresAt = t0.Add(time.Duration(i) * time.Minute)
 			}
