@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	// The secrets come from the environment, one variable per endpoint.
 	for i := range endpoints {
-		endpoints[i].Secret = getenv(endpoints[i].SecretEnv)
+		endpoints[i].Secret = webhook.Secret(getenv(endpoints[i].SecretEnv))
 	}
 	cluster, err := s.Kafka.Cluster("webhook-dispatcher")
 	if err != nil {

@@ -33,8 +33,13 @@ func (b backoff) delay(n int, retryAfter time.Duration) time.Duration {
 	return max(d, min(retryAfter, b.max))
 }
 
+// maxRetryAfter bounds what parseRetryAfter returns; the delay is capped
+// at RetryMaxDelay anyway.
+const maxRetryAfter = 24 * time.Hour
+
 // parseRetryAfter reads a Retry-After header (delay-seconds or an HTTP
-// date) as a duration from now; 0 when absent, unreadable or past.
+// date) as a duration from now, at most maxRetryAfter; 0 when absent,
+// unreadable or past.
 func parseRetryAfter(v string, now time.Time) time.Duration {
 	if v == "" {
 		return 0
@@ -43,10 +48,10 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 		if s <= 0 {
 			return 0
 		}
-		return time.Duration(min(s, int64(24*time.Hour/time.Second))) * time.Second
+		return time.Duration(min(s, int64(maxRetryAfter/time.Second))) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
+		return min(t.Sub(now), maxRetryAfter)
 	}
 	return 0
 }

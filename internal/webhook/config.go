@@ -60,7 +60,7 @@ type Config struct {
 	// is dead-lettered. Defaults to 8 (with the default waits, the last
 	// comes about 2 minutes after the first).
 	MaxAttempts int
-	// MaxAge dead-lettered an event whose next attempt would start more
+	// MaxAge dead-letters an event whose next attempt would start more
 	// than this after it was queued for the endpoint. Defaults to 24h.
 	MaxAge time.Duration
 	// MaxPending bounds each endpoint's backlog: events queued, being
@@ -225,7 +225,7 @@ func (ep *Endpoint) validate() error {
 	if ep.Timeout <= 0 || ep.Timeout > MaxTimeout {
 		errs = append(errs, fmt.Errorf("timeout: %s: want more than 0 and at most %s", ep.Timeout, MaxTimeout))
 	}
-	if _, err := NewSigner(ep.Secret); err != nil {
+	if _, err := NewSigner(string(ep.Secret)); err != nil {
 		from := "Secret"
 		if ep.SecretEnv != "" {
 			from = "the secret in $" + ep.SecretEnv

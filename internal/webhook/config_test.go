@@ -53,7 +53,7 @@ func TestConfigValidate(t *testing.T) {
 	valid := func() Config {
 		return Config{
 			Kafka: testCluster(t), DeadLetters: nopDLQ{},
-			Endpoints: []Endpoint{{ID: "billing", URL: mustURL(t, "https://b.example/h"), SecretEnv: "BILLING_SECRET", Secret: testSecret}},
+			Endpoints: []Endpoint{{ID: "billing", URL: mustURL(t, "https://b.example/h"), SecretEnv: "BILLING_SECRET", Secret: Secret(testSecret)}},
 		}
 	}
 	if err := valid().WithDefaults().Validate(); err != nil {
@@ -69,9 +69,9 @@ func TestConfigValidate(t *testing.T) {
 		{"no dead letters", func(c *Config) { c.DeadLetters = nil }, "DeadLetters = nil: required", ""},
 		{"no endpoints", func(c *Config) { c.Endpoints = nil }, "Endpoints = []: at least one", ""},
 		{"secret unset", func(c *Config) { c.Endpoints[0].Secret = "" }, `Endpoints[0]: endpoint "billing": the secret in $BILLING_SECRET: secret is empty`, ""},
-		{"secret without prefix", func(c *Config) { c.Endpoints[0].Secret = strings.TrimPrefix(testSecret, "whsec_") },
+		{"secret without prefix", func(c *Config) { c.Endpoints[0].Secret = Secret(strings.TrimPrefix(testSecret, "whsec_")) },
 			`endpoint "billing": the secret in $BILLING_SECRET: secret does not start with "whsec_"`, "MfKQ9r8G"},
-		{"secret too short", func(c *Config) { c.Endpoints[0].Secret = long },
+		{"secret too short", func(c *Config) { c.Endpoints[0].Secret = Secret(long) },
 			`endpoint "billing": the secret in $BILLING_SECRET: secret holds 16 bytes`, long[6:14]},
 		{"secret not base64", func(c *Config) { c.Endpoints[0].Secret = "whsec_s3cr3t!value!" },
 			"is not standard base64", "s3cr3t"},

@@ -176,7 +176,7 @@ func newDispatcher(cfg Config, logger *slog.Logger, reg prometheus.Registerer, s
 		seen:     seen,
 	}
 	for _, ep := range cfg.Endpoints {
-		signer, err := NewSigner(ep.Secret)
+		signer, err := NewSigner(string(ep.Secret))
 		if err != nil { // Validate checked it
 			return nil, fmt.Errorf("webhook: endpoint %q: %w", ep.ID, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -29,6 +30,8 @@ const (
 	// MaxEndpoints bounds the endpoints of one file: each is a metric
 	// label value and a backlog.
 	MaxEndpoints = 100
+	// MaxFileBytes bounds an endpoints file.
+	MaxFileBytes = 1 << 20
 )
 
 // Endpoint is one receiver of webhooks.
@@ -44,7 +47,7 @@ type Endpoint struct {
 	SecretEnv string
 	// Secret is the signing secret, "whsec_" and the base64 of 24 to 64
 	// bytes. The file never holds it: the caller reads it from SecretEnv.
-	Secret string
+	Secret Secret
 	// Types are the event types sent; empty sends every type.
 	Types []event.Type
 	// Tenants are the tenants whose events are sent; empty sends every
@@ -54,6 +57,24 @@ type Endpoint struct {
 	// Defaults to DefaultTimeout.
 	Timeout time.Duration
 }
+
+// Secret is a signing secret. It prints, logs and marshals as
+// "[redacted]", so an Endpoint can be logged or printed whole.
+type Secret string
+
+const redacted = "[redacted]"
+
+// String returns "[redacted]".
+func (Secret) String() string { return redacted }
+
+// GoString returns "[redacted]", for %#v.
+func (Secret) GoString() string { return redacted }
+
+// LogValue returns "[redacted]", for slog.
+func (Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// MarshalText returns "[redacted]", for JSON, YAML and text encoders.
+func (Secret) MarshalText() ([]byte, error) { return []byte(redacted), nil }
 
 // Matches reports whether e passes the endpoint's type and tenant filters.
 func (ep *Endpoint) Matches(e *event.Event) bool {
@@ -121,6 +142,9 @@ func LoadEndpoints(path string) ([]Endpoint, error) {
 // Unknown fields are errors (a misspelt filter would send everything).
 // Errors name the endpoint by id (or position) and the field.
 func ParseEndpoints(data []byte, isJSON bool) ([]Endpoint, error) {
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("%d bytes, at most %d", len(data), MaxFileBytes)
+	}
 	var f endpointFile
 	if isJSON {
 		dec := json.NewDecoder(bytes.NewReader(data))

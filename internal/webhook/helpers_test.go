@@ -116,6 +116,12 @@ type harness struct {
 
 func startHarness(t *testing.T, cfg Config) *harness {
 	t.Helper()
+	return startHarnessWithTransport(t, cfg, &http.Transport{})
+}
+
+// startHarnessWithTransport starts a harness whose requests go through tr.
+func startHarnessWithTransport(t *testing.T, cfg Config, tr *http.Transport) *harness {
+	t.Helper()
 	h := &harness{t: t, src: newFakeSource(), dlq: &fakeDLQ{}, reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
 	if cfg.DeadLetters == nil {
 		cfg.DeadLetters = h.dlq
@@ -123,7 +129,6 @@ func startHarness(t *testing.T, cfg Config) *harness {
 	cfg.Kafka = testCluster(t)
 	cfg.RetryBase = cmpDur(cfg.RetryBase, time.Millisecond)
 	cfg.RetryMaxDelay = cmpDur(cfg.RetryMaxDelay, 20*time.Millisecond)
-	tr := &http.Transport{}
 	cfg.Transport = tr
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -282,7 +287,7 @@ func newReceiver(t *testing.T, respond func(r *http.Request, id string, attempt 
 }
 
 func (rc *receiver) endpoint(t *testing.T, id string) Endpoint {
-	return Endpoint{ID: id, URL: mustURL(t, rc.srv.URL+"/hook?token=t0k3n"), SecretEnv: "SECRET_" + id, Secret: rc.secret}
+	return Endpoint{ID: id, URL: mustURL(t, rc.srv.URL+"/hook?token=t0k3n"), SecretEnv: "SECRET_" + id, Secret: Secret(rc.secret)}
 }
 
 func (rc *receiver) delivered(id string) int {
