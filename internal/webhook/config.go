@@ -103,7 +103,7 @@ func (c Config) WithDefaults() Config {
 	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
 	c.DedupeWindow = cmp.Or(c.DedupeWindow, DefaultDedupeWindow)
 	if c.Transport == nil {
-		c.Transport = defaultTransport()
+		c.Transport = defaultTransport(c.Concurrency)
 	}
 	if c.NowFunc == nil {
 		c.NowFunc = time.Now
@@ -115,13 +115,15 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-func defaultTransport() *http.Transport {
+// defaultTransport is Config.Transport's default; it keeps as many idle
+// connections per endpoint as requests may be in flight.
+func defaultTransport(concurrency int) *http.Transport {
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          100,
-		MaxIdleConnsPerHost:   DefaultConcurrency,
+		MaxIdleConnsPerHost:   max(concurrency, 1),
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,

@@ -39,8 +39,9 @@ type Endpoint struct {
 	// ID names the endpoint in logs, metrics and dead letters: 1 to 64 of
 	// [A-Za-z0-9_.-]. Required, unique.
 	ID string
-	// URL is where events are POSTed: https, or http when the host is
-	// loopback. Required.
+	// URL is where events are POSTed: https (certificate verified), or
+	// http when the host is loopback. User info in it is sent as HTTP basic
+	// authentication; it and the query are never logged. Required.
 	URL *url.URL
 	// SecretEnv is the name of the environment variable that holds the
 	// signing secret. Required.
