@@ -37,6 +37,14 @@ func FuzzParse(f *testing.F) {
 		start := time.Now()
 		res, err := Parse(raw)
 		elapsed := time.Since(start)
+		limit := 250*time.Millisecond + time.Duration(len(raw))*2*time.Microsecond
+		// A slow run is timed twice more, and the fastest counts: a
+		// pause of the fuzzing worker is no cost of the input.
+		for i := 0; i < 2 && elapsed > limit; i++ {
+			start = time.Now()
+			_, _ = Parse(raw)
+			elapsed = min(elapsed, time.Since(start))
+		}
 		if err != nil {
 			if errors.Is(err, ErrTooLarge) != (len(raw) > MaxReportBytes) {
 				t.Fatalf("error %v for %d bytes", err, len(raw))
@@ -46,7 +54,7 @@ func FuzzParse(f *testing.F) {
 		if err := checkResult(res); err != nil {
 			t.Fatal(err)
 		}
-		if limit := 250*time.Millisecond + time.Duration(len(raw))*2*time.Microsecond; elapsed > limit {
+		if elapsed > limit {
 			t.Errorf("parsing %d bytes took %v, over %v", len(raw), elapsed, limit)
 		}
 	})

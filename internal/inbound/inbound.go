@@ -42,6 +42,7 @@ const (
 	DefaultReadTimeout       = time.Minute
 	DefaultWriteTimeout      = time.Minute
 	DefaultShutdownTimeout   = 30 * time.Second
+	DefaultApplyTimeout      = 30 * time.Second
 )
 
 // Config configures a Server.
@@ -68,6 +69,10 @@ type Config struct {
 	// context ends before it closes them. Defaults to
 	// DefaultShutdownTimeout (30s).
 	ShutdownTimeout time.Duration
+	// ApplyTimeout bounds one call of Reports.ApplyReturned; past it the
+	// message is answered 451 and the sender retries. Defaults to
+	// DefaultApplyTimeout (30s).
+	ApplyTimeout time.Duration
 	// TLSConfig, when set, offers STARTTLS. Defaults to none.
 	TLSConfig *tls.Config
 	// Hostname is the name the server greets with. Defaults to Domain.
@@ -83,6 +88,7 @@ func (cfg Config) WithDefaults() Config {
 	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, DefaultReadTimeout)
 	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout)
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
+	cfg.ApplyTimeout = cmp.Or(cfg.ApplyTimeout, DefaultApplyTimeout)
 	cfg.Hostname = cmp.Or(cfg.Hostname, cfg.Domain)
 	return cfg
 }
@@ -98,9 +104,9 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("inbound config: MaxMessageBytes %d is not in 1..%d", cfg.MaxMessageBytes, bounce.MaxReportBytes)
 	case cfg.MaxRecipients < 1:
 		return fmt.Errorf("inbound config: MaxRecipients %d is below 1", cfg.MaxRecipients)
-	case cfg.ReadTimeout <= 0 || cfg.WriteTimeout <= 0 || cfg.ShutdownTimeout <= 0:
-		return fmt.Errorf("inbound config: ReadTimeout %v, WriteTimeout %v and ShutdownTimeout %v must be positive",
-			cfg.ReadTimeout, cfg.WriteTimeout, cfg.ShutdownTimeout)
+	case cfg.ReadTimeout <= 0 || cfg.WriteTimeout <= 0 || cfg.ShutdownTimeout <= 0 || cfg.ApplyTimeout <= 0:
+		return fmt.Errorf("inbound config: ReadTimeout %v, WriteTimeout %v, ShutdownTimeout %v and ApplyTimeout %v must be positive",
+			cfg.ReadTimeout, cfg.WriteTimeout, cfg.ShutdownTimeout, cfg.ApplyTimeout)
 	}
 	return nil
 }
@@ -326,12 +332,15 @@ func (se *session) Data(r io.Reader) error {
 		reports[i].Token = token
 		s.kinds.WithLabelValues(string(reports[i].Kind), reports[i].Source).Inc()
 	}
-	if err := s.reports.ApplyReturned(s.ctx, reports); err != nil {
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.ApplyTimeout)
+	defer cancel()
+	if err := s.reports.ApplyReturned(ctx, reports); err != nil {
 		s.messages.WithLabelValues(ResultApplyError).Inc()
 		s.logger.Warn("reports not applied; the sender will retry", "type", string(res.Type), "reports", len(reports), "error", err)
 		return errTemporary
 	}
 	s.messages.WithLabelValues(ResultReport).Inc()
+	s.logger.Debug("reports applied", "type", string(res.Type), "reports", len(reports), "token", token != "")
 	return nil
 }
 

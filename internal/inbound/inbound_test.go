@@ -3,6 +3,7 @@ package inbound_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/smtp"
 	"net/textproto"
 	"os"
@@ -34,12 +35,20 @@ func tokenOf(addr string) (string, bool) {
 
 // recorder is a Reports that records what it is given, or fails.
 type recorder struct {
-	mu   sync.Mutex
-	got  [][]report.Report
-	fail error
+	mu    sync.Mutex
+	got   [][]report.Report
+	fail  error
+	block bool // wait for the context to end, then fail
 }
 
-func (r *recorder) ApplyReturned(_ context.Context, rs []report.Report) error {
+func (r *recorder) ApplyReturned(ctx context.Context, rs []report.Report) error {
+	r.mu.Lock()
+	block := r.block
+	r.mu.Unlock()
+	if block {
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fail != nil {
@@ -208,10 +217,60 @@ func TestRefusals(t *testing.T) {
 
 func TestApplyErrorIsTemporary(t *testing.T) {
 	h := start(t, inbound.Config{})
+	h.rec.mu.Lock()
 	h.rec.fail = errors.New("database down")
+	h.rec.mu.Unlock()
 	err := send(t, h.addr, "bounce+tok-exim@"+domain, fixture(t, "exim.eml"))
 	if code(err) != 451 || !strings.Contains(err.Error(), "4.3.0") {
 		t.Errorf("DATA with a failing applier: %v, want 451 4.3.0", err)
+	}
+	if n := counter(t, h.reg, "postline_inbound_messages_total", "result", inbound.ResultApplyError); n != 1 {
+		t.Errorf("messages{result=apply_error} = %v, want 1", n)
+	}
+}
+
+// TestApplyTimeout: an applier that does not return in ApplyTimeout gets
+// its context cancelled and the message is answered 451.
+func TestApplyTimeout(t *testing.T) {
+	h := start(t, inbound.Config{ApplyTimeout: 50 * time.Millisecond})
+	h.rec.mu.Lock()
+	h.rec.block = true
+	h.rec.mu.Unlock()
+	err := send(t, h.addr, "bounce+tok-exim@"+domain, fixture(t, "exim.eml"))
+	if code(err) != 451 {
+		t.Errorf("DATA with a stuck applier: %v, want 451", err)
+	}
+}
+
+// TestConcurrentSessions sends reports on several connections at once.
+func TestConcurrentSessions(t *testing.T) {
+	h := start(t, inbound.Config{})
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			raw, err := bounce.BuildDSN(bounce.DSN{Date: time.Unix(1741083302, 0), MessageID: fmt.Sprintf("m%d@app.example", i),
+				Recipients: []report.Report{{Kind: report.Bounced, Recipient: fmt.Sprintf("r%d@example.org", i), Status: "5.1.1"}}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			errs <- send(t, h.addr, fmt.Sprintf("bounce+tok%d@%s", i, domain), raw)
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	got := h.rec.all()
+	if len(got) != n {
+		t.Fatalf("applied %d messages, want %d", len(got), n)
+	}
+	for _, rs := range got {
+		if want := "tok" + strings.TrimSuffix(strings.TrimPrefix(rs[0].Recipient, "r"), "@example.org"); rs[0].Token != want {
+			t.Errorf("report %+v has token %q, want %q", rs[0], rs[0].Token, want)
+		}
 	}
 }
 
