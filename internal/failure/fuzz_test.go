@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/textproto"
+	"reflect"
 	"slices"
 	"testing"
 
 	"github.com/wneessen/go-mail"
+	"go.yaml.in/yaml/v3"
 )
 
 // knownRules are every rule name Classify may report.
@@ -98,6 +100,114 @@ func FuzzClassify(f *testing.F) {
 		n := len(enhanced) + len(text)
 		if allocs := testing.AllocsPerRun(2, func() { _ = Classify(err) }); allocs > float64(200+4*n) {
 			t.Fatalf("Classify allocated %.0f times for %d bytes of reply", allocs, n)
+		}
+	})
+}
+
+// FuzzClassifyBounce classifies fuzzed bounce reports by the default rules.
+// Properties: the type is one of the three and the rule a default row or
+// RuleUnmatched; the result is the matched row's type and suppression (so
+// only hard bounces suppress); it is the same every time; for a reply code
+// it is decided by the same row as ClassifyReply's verdict; allocation is
+// bounded per input byte.
+func FuzzClassifyBounce(f *testing.F) {
+	for _, b := range bounceTable {
+		f.Add(b.code, b.enhanced, b.text)
+	}
+	f.Add(-550, "5.1.1", "")
+	f.Add(0, "", "smtp;550")
+	f.Add(0, "9.9.9", "smtp ;  450-4.2.2 quota")
+	rows := map[string]Rule{}
+	for _, r := range Default().Rules() {
+		rows[r.Name] = r
+	}
+
+	f.Fuzz(func(t *testing.T, code int, enhanced, text string) {
+		b := Default().ClassifyBounce(code, enhanced, text)
+		if !slices.Contains(bounceTypes, b.Type) {
+			t.Fatalf("ClassifyBounce(%d, %q, %q) type %q is not one of %v", code, enhanced, text, b.Type, bounceTypes)
+		}
+		if r, ok := rows[b.Rule]; ok {
+			if b != (Bounce{Type: r.Bounce, Rule: r.Name, Suppress: r.Suppress}) {
+				t.Fatalf("ClassifyBounce(%d, %q, %q) = %+v, not its row's %+v", code, enhanced, text, b, r)
+			}
+		} else if b != (Bounce{Type: BounceSoft, Rule: RuleUnmatched}) {
+			t.Fatalf("ClassifyBounce(%d, %q, %q) = %+v: an unknown rule, or an unmatched report that is not soft", code, enhanced, text, b)
+		}
+		if b.Suppress && b.Type != BounceHard {
+			t.Fatalf("ClassifyBounce(%d, %q, %q) = %+v: suppresses a %s bounce", code, enhanced, text, b, b.Type)
+		}
+		if again := Default().ClassifyBounce(code, enhanced, text); again != b {
+			t.Fatalf("ClassifyBounce(%d, %q, %q) is not deterministic: %+v, then %+v", code, enhanced, text, b, again)
+		}
+		if code >= 100 && code <= 599 {
+			if v := Default().ClassifyReply(code, enhanced, text); v.Rule != b.Rule {
+				t.Fatalf("reply %d %q %q: the send matched %s, the bounce %s", code, enhanced, text, v.Rule, b.Rule)
+			}
+		}
+		n := len(enhanced) + len(text)
+		if allocs := testing.AllocsPerRun(2, func() { _ = Default().ClassifyBounce(code, enhanced, text) }); allocs > float64(200+4*n) {
+			t.Fatalf("ClassifyBounce allocated %.0f times for %d bytes of report", allocs, n)
+		}
+	})
+}
+
+// FuzzParseRules parses fuzzed rules files. Properties: an error or a rule
+// set; a rule set marshals to a file that parses back as an equal set;
+// every reply it classifies gets one of the bounce types, a suppression
+// only on a hard bounce and a rule of its own or RuleUnmatched; the
+// default file is among the seeds, so the marshalled default reloading as
+// an equal set is checked on every run; allocation is bounded per input
+// byte. That seed is 11 KB, and minimizing a new input that large takes
+// up to -fuzzminimizetime (60s by default) with no execs counted: fuzz
+// with -fuzzminimizetime=2s.
+func FuzzParseRules(f *testing.F) {
+	f.Add(DefaultRulesYAML())
+	f.Add([]byte("rules:\n  - {name: a, code_class: 4, class: transient, bounce: soft}\n  - {name: b, code_class: 5, class: permanent, bounce: soft}\n"))
+	f.Add([]byte("rules:\n  - {name: x, code_class: 5, enhanced: '5.1', not_enhanced: ['5.1.7'], text: '(?s)user.*unknown', class: permanent, bounce: hard, suppress: true}\n  - {name: a, code_class: 4, class: transient, bounce: soft}\n  - {name: b, code_class: 5, class: permanent, bounce: soft}\n"))
+	f.Add([]byte("rules:\n  - &r {name: a, code_class: 4, class: transient, bounce: soft}\n  - *r\n"))
+	f.Add([]byte("rules: [{name: a, code: 999, text: '(', class: x, bounce: y}]"))
+	f.Add([]byte("rules: {}"))
+	f.Add([]byte("- 1\n- 2"))
+	replies := []corpusReply{{550, "5.1.1", "user unknown"}, {0, "", "blocked"}, {0, "4.2.2", ""}, {421, "", "try again in 5 minutes"}, {0, "", "smtp; 554 spam"}}
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 64<<10 {
+			return
+		}
+		if allocs := testing.AllocsPerRun(1, func() { _, _ = ParseRules(data) }); allocs > float64(2000+4*len(data)) {
+			t.Fatalf("ParseRules allocated %.0f times for %d bytes", allocs, len(data))
+		}
+		s, err := ParseRules(data)
+		if err != nil {
+			if s != nil || err.Error() == "" {
+				t.Fatalf("ParseRules = %v, %v: a rule set with an error, or an empty error", s, err)
+			}
+			return
+		}
+		out, err := yaml.Marshal(s)
+		if err != nil {
+			t.Fatalf("marshal a parsed rule set: %v", err)
+		}
+		again, err := ParseRules(out)
+		if err != nil {
+			t.Fatalf("the marshalled rule set does not parse: %v\n%s", err, out)
+		}
+		if !reflect.DeepEqual(again.Rules(), s.Rules()) {
+			t.Fatalf("the marshalled rule set parses differently:\n got %+v\nwant %+v", again.Rules(), s.Rules())
+		}
+		names := []string{RuleUnmatched}
+		for _, r := range s.Rules() {
+			names = append(names, r.Name)
+		}
+		for _, c := range replies {
+			b := s.ClassifyBounce(c.code, c.enhanced, c.text)
+			if !slices.Contains(bounceTypes, b.Type) || b.Suppress && b.Type != BounceHard || !slices.Contains(names, b.Rule) {
+				t.Fatalf("ClassifyBounce(%d, %q, %q) = %+v by a parsed rule set", c.code, c.enhanced, c.text, b)
+			}
+			if v := s.ClassifyReply(c.code, c.enhanced, c.text); !slices.Contains(classes, v.Class) || !slices.Contains(names, v.Rule) {
+				t.Fatalf("ClassifyReply(%d, %q, %q) = %+v by a parsed rule set", c.code, c.enhanced, c.text, v)
+			}
 		}
 	})
 }
