@@ -24,14 +24,17 @@ import (
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/delivery"
+	"github.com/postline/postline/internal/eventstream"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/ops"
+	"github.com/postline/postline/internal/outcome"
 	"github.com/postline/postline/internal/pgpool"
 	"github.com/postline/postline/internal/pressure"
 	"github.com/postline/postline/internal/reaper"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/sender"
+	"github.com/postline/postline/internal/suppression"
 	"github.com/postline/postline/internal/telemetry"
 	"github.com/postline/postline/job"
 )
@@ -95,6 +98,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	relayConfigs, err := s.relayConfigs()
 	if err != nil {
 		return err
+	}
+	signer, err := s.returnPaths()
+	if err != nil {
+		return err
+	}
+	rules, err := s.rules()
+	if err != nil {
+		return err
+	}
+	for i := range relayConfigs {
+		relayConfigs[i].Notify = s.dsnNotify()
 	}
 	var (
 		providers     []delivery.Provider
@@ -196,12 +210,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Tiers:       tiers,
 		RetryLimits: retryLimits,
 		Limits:      limits,
+		Rules:       rules,
+
+		ConfirmWindow: s.ConfirmWindow,
 	}
 	if err := pipelineCfg.WithDefaults().Validate(); err != nil {
 		return config.NameSetting(err, map[string]string{"Senders": "POSTLINE_SENDERS", "BatchSize": "POSTLINE_BATCH_SIZE", "BatchBytes": "POSTLINE_BATCH_BYTES",
 			"BatchLinger": "POSTLINE_BATCH_LINGER", "FastRetries": "POSTLINE_FAST_RETRIES",
 			"MaxMessageBytes": "POSTLINE_MAX_MESSAGE_BYTES", "MaxBodyBytes": "POSTLINE_MAX_BODY_BYTES",
-			"MaxAttachmentBytes": "POSTLINE_MAX_ATTACHMENT_BYTES"})
+			"MaxAttachmentBytes": "POSTLINE_MAX_ATTACHMENT_BYTES", "ConfirmWindow": "POSTLINE_CONFIRM_WINDOW"})
 	}
 	topics := workerTopics{jobs: s.JobsTopic, dlq: s.DLQTopic, retries: tiers.Topics(s.RetryPrefix)}
 
@@ -239,7 +256,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	server := &http.Server{Handler: ops.Handler(reg, ready, healthy), ReadHeaderTimeout: 5 * time.Second}
 
 	logger.Info("worker starting", "http_addr", listener.Addr().String(), "topic", s.JobsTopic,
-		"group", s.Group, "kafka", kafkaCluster.String(), "retry_policy", s.RetryPolicy, "relays", providerNames, "senders", s.Senders)
+		"group", s.Group, "kafka", kafkaCluster.String(), "retry_policy", s.RetryPolicy, "relays", providerNames, "senders", s.Senders, "bounce_domain", s.BounceDomain)
 
 	g, gctx := errgroup.WithContext(context.Background())
 	served := make(chan struct{})
@@ -321,6 +338,31 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		if err != nil {
 			return fmt.Errorf("circuit breakers: %w", err)
 		}
+		eventsLimit, err := eventstream.EnsureTopic(consumeCtx, kafkaCluster, s.EventsTopic, logger)
+		if err != nil {
+			if consumeCtx.Err() != nil {
+				return nil
+			}
+			failed.Store(&err)
+			return err
+		}
+		events, err := eventstream.New(eventstream.Config{Kafka: kafkaCluster, Topic: s.EventsTopic, MaxMessageBytes: eventsLimit}, reg)
+		if err != nil {
+			return config.NameSetting(err, map[string]string{"Topic": "POSTLINE_EVENTS_TOPIC"})
+		}
+		defer events.Close()
+		lists, err := suppression.New(suppression.Config{}, pool, logger, reg)
+		if err != nil {
+			return err
+		}
+		unconfirmed, err := outcome.NewSweeper(outcome.SweepConfig{Interval: s.UnconfirmedSweep}, logger, reg, store, events)
+		if err != nil {
+			return config.NameSetting(err, map[string]string{"Interval": "POSTLINE_UNCONFIRMED_SWEEP"})
+		}
+		var returnPaths delivery.ReturnPaths // nil: the job's From
+		if signer != nil {
+			returnPaths = signer
+		}
 		p, err := delivery.New(pipelineCfg, logger, reg, delivery.Deps{
 			Store:          store,
 			Leases:         leases,
@@ -328,6 +370,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			Breakers:       breakers,
 			DeadLetters:    dlq,
 			Retries:        retries,
+			Events:         events,
+			Recipients:     store,
+			Suppressions:   suppressionLists{lists},
+			ReturnPaths:    returnPaths,
 			Group:          lag,
 			Pressure:       pressureGuard,
 			TracerProvider: tracerProvider,
@@ -365,6 +411,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		stage("consumer", func() error { return cons.Run(consumeCtx) })
 		stage("reaper", func() error { return sweeper.Run(consumeCtx) })
+		stage("unconfirmed sweep", func() error { return unconfirmed.Run(consumeCtx) })
 		stage("lag monitor", func() error { return lag.Run(consumeCtx) })
 		if pressureGuard != nil {
 			stage("pressure guard", func() error { return pressure.Run(consumeCtx, pressureGuard, time.Second) })

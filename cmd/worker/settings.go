@@ -56,6 +56,14 @@ type settings struct {
 
 	RelayStateInterval time.Duration `env:"POSTLINE_RELAY_STATE_INTERVAL" default:"2s" usage:"how often this worker publishes its send control of each relay to Postgres (postctl relays) and reads the rates the other workers learned"`
 
+	EventsTopic      string        `env:"POSTLINE_EVENTS_TOPIC" default:"mail.events" usage:"topic every recipient's transitions are published to (created if missing)"`
+	BounceDomain     string        `env:"POSTLINE_BOUNCE_DOMAIN" default:"" usage:"domain of the per-recipient return paths bounce+<token>@<domain> (its MX is the bounce-receiver); empty: mail is sent with its From as the return path and reports cannot be matched"`
+	ReturnPathKeys   string        `env:"POSTLINE_RETURN_PATH_KEYS" default:"" usage:"secret keys (16+ bytes each) of the return path tokens, comma-separated, the signing one first; the same value for workers and bounce-receivers; required with POSTLINE_BOUNCE_DOMAIN"`
+	DSNNotify        string        `env:"POSTLINE_DSN_NOTIFY" default:"auto" usage:"NOTIFY asked of relays that announce DSN: auto (SUCCESS,FAILURE with a bounce domain, else none), none, or a list such as SUCCESS,FAILURE,DELAY"`
+	ConfirmWindow    time.Duration `env:"POSTLINE_CONFIRM_WINDOW" default:"24h" usage:"how long a report may take to confirm a mail the relay took; after it the mail is unconfirmed (postctl unconfirmed)"`
+	UnconfirmedSweep time.Duration `env:"POSTLINE_UNCONFIRMED_SWEEP" default:"1m" usage:"how often mail past its confirmation window is marked unconfirmed"`
+	RulesFile        string        `env:"POSTLINE_RULES_FILE" default:"" usage:"YAML file of reply classification rules replacing the built-in ones (postctl rules prints them); the bounce-receiver must use the same file"`
+
 	ReaperInterval time.Duration `env:"POSTLINE_REAPER_INTERVAL" default:"30s" usage:"how often rows stuck in sending past their lease are re-published"`
 	ReaperGrace    time.Duration `env:"POSTLINE_REAPER_GRACE" default:"10s" usage:"how long past its lease a sending row must be before the reaper takes it"`
 	Retention      time.Duration `env:"POSTLINE_RETENTION" default:"720h" usage:"how long a sent, failed or dead row is kept (the dedupe window: a duplicate arriving later is sent again); the reaper purges older ones"`

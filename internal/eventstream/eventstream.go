@@ -11,12 +11,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/postline/postline/event"
+	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/kafkaconn"
 )
 
@@ -134,6 +136,26 @@ func Records(events []event.Event) ([]kafka.Message, error) {
 		}
 	}
 	return msgs, nil
+}
+
+// EnsureTopic returns the events topic's max.message.bytes, creating the
+// topic first when it does not exist, so that a process set up before the
+// topic existed starts. A cluster that refuses to create it is an error
+// that says to create it with postctl.
+func EnsureTopic(ctx context.Context, cluster *kafkaconn.Cluster, name string, logger *slog.Logger) (int, error) {
+	limits, err := cluster.MaxMessageBytes(ctx, name)
+	if err == nil {
+		return limits[name], nil
+	}
+	logger.Info("creating the events topic", "topic", name)
+	if err := topic.Ensure(ctx, cluster, topic.EventsSpec(name)); err != nil {
+		return 0, fmt.Errorf("setting POSTLINE_EVENTS_TOPIC: topic %s: %w (create it with postctl topics create)", name, err)
+	}
+	limits, err = cluster.MaxMessageBytes(ctx, name)
+	if err != nil {
+		return 0, fmt.Errorf("setting POSTLINE_EVENTS_TOPIC: %w", err)
+	}
+	return limits[name], nil
 }
 
 // Close flushes and closes the underlying writer and its connections.

@@ -140,3 +140,24 @@ func mac(key []byte, ref Ref, idx byte) []byte {
 	h.Write([]byte{idx})
 	return h.Sum(nil)[:macBytes]
 }
+
+// ParseKeys reads keys from a comma-separated list, the signing key first.
+// Keys are taken as written (their bytes); each needs MinKeyBytes.
+func ParseKeys(list string) ([][]byte, error) {
+	var keys [][]byte
+	for i, k := range strings.Split(list, ",") {
+		k = strings.TrimSpace(k)
+		if k == "" {
+			continue
+		}
+		if len(k) < MinKeyBytes {
+			// The key itself never goes into the error.
+			return nil, fmt.Errorf("returnpath: key %d has %d bytes, want at least %d", i, len(k), MinKeyBytes)
+		}
+		keys = append(keys, []byte(k))
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("returnpath: no keys")
+	}
+	return keys, nil
+}

@@ -289,6 +289,12 @@ spec:
                   name: {{ include "postline.secretName" $root }}
                   key: {{ $root.Values.secret.keys.smtpPassword }}
                   optional: true
+            - name: POSTLINE_RETURN_PATH_KEYS
+              valueFrom:
+                secretKeyRef:
+                  name: {{ include "postline.secretName" $root }}
+                  key: {{ $root.Values.secret.keys.returnPathKeys }}
+                  optional: true
             {{- end }}
             {{- if and $v.resources.limits $v.resources.limits.memory }}
             - name: GOMEMLIMIT

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/postline/postline/internal/config"
+	"github.com/postline/postline/internal/eventstream"
+	"github.com/postline/postline/internal/failure"
+	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/inbound"
+	"github.com/postline/postline/internal/ops"
+	"github.com/postline/postline/internal/outcome"
+	"github.com/postline/postline/internal/pgpool"
+	"github.com/postline/postline/internal/providerhook"
+	"github.com/postline/postline/internal/returnpath"
+	"github.com/postline/postline/internal/schema"
+	"github.com/postline/postline/internal/suppression"
+	"github.com/postline/postline/kafkaconn"
+)
+
+// run starts the receiver and returns when ctx is cancelled and it has
+// shut down, or when it fails.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	var s settings
+	if err := config.Load(&s, "bounce-receiver", args, getenv, stdout); err != nil {
+		return err
+	}
+	logger, err := ops.NewLogger(stdout, s.LogLevel)
+	if err != nil {
+		return err
+	}
+	if s.BounceDomain == "" {
+		return errors.New("setting POSTLINE_BOUNCE_DOMAIN: required")
+	}
+	keys, err := returnpath.ParseKeys(s.ReturnPathKeys)
+	if err != nil {
+		return fmt.Errorf("setting POSTLINE_RETURN_PATH_KEYS: %w", err)
+	}
+	signer, err := returnpath.New(s.BounceDomain, keys)
+	if err != nil {
+		return fmt.Errorf("setting POSTLINE_BOUNCE_DOMAIN: %w", err)
+	}
+	rules := failure.Default()
+	if s.RulesFile != "" {
+		if rules, err = failure.LoadRules(s.RulesFile); err != nil {
+			return fmt.Errorf("setting POSTLINE_RULES_FILE: %w", err)
+		}
+	}
+	var tlsConfig *tls.Config
+	if s.TLSCertFile != "" || s.TLSKeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(s.TLSCertFile, s.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("settings POSTLINE_BOUNCE_TLS_CERT_FILE and POSTLINE_BOUNCE_TLS_KEY_FILE: %w", err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if s.ShutdownTimeout <= 0 {
+		return fmt.Errorf("setting POSTLINE_SHUTDOWN_TIMEOUT: %s must be positive", s.ShutdownTimeout)
+	}
+	reg := ops.NewRegistry()
+	cluster, err := s.Kafka.Cluster("bounce-receiver")
+	if err != nil {
+		return err
+	}
+	pool, err := pgpool.New(ctx, pgpool.Config{URL: s.DatabaseURL, MaxConns: s.DatabaseMaxConns}, logger)
+	if err != nil {
+		return fmt.Errorf("setting POSTLINE_DATABASE_URL: %w", err)
+	}
+	defer pool.Close()
+	store, err := idempotency.New(idempotency.Config{Owner: "bounce-receiver"}, pool, logger, reg)
+	if err != nil {
+		return err
+	}
+	lists, err := suppression.New(suppression.Config{}, pool, logger, reg)
+	if err != nil {
+		return err
+	}
+
+	opsListener, err := net.Listen("tcp", s.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("setting POSTLINE_RECEIVER_HTTP_ADDR: %w", err)
+	}
+	var (
+		started atomic.Bool
+		failed  atomic.Pointer[error]
+	)
+	ready := func(ctx context.Context) error {
+		if !started.Load() {
+			return errors.New("starting: Kafka topic or database migrations not checked yet")
+		}
+		return store.Ping(ctx)
+	}
+	healthy := func() error {
+		if err := failed.Load(); err != nil {
+			return *err
+		}
+		return nil
+	}
+	opsServer := &http.Server{Handler: ops.Handler(reg, ready, healthy), ReadHeaderTimeout: 5 * time.Second}
+	logger.Info("bounce-receiver starting", "http_addr", opsListener.Addr().String(), "smtp_addr", s.SMTPAddr,
+		"bounce_domain", signer.Domain(), "hooks_addr", s.HooksAddr, "kafka", cluster.String())
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := opsServer.Serve(opsListener); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http server: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		return opsServer.Shutdown(shutdownCtx)
+	})
+	g.Go(func() error {
+		err := receive(gctx, s, receiverDeps{cluster: cluster, pool: pool, store: store, lists: lists, signer: signer,
+			rules: rules, tlsConfig: tlsConfig, logger: logger, reg: reg, started: &started})
+		if err != nil && gctx.Err() == nil {
+			failed.Store(&err)
+		}
+		return err
+	})
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		err = nil
+	}
+	logger.Info("bounce-receiver stopped", "error", err)
+	return err
+}
+
+// receiverDeps are what receive needs from run.
+type receiverDeps struct {
+	cluster   *kafkaconn.Cluster
+	pool      *pgxpool.Pool
+	store     *idempotency.Store
+	lists     *suppression.Store
+	signer    *returnpath.Signer
+	rules     *failure.RuleSet
+	tlsConfig *tls.Config
+	logger    *slog.Logger
+	reg       *prometheus.Registry
+	started   *atomic.Bool
+}
+
+// receive waits for Kafka and Postgres, then serves the bounce domain's
+// SMTP server and the provider webhooks until ctx ends.
+func receive(ctx context.Context, s settings, d receiverDeps) error {
+	warned := false
+	if err := d.cluster.Await(ctx, func(err error) {
+		if !warned {
+			d.logger.Error("cannot reach Kafka; retrying until it answers", "kafka", d.cluster.String(), "error", err)
+			warned = true
+		}
+	}); err != nil {
+		return err
+	}
+	if err := migrate(ctx, d.pool, d.logger); err != nil {
+		return err
+	}
+	limit, err := eventstream.EnsureTopic(ctx, d.cluster, s.EventsTopic, d.logger)
+	if err != nil {
+		return err
+	}
+	events, err := eventstream.New(eventstream.Config{Kafka: d.cluster, Topic: s.EventsTopic, MaxMessageBytes: limit}, d.reg)
+	if err != nil {
+		return config.NameSetting(err, map[string]string{"Topic": "POSTLINE_EVENTS_TOPIC"})
+	}
+	defer events.Close()
+	applier, err := outcome.New(outcome.Config{Rules: d.rules}, d.logger, d.reg, d.store, events, d.lists, d.signer)
+	if err != nil {
+		return err
+	}
+	smtpServer, err := inbound.New(inbound.Config{
+		Addr: s.SMTPAddr, Domain: d.signer.Domain(), FeedbackLocalPart: s.FeedbackLocalPart,
+		ShutdownTimeout: s.ShutdownTimeout, TLSConfig: d.tlsConfig,
+	}, d.logger, d.reg, d.signer.TokenOf, applier)
+	if err != nil {
+		return config.NameSetting(err, map[string]string{"Addr": "POSTLINE_BOUNCE_SMTP_ADDR",
+			"FeedbackLocalPart": "POSTLINE_BOUNCE_FEEDBACK_LOCAL_PART"})
+	}
+	hooks, err := hooksHandler(s, d, applier)
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return smtpServer.Run(gctx) })
+	if hooks != nil {
+		listener, err := net.Listen("tcp", s.HooksAddr)
+		if err != nil {
+			return fmt.Errorf("setting POSTLINE_HOOKS_ADDR: %w", err)
+		}
+		server := &http.Server{Handler: hooks, ReadHeaderTimeout: 5 * time.Second}
+		g.Go(func() error {
+			if err := server.Serve(listener); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("hooks server: %w", err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-gctx.Done()
+			shutdownCtx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
+			defer cancel()
+			return server.Shutdown(shutdownCtx)
+		})
+	}
+	go func() {
+		select {
+		case <-smtpServer.Ready():
+			d.started.Store(true)
+			d.logger.Info("receiving reports", "smtp_addr", smtpServer.Addr().String())
+		case <-gctx.Done():
+		}
+	}()
+	return g.Wait()
+}
+
+// hooksHandler routes the provider webhooks that are configured; nil when
+// none is or POSTLINE_HOOKS_ADDR is empty.
+func hooksHandler(s settings, d receiverDeps, applier *outcome.Applier) (http.Handler, error) {
+	if s.HooksAddr == "" {
+		if s.SESTopicARNs != "" || s.MailgunSigningKey != "" {
+			return nil, errors.New("setting POSTLINE_HOOKS_ADDR: required to take SES or Mailgun webhooks")
+		}
+		return nil, nil
+	}
+	mux := http.NewServeMux()
+	routes := 0
+	if arns := splitList(s.SESTopicARNs); len(arns) > 0 {
+		// The topic list is required: SNS signs every account's messages,
+		// so without it any topic could subscribe and be believed.
+		ses, err := providerhook.NewSES(providerhook.SESConfig{TopicARNs: arns, Token: d.signer.TokenOf}, applier, d.logger, d.reg)
+		if err != nil {
+			return nil, fmt.Errorf("setting POSTLINE_SES_TOPIC_ARNS: %w", err)
+		}
+		mux.Handle("/hooks/ses", ses)
+		routes++
+	}
+	if s.MailgunSigningKey != "" {
+		mg, err := providerhook.NewMailgun(providerhook.MailgunConfig{SigningKey: s.MailgunSigningKey, Token: d.signer.TokenOf},
+			applier, d.logger, d.reg)
+		if err != nil {
+			return nil, fmt.Errorf("setting POSTLINE_MAILGUN_SIGNING_KEY: %w", err)
+		}
+		mux.Handle("/hooks/mailgun", mg)
+		routes++
+	}
+	if routes == 0 {
+		return nil, errors.New("setting POSTLINE_HOOKS_ADDR: set POSTLINE_SES_TOPIC_ARNS or POSTLINE_MAILGUN_SIGNING_KEY too")
+	}
+	return mux, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// migrate applies the schema, retrying until Postgres answers or ctx ends.
+func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+	backoff := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := schema.Migrate(ctx, pool)
+		if err == nil {
+			return nil
+		}
+		if attempt == 1 {
+			logger.Error("cannot apply migrations; retrying until postgres answers", "error", err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/postline/postline/internal/delivery"
+	"github.com/postline/postline/internal/failure"
+	"github.com/postline/postline/internal/returnpath"
+	"github.com/postline/postline/internal/suppression"
+)
+
+// returnPaths returns the signer of per-recipient return paths, nil when
+// no bounce domain is set.
+func (s *settings) returnPaths() (*returnpath.Signer, error) {
+	if s.BounceDomain == "" {
+		if s.ReturnPathKeys != "" {
+			return nil, fmt.Errorf("setting POSTLINE_RETURN_PATH_KEYS: set without POSTLINE_BOUNCE_DOMAIN")
+		}
+		return nil, nil
+	}
+	keys, err := returnpath.ParseKeys(s.ReturnPathKeys)
+	if err != nil {
+		return nil, fmt.Errorf("setting POSTLINE_RETURN_PATH_KEYS: %w", err)
+	}
+	signer, err := returnpath.New(s.BounceDomain, keys)
+	if err != nil {
+		return nil, fmt.Errorf("setting POSTLINE_BOUNCE_DOMAIN: %w", err)
+	}
+	return signer, nil
+}
+
+// dsnNotify is the NOTIFY value asked of relays (sender.Config.Notify).
+func (s *settings) dsnNotify() string {
+	switch n := strings.ToUpper(strings.TrimSpace(s.DSNNotify)); n {
+	case "AUTO", "":
+		if s.BounceDomain != "" {
+			return "SUCCESS,FAILURE"
+		}
+		return ""
+	case "NONE":
+		return ""
+	default:
+		return n
+	}
+}
+
+// rules returns the reply classification rules: the operator's file, or
+// the built-in ones.
+func (s *settings) rules() (*failure.RuleSet, error) {
+	if s.RulesFile == "" {
+		return failure.Default(), nil
+	}
+	rs, err := failure.LoadRules(s.RulesFile)
+	if err != nil {
+		return nil, fmt.Errorf("setting POSTLINE_RULES_FILE: %w", err)
+	}
+	return rs, nil
+}
+
+// suppressionLists are the suppression lists as the pipeline sees them.
+type suppressionLists struct{ store *suppression.Store }
+
+var _ delivery.Suppressions = suppressionLists{}
+
+// Suppressed implements delivery.Suppressions.
+func (l suppressionLists) Suppressed(ctx context.Context, keys []delivery.SuppressionKey) (map[delivery.SuppressionKey]string, error) {
+	ks := make([]suppression.Key, len(keys))
+	for i, k := range keys {
+		ks[i] = suppression.Key{Tenant: k.Tenant, Stream: suppression.Stream(k.Stream), Address: k.Address}
+	}
+	hits, err := l.store.Check(ctx, ks)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[delivery.SuppressionKey]string, len(hits))
+	for i, k := range ks {
+		if e, ok := hits[k]; ok {
+			out[keys[i]] = string(e.Reason)
+		}
+	}
+	return out, nil
+}
+
+// Suppress implements delivery.Suppressions: an address a relay refused
+// for good at RCPT, as the rules decided, does not exist, so it is kept off
+// every stream of its tenant, like a hard bounce that comes back later.
+func (l suppressionLists) Suppress(ctx context.Context, entries []delivery.Suppression) error {
+	es := make([]suppression.Entry, len(entries))
+	for i, e := range entries {
+		es[i] = suppression.Entry{Tenant: e.Key.Tenant, Stream: suppression.StreamAll, Address: e.Key.Address,
+			Reason: suppression.ReasonHardBounce, Source: "smtp", MessageID: e.MessageID}
+	}
+	_, err := l.store.Add(ctx, es)
+	return err
+}
