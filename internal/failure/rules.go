@@ -77,7 +77,7 @@ type Rule struct {
 	Suppress bool `yaml:"suppress,omitempty"`
 }
 
-// RuleSet is an ordered, validated table of Rules: the first row that
+// RuleSet is an ordered, validated table of Rule rows: the first row that
 // matches a reply decides both the Verdict of a failed send and the Bounce
 // of a bounce report. A RuleSet is immutable and safe for concurrent use.
 type RuleSet struct {
