@@ -1,11 +1,14 @@
 package grafana
 
-// Metric is one metric Postline's worker or retry scheduler exports, as the
-// README's metrics table documents it.
+// Metric is one metric a Postline process exports, as the metrics table of
+// docs/metrics.md documents it.
 type Metric struct {
 	Name   string
 	Type   MetricType
-	Labels []string // in README order; job and instance come from Prometheus
+	Labels []string // in the table's order; job and instance come from Prometheus
+	// Process is the process, or pair of processes, whose /metrics serve
+	// it: the section of docs/metrics.md the metric is listed under.
+	Process Process
 }
 
 // MetricType is a Prometheus metric type.
@@ -18,11 +21,56 @@ const (
 	Histogram MetricType = "histogram"
 )
 
+// Process names what serves a metric; each is the title of a section of
+// docs/metrics.md.
+type Process string
+
+// The processes, in the order docs/metrics.md lists them.
+const (
+	// WorkerAndScheduler is the worker and the retry scheduler, which the
+	// end-to-end tests run together; the scheduler's own metrics are named
+	// postline_scheduler_*.
+	WorkerAndScheduler Process = "worker and retry-scheduler"
+	// BounceReceiver takes in bounces, complaints and provider webhooks.
+	BounceReceiver Process = "bounce-receiver"
+	// WebhookDispatcher posts events to the customers' endpoints.
+	WebhookDispatcher Process = "webhook-dispatcher"
+)
+
+// Processes lists every Process in the order of docs/metrics.md.
+var Processes = []Process{WorkerAndScheduler, BounceReceiver, WebhookDispatcher}
+
+// metricDef is a catalogue entry before its Process is set.
+type metricDef struct {
+	name   string
+	typ    MetricType
+	labels []string
+}
+
 // Catalogue returns every postline_* metric the dashboards may use. A test
-// keeps it equal to the README's metrics table, so a panel cannot reference
-// a metric nobody exports or documents.
+// keeps it equal to the metrics tables of docs/metrics.md, so a panel cannot
+// reference a metric nobody exports or documents.
 func Catalogue() []Metric {
-	return []Metric{
+	var all []Metric
+	for _, group := range []struct {
+		process Process
+		metrics []metricDef
+	}{
+		{WorkerAndScheduler, workerAndSchedulerMetrics()},
+		{BounceReceiver, bounceReceiverMetrics()},
+		{WebhookDispatcher, webhookDispatcherMetrics()},
+	} {
+		for _, m := range group.metrics {
+			all = append(all, Metric{Name: m.name, Type: m.typ, Labels: m.labels, Process: group.process})
+		}
+	}
+	return all
+}
+
+// workerAndSchedulerMetrics are the metrics of the worker and the retry
+// scheduler.
+func workerAndSchedulerMetrics() []metricDef {
+	return []metricDef{
 		{"postline_consumer_messages_total", Counter, []string{"topic"}},
 		{"postline_consumer_commits_total", Counter, []string{"result"}},
 		{"postline_consumer_committed_offset", Gauge, []string{"topic", "partition"}},
@@ -48,6 +96,14 @@ func Catalogue() []Metric {
 		{"postline_delivery_dependency_errors_total", Counter, []string{"op"}},
 		{"postline_delivery_in_flight", Gauge, nil},
 		{"postline_delivery_panics_total", Counter, []string{"stage"}},
+		{"postline_delivery_suppressed_recipients_total", Counter, nil},
+		{"postline_delivery_recipient_refusals_total", Counter, []string{"provider", "bounce_type"}},
+		{"postline_events_published_total", Counter, []string{"type"}},
+		{"postline_outcome_unconfirmed_total", Counter, nil},
+		{"postline_suppression_checks_total", Counter, nil},
+		{"postline_suppression_hits_total", Counter, []string{"reason"}},
+		{"postline_suppression_db_errors_total", Counter, []string{"op"}},
+		{"postline_suppression_round_trip_seconds", Histogram, []string{"op"}},
 		{"postline_idempotency_claims_total", Counter, []string{"result"}},
 		{"postline_idempotency_cas_conflicts_total", Counter, nil},
 		{"postline_idempotency_db_errors_total", Counter, []string{"op"}},
@@ -87,5 +143,38 @@ func Catalogue() []Metric {
 		{"postline_adaptive_budget_waits_total", Counter, []string{"priority"}},
 		{"postline_adaptive_decreases_total", Counter, []string{"provider", "controller"}},
 		{"postline_adaptive_pressure_factor", Gauge, nil},
+	}
+}
+
+// bounceReceiverMetrics are the metrics of the bounce-receiver: its SMTP
+// server for returned mail and feedback reports, the provider webhooks, and
+// the outcome store that applies what both read.
+func bounceReceiverMetrics() []metricDef {
+	return []metricDef{
+		{"postline_inbound_messages_total", Counter, []string{"result"}},
+		{"postline_inbound_reports_total", Counter, []string{"kind", "source"}},
+		{"postline_inbound_recipients_total", Counter, []string{"result"}},
+		{"postline_inbound_parse_seconds", Histogram, nil},
+		{"postline_providerhook_requests_total", Counter, []string{"provider", "result"}},
+		{"postline_providerhook_reports_total", Counter, []string{"provider", "kind"}},
+		{"postline_outcome_reports_total", Counter, []string{"source", "kind", "result"}},
+		{"postline_outcome_transitions_total", Counter, []string{"type", "bounce_type"}},
+		{"postline_outcome_suppressions_total", Counter, []string{"reason"}},
+		{"postline_outcome_confirmations_total", Counter, []string{"confirmation"}},
+	}
+}
+
+// webhookDispatcherMetrics are the metrics of the webhook-dispatcher.
+func webhookDispatcherMetrics() []metricDef {
+	return []metricDef{
+		{"postline_webhook_deliveries_total", Counter, []string{"endpoint", "result"}},
+		{"postline_webhook_delivery_seconds", Histogram, []string{"endpoint", "result"}},
+		{"postline_webhook_attempts_total", Counter, []string{"endpoint", "result"}},
+		{"postline_webhook_request_seconds", Histogram, []string{"endpoint"}},
+		{"postline_webhook_dead_letters_total", Counter, []string{"endpoint"}},
+		{"postline_webhook_undecodable_total", Counter, nil},
+		{"postline_webhook_duplicates_total", Counter, nil},
+		{"postline_webhook_backlog", Gauge, []string{"endpoint"}},
+		{"postline_webhook_oldest_pending_age_seconds", Gauge, []string{"endpoint"}},
 	}
 }

@@ -83,7 +83,17 @@ type panelSpec struct {
 	unit        string
 	stacked     bool
 	width       uint32 // grid columns out of 24; defaults to 12
-	targets     []target
+	// thresholds are drawn as dashed lines across a time series, lowest
+	// first; a ratio panel with thresholds is not capped at 1, so that lines
+	// at a fraction of a percent stay visible.
+	thresholds []threshold
+	targets    []target
+}
+
+// threshold is a level worth seeing on a panel, such as an alert's.
+type threshold struct {
+	value float64
+	color string // a Grafana colour name
 }
 
 type target struct {
@@ -219,8 +229,12 @@ func (p panelSpec) builder(id uint32) cog.Builder[dashboard.Panel] {
 			ShowPoints(common.VisibilityModeNever).
 			Legend(legend()).
 			Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending))
-		if p.unit == unitRatio {
+		if p.unit == unitRatio && len(p.thresholds) == 0 {
 			b.Max(1)
+		}
+		if len(p.thresholds) > 0 {
+			b.Thresholds(thresholdsConfig(p.thresholds)).
+				ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeDashed))
 		}
 		if p.stacked {
 			b.Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)).FillOpacity(40)
@@ -237,6 +251,17 @@ func legend() *common.VizLegendOptionsBuilder {
 		ShowLegend(true).
 		DisplayMode(common.LegendDisplayModeList).
 		Placement(common.LegendPlacementBottom)
+}
+
+// thresholdsConfig is Grafana's step list for thresholds: a base step below
+// the first (its value is minus infinity, written as null), then one step
+// per threshold.
+func thresholdsConfig(ts []threshold) *dashboard.ThresholdsConfigBuilder {
+	steps := []dashboard.Threshold{{Color: "green"}}
+	for _, t := range ts {
+		steps = append(steps, dashboard.Threshold{Value: cog.ToPtr(t.value), Color: t.color})
+	}
+	return dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps(steps)
 }
 
 // circuitStateMappings turns the circuit-state encoding of circuitStateExpr
@@ -278,11 +303,30 @@ func sel(metric string, matchers ...string) string {
 
 // rate is the per-second rate of a counter over Grafana's rate interval.
 func rate(metric string, matchers ...string) string {
-	return "rate(" + sel(metric, matchers...) + "[$__rate_interval])"
+	return rateOver("$__rate_interval", metric, matchers...)
+}
+
+// fleetRateOver is rateOver without the dashboard's job and instance
+// filters, for ratios whose two sides come from different processes.
+func fleetRateOver(window, metric string, matchers ...string) string {
+	return "rate(" + metric + "{" + strings.Join(matchers, ", ") + "}[" + window + "])"
+}
+
+// rateOver is the per-second rate of a counter over a fixed window, for
+// ratios of slow events (bounces, complaints) that the alerts judge over the
+// same window.
+func rateOver(window, metric string, matchers ...string) string {
+	return "rate(" + sel(metric, matchers...) + "[" + window + "])"
 }
 
 // quantile is the q-quantile of a histogram, grouped by the given labels.
 func quantile(q string, histogram string, by ...string) string {
+	return quantileOf(q, histogram, nil, by...)
+}
+
+// quantileOf is the q-quantile of the series of a histogram that match the
+// extra matchers, grouped by the given labels.
+func quantileOf(q string, histogram string, matchers []string, by ...string) string {
 	return fmt.Sprintf("histogram_quantile(%s, sum by (%s) (%s))",
-		q, strings.Join(append(by, "le"), ", "), rate(histogram+"_bucket"))
+		q, strings.Join(append(by, "le"), ", "), rate(histogram+"_bucket", matchers...))
 }

@@ -118,25 +118,39 @@ func TestCatalogueMatchesMetricsDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A row of the metrics table of docs/metrics.md:
+	// A row of a metrics table of docs/metrics.md:
 	// | `name` | type | `label` (`value`, ...), `label` | meaning |
+	// under the section "## <process>" of the process that serves it.
 	readmeMetricRow := regexp.MustCompile("^\\| `(postline_[a-z0-9_]+)` \\| ([a-z]+) \\|([^|]*)\\|")
 	parenthesised := regexp.MustCompile(`\([^)]*\)`)
 	backticked := regexp.MustCompile("`([a-z_]+)`")
 	documented := make(map[string]Metric)
+	var sections []Process
+	section := Process("")
 	for line := range strings.Lines(string(readme)) {
+		if title, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "## "); ok {
+			section = Process(title)
+			sections = append(sections, section)
+			continue
+		}
 		row := readmeMetricRow.FindStringSubmatch(line)
 		if row == nil {
 			continue
+		}
+		if _, dup := documented[row[1]]; dup {
+			t.Errorf("docs/metrics.md lists %s twice", row[1])
 		}
 		var labels []string
 		for _, m := range backticked.FindAllStringSubmatch(parenthesised.ReplaceAllString(row[3], ""), -1) {
 			labels = append(labels, m[1])
 		}
-		documented[row[1]] = Metric{Name: row[1], Type: MetricType(row[2]), Labels: labels}
+		documented[row[1]] = Metric{Name: row[1], Type: MetricType(row[2]), Labels: labels, Process: section}
 	}
 	if len(documented) == 0 {
 		t.Fatal("docs/metrics.md has no metrics table rows like | `postline_...` | type | labels | meaning |")
+	}
+	if !slices.Equal(sections, Processes) {
+		t.Errorf("docs/metrics.md has the sections %q, want one per process: %q", sections, Processes)
 	}
 	catalogued := make(map[string]bool)
 	for _, m := range Catalogue() {
@@ -148,6 +162,9 @@ func TestCatalogueMatchesMetricsDoc(t *testing.T) {
 		}
 		if doc.Type != m.Type || !slices.Equal(doc.Labels, m.Labels) {
 			t.Errorf("%s: docs/metrics.md says %s %q, Catalogue says %s %q", m.Name, doc.Type, doc.Labels, m.Type, m.Labels)
+		}
+		if doc.Process != m.Process {
+			t.Errorf("%s: docs/metrics.md lists it under %q, Catalogue says %q", m.Name, doc.Process, m.Process)
 		}
 	}
 	for name := range documented {

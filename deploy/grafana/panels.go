@@ -1,12 +1,14 @@
 package grafana
 
+import "strings"
+
 // This file holds what the dashboards show. Each description says what the
 // panel means, then what to do; the README's operations section is built
 // from them, so keep them complete sentences.
 
 // dashboardSpecs lists the dashboards in file order.
 func dashboardSpecs() []dashboardSpec {
-	return []dashboardSpec{overviewDashboard(), relaysDashboard()}
+	return []dashboardSpec{overviewDashboard(), relaysDashboard(), outcomesDashboard()}
 }
 
 func overviewDashboard() dashboardSpec {
@@ -463,6 +465,277 @@ func relaysDashboard() dashboardSpec {
 						{expr: "sum(" + sel("postline_consumer_paused") + ")", legend: "consumer paused"},
 						{expr: "sum(" + sel("postline_delivery_paused") + ")", legend: "pipeline paused"},
 						{expr: "sum by (result) (" + rate("postline_consumer_commits_total") + ")", legend: "commits/s {{result}}"},
+					},
+				},
+			}},
+		},
+	}
+}
+
+// Thresholds the outcomes dashboard draws; the alert rules use the same.
+const (
+	// Mailbox providers start filtering a sender whose complaint rate
+	// passes 0.1 % and block it above 0.3 %.
+	complaintRateWarning  = 0.001
+	complaintRateCritical = 0.003
+	hardBounceRateWarning = 0.05
+	// webhookOldestPendingMax is how long an event may wait for its
+	// endpoint before the backlog alert fires.
+	webhookOldestPendingMax = 600
+)
+
+// reputationWindow is the window of the bounce and complaint rates: reports
+// come minutes to hours after the relay accepted the mail, so a short window
+// would divide one hour's reports by another minute's sends.
+const reputationWindow = "1h"
+
+// perAccepted divides a rate of recipient transitions, grouped by the given
+// labels, by the rate of recipients the relays accepted over
+// reputationWindow. The transitions come from the bounce-receiver and the
+// acceptances from the workers, so both sides are fleet-wide: a job or
+// instance filter would leave one side empty.
+func perAccepted(numerator string, by ...string) string {
+	accepted := "sum(" + fleetRateOver(reputationWindow, "postline_events_published_total", `type="accepted"`) + ")"
+	if len(by) == 0 {
+		return "sum(" + numerator + ") / " + accepted
+	}
+	grouping := strings.Join(by, ", ")
+	return "sum by (" + grouping + ") (" + numerator + ") / ignoring(" + grouping + ") group_left " + accepted
+}
+
+func outcomesDashboard() dashboardSpec {
+	return dashboardSpec{
+		uid:   "postline-outcomes",
+		title: "Postline outcomes",
+		description: "What happened to mail after the relay took it: bounce and complaint rates, the reports " +
+			"the bounce-receiver takes in, unconfirmed mail, suppression lists, and the webhooks that carry " +
+			"the events to their endpoints.",
+		tags: []string{"postline"},
+		rows: []rowSpec{
+			{title: "Reputation", panels: []panelSpec{
+				{
+					title: "Bounce rate by bounce type",
+					description: "Recipients a report marked bounced over the last hour, per recipient a relay " +
+						"accepted in that hour, by bounce type: hard (the address does not exist: suppressed), " +
+						"soft (a temporary condition the remote gave up on), policy (refused for content or " +
+						"reputation). Fleet-wide: the job and instance filters do not apply. The dashed line is the hard-bounce alert's 5 %. What to do: hard bounces " +
+						"above a few percent mean a list with stale or bought addresses: find the stream or " +
+						"tenant that sends it and stop it; policy bounces rising together at one mailbox " +
+						"provider mean it distrusts us: look at the complaint rate and at authentication " +
+						"(SPF, DKIM, DMARC).",
+					unit:       unitRatio,
+					thresholds: []threshold{{hardBounceRateWarning, "red"}},
+					targets: []target{{
+						expr:   perAccepted(fleetRateOver(reputationWindow, "postline_outcome_transitions_total", `type="bounced"`), "bounce_type"),
+						legend: "{{bounce_type}}",
+					}},
+				},
+				{
+					title: "Complaint rate",
+					description: "Recipients who reported the mail as unwanted (feedback loops, provider " +
+						"complaint events) over the last hour, per recipient a relay accepted in that hour, " +
+						"fleet-wide (the job and instance filters do not apply). The dashed lines are 0.1 %, where mailbox providers start filtering a sender, and 0.3 %, " +
+						"where they block it; the complaint alert fires at both. What to do: above 0.1 % find " +
+						"the stream or campaign that draws the complaints and pause it; complained addresses " +
+						"are suppressed already, so the rate falls only when the mail people do not want stops.",
+					unit:       unitRatio,
+					thresholds: []threshold{{complaintRateWarning, "orange"}, {complaintRateCritical, "red"}},
+					targets: []target{{
+						expr:   perAccepted(fleetRateOver(reputationWindow, "postline_outcome_transitions_total", `type="complained"`)),
+						legend: "complaint rate",
+					}},
+				},
+				{
+					title: "Recipient events published",
+					description: "Events written to the events topic per second, by type: accepted, deferred, " +
+						"failed, dead, suppressed and unconfirmed from the workers, delivered, bounced and " +
+						"complained from reports. What to do: accepted at zero while mail is sent means the " +
+						"workers cannot write events: check their logs and Kafka; every webhook and every rate " +
+						"on this dashboard reads these events.",
+					unit: unitPerSecond, stacked: true,
+					targets: []target{{
+						expr:   "sum by (type) (" + rate("postline_events_published_total") + ")",
+						legend: "{{type}}",
+					}},
+				},
+				{
+					title: "Relay refusals at RCPT",
+					description: "Recipients a relay refused for good at RCPT while the rest of the envelope was " +
+						"sent, per second, by relay and bounce type (hard, soft, policy). What to do: hard " +
+						"refusals are bad addresses and are suppressed; policy refusals concentrated at one " +
+						"relay mean it rejects us for reputation or content: compare with the complaint rate.",
+					unit: unitPerSecond,
+					targets: []target{{
+						expr:   "sum by (provider, bounce_type) (" + rate("postline_delivery_recipient_refusals_total") + ")",
+						legend: "{{provider}} {{bounce_type}}",
+					}},
+				},
+			}},
+			{title: "Reports", panels: []panelSpec{
+				{
+					title: "Reports by source and result",
+					description: "Delivery reports and complaints the bounce-receiver applied per second, by " +
+						"source (dsn, arf, unstructured, ses, mailgun) and result: applied (a recipient moved " +
+						"on), forged (its return-path token did not verify: dropped), unknown (no such " +
+						"recipient), stale (the recipient had moved past it), delayed (still being retried). " +
+						"Forged reports of all sources are also drawn on their own. What to do: forged reports " +
+						"that keep coming mean someone sends fake bounces to the bounce domain (backscatter or " +
+						"an attempt to get addresses suppressed): they are harmless while dropped, but check " +
+						"that every worker and bounce-receiver shares the return-path keys, since a key " +
+						"missing on one side makes genuine reports look forged.",
+					unit: unitPerSecond,
+					targets: []target{
+						{
+							expr:   "sum by (source, result) (" + rate("postline_outcome_reports_total") + ")",
+							legend: "{{source}} {{result}}",
+						},
+						{
+							expr:   "sum(" + rate("postline_outcome_reports_total", `result="forged"`) + ")",
+							legend: "forged (all sources)",
+						},
+					},
+				},
+				{
+					title: "Bounce server messages and recipients",
+					description: "Messages the bounce-receiver's SMTP server read per second, by result (report, " +
+						"not_report, unreadable, too_large, apply_error), and RCPT commands by result (bounce, " +
+						"feedback, refused). What to do: apply_error means the outcome store failed and the " +
+						"sender was told to retry: check Postgres and Kafka; many refused recipients mean mail " +
+						"to addresses that are not return paths (spam to the bounce domain), harmless.",
+					unit: unitPerSecond,
+					targets: []target{
+						{expr: "sum by (result) (" + rate("postline_inbound_messages_total") + ")", legend: "messages {{result}}"},
+						{expr: "sum by (result) (" + rate("postline_inbound_recipients_total") + ")", legend: "RCPT {{result}}"},
+					},
+				},
+				{
+					title: "Provider webhook requests",
+					description: "Requests the provider webhooks (Amazon SES through SNS, Mailgun) answered per " +
+						"second, by provider and result, and the recipient reports they handed on by kind. " +
+						"What to do: bad_signature, expired or cert_error mean the provider's signing setup and " +
+						"ours disagree (a rotated Mailgun key, a changed SNS topic): fix the configuration, " +
+						"since the provider gives up retrying after a while; apply_error means the outcome " +
+						"store failed.",
+					unit: unitPerSecond,
+					targets: []target{
+						{expr: "sum by (provider, result) (" + rate("postline_providerhook_requests_total") + ")", legend: "{{provider}} {{result}}"},
+						{expr: "sum by (provider, kind) (" + rate("postline_providerhook_reports_total") + ")", legend: "{{provider}} report {{kind}}"},
+					},
+				},
+				{
+					title: "Unconfirmed and settled mail",
+					description: "Mail the workers marked unconfirmed per second (its confirmation window passed " +
+						"with recipients no report resolved), and mail a report settled once every recipient " +
+						"was resolved, by confirmation (confirmed, cancelled). What to do: unconfirmed mail " +
+						"means reports stopped arriving: check that the bounce domain's MX reaches the " +
+						"bounce-receiver and that the relays return DSNs; a report that comes later still " +
+						"resolves the recipient.",
+					unit: unitPerSecond,
+					targets: []target{
+						{expr: "sum(" + rate("postline_outcome_unconfirmed_total") + ")", legend: "marked unconfirmed"},
+						{expr: "sum by (confirmation) (" + rate("postline_outcome_confirmations_total") + ")", legend: "{{confirmation}}"},
+					},
+				},
+			}},
+			{title: "Suppression", panels: []panelSpec{
+				{
+					title: "Suppressions added by reason",
+					description: "Addresses reports put on a suppression list per second, by reason (hard_bounce, " +
+						"complaint). What to do: a burst of hard_bounce entries follows a stale list; a burst " +
+						"of complaint entries follows a campaign people did not want: find its sender; " +
+						"entries added by mistake are removed with postctl.",
+					unit: unitPerSecond, stacked: true, width: 8,
+					targets: []target{{
+						expr:   "sum by (reason) (" + rate("postline_outcome_suppressions_total") + ")",
+						legend: "{{reason}}",
+					}},
+				},
+				{
+					title: "Recipients suppressed at claim",
+					description: "Recipients the workers dropped from an envelope per second because they are on " +
+						"a suppression list, and the suppression checks that found an entry, by the entry's " +
+						"reason. What to do: nothing while it is a small share of sends; a sudden rise means a " +
+						"producer mails a list that bounced or complained before: tell its owner to clean it.",
+					unit: unitPerSecond, width: 8,
+					targets: []target{
+						{expr: "sum(" + rate("postline_delivery_suppressed_recipients_total") + ")", legend: "suppressed at claim"},
+						{expr: "sum by (reason) (" + rate("postline_suppression_hits_total") + ")", legend: "hits {{reason}}"},
+					},
+				},
+				{
+					title: "Suppression list round trip",
+					description: "Time of one round trip of the suppression lists to Postgres per operation, 99th " +
+						"percentile, and failed round trips per second. What to do: a rising p99 slows every " +
+						"claim; errors mean Postgres is failing: check its health, the workers retry.",
+					unit: unitSeconds, width: 8,
+					targets: []target{
+						{expr: quantile("0.99", "postline_suppression_round_trip_seconds", "op"), legend: "p99 {{op}}"},
+						{expr: "sum by (op) (" + rate("postline_suppression_db_errors_total") + ")", legend: "errors/s {{op}}"},
+					},
+				},
+			}},
+			{title: "Webhooks", panels: []panelSpec{
+				{
+					title: "Webhook backlog per endpoint",
+					description: "Events queued for each endpoint and not finished (waiting, being sent or " +
+						"waiting for a retry), summed over the dispatchers. What to do: a backlog that keeps " +
+						"growing means the endpoint is down or slower than the events: look at its attempts " +
+						"and at the oldest pending age.",
+					unit: unitCount,
+					targets: []target{{
+						expr:   "sum by (endpoint) (" + sel("postline_webhook_backlog") + ")",
+						legend: "{{endpoint}}",
+					}},
+				},
+				{
+					title: "Oldest pending webhook event",
+					description: "Age of the oldest unfinished event of each endpoint's backlog, the oldest any " +
+						"dispatcher holds; 0 when the backlog is empty. The dashed line is the backlog alert's " +
+						"10 minutes. What to do: past 10 minutes the endpoint's owner sees events late: check " +
+						"the endpoint's replies on \"Webhook deliveries and attempts\" and tell its owner; " +
+						"events past their age limit are dead-lettered.",
+					unit:       unitSeconds,
+					thresholds: []threshold{{webhookOldestPendingMax, "red"}},
+					targets: []target{{
+						expr:   "max by (endpoint) (" + sel("postline_webhook_oldest_pending_age_seconds") + ")",
+						legend: "{{endpoint}}",
+					}},
+				},
+				{
+					title: "Webhook deliveries and attempts",
+					description: "Events finished per second per endpoint, by result (delivered, dead_lettered), " +
+						"and POSTs by the status class of the reply (2xx, 3xx, 4xx, 5xx) or timeout and error " +
+						"(no reply). What to do: 4xx replies are the endpoint refusing our requests (often a " +
+						"wrong signing secret on its side); 5xx, timeout and error mean the endpoint is down: " +
+						"the dispatcher retries with backoff until the event's limits.",
+					unit: unitPerSecond, width: 8,
+					targets: []target{
+						{expr: "sum by (endpoint, result) (" + rate("postline_webhook_deliveries_total") + ")", legend: "{{endpoint}} {{result}}"},
+						{expr: "sum by (endpoint, result) (" + rate("postline_webhook_attempts_total") + ")", legend: "POST {{endpoint}} {{result}}"},
+					},
+				},
+				{
+					title: "Webhook dead letters",
+					description: "Events written to the webhook dead-letter topic per second per endpoint (410 " +
+						"Gone, attempts or age used up), and records of the events topic that are not valid " +
+						"events. What to do: dead letters are events the endpoint's owner never received: fix " +
+						"the endpoint, then replay them from the dead-letter topic; undecodable records mean a " +
+						"producer writes bad events.",
+					unit: unitPerSecond, width: 8,
+					targets: []target{
+						{expr: "sum by (endpoint) (" + rate("postline_webhook_dead_letters_total") + ")", legend: "{{endpoint}}"},
+						{expr: "sum(" + rate("postline_webhook_undecodable_total") + ")", legend: "undecodable"},
+					},
+				},
+				{
+					title: "Webhook delivery time",
+					description: "Time from queueing an event for an endpoint to its delivery, retries included, " +
+						"median and 99th percentile per endpoint. What to do: a p99 of minutes means the " +
+						"endpoint fails and events wait for retries: look at its attempts by result.",
+					unit: unitSeconds, width: 8,
+					targets: []target{
+						{expr: quantileOf("0.5", "postline_webhook_delivery_seconds", []string{`result="delivered"`}, "endpoint"), legend: "p50 {{endpoint}}"},
+						{expr: quantileOf("0.99", "postline_webhook_delivery_seconds", []string{`result="delivered"`}, "endpoint"), legend: "p99 {{endpoint}}"},
 					},
 				},
 			}},
