@@ -130,6 +130,12 @@ type step struct {
 
 func (a *Applier) apply(ctx context.Context, reports []report.Report, signed bool) error {
 	var steps []step
+	// A second report about a recipient that already has a step in this
+	// round is decided in the next round, on the state the first one left:
+	// deciding both on the state read now would publish an event for a
+	// transition whose compare-and-set is bound to lose.
+	var later []report.Report
+	taken := map[rowKey]bool{}
 	for _, rep := range reports {
 		source := cmp.Or(rep.Source, "unknown")
 		row, result, err := a.find(ctx, rep, signed)
@@ -143,11 +149,17 @@ func (a *Applier) apply(ctx context.Context, reports []report.Report, signed boo
 			}
 			continue
 		}
+		k := rowKey{row.MessageID, row.Index}
+		if taken[k] {
+			later = append(later, rep)
+			continue
+		}
 		s, ok := a.decide(rep, row)
 		if !ok {
 			a.metrics.reports.WithLabelValues(source, string(rep.Kind), a.noTransition(rep)).Inc()
 			continue
 		}
+		taken[k] = true
 		steps = append(steps, s)
 	}
 	if len(steps) == 0 {
@@ -203,7 +215,16 @@ func (a *Applier) apply(ctx context.Context, reports []report.Report, signed boo
 	for _, c := range settled {
 		a.metrics.confirmations.WithLabelValues(c).Inc()
 	}
+	if len(later) > 0 {
+		return a.apply(ctx, later, signed)
+	}
 	return nil
+}
+
+// rowKey names one recipient row.
+type rowKey struct {
+	messageID string
+	index     int
 }
 
 // find returns the recipient a report is about, or the result it is

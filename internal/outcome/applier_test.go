@@ -1,0 +1,853 @@
+package outcome
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/postline/postline/event"
+	"github.com/postline/postline/internal/failure"
+	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/report"
+	"github.com/postline/postline/internal/returnpath"
+	"github.com/postline/postline/internal/suppression"
+)
+
+var testNow = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+const (
+	testKey   = "outcome test key 0123456789"
+	otherKey  = "another key entirely 98765"
+	testMsgID = "order-42.1@postline.test"
+)
+
+func row(id string, idx int, addr string, state idempotency.RecipientState, stream string) idempotency.Recipient {
+	return idempotency.Recipient{MessageID: id, Index: idx, Address: addr, State: state, Attempt: 1, Provider: "primary",
+		Tenant: "acme", Stream: stream, Metadata: map[string]string{"order": "42"}, ConfirmBy: testNow.Add(time.Hour)}
+}
+
+type harness struct {
+	store  *fakeStore
+	events *fakeEvents
+	lists  *fakeLists
+	signer *returnpath.Signer
+	reg    *prometheus.Registry
+	a      *Applier
+}
+
+func newHarness(t *testing.T, rows ...idempotency.Recipient) *harness {
+	t.Helper()
+	h := &harness{
+		store:  newFakeStore(func() time.Time { return testNow }, rows...),
+		events: &fakeEvents{t: t},
+		lists:  &fakeLists{t: t},
+		signer: newSigner(t, testKey),
+		reg:    prometheus.NewRegistry(),
+	}
+	a, err := New(Config{NowFunc: func() time.Time { return testNow }}, discard(), h.reg, h.store, h.events, h.lists, h.signer)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	h.a = a
+	return h
+}
+
+func (h *harness) reports(source string, kind report.Kind, result string) float64 {
+	return testutil.ToFloat64(h.a.metrics.reports.WithLabelValues(source, string(kind), result))
+}
+
+// nothingHappened checks that no event, entry or resolution was written.
+func (h *harness) nothingHappened(t *testing.T) {
+	t.Helper()
+	if ev := h.events.published(); len(ev) != 0 {
+		t.Errorf("published %d events, want none: %+v", len(ev), ev)
+	}
+	if e := h.lists.added(); len(e) != 0 {
+		t.Errorf("added %d suppression entries, want none: %+v", len(e), e)
+	}
+	if h.store.resolveCalls != 0 {
+		t.Errorf("Resolve called %d times, want never", h.store.resolveCalls)
+	}
+}
+
+func TestApplyReturnedTransitions(t *testing.T) {
+	type entry struct {
+		reason suppression.Reason
+		stream suppression.Stream
+	}
+	tests := []struct {
+		name   string
+		stream string
+		from   idempotency.RecipientState
+		rep    report.Report
+
+		wantState  idempotency.RecipientState
+		wantEvent  event.Type // "" for none
+		wantBounce *event.Bounce
+		wantRule   string
+		wantFB     string
+		wantEntry  *entry
+		wantResult string
+	}{
+		{
+			name: "hard bounce 5.1.1 suppresses on every stream", stream: event.StreamTransactional, from: idempotency.RecipientAccepted,
+			rep: report.Report{Kind: report.Bounced, Source: report.SourceDSN, Status: "5.1.1", Code: 550,
+				Diagnostic: "smtp; 550 5.1.1 <ada@example.com>: Recipient address rejected: User unknown"},
+			wantState: idempotency.RecipientBounced, wantEvent: event.Bounced,
+			wantBounce: &event.Bounce{Type: event.BounceHard, Status: "5.1.1", Code: 550,
+				Diagnostic: "smtp; 550 5.1.1 <ada@example.com>: Recipient address rejected: User unknown", Source: report.SourceDSN},
+			wantRule:  "recipient-unknown",
+			wantEntry: &entry{suppression.ReasonHardBounce, suppression.StreamAll}, wantResult: ResultApplied,
+		},
+		{
+			name: "hard bounce of bulk mail still suppresses every stream", stream: event.StreamBulk, from: idempotency.RecipientAccepted,
+			rep:       report.Report{Kind: report.Bounced, Source: report.SourceSES, Status: "5.1.1", Code: 550, Diagnostic: "smtp; 550 5.1.1 user unknown"},
+			wantState: idempotency.RecipientBounced, wantEvent: event.Bounced,
+			wantBounce: &event.Bounce{Type: event.BounceHard, Status: "5.1.1", Code: 550, Diagnostic: "smtp; 550 5.1.1 user unknown", Source: report.SourceSES},
+			wantRule:   "recipient-unknown",
+			wantEntry:  &entry{suppression.ReasonHardBounce, suppression.StreamAll}, wantResult: ResultApplied,
+		},
+		{
+			name: "soft bounce 4.2.2 mailbox full", stream: event.StreamTransactional, from: idempotency.RecipientAccepted,
+			rep:       report.Report{Kind: report.Bounced, Source: report.SourceDSN, Status: "4.2.2", Code: 452, Diagnostic: "smtp; 452 4.2.2 Mailbox full"},
+			wantState: idempotency.RecipientBounced, wantEvent: event.Bounced,
+			wantBounce: &event.Bounce{Type: event.BounceSoft, Status: "4.2.2", Code: 452, Diagnostic: "smtp; 452 4.2.2 Mailbox full", Source: report.SourceDSN},
+			wantRule:   "mailbox-full", wantResult: ResultApplied,
+		},
+		{
+			name: "soft bounce 5.2.2 mailbox over quota", stream: event.StreamTransactional, from: idempotency.RecipientAccepted,
+			rep: report.Report{Kind: report.Bounced, Source: report.SourceDSN, Status: "5.2.2", Code: 552,
+				Diagnostic: "smtp; 552 5.2.2 The email account that you tried to reach is over quota"},
+			wantState: idempotency.RecipientBounced, wantEvent: event.Bounced,
+			wantBounce: &event.Bounce{Type: event.BounceSoft, Status: "5.2.2", Code: 552,
+				Diagnostic: "smtp; 552 5.2.2 The email account that you tried to reach is over quota", Source: report.SourceDSN},
+			wantRule: "mailbox-full-5xx", wantResult: ResultApplied,
+		},
+		{
+			name: "policy bounce 5.7.1 blocked is not suppressed", stream: event.StreamTransactional, from: idempotency.RecipientAccepted,
+			rep: report.Report{Kind: report.Bounced, Source: report.SourceDSN, Status: "5.7.1", Code: 550,
+				Diagnostic: "smtp; 550 5.7.1 Message blocked due to sender reputation"},
+			wantState: idempotency.RecipientBounced, wantEvent: event.Bounced,
+			wantBounce: &event.Bounce{Type: event.BouncePolicy, Status: "5.7.1", Code: 550,
+				Diagnostic: "smtp; 550 5.7.1 Message blocked due to sender reputation", Source: report.SourceDSN},
+			wantRule: "policy-5xx", wantResult: ResultApplied,
+		},
+		{
+			name: "unstructured bounce classified by its text alone", stream: event.StreamTransactional, from: idempotency.RecipientAccepted,
+			rep:       report.Report{Kind: report.Bounced, Source: report.SourceUnstructured, Diagnostic: "550 5.1.1 no such user here"},
+			wantState: idempotency.RecipientBounced, wantEvent: event.Bounced,
+			wantBounce: &event.Bounce{Type: event.BounceHard, Diagnostic: "550 5.1.1 no such user here", Source: report.SourceUnstructured},
+			wantRule:   "recipient-unknown",
+			wantEntry:  &entry{suppression.ReasonHardBounce, suppression.StreamAll}, wantResult: ResultApplied,
+		},
+		{
+			name: "status and code the schema refuses are left out of the event", stream: event.StreamTransactional, from: idempotency.RecipientAccepted,
+			rep:       report.Report{Kind: report.Bounced, Source: report.SourceDSN, Status: "9.1.1", Code: 999, Diagnostic: "mailbox full"},
+			wantState: idempotency.RecipientBounced, wantEvent: event.Bounced,
+			wantBounce: &event.Bounce{Type: event.BounceSoft, Diagnostic: "mailbox full", Source: report.SourceDSN},
+			wantRule:   "mailbox-full-text", wantResult: ResultApplied,
+		},
+		{
+			name: "bounce after delivery (the next hop refused it)", stream: event.StreamTransactional, from: idempotency.RecipientDelivered,
+			rep:       report.Report{Kind: report.Bounced, Source: report.SourceDSN, Status: "5.1.1", Code: 550, Diagnostic: "user unknown"},
+			wantState: idempotency.RecipientBounced, wantEvent: event.Bounced,
+			wantBounce: &event.Bounce{Type: event.BounceHard, Status: "5.1.1", Code: 550, Diagnostic: "user unknown", Source: report.SourceDSN},
+			wantRule:   "recipient-unknown",
+			wantEntry:  &entry{suppression.ReasonHardBounce, suppression.StreamAll}, wantResult: ResultApplied,
+		},
+		{
+			name: "complaint on bulk suppresses bulk only", stream: event.StreamBulk, from: idempotency.RecipientAccepted,
+			rep:       report.Report{Kind: report.Complained, Source: report.SourceARF, FeedbackType: "abuse"},
+			wantState: idempotency.RecipientComplained, wantEvent: event.Complained, wantFB: "abuse",
+			wantEntry: &entry{suppression.ReasonComplaint, suppression.StreamBulk}, wantResult: ResultApplied,
+		},
+		{
+			name: "complaint on transactional mail", stream: "", from: idempotency.RecipientDelivered,
+			rep:       report.Report{Kind: report.Complained, Source: report.SourceMailgun, FeedbackType: "abuse"},
+			wantState: idempotency.RecipientComplained, wantEvent: event.Complained, wantFB: "abuse",
+			wantEntry: &entry{suppression.ReasonComplaint, suppression.StreamTransactional}, wantResult: ResultApplied,
+		},
+		{
+			name: "complaint of a bounced recipient", stream: event.StreamBulk, from: idempotency.RecipientBounced,
+			rep:       report.Report{Kind: report.Complained, Source: report.SourceARF, FeedbackType: "fraud"},
+			wantState: idempotency.RecipientComplained, wantEvent: event.Complained, wantFB: "fraud",
+			wantEntry: &entry{suppression.ReasonComplaint, suppression.StreamBulk}, wantResult: ResultApplied,
+		},
+		{
+			name: "delivered", stream: event.StreamTransactional, from: idempotency.RecipientAccepted,
+			rep:       report.Report{Kind: report.Delivered, Source: report.SourceDSN, Status: "2.0.0"},
+			wantState: idempotency.RecipientDelivered, wantEvent: event.Delivered, wantResult: ResultApplied,
+		},
+		{
+			name: "delayed resolves nothing", stream: event.StreamTransactional, from: idempotency.RecipientAccepted,
+			rep:       report.Report{Kind: report.Delayed, Source: report.SourceDSN, Status: "4.4.7", Diagnostic: "still trying"},
+			wantState: idempotency.RecipientAccepted, wantResult: ResultDelayed,
+		},
+		{
+			name: "stale: delivered after a bounce", stream: event.StreamTransactional, from: idempotency.RecipientBounced,
+			rep:       report.Report{Kind: report.Delivered, Source: report.SourceDSN},
+			wantState: idempotency.RecipientBounced, wantResult: ResultStale,
+		},
+		{
+			name: "stale: the same bounce again", stream: event.StreamTransactional, from: idempotency.RecipientBounced,
+			rep:       report.Report{Kind: report.Bounced, Source: report.SourceDSN, Status: "5.1.1", Code: 550},
+			wantState: idempotency.RecipientBounced, wantResult: ResultStale,
+		},
+		{
+			name: "stale: bounce after a complaint", stream: event.StreamTransactional, from: idempotency.RecipientComplained,
+			rep:       report.Report{Kind: report.Bounced, Source: report.SourceDSN, Status: "5.1.1", Code: 550},
+			wantState: idempotency.RecipientComplained, wantResult: ResultStale,
+		},
+		{
+			name: "stale: a recipient the relay never took", stream: event.StreamTransactional, from: idempotency.RecipientPending,
+			rep:       report.Report{Kind: report.Delivered, Source: report.SourceDSN},
+			wantState: idempotency.RecipientPending, wantResult: ResultStale,
+		},
+		{
+			name: "stale: a suppressed recipient", stream: event.StreamTransactional, from: idempotency.RecipientSuppressed,
+			rep:       report.Report{Kind: report.Complained, Source: report.SourceARF, FeedbackType: "abuse"},
+			wantState: idempotency.RecipientSuppressed, wantResult: ResultStale,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const idx = 1
+			const addr = "Ada@Example.com"
+			h := newHarness(t,
+				row(testMsgID, 0, "other@example.com", idempotency.RecipientAccepted, tt.stream),
+				row(testMsgID, idx, addr, tt.from, tt.stream))
+			rep := tt.rep
+			rep.Token = h.signer.Token(testMsgID, idx)
+			if err := h.a.ApplyReturned(t.Context(), []report.Report{rep}); err != nil {
+				t.Fatalf("ApplyReturned: %v", err)
+			}
+			if got := h.store.row(testMsgID, idx); got.State != tt.wantState {
+				t.Errorf("state = %s, want %s", got.State, tt.wantState)
+			}
+			if got := h.store.row(testMsgID, 0); got.State != idempotency.RecipientAccepted {
+				t.Errorf("the other recipient moved to %s", got.State)
+			}
+			if got := h.reports(tt.rep.Source, tt.rep.Kind, tt.wantResult); got != 1 {
+				t.Errorf("reports_total{%s,%s,%s} = %v, want 1", tt.rep.Source, tt.rep.Kind, tt.wantResult, got)
+			}
+			if tt.wantEvent == "" {
+				h.nothingHappened(t)
+				return
+			}
+
+			evs := h.events.published()
+			if len(evs) != 1 {
+				t.Fatalf("published %d events, want 1: %+v", len(evs), evs)
+			}
+			e := evs[0]
+			wantStream := tt.stream
+			if wantStream == "" {
+				wantStream = event.StreamTransactional
+			}
+			if e.ID != event.NewID(testMsgID, idx, tt.wantEvent, 0) || e.Type != tt.wantEvent || !e.At.Equal(testNow) ||
+				e.MessageID != testMsgID || e.RecipientIndex != idx || e.Recipient != addr || e.Tenant != "acme" ||
+				e.Stream != wantStream || e.Provider != "primary" || e.Metadata["order"] != "42" || e.FeedbackType != tt.wantFB {
+				t.Errorf("event = %+v", e)
+			}
+			if tt.wantBounce != nil {
+				want := *tt.wantBounce
+				want.Rule = tt.wantRule
+				if e.Bounce == nil || *e.Bounce != want {
+					t.Errorf("bounce = %+v, want %+v", e.Bounce, want)
+				}
+				if got := h.store.row(testMsgID, idx); got.BounceType != want.Type || got.Rule != tt.wantRule {
+					t.Errorf("row bounce type %q rule %q, want %q %q", got.BounceType, got.Rule, want.Type, tt.wantRule)
+				}
+				if got := testutil.ToFloat64(h.a.metrics.transitions.WithLabelValues(string(event.Bounced), want.Type)); got != 1 {
+					t.Errorf("transitions_total{bounced,%s} = %v, want 1", want.Type, got)
+				}
+			} else if e.Bounce != nil {
+				t.Errorf("a %s event carries bounce %+v", e.Type, e.Bounce)
+			}
+
+			entries := h.lists.added()
+			if tt.wantEntry == nil {
+				if len(entries) != 0 {
+					t.Errorf("suppressed %+v, want nothing", entries)
+				}
+				return
+			}
+			if len(entries) != 1 {
+				t.Fatalf("suppression entries = %+v, want one", entries)
+			}
+			got := entries[0]
+			if got.Reason != tt.wantEntry.reason || got.Stream != tt.wantEntry.stream || got.Tenant != "acme" ||
+				got.Address != addr || got.MessageID != testMsgID || got.Source != tt.rep.Source ||
+				!got.ExpiresAt.IsZero() || !got.CreatedAt.Equal(testNow) {
+				t.Errorf("entry = %+v, want %s on stream %q", got, tt.wantEntry.reason, tt.wantEntry.stream)
+			}
+			if n := testutil.ToFloat64(h.a.metrics.suppressed.WithLabelValues(string(tt.wantEntry.reason))); n != 1 {
+				t.Errorf("suppressions_total{%s} = %v, want 1", tt.wantEntry.reason, n)
+			}
+		})
+	}
+}
+
+// flip returns token with the character at i replaced by another of the
+// alphabet.
+func flip(token string, i int) string {
+	c := byte('a')
+	if token[i] == 'a' {
+		c = 'b'
+	}
+	return token[:i] + string(c) + token[i+1:]
+}
+
+func TestApplyForgedTokens(t *testing.T) {
+	good := newSigner(t, testKey).Token(testMsgID, 0)
+	tests := []struct {
+		name  string
+		token string
+	}{
+		{"signed by another key", newSigner(t, otherKey).Token(testMsgID, 0)},
+		{"first character flipped", flip(good, 0)},
+		{"recipient index flipped", flip(good, 13)},
+		{"mac character flipped", flip(good, 20)},
+		{"next to last character flipped", flip(good, returnpath.TokenLen-2)},
+		{"truncated", good[:returnpath.TokenLen-1]},
+		{"not base32", strings.Repeat("!", returnpath.TokenLen)},
+	}
+	for _, tt := range tests {
+		for _, signed := range []bool{false, true} {
+			name := tt.name + map[bool]string{false: " (returned)", true: " (signed)"}[signed]
+			t.Run(name, func(t *testing.T) {
+				h := newHarness(t, row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
+				// A signed report also names the mail and the address: a
+				// token that does not verify is not rescued by them.
+				rep := report.Report{Kind: report.Bounced, Source: report.SourceDSN, Token: tt.token, Status: "5.1.1", Code: 550,
+					MessageID: testMsgID, Recipient: "ada@example.com"}
+				apply := h.a.ApplyReturned
+				if signed {
+					apply = h.a.ApplySigned
+				}
+				if err := apply(t.Context(), []report.Report{rep}); err != nil {
+					t.Fatalf("apply: %v", err)
+				}
+				if got := h.store.row(testMsgID, 0).State; got != idempotency.RecipientAccepted {
+					t.Errorf("state = %s, want accepted", got)
+				}
+				if h.store.lookups != 0 {
+					t.Errorf("a forged token caused %d lookups", h.store.lookups)
+				}
+				if got := h.reports(report.SourceDSN, report.Bounced, ResultForged); got != 1 {
+					t.Errorf(`reports_total{result="forged"} = %v, want 1`, got)
+				}
+				h.nothingHappened(t)
+			})
+		}
+	}
+}
+
+// TestApplyReturnedNeedsToken checks that a report that came back to a
+// return path is never found by what it says about itself.
+func TestApplyReturnedNeedsToken(t *testing.T) {
+	h := newHarness(t, row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
+	reps := []report.Report{
+		{Kind: report.Bounced, Source: report.SourceDSN, Status: "5.1.1", Code: 550, MessageID: testMsgID, Recipient: "ada@example.com"},
+		{Kind: report.Complained, Source: report.SourceARF, FeedbackType: "abuse", MessageID: testMsgID, Recipient: "ada@example.com"},
+	}
+	if err := h.a.ApplyReturned(t.Context(), reps); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.reports(report.SourceDSN, report.Bounced, ResultForged) + h.reports(report.SourceARF, report.Complained, ResultForged); got != 2 {
+		t.Errorf(`reports_total{result="forged"} = %v, want 2`, got)
+	}
+	if h.store.lookups != 0 || h.store.row(testMsgID, 0).State != idempotency.RecipientAccepted {
+		t.Errorf("lookups %d, state %s: want none and accepted", h.store.lookups, h.store.row(testMsgID, 0).State)
+	}
+	h.nothingHappened(t)
+}
+
+func TestApplySigned(t *testing.T) {
+	const other = "order-43.1@postline.test"
+	tests := []struct {
+		name       string
+		rep        func(s *returnpath.Signer) report.Report
+		wantIdx    int // -1: nothing moves
+		wantResult string
+	}{
+		{"by Message-ID and address", func(*returnpath.Signer) report.Report {
+			return report.Report{Kind: report.Delivered, Source: report.SourceSES, MessageID: testMsgID, Recipient: "bob@example.com"}
+		}, 1, ResultApplied},
+		{"the address in another case", func(*returnpath.Signer) report.Report {
+			return report.Report{Kind: report.Delivered, Source: report.SourceSES, MessageID: testMsgID, Recipient: "BOB@EXAMPLE.COM"}
+		}, 1, ResultApplied},
+		{"by token, without Message-ID", func(s *returnpath.Signer) report.Report {
+			return report.Report{Kind: report.Delivered, Source: report.SourceMailgun, Token: s.Token(testMsgID, 2)}
+		}, 2, ResultApplied},
+		{"the token wins over the address", func(s *returnpath.Signer) report.Report {
+			return report.Report{Kind: report.Delivered, Source: report.SourceMailgun, Token: s.Token(testMsgID, 2),
+				MessageID: testMsgID, Recipient: "bob@example.com"}
+		}, 2, ResultApplied},
+		{"an address the mail was not sent to", func(*returnpath.Signer) report.Report {
+			return report.Report{Kind: report.Delivered, Source: report.SourceSES, MessageID: testMsgID, Recipient: "eve@example.com"}
+		}, -1, ResultUnknown},
+		{"a Message-ID we never sent", func(*returnpath.Signer) report.Report {
+			return report.Report{Kind: report.Delivered, Source: report.SourceSES, MessageID: "nope@elsewhere", Recipient: "bob@example.com"}
+		}, -1, ResultUnknown},
+		{"no Message-ID", func(*returnpath.Signer) report.Report {
+			return report.Report{Kind: report.Delivered, Source: report.SourceSES, Recipient: "bob@example.com"}
+		}, -1, ResultUnknown},
+		{"no address", func(*returnpath.Signer) report.Report {
+			return report.Report{Kind: report.Delivered, Source: report.SourceSES, MessageID: testMsgID}
+		}, -1, ResultUnknown},
+		{"a valid token of a mail we have no rows of", func(s *returnpath.Signer) report.Report {
+			return report.Report{Kind: report.Delivered, Source: report.SourceMailgun, Token: s.Token(other, 0)}
+		}, -1, ResultUnknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t,
+				row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional),
+				row(testMsgID, 1, "bob@example.com", idempotency.RecipientAccepted, event.StreamTransactional),
+				row(testMsgID, 2, "cy@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
+			rep := tt.rep(h.signer)
+			if err := h.a.ApplySigned(t.Context(), []report.Report{rep}); err != nil {
+				t.Fatalf("ApplySigned: %v", err)
+			}
+			for i := range 3 {
+				want := idempotency.RecipientAccepted
+				if i == tt.wantIdx {
+					want = idempotency.RecipientDelivered
+				}
+				if got := h.store.row(testMsgID, i).State; got != want {
+					t.Errorf("recipient %d = %s, want %s", i, got, want)
+				}
+			}
+			if got := h.reports(rep.Source, rep.Kind, tt.wantResult); got != 1 {
+				t.Errorf("reports_total{%s} = %v, want 1", tt.wantResult, got)
+			}
+			evs := h.events.published()
+			if tt.wantIdx < 0 {
+				h.nothingHappened(t)
+				return
+			}
+			if len(evs) != 1 || evs[0].RecipientIndex != tt.wantIdx || evs[0].ID != event.NewID(testMsgID, tt.wantIdx, event.Delivered, 0) {
+				t.Errorf("events = %+v, want one delivered event of recipient %d", evs, tt.wantIdx)
+			}
+		})
+	}
+}
+
+// TestApplySharedRef checks that two Message-IDs whose references collide
+// are told apart by the report's Message-ID or address, and that a report
+// that tells neither is not guessed at.
+func TestApplySharedRef(t *testing.T) {
+	const a, b = "shared-a@postline.test", "shared-b@postline.test"
+	h := newHarness(t)
+	// Rows whose Message-IDs differ but which the fake finds by one ref:
+	// the store is given b's row under a's ref by making b's RefOf equal.
+	// Real collisions of 8 bytes are not constructible, so the fake's
+	// lookup is widened instead.
+	rowA := row(a, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional)
+	rowB := row(b, 0, "bob@example.com", idempotency.RecipientAccepted, event.StreamTransactional)
+	store := &sharedRefStore{fakeStore: newFakeStore(func() time.Time { return testNow }, rowA, rowB)}
+	app, err := New(Config{NowFunc: func() time.Time { return testNow }}, discard(), prometheus.NewRegistry(), store, h.events, h.lists, h.signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := h.signer.Token(a, 0)
+	reps := []report.Report{
+		{Kind: report.Delivered, Source: report.SourceDSN, Token: tok},                                // ambiguous: dropped
+		{Kind: report.Delivered, Source: report.SourceDSN, Token: tok, MessageID: b},                  // b by Message-ID
+		{Kind: report.Complained, Source: report.SourceARF, Token: tok, Recipient: "ADA@example.com"}, // a by address
+	}
+	if err := app.ApplyReturned(t.Context(), reps); err != nil {
+		t.Fatal(err)
+	}
+	if got := store.row(a, 0).State; got != idempotency.RecipientComplained {
+		t.Errorf("a = %s, want complained", got)
+	}
+	if got := store.row(b, 0).State; got != idempotency.RecipientDelivered {
+		t.Errorf("b = %s, want delivered", got)
+	}
+	if got := testutil.ToFloat64(app.metrics.reports.WithLabelValues(report.SourceDSN, string(report.Delivered), ResultUnknown)); got != 1 {
+		t.Errorf("ambiguous report counted %v times as unknown, want 1", got)
+	}
+	if n := len(h.events.published()); n != 2 {
+		t.Errorf("published %d events, want 2", n)
+	}
+}
+
+// sharedRefStore returns every row of the index for any ref: what the
+// Postgres store does when two Message-IDs share a reference.
+type sharedRefStore struct{ *fakeStore }
+
+func (s *sharedRefStore) RecipientsByRef(_ context.Context, _ []byte, idx int) ([]idempotency.Recipient, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lookups++
+	var out []idempotency.Recipient
+	for _, r := range s.sorted() {
+		if r.Index == idx {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// TestApplySameRecipientTwiceInOneCall checks that two reports about one
+// recipient in one call (a report listing a recipient twice, a provider
+// batch with two events) publish one transition: the one that is applied.
+func TestApplySameRecipientTwiceInOneCall(t *testing.T) {
+	tests := []struct {
+		name   string
+		second report.Kind
+	}{
+		{"the same bounce twice", report.Bounced},
+		{"a bounce then a delivery", report.Delivered},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
+			tok := h.signer.Token(testMsgID, 0)
+			reps := []report.Report{
+				{Kind: report.Bounced, Source: report.SourceDSN, Token: tok, Status: "5.1.1", Code: 550},
+				{Kind: tt.second, Source: report.SourceDSN, Token: tok, Status: "5.1.1", Code: 550},
+			}
+			if err := h.a.ApplyReturned(t.Context(), reps); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.store.row(testMsgID, 0).State; got != idempotency.RecipientBounced {
+				t.Errorf("state = %s, want bounced", got)
+			}
+			evs := h.events.published()
+			if len(evs) != 1 || evs[0].Type != event.Bounced {
+				t.Errorf("events = %+v, want the one bounced event", evs)
+			}
+			if n := len(h.lists.added()); n != 1 {
+				t.Errorf("added %d entries, want 1", n)
+			}
+			if got := h.reports(report.SourceDSN, tt.second, ResultStale); got != 1 {
+				t.Errorf("the second report counted %v times as stale, want 1", got)
+			}
+		})
+	}
+}
+
+// TestApplyDeliveredThenBouncedInOneCall checks that a second report
+// about a recipient in one call is decided on the state the first left:
+// a delivery and then a bounce from the next hop both apply, in order.
+func TestApplyDeliveredThenBouncedInOneCall(t *testing.T) {
+	h := newHarness(t, row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
+	tok := h.signer.Token(testMsgID, 0)
+	reps := []report.Report{
+		{Kind: report.Delivered, Source: report.SourceDSN, Token: tok},
+		{Kind: report.Bounced, Source: report.SourceDSN, Token: tok, Status: "5.1.1", Code: 550},
+		{Kind: report.Bounced, Source: report.SourceDSN, Token: tok, Status: "5.1.1", Code: 550},
+	}
+	if err := h.a.ApplyReturned(t.Context(), reps); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.store.row(testMsgID, 0).State; got != idempotency.RecipientBounced {
+		t.Errorf("state = %s, want bounced", got)
+	}
+	var types []string
+	for _, e := range h.events.published() {
+		types = append(types, string(e.Type))
+	}
+	if strings.Join(types, ",") != "delivered,bounced" {
+		t.Errorf("events = %v, want delivered then bounced", types)
+	}
+	if got := h.reports(report.SourceDSN, report.Bounced, ResultStale); got != 1 {
+		t.Errorf("the repeated bounce counted %v times as stale, want 1", got)
+	}
+}
+
+// TestApplyLosesRace checks a report whose compare-and-set loses to a
+// concurrent one: counted stale, not as a transition.
+func TestApplyLosesRace(t *testing.T) {
+	h := newHarness(t, row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
+	h.store.beforeResolve = func(rows map[fakeKey]idempotency.Recipient) {
+		r := rows[fakeKey{testMsgID, 0}]
+		r.State = idempotency.RecipientDelivered
+		rows[fakeKey{testMsgID, 0}] = r
+	}
+	rep := report.Report{Kind: report.Complained, Source: report.SourceARF, FeedbackType: "abuse", Token: h.signer.Token(testMsgID, 0)}
+	if err := h.a.ApplyReturned(t.Context(), []report.Report{rep}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.reports(report.SourceARF, report.Complained, ResultStale); got != 1 {
+		t.Errorf("stale = %v, want 1", got)
+	}
+	if got := h.reports(report.SourceARF, report.Complained, ResultApplied); got != 0 {
+		t.Errorf("applied = %v, want 0", got)
+	}
+	if got := testutil.ToFloat64(h.a.metrics.transitions.WithLabelValues(string(event.Complained), "")); got != 0 {
+		t.Errorf("transitions = %v, want 0", got)
+	}
+}
+
+func TestApplyFailures(t *testing.T) {
+	boom := errors.New("boom")
+	tests := []struct {
+		name        string
+		setup       func(h *harness)
+		wantResolve int
+		wantEvents  int // published before the failure
+	}{
+		{"lookup fails", func(h *harness) { h.store.lookupErr = boom }, 0, 0},
+		{"publish fails", func(h *harness) { h.events.err = boom }, 0, 0},
+		{"suppression fails", func(h *harness) { h.lists.err = boom }, 0, 1},
+		{"resolve fails", func(h *harness) { h.store.resolveErr = boom }, 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
+			tt.setup(h)
+			rep := report.Report{Kind: report.Bounced, Source: report.SourceDSN, Status: "5.1.1", Code: 550, Token: h.signer.Token(testMsgID, 0)}
+			err := h.a.ApplyReturned(t.Context(), []report.Report{rep})
+			if !errors.Is(err, boom) {
+				t.Fatalf("ApplyReturned = %v, want it to wrap %v", err, boom)
+			}
+			if h.store.resolveCalls != tt.wantResolve {
+				t.Errorf("Resolve called %d times, want %d", h.store.resolveCalls, tt.wantResolve)
+			}
+			if n := len(h.events.published()); n != tt.wantEvents {
+				t.Errorf("published %d events, want %d", n, tt.wantEvents)
+			}
+			if got := h.store.row(testMsgID, 0).State; got != idempotency.RecipientAccepted {
+				t.Errorf("state = %s, want accepted", got)
+			}
+			if got := h.reports(report.SourceDSN, report.Bounced, ResultApplied); got != 0 {
+				t.Errorf("a failed report counted %v times as applied", got)
+			}
+
+			// Offered again once the failure passed, it is applied and
+			// its event carries the same ID as any copy written before.
+			h.store.lookupErr, h.events.err, h.lists.err, h.store.resolveErr = nil, nil, nil, nil
+			if err := h.a.ApplyReturned(t.Context(), []report.Report{rep}); err != nil {
+				t.Fatalf("retry: %v", err)
+			}
+			if got := h.store.row(testMsgID, 0).State; got != idempotency.RecipientBounced {
+				t.Errorf("after the retry state = %s, want bounced", got)
+			}
+			ids := map[string]bool{}
+			for _, e := range h.events.published() {
+				ids[e.ID] = true
+			}
+			if len(ids) != 1 || !ids[event.NewID(testMsgID, 0, event.Bounced, 0)] {
+				t.Errorf("event IDs = %v, want the one bounced ID", slicesOf(ids))
+			}
+		})
+	}
+}
+
+func slicesOf(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range maps.Keys(m) {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestApplyBatchSettles applies one call with reports of every outcome and
+// checks that the good ones are applied in one publication and one
+// Resolve, and the mail is confirmed once its last recipient resolved.
+func TestApplyBatchSettles(t *testing.T) {
+	const cancelled = "all-bounced@postline.test"
+	h := newHarness(t,
+		row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional),
+		row(testMsgID, 1, "bob@example.com", idempotency.RecipientAccepted, event.StreamTransactional),
+		row(testMsgID, 2, "cy@example.com", idempotency.RecipientBounced, event.StreamTransactional),
+		row(cancelled, 0, "dan@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
+	s := h.signer
+	reps := []report.Report{
+		{Kind: report.Delivered, Source: report.SourceDSN, Token: s.Token(testMsgID, 0)},
+		{Kind: report.Bounced, Source: report.SourceDSN, Token: newSigner(t, otherKey).Token(testMsgID, 1), Status: "5.1.1"}, // forged
+		{Kind: report.Delayed, Source: report.SourceDSN, Token: s.Token(testMsgID, 1)},
+		{Kind: report.Bounced, Source: report.SourceDSN, Token: s.Token(testMsgID, 1), Status: "5.2.2", Code: 552, Diagnostic: "mailbox full"},
+		{Kind: report.Delivered, Source: report.SourceDSN, Token: s.Token(testMsgID, 2)}, // stale
+		{Kind: report.Bounced, Source: report.SourceDSN, Token: s.Token(cancelled, 0), Status: "5.1.1", Code: 550},
+	}
+	if err := h.a.ApplyReturned(t.Context(), reps); err != nil {
+		t.Fatal(err)
+	}
+	if h.events.calls != 1 || h.store.resolveCalls != 1 {
+		t.Errorf("Publish called %d times, Resolve %d; want once each", h.events.calls, h.store.resolveCalls)
+	}
+	var got []string
+	for _, e := range h.events.published() {
+		got = append(got, e.MessageID+"/"+string(e.Type))
+	}
+	want := []string{testMsgID + "/delivered", testMsgID + "/bounced", cancelled + "/bounced"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("events = %v, want %v", got, want)
+	}
+	for _, c := range []struct {
+		id, want string
+	}{{testMsgID, "confirmed"}, {cancelled, "cancelled"}} {
+		if got := h.store.row(c.id, 0).Confirmation; got != c.want {
+			t.Errorf("%s confirmation = %q, want %q", c.id, got, c.want)
+		}
+		if got := testutil.ToFloat64(h.a.metrics.confirmations.WithLabelValues(c.want)); got != 1 {
+			t.Errorf("confirmations_total{%s} = %v, want 1", c.want, got)
+		}
+	}
+	for _, c := range []struct {
+		kind   report.Kind
+		result string
+		want   float64
+	}{
+		{report.Delivered, ResultApplied, 1}, {report.Bounced, ResultApplied, 2}, {report.Bounced, ResultForged, 1},
+		{report.Delayed, ResultDelayed, 1}, {report.Delivered, ResultStale, 1},
+	} {
+		if got := h.reports(report.SourceDSN, c.kind, c.result); got != c.want {
+			t.Errorf("reports_total{dsn,%s,%s} = %v, want %v", c.kind, c.result, got, c.want)
+		}
+	}
+	// Only the hard bounce suppresses.
+	if e := h.lists.added(); len(e) != 1 || e[0].Address != "dan@example.com" || e[0].Reason != suppression.ReasonHardBounce {
+		t.Errorf("entries = %+v, want dan's hard bounce", e)
+	}
+}
+
+// TestApplyWithoutLists checks that an Applier without suppression lists
+// still applies bounces and complaints.
+func TestApplyWithoutLists(t *testing.T) {
+	store := newFakeStore(func() time.Time { return testNow },
+		row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
+	events := &fakeEvents{t: t}
+	signer := newSigner(t, testKey)
+	a, err := New(Config{}, discard(), prometheus.NewRegistry(), store, events, nil, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := report.Report{Kind: report.Bounced, Source: report.SourceDSN, Status: "5.1.1", Code: 550, Token: signer.Token(testMsgID, 0)}
+	if err := a.ApplyReturned(t.Context(), []report.Report{rep}); err != nil {
+		t.Fatal(err)
+	}
+	if store.row(testMsgID, 0).State != idempotency.RecipientBounced || len(events.published()) != 1 {
+		t.Errorf("state %s, %d events; want bounced and one", store.row(testMsgID, 0).State, len(events.published()))
+	}
+	if at := events.published()[0].At; at.IsZero() || at.Location() != time.UTC {
+		t.Errorf("event at %v, want the default clock in UTC", at)
+	}
+}
+
+// TestApplyCustomRules checks that the configured rule set, not the
+// default one, decides a bounce's type.
+func TestApplyCustomRules(t *testing.T) {
+	rules, err := failure.ParseRules([]byte(`
+rules:
+  - name: everything-4xx
+    code_class: 4
+    class: transient
+    bounce: soft
+  - name: everything-5xx
+    code_class: 5
+    class: permanent
+    bounce: policy
+`))
+	if err != nil {
+		t.Fatalf("ParseRules: %v", err)
+	}
+	store := newFakeStore(func() time.Time { return testNow },
+		row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
+	events, lists := &fakeEvents{t: t}, &fakeLists{t: t}
+	signer := newSigner(t, testKey)
+	a, err := New(Config{Rules: rules, NowFunc: func() time.Time { return testNow }}, discard(), prometheus.NewRegistry(), store, events, lists, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := report.Report{Kind: report.Bounced, Source: report.SourceDSN, Status: "5.1.1", Code: 550, Token: signer.Token(testMsgID, 0)}
+	if err := a.ApplyReturned(t.Context(), []report.Report{rep}); err != nil {
+		t.Fatal(err)
+	}
+	evs := events.published()
+	if len(evs) != 1 || evs[0].Bounce == nil || evs[0].Bounce.Type != event.BouncePolicy || evs[0].Bounce.Rule != "everything-5xx" {
+		t.Fatalf("events = %+v, want one policy bounce by everything-5xx", evs)
+	}
+	if e := lists.added(); len(e) != 0 {
+		t.Errorf("a policy bounce suppressed %+v", e)
+	}
+}
+
+// TestApplyPermanentVerdict checks a provider bounce without status or
+// code: its permanent or temporary verdict stands in for the status.
+func TestApplyPermanentVerdict(t *testing.T) {
+	for _, permanent := range []bool{true, false} {
+		h := newHarness(t, row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
+		rep := report.Report{Kind: report.Bounced, Source: report.SourceSES, MessageID: testMsgID, Recipient: "ada@example.com", Permanent: &permanent}
+		if err := h.a.ApplySigned(t.Context(), []report.Report{rep}); err != nil {
+			t.Fatal(err)
+		}
+		status := map[bool]string{true: "5.0.0", false: "4.0.0"}[permanent]
+		want := failure.Default().ClassifyBounce(0, status, "")
+		if got := h.store.row(testMsgID, 0); got.State != idempotency.RecipientBounced || got.Rule != want.Rule {
+			t.Errorf("permanent=%v: row %s rule %q, want bounced by the %s rule %q", permanent, got.State, got.Rule, status, want.Rule)
+		}
+		// The event does not claim a status the provider did not give.
+		if evs := h.events.published(); len(evs) != 1 || evs[0].Bounce.Status != "" || evs[0].Bounce.Code != 0 {
+			t.Errorf("permanent=%v: events = %+v", permanent, evs)
+		}
+	}
+}
+
+func TestNewRequiresPorts(t *testing.T) {
+	store, events, signer := newFakeStore(time.Now), &fakeEvents{t: t}, newSigner(t, testKey)
+	for name, f := range map[string]func() error{
+		"store": func() error {
+			_, err := New(Config{}, discard(), prometheus.NewRegistry(), nil, events, nil, signer)
+			return err
+		},
+		"events": func() error {
+			_, err := New(Config{}, discard(), prometheus.NewRegistry(), store, nil, nil, signer)
+			return err
+		},
+		"tokens": func() error {
+			_, err := New(Config{}, discard(), prometheus.NewRegistry(), store, events, nil, nil)
+			return err
+		},
+	} {
+		if err := f(); err == nil {
+			t.Errorf("New without %s succeeded", name)
+		}
+	}
+}
+
+// TestMetricsLint checks the package's metrics against Prometheus's
+// naming rules, with an Applier and a Sweeper on one registry.
+func TestMetricsLint(t *testing.T) {
+	h := newHarness(t, row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
+	if _, err := NewSweeper(SweepConfig{}, discard(), h.reg, h.store, h.events); err != nil {
+		t.Fatalf("NewSweeper: %v", err)
+	}
+	rep := report.Report{Kind: report.Complained, Source: report.SourceARF, Token: h.signer.Token(testMsgID, 0)}
+	if err := h.a.ApplyReturned(t.Context(), []report.Report{rep}); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	for _, n := range []string{"postline_outcome_reports_total", "postline_outcome_transitions_total",
+		"postline_outcome_suppressions_total", "postline_outcome_confirmations_total", "postline_outcome_unconfirmed_total"} {
+		if !names[n] {
+			t.Errorf("metric %s not registered", n)
+		}
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
