@@ -12,6 +12,7 @@ import (
 
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/returnpath"
 )
 
 // Defaults of SweepConfig.
@@ -32,7 +33,9 @@ type SweepConfig struct {
 	// Defaults to DefaultSweepInterval (1m).
 	Interval time.Duration
 	// Batch is how many recipients one pass handles at most; a full pass
-	// is followed by another at once. Defaults to DefaultSweepBatch (500).
+	// is followed by another at once; a mail with more recipients than
+	// Batch is still handled whole in one pass. Defaults to
+	// DefaultSweepBatch (500).
 	Batch int
 	// NowFunc is the clock of events. Defaults to time.Now.
 	NowFunc func() time.Time
@@ -102,9 +105,21 @@ func (s *Sweeper) Run(ctx context.Context) error {
 
 // Sweep makes one pass and returns how many recipients it found.
 func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
-	due, err := s.store.DueUnconfirmed(ctx, s.cfg.Batch)
+	limit := s.cfg.Batch
+	due, err := s.store.DueUnconfirmed(ctx, limit)
 	if err != nil || len(due) == 0 {
 		return 0, err
+	}
+	// A full pass of one mail's recipients may not hold all of them, and
+	// a mail is marked only once all of them had their events: read that
+	// mail whole (it has fewer than returnpath.MaxRecipients recipients).
+	// Without this a Batch below a mail's recipient count would mark it
+	// with some recipients never given an event.
+	if len(due) == limit && limit < returnpath.MaxRecipients && due[0].MessageID == due[len(due)-1].MessageID {
+		limit = returnpath.MaxRecipients
+		if due, err = s.store.DueUnconfirmed(ctx, limit); err != nil || len(due) == 0 {
+			return 0, err
+		}
 	}
 	now := s.cfg.NowFunc().UTC()
 	events := make([]event.Event, len(due))
@@ -121,7 +136,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	}
 	// A batch cut in the middle of a mail's recipients: the mail is
 	// marked once all of them had their events, in the next pass.
-	if len(due) == s.cfg.Batch && len(ids) > 1 {
+	if len(due) == limit && len(ids) > 1 {
 		last := due[len(due)-1].MessageID
 		ids = ids[:len(ids)-1]
 		for len(events) > 0 && events[len(events)-1].MessageID == last {
