@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +57,17 @@ type grafanaDashboard struct {
 		Datasource  *grafanaDatasource `json:"datasource"`
 		FieldConfig struct {
 			Defaults struct {
-				Unit string `json:"unit"`
+				Unit       string `json:"unit"`
+				Thresholds *struct {
+					Steps []struct {
+						Value *float64 `json:"value"`
+					} `json:"steps"`
+				} `json:"thresholds"`
+				Custom struct {
+					ThresholdsStyle *struct {
+						Mode string `json:"mode"`
+					} `json:"thresholdsStyle"`
+				} `json:"custom"`
 			} `json:"defaults"`
 		} `json:"fieldConfig"`
 		Options struct {
@@ -374,6 +385,84 @@ func TestPanelsAreComplete(t *testing.T) {
 					t.Errorf("%s/%s: datasource %+v, want %+v", where, q.RefID, q.Datasource, wantDatasource)
 				}
 			}
+		}
+	}
+}
+
+// TestThresholdsMatchTheAlerts keeps the dashed lines of the outcomes
+// dashboard at the levels and over the window the alert rules of
+// deploy/prometheus judge, and checks that the JSON draws them.
+func TestThresholdsMatchTheAlerts(t *testing.T) {
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	readYAML(t, filepath.Join("..", "prometheus", "alerts.yml"), &rules)
+	exprs := map[string][]string{}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			exprs[r.Alert] = append(exprs[r.Alert], r.Expr)
+		}
+	}
+	type thresholdCase struct {
+		panel, alert string
+		values       []float64
+		window       string // the range the alert's rates use, if it must match the panel's
+	}
+	tests := []thresholdCase{
+		{"Complaint rate", "PostlineComplaintRateHigh", []float64{complaintRateWarning, complaintRateCritical}, reputationWindow},
+		{"Bounce rate by bounce type", "PostlineHardBounceRateHigh", []float64{hardBounceRateWarning}, reputationWindow},
+		{"Oldest pending webhook event", "PostlineWebhookBacklog", []float64{webhookOldestPendingMax}, ""},
+	}
+	drawn := map[string][]float64{}
+	for file, d := range generated(t) {
+		for _, p := range d.Panels {
+			th := p.FieldConfig.Defaults.Thresholds
+			if th == nil || len(th.Steps) < 2 {
+				continue
+			}
+			if style := p.FieldConfig.Defaults.Custom.ThresholdsStyle; style == nil || style.Mode != "dashed" {
+				t.Errorf("%s: panel %q has thresholds but does not draw them as dashed lines", file, p.Title)
+			}
+			if th.Steps[0].Value != nil {
+				t.Errorf("%s: panel %q: the base threshold step has value %v, want null", file, p.Title, *th.Steps[0].Value)
+			}
+			for _, step := range th.Steps[1:] {
+				if step.Value == nil {
+					t.Errorf("%s: panel %q: a threshold step above the base has no value", file, p.Title)
+					continue
+				}
+				drawn[p.Title] = append(drawn[p.Title], *step.Value)
+			}
+		}
+	}
+	for _, tt := range tests {
+		if !slices.Equal(drawn[tt.panel], tt.values) {
+			t.Errorf("panel %q draws thresholds %v, want %v", tt.panel, drawn[tt.panel], tt.values)
+		}
+		if len(exprs[tt.alert]) == 0 {
+			t.Errorf("alerts.yml has no alert %s", tt.alert)
+			continue
+		}
+		for _, v := range tt.values {
+			level := regexp.MustCompile(`>\s*` + regexp.QuoteMeta(strconv.FormatFloat(v, 'g', -1, 64)) + `\b`)
+			if !slices.ContainsFunc(exprs[tt.alert], level.MatchString) {
+				t.Errorf("panel %q draws %v, but no rule of alert %s fires above it: %q", tt.panel, v, tt.alert, exprs[tt.alert])
+			}
+		}
+		for _, e := range exprs[tt.alert] {
+			if tt.window != "" && !strings.Contains(e, "["+tt.window+"]") {
+				t.Errorf("alert %s judges over another window than panel %q (%s): %s", tt.alert, tt.panel, tt.window, e)
+			}
+		}
+	}
+	for title := range drawn {
+		if !slices.ContainsFunc(tests, func(tt thresholdCase) bool { return tt.panel == title }) {
+			t.Errorf("panel %q draws thresholds no alert is checked against: add it to this test", title)
 		}
 	}
 }
