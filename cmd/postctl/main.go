@@ -1,10 +1,13 @@
 // Command postctl operates Postline: it creates and describes the Kafka
 // topics, applies the database migrations, publishes jobs (one from flags, a
 // JSON Lines file, or synthetic load), lists and replays dead letters, and
-// answers operators' questions: a message's status, the consumer groups' lag,
-// each relay's breaker and send control across the fleet, and an audit of
-// every Message-ID's row. Run `postctl --help` for the
-// commands and settings.
+// answers operators' questions: a message's status with its confirmation and
+// recipients, the consumer groups' lag, each relay's breaker and send control
+// across the fleet, and an audit of every Message-ID's row. It manages the
+// suppression lists (suppress), lists mail whose confirmation window passed
+// with recipients no report resolved (unconfirmed), and prints the built-in
+// reply classification rules or checks an operator's rules file (rules). Run
+// `postctl --help` for the commands and settings.
 //
 // Exit codes: 0 success; 1 failure, or a finding (a message not found, an
 // audit that found missing or stuck messages); 2 a usage error (unknown

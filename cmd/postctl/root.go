@@ -89,7 +89,7 @@ func execute(ctx context.Context, args []string, getenv func(string) string, std
 	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:           "postctl",
-		Short:         "Operate Postline: topics, migrations, publishing, dead letters, message status, lag, relays and audits",
+		Short:         "Operate Postline: topics, migrations, publishing, dead letters, message status, lag, relays, audits, suppression lists, unconfirmed mail and reply rules",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -140,7 +140,7 @@ func execute(ctx context.Context, args []string, getenv func(string) string, std
 
 	root.AddCommand(newTopicsCmd(g), newMigrateCmd(g), newPublishCmd(g), newDLQCmd(g),
 		newStatusCmd(g), newLagCmd(g), newAuditCmd(g), newRelaysCmd(g), newProbeCmd(g))
-	root.AddCommand(newSuppressCmd(g))
+	root.AddCommand(newSuppressCmd(g), newUnconfirmedCmd(g), newRulesCmd(g))
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
