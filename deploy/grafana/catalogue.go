@@ -178,3 +178,24 @@ func webhookDispatcherMetrics() []metricDef {
 		{"postline_webhook_oldest_pending_age_seconds", Gauge, []string{"endpoint"}},
 	}
 }
+
+// ProcessOf returns the Process that serves a series name: a catalogued
+// metric, or the _bucket, _sum or _count series of a catalogued histogram.
+// Tests that run only some processes use it to pick the queries they can
+// prove.
+func ProcessOf(series string) (Process, bool) {
+	for _, m := range Catalogue() {
+		if m.Name == series {
+			return m.Process, true
+		}
+		if m.Type != Histogram {
+			continue
+		}
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if series == m.Name+suffix {
+				return m.Process, true
+			}
+		}
+	}
+	return "", false
+}

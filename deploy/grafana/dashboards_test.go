@@ -566,3 +566,35 @@ func readYAML(t *testing.T, path string, into any) {
 		t.Fatalf("%s: %v", path, err)
 	}
 }
+
+func TestProcessOf(t *testing.T) {
+	tests := []struct {
+		series string
+		want   Process
+		ok     bool
+	}{
+		{"postline_delivery_records_total", WorkerAndScheduler, true},
+		{"postline_scheduler_lateness_seconds_bucket", WorkerAndScheduler, true},
+		{"postline_events_published_total", WorkerAndScheduler, true},
+		{"postline_outcome_transitions_total", BounceReceiver, true},
+		{"postline_inbound_parse_seconds_count", BounceReceiver, true},
+		{"postline_webhook_delivery_seconds_sum", WebhookDispatcher, true},
+		{"postline_webhook_backlog", WebhookDispatcher, true},
+		{"postline_webhook_backlog_bucket", "", false}, // a gauge has no buckets
+		{"postline_delivery_records_total_count", "", false},
+		{"up", "", false},
+		{"postline_no_such_metric", "", false},
+	}
+	for _, tt := range tests {
+		got, ok := ProcessOf(tt.series)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("ProcessOf(%q) = %q, %v; want %q, %v", tt.series, got, ok, tt.want, tt.ok)
+		}
+	}
+	// Every catalogued metric has a process docs/metrics.md lists.
+	for _, m := range Catalogue() {
+		if !slices.Contains(Processes, m.Process) {
+			t.Errorf("%s: process %q is not one of %q", m.Name, m.Process, Processes)
+		}
+	}
+}
