@@ -447,10 +447,9 @@ func TestApplySigned(t *testing.T) {
 func TestApplySharedRef(t *testing.T) {
 	const a, b = "shared-a@postline.test", "shared-b@postline.test"
 	h := newHarness(t)
-	// Rows whose Message-IDs differ but which the fake finds by one ref:
-	// the store is given b's row under a's ref by making b's RefOf equal.
-	// Real collisions of 8 bytes are not constructible, so the fake's
-	// lookup is widened instead.
+	// Two Message-IDs whose 8-byte references collide cannot be made up,
+	// so the store below answers every reference with every row of the
+	// index, as Postgres would for a real collision.
 	rowA := row(a, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional)
 	rowB := row(b, 0, "bob@example.com", idempotency.RecipientAccepted, event.StreamTransactional)
 	store := &sharedRefStore{fakeStore: newFakeStore(func() time.Time { return testNow }, rowA, rowB)}

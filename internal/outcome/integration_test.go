@@ -2,6 +2,7 @@ package outcome
 
 import (
 	"crypto/sha256"
+	"sync"
 	"testing"
 	"time"
 
@@ -447,5 +448,53 @@ func TestIntegrationSweepSmallBatch(t *testing.T) {
 		if c := e.rows(t, id)[0].Confirmation; c != "unconfirmed" {
 			t.Errorf("%s confirmation = %q, want unconfirmed", id, c)
 		}
+	}
+}
+
+// TestIntegrationConcurrentReplays applies one report from several
+// receivers at once: the compare-and-set lets one of them move the
+// recipient, the others count it stale, and whatever copies were written
+// carry the one ID, so the transition happens exactly once.
+func TestIntegrationConcurrentReplays(t *testing.T) {
+	t.Parallel()
+	e := newPG(t)
+	const id = "race-1@postline.test"
+	e.send(t, id, event.StreamTransactional, time.Now().Add(time.Hour), accepted(0, "ada@example.com"))
+	reps := dsn(t, e.signer, e.signer.Address(id, 0), id, report.Report{Kind: report.Bounced, Recipient: "ada@example.com",
+		Status: "5.1.1", Code: 550, Diagnostic: "5.1.1 user unknown"})
+	const n = 4
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() { errs <- e.a.ApplyReturned(t.Context(), reps) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("ApplyReturned: %v", err)
+		}
+	}
+	if s := e.states(t, id); len(s) != 1 || s[0] != idempotency.RecipientBounced {
+		t.Fatalf("states = %v, want bounced", s)
+	}
+	ids := map[string]bool{}
+	for _, ev := range e.events.published() {
+		ids[ev.ID] = true
+	}
+	if len(ids) != 1 || !ids[event.NewID(id, 0, event.Bounced, 0)] {
+		t.Errorf("event IDs = %v, want only the bounce's", ids)
+	}
+	applied := testutil.ToFloat64(e.a.metrics.reports.WithLabelValues(report.SourceDSN, string(report.Bounced), ResultApplied))
+	stale := testutil.ToFloat64(e.a.metrics.reports.WithLabelValues(report.SourceDSN, string(report.Bounced), ResultStale))
+	if applied != 1 || stale != n-1 {
+		t.Errorf("applied %v, stale %v; want 1 and %d", applied, stale, n-1)
+	}
+	if got := testutil.ToFloat64(e.a.metrics.transitions.WithLabelValues(string(event.Bounced), event.BounceHard)); got != 1 {
+		t.Errorf("transitions_total{bounced,hard} = %v, want 1", got)
+	}
+	entries, err := e.lists.List(t.Context(), suppression.Filter{})
+	if err != nil || len(entries) != 1 || entries[0].Stream != suppression.StreamAll {
+		t.Errorf("suppression entries = %+v, %v; want one on every stream", entries, err)
 	}
 }
