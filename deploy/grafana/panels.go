@@ -548,8 +548,8 @@ func outcomesDashboard() dashboardSpec {
 				{
 					title: "Recipient events published",
 					description: "Events written to the events topic per second, by type: accepted, deferred, " +
-						"failed, dead, suppressed and unconfirmed from the workers, delivered, bounced and " +
-						"complained from reports. What to do: accepted at zero while mail is sent means the " +
+						"failed, dead, suppressed, unconfirmed and bounced (refused at RCPT) from the " +
+						"workers, delivered, bounced and complained from reports. What to do: accepted at zero while mail is sent means the " +
 						"workers cannot write events: check their logs and Kafka; every webhook and every rate " +
 						"on this dashboard reads these events.",
 					unit: unitPerSecond, stacked: true,
@@ -562,7 +562,7 @@ func outcomesDashboard() dashboardSpec {
 					title: "Relay refusals at RCPT",
 					description: "Recipients a relay refused for good at RCPT while the rest of the envelope was " +
 						"sent, per second, by relay and bounce type (hard, soft, policy). What to do: hard " +
-						"refusals are bad addresses and are suppressed; policy refusals concentrated at one " +
+						"refusals are bad addresses, suppressed as the bounce rules say; policy refusals concentrated at one " +
 						"relay mean it rejects us for reputation or content: compare with the complaint rate.",
 					unit: unitPerSecond,
 					targets: []target{{
@@ -666,7 +666,7 @@ func outcomesDashboard() dashboardSpec {
 					title: "Suppression list round trip",
 					description: "Time of one round trip of the suppression lists to Postgres per operation, 99th " +
 						"percentile, and failed round trips per second. What to do: a rising p99 slows every " +
-						"claim; errors mean Postgres is failing: check its health, the workers retry.",
+						"claim; errors mean Postgres is failing: check its health and connection limits.",
 					unit: unitSeconds, width: 8,
 					targets: []target{
 						{expr: quantile("0.99", "postline_suppression_round_trip_seconds", "op"), legend: "p99 {{op}}"},
@@ -719,8 +719,8 @@ func outcomesDashboard() dashboardSpec {
 					description: "Events written to the webhook dead-letter topic per second per endpoint (410 " +
 						"Gone, attempts or age used up), and records of the events topic that are not valid " +
 						"events. What to do: dead letters are events the endpoint's owner never received: fix " +
-						"the endpoint, then replay them from the dead-letter topic; undecodable records mean a " +
-						"producer writes bad events.",
+						"the endpoint; the events stay on the webhook dead-letter topic. Undecodable records " +
+						"mean something writes bad events to the events topic.",
 					unit: unitPerSecond, width: 8,
 					targets: []target{
 						{expr: "sum by (endpoint) (" + rate("postline_webhook_dead_letters_total") + ")", legend: "{{endpoint}}"},
