@@ -206,9 +206,11 @@ func TestApplyReturnedTransitions(t *testing.T) {
 			wantState: idempotency.RecipientComplained, wantResult: ResultStale,
 		},
 		{
-			name: "stale: a recipient the relay never took", stream: event.StreamTransactional, from: idempotency.RecipientPending,
+			// The report came before the send was recorded: refused for
+			// now, so that its sender offers it again.
+			name: "early: a recipient whose send is not recorded yet", stream: event.StreamTransactional, from: idempotency.RecipientPending,
 			rep:       report.Report{Kind: report.Delivered, Source: report.SourceDSN},
-			wantState: idempotency.RecipientPending, wantResult: ResultStale,
+			wantState: idempotency.RecipientPending, wantResult: ResultEarly,
 		},
 		{
 			name: "stale: a suppressed recipient", stream: event.StreamTransactional, from: idempotency.RecipientSuppressed,
@@ -225,7 +227,8 @@ func TestApplyReturnedTransitions(t *testing.T) {
 				row(testMsgID, idx, addr, tt.from, tt.stream))
 			rep := tt.rep
 			rep.Token = h.signer.Token(testMsgID, idx)
-			if err := h.a.ApplyReturned(t.Context(), []report.Report{rep}); err != nil {
+			if err := h.a.ApplyReturned(t.Context(), []report.Report{rep}); (tt.wantResult == ResultEarly) != errors.Is(err, ErrEarly) ||
+				err != nil && tt.wantResult != ResultEarly {
 				t.Fatalf("ApplyReturned: %v", err)
 			}
 			if got := h.store.row(testMsgID, idx); got.State != tt.wantState {
@@ -403,9 +406,9 @@ func TestApplySigned(t *testing.T) {
 		{"no address", func(*returnpath.Signer) report.Report {
 			return report.Report{Kind: report.Delivered, Source: report.SourceSES, MessageID: testMsgID}
 		}, -1, ResultUnknown},
-		{"a valid token of a mail we have no rows of", func(s *returnpath.Signer) report.Report {
+		{"a valid token of a mail whose send is not recorded yet", func(s *returnpath.Signer) report.Report {
 			return report.Report{Kind: report.Delivered, Source: report.SourceMailgun, Token: s.Token(other, 0)}
-		}, -1, ResultUnknown},
+		}, -1, ResultEarly},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -414,7 +417,8 @@ func TestApplySigned(t *testing.T) {
 				row(testMsgID, 1, "bob@example.com", idempotency.RecipientAccepted, event.StreamTransactional),
 				row(testMsgID, 2, "cy@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
 			rep := tt.rep(h.signer)
-			if err := h.a.ApplySigned(t.Context(), []report.Report{rep}); err != nil {
+			if err := h.a.ApplySigned(t.Context(), []report.Report{rep}); (tt.wantResult == ResultEarly) != errors.Is(err, ErrEarly) ||
+				err != nil && tt.wantResult != ResultEarly {
 				t.Fatalf("ApplySigned: %v", err)
 			}
 			for i := range 3 {

@@ -99,6 +99,11 @@ const (
 	ResultApplied = "applied" // the recipient moved on
 	ResultForged  = "forged"  // the token did not verify, or a returned report had none
 	ResultUnknown = "unknown" // it verified, but names no recipient we have
+	// ResultEarly: the token verifies but the worker has not recorded the
+	// send yet (a relay can bounce within milliseconds, before the
+	// outcome is written): the report is refused for now, so that its
+	// sender offers it again.
+	ResultEarly   = "early"
 	ResultStale   = "stale"   // the recipient had moved past what the report says
 	ResultDelayed = "delayed" // still being retried: resolves nothing
 )
@@ -129,7 +134,10 @@ type step struct {
 }
 
 func (a *Applier) apply(ctx context.Context, reports []report.Report, signed bool) error {
-	var steps []step
+	var (
+		steps []step
+		early bool
+	)
 	// A second report about a recipient that already has a step in this
 	// round is decided in the next round, on the state the first one left:
 	// deciding both on the state read now would publish an event for a
@@ -142,7 +150,11 @@ func (a *Applier) apply(ctx context.Context, reports []report.Report, signed boo
 		if err != nil {
 			return err
 		}
+		if result == "" && row.State == idempotency.RecipientPending && rep.Kind != report.Delayed {
+			result = ResultEarly
+		}
 		if result != "" {
+			early = early || result == ResultEarly
 			a.metrics.reports.WithLabelValues(source, string(rep.Kind), result).Inc()
 			if result == ResultForged {
 				a.logger.Warn("report dropped: its return path token does not verify", "source", source, "kind", rep.Kind)
@@ -163,7 +175,7 @@ func (a *Applier) apply(ctx context.Context, reports []report.Report, signed boo
 		steps = append(steps, s)
 	}
 	if len(steps) == 0 {
-		return nil
+		return earlyError(early)
 	}
 	now := a.cfg.NowFunc().UTC()
 	events := make([]event.Event, len(steps))
@@ -216,7 +228,22 @@ func (a *Applier) apply(ctx context.Context, reports []report.Report, signed boo
 		a.metrics.confirmations.WithLabelValues(c).Inc()
 	}
 	if len(later) > 0 {
-		return a.apply(ctx, later, signed)
+		if err := a.apply(ctx, later, signed); err != nil {
+			return err
+		}
+	}
+	return earlyError(early)
+}
+
+// ErrEarly is returned when a report came before the send it is about was
+// recorded: the caller refuses it for now (SMTP 451, HTTP 503) and its
+// sender offers it again. The reports applied with it stay applied; the
+// next offer finds them done.
+var ErrEarly = errors.New("outcome: a report came before its send was recorded; offer it again later")
+
+func earlyError(early bool) error {
+	if early {
+		return ErrEarly
 	}
 	return nil
 }
@@ -251,8 +278,11 @@ func (a *Applier) find(ctx context.Context, rep report.Report, signed bool) (ide
 					return r, "", nil
 				}
 			}
+			return idempotency.Recipient{}, ResultUnknown, nil
 		}
-		return idempotency.Recipient{}, ResultUnknown, nil
+		// A token that verifies names mail we sent: no row yet means the
+		// worker has not recorded it.
+		return idempotency.Recipient{}, ResultEarly, nil
 	}
 	if !signed {
 		return idempotency.Recipient{}, ResultForged, nil
