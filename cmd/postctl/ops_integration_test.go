@@ -159,7 +159,7 @@ func TestAuditPostgres(t *testing.T) {
 		!strings.Contains(err.Error(), "2 rows in flight for longer than 1s (--max-age)") {
 		t.Fatalf("got %v", err)
 	}
-	for _, want := range []string{"STATUS", "sending   in flight  2", "published: 1, without a row: 1", "TOO OLD", "MISSING (published, no row)\nlost@x"} {
+	for _, want := range []string{"STATUS", "sending     in flight  2", "published: 1, without a row: 1", "TOO OLD", "MISSING (published, no row)\nlost@x"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text output lacks %q:\n%s", want, out)
 		}
