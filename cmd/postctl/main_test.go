@@ -263,7 +263,7 @@ func TestPublishFileErrorsNameTheLine(t *testing.T) {
 func TestTopicsCreate(t *testing.T) {
 	brokers := newFake(t)
 	out, _, err := postctl(t, nil, "", "--brokers", brokers, "--output", "json", "--topic", "t.jobs", "--dlq-topic", "t.dlq",
-		"--retry-topic-prefix", "t.retry", "--retry-tiers", "1s,1m", "topics", "create", "--partitions", "3")
+		"--retry-topic-prefix", "t.retry", "--retry-tiers", "1s,1m", "--events-topic", "t.events", "topics", "create", "--partitions", "3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestTopicsCreate(t *testing.T) {
 	want := []struct {
 		name       string
 		partitions int
-	}{{"t.jobs", 3}, {"t.dlq", 4}, {"t.retry.1s", 3}, {"t.retry.1m", 3}}
+	}{{"t.jobs", 3}, {"t.dlq", 4}, {"t.retry.1s", 3}, {"t.retry.1m", 3}, {"t.events", 8}}
 	if len(got) != len(want) {
 		t.Fatalf("got %d topics, want %d: %+v", len(got), len(want), got)
 	}
