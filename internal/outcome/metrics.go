@@ -37,13 +37,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Mail settled by a report once every recipient was resolved, by confirmation (confirmed, cancelled).",
 		}, []string{"confirmation"}),
 	}
-	for _, c := range []prometheus.Collector{m.reports, m.transitions, m.suppressed, m.confirmations} {
-		if err := reg.Register(c); err != nil {
+	// Appliers sharing a registry share the collectors.
+	for _, c := range []**prometheus.CounterVec{&m.reports, &m.transitions, &m.suppressed, &m.confirmations} {
+		if err := reg.Register(*c); err != nil {
 			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				continue
+			if !errors.As(err, &are) {
+				return nil, fmt.Errorf("outcome: register metrics: %w", err)
 			}
-			return nil, fmt.Errorf("outcome: register metrics: %w", err)
+			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
+			if !ok {
+				return nil, fmt.Errorf("outcome: register metrics: %w", err)
+			}
+			*c = existing
 		}
 	}
 	for _, src := range []string{report.SourceDSN, report.SourceARF, report.SourceSES, report.SourceMailgun} {

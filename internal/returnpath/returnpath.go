@@ -120,8 +120,12 @@ func (s *Signer) TokenOf(address string) (string, bool) {
 // reference and recipient index it names. ok is false for a token that is
 // malformed or whose HMAC matches no key: a forged or corrupted one.
 func (s *Signer) Verify(token string) (ref Ref, idx int, ok bool) {
-	b, err := encoding.DecodeString(strings.ToLower(token))
-	if err != nil || len(b) != tokenBytes || int(b[refBytes]) >= MaxRecipients {
+	token = strings.ToLower(token)
+	b, err := encoding.DecodeString(token)
+	// The last character carries 3 bits beyond the 19 bytes; only the
+	// spelling Token makes (those bits zero) is accepted, so a token has
+	// exactly one form.
+	if err != nil || len(b) != tokenBytes || int(b[refBytes]) >= MaxRecipients || encoding.EncodeToString(b) != token {
 		return Ref{}, 0, false
 	}
 	copy(ref[:], b[:refBytes])

@@ -53,6 +53,7 @@ func TestVerifyRefusesForgeries(t *testing.T) {
 		"too short":          good[:TokenLen-1],
 		"not base32":         strings.Repeat("1", TokenLen),
 		"empty":              "",
+		"spare bits set":     good[:TokenLen-1] + string(spareBitsSet(good[TokenLen-1])),
 		"index out of range": encoding.EncodeToString(append(append(make([]byte, refBytes), 200), make([]byte, macBytes)...)),
 	}
 	for name, token := range tests {
@@ -140,4 +141,12 @@ func withIndex(t *testing.T, token string, idx byte) string {
 	}
 	b[refBytes] = idx
 	return encoding.EncodeToString(b)
+}
+
+// spareBitsSet returns the base32 digit c with its three low bits (beyond
+// the token's 19 bytes) flipped on.
+func spareBitsSet(c byte) byte {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	i := strings.IndexByte(alphabet, c)
+	return alphabet[i|7]
 }
