@@ -90,6 +90,7 @@ func TestLint(t *testing.T) {
 		{"default values", nil},
 		{"everything enabled", []string{"-f", "testdata/everything.yaml"}},
 		{"managed Kafka", []string{"-f", "testdata/managed-kafka.yaml"}},
+		{"outcome loop", []string{"-f", "testdata/outcomes.yaml"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,8 +125,16 @@ func TestTemplate(t *testing.T) {
 			partitions:     12,
 			existingSecret: "postline-credentials",
 			wantKinds: map[string]int{
-				"Deployment": 2, "ConfigMap": 3, "Service": 2, "PodDisruptionBudget": 2, "Job": 2,
+				"Deployment": 4, "ConfigMap": 6, "Service": 5, "PodDisruptionBudget": 4, "Job": 2,
 				"ServiceMonitor": 1, "PrometheusRule": 1, "ScaledObject": 1,
+			},
+		},
+		{
+			name:       "outcome loop: bounce domain, bounce-receiver with STARTTLS and hooks, webhook-dispatcher",
+			args:       []string{"-f", "testdata/outcomes.yaml"},
+			partitions: defaultPartitions,
+			wantKinds: map[string]int{
+				"Deployment": 4, "ConfigMap": 6, "Secret": 2, "Service": 5, "PodDisruptionBudget": 4, "Job": 2,
 			},
 		},
 		{
@@ -271,6 +280,56 @@ func TestTemplateRejects(t *testing.T) {
 			args: []string{"--set", "worker.settings.POSTLINE_HTTP_ADDR=:9090"},
 			want: "invalid propertyName 'POSTLINE_HTTP_ADDR'",
 		},
+		{
+			name: "the bounce domain as a worker setting: workers and receiver must agree",
+			args: []string{"--set", "worker.settings.POSTLINE_BOUNCE_DOMAIN=bounces.example.com"},
+			want: "invalid propertyName 'POSTLINE_BOUNCE_DOMAIN'",
+		},
+		{
+			name: "a bounce domain without return path keys",
+			args: []string{"--set", "outcomes.bounceDomain=bounces.example.com"},
+			want: "outcomes.bounceDomain bounces.example.com needs secret.returnPathKeys, or secret.existingSecret holding the key return-path-keys",
+		},
+		{
+			name: "a bounce-receiver without a bounce domain",
+			args: []string{"--set", "bounceReceiver.enabled=true", "--set", "secret.returnPathKeys=k1-0123456789abcdef"},
+			want: "bounceReceiver.enabled needs outcomes.bounceDomain",
+		},
+		{
+			name: "the bounce-receiver's SMTP server on its metrics port",
+			args: []string{"-f", "testdata/outcomes.yaml", "--set", "bounceReceiver.smtpPort=8083"},
+			want: "bounceReceiver.smtpPort and bounceReceiver.port are both 8083",
+		},
+		{
+			name: "the return path keys as a bounce-receiver setting",
+			args: []string{"-f", "testdata/outcomes.yaml", "--set", "bounceReceiver.settings.POSTLINE_RETURN_PATH_KEYS=k"},
+			want: "invalid propertyName 'POSTLINE_RETURN_PATH_KEYS'",
+		},
+		{
+			name: "the Mailgun signing key as a bounce-receiver setting",
+			args: []string{"-f", "testdata/outcomes.yaml", "--set", "bounceReceiver.settings.POSTLINE_MAILGUN_SIGNING_KEY=k"},
+			want: "invalid propertyName 'POSTLINE_MAILGUN_SIGNING_KEY'",
+		},
+		{
+			name: "a webhook-dispatcher without endpoints",
+			args: []string{"--set", "webhookDispatcher.enabled=true", "--set", "webhookDispatcher.endpointSecrets.secretName=s"},
+			want: "webhookDispatcher.enabled needs webhookDispatcher.endpoints",
+		},
+		{
+			name: "webhook endpoints without the Secret of their signing secrets",
+			args: []string{"-f", "testdata/outcomes.yaml", "--set", "webhookDispatcher.endpointSecrets.secretName="},
+			want: "webhookDispatcher.enabled needs webhookDispatcher.endpointSecrets.secretName",
+		},
+		{
+			name: "a misspelt endpoint field, which the dispatcher would refuse at start",
+			args: []string{"-f", "testdata/outcomes.yaml", "--set-json", `webhookDispatcher.endpoints=[{"id":"a","url":"https://a.example.com/","secret_env":"A_SECRET","type":["bounced"]}]`},
+			want: "additional properties 'type' not allowed",
+		},
+		{
+			name: "the endpoints file as a dispatcher setting",
+			args: []string{"-f", "testdata/outcomes.yaml", "--set", "webhookDispatcher.settings.POSTLINE_WEBHOOKS_FILE=/x.yaml"},
+			want: "invalid propertyName 'POSTLINE_WEBHOOKS_FILE'",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -300,7 +359,8 @@ func TestSettingsMatchBinaries(t *testing.T) {
 	helm := helmBinary(t)
 	binaries := binarySettings(t)
 	// With empty settings maps, every POSTLINE_* name rendered is one the chart sets itself.
-	out, err := render(helm, "--set", "worker.settings=null", "--set", "scheduler.settings=null")
+	out, err := render(helm, "-f", "testdata/outcomes.yaml", "--set", "worker.settings=null", "--set", "scheduler.settings=null",
+		"--set", "bounceReceiver.settings=null", "--set", "webhookDispatcher.settings=null")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,13 +369,15 @@ func TestSettingsMatchBinaries(t *testing.T) {
 	tests := []struct{ component, valuesKey string }{
 		{"worker", "worker"},
 		{"retry-scheduler", "scheduler"},
+		{"bounce-receiver", "bounceReceiver"},
+		{"webhook-dispatcher", "webhookDispatcher"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.component, func(t *testing.T) {
 			d := m.component(t, tt.component)
 			managed := map[string]bool{}
 			for name := range renderedEnv(t, m, d.Spec.Template.Spec.Containers[0]) {
-				if strings.HasPrefix(name, "POSTLINE_") {
+				if strings.HasPrefix(name, "POSTLINE_") && !endpointSecretEnv(m)[name] {
 					managed[name] = true
 				}
 			}
@@ -505,7 +567,7 @@ func (m manifests) component(t *testing.T, name string) *appsv1.Deployment {
 }
 
 // binarySettings returns, per binary, the POSTLINE_* environment variables its source reads.
-// worker and retry-scheduler declare theirs as `env` tags of their settings structs (see
+// worker, retry-scheduler, bounce-receiver and webhook-dispatcher declare theirs as `env` tags of their settings structs (see
 // internal/config), some in structs of internal/config they embed (config.Kafka); postctl spells
 // them out whole in its table of flag-backing variables and loads config.Kafka. Reading the source
 // keeps the test fast and makes it follow every new or renamed setting.
@@ -519,9 +581,11 @@ func binarySettings(t *testing.T) map[string]map[string]bool {
 		return names
 	}
 	return map[string]map[string]bool{
-		"worker":          read("cmd/worker", false),
-		"retry-scheduler": read("cmd/retry-scheduler", false),
-		"postctl":         read("cmd/postctl", true),
+		"worker":             read("cmd/worker", false),
+		"retry-scheduler":    read("cmd/retry-scheduler", false),
+		"bounce-receiver":    read("cmd/bounce-receiver", false),
+		"webhook-dispatcher": read("cmd/webhook-dispatcher", false),
+		"postctl":            read("cmd/postctl", true),
 	}
 }
 
@@ -601,9 +665,13 @@ func checkDeployment(t *testing.T, m manifests, d *appsv1.Deployment, binaries m
 	c := d.Spec.Template.Spec.Containers[0]
 	env := renderedEnv(t, m, c)
 	// The setting holding the address of /metrics, /healthz and /readyz, per binary.
-	httpAddrSetting := map[string]string{"worker": "POSTLINE_HTTP_ADDR", "retry-scheduler": "POSTLINE_SCHEDULER_HTTP_ADDR"}
+	httpAddrSetting := map[string]string{
+		"worker": "POSTLINE_HTTP_ADDR", "retry-scheduler": "POSTLINE_SCHEDULER_HTTP_ADDR",
+		"bounce-receiver": "POSTLINE_RECEIVER_HTTP_ADDR", "webhook-dispatcher": "POSTLINE_WEBHOOKS_HTTP_ADDR",
+	}
+	endpointSecrets := endpointSecretEnv(m)
 	for _, name := range sortedKeys(env) {
-		if strings.HasPrefix(name, "POSTLINE_") && !settings[name] {
+		if strings.HasPrefix(name, "POSTLINE_") && !settings[name] && !(component == "webhook-dispatcher" && endpointSecrets[name]) {
 			t.Errorf("Deployment %s: %s is not a setting of %s", d.Name, name, component)
 		}
 	}
@@ -640,7 +708,20 @@ func checkDeployment(t *testing.T, m manifests, d *appsv1.Deployment, binaries m
 		if ref == nil || ref.SecretKeyRef == nil {
 			continue
 		}
+		if component == "webhook-dispatcher" && endpointSecrets[e.Name] {
+			// The endpoints' signing secrets come from the user's Secret, key named as the variable.
+			if ref.SecretKeyRef.Name != webhookSecrets || ref.SecretKeyRef.Key != e.Name {
+				t.Errorf("Deployment %s: %s reads key %s of Secret %s, want key %s of %s", d.Name, e.Name, ref.SecretKeyRef.Key, ref.SecretKeyRef.Name, e.Name, webhookSecrets)
+			}
+			continue
+		}
 		checkSecretRef(t, m, "Deployment "+d.Name, e.Name, ref.SecretKeyRef, existingSecret, false)
+	}
+	switch component {
+	case "bounce-receiver":
+		checkBounceReceiver(t, m, d, env)
+	case "webhook-dispatcher":
+		checkWebhookDispatcher(t, m, d, env)
 	}
 
 	shutdown, err := time.ParseDuration(env["POSTLINE_SHUTDOWN_TIMEOUT"])
@@ -815,9 +896,14 @@ func checkSelectors(t *testing.T, m manifests) {
 			continue
 		}
 		c := d.Spec.Template.Spec.Containers[0]
+		metrics := s.Labels["postline.io/metrics"] == "true"
 		for _, p := range s.Spec.Ports {
-			if p.Name != "metrics" || containerPort(c, p.TargetPort) == 0 {
-				t.Errorf("Service %s: port %s targets %s, not a metrics port of %s", s.Name, p.Name, p.TargetPort.String(), d.Name)
+			if containerPort(c, p.TargetPort) == 0 {
+				t.Errorf("Service %s: port %s targets %s, not a port of %s", s.Name, p.Name, p.TargetPort.String(), d.Name)
+			}
+			// A metrics Service serves only the metrics port; the others never expose it.
+			if metrics != (p.Name == "metrics") {
+				t.Errorf("Service %s (postline.io/metrics %q): port %s", s.Name, s.Labels["postline.io/metrics"], p.Name)
 			}
 		}
 	}
@@ -863,12 +949,13 @@ func checkMonitoring(t *testing.T, m manifests) {
 				jobs[s.Labels[sm.Spec.JobLabel]] = true
 			}
 		}
-		for _, component := range []string{"worker", "retry-scheduler"} {
+		for _, d := range m.deployments {
+			component := d.Spec.Template.Labels[componentLabel]
 			job := "postline-" + component
 			if !jobs[job] {
 				t.Errorf("ServiceMonitor %s: no selected Service gives job %q (from label %q); found %v", sm.Name, job, sm.Spec.JobLabel, sortedKeys(jobs))
 			}
-			if !strings.Contains(alerts, job) {
+			if (component == "worker" || component == "retry-scheduler") && !strings.Contains(alerts, job) {
 				t.Errorf("alert rules no longer mention job %q: check the ServiceMonitor's job names", job)
 			}
 		}

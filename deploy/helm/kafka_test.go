@@ -74,7 +74,7 @@ func fileSource(spec corev1.PodSpec, file string) string {
 }
 
 // TestKafkaConnection renders the chart for the Kafkas a user runs it against and checks what
-// every pod that connects (worker, scheduler, topics hook) is given: the same TLS and SASL
+// every pod that connects (worker, scheduler, bounce-receiver, webhook-dispatcher, topics hook) is given: the same TLS and SASL
 // settings, files from mounted Secrets and ConfigMaps, and the SASL password only as a file.
 func TestKafkaConnection(t *testing.T) {
 	helm := helmBinary(t)
@@ -111,6 +111,18 @@ func TestKafkaConnection(t *testing.T) {
 				"POSTLINE_KAFKA_TLS_CA_FILE":        "secret kafka-ca ca.pem",
 				"POSTLINE_KAFKA_TLS_CERT_FILE":      "secret postline-kafka-client tls.crt",
 				"POSTLINE_KAFKA_TLS_KEY_FILE":       "secret postline-kafka-client tls.key",
+				"POSTLINE_KAFKA_SASL_PASSWORD_FILE": "secret <credentials> kafka-sasl-password",
+			},
+		},
+		{
+			name: "managed Kafka with the bounce-receiver and the webhook-dispatcher",
+			args: []string{"-f", "testdata/managed-kafka.yaml", "-f", "testdata/outcomes.yaml"},
+			want: map[string]string{
+				"POSTLINE_KAFKA_TLS": "on", "POSTLINE_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "POSTLINE_KAFKA_SASL_USERNAME": "postline",
+			},
+			files: map[string]string{
+				"POSTLINE_KAFKA_TLS_CA_FILE":        "secret kafka-ca ca.pem",
+				"POSTLINE_KAFKA_TLS_CERT_FILE":      "secret postline-kafka-client tls.crt",
 				"POSTLINE_KAFKA_SASL_PASSWORD_FILE": "secret <credentials> kafka-sasl-password",
 			},
 		},

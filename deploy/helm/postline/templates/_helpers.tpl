@@ -98,6 +98,7 @@ chart writes a hook Secret of its own unless an existing one is named.
 {{- else if $k.sasl.username }}
 {{- fail "kafka.sasl.username is set but kafka.sasl.mechanism is empty" }}
 {{- end }}
+{{- include "postline.validateOutcomes" . }}
 {{- end }}
 
 {{/* Where the Kafka files (CA, client certificate, SASL password) are mounted. */}}
@@ -202,9 +203,11 @@ for the hooks).
 {{- end }}
 
 {{/*
-A component's Deployment. Arguments: root (the chart's context), component (worker or
-retry-scheduler), values (its section of the values), config (its ConfigMap template), httpSetting
-(the setting its port is in) and credentials (whether it reads the Secret).
+A component's Deployment. Arguments: root (the chart's context), component (the binary: worker,
+retry-scheduler, bounce-receiver or webhook-dispatcher), values (its section of the values),
+config (the template of its ConfigMaps, whose checksum rolls the pods), credentials (whether it
+reads the release's Secret), autoscaled (whether KEDA owns the replicas) and, optionally, env,
+ports, volumes and volumeMounts (YAML lists added to the container's and the pod's).
 */}}
 {{- define "postline.deployment" -}}
 {{- $root := .root }}
@@ -225,7 +228,7 @@ spec:
   strategy:
     type: RollingUpdate
     rollingUpdate:
-      # Replace one pod at a time: each change is a consumer-group rebalance.
+      # Replace one pod at a time: for the consumers, each change is a consumer-group rebalance.
       maxSurge: 1
       maxUnavailable: 0
   selector:
@@ -271,30 +274,15 @@ spec:
             - name: metrics
               containerPort: {{ $v.port }}
               protocol: TCP
+            {{- with .ports }}
+            {{- . | nindent 12 }}
+            {{- end }}
           envFrom:
             - configMapRef:
                 name: {{ $name }}
           env:
-            {{- if .credentials }}
-            {{- include "postline.databaseEnv" (dict "root" $root "secret" (include "postline.secretName" $root)) | nindent 12 }}
-            - name: POSTLINE_SMTP_RELAYS
-              valueFrom:
-                secretKeyRef:
-                  name: {{ include "postline.secretName" $root }}
-                  key: {{ $root.Values.secret.keys.smtpRelays }}
-                  optional: true
-            - name: POSTLINE_SMTP_PASSWORD
-              valueFrom:
-                secretKeyRef:
-                  name: {{ include "postline.secretName" $root }}
-                  key: {{ $root.Values.secret.keys.smtpPassword }}
-                  optional: true
-            - name: POSTLINE_RETURN_PATH_KEYS
-              valueFrom:
-                secretKeyRef:
-                  name: {{ include "postline.secretName" $root }}
-                  key: {{ $root.Values.secret.keys.returnPathKeys }}
-                  optional: true
+            {{- with .env }}
+            {{- . | nindent 12 }}
             {{- end }}
             {{- if and $v.resources.limits $v.resources.limits.memory }}
             - name: GOMEMLIMIT
@@ -325,11 +313,17 @@ spec:
             {{- with include "postline.kafkaVolumeMount" $root | trim }}
             {{- . | nindent 12 }}
             {{- end }}
+            {{- with .volumeMounts }}
+            {{- . | nindent 12 }}
+            {{- end }}
       volumes:
         - name: tmp
           emptyDir:
             sizeLimit: 64Mi
         {{- with include "postline.kafkaVolume" (dict "root" $root "secret" (include "postline.secretName" $root)) | trim }}
+        {{- . | nindent 8 }}
+        {{- end }}
+        {{- with .volumes }}
         {{- . | nindent 8 }}
         {{- end }}
       {{- with $v.nodeSelector }}
@@ -458,4 +452,93 @@ spec:
       volumes:
         {{- . | nindent 8 }}
       {{- end }}
+{{- end }}
+
+{{/* An env var from the release's Secret. Arguments: root, name (the variable), key and optional. */}}
+{{- define "postline.secretKeyEnv" -}}
+- name: {{ .name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "postline.secretName" .root }}
+      key: {{ .key }}
+      {{- if .optional }}
+      optional: true
+      {{- end }}
+{{- end }}
+
+{{/* The worker's credentials: the database URL, the relays, the relay password, the return path keys. */}}
+{{- define "postline.workerEnv" -}}
+{{- $keys := .Values.secret.keys }}
+{{- include "postline.databaseEnv" (dict "root" . "secret" (include "postline.secretName" .)) }}
+{{ include "postline.secretKeyEnv" (dict "root" . "name" "POSTLINE_SMTP_RELAYS" "key" $keys.smtpRelays "optional" true) }}
+{{ include "postline.secretKeyEnv" (dict "root" . "name" "POSTLINE_SMTP_PASSWORD" "key" $keys.smtpPassword "optional" true) }}
+{{ include "postline.secretKeyEnv" (dict "root" . "name" "POSTLINE_RETURN_PATH_KEYS" "key" $keys.returnPathKeys "optional" true) }}
+{{- end }}
+
+{{/*
+The bounce-receiver's credentials: the database URL, the return path keys (required: the
+receiver cannot read a return path without them) and Mailgun's webhook signing key (optional:
+without it /hooks/mailgun is off).
+*/}}
+{{- define "postline.bounceReceiverEnv" -}}
+{{- $keys := .Values.secret.keys }}
+{{- include "postline.databaseEnv" (dict "root" . "secret" (include "postline.secretName" .)) }}
+{{ include "postline.secretKeyEnv" (dict "root" . "name" "POSTLINE_RETURN_PATH_KEYS" "key" $keys.returnPathKeys "optional" false) }}
+{{ include "postline.secretKeyEnv" (dict "root" . "name" "POSTLINE_MAILGUN_SIGNING_KEY" "key" $keys.mailgunSigningKey "optional" true) }}
+{{- end }}
+
+{{/* Where the bounce-receiver's STARTTLS certificate is mounted. */}}
+{{- define "postline.bounceTLSDir" -}}
+/etc/postline/bounce-tls
+{{- end }}
+
+{{/* Where the webhook-dispatcher's endpoints file is mounted. */}}
+{{- define "postline.webhooksDir" -}}
+/etc/postline/webhooks
+{{- end }}
+
+{{/*
+The webhook-dispatcher's endpoint secrets: one variable per secret_env of the endpoints, read
+from the key of that name in webhookDispatcher.endpointSecrets.secretName.
+*/}}
+{{- define "postline.webhookDispatcherEnv" -}}
+{{- $seen := dict }}
+{{- range .Values.webhookDispatcher.endpoints }}
+{{- if not (hasKey $seen .secret_env) }}
+{{- $_ := set $seen .secret_env true }}
+- name: {{ .secret_env }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $.Values.webhookDispatcher.endpointSecrets.secretName }}
+      key: {{ .secret_env }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Checks of the outcome loop's values (bounce domain, receiver, dispatcher); each failure names the values to change. */}}
+{{- define "postline.validateOutcomes" -}}
+{{- $keys := or .Values.secret.existingSecret .Values.secret.returnPathKeys }}
+{{- if and .Values.outcomes.bounceDomain (not $keys) }}
+{{- fail (printf "outcomes.bounceDomain %s needs secret.returnPathKeys, or secret.existingSecret holding the key %s: the workers sign the return paths with them" .Values.outcomes.bounceDomain .Values.secret.keys.returnPathKeys) }}
+{{- end }}
+{{- if .Values.bounceReceiver.enabled }}
+{{- if not .Values.outcomes.bounceDomain }}
+{{- fail "bounceReceiver.enabled needs outcomes.bounceDomain: the domain of the return paths the workers write and the receiver reads" }}
+{{- end }}
+{{- if eq (int .Values.bounceReceiver.smtpPort) (int .Values.bounceReceiver.port) }}
+{{- fail (printf "bounceReceiver.smtpPort and bounceReceiver.port are both %d" (int .Values.bounceReceiver.port)) }}
+{{- end }}
+{{- $hooks := int .Values.bounceReceiver.hooksPort }}
+{{- if and (gt $hooks 0) (or (eq $hooks (int .Values.bounceReceiver.port)) (eq $hooks (int .Values.bounceReceiver.smtpPort))) }}
+{{- fail (printf "bounceReceiver.hooksPort %d is already bounceReceiver.port or bounceReceiver.smtpPort" $hooks) }}
+{{- end }}
+{{- end }}
+{{- if .Values.webhookDispatcher.enabled }}
+{{- if not .Values.webhookDispatcher.endpoints }}
+{{- fail "webhookDispatcher.enabled needs webhookDispatcher.endpoints: the dispatcher refuses to start without an endpoint" }}
+{{- end }}
+{{- if not .Values.webhookDispatcher.endpointSecrets.secretName }}
+{{- fail "webhookDispatcher.enabled needs webhookDispatcher.endpointSecrets.secretName: the Secret holding each endpoint's signing secret under the key named by its secret_env" }}
+{{- end }}
+{{- end }}
 {{- end }}
