@@ -22,7 +22,7 @@ import (
 const repoRoot = ".."
 
 // postlineBinaries are the commands the Dockerfile builds into the image.
-var postlineBinaries = []string{"worker", "retry-scheduler", "postctl"}
+var postlineBinaries = []string{"worker", "retry-scheduler", "bounce-receiver", "webhook-dispatcher", "postctl"}
 
 // loadCompose loads docker-compose.yml the way `docker compose` does: schema
 // validation, interpolation (with an empty environment, so every ${VAR} needs
@@ -95,7 +95,7 @@ func postlineServices(t *testing.T, p *types.Project) map[string]string {
 func TestComposeServicesUseRealSettings(t *testing.T) {
 	p := loadCompose(t)
 	services := postlineServices(t, p)
-	for _, want := range []string{"migrate", "topics", "worker", "retry-scheduler"} {
+	for _, want := range []string{"migrate", "topics", "worker", "retry-scheduler", "bounce-receiver", "webhook-dispatcher"} {
 		if _, ok := services[want]; !ok {
 			t.Errorf("service %s: missing or not built from the Dockerfile", want)
 		}
@@ -144,8 +144,16 @@ func TestComposeStartOrder(t *testing.T) {
 		{"worker", "mailpit", types.ServiceConditionHealthy},
 		{"retry-scheduler", "topics", types.ServiceConditionCompletedSuccessfully},
 		{"retry-scheduler", "kafka", types.ServiceConditionHealthy},
+		{"bounce-receiver", "migrate", types.ServiceConditionCompletedSuccessfully},
+		{"bounce-receiver", "topics", types.ServiceConditionCompletedSuccessfully},
+		{"bounce-receiver", "kafka", types.ServiceConditionHealthy},
+		{"bounce-receiver", "postgres", types.ServiceConditionHealthy},
+		{"webhook-dispatcher", "topics", types.ServiceConditionCompletedSuccessfully},
+		{"webhook-dispatcher", "kafka", types.ServiceConditionHealthy},
 		{"prometheus", "worker", types.ServiceConditionStarted},
 		{"prometheus", "retry-scheduler", types.ServiceConditionStarted},
+		{"prometheus", "bounce-receiver", types.ServiceConditionStarted},
+		{"prometheus", "webhook-dispatcher", types.ServiceConditionStarted},
 		{"grafana", "prometheus", types.ServiceConditionHealthy},
 	}
 	for _, tt := range tests {
@@ -335,6 +343,8 @@ func TestComposePrometheusScrapesTheServices(t *testing.T) {
 	}{
 		{"postline-worker", "worker", "POSTLINE_HTTP_ADDR"},
 		{"postline-retry-scheduler", "retry-scheduler", "POSTLINE_SCHEDULER_HTTP_ADDR"},
+		{"postline-bounce-receiver", "bounce-receiver", "POSTLINE_RECEIVER_HTTP_ADDR"},
+		{"postline-webhook-dispatcher", "webhook-dispatcher", "POSTLINE_WEBHOOKS_HTTP_ADDR"},
 	}
 	for _, tt := range tests {
 		s := service(t, p, tt.service)
@@ -350,13 +360,15 @@ func TestComposePrometheusScrapesTheServices(t *testing.T) {
 	}
 }
 
-// The workers and the scheduler run from the distroless image, so their
-// health checks are postctl probe against their own /readyz port.
+// Postline's services run from the distroless image, so their health checks
+// are postctl probe against their own /readyz port.
 func TestComposeHealthChecksProbeReadyz(t *testing.T) {
 	p := loadCompose(t)
 	for _, tt := range []struct{ service, addrSetting string }{
 		{"worker", "POSTLINE_HTTP_ADDR"},
 		{"retry-scheduler", "POSTLINE_SCHEDULER_HTTP_ADDR"},
+		{"bounce-receiver", "POSTLINE_RECEIVER_HTTP_ADDR"},
+		{"webhook-dispatcher", "POSTLINE_WEBHOOKS_HTTP_ADDR"},
 	} {
 		s := service(t, p, tt.service)
 		_, port, err := net.SplitHostPort(env(s, tt.addrSetting))
