@@ -21,13 +21,20 @@ import (
 
 	"github.com/postline/postline/bench/relay"
 	"github.com/postline/postline/deploy/grafana"
+	"github.com/postline/postline/event"
+	"github.com/postline/postline/internal/bounce"
+	"github.com/postline/postline/internal/report"
+	"github.com/postline/postline/internal/returnpath"
+	"github.com/postline/postline/job"
 )
 
 // Scrape jobs of the test's Prometheus: the job names of
 // deploy/prometheus/prometheus.yml, which the alert rules match.
 const (
-	workerJob    = "postline-worker"
-	schedulerJob = "postline-retry-scheduler"
+	workerJob     = "postline-worker"
+	schedulerJob  = "postline-retry-scheduler"
+	receiverJob   = "postline-bounce-receiver"
+	dispatcherJob = "postline-webhook-dispatcher"
 )
 
 // prometheusRateInterval stands in for Grafana's $__rate_interval: four
@@ -35,21 +42,27 @@ const (
 const prometheusRateInterval = 5 * time.Second
 
 // TestPrometheusSeesEveryDashboardQueryAndAlert proves the dashboards and
-// alert rules against a real Prometheus (Debian's package) scraping a real
-// worker and a real retry scheduler under load: the adaptive policy sends
-// 300 jobs through a rate-limited relay (bench/relay) that drops a few
-// transactions and rejects a few recipients, so that sends, throttling,
-// cuts, retries through the delay tiers and dead letters all happen. Then:
-//   - promlint finds no problem in either process's metrics;
+// alert rules against a real Prometheus (Debian's package) scraping every
+// Postline process under load: a worker and a retry scheduler, whose
+// adaptive policy sends 300 jobs through a rate-limited relay
+// (bench/relay) that drops a few transactions and rejects a few recipients,
+// so that sends, throttling, cuts, retries through the delay tiers and dead
+// letters all happen; and the outcome loop, a bounce-receiver (its provider
+// webhooks on) and a webhook-dispatcher posting every event to a verifying
+// endpoint. After the load, the receiver takes a hard bounce, a complaint
+// and a forged report over SMTP, and one more job to the bounced address is
+// suppressed at claim. Then:
+//   - promlint finds no problem in any process's metrics;
 //   - every metric a dashboard query or an alert names exists in a real
-//     scrape, and every metric of the README's table (grafana.Catalogue,
-//     kept equal to it by deploy/grafana's tests) is exported;
+//     scrape, and every metric of docs/metrics.md (grafana.Catalogue, kept
+//     equal to it by deploy/grafana's tests) is exported by the process
+//     the catalogue says serves it;
 //   - every dashboard query returns data (a non-NaN sample at some time of
 //     the run), and so does each metric-bearing operand of every alert
 //     expression (alertOperands: the condition itself is false in a
 //     healthy run), and Prometheus evaluates every rule without error.
 //
-// It takes about 20 seconds: the load must pass through the delay tiers.
+// It takes about 30 seconds: the load must pass through the delay tiers.
 func TestPrometheusSeesEveryDashboardQueryAndAlert(t *testing.T) {
 	t.Parallel()
 	const jobs = 300
@@ -73,6 +86,21 @@ func TestPrometheusSeesEveryDashboardQueryAndAlert(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = r.Close() })
 	sched := s.startScheduler("scheduler")
+	// The outcome loop: the workers sign per-recipient return paths of
+	// domain, which the receiver reads back; the dispatcher posts the
+	// events of both to sink.
+	const domain = "bounces.e2e.postline.test"
+	keys, signer := outcomeKeys(t, domain)
+	smtpAddr := freeAddr(t)
+	recv := s.startReceiver(t, domain, keys, smtpAddr, map[string]string{
+		// The provider webhooks on, so that their series exist; none is
+		// called here (the providerhook tests post real payloads).
+		"POSTLINE_HOOKS_ADDR":          freeAddr(t),
+		"POSTLINE_MAILGUN_SIGNING_KEY": "e2e-mailgun-signing-key",
+		"POSTLINE_SES_TOPIC_ARNS":      "arn:aws:sns:eu-west-1:123456789012:e2e-ses",
+	})
+	sink := newWebhookSink(t)
+	disp := s.startDispatcher(t, sink)
 	// rate=80 is the fleet rate the worker paces to (so fleet_rate exists);
 	// the relay takes only 40/s, so it throttles and the controllers cut.
 	relays := fmt.Sprintf("smtp://%s?name=relay&tls=none&max_conns=8&rate=80", r.Addr())
@@ -86,13 +114,18 @@ func TestPrometheusSeesEveryDashboardQueryAndAlert(t *testing.T) {
 		// retries: the backoff histogram then grows throughout the run, and
 		// its series exist before most observations (rate() cannot see
 		// the observation that created a series).
-		"POSTLINE_FAST_RETRIES": "-1",
+		"POSTLINE_FAST_RETRIES":     "-1",
+		"POSTLINE_BOUNCE_DOMAIN":    domain,
+		"POSTLINE_RETURN_PATH_KEYS": keys,
 	})
-	prom := startPrometheus(t, promBin, rulesPath, map[string]*workerProc{workerJob: w, schedulerJob: sched})
+	prom := startPrometheus(t, promBin, rulesPath, map[string]*workerProc{
+		workerJob: w, schedulerJob: sched, receiverJob: recv, dispatcherJob: disp,
+	})
 	prom.waitTargetsUp(t)
 
 	loadStart := time.Now()
-	s.publish(newJobs(jobs, "prometheus")...)
+	load := newJobs(jobs, "prometheus")
+	ids := s.publish(load...)
 	eventually(t, 90*time.Second, "every job in a terminal state", func(ctx context.Context) (bool, string) {
 		counts, err := s.statusCounts(ctx)
 		if err != nil {
@@ -119,23 +152,34 @@ func TestPrometheusSeesEveryDashboardQueryAndAlert(t *testing.T) {
 	if v := sched.mustMetric("postline_scheduler_reinjected_total"); v < 1 {
 		t.Errorf("the scheduler re-injected %v copies, want some", v)
 	}
+	exerciseOutcomes(t, s.stack, w, recv, sink, signer, smtpAddr, load, ids)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	processes := map[grafana.Process][]*workerProc{
+		grafana.WorkerAndScheduler: {w, sched},
+		grafana.BounceReceiver:     {recv},
+		grafana.WebhookDispatcher:  {disp},
+	}
 	scraped := make(map[string]bool)
-	for _, p := range []*workerProc{w, sched} {
-		lintMetrics(ctx, t, p)
-		fams, err := p.families(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for name := range fams {
-			scraped[name] = true
+	scrapedBy := make(map[grafana.Process]map[string]bool)
+	for _, process := range grafana.Processes {
+		scrapedBy[process] = make(map[string]bool)
+		for _, p := range processes[process] {
+			lintMetrics(ctx, t, p)
+			fams, err := p.families(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name := range fams {
+				scraped[name] = true
+				scrapedBy[process][name] = true
+			}
 		}
 	}
 	for _, m := range grafana.Catalogue() {
-		if !scraped[m.Name] {
-			t.Errorf("README metric %s is in no scrape of the worker or the scheduler", m.Name)
+		if !scrapedBy[m.Process][m.Name] {
+			t.Errorf("docs/metrics.md lists %s under %s, but no scrape of %s has it", m.Name, m.Process, m.Process)
 		}
 	}
 
@@ -187,6 +231,85 @@ func TestPrometheusSeesEveryDashboardQueryAndAlert(t *testing.T) {
 
 	eventually(t, 10*time.Second, "Prometheus to evaluate every alert rule without error", func(ctx context.Context) (bool, string) {
 		return prom.rulesHealthy(ctx, rules)
+	})
+}
+
+// exerciseOutcomes drives what the outcome dashboard and alerts show after
+// the load: of the jobs whose recipient the relay accepted, the receiver
+// takes a hard bounce for one, a complaint for another and a report with a
+// forged return path for a third, over SMTP as an MTA sends them; then one
+// more job to the bounced address is suppressed at claim, and the endpoint
+// gets the webhooks of the bounce and the complaint.
+func exerciseOutcomes(t *testing.T, s *stack, w, recv *workerProc, sink *webhookSink, signer *returnpath.Signer,
+	smtpAddr string, load []job.Job, ids []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := s.recipients(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted []int // indexes into load and ids
+	for i, id := range ids {
+		if rows[rcptKey{id, 0}].state == "accepted" && len(accepted) < 3 {
+			accepted = append(accepted, i)
+		}
+	}
+	if len(accepted) < 3 {
+		t.Fatalf("%d of %d recipients accepted by the relay, want at least 3 to report on", len(accepted), len(ids))
+	}
+	bounced, complained, forgedFor := accepted[0], accepted[1], accepted[2]
+	addr := func(i int) string { return load[i].To[0] }
+	now := time.Now()
+	hard, err := bounce.BuildDSN(bounce.DSN{Date: now, ReturnPath: signer.Address(ids[bounced], 0), MessageID: ids[bounced],
+		OriginalTo: addr(bounced), Recipients: []report.Report{{Kind: report.Bounced, Recipient: addr(bounced),
+			Status: "5.1.1", Code: 550, Diagnostic: "550 5.1.1 no such user"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arf, err := bounce.BuildARF(bounce.ARF{To: "fbl@" + signer.Domain(), Date: now, Recipients: []string{addr(complained)},
+		ReturnPath: signer.Address(ids[complained], 0), MessageID: ids[complained], OriginalTo: addr(complained), Subject: load[complained].Subject})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, forger := outcomeKeys(t, signer.Domain())
+	forgedPath := forger.Address(ids[forgedFor], 0)
+	forged, err := bounce.BuildDSN(bounce.DSN{Date: now, ReturnPath: forgedPath, MessageID: ids[forgedFor], OriginalTo: addr(forgedFor),
+		Recipients: []report.Report{{Kind: report.Bounced, Recipient: addr(forgedFor), Status: "5.1.1", Code: 550,
+			Diagnostic: "550 5.1.1 no such user"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct {
+		rcpt string
+		raw  []byte
+	}{{signer.Address(ids[bounced], 0), hard}, {"fbl@" + signer.Domain(), arf}, {forgedPath, forged}} {
+		if err := sendReport(smtpAddr, r.rcpt, r.raw); err != nil {
+			t.Fatalf("report to %s: %v", r.rcpt, err)
+		}
+	}
+	eventually(t, 30*time.Second, "the bounce and the complaint applied, the forgery counted", func(ctx context.Context) (bool, string) {
+		rows, err := s.recipients(ctx, ids)
+		if err != nil {
+			return false, err.Error()
+		}
+		n, err := recv.Metric(ctx, "postline_outcome_reports_total", "result", "forged")
+		b, c := rows[rcptKey{ids[bounced], 0}], rows[rcptKey{ids[complained], 0}]
+		return b.state == "bounced" && b.bounceType == "hard" && c.state == "complained" && err == nil && n == 1,
+			fmt.Sprintf("bounced %+v, complained %+v, forged reports %v (%v)", b, c, n, err)
+	})
+
+	again := newJobs(1, "suppressed")
+	again[0].To = []string{addr(bounced)}
+	s.publish(again...)
+	eventually(t, 30*time.Second, "the job to the bounced address suppressed at claim", func(ctx context.Context) (bool, string) {
+		n, err := w.Metric(ctx, "postline_delivery_suppressed_recipients_total")
+		return err == nil && n >= 1, fmt.Sprintf("suppressed recipients %v (%v)", n, err)
+	})
+	eventually(t, 30*time.Second, "the webhooks of the bounce and the complaint", func(context.Context) (bool, string) {
+		got := sink.byType()
+		return got[event.Bounced] >= 1 && got[event.Complained] >= 1 && len(sink.problems()) == 0,
+			fmt.Sprintf("webhooks by type %v, problems %v", got, sink.problems())
 	})
 }
 
