@@ -482,3 +482,15 @@ func (s *Store) Unconfirmed(ctx context.Context, limit int) ([]Recipient, error)
 	}
 	return list, nil
 }
+
+// MessageExists reports whether messageID has a row.
+func (s *Store) MessageExists(ctx context.Context, messageID string) (bool, error) {
+	start := time.Now()
+	var exists bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM postline_messages WHERE message_id = $1)`, messageID).Scan(&exists)
+	s.observe(ctx, opRecipients, start, err)
+	if err != nil {
+		return false, fmt.Errorf("message %s exists: %w", messageID, err)
+	}
+	return exists, nil
+}

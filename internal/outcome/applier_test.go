@@ -406,9 +406,12 @@ func TestApplySigned(t *testing.T) {
 		{"no address", func(*returnpath.Signer) report.Report {
 			return report.Report{Kind: report.Delivered, Source: report.SourceSES, MessageID: testMsgID}
 		}, -1, ResultUnknown},
-		{"a valid token of a mail whose send is not recorded yet", func(s *returnpath.Signer) report.Report {
+		{"a valid token of a mail we have no row of (purged)", func(s *returnpath.Signer) report.Report {
+			return report.Report{Kind: report.Delivered, Source: report.SourceMailgun, Token: s.Token(other, 0), MessageID: other}
+		}, -1, ResultUnknown},
+		{"a valid token without a Message-ID to check", func(s *returnpath.Signer) report.Report {
 			return report.Report{Kind: report.Delivered, Source: report.SourceMailgun, Token: s.Token(other, 0)}
-		}, -1, ResultEarly},
+		}, -1, ResultUnknown},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -852,5 +855,32 @@ func TestMetricsLint(t *testing.T) {
 	}
 	for _, p := range problems {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// TestApplyEarlyReport: a report whose token verifies, about mail that is
+// claimed but whose send is not recorded yet, is refused for now
+// (ErrEarly), changes nothing, and is applied when offered again after the
+// record.
+func TestApplyEarlyReport(t *testing.T) {
+	const early = "early@example.com"
+	h := newHarness(t)
+	h.store.claimed[early] = true
+	rep := report.Report{Kind: report.Bounced, Source: report.SourceDSN, Token: h.signer.Token(early, 0),
+		MessageID: early, Status: "5.1.1", Code: 550, Diagnostic: "no such user"}
+	if err := h.a.ApplyReturned(t.Context(), []report.Report{rep}); !errors.Is(err, ErrEarly) {
+		t.Fatalf("ApplyReturned before the record = %v, want ErrEarly", err)
+	}
+	if n := len(h.events.all); n != 0 {
+		t.Fatalf("an early report published %d events", n)
+	}
+	h.store.mu.Lock()
+	h.store.rows[fakeKey{early, 0}] = row(early, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional)
+	h.store.mu.Unlock()
+	if err := h.a.ApplyReturned(t.Context(), []report.Report{rep}); err != nil {
+		t.Fatalf("ApplyReturned after the record: %v", err)
+	}
+	if got := h.store.row(early, 0).State; got != idempotency.RecipientBounced {
+		t.Errorf("state = %s, want bounced", got)
 	}
 }

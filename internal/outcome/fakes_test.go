@@ -37,12 +37,16 @@ type fakeStore struct {
 	// concurrent writer moving a row on.
 	beforeResolve func(rows map[fakeKey]idempotency.Recipient)
 
+	// claimed are mails with a row but no recipient rows yet: claimed,
+	// their send not recorded.
+	claimed map[string]bool
+
 	lookups, resolveCalls, markCalls int
 	resolutions                      []idempotency.Resolution
 }
 
 func newFakeStore(now func() time.Time, rows ...idempotency.Recipient) *fakeStore {
-	s := &fakeStore{now: now, rows: map[fakeKey]idempotency.Recipient{}}
+	s := &fakeStore{now: now, rows: map[fakeKey]idempotency.Recipient{}, claimed: map[string]bool{}}
 	for _, r := range rows {
 		s.rows[fakeKey{r.MessageID, r.Index}] = r
 	}
@@ -80,6 +84,20 @@ func (s *fakeStore) RecipientsByRef(_ context.Context, ref []byte, idx int) ([]i
 		}
 	}
 	return out, nil
+}
+
+func (s *fakeStore) MessageExists(_ context.Context, messageID string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.claimed[messageID] {
+		return true, nil
+	}
+	for _, r := range s.sorted() {
+		if r.MessageID == messageID {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func (s *fakeStore) RecipientByAddress(_ context.Context, messageID, address string) (idempotency.Recipient, bool, error) {

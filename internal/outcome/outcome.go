@@ -39,6 +39,9 @@ type Store interface {
 	RecipientsByRef(ctx context.Context, ref []byte, idx int) ([]idempotency.Recipient, error)
 	RecipientByAddress(ctx context.Context, messageID, address string) (idempotency.Recipient, bool, error)
 	Resolve(ctx context.Context, res []idempotency.Resolution) (applied []bool, settled map[string]string, err error)
+	// MessageExists reports whether the mail has a row (claimed, perhaps
+	// not recorded yet) or was purged long ago.
+	MessageExists(ctx context.Context, messageID string) (bool, error)
 }
 
 // Events publishes events and returns once they are durable.
@@ -280,8 +283,20 @@ func (a *Applier) find(ctx context.Context, rep report.Report, signed bool) (ide
 			}
 			return idempotency.Recipient{}, ResultUnknown, nil
 		}
-		// A token that verifies names mail we sent: no row yet means the
-		// worker has not recorded it.
+		// A token that verifies names mail we sent. Without a recipient row,
+		// either the worker has not recorded the send yet (the mail's own
+		// row exists: offer the report again later), or the mail was purged
+		// after its retention (nothing left to move on).
+		if rep.MessageID == "" || returnpath.RefOf(rep.MessageID) != ref {
+			return idempotency.Recipient{}, ResultUnknown, nil
+		}
+		exists, err := a.store.MessageExists(ctx, rep.MessageID)
+		if err != nil {
+			return idempotency.Recipient{}, "", fmt.Errorf("outcome: %w", err)
+		}
+		if !exists {
+			return idempotency.Recipient{}, ResultUnknown, nil
+		}
 		return idempotency.Recipient{}, ResultEarly, nil
 	}
 	if !signed {

@@ -304,7 +304,9 @@ func mailgunReports(data []byte, token TokenFunc) ([]report.Report, error) {
 		case "permanent":
 			r.Permanent = boolPtr(true)
 		case "temporary":
-			r.Permanent = boolPtr(false)
+			// Mailgun keeps retrying a temporary failure: it resolves
+			// nothing yet, and a final one comes as permanent.
+			r.Kind, r.Permanent = report.Delayed, boolPtr(false)
 		}
 	case "complained":
 		r.Kind = report.Complained

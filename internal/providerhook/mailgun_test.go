@@ -95,7 +95,7 @@ func TestMailgunPublishedSamples(t *testing.T) {
 			At: time.UnixMicro(1666214138404668).UTC(),
 		}},
 		{"failed-temporary.json", report.Report{
-			Kind: report.Bounced, Source: report.SourceMailgun,
+			Kind: report.Delayed, Source: report.SourceMailgun,
 			MessageID: "20221006142837.1618e01bf42da9fa@test.com", Recipient: "test@test.com",
 			Status: "4.7.652", Code: 451,
 			Diagnostic: "4.7.652 The mail server [xxx.xxx.xxx.xxx] has exceeded the maximum number of connections.",
