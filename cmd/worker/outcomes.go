@@ -46,6 +46,20 @@ func (s *settings) dsnNotify() string {
 	}
 }
 
+// noConfirm reports whether sent mail goes without a confirmation window
+// (POSTLINE_CONFIRM).
+func (s *settings) noConfirm() (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(s.Confirm)) {
+	case "auto", "":
+		return s.BounceDomain == "", nil
+	case "on":
+		return false, nil
+	case "off":
+		return true, nil
+	}
+	return false, fmt.Errorf("setting POSTLINE_CONFIRM: %q is not auto, on or off", s.Confirm)
+}
+
 // rules returns the reply classification rules: the operator's file, or
 // the built-in ones.
 func (s *settings) rules() (*failure.RuleSet, error) {

@@ -107,6 +107,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	noConfirm, err := s.noConfirm()
+	if err != nil {
+		return err
+	}
 	for i := range relayConfigs {
 		relayConfigs[i].Notify = s.dsnNotify()
 	}
@@ -213,6 +217,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Rules:       rules,
 
 		ConfirmWindow: s.ConfirmWindow,
+		NoConfirm:     noConfirm,
 	}
 	if err := pipelineCfg.WithDefaults().Validate(); err != nil {
 		return config.NameSetting(err, map[string]string{"Senders": "POSTLINE_SENDERS", "BatchSize": "POSTLINE_BATCH_SIZE", "BatchBytes": "POSTLINE_BATCH_BYTES",

@@ -92,6 +92,10 @@ type Config struct {
 	// take to confirm it before it is listed as unconfirmed. Defaults to
 	// DefaultConfirmWindow (24h).
 	ConfirmWindow time.Duration
+	// NoConfirm stops the pipeline from giving mail a confirmation window:
+	// with no way for reports to come back (no return paths, no provider
+	// webhooks), every mail would end unconfirmed. Defaults to false.
+	NoConfirm bool
 	// Rules classify the relays' replies: whether a failed send is
 	// retried, and the bounce type of a recipient refused at RCPT. One rule
 	// set decides both, and the report receiver uses the same file.

@@ -666,7 +666,7 @@ func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, d
 			Stream:     stream(&it.job),
 			Metadata:   it.job.Metadata,
 		}
-		if it.countFresh(idempotency.RecipientAccepted) > 0 {
+		if !p.cfg.NoConfirm && it.countFresh(idempotency.RecipientAccepted) > 0 {
 			outs[i].ConfirmBy = now.Add(p.cfg.ConfirmWindow)
 		}
 	}
