@@ -105,6 +105,7 @@ type config struct {
 	startTLS    bool
 	implicitTLS bool
 	idleTimeout time.Duration
+	listener    net.Listener
 }
 
 // WithScript installs f to decide the replies to AUTH, MAIL, RCPT and DATA.
@@ -131,6 +132,11 @@ func WithImplicitTLS() Option { return func(c *config) { c.implicitTLS = true } 
 // WithIdleTimeout makes the server answer "421 4.4.2 Idle timeout" and
 // close a connection that sends no command for d, as real MTAs do.
 func WithIdleTimeout(d time.Duration) Option { return func(c *config) { c.idleTimeout = d } }
+
+// WithListener serves on l (a fixed address, such as the destination a
+// relay under test forwards to) instead of a new one on 127.0.0.1:0. The
+// server closes it.
+func WithListener(l net.Listener) Option { return func(c *config) { c.listener = l } }
 
 // Server is a running scripted SMTP server. Its methods are safe for
 // concurrent use.
@@ -171,9 +177,12 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 		s.roots = roots
 	}
 
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("smtptest: listen: %v", err)
+	inner := s.cfg.listener
+	if inner == nil {
+		var err error
+		if inner, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatalf("smtptest: listen: %v", err)
+		}
 	}
 	var ln net.Listener = &trackedListener{Listener: inner, s: s}
 	s.ln = ln

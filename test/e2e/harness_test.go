@@ -34,9 +34,11 @@ import (
 
 // The binaries TestMain built; empty under -short.
 var (
-	workerBin    string // ./cmd/worker
-	schedulerBin string // ./cmd/retry-scheduler
-	postctlBin   string // ./cmd/postctl
+	workerBin     string // ./cmd/worker
+	schedulerBin  string // ./cmd/retry-scheduler
+	postctlBin    string // ./cmd/postctl
+	receiverBin   string // ./cmd/bounce-receiver
+	dispatcherBin string // ./cmd/webhook-dispatcher
 )
 
 // Sizes and bounds shared by the tests.
@@ -71,7 +73,8 @@ func runTests(m *testing.M) int {
 		for _, b := range []struct {
 			pkg string
 			bin *string
-		}{{"worker", &workerBin}, {"retry-scheduler", &schedulerBin}, {"postctl", &postctlBin}} {
+		}{{"worker", &workerBin}, {"retry-scheduler", &schedulerBin}, {"postctl", &postctlBin},
+			{"bounce-receiver", &receiverBin}, {"webhook-dispatcher", &dispatcherBin}} {
 			bin, err := buildBinary(dir, b.pkg)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -107,10 +110,11 @@ func buildBinary(dir, name string) (string, error) {
 // stack is one test's share of the real services: its own jobs and
 // dead-letter topics, consumer group, Postgres schema and Mailpit.
 type stack struct {
-	t     *testing.T
-	jobs  string
-	dlq   string
-	group string
+	t      *testing.T
+	jobs   string
+	dlq    string
+	events string
+	group  string
 	// retryPrefix names the stack's delay topics, one per default tier,
 	// which the worker checks at start; failure tests bring their own.
 	retryPrefix string
@@ -131,10 +135,11 @@ func newStack(t *testing.T) *stack {
 		t.Fatal("the worker binary was not built")
 	}
 	s := &stack{
-		t:     t,
-		jobs:  testenv.UniqueName("e2e.jobs"),
-		dlq:   testenv.UniqueName("e2e.dlq"),
-		group: testenv.UniqueName("e2e-group"),
+		t:      t,
+		jobs:   testenv.UniqueName("e2e.jobs"),
+		dlq:    testenv.UniqueName("e2e.dlq"),
+		events: testenv.UniqueName("e2e.events"),
+		group:  testenv.UniqueName("e2e-group"),
 
 		retryPrefix: testenv.UniqueName("e2e.retry"),
 	}
@@ -144,6 +149,9 @@ func newStack(t *testing.T) *stack {
 	specs := topic.Defaults(s.jobs, s.dlq, jobsPartitions)
 	specs[1].Partitions = 1
 	specs = append(specs, retry.TopicSpecs(s.retryPrefix, retry.DefaultTiers, 1)...)
+	events := topic.EventsSpec(s.events)
+	events.Partitions = 2
+	specs = append(specs, events)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := topic.Ensure(ctx, testenv.Kafka(), specs...); err != nil {
@@ -152,7 +160,7 @@ func newStack(t *testing.T) *stack {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := topic.Delete(ctx, testenv.Kafka(), append([]string{s.jobs, s.dlq}, retry.DefaultTiers.Topics(s.retryPrefix)...)...); err != nil {
+		if err := topic.Delete(ctx, testenv.Kafka(), append([]string{s.jobs, s.dlq, s.events}, retry.DefaultTiers.Topics(s.retryPrefix)...)...); err != nil {
 			t.Logf("delete topics: %v", err)
 		}
 	})
@@ -193,6 +201,7 @@ func (s *stack) minimalEnv(name string) map[string]string {
 		"POSTLINE_KAFKA_BROKERS":      strings.Join(testenv.KafkaBrokers(), ","),
 		"POSTLINE_JOBS_TOPIC":         s.jobs,
 		"POSTLINE_DLQ_TOPIC":          s.dlq,
+		"POSTLINE_EVENTS_TOPIC":       s.events,
 		"POSTLINE_RETRY_TOPIC_PREFIX": s.retryPrefix,
 		"POSTLINE_CONSUMER_GROUP":     s.group,
 		"POSTLINE_DATABASE_URL":       s.dbURL,
@@ -705,9 +714,12 @@ func startProcess(t *testing.T, bin, name string, env map[string]string) *worker
 	return w
 }
 
-// listeningAddr returns the http_addr of the "worker starting" (or the
-// scheduler's "retry-scheduler starting") log line, or "" for any other
-// line.
+// startLines are the log lines in which the binaries name their HTTP
+// address.
+var startLines = []string{"worker starting", "retry-scheduler starting", "bounce-receiver starting", "webhook-dispatcher starting"}
+
+// listeningAddr returns the http_addr of a binary's start line (see
+// startLines), or "" for any other line.
 func listeningAddr(line []byte) string {
 	if !bytes.Contains(line, []byte(` starting"`)) {
 		return ""
@@ -716,7 +728,7 @@ func listeningAddr(line []byte) string {
 		Msg      string `json:"msg"`
 		HTTPAddr string `json:"http_addr"`
 	}
-	if json.Unmarshal(line, &rec) != nil || (rec.Msg != "worker starting" && rec.Msg != "retry-scheduler starting") {
+	if json.Unmarshal(line, &rec) != nil || !slices.Contains(startLines, rec.Msg) {
 		return ""
 	}
 	return rec.HTTPAddr
