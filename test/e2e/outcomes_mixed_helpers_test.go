@@ -554,7 +554,8 @@ func (rs *reportSender) retryLater(out *outgoingReport, err error) {
 	time.AfterFunc(wait, func() { rs.enqueue(out) })
 }
 
-// done reports whether the relay's messages have all been answered.
+// status reports whether every relay message has been handled and every
+// report taken, with the counts.
 func (rs *reportSender) status() (done bool, summary string) {
 	watched, want := rs.watched.Load(), int64(rs.plan.relayCount())
 	outstanding := rs.outstanding.Load()
@@ -637,8 +638,8 @@ func (s *stack) suppressionRows(ctx context.Context) (map[string][]suppressionRo
 	return out, rows.Err()
 }
 
-// countMismatches describes the differences between want and got, by kind,
-// with the first few examples.
+// mismatches collects the differences between what a check wanted and got:
+// how many, by kind, and the first few described.
 type mismatches struct {
 	n     int
 	kinds map[string]int
