@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -332,6 +333,10 @@ type Resolution struct {
 	FeedbackType       string
 }
 
+// lockMessagesSQL locks the rows of mails about to be settled.
+const lockMessagesSQL = `SELECT 1 FROM postline_messages WHERE message_id = ANY($1::text[])
+	ORDER BY message_id COLLATE "C" FOR UPDATE`
+
 const resolveSQL = `
 WITH u AS (
 	SELECT * FROM unnest($1::text[], $2::int2[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int4[],
@@ -400,6 +405,14 @@ func (s *Store) Resolve(ctx context.Context, res []Resolution) (applied []bool, 
 	moved := map[key]bool{}
 	settled = map[string]string{}
 	b := &pgx.Batch{}
+	// The mails' rows are locked first, in the order every statement locks
+	// them: two transactions resolving recipients of one mail take turns,
+	// so the second one's settling sees the first one's recipient resolved
+	// (under read committed, a statement sees what committed before it
+	// started; without the lock, each would still see the other's
+	// recipient open and neither would settle the mail). The worker's
+	// record locks the same rows before it settles.
+	b.Queue(lockMessagesSQL, ids).Exec(func(pgconn.CommandTag) error { return nil })
 	b.Queue(resolveSQL, ids, idxs, froms, tos, bounceTypes, statuses, codes, diags, rules, sources, feedback).
 		Query(func(rows pgx.Rows) error {
 			var k key

@@ -170,3 +170,51 @@ func TestRecipientStateTransitions(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentResolutionsSettleTheMail resolves the two recipients of
+// each mail at the same moment from two connections: whichever commits
+// last must see the other's recipient resolved and settle the mail (each
+// transaction alone would see the other recipient still open).
+func TestConcurrentResolutionsSettleTheMail(t *testing.T) {
+	t.Parallel()
+	_, pool := migrated(t)
+	s, _ := newStore(t, pool, "worker-1", 0)
+	ctx := t.Context()
+	const mails = 40
+	ids := make([]string, mails)
+	for i := range ids {
+		ids[i] = "<race-" + string(rune('a'+i%26)) + string(rune('a'+i/26)) + "@x>"
+		c := claimOne(t, s, req(ids[i], "a", 1))
+		record(t, s, idempotency.Outcome{MessageID: ids[i], Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
+			ConfirmBy: time.Now().Add(time.Hour), Recipients: []idempotency.RecipientOutcome{
+				rcpt(0, "a@example.com", idempotency.RecipientAccepted),
+				rcpt(1, "b@example.com", idempotency.RecipientAccepted),
+			}})
+	}
+	for _, id := range ids {
+		start := make(chan struct{})
+		errs := make(chan error, 2)
+		for idx := range 2 {
+			go func() {
+				<-start
+				_, _, err := s.Resolve(ctx, []idempotency.Resolution{{MessageID: id, Index: idx,
+					From: idempotency.RecipientAccepted, To: idempotency.RecipientDelivered, Source: "dsn"}})
+				errs <- err
+			}()
+		}
+		close(start)
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var unsettled int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM postline_messages WHERE message_id = ANY($1) AND confirmation IS DISTINCT FROM 'confirmed'`,
+		ids).Scan(&unsettled); err != nil {
+		t.Fatal(err)
+	}
+	if unsettled != 0 {
+		t.Errorf("%d of %d mails with both recipients delivered are not confirmed", unsettled, mails)
+	}
+}
