@@ -20,6 +20,7 @@ import (
 
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/reaper"
+	"github.com/postline/postline/internal/suppression"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
 	"github.com/postline/postline/kafkaconn"
@@ -364,6 +365,7 @@ type replaySummary struct {
 	Replayed             int  `json:"replayed"`
 	SkippedInvalid       int  `json:"skipped_invalid"`
 	SkippedNotReplayable int  `json:"skipped_not_replayable"`
+	Unsuppressed         int  `json:"unsuppressed"`
 	DryRun               bool `json:"dry_run,omitempty"`
 }
 
@@ -379,8 +381,10 @@ removed, postline-attempt is reset to 1 and postline-first-seen to now. Before
 publishing, the Message-ID's row in PostgreSQL (--database-url) is reset to
 pending when it is failed or dead (or missing); a row in any other state (for
 example sent, or pending after an earlier replay) is left alone and its record
-is skipped, so replaying twice delivers once. Records that are not valid jobs
-are skipped: replaying them would only dead-letter them again.
+is skipped, so replaying twice delivers once. A reset row's recipients are sent
+to afresh, and the suppression entries its failure added (a relay refused an
+address for good) are lifted; entries of any other origin stay. Records that are
+not valid jobs are skipped: replaying them would only dead-letter them again.
 
 Without --yes the matches are counted first and you are asked to confirm.
 --dry-run reports what matches without touching PostgreSQL or Kafka.`,
@@ -410,6 +414,11 @@ type replayStore interface {
 	ResetForReplay(ctx context.Context, resets []idempotency.Reset) ([]string, error)
 }
 
+// replayLists is the part of the suppression lists a replay uses.
+type replayLists interface {
+	LiftFromMessages(ctx context.Context, messageIDs []string, source string) (int, error)
+}
+
 // rawPublisher writes records to the jobs topic as they are.
 type rawPublisher interface {
 	PublishRaw(ctx context.Context, msgs []kafka.Message) error
@@ -417,6 +426,7 @@ type rawPublisher interface {
 
 var (
 	_ replayStore  = (*idempotency.Store)(nil)
+	_ replayLists  = (*suppression.Store)(nil)
 	_ rawPublisher = (*job.Publisher)(nil)
 )
 
@@ -458,7 +468,11 @@ func dlqReplay(ctx context.Context, g *globals, filter dlqFilter, f replayFlags)
 			return err
 		}
 		defer pub.Close()
-		r.store, r.pub = store, pub
+		lists, err := suppression.New(suppression.Config{}, pool, nil, nil)
+		if err != nil {
+			return err
+		}
+		r.store, r.pub, r.lists = store, pub, lists
 	}
 	if f.progress && g.output != "json" {
 		r.bar = progressbar.NewOptions64(total,
@@ -514,8 +528,9 @@ func dlqReplay(ctx context.Context, g *globals, filter dlqFilter, f replayFlags)
 	if f.dryRun {
 		verb = "would replay (dry run: rows not checked)"
 	}
-	text := fmt.Sprintf("matched: %d\n%s: %d\nskipped (not a valid job): %d\nskipped (row not failed/dead): %d",
-		s.Matched, verb, s.Replayed, s.SkippedInvalid, s.SkippedNotReplayable)
+	text := fmt.Sprintf("matched: %d\n%s: %d\nskipped (not a valid job): %d\nskipped (row not failed/dead): %d\n"+
+		"suppressions lifted (added by the replayed failures): %d",
+		s.Matched, verb, s.Replayed, s.SkippedInvalid, s.SkippedNotReplayable, s.Unsuppressed)
 	return g.print(s, text)
 }
 
@@ -549,6 +564,7 @@ func confirm(g *globals, question string) bool {
 type replayer struct {
 	g      *globals
 	store  replayStore
+	lists  replayLists // nil: suppressions are left alone
 	pub    rawPublisher
 	bar    *progressbar.ProgressBar
 	dryRun bool
@@ -612,6 +628,17 @@ func (r *replayer) replay(ctx context.Context, batch []kafka.Message) error {
 		} else {
 			r.sum.SkippedNotReplayable++
 		}
+	}
+	if r.lists != nil && len(published) > 0 {
+		// Replaying says the failure was wrong (a relay misconfigured, a
+		// mailbox since created): the addresses it put on the suppression
+		// lists come off, or the replay would be suppressed. Entries of any
+		// other origin (complaints, reports, operators) stay.
+		n, err := r.lists.LiftFromMessages(ctx, published, suppression.SourceRelayRefusal)
+		if err != nil {
+			return err
+		}
+		r.sum.Unsuppressed += n
 	}
 	if err := r.pub.PublishRaw(ctx, publish); err != nil {
 		// The rows are pending with nothing on the way; the workers'

@@ -104,7 +104,7 @@ func (l suppressionLists) Suppress(ctx context.Context, entries []delivery.Suppr
 	es := make([]suppression.Entry, len(entries))
 	for i, e := range entries {
 		es[i] = suppression.Entry{Tenant: e.Key.Tenant, Stream: suppression.StreamAll, Address: e.Key.Address,
-			Reason: suppression.ReasonHardBounce, Source: "smtp", MessageID: e.MessageID}
+			Reason: suppression.ReasonHardBounce, Source: suppression.SourceRelayRefusal, MessageID: e.MessageID}
 	}
 	_, err := l.store.Add(ctx, es)
 	return err

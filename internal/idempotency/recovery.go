@@ -300,11 +300,19 @@ WITH u AS (
 		sent_at = NULL,
 		first_seen = now(),
 		replayed_at = now(),
+		confirm_by = NULL,
+		confirmation = NULL,
+		confirmed_at = NULL,
 		updated_at = now()
 	FROM u
 	WHERE m.message_id = u.message_id AND m.status IN ('failed', 'dead')
 		AND m.message_id IN (SELECT message_id FROM locked)
 	RETURNING m.message_id
+), forget AS (
+	-- A replay starts the mail's life again: its recipients are sent to
+	-- afresh, and the rows of the attempt that failed would keep them
+	-- from being recorded.
+	DELETE FROM postline_recipients r USING upd WHERE r.message_id = upd.message_id
 )
 SELECT message_id FROM upd
 UNION ALL
@@ -317,7 +325,9 @@ WHERE NOT EXISTS (SELECT 1 FROM postline_messages m WHERE m.message_id = u.messa
 // A row in failed or dead becomes pending with attempt 1, the given hash and
 // payload, a cleared lease, first_seen and replayed_at set to now and its
 // version bumped; error_class and last_error are kept, so the row still says
-// what it was replayed from until the next outcome overwrites them. An ID
+// what it was replayed from until the next outcome overwrites them. Its
+// recipient rows and confirmation are cleared: the replay sends to every
+// recipient again. An ID
 // without a row is reported as reset and nothing is inserted: the replayed
 // record's claim will insert it. A row in any other status is left alone and
 // not reported: pending, sending or retrying rows are already on their way

@@ -5,6 +5,10 @@ import (
 	"time"
 )
 
+// SourceRelayRefusal is the Source of an entry a worker added because a
+// relay refused the address for good at RCPT.
+const SourceRelayRefusal = "smtp"
+
 // Key names the entries a check or removal is about.
 type Key struct {
 	// Tenant is the tenant, "" for mail without one.

@@ -14,9 +14,10 @@ const (
 	opList   = "list"
 	opExport = "export"
 	opPurge  = "purge"
+	opLift   = "lift"
 )
 
-var ops = []string{opCheck, opAdd, opRemove, opList, opExport, opPurge}
+var ops = []string{opCheck, opAdd, opRemove, opList, opExport, opPurge, opLift}
 
 type metrics struct {
 	checks    prometheus.Counter

@@ -369,3 +369,20 @@ func (s *Store) PurgeExpired(ctx context.Context) (int, error) {
 	}
 	return int(tag.RowsAffected()), nil
 }
+
+// LiftFromMessages removes the entries that the given mails' own failures
+// added (entries with one of messageIDs and source), and returns how many
+// it removed: an operator replaying mail that failed for a reason since
+// fixed undoes what that failure put on the lists, and nothing else.
+func (s *Store) LiftFromMessages(ctx context.Context, messageIDs []string, source string) (int, error) {
+	if len(messageIDs) == 0 {
+		return 0, nil
+	}
+	start := time.Now()
+	tag, err := s.db.Exec(ctx, `DELETE FROM postline_suppressions WHERE message_id = ANY($1::text[]) AND source = $2`, messageIDs, source)
+	s.observe(ctx, opLift, start, err)
+	if err != nil {
+		return 0, fmt.Errorf("suppression: lift the entries of %d mails: %w", len(messageIDs), err)
+	}
+	return int(tag.RowsAffected()), nil
+}

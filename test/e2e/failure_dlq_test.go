@@ -19,6 +19,7 @@ type replaySummary struct {
 	Replayed             int `json:"replayed"`
 	SkippedInvalid       int `json:"skipped_invalid"`
 	SkippedNotReplayable int `json:"skipped_not_replayable"`
+	Unsuppressed         int `json:"unsuppressed"`
 }
 
 // TestFailureDLQReplayDeliversOnce has a relay reject every recipient
@@ -74,8 +75,11 @@ func TestFailureDLQReplayDeliversOnce(t *testing.T) {
 		return sum
 	}
 	first, second := replay(), replay()
-	if first.Matched != n || first.Replayed != n {
-		t.Errorf("first replay: %+v, want %d matched and replayed", first, n)
+	// The 550 5.1.1 put each address on the suppression lists; the replay
+	// says that refusal was wrong and lifts what it added, or the replayed
+	// jobs would be suppressed.
+	if first.Matched != n || first.Replayed != n || first.Unsuppressed != n {
+		t.Errorf("first replay: %+v, want %d matched, replayed and unsuppressed", first, n)
 	}
 	if second.Matched != n || second.Replayed != 0 || second.SkippedNotReplayable != n {
 		t.Errorf("second replay: %+v, want %d matched, none replayed (rows already reset)", second, n)
