@@ -218,3 +218,29 @@ func TestConcurrentResolutionsSettleTheMail(t *testing.T) {
 		t.Errorf("%d of %d mails with both recipients delivered are not confirmed", unsettled, mails)
 	}
 }
+
+// TestReplayForgetsTheRecipients: a replayed mail starts its life again,
+// so the recipient rows of the attempt that failed are gone and its next
+// outcome records them afresh.
+func TestReplayForgetsTheRecipients(t *testing.T) {
+	t.Parallel()
+	_, pool := migrated(t)
+	s, _ := newStore(t, pool, "worker-1", 0)
+	ctx := t.Context()
+	const id = "<replayed@x>"
+	c := claimOne(t, s, req(id, "a", 1))
+	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusFailed, Attempt: 1,
+		Recipients: []idempotency.RecipientOutcome{rcpt(0, "a@example.com", idempotency.RecipientBounced)}})
+	if _, err := s.ResetForReplay(ctx, []idempotency.Reset{{MessageID: id, PayloadHash: hash("a")}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Recipients(ctx, []string{id}); err != nil || len(got[id]) != 0 {
+		t.Fatalf("recipients after the replay = %+v, %v; want none", got, err)
+	}
+	c = claimOne(t, s, req(id, "a", 1))
+	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
+		Recipients: []idempotency.RecipientOutcome{rcpt(0, "a@example.com", idempotency.RecipientAccepted)}})
+	if got, _ := s.Recipients(ctx, []string{id}); len(got[id]) != 1 || got[id][0].State != idempotency.RecipientAccepted {
+		t.Errorf("recipients after the replayed send = %+v, want accepted", got[id])
+	}
+}
