@@ -1,0 +1,357 @@
+package render
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	htmltemplate "html/template"
+	"io"
+	"strings"
+	texttemplate "text/template"
+	"text/template/parse"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+const (
+	contentName = "content"
+	layoutName  = "layout"
+)
+
+// Compiled is a compiled version, safe for concurrent renders.
+type Compiled struct {
+	template      string
+	version       int
+	defaultLocale string
+	base          compiledParts
+	// locales maps a lower-cased tag to its overrides.
+	locales map[string]*compiledLocale
+	schema  *jsonschema.Schema
+	safe    map[string]bool
+}
+
+type compiledLocale struct {
+	name  string
+	parts compiledParts
+}
+
+// compiledParts holds one locale's parts; a nil part is not overridden.
+type compiledParts struct {
+	subject, text *texttemplate.Template
+	html          *htmltemplate.Template
+}
+
+// Template returns the compiled version's template name.
+func (c *Compiled) Template() string { return c.template }
+
+// Version returns the compiled version's number.
+func (c *Compiled) Version() int { return c.version }
+
+// Compile compiles v, taking its layout from layouts.
+func Compile(v Version, layouts map[string]Layout) (*Compiled, error) {
+	return compile(v, layouts, nil)
+}
+
+func compile(v Version, layouts map[string]Layout, extra map[string]any) (*Compiled, error) {
+	fail := func(part, locale, stage, reason string, err error) error {
+		return &Error{Template: v.Template, Version: v.Number, Locale: locale, Part: part, Stage: stage, Reason: reason, Err: err}
+	}
+	if v.Subject == "" {
+		return nil, fail("subject", "", StageParse, ReasonInvalidVersion, errors.New("subject is empty"))
+	}
+	if v.Text == "" && v.HTML == "" {
+		return nil, fail("", "", StageParse, ReasonInvalidVersion, errors.New("text and html are both empty"))
+	}
+	var layout Layout
+	if v.Layout != "" {
+		l, ok := layouts[v.Layout]
+		if !ok {
+			return nil, fail("layout", "", StageParse, ReasonInvalidVersion, fmt.Errorf("layout %q not found", v.Layout))
+		}
+		layout = l
+	}
+	size := len(v.Subject) + len(v.Text) + len(v.HTML) + len(layout.HTML) + len(layout.Text)
+	for k, p := range v.Locales {
+		size += len(k) + len(p.Subject) + len(p.Text) + len(p.HTML)
+	}
+	if size > MaxSourceBytes {
+		return nil, fail("", "", StageLimit, ReasonTooLarge, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, size, MaxSourceBytes))
+	}
+	if len(v.Schema) > MaxSchemaBytes {
+		return nil, fail("schema", "", StageLimit, ReasonTooLarge, fmt.Errorf("%w: schema of %d bytes, limit %d", ErrTooLarge, len(v.Schema), MaxSchemaBytes))
+	}
+
+	fm := funcs(extra)
+	c := &Compiled{
+		template:      v.Template,
+		version:       v.Number,
+		defaultLocale: v.DefaultLocale,
+		locales:       make(map[string]*compiledLocale, len(v.Locales)),
+		safe:          safeCallers(fm),
+	}
+	if len(v.Schema) > 0 {
+		s, err := compileSchema(v.Schema)
+		if err != nil {
+			return nil, fail("schema", "", StageSchema, ReasonInvalidSchema, err)
+		}
+		c.schema = s
+	}
+	build := func(locale string, subject, text, html string) (compiledParts, error) {
+		var p compiledParts
+		var err error
+		if subject != "" {
+			if p.subject, err = parseText(subject, "", fm); err != nil {
+				return p, classifyParse("subject", locale, err, fail)
+			}
+		}
+		if text != "" {
+			if p.text, err = parseText(text, layout.Text, fm); err != nil {
+				return p, classifyParse("text", locale, err, fail)
+			}
+		}
+		if html != "" {
+			if p.html, err = parseHTML(html, layout.HTML, fm); err != nil {
+				return p, classifyParse("html", locale, err, fail)
+			}
+		}
+		return p, nil
+	}
+	var err error
+	if c.base, err = build("", v.Subject, v.Text, v.HTML); err != nil {
+		return nil, err
+	}
+	for name, lp := range v.Locales {
+		key := normLocale(name)
+		if key == "" {
+			return nil, fail("", name, StageParse, ReasonInvalidVersion, errors.New("empty locale tag"))
+		}
+		if _, dup := c.locales[key]; dup {
+			return nil, fail("", name, StageParse, ReasonInvalidVersion, errors.New("locale tag given twice"))
+		}
+		p, err := build(name, lp.Subject, lp.Text, lp.HTML)
+		if err != nil {
+			return nil, err
+		}
+		c.locales[key] = &compiledLocale{name: name, parts: p}
+	}
+	return c, nil
+}
+
+// safeCallers are the functions whose error texts carry no data values, so
+// that an execution error naming them may keep its text.
+func safeCallers(fm map[string]any) map[string]bool {
+	m := map[string]bool{"and": true, "or": true, "not": true, "len": true, "index": true, "slice": true,
+		"eq": true, "ne": true, "lt": true, "le": true, "gt": true, "ge": true}
+	for k := range fm {
+		m[k] = true
+	}
+	return m
+}
+
+func classifyParse(part, locale string, err error, fail func(part, locale, stage, reason string, err error) error) error {
+	switch {
+	case errors.Is(err, ErrRecursion):
+		return fail(part, locale, StageLimit, ReasonRecursion, err)
+	default:
+		return fail(part, locale, StageParse, ReasonSyntax, err)
+	}
+}
+
+func parseText(src, layout string, fm map[string]any) (*texttemplate.Template, error) {
+	root := contentName
+	t := texttemplate.New(contentName).Option("missingkey=error").Funcs(fm)
+	if layout != "" {
+		root = layoutName
+		t = texttemplate.New(layoutName).Option("missingkey=error").Funcs(fm)
+		if _, err := t.Parse(layout); err != nil {
+			return nil, fmt.Errorf("layout: %w", err)
+		}
+		if _, err := t.New(contentName).Parse(src); err != nil {
+			return nil, err
+		}
+	} else if _, err := t.Parse(src); err != nil {
+		return nil, err
+	}
+	trees := map[string]*parse.Tree{}
+	for _, x := range t.Templates() {
+		if x.Tree != nil {
+			trees[x.Name()] = x.Tree
+		}
+	}
+	if err := checkTrees(trees, root, layout != ""); err != nil {
+		return nil, err
+	}
+	return t.Lookup(root), nil
+}
+
+func parseHTML(src, layout string, fm map[string]any) (*htmltemplate.Template, error) {
+	root := contentName
+	t := htmltemplate.New(contentName).Option("missingkey=error").Funcs(fm)
+	if layout != "" {
+		root = layoutName
+		t = htmltemplate.New(layoutName).Option("missingkey=error").Funcs(fm)
+		if _, err := t.Parse(layout); err != nil {
+			return nil, fmt.Errorf("layout: %w", err)
+		}
+		if _, err := t.New(contentName).Parse(src); err != nil {
+			return nil, err
+		}
+	} else if _, err := t.Parse(src); err != nil {
+		return nil, err
+	}
+	trees := map[string]*parse.Tree{}
+	for _, x := range t.Templates() {
+		if x.Tree != nil {
+			trees[x.Name()] = x.Tree
+		}
+	}
+	if err := checkTrees(trees, root, layout != ""); err != nil {
+		return nil, err
+	}
+	rt := t.Lookup(root)
+	// html/template escapes a set on its first execution; run it once on
+	// no data so that an escaping error is a compile error, not a render
+	// error. Errors of execution on no data are expected and ignored.
+	err := rt.Execute(&limitWriter{left: MaxOutputBytes, w: io.Discard}, nil)
+	var he *htmltemplate.Error
+	if errors.As(err, &he) {
+		return nil, err
+	}
+	return rt, nil
+}
+
+// checkTrees refuses template call cycles, call nesting deeper than
+// MaxTemplateDepth, range nesting deeper than MaxRangeDepth, ranges over
+// number literals and calls of undefined templates. With a layout, the
+// root must call the content template.
+func checkTrees(trees map[string]*parse.Tree, root string, layout bool) error {
+	type depth struct{ calls, ranges int }
+	memo := map[string]depth{}
+	state := map[string]int{} // 1 visiting, 2 done
+	calledContent := false
+	var visit func(name string) (depth, error)
+	var walk func(n parse.Node, from string, ranges int, d *depth) error
+	walk = func(n parse.Node, from string, ranges int, d *depth) error {
+		if n == nil {
+			return nil
+		}
+		switch x := n.(type) {
+		case *parse.ListNode:
+			if x == nil {
+				return nil
+			}
+			for _, c := range x.Nodes {
+				if err := walk(c, from, ranges, d); err != nil {
+					return err
+				}
+			}
+		case *parse.IfNode:
+			if err := walk(x.List, from, ranges, d); err != nil {
+				return err
+			}
+			return walk(x.ElseList, from, ranges, d)
+		case *parse.WithNode:
+			if err := walk(x.List, from, ranges, d); err != nil {
+				return err
+			}
+			return walk(x.ElseList, from, ranges, d)
+		case *parse.RangeNode:
+			if x.Pipe != nil && len(x.Pipe.Cmds) == 1 && len(x.Pipe.Cmds[0].Args) == 1 {
+				if _, ok := x.Pipe.Cmds[0].Args[0].(*parse.NumberNode); ok {
+					return fmt.Errorf("%w: range over a number literal in %q", ErrRecursion, from)
+				}
+			}
+			if ranges+1 > MaxRangeDepth {
+				return fmt.Errorf("%w: range nested deeper than %d in %q", ErrRecursion, MaxRangeDepth, from)
+			}
+			if ranges+1 > d.ranges {
+				d.ranges = ranges + 1
+			}
+			if err := walk(x.List, from, ranges+1, d); err != nil {
+				return err
+			}
+			return walk(x.ElseList, from, ranges, d)
+		case *parse.TemplateNode:
+			if _, ok := trees[x.Name]; !ok {
+				return fmt.Errorf("%q calls undefined template %q", from, x.Name)
+			}
+			if from == root && x.Name == contentName {
+				calledContent = true
+			}
+			cd, err := visit(x.Name)
+			if err != nil {
+				return err
+			}
+			if cd.calls+1 > d.calls {
+				d.calls = cd.calls + 1
+			}
+			if ranges+cd.ranges > MaxRangeDepth {
+				return fmt.Errorf("%w: range nested deeper than %d through %q", ErrRecursion, MaxRangeDepth, x.Name)
+			}
+			if ranges+cd.ranges > d.ranges {
+				d.ranges = ranges + cd.ranges
+			}
+		}
+		return nil
+	}
+	visit = func(name string) (depth, error) {
+		switch state[name] {
+		case 1:
+			return depth{}, fmt.Errorf("%w: %q calls itself", ErrRecursion, name)
+		case 2:
+			return memo[name], nil
+		}
+		state[name] = 1
+		var d depth
+		if err := walk(trees[name].Root, name, 0, &d); err != nil {
+			return d, err
+		}
+		if d.calls > MaxTemplateDepth {
+			return d, fmt.Errorf("%w: template calls nested deeper than %d", ErrRecursion, MaxTemplateDepth)
+		}
+		state[name] = 2
+		memo[name] = d
+		return d, nil
+	}
+	if _, ok := trees[root]; !ok {
+		return fmt.Errorf("template %q is empty", root)
+	}
+	if _, err := visit(root); err != nil {
+		return err
+	}
+	if layout && !calledContent {
+		return fmt.Errorf("layout does not call {{template %q .}}", contentName)
+	}
+	return nil
+}
+
+// noLoader refuses every external reference of a schema: compiling does
+// no I/O.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("schema reference %q: external references are not loaded", url)
+}
+
+const schemaURL = "mem:///schema.json"
+
+func compileSchema(b []byte) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("schema json: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(noLoader{})
+	if err := c.AddResource(schemaURL, doc); err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	s, err := c.Compile(schemaURL)
+	if err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	return s, nil
+}
+
+func normLocale(s string) string {
+	return strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), "_", "-"))
+}

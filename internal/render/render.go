@@ -1,0 +1,205 @@
+package render
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+)
+
+// limitWriter writes to w until left bytes are used, then fails.
+type limitWriter struct {
+	left int
+	w    io.Writer
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if len(p) > l.left {
+		l.left = 0
+		return 0, ErrOutputTooLarge
+	}
+	l.left -= len(p)
+	return l.w.Write(p)
+}
+
+type executor interface {
+	Execute(w io.Writer, data any) error
+}
+
+// Render validates data against the version's schema and renders it for
+// locale. The locale chain is the requested locale and its parents
+// ("fr-CA", then "fr"), then the version's DefaultLocale and its parents,
+// then the base parts; each part comes from the first locale of the chain
+// that overrides it. The rendered subject is trimmed of surrounding white
+// space and may not contain CR or LF.
+func (c *Compiled) Render(locale string, data map[string]any) (r Rendered, err error) {
+	fail := func(part, loc, stage, reason string, e error) error {
+		return &Error{Template: c.template, Version: c.version, Locale: loc, Part: part, Stage: stage, Reason: reason, Err: e}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			r = Rendered{}
+			err = fail("", "", StageExecute, ReasonPanic, ErrPanic)
+		}
+	}()
+	if c.schema != nil {
+		if e := c.validate(data); e != nil {
+			return Rendered{}, fail("schema", "", StageSchema, ReasonDataInvalid, e)
+		}
+	}
+	chain := c.chain(locale)
+	r.Locale = c.defaultLocale
+	if len(chain) > 0 {
+		r.Locale = chain[0].name
+	}
+	subject, subjLoc := c.base.subject, ""
+	text, textLoc := c.base.text, ""
+	html, htmlLoc := c.base.html, ""
+	for i := len(chain) - 1; i >= 0; i-- {
+		p := chain[i].parts
+		if p.subject != nil {
+			subject, subjLoc = p.subject, chain[i].name
+		}
+		if p.text != nil {
+			text, textLoc = p.text, chain[i].name
+		}
+		if p.html != nil {
+			html, htmlLoc = p.html, chain[i].name
+		}
+	}
+	w := &limitWriter{left: MaxOutputBytes}
+	exec := func(part, loc string, t executor) (string, error) {
+		var b strings.Builder
+		w.w = &b
+		if e := t.Execute(w, data); e != nil {
+			if errors.Is(e, ErrOutputTooLarge) {
+				return "", fail(part, loc, StageLimit, ReasonOutputTooLarge, fmt.Errorf("%w: limit %d bytes", ErrOutputTooLarge, MaxOutputBytes))
+			}
+			reason := ReasonExecute
+			switch msg := e.Error(); {
+			case errors.Is(e, ErrPanic):
+				reason = ReasonPanic
+			case strings.Contains(msg, "no entry for key"):
+				reason = ReasonMissingKey
+			}
+			return "", fail(part, loc, StageExecute, reason, c.sanitize(e))
+		}
+		return b.String(), nil
+	}
+	if r.Subject, err = exec("subject", subjLoc, subject); err != nil {
+		return Rendered{}, err
+	}
+	r.Subject = strings.TrimSpace(r.Subject)
+	if strings.ContainsAny(r.Subject, "\r\n") {
+		return Rendered{}, fail("subject", subjLoc, StageExecute, ReasonSubjectNewline, ErrSubjectNewline)
+	}
+	if text != nil {
+		if r.Text, err = exec("text", textLoc, text); err != nil {
+			return Rendered{}, err
+		}
+	}
+	if html != nil {
+		if r.HTML, err = exec("html", htmlLoc, html); err != nil {
+			return Rendered{}, err
+		}
+	}
+	return r, nil
+}
+
+// chain returns the locales that exist for the requested locale, most
+// specific first.
+func (c *Compiled) chain(locale string) []*compiledLocale {
+	var tags []string
+	add := func(tag string) {
+		for tag = normLocale(tag); tag != ""; {
+			if !slices.Contains(tags, tag) {
+				tags = append(tags, tag)
+			}
+			i := strings.LastIndexByte(tag, '-')
+			if i < 0 {
+				break
+			}
+			tag = tag[:i]
+		}
+	}
+	add(locale)
+	add(c.defaultLocale)
+	var out []*compiledLocale
+	for _, t := range tags {
+		if l, ok := c.locales[t]; ok {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// sanitize keeps an execution error's text unless it carries the error of
+// a function or method whose messages may hold data values (a method of a
+// data value, the call builtin); that part is replaced.
+func (c *Compiled) sanitize(e error) error {
+	msg := e.Error()
+	const marker = "error calling "
+	i := strings.Index(msg, marker)
+	if i < 0 {
+		return errors.New(msg)
+	}
+	rest := msg[i+len(marker):]
+	name, _, _ := strings.Cut(rest, ":")
+	if c.safe[name] {
+		if errors.Is(e, ErrPanic) {
+			return fmt.Errorf("%s%s: %w", msg[:i], marker+name, ErrPanic)
+		}
+		return errors.New(msg)
+	}
+	return fmt.Errorf("%s%s: call failed", msg[:i], marker+name)
+}
+
+// validate checks data against the schema. The error names the schema
+// keywords that failed, never the data's values or keys.
+func (c *Compiled) validate(data map[string]any) error {
+	if data == nil {
+		data = map[string]any{}
+	}
+	b, err := json.Marshal(data)
+	if err != nil {
+		return errors.New("data is not representable as JSON")
+	}
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(string(b)))
+	if err != nil {
+		return errors.New("data is not representable as JSON")
+	}
+	err = c.schema.Validate(inst)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return errors.New("data does not match the schema")
+	}
+	var locs []string
+	var leaves func(v *jsonschema.ValidationError)
+	leaves = func(v *jsonschema.ValidationError) {
+		if len(v.Causes) > 0 {
+			for _, x := range v.Causes {
+				leaves(x)
+			}
+			return
+		}
+		if len(locs) >= 10 {
+			return
+		}
+		_, frag, _ := strings.Cut(v.SchemaURL, "#")
+		loc := "#" + frag + "/" + strings.Join(v.ErrorKind.KeywordPath(), "/")
+		if req, ok := v.ErrorKind.(*kind.Required); ok {
+			loc += " (missing " + strings.Join(req.Missing, ", ") + ")"
+		}
+		locs = append(locs, loc)
+	}
+	leaves(ve)
+	return fmt.Errorf("data does not match the schema at %s", strings.Join(locs, "; "))
+}
