@@ -20,7 +20,8 @@ func isForeignKeyViolation(err error) bool {
 // SetLabel points label of the template name at version, which must exist
 // (ErrNotFound otherwise). percent is the canary's share of sends, 1-100,
 // and must be 0 for active and fallback (ErrInvalidLabel otherwise). by says
-// who made the change. It returns the label as stored.
+// who made the change. It returns the label as stored. Setting a label to
+// what it already is changes nothing (no revision, no entry in Changes).
 func (s *Store) SetLabel(ctx context.Context, name, label string, version, percent int, by string) (Label, error) {
 	if err := ValidateName(name); err != nil {
 		return Label{}, err
@@ -33,22 +34,29 @@ func (s *Store) SetLabel(ctx context.Context, name, label string, version, perce
 		p := int16(percent)
 		pct = &p
 	}
-	l := Label{Name: name, Label: label, Version: version, Percent: percent, UpdatedBy: by}
+	l := Label{Name: name, Label: label, Version: version, Percent: percent}
 	start := time.Now()
-	err := s.db.QueryRow(ctx, `WITH rev AS (
+	// A label already set as asked is left alone: no revision, no change.
+	err := s.db.QueryRow(ctx, `WITH same AS (
+			SELECT revision, updated_at, updated_by FROM postline_template_labels
+			WHERE name = $1 AND label = $2 AND version = $3 AND percent IS NOT DISTINCT FROM $4
+		), rev AS (
 			UPDATE postline_template_label_revision SET revision = revision + 1, updated_at = clock_timestamp()
+			WHERE NOT EXISTS (SELECT 1 FROM same)
 			RETURNING revision, updated_at
 		), up AS (
 			INSERT INTO postline_template_labels AS l (name, label, version, percent, revision, updated_at, updated_by)
 			SELECT $1, $2, $3, $4, rev.revision, rev.updated_at, $5 FROM rev
 			ON CONFLICT (name, label) DO UPDATE SET version = EXCLUDED.version, percent = EXCLUDED.percent,
 				revision = EXCLUDED.revision, updated_at = EXCLUDED.updated_at, updated_by = EXCLUDED.updated_by
-			RETURNING l.revision, l.updated_at
+			RETURNING l.revision, l.updated_at, l.updated_by
 		), ch AS (
 			INSERT INTO postline_template_label_changes (revision, name, label, version, percent, changed_at, changed_by)
 			SELECT up.revision, $1, $2, $3, $4, up.updated_at, $5 FROM up
 		)
-		SELECT revision, updated_at FROM up`, name, label, version, pct, by).Scan(&l.Revision, &l.UpdatedAt)
+		SELECT revision, updated_at, updated_by FROM up
+		UNION ALL SELECT revision, updated_at, updated_by FROM same`,
+		name, label, version, pct, by).Scan(&l.Revision, &l.UpdatedAt, &l.UpdatedBy)
 	if isForeignKeyViolation(err) {
 		s.observe(ctx, opSetLabel, start, nil)
 		return Label{}, fmt.Errorf("set %s of template %s to version %d: %w", label, name, version, ErrNotFound)
@@ -99,7 +107,9 @@ func (s *Store) ClearLabel(ctx context.Context, name, label, by string) (bool, e
 // fallback label names, or, without a fallback (or when active already is
 // the fallback), to the version that was active before the current one was
 // set (so two rollbacks without a fallback undo each other). It returns the
-// new active label; ErrNoRollbackTarget when there is no such version.
+// new active label; ErrNoRollbackTarget when there is no such version (or no
+// such template). Two rollbacks racing each other read the labels as they
+// were when each began, so both may move active to the same version.
 func (s *Store) Rollback(ctx context.Context, name, by string) (Label, error) {
 	if err := ValidateName(name); err != nil {
 		return Label{}, err

@@ -276,6 +276,10 @@ func TestLabelsAndRollback(t *testing.T) {
 		t.Errorf("second SetLabel = %+v, want revision 2, version 2", l)
 	}
 	mustSet("canary", 3, 10)
+	// Setting a label as it is changes nothing.
+	if l := mustSet("canary", 3, 10); l.Revision != 3 {
+		t.Errorf("setting canary as it is: revision %d, want 3 (unchanged)", l.Revision)
+	}
 
 	refusals := []struct {
 		name, label string

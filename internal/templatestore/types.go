@@ -10,6 +10,10 @@ import (
 // MaxNameLen is the longest template name.
 const MaxNameLen = 64
 
+// NamePattern is the regular expression of a template name, the one the
+// database checks; ValidateName accepts exactly the names it matches.
+const NamePattern = `^[a-z0-9]([a-z0-9_-]{0,62}[a-z0-9])?$`
+
 // Template kinds.
 const (
 	KindTemplate = "template"
@@ -48,6 +52,8 @@ type Draft struct {
 	TextBody string
 	HTMLBody string
 	// Layout names the layout template the version is wrapped in; "" = none.
+	// Push checks the name's form, not that the layout exists (layouts and
+	// templates may be pushed in any order).
 	Layout string
 	// DataSchema, Locales and SampleData are JSON documents, stored as
 	// jsonb; empty = none.

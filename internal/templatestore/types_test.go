@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -45,6 +47,31 @@ func TestValidateName(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The database's check and ValidateName agree: the migration checks
+// NamePattern, and ValidateName accepts what NamePattern matches.
+func TestNamePatternInMigration(t *testing.T) {
+	sql, err := os.ReadFile("../schema/migrations/0009_templates.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(sql), "'"+NamePattern+"'"); n != 2 {
+		t.Errorf("the migration checks NamePattern %d times, want 2 (name and layout)", n)
+	}
+}
+
+func FuzzValidateName(f *testing.F) {
+	re := regexp.MustCompile(NamePattern)
+	for _, s := range []string{"welcome", "a-b", "-a", "a_", strings.Repeat("x", 65), "A", "a\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		err := ValidateName(name)
+		if match := re.MatchString(name); match != (err == nil) {
+			t.Fatalf("ValidateName(%q) = %v but NamePattern matches: %v", name, err, match)
+		}
+	})
 }
 
 func TestValidateLabel(t *testing.T) {
