@@ -131,3 +131,30 @@ func wellFormed(msg []byte) bool {
 	}
 	return true
 }
+
+// TestSignConcurrent signs with one key from several goroutines (run
+// with -race): a Key is shared by every sending session.
+func TestSignConcurrent(t *testing.T) {
+	kr, err := dkim.Load(dkim.Config{Keys: []dkim.KeyConfig{
+		{Domain: "example.org", Selector: "ed1", KeyFile: writePEM(t, "e.pem", "PRIVATE KEY", pkcs8(t, ed25519Key(t)))},
+	}})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	k, _ := kr.For("example.org")
+	results := make(chan []byte, 8)
+	for range 8 {
+		go func() {
+			signed, _, err := kr.Sign("example.org", []byte(message))
+			if err != nil {
+				t.Error(err)
+			}
+			results <- signed
+		}()
+	}
+	for range 8 {
+		if errs := verify(t, <-results, k); len(errs) != 1 || errs[0] != nil {
+			t.Fatalf("verification: %v", errs)
+		}
+	}
+}

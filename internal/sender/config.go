@@ -87,6 +87,20 @@ type Config struct {
 	// redialled before the next send, rather than failing it. Keep it below
 	// the relay's own idle timeout (often 30s to 5m). Defaults to 10s.
 	IdleTimeout time.Duration
+	// DKIM signs each message with the key of its From address's domain
+	// (a *dkim.Keyring; relays may share one). A message whose From
+	// domain has no key goes out unsigned, counted in
+	// postline_sender_dkim_total{result="no_key"}; one whose signing fails
+	// is not sent (see StageSign). nil signs nothing and counts nothing.
+	// Defaults to nil.
+	DKIM DKIMSigner
+}
+
+// DKIMSigner signs rendered messages; *dkim.Keyring implements it.
+type DKIMSigner interface {
+	// Sign returns msg with a DKIM-Signature field for domain prepended
+	// and true, or msg unchanged and false when it has no key for domain.
+	Sign(domain string, msg []byte) (signed []byte, ok bool, err error)
 }
 
 // WithDefaults returns c with zero fields set to their defaults. Priority

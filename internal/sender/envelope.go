@@ -5,6 +5,9 @@ import (
 	"errors"
 	"net/mail"
 	"net/textproto"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/postline/postline/job"
 )
@@ -86,18 +89,84 @@ func transactions(rcpts []Recipient, from string) []transaction {
 	return out
 }
 
-// render builds the job's message and writes it out once, so that every
-// transaction of a send carries the same bytes (one Date, one boundary).
-func render(j *job.Job) ([]byte, error) {
-	msg, err := Message(j)
+// StageSign is the stage of an Error whose message could not be DKIM
+// signed although its From domain has a key. The key was loaded and checked
+// at start, so this is an operator's problem (a key or host gone bad), not
+// the message's: the failure has no reply and classifies as Unknown, which
+// is retried after a delay rather than dropped (a build failure is
+// permanent), and the message is never sent unsigned in its place.
+const StageSign = "sign"
+
+// The result label values of postline_sender_dkim_total.
+const (
+	dkimSigned = "signed"
+	dkimNoKey  = "no_key"
+	dkimError  = "error"
+)
+
+// dkimMetrics counts signing outcomes, one series per result.
+type dkimMetrics struct {
+	signed, noKey, failed prometheus.Counter
+}
+
+func newDKIMMetrics(reg prometheus.Registerer) (*dkimMetrics, error) {
+	v, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "postline",
+		Subsystem: "sender",
+		Name:      "dkim_total",
+		Help:      "Messages rendered with DKIM signing configured, by result: signed, no_key (no key for the From domain: sent unsigned) or error (not sent).",
+	}, []string{"result"}))
 	if err != nil {
 		return nil, err
 	}
+	return &dkimMetrics{
+		signed: v.WithLabelValues(dkimSigned),
+		noKey:  v.WithLabelValues(dkimNoKey),
+		failed: v.WithLabelValues(dkimError),
+	}, nil
+}
+
+// render builds the job's message and writes it out once, so that every
+// transaction of a send carries the same bytes (one Date, one boundary, one
+// DKIM signature). With DKIM configured it signs the bytes with the key of
+// the From address's domain, when there is one.
+func (r *Relay) render(j *job.Job) ([]byte, *Error) {
+	name := r.cfg.Name
+	msg, err := Message(j)
+	if err != nil {
+		return nil, &Error{Provider: name, Stage: StageBuild, Err: err}
+	}
 	var buf bytes.Buffer
 	if _, err := msg.WriteTo(&buf); err != nil {
-		return nil, err
+		return nil, &Error{Provider: name, Stage: StageBuild, Err: err}
 	}
-	return buf.Bytes(), nil
+	if r.cfg.DKIM == nil {
+		return buf.Bytes(), nil
+	}
+	signed, ok, err := r.cfg.DKIM.Sign(fromDomain(j.From), buf.Bytes())
+	switch {
+	case err != nil:
+		r.dkim.failed.Inc()
+		return nil, &Error{Provider: name, Stage: StageSign, Err: err}
+	case !ok:
+		r.dkim.noKey.Inc()
+		return buf.Bytes(), nil
+	}
+	r.dkim.signed.Inc()
+	return signed, nil
+}
+
+// fromDomain returns the domain of a From address Message accepted, "" if
+// it has none.
+func fromDomain(from string) string {
+	if a, err := mail.ParseAddress(from); err == nil {
+		from = a.Address
+	}
+	at := strings.LastIndexByte(from, '@')
+	if at < 0 {
+		return ""
+	}
+	return from[at+1:]
 }
 
 // replyError maps the error of one SMTP command at stage: the relay's

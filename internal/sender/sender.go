@@ -33,6 +33,7 @@ type Relay struct {
 	opts      []mail.Option // for each session's go-mail client, without the dialer
 	logger    *slog.Logger
 	metrics   *metrics
+	dkim      *dkimMetrics
 	now       func() time.Time // injectable for idle-timeout tests
 }
 
@@ -51,6 +52,10 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Relay, er
 	if err != nil {
 		return nil, fmt.Errorf("sender metrics: %w", err)
 	}
+	dm, err := newDKIMMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("sender metrics: %w", err)
+	}
 	r := &Relay{
 		cfg:  cfg,
 		tls:  effectiveTLS(cfg.TLS, cfg.Host),
@@ -62,6 +67,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Relay, er
 		},
 		logger:  logger.With("provider", cfg.Name),
 		metrics: m,
+		dkim:    dm,
 		now:     time.Now,
 	}
 	r.opts = []mail.Option{
@@ -153,10 +159,11 @@ func (s *Session) Send(ctx context.Context, j *job.Job) error {
 	return nil
 }
 
-// SendTo builds the message from the job once and sends it to rcpts,
-// dialling or re-dialling as needed: one transaction per distinct return
-// path, in the order the recipients first use it, so that recipients with
-// return paths of their own (VERP) each get theirs. The message's headers
+// SendTo builds the message from the job once (DKIM-signed, see
+// Config.DKIM) and sends it to rcpts, dialling or re-dialling as needed:
+// one transaction per distinct return path, in the order the recipients
+// first use it, so that recipients with return paths of their own (VERP)
+// each get theirs. The message's headers
 // (To, Cc) are the job's whatever rcpts holds.
 //
 // A relay that refuses a recipient at RCPT (a 4xx or 5xx other than 421)
@@ -181,9 +188,9 @@ func (s *Session) SendTo(ctx context.Context, j *job.Job, rcpts []Recipient) (re
 	if len(rcpts) == 0 {
 		return Result{}, &Error{Provider: name, Stage: StageBuild, Err: errNoRecipients}
 	}
-	body, buildErr := render(j)
+	body, buildErr := s.relay.render(j)
 	if buildErr != nil {
-		return Result{}, &Error{Provider: name, Stage: StageBuild, Err: buildErr}
+		return Result{}, buildErr
 	}
 	if ctx.Err() != nil {
 		return Result{}, withContext(ctx, &Error{Provider: name, Stage: StageConn, Err: ctx.Err()})
