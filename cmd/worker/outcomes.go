@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/postline/postline/internal/delivery"
+	"github.com/postline/postline/internal/dkim"
 	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/returnpath"
 	"github.com/postline/postline/internal/suppression"
@@ -44,6 +45,23 @@ func (s *settings) dsnNotify() string {
 	default:
 		return n
 	}
+}
+
+// dkimKeys loads the DKIM keys of POSTLINE_DKIM_KEYS; nil when none are
+// set. A key that does not load stops the worker at start.
+func (s *settings) dkimKeys() (*dkim.Keyring, error) {
+	cfg, err := dkim.ParseKeys(s.DKIMKeys)
+	if err != nil {
+		return nil, fmt.Errorf("setting POSTLINE_DKIM_KEYS: %w", err)
+	}
+	if len(cfg.Keys) == 0 {
+		return nil, nil
+	}
+	kr, err := dkim.Load(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("setting POSTLINE_DKIM_KEYS: %w", err)
+	}
+	return kr, nil
 }
 
 // noConfirm reports whether sent mail goes without a confirmation window

@@ -111,8 +111,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	keyring, err := s.dkimKeys()
+	if err != nil {
+		return err
+	}
 	for i := range relayConfigs {
 		relayConfigs[i].Notify = s.dsnNotify()
+		if keyring != nil {
+			// Only with keys: a nil keyring in the interface would count
+			// every mail as unsigned for want of a key.
+			relayConfigs[i].DKIM = keyring
+		}
+	}
+	if keyring != nil {
+		for _, k := range keyring.Keys() {
+			logger.Info("dkim key loaded", "domain", k.Domain, "selector", k.Selector, "record", k.RecordName())
+		}
 	}
 	var (
 		providers     []delivery.Provider
