@@ -222,10 +222,13 @@ func parseHTML(src, layout string, fm map[string]any) (*htmltemplate.Template, e
 
 // checkTrees refuses template call cycles, call nesting deeper than
 // MaxTemplateDepth, range nesting deeper than MaxRangeDepth, ranges over
-// number literals and calls of undefined templates. With a layout, the
+// number literals, templates that expand to over MaxExpandedNodes nodes
+// and calls of undefined templates. With a layout, the
 // root must call the content template.
 func checkTrees(trees map[string]*parse.Tree, root string, layout bool) error {
-	type depth struct{ calls, ranges int }
+	// cost counts the nodes a template executes once expanded, calls
+	// included, range bodies once each.
+	type depth struct{ calls, ranges, cost int }
 	memo := map[string]depth{}
 	state := map[string]int{} // 1 visiting, 2 done
 	calledContent := false
@@ -234,6 +237,9 @@ func checkTrees(trees map[string]*parse.Tree, root string, layout bool) error {
 	walk = func(n parse.Node, from string, ranges int, d *depth) error {
 		if n == nil {
 			return nil
+		}
+		if d.cost++; d.cost > MaxExpandedNodes {
+			return fmt.Errorf("%w: templates expand to over %d nodes", ErrRecursion, MaxExpandedNodes)
 		}
 		switch x := n.(type) {
 		case *parse.ListNode:
@@ -281,6 +287,9 @@ func checkTrees(trees map[string]*parse.Tree, root string, layout bool) error {
 			cd, err := visit(x.Name)
 			if err != nil {
 				return err
+			}
+			if d.cost += cd.cost; d.cost > MaxExpandedNodes {
+				return fmt.Errorf("%w: templates expand to over %d nodes", ErrRecursion, MaxExpandedNodes)
 			}
 			if cd.calls+1 > d.calls {
 				d.calls = cd.calls + 1

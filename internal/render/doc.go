@@ -29,7 +29,10 @@
 // A version's sources are refused over MaxSourceBytes and its schema over
 // MaxSchemaBytes. Templates may not call themselves (directly or through
 // others), nest template calls deeper than MaxTemplateDepth, nest range
-// deeper than MaxRangeDepth, or range over a number literal. A render writes
-// at most MaxOutputBytes over all its parts; text/template cannot be
-// interrupted, so these bounds are what keeps a render short.
+// deeper than MaxRangeDepth, range over a number literal, or expand (with
+// their calls) to more than MaxExpandedNodes nodes. A render writes at most
+// MaxOutputBytes over all its parts; text/template cannot be interrupted, so
+// these bounds are what keeps a render short. Loops over the data take time
+// in proportion to its size (to the power of the range nesting): bounding
+// the data is the caller's job.
 package render

@@ -2,6 +2,7 @@ package render_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -185,6 +186,12 @@ func TestCompileErrors(t *testing.T) {
 		deep += `{{define "d` + string(rune('a'+i)) + `"}}{{template "d` + string(rune('a'+i+1)) + `" .}}{{end}}`
 	}
 	deep += `{{define "d` + string(rune('a'+render.MaxTemplateDepth+2)) + `"}}end{{end}}{{template "da" .}}`
+	// Each level calls the next 200 times: 200^5 executions of "l5".
+	fan := `{{define "l5"}}x{{end}}`
+	for i := 4; i >= 0; i-- {
+		fan += fmt.Sprintf(`{{define "l%d"}}%s{{end}}`, i, strings.Repeat(fmt.Sprintf(`{{template "l%d"}}`, i+1), 200))
+	}
+	fan += `{{template "l0"}}`
 	tests := []struct {
 		name   string
 		v      render.Version
@@ -210,6 +217,7 @@ func TestCompileErrors(t *testing.T) {
 		{"calls too deep", render.Version{Subject: "s", Text: deep}, render.StageLimit, render.ReasonRecursion, render.ErrRecursion},
 		{"range too deep", render.Version{Subject: "s", Text: `{{range .a}}{{range .b}}{{range .c}}{{range .d}}{{end}}{{end}}{{end}}{{end}}`}, render.StageLimit, render.ReasonRecursion, render.ErrRecursion},
 		{"range too deep through a call", render.Version{Subject: "s", Text: `{{define "in"}}{{range .c}}{{range .d}}{{end}}{{end}}{{end}}{{range .a}}{{range .b}}{{template "in" .}}{{end}}{{end}}`}, render.StageLimit, render.ReasonRecursion, render.ErrRecursion},
+		{"exponential fan-out of calls", render.Version{Subject: "s", Text: fan}, render.StageLimit, render.ReasonRecursion, render.ErrRecursion},
 		{"range over a number", render.Version{Subject: "s", Text: `{{range 1000000000}}{{end}}`}, render.StageLimit, render.ReasonRecursion, render.ErrRecursion},
 		{"undefined template", render.Version{Subject: "s", Text: `{{template "nope" .}}`}, render.StageParse, render.ReasonSyntax, nil},
 		{"missing layout", render.Version{Subject: "s", Text: "t", Layout: "absent"}, render.StageParse, render.ReasonInvalidVersion, nil},

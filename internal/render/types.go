@@ -18,6 +18,10 @@ const (
 	MaxTemplateDepth = 10
 	// MaxRangeDepth bounds the nesting of {{range}}, across template calls.
 	MaxRangeDepth = 3
+	// MaxExpandedNodes bounds the nodes of a template once its
+	// {{template}} calls are expanded (range bodies counted once), so that
+	// templates calling each other many times cannot take exponential time.
+	MaxExpandedNodes = 1 << 20
 	// MaxFormatWidth bounds widths and precisions in printf formats.
 	MaxFormatWidth = 1024
 )
