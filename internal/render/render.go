@@ -138,11 +138,18 @@ func (c *Compiled) chain(locale string) []*compiledLocale {
 	return out
 }
 
-// sanitize keeps an execution error's text unless it carries the error of
-// a function or method whose messages may hold data values (a method of a
-// data value, the call builtin); that part is replaced.
+// sanitize keeps an execution error's text unless it prints a data value
+// or carries the error of a function or method whose messages may hold
+// data values (a method of a data value, the call builtin); that part is
+// replaced.
 func (c *Compiled) sanitize(e error) error {
 	msg := e.Error()
+	// Messages of text/template that print the offending value itself.
+	for _, m := range []string{"range can't iterate over ", "if/with can't use ", "can't use "} {
+		if i := strings.Index(msg, m); i >= 0 {
+			return errors.New(msg[:i+len(m)] + "a value (withheld)")
+		}
+	}
 	const marker = "error calling "
 	i := strings.Index(msg, marker)
 	if i < 0 {

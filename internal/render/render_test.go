@@ -129,6 +129,8 @@ func TestRenderErrors(t *testing.T) {
 		{"subject CR", render.Version{Subject: "Hi {{.n}} there", Text: "t"}, map[string]any{"n": "x\r" + secret}, render.StageExecute, render.ReasonSubjectNewline, "subject", render.ErrSubjectNewline},
 		{"function error", render.Version{Subject: "s", Text: "{{upper .n}}"}, map[string]any{"n": 42}, render.StageExecute, render.ReasonExecute, "text", nil},
 		{"date error", render.Version{Subject: "s", Text: `{{date "2006" .n}}`}, map[string]any{"n": secret}, render.StageExecute, render.ReasonExecute, "text", nil},
+		{"range over a string", render.Version{Subject: "s", Text: "{{range .x}}{{end}}"}, map[string]any{"x": secret}, render.StageExecute, render.ReasonExecute, "text", nil},
+		{"range two variables over a channel-less value", render.Version{Subject: "s", Text: "{{range $i, $v := .x}}{{end}}"}, map[string]any{"x": 42}, render.StageExecute, render.ReasonExecute, "text", nil},
 		{"method panic of a data value", render.Version{Subject: "s", Text: "{{.p.Boom}}"}, map[string]any{"p": panicker(secret)}, render.StageExecute, render.ReasonExecute, "text", nil},
 		{"output bound", render.Version{Subject: "s", Text: "{{range .l}}{{range $.l}}{{$.big}}{{end}}{{end}}"}, map[string]any{"l": make([]int, 100), "big": strings.Repeat("x", 1000)}, render.StageLimit, render.ReasonOutputTooLarge, "text", render.ErrOutputTooLarge},
 		{"printf width", render.Version{Subject: "s", Text: `{{printf "%0100000000d" 1}}`}, map[string]any{}, render.StageExecute, render.ReasonExecute, "text", nil},

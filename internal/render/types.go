@@ -143,7 +143,7 @@ func (e *Error) Error() string {
 	if e.Locale != "" {
 		where += " (" + e.Locale + ")"
 	}
-	return fmt.Sprintf("render: template %q version %d%s: %s %s: %v", e.Template, e.Version, where, e.Stage, e.Reason, e.Err)
+	return fmt.Sprintf("render: template %q version %d%s: %s/%s: %v", e.Template, e.Version, where, e.Stage, e.Reason, e.Err)
 }
 
 func (e *Error) Unwrap() error { return e.Err }
