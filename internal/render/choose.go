@@ -14,17 +14,17 @@ const CanaryBuckets = 10000
 
 // Why a version was chosen or tried.
 const (
-	WhyActive           = "active"             // no request; the hash picked the active version
-	WhyCanary           = "canary"             // no request; the hash picked the canary
-	WhyRequestedActive  = "requested_active"   // "active" was requested
-	WhyRequestedCanary  = "requested_canary"   // "canary" was requested
-	WhyRequestedFallbk  = "requested_fallback" // "fallback" was requested
-	WhyRequestedVersion = "requested_version"  // a version number was requested
-	WhyLabelUnset       = "label_unset"        // the requested label is unset: the active version instead
-	WhyBadRequest       = "bad_request"        // the request is not understood: the active version instead
-	WhyNoVersion        = "no_version"         // nothing to choose: version 0
-	WhyChosen           = "chosen"             // an Attempt of the first version of a plan
-	WhyFallback         = "fallback"           // an Attempt of a later version, after the ones before failed
+	WhyActive            = "active"             // no request; the hash picked the active version
+	WhyCanary            = "canary"             // no request; the hash picked the canary
+	WhyRequestedActive   = "requested_active"   // "active" was requested
+	WhyRequestedCanary   = "requested_canary"   // "canary" was requested
+	WhyRequestedFallback = "requested_fallback" // "fallback" was requested
+	WhyRequestedVersion  = "requested_version"  // a version number was requested
+	WhyLabelUnset        = "label_unset"        // the requested label is unset: the active version instead
+	WhyBadRequest        = "bad_request"        // the request is not understood: the active version instead
+	WhyNoVersion         = "no_version"         // nothing to choose: version 0
+	WhyChosen            = "chosen"             // an Attempt of the first version of a plan
+	WhyFallback          = "fallback"           // an Attempt of a later version, after the ones before failed
 )
 
 // CanaryBucket returns the bucket of messageID, 0 to 9999: the first 8 bytes
@@ -64,7 +64,7 @@ func Choose(messageID string, labels Labels, requested string) (version int, why
 		return active(WhyLabelUnset)
 	case "fallback":
 		if labels.Fallback > 0 {
-			return labels.Fallback, WhyRequestedFallbk
+			return labels.Fallback, WhyRequestedFallback
 		}
 		return active(WhyLabelUnset)
 	default:

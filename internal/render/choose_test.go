@@ -78,7 +78,7 @@ func TestChoose(t *testing.T) {
 		{"negative percent clamps", render.Labels{Active: 3, Canary: 4, CanaryPercent: -5}, "", 3, render.WhyActive},
 		{"active", full, "active", 3, render.WhyRequestedActive},
 		{"canary", full, "canary", 4, render.WhyRequestedCanary},
-		{"fallback", full, "fallback", 2, render.WhyRequestedFallbk},
+		{"fallback", full, "fallback", 2, render.WhyRequestedFallback},
 		{"number", full, "7", 7, render.WhyRequestedVersion},
 		{"number with spaces", full, " 7 ", 7, render.WhyRequestedVersion},
 		{"canary label unset", render.Labels{Active: 3}, "canary", 3, render.WhyLabelUnset},
