@@ -117,6 +117,9 @@ func decode(data []byte, limits Limits, unmarshal func([]byte, *Job) error) (Job
 func unmarshalJob(data []byte, j *Job) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
+	// Template data keeps its numbers' exact digits: an order number of 20
+	// digits would not survive a float64.
+	dec.UseNumber()
 	return dec.Decode(j)
 }
 
@@ -368,7 +371,8 @@ func (s *scanner) value(t reflect.Type) (kind, int, error) {
 			return k, start, s.syntaxError("in literal " + lit)
 		}
 		s.pos += len(lit)
-		if k == kindNull && t != nil && t != bytesType && t != byteType {
+		// Template data is the producer's JSON: null is one of its values.
+		if k == kindNull && t != nil && t != bytesType && t != byteType && t.Kind() != reflect.Interface {
 			s.note(ReasonMalformedJSON, "null is not allowed")
 		}
 	}

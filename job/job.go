@@ -48,9 +48,31 @@ type Attachment struct {
 	Content     []byte `json:"content"`
 }
 
-// TemplateRef names a template the producer rendered the body from. The
-// worker does not render templates; the reference is kept for audit.
+// TemplateRef names a template. On a template job (see Job.Templated) it is
+// what the worker renders the subject and bodies from; on a job that carries
+// its own text or HTML body it is only a reference kept for audit.
 type TemplateRef struct {
-	Name    string `json:"name"`
+	// Name is the template's name. On a template job it matches
+	// TemplateNamePattern.
+	Name string `json:"name"`
+	// Version picks the template version on a template job: a version
+	// number ("3"), a label ("active", "canary" or "fallback"), or empty,
+	// which lets the template's labels decide (the active version, or the
+	// canary for its share of sends). On a job with bodies it is free text.
 	Version string `json:"version,omitempty"`
+	// Data is the template's input. Numbers decode as json.Number, so they
+	// keep their exact digits. Its encoding counts toward the body size
+	// limit, and it nests at most MaxTemplateDataDepth deep with at most
+	// MaxTemplateDataKeys keys in all.
+	Data map[string]any `json:"data,omitempty"`
+	// Locale is a BCP 47 language tag such as "fr-CA"; empty means the
+	// template's default locale.
+	Locale string `json:"locale,omitempty"`
+}
+
+// Templated reports whether j is a template job: it names a template and
+// carries no text or HTML body, so the worker renders the subject and bodies
+// from the template. An empty Subject then means the template's subject.
+func (j *Job) Templated() bool {
+	return j.Template != nil && j.Text == "" && j.HTML == ""
 }

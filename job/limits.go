@@ -46,6 +46,17 @@ const (
 	MaxTenantLength = 128
 	// MaxTemplateFieldLength bounds the template name and version in bytes.
 	MaxTemplateFieldLength = 256
+	// MaxTemplateNameLength bounds a template job's template name, as
+	// TemplateNamePattern does.
+	MaxTemplateNameLength = 64
+	// MaxTemplateDataKeys bounds the keys of template data, counted in all
+	// of its objects at every depth.
+	MaxTemplateDataKeys = 1000
+	// MaxTemplateDataDepth bounds how deep objects and arrays nest in
+	// template data, the data object counting as 1.
+	MaxTemplateDataDepth = 16
+	// MaxLocaleLength bounds the template locale.
+	MaxLocaleLength = 35
 	// MaxMetadataEntries bounds the number of metadata entries.
 	MaxMetadataEntries = 64
 	// MaxMetadataKeyLength bounds a metadata key in bytes.

@@ -66,7 +66,9 @@ func (j Job) Expired(now time.Time) bool {
 // Hash returns the SHA-256 of the canonical JSON encoding of the normalised
 // job. Two documents that differ only in whitespace, key order, angle
 // brackets around the message ID, an empty versus "normal" priority or the
-// time zone of not_after hash the same; any other difference does not.
+// time zone of not_after hash the same; any other difference does not,
+// template data (keys sorted) and locale included, so two template jobs
+// that differ only in their data are two jobs.
 func (j Job) Hash() []byte {
 	j.Normalize()
 	if j.NotAfter != nil {
@@ -75,8 +77,9 @@ func (j Job) Hash() []byte {
 	}
 	data, err := json.Marshal(j)
 	if err != nil {
-		// Job holds only strings, byte slices, maps of strings and a
-		// time; Marshal fails only for a year outside [0,9999].
+		// Job holds strings, byte slices, maps of strings, a time and
+		// template data; Marshal fails only for a year outside [0,9999]
+		// or data Validate rejects.
 		data = fmt.Appendf(nil, "unencodable job %q: %v", j.MessageID, err)
 	}
 	sum := sha256.Sum256(data)
@@ -87,7 +90,15 @@ func (j Job) Hash() []byte {
 // take their defaults) and returns a *ValidationError for the first problem,
 // checking in this order: version, message_id, from, reply_to, recipients
 // (none, too many, then to, cc and bcc in order), subject, body, headers
-// (by name), attachments, priority, tenant, template, metadata (by key).
+// (by name), attachments, priority, tenant, template (name, version,
+// locale, data), metadata (by key).
+//
+// A template job (Templated) needs no body; its template name must match
+// TemplateNamePattern and its version be a number, a label or empty. On a
+// job with bodies the template's name and version are free text kept for
+// audit. On both, the locale must look like a language tag, and template
+// data is bounded: MaxTemplateDataDepth, MaxTemplateDataKeys, and its
+// encoding counts toward limits.MaxBodyBytes with the text and HTML.
 // It accepts a message ID with or without angle brackets and an empty
 // priority, so it may be called before or after Normalize. It does not
 // check NotAfter: see Expired.
@@ -130,7 +141,8 @@ func (j *Job) Validate(limits Limits) error {
 	if err := checkLine("subject", j.Subject, MaxSubjectLength); err != nil {
 		return err
 	}
-	if j.Text == "" && j.HTML == "" {
+	templated := j.Templated()
+	if j.Text == "" && j.HTML == "" && !templated {
 		return invalid(ReasonMissingBody, "", "text or html is required")
 	}
 	if n := len(j.Text) + len(j.HTML); n > limits.MaxBodyBytes {
@@ -150,14 +162,8 @@ func (j *Job) Validate(limits Limits) error {
 	if err := checkLine("tenant", j.Tenant, MaxTenantLength); err != nil {
 		return err
 	}
-	if t := j.Template; t != nil {
-		if t.Name == "" {
-			return invalid(ReasonMissingField, "template.name", "required when template is set")
-		}
-		if err := checkLine("template.name", t.Name, MaxTemplateFieldLength); err != nil {
-			return err
-		}
-		if err := checkLine("template.version", t.Version, MaxTemplateFieldLength); err != nil {
+	if j.Template != nil {
+		if err := validateTemplate(j.Template, templated, len(j.Text)+len(j.HTML), limits.MaxBodyBytes); err != nil {
 			return err
 		}
 	}
