@@ -106,6 +106,20 @@ type Bounce struct {
 	Source string `json:"source"`
 }
 
+// TemplateUse names the template version a mail was rendered with.
+type TemplateUse struct {
+	// Name is the template's name.
+	Name string `json:"name"`
+	// Version is the version that rendered the mail.
+	Version int `json:"version"`
+	// Why says why that version: "active", "canary", "requested", or
+	// "fallback: ..." with what failed first.
+	Why string `json:"why,omitempty"`
+	// Builtin says the version is one of the templates built into the
+	// worker, the last resort when every stored version failed.
+	Builtin bool `json:"builtin,omitempty"`
+}
+
 // Event is one transition of one recipient. Every field but those marked
 // optional is set on every event.
 type Event struct {
@@ -149,6 +163,9 @@ type Event struct {
 	// FeedbackType is a complaint's feedback type (abuse, fraud, ...);
 	// optional.
 	FeedbackType string `json:"feedback_type,omitempty"`
+	// Template says which template version rendered a template job, and
+	// why that one; set on the worker's events of template jobs.
+	Template *TemplateUse `json:"template,omitempty"`
 	// Metadata is the job's metadata, echoed so applications can route the
 	// event without a lookup; optional.
 	Metadata map[string]string `json:"metadata,omitempty"`

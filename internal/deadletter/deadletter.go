@@ -40,6 +40,10 @@ const (
 	// Postline's, not of the job); the stack is in the worker's log. The
 	// record is dead-lettered so that its partition goes on.
 	ReasonInternalError = "internal_error"
+	// ReasonRenderFailed: the job names a template that no version of it
+	// could render (a broken template, data its schema refuses). Replay it
+	// once the template is fixed.
+	ReasonRenderFailed = "render_failed"
 )
 
 // maxErrorBytes bounds the error header: it is for humans, and a relay's

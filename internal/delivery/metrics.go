@@ -43,6 +43,7 @@ type metrics struct {
 	budgetWaits      *prometheus.CounterVec
 	panics           *prometheus.CounterVec
 	suppressed       prometheus.Counter
+	renderFailures   prometheus.Counter
 	rcptRefusals     *prometheus.CounterVec
 }
 
@@ -108,6 +109,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: ns, Subsystem: sub, Name: "panics_total",
 			Help: "Panics recovered while handling one record, by stage (decoding, sending); each record is dead-lettered as internal_error.",
 		}, []string{"stage"}),
+		renderFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "render_failures_total",
+			Help: "Template jobs no version of their template could render, dead-lettered as render_failed.",
+		}),
 		suppressed: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "suppressed_recipients_total",
 			Help: "Recipients dropped from an envelope at claim because they are on a suppression list.",
@@ -117,7 +122,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Recipients a relay refused for good at RCPT while the transaction went on, by provider and bounce type (hard, soft, policy).",
 		}, []string{"provider", "bounce_type"}),
 	}
-	for _, c := range []prometheus.Collector{m.suppressed, m.rcptRefusals, m.panics, m.decreases, m.budgetWaits, m.outcomes, m.reentries, m.dependencyErrors, m.sendSeconds, m.publishToAccept, m.inFlight,
+	for _, c := range []prometheus.Collector{m.renderFailures, m.suppressed, m.rcptRefusals, m.panics, m.decreases, m.budgetWaits, m.outcomes, m.reentries, m.dependencyErrors, m.sendSeconds, m.publishToAccept, m.inFlight,
 		m.attempts, m.fastRetries, m.backoffDelay, m.releases, m.paused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("delivery: register metrics: %w", err)

@@ -39,6 +39,7 @@ const (
 	classInternal = "internal"
 	classConflict = "conflict"
 	classExpired  = "expired"
+	classRender   = "render"
 )
 
 // item is one consumed record on its way through the pipeline.
@@ -61,6 +62,9 @@ type item struct {
 	// what earlier attempts recorded has been read into them.
 	rcpts  []rcpt
 	loaded bool
+	// composed is the template version that rendered a template job, nil
+	// until it is rendered (and for jobs that carry their bodies).
+	composed *event.TemplateUse
 
 	// Set by the sender.
 	provider    string
@@ -93,6 +97,7 @@ type Pipeline struct {
 	recipients   RecipientStates
 	suppressions Suppressions
 	returnPaths  ReturnPaths
+	composer     Composer
 
 	tracer trace.Tracer
 
@@ -146,6 +151,9 @@ type Deps struct {
 	// ReturnPaths gives each recipient its own return path; nil sends with
 	// the job's From as the return path.
 	ReturnPaths ReturnPaths
+	// Composer renders template jobs; nil dead-letters them as
+	// render_failed.
+	Composer Composer
 	// TracerProvider makes the spans of each record (see tracing.go),
 	// joined to the trace context in its headers; nil means no spans.
 	TracerProvider trace.TracerProvider
@@ -200,7 +208,8 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, deps Deps) 
 	p := &Pipeline{cfg: cfg, logger: logger, store: deps.Store, leases: deps.Leases, providers: pools,
 		breakers: deps.Breakers, dlq: deps.DeadLetters, retries: deps.Retries,
 		events: deps.Events, recipients: deps.Recipients, suppressions: deps.Suppressions, returnPaths: deps.ReturnPaths,
-		window: window, budgets: budgets, group: deps.Group, pressure: deps.Pressure,
+		composer: deps.Composer,
+		window:   window, budgets: budgets, group: deps.Group, pressure: deps.Pressure,
 		tracer: tracerProvider.Tracer(tracerName)}
 	if p.metrics, err = newMetrics(reg); err != nil {
 		return nil, err
@@ -665,6 +674,9 @@ func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, d
 			Recipients: it.recipientOutcomes(),
 			Stream:     stream(&it.job),
 			Metadata:   it.job.Metadata,
+		}
+		if it.composed != nil {
+			outs[i].Template, outs[i].TemplateVersion, outs[i].TemplateWhy = it.composed.Name, it.composed.Version, it.composed.Why
 		}
 		if !p.cfg.NoConfirm && it.countFresh(idempotency.RecipientAccepted) > 0 {
 			outs[i].ConfirmBy = now.Add(p.cfg.ConfirmWindow)

@@ -331,7 +331,8 @@ func (p *Pipeline) eventsOf(it *item, now time.Time) []event.Event {
 		return nil
 	}
 	base := event.Event{Schema: event.Schema, At: now.UTC(), MessageID: it.job.MessageID, Tenant: it.job.Tenant,
-		Stream: stream(&it.job), Attempt: it.attempt, Provider: it.provider, Metadata: it.job.Metadata}
+		Stream: stream(&it.job), Attempt: it.attempt, Provider: it.provider, Metadata: it.job.Metadata,
+		Template: it.composed}
 	var out []event.Event
 	add := func(r *rcpt, t event.Type, fill func(*event.Event)) {
 		e := base

@@ -2,6 +2,8 @@ package delivery
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -13,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/postline/postline/event"
+	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/job"
@@ -248,4 +251,113 @@ func mapsEqual(a, b map[int][]event.Type) bool {
 		}
 	}
 	return true
+}
+
+// fakeComposer renders template jobs by a script.
+type fakeComposer struct {
+	mu    sync.Mutex
+	fail  error
+	calls int
+}
+
+func (f *fakeComposer) Compose(_ context.Context, j *job.Job) (Composed, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.fail != nil {
+		return Composed{}, f.fail
+	}
+	return Composed{Subject: "Hello " + j.Template.Name, Text: "rendered", HTML: "<p>rendered</p>",
+		Template: event.TemplateUse{Name: j.Template.Name, Version: 3, Why: "canary"}}, nil
+}
+
+func newComposeHarness(t *testing.T, c Composer) *outcomeHarness {
+	t.Helper()
+	h := &outcomeHarness{harness: &harness{store: newFakeStore(), dlq: &fakeDLQ{}, retries: &fakeRetries{}},
+		session: &scriptedSession{refuse: func(string) *sender.Error { return nil }}, events: &fakeEvents{}}
+	p, err := New(Config{Senders: 1, BatchSize: 4, BatchLinger: time.Millisecond, RecheckInterval: 5 * time.Millisecond,
+		MaxReleaseWait: 20 * time.Millisecond},
+		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
+			Store:       h.store,
+			Providers:   []Provider{{Name: "p1", NewSession: func() Session { return h.session }}},
+			DeadLetters: h.dlq, Retries: h.retries, Events: h.events, Composer: c,
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.pipeline = p
+	return h
+}
+
+func templateJob(id string) job.Job {
+	j := testJob(id, "")
+	j.Subject, j.Text = "", ""
+	j.Template = &job.TemplateRef{Name: "receipt"}
+	return j
+}
+
+// TestTemplateJobIsRenderedBeforeSending: the composer's bodies are sent,
+// and the events and the row name the version that rendered them.
+func TestTemplateJobIsRenderedBeforeSending(t *testing.T) {
+	c := &fakeComposer{}
+	h := newComposeHarness(t, c)
+	h.run(t, [][]byte{mustJSON(t, templateJob("t@x"))})
+	if got := h.store.status("t@x"); got != idempotency.StatusSent {
+		t.Fatalf("status = %s, want sent", got)
+	}
+	outs := h.store.rows["t@x"].outcomes
+	if len(outs) != 1 || outs[0].Template != "receipt" || outs[0].TemplateVersion != 3 || outs[0].TemplateWhy != "canary" {
+		t.Errorf("outcome = %+v, want the template version that rendered it", outs)
+	}
+	for _, e := range h.events.events {
+		if e.Template == nil || e.Template.Version != 3 {
+			t.Errorf("event %s lacks the template version: %+v", e.Type, e.Template)
+		}
+	}
+}
+
+// TestBrokenTemplateIsDeadLettered: a job no version renders ends dead
+// with reason render_failed, never sent.
+func TestBrokenTemplateIsDeadLettered(t *testing.T) {
+	h := newComposeHarness(t, &fakeComposer{fail: errors.New("render receipt: every version failed")})
+	h.run(t, [][]byte{mustJSON(t, templateJob("b@x"))})
+	if got := h.store.status("b@x"); got != idempotency.StatusDead {
+		t.Fatalf("status = %s, want dead", got)
+	}
+	if got := h.dlq.reasons(); len(got) != 1 || got[0] != deadletter.ReasonRenderFailed {
+		t.Errorf("dead-letter reasons = %v, want render_failed", got)
+	}
+	if len(h.session.envelopes) != 0 {
+		t.Error("a job that did not render was sent")
+	}
+}
+
+// TestUnavailableTemplateStoreReleases: a store that does not answer
+// makes the job wait in the worker, not die.
+func TestUnavailableTemplateStoreReleases(t *testing.T) {
+	c := &fakeComposer{fail: fmt.Errorf("templates: %w", ErrComposeUnavailable)}
+	h := newComposeHarness(t, c)
+	h.src = newFakeSource([][]byte{mustJSON(t, templateJob("u@x"))}, true)
+	h.src.store = h.store
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.pipeline.Run(ctx, h.src) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c.mu.Lock()
+		n := c.calls
+		c.mu.Unlock()
+		if n >= 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if c.calls < 2 {
+		t.Fatalf("composer called %d times, want the job tried again after a release", c.calls)
+	}
+	if got := h.dlq.reasons(); len(got) != 0 {
+		t.Errorf("dead letters %v for a store outage", got)
+	}
 }

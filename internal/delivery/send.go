@@ -57,6 +57,9 @@ func (p *Pipeline) deliver(ctx context.Context, it *item) {
 		p.finishWithoutPending(it)
 		return
 	}
+	if !p.compose(ctx, it) {
+		return
+	}
 	if p.budgets != nil && it.attempt <= 1 {
 		p.budgets.Earn(priority) // a first attempt earns a share of a retry
 	}

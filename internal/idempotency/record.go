@@ -49,6 +49,11 @@ type Outcome struct {
 	// relay took it for at least one recipient. The first one written
 	// stays. Zero keeps the row's.
 	ConfirmBy time.Time
+	// Template, TemplateVersion and TemplateWhy say which template version
+	// rendered a template job and why; an empty Template keeps the row's.
+	Template        string
+	TemplateVersion int
+	TemplateWhy     string
 }
 
 // Rejection is a job that failed decoding or validation.
@@ -69,8 +74,9 @@ type Rejection struct {
 const recordSQL = `
 WITH u AS (
 	SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int4[], $5::text[], $6::text[], $7::text[],
-			$8::text[], $9::text[], $10::timestamptz[])
-		AS u(message_id, version, status, attempt, provider, error_class, last_error, stream, metadata, confirm_by)
+			$8::text[], $9::text[], $10::timestamptz[], $11::text[], $12::int4[], $13::text[])
+		AS u(message_id, version, status, attempt, provider, error_class, last_error, stream, metadata, confirm_by,
+			template, template_version, template_why)
 ), locked AS MATERIALIZED (
 	SELECT m.message_id FROM postline_messages m JOIN u ON m.message_id = u.message_id
 	WHERE m.version = u.version
@@ -93,14 +99,17 @@ WITH u AS (
 		stream = COALESCE(NULLIF(u.stream, ''), m.stream),
 		metadata = COALESCE(NULLIF(u.metadata, '')::jsonb, m.metadata),
 		confirm_by = COALESCE(m.confirm_by, u.confirm_by),
+		template = COALESCE(NULLIF(u.template, ''), m.template),
+		template_version = CASE WHEN u.template <> '' THEN u.template_version ELSE m.template_version END,
+		template_why = CASE WHEN u.template <> '' THEN NULLIF(u.template_why, '') ELSE m.template_why END,
 		updated_at = now()
 	FROM u
 	WHERE m.message_id = u.message_id AND m.version = u.version
 		AND m.message_id IN (SELECT message_id FROM locked)
 	RETURNING m.message_id
 ), r AS (
-	SELECT * FROM unnest($11::text[], $12::int2[], $13::text[], $14::text[], $15::int4[], $16::text[], $17::text[],
-			$18::text[], $19::int4[], $20::text[], $21::text[], $22::text[])
+	SELECT * FROM unnest($14::text[], $15::int2[], $16::text[], $17::text[], $18::int4[], $19::text[], $20::text[],
+			$21::text[], $22::int4[], $23::text[], $24::text[], $25::text[])
 		AS r(message_id, idx, address, state, attempt, provider, bounce_type, status, code, diagnostic, rule, source)
 ), ins AS (
 	-- Only for rows whose compare-and-set this statement won, and only
@@ -141,7 +150,8 @@ func (s *Store) Record(ctx context.Context, outs []Outcome) (lost []string, err 
 	firstAt := make(map[string]int, len(outs))
 	var (
 		ids, statuses, providers, classes, errs []string
-		streams, metadata                       []string
+		streams, metadata, templates, whys      []string
+		templateVersions                        []int32
 		versions                                []int64
 		attempts                                []int32
 		confirmBy                               []pgtype.Timestamptz
@@ -173,14 +183,17 @@ func (s *Store) Record(ctx context.Context, outs []Outcome) (lost []string, err 
 		streams = append(streams, o.Stream)
 		metadata = append(metadata, metadataJSON(o.Metadata))
 		confirmBy = append(confirmBy, timestamptz(o.ConfirmBy))
+		templates = append(templates, cleanText(o.Template, 128))
+		templateVersions = append(templateVersions, int32(min(max(o.TemplateVersion, 0), math.MaxInt32)))
+		whys = append(whys, cleanText(o.TemplateWhy, MaxErrorBytes))
 		if err := rcpts.add(o.MessageID, o.Recipients); err != nil {
 			return nil, fmt.Errorf("record %s: %w", o.MessageID, err)
 		}
 	}
 
 	start := time.Now()
-	args := append([]any{ids, versions, statuses, attempts, providers, classes, errs, streams, metadata, confirmBy},
-		rcpts.args()...)
+	args := append([]any{ids, versions, statuses, attempts, providers, classes, errs, streams, metadata, confirmBy,
+		templates, templateVersions, whys}, rcpts.args()...)
 	var won map[string]bool
 	if !rcpts.any() {
 		won, err = s.updateReturningIDs(ctx, recordSQL, args...)
