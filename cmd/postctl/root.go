@@ -141,6 +141,7 @@ func execute(ctx context.Context, args []string, getenv func(string) string, std
 	root.AddCommand(newTopicsCmd(g), newMigrateCmd(g), newPublishCmd(g), newDLQCmd(g),
 		newStatusCmd(g), newLagCmd(g), newAuditCmd(g), newRelaysCmd(g), newProbeCmd(g))
 	root.AddCommand(newSuppressCmd(g), newUnconfirmedCmd(g), newRulesCmd(g))
+	root.AddCommand(newTemplateCmd(g))
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
