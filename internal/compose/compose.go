@@ -171,8 +171,9 @@ type Composer struct {
 	builtin        map[string]*builtinTemplate
 	builtinLayouts map[string]render.Layout
 
-	mu   sync.Mutex
-	meta map[key]versionMeta
+	mu      sync.Mutex
+	meta    map[key]versionMeta
+	layouts map[key]render.Layout // stored layout versions fetched (immutable)
 }
 
 // New returns a Composer reading versions from versions and labels from
@@ -228,7 +229,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, versions Ve
 		}
 	}
 	return &Composer{cfg: cfg, logger: logger, versions: versions, labels: labels, cache: cache, m: m,
-		builtin: builtin, builtinLayouts: layouts, meta: map[key]versionMeta{}}, nil
+		builtin: builtin, builtinLayouts: layouts, meta: map[key]versionMeta{}, layouts: map[key]render.Layout{}}, nil
 }
 
 // Compose renders req. Its error is a *RenderError when nothing renders
@@ -486,14 +487,24 @@ func (c *Composer) layout(ctx context.Context, snap *templatestore.Snapshot, nam
 	if lv <= 0 {
 		return c.builtinLayouts, 0, nil
 	}
-	sl, err := c.versions.Get(ctx, name, lv)
-	if err != nil {
-		if missing(err) {
-			return c.builtinLayouts, 0, nil
+	k := key{name, lv}
+	c.mu.Lock()
+	l, ok := c.layouts[k]
+	c.mu.Unlock()
+	if !ok {
+		sl, err := c.versions.Get(ctx, name, lv)
+		if err != nil {
+			if missing(err) {
+				return c.builtinLayouts, 0, nil
+			}
+			return nil, 0, &storeError{fmt.Errorf("get layout %s version %d: %w", name, lv, err)}
 		}
-		return nil, 0, &storeError{fmt.Errorf("get layout %s version %d: %w", name, lv, err)}
+		l = render.Layout{Name: name, HTML: sl.HTMLBody, Text: sl.TextBody}
+		c.mu.Lock()
+		c.layouts[k] = l
+		c.mu.Unlock()
 	}
-	return map[string]render.Layout{name: {Name: name, HTML: sl.HTMLBody, Text: sl.TextBody}}, lv, nil
+	return map[string]render.Layout{name: l}, lv, nil
 }
 
 // storedLocale is one locale's parts in a stored version's locales
