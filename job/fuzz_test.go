@@ -65,6 +65,10 @@ func FuzzDecode(f *testing.F) {
 		"{\"version\":\"\x01\"}",
 		`[]`,
 		``,
+		noBodyDoc(`,"template":{"name":"order-confirmation","version":"canary","locale":"fr-CA","data":{"n":12345678901234567890123,"f":-1.5e-3,"z":null,"a":[{"b":{}},[],true]}}`),
+		noBodyDoc(`,"template":{"name":"w","data":{}}`),
+		noBodyDoc(`,"template":{"name":"w","version":"0"}`),
+		noBodyDoc(`,"template":{"name":"w","data":{"a":1,"\u0061":2}}`),
 	} {
 		f.Add([]byte(seed))
 	}
@@ -184,6 +188,11 @@ func sameJob(a, b Job) bool {
 			j.Attachments = nil
 		}
 		j.NotAfter = nil
+		if j.Template != nil && len(j.Template.Data) == 0 {
+			t := *j.Template
+			t.Data = nil
+			j.Template = &t
+		}
 		return j
 	}
 	if (a.NotAfter == nil) != (b.NotAfter == nil) {
