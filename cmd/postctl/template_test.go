@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -31,7 +32,9 @@ func writeTree(t *testing.T, root string, files map[string]string) {
 }
 
 // noLayouts is a lookup that finds nothing outside the directory.
-func noLayouts(context.Context, string) (render.Layout, bool, error) { return render.Layout{}, false, nil }
+func noLayouts(context.Context, string) (render.Layout, bool, error) {
+	return render.Layout{}, false, nil
+}
 
 func TestLoadTemplateDirExamples(t *testing.T) {
 	tmpls, err := loadTemplateDir(examplesDir)
@@ -265,4 +268,84 @@ func lcsLen(a, b []string) int {
 		prev = cur
 	}
 	return prev[len(b)]
+}
+
+// FuzzUnifiedDiff checks that a unified diff of a and b, applied to a,
+// gives b: every hunk's context and removed lines are a's at the hunk's
+// position, and the output is bounded by the inputs' size.
+func FuzzUnifiedDiff(f *testing.F) {
+	f.Add("a\nb\nc\n", "a\nc\nd\n")
+	f.Add("", "x")
+	f.Add("1\n2\n3\n4\n5\n6\n7\n8\n9\n", "0\n2\n3\n4\n5\n6\n7\n8\nnine\n")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if len(a) > 4096 || len(b) > 4096 {
+			return
+		}
+		// Lines are compared without their "\n", so a final line without
+		// one diffs as if it had it.
+		norm := func(s string) string { return strings.Join(splitLines(s), "\n") }
+		d := unifiedDiff("A", "B", a, b)
+		if norm(a) == norm(b) {
+			if a == b && d != "" {
+				t.Fatalf("equal inputs, diff %q", d)
+			}
+			return
+		}
+		if len(d) > 4*(len(a)+len(b))+64*(strings.Count(a, "\n")+strings.Count(b, "\n")+2) {
+			t.Fatalf("diff of %d bytes for inputs of %d and %d", len(d), len(a), len(b))
+		}
+		got, err := applyUnified(splitLines(a), d)
+		if err != nil {
+			t.Fatalf("a=%q b=%q diff=%q: %v", a, b, d, err)
+		}
+		if strings.Join(got, "\n") != norm(b) {
+			t.Fatalf("a=%q b=%q diff=%q: applied gives %q", a, b, d, got)
+		}
+	})
+}
+
+// applyUnified applies the hunks of diff d to a.
+func applyUnified(a []string, d string) ([]string, error) {
+	lines := splitLines(d)
+	if len(lines) < 2 || lines[0] != "--- A" || lines[1] != "+++ B" {
+		return nil, errors.New("bad header")
+	}
+	var out []string
+	pos := 0 // next line of a to copy
+	for _, l := range lines[2:] {
+		if strings.HasPrefix(l, "@@ -") {
+			var startA, lenA int
+			r := strings.Fields(l)[1][1:]
+			if n, _ := fmt.Sscanf(r, "%d,%d", &startA, &lenA); n == 1 {
+				lenA = 1
+			}
+			if lenA > 0 {
+				startA--
+			}
+			if startA < pos || startA > len(a) {
+				return nil, fmt.Errorf("hunk %q out of order", l)
+			}
+			out = append(out, a[pos:startA]...)
+			pos = startA
+			continue
+		}
+		if l == "" {
+			return nil, errors.New("empty diff line")
+		}
+		switch l[0] {
+		case ' ', '-':
+			if pos >= len(a) || a[pos] != l[1:] {
+				return nil, fmt.Errorf("line %q does not match a[%d]", l, pos)
+			}
+			if l[0] == ' ' {
+				out = append(out, l[1:])
+			}
+			pos++
+		case '+':
+			out = append(out, l[1:])
+		default:
+			return nil, fmt.Errorf("bad line %q", l)
+		}
+	}
+	return append(out, a[pos:]...), nil
 }
