@@ -143,29 +143,48 @@ func templatePush(ctx context.Context, g *globals, dir string, dryRun, activate 
 		return err
 	}
 	defer closeDB()
+	// A template stored with another kind would fail its push midway.
+	stored, err := s.List(ctx)
+	if err != nil {
+		return withMigrateHint(err)
+	}
+	var mismatches []string
+	for _, t := range tmpls {
+		for _, st := range stored {
+			if st.Name == t.Draft.Name && st.Kind != t.Draft.Kind {
+				mismatches = append(mismatches, fmt.Sprintf("  %s (%s): stored as a %s, the folder is a %s", t.Draft.Name, t.Dir, st.Kind, t.Draft.Kind))
+			}
+		}
+	}
+	if len(mismatches) > 0 {
+		return fmt.Errorf("%d of %d templates change kind, nothing pushed:\n%s", len(mismatches), len(tmpls), strings.Join(mismatches, "\n"))
+	}
+	// The latest versions: the next one's number names a failure, and a
+	// dry run compares content hashes with them.
+	latest := make([]templatestore.Version, len(tmpls))
+	for i := range tmpls {
+		v, err := s.Latest(ctx, tmpls[i].Draft.Name)
+		if err != nil && !errors.Is(err, templatestore.ErrNotFound) {
+			return withMigrateHint(err)
+		}
+		latest[i] = v
+		tmpls[i].Number = v.Version + 1
+	}
 	lookup := func(ctx context.Context, name string) (render.Layout, bool, error) { return storeLayout(ctx, s, name) }
 	if err := checkTemplates(ctx, lookup, tmpls); err != nil {
 		return err
 	}
 	out := pushOutput{DryRun: dryRun}
-	for _, t := range tmpls {
+	for i, t := range tmpls {
 		d := t.Draft
 		d.CreatedBy = templateActor
 		r := pushResult{Name: d.Name, Kind: d.Kind}
 		if dryRun {
-			latest, err := s.Latest(ctx, d.Name)
-			switch {
-			case errors.Is(err, templatestore.ErrNotFound):
-				r.Created = true
-			case err != nil:
-				return withMigrateHint(err)
-			default:
-				hash, err := templatestore.ContentHash(d)
-				if err != nil {
-					return err
-				}
-				r.Version, r.Created = latest.Version, !bytes.Equal(hash, latest.ContentHash)
+			hash, err := templatestore.ContentHash(d)
+			if err != nil {
+				return err
 			}
+			r.Version, r.Created = latest[i].Version, !bytes.Equal(hash, latest[i].ContentHash)
 			out.Templates = append(out.Templates, r)
 			continue
 		}
@@ -229,7 +248,7 @@ func checkTemplates(ctx context.Context, lookup layoutLookup, tmpls []templateDi
 	}
 	var fails []string
 	for _, t := range tmpls {
-		if err := checkTemplate(t.Draft, layouts); err != nil {
+		if err := checkTemplate(t.Draft, max(t.Number, 1), layouts); err != nil {
 			fails = append(fails, fmt.Sprintf("  %s (%s): %v", t.Draft.Name, t.Dir, err))
 		}
 	}
@@ -239,13 +258,13 @@ func checkTemplates(ctx context.Context, lookup layoutLookup, tmpls []templateDi
 	return nil
 }
 
-// checkTemplate compiles d and renders it with its sample data, if any, in
-// the base parts and each locale.
-func checkTemplate(d templatestore.Draft, layouts map[string]render.Layout) error {
+// checkTemplate compiles d, as the version numbered n, and renders it with
+// its sample data, if any, in the base parts and each locale.
+func checkTemplate(d templatestore.Draft, n int, layouts map[string]render.Layout) error {
 	if d.Kind == templatestore.KindLayout {
-		return checkLayout(layouts[d.Name], 1)
+		return checkLayout(layouts[d.Name], n)
 	}
-	v, err := renderVersion(draftVersion(d, 1), d.DefaultLocale)
+	v, err := renderVersion(draftVersion(d, n), d.DefaultLocale)
 	if err != nil {
 		return err
 	}
@@ -788,12 +807,19 @@ else the version's sample data. --html writes the HTML part to a file.
 			if dataFile != "" {
 				var err error
 				if dataFile == "-" {
-					data, err = readAllLimited(g.stdin)
+					data, err = readLimited(g.stdin, "stdin")
 				} else {
-					data, err = os.ReadFile(dataFile)
+					var f *os.File
+					if f, err = os.Open(dataFile); err == nil {
+						data, err = readLimited(f, dataFile)
+						f.Close()
+					}
 				}
 				if err != nil {
 					return fmt.Errorf("--data: %w", err)
+				}
+				if data == nil {
+					data = []byte{} // empty: an error, not the sample data
 				}
 			}
 			return templatePreview(cmd.Context(), g, args[0], version, label, data, locale, htmlFile)
@@ -805,14 +831,6 @@ else the version's sample data. --html writes the HTML part to a file.
 	cmd.Flags().StringVar(&locale, "locale", "", "render for this locale (BCP 47, such as fr or fr-CA)")
 	cmd.Flags().StringVar(&htmlFile, "html", "", "write the rendered HTML part to this file")
 	return cmd
-}
-
-func readAllLimited(r interface{ Read([]byte) (int, error) }) ([]byte, error) {
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(r); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 func templatePreview(ctx context.Context, g *globals, name string, version int, label string, data []byte, locale, htmlFile string) error {

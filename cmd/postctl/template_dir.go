@@ -51,8 +51,8 @@ slug: lowercase letters, digits, '-' and '_' inside):
                              optional overrides for a BCP 47 locale ("fr",
                              "fr-CA"); a missing file inherits the base part
 
-Other files and folders at the top of DIR (README.md, say) are ignored; an
-unknown file inside a template's folder is an error.`
+Files at the top of DIR (README.md, say) and folders whose name starts with
+"." are ignored; an unknown file inside a template's folder is an error.`
 
 // templateMeta is template.yaml.
 type templateMeta struct {
@@ -74,6 +74,9 @@ type localePartsJSON struct {
 type templateDir struct {
 	Dir   string
 	Draft templatestore.Draft
+	// Number is the version a push would add (latest + 1), which names
+	// the version in compile errors; 0 when not known.
+	Number int
 }
 
 // loadTemplateDir reads every template folder of dir, ordered by name.
@@ -272,15 +275,22 @@ func readTemplateFile(dir, name string) (string, error) {
 		return "", err
 	}
 	defer f.Close()
+	b, err := readLimited(f, name)
+	return string(b), err
+}
+
+// readLimited reads r, named name in errors, refusing more than
+// tmplMaxFile bytes.
+func readLimited(r io.Reader, name string) ([]byte, error) {
 	var buf bytes.Buffer
-	n, err := buf.ReadFrom(io.LimitReader(f, tmplMaxFile+1))
+	n, err := buf.ReadFrom(io.LimitReader(r, tmplMaxFile+1))
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if n > tmplMaxFile {
-		return "", fmt.Errorf("%s: larger than %d bytes", name, tmplMaxFile)
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, tmplMaxFile)
 	}
-	return buf.String(), nil
+	return buf.Bytes(), nil
 }
 
 // decodeTemplateData decodes data for a render: a JSON object.

@@ -168,7 +168,8 @@ func TestTemplatePostgres(t *testing.T) {
 		"base/html.html":      "<html>{{template \"content\" .}}{{if}}</html>\n",
 	})
 	_, err := run("template", "push", dir)
-	if err == nil || !strings.Contains(err.Error(), "base (") || !strings.Contains(err.Error(), "nothing pushed") {
+	if err == nil || !strings.Contains(err.Error(), "base (") || !strings.Contains(err.Error(), "nothing pushed") ||
+		!strings.Contains(err.Error(), `template "base" version 2 html`) {
 		t.Errorf("broken push: %v", err)
 	}
 	if l = ls(); l.latest("receipt") != 2 || l.latest("base") != 1 {
@@ -186,6 +187,16 @@ func TestTemplatePostgres(t *testing.T) {
 	}
 	if l = ls(); l.latest("receipt") != 2 || l.latest("base") != 1 {
 		t.Errorf("bad sample push changed versions: %+v", l)
+	}
+
+	// A folder whose kind differs from the stored template's pushes nothing.
+	writeTree(t, dir, map[string]string{"base/template.yaml": "kind: template\n", "base/subject.txt": "Base\n"})
+	_, err = run("template", "push", dir)
+	if err == nil || !strings.Contains(err.Error(), "base (") || !strings.Contains(err.Error(), "stored as a layout") {
+		t.Errorf("push changing a kind: %v", err)
+	}
+	if l = ls(); l.latest("receipt") != 2 || l.latest("base") != 1 {
+		t.Errorf("kind change push changed versions: %+v", l)
 	}
 
 	// show: JSON of a version and the labels on it.
@@ -286,6 +297,11 @@ func TestTemplatePostgres(t *testing.T) {
 	}
 	if pv.Version != 2 || pv.Subject != "Receipt R-7 for Grace" || !strings.Contains(pv.Text, "Receipt R-7 is paid: 1.00 USD.") {
 		t.Errorf("preview json: %+v", pv)
+	}
+	empty := filepath.Join(t.TempDir(), "empty.json")
+	writeTree(t, filepath.Dir(empty), map[string]string{"empty.json": ""})
+	if _, err := run("template", "preview", "receipt", "--data", empty); err == nil || !strings.Contains(err.Error(), "not a JSON object") {
+		t.Errorf("preview with empty data: %v", err)
 	}
 	if _, err := run("template", "preview", "receipt", "--label", "canary"); err == nil || !strings.Contains(err.Error(), "no canary label") {
 		t.Errorf("preview of a missing label: %v", err)
