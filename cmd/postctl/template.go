@@ -59,18 +59,19 @@ func openTemplates(ctx context.Context, g *globals) (*templatestore.Store, func(
 	return s, pool.Close, nil
 }
 
-// storeLayout returns the layout name as mail would use it: its active
-// version, else its latest, else the built-in layout of that name. ok is
-// false when there is none.
-func storeLayout(ctx context.Context, s *templatestore.Store, name string) (render.Layout, bool, error) {
+// storeLayout returns the layout name: its active version (what mail is
+// wrapped in), else with orLatest its latest version, else the built-in
+// layout of that name. ok is false when there is none.
+func storeLayout(ctx context.Context, s *templatestore.Store, name string, orLatest bool) (render.Layout, bool, error) {
 	labels, err := s.Labels(ctx, []string{name})
 	if err != nil {
 		return render.Layout{}, false, withMigrateHint(err)
 	}
 	var v templatestore.Version
+	err = fmt.Errorf("layout %s: no active version: %w", name, templatestore.ErrNotFound)
 	if i := slices.IndexFunc(labels, func(l templatestore.Label) bool { return l.Label == templatestore.LabelActive }); i >= 0 {
 		v, err = s.Get(ctx, name, labels[i].Version)
-	} else {
+	} else if orLatest {
 		v, err = s.Latest(ctx, name)
 	}
 	if err == nil {
@@ -108,8 +109,8 @@ func newTemplatePushCmd(g *globals) *cobra.Command {
 		Use:   "push DIR",
 		Short: "Check every template of DIR and push the changed ones as new versions",
 		Long: `Read every template folder of DIR, compile each one (with its layout: from
-DIR, else the layout's active or latest version in the database, else a
-built-in layout) and render it with its sample.json, in every locale it has.
+DIR, else the layout's active version in the database, else its latest,
+else a built-in layout) and render it with its sample.json, in every locale it has.
 If any template fails, nothing is pushed and each failure is listed.
 
 Then push each template: a version is added only when its content (parts,
@@ -170,7 +171,9 @@ func templatePush(ctx context.Context, g *globals, dir string, dryRun, activate 
 		latest[i] = v
 		tmpls[i].Number = v.Version + 1
 	}
-	lookup := func(ctx context.Context, name string) (render.Layout, bool, error) { return storeLayout(ctx, s, name) }
+	lookup := func(ctx context.Context, name string) (render.Layout, bool, error) {
+		return storeLayout(ctx, s, name, true)
+	}
 	if err := checkTemplates(ctx, lookup, tmpls); err != nil {
 		return err
 	}
@@ -787,7 +790,7 @@ func newTemplatePreviewCmd(g *globals) *cobra.Command {
 		Short: "Render a version of a template with its sample data or given data",
 		Long: `Render a version of a template (--version, or the one --label points at, else
 the active one, else the latest) with its layout as mail would get it (the
-layout's active version, else its latest, else a built-in layout) and print
+layout's active version, else the built-in layout of that name) and print
 the subject and text. Data is --data (a JSON object in a file, - for stdin),
 else the version's sample data. --html writes the HTML part to a file.
 
@@ -866,7 +869,7 @@ func templatePreview(ctx context.Context, g *globals, name string, version int, 
 	}
 	layouts := map[string]render.Layout{}
 	if v.Layout != "" {
-		l, ok, err := storeLayout(ctx, s, v.Layout)
+		l, ok, err := storeLayout(ctx, s, v.Layout, false)
 		if err != nil {
 			return err
 		}

@@ -269,6 +269,12 @@ func TestTemplatePostgres(t *testing.T) {
 
 	// preview: version 1 in French with its sample data, HTML to a file
 	// wrapped in the base layout.
+	// Mail is wrapped in the layout's active version: without one (and
+	// no built-in layout of that name) preview fails as mail would.
+	if _, err := run("template", "preview", "receipt"); err == nil || !strings.Contains(err.Error(), `layout "base" not found`) {
+		t.Errorf("preview without an active layout: %v", err)
+	}
+	must("template", "activate", "base", "1")
 	htmlFile := filepath.Join(t.TempDir(), "receipt.html")
 	out = must("template", "preview", "receipt", "--version", "1", "--locale", "fr", "--html", htmlFile)
 	if !strings.Contains(out, "Subject: Reçu R-1042 pour Ada Lovelace") || !strings.Contains(out, "Merci pour votre paiement") ||
