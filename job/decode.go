@@ -30,7 +30,9 @@ import (
 //     version rather than its new fields;
 //  4. in document order: a key the schema does not define (unknown_field,
 //     matched exactly, so "From" is unknown), a duplicate key or a null
-//     where the schema allows none (malformed_json);
+//     where the schema allows none (malformed_json), template data nesting
+//     deeper than MaxTemplateDataDepth (too_deep) or with more than
+//     MaxTemplateDataKeys keys (oversize_field), both at "template.data";
 //  5. a value of the wrong type (malformed_json);
 //  6. a required key is absent (missing_field);
 //  7. Validate.
@@ -147,8 +149,10 @@ var errTooDeep = errors.New("nested too deep")
 // schema only in case (encoding/json matches them), duplicate keys
 // (encoding/json keeps the last), nulls (encoding/json reads them as zero
 // values), absent required keys, nesting deeper than the limit, and values
-// that encoding/json would reject for their type. It checks the syntax
-// and trailing data too.
+// that encoding/json would reject for their type, and template data that
+// nests deeper than MaxTemplateDataDepth or holds more than
+// MaxTemplateDataKeys keys (the second pass would allocate a map per
+// object). It checks the syntax and trailing data too.
 //
 // A hostile document must cost no more than its size: the scanner
 // allocates nothing per value except the keys of maps and strings with
@@ -167,6 +171,8 @@ type scanner struct {
 	version     json.Token
 	hasVersion  bool
 	problem     *ValidationError // first structural problem in document order
+	dataBase    int              // len(path) at the template data object
+	dataKeys    int              // keys read in template data so far
 	typeProblem *ValidationError // first value of the wrong type in document order
 	missing     string           // first absent required key
 }
@@ -296,6 +302,13 @@ func (s *scanner) note(reason Reason, detail string) {
 	}
 }
 
+// noteAt records a problem at field unless an earlier one is recorded.
+func (s *scanner) noteAt(reason Reason, field, detail string) {
+	if s.problem == nil {
+		s.problem = &ValidationError{Reason: reason, Field: field, Detail: detail}
+	}
+}
+
 // noteType records a value of the wrong type at the current path unless an
 // earlier one is recorded.
 func (s *scanner) noteType(format string, args ...any) {
@@ -338,6 +351,12 @@ func (s *scanner) value(t reflect.Type) (kind, int, error) {
 		// The document object is depth 1, so this value is at len(path)+1.
 		if len(s.path)+1 > s.maxDepth {
 			return k, start, errTooDeep
+		}
+		if t == dataType {
+			s.dataBase = len(s.path)
+		}
+		if (t == dataType || t == anyType) && len(s.path)+1-s.dataBase > MaxTemplateDataDepth {
+			s.noteAt(ReasonTooDeep, "template.data", fmt.Sprintf("objects and arrays nest deeper than %d", MaxTemplateDataDepth))
 		}
 		s.pos++
 		if k == kindObject {
@@ -568,6 +587,14 @@ func (s *scanner) object(t reflect.Type) error {
 				if isMap {
 					ft = t.Elem()
 				}
+				if t == dataType || t == anyType {
+					// Template data: counted before the second pass
+					// allocates a map for it, and typed all the way down.
+					ft = anyType
+					if s.dataKeys++; s.dataKeys > MaxTemplateDataKeys {
+						s.noteAt(ReasonOversizeField, "template.data", fmt.Sprintf("more than %d keys", MaxTemplateDataKeys))
+					}
+				}
 			}
 			if s.skipSpace(); s.peek() != ':' {
 				return s.syntaxError("after object key")
@@ -645,6 +672,8 @@ func (s *scanner) array(t reflect.Type) error {
 		elem = byteType
 	case t != nil && t.Kind() == reflect.Slice:
 		elem = t.Elem()
+	case t == anyType:
+		elem = anyType
 	}
 	depth := len(s.path)
 	s.path = append(s.path, segment{})
@@ -678,6 +707,8 @@ var (
 	bytesType = reflect.TypeFor[[]byte]()
 	byteType  = reflect.TypeFor[byte]()
 	timeType  = reflect.TypeFor[time.Time]()
+	dataType  = reflect.TypeFor[map[string]any]()
+	anyType   = reflect.TypeFor[any]()
 )
 
 // schemaField is one JSON field of an object in the job document.

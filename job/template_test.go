@@ -401,3 +401,56 @@ func dataShape(v any, d int) (depth, keys int) {
 	}
 	return depth, keys
 }
+
+// TestDecodeWideTemplateDataIsLinear bounds what a record of wide template
+// data costs: unlike other fields it reaches the second pass whatever its
+// shape, and Validate encodes it once more to measure it. Objects with keys
+// are stopped by the scanner's key count before the second pass (about
+// 3x); an array of one-digit numbers is the worst shape measured, about
+// 58x, as encoding/json grows the []any a quarter at a time and boxes each
+// json.Number.
+func TestDecodeWideTemplateDataIsLinear(t *testing.T) {
+	const size = 1 << 20
+	const wideAllocFactor = 64
+	repeat := func(prefix, item, suffix string) []byte {
+		head := noBodyDoc(`,"template":{"name":"w","data":{"a":` + prefix)
+		n := (size - len(head) - len(suffix) - 3) / (len(item) + 1)
+		items := strings.TrimSuffix(strings.Repeat(item+",", n), ",")
+		return []byte(noBodyDoc(`,"template":{"name":"w","data":{"a":` + prefix + items + suffix + `}}`))
+	}
+	keys := func() []byte {
+		var b strings.Builder
+		for i := 0; b.Len() < size-64; i++ {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(`"` + strconv.Itoa(i) + `":0`)
+		}
+		return []byte(noBodyDoc(`,"template":{"name":"w","data":{` + b.String() + `}}`))
+	}
+	for _, tt := range []struct {
+		name   string
+		data   []byte
+		reason Reason
+	}{
+		{"numbers", repeat(`[`, `1`, `]`), ReasonOversizeBody},
+		{"nulls", repeat(`[`, `null`, `]`), ReasonOversizeBody},
+		{"short strings", repeat(`[`, `""`, `]`), ReasonOversizeBody},
+		{"empty objects", repeat(`[`, `{}`, `]`), ReasonOversizeBody},
+		{"empty arrays", repeat(`[`, `[]`, `]`), ReasonOversizeBody},
+		{"many keys", keys(), ReasonOversizeField},
+		{"objects with one key", repeat(`[`, `{"":1}`, `]`), ReasonOversizeField},
+		{"nested arrays", repeat(`[`, `[[1]]`, `]`), ReasonOversizeBody},
+		{"objects of empty arrays", repeat(`[`, `{"":[]}`, `]`), ReasonOversizeField},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			alloc := allocatedBy(func() { _, err = Decode(tt.data, Limits{}) })
+			checkReason(t, err, tt.reason, "template.data")
+			if limit := wideAllocFactor * uint64(len(tt.data)); alloc > limit {
+				t.Fatalf("Decode of %d bytes allocated %d bytes, limit %d (%dx input)", len(tt.data), alloc, limit, wideAllocFactor)
+			}
+			t.Logf("%d bytes in, %d bytes allocated (%.1fx)", len(tt.data), alloc, float64(alloc)/float64(len(tt.data)))
+		})
+	}
+}
