@@ -11,7 +11,8 @@ import (
 const (
 	// DefaultMaxMessageBytes bounds the raw Kafka record value: 2 MiB.
 	DefaultMaxMessageBytes = 2 << 20
-	// DefaultMaxBodyBytes bounds the text and HTML bodies together: 256 KiB.
+	// DefaultMaxBodyBytes bounds the text and HTML bodies and the encoded
+	// template data together: 256 KiB.
 	DefaultMaxBodyBytes = 256 << 10
 	// DefaultMaxAttachmentBytes bounds the decoded size of all attachments
 	// together: 1 MiB.
@@ -70,7 +71,8 @@ type Limits struct {
 	// MaxMessageBytes bounds the encoded record value.
 	// Defaults to DefaultMaxMessageBytes.
 	MaxMessageBytes int
-	// MaxBodyBytes bounds len(Text)+len(HTML).
+	// MaxBodyBytes bounds len(Text)+len(HTML) plus the JSON encoding of
+	// Template.Data.
 	// Defaults to DefaultMaxBodyBytes.
 	MaxBodyBytes int
 	// MaxAttachmentBytes bounds the decoded size of all attachments together.
