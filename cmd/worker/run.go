@@ -20,6 +20,7 @@ import (
 
 	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/circuit"
+	"github.com/postline/postline/internal/compose"
 	"github.com/postline/postline/internal/config"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
@@ -36,6 +37,7 @@ import (
 	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/internal/suppression"
 	"github.com/postline/postline/internal/telemetry"
+	"github.com/postline/postline/internal/templatestore"
 	"github.com/postline/postline/job"
 )
 
@@ -378,6 +380,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		if err != nil {
 			return config.NameSetting(err, map[string]string{"Interval": "POSTLINE_UNCONFIRMED_SWEEP"})
 		}
+		templates, err := templatestore.New(templatestore.Config{}, pool, logger, reg)
+		if err != nil {
+			return err
+		}
+		labels, err := templatestore.NewWatcher(templatestore.WatcherConfig{Interval: s.TemplateRefresh}, templates, logger, reg)
+		if err != nil {
+			return config.NameSetting(err, map[string]string{"Interval": "POSTLINE_TEMPLATE_REFRESH"})
+		}
+		comp, err := compose.New(compose.Config{}, logger, reg, templates, labels)
+		if err != nil {
+			return err
+		}
 		var returnPaths delivery.ReturnPaths // nil: the job's From
 		if signer != nil {
 			returnPaths = signer
@@ -393,6 +407,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			Recipients:     store,
 			Suppressions:   suppressionLists{lists},
 			ReturnPaths:    returnPaths,
+			Composer:       composer{comp},
 			Group:          lag,
 			Pressure:       pressureGuard,
 			TracerProvider: tracerProvider,
@@ -431,6 +446,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		stage("consumer", func() error { return cons.Run(consumeCtx) })
 		stage("reaper", func() error { return sweeper.Run(consumeCtx) })
 		stage("unconfirmed sweep", func() error { return unconfirmed.Run(consumeCtx) })
+		// Template labels are followed for as long as jobs may be rendered.
+		stage("template labels", func() error { return labels.Run(breakersCtx) })
 		stage("lag monitor", func() error { return lag.Run(consumeCtx) })
 		if pressureGuard != nil {
 			stage("pressure guard", func() error { return pressure.Run(consumeCtx, pressureGuard, time.Second) })

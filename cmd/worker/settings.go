@@ -64,6 +64,7 @@ type settings struct {
 	ConfirmWindow    time.Duration `env:"POSTLINE_CONFIRM_WINDOW" default:"24h" usage:"how long a report may take to confirm a mail the relay took; after it the mail is unconfirmed (postctl unconfirmed)"`
 	UnconfirmedSweep time.Duration `env:"POSTLINE_UNCONFIRMED_SWEEP" default:"1m" usage:"how often mail past its confirmation window is marked unconfirmed"`
 	DKIMKeys         string        `env:"POSTLINE_DKIM_KEYS" default:"" usage:"DKIM keys per From domain, domain=selector:keyfile comma-separated (PEM, RSA 2048+ or Ed25519); mail from a domain without a key goes out unsigned; empty: no signing"`
+	TemplateRefresh  time.Duration `env:"POSTLINE_TEMPLATE_REFRESH" default:"2s" usage:"how often the template labels (active, canary, fallback) are re-read from Postgres: a label change reaches the worker within this"`
 	RulesFile        string        `env:"POSTLINE_RULES_FILE" default:"" usage:"YAML file of reply classification rules replacing the built-in ones (postctl rules prints them); the bounce-receiver must use the same file"`
 
 	ReaperInterval time.Duration `env:"POSTLINE_REAPER_INTERVAL" default:"30s" usage:"how often rows stuck in sending past their lease are re-published"`

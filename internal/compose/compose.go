@@ -174,6 +174,41 @@ type Composer struct {
 	mu      sync.Mutex
 	meta    map[key]versionMeta
 	layouts map[key]render.Layout // stored layout versions fetched (immutable)
+
+	// pollMu serialises the snapshot refreshes a template unknown to the
+	// snapshot forces; lastPoll rate-limits them.
+	pollMu   sync.Mutex
+	lastPoll time.Time
+}
+
+// Poller is implemented by label sources that can refresh their snapshot
+// on demand (templatestore.Watcher does).
+type Poller interface {
+	Poll(ctx context.Context) (bool, error)
+}
+
+// minForcedPoll is the least time between two snapshot refreshes forced by
+// templates the snapshot does not know: a template pushed and labelled a
+// moment ago renders at once, and a flood of jobs naming a template that
+// does not exist costs at most a few small reads a second.
+const minForcedPoll = 250 * time.Millisecond
+
+// refresh re-reads the labels when the snapshot does not know name, at
+// most once per minForcedPoll, and reports the fresh snapshot.
+func (c *Composer) refresh(ctx context.Context) (*templatestore.Snapshot, error) {
+	p, ok := c.labels.(Poller)
+	if !ok {
+		return c.labels.Snapshot(), nil
+	}
+	c.pollMu.Lock()
+	defer c.pollMu.Unlock()
+	if now := c.cfg.NowFunc(); now.Sub(c.lastPoll) >= minForcedPoll {
+		c.lastPoll = now
+		if _, err := p.Poll(ctx); err != nil {
+			return nil, fmt.Errorf("%w: read the labels: %w", ErrUnavailable, err)
+		}
+	}
+	return c.labels.Snapshot(), nil
 }
 
 // New returns a Composer reading versions from versions and labels from
@@ -272,6 +307,17 @@ func (c *Composer) compose(ctx context.Context, req Request) (Result, string, st
 	}
 	labels, stored := storeLabels(snap, req.Template)
 	bt, hasBuiltin := c.builtin[req.Template]
+	if !stored && !hasBuiltin {
+		// Not in the snapshot: perhaps labelled since the last poll.
+		fresh, err := c.refresh(ctx)
+		if err != nil {
+			return Result{}, ResultFailed, unknownTemplate, fmt.Errorf("compose template %q: %w", req.Template, err)
+		}
+		if fresh != nil {
+			snap = fresh
+			labels, stored = storeLabels(snap, req.Template)
+		}
+	}
 	metricName := unknownTemplate
 	if stored || hasBuiltin {
 		metricName = req.Template
