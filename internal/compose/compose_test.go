@@ -445,3 +445,21 @@ func TestConfig(t *testing.T) {
 		t.Error("New with a nil version source succeeded")
 	}
 }
+
+// TestUnknownTemplateForcesARefresh: a template labelled after the last
+// poll renders at once (the composer re-reads the labels instead of
+// failing the job); one that does not exist still fails, and the refresh
+// is rate-limited.
+func TestUnknownTemplateForcesARefresh(t *testing.T) {
+	f := newFixture(t)
+	f.poll(t)
+	f.store.put(good("late", 1))
+	f.store.label("late", templatestore.LabelActive, 1, 0)
+	res, err := f.c.Compose(context.Background(), Request{MessageID: "<a@b>", Template: "late", Data: data})
+	if err != nil || res.Version != 1 {
+		t.Fatalf("Compose of a template labelled after the last poll = %+v, %v; want version 1", res, err)
+	}
+	if _, err := f.c.Compose(context.Background(), Request{MessageID: "<a@b>", Template: "nowhere", Data: data}); err == nil {
+		t.Fatal("a template that does not exist rendered")
+	}
+}
