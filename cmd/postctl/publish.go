@@ -294,6 +294,9 @@ func jsonLines(r io.Reader, name string) source {
 			}
 			label := fmt.Sprintf("%s: line %d", name, line)
 			dec := json.NewDecoder(bytes.NewReader(data))
+			// Template data keeps its numbers exact (a 20-digit order
+			// number), as job.Decode reads them.
+			dec.UseNumber()
 			dec.DisallowUnknownFields()
 			var j job.Job
 			if err := dec.Decode(&j); err != nil {

@@ -89,7 +89,7 @@ func execute(ctx context.Context, args []string, getenv func(string) string, std
 	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:           "postctl",
-		Short:         "Operate Postline: topics, migrations, publishing, dead letters, message status, lag, relays, audits, suppression lists, unconfirmed mail and reply rules",
+		Short:         "Operate Postline: topics, migrations, publishing, dead letters, message status, lag, relays, audits, suppression lists, unconfirmed mail, reply rules and templates",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
