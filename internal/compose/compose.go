@@ -564,7 +564,7 @@ type storedLocale struct {
 // toRender converts a stored version for render.Compile.
 func toRender(sv templatestore.Version) (render.Version, error) {
 	rv := render.Version{Template: sv.Name, Number: sv.Version, Subject: sv.Subject, Text: sv.TextBody,
-		HTML: sv.HTMLBody, Layout: sv.Layout}
+		HTML: sv.HTMLBody, Layout: sv.Layout, DefaultLocale: sv.DefaultLocale}
 	if s := strings.TrimSpace(string(sv.DataSchema)); s != "" && s != "null" {
 		rv.Schema = []byte(s)
 	}

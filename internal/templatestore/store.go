@@ -130,13 +130,14 @@ func (s *Store) Push(ctx context.Context, d Draft) (version int, created bool, e
 }
 
 const versionColumns = `name, version, subject, text_body, html_body, layout, data_schema, locales, sample_data,
-	content_hash, created_at, created_by`
+	content_hash, created_at, created_by,
+	COALESCE((SELECT t.default_locale FROM postline_templates t WHERE t.name = postline_template_versions.name), '')`
 
 func scanVersion(row pgx.Row) (Version, error) {
 	var v Version
 	var data, locales, sample []byte
 	err := row.Scan(&v.Name, &v.Version, &v.Subject, &v.TextBody, &v.HTMLBody, &v.Layout,
-		&data, &locales, &sample, &v.ContentHash, &v.CreatedAt, &v.CreatedBy)
+		&data, &locales, &sample, &v.ContentHash, &v.CreatedAt, &v.CreatedBy, &v.DefaultLocale)
 	v.DataSchema, v.Locales, v.SampleData = data, locales, sample
 	return v, err
 }

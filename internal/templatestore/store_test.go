@@ -374,3 +374,22 @@ func TestLabelsAndRollback(t *testing.T) {
 		t.Errorf("Labels(nil) = %+v, %v; want welcome's active and fallback", all, err)
 	}
 }
+
+// TestVersionCarriesTheDefaultLocale: a version read back carries its
+// template's default locale, the end of the locale chain the renderer
+// walks.
+func TestVersionCarriesTheDefaultLocale(t *testing.T) {
+	t.Parallel()
+	_, pool := migrated(t)
+	s, _ := newStore(t, pool)
+	d := draft("greeting", "Hi")
+	d.DefaultLocale = "fr"
+	push(t, s, d)
+	v, err := s.Get(t.Context(), "greeting", 1)
+	if err != nil || v.DefaultLocale != "fr" {
+		t.Fatalf("Get = %+v, %v; want the default locale fr", v, err)
+	}
+	if l, err := s.Latest(t.Context(), "greeting"); err != nil || l.DefaultLocale != "fr" {
+		t.Fatalf("Latest = %+v, %v; want the default locale fr", l, err)
+	}
+}

@@ -78,6 +78,9 @@ type Version struct {
 	ContentHash []byte
 	CreatedAt   time.Time
 	CreatedBy   string
+	// DefaultLocale is the template's default locale (its row's, not
+	// versioned): the last step of the locale chain before the base parts.
+	DefaultLocale string
 }
 
 // VersionInfo describes a version without its content.
