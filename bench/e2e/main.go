@@ -5,6 +5,9 @@
 // For each variant, in one run and on the same local stack:
 //
 //   - postline: bin/worker with -senders SMTP sessions;
+//   - template: the same worker and settings, but every job names a stored
+//     template (template.go) that the worker renders, instead of carrying
+//     its body;
 //   - naive: bin/naive (one transaction pair and one new SMTP connection per
 //     mail, a commit per record, no batching);
 //
@@ -107,6 +110,7 @@ const defaultNaiveJobs = 5000
 
 const (
 	variantPostline = "postline"
+	variantTemplate = "template"
 	variantNaive    = "naive"
 	variantSource   = "smtp-source"
 	variantSourceD  = "smtp-source-d"
@@ -134,7 +138,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	brokers := fs.String("brokers", cmp.Or(os.Getenv("POSTLINE_KAFKA_BROKERS"), "127.0.0.1:9092"), "Kafka brokers, comma-separated")
 	fs.StringVar(&o.databaseURL, "database-url", cmp.Or(os.Getenv("POSTLINE_DATABASE_URL"),
 		"postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable"), "PostgreSQL URL (a schema per variant is created in it)")
-	variants := fs.String("variants", "postline,naive,smtp-source,memory", "variants to run, comma-separated (smtp-source runs both smtp-source rows; memory runs the bounded row and its baselines)")
+	variants := fs.String("variants", "postline,template,naive,smtp-source,memory", "variants to run, comma-separated (template: the worker rendering a stored template per job; smtp-source runs both smtp-source rows; memory runs the bounded row and its baselines)")
 	fs.IntVar(&o.mem.jobs, "memory-jobs", 2000, "memory variant: jobs in the burst")
 	fs.IntVar(&o.mem.recordBytes, "memory-record-bytes", 900_000, "memory variant: encoded size of each job record; the attachments (base64 in JSON) fill it")
 	o.mem.limit = 512 << 20
@@ -171,8 +175,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	for _, v := range o.variants {
-		if v != variantPostline && v != variantNaive && v != variantSource && v != variantMemory {
-			return o, fmt.Errorf("-variants: unknown variant %q (postline, naive, smtp-source, memory)", v)
+		if !slices.Contains([]string{variantPostline, variantTemplate, variantNaive, variantSource, variantMemory}, v) {
+			return o, fmt.Errorf("-variants: unknown variant %q (postline, template, naive, smtp-source, memory)", v)
 		}
 	}
 	if o.mem.limit <= 0 {
@@ -238,6 +242,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 						"POSTLINE_SENDERS=" + strconv.Itoa(o.senders),
 						"POSTLINE_SMTP_HOST=" + host, "POSTLINE_SMTP_PORT=" + port,
 					},
+				}, stderr)
+				rs = []result{res}
+			case variantTemplate:
+				var res result
+				res, err = runWorker(ctx, o, workerSpec{
+					name: variantTemplate, bin: o.workerBin, jobs: o.jobs, run: r, http: true,
+					env: []string{
+						"POSTLINE_SENDERS=" + strconv.Itoa(o.senders),
+						"POSTLINE_SMTP_HOST=" + host, "POSTLINE_SMTP_PORT=" + port,
+					},
+					prepare:  prepareTemplate,
+					makeJobs: templateJobs,
 				}, stderr)
 				rs = []result{res}
 			case variantNaive:
@@ -325,13 +341,18 @@ func report(w io.Writer, o options, args []string, cpu string, all []result) {
 		fmt.Fprintf(w, ", medians shown")
 	}
 	fmt.Fprintf(w, ".\n\n")
-	table(w, summarize(all), variantNaive, variantSourceD)
+	rows := summarize(all)
+	table(w, rows, variantNaive, variantSourceD)
 	fmt.Fprintf(w, "\n")
+	templateLine(w, rows, variantTemplate, variantPostline)
 	if o.naiveJobs != o.jobs {
 		fmt.Fprintf(w, "- The naive worker delivered %d mails instead of %d to keep the run short; every rate and CPU figure is per mail.\n", o.naiveJobs, o.jobs)
 	}
 	fmt.Fprintf(w, "- mails/s = mails / (last sent_at - first enqueued_at); p50/p99 = sent_at - enqueued_at per mail (percentile_cont in SQL).\n")
 	fmt.Fprintf(w, "- CPU and peak RSS are the binary's own (`/usr/bin/time -v`, start to SIGTERM), excluding Kafka, PostgreSQL and the sink.\n")
+	if slices.ContainsFunc(rows, func(r result) bool { return r.Variant == variantTemplate }) {
+		fmt.Fprintf(w, "- template: the postline worker with the same settings; each job names a stored template (subject, text and HTML parts in a stored layout, a data schema, 3 line items under range) with its own data, and the worker renders it (label refresh at its default).\n")
+	}
 	fmt.Fprintf(w, "- smtp-source opens a new connection per mail; smtp-source-d (`-d`) reuses connections: the sink's ceiling here. For smtp-source rows mails/s is wall time of the whole command.\n")
 	if o.out != "" {
 		fmt.Fprintf(w, "- benchstat lines: %s (compare two runs with `benchstat old.txt new.txt`).\n", o.out)
@@ -346,6 +367,10 @@ type workerSpec struct {
 	run  int
 	http bool     // serves /readyz on POSTLINE_HTTP_ADDR
 	env  []string // variant-specific settings
+	// prepare, when set, runs on the fresh schema before the binary starts.
+	prepare func(ctx context.Context, pool *pgxpool.Pool) error
+	// makeJobs, when set, makes the n jobs to publish; nil means plainJobs.
+	makeJobs func(n, bodyBytes int) []job.Job
 }
 
 // runWorker measures one worker binary on fresh topics, group and schema.
@@ -357,6 +382,15 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	defer f.close()
 	pool, jobsTopic, group := f.pool, f.jobsTopic, f.group
 	env := slices.Concat(f.env, spec.env)
+	if spec.prepare != nil {
+		if err := spec.prepare(ctx, pool); err != nil {
+			return result{}, fmt.Errorf("%s: prepare: %w", spec.name, err)
+		}
+	}
+	makeJobs := spec.makeJobs
+	if makeJobs == nil {
+		makeJobs = plainJobs
+	}
 	var readyURL string
 	if spec.http {
 		addr, err := freeAddr()
@@ -377,7 +411,7 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 		return result{}, err
 	}
 	fmt.Fprintf(stderr, "bench: %s: ready; publishing %d jobs\n", spec.name, spec.jobs)
-	took, err := publish(ctx, o.brokers, jobsTopic, spec.jobs, o.bodyBytes)
+	took, err := publishJobs(ctx, o.brokers, jobsTopic, makeJobs(spec.jobs, o.bodyBytes), 500)
 	if err != nil {
 		return result{}, err
 	}
@@ -532,9 +566,9 @@ func readyOnce(ctx context.Context, httpc *http.Client, client *kafka.Client, re
 	return consumer.CheckAssigned(ctx, client, group, jobsTopic, partitions)
 }
 
-// publish writes n synthetic jobs with concurrent Publish calls and returns
-// how long that took.
-func publish(ctx context.Context, brokers []string, jobsTopic string, n, bodyBytes int) (time.Duration, error) {
+// plainJobs are n synthetic jobs that carry their own bodyBytes-byte text
+// body.
+func plainJobs(n, bodyBytes int) []job.Job {
 	body := syntheticBody(bodyBytes)
 	jobs := make([]job.Job, n)
 	for i := range jobs {
@@ -546,7 +580,7 @@ func publish(ctx context.Context, brokers []string, jobsTopic string, n, bodyByt
 			Text:    body,
 		}
 	}
-	return publishJobs(ctx, brokers, jobsTopic, jobs, 500)
+	return jobs
 }
 
 // publishJobs writes jobs with job.Publisher, chunk jobs per Publish call

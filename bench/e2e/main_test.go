@@ -56,6 +56,13 @@ func TestParseFlags(t *testing.T) {
 		},
 		{name: "memory is in the default variants", args: []string{"-smtp-source", "s"},
 			check: func(o options) bool { return slices.Contains(o.variants, "memory") }},
+		{name: "template follows postline in the default variants", args: []string{"-smtp-source", "s"},
+			check: func(o options) bool {
+				i := slices.Index(o.variants, "postline")
+				return i >= 0 && i+1 < len(o.variants) && o.variants[i+1] == "template"
+			}},
+		{name: "template alone", args: []string{"-variants", "template", "-smtp-source", ""},
+			check: func(o options) bool { return slices.Equal(o.variants, []string{"template"}) }},
 		{name: "no memory limit", args: []string{"-variants", "memory", "-memory-limit", "0"}, wantErr: "-memory-limit must be positive"},
 		{name: "bad memory limit", args: []string{"-variants", "memory", "-memory-limit", "lots"}, wantErr: "bad size"},
 		{name: "unknown variant", args: []string{"-variants", "postline,kafka"}, wantErr: `unknown variant "kafka"`},

@@ -204,3 +204,23 @@ func benchLine(r result) string {
 	fmt.Fprintf(&b, " %.0f cpu-ns/mail %d peak-rss-B", float64(r.CPUPerMail()), r.PeakRSSBytes)
 	return b.String()
 }
+
+// templateMinRatio is the least share of the plain jobs' rate that the
+// template jobs are meant to reach.
+const templateMinRatio = 0.8
+
+// templateLine writes the line comparing the rate of the tmpl row with the
+// plain row of the same run, or nothing when either row is missing.
+func templateLine(w io.Writer, rows []result, tmpl, plain string) {
+	ti := slices.IndexFunc(rows, func(r result) bool { return r.Variant == tmpl })
+	pi := slices.IndexFunc(rows, func(r result) bool { return r.Variant == plain })
+	if ti < 0 || pi < 0 {
+		return
+	}
+	t, p := rows[ti].Rate(), rows[pi].Rate()
+	r := "n/a"
+	if x := ratio(t, p); !math.IsNaN(x) && !math.IsInf(x, 0) && x > 0 {
+		r = fmt.Sprintf("%.2f×", x)
+	}
+	fmt.Fprintf(w, "template jobs: %.0f mails/s = %s plain jobs in the same run (target ≥ %.1f×)\n\n", t, r, templateMinRatio)
+}

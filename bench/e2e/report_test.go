@@ -190,3 +190,32 @@ func TestSyntheticBody(t *testing.T) {
 		}
 	}
 }
+
+func TestTemplateLine(t *testing.T) {
+	plain := result{Variant: "postline", Mails: 5000, Span: 2 * time.Second}
+	tmpl := result{Variant: "template", Mails: 5000, Span: 2500 * time.Millisecond}
+	tests := []struct {
+		name string
+		rows []result
+		want string
+	}{
+		// 2000/s against 2500/s.
+		{"both rows", []result{plain, {Variant: "naive", Mails: 10, Span: time.Second}, tmpl},
+			"template jobs: 2000 mails/s = 0.80× plain jobs in the same run (target ≥ 0.8×)\n\n"},
+		{"faster than plain", []result{{Variant: "template", Mails: 3000, Span: time.Second}, plain},
+			"template jobs: 3000 mails/s = 1.20× plain jobs in the same run (target ≥ 0.8×)\n\n"},
+		{"plain rate unknown", []result{{Variant: "postline"}, tmpl},
+			"template jobs: 2000 mails/s = n/a plain jobs in the same run (target ≥ 0.8×)\n\n"},
+		{"no template row", []result{plain}, ""},
+		{"no plain row", []result{tmpl}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			templateLine(&b, tt.rows, "template", "postline")
+			if b.String() != tt.want {
+				t.Errorf("templateLine:\n got %q\nwant %q", b.String(), tt.want)
+			}
+		})
+	}
+}
