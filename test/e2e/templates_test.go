@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,6 +179,19 @@ func TestTemplateCanaryAndFallback(t *testing.T) {
 	if got := w.mustMetric("postline_compose_renders_total", "result", "fallback") - before; int(got) != fell {
 		t.Errorf("fallback renders counted %v, want %d", got, fell)
 	}
+	eventually(t, 30*time.Second, "the fallen-back mails' events say so", func(context.Context) (bool, string) {
+		n := 0
+		for _, id := range ids {
+			if render.CanaryBucket(id) >= 1000 {
+				continue
+			}
+			if e, ok := events.find(id, 0, event.Accepted); ok && e.Template != nil && e.Template.Version == v1 &&
+				strings.HasPrefix(e.Template.Why, "fallback") {
+				n++
+			}
+		}
+		return n == fell, fmt.Sprintf("%d of %d accepted events name the fallback", n, fell)
+	})
 }
 
 // TestBrokenTemplateDeadLettersAndReplays: a template broken in every
