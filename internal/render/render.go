@@ -166,21 +166,55 @@ func (c *Compiled) sanitize(e error) error {
 	return fmt.Errorf("%s%s: call failed", msg[:i], marker+name)
 }
 
+// jsonShaped reports whether v holds only what decoding JSON makes (maps
+// of strings to values, slices of values, strings, bools, nil and numbers),
+// which the schema validator takes as they are: a job's data, decoded with
+// its numbers as json.Number, needs no re-encoding to be checked.
+func jsonShaped(v any, depth int) bool {
+	if depth > 64 {
+		return false
+	}
+	switch x := v.(type) {
+	case nil, bool, string, json.Number, float64, float32, int, int8, int16, int32, int64,
+		uint, uint8, uint16, uint32, uint64:
+		return true
+	case map[string]any:
+		for _, e := range x {
+			if !jsonShaped(e, depth+1) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		for _, e := range x {
+			if !jsonShaped(e, depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
 // validate checks data against the schema. The error names the schema
 // keywords that failed, never the data's values or keys.
 func (c *Compiled) validate(data map[string]any) error {
 	if data == nil {
 		data = map[string]any{}
 	}
-	b, err := json.Marshal(data)
-	if err != nil {
-		return errors.New("data is not representable as JSON")
+	var inst any = data
+	if !jsonShaped(data, 0) {
+		// Go values the validator does not know (a []string, a struct):
+		// validate what they encode to, as a producer's JSON would be.
+		b, err := json.Marshal(data)
+		if err != nil {
+			return errors.New("data is not representable as JSON")
+		}
+		if inst, err = jsonschema.UnmarshalJSON(strings.NewReader(string(b))); err != nil {
+			return errors.New("data is not representable as JSON")
+		}
 	}
-	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(string(b)))
-	if err != nil {
-		return errors.New("data is not representable as JSON")
-	}
-	err = c.schema.Validate(inst)
+	err := c.schema.Validate(inst)
 	if err == nil {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package render_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -328,5 +329,30 @@ func TestLocaleChain(t *testing.T) {
 	}
 	if want := (render.Rendered{Subject: "base subject", Text: "base text", HTML: "<p>base</p>", Locale: "en-GB"}); got != want {
 		t.Errorf("Render(it) = %+v, want %+v", got, want)
+	}
+}
+
+// TestSchemaTakesDecodedAndGoData: data as a job decodes it (numbers as
+// json.Number) is checked as it is, and Go values the validator does not
+// know (a []string) are checked as what they encode to; both ways agree.
+func TestSchemaTakesDecodedAndGoData(t *testing.T) {
+	c, err := render.Compile(render.Version{Template: "t", Number: 1, Subject: "s", Text: "{{.n}} {{index .tags 0}}",
+		Schema: []byte(`{"type":"object","required":["n","tags"],"properties":{"n":{"type":"integer","minimum":1},"tags":{"type":"array","items":{"type":"string"}}}}`)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tt := range map[string]struct {
+		data map[string]any
+		ok   bool
+	}{
+		"decoded":          {map[string]any{"n": json.Number("3"), "tags": []any{"a"}}, true},
+		"decoded, too low": {map[string]any{"n": json.Number("0"), "tags": []any{"a"}}, false},
+		"go values":        {map[string]any{"n": 3, "tags": []string{"a"}}, true},
+		"go, wrong type":   {map[string]any{"n": "3", "tags": []string{"a"}}, false},
+	} {
+		_, err := c.Render("", tt.data)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: Render = %v, want ok %v", name, err, tt.ok)
+		}
 	}
 }
