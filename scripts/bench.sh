@@ -5,8 +5,9 @@
 #   scripts/bench.sh -variants memory      only the memory burst (make bench-memory)
 #
 # Starts the local stack with Postfix's smtp-sink (127.0.0.1:2525), builds the Postline worker and
-# the naive baseline into bin/, then runs bench/e2e: the worker, the naive worker and raw smtp-source
-# into the same sink, side by side in one run, then the memory burst (2,000 ~900 KB jobs through one
+# the naive baseline into bin/, then runs bench/e2e: the worker, the worker on template jobs (each
+# naming a stored template it renders), the naive worker and raw smtp-source into the same sink, side
+# by side in one run, then the memory burst (2,000 ~900 KB jobs through one
 # worker in a 512 MiB cgroup v1 memory group, beside the same burst with the byte bounds lifted and
 # through the worker of MEMORY_OLD_REV, before the byte bounds, which it builds into
 # bin/worker-pre-byte-bounds from `git archive`). The Markdown tables go to stdout, benchstat lines
