@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -261,6 +263,13 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, versions Ve
 		}
 		if b.labels.Active > 0 {
 			builtin[name] = b
+		}
+	}
+	// The series of the names known from the start exist from the start,
+	// so rates and alerts see zeros.
+	for _, name := range append([]string{unknownTemplate}, slices.Sorted(maps.Keys(builtin))...) {
+		for _, r := range []string{ResultRendered, ResultFallback, ResultBuiltin, ResultFailed} {
+			m.renders.WithLabelValues(name, r)
 		}
 	}
 	return &Composer{cfg: cfg, logger: logger, versions: versions, labels: labels, cache: cache, m: m,
