@@ -45,7 +45,8 @@ type messageStatus struct {
 	Stream string `json:"stream,omitempty"`
 	// Confirmation is confirmed, cancelled, unconfirmed, or awaiting
 	// (ConfirmBy has not passed, or passed and the sweep has not marked the
-	// mail yet); empty while no relay has taken the mail.
+	// mail yet); empty while no relay has taken the mail, or when the
+	// worker sets no confirmation window.
 	Confirmation string     `json:"confirmation,omitempty"`
 	ConfirmBy    *time.Time `json:"confirm_by,omitempty"`
 	// Recipients are the mail's recipient rows, by index; empty before a
@@ -106,6 +107,15 @@ func confirmationText(m messageStatus, at time.Time) string {
 	}
 	switch m.Confirmation {
 	case "":
+		for _, r := range m.Recipients {
+			switch r.State {
+			case "accepted", "delivered", "bounced", "complained":
+				// A relay took it, but no window was set: the worker
+				// sends without a bounce domain (or POSTLINE_CONFIRM=off),
+				// so no report is awaited.
+				return "not tracked (no confirmation window: no bounce domain, or POSTLINE_CONFIRM=off)"
+			}
+		}
 		return "none (no relay has taken the mail)"
 	case "awaiting":
 		if m.ConfirmBy != nil && !at.Before(*m.ConfirmBy) {

@@ -66,6 +66,10 @@ func TestConfirmationText(t *testing.T) {
 			t.Errorf("confirmationText(%q, %v) = %q, want %q", tt.confirmation, tt.by, got, tt.want)
 		}
 	}
+	untracked := messageStatus{Recipients: []recipientStatus{{Index: 0, State: "accepted"}}}
+	if got := confirmationText(untracked, at); !strings.HasPrefix(got, "not tracked") {
+		t.Errorf("confirmationText of a sent mail without a window = %q, want it not tracked", got)
+	}
 }
 
 func TestRecipientsTable(t *testing.T) {
