@@ -114,6 +114,12 @@ type Config struct {
 	// IdleTimeout closes a connection that sends no command for this long
 	// with "421 4.4.2 Idle timeout", as real MTAs do. Defaults to 5m.
 	IdleTimeout time.Duration
+	// ReplyDelay is how long the relay waits before it answers each MAIL
+	// FROM, each RCPT TO and the final dot of DATA: a relay whose replies
+	// are bound by latency (a round trip, a disk sync), not by a rate. The
+	// wait holds only the session, not the relay, so N connections still
+	// get N times the throughput of one. 0 answers at once. Defaults to 0.
+	ReplyDelay time.Duration
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -178,6 +184,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("relay config: Domain %q must be a host name", c.Domain)
 	case c.IdleTimeout <= 0:
 		return fmt.Errorf("relay config: IdleTimeout %s must be positive", c.IdleTimeout)
+	case c.ReplyDelay < 0:
+		return fmt.Errorf("relay config: ReplyDelay %s must not be negative", c.ReplyDelay)
 	}
 	return nil
 }

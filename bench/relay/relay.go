@@ -383,7 +383,15 @@ type session struct {
 
 var _ smtp.Session = (*session)(nil)
 
+// delay waits the configured ReplyDelay before a reply.
+func (s *session) delay() {
+	if d := s.r.cfg.ReplyDelay; d > 0 {
+		time.Sleep(d) // the modelled latency itself, not a wait for an event
+	}
+}
+
 func (s *session) Mail(string, *smtp.MailOptions) error {
+	s.delay()
 	if s.r.shouldHangUp(s.c.Conn()) {
 		s.r.logger.Debug("relay hung up a session", "reason", "hang_up_above", "limit", s.r.cfg.HangUpAbove)
 		return hangUp(s.c, smtp.EnhancedCode{4, 7, 0},
@@ -393,6 +401,7 @@ func (s *session) Mail(string, *smtp.MailOptions) error {
 }
 
 func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	s.delay()
 	if s.r.cfg.Rejects(to) {
 		s.r.reject()
 		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
@@ -416,6 +425,7 @@ func (s *session) Data(body io.Reader) error {
 	if _, err := io.Copy(io.Discard, br); err != nil {
 		return err
 	}
+	s.delay()
 	if s.r.cfg.ThrottleAt == AtData {
 		if wait, ok := s.r.takeToken(); !ok {
 			return s.r.throttleError(wait)

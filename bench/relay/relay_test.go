@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emersion/go-smtp"
+
 	"github.com/postline/postline/bench/relay"
 	"github.com/postline/postline/internal/failure"
 )
@@ -63,6 +65,8 @@ func TestConfig(t *testing.T) {
 		{"transient reply text with a line break", relay.Config{TransientReplyText: "a\nb"}, "TransientReplyText"},
 		{"domain with space", relay.Config{Domain: "a b"}, "Domain"},
 		{"negative idle", relay.Config{IdleTimeout: -time.Second}, "IdleTimeout"},
+		{"reply delay", relay.Config{ReplyDelay: 5 * time.Millisecond}, ""},
+		{"negative reply delay", relay.Config{ReplyDelay: -time.Millisecond}, "ReplyDelay"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -370,5 +374,47 @@ func TestAcceptedIDs(t *testing.T) {
 		if st.AcceptedIDs[i] != b.want {
 			t.Errorf("AcceptedIDs[%d] = %q, want %q", i, st.AcceptedIDs[i], b.want)
 		}
+	}
+}
+
+// TestReplyDelay checks that every transaction waits ReplyDelay at MAIL,
+// RCPT and the final dot, and that the wait holds only its own session:
+// connections in parallel do not queue behind each other.
+func TestReplyDelay(t *testing.T) {
+	const delay = 40 * time.Millisecond
+	r := start(t, relay.Config{ReplyDelay: delay})
+
+	c := dial(t, r)
+	begin := time.Now()
+	if err := send(c, rcpt(0)); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	if took := time.Since(begin); took < 3*delay {
+		t.Errorf("one transaction took %s, want at least 3 x %s (MAIL, RCPT, final dot)", took, delay)
+	}
+
+	const conns = 8
+	clients := make([]*smtp.Client, conns)
+	for i := range clients {
+		clients[i] = dial(t, r)
+	}
+	errs := make(chan error, conns)
+	begin = time.Now()
+	for i, cl := range clients {
+		go func() { errs <- send(cl, rcpt(i+1)) }()
+	}
+	for range conns {
+		if err := <-errs; err != nil {
+			t.Fatalf("send: %v", err)
+		}
+	}
+	// Serialised, the transactions would take conns x 3 x delay (960 ms);
+	// in parallel about 3 x delay. Half the serial time leaves room for a
+	// loaded machine and still fails a relay-wide wait.
+	if took, serial := time.Since(begin), conns*3*delay; took >= serial/2 {
+		t.Errorf("%d parallel transactions took %s, want well under the serial %s", conns, took, serial)
+	}
+	if got := r.Stats().Accepted; got != conns+1 {
+		t.Errorf("Accepted = %d, want %d", got, conns+1)
 	}
 }

@@ -64,6 +64,7 @@ func parse(args []string, stderr io.Writer) (relay.Config, options, error) {
 	fs.Float64Var(&cfg.TransientDrop, "drop", 0, "share of transactions answered 421 4.4.2 and disconnected")
 	fs.Float64Var(&cfg.TransientReply, "transient-reply", 0, "share of transactions answered 451 4.3.0 at the end of DATA, the connection kept")
 	fs.Float64Var(&cfg.PermanentReject, "reject", 0, "share of recipient addresses answered 550 5.1.1")
+	fs.DurationVar(&cfg.ReplyDelay, "reply-delay", 0, "wait this long before answering each MAIL, RCPT and the final dot (0: at once)")
 	fs.Int64Var(&cfg.Seed, "seed", 1, "seed for drops and rejected addresses")
 	fs.DurationVar(&o.report, "report", 0, "print the counters at this interval (0: only at exit)")
 	fs.DurationVar(&o.bucket, "bucket", time.Second, "interval of the accepted-per-interval series printed at exit")
