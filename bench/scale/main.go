@@ -1,0 +1,682 @@
+// Command scale is the horizontal scaling benchmark behind `make
+// bench-scale`. It owns the measurement only: the worker under test is the
+// real cmd/worker binary, the relay is bench/relay in this process.
+//
+// For each worker count of -workers (1, 2 and 4 by default), in every run
+// and on the same local stack, it creates a fresh jobs topic with
+// -partitions partitions (the ceiling on useful workers: a partition has one
+// consumer in a group), its dead-letter and retry topics, one consumer group
+// and a PostgreSQL schema; starts that many worker processes in the group,
+// all sending to the same relay; waits until every worker answers /readyz
+// and the group is stable with every worker a member and every partition
+// assigned; publishes -jobs synthetic jobs (a -body-bytes text body); polls
+// postline_messages until every row is sent; and stops the workers with
+// SIGTERM.
+//
+// The relay answers every MAIL FROM, RCPT TO and final dot after
+// -reply-delay, with no rate limit and no connection limit: a relay whose
+// capacity is far above the workers', so that one worker is bound by the
+// round trips of its own SMTP sessions and more workers can only add
+// sessions. Workers run with their defaults except the addresses, topics,
+// group and database they are given, and POSTLINE_SENDERS when -senders is
+// set.
+//
+// Throughput is mails / (last sent_at - first enqueued_at); latency
+// percentiles are sent_at - enqueued_at, in SQL. Worker CPU is the sum of
+// the processes' user and system time; machine CPU is the non-idle time of
+// all cores from /proc/stat between the first publish and the last sent
+// mail. The worker counts alternate in order between runs; the table shows
+// medians, the ratio of each count against one worker and a PASS or FAIL
+// against the targets (2 workers ≥ 1.9x, 4 workers ≥ 3.5x).
+package main
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/postline/postline/bench/internal/benchkafka"
+	"github.com/postline/postline/bench/relay"
+	"github.com/postline/postline/internal/consumer"
+	"github.com/postline/postline/internal/retry"
+	"github.com/postline/postline/internal/topic"
+	"github.com/postline/postline/job"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench/scale:", err)
+		os.Exit(1)
+	}
+}
+
+// Defaults of the flags.
+const (
+	DefaultJobs       = 8000
+	DefaultPartitions = 8
+	DefaultReplyDelay = 20 * time.Millisecond
+)
+
+// options are the command-line flags.
+type options struct {
+	jobs, runs, partitions, bodyBytes, senders int
+	workers                                    []int
+	replyDelay, timeout                        time.Duration
+	workerBin, out, markdown, logDir           string
+	brokers                                    []string
+	databaseURL                                string
+	keep                                       bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.jobs, "jobs", DefaultJobs, "jobs per run of every worker count")
+	fs.IntVar(&o.runs, "runs", 1, "runs of every worker count, their order alternating (the table shows medians)")
+	fs.IntVar(&o.partitions, "partitions", DefaultPartitions, "partitions of the jobs topic: the most workers that can consume")
+	fs.IntVar(&o.bodyBytes, "body-bytes", 1024, "text body size of each job")
+	fs.IntVar(&o.senders, "senders", 0, "POSTLINE_SENDERS of every worker (0: the worker's default)")
+	workers := fs.String("workers", "1,2,4", "worker counts, comma-separated")
+	fs.DurationVar(&o.replyDelay, "reply-delay", DefaultReplyDelay, "relay wait before each MAIL, RCPT and final-dot reply")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "longest one worker count may take to deliver its jobs")
+	fs.StringVar(&o.workerBin, "worker-bin", "bin/worker", "the Postline worker binary")
+	fs.StringVar(&o.out, "out", "bin/bench-scale.txt", "file for benchstat-compatible result lines (empty: none)")
+	fs.StringVar(&o.markdown, "md", "", "also write the Markdown report to this file")
+	fs.StringVar(&o.logDir, "log-dir", "", "directory for the workers' logs (default: a new temp dir)")
+	brokers := fs.String("brokers", cmp.Or(os.Getenv("POSTLINE_KAFKA_BROKERS"), "127.0.0.1:9092"), "Kafka brokers, comma-separated")
+	fs.StringVar(&o.databaseURL, "database-url", cmp.Or(os.Getenv("POSTLINE_DATABASE_URL"),
+		"postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable"), "PostgreSQL URL (a schema per run is created in it)")
+	fs.BoolVar(&o.keep, "keep", false, "keep topics and schemas after the run")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"-jobs", o.jobs}, {"-runs", o.runs}, {"-partitions", o.partitions}, {"-body-bytes", o.bodyBytes}} {
+		if v.n < 1 {
+			return o, fmt.Errorf("%s: %d must be at least 1", v.name, v.n)
+		}
+	}
+	if o.senders < 0 {
+		return o, fmt.Errorf("-senders: %d must not be negative", o.senders)
+	}
+	if o.replyDelay < 0 {
+		return o, fmt.Errorf("-reply-delay: %s must not be negative", o.replyDelay)
+	}
+	var err error
+	if o.workers, err = parseWorkers(*workers, o.partitions); err != nil {
+		return o, err
+	}
+	o.brokers = strings.Split(*brokers, ",")
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if o.logDir == "" {
+		if o.logDir, err = os.MkdirTemp("", "postline-bench-scale-"); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(o.logDir, 0o755); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "bench: worker logs in %s\n", o.logDir)
+	rl, err := relay.Start(relay.Config{Addr: "127.0.0.1:0", ReplyDelay: o.replyDelay}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	defer rl.Close()
+
+	var all []result
+	for r := 1; r <= o.runs; r++ {
+		for _, n := range order(o.workers, r) {
+			res, err := runCount(ctx, o, rl, n, r, stderr)
+			if err != nil {
+				return fmt.Errorf("run %d, %d workers: %w", r, n, err)
+			}
+			fmt.Fprintf(stderr, "bench: run %d: %s\n", r, benchLine(res))
+			all = append(all, res)
+		}
+	}
+	stats := rl.Stats()
+
+	cpu := cpuModel()
+	if o.out != "" {
+		var b strings.Builder
+		benchHeader(&b, cpu)
+		for _, r := range all {
+			b.WriteString(benchLine(r) + "\n")
+		}
+		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.out, []byte(b.String()), 0o644); err != nil {
+			return err
+		}
+	}
+	var md strings.Builder
+	fmt.Fprintf(&md, "Command: `go run ./bench/scale %s`\n\n", strings.Join(args, " "))
+	fmt.Fprintf(&md, "Machine: %d CPUs (%s), %s; Kafka, PostgreSQL, the relay and the publisher share it with the workers.\n\n",
+		runtime.NumCPU(), cmp.Or(cpu, "unknown CPU"), runtime.Version())
+	senders := "the worker's default"
+	if o.senders > 0 {
+		senders = strconv.Itoa(o.senders)
+	}
+	fmt.Fprintf(&md, "Settings: %d jobs per run, %d-byte text body, %d partitions, POSTLINE_SENDERS %s, relay reply delay %s (no rate or connection limit; peak %d connections open), %d run(s)",
+		o.jobs, o.bodyBytes, o.partitions, senders, o.replyDelay, stats.PeakOpen, o.runs)
+	if o.runs > 1 {
+		fmt.Fprint(&md, ", medians shown")
+	}
+	fmt.Fprint(&md, ".\n\n")
+	rows := summarize(all)
+	table(&md, rows)
+	if allPass(rows) {
+		fmt.Fprint(&md, "\nAll targets met.\n")
+	} else {
+		fmt.Fprint(&md, "\nSome targets missed: compare the machine busy column (near 100% means the cores, not the workers, set the rate).\n")
+	}
+	if _, err := io.WriteString(stdout, md.String()); err != nil {
+		return err
+	}
+	if o.markdown != "" {
+		return os.WriteFile(o.markdown, []byte(md.String()), 0o644)
+	}
+	return nil
+}
+
+// runCount measures n workers in one group on fresh topics and schema.
+func runCount(ctx context.Context, o options, rl *relay.Relay, n, run int, stderr io.Writer) (result, error) {
+	f, err := newFixture(ctx, o, n, stderr)
+	if err != nil {
+		return result{}, err
+	}
+	defer f.close()
+	env := concat(f.env, []string{
+		"POSTLINE_SMTP_HOST=" + rl.Host(), "POSTLINE_SMTP_PORT=" + strconv.Itoa(rl.Port()),
+	})
+	if o.senders > 0 {
+		env = append(env, "POSTLINE_SENDERS="+strconv.Itoa(o.senders))
+	}
+	var (
+		procs []*worker
+		urls  []string
+	)
+	defer func() {
+		for _, p := range procs {
+			_ = p.stop(5 * time.Second) // error paths only; the happy path stops them below
+		}
+	}()
+	for i := range n {
+		addr, err := freeAddr()
+		if err != nil {
+			return result{}, err
+		}
+		p, err := startWorker(o.workerBin, filepath.Join(o.logDir, fmt.Sprintf("workers%d-run%d-%d.log", n, run, i)),
+			append(env, "POSTLINE_HTTP_ADDR="+addr))
+		if err != nil {
+			return result{}, err
+		}
+		procs = append(procs, p)
+		urls = append(urls, "http://"+addr+"/readyz")
+	}
+	fmt.Fprintf(stderr, "bench: %d workers: started; waiting for readiness\n", n)
+	if err := waitReady(ctx, procs, urls, o.brokers, f.group, f.jobsTopic, o.partitions); err != nil {
+		return result{}, err
+	}
+	before, err := readCPU()
+	if err != nil {
+		return result{}, err
+	}
+	fmt.Fprintf(stderr, "bench: %d workers: ready; publishing %d jobs\n", n, o.jobs)
+	took, err := publishJobs(ctx, o.brokers, f.jobsTopic, plainJobs(o.jobs, o.bodyBytes), 500)
+	if err != nil {
+		return result{}, err
+	}
+	fmt.Fprintf(stderr, "bench: %d workers: published in %s; waiting for delivery\n", n, took.Round(time.Millisecond))
+	if err := waitSent(ctx, f.pool, procs, o.jobs, o.timeout, stderr); err != nil {
+		return result{}, err
+	}
+	after, err := readCPU()
+	if err != nil {
+		return result{}, err
+	}
+	res, err := latency(ctx, f.pool)
+	if err != nil {
+		return result{}, err
+	}
+	res.Workers = n
+	res.MachineBusy, res.MachineCPU = after.since(before, 100) // USER_HZ is 100 on Linux
+	for _, p := range procs {
+		if err := p.stop(60 * time.Second); err != nil {
+			return result{}, err
+		}
+		res.WorkerCPU += p.cpu()
+	}
+	procs = nil
+	return res, nil
+}
+
+func concat(a, b []string) []string { return append(append([]string(nil), a...), b...) }
+
+func readCPU() (cpuTimes, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}, err
+	}
+	return parseProcStat(string(b))
+}
+
+// worker is one running worker process.
+type worker struct {
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+}
+
+func startWorker(bin, logPath string, env []string) (*worker, error) {
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	w := &worker{cmd: exec.Command(bin), logPath: logPath, done: make(chan struct{})}
+	w.cmd.Env = append(os.Environ(), env...)
+	w.cmd.Stdout, w.cmd.Stderr = log, log
+	if err := w.cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	go func() {
+		_ = w.cmd.Wait()
+		log.Close()
+		close(w.done)
+	}()
+	return w, nil
+}
+
+func (w *worker) exited() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM and waits up to grace, then kills the process.
+func (w *worker) stop(grace time.Duration) error {
+	if w.exited() {
+		return nil
+	}
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("stop worker: %w", err)
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-w.done:
+		return nil
+	case <-t.C:
+		_ = w.cmd.Process.Kill()
+		<-w.done
+		return fmt.Errorf("stop worker: still running %s after SIGTERM; killed (log %s)", grace, w.logPath)
+	}
+}
+
+// cpu is the process's user plus system time; call it after it exited.
+func (w *worker) cpu() time.Duration {
+	s := w.cmd.ProcessState
+	if s == nil {
+		return 0
+	}
+	return s.UserTime() + s.SystemTime()
+}
+
+func (w *worker) logTail(n int) string {
+	b, err := os.ReadFile(w.logPath)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// fixture is what one measurement gets fresh: a jobs topic with the
+// dead-letter and retry topics beside it, a consumer group, a PostgreSQL
+// schema and the worker environment naming them.
+type fixture struct {
+	jobsTopic, group string
+	pool             *pgxpool.Pool
+	env              []string
+	cleanups         []func()
+}
+
+func newFixture(ctx context.Context, o options, n int, stderr io.Writer) (_ *fixture, err error) {
+	id := randomHex(4)
+	name := fmt.Sprintf("scale%d", n)
+	f := &fixture{
+		jobsTopic: fmt.Sprintf("bench.%s.%s.jobs", name, id),
+		group:     fmt.Sprintf("bench-%s-%s", name, id),
+	}
+	defer func() {
+		if err != nil {
+			f.close()
+		}
+	}()
+	dlqTopic := fmt.Sprintf("bench.%s.%s.dlq", name, id)
+	schema := fmt.Sprintf("bench_%s_%s", name, id)
+	cleanupCtx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	}
+	retryPrefix := fmt.Sprintf("bench.%s.%s.retry", name, id)
+	topics := append([]string{f.jobsTopic, dlqTopic}, retry.DefaultTiers.Topics(retryPrefix)...)
+	specs := append(topic.Defaults(f.jobsTopic, dlqTopic, o.partitions), retry.TopicSpecs(retryPrefix, retry.DefaultTiers, 1)...)
+	if err := topic.Ensure(ctx, benchkafka.Cluster(o.brokers...), specs...); err != nil {
+		return nil, err
+	}
+	if !o.keep {
+		f.cleanups = append(f.cleanups, func() {
+			c, cancel := cleanupCtx()
+			defer cancel()
+			if err := topic.Delete(c, benchkafka.Cluster(o.brokers...), topics...); err != nil {
+				fmt.Fprintf(stderr, "bench: %s: delete topics: %v\n", name, err)
+			}
+		})
+	}
+	dbURL, err := createSchema(ctx, o.databaseURL, schema)
+	if err != nil {
+		return nil, err
+	}
+	if !o.keep {
+		f.cleanups = append(f.cleanups, func() {
+			c, cancel := cleanupCtx()
+			defer cancel()
+			if err := dropSchema(c, o.databaseURL, schema); err != nil {
+				fmt.Fprintf(stderr, "bench: %s: %v\n", name, err)
+			}
+		})
+	}
+	if f.pool, err = pgxpool.New(ctx, dbURL); err != nil {
+		return nil, fmt.Errorf("postgres pool: %w", err)
+	}
+	f.cleanups = append(f.cleanups, f.pool.Close)
+	f.env = []string{
+		"POSTLINE_KAFKA_BROKERS=" + strings.Join(o.brokers, ","),
+		"POSTLINE_JOBS_TOPIC=" + f.jobsTopic,
+		"POSTLINE_DLQ_TOPIC=" + dlqTopic,
+		"POSTLINE_RETRY_TOPIC_PREFIX=" + retryPrefix,
+		"POSTLINE_CONSUMER_GROUP=" + f.group,
+		"POSTLINE_DATABASE_URL=" + dbURL,
+	}
+	return f, nil
+}
+
+func (f *fixture) close() {
+	for i := len(f.cleanups) - 1; i >= 0; i-- {
+		f.cleanups[i]()
+	}
+	f.cleanups = nil
+}
+
+// waitReady polls until every worker answers /readyz and the group is
+// stable with all of them as members and every partition assigned.
+func waitReady(ctx context.Context, procs []*worker, urls, brokers []string, group, jobsTopic string, partitions int) error {
+	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+	defer cancel()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 5 * time.Second}
+	httpc := &http.Client{Timeout: 2 * time.Second}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, p := range procs {
+			if p.exited() {
+				return fmt.Errorf("a worker exited before it was ready:\n%s", p.logTail(20))
+			}
+		}
+		last := readyOnce(ctx, httpc, client, urls, group, jobsTopic, partitions, len(procs))
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("workers not ready: %w (last: %v)", ctx.Err(), last)
+		case <-tick.C:
+		}
+	}
+}
+
+func readyOnce(ctx context.Context, httpc *http.Client, client *kafka.Client, urls []string, group, jobsTopic string, partitions, members int) error {
+	for _, u := range urls {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := httpc.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", u, resp.Status)
+		}
+	}
+	resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+	if err != nil {
+		return fmt.Errorf("describe group: %w", err)
+	}
+	if len(resp.Groups) != 1 || len(resp.Groups[0].Members) != members {
+		return fmt.Errorf("group %s does not have %d members yet", group, members)
+	}
+	return consumer.CheckAssigned(ctx, client, group, jobsTopic, partitions)
+}
+
+// plainJobs are n synthetic jobs that carry their own bodyBytes-byte text
+// body, one recipient each.
+func plainJobs(n, bodyBytes int) []job.Job {
+	const line = "Postline horizontal scaling benchmark body, 64 bytes per line..\n"
+	var b strings.Builder
+	for b.Len() < bodyBytes {
+		b.WriteString(line[:min(len(line), bodyBytes-b.Len())])
+	}
+	body := b.String()
+	jobs := make([]job.Job, n)
+	for i := range jobs {
+		jobs[i] = job.Job{
+			Version: job.SchemaVersion,
+			From:    "Postline Bench <bench@postline.test>",
+			To:      []string{fmt.Sprintf("rcpt%d@sink.postline.test", i)},
+			Subject: fmt.Sprintf("bench mail %d", i),
+			Text:    body,
+		}
+	}
+	return jobs
+}
+
+// publishJobs writes jobs with job.Publisher, chunk jobs per Publish call
+// from 4 goroutines, and returns how long that took.
+func publishJobs(ctx context.Context, brokers []string, jobsTopic string, jobs []job.Job, chunk int) (time.Duration, error) {
+	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: benchkafka.Cluster(brokers...), Topic: jobsTopic})
+	if err != nil {
+		return 0, err
+	}
+	defer pub.Close()
+	start := time.Now()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	next := make(chan []job.Job)
+	for range 4 {
+		wg.Go(func() {
+			for batch := range next {
+				if _, err := pub.Publish(ctx, batch...); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = fmt.Errorf("publish: %w", err)
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := 0; i < len(jobs); i += chunk {
+		next <- jobs[i:min(i+chunk, len(jobs))]
+	}
+	close(next)
+	wg.Wait()
+	return time.Since(start), first
+}
+
+// waitSent polls postline_messages until n rows are sent; failed or dead
+// rows, an exited worker or the timeout end it with an error.
+func waitSent(ctx context.Context, pool *pgxpool.Pool, procs []*worker, n int, timeout time.Duration, stderr io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	lastReport := time.Now()
+	for {
+		var sent, failed int
+		err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'sent'),
+			count(*) FILTER (WHERE status IN ('failed', 'dead')) FROM postline_messages`).Scan(&sent, &failed)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			return fmt.Errorf("count rows: %w", err)
+		case failed > 0:
+			return fmt.Errorf("%d mails failed (sent %d)", failed, sent)
+		case sent >= n:
+			return nil
+		}
+		for _, p := range procs {
+			if p.exited() {
+				return fmt.Errorf("a worker exited after %d of %d mails:\n%s", sent, n, p.logTail(20))
+			}
+		}
+		if time.Since(lastReport) >= 5*time.Second {
+			fmt.Fprintf(stderr, "bench: %d/%d sent\n", sent, n)
+			lastReport = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d mails sent: %w", sent, n, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// latency reads throughput and latency of the sent rows.
+func latency(ctx context.Context, pool *pgxpool.Pool) (result, error) {
+	var (
+		res         result
+		first, last time.Time
+		p50, p99    float64
+	)
+	err := pool.QueryRow(ctx, `SELECT count(*), min(enqueued_at), max(sent_at),
+		percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM sent_at - enqueued_at)::float8),
+		percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM sent_at - enqueued_at)::float8)
+		FROM postline_messages WHERE status = 'sent'`).Scan(&res.Mails, &first, &last, &p50, &p99)
+	if err != nil {
+		return result{}, fmt.Errorf("latency query: %w", err)
+	}
+	res.Span = last.Sub(first)
+	res.P50 = time.Duration(p50 * float64(time.Second))
+	res.P99 = time.Duration(p99 * float64(time.Second))
+	return res, nil
+}
+
+func createSchema(ctx context.Context, base, schema string) (string, error) {
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return "", fmt.Errorf("connect to postgres: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create schema %s: %w", schema, err)
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", errors.New("-database-url must be a postgres:// URL")
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+func dropSchema(ctx context.Context, base, schema string) error {
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return fmt.Errorf("drop schema %s: connect: %w", schema, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		return fmt.Errorf("drop schema %s: %w", schema, err)
+	}
+	return nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// cpuModel is the first "model name" of /proc/cpuinfo.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(string(b)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
