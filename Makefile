@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: stack stack-down build test test-short fuzz vet fmt demo bench bench-memory bench-adaptive
+.PHONY: stack stack-down build test test-short fuzz vet fmt demo bench bench-memory bench-adaptive bench-scale
 
 ## stack: start Kafka, PostgreSQL and Mailpit on loopback (scripts/stack.sh up)
 stack:
@@ -58,3 +58,9 @@ bench-memory:
 bench-adaptive:
 	scripts/stack.sh up
 	scripts/bench-adaptive.sh
+
+## bench-scale: 1, 2 and 4 worker processes in one group against a latency-bound relay (8,000 jobs, 8 partitions)
+bench-scale:
+	scripts/stack.sh up
+	$(GO) build -o bin/worker ./cmd/worker
+	$(GO) run ./bench/scale -worker-bin bin/worker
