@@ -157,7 +157,7 @@ func TestParseFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.jobs != DefaultJobs || o.partitions != DefaultPartitions || o.replyDelay != DefaultReplyDelay ||
-		!slices.Equal(o.workers, []int{1, 2, 4}) || o.senders != 0 || o.lease != DefaultLease {
+		!slices.Equal(o.workers, []int{1, 2, 4}) || o.senders != DefaultSenders {
 		t.Errorf("defaults = %+v", o)
 	}
 	for _, tt := range []struct{ args []string }{
@@ -165,7 +165,6 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-workers", "16"}}, // above the 8 partitions
 		{[]string{"-senders", "-1"}},
 		{[]string{"-reply-delay", "-1ms"}},
-		{[]string{"-lease", "-1s"}},
 		{[]string{"extra"}},
 	} {
 		if _, err := parseFlags(tt.args, io.Discard); err == nil {
