@@ -570,14 +570,18 @@ func publishJobs(ctx context.Context, brokers []string, jobsTopic string, jobs [
 	return time.Since(start), first
 }
 
+// stallAfter ends a wait in which no mail was sent for this long.
+const stallAfter = 45 * time.Second
+
 // waitSent polls postline_messages until n rows are sent; failed or dead
-// rows, an exited worker or the timeout end it with an error.
+// rows, an exited worker, stallAfter without progress or the timeout end it
+// with an error.
 func waitSent(ctx context.Context, pool *pgxpool.Pool, procs []*worker, n int, timeout time.Duration, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	lastReport := time.Now()
+	lastReport, lastProgress, lastSent := time.Now(), time.Now(), -1
 	for {
 		var sent, failed int
 		err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'sent'),
@@ -594,6 +598,11 @@ func waitSent(ctx context.Context, pool *pgxpool.Pool, procs []*worker, n int, t
 			if p.exited() {
 				return fmt.Errorf("a worker exited after %d of %d mails:\n%s", sent, n, p.logTail(20))
 			}
+		}
+		if sent != lastSent {
+			lastSent, lastProgress = sent, time.Now()
+		} else if time.Since(lastProgress) >= stallAfter {
+			return fmt.Errorf("%d of %d mails sent and none more for %s (a mail whose end of DATA got no reply stays unsent; see the worker logs)", sent, n, stallAfter)
 		}
 		if time.Since(lastReport) >= 5*time.Second {
 			fmt.Fprintf(stderr, "bench: %d/%d sent\n", sent, n)
