@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/internal/smtptest"
@@ -116,5 +117,26 @@ func TestSendToFailureMidwayKeepsTheAccepted(t *testing.T) {
 	}
 	if !slices.Equal(res.Accepted, []int{0}) || len(res.Refused) != 0 {
 		t.Errorf("Result = %+v, want only recipient 0 accepted", res)
+	}
+}
+
+// TestSendTimeoutBoundsEachTransaction: a kept connection lives longer
+// than SendTimeout; each transaction must get the whole timeout again.
+func TestSendTimeoutBoundsEachTransaction(t *testing.T) {
+	srv := smtptest.NewServer(t, smtptest.WithScript(func(c smtptest.Command) *smtptest.Reply {
+		if c.Verb == smtptest.VerbMail {
+			return &smtptest.Reply{Delay: 80 * time.Millisecond}
+		}
+		return nil
+	}))
+	relay, _ := newRelay(t, srv, sender.Config{SendTimeout: 300 * time.Millisecond})
+	s := newSession(t, relay)
+	for i := range 6 { // about 500 ms on one connection, 80 ms each
+		if err := s.Send(context.Background(), simpleJob(t, i)); err != nil {
+			t.Fatalf("send %d on a connection older than SendTimeout: %v", i, err)
+		}
+	}
+	if srv.Connections() != 1 {
+		t.Errorf("%d connections, want the one kept", srv.Connections())
 	}
 }

@@ -381,6 +381,11 @@ func (s *Session) transact(ctx context.Context, messageID string, body []byte, f
 // exchange says the commands of one transaction (see transact).
 func (s *Session) exchange(body []byte, from string, to []string) (accepted []int, refused []Refusal, e *Error) {
 	name := s.relay.cfg.Name
+	// SendTimeout bounds each transaction, not the connection's life: a
+	// kept connection carries up to MaxMessagesPerConn of them.
+	if err := s.sc.UpdateDeadline(s.relay.cfg.SendTimeout); err != nil {
+		return nil, nil, replyError(name, StageConn, err)
+	}
 	if err := s.sc.Mail("<" + from + ">"); err != nil {
 		return nil, nil, replyError(name, StageMail, err)
 	}
