@@ -116,6 +116,21 @@ func TestKeptLeaseIsNeverTakenOver(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The takeover is counted when the copy is published, just before the
+	// row is released: wait for the release itself.
+	for {
+		row, err := owner.Get(t.Context(), j.MessageID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.Version != claimed.Version {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reaper counted a takeover but never released the row")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	cancel()
 	if err := <-reaperDone; err != nil {
 		t.Fatalf("reaper Run = %v", err)
