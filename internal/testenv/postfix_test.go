@@ -182,8 +182,11 @@ func TestPostfixExpiresDeferredMail(t *testing.T) {
 	elapsed := time.Since(start)
 	attempts := dest.refused("busy@example.test")
 	t.Logf("failure report after %s and %d delivery attempts", elapsed.Round(time.Millisecond), attempts)
-	if elapsed < 30*time.Second {
-		t.Errorf("report after %s, before the 30 s queue lifetime", elapsed)
+	// Postfix keeps the arrival time and its clock in whole seconds, so a
+	// mail that arrived late in one second can expire up to a second before
+	// 30 s of wall time have passed (seen in CI at 29.1 s).
+	if elapsed < 29*time.Second {
+		t.Errorf("report after %s, before the 30 s queue lifetime (less the second of Postfix's clock)", elapsed)
 	}
 	if attempts < 3 {
 		t.Errorf("destination saw %d attempts in %s, want retries every few seconds", attempts, elapsed)
