@@ -1,9 +1,9 @@
 package circuit
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/postline/postline/internal/metricreg"
 )
 
 // Values of the probes_total result label.
@@ -60,19 +60,19 @@ func newMetrics(reg prometheus.Registerer, providers []string) (*metrics, error)
 	}
 	if reg != nil {
 		var err error
-		if m.state, err = register(reg, m.state); err != nil {
+		if m.state, err = metricreg.Shared(reg, m.state); err != nil {
 			return nil, err
 		}
-		if m.health, err = register(reg, m.health); err != nil {
+		if m.health, err = metricreg.Shared(reg, m.health); err != nil {
 			return nil, err
 		}
-		if m.transitions, err = register(reg, m.transitions); err != nil {
+		if m.transitions, err = metricreg.Shared(reg, m.transitions); err != nil {
 			return nil, err
 		}
-		if m.probes, err = register(reg, m.probes); err != nil {
+		if m.probes, err = metricreg.Shared(reg, m.probes); err != nil {
 			return nil, err
 		}
-		if m.dbErrors, err = register(reg, m.dbErrors); err != nil {
+		if m.dbErrors, err = metricreg.Shared(reg, m.dbErrors); err != nil {
 			return nil, err
 		}
 	}
@@ -110,21 +110,4 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-// register registers c, or returns the equal collector already registered.
-// Counters are then shared; two Breakers in one process should use separate
-// registries, because the gauges show one worker's view.
-func register[T prometheus.Collector](reg prometheus.Registerer, c T) (T, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(T); ok {
-			return existing, nil
-		}
-	}
-	return c, err
 }

@@ -1,12 +1,12 @@
 package outcome
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/postline/postline/event"
+	"github.com/postline/postline/internal/metricreg"
 	"github.com/postline/postline/internal/report"
 )
 
@@ -39,17 +39,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	// Appliers sharing a registry share the collectors.
 	for _, c := range []**prometheus.CounterVec{&m.reports, &m.transitions, &m.suppressed, &m.confirmations} {
-		if err := reg.Register(*c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return nil, fmt.Errorf("outcome: register metrics: %w", err)
-			}
-			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
-			if !ok {
-				return nil, fmt.Errorf("outcome: register metrics: %w", err)
-			}
-			*c = existing
+		shared, err := metricreg.Shared(reg, *c)
+		if err != nil {
+			return nil, fmt.Errorf("outcome: register metrics: %w", err)
 		}
+		*c = shared
 	}
 	for _, src := range []string{report.SourceDSN, report.SourceARF, report.SourceSES, report.SourceMailgun} {
 		m.reports.WithLabelValues(src, string(report.Bounced), ResultApplied)

@@ -1,11 +1,11 @@
 package providerhook
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/postline/postline/internal/metricreg"
 	"github.com/postline/postline/internal/report"
 )
 
@@ -39,10 +39,10 @@ func newMetrics(reg prometheus.Registerer, provider string) (*metrics, error) {
 	}
 	if reg != nil {
 		var err error
-		if m.requests, err = register(reg, m.requests); err != nil {
+		if m.requests, err = metricreg.Shared(reg, m.requests); err != nil {
 			return nil, fmt.Errorf("providerhook: register requests_total: %w", err)
 		}
-		if m.reports, err = register(reg, m.reports); err != nil {
+		if m.reports, err = metricreg.Shared(reg, m.reports); err != nil {
 			return nil, fmt.Errorf("providerhook: register reports_total: %w", err)
 		}
 	}
@@ -63,19 +63,4 @@ func (m *metrics) applied(reports []report.Report) {
 	for _, r := range reports {
 		m.reports.WithLabelValues(m.provider, string(r.Kind)).Inc()
 	}
-}
-
-// register registers c, or returns the equal collector already registered.
-func register[T prometheus.Collector](reg prometheus.Registerer, c T) (T, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(T); ok {
-			return existing, nil
-		}
-	}
-	return c, err
 }

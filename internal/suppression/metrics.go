@@ -1,9 +1,9 @@
 package suppression
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/postline/postline/internal/metricreg"
 )
 
 // Operation names, the values of the op label.
@@ -49,16 +49,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	if reg != nil {
 		var err error
-		if m.checks, err = register(reg, m.checks); err != nil {
+		if m.checks, err = metricreg.Shared(reg, m.checks); err != nil {
 			return nil, err
 		}
-		if m.hits, err = register(reg, m.hits); err != nil {
+		if m.hits, err = metricreg.Shared(reg, m.hits); err != nil {
 			return nil, err
 		}
-		if m.dbErrors, err = register(reg, m.dbErrors); err != nil {
+		if m.dbErrors, err = metricreg.Shared(reg, m.dbErrors); err != nil {
 			return nil, err
 		}
-		if m.roundTrip, err = register(reg, m.roundTrip); err != nil {
+		if m.roundTrip, err = metricreg.Shared(reg, m.roundTrip); err != nil {
 			return nil, err
 		}
 	}
@@ -70,20 +70,4 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.dbErrors.WithLabelValues(op)
 	}
 	return m, nil
-}
-
-// register registers c, or returns the equal collector already registered
-// (two stores in one process share their metrics).
-func register[T prometheus.Collector](reg prometheus.Registerer, c T) (T, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(T); ok {
-			return existing, nil
-		}
-	}
-	return c, err
 }

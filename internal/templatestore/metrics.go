@@ -1,10 +1,11 @@
 package templatestore
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/postline/postline/internal/metricreg"
 )
 
 // Operation names, the values of the op label.
@@ -55,17 +56,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	if reg != nil {
 		var err error
-		if m.roundTrips, err = register(reg, m.roundTrips); err != nil {
-			return nil, err
+		if m.roundTrips, err = metricreg.Shared(reg, m.roundTrips); err != nil {
+			return nil, fmt.Errorf("templatestore: register metrics: %w", err)
 		}
-		if m.dbErrors, err = register(reg, m.dbErrors); err != nil {
-			return nil, err
+		if m.dbErrors, err = metricreg.Shared(reg, m.dbErrors); err != nil {
+			return nil, fmt.Errorf("templatestore: register metrics: %w", err)
 		}
-		if m.roundTrip, err = register(reg, m.roundTrip); err != nil {
-			return nil, err
+		if m.roundTrip, err = metricreg.Shared(reg, m.roundTrip); err != nil {
+			return nil, fmt.Errorf("templatestore: register metrics: %w", err)
 		}
-		if m.pushes, err = register(reg, m.pushes); err != nil {
-			return nil, err
+		if m.pushes, err = metricreg.Shared(reg, m.pushes); err != nil {
+			return nil, fmt.Errorf("templatestore: register metrics: %w", err)
 		}
 	}
 	// Export every series from the start, so rates and alerts see zeros.
@@ -77,20 +78,4 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.pushes.WithLabelValues(r)
 	}
 	return m, nil
-}
-
-// register registers c, or returns the equal collector already registered
-// (two stores in one process share their metrics).
-func register[T prometheus.Collector](reg prometheus.Registerer, c T) (T, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(T); ok {
-			return existing, nil
-		}
-	}
-	return c, fmt.Errorf("templatestore: register metrics: %w", err)
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/postline/postline/internal/metricreg"
 )
 
 // DefaultWatchInterval is the default for WatcherConfig.Interval.
@@ -134,11 +136,11 @@ func NewWatcher(cfg WatcherConfig, src LabelSource, logger *slog.Logger, reg pro
 	}
 	if reg != nil {
 		var err error
-		if w.reloads, err = register(reg, w.reloads); err != nil {
-			return nil, err
+		if w.reloads, err = metricreg.Shared(reg, w.reloads); err != nil {
+			return nil, fmt.Errorf("templatestore: register metrics: %w", err)
 		}
-		if w.pollErrors, err = register(reg, w.pollErrors); err != nil {
-			return nil, err
+		if w.pollErrors, err = metricreg.Shared(reg, w.pollErrors); err != nil {
+			return nil, fmt.Errorf("templatestore: register metrics: %w", err)
 		}
 	}
 	return w, nil
