@@ -170,25 +170,10 @@ type mailgunWebhook struct {
 // ServeHTTP takes one webhook: it verifies the signature, the timestamp
 // window and that the token is new, then applies the event's report.
 func (h *Mailgun) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	code, result := h.serve(w, r)
-	h.metrics.request(result)
-	if code == http.StatusOK {
-		w.WriteHeader(code)
-		return
-	}
-	status(w, code)
+	servePost(w, r, h.cfg.MaxBodyBytes, h.metrics, h.handle)
 }
 
-func (h *Mailgun) serve(w http.ResponseWriter, r *http.Request) (int, string) {
-	if r.Method != http.MethodPost {
-		return http.StatusMethodNotAllowed, resultBadRequest
-	}
-	body, err := readBody(w, r, h.cfg.MaxBodyBytes)
-	if errors.Is(err, errTooLarge) {
-		return http.StatusRequestEntityTooLarge, resultBadRequest
-	} else if err != nil {
-		return http.StatusBadRequest, resultBadRequest
-	}
+func (h *Mailgun) handle(r *http.Request, body []byte) (int, string) {
 	var hook mailgunWebhook
 	if err := json.Unmarshal(body, &hook); err != nil {
 		h.logger.Debug("providerhook: refused mailgun webhook", "err", err)

@@ -69,6 +69,30 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 	return body, nil
 }
 
+// servePost is every provider's ServeHTTP: it refuses anything but a POST
+// whose body fits in max, hands the body to handle, counts handle's result
+// and answers with its status (an empty 200, or the status text).
+func servePost(w http.ResponseWriter, r *http.Request, max int64, m *metrics, handle func(*http.Request, []byte) (int, string)) {
+	code, result := http.StatusMethodNotAllowed, resultBadRequest
+	if r.Method == http.MethodPost {
+		body, err := readBody(w, r, max)
+		switch {
+		case errors.Is(err, errTooLarge):
+			code = http.StatusRequestEntityTooLarge
+		case err != nil:
+			code = http.StatusBadRequest
+		default:
+			code, result = handle(r, body)
+		}
+	}
+	m.request(result)
+	if code == http.StatusOK {
+		w.WriteHeader(code)
+		return
+	}
+	status(w, code)
+}
+
 // status writes code with its standard text as the body.
 func status(w http.ResponseWriter, code int) {
 	http.Error(w, http.StatusText(code), code)

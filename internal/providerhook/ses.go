@@ -161,25 +161,10 @@ func NewSES(cfg SESConfig, reports Reports, logger *slog.Logger, reg prometheus.
 // ServeHTTP takes one SNS message: it verifies it, then confirms a
 // subscription or applies the reports of a notification.
 func (h *SES) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	code, result := h.serve(w, r)
-	h.metrics.request(result)
-	if code == http.StatusOK {
-		w.WriteHeader(code)
-		return
-	}
-	status(w, code)
+	servePost(w, r, h.cfg.MaxBodyBytes, h.metrics, h.handle)
 }
 
-func (h *SES) serve(w http.ResponseWriter, r *http.Request) (int, string) {
-	if r.Method != http.MethodPost {
-		return http.StatusMethodNotAllowed, resultBadRequest
-	}
-	body, err := readBody(w, r, h.cfg.MaxBodyBytes)
-	if errors.Is(err, errTooLarge) {
-		return http.StatusRequestEntityTooLarge, resultBadRequest
-	} else if err != nil {
-		return http.StatusBadRequest, resultBadRequest
-	}
+func (h *SES) handle(r *http.Request, body []byte) (int, string) {
 	msg, err := decodeSNS(body)
 	if err != nil {
 		h.logger.Debug("providerhook: refused sns message", "err", err)
