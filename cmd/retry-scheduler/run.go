@@ -7,12 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/postline/postline/internal/config"
 	"github.com/postline/postline/internal/consumer"
@@ -86,10 +84,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("setting POSTLINE_SCHEDULER_HTTP_ADDR: %w", err)
 	}
-	var (
-		scheduler atomic.Pointer[retry.Scheduler]
-		failed    atomic.Pointer[error]
-	)
+	var scheduler atomic.Pointer[retry.Scheduler]
 	ready := func(context.Context) error {
 		sched := scheduler.Load()
 		if sched == nil {
@@ -100,13 +95,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		return nil
 	}
-	healthy := func() error {
-		if err := failed.Load(); err != nil {
-			return *err
-		}
-		return nil
-	}
-	server := &http.Server{Handler: ops.Handler(reg, ready, healthy), ReadHeaderTimeout: 5 * time.Second}
 	logger.Info("retry-scheduler starting", "http_addr", listener.Addr().String(), "jobs_topic", s.JobsTopic,
 		"delay_topics", tiers.Topics(s.Prefix), "group", s.Group, "kafka", cluster.String())
 
@@ -114,42 +102,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// within the drain are re-injected and committed. Phase two: past the
 	// shutdown timeout the process gives up and exits; whatever was not
 	// committed is re-read by the next owner (duplicates, never losses).
-	var g errgroup.Group
-	g.Go(func() error {
-		if err := server.Serve(listener); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("http server: %w", err)
-		}
-		return nil
+	svc := ops.Service{
+		Logger: logger, Listener: listener, Registry: reg, Ready: ready,
+		ShutdownTimeout: s.ShutdownTimeout,
+		Draining:        "re-injecting what falls due, then committing",
+		Abandoned:       "uncommitted records will be re-injected by the next owner",
+	}
+	err = svc.Run(ctx, func(ctx context.Context) error {
+		return startScheduler(ctx, schedCfg, s.DLQTopic, logger, reg, &scheduler)
 	})
-	done := make(chan error, 1)
-	go func() {
-		err := startScheduler(ctx, schedCfg, s.DLQTopic, logger, reg, &scheduler)
-		if err != nil && ctx.Err() == nil {
-			failed.Store(&err)
-		}
-		done <- err
-	}()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		logger.Info("shutting down: re-injecting what falls due, then committing", "timeout", s.ShutdownTimeout)
-		t := time.NewTimer(s.ShutdownTimeout)
-		select {
-		case err = <-done:
-		case <-t.C:
-			err = fmt.Errorf("shutdown took longer than POSTLINE_SHUTDOWN_TIMEOUT (%s); uncommitted records will be re-injected by the next owner", s.ShutdownTimeout)
-		}
-		t.Stop()
-	}
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		err = nil // stopped before Kafka answered
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_ = server.Shutdown(shutdownCtx)
-	if herr := g.Wait(); err == nil {
-		err = herr
-	}
 	logger.Info("retry-scheduler stopped", "error", err)
 	return err
 }

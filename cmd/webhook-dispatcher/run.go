@@ -7,13 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/postline/postline/internal/config"
 	"github.com/postline/postline/internal/deadletter"
@@ -99,10 +97,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("setting POSTLINE_WEBHOOKS_HTTP_ADDR: %w", err)
 	}
 	reg := ops.NewRegistry()
-	var (
-		dispatcher atomic.Pointer[webhook.Dispatcher]
-		failed     atomic.Pointer[error]
-	)
+	var dispatcher atomic.Pointer[webhook.Dispatcher]
 	ready := func(context.Context) error {
 		d := dispatcher.Load()
 		if d == nil {
@@ -113,13 +108,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		return nil
 	}
-	healthy := func() error {
-		if err := failed.Load(); err != nil {
-			return *err
-		}
-		return nil
-	}
-	server := &http.Server{Handler: ops.Handler(reg, ready, healthy), ReadHeaderTimeout: 5 * time.Second}
 	ids := make([]string, len(endpoints))
 	for i, ep := range endpoints {
 		ids[i] = ep.ID
@@ -127,42 +115,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	logger.Info("webhook-dispatcher starting", "http_addr", listener.Addr().String(), "events_topic", s.EventsTopic,
 		"dlq_topic", s.DLQTopic, "group", s.Group, "endpoints", ids, "kafka", cluster.String())
 
-	var g errgroup.Group
-	g.Go(func() error {
-		if err := server.Serve(listener); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("http server: %w", err)
-		}
-		return nil
+	svc := ops.Service{
+		Logger: logger, Listener: listener, Registry: reg, Ready: ready,
+		ShutdownTimeout: s.ShutdownTimeout,
+		Draining:        "finishing requests in flight, then committing",
+		Abandoned:       "unfinished events will be sent again by the next owner",
+	}
+	err = svc.Run(ctx, func(ctx context.Context) error {
+		return startDispatcher(ctx, cfg, s.DLQTopic, logger, reg, &dispatcher)
 	})
-	done := make(chan error, 1)
-	go func() {
-		err := startDispatcher(ctx, cfg, s.DLQTopic, logger, reg, &dispatcher)
-		if err != nil && ctx.Err() == nil {
-			failed.Store(&err)
-		}
-		done <- err
-	}()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		logger.Info("shutting down: finishing requests in flight, then committing", "timeout", s.ShutdownTimeout)
-		t := time.NewTimer(s.ShutdownTimeout)
-		select {
-		case err = <-done:
-		case <-t.C:
-			err = fmt.Errorf("shutdown took longer than POSTLINE_SHUTDOWN_TIMEOUT (%s); unfinished events will be sent again by the next owner", s.ShutdownTimeout)
-		}
-		t.Stop()
-	}
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		err = nil // stopped before Kafka answered
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_ = server.Shutdown(shutdownCtx)
-	if herr := g.Wait(); err == nil {
-		err = herr
-	}
 	logger.Info("webhook-dispatcher stopped", "error", err)
 	return err
 }
