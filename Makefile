@@ -18,10 +18,10 @@ build:
 	mkdir -p bin
 	$(GO) build -o bin/ ./cmd/...
 
-## test: start the stack, then run every test (unit and integration) with -race
+## test: start the stack and the three-broker cluster, then run every test (unit and integration) with -race
 test:
-	scripts/stack.sh up
-	eval "$$(scripts/stack.sh env)" && $(GO) test -race -count=1 -timeout 20m ./...
+	scripts/stack.sh up --with-cluster
+	eval "$$(scripts/stack.sh env)" && eval "$$(scripts/stack.sh cluster env)" && $(GO) test -race -count=1 -timeout 20m ./...
 
 ## test-short: unit tests only; integration tests skip under -short
 test-short:

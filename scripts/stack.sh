@@ -3,7 +3,7 @@
 #
 #   scripts/stack.sh [up] [--with-sink]  start Kafka, PostgreSQL, Mailpit and the Postfix relay
 #                                        (and smtp-sink)
-#   scripts/stack.sh down                stop what `up` started; keep data and caches
+#   scripts/stack.sh down                stop what `up` started (the cluster too); keep data and caches
 #   scripts/stack.sh status              one line per service (and TLS endpoint); exit 1 if Kafka
 #                                        (either listener), Postgres, Mailpit or Postfix is down
 #   scripts/stack.sh env                 export lines for the POSTLINE_TEST_* variables
@@ -17,6 +17,13 @@
 #   scripts/stack.sh promtool-path       print the path of Prometheus's promtool
 #   scripts/stack.sh prometheus-path     print the path of the prometheus server binary
 #   scripts/stack.sh kcat-path           print the path of a kcat wrapper (Debian's kcat, unpacked)
+#   scripts/stack.sh cluster up          start the three-broker Kafka cluster (beside the single node)
+#   scripts/stack.sh cluster down        stop its three brokers; keep their data
+#   scripts/stack.sh cluster status      one line per broker; exit 1 if any is down
+#   scripts/stack.sh cluster env         export line for POSTLINE_TEST_KAFKA_CLUSTER
+#   scripts/stack.sh cluster kill N      SIGKILL broker N (1-3), for broker-failure tests
+#   scripts/stack.sh cluster start N     start broker N again and wait until it serves
+#   scripts/stack.sh up --with-cluster   `up`, with the cluster starting beside the other services
 #
 # Needs root: it runs `apt-get install`/`apt-get download` (Debian's postgresql, postfix,
 # prometheus, kcat packages), runs PostgreSQL as the postgres OS user (runuser) and chowns its
@@ -50,6 +57,16 @@
 #               receiver. Nothing local, no TLS, retries every few seconds, undeliverable after
 #               30 s. Mail log .stack/logs/postfix.log. A changed config is reloaded (restart
 #               only when the queue moves).
+#   Kafka cluster (only with `cluster up` or `up --with-cluster`) three combined broker+controller
+#               KRaft nodes 1-3 for failure tests: node N serves PLAINTEXT on 127.0.0.1:1N092
+#               (19092, 19192, 19292) and its controller on 127.0.0.1:1N093 (19093, 19193, 19293),
+#               a static three-voter quorum. Replication factor 3 for every topic (internal ones
+#               too), min.insync.replicas 2, unclean leader election off, 6 partitions by default,
+#               auto-create off. Same jars and version as the single node, 384 MiB heap each,
+#               brokers fenced 4 s after their last heartbeat (so a killed broker's partitions move
+#               in seconds). Data in .stack/cluster/N/data, config .stack/cluster/N/server.properties,
+#               log .stack/logs/cluster-N.log. A node whose rendered config changed is restarted by
+#               `cluster up`; `cluster kill N` leaves it down until `cluster start N` or `cluster up`.
 #   Prometheus  not a service: `up` unpacks promtool and prometheus from Debian's prometheus package
 #               (extracted, never installed, so the package's own service never starts).
 #   kcat        not a service: `up` unpacks Debian's kcat (and librdkafka1/libyajl2 if missing);
@@ -86,6 +103,11 @@ KAFKA_PID="$STACK/kafka.pid"
 KAFKA_TIMEOUT="${POSTLINE_KAFKA_TIMEOUT:-180}"
 KAFKA_SECURE_PORT=9094
 KAFKA_SASL_USER=postline
+
+# The three-broker cluster: node N (1-3) listens on 1N092 (PLAINTEXT) and 1N093 (CONTROLLER).
+CLUSTER_NODES=(1 2 3)
+CLUSTER_DIR="$STACK/cluster"
+CLUSTER_TIMEOUT="${POSTLINE_CLUSTER_TIMEOUT:-180}"
 
 TLS="$STACK/tls"
 TLS_MIN_VALID=$((7 * 24 * 3600)) # issue certificates again when they expire within 7 days
@@ -186,7 +208,7 @@ child_running() {
 spawn() {
   local pidfile=$1 logfile=$2
   shift 2
-  setsid "$@" </dev/null >>"$logfile" 2>&1 7>&- 8>&- &
+  setsid "$@" </dev/null >>"$logfile" 2>&1 6>&- 7>&- 8>&- &
   echo $! >"$pidfile"
 }
 
@@ -294,11 +316,12 @@ kafka_password() {
 
 # kafka_answers: the broker answers a real ApiVersions (v0) request with error code 0. Speaks the
 # Kafka protocol from bash so that `status` and an already-running `up` stay fast.
+# kafka_answers [PORT]: the same for another port of KAFKA_HOST (a cluster node's).
 kafka_answers() {
-  local reply
+  local reply port=${1:-$KAFKA_PORT}
   reply="$(
     exec 2>/dev/null
-    exec 3<>"/dev/tcp/$KAFKA_HOST/$KAFKA_PORT" || exit 1
+    exec 3<>"/dev/tcp/$KAFKA_HOST/$port" || exit 1
     # size=18, api_key=18 (ApiVersions), api_version=0, correlation_id=7, client_id="postline"
     printf '\x00\x00\x00\x12\x00\x12\x00\x00\x00\x00\x00\x07\x00\x08postline' >&3
     timeout 3 head -c 10 <&3 | od -An -v -tx1 | tr -d ' \n'
@@ -424,6 +447,267 @@ kafka_wait() {
 
 kafka_down() {
   stop_pid kafka "$KAFKA_PID" kafka.Kafka
+}
+
+# ---------------------------------------------------------------------------------------------
+# Kafka cluster: three KRaft nodes, each broker and controller, for broker-failure tests. Same
+# jars as the single node (kafka_fetch); it shares nothing else with it but the log4j config.
+
+cluster_port() { printf '%d' $((19092 + ($1 - 1) * 100)); }
+cluster_controller_port() { printf '%d' $((19093 + ($1 - 1) * 100)); }
+cluster_pid() { printf '%s' "$STACK/cluster-$1.pid"; }
+cluster_log() { printf '%s' "$LOGS/cluster-$1.log"; }
+
+# cluster_brokers: the bootstrap list, comma-separated.
+cluster_brokers() {
+  local n out=()
+  for n in "${CLUSTER_NODES[@]}"; do out+=("$KAFKA_HOST:$(cluster_port "$n")"); done
+  (IFS=, && printf '%s' "${out[*]}")
+}
+
+# cluster_voters: the static controller quorum, id@host:port for every node.
+cluster_voters() {
+  local n out=()
+  for n in "${CLUSTER_NODES[@]}"; do out+=("$n@$KAFKA_HOST:$(cluster_controller_port "$n")"); done
+  (IFS=, && printf '%s' "${out[*]}")
+}
+
+# cluster_check_node N: N names a node of the cluster.
+cluster_check_node() {
+  [[ ${1:-} =~ ^[0-9]+$ ]] && (($1 >= 1 && $1 <= ${#CLUSTER_NODES[@]})) ||
+    die "cluster: no node '${1:-}' (nodes are ${CLUSTER_NODES[*]})"
+}
+
+# cluster_render N: server.properties of node N. Rendered here, not from a template beside
+# deploy/kafka/server.properties.tmpl: nearly every line differs in intent, since this cluster
+# exists to lose a broker.
+cluster_render() {
+  local n=$1
+  cat <<EOF
+# Written by scripts/stack.sh (cluster_render): change the script, not this file.
+# Node $n of the three-node KRaft cluster for broker-failure tests.
+process.roles=broker,controller
+node.id=$n
+controller.quorum.voters=$(cluster_voters)
+controller.listener.names=CONTROLLER
+listeners=PLAINTEXT://$KAFKA_HOST:$(cluster_port "$n"),CONTROLLER://$KAFKA_HOST:$(cluster_controller_port "$n")
+advertised.listeners=PLAINTEXT://$KAFKA_HOST:$(cluster_port "$n")
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$CLUSTER_DIR/$n/data
+
+# A write acknowledged to RequireAll is on two brokers at least, so losing any one loses
+# nothing; a replica that fell behind never becomes leader.
+auto.create.topics.enable=false
+delete.topic.enable=true
+num.partitions=6
+default.replication.factor=3
+min.insync.replicas=2
+unclean.leader.election.enable=false
+message.max.bytes=4194304
+replica.fetch.max.bytes=4194304
+offsets.topic.replication.factor=3
+offsets.topic.num.partitions=6
+transaction.state.log.replication.factor=3
+transaction.state.log.min.isr=2
+share.coordinator.state.topic.replication.factor=3
+share.coordinator.state.topic.min.isr=2
+
+# A killed broker is fenced 4 s after its last heartbeat (default 9 s) and its partitions get
+# new leaders then: a failure test sees the move within its run.
+broker.heartbeat.interval.ms=1000
+broker.session.timeout.ms=4000
+
+# Tests create many short-lived groups (see server.properties.tmpl).
+group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=1000
+
+# Three JVMs on a small machine: few threads, scratch data.
+num.network.threads=2
+num.io.threads=2
+num.replica.fetchers=1
+num.recovery.threads.per.data.dir=1
+background.threads=2
+log.retention.hours=24
+log.segment.bytes=67108864
+EOF
+}
+
+# cluster_id: the cluster's id, made once (every node is formatted with it).
+cluster_id() {
+  local f="$CLUSTER_DIR/cluster.id"
+  if [[ ! -s $f ]]; then
+    kafka_java kafka.tools.StorageTool random-uuid 2>>"$LOGS/cluster-format.log" | tail -n1 >"$f.tmp"
+    [[ -s $f.tmp ]] || { tail_log "$LOGS/cluster-format.log"; die "cluster: kafka-storage random-uuid failed"; }
+    mv -f "$f.tmp" "$f"
+  fi
+  cat "$f"
+}
+
+# cluster_format N ID: format node N's storage for cluster ID (static voters: no --standalone).
+cluster_format() {
+  kafka_java kafka.tools.StorageTool format -t "$2" -c "$CLUSTER_DIR/$1/server.properties" \
+    >>"$(cluster_log "$1")" 2>&1
+}
+
+# cluster_spawn N: start node N's JVM, without waiting for it.
+cluster_spawn() {
+  spawn "$(cluster_pid "$1")" "$(cluster_log "$1")" \
+    java -Xms128m -Xmx384m -XX:+UseG1GC -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$ROOT/deploy/kafka/log4j2.properties" \
+    -cp "$KAFKA_LIBS/*" kafka.Kafka "$CLUSTER_DIR/$1/server.properties"
+}
+
+# cluster_start [N...]: start the named nodes (default all) that do not run, or that run with
+# another config than the one rendered now (those are stopped first), without waiting for them
+# (see cluster_wait). Unformatted nodes are formatted first, in parallel (a JVM each). Sets
+# CLUSTER_STARTED to the nodes it started.
+cluster_start() {
+  local nodes=("$@") n new props need_format=() pids=() id i
+  ((${#nodes[@]})) || nodes=("${CLUSTER_NODES[@]}")
+  CLUSTER_STARTED=()
+  mkdir -p "$CLUSTER_DIR"
+  for n in "${nodes[@]}"; do
+    mkdir -p "$CLUSTER_DIR/$n/data"
+    props="$CLUSTER_DIR/$n/server.properties"
+    new="$props.new"
+    cluster_render "$n" >"$new"
+    if pid_alive "$(cluster_pid "$n")" kafka.Kafka; then
+      if cmp -s "$new" "$props"; then
+        rm -f "$new"
+        continue
+      fi
+      log "cluster: node $n runs with another $props than the script renders now; restarting it"
+      stop_pid "cluster: node $n" "$(cluster_pid "$n")" kafka.Kafka
+    fi
+    if port_open "$KAFKA_HOST" "$(cluster_port "$n")" || port_open "$KAFKA_HOST" "$(cluster_controller_port "$n")"; then
+      rm -f "$new"
+      die "cluster: something else listens on $KAFKA_HOST:$(cluster_port "$n") or :$(cluster_controller_port "$n"); stop it first"
+    fi
+    mv -f "$new" "$props"
+    [[ -f $CLUSTER_DIR/$n/data/meta.properties ]] || need_format+=("$n")
+    CLUSTER_STARTED+=("$n")
+  done
+  ((${#CLUSTER_STARTED[@]})) || return 0
+  kafka_fetch
+  if ((${#need_format[@]})); then
+    id="$(cluster_id)"
+    log "cluster: formatting the storage of node(s) ${need_format[*]} (cluster id $id)"
+    for n in "${need_format[@]}"; do
+      cluster_format "$n" "$id" 6>&- 7>&- 8>&- &
+      pids+=($!)
+    done
+    for i in "${!pids[@]}"; do
+      wait "${pids[$i]}" ||
+        { tail_log "$(cluster_log "${need_format[$i]}")"; die "cluster: storage format of node ${need_format[$i]} failed"; }
+    done
+  fi
+  log "cluster: starting node(s) ${CLUSTER_STARTED[*]} ($KAFKA_VERSION)"
+  for n in "${CLUSTER_STARTED[@]}"; do cluster_spawn "$n"; done
+}
+
+# cluster_wait [N...]: wait until the named nodes (default all) answer ApiVersions on their
+# PLAINTEXT listener. A KRaft broker enables request processing only once the controller quorum
+# has unfenced it, so an answer means the node has joined. A line every 10 s meanwhile.
+cluster_wait() {
+  local nodes=("$@") n pending deadline=$((SECONDS + CLUSTER_TIMEOUT)) start=$SECONDS next=$((SECONDS + 10))
+  ((${#nodes[@]})) || nodes=("${CLUSTER_NODES[@]}")
+  while :; do
+    pending=()
+    for n in "${nodes[@]}"; do
+      kafka_answers "$(cluster_port "$n")" && continue
+      pid_alive "$(cluster_pid "$n")" kafka.Kafka ||
+        { tail_log "$(cluster_log "$n")"; die "cluster: node $n exited; see $(cluster_log "$n")"; }
+      pending+=("$n")
+    done
+    ((${#pending[@]})) || break
+    ((SECONDS < deadline)) ||
+      { tail_log "$(cluster_log "${pending[0]}")"; die "cluster: node(s) ${pending[*]} not ready after ${CLUSTER_TIMEOUT}s"; }
+    if ((SECONDS >= next)); then
+      log "cluster: waiting for node(s) ${pending[*]} ($((SECONDS - start)) s)"
+      next=$((next + 10))
+    fi
+    sleep 0.2
+  done
+  local note=""
+  ((${#CLUSTER_STARTED[@]})) || note=" (already running)"
+  log "cluster: ready on $(cluster_brokers) (node(s) ${nodes[*]}; replication 3, min.insync.replicas 2, $KAFKA_VERSION)$note"
+}
+
+cluster_down() {
+  local n
+  # SIGTERM to every node first, so they shut down together rather than each waiting in turn
+  # for a quorum that is leaving.
+  for n in "${CLUSTER_NODES[@]}"; do
+    if pid_alive "$(cluster_pid "$n")" kafka.Kafka; then
+      kill -TERM "$(<"$(cluster_pid "$n")")" 2>/dev/null || true
+    fi
+  done
+  for n in "${CLUSTER_NODES[@]}"; do stop_pid "cluster: node $n" "$(cluster_pid "$n")" kafka.Kafka; done
+}
+
+# cluster_kill N: SIGKILL node N and wait until it is gone: a crash, no controlled shutdown.
+cluster_kill() {
+  local n=$1 pid i
+  if ! pid_alive "$(cluster_pid "$n")" kafka.Kafka; then
+    log "cluster: node $n is not running"
+    return 0
+  fi
+  pid="$(<"$(cluster_pid "$n")")"
+  kill -KILL "$pid"
+  for ((i = 0; i < 100; i++)); do
+    [[ -d /proc/$pid ]] || break
+    sleep 0.05
+  done
+  [[ -d /proc/$pid ]] && die "cluster: node $n (pid $pid) still runs 5 s after SIGKILL"
+  rm -f "$(cluster_pid "$n")"
+  log "cluster: node $n killed (pid $pid)"
+}
+
+cluster_status() {
+  local n rc=0
+  for n in "${CLUSTER_NODES[@]}"; do
+    if kafka_answers "$(cluster_port "$n")"; then
+      log "cluster: node $n up on $KAFKA_HOST:$(cluster_port "$n") (controller :$(cluster_controller_port "$n"))"
+    else
+      log "cluster: node $n down ($KAFKA_HOST:$(cluster_port "$n"))"
+      rc=1
+    fi
+  done
+  return "$rc"
+}
+
+cmd_cluster() {
+  local sub=${1:-up}
+  [[ $# -gt 0 ]] && shift
+  mkdir -p "$STACK" "$LOGS" "$CLUSTER_DIR"
+  case $sub in
+  up | start | kill)
+    # Its own lock, not up.lock: a test restarting a broker must not wait behind another `up`;
+    # two cluster commands at once take turns. Fd 6 is closed in every process spawn starts.
+    exec 6>"$STACK/cluster.lock"
+    flock 6
+    ;;
+  esac
+  case $sub in
+  up)
+    cluster_start
+    cluster_wait
+    ;;
+  down) cluster_down ;;
+  status) cluster_status ;;
+  env) printf 'export POSTLINE_TEST_KAFKA_CLUSTER=%s\n' "$(cluster_brokers)" ;;
+  kill)
+    cluster_check_node "${1:-}"
+    cluster_kill "$1"
+    ;;
+  start)
+    cluster_check_node "${1:-}"
+    cluster_start "$1"
+    cluster_wait "$1"
+    ;;
+  *) die "cluster: unknown command $sub (up, down, status, env, kill N, start N)" ;;
+  esac
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -1198,10 +1482,11 @@ prom_install() {
 # Commands
 
 cmd_up() {
-  local with_sink=0 arg
+  local with_sink=0 with_cluster=0 arg
   for arg in "$@"; do
     case $arg in
     --with-sink) with_sink=1 ;;
+    --with-cluster) with_cluster=1 ;;
     *) die "up: unknown flag $arg" ;;
     esac
   done
@@ -1213,6 +1498,15 @@ cmd_up() {
   tls_ensure
   # Kafka's JVM boots in the background while Postgres and Mailpit come up.
   kafka_start
+  if ((with_cluster)); then
+    # So do the cluster's three, started under the cluster's lock (fd 6), released before
+    # anything else inherits it; waited for last.
+    exec 6>"$STACK/cluster.lock"
+    mkdir -p "$CLUSTER_DIR"
+    flock 6
+    cluster_start
+    exec 6>&-
+  fi
   pg_up
   mailpit_start
   postfix_up
@@ -1223,12 +1517,16 @@ cmd_up() {
   if ((with_sink)); then
     sink_up
   fi
+  if ((with_cluster)); then
+    cluster_wait
+  fi
 }
 
 cmd_down() {
   sink_down
   mailpit_down
   postfix_down
+  cluster_down
   kafka_down
   pg_down
 }
@@ -1353,8 +1651,9 @@ main() {
     kcat_install >&2
     printf '%s\n' "$KCAT_WRAPPER"
     ;;
+  cluster) cmd_cluster "$@" ;;
   -h | --help | help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//' ;;
-  *) die "unknown command $cmd (up, down, status, env, sink, sink-env, postfix, postfix-flush, postfix-queue, postfix-log, smtp-source-path, promtool-path, prometheus-path, kcat-path)" ;;
+  *) die "unknown command $cmd (up, down, status, env, sink, sink-env, postfix, postfix-flush, postfix-queue, postfix-log, smtp-source-path, promtool-path, prometheus-path, kcat-path, cluster)" ;;
   esac
 }
 
