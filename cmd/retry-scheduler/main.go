@@ -5,25 +5,6 @@
 // README for the settings (or run `retry-scheduler -h`).
 package main
 
-import (
-	"context"
-	"errors"
-	"flag"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-)
+import "github.com/postline/postline/internal/ops"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
-	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "retry-scheduler:", err)
-		os.Exit(1)
-	}
-}
+func main() { ops.Main("retry-scheduler", run) }

@@ -7,25 +7,6 @@
 // `webhook-dispatcher -h` for the settings.
 package main
 
-import (
-	"context"
-	"errors"
-	"flag"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-)
+import "github.com/postline/postline/internal/ops"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
-	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "webhook-dispatcher:", err)
-		os.Exit(1)
-	}
-}
+func main() { ops.Main("webhook-dispatcher", run) }

@@ -1,6 +1,8 @@
-// Package ops owns what every Postline binary shows operators: JSON logs at
-// a chosen level, and the HTTP endpoints /metrics, /healthz and /readyz.
-// Binaries decide what "ready" means; ops only serves the answer.
+// Package ops owns what every Postline service binary shares with the
+// others: JSON logs at a chosen level, the HTTP endpoints /metrics, /healthz
+// and /readyz, the process entry point (Main: signals, exit status) and the
+// two-phase shutdown around a component's loop (Service). Binaries decide
+// what "ready" means; ops only serves the answer.
 package ops
 
 import (
