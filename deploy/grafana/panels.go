@@ -577,7 +577,9 @@ func outcomesDashboard() dashboardSpec {
 					description: "Delivery reports and complaints the bounce-receiver applied per second, by " +
 						"source (dsn, arf, unstructured, ses, mailgun) and result: applied (a recipient moved " +
 						"on), forged (its return-path token did not verify: dropped), unknown (no such " +
-						"recipient), stale (the recipient had moved past it), delayed (still being retried). " +
+						"recipient), early (it came before the worker recorded the send: refused for now, so its " +
+						"sender offers it again), stale (the recipient had moved past it), delayed (still being " +
+						"retried). " +
 						"Forged reports of all sources are also drawn on their own. What to do: forged reports " +
 						"that keep coming mean someone sends fake bounces to the bounce domain (backscatter or " +
 						"an attempt to get addresses suppressed): they are harmless while dropped, but check " +
