@@ -120,6 +120,21 @@ type Config struct {
 	// wait holds only the session, not the relay, so N connections still
 	// get N times the throughput of one. 0 answers at once. Defaults to 0.
 	ReplyDelay time.Duration
+	// Pipelining makes the relay advertise PIPELINING (RFC 2920) in its
+	// EHLO reply, inviting a client to send MAIL FROM, its RCPT TOs and
+	// DATA in one write. The relay answers pipelined commands either way,
+	// in order; without Pipelining it just does not offer them. Defaults to
+	// false.
+	Pipelining bool
+	// RoundTripDelay is how long the relay waits before each write of its
+	// replies: the network's latency, paid once per round trip the client
+	// waits for, however many replies the write carries. The relay writes
+	// when it has read all the input it has (as Postfix does), so replies
+	// to pipelined commands share one write and one wait, and a client
+	// that waits for each reply pays it per command. Unlike ReplyDelay it
+	// applies to every write, the greeting and the replies to EHLO and
+	// DATA included. 0 writes at once. Defaults to 0.
+	RoundTripDelay time.Duration
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -186,6 +201,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("relay config: IdleTimeout %s must be positive", c.IdleTimeout)
 	case c.ReplyDelay < 0:
 		return fmt.Errorf("relay config: ReplyDelay %s must not be negative", c.ReplyDelay)
+	case c.RoundTripDelay < 0:
+		return fmt.Errorf("relay config: RoundTripDelay %s must not be negative", c.RoundTripDelay)
 	}
 	return nil
 }

@@ -18,6 +18,14 @@
 // The bucket's rate can be changed while the relay runs (SetRate), as a
 // provider that lowers a sender's limit does.
 //
+// Latency is modelled two ways: ReplyDelay before each MAIL, RCPT and
+// final-dot reply (a relay's own work per command), RoundTripDelay before
+// each write of replies (the network's, once per round trip). Replies are
+// written when the relay has read all the input it has, so replies to
+// pipelined commands (RFC 2920, advertised with Pipelining) share a write;
+// the counters say how many commands, reply writes and reads each
+// transaction took.
+//
 // Accepted messages are counted, time-stamped and their Message-IDs noted,
 // then discarded: the relay delivers nothing. It is not a scripted test
 // server (internal/smtptest is) and knows nothing of jobs, Kafka or the
@@ -100,7 +108,8 @@ func Start(cfg Config, logger *slog.Logger) (*Relay, error) {
 	}()
 	logger.Info("relay listening", "addr", r.Addr(), "rate", cfg.Rate, "burst", cfg.Burst,
 		"max_conns", cfg.MaxConns, "hang_up_above", cfg.HangUpAbove,
-		"transient_drop", cfg.TransientDrop, "transient_reply", cfg.TransientReply, "permanent_reject", cfg.PermanentReject, "seed", cfg.Seed)
+		"transient_drop", cfg.TransientDrop, "transient_reply", cfg.TransientReply, "permanent_reject", cfg.PermanentReject, "seed", cfg.Seed,
+		"reply_delay", cfg.ReplyDelay, "round_trip_delay", cfg.RoundTripDelay, "pipelining", cfg.Pipelining)
 	return r, nil
 }
 
@@ -268,6 +277,13 @@ func (r *Relay) shouldHangUp(c net.Conn) bool {
 	return true
 }
 
+// count updates the counters with f.
+func (r *Relay) count(f func(*Stats)) {
+	r.mu.Lock()
+	f(&r.stats)
+	r.mu.Unlock()
+}
+
 // reject counts a permanently rejected recipient.
 func (r *Relay) reject() {
 	r.mu.Lock()
@@ -391,6 +407,7 @@ func (s *session) delay() {
 }
 
 func (s *session) Mail(string, *smtp.MailOptions) error {
+	s.r.count(func(st *Stats) { st.Transactions++; st.EnvelopeCommands++ })
 	s.delay()
 	if s.r.shouldHangUp(s.c.Conn()) {
 		s.r.logger.Debug("relay hung up a session", "reason", "hang_up_above", "limit", s.r.cfg.HangUpAbove)
@@ -401,6 +418,7 @@ func (s *session) Mail(string, *smtp.MailOptions) error {
 }
 
 func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	s.r.count(func(st *Stats) { st.EnvelopeCommands++ })
 	s.delay()
 	if s.r.cfg.Rejects(to) {
 		s.r.reject()
@@ -418,6 +436,7 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 }
 
 func (s *session) Data(body io.Reader) error {
+	s.r.count(func(st *Stats) { st.EnvelopeCommands++ })
 	// A malformed header only costs the Message-ID: the relay is not a
 	// content filter.
 	br := bufio.NewReader(body)
@@ -464,15 +483,76 @@ func (l *listener) Accept() (net.Conn, error) {
 	}
 }
 
-// trackedConn leaves the relay's open set when closed, by either side.
+// pipeliningLine is how go-smtp, which always offers PIPELINING, lists it
+// in its EHLO reply: one write, right after the greeting line.
+const pipeliningLine = "250-PIPELINING\r\n"
+
+// trackedConn leaves the relay's open set when closed, by either side. It
+// holds the replies go-smtp writes (one write per line) until go-smtp next
+// reads from the connection, which it does only when it has processed all
+// the input it read: a client's pipelined commands get their replies in one
+// write, after one RoundTripDelay.
 type trackedConn struct {
 	net.Conn
 	r    *Relay
 	seq  uint64 // admission order: lower is older
 	once sync.Once
+
+	mu      sync.Mutex
+	pending []byte // replies not written yet
+	closed  bool
 }
 
+// Write holds p for the next flush; it leaves PIPELINING out of the EHLO
+// reply unless the relay advertises it.
+func (c *trackedConn) Write(p []byte) (int, error) {
+	if !c.r.cfg.Pipelining && string(p) == pipeliningLine {
+		return len(p), nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0, net.ErrClosed
+	}
+	c.pending = append(c.pending, p...)
+	return len(p), nil
+}
+
+// Read writes the replies held so far, then reads.
+func (c *trackedConn) Read(p []byte) (int, error) {
+	if err := c.flush(c.r.cfg.RoundTripDelay); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.r.count(func(st *Stats) { st.Reads++ })
+	}
+	return n, err
+}
+
+// flush writes the replies held, after wait.
+func (c *trackedConn) flush(wait time.Duration) error {
+	c.mu.Lock()
+	out := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+	if len(out) == 0 {
+		return nil
+	}
+	if wait > 0 {
+		time.Sleep(wait) // the modelled latency itself, not a wait for an event
+	}
+	c.r.count(func(st *Stats) { st.ReplyWrites++ })
+	_, err := c.Conn.Write(out)
+	return err
+}
+
+// Close writes the replies held (a 421 before a hang-up) and closes.
 func (c *trackedConn) Close() error {
+	_ = c.flush(0) // a peer that is gone cannot take its last reply anyway
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
 	err := c.Conn.Close()
 	c.release()
 	return err

@@ -67,6 +67,8 @@ func TestConfig(t *testing.T) {
 		{"negative idle", relay.Config{IdleTimeout: -time.Second}, "IdleTimeout"},
 		{"reply delay", relay.Config{ReplyDelay: 5 * time.Millisecond}, ""},
 		{"negative reply delay", relay.Config{ReplyDelay: -time.Millisecond}, "ReplyDelay"},
+		{"round trip delay and pipelining", relay.Config{RoundTripDelay: 5 * time.Millisecond, Pipelining: true}, ""},
+		{"negative round trip delay", relay.Config{RoundTripDelay: -time.Millisecond}, "RoundTripDelay"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -42,6 +42,19 @@ type Stats struct {
 	RefusedAt []time.Time
 	// RateChanges lists the SetRate calls, in order.
 	RateChanges []RateChange
+	// Transactions counts MAIL FROM commands, accepted or not.
+	Transactions int64
+	// EnvelopeCommands counts the MAIL FROM, RCPT TO and DATA commands
+	// the relay got past the protocol's checks (a DATA only when it had a
+	// recipient to deliver to).
+	EnvelopeCommands int64
+	// ReplyWrites counts writes of replies to a connection: each is a
+	// round trip its client waited for (the greeting, EHLO and QUIT
+	// included), one per command for a client that does not pipeline.
+	ReplyWrites int64
+	// Reads counts reads from connections that returned data: a client's
+	// writes, as far as TCP kept them apart.
+	Reads int64
 	// AcceptedIDs holds the Message-ID (without angle brackets) of each
 	// accepted message, parallel to AcceptedAt; "" for one without.
 	AcceptedIDs []string
@@ -78,4 +91,14 @@ func (s Stats) AcceptedPer(width time.Duration) []int {
 		out[int(max(0, t.Sub(s.Since))/width)]++
 	}
 	return out
+}
+
+// PerTransaction returns n per transaction (Transactions), 0 without any:
+// ReplyWrites, Reads or EnvelopeCommands per mail for a client that sends
+// one transaction per mail, its connection setup spread over its mails.
+func (s Stats) PerTransaction(n int64) float64 {
+	if s.Transactions == 0 {
+		return 0
+	}
+	return float64(n) / float64(s.Transactions)
 }

@@ -378,13 +378,18 @@ func (s *Session) transact(ctx context.Context, messageID string, body []byte, f
 	return accepted, refused, e
 }
 
-// exchange says the commands of one transaction (see transact).
+// exchange says the commands of one transaction (see transact), one
+// command per round trip, or grouped when the relay advertised PIPELINING
+// (see exchangePipelined).
 func (s *Session) exchange(body []byte, from string, to []string) (accepted []int, refused []Refusal, e *Error) {
 	name := s.relay.cfg.Name
 	// SendTimeout bounds each transaction, not the connection's life: a
 	// kept connection carries up to MaxMessagesPerConn of them.
 	if err := s.sc.UpdateDeadline(s.relay.cfg.SendTimeout); err != nil {
 		return nil, nil, replyError(name, StageConn, err)
+	}
+	if s.pipelining() {
+		return s.exchangePipelined(body, from, to)
 	}
 	if err := s.sc.Mail("<" + from + ">"); err != nil {
 		return nil, nil, replyError(name, StageMail, err)

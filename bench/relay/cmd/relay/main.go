@@ -65,6 +65,8 @@ func parse(args []string, stderr io.Writer) (relay.Config, options, error) {
 	fs.Float64Var(&cfg.TransientReply, "transient-reply", 0, "share of transactions answered 451 4.3.0 at the end of DATA, the connection kept")
 	fs.Float64Var(&cfg.PermanentReject, "reject", 0, "share of recipient addresses answered 550 5.1.1")
 	fs.DurationVar(&cfg.ReplyDelay, "reply-delay", 0, "wait this long before answering each MAIL, RCPT and the final dot (0: at once)")
+	fs.DurationVar(&cfg.RoundTripDelay, "round-trip-delay", 0, "wait this long before each write of replies, once per round trip (0: at once)")
+	fs.BoolVar(&cfg.Pipelining, "pipelining", false, "advertise PIPELINING (RFC 2920) in the EHLO reply")
 	fs.Int64Var(&cfg.Seed, "seed", 1, "seed for drops and rejected addresses")
 	fs.DurationVar(&o.report, "report", 0, "print the counters at this interval (0: only at exit)")
 	fs.DurationVar(&o.bucket, "bucket", time.Second, "interval of the accepted-per-interval series printed at exit")
@@ -131,6 +133,12 @@ func printStats(w io.Writer, s relay.Stats, bucket time.Duration) {
 	row("transient drops", s.TransientDrops)
 	row("transient replies", s.TransientReplies)
 	row("permanent rejects", s.PermanentRejects)
+	row("transactions", s.Transactions)
+	if s.Transactions > 0 {
+		row("envelope commands per transaction", fmt.Sprintf("%.2f", s.PerTransaction(s.EnvelopeCommands)))
+		row("reply writes per transaction", fmt.Sprintf("%.2f", s.PerTransaction(s.ReplyWrites)))
+		row("reads per transaction", fmt.Sprintf("%.2f", s.PerTransaction(s.Reads)))
+	}
 	if a := s.Attempts(); a > 0 {
 		row("deferred share", fmt.Sprintf("%.1f %%", 100*float64(s.Deferred())/float64(a)))
 	}

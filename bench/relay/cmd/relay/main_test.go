@@ -39,6 +39,12 @@ func TestParse(t *testing.T) {
 			want: relay.Config{Addr: "127.0.0.1:0", HangUpAbove: 5, TransientDrop: 0.01, PermanentReject: 0.005, Seed: 9,
 				ThrottleAt: "DATA", ThrottleCode: 450, ThrottleEnhanced: "4.7.1", ThrottleText: relay.DefaultThrottleText},
 		},
+		{
+			name: "pipelining over a latency",
+			args: []string{"-pipelining", "-round-trip-delay", "5ms"},
+			want: relay.Config{Addr: "127.0.0.1:2526", Pipelining: true, RoundTripDelay: 5 * time.Millisecond, ThrottleAt: "RCPT",
+				ThrottleCode: 450, ThrottleEnhanced: "4.7.1", ThrottleText: relay.DefaultThrottleText, Seed: 1},
+		},
 		{name: "unknown flag", args: []string{"-nope"}, wantErr: true},
 		{name: "stray argument", args: []string{"extra"}, wantErr: true},
 		{name: "negative report", args: []string{"-report", "-1s"}, wantErr: true},

@@ -1,0 +1,195 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/textproto"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/postline/postline/bench/relay"
+)
+
+// rawConn dials the relay and reads its greeting, for tests that write
+// commands the way a client library would not.
+func rawConn(t *testing.T, r *relay.Relay) *textproto.Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", r.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := textproto.NewConn(nc)
+	t.Cleanup(func() { _ = c.Close() })
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, _, err := c.ReadResponse(220); err != nil {
+		t.Fatalf("greeting: %v", err)
+	}
+	return c
+}
+
+// TestRelayAdvertisesPipelining checks that PIPELINING is in the EHLO reply
+// exactly when Config.Pipelining says so.
+func TestRelayAdvertisesPipelining(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pipelining=%v", on), func(t *testing.T) {
+			r := start(t, relay.Config{Pipelining: on})
+			c := rawConn(t, r)
+			if err := c.PrintfLine("EHLO client.test"); err != nil {
+				t.Fatal(err)
+			}
+			_, msg, err := c.ReadResponse(250)
+			if err != nil {
+				t.Fatalf("EHLO: %v", err)
+			}
+			lines := strings.Split(msg, "\n")
+			got := false
+			for _, l := range lines {
+				got = got || l == "PIPELINING"
+			}
+			if got != on {
+				t.Errorf("EHLO reply %q: PIPELINING listed %v, want %v", lines, got, on)
+			}
+			if !strings.Contains(msg, "8BITMIME") {
+				t.Errorf("EHLO reply %q lost the other extensions", lines)
+			}
+		})
+	}
+}
+
+// TestRelayAnswersPipelinedCommands writes whole envelopes in one write,
+// as RFC 2920 allows, and checks that the replies come in order, in one
+// write per group, each group paying RoundTripDelay once.
+func TestRelayAnswersPipelinedCommands(t *testing.T) {
+	const delay = 30 * time.Millisecond
+	cfg := relay.Config{Pipelining: true, PermanentReject: 0.5, Seed: 7, RoundTripDelay: delay}
+	var ok, rejected string
+	for i := 0; ok == "" || rejected == ""; i++ {
+		if cfg.Rejects(rcpt(i)) {
+			rejected = rcpt(i)
+		} else {
+			ok = rcpt(i)
+		}
+	}
+	tests := []struct {
+		name      string
+		rcpts     []string
+		want      []int // reply codes after MAIL's, in order: each RCPT, then DATA
+		delivered bool
+	}{
+		{"accepted", []string{ok}, []int{250, 354}, true},
+		{"one of two refused", []string{rejected, ok}, []int{550, 250, 354}, true},
+		{"every recipient refused", []string{rejected}, []int{550, 502}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := start(t, cfg)
+			c := rawConn(t, r)
+			if err := c.PrintfLine("EHLO client.test"); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := c.ReadResponse(250); err != nil {
+				t.Fatal(err)
+			}
+			before := r.Stats()
+
+			var group strings.Builder
+			group.WriteString("MAIL FROM:<sender@example.com>\r\n")
+			for _, to := range tt.rcpts {
+				group.WriteString("RCPT TO:<" + to + ">\r\n")
+			}
+			group.WriteString("DATA\r\n")
+			start := time.Now()
+			if _, err := c.W.WriteString(group.String()); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.W.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if code, _, err := c.ReadCodeLine(250); err != nil {
+				t.Fatalf("MAIL: %d %v", code, err)
+			}
+			for i, want := range tt.want {
+				code, msg, _ := c.ReadResponse(0)
+				if code != want {
+					t.Errorf("reply %d after MAIL: %d %s, want %d", i+1, code, msg, want)
+				}
+			}
+			if elapsed := time.Since(start); elapsed < delay {
+				t.Errorf("group answered after %s, want at least the round trip delay %s", elapsed, delay)
+			}
+			if got := r.Stats().ReplyWrites - before.ReplyWrites; got != 1 {
+				t.Errorf("%d reply writes for one pipelined group, want 1", got)
+			}
+			if !tt.delivered {
+				return
+			}
+			w := c.DotWriter()
+			if _, err := w.Write([]byte("Subject: pipelined\r\n\r\nhello\r\n")); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := c.ReadResponse(250); err != nil {
+				t.Fatalf("final dot: %v", err)
+			}
+			if st := r.Stats(); st.Accepted != 1 || st.Transactions != 1 || st.EnvelopeCommands != int64(len(tt.rcpts)+2) {
+				t.Errorf("Stats accepted %d transactions %d envelope commands %d, want 1, 1 and %d",
+					st.Accepted, st.Transactions, st.EnvelopeCommands, len(tt.rcpts)+2)
+			}
+		})
+	}
+}
+
+// TestSenderRoundTrips counts what the project's sender costs per mail:
+// with PIPELINING it waits for two replies per single-recipient mail (the
+// envelope, the final dot), without it for four (MAIL, RCPT, DATA, the
+// final dot); the connection adds three (greeting, EHLO, QUIT). With a
+// round trip delay, time follows the count.
+func TestSenderRoundTrips(t *testing.T) {
+	const (
+		mails = 10
+		delay = 10 * time.Millisecond
+	)
+	tests := []struct {
+		pipelining bool
+		perMail    int64
+	}{
+		{false, 4},
+		{true, 2},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("pipelining=%v", tt.pipelining), func(t *testing.T) {
+			r := start(t, relay.Config{Pipelining: tt.pipelining, RoundTripDelay: delay})
+			sess := newSender(t, r).NewSession()
+			begin := time.Now()
+			for i := range mails {
+				if err := sess.Send(context.Background(), mailJob(i)); err != nil {
+					t.Fatalf("send %d: %v", i, err)
+				}
+			}
+			if err := sess.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			elapsed := time.Since(begin)
+			st := r.Stats()
+			wantWrites := 3 + tt.perMail*mails
+			if st.Accepted != mails || st.Transactions != mails || st.ReplyWrites != wantWrites {
+				t.Errorf("accepted %d transactions %d reply writes %d, want %d, %d and %d",
+					st.Accepted, st.Transactions, st.ReplyWrites, mails, mails, wantWrites)
+			}
+			// The client writes once per reply it waits for, bar the
+			// greeting: EHLO, QUIT and perMail writes per mail.
+			if wantReads := 2 + tt.perMail*mails; st.Reads != wantReads {
+				t.Errorf("reads %d, want %d", st.Reads, wantReads)
+			}
+			if min := time.Duration(wantWrites) * delay; elapsed < min {
+				t.Errorf("took %s, want at least %d round trips of %s", elapsed, wantWrites, delay)
+			}
+			t.Logf("%d mails: %.2f reply writes and %.2f reads per transaction, %s",
+				mails, st.PerTransaction(st.ReplyWrites), st.PerTransaction(st.Reads), elapsed.Round(time.Millisecond))
+		})
+	}
+}

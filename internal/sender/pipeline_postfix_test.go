@@ -1,0 +1,88 @@
+package sender
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/postline/postline/internal/smtptest"
+	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/job"
+)
+
+// TestPipelinedSendThroughPostfix sends a mail with three recipients, one
+// of them with its own return path, through the stack's Postfix, which
+// advertises PIPELINING: the session pipelines its envelopes, Postfix takes
+// them, and every recipient reaches the destination Postfix relays to.
+// Postfix, unlike go-smtp, checks a client's pipelining against RFC 2920:
+// it logs "improper command pipelining" (and refuses it with
+// reject_unauth_pipelining), which must not show in its log.
+func TestPipelinedSendThroughPostfix(t *testing.T) {
+	p := testenv.Postfix(t)
+	dest := smtptest.NewServer(t, smtptest.WithListener(p.ListenDest(t)))
+	host, portText, err := net.SplitHostPort(p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Config{Name: "postfix", Host: host, Port: port}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.NewSession()
+	defer s.Close()
+
+	j := &job.Job{
+		Version:   job.SchemaVersion,
+		MessageID: testenv.UniqueName("pipelined") + "@test.postline",
+		From:      "sender@example.com",
+		To:        []string{"ada@example.test", "grace@example.test"},
+		Cc:        []string{"edsger@example.test"},
+		Subject:   "pipelined",
+		Text:      "hello\r\n.leading dot, stuffed on the wire\r\n",
+	}
+	rcpts := Recipients(j, "")
+	rcpts[2].ReturnPath = "bounce+edsger@example.com"
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := s.SendTo(ctx, j, rcpts)
+	if err != nil || len(res.Refused) != 0 || !slices.Equal(res.Accepted, []int{0, 1, 2}) {
+		t.Fatalf("SendTo: %+v, %v; want all three accepted", res, err)
+	}
+	if s.sc == nil || !s.pipelining() {
+		t.Fatal("Postfix did not offer PIPELINING, or the session dropped its connection: nothing was pipelined")
+	}
+
+	want := []string{"ada@example.test", "edsger@example.test", "grace@example.test"}
+	for {
+		var got []string
+		for _, m := range dest.Messages() {
+			if m.MessageID != j.MessageID {
+				continue
+			}
+			got = append(got, m.To...)
+			if !bytes.Contains(m.Data, []byte("\r\n.leading dot, stuffed on the wire\r\n")) {
+				t.Errorf("the message lost its leading-dot line (dot-stuffing):\n%s", m.Data)
+			}
+		}
+		slices.Sort(got)
+		if slices.Equal(got, want) {
+			if log := p.LogSince(); strings.Contains(log, "improper command pipelining") {
+				t.Errorf("Postfix saw improper pipelining:\n%s", log)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the destination got %q, want %q\nPostfix log:\n%s", got, want, p.LogSince())
+		}
+		time.Sleep(50 * time.Millisecond) // Postfix relays on its own schedule; nothing to wait on
+	}
+}
