@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/postline/postline/internal/eventstream"
 	"io"
 	"os"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/postline/postline/internal/config"
+	"github.com/postline/postline/internal/eventstream"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/kafkaconn"
 )
@@ -36,6 +36,7 @@ var envFlags = []struct{ flag, env string }{
 	{"retry-tiers", "POSTLINE_RETRY_TIERS"},
 	{"group", "POSTLINE_CONSUMER_GROUP"},
 	{"scheduler-group", "POSTLINE_SCHEDULER_GROUP"},
+	{"dkim-keys", "POSTLINE_DKIM_KEYS"}, // postctl dkim record
 }
 
 // globals are the settings every command shares.
@@ -89,7 +90,7 @@ func execute(ctx context.Context, args []string, getenv func(string) string, std
 	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:           "postctl",
-		Short:         "Operate Postline: topics, migrations, publishing, dead letters, message status, lag, relays, audits, suppression lists, unconfirmed mail, reply rules and templates",
+		Short:         "Operate Postline: topics, migrations, publishing, dead letters, message status, lag, relays, audits, suppression lists, unconfirmed mail, reply rules, templates and DKIM records",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -141,7 +142,7 @@ func execute(ctx context.Context, args []string, getenv func(string) string, std
 	root.AddCommand(newTopicsCmd(g), newMigrateCmd(g), newPublishCmd(g), newDLQCmd(g),
 		newStatusCmd(g), newLagCmd(g), newAuditCmd(g), newRelaysCmd(g), newProbeCmd(g))
 	root.AddCommand(newSuppressCmd(g), newUnconfirmedCmd(g), newRulesCmd(g))
-	root.AddCommand(newTemplateCmd(g))
+	root.AddCommand(newTemplateCmd(g), newDKIMCmd(g))
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
