@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# scripts/bench.sh (make bench): the end-to-end delivery benchmark.
+# scripts/bench.sh (make bench): the end-to-end delivery benchmark, then the scaling table.
 #
-#   scripts/bench.sh [bench/e2e flags]     e.g. -jobs 20000 -senders 16 -runs 3 -out bin/new.txt
+#   scripts/bench.sh [--no-scale] [bench/e2e flags]   e.g. -jobs 20000 -senders 16 -runs 3 -out bin/new.txt
 #   scripts/bench.sh -variants memory      only the memory burst (make bench-memory)
+#   scripts/bench.sh -variants postline,postfix,smtp-source-d -jobs 5000   a quick headline run
 #
-# Starts the local stack with Postfix's smtp-sink (127.0.0.1:2525), builds the Postline worker and
-# the naive baseline into bin/, then runs bench/e2e: the worker, the worker on template jobs (each
-# naming a stored template it renders), the naive worker and raw smtp-source into the same sink, side
-# by side in one run, then the memory burst (2,000 ~900 KB jobs through one
+# Starts the local stack with Postfix's smtp-sink (127.0.0.1:2525), builds the Postline worker, the
+# worker of BASELINE_REV (default 4c91515, from `git archive`, into bin/worker-baseline) and the naive
+# baseline into bin/, then runs bench/e2e: the baseline worker and the current one alternating, the
+# worker on template jobs (each naming a stored template it renders), the naive worker, raw
+# smtp-source into the same sink, and a Postfix relay that bench/e2e configures and starts itself in
+# front of that sink, side by side in one run; every row with its whole-pipeline CPU (the pid files
+# of Kafka, PostgreSQL and smtp-sink below), then the memory burst (2,000 ~900 KB jobs through one
 # worker in a 512 MiB cgroup v1 memory group, beside the same burst with the byte bounds lifted and
 # through the worker of MEMORY_OLD_REV, before the byte bounds, which it builds into
 # bin/worker-pre-byte-bounds from `git archive`). The Markdown tables go to stdout, benchstat lines
 # to bin/bench-e2e.txt (or -out). See `go run ./bench/e2e -h` for the flags.
+#
+# After the e2e tables it runs the horizontal scaling benchmark (`go run ./bench/scale -worker-bin
+# bin/worker`, make bench-scale, about 4 minutes). A run given -variants (a partial, quick run) or
+# --no-scale skips it.
 #
 # The memory burst needs root and a writable /sys/fs/cgroup/memory (cgroup v1); without it the run
 # fails with the reason rather than measure without the limit.
@@ -19,6 +27,16 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+
+SCALE=1
+ARGS=()
+for a in "$@"; do
+  case $a in
+  --no-scale) SCALE=0 ;;
+  -variants | -variants=* | --variants | --variants=*) SCALE=0 ARGS+=("$a") ;;
+  *) ARGS+=("$a") ;;
+  esac
+done
 
 scripts/stack.sh up --with-sink >&2
 
@@ -40,11 +58,39 @@ else
   printf 'bench: commit %s (the worker before the byte bounds) is not in this clone: the memory table has no pre-byte-bounds row\n' "$MEMORY_OLD_REV" >&2
 fi
 
+# The worker of an earlier commit: the baseline row, alternating with the current worker, that the
+# "worker CPU per mail vs baseline" target divides by.
+BASELINE_REV="${BASELINE_REV:-4c91515}"
+if git rev-parse -q --verify "$BASELINE_REV^{commit}" >/dev/null; then
+  base_src="$(mktemp -d)"
+  git archive "$BASELINE_REV" | tar -x -C "$base_src"
+  (cd "$base_src" && go build -o "$ROOT/bin/worker-baseline" ./cmd/worker)
+  rm -rf "$base_src"
+  OLD_ARGS+=(-baseline-bin bin/worker-baseline -baseline-rev "$BASELINE_REV")
+else
+  printf 'bench: commit %s (the baseline worker) is not in this clone: the table has no baseline row\n' "$BASELINE_REV" >&2
+fi
+
+# The shared services whose CPU the pipeline columns count, by the pid files stack.sh keeps.
+PIPELINE_ARGS=(-kafka-pid-file .stack/kafka.pid -sink-pid-file .stack/smtp-sink.pid)
+PG_DATA="$(cat .stack/pg-location 2>/dev/null || printf '%s' .stack/pg)"
+PIPELINE_ARGS+=(-postgres-pid-file "$PG_DATA/postmaster.pid")
+
 SMTP_SOURCE="$(scripts/stack.sh smtp-source-path)"
 
-CMD=(go run ./bench/e2e -smtp-source "$SMTP_SOURCE" -worker-bin bin/worker -naive-bin bin/naive ${OLD_ARGS[@]+"${OLD_ARGS[@]}"} "$@")
+CMD=(go run ./bench/e2e -smtp-source "$SMTP_SOURCE" -worker-bin bin/worker -naive-bin bin/naive
+  "${PIPELINE_ARGS[@]}" ${OLD_ARGS[@]+"${OLD_ARGS[@]}"} ${ARGS[@]+"${ARGS[@]}"})
 printf 'bench: command: scripts/bench.sh %s\n' "$*" >&2
 printf 'bench: runs:   ' >&2
 printf ' %q' "${CMD[@]}" >&2
 printf '\n' >&2
 "${CMD[@]}"
+
+if ((SCALE)); then
+  SCALE_CMD=(go run ./bench/scale -worker-bin bin/worker)
+  printf 'bench: scaling: ' >&2
+  printf ' %q' "${SCALE_CMD[@]}" >&2
+  printf '\n' >&2
+  printf '\n'
+  "${SCALE_CMD[@]}"
+fi

@@ -103,6 +103,12 @@ type options struct {
 	logDir              string
 	keep                bool
 	mem                 memOptions
+	// baselineBin is the worker built from an earlier commit (baselineRev),
+	// run as the baseline row beside the postline row.
+	baselineBin, baselineRev string
+	// The pid files of the shared services whose CPU the pipeline figure
+	// counts (empty: not counted).
+	kafkaPIDFile, postgresPIDFile, sinkPIDFile string
 }
 
 // defaultNaiveJobs keeps the naive run near 80 s on the reference machine.
@@ -114,7 +120,11 @@ const (
 	variantNaive    = "naive"
 	variantSource   = "smtp-source"
 	variantSourceD  = "smtp-source-d"
+	variantBaseline = "baseline"
 )
+
+// knownVariants are the values -variants takes.
+var knownVariants = []string{variantBaseline, variantPostline, variantTemplate, variantNaive, variantSource, variantSourceD, variantPostfix, variantMemory}
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -138,7 +148,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	brokers := fs.String("brokers", cmp.Or(os.Getenv("POSTLINE_KAFKA_BROKERS"), "127.0.0.1:9092"), "Kafka brokers, comma-separated")
 	fs.StringVar(&o.databaseURL, "database-url", cmp.Or(os.Getenv("POSTLINE_DATABASE_URL"),
 		"postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable"), "PostgreSQL URL (a schema per variant is created in it)")
-	variants := fs.String("variants", "postline,template,naive,smtp-source,memory", "variants to run, comma-separated (template: the worker rendering a stored template per job; smtp-source runs both smtp-source rows; memory runs the bounded row and its baselines)")
+	variants := fs.String("variants", "baseline,postline,template,naive,smtp-source,postfix,memory", "variants to run, comma-separated (baseline: -baseline-bin with the postline settings, skipped without it; template: the worker rendering a stored template per job; smtp-source runs both smtp-source rows, smtp-source-d only the -d one; postfix: smtp-source -d through a Postfix relay the run configures; memory runs the bounded row and its baselines)")
+	fs.StringVar(&o.baselineBin, "baseline-bin", "", "a worker built from an earlier commit, run with the postline row's settings as the baseline row (empty: no baseline row)")
+	fs.StringVar(&o.baselineRev, "baseline-rev", "", "the commit -baseline-bin was built from, for the table")
+	fs.StringVar(&o.kafkaPIDFile, "kafka-pid-file", "", "pid file of the Kafka broker, counted in the pipeline CPU of the worker rows (empty: not counted)")
+	fs.StringVar(&o.postgresPIDFile, "postgres-pid-file", "", "PostgreSQL's postmaster.pid; the postmaster, its live backends and its reaped children are counted in the worker rows (empty: not counted)")
+	fs.StringVar(&o.sinkPIDFile, "sink-pid-file", "", "pid file of the smtp-sink, counted in every row's pipeline CPU (empty: not counted)")
 	fs.IntVar(&o.mem.jobs, "memory-jobs", 2000, "memory variant: jobs in the burst")
 	fs.IntVar(&o.mem.recordBytes, "memory-record-bytes", 900_000, "memory variant: encoded size of each job record; the attachments (base64 in JSON) fill it")
 	o.mem.limit = 512 << 20
@@ -175,9 +190,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	for _, v := range o.variants {
-		if !slices.Contains([]string{variantPostline, variantTemplate, variantNaive, variantSource, variantMemory}, v) {
-			return o, fmt.Errorf("-variants: unknown variant %q (postline, template, naive, smtp-source, memory)", v)
+		if !slices.Contains(knownVariants, v) {
+			return o, fmt.Errorf("-variants: unknown variant %q (%s)", v, strings.Join(knownVariants, ", "))
 		}
+	}
+	if o.baselineBin == "" {
+		// The default list names it; without a build there is nothing to run.
+		o.variants = slices.DeleteFunc(o.variants, func(v string) bool { return v == variantBaseline })
 	}
 	if o.mem.limit <= 0 {
 		return o, errors.New("-memory-limit must be positive: the memory variant is about running under a limit")
@@ -185,7 +204,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.mem.sample <= 0 {
 		return o, fmt.Errorf("-memory-sample: %s must be positive", o.mem.sample)
 	}
-	if slices.Contains(o.variants, variantSource) && o.smtpSource == "" {
+	if (slices.Contains(o.variants, variantSource) || slices.Contains(o.variants, variantSourceD) || slices.Contains(o.variants, variantPostfix)) && o.smtpSource == "" {
 		return o, errors.New("-smtp-source is empty: pass the path from scripts/stack.sh smtp-source-path (or set POSTLINE_SMTP_SOURCE_BIN)")
 	}
 	if o.smtpSourceLib == "" && o.smtpSource != "" {
@@ -234,10 +253,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				var ms []memResult
 				ms, err = runMemoryVariant(ctx, o, stderr)
 				memAll = append(memAll, ms...)
-			case variantPostline:
+			case variantPostline, variantBaseline:
+				bin := o.workerBin
+				if v == variantBaseline {
+					bin = o.baselineBin
+				}
 				var res result
 				res, err = runWorker(ctx, o, workerSpec{
-					name: variantPostline, bin: o.workerBin, jobs: o.jobs, run: r, http: true,
+					name: v, bin: bin, jobs: o.jobs, run: r, http: true,
 					env: []string{
 						"POSTLINE_SENDERS=" + strconv.Itoa(o.senders),
 						"POSTLINE_SMTP_HOST=" + host, "POSTLINE_SMTP_PORT=" + port,
@@ -266,8 +289,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 					},
 				}, stderr)
 				rs = []result{res}
-			case variantSource:
-				for _, reuse := range []bool{false, true} {
+			case variantPostfix:
+				var res result
+				res, err = runPostfix(ctx, o, r, stderr)
+				rs = []result{res}
+			case variantSource, variantSourceD:
+				modes := []bool{false, true}
+				if v == variantSourceD {
+					modes = []bool{true}
+				}
+				for _, reuse := range modes {
 					var res result
 					if res, err = runSource(ctx, o, reuse, r, stderr); err != nil {
 						break
@@ -342,14 +373,38 @@ func report(w io.Writer, o options, args []string, cpu string, all []result) {
 	}
 	fmt.Fprintf(w, ".\n\n")
 	rows := summarize(all)
-	table(w, rows, variantNaive, variantSourceD)
+	targetTable(w, targets(rows, variantPostline, variantPostfix, variantSourceD, variantBaseline, o.baselineRev))
+	fmt.Fprintf(w, "\n")
+	table(w, rows, variantNaive, variantPostfix, variantSourceD)
 	fmt.Fprintf(w, "\n")
 	templateLine(w, rows, variantTemplate, variantPostline)
+	fmt.Fprintf(w, "Whole-pipeline CPU by process, CPU-s / 1,000 mails:\n\n")
+	pipelineTable(w, rows)
+	fmt.Fprintf(w, "\n")
 	if o.naiveJobs != o.jobs {
 		fmt.Fprintf(w, "- The naive worker delivered %d mails instead of %d to keep the run short; every rate and CPU figure is per mail.\n", o.naiveJobs, o.jobs)
 	}
 	fmt.Fprintf(w, "- mails/s = mails / (last sent_at - first enqueued_at); p50/p99 = sent_at - enqueued_at per mail (percentile_cont in SQL).\n")
-	fmt.Fprintf(w, "- CPU and peak RSS are the binary's own (`/usr/bin/time -v`, start to SIGTERM), excluding Kafka, PostgreSQL and the sink.\n")
+	fmt.Fprintf(w, "- own CPU and peak RSS are the binary's own (`/usr/bin/time -v`, start to SIGTERM), excluding Kafka, PostgreSQL and the sink; for postfix, own CPU is every Postfix process (below) and peak RSS is not measured.\n")
+	fmt.Fprintf(w, "- pipeline CPU, the same method for every row: utime+stime from /proc/<pid>/stat of every process the mails pass through, sampled at the start and the end of the delivery window (the worker rows: ready to last sent; postfix: smtp-source start to the last status=sent; smtp-source: its whole run). A process tree (PostgreSQL's postmaster, Postfix's master) counts the parent, its live children and its reaped children (cutime+cstime), so backends and Postfix daemons that start or exit in the window are counted once. Worker rows: the worker + the harness as publisher (injector) + Kafka + PostgreSQL + smtp-sink; postfix: all Postfix processes + smtp-source + smtp-sink; smtp-source rows: smtp-source + smtp-sink.")
+	if len(o.components()) < 3 {
+		fmt.Fprintf(w, " Not counted here (no pid file given):")
+		for _, c := range []struct{ name, file string }{{"Kafka", o.kafkaPIDFile}, {"PostgreSQL", o.postgresPIDFile}, {"smtp-sink", o.sinkPIDFile}} {
+			if c.file == "" {
+				fmt.Fprintf(w, " %s", c.name)
+			}
+		}
+		fmt.Fprintf(w, ".")
+	}
+	fmt.Fprintf(w, " Kafka, PostgreSQL and the sink are shared: whatever else uses them in the window is counted too.\n")
+	fmt.Fprintf(w, "- alloc KB / mail and allocs / mail: the worker's go_memstats_alloc_bytes_total and go_memstats_mallocs_total on its /metrics, ready to last sent, divided by the mails (KB = 1,000 bytes).\n")
+	if slices.Contains(o.variants, variantPostfix) {
+		fmt.Fprintf(w, "- postfix: Debian's Postfix %s configured by the run as a relay (its own config, queue and data directories, a free loopback port, relayhost the sink, the default durable queue, default_process_limit 200, smtp_destination_concurrency_limit 64); smtp-source -d -s %d injects the mails; mails/s runs from smtp-source's start to the relay's last status=sent in its log (the sink's 250, what a worker row's sent_at records).\n",
+			postfixVersion(), o.senders)
+	}
+	if slices.Contains(o.variants, variantBaseline) {
+		fmt.Fprintf(w, "- baseline: %s (commit %s) with the postline row's settings, run just before it in every run.\n", o.baselineBin, cmp.Or(o.baselineRev, "unknown"))
+	}
 	if slices.ContainsFunc(rows, func(r result) bool { return r.Variant == variantTemplate }) {
 		fmt.Fprintf(w, "- template: the postline worker with the same settings; each job names a stored template (subject, text and HTML parts in a stored layout, a data schema, 3 line items under range) with its own data, and the worker renders it (label refresh at its default).\n")
 	}
@@ -391,7 +446,7 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	if makeJobs == nil {
 		makeJobs = plainJobs
 	}
-	var readyURL string
+	var readyURL, metricsURL string
 	if spec.http {
 		addr, err := freeAddr()
 		if err != nil {
@@ -399,6 +454,7 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 		}
 		env = append(env, "POSTLINE_HTTP_ADDR="+addr)
 		readyURL = "http://" + addr + "/readyz"
+		metricsURL = "http://" + addr + "/metrics"
 	}
 	p, err := startProc(o.timeBin, o.logDir, fmt.Sprintf("%s-run%d", spec.name, spec.run), []string{spec.bin}, env)
 	if err != nil {
@@ -410,14 +466,50 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	if err := waitReady(ctx, p, readyURL, o.brokers, group, jobsTopic, o.partitions); err != nil {
 		return result{}, err
 	}
+	jobs := makeJobs(spec.jobs, o.bodyBytes)
+	child, err := childOf(p.cmd.Process.Pid, 2*time.Second)
+	if err != nil {
+		return result{}, err
+	}
+	cs := o.components()
+	before, err := sampleComponents(cs)
+	if err != nil {
+		return result{}, err
+	}
+	ownBefore, err := processCPU(child)
+	if err != nil {
+		return result{}, err
+	}
+	selfBefore := selfCPU()
+	var allocsBefore goAllocs
+	if spec.http {
+		if allocsBefore, err = scrapeGoAllocs(ctx, metricsURL); err != nil {
+			return result{}, fmt.Errorf("%s: %w", spec.name, err)
+		}
+	}
 	fmt.Fprintf(stderr, "bench: %s: ready; publishing %d jobs\n", spec.name, spec.jobs)
-	took, err := publishJobs(ctx, o.brokers, jobsTopic, makeJobs(spec.jobs, o.bodyBytes), 500)
+	took, err := publishJobs(ctx, o.brokers, jobsTopic, jobs, 500)
 	if err != nil {
 		return result{}, err
 	}
 	fmt.Fprintf(stderr, "bench: %s: published %d jobs in %s (%.0f/s); waiting for delivery\n",
 		spec.name, spec.jobs, took.Round(time.Millisecond), float64(spec.jobs)/took.Seconds())
 	if err := waitSent(ctx, pool, p, spec.name, spec.jobs, o.timeout, stderr, nil); err != nil {
+		return result{}, err
+	}
+	var allocsAfter goAllocs
+	if spec.http {
+		if allocsAfter, err = scrapeGoAllocs(ctx, metricsURL); err != nil {
+			return result{}, fmt.Errorf("%s: %w", spec.name, err)
+		}
+	}
+	ownAfter, err := processCPU(child)
+	if err != nil {
+		return result{}, err
+	}
+	selfAfter := selfCPU()
+	after, err := sampleComponents(cs)
+	if err != nil {
 		return result{}, err
 	}
 	if err := p.stop(60 * time.Second); err != nil {
@@ -436,6 +528,14 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	}
 	res.Variant = spec.name
 	res.CPU, res.PeakRSSBytes = u.CPU(), u.MaxRSSBytes
+	d := after.since(before)
+	res.Pipeline = pipelineCPU{Measured: true, Own: ownAfter - ownBefore, Injector: selfAfter - selfBefore,
+		Kafka: d["kafka"], Postgres: d["postgres"], Sink: d["sink"]}
+	if spec.http {
+		res.HasAllocs = true
+		res.AllocBytes = allocsAfter.bytes - allocsBefore.bytes
+		res.Allocs = allocsAfter.objects - allocsBefore.objects
+	}
 	return res, nil
 }
 
@@ -708,6 +808,11 @@ func runSource(ctx context.Context, o options, reuse bool, run int, stderr io.Wr
 	}
 	argv = append(argv, o.smtpAddr)
 	fmt.Fprintf(stderr, "bench: %s: %s\n", name, strings.Join(argv, " "))
+	cs := o.sinkComponent()
+	before, err := sampleComponents(cs)
+	if err != nil {
+		return result{}, err
+	}
 	start := time.Now()
 	p, err := startProc(o.timeBin, o.logDir, fmt.Sprintf("%s-run%d", name, run), argv,
 		[]string{"LD_LIBRARY_PATH=" + o.smtpSourceLib})
@@ -726,6 +831,10 @@ func runSource(ctx context.Context, o options, reuse bool, run int, stderr io.Wr
 	if ctx.Err() != nil {
 		return result{}, ctx.Err()
 	}
+	after, err := sampleComponents(cs)
+	if err != nil {
+		return result{}, err
+	}
 	u, err := p.usage()
 	if err != nil {
 		return result{}, err
@@ -733,7 +842,8 @@ func runSource(ctx context.Context, o options, reuse bool, run int, stderr io.Wr
 	if u.ExitStatus != 0 {
 		return result{}, fmt.Errorf("%s exited with status %d:\n%s", name, u.ExitStatus, p.logTail(20))
 	}
-	return result{Variant: name, Mails: o.jobs, Span: wall, CPU: u.CPU(), PeakRSSBytes: u.MaxRSSBytes}, nil
+	return result{Variant: name, Mails: o.jobs, Span: wall, CPU: u.CPU(), PeakRSSBytes: u.MaxRSSBytes,
+		Pipeline: pipelineCPU{Measured: true, Own: u.CPU(), Sink: after.since(before)["sink"]}}, nil
 }
 
 // createSchema creates schema and returns a URL whose connections use it.

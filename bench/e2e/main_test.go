@@ -63,6 +63,22 @@ func TestParseFlags(t *testing.T) {
 			}},
 		{name: "template alone", args: []string{"-variants", "template", "-smtp-source", ""},
 			check: func(o options) bool { return slices.Equal(o.variants, []string{"template"}) }},
+		{name: "baseline is dropped without its binary", args: []string{"-smtp-source", "s"},
+			check: func(o options) bool {
+				return !slices.Contains(o.variants, "baseline") && slices.Contains(o.variants, "postfix")
+			}},
+		{name: "baseline runs just before postline with its binary", args: []string{"-smtp-source", "s", "-baseline-bin", "bin/worker-baseline", "-baseline-rev", "4c91515"},
+			check: func(o options) bool {
+				i := slices.Index(o.variants, "baseline")
+				return i >= 0 && o.variants[i+1] == "postline" && o.baselineRev == "4c91515"
+			}},
+		{name: "smtp-source-d alone", args: []string{"-variants", "postline,postfix,smtp-source-d", "-smtp-source", "s"},
+			check: func(o options) bool {
+				return slices.Equal(o.variants, []string{"postline", "postfix", "smtp-source-d"})
+			}},
+		{name: "pid files", args: []string{"-variants", "postline", "-kafka-pid-file", "k", "-postgres-pid-file", "p", "-sink-pid-file", "s"},
+			check: func(o options) bool { return len(o.components()) == 3 && len(o.sinkComponent()) == 1 }},
+		{name: "postfix needs smtp-source", args: []string{"-variants", "postfix", "-smtp-source", ""}, wantErr: "-smtp-source is empty"},
 		{name: "no memory limit", args: []string{"-variants", "memory", "-memory-limit", "0"}, wantErr: "-memory-limit must be positive"},
 		{name: "bad memory limit", args: []string{"-variants", "memory", "-memory-limit", "lots"}, wantErr: "bad size"},
 		{name: "unknown variant", args: []string{"-variants", "postline,kafka"}, wantErr: `unknown variant "kafka"`},

@@ -25,8 +25,60 @@ type result struct {
 	P50, P99 time.Duration
 	// CPU is the process's user plus system time.
 	CPU time.Duration
-	// PeakRSSBytes is the process's maximum resident set size.
+	// PeakRSSBytes is the process's maximum resident set size (0: not
+	// measured, as for the postfix row's many processes).
 	PeakRSSBytes int64
+	// Pipeline is the CPU of every process the row's mails pass through,
+	// over its delivery window (pipeline.go).
+	Pipeline pipelineCPU
+	// HasAllocs says AllocBytes and Allocs were read: the Go runtime's
+	// allocation counters of the worker over the delivery window, from its
+	// /metrics (go_memstats_alloc_bytes_total, go_memstats_mallocs_total).
+	HasAllocs          bool
+	AllocBytes, Allocs float64
+}
+
+// pipelineCPU is the CPU time of a row's whole pipeline, by process.
+type pipelineCPU struct {
+	// Measured is false when the row was not sampled.
+	Measured bool
+	// Own is the binary under test over the window: the worker, the
+	// Postfix processes (master and every child it ran), smtp-source.
+	Own time.Duration
+	// Injector is what put the mails in: the harness publishing to Kafka
+	// for the worker rows, smtp-source for the postfix row.
+	Injector time.Duration
+	// Kafka, Postgres and Sink are the shared services over the window.
+	Kafka, Postgres, Sink time.Duration
+}
+
+// Total is the CPU of the whole pipeline.
+func (p pipelineCPU) Total() time.Duration {
+	return p.Own + p.Injector + p.Kafka + p.Postgres + p.Sink
+}
+
+// PipelinePerMail is the whole pipeline's CPU divided by the mails.
+func (r result) PipelinePerMail() time.Duration {
+	if r.Mails == 0 || !r.Pipeline.Measured {
+		return 0
+	}
+	return r.Pipeline.Total() / time.Duration(r.Mails)
+}
+
+// AllocBytesPerMail and AllocsPerMail are the worker's allocations per
+// mail; NaN when not measured.
+func (r result) AllocBytesPerMail() float64 {
+	if !r.HasAllocs || r.Mails == 0 {
+		return math.NaN()
+	}
+	return r.AllocBytes / float64(r.Mails)
+}
+
+func (r result) AllocsPerMail() float64 {
+	if !r.HasAllocs || r.Mails == 0 {
+		return math.NaN()
+	}
+	return r.Allocs / float64(r.Mails)
 }
 
 // Rate is mails per second over the span.
@@ -95,6 +147,21 @@ func summarize(all []result) []result {
 		m.P99 = time.Duration(pick(func(r result) float64 { return float64(r.P99) }))
 		m.CPU = time.Duration(pick(func(r result) float64 { return float64(r.CPUPerMail()) }) * float64(m.Mails))
 		m.PeakRSSBytes = int64(pick(func(r result) float64 { return float64(r.PeakRSSBytes) }))
+		// Per-mail medians of each part, scaled back to the median mail count.
+		perMail := func(f func(result) time.Duration) time.Duration {
+			return time.Duration(pick(func(r result) float64 { return float64(f(r)) / float64(max(r.Mails, 1)) }) * float64(m.Mails))
+		}
+		if m.Pipeline.Measured = rs[0].Pipeline.Measured; m.Pipeline.Measured {
+			m.Pipeline.Own = perMail(func(r result) time.Duration { return r.Pipeline.Own })
+			m.Pipeline.Injector = perMail(func(r result) time.Duration { return r.Pipeline.Injector })
+			m.Pipeline.Kafka = perMail(func(r result) time.Duration { return r.Pipeline.Kafka })
+			m.Pipeline.Postgres = perMail(func(r result) time.Duration { return r.Pipeline.Postgres })
+			m.Pipeline.Sink = perMail(func(r result) time.Duration { return r.Pipeline.Sink })
+		}
+		if m.HasAllocs = rs[0].HasAllocs; m.HasAllocs {
+			m.AllocBytes = pick(result.AllocBytesPerMail) * float64(m.Mails)
+			m.Allocs = pick(result.AllocsPerMail) * float64(m.Mails)
+		}
 		out = append(out, m)
 	}
 	return out
@@ -147,36 +214,81 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-// table writes the Markdown table of rows. baseline names the row that the
-// "vs naive" columns divide by, raw the row of the "share of raw sink"
-// column; a missing row gives n/a.
-func table(w io.Writer, rows []result, baseline, raw string) {
-	find := func(name string) (result, bool) {
-		i := slices.IndexFunc(rows, func(r result) bool { return r.Variant == name })
-		if i < 0 {
-			return result{}, false
-		}
-		return rows[i], true
+// findRow returns the row of variant name.
+func findRow(rows []result, name string) (result, bool) {
+	i := slices.IndexFunc(rows, func(r result) bool { return r.Variant == name })
+	if i < 0 {
+		return result{}, false
 	}
-	base, haveBase := find(baseline)
-	sink, haveSink := find(raw)
-	fmt.Fprintf(w, "| variant | mails | mails/s | p50 | p99 | CPU-s / 1,000 mails | peak RSS MiB | throughput vs %s | CPU per mail vs %s | share of %s rate |\n",
-		baseline, baseline, raw)
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	return rows[i], true
+}
+
+// perThousand formats d per mail as CPU seconds per 1,000 mails.
+func perThousand(d time.Duration, ok bool) string {
+	if !ok {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f", d.Seconds()*1000)
+}
+
+// formatCount prints a per-mail figure, n/a for NaN.
+func formatCount(x float64, div float64, format string) string {
+	if math.IsNaN(x) {
+		return "n/a"
+	}
+	return fmt.Sprintf(format, x/div)
+}
+
+// table writes the Markdown table of rows. baseline names the row that the
+// "vs naive" column divides by, relay the row of the "vs postfix" columns,
+// raw the row of the "share of raw sink" column; a missing row gives n/a.
+func table(w io.Writer, rows []result, baseline, relay, raw string) {
+	base, haveBase := findRow(rows, baseline)
+	rel, haveRelay := findRow(rows, relay)
+	sink, haveSink := findRow(rows, raw)
+	fmt.Fprintf(w, "| variant | mails | mails/s | p50 | p99 | own CPU-s / 1,000 mails | pipeline CPU-s / 1,000 mails | alloc KB / mail | allocs / mail | peak RSS MiB | throughput vs %s | throughput vs %s | pipeline CPU per mail vs %s | share of %s rate |\n",
+		baseline, relay, relay, raw)
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
-		thr, cpu, share := math.NaN(), math.NaN(), math.NaN()
+		thr, thrRelay, cpuRelay, share := math.NaN(), math.NaN(), math.NaN(), math.NaN()
 		if haveBase {
 			thr = ratio(r.Rate(), base.Rate())
-			cpu = ratio(float64(r.CPUPerMail()), float64(base.CPUPerMail()))
+		}
+		if haveRelay {
+			thrRelay = ratio(r.Rate(), rel.Rate())
+			if r.Pipeline.Measured && rel.Pipeline.Measured {
+				cpuRelay = ratio(float64(r.PipelinePerMail()), float64(rel.PipelinePerMail()))
+			}
 		}
 		if haveSink {
 			share = ratio(r.Rate(), sink.Rate())
 		}
-		fmt.Fprintf(w, "| %s | %d | %.0f | %s | %s | %.3f | %.1f | %s | %s | %s |\n",
+		rss := "n/a"
+		if r.PeakRSSBytes > 0 {
+			rss = fmt.Sprintf("%.1f", float64(r.PeakRSSBytes)/(1<<20))
+		}
+		fmt.Fprintf(w, "| %s | %d | %.0f | %s | %s | %.3f | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.Variant, r.Mails, r.Rate(),
 			formatLatency(r.P50, r.HasLatency), formatLatency(r.P99, r.HasLatency),
-			r.CPUPerMail().Seconds()*1000, float64(r.PeakRSSBytes)/(1<<20),
-			formatRatio(thr), formatRatio(cpu), formatShare(share))
+			r.CPUPerMail().Seconds()*1000, perThousand(r.PipelinePerMail(), r.Pipeline.Measured),
+			formatCount(r.AllocBytesPerMail(), 1000, "%.1f"), formatCount(r.AllocsPerMail(), 1, "%.0f"), rss,
+			formatRatio(thr), formatRatio(thrRelay), formatRatio(cpuRelay), formatShare(share))
+	}
+}
+
+// pipelineTable writes where each row's pipeline CPU went, per 1,000
+// mails; rows without a pipeline sample are left out.
+func pipelineTable(w io.Writer, rows []result) {
+	fmt.Fprintln(w, "| variant | own | injector | Kafka | PostgreSQL | smtp-sink | whole pipeline |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		if !r.Pipeline.Measured || r.Mails == 0 {
+			continue
+		}
+		per := func(d time.Duration) string { return perThousand(d/time.Duration(r.Mails), true) }
+		p := r.Pipeline
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Variant,
+			per(p.Own), per(p.Injector), per(p.Kafka), per(p.Postgres), per(p.Sink), per(p.Total()))
 	}
 }
 
@@ -201,7 +313,14 @@ func benchLine(r result) string {
 		fmt.Fprintf(&b, " %.3f p50-ms %.3f p99-ms",
 			float64(r.P50)/float64(time.Millisecond), float64(r.P99)/float64(time.Millisecond))
 	}
-	fmt.Fprintf(&b, " %.0f cpu-ns/mail %d peak-rss-B", float64(r.CPUPerMail()), r.PeakRSSBytes)
+	fmt.Fprintf(&b, " %.0f cpu-ns/mail", float64(r.CPUPerMail()))
+	if r.Pipeline.Measured {
+		fmt.Fprintf(&b, " %.0f pipeline-cpu-ns/mail", float64(r.PipelinePerMail()))
+	}
+	if r.HasAllocs {
+		fmt.Fprintf(&b, " %.0f alloc-B/mail %.1f allocs/mail", r.AllocBytesPerMail(), r.AllocsPerMail())
+	}
+	fmt.Fprintf(&b, " %d peak-rss-B", r.PeakRSSBytes)
 	return b.String()
 }
 
@@ -223,4 +342,104 @@ func templateLine(w io.Writer, rows []result, tmpl, plain string) {
 		r = fmt.Sprintf("%.2f×", x)
 	}
 	fmt.Fprintf(w, "template jobs: %.0f mails/s = %s plain jobs in the same run (target ≥ %.1f×)\n\n", t, r, templateMinRatio)
+}
+
+// The targets of the durable headline table, each a ratio or figure of one
+// run (issue 13).
+const (
+	// relayMinRatio: durable Postline's rate against a Postfix relay in
+	// front of the same sink.
+	relayMinRatio = 10.0
+	// rawMinShare: durable Postline's rate as a share of smtp-source -d
+	// straight into the sink.
+	rawMinShare = 0.40
+	// baselineMaxCPU: the worker's CPU per mail against the baseline
+	// build's, in the same run.
+	baselineMaxCPU = 0.6
+	// maxAllocBytes: bytes the worker allocates per mail (KB = 1,000 bytes).
+	maxAllocBytes = 15_000
+)
+
+// target is one line of the verdict table.
+type target struct {
+	Name     string
+	Measured string // "n/a" when a row it needs did not run
+	Goal     string
+	// Known is false when the figure could not be computed; Pass is then
+	// false too and the verdict cell says so.
+	Known, Pass bool
+}
+
+func (t target) verdict() string {
+	switch {
+	case !t.Known:
+		return "not measured"
+	case t.Pass:
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) && x > 0 }
+
+// targets judges the summarized rows: the worker row against the relay,
+// the raw sink and the baseline rows, and its allocations. baselineRev
+// names the baseline build in the table.
+func targets(rows []result, worker, relay, raw, baseline, baselineRev string) []target {
+	w, haveW := findRow(rows, worker)
+	var ts []target
+
+	t := target{Name: fmt.Sprintf("%s vs %s relay, mails/s", worker, relay), Measured: "n/a", Goal: fmt.Sprintf("≥ %.0fx", relayMinRatio)}
+	if r, ok := findRow(rows, relay); ok && haveW {
+		if x := ratio(w.Rate(), r.Rate()); finite(x) {
+			t.Known, t.Pass = true, x >= relayMinRatio
+			t.Measured = fmt.Sprintf("%s (%.0f vs %.0f mails/s", formatRatio(x), w.Rate(), r.Rate())
+			if c := ratio(float64(r.PipelinePerMail()), float64(w.PipelinePerMail())); w.Pipeline.Measured && r.Pipeline.Measured && finite(c) {
+				t.Measured += fmt.Sprintf("; the relay's pipeline uses %s the CPU per mail", formatRatio(c))
+			}
+			t.Measured += ")"
+		}
+	}
+	ts = append(ts, t)
+
+	t = target{Name: fmt.Sprintf("%s share of %s, mails/s", worker, raw), Measured: "n/a", Goal: fmt.Sprintf("≥ %.0f%%", 100*rawMinShare)}
+	if r, ok := findRow(rows, raw); ok && haveW {
+		if x := ratio(w.Rate(), r.Rate()); finite(x) {
+			t.Known, t.Pass = true, x >= rawMinShare
+			t.Measured = fmt.Sprintf("%s (%.0f vs %.0f mails/s)", formatShare(x), w.Rate(), r.Rate())
+		}
+	}
+	ts = append(ts, t)
+
+	name := fmt.Sprintf("%s worker CPU per mail vs %s", worker, baseline)
+	if baselineRev != "" {
+		name += " (" + baselineRev + ")"
+	}
+	t = target{Name: name, Measured: "n/a", Goal: fmt.Sprintf("≤ %.1fx", baselineMaxCPU)}
+	if b, ok := findRow(rows, baseline); ok && haveW {
+		if x := ratio(float64(w.CPUPerMail()), float64(b.CPUPerMail())); finite(x) {
+			t.Known, t.Pass = true, x <= baselineMaxCPU
+			t.Measured = fmt.Sprintf("%s (%.3f vs %.3f ms)", formatRatio(x),
+				float64(w.CPUPerMail())/float64(time.Millisecond), float64(b.CPUPerMail())/float64(time.Millisecond))
+		}
+	}
+	ts = append(ts, t)
+
+	t = target{Name: fmt.Sprintf("%s worker allocation per mail", worker), Measured: "n/a", Goal: fmt.Sprintf("≤ %.0f KB", maxAllocBytes/1000.0)}
+	if haveW {
+		if x := w.AllocBytesPerMail(); !math.IsNaN(x) {
+			t.Known, t.Pass = true, x <= maxAllocBytes
+			t.Measured = fmt.Sprintf("%.1f KB (%.0f allocs)", x/1000, w.AllocsPerMail())
+		}
+	}
+	return append(ts, t)
+}
+
+// targetTable writes the verdict table.
+func targetTable(w io.Writer, ts []target) {
+	fmt.Fprintln(w, "| target | measured | goal | verdict |")
+	fmt.Fprintln(w, "|---|---|---:|:---:|")
+	for _, t := range ts {
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.Name, t.Measured, t.Goal, t.verdict())
+	}
 }

@@ -130,22 +130,28 @@ func TestSummarizeTakesMediansPerVariant(t *testing.T) {
 func TestTable(t *testing.T) {
 	rows := []result{
 		{Variant: "postline", Mails: 20000, Span: 16 * time.Second, HasLatency: true,
-			P50: 8 * time.Second, P99: 15 * time.Second, CPU: 8 * time.Second, PeakRSSBytes: 32 << 20},
+			P50: 8 * time.Second, P99: 15 * time.Second, CPU: 8 * time.Second, PeakRSSBytes: 32 << 20,
+			Pipeline:  pipelineCPU{Measured: true, Own: 7 * time.Second, Injector: time.Second, Kafka: 4 * time.Second, Postgres: 3 * time.Second, Sink: time.Second},
+			HasAllocs: true, AllocBytes: 20000 * 12_345, Allocs: 20000 * 150},
 		{Variant: "naive", Mails: 5000, Span: 80 * time.Second, HasLatency: true,
 			P50: 40 * time.Second, P99: 79 * time.Second, CPU: 10 * time.Second, PeakRSSBytes: 20 << 20},
+		{Variant: "postfix", Mails: 20000, Span: 100 * time.Second, CPU: 40 * time.Second,
+			Pipeline: pipelineCPU{Measured: true, Own: 40 * time.Second, Injector: 2 * time.Second, Sink: 6 * time.Second}},
 		{Variant: "smtp-source-d", Mails: 20000, Span: 4 * time.Second, CPU: time.Second, PeakRSSBytes: 9 << 20},
 	}
 	var b strings.Builder
-	table(&b, rows, "naive", "smtp-source-d")
+	table(&b, rows, "naive", "postfix", "smtp-source-d")
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if len(lines) != 5 {
-		t.Fatalf("table has %d lines, want header, rule and 3 rows:\n%s", len(lines), b.String())
+	if len(lines) != 6 {
+		t.Fatalf("table has %d lines, want header, rule and 4 rows:\n%s", len(lines), b.String())
 	}
 	want := []string{
-		// 1250/s vs 62.5/s = 20x; 0.4 ms vs 2 ms CPU per mail = 0.2x; 1250 vs 5000/s = 25%.
-		"| postline | 20000 | 1250 | 8.00 s | 15.00 s | 0.400 | 32.0 | 20.0x | 0.20x | 25% |",
-		"| naive | 5000 | 62 | 40.00 s | 79.00 s | 2.000 | 20.0 | 1.00x | 1.00x | 1.2% |",
-		"| smtp-source-d | 20000 | 5000 | n/a | n/a | 0.050 | 9.0 | 80.0x | 0.03x | 100% |",
+		// 1250/s vs 62.5/s = 20x and vs 200/s = 6.25x; pipeline 16 s vs 48 s for
+		// the same mails = 0.33x; 1250 vs 5000/s = 25%.
+		"| postline | 20000 | 1250 | 8.00 s | 15.00 s | 0.400 | 0.800 | 12.3 | 150 | 32.0 | 20.0x | 6.25x | 0.33x | 25% |",
+		"| naive | 5000 | 62 | 40.00 s | 79.00 s | 2.000 | n/a | n/a | n/a | 20.0 | 1.00x | 0.31x | n/a | 1.2% |",
+		"| postfix | 20000 | 200 | n/a | n/a | 2.000 | 2.400 | n/a | n/a | n/a | 3.20x | 1.00x | 1.00x | 4.0% |",
+		"| smtp-source-d | 20000 | 5000 | n/a | n/a | 0.050 | n/a | n/a | n/a | 9.0 | 80.0x | 25.0x | n/a | 100% |",
 	}
 	for i, w := range want {
 		if lines[2+i] != w {
@@ -154,9 +160,113 @@ func TestTable(t *testing.T) {
 	}
 
 	b.Reset()
-	table(&b, rows[:1], "naive", "smtp-source-d")
-	if !strings.Contains(b.String(), "| 0.400 | 32.0 | n/a | n/a | n/a |") {
+	table(&b, rows[:1], "naive", "postfix", "smtp-source-d")
+	if !strings.Contains(b.String(), "| 32.0 | n/a | n/a | n/a | n/a |") {
 		t.Errorf("without baseline rows the ratios should be n/a:\n%s", b.String())
+	}
+}
+
+func TestPipelineTable(t *testing.T) {
+	rows := []result{
+		{Variant: "postline", Mails: 2000,
+			Pipeline: pipelineCPU{Measured: true, Own: 800 * time.Millisecond, Injector: 200 * time.Millisecond, Kafka: 600 * time.Millisecond, Postgres: 400 * time.Millisecond, Sink: 100 * time.Millisecond}},
+		{Variant: "naive", Mails: 100},
+	}
+	var b strings.Builder
+	pipelineTable(&b, rows)
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("pipeline table has %d lines, want header, rule and the one measured row:\n%s", len(lines), b.String())
+	}
+	if want := "| postline | 0.400 | 0.100 | 0.300 | 0.200 | 0.050 | 1.050 |"; lines[2] != want {
+		t.Errorf("row:\n got %s\nwant %s", lines[2], want)
+	}
+}
+
+func TestTargets(t *testing.T) {
+	postline := result{Variant: "postline", Mails: 10000, Span: 4 * time.Second, CPU: 3 * time.Second,
+		Pipeline:  pipelineCPU{Measured: true, Own: 3 * time.Second, Kafka: 2 * time.Second},
+		HasAllocs: true, AllocBytes: 10000 * 14_999, Allocs: 10000 * 120}
+	postfix := result{Variant: "postfix", Mails: 10000, Span: 40 * time.Second, CPU: 20 * time.Second,
+		Pipeline: pipelineCPU{Measured: true, Own: 20 * time.Second, Injector: 5 * time.Second}}
+	raw := result{Variant: "smtp-source-d", Mails: 10000, Span: 2 * time.Second}
+	baseline := result{Variant: "baseline", Mails: 10000, Span: 5 * time.Second, CPU: 5 * time.Second}
+
+	tests := []struct {
+		name string
+		rows []result
+		want []string // verdicts in order: relay, raw share, baseline CPU, allocations
+		// measured, when set, is the measured cell of each target.
+		measured []string
+	}{
+		{
+			name:     "all met",
+			rows:     []result{baseline, postline, postfix, raw},
+			want:     []string{"PASS", "PASS", "PASS", "PASS"},
+			measured: []string{"10.0x (2500 vs 250 mails/s; the relay's pipeline uses 5.00x the CPU per mail)", "50% (2500 vs 5000 mails/s)", "0.60x (0.300 vs 0.500 ms)", "15.0 KB (120 allocs)"},
+		},
+		{
+			name: "all missed",
+			rows: []result{
+				{Variant: "baseline", Mails: 10000, CPU: 3 * time.Second},
+				{Variant: "postline", Mails: 10000, Span: 6 * time.Second, CPU: 3 * time.Second, HasAllocs: true, AllocBytes: 10000 * 15_001},
+				postfix, raw},
+			want: []string{"FAIL", "FAIL", "FAIL", "FAIL"},
+		},
+		{
+			name: "rows missing",
+			rows: []result{{Variant: "postline", Mails: 10, Span: time.Second}},
+			want: []string{"not measured", "not measured", "not measured", "not measured"},
+		},
+		{
+			name: "no postline row",
+			rows: []result{baseline, postfix, raw},
+			want: []string{"not measured", "not measured", "not measured", "not measured"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ts := targets(tt.rows, "postline", "postfix", "smtp-source-d", "baseline", "4c91515")
+			if len(ts) != len(tt.want) {
+				t.Fatalf("%d targets, want %d", len(ts), len(tt.want))
+			}
+			for i, tg := range ts {
+				if tg.verdict() != tt.want[i] {
+					t.Errorf("%s: verdict %s (%s), want %s", tg.Name, tg.verdict(), tg.Measured, tt.want[i])
+				}
+				if tt.measured != nil && tg.Measured != tt.measured[i] {
+					t.Errorf("%s: measured %q, want %q", tg.Name, tg.Measured, tt.measured[i])
+				}
+			}
+		})
+	}
+
+	var b strings.Builder
+	targetTable(&b, targets([]result{baseline, postline, postfix, raw}, "postline", "postfix", "smtp-source-d", "baseline", "4c91515"))
+	for _, want := range []string{
+		"| postline vs postfix relay, mails/s | 10.0x (2500 vs 250 mails/s; the relay's pipeline uses 5.00x the CPU per mail) | ≥ 10x | PASS |",
+		"| postline worker CPU per mail vs baseline (4c91515) | 0.60x (0.300 vs 0.500 ms) | ≤ 0.6x | PASS |",
+		"| postline worker allocation per mail | 15.0 KB (120 allocs) | ≤ 15 KB | PASS |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("verdict table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+func TestSummarizePipelineAndAllocs(t *testing.T) {
+	all := []result{
+		{Variant: "postline", Mails: 1000, Span: time.Second, Pipeline: pipelineCPU{Measured: true, Own: time.Second, Kafka: 3 * time.Second}, HasAllocs: true, AllocBytes: 1e7, Allocs: 1e5},
+		{Variant: "postline", Mails: 2000, Span: time.Second, Pipeline: pipelineCPU{Measured: true, Own: 4 * time.Second, Kafka: 2 * time.Second}, HasAllocs: true, AllocBytes: 4e7, Allocs: 2e5},
+		{Variant: "postline", Mails: 1000, Span: time.Second, Pipeline: pipelineCPU{Measured: true, Own: 3 * time.Second, Kafka: 2 * time.Second}, HasAllocs: true, AllocBytes: 3e7, Allocs: 3e5},
+	}
+	got := summarize(all)[0]
+	// Per mail: own 1, 2, 3 ms -> 2 ms; Kafka 3, 1, 2 ms -> 2 ms; bytes 10, 20, 30 KB -> 20 KB; allocs 100, 100, 300 -> 100.
+	if got.Mails != 1000 || got.Pipeline.Own != 2*time.Second || got.Pipeline.Kafka != 2*time.Second || !got.Pipeline.Measured {
+		t.Errorf("pipeline median = %+v over %d mails, want own 2s, kafka 2s over 1000", got.Pipeline, got.Mails)
+	}
+	if got.AllocBytesPerMail() != 20_000 || got.AllocsPerMail() != 100 {
+		t.Errorf("alloc medians = %v B, %v allocs per mail; want 20000, 100", got.AllocBytesPerMail(), got.AllocsPerMail())
 	}
 }
 
@@ -173,6 +283,12 @@ func TestBenchLine(t *testing.T) {
 		{
 			result{Variant: "smtp-source", Mails: 100, Span: time.Second, CPU: 10 * time.Millisecond, PeakRSSBytes: 4096},
 			"BenchmarkE2E/smtp-source 100 10000000 ns/op 100.0 mails/s 100000 cpu-ns/mail 4096 peak-rss-B",
+		},
+		{
+			result{Variant: "baseline", Mails: 1000, Span: time.Second, CPU: time.Second,
+				Pipeline:  pipelineCPU{Measured: true, Own: time.Second, Kafka: time.Second},
+				HasAllocs: true, AllocBytes: 12_345_000, Allocs: 150_500},
+			"BenchmarkE2E/baseline 1000 1000000 ns/op 1000.0 mails/s 1000000 cpu-ns/mail 2000000 pipeline-cpu-ns/mail 12345 alloc-B/mail 150.5 allocs/mail 0 peak-rss-B",
 		},
 	}
 	for _, tt := range tests {
