@@ -19,7 +19,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // start runs a relay for the test and closes it at the end.
-func start(t *testing.T, cfg relay.Config) *relay.Relay {
+func start(t testing.TB, cfg relay.Config) *relay.Relay {
 	t.Helper()
 	r, err := relay.Start(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -193,3 +193,46 @@ func TestSenderRoundTrips(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkSenderPipelining measures one sender session against a relay
+// whose replies cost 5 ms, with and without PIPELINING, in the two latency
+// models: per round trip (RoundTripDelay: the network) and per command
+// (ReplyDelay: the relay's own work on MAIL, RCPT and the final dot). It
+// reports mails/s and the round trips (reply writes) per mail:
+//
+//	go test -run '^$' -bench SenderPipelining -benchtime 200x ./bench/relay
+func BenchmarkSenderPipelining(b *testing.B) {
+	const delay = 5 * time.Millisecond
+	for _, model := range []struct {
+		name string
+		cfg  relay.Config
+	}{
+		{"round-trip-delay=5ms", relay.Config{RoundTripDelay: delay}},
+		{"reply-delay=5ms", relay.Config{ReplyDelay: delay}},
+	} {
+		for _, pipelining := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/pipelining=%v", model.name, pipelining), func(b *testing.B) {
+				cfg := model.cfg
+				cfg.Pipelining = pipelining
+				r := start(b, cfg)
+				sess := newSender(b, r).NewSession()
+				defer func() { _ = sess.Close() }()
+				if err := sess.Send(context.Background(), mailJob(-1)); err != nil { // dial outside the timing
+					b.Fatal(err)
+				}
+				r.Reset()
+				b.ResetTimer()
+				for i := range b.N {
+					if err := sess.Send(context.Background(), mailJob(i)); err != nil {
+						b.Fatalf("send %d: %v", i, err)
+					}
+				}
+				b.StopTimer()
+				st := r.Stats()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "mails/s")
+				b.ReportMetric(st.PerTransaction(st.ReplyWrites), "round-trips/mail")
+				b.ReportMetric(st.PerTransaction(st.Reads), "client-writes/mail")
+			})
+		}
+	}
+}

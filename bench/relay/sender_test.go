@@ -14,7 +14,7 @@ import (
 )
 
 // newSender returns a sender.Relay for r (no TLS on loopback).
-func newSender(t *testing.T, r *relay.Relay) *sender.Relay {
+func newSender(t testing.TB, r *relay.Relay) *sender.Relay {
 	t.Helper()
 	s, err := sender.New(sender.Config{Name: "bench", Host: r.Host(), Port: r.Port(), SendTimeout: 5 * time.Second}, nil, nil)
 	if err != nil {

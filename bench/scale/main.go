@@ -96,7 +96,8 @@ const (
 type options struct {
 	jobs, runs, partitions, bodyBytes, senders int
 	workers                                    []int
-	replyDelay, timeout                        time.Duration
+	replyDelay, roundTripDelay, timeout        time.Duration
+	pipelining                                 bool
 	workerBin, out, markdown, logDir           string
 	brokers                                    []string
 	databaseURL                                string
@@ -114,6 +115,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.senders, "senders", DefaultSenders, "POSTLINE_SENDERS of every worker (0: the worker's default, 16)")
 	workers := fs.String("workers", "1,2,4", "worker counts, comma-separated")
 	fs.DurationVar(&o.replyDelay, "reply-delay", DefaultReplyDelay, "relay wait before each MAIL, RCPT and final-dot reply")
+	fs.DurationVar(&o.roundTripDelay, "round-trip-delay", 0, "relay wait before each write of replies: once per round trip, pipelined or not")
+	fs.BoolVar(&o.pipelining, "pipelining", false, "the relay advertises PIPELINING, so the workers group each envelope in one write")
 	fs.DurationVar(&o.timeout, "timeout", 3*time.Minute, "longest one worker count may take to deliver its jobs")
 	fs.StringVar(&o.workerBin, "worker-bin", "bin/worker", "the Postline worker binary")
 	fs.StringVar(&o.out, "out", "bin/bench-scale.txt", "file for benchstat-compatible result lines (empty: none)")
@@ -143,6 +146,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.replyDelay < 0 {
 		return o, fmt.Errorf("-reply-delay: %s must not be negative", o.replyDelay)
 	}
+	if o.roundTripDelay < 0 {
+		return o, fmt.Errorf("-round-trip-delay: %s must not be negative", o.roundTripDelay)
+	}
 	var err error
 	if o.workers, err = parseWorkers(*workers, o.partitions); err != nil {
 		return o, err
@@ -164,7 +170,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stderr, "bench: worker logs in %s\n", o.logDir)
-	rl, err := relay.Start(relay.Config{Addr: "127.0.0.1:0", ReplyDelay: o.replyDelay}, slog.New(slog.DiscardHandler))
+	rl, err := relay.Start(relay.Config{Addr: "127.0.0.1:0", ReplyDelay: o.replyDelay, RoundTripDelay: o.roundTripDelay,
+		Pipelining: o.pipelining}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return fmt.Errorf("relay: %w", err)
 	}
@@ -182,6 +189,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	stats := rl.Stats()
+	fmt.Fprintf(stderr, "bench: relay: %d transactions; per transaction %.2f envelope commands, %.2f reply writes (round trips), %.2f reads\n",
+		stats.Transactions, stats.PerTransaction(stats.EnvelopeCommands), stats.PerTransaction(stats.ReplyWrites), stats.PerTransaction(stats.Reads))
 
 	cpu := cpuModel()
 	if o.out != "" {
@@ -205,8 +214,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.senders > 0 {
 		senders = strconv.Itoa(o.senders)
 	}
-	fmt.Fprintf(&md, "Settings: %d jobs per run, %d-byte text body, %d partitions, POSTLINE_SENDERS %s, relay reply delay %s (no rate or connection limit; peak %d connections open), %d run(s)",
-		o.jobs, o.bodyBytes, o.partitions, senders, o.replyDelay, stats.PeakOpen, o.runs)
+	fmt.Fprintf(&md, "Settings: %d jobs per run, %d-byte text body, %d partitions, POSTLINE_SENDERS %s, relay reply delay %s, round trip delay %s, PIPELINING %v (no rate or connection limit; peak %d connections open), %d run(s)",
+		o.jobs, o.bodyBytes, o.partitions, senders, o.replyDelay, o.roundTripDelay, o.pipelining, stats.PeakOpen, o.runs)
 	if o.runs > 1 {
 		fmt.Fprint(&md, ", medians shown")
 	}

@@ -20,6 +20,11 @@
 // connection it keeps, so a rejected recipient cannot leak into the next
 // message.
 //
+// With a relay that advertises PIPELINING (RFC 2920), a transaction's MAIL
+// FROM, RCPT TOs and DATA go out in one write and their replies are read in
+// order: two round trips per transaction instead of three plus one per
+// recipient, with the same results per recipient.
+//
 // The package knows SMTP, not Kafka, Postgres or retry policy: callers decide
 // what to do with a failure (retry tiers, dead letters, failover).
 package sender
