@@ -5,11 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/emersion/go-smtp"
 
 	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/sender"
@@ -277,3 +281,62 @@ func (c *pipeliningConn) Write(p []byte) (int, error) {
 	}
 	return c.Conn.Write(p)
 }
+
+// TestPipelinedEnvelopeMatchesGoMail checks that the pipelined envelope
+// says what go-mail's Mail and Rcpt say, parameters included, against a
+// server offering 8BITMIME, SMTPUTF8 and DSN (as Postfix does) with NOTIFY
+// configured.
+func TestPipelinedEnvelopeMatchesGoMail(t *testing.T) {
+	commands := map[bool][]string{}
+	for _, pipelining := range []bool{false, true} {
+		ln := newPipeliningListener(t, pipelining)
+		srv := smtp.NewServer(discardBackend{})
+		srv.Domain = "dsn.localhost"
+		srv.EnableSMTPUTF8, srv.EnableDSN = true, true
+		srv.ErrorLog = log.New(io.Discard, "", 0)
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(func() { _ = srv.Close() })
+
+		host, port := ln.Addr().(*net.TCPAddr).IP.String(), ln.Addr().(*net.TCPAddr).Port
+		relay, err := sender.New(sender.Config{Host: host, Port: port, Notify: "SUCCESS,FAILURE"}, testLogger(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newSession(t, relay)
+		j := simpleJob(t, 1, "a@example.com", "b@example.com")
+		if err := s.Send(context.Background(), j); err != nil {
+			t.Fatalf("pipelining=%v: %v", pipelining, err)
+		}
+		ln.mu.Lock()
+		for _, r := range ln.reads {
+			for _, line := range strings.Split(string(r), "\r\n") {
+				if strings.HasPrefix(line, "MAIL ") || strings.HasPrefix(line, "RCPT ") {
+					commands[pipelining] = append(commands[pipelining], line)
+				}
+			}
+		}
+		ln.mu.Unlock()
+	}
+	if len(commands[false]) != 3 || !slices.Equal(commands[true], commands[false]) {
+		t.Errorf("pipelined envelope %q, go-mail's %q: want the same three commands", commands[true], commands[false])
+	}
+	if !strings.Contains(commands[true][0], "RET=HDRS") || !strings.Contains(commands[true][1], "NOTIFY=SUCCESS,FAILURE") {
+		t.Errorf("envelope %q lacks the DSN parameters", commands[true])
+	}
+}
+
+// discardBackend accepts every mail and drops it.
+type discardBackend struct{}
+
+func (discardBackend) NewSession(*smtp.Conn) (smtp.Session, error) { return discardSession{}, nil }
+
+type discardSession struct{}
+
+func (discardSession) Mail(string, *smtp.MailOptions) error { return nil }
+func (discardSession) Rcpt(string, *smtp.RcptOptions) error { return nil }
+func (discardSession) Data(r io.Reader) error {
+	_, err := io.Copy(io.Discard, r)
+	return err
+}
+func (discardSession) Reset()        {}
+func (discardSession) Logout() error { return nil }
