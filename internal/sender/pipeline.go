@@ -103,9 +103,10 @@ func (s *Session) exchangePipelined(body []byte, from string, to []string) (acce
 		}
 		re := replyError(name, StageRcpt, err)
 		if re.dropsConnection() {
-			// As in exchange: 421 or no reply is about the relay, and the
-			// replies after it will not come.
-			return accepted, refused, re
+			// As in exchange: 421 or no reply is about the relay, the
+			// replies after it will not come, and the recipients taken so
+			// far never got the message.
+			return nil, refused, re
 		}
 		refused = append(refused, Refusal{Index: i, Err: re})
 	}

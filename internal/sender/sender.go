@@ -403,8 +403,9 @@ func (s *Session) exchange(body []byte, from string, to []string) (accepted []in
 		re := replyError(name, StageRcpt, err)
 		if re.dropsConnection() {
 			// No reply, or 421: the relay is closing the connection, and
-			// that is about the relay, not this recipient.
-			return accepted, refused, re
+			// that is about the relay, not this recipient. The recipients
+			// it took at RCPT never got the message: none is accepted.
+			return nil, refused, re
 		}
 		refused = append(refused, Refusal{Index: i, Err: re})
 	}
