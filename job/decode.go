@@ -11,7 +11,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Decode parses and validates one job document, as read from a Kafka record
@@ -37,9 +40,13 @@ import (
 //  6. a required key is absent (missing_field);
 //  7. Validate.
 //
-// Time and memory are linear in len(data): steps 1 to 6 read the document
-// once, allocating next to nothing per value, and only a document that
-// passes them is decoded into a Job by encoding/json.
+// Time and memory are linear in len(data): one pass reads the document,
+// checks steps 1 to 6 and fills the Job as it goes, allocating only what the
+// Job holds (and nothing more once a problem is noted, so a hostile document
+// costs no more than its size). encoding/json is not involved: the tests
+// check, value for value, that the Job is the one encoding/json decodes
+// (with DisallowUnknownFields and UseNumber) from any document Decode
+// accepts.
 //
 // Decode returns a valid message ID in its canonical form, without angle
 // brackets, because the worker keys deduplication on it and the sender adds
@@ -48,25 +55,6 @@ import (
 // fails, the decoded job is returned with the error so the caller can log
 // its message ID; otherwise the Job is zero.
 func Decode(data []byte, limits Limits) (Job, error) {
-	return decode(data, limits, unmarshalJob)
-}
-
-// firstInvalidUTF8 is the offset of the first byte of data that does not
-// start a valid UTF-8 sequence.
-func firstInvalidUTF8(data []byte) int {
-	for i := 0; i < len(data); {
-		r, n := utf8.DecodeRune(data[i:])
-		if r == utf8.RuneError && n <= 1 {
-			return i
-		}
-		i += n
-	}
-	return len(data)
-}
-
-// decode is Decode with the second pass injected, so that a test can prove
-// a document rejected by the scanner never reaches encoding/json.
-func decode(data []byte, limits Limits, unmarshal func([]byte, *Job) error) (Job, error) {
 	limits = limits.WithDefaults()
 	if len(data) > limits.MaxMessageBytes {
 		return Job{}, invalid(ReasonOversizeMessage, "", "%d bytes, limit %d", len(data), limits.MaxMessageBytes)
@@ -74,7 +62,8 @@ func decode(data []byte, limits Limits, unmarshal func([]byte, *Job) error) (Job
 	if !utf8.Valid(data) {
 		return Job{}, invalid(ReasonMalformedJSON, "", "not valid UTF-8 at byte %d", firstInvalidUTF8(data))
 	}
-	s := scanner{data: data, maxDepth: limits.MaxDepth}
+	var j Job
+	s := scanner{data: data, maxDepth: limits.MaxDepth, job: &j}
 	if err := s.document(); err != nil {
 		if errors.Is(err, errTooDeep) {
 			return Job{}, invalid(ReasonTooDeep, s.render(""), "objects and arrays nest deeper than %d", limits.MaxDepth)
@@ -93,16 +82,6 @@ func decode(data []byte, limits Limits, unmarshal func([]byte, *Job) error) (Job
 	if s.missing != "" {
 		return Job{}, invalid(ReasonMissingField, s.missing, "required key is absent")
 	}
-	// The scanner found the document sound, so encoding/json only
-	// allocates what the Job holds. It stays the authority.
-	var j Job
-	if err := unmarshal(data, &j); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return Job{}, invalid(ReasonMalformedJSON, te.Field, "%s is not %s", te.Value, te.Type)
-		}
-		return Job{}, invalid(ReasonMalformedJSON, "", "%v", err)
-	}
 	err := j.Validate(limits)
 	if validateMessageID(j.MessageID) == nil {
 		// An invalid ID ("<>", "<a@b") is left as written, for the log.
@@ -114,15 +93,17 @@ func decode(data []byte, limits Limits, unmarshal func([]byte, *Job) error) (Job
 	return j, nil
 }
 
-// unmarshalJob is the second pass of Decode: the document has passed the
-// scanner, so it is one object of bounded depth whose keys are all known.
-func unmarshalJob(data []byte, j *Job) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	// Template data keeps its numbers' exact digits: an order number of 20
-	// digits would not survive a float64.
-	dec.UseNumber()
-	return dec.Decode(j)
+// firstInvalidUTF8 is the offset of the first byte of data that does not
+// start a valid UTF-8 sequence.
+func firstInvalidUTF8(data []byte) int {
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(data)
 }
 
 func checkVersion(tok json.Token, present bool) error {
@@ -143,31 +124,37 @@ func checkVersion(tok json.Token, present bool) error {
 // Limits.MaxDepth.
 var errTooDeep = errors.New("nested too deep")
 
-// scanner reads a document once, byte by byte, before encoding/json
-// decodes it, to find what encoding/json does not report or reports at a
-// cost: the version ahead of everything else, keys that differ from the
-// schema only in case (encoding/json matches them), duplicate keys
+// scanner reads a document once, byte by byte, and decodes it into a Job
+// as it goes. It finds what encoding/json would not report or would report
+// at a cost: the version ahead of everything else, keys that differ from
+// the schema only in case (encoding/json matches them), duplicate keys
 // (encoding/json keeps the last), nulls (encoding/json reads them as zero
-// values), absent required keys, nesting deeper than the limit, and values
-// that encoding/json would reject for their type, and template data that
-// nests deeper than MaxTemplateDataDepth or holds more than
-// MaxTemplateDataKeys keys (the second pass would allocate a map per
-// object). It checks the syntax and trailing data too.
+// values), absent required keys, nesting deeper than the limit, values of
+// the wrong type, and template data that nests deeper than
+// MaxTemplateDataDepth or holds more than MaxTemplateDataKeys keys. It
+// checks the syntax and trailing data too.
+//
+// It fills the Job as encoding/json would: strings unescaped the same way
+// (a lone surrogate becomes U+FFFD), an empty list or object a non-nil
+// empty slice or map, base64 content decoded, template data as
+// map[string]any with json.Number numbers. From the first problem on it
+// stops filling, since the Job is dropped.
 //
 // A hostile document must cost no more than its size: the scanner
-// allocates nothing per value except the keys of maps and strings with
-// escapes that it must read (keys, base64 content), keeps the path of
+// allocates nothing per value except what the Job keeps, keeps the path of
 // the current value as a stack of segments rendered only when it notes a
-// problem, and reuses one duplicate-key set per depth. encoding/json's
-// Decoder.Token, which it replaces, allocated a SyntaxError for every
-// number and literal, about 100 bytes per value.
+// problem, and reuses one duplicate-key set per depth and its unescaping
+// and base64 buffers.
 type scanner struct {
 	data        []byte
 	pos         int
 	maxDepth    int
+	job         *Job                  // filled until a problem is noted; nil: check only
 	path        []segment             // from the document down to the current value
 	seen        []map[string]struct{} // duplicate-key sets of maps, reused per depth
 	scratch     []byte                // base64 output, reused
+	unescaped   []byte                // unescaped strings, reused
+	str1        string                // a map[string]string value on its way into the map
 	version     json.Token
 	hasVersion  bool
 	problem     *ValidationError // first structural problem in document order
@@ -175,6 +162,12 @@ type scanner struct {
 	dataKeys    int              // keys read in template data so far
 	typeProblem *ValidationError // first value of the wrong type in document order
 	missing     string           // first absent required key
+}
+
+// failed reports whether the document is already known to be rejected:
+// nothing more is decoded into the Job from then on.
+func (s *scanner) failed() bool {
+	return s.problem != nil || s.typeProblem != nil || s.missing != ""
 }
 
 // segment is one step of a path: an object key, or an array index when
@@ -218,7 +211,11 @@ func (s *scanner) document() error {
 		return errors.New("not a JSON object")
 	}
 	s.pos++
-	if err := s.object(jobType); err != nil {
+	var dst any
+	if s.job != nil {
+		dst = s.job
+	}
+	if err := s.object(jobType, dst); err != nil {
 		return err
 	}
 	if s.skipSpace(); s.pos < len(s.data) {
@@ -287,11 +284,21 @@ func unquote(raw []byte, plain bool) string {
 	if plain {
 		return string(raw[1 : len(raw)-1])
 	}
-	var v string
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return string(raw) // not reached: the scanner checked the syntax
+	return string(appendUnescaped(nil, raw[1:len(raw)-1]))
+}
+
+// stringValue returns the value of the JSON string raw (quotes included)
+// in one allocation: unescaping never lengthens valid UTF-8 (Decode checked
+// it), so the buffer is allocated at the escaped length and becomes the
+// string without a copy.
+func (s *scanner) stringValue(raw []byte, plain bool) string {
+	if plain {
+		return string(raw[1 : len(raw)-1])
 	}
-	return v
+	body := raw[1 : len(raw)-1]
+	b := appendUnescaped(make([]byte, 0, len(body)), body)
+	// b is not kept anywhere else, so the string is its only reference.
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // note records a problem at the current path unless an earlier one is
@@ -318,8 +325,10 @@ func (s *scanner) noteType(format string, args ...any) {
 }
 
 // value reads one value that the schema says has type t (nil: unknown) and
-// returns its kind and where it starts.
-func (s *scanner) value(t reflect.Type) (kind, int, error) {
+// returns its kind and where it starts. dst, when not nil, is a pointer to
+// where the value goes: a field of the Job (*string, *[]string, ...), an
+// element of a list, or an *any in template data.
+func (s *scanner) value(t reflect.Type, dst any) (kind, int, error) {
 	if t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -346,6 +355,9 @@ func (s *scanner) value(t reflect.Type) (kind, int, error) {
 		s.noteType("%s is not %s", k, t)
 		t = nil // what is inside the value has no schema type
 	}
+	if s.failed() {
+		dst = nil
+	}
 	switch k {
 	case kindObject, kindArray:
 		// The document object is depth 1, so this value is at len(path)+1.
@@ -360,26 +372,52 @@ func (s *scanner) value(t reflect.Type) (kind, int, error) {
 		}
 		s.pos++
 		if k == kindObject {
-			return k, start, s.object(t)
+			return k, start, s.object(t, dst)
 		}
-		return k, start, s.array(t)
+		return k, start, s.array(t, dst)
 	case kindString:
 		plain, err := s.str()
 		if err != nil {
 			return k, start, err
 		}
+		raw := s.data[start:s.pos]
 		if t != nil && s.typeProblem == nil {
-			s.checkString(t, s.data[start:s.pos], plain)
+			s.checkString(t, raw, plain, dst)
+		}
+		if s.failed() {
+			break
+		}
+		switch d := dst.(type) {
+		case *string:
+			*d = s.stringValue(raw, plain)
+		case *Priority:
+			*d = Priority(s.stringValue(raw, plain))
+		case *any:
+			*d = s.stringValue(raw, plain)
 		}
 	case kindNumber:
 		if err := s.number(); err != nil {
 			return k, start, err
 		}
+		raw := s.data[start:s.pos]
 		if t == byteType {
 			// encoding/json reads an array into []byte element by element.
-			if _, err := strconv.ParseUint(string(s.data[start:s.pos]), 10, 8); err != nil {
-				s.noteType("number %s is not a byte", truncate(string(s.data[start:s.pos])))
+			b, err := strconv.ParseUint(string(raw), 10, 8)
+			if err != nil {
+				s.noteType("number %s is not a byte", truncate(string(raw)))
+			} else if d, ok := dst.(*byte); ok {
+				*d = byte(b)
 			}
+			break
+		}
+		switch d := dst.(type) {
+		case *int:
+			// Only the version is an int: checkVersion judges it.
+			if n, err := strconv.Atoi(string(raw)); err == nil {
+				*d = n
+			}
+		case *any:
+			*d = json.Number(raw)
 		}
 	case kindBool, kindNull:
 		lit := [...]string{kindNull: "null", kindBool: "false"}[k]
@@ -394,6 +432,11 @@ func (s *scanner) value(t reflect.Type) (kind, int, error) {
 		if k == kindNull && t != nil && t != bytesType && t != byteType && t.Kind() != reflect.Interface {
 			s.note(ReasonMalformedJSON, "null is not allowed")
 		}
+		if d, ok := dst.(*any); ok && k == kindBool {
+			*d = lit == "true"
+		}
+		// A null leaves its destination zero, as encoding/json does: a nil
+		// content, a nil data value, a zero byte.
 	}
 	return k, start, nil
 }
@@ -422,26 +465,45 @@ func kindFits(k kind, t reflect.Type) bool {
 }
 
 // checkString checks what encoding/json checks in a string of type t: that
-// content is base64 and not_after is RFC 3339. raw is the string as
+// content is base64 and not_after is RFC 3339, and decodes those two into
+// dst (a **time.Time or a *[]byte) when it is not nil. raw is the string as
 // written, quotes included.
-func (s *scanner) checkString(t reflect.Type, raw []byte, plain bool) {
+func (s *scanner) checkString(t reflect.Type, raw []byte, plain bool, dst any) {
 	switch t {
 	case timeType:
 		var tm time.Time
 		if err := tm.UnmarshalJSON(raw); err != nil {
 			s.noteType("%v", err)
+			return
+		}
+		if d, ok := dst.(**time.Time); ok && !s.failed() {
+			*d = &tm
 		}
 	case bytesType:
 		content := raw[1 : len(raw)-1]
 		if !plain {
-			content = []byte(unquote(raw, plain))
+			s.unescaped = appendUnescaped(s.unescaped[:0], content)
+			content = s.unescaped
 		}
 		n := base64.StdEncoding.DecodedLen(len(content))
-		if cap(s.scratch) < n {
+		d, keep := dst.(*[]byte)
+		keep = keep && !s.failed()
+		out := s.scratch
+		if keep {
+			// The Job keeps the bytes: encoding/json allocates DecodedLen
+			// too, and "" decodes to an empty, not a nil, slice.
+			out = make([]byte, n)
+		} else if cap(out) < n {
 			s.scratch = make([]byte, n)
+			out = s.scratch
 		}
-		if _, err := base64.StdEncoding.Decode(s.scratch[:n], content); err != nil {
+		m, err := base64.StdEncoding.Decode(out[:n], content)
+		if err != nil {
 			s.noteType("not base64: %v", err)
+			return
+		}
+		if keep {
+			*d = out[:m]
 		}
 	}
 }
@@ -522,17 +584,39 @@ func (s *scanner) number() error {
 	return nil
 }
 
-// object reads the members of an object whose '{' has been read.
-func (s *scanner) object(t reflect.Type) error {
+// object reads the members of an object whose '{' has been read, into dst
+// when not nil: a *Job, *Attachment or **TemplateRef for the schema's
+// objects, a *map[string]string, a *map[string]any (template data) or an
+// *any (an object inside template data).
+func (s *scanner) object(t reflect.Type, dst any) error {
 	info := schemaObjects()[t]
 	isMap := t != nil && t.Kind() == reflect.Map
 	depth := len(s.path)
 	var (
 		seenFields uint64              // schema objects: a bit per field
 		seen       map[string]struct{} // other objects: the keys
+		fields     reflect.Value       // schema objects: the struct decoded into
+		strMap     map[string]string   // headers, metadata
+		anyMap     map[string]any      // template data
 	)
 	if info == nil {
 		seen = s.keySet(depth)
+	}
+	switch d := dst.(type) {
+	case *Job, *Attachment:
+		fields = reflect.ValueOf(d).Elem()
+	case **TemplateRef:
+		*d = new(TemplateRef)
+		fields = reflect.ValueOf(*d).Elem()
+	case *map[string]string:
+		strMap = make(map[string]string)
+		*d = strMap
+	case *map[string]any:
+		anyMap = make(map[string]any)
+		*d = anyMap
+	case *any:
+		anyMap = make(map[string]any)
+		*d = anyMap
 	}
 	s.path = append(s.path, segment{index: -1})
 	s.skipSpace()
@@ -554,6 +638,9 @@ func (s *scanner) object(t reflect.Type) error {
 			var (
 				ft     reflect.Type
 				isVers bool
+				key    string
+				vdst   any // where the value goes
+				slot   *any
 			)
 			switch {
 			case info != nil:
@@ -575,11 +662,14 @@ func (s *scanner) object(t reflect.Type) error {
 				}
 				if ok {
 					seenFields |= 1 << f.index
+					if fields.IsValid() {
+						vdst = fields.Field(f.goIndex).Addr().Interface()
+					}
 				}
 				ft = f.typ
 				isVers = ok && t == jobType && f.name == "version"
 			default:
-				key := unquote(raw, plain)
+				key = unquote(raw, plain)
 				if _, dup := seen[key]; dup {
 					s.note(ReasonMalformedJSON, "duplicate key")
 				}
@@ -588,24 +678,40 @@ func (s *scanner) object(t reflect.Type) error {
 					ft = t.Elem()
 				}
 				if t == dataType || t == anyType {
-					// Template data: counted before the second pass
-					// allocates a map for it, and typed all the way down.
+					// Template data: counted so that its maps stay
+					// bounded, and typed all the way down.
 					ft = anyType
 					if s.dataKeys++; s.dataKeys > MaxTemplateDataKeys {
 						s.noteAt(ReasonOversizeField, "template.data", fmt.Sprintf("more than %d keys", MaxTemplateDataKeys))
 					}
+				}
+				switch {
+				case strMap != nil:
+					s.str1 = ""
+					vdst = &s.str1
+				case anyMap != nil:
+					slot = new(any)
+					vdst = slot
 				}
 			}
 			if s.skipSpace(); s.peek() != ':' {
 				return s.syntaxError("after object key")
 			}
 			s.pos++
-			k, vstart, err := s.value(ft)
+			k, vstart, err := s.value(ft, vdst)
 			if err != nil {
 				return err
 			}
 			if isVers {
 				s.version, s.hasVersion = versionToken(k, s.data[vstart:s.pos]), true
+			}
+			if !s.failed() {
+				switch {
+				case strMap != nil:
+					strMap[key] = s.str1
+				case anyMap != nil:
+					anyMap[key] = *slot
+				}
 			}
 			s.skipSpace()
 			if c := s.peek(); c == ',' {
@@ -664,8 +770,11 @@ func (s *scanner) keySet(depth int) map[string]struct{} {
 	return s.seen[depth]
 }
 
-// array reads the elements of an array whose '[' has been read.
-func (s *scanner) array(t reflect.Type) error {
+// array reads the elements of an array whose '[' has been read, into dst
+// when not nil: a *[]string, *[]Attachment, *[]byte or an *any (a list in
+// template data). An empty list is a non-nil empty slice, as encoding/json
+// makes it.
+func (s *scanner) array(t reflect.Type, dst any) error {
 	var elem reflect.Type
 	switch {
 	case t == bytesType:
@@ -675,17 +784,48 @@ func (s *scanner) array(t reflect.Type) error {
 	case t == anyType:
 		elem = anyType
 	}
+	var list []any // template data
+	switch d := dst.(type) {
+	case *[]string:
+		*d = []string{}
+	case *[]Attachment:
+		*d = []Attachment{}
+	case *[]byte:
+		*d = []byte{}
+	case *any:
+		list = []any{}
+	}
 	depth := len(s.path)
 	s.path = append(s.path, segment{})
 	s.skipSpace()
 	if s.peek() == ']' {
 		s.pos++
 		s.path = s.path[:depth]
+		if d, ok := dst.(*any); ok {
+			*d = list
+		}
 		return nil
 	}
 	for i := 0; ; i++ {
 		s.path[depth].index = i
-		if _, _, err := s.value(elem); err != nil {
+		var edst any
+		if !s.failed() {
+			switch d := dst.(type) {
+			case *[]string:
+				*d = append(*d, "")
+				edst = &(*d)[i]
+			case *[]Attachment:
+				*d = append(*d, Attachment{})
+				edst = &(*d)[i]
+			case *[]byte:
+				*d = append(*d, 0)
+				edst = &(*d)[i]
+			case *any:
+				list = append(list, nil)
+				edst = &list[i]
+			}
+		}
+		if _, _, err := s.value(elem, edst); err != nil {
 			return err
 		}
 		s.skipSpace()
@@ -695,6 +835,9 @@ func (s *scanner) array(t reflect.Type) error {
 		case ']':
 			s.pos++
 			s.path = s.path[:depth]
+			if d, ok := dst.(*any); ok && !s.failed() {
+				*d = list
+			}
 			return nil
 		default:
 			return s.syntaxError("after array element")
@@ -717,6 +860,7 @@ type schemaField struct {
 	typ      reflect.Type
 	required bool // no omitempty: the encoder always writes it
 	index    int  // position in the object, at most 63
+	goIndex  int  // index of the struct field, for reflect.Value.Field
 }
 
 type schemaObject struct {
@@ -736,7 +880,7 @@ var schemaObjects = sync.OnceValue(func() map[reflect.Type]*schemaObject {
 			if name == "-" || !f.IsExported() {
 				continue
 			}
-			sf := schemaField{name: name, typ: f.Type, required: !strings.Contains(opts, "omitempty"), index: len(o.fields)}
+			sf := schemaField{name: name, typ: f.Type, required: !strings.Contains(opts, "omitempty"), index: len(o.fields), goIndex: f.Index[0]}
 			o.fields = append(o.fields, sf)
 			o.byName[name] = sf
 		}
@@ -744,3 +888,71 @@ var schemaObjects = sync.OnceValue(func() map[reflect.Type]*schemaObject {
 	}
 	return m
 })
+
+// appendUnescaped appends the value of the body of a JSON string (between
+// its quotes, which the scanner checked) to b, exactly as encoding/json
+// reads it: a \u escape of a lone or misordered surrogate becomes U+FFFD,
+// and so does a byte that is not UTF-8 (which Decode rules out first).
+func appendUnescaped(b, str []byte) []byte {
+	for r := 0; r < len(str); {
+		switch c := str[r]; {
+		case c == '\\':
+			r++
+			switch e := str[r]; e {
+			case 'b':
+				b = append(b, '\b')
+			case 'f':
+				b = append(b, '\f')
+			case 'n':
+				b = append(b, '\n')
+			case 'r':
+				b = append(b, '\r')
+			case 't':
+				b = append(b, '\t')
+			case 'u':
+				rr := hex4(str[r+1:])
+				r += 5
+				if utf16.IsSurrogate(rr) {
+					if r+6 <= len(str) && str[r] == '\\' && str[r+1] == 'u' {
+						if dec := utf16.DecodeRune(rr, hex4(str[r+2:])); dec != unicode.ReplacementChar {
+							b = utf8.AppendRune(b, dec)
+							r += 6
+							continue
+						}
+					}
+					rr = unicode.ReplacementChar
+				}
+				b = utf8.AppendRune(b, rr)
+				continue
+			default: // '"', '\\', '/'
+				b = append(b, e)
+			}
+			r++
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			r++
+		default:
+			rr, size := utf8.DecodeRune(str[r:])
+			b = utf8.AppendRune(b, rr)
+			r += size
+		}
+	}
+	return b
+}
+
+// hex4 reads the 4 hexadecimal digits the scanner checked after a \u.
+func hex4(h []byte) rune {
+	var r rune
+	for _, c := range h[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}

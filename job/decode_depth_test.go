@@ -65,10 +65,10 @@ func TestDecodeDeepNestingIsLinear(t *testing.T) {
 	}
 }
 
-// TestDecodeKindErrorsSkipSecondPass checks that a value of the wrong kind
-// (a number where a string belongs) is reported by the scanner, so that a
-// record of a million of them does not cost a million UnmarshalTypeErrors.
-func TestDecodeKindErrorsSkipSecondPass(t *testing.T) {
+// TestDecodeKindErrors checks that a value of the wrong kind (a number where
+// a string belongs) is reported at its path, and that nothing is decoded
+// after it: a record of a million of them costs no more than its size.
+func TestDecodeKindErrors(t *testing.T) {
 	for _, tt := range []struct{ data, field string }{
 		{doc(`,"cc":[1,1,1]`), "cc[0]"},
 		{doc(`,"cc":["a@b.c",{}]`), "cc[1]"},
@@ -82,13 +82,16 @@ func TestDecodeKindErrorsSkipSecondPass(t *testing.T) {
 		{doc(`,"priority":true`), "priority"},
 		{strings.Replace(validDoc, `"subject":"Hi"`, `"subject":{"a":1}`, 1), "subject"},
 	} {
-		_, err := decode([]byte(tt.data), Limits{}, func([]byte, *Job) error {
-			t.Fatalf("%s: the second pass ran for a value of the wrong kind", tt.data)
-			return nil
-		})
+		_, err := Decode([]byte(tt.data), Limits{})
 		checkReason(t, err, ReasonMalformedJSON, tt.field)
 	}
-	// What the scanner cannot tell from the kind, the second pass checks.
+	wide := []byte(doc(`,"cc":[1` + strings.Repeat(`,"a@b.c"`, 100_000) + `]`))
+	var err error
+	if alloc := allocatedBy(func() { _, err = Decode(wide, Limits{MaxMessageBytes: len(wide)}) }); alloc > uint64(len(wide))/8 {
+		t.Errorf("Decode of %d bytes with a kind error first allocated %d bytes: it went on decoding", len(wide), alloc)
+	}
+	checkReason(t, err, ReasonMalformedJSON, "cc[0]")
+	// What the kind does not tell, the string's content does.
 	for _, data := range []string{
 		doc(`,"attachments":[{"filename":"a","content":"!!"}]`),
 		doc(`,"attachments":[{"filename":"a","content":[1,256]}]`),
@@ -99,15 +102,11 @@ func TestDecodeKindErrorsSkipSecondPass(t *testing.T) {
 	}
 }
 
-// TestDecodeTooDeepSkipsSecondPass checks that a document the scanner
-// rejects as too deep never reaches encoding/json, whose own recursion and
-// allocation the depth limit exists to bound.
-func TestDecodeTooDeepSkipsSecondPass(t *testing.T) {
+// TestDecodeTooDeep checks that a document nested deeper than the limit is
+// rejected as too deep, however deep it goes.
+func TestDecodeTooDeep(t *testing.T) {
 	for _, data := range [][]byte{nestedObjects(96 << 10), nestedArrays(96 << 10), nestedArrays(1 << 20)} {
-		_, err := decode(data, Limits{}, func([]byte, *Job) error {
-			t.Fatal("the second pass ran for a document nested too deep")
-			return nil
-		})
+		_, err := Decode(data, Limits{})
 		checkReason(t, err, ReasonTooDeep, "")
 	}
 }

@@ -78,6 +78,9 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkScannerAgrees(t, data)
+		if len(data) <= 8<<10 {
+			checkDecodeMatchesReference(t, data)
+		}
 		var (
 			j   Job
 			err error
@@ -99,6 +102,7 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
+		checkHashMatchesReference(t, j)
 		if j.MessageID != trimAngle(j.MessageID) {
 			t.Fatalf("accepted job keeps angle brackets in message ID %q", j.MessageID)
 		}

@@ -1,8 +1,6 @@
 package job
 
 import (
-	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"mime"
@@ -61,29 +59,6 @@ func (j *Job) Normalize() {
 // without NotAfter never expires.
 func (j Job) Expired(now time.Time) bool {
 	return j.NotAfter != nil && now.After(*j.NotAfter)
-}
-
-// Hash returns the SHA-256 of the canonical JSON encoding of the normalised
-// job. Two documents that differ only in whitespace, key order, angle
-// brackets around the message ID, an empty versus "normal" priority or the
-// time zone of not_after hash the same; any other difference does not,
-// template data (keys sorted) and locale included, so two template jobs
-// that differ only in their data are two jobs.
-func (j Job) Hash() []byte {
-	j.Normalize()
-	if j.NotAfter != nil {
-		t := j.NotAfter.UTC()
-		j.NotAfter = &t
-	}
-	data, err := json.Marshal(j)
-	if err != nil {
-		// Job holds strings, byte slices, maps of strings, a time and
-		// template data; Marshal fails only for a year outside [0,9999]
-		// or data Validate rejects.
-		data = fmt.Appendf(nil, "unencodable job %q: %v", j.MessageID, err)
-	}
-	sum := sha256.Sum256(data)
-	return sum[:]
 }
 
 // Validate checks j against the schema and limits (zero fields of limits

@@ -1,0 +1,44 @@
+package job
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// BenchmarkDecodeAndHash measures Decode and Hash of a record shaped like
+// bench/e2e's jobs (a 1 KiB text body with line breaks, as Publisher
+// encodes it), against the encoding/json path Decode replaced.
+func BenchmarkDecodeAndHash(b *testing.B) {
+	j := Job{
+		Version:   SchemaVersion,
+		MessageID: "5ka3gvvskca22kxjuvrabxsehe.1796116999087067239@postline.test",
+		From:      "Postline Bench <bench@postline.test>",
+		To:        []string{"rcpt1234@sink.postline.test"},
+		Subject:   "bench mail 1234",
+		Text:      strings.Repeat("The quick brown fox jumps over the lazy dog, again and again and again.\n", 15),
+		Priority:  PriorityNormal,
+	}
+	record, err := json.Marshal(j)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		decode func([]byte, Limits) (Job, error)
+	}{{"one-pass", Decode}, {"encoding-json", referenceDecode}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(record)))
+			for b.Loop() {
+				j, err := tc.decode(record, Limits{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(j.Hash()) != 32 {
+					b.Fatal("hash is not SHA-256")
+				}
+			}
+		})
+	}
+}
