@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // maxLineLength is where a DKIM-Signature line is folded.
@@ -25,72 +26,81 @@ const maxLineLength = 76
 // inside b=, where RFC 6376 allows folding whitespace, and the header hash
 // is computed over the field exactly as emitted (with b= empty), so the
 // folding cannot differ between what is signed and what is sent.
+//
+// It runs once per mail, so it canonicalizes into a pooled buffer instead
+// of building strings per line and field: what it allocates is the signed
+// message, the signature and a few small values.
 func (k *Key) Sign(msg []byte) ([]byte, error) {
 	header, body, ok := splitMessage(msg)
 	if !ok {
 		return nil, errors.New("dkim sign: message has no end of header (CRLF CRLF)")
 	}
-	fields := parseFields(header)
-	present := map[string]bool{}
-	for _, f := range fields {
-		present[f.name] = true
-	}
-	if !present["from"] {
+	sc := scratchPool.Get().(*scratch)
+	defer sc.release()
+	sc.fields = parseFields(sc.fields[:0], header)
+	fields := sc.fields
+	if !hasField(fields, "From") {
 		return nil, errors.New("dkim sign: message has no From field")
 	}
-	names := make([]string, 0, len(SignedHeaders)+1)
+	names := sc.names[:0]
 	for _, h := range SignedHeaders {
-		if present[strings.ToLower(h)] {
+		if hasField(fields, h) {
 			names = append(names, h)
 		}
 	}
 	names = append(names, "From") // over-signed: one more From than the message has
+	sc.names = names
 
-	bh := sha256.Sum256(relaxedBody(body))
-	var atoms []atom
-	for _, tag := range []string{
-		"v=1", "a=" + k.algorithm, "c=relaxed/relaxed", "d=" + k.domain, "s=" + k.selector,
-		"t=" + strconv.FormatInt(k.now().Unix(), 10),
-	} {
-		atoms = append(atoms, atom{text: tag + ";", sep: " "})
-	}
+	sc.canon = appendRelaxedBody(sc.canon[:0], body)
+	bh := sha256.Sum256(sc.canon)
+	var bhText [44]byte // base64 of 32 bytes
+	base64.StdEncoding.Encode(bhText[:], bh[:])
+
+	f := folder{b: append(sc.field[:0], "DKIM-Signature:"...)}
+	f.col = len(f.b)
+	f.atom(" ", "v=1;")
+	f.atom(" ", "a=", k.algorithm, ";")
+	f.atom(" ", "c=relaxed/relaxed;")
+	f.atom(" ", "d=", k.domain, ";")
+	f.atom(" ", "s=", k.selector, ";")
+	f.atom(" ", "t=", strconv.FormatInt(k.now().Unix(), 10), ";")
 	for i, n := range names {
-		a := atom{text: n + ":"}
+		sep, prefix, end := "", "", ":"
 		if i == 0 {
-			a = atom{text: "h=" + n + ":", sep: " "}
+			sep, prefix = " ", "h="
 		}
 		if i == len(names)-1 {
-			a.text = strings.TrimSuffix(a.text, ":") + ";"
+			end = ";"
 		}
-		atoms = append(atoms, a)
+		f.atom(sep, prefix, n, end)
 	}
-	atoms = append(atoms,
-		atom{text: "bh=" + base64.StdEncoding.EncodeToString(bh[:]) + ";", sep: " "},
-		atom{text: "b=", sep: " "})
-	unsigned, col := fold("DKIM-Signature:", atoms)
+	f.atom(" ", "bh=", string(bhText[:]), ";")
+	f.atom(" ", "b=")
+	unsigned := f.b
+	sc.field = unsigned
 
 	// The header hash: the signed fields, bottom-most instance first for
 	// repeated names (RFC 6376 section 5.4.2), then this field with b=
 	// empty and without its CRLF.
-	h := sha256.New()
-	used := map[int]bool{}
+	canon := sc.canon[:0]
 	for _, n := range names {
-		if i := lastUnused(fields, strings.ToLower(n), used); i >= 0 {
-			used[i] = true
-			h.Write(relaxedHeader(fields[i].raw))
-			h.Write([]byte("\r\n"))
+		if i := lastUnused(fields, n); i >= 0 {
+			fields[i].used = true
+			canon = appendRelaxedHeader(canon, fields[i].raw)
+			canon = append(canon, '\r', '\n')
 		}
 	}
-	h.Write(relaxedHeader(unsigned))
-	digest := h.Sum(nil)
+	canon = appendRelaxedHeader(canon, unsigned)
+	sc.canon = canon
+	digest := sha256.Sum256(canon)
 
 	var sig []byte
 	var err error
 	switch key := k.signer.(type) {
 	case ed25519.PrivateKey:
-		sig = ed25519.Sign(key, digest) // RFC 8463: Ed25519 over the SHA-256 hash
+		sig = ed25519.Sign(key, digest[:]) // RFC 8463: Ed25519 over the SHA-256 hash
 	case *rsa.PrivateKey:
-		sig, err = rsa.SignPKCS1v15(nil, key, crypto.SHA256, digest)
+		sig, err = rsa.SignPKCS1v15(nil, key, crypto.SHA256, digest[:])
 	default:
 		err = fmt.Errorf("%T keys are not supported", k.signer)
 	}
@@ -98,144 +108,284 @@ func (k *Key) Sign(msg []byte) ([]byte, error) {
 		return nil, fmt.Errorf("dkim sign with %s (selector %s): %w", k.domain, k.selector, err)
 	}
 
-	var out bytes.Buffer
-	out.Grow(len(unsigned) + 2*len(sig) + len(msg))
-	out.WriteString(unsigned)
-	b64 := base64.StdEncoding.EncodeToString(sig)
+	b64Len := base64.StdEncoding.EncodedLen(len(sig))
+	// b= folds every maxLineLength-1 characters at most, 3 bytes a fold.
+	out := make([]byte, 0, len(unsigned)+b64Len+3*(b64Len/(maxLineLength-1)+1)+2+len(msg))
+	out = append(out, unsigned...)
+	b64 := base64.StdEncoding.AppendEncode(sc.sig[:0], sig)
+	sc.sig = b64
+	col := f.col
 	for len(b64) > 0 {
 		room := maxLineLength - col
 		if room < 1 {
-			out.WriteString("\r\n ")
+			out = append(out, "\r\n "...)
 			col, room = 1, maxLineLength-1
 		}
 		n := min(room, len(b64))
-		out.WriteString(b64[:n])
+		out = append(out, b64[:n]...)
 		col += n
 		b64 = b64[n:]
 	}
-	out.WriteString("\r\n")
-	out.Write(msg)
-	return out.Bytes(), nil
+	out = append(out, '\r', '\n')
+	return append(out, msg...), nil
 }
 
-// atom is an unbreakable piece of a folded field; sep is what separates
-// it from the previous piece when both fit on one line.
-type atom struct{ text, sep string }
+// scratch is what one Sign call works in, pooled across calls.
+type scratch struct {
+	fields []field
+	names  []string
+	canon  []byte // the canonical body, then the canonical header
+	field  []byte // the DKIM-Signature field without its b= value
+	sig    []byte // the b= value
+}
 
-// fold lays atoms out after name, starting a continuation line (CRLF and a
-// space) before an atom that would end past maxLineLength. It returns the
-// field and the column its last line ends at.
-func fold(name string, atoms []atom) (string, int) {
-	var b strings.Builder
-	b.WriteString(name)
-	col := len(name)
-	for _, a := range atoms {
-		if col > 1 && col+len(a.sep)+len(a.text) > maxLineLength {
-			b.WriteString("\r\n ")
-			col = 1
-		} else {
-			b.WriteString(a.sep)
-			col += len(a.sep)
-		}
-		b.WriteString(a.text)
-		col += len(a.text)
+// maxPooledScratch bounds the canonical buffer kept for reuse, so that one
+// large message does not pin its size in the pool.
+const maxPooledScratch = 256 << 10
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+func (sc *scratch) release() {
+	if cap(sc.canon) > maxPooledScratch {
+		sc.canon = nil
 	}
-	return b.String(), col
+	clear(sc.fields) // they point into the message
+	scratchPool.Put(sc)
 }
 
-// field is one header field: its lower-cased name and its raw text,
-// continuation lines included, without the final CRLF.
-type field struct{ name, raw string }
+// folder lays atoms out, starting a continuation line (CRLF and a space)
+// before an atom that would end past maxLineLength. col is the column its
+// last line ends at.
+type folder struct {
+	b   []byte
+	col int
+}
 
-// parseFields splits a header block (ending in CRLF) into its fields;
-// lines that are neither a field nor a continuation are skipped.
-func parseFields(header []byte) []field {
-	var out []field
-	for line := range strings.SplitSeq(string(header), "\r\n") {
-		if line == "" {
-			continue
+// atom appends one unbreakable piece, the concatenation of parts, after
+// sep when it fits on the line.
+func (f *folder) atom(sep string, parts ...string) {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if f.col > 1 && f.col+len(sep)+n > maxLineLength {
+		f.b = append(f.b, "\r\n "...)
+		f.col = 1
+	} else {
+		f.b = append(f.b, sep...)
+		f.col += len(sep)
+	}
+	for _, p := range parts {
+		f.b = append(f.b, p...)
+	}
+	f.col += n
+}
+
+// field is one header field: its name as written (without the whitespace
+// before the colon) and its raw text, continuation lines included, without
+// the final CRLF. Both point into the message unless a field's lines are
+// not contiguous.
+type field struct {
+	name, raw []byte
+	used      bool // already in the header hash
+}
+
+// parseFields appends the fields of a header block (ending in CRLF) to
+// out; lines that are neither a field nor a continuation are skipped.
+func parseFields(out []field, header []byte) []field {
+	contiguous := false // the last line read is the end of the last field
+	for len(header) > 0 {
+		line := header
+		next := len(header)
+		if i := bytes.Index(header, []byte("\r\n")); i >= 0 {
+			line, next = header[:i], i+2
 		}
-		if line[0] == ' ' || line[0] == '\t' {
+		rest := header[next:]
+		switch {
+		case len(line) == 0:
+		case line[0] == ' ' || line[0] == '\t':
 			if len(out) > 0 {
-				out[len(out)-1].raw += "\r\n" + line
+				last := &out[len(out)-1]
+				if contiguous {
+					// line follows the field's CRLF in the message.
+					last.raw = last.raw[:len(last.raw)+2+len(line)]
+				} else {
+					raw := make([]byte, 0, len(last.raw)+2+len(line))
+					raw = append(append(append(raw, last.raw...), '\r', '\n'), line...)
+					last.raw = raw
+				}
 			}
+			header = rest
 			continue
+		default:
+			if name, _, ok := bytes.Cut(line, []byte(":")); ok {
+				out = append(out, field{name: bytes.TrimRight(name, " \t"), raw: line})
+				contiguous = true
+				header = rest
+				continue
+			}
 		}
-		name, _, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		out = append(out, field{name: strings.ToLower(strings.TrimRight(name, " \t")), raw: line})
+		contiguous = false
+		header = rest
 	}
 	return out
 }
 
-// lastUnused returns the index of the bottom-most field named name not in
+// sameName reports whether a field's name is name once both are in lower
+// case, as RFC 6376 compares them. SignedHeaders are ASCII, so an ASCII
+// field name compares byte by byte; any other is lower-cased first.
+func sameName(fieldName []byte, name string) bool {
+	for _, c := range fieldName {
+		if c >= 0x80 {
+			return strings.ToLower(string(fieldName)) == strings.ToLower(name)
+		}
+	}
+	if len(fieldName) != len(name) {
+		return false
+	}
+	for i, c := range fieldName {
+		d := name[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if 'A' <= d && d <= 'Z' {
+			d += 'a' - 'A'
+		}
+		if c != d {
+			return false
+		}
+	}
+	return true
+}
+
+func hasField(fields []field, name string) bool {
+	for i := range fields {
+		if sameName(fields[i].name, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// lastUnused returns the index of the bottom-most field named name not yet
 // used, -1 if none.
-func lastUnused(fields []field, name string, used map[int]bool) int {
+func lastUnused(fields []field, name string) int {
 	for i := len(fields) - 1; i >= 0; i-- {
-		if fields[i].name == name && !used[i] {
+		if !fields[i].used && sameName(fields[i].name, name) {
 			return i
 		}
 	}
 	return -1
 }
 
-// relaxedHeader canonicalizes one field (RFC 6376 section 3.4.2): name in
-// lower case, folding removed, runs of whitespace made one space, and
-// whitespace around the value and before the colon dropped.
-func relaxedHeader(raw string) []byte {
-	name, value, _ := strings.Cut(raw, ":")
-	value = strings.ReplaceAll(value, "\r\n", "")
-	var b bytes.Buffer
-	b.WriteString(strings.ToLower(strings.TrimRight(name, " \t")))
-	b.WriteByte(':')
-	b.Write(collapseWSP([]byte(strings.Trim(value, " \t"))))
-	return b.Bytes()
-}
-
-// relaxedBody canonicalizes a body (RFC 6376 section 3.4.4): runs of
-// whitespace within lines made one space, whitespace at line ends and
-// empty lines at the end dropped, and a final CRLF ensured on a body that
-// is not empty.
-func relaxedBody(body []byte) []byte {
-	lines := bytes.Split(body, []byte("\r\n"))
-	out := make([]byte, 0, len(body)+2)
-	pendingEmpty := 0
-	for i, line := range lines {
-		line = bytes.TrimRight(collapseWSP(line), " ")
-		if i == len(lines)-1 && len(line) == 0 {
-			break // what follows the last CRLF
+// appendRelaxedHeader appends one field canonicalized (RFC 6376 section
+// 3.4.2): name in lower case, folding removed, runs of whitespace made one
+// space, and whitespace around the value and before the colon dropped.
+func appendRelaxedHeader(b, raw []byte) []byte {
+	name, value, _ := bytes.Cut(raw, []byte(":"))
+	name = bytes.TrimRight(name, " \t")
+	ascii := true
+	for _, c := range name {
+		if c >= 0x80 {
+			ascii = false
+			break
 		}
-		if len(line) == 0 {
-			pendingEmpty++
+	}
+	if ascii {
+		for _, c := range name {
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			b = append(b, c)
+		}
+	} else {
+		b = append(b, strings.ToLower(string(name))...)
+	}
+	b = append(b, ':')
+	// Unfolded, trimmed and collapsed: collapsing first leaves at most
+	// one space at either end to trim.
+	start := len(b)
+	inWSP := false
+	for i := 0; i < len(value); i++ {
+		c := value[i]
+		if c == '\r' && i+1 < len(value) && value[i+1] == '\n' {
+			i++
 			continue
 		}
-		for ; pendingEmpty > 0; pendingEmpty-- {
-			out = append(out, '\r', '\n')
-		}
-		out = append(out, line...)
-		out = append(out, '\r', '\n')
-	}
-	return out
-}
-
-// collapseWSP replaces each run of spaces and tabs in s with one space.
-func collapseWSP(s []byte) []byte {
-	out := make([]byte, 0, len(s))
-	inWSP := false
-	for _, c := range s {
 		if c == ' ' || c == '\t' {
 			if !inWSP {
-				out = append(out, ' ')
+				b = append(b, ' ')
 			}
 			inWSP = true
 			continue
 		}
 		inWSP = false
-		out = append(out, c)
+		b = append(b, c)
 	}
-	return out
+	if len(b) > start && b[start] == ' ' {
+		b = append(b[:start], b[start+1:]...)
+	}
+	if len(b) > start && b[len(b)-1] == ' ' {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// appendRelaxedBody appends a body canonicalized (RFC 6376 section
+// 3.4.4): runs of whitespace within lines made one space, whitespace at
+// line ends and empty lines at the end dropped, and a final CRLF ensured on
+// a body that is not empty.
+func appendRelaxedBody(b, body []byte) []byte {
+	pendingEmpty := 0
+	for {
+		line, rest, more := bytes.Cut(body, []byte("\r\n"))
+		start := len(b)
+		b = appendCollapsed(b, line)
+		if len(b) > start && b[len(b)-1] == ' ' {
+			b = b[:len(b)-1]
+		}
+		empty := len(b) == start
+		if !more && empty {
+			return b // what follows the last CRLF
+		}
+		if empty {
+			pendingEmpty++
+		} else {
+			// The line goes after the empty lines before it.
+			if pendingEmpty > 0 {
+				n := len(b) - start
+				b = append(b, make([]byte, 2*pendingEmpty)...)
+				copy(b[start+2*pendingEmpty:], b[start:start+n])
+				for i := range pendingEmpty {
+					b[start+2*i], b[start+2*i+1] = '\r', '\n'
+				}
+				pendingEmpty = 0
+			}
+			b = append(b, '\r', '\n')
+		}
+		if !more {
+			return b
+		}
+		body = rest
+	}
+}
+
+// appendCollapsed appends s with each run of spaces and tabs made one
+// space.
+func appendCollapsed(b, s []byte) []byte {
+	inWSP := false
+	for _, c := range s {
+		if c == ' ' || c == '\t' {
+			if !inWSP {
+				b = append(b, ' ')
+			}
+			inWSP = true
+			continue
+		}
+		inWSP = false
+		b = append(b, c)
+	}
+	return b
 }
 
 // splitMessage splits msg after its header's final CRLF; body is what

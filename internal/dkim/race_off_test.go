@@ -1,0 +1,5 @@
+//go:build !race
+
+package dkim
+
+const raceEnabled = false
