@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: stack stack-down build test test-short fuzz vet fmt demo bench bench-memory bench-adaptive bench-scale
+.PHONY: stack stack-down build test test-short fuzz vet fmt demo bench bench-memory bench-adaptive bench-scale soak
 
 ## stack: start Kafka, PostgreSQL and Mailpit on loopback (scripts/stack.sh up)
 stack:
@@ -64,3 +64,9 @@ bench-scale:
 	scripts/stack.sh up
 	$(GO) build -o bin/worker ./cmd/worker
 	$(GO) run ./bench/scale -worker-bin bin/worker
+
+## soak: 1,000,000 small jobs through two workers into smtp-sink: rate, RSS and table size over time (SOAK_ARGS, e.g. -jobs 100000)
+soak:
+	scripts/stack.sh up --with-sink
+	$(GO) build -o bin/worker ./cmd/worker
+	eval "$$(scripts/stack.sh env)" && $(GO) run ./bench/soak -worker-bin bin/worker $(SOAK_ARGS)

@@ -1,0 +1,708 @@
+// Command soak is the million-job soak behind `make soak`: whether a
+// worker fleet keeps its rate, its memory and its tables steady over a long
+// run. It owns the measurement only: the workers are real cmd/worker
+// processes, the relay is the local stack's smtp-sink
+// (`scripts/stack.sh up --with-sink`).
+//
+// On fresh topics (jobs, dead letters, retries, events), a fresh consumer
+// group and a fresh PostgreSQL schema, it starts -workers workers (2) in one
+// group, waits until they are ready and own every partition, then publishes
+// -jobs small jobs (1,000,000) concurrently with delivery: the publisher
+// keeps at most -lead jobs (50,000) ahead of the mails sent, so its own cost
+// is spread evenly over the run rather than landing on the first minutes,
+// and the workers never wait for it. -rate paces it instead, for a soak
+// that must outlast the retention.
+//
+// Progress comes from the workers' own counters
+// (postline_delivery_records_total, postline_reaper_purged_total on each
+// worker's /metrics), polled every -poll: a scrape costs the same however
+// large the table grows, where counting its rows would not. Every -sample
+// it also reads each worker's VmRSS and VmHWM from /proc and the size of
+// postline_messages and postline_recipients (pg_total_relation_size,
+// pg_indexes_size, and n_live_tup from the statistics collector: no scan).
+//
+// The retention purge is on the way an operator would run it for high
+// volume: POSTLINE_RETENTION at its floor, 1h (the reaper refuses less:
+// shorter would forget messages while their duplicates can still arrive),
+// and the reaper's defaults, which purge in statements of 1,000 rows. The
+// purge runs inside the workers (their reaper), not in the retry-scheduler.
+// A row is purged once its outcome is older than the retention, so a soak
+// at full rate shorter than an hour leaves every row in place and reports
+// the bound as not reached; a paced soak (-rate) longer than the retention
+// checks that the rows stay within the mails sent in the last retention.
+//
+// In -out it writes soak.csv (the samples), soak.svg (rate, RSS, rows and
+// sizes over time) and soak.md (the figures, with the targets as PASS or
+// FAIL: the last -window mails at ≥ 0.9× the first window's rate, every
+// worker ≤ 100 MiB resident throughout, bytes per row not growing, and the
+// retention's bound).
+package main
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/postline/postline/bench/internal/benchkafka"
+	"github.com/postline/postline/bench/internal/benchproc"
+	"github.com/postline/postline/internal/consumer"
+	"github.com/postline/postline/internal/retry"
+	"github.com/postline/postline/internal/topic"
+	"github.com/postline/postline/job"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench/soak:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command-line flags.
+type options struct {
+	jobs, window, lead             int64
+	workers, partitions, bodyBytes int
+	senders                        int
+	rate                           float64
+	retention, reaperInterval      time.Duration
+	sampleEvery, poll, timeout     time.Duration
+	workerBin, sink, out, logDir   string
+	brokers                        []string
+	databaseURL                    string
+	keep                           bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Int64Var(&o.jobs, "jobs", 1_000_000, "jobs to deliver")
+	fs.Int64Var(&o.window, "window", 100_000, "mails of the first and the last window whose rates are compared")
+	fs.Int64Var(&o.lead, "lead", 50_000, "most jobs published ahead of the mails sent")
+	fs.Float64Var(&o.rate, "rate", 0, "publish at most this many jobs/s (0: as fast as the lead allows); for a soak longer than -retention")
+	fs.IntVar(&o.workers, "workers", 2, "worker processes in the group")
+	fs.IntVar(&o.partitions, "partitions", 8, "partitions of the jobs topic")
+	fs.IntVar(&o.bodyBytes, "body-bytes", 256, "text body size of each job")
+	fs.IntVar(&o.senders, "senders", 0, "POSTLINE_SENDERS of every worker (0: the worker's default)")
+	fs.DurationVar(&o.retention, "retention", time.Hour, "POSTLINE_RETENTION of the workers (at least 1h)")
+	fs.DurationVar(&o.reaperInterval, "reaper-interval", 30*time.Second, "POSTLINE_REAPER_INTERVAL of the workers: how often each purges")
+	fs.DurationVar(&o.sampleEvery, "sample", 5*time.Second, "time between samples of RSS and table sizes")
+	fs.DurationVar(&o.poll, "poll", 250*time.Millisecond, "time between progress polls of the workers' counters")
+	fs.DurationVar(&o.timeout, "timeout", 3*time.Hour, "longest the delivery may take")
+	fs.StringVar(&o.workerBin, "worker-bin", "bin/worker", "the Postline worker binary")
+	fs.StringVar(&o.sink, "sink", cmp.Or(os.Getenv("POSTLINE_TEST_SMTP_SINK"), "127.0.0.1:2525"), "smtp-sink address")
+	fs.StringVar(&o.out, "out", "bin/soak", "directory for soak.csv, soak.svg and soak.md")
+	fs.StringVar(&o.logDir, "log-dir", "", "directory for the workers' logs (default: -out)")
+	brokers := fs.String("brokers", cmp.Or(os.Getenv("POSTLINE_KAFKA_BROKERS"), "127.0.0.1:9092"), "Kafka brokers, comma-separated")
+	fs.StringVar(&o.databaseURL, "database-url", cmp.Or(os.Getenv("POSTLINE_DATABASE_URL"),
+		"postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable"), "PostgreSQL URL (the soak's schema is created in it)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the topics and the schema after the run")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	switch {
+	case o.window < 1 || o.jobs < 2*o.window:
+		return o, fmt.Errorf("-jobs %d must be at least twice -window %d (and -window at least 1)", o.jobs, o.window)
+	case o.lead < 1:
+		return o, fmt.Errorf("-lead %d must be at least 1", o.lead)
+	case o.workers < 1 || o.partitions < o.workers:
+		return o, fmt.Errorf("-workers %d must be between 1 and -partitions %d", o.workers, o.partitions)
+	case o.bodyBytes < 1 || o.senders < 0 || o.rate < 0:
+		return o, errors.New("-body-bytes must be positive, -senders and -rate not negative")
+	case o.sampleEvery < o.poll || o.poll <= 0:
+		return o, fmt.Errorf("-sample %s must be at least -poll %s, and -poll positive", o.sampleEvery, o.poll)
+	}
+	if _, _, err := net.SplitHostPort(o.sink); err != nil {
+		return o, fmt.Errorf("-sink %q: %w", o.sink, err)
+	}
+	o.brokers = strings.Split(*brokers, ",")
+	o.logDir = cmp.Or(o.logDir, o.out)
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	began := time.Now()
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	for _, d := range []string{o.out, o.logDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	f, err := newFixture(ctx, o, stderr)
+	if err != nil {
+		return err
+	}
+	defer f.close()
+
+	host, port, _ := net.SplitHostPort(o.sink)
+	env := append(append([]string(nil), f.env...),
+		"POSTLINE_SMTP_HOST="+host, "POSTLINE_SMTP_PORT="+port,
+		"POSTLINE_RETENTION="+o.retention.String(),
+		"POSTLINE_REAPER_INTERVAL="+o.reaperInterval.String())
+	if o.senders > 0 {
+		env = append(env, "POSTLINE_SENDERS="+strconv.Itoa(o.senders))
+	}
+	var (
+		procs             []*benchproc.Proc
+		readyz, metricsAt []string
+	)
+	defer func() {
+		for _, p := range procs {
+			_ = p.Stop(5 * time.Second) // error paths only; the happy path stops them below
+		}
+	}()
+	for i := range o.workers {
+		addr, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		p, err := benchproc.Start(o.workerBin, filepath.Join(o.logDir, fmt.Sprintf("worker%d.log", i)),
+			append(env, "POSTLINE_HTTP_ADDR="+addr))
+		if err != nil {
+			return err
+		}
+		procs = append(procs, p)
+		readyz, metricsAt = append(readyz, "http://"+addr+"/readyz"), append(metricsAt, "http://"+addr+"/metrics")
+	}
+	fmt.Fprintf(stderr, "soak: %d workers started (logs in %s); waiting for readiness\n", o.workers, o.logDir)
+	if err := waitReady(ctx, procs, readyz, o.brokers, f.group, f.jobsTopic, o.partitions); err != nil {
+		return err
+	}
+
+	m := &monitor{o: o, procs: procs, metricsURLs: metricsAt, pool: f.pool,
+		httpc: &http.Client{Timeout: 5 * time.Second}, stderr: stderr}
+	prodCtx, stopProducer := context.WithCancel(ctx)
+	pr := &producer{o: o, brokers: o.brokers, topic: f.jobsTopic, delivered: &m.delivered}
+	prodDone := make(chan struct{})
+	var prodErr error
+	m.start = time.Now()
+	go func() {
+		prodErr = pr.run(prodCtx)
+		close(prodDone)
+	}()
+	fmt.Fprintf(stderr, "soak: ready; publishing %s jobs (lead %s) and sampling\n", thousands(o.jobs), thousands(o.lead))
+	watchErr := m.watch(ctx, prodDone, &prodErr)
+	stopProducer()
+	<-prodDone
+	if watchErr == nil {
+		watchErr = prodErr // nil: every job was sent, so every job was published
+	}
+
+	// The soak's files are written whatever happened: a failed soak's
+	// samples are the evidence of why.
+	if err := m.writeCSV(filepath.Join(o.out, "soak.csv")); err != nil {
+		return errors.Join(watchErr, err)
+	}
+	if watchErr != nil {
+		return fmt.Errorf("%w (samples so far in %s)", watchErr, filepath.Join(o.out, "soak.csv"))
+	}
+	var stopErrs []error
+	for _, p := range procs {
+		stopErrs = append(stopErrs, p.Stop(60*time.Second))
+	}
+	procs = nil
+	if err := errors.Join(stopErrs...); err != nil {
+		return err
+	}
+
+	p := params{
+		Jobs: o.jobs, Window: o.window, Workers: o.workers, Retention: o.retention,
+		ReaperInterval: o.reaperInterval, SampleEvery: o.sampleEvery,
+		Command: strings.TrimSpace("go run ./bench/soak " + strings.Join(args, " ")),
+		Machine: fmt.Sprintf("%d CPUs (%s), %s, %s", runtime.NumCPU(), cmp.Or(cpuModel(), "unknown CPU"),
+			memTotal(), runtime.Version()),
+		ProducerSummary: pr.describe(),
+		Took:            time.Since(began),
+	}
+	s, err := summarize(p, m.points, m.samples)
+	if err != nil {
+		return err
+	}
+	var md strings.Builder
+	s.markdown(&md)
+	if err := os.WriteFile(filepath.Join(o.out, "soak.md"), []byte(md.String()), 0o644); err != nil {
+		return err
+	}
+	svg, err := os.Create(filepath.Join(o.out, "soak.svg"))
+	if err != nil {
+		return err
+	}
+	title := fmt.Sprintf("Soak: %s jobs, %d workers, smtp-sink", thousands(o.jobs), o.workers)
+	if err := errors.Join(writePlot(svg, title, m.samples, o.workers), svg.Close()); err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, md.String())
+	return err
+}
+
+// monitor polls the workers' progress and samples their memory and the
+// tables, and ends the soak when every job is sent or something went wrong.
+type monitor struct {
+	o           options
+	procs       []*benchproc.Proc
+	metricsURLs []string
+	pool        *pgxpool.Pool
+	httpc       *http.Client
+	stderr      io.Writer
+
+	start     time.Time
+	delivered atomic.Int64 // mails sent so far, for the producer's lead
+	points    []point
+	samples   []sample
+}
+
+// stallAfter ends a soak in which no mail was sent for this long.
+const stallAfter = 60 * time.Second
+
+// watch returns nil once every job is sent. prodErr is the producer's
+// error, to be read once prodDone is closed.
+func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *error) error {
+	ctx, cancel := context.WithTimeout(ctx, m.o.timeout)
+	defer cancel()
+	poll := time.NewTicker(m.o.poll)
+	defer poll.Stop()
+	m.points = append(m.points, point{}) // nothing sent when publishing starts
+	var (
+		last                      counters
+		lastSampleT, lastReportAt time.Duration
+		lastProgress              = time.Now()
+		lastSampleDelivered       int64
+	)
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s of %s mails sent: %w", thousands(last.Sent), thousands(m.o.jobs), ctx.Err())
+		case <-prodDone:
+			if *prodErr != nil {
+				return *prodErr
+			}
+			prodDone = nil // published everything: keep polling
+		case <-poll.C:
+		}
+		for _, p := range m.procs {
+			if p.Exited() {
+				return fmt.Errorf("a worker exited after %s mails:\n%s", thousands(last.Sent), p.LogTail(20))
+			}
+		}
+		c, err := scrape(ctx, m.httpc, m.metricsURLs)
+		if err != nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			return fmt.Errorf("progress: %w", err)
+		}
+		t := time.Since(m.start)
+		m.delivered.Store(c.Sent)
+		if c.Sent != last.Sent {
+			lastProgress = time.Now()
+		} else if time.Since(lastProgress) >= stallAfter {
+			return fmt.Errorf("%s of %s mails sent and none more for %s (see the worker logs)", thousands(c.Sent), thousands(m.o.jobs), stallAfter)
+		}
+		last = c
+		m.points = append(m.points, point{T: t, Delivered: c.Sent})
+		if c.Failed > 0 {
+			return fmt.Errorf("%s jobs failed, dead or rejected (sent %s)", thousands(c.Failed), thousands(c.Sent))
+		}
+		done := c.Sent >= m.o.jobs
+		if t-lastSampleT < m.o.sampleEvery && !done {
+			continue
+		}
+		x, err := m.sample(ctx, t, c)
+		if err != nil {
+			return err
+		}
+		x.Rate = float64(c.Sent-lastSampleDelivered) / (t - lastSampleT).Seconds()
+		m.samples = append(m.samples, x)
+		lastSampleT, lastSampleDelivered = t, c.Sent
+		if t-lastReportAt >= 30*time.Second || done {
+			fmt.Fprintf(m.stderr, "soak: %s: %s/%s sent, %.0f/s, RSS %s MiB, %s rows, %.0f MiB, %s purged, load %.2f\n",
+				t.Round(time.Second), thousands(c.Sent), thousands(m.o.jobs), x.Rate, mibList(x.RSS),
+				thousands(x.Tables.MessagesRows), mib(x.Tables.MessagesBytes+x.Tables.RecipientsBytes), thousands(c.Purged), x.Load1)
+			lastReportAt = t
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+func (m *monitor) sample(ctx context.Context, t time.Duration, c counters) (sample, error) {
+	rss, peak, err := readRSS(m.procs)
+	if err != nil {
+		return sample{}, err
+	}
+	tables, err := readTableStats(ctx, m.pool)
+	if err != nil {
+		return sample{}, err
+	}
+	var load float64
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		load = loadAverage(string(b))
+	}
+	return sample{T: t, Delivered: c.Sent, Failed: c.Failed, Purged: c.Purged, RSS: rss, Peak: peak,
+		Tables: tables, Load1: load}, nil
+}
+
+func (m *monitor) writeCSV(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(writeCSV(f, m.o.workers, m.samples), f.Close())
+}
+
+// producer publishes the soak's jobs, generated as it goes, in chunks from
+// four goroutines, keeping at most lead jobs ahead of the mails sent.
+type producer struct {
+	o         options
+	brokers   []string
+	topic     string
+	delivered *atomic.Int64
+
+	waits atomic.Int64 // times the lead held the producer back
+	took  time.Duration
+}
+
+const publishChunk = 500
+
+func (p *producer) run(ctx context.Context) error {
+	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: benchkafka.Cluster(p.brokers...), Topic: p.topic})
+	if err != nil {
+		return err
+	}
+	defer pub.Close()
+	start := time.Now()
+	body := bodyOf(p.o.bodyBytes)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	next := make(chan []job.Job, 4)
+	for range 4 {
+		wg.Go(func() {
+			for batch := range next {
+				if _, err := pub.Publish(ctx, batch...); err != nil {
+					cancel(fmt.Errorf("publish: %w", err))
+				}
+			}
+		})
+	}
+	var published int64
+	for published < p.o.jobs && ctx.Err() == nil {
+		if !p.wait(ctx, start, published) {
+			break
+		}
+		n := min(publishChunk, p.o.jobs-published)
+		batch := make([]job.Job, n)
+		for i := range batch {
+			batch[i] = soakJob(published+int64(i), body)
+		}
+		select {
+		case next <- batch:
+			published += n
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	p.took = time.Since(start)
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	if published < p.o.jobs {
+		return fmt.Errorf("publish: stopped after %s of %s jobs: %w", thousands(published), thousands(p.o.jobs), ctx.Err())
+	}
+	return nil
+}
+
+// wait holds the producer while it is lead jobs ahead of the mails sent or
+// ahead of -rate; false when ctx ended.
+func (p *producer) wait(ctx context.Context, start time.Time, published int64) bool {
+	for {
+		ahead := published - p.delivered.Load()
+		var early time.Duration
+		if p.o.rate > 0 {
+			early = time.Until(start.Add(time.Duration(float64(published) / p.o.rate * float64(time.Second))))
+		}
+		if ahead < p.o.lead && early <= 0 {
+			return true
+		}
+		p.waits.Add(1)
+		d := max(early, 50*time.Millisecond) // the lead shrinks with the monitor's polls
+		t := time.NewTimer(min(d, time.Second))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+func (p *producer) describe() string {
+	s := fmt.Sprintf("jobs of a %d-byte text body, one recipient, published concurrently with delivery at most %s ahead of the mails sent",
+		p.o.bodyBytes, thousands(p.o.lead))
+	if p.o.rate > 0 {
+		s += fmt.Sprintf(" and at most %.0f/s", p.o.rate)
+	}
+	return s + fmt.Sprintf(" (publishing took %s, held back by the lead %s times)", p.took.Round(time.Second), thousands(p.waits.Load()))
+}
+
+func bodyOf(n int) string {
+	const line = "Postline soak body: small and plain, 64 bytes to a line........\n"
+	var b strings.Builder
+	for b.Len() < n {
+		b.WriteString(line[:min(len(line), n-b.Len())])
+	}
+	return b.String()
+}
+
+// soakJob is job i: one recipient of its own, a message ID the publisher
+// assigns (random, as production's are).
+func soakJob(i int64, body string) job.Job {
+	return job.Job{
+		Version: job.SchemaVersion,
+		From:    "Postline Soak <soak@postline.test>",
+		To:      []string{fmt.Sprintf("rcpt%d@sink.postline.test", i)},
+		Subject: fmt.Sprintf("soak mail %d", i),
+		Text:    body,
+	}
+}
+
+// fixture is what the soak gets fresh: a jobs topic with its dead-letter,
+// retry and events topics, a consumer group and a PostgreSQL schema, and
+// the worker environment naming them.
+type fixture struct {
+	jobsTopic, group string
+	pool             *pgxpool.Pool
+	env              []string
+	cleanups         []func()
+}
+
+func newFixture(ctx context.Context, o options, stderr io.Writer) (_ *fixture, err error) {
+	id := randomHex(4)
+	f := &fixture{jobsTopic: "bench.soak." + id + ".jobs", group: "bench-soak-" + id}
+	defer func() {
+		if err != nil {
+			f.close()
+		}
+	}()
+	dlqTopic, eventsTopic := "bench.soak."+id+".dlq", "bench.soak."+id+".events"
+	retryPrefix := "bench.soak." + id + ".retry"
+	schema := "bench_soak_" + id
+	cleanupCtx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	}
+	topics := append([]string{f.jobsTopic, dlqTopic, eventsTopic}, retry.DefaultTiers.Topics(retryPrefix)...)
+	specs := append(topic.Defaults(f.jobsTopic, dlqTopic, o.partitions), retry.TopicSpecs(retryPrefix, retry.DefaultTiers, 1)...)
+	if err := topic.Ensure(ctx, benchkafka.Cluster(o.brokers...), specs...); err != nil {
+		return nil, err
+	}
+	if !o.keep {
+		f.cleanups = append(f.cleanups, func() {
+			c, cancel := cleanupCtx()
+			defer cancel()
+			// The events topic exists once a worker created it.
+			if err := topic.Delete(c, benchkafka.Cluster(o.brokers...), topics...); err != nil {
+				fmt.Fprintf(stderr, "soak: delete topics: %v\n", err)
+			}
+		})
+	}
+	dbURL, err := createSchema(ctx, o.databaseURL, schema)
+	if err != nil {
+		return nil, err
+	}
+	if !o.keep {
+		f.cleanups = append(f.cleanups, func() {
+			c, cancel := cleanupCtx()
+			defer cancel()
+			if err := dropSchema(c, o.databaseURL, schema); err != nil {
+				fmt.Fprintf(stderr, "soak: %v\n", err)
+			}
+		})
+	}
+	if f.pool, err = pgxpool.New(ctx, dbURL); err != nil {
+		return nil, fmt.Errorf("postgres pool: %w", err)
+	}
+	f.cleanups = append(f.cleanups, f.pool.Close)
+	f.env = []string{
+		"POSTLINE_KAFKA_BROKERS=" + strings.Join(o.brokers, ","),
+		"POSTLINE_JOBS_TOPIC=" + f.jobsTopic,
+		"POSTLINE_DLQ_TOPIC=" + dlqTopic,
+		"POSTLINE_RETRY_TOPIC_PREFIX=" + retryPrefix,
+		"POSTLINE_EVENTS_TOPIC=" + eventsTopic,
+		"POSTLINE_CONSUMER_GROUP=" + f.group,
+		"POSTLINE_DATABASE_URL=" + dbURL,
+	}
+	return f, nil
+}
+
+func (f *fixture) close() {
+	for i := len(f.cleanups) - 1; i >= 0; i-- {
+		f.cleanups[i]()
+	}
+	f.cleanups = nil
+}
+
+// waitReady polls until every worker answers /readyz and the group is
+// stable with all of them as members and every partition assigned.
+func waitReady(ctx context.Context, procs []*benchproc.Proc, urls, brokers []string, group, jobsTopic string, partitions int) error {
+	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+	defer cancel()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 5 * time.Second}
+	httpc := &http.Client{Timeout: 2 * time.Second}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, p := range procs {
+			if p.Exited() {
+				return fmt.Errorf("a worker exited before it was ready:\n%s", p.LogTail(20))
+			}
+		}
+		last := readyOnce(ctx, httpc, client, urls, group, jobsTopic, partitions, len(procs))
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("workers not ready: %w (last: %v)", ctx.Err(), last)
+		case <-tick.C:
+		}
+	}
+}
+
+func readyOnce(ctx context.Context, httpc *http.Client, client *kafka.Client, urls []string, group, jobsTopic string, partitions, members int) error {
+	for _, u := range urls {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := httpc.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", u, resp.Status)
+		}
+	}
+	resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+	if err != nil {
+		return fmt.Errorf("describe group: %w", err)
+	}
+	if len(resp.Groups) != 1 || len(resp.Groups[0].Members) != members {
+		return fmt.Errorf("group %s does not have %d members yet", group, members)
+	}
+	return consumer.CheckAssigned(ctx, client, group, jobsTopic, partitions)
+}
+
+func createSchema(ctx context.Context, base, schema string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", errors.New("-database-url must be a postgres:// URL")
+	}
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return "", fmt.Errorf("connect to postgres: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create schema %s: %w", schema, err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+func dropSchema(ctx context.Context, base, schema string) error {
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return fmt.Errorf("drop schema %s: connect: %w", schema, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		return fmt.Errorf("drop schema %s: %w", schema, err)
+	}
+	return nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// cpuModel is the first "model name" of /proc/cpuinfo.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(string(b)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// memTotal is the machine's memory from /proc/meminfo, in GiB.
+func memTotal() string {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return "unknown memory"
+	}
+	for line := range strings.Lines(string(b)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && k == "MemTotal" {
+			if f := strings.Fields(v); len(f) == 2 {
+				if kb, err := strconv.ParseFloat(f[0], 64); err == nil {
+					return fmt.Sprintf("%.0f GiB", kb/(1<<20))
+				}
+			}
+		}
+	}
+	return "unknown memory"
+}

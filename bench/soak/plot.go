@@ -1,0 +1,123 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// palette colours the lines of one panel in order.
+var palette = []color.Color{
+	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+}
+
+// series is one line of a panel.
+type series struct {
+	name   string
+	pts    plotter.XYs
+	dashed bool
+}
+
+// panels are the plot's stacked panels over the same time axis: the rate
+// per sample window, each worker's RSS against the target, the tables'
+// live rows and their size on disk.
+func panels(samples []sample, workers int) [][]series {
+	n := len(samples)
+	rate := make(plotter.XYs, 0, n)
+	rows := make(plotter.XYs, 0, n)
+	msgBytes, idxBytes, rcptBytes := make(plotter.XYs, 0, n), make(plotter.XYs, 0, n), make(plotter.XYs, 0, n)
+	rss := make([]plotter.XYs, workers)
+	for _, x := range samples {
+		t := x.T.Seconds()
+		if x.Rate > 0 || x.Delivered > 0 {
+			rate = append(rate, plotter.XY{X: t, Y: x.Rate})
+		}
+		for i := range min(workers, len(x.RSS)) {
+			rss[i] = append(rss[i], plotter.XY{X: t, Y: mib(x.RSS[i])})
+		}
+		rows = append(rows, plotter.XY{X: t, Y: float64(x.Tables.MessagesRows) / 1000})
+		msgBytes = append(msgBytes, plotter.XY{X: t, Y: mib(x.Tables.MessagesBytes)})
+		idxBytes = append(idxBytes, plotter.XY{X: t, Y: mib(x.Tables.MessagesIndexBytes)})
+		rcptBytes = append(rcptBytes, plotter.XY{X: t, Y: mib(x.Tables.RecipientsBytes)})
+	}
+	var rssLines []series
+	for i, pts := range rss {
+		rssLines = append(rssLines, series{name: fmt.Sprintf("worker %d VmRSS", i), pts: pts})
+	}
+	if n > 0 {
+		first, last := samples[0].T.Seconds(), samples[n-1].T.Seconds()
+		target := mib(TargetRSS)
+		rssLines = append(rssLines, series{name: "target", dashed: true,
+			pts: plotter.XYs{{X: first, Y: target}, {X: last, Y: target}}})
+	}
+	return [][]series{
+		{{name: "mails/s", pts: rate}},
+		rssLines,
+		{{name: "postline_messages live rows", pts: rows}},
+		{
+			{name: "postline_messages total", pts: msgBytes},
+			{name: "postline_messages indexes", pts: idxBytes},
+			{name: "postline_recipients total", pts: rcptBytes},
+		},
+	}
+}
+
+var panelLabels = []string{"mails/s (per sample)", "worker RSS (MiB)", "live rows (thousands)", "size on disk (MiB)"}
+
+// writePlot draws the panels as one SVG, a panel above the other.
+func writePlot(w io.Writer, title string, samples []sample, workers int) error {
+	ps := panels(samples, workers)
+	plots := make([][]*plot.Plot, len(ps))
+	for i, lines := range ps {
+		p := plot.New()
+		if i == 0 {
+			p.Title.Text = title
+		}
+		if i == len(ps)-1 {
+			p.X.Label.Text = "seconds since the first job was published"
+		}
+		p.Y.Label.Text = panelLabels[i]
+		p.Y.Min = 0
+		p.Legend.Top = false
+		p.Legend.Left = true
+		p.Add(plotter.NewGrid())
+		for j, s := range lines {
+			if len(s.pts) == 0 {
+				continue
+			}
+			l, err := plotter.NewLine(s.pts)
+			if err != nil {
+				return fmt.Errorf("plot %s: %w", s.name, err)
+			}
+			l.Color = palette[j%len(palette)]
+			l.Width = vg.Points(1.2)
+			if s.dashed {
+				l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+				l.Color = color.Gray{Y: 0x60}
+			}
+			p.Add(l)
+			p.Legend.Add(s.name, l)
+		}
+		plots[i] = []*plot.Plot{p}
+	}
+	const width, height = 8 * vg.Inch, 11 * vg.Inch
+	c := vgsvg.New(width, height)
+	dc := draw.New(c)
+	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4),
+		PadLeft: vg.Points(4), PadRight: vg.Points(8), PadY: vg.Points(10)}
+	canvases := plot.Align(plots, tiles, dc)
+	for i := range plots {
+		plots[i][0].Draw(canvases[i][0])
+	}
+	_, err := c.WriteTo(w)
+	return err
+}

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"cmp"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Targets of the soak (issue 13).
+const (
+	// TargetRateRatio is the least rate of the last window against the
+	// first: no decay as the table grows.
+	TargetRateRatio = 0.9
+	// TargetRSS is the most any worker may hold resident at any time.
+	TargetRSS = 100 << 20
+	// TargetBloat is the most the bytes per live row may grow from the end
+	// of the first window to the end: the tables grow with their rows, not
+	// with dead tuples vacuum failed to reclaim.
+	TargetBloat = 1.5
+	// boundSlack is how many rows beyond the retention window the table may
+	// hold and still count as bounded: jobs claimed and not yet counted as
+	// sent, and the statistics collector's estimate being late.
+	boundSlack = 5000
+)
+
+// point is one progress poll: mails sent by then.
+type point struct {
+	T         time.Duration
+	Delivered int64
+}
+
+// timeAt is when the delivered count reached x, interpolated linearly
+// between the polls around it; false when it never did.
+func timeAt(points []point, x int64) (time.Duration, bool) {
+	i, found := slices.BinarySearchFunc(points, x, func(p point, x int64) int {
+		switch {
+		case p.Delivered < x:
+			return -1
+		case p.Delivered > x:
+			return 1
+		}
+		return 0
+	})
+	switch {
+	case i == len(points):
+		return 0, false
+	case found: // the first poll that saw x
+		return points[i].T, true
+	case i == 0:
+		return points[0].T, true
+	}
+	a, b := points[i-1], points[i]
+	f := float64(x-a.Delivered) / float64(b.Delivered-a.Delivered)
+	return a.T + time.Duration(f*float64(b.T-a.T)), true
+}
+
+// deliveredAt is the delivered count at t, interpolated between polls.
+func deliveredAt(points []point, t time.Duration) int64 {
+	i, _ := slices.BinarySearchFunc(points, t, func(p point, t time.Duration) int {
+		return cmp.Compare(p.T, t)
+	})
+	switch {
+	case len(points) == 0:
+		return 0
+	case i == 0:
+		return points[0].Delivered
+	case i == len(points):
+		return points[len(points)-1].Delivered
+	}
+	a, b := points[i-1], points[i]
+	f := float64(t-a.T) / float64(b.T-a.T)
+	return a.Delivered + int64(f*float64(b.Delivered-a.Delivered))
+}
+
+// windowRates are the rates of the first and the last window mails of
+// total: the first from the first mail sent (the workers' start-up before it
+// does not count), the last up to the total.
+func windowRates(points []point, total, window int64) (first, last float64, err error) {
+	if window < 1 || total < 2*window {
+		return 0, 0, fmt.Errorf("a window of %d mails needs at least %d in all, not %d", window, 2*window, total)
+	}
+	t1, ok1 := timeAt(points, 1)
+	tw, ok2 := timeAt(points, window)
+	tl, ok3 := timeAt(points, total-window)
+	tn, ok4 := timeAt(points, total)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return 0, 0, fmt.Errorf("the progress polls never reached %d mails", total)
+	}
+	if tw <= t1 || tn <= tl {
+		return 0, 0, fmt.Errorf("a window took no time (polls too coarse for %d mails)", window)
+	}
+	return float64(window-1) / (tw - t1).Seconds(), float64(window) / (tn - tl).Seconds(), nil
+}
+
+// params are the settings a report states and judges by.
+type params struct {
+	Jobs, Window    int64
+	Workers         int
+	Retention       time.Duration
+	ReaperInterval  time.Duration
+	SampleEvery     time.Duration
+	Command         string
+	Machine         string
+	ProducerSummary string
+	Took            time.Duration // wall time of the whole soak, start-up and clean-up included
+}
+
+// summary is what the soak found, judged against the targets.
+type summary struct {
+	params
+	Delivered, Failed, Purged int64
+	Span                      time.Duration // first mail to last
+	MeanRate                  float64
+	FirstRate, LastRate       float64
+	Ratio                     float64
+	MaxRSS, MaxPeak           []int64 // per worker: the most VmRSS sampled, the last VmHWM seen
+	MaxRows, FinalRows        int64
+	MaxBytes, FinalBytes      int64 // both tables, total
+	FinalIndexBytes           int64 // postline_messages indexes
+	BytesPerRowEarly          float64
+	BytesPerRowEnd            float64
+	MeanLoad                  float64
+	// RetentionReached is whether the run lasted long enough for any sent
+	// row to be older than the retention, so that the purge had work.
+	RetentionReached bool
+	// WorstBound is the sample whose rows came closest to (or passed) the
+	// bound of the retention window; only with RetentionReached.
+	WorstRows, WorstBound int64
+}
+
+func summarize(p params, points []point, samples []sample) (summary, error) {
+	s := summary{params: p}
+	if len(samples) == 0 || len(points) == 0 {
+		return s, fmt.Errorf("no samples")
+	}
+	lastSample := samples[len(samples)-1]
+	s.Delivered, s.Failed, s.Purged = lastSample.Delivered, lastSample.Failed, lastSample.Purged
+	var err error
+	if s.FirstRate, s.LastRate, err = windowRates(points, p.Jobs, p.Window); err != nil {
+		return s, err
+	}
+	s.Ratio = s.LastRate / s.FirstRate
+	t1, _ := timeAt(points, 1)
+	tn, _ := timeAt(points, p.Jobs)
+	s.Span = tn - t1
+	s.MeanRate = float64(p.Jobs-1) / s.Span.Seconds()
+
+	s.MaxRSS, s.MaxPeak = make([]int64, p.Workers), make([]int64, p.Workers)
+	var load float64
+	early := false
+	for _, x := range samples {
+		for i := range min(len(x.RSS), p.Workers) {
+			s.MaxRSS[i] = max(s.MaxRSS[i], x.RSS[i])
+			s.MaxPeak[i] = max(s.MaxPeak[i], x.Peak[i])
+		}
+		bytes := x.Tables.MessagesBytes + x.Tables.RecipientsBytes
+		s.MaxRows, s.MaxBytes = max(s.MaxRows, x.Tables.MessagesRows), max(s.MaxBytes, bytes)
+		if !early && x.Delivered >= p.Window && x.Tables.MessagesRows > 0 {
+			s.BytesPerRowEarly, early = float64(bytes)/float64(x.Tables.MessagesRows), true
+		}
+		load += x.Load1
+	}
+	s.MeanLoad = load / float64(len(samples))
+	s.FinalRows = lastSample.Tables.MessagesRows
+	s.FinalBytes = lastSample.Tables.MessagesBytes + lastSample.Tables.RecipientsBytes
+	s.FinalIndexBytes = lastSample.Tables.MessagesIndexBytes
+	if s.FinalRows > 0 {
+		s.BytesPerRowEnd = float64(s.FinalBytes) / float64(s.FinalRows)
+	}
+
+	// A row sent at t is purged by the first reaper pass after
+	// t + retention: up to one interval later, and a pass that has a
+	// backlog may take one more. Rows sent before then may still be there.
+	lag := p.Retention + 2*p.ReaperInterval
+	s.RetentionReached = lastSample.T-t1 > lag
+	if s.RetentionReached {
+		s.WorstBound = -1
+		for _, x := range samples {
+			if x.T-t1 <= lag {
+				continue
+			}
+			bound := x.Delivered - deliveredAt(points, x.T-lag) + boundSlack
+			if s.WorstBound < 0 || x.Tables.MessagesRows-bound > s.WorstRows-s.WorstBound {
+				s.WorstRows, s.WorstBound = x.Tables.MessagesRows, bound
+			}
+		}
+	}
+	return s, nil
+}
+
+// verdicts of the summary, in the order of the report.
+func (s summary) rateOK() bool { return s.Ratio >= TargetRateRatio }
+
+func (s summary) rssOK() bool {
+	return slices.Max(s.MaxPeak) <= TargetRSS && slices.Max(s.MaxRSS) <= TargetRSS
+}
+
+func (s summary) bloatOK() bool {
+	return s.BytesPerRowEarly > 0 && s.BytesPerRowEnd <= TargetBloat*s.BytesPerRowEarly
+}
+
+func (s summary) boundOK() bool { return s.RetentionReached && s.WorstRows <= s.WorstBound }
+
+func (s summary) deliveredOK() bool { return s.Delivered >= s.Jobs && s.Failed == 0 }
+
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+// markdown writes the soak's report.
+func (s summary) markdown(w io.Writer) {
+	fmt.Fprintf(w, "Command: `%s`\n\n", s.Command)
+	fmt.Fprintf(w, "Machine: %s; Kafka, PostgreSQL, smtp-sink and the harness share it with the workers. Mean 1-minute load average over the run: %.2f.\n\n", s.Machine, s.MeanLoad)
+	fmt.Fprintf(w, "Settings: %s jobs through %d workers in one group; POSTLINE_RETENTION=%s, reaper every %s (the worker's reaper runs the purge); %s; a sample every %s. Wall time of the whole soak: %s.\n\n",
+		thousands(s.Jobs), s.Workers, s.Retention, s.ReaperInterval, s.ProducerSummary, s.SampleEvery, s.Took.Round(time.Second))
+	fmt.Fprintln(w, "| measure | value | target | verdict |")
+	fmt.Fprintln(w, "|---|---:|---:|:---:|")
+	fmt.Fprintf(w, "| mails sent / failed | %s / %s | all / 0 | %s |\n", thousands(s.Delivered), thousands(s.Failed), verdict(s.deliveredOK()))
+	fmt.Fprintf(w, "| first mail to last | %s (%.0f mails/s) | - | - |\n", s.Span.Round(time.Second), s.MeanRate)
+	fmt.Fprintf(w, "| first %s mails | %.0f mails/s | - | - |\n", thousands(s.Window), s.FirstRate)
+	fmt.Fprintf(w, "| last %s mails | %.0f mails/s = %.3f× the first | ≥ %.2f× | %s |\n", thousands(s.Window), s.LastRate, s.Ratio, TargetRateRatio, verdict(s.rateOK()))
+	fmt.Fprintf(w, "| worker RSS, most sampled (VmRSS) | %s MiB | ≤ %d MiB | %s |\n", mibList(s.MaxRSS), TargetRSS>>20, verdict(s.rssOK()))
+	fmt.Fprintf(w, "| worker RSS, peak (VmHWM) | %s MiB | ≤ %d MiB | (above) |\n", mibList(s.MaxPeak), TargetRSS>>20)
+	fmt.Fprintf(w, "| postline_messages live rows, at the end / most | %s / %s | - | - |\n", thousands(s.FinalRows), thousands(s.MaxRows))
+	fmt.Fprintf(w, "| postline_messages + postline_recipients, at the end / most | %.0f / %.0f MiB (messages' indexes %.0f MiB) | - | - |\n",
+		mib(s.FinalBytes), mib(s.MaxBytes), mib(s.FinalIndexBytes))
+	fmt.Fprintf(w, "| bytes per live row, after the first %s / at the end | %.0f / %.0f | ≤ %.1f× | %s |\n",
+		thousands(s.Window), s.BytesPerRowEarly, s.BytesPerRowEnd, TargetBloat, verdict(s.bloatOK()))
+	if s.RetentionReached {
+		fmt.Fprintf(w, "| rows bounded by the retention window (worst sample: rows / mails sent within retention + 2 reaper intervals + %s) | %s / %s, %s purged | rows ≤ bound | %s |\n",
+			thousands(boundSlack), thousands(s.WorstRows), thousands(s.WorstBound), thousands(s.Purged), verdict(s.boundOK()))
+	} else {
+		fmt.Fprintf(w, "| rows bounded by the retention window | %s purged: no sent row reached the %s retention in a %s run | rows ≤ bound | NOT REACHED |\n",
+			thousands(s.Purged), s.Retention, s.Span.Round(time.Second))
+	}
+	fmt.Fprintln(w)
+	switch {
+	case !s.RetentionReached && s.rateOK() && s.rssOK() && s.bloatOK() && s.deliveredOK():
+		fmt.Fprintf(w, "Every target this run could reach is met; the purge's bound needs a run longer than the retention plus two reaper intervals (see -rate).\n")
+	case s.rateOK() && s.rssOK() && s.bloatOK() && s.boundOK() && s.deliveredOK():
+		fmt.Fprintln(w, "All targets met.")
+	default:
+		fmt.Fprintln(w, "Some targets missed.")
+	}
+}
+
+// csvHeader names the columns of writeCSV, one per worker for RSS.
+func csvHeader(workers int) []string {
+	h := []string{"t_s", "delivered", "failed", "purged", "rate_per_s"}
+	for i := range workers {
+		h = append(h, fmt.Sprintf("worker%d_rss_bytes", i), fmt.Sprintf("worker%d_peak_bytes", i))
+	}
+	return append(h, "messages_rows", "messages_total_bytes", "messages_index_bytes",
+		"recipients_rows", "recipients_total_bytes", "load1")
+}
+
+func writeCSV(w io.Writer, workers int, samples []sample) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(csvHeader(workers)); err != nil {
+		return err
+	}
+	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
+	for _, x := range samples {
+		row := []string{strconv.FormatFloat(x.T.Seconds(), 'f', 3, 64), i64(x.Delivered), i64(x.Failed), i64(x.Purged),
+			strconv.FormatFloat(x.Rate, 'f', 1, 64)}
+		for i := range workers {
+			var rss, peak int64
+			if i < len(x.RSS) {
+				rss, peak = x.RSS[i], x.Peak[i]
+			}
+			row = append(row, i64(rss), i64(peak))
+		}
+		t := x.Tables
+		row = append(row, i64(t.MessagesRows), i64(t.MessagesBytes), i64(t.MessagesIndexBytes),
+			i64(t.RecipientsRows), i64(t.RecipientsBytes), strconv.FormatFloat(x.Load1, 'f', 2, 64))
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+func mibList(bs []int64) string {
+	parts := make([]string, len(bs))
+	for i, b := range bs {
+		parts[i] = fmt.Sprintf("%.1f", mib(b))
+	}
+	return strings.Join(parts, " / ")
+}
+
+// thousands writes n with commas: 1000000 is 1,000,000.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
