@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/textproto"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/wneessen/go-mail"
 
@@ -61,14 +63,16 @@ func Message(j *job.Job) (*mail.Msg, error) {
 	}
 	m.Subject(j.Subject)
 
+	// The bodies are written from the job's strings as the message is
+	// rendered: SetBodyString would copy each into a buffer first.
 	switch {
 	case j.Text != "" && j.HTML != "":
-		m.SetBodyString(mail.TypeTextPlain, j.Text)
-		m.AddAlternativeString(mail.TypeTextHTML, j.HTML)
+		m.SetBodyWriter(mail.TypeTextPlain, writeString(j.Text))
+		m.AddAlternativeWriter(mail.TypeTextHTML, writeString(j.HTML))
 	case j.HTML != "":
-		m.SetBodyString(mail.TypeTextHTML, j.HTML)
+		m.SetBodyWriter(mail.TypeTextHTML, writeString(j.HTML))
 	default:
-		m.SetBodyString(mail.TypeTextPlain, j.Text)
+		m.SetBodyWriter(mail.TypeTextPlain, writeString(j.Text))
 	}
 
 	if err := setHeaders(m, j.Headers); err != nil {
@@ -92,6 +96,17 @@ func Message(j *job.Job) (*mail.Msg, error) {
 		m.AttachReadSeeker(a.Filename, bytes.NewReader(a.Content), opts...)
 	}
 	return m, nil
+}
+
+// writeString is a go-mail body writer of s. It hands the encoder the
+// string's bytes without a copy (io.WriteString would make one, the
+// encoders having no WriteString): io.Writer's contract forbids Write to
+// modify or keep them, so the string stays immutable.
+func writeString(s string) func(io.Writer) (int64, error) {
+	return func(w io.Writer) (int64, error) {
+		n, err := w.Write(unsafe.Slice(unsafe.StringData(s), len(s)))
+		return int64(n), err
+	}
 }
 
 // setHeaders sets the job's extra headers in a stable order. Names that
