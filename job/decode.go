@@ -63,24 +63,8 @@ func Decode(data []byte, limits Limits) (Job, error) {
 		return Job{}, invalid(ReasonMalformedJSON, "", "not valid UTF-8 at byte %d", firstInvalidUTF8(data))
 	}
 	var j Job
-	s := scanner{data: data, maxDepth: limits.MaxDepth, job: &j}
-	if err := s.document(); err != nil {
-		if errors.Is(err, errTooDeep) {
-			return Job{}, invalid(ReasonTooDeep, s.render(""), "objects and arrays nest deeper than %d", limits.MaxDepth)
-		}
-		return Job{}, invalid(ReasonMalformedJSON, "", "%v", err)
-	}
-	if err := checkVersion(s.version, s.hasVersion); err != nil {
+	if err := scan(data, limits.MaxDepth, &j); err != nil {
 		return Job{}, err
-	}
-	if s.problem != nil {
-		return Job{}, s.problem
-	}
-	if s.typeProblem != nil {
-		return Job{}, s.typeProblem
-	}
-	if s.missing != "" {
-		return Job{}, invalid(ReasonMissingField, s.missing, "required key is absent")
 	}
 	err := j.Validate(limits)
 	if validateMessageID(j.MessageID) == nil {
@@ -91,6 +75,50 @@ func Decode(data []byte, limits Limits) (Job, error) {
 		return j, err
 	}
 	return j, nil
+}
+
+// scan reads the document into j (steps 2 to 6 of Decode) with a pooled
+// scanner, whose path and buffers are reused from mail to mail.
+func scan(data []byte, maxDepth int, j *Job) *ValidationError {
+	s := scanners.Get().(*scanner)
+	defer s.release()
+	*s = scanner{data: data, maxDepth: maxDepth, job: j, path: s.path[:0], scratch: s.scratch[:0]}
+	if err := s.document(); err != nil {
+		if errors.Is(err, errTooDeep) {
+			return invalid(ReasonTooDeep, s.render(""), "objects and arrays nest deeper than %d", maxDepth)
+		}
+		return invalid(ReasonMalformedJSON, "", "%v", err)
+	}
+	if err := checkVersion(s.version, s.hasVersion); err != nil {
+		return err
+	}
+	if s.problem != nil {
+		return s.problem
+	}
+	if s.typeProblem != nil {
+		return s.typeProblem
+	}
+	if s.missing != "" {
+		return invalid(ReasonMissingField, s.missing, "required key is absent")
+	}
+	return nil
+}
+
+var scanners = sync.Pool{New: func() any { return new(scanner) }}
+
+// maxPooledScratch bounds the base64 buffer a pooled scanner keeps.
+const maxPooledScratch = 64 << 10
+
+// release returns s to the pool without what points into the document or
+// the Job.
+func (s *scanner) release() {
+	clear(s.path[:cap(s.path)]) // the keys point into the document
+	scratch := s.scratch
+	if cap(scratch) > maxPooledScratch {
+		scratch = nil
+	}
+	*s = scanner{path: s.path[:0], scratch: scratch}
+	scanners.Put(s)
 }
 
 // firstInvalidUTF8 is the offset of the first byte of data that does not
@@ -106,7 +134,7 @@ func firstInvalidUTF8(data []byte) int {
 	return len(data)
 }
 
-func checkVersion(tok json.Token, present bool) error {
+func checkVersion(tok json.Token, present bool) *ValidationError {
 	if !present {
 		return invalid(ReasonUnsupportedVersion, "version", "missing, want %d", SchemaVersion)
 	}

@@ -6,22 +6,23 @@ import (
 	"mime"
 	"net/mail"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // allowedHeaders are the custom headers a job may set besides X-* headers.
 // The worker sets every other header itself (Message-ID, From, To, Date,
-// MIME-Version, Content-*), so a job cannot override them. Keys are in
+// MIME-Version, Content-*), so a job cannot override them. They are in
 // lower case.
-var allowedHeaders = map[string]bool{
-	"list-unsubscribe":      true, // RFC 2369
-	"list-unsubscribe-post": true, // RFC 8058 one-click unsubscribe
-	"list-id":               true, // RFC 2919
-	"in-reply-to":           true, // threading
-	"references":            true, // threading
-	"auto-submitted":        true, // RFC 3834
-	"precedence":            true, // "bulk", "list": still read by autoresponders
+var allowedHeaders = []string{
+	"list-unsubscribe",      // RFC 2369
+	"list-unsubscribe-post", // RFC 8058 one-click unsubscribe
+	"list-id",               // RFC 2919
+	"in-reply-to",           // threading
+	"references",            // threading
+	"auto-submitted",        // RFC 3834
+	"precedence",            // "bulk", "list": still read by autoresponders
 }
 
 // reservedHeaderPrefix marks headers that only Postline itself may set.
@@ -33,11 +34,36 @@ const reservedHeaderPrefix = "x-postline-"
 // and Precedence. Names match case-insensitively. It does not check that
 // name is a valid field name.
 func HeaderAllowed(name string) bool {
-	lower := strings.ToLower(name)
-	if strings.HasPrefix(lower, "x-") {
-		return !strings.HasPrefix(lower, reservedHeaderPrefix) && len(lower) > len("x-")
+	// Compared without lower-casing a copy: the sender asks for every
+	// header of every mail. The names that pass are ASCII, and no
+	// non-ASCII letter lower-cases to one that would make a name pass.
+	if hasPrefixFold(name, "x-") {
+		return !hasPrefixFold(name, reservedHeaderPrefix) && len(name) > len("x-")
 	}
-	return allowedHeaders[lower]
+	for _, allowed := range allowedHeaders {
+		if len(name) == len(allowed) && hasPrefixFold(name, allowed) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasPrefixFold reports whether s begins with prefix, a lower-case ASCII
+// string, ignoring ASCII case.
+func hasPrefixFold(s, prefix string) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != prefix[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // Normalize puts j in the canonical form Publisher writes and Decode
@@ -88,11 +114,11 @@ func (j *Job) Validate(limits Limits) error {
 	if j.From == "" {
 		return invalid(ReasonMissingField, "from", "required")
 	}
-	if err := validateAddress("from", j.From); err != nil {
+	if err := validateAddress("from", -1, j.From); err != nil {
 		return err
 	}
 	for i, a := range j.ReplyTo {
-		if err := validateAddress(fmt.Sprintf("reply_to[%d]", i), a); err != nil {
+		if err := validateAddress("reply_to", i, a); err != nil {
 			return err
 		}
 	}
@@ -108,7 +134,7 @@ func (j *Job) Validate(limits Limits) error {
 		addrs []string
 	}{{"to", j.To}, {"cc", j.Cc}, {"bcc", j.Bcc}} {
 		for i, a := range list.addrs {
-			if err := validateAddress(fmt.Sprintf("%s[%d]", list.name, i), a); err != nil {
+			if err := validateAddress(list.name, i, a); err != nil {
 				return err
 			}
 		}
@@ -175,24 +201,33 @@ func validateMessageID(id string) error {
 	return nil
 }
 
-func validateAddress(field, addr string) error {
+// validateAddress checks the address at list[index] (index < 0: the field
+// list itself, as "from"). The field's name is formatted only for an
+// error: Validate runs once per mail, for every recipient.
+func validateAddress(list string, index int, addr string) error {
+	field := func() string {
+		if index < 0 {
+			return list
+		}
+		return list + "[" + strconv.Itoa(index) + "]"
+	}
 	if addr == "" {
-		return invalid(ReasonInvalidAddress, field, "empty address")
+		return invalid(ReasonInvalidAddress, field(), "empty address")
 	}
 	if hasInjection(addr) {
-		return invalid(ReasonHeaderInjection, field, "contains CR, LF or NUL")
+		return invalid(ReasonHeaderInjection, field(), "contains CR, LF or NUL")
 	}
 	if len(addr) > MaxAddressLength {
-		return invalid(ReasonInvalidAddress, field, "%d bytes, limit %d", len(addr), MaxAddressLength)
+		return invalid(ReasonInvalidAddress, field(), "%d bytes, limit %d", len(addr), MaxAddressLength)
 	}
 	a, err := mail.ParseAddress(addr)
 	if err != nil {
-		return invalid(ReasonInvalidAddress, field, "%v", err)
+		return invalid(ReasonInvalidAddress, field(), "%v", err)
 	}
 	// ParseAddress decodes RFC 2047 encoded words in the display name, which
 	// can smuggle a line break past the check above.
 	if hasInjection(a.Name) || hasInjection(a.Address) {
-		return invalid(ReasonHeaderInjection, field, "decoded display name contains CR, LF or NUL")
+		return invalid(ReasonHeaderInjection, field(), "decoded display name contains CR, LF or NUL")
 	}
 	return nil
 }
@@ -201,26 +236,32 @@ func validateHeaders(h map[string]string) error {
 	if len(h) > MaxHeaders {
 		return invalid(ReasonOversizeField, "headers", "%d headers, limit %d", len(h), MaxHeaders)
 	}
-	seen := make(map[string]string, len(h))
-	for _, name := range slices.Sorted(maps.Keys(h)) {
+	if len(h) == 0 {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(h))
+	for i, name := range names {
 		// The name is the producer's: shortened, the field stays small in
 		// a dead letter's headers and a log line whatever its length.
-		field := "headers." + truncate(name)
+		// It is formatted only for an error.
+		field := func() string { return "headers." + truncate(name) }
 		if hasInjection(name) {
 			return invalid(ReasonHeaderInjection, "headers", "header name %q contains CR, LF or NUL", truncate(name))
 		}
 		if err := validFieldName(name); err != nil {
-			return invalid(ReasonHeaderNotAllowed, field, "%v", err)
+			return invalid(ReasonHeaderNotAllowed, field(), "%v", err)
 		}
 		if !HeaderAllowed(name) {
-			return invalid(ReasonHeaderNotAllowed, field, "not on the allow-list (X-* except X-Postline-*, List-Unsubscribe, List-Unsubscribe-Post, List-Id, In-Reply-To, References, Auto-Submitted, Precedence)")
+			return invalid(ReasonHeaderNotAllowed, field(), "not on the allow-list (X-* except X-Postline-*, List-Unsubscribe, List-Unsubscribe-Post, List-Id, In-Reply-To, References, Auto-Submitted, Precedence)")
 		}
-		lower := strings.ToLower(name)
-		if other, dup := seen[lower]; dup {
-			return invalid(ReasonHeaderNotAllowed, field, "same header as %q (names are case-insensitive)", other)
+		// At most MaxHeaders ASCII names (validFieldName): comparing with
+		// the ones before costs less than a set.
+		for _, other := range names[:i] {
+			if strings.EqualFold(other, name) {
+				return invalid(ReasonHeaderNotAllowed, field(), "same header as %q (names are case-insensitive)", other)
+			}
 		}
-		seen[lower] = name
-		if err := checkLine(field, h[name], MaxHeaderValueLength); err != nil {
+		if err := checkLineLazy(field, h[name], MaxHeaderValueLength); err != nil {
 			return err
 		}
 	}
@@ -247,34 +288,41 @@ func validFieldName(name string) error {
 func validateAttachments(atts []Attachment, limit int) error {
 	total := 0
 	for i, a := range atts {
-		field := fmt.Sprintf("attachments[%d]", i)
+		// The fields are formatted only for an error.
+		filename := func() string { return attachmentField(i, ".filename") }
+		contentType := func() string { return attachmentField(i, ".content_type") }
 		if a.Filename == "" {
-			return invalid(ReasonMissingField, field+".filename", "required")
+			return invalid(ReasonMissingField, filename(), "required")
 		}
-		if err := checkLine(field+".filename", a.Filename, MaxFilenameLength); err != nil {
+		if err := checkLineLazy(filename, a.Filename, MaxFilenameLength); err != nil {
 			return err
 		}
 		if i := strings.IndexAny(a.Filename, "\"/\\"); i >= 0 {
-			return invalid(ReasonInvalidField, field+".filename", "contains %q", a.Filename[i])
+			return invalid(ReasonInvalidField, filename(), "contains %q", a.Filename[i])
 		}
 		if a.ContentType != "" {
-			if err := checkLine(field+".content_type", a.ContentType, MaxHeaderValueLength); err != nil {
+			if err := checkLineLazy(contentType, a.ContentType, MaxHeaderValueLength); err != nil {
 				return err
 			}
 			mt, _, err := mime.ParseMediaType(a.ContentType)
 			if err != nil {
-				return invalid(ReasonInvalidField, field+".content_type", "%v", err)
+				return invalid(ReasonInvalidField, contentType(), "%v", err)
 			}
 			if !strings.Contains(mt, "/") {
-				return invalid(ReasonInvalidField, field+".content_type", "%q is not type/subtype", mt)
+				return invalid(ReasonInvalidField, contentType(), "%q is not type/subtype", mt)
 			}
 		}
 		total += len(a.Content)
 		if total > limit {
-			return invalid(ReasonOversizeAttachment, field, "attachments total at least %d bytes, limit %d", total, limit)
+			return invalid(ReasonOversizeAttachment, attachmentField(i, ""), "attachments total at least %d bytes, limit %d", total, limit)
 		}
 	}
 	return nil
+}
+
+// attachmentField is the path of member of the i-th attachment.
+func attachmentField(i int, member string) string {
+	return "attachments[" + strconv.Itoa(i) + "]" + member
 }
 
 func validateMetadata(m map[string]string) error {
@@ -285,14 +333,14 @@ func validateMetadata(m map[string]string) error {
 		if hasInjection(k) {
 			return invalid(ReasonHeaderInjection, "metadata", "key %q contains CR, LF or NUL", truncate(k))
 		}
-		field := "metadata." + truncate(k)
+		field := func() string { return "metadata." + truncate(k) } // for an error only
 		if k == "" {
-			return invalid(ReasonInvalidField, field, "empty key")
+			return invalid(ReasonInvalidField, field(), "empty key")
 		}
 		if len(k) > MaxMetadataKeyLength {
-			return invalid(ReasonOversizeField, field, "key is %d bytes, limit %d", len(k), MaxMetadataKeyLength)
+			return invalid(ReasonOversizeField, field(), "key is %d bytes, limit %d", len(k), MaxMetadataKeyLength)
 		}
-		if err := checkLine(field, m[k], MaxMetadataValueLength); err != nil {
+		if err := checkLineLazy(field, m[k], MaxMetadataValueLength); err != nil {
 			return err
 		}
 	}
@@ -308,6 +356,15 @@ func checkLine(field, v string, limit int) error {
 		return invalid(ReasonOversizeField, field, "%d bytes, limit %d", len(v), limit)
 	}
 	return nil
+}
+
+// checkLineLazy is checkLine with the field's name formatted only for an
+// error.
+func checkLineLazy(field func() string, v string, limit int) error {
+	if len(v) <= limit && !hasInjection(v) {
+		return nil
+	}
+	return checkLine(field(), v, limit)
 }
 
 func hasInjection(s string) bool {

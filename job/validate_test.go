@@ -2,6 +2,7 @@ package job
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -296,4 +297,25 @@ func TestLimits(t *testing.T) {
 	if err := (Limits{MaxDepth: -1}).Validate(); err == nil || !strings.Contains(err.Error(), "MaxDepth") {
 		t.Fatalf("negative MaxDepth: got %v, want an error naming MaxDepth", err)
 	}
+}
+
+// FuzzHeaderAllowed holds HeaderAllowed, which compares without
+// lower-casing, to the lower-casing definition it replaced.
+func FuzzHeaderAllowed(f *testing.F) {
+	for _, s := range []string{"X-A", "x-", "X-Postline-Id", "x-postline-", "LIST-ID", "List-Unsubscribe-Post",
+		"Precedence", "From", "X\u212a-a", "X-\xff", "", "list-i\u0130d", "Auto-Submitted"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		lower := strings.ToLower(name)
+		want := false
+		if strings.HasPrefix(lower, "x-") {
+			want = !strings.HasPrefix(lower, reservedHeaderPrefix) && len(lower) > len("x-")
+		} else {
+			want = slices.Contains(allowedHeaders, lower)
+		}
+		if got := HeaderAllowed(name); got != want {
+			t.Fatalf("HeaderAllowed(%q) = %v, want %v", name, got, want)
+		}
+	})
 }
