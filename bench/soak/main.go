@@ -18,8 +18,8 @@
 // worker's /metrics), polled every -poll: a scrape costs the same however
 // large the table grows, where counting its rows would not. Every -sample
 // it also reads each worker's VmRSS and VmHWM from /proc and the size of
-// postline_messages and postline_recipients (pg_total_relation_size,
-// pg_indexes_size, and n_live_tup from the statistics collector: no scan).
+// postline_messages and of every table of the schema
+// (pg_total_relation_size, pg_indexes_size, and n_live_tup from the statistics collector: no scan).
 //
 // The retention purge is on the way an operator would run it for high
 // volume: POSTLINE_RETENTION at its floor, 1h (the reaper refuses less:
@@ -91,7 +91,8 @@ type options struct {
 	jobs, window, lead             int64
 	workers, partitions, bodyBytes int
 	senders                        int
-	rate                           float64
+	rate, ageAt                    float64
+	purgeWait                      time.Duration
 	retention, reaperInterval      time.Duration
 	sampleEvery, poll, timeout     time.Duration
 	workerBin, sink, out, logDir   string
@@ -105,9 +106,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Int64Var(&o.jobs, "jobs", 1_000_000, "jobs to deliver")
-	fs.Int64Var(&o.window, "window", 100_000, "mails of the first and the last window whose rates are compared")
+	fs.Int64Var(&o.window, "window", 0, "mails of the first and the last window whose rates are compared (0: a tenth of -jobs)")
 	fs.Int64Var(&o.lead, "lead", 50_000, "most jobs published ahead of the mails sent")
 	fs.Float64Var(&o.rate, "rate", 0, "publish at most this many jobs/s (0: as fast as the lead allows); for a soak longer than -retention")
+	fs.Float64Var(&o.ageAt, "age-at", 0.5, "when this share of the jobs is sent, move the sent rows' timestamps back past the retention, as if it had passed, so the workers' purge runs during the soak (0: never)")
+	fs.DurationVar(&o.purgeWait, "purge-wait", 5*time.Minute, "longest to wait after the last mail for the purge of the aged rows")
 	fs.IntVar(&o.workers, "workers", 2, "worker processes in the group")
 	fs.IntVar(&o.partitions, "partitions", 8, "partitions of the jobs topic")
 	fs.IntVar(&o.bodyBytes, "body-bytes", 256, "text body size of each job")
@@ -131,6 +134,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	if o.window == 0 {
+		o.window = o.jobs / 10
+	}
 	switch {
 	case o.window < 1 || o.jobs < 2*o.window:
 		return o, fmt.Errorf("-jobs %d must be at least twice -window %d (and -window at least 1)", o.jobs, o.window)
@@ -140,6 +146,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-workers %d must be between 1 and -partitions %d", o.workers, o.partitions)
 	case o.bodyBytes < 1 || o.senders < 0 || o.rate < 0:
 		return o, errors.New("-body-bytes must be positive, -senders and -rate not negative")
+	case o.ageAt < 0 || o.ageAt >= 1:
+		return o, fmt.Errorf("-age-at %v must be in [0, 1)", o.ageAt)
 	case o.sampleEvery < o.poll || o.poll <= 0:
 		return o, fmt.Errorf("-sample %s must be at least -poll %s, and -poll positive", o.sampleEvery, o.poll)
 	}
@@ -247,6 +255,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			memTotal(), runtime.Version()),
 		ProducerSummary: pr.describe(),
 		Took:            time.Since(began),
+		Aged:            m.aged,
 	}
 	s, err := summarize(p, m.points, m.samples)
 	if err != nil {
@@ -283,6 +292,29 @@ type monitor struct {
 	delivered atomic.Int64 // mails sent so far, for the producer's lead
 	points    []point
 	samples   []sample
+	aged      *aging // set by the aging goroutine before it reports on its channel
+}
+
+// agingSQL moves the sent rows' timestamps back past the retention: what
+// the retention passing would do to them, in one statement. Both columns
+// move, so a purge that selects by either finds them.
+const agingSQL = `UPDATE postline_messages
+	SET created_at = created_at - make_interval(secs => $1), updated_at = updated_at - make_interval(secs => $1)
+	WHERE status = 'sent'`
+
+// age runs agingSQL; it starts at sent mails and t.
+func (m *monitor) age(ctx context.Context, t time.Duration, sent int64) (*aging, error) {
+	start := time.Now()
+	shift := m.o.retention + time.Minute
+	tag, err := m.pool.Exec(ctx, agingSQL, shift.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("age the sent rows: %w", err)
+	}
+	tables, err := readTableStats(ctx, m.pool)
+	if err != nil {
+		return nil, err
+	}
+	return &aging{At: t, Took: time.Since(start), Sent: sent, Rows: tag.RowsAffected(), BytesAfter: tables.AllBytes}, nil
 }
 
 // stallAfter ends a soak in which no mail was sent for this long.
@@ -301,11 +333,21 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 		lastSampleT, lastReportAt time.Duration
 		lastProgress              = time.Now()
 		lastSampleDelivered       int64
+		agingStarted, agingDone   bool
+		agedCh                    = make(chan error, 1)
+		allSentAt                 time.Duration
 	)
 	for {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s of %s mails sent: %w", thousands(last.Sent), thousands(m.o.jobs), ctx.Err())
+		case err := <-agedCh:
+			if err != nil {
+				return err
+			}
+			agingDone = true
+			fmt.Fprintf(m.stderr, "soak: aged %s sent rows past the retention in %s\n", thousands(m.aged.Rows), m.aged.Took.Round(time.Millisecond))
+			continue
 		case <-prodDone:
 			if *prodErr != nil {
 				return *prodErr
@@ -329,7 +371,7 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 		m.delivered.Store(c.Sent)
 		if c.Sent != last.Sent {
 			lastProgress = time.Now()
-		} else if time.Since(lastProgress) >= stallAfter {
+		} else if c.Sent < m.o.jobs && time.Since(lastProgress) >= stallAfter {
 			return fmt.Errorf("%s of %s mails sent and none more for %s (see the worker logs)", thousands(c.Sent), thousands(m.o.jobs), stallAfter)
 		}
 		last = c
@@ -337,7 +379,23 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 		if c.Failed > 0 {
 			return fmt.Errorf("%s jobs failed, dead or rejected (sent %s)", thousands(c.Failed), thousands(c.Sent))
 		}
-		done := c.Sent >= m.o.jobs
+		if m.o.ageAt > 0 && !agingStarted && c.Sent >= int64(m.o.ageAt*float64(m.o.jobs)) {
+			// In its own goroutine: polls go on while the update runs, so
+			// the producer's lead stays current.
+			agingStarted = true
+			go func(t time.Duration, sent int64) {
+				a, err := m.age(ctx, t, sent)
+				m.aged = a
+				agedCh <- err
+			}(t, c.Sent)
+		}
+		if c.Sent >= m.o.jobs && allSentAt == 0 {
+			allSentAt = t
+		}
+		// Without aging the soak ends with the last mail; with it, once the
+		// aged rows are purged too, or -purge-wait after the last mail.
+		done := c.Sent >= m.o.jobs && (m.o.ageAt == 0 ||
+			(agingDone && (c.Purged >= m.aged.Rows || t-allSentAt >= m.o.purgeWait)))
 		if t-lastSampleT < m.o.sampleEvery && !done {
 			continue
 		}
@@ -351,7 +409,7 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 		if t-lastReportAt >= 30*time.Second || done {
 			fmt.Fprintf(m.stderr, "soak: %s: %s/%s sent, %.0f/s, RSS %s MiB, %s rows, %.0f MiB, %s purged, load %.2f\n",
 				t.Round(time.Second), thousands(c.Sent), thousands(m.o.jobs), x.Rate, mibList(x.RSS),
-				thousands(x.Tables.MessagesRows), mib(x.Tables.MessagesBytes+x.Tables.RecipientsBytes), thousands(c.Purged), x.Load1)
+				thousands(x.Tables.MessagesRows), mib(x.Tables.AllBytes), thousands(c.Purged), x.Load1)
 			lastReportAt = t
 		}
 		if done {

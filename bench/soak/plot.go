@@ -33,8 +33,8 @@ type series struct {
 func panels(samples []sample, workers int) [][]series {
 	n := len(samples)
 	rate := make(plotter.XYs, 0, n)
-	rows := make(plotter.XYs, 0, n)
-	msgBytes, idxBytes, rcptBytes := make(plotter.XYs, 0, n), make(plotter.XYs, 0, n), make(plotter.XYs, 0, n)
+	rows, purged := make(plotter.XYs, 0, n), make(plotter.XYs, 0, n)
+	msgBytes, idxBytes, allBytes := make(plotter.XYs, 0, n), make(plotter.XYs, 0, n), make(plotter.XYs, 0, n)
 	rss := make([]plotter.XYs, workers)
 	for _, x := range samples {
 		t := x.T.Seconds()
@@ -45,9 +45,10 @@ func panels(samples []sample, workers int) [][]series {
 			rss[i] = append(rss[i], plotter.XY{X: t, Y: mib(x.RSS[i])})
 		}
 		rows = append(rows, plotter.XY{X: t, Y: float64(x.Tables.MessagesRows) / 1000})
+		purged = append(purged, plotter.XY{X: t, Y: float64(x.Purged) / 1000})
 		msgBytes = append(msgBytes, plotter.XY{X: t, Y: mib(x.Tables.MessagesBytes)})
 		idxBytes = append(idxBytes, plotter.XY{X: t, Y: mib(x.Tables.MessagesIndexBytes)})
-		rcptBytes = append(rcptBytes, plotter.XY{X: t, Y: mib(x.Tables.RecipientsBytes)})
+		allBytes = append(allBytes, plotter.XY{X: t, Y: mib(x.Tables.AllBytes)})
 	}
 	var rssLines []series
 	for i, pts := range rss {
@@ -62,11 +63,11 @@ func panels(samples []sample, workers int) [][]series {
 	return [][]series{
 		{{name: "mails/s", pts: rate}},
 		rssLines,
-		{{name: "postline_messages live rows", pts: rows}},
+		{{name: "postline_messages live rows", pts: rows}, {name: "rows purged", pts: purged}},
 		{
 			{name: "postline_messages total", pts: msgBytes},
 			{name: "postline_messages indexes", pts: idxBytes},
-			{name: "postline_recipients total", pts: rcptBytes},
+			{name: "every table of the schema", pts: allBytes},
 		},
 	}
 }

@@ -43,10 +43,10 @@ func parseCounters(r io.Reader) (counters, error) {
 	for sc.Scan() {
 		line := sc.Text()
 		var name, labels, value string
-		switch {
-		case strings.HasPrefix(line, "postline_delivery_records_total{"):
+		switch metric, _, _ := strings.Cut(line, " "); {
+		case strings.HasPrefix(metric, "postline_delivery_records_total{"):
 			name = "records"
-		case strings.HasPrefix(line, "postline_reaper_purged_total"):
+		case metric == "postline_reaper_purged_total" || strings.HasPrefix(metric, "postline_reaper_purged_total{"):
 			name = "purged"
 		default:
 			continue
@@ -120,27 +120,29 @@ func scrape(ctx context.Context, httpc *http.Client, metricsURLs []string) (coun
 	return total, nil
 }
 
-// tableStats is the size of the two tables that grow with every job. Every
-// figure is O(1) to read: relation sizes are file sizes, rows are the
-// statistics collector's live tuple estimate (n_live_tup), not a count.
+// tableStats is the size of the soak's tables. Every figure is O(1) in the
+// rows: relation sizes are file sizes, rows are the statistics collector's
+// live tuple estimate (n_live_tup), not a count, and the schema's own
+// tables are a handful of catalog rows.
 type tableStats struct {
 	MessagesBytes      int64 // pg_total_relation_size(postline_messages): heap, TOAST and indexes
 	MessagesIndexBytes int64 // pg_indexes_size(postline_messages)
 	MessagesRows       int64
-	RecipientsBytes    int64 // pg_total_relation_size(postline_recipients)
 	RecipientsRows     int64
+	AllBytes           int64 // every table of the soak's schema, TOAST and indexes included
 }
 
 const tableStatsSQL = `SELECT pg_total_relation_size('postline_messages'::regclass),
 	pg_indexes_size('postline_messages'::regclass),
 	(SELECT n_live_tup FROM pg_stat_user_tables WHERE relid = 'postline_messages'::regclass),
-	pg_total_relation_size('postline_recipients'::regclass),
-	(SELECT n_live_tup FROM pg_stat_user_tables WHERE relid = 'postline_recipients'::regclass)`
+	(SELECT n_live_tup FROM pg_stat_user_tables WHERE relid = 'postline_recipients'::regclass),
+	(SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c
+		WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p'))`
 
 func readTableStats(ctx context.Context, pool *pgxpool.Pool) (tableStats, error) {
 	var s tableStats
 	err := pool.QueryRow(ctx, tableStatsSQL).Scan(&s.MessagesBytes, &s.MessagesIndexBytes, &s.MessagesRows,
-		&s.RecipientsBytes, &s.RecipientsRows)
+		&s.RecipientsRows, &s.AllBytes)
 	if err != nil {
 		return tableStats{}, fmt.Errorf("table sizes: %w", err)
 	}

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func pts(xs ...int64) []point {
+	// One poll a second: xs[i] mails sent after i seconds.
+	out := make([]point, len(xs))
+	for i, x := range xs {
+		out[i] = point{T: time.Duration(i) * time.Second, Delivered: x}
+	}
+	return out
+}
+
+func TestTimeAt(t *testing.T) {
+	p := pts(0, 100, 100, 300)
+	for _, tc := range []struct {
+		x    int64
+		want time.Duration
+		ok   bool
+	}{
+		{0, 0, true},
+		{50, 500 * time.Millisecond, true},
+		{100, time.Second, true}, // the first poll that saw it, not the second
+		{200, 2500 * time.Millisecond, true},
+		{300, 3 * time.Second, true},
+		{301, 0, false},
+	} {
+		got, ok := timeAt(p, tc.x)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("timeAt(%d) = %s, %v; want %s, %v", tc.x, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestDeliveredAt(t *testing.T) {
+	p := pts(0, 100, 300)
+	for _, tc := range []struct {
+		t    time.Duration
+		want int64
+	}{
+		{-time.Second, 0},
+		{0, 0},
+		{500 * time.Millisecond, 50},
+		{1500 * time.Millisecond, 200},
+		{time.Hour, 300},
+	} {
+		if got := deliveredAt(p, tc.t); got != tc.want {
+			t.Errorf("deliveredAt(%s) = %d, want %d", tc.t, got, tc.want)
+		}
+	}
+	if got := deliveredAt(nil, time.Second); got != 0 {
+		t.Errorf("deliveredAt(nil) = %d, want 0", got)
+	}
+}
+
+func TestWindowRates(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		points        []point
+		total, window int64
+		first, last   float64
+		wantErr       string
+	}{
+		{
+			// 1,000/s throughout after a second of start-up, which the
+			// first window does not count.
+			name:   "steady",
+			points: pts(0, 0, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000),
+			total:  10000, window: 1000, first: 1000, last: 1000,
+		},
+		{
+			name:   "decaying to half",
+			points: pts(0, 2000, 4000, 6000, 7000, 8000, 9000),
+			total:  9000, window: 2000, first: 2000, last: 1000,
+		},
+		{name: "total below two windows", points: pts(0, 10), total: 10, window: 6, wantErr: "at least 12"},
+		{name: "never finished", points: pts(0, 500, 900), total: 1000, window: 100, wantErr: "never reached"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first, last, err := windowRates(tc.points, tc.total, tc.window)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !near(first, tc.first) || !near(last, tc.last) {
+				t.Fatalf("rates %.2f, %.2f; want %.2f, %.2f", first, last, tc.first, tc.last)
+			}
+		})
+	}
+}
+
+func near(a, b float64) bool { return a-b < 0.01 && b-a < 0.01 }
+
+// soakOf is a soak at rate mails/s for secs seconds, sampled every 10 s,
+// with rows kept as keep(delivered, t) says and RSS rss per worker.
+func soakOf(rate int64, secs int, keep func(delivered int64, t time.Duration) int64, rss int64) ([]point, []sample) {
+	var points []point
+	var samples []sample
+	for i := 0; i <= secs; i++ {
+		t := time.Duration(i) * time.Second
+		d := rate * int64(i)
+		points = append(points, point{T: t, Delivered: d})
+		if i > 0 && i%10 == 0 {
+			rows := keep(d, t)
+			samples = append(samples, sample{T: t, Delivered: d, Rate: float64(rate), Purged: d - rows,
+				RSS: []int64{rss, rss}, Peak: []int64{rss + 1, rss + 1},
+				Tables: tableStats{MessagesRows: rows, MessagesBytes: rows * 800, MessagesIndexBytes: rows * 100,
+					RecipientsRows: rows, AllBytes: rows * 1000},
+				Load1: 2})
+		}
+	}
+	return points, samples
+}
+
+func TestSummarize(t *testing.T) {
+	keepAll := func(d int64, _ time.Duration) int64 { return d }
+	base := params{Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second, SampleEvery: 10 * time.Second}
+	t.Run("short run keeps every row: the bound is not reached", func(t *testing.T) {
+		points, samples := soakOf(1000, 600, keepAll, 60<<20)
+		p := base
+		p.Jobs, p.Window = 600_000, 60_000
+		s, err := summarize(p, points, samples)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.RetentionReached || s.boundOK() {
+			t.Fatalf("RetentionReached %v, boundOK %v after a 10-minute run with a 1h retention", s.RetentionReached, s.boundOK())
+		}
+		if !s.rateOK() || !s.rssOK() || !s.bloatOK() || !s.deliveredOK() {
+			t.Fatalf("a steady soak fails a target: %+v", s)
+		}
+		if s.FinalRows != 600_000 || s.BytesPerRowEnd != 1000 || s.MeanLoad != 2 {
+			t.Fatalf("final rows %d, bytes/row %.0f, load %.1f", s.FinalRows, s.BytesPerRowEnd, s.MeanLoad)
+		}
+	})
+	// A soak at 100/s for 2 hours with a 1h retention: the purge must keep
+	// about 100 × (1h + the reaper's lag) rows.
+	purgedAfter := func(lag time.Duration) func(int64, time.Duration) int64 {
+		return func(d int64, t time.Duration) int64 {
+			if t <= lag {
+				return d
+			}
+			return d - 100*int64((t-lag)/time.Second)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		lag  time.Duration
+		ok   bool
+	}{
+		{"the purge keeps up", time.Hour + 30*time.Second, true},
+		{"the purge falls behind", time.Hour + 10*time.Minute, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			points, samples := soakOf(100, 7200, purgedAfter(tc.lag), 60<<20)
+			p := base
+			p.Jobs, p.Window = 720_000, 72_000
+			s, err := summarize(p, points, samples)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !s.RetentionReached || s.boundOK() != tc.ok {
+				t.Fatalf("RetentionReached %v, boundOK %v (worst %d rows, bound %d); want reached, %v",
+					s.RetentionReached, s.boundOK(), s.WorstRows, s.WorstBound, tc.ok)
+			}
+		})
+	}
+	t.Run("a worker above the RSS target fails", func(t *testing.T) {
+		points, samples := soakOf(1000, 600, keepAll, 60<<20)
+		samples[3].Peak[1] = TargetRSS + 1 // a spike between samples shows in VmHWM only
+		p := base
+		p.Jobs, p.Window = 600_000, 60_000
+		s, err := summarize(p, points, samples)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.rssOK() {
+			t.Fatalf("rssOK with a peak of %d bytes", s.MaxPeak[1])
+		}
+	})
+	t.Run("bloat fails", func(t *testing.T) {
+		points, samples := soakOf(1000, 600, keepAll, 60<<20)
+		last := &samples[len(samples)-1]
+		last.Tables.AllBytes = last.Tables.MessagesRows * 2000
+		p := base
+		p.Jobs, p.Window = 600_000, 60_000
+		s, err := summarize(p, points, samples)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.bloatOK() {
+			t.Fatalf("bloatOK with %.0f bytes a row at the end against %.0f", s.BytesPerRowEnd, s.BytesPerRowEarly)
+		}
+	})
+	if _, err := summarize(base, nil, nil); err == nil {
+		t.Fatal("summarize without samples succeeded")
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	points, samples := soakOf(1000, 600, func(d int64, _ time.Duration) int64 { return d }, 60<<20)
+	p := params{Jobs: 600_000, Window: 60_000, Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second,
+		SampleEvery: 10 * time.Second, Command: "go run ./bench/soak", Machine: "2 CPUs", ProducerSummary: "ahead"}
+	s, err := summarize(p, points, samples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	s.markdown(&b)
+	md := b.String()
+	for _, want := range []string{
+		"| mails sent / failed | 600,000 / 0 | all / 0 | PASS |",
+		"| last 60,000 mails | 1000 mails/s = 1.000× the first | ≥ 0.90× | PASS |",
+		"| worker RSS, most sampled (VmRSS) | 60.0 / 60.0 MiB | ≤ 100 MiB | PASS |",
+		"NOT REACHED",
+		"Every target this run could reach is met",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestWriteCSV(t *testing.T) {
+	_, samples := soakOf(1000, 20, func(d int64, _ time.Duration) int64 { return d }, 50<<20)
+	var b bytes.Buffer
+	if err := writeCSV(&b, 2, samples); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&b).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 || len(rows[0]) != len(csvHeader(2)) || len(rows[1]) != len(rows[0]) {
+		t.Fatalf("CSV of %d rows, widths %d and %d; want 3 rows as wide as the header", len(rows), len(rows[0]), len(rows[1]))
+	}
+	if got := strings.Join(rows[1][:5], ","); got != "10.000,10000,0,0,1000.0" {
+		t.Fatalf("first row starts %q", got)
+	}
+}
+
+func TestThousands(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1000000: "1,000,000", -12345: "-12,345"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestSummarizeAging(t *testing.T) {
+	// 1,000 mails/s for 600 s; at t = 300 s the 300,000 sent rows are
+	// aged, and the purge deletes purgeRate of them a second from t = 310 s.
+	soak := func(purgeRate int64, finalBytes int64) summary {
+		t.Helper()
+		points, samples := soakOf(1000, 600, func(d int64, at time.Duration) int64 {
+			if at <= 310*time.Second {
+				return d
+			}
+			return d - min(300_000, purgeRate*int64((at-310*time.Second)/time.Second))
+		}, 60<<20)
+		samples[len(samples)-1].Tables.AllBytes = finalBytes
+		p := params{Jobs: 600_000, Window: 60_000, Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second,
+			Aged: &aging{At: 300 * time.Second, Took: 10 * time.Second, Sent: 300_000, Rows: 300_000, BytesAfter: 400 << 20}}
+		s, err := summarize(p, points, samples)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := soak(5000, 450<<20)
+	if s.PurgeTook != 60*time.Second || s.PurgeRate != 5000 || !s.purgeOK() || !s.spaceOK() {
+		t.Fatalf("purge at 5,000/s: took %s, %.0f/s, purgeOK %v, spaceOK %v", s.PurgeTook, s.PurgeRate, s.purgeOK(), s.spaceOK())
+	}
+	if s := soak(5000, 600<<20); s.spaceOK() {
+		t.Fatal("spaceOK with the tables 1.5x their size after the aging")
+	}
+	// At 500/s the purge falls behind the 1,000/s of delivery: it ends
+	// after the soak, so it never finished.
+	if s := soak(500, 450<<20); s.purgeOK() || s.PurgeTook != 0 {
+		t.Fatalf("a purge slower than delivery: purgeOK %v, took %s", s.purgeOK(), s.PurgeTook)
+	}
+	var b strings.Builder
+	s.markdown(&b)
+	if !strings.Contains(b.String(), "300,000 rows aged in 10s; all purged 1m0s later: 5000 rows/s = 5.00× the mean delivery rate") {
+		t.Fatalf("markdown lacks the purge line:\n%s", b.String())
+	}
+}
