@@ -133,6 +133,12 @@ func (rp *relayPool) headroom() int {
 	return rp.limit() - rp.inUse
 }
 
+// rankedPool is a relay and its headroom when acquireAny ranked it.
+type rankedPool struct {
+	pool *relayPool
+	room int
+}
+
 // acquireAny waits until a send may start on one of pools, relays of one
 // priority, and returns that relay and a session on it. Relays that may
 // take a send now are tried in order of most headroom, so relays of one
@@ -146,11 +152,17 @@ func acquireAny(ctx context.Context, pools []*relayPool) (Session, *relayPool, b
 	}
 	for {
 		if len(order) > 1 {
-			room := make(map[*relayPool]int, len(order))
+			// Each headroom is read once, into a slice rather than a map:
+			// this runs for every send.
+			var buf [8]rankedPool
+			ranked := buf[:0]
 			for _, rp := range order {
-				room[rp] = rp.headroom()
+				ranked = append(ranked, rankedPool{rp, rp.headroom()})
 			}
-			slices.SortStableFunc(order, func(a, b *relayPool) int { return cmp.Compare(room[b], room[a]) })
+			slices.SortStableFunc(ranked, func(a, b rankedPool) int { return cmp.Compare(b.room, a.room) })
+			for i, r := range ranked {
+				order[i] = r.pool
+			}
 		}
 		var (
 			waits   []*relayPool

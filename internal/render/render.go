@@ -1,12 +1,14 @@
 package render
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -25,6 +27,23 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	}
 	l.left -= len(p)
 	return l.w.Write(p)
+}
+
+// outputBuffers hold rendered parts until they are copied into strings.
+var outputBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledOutput bounds the buffer kept for reuse, so that one large
+// rendering does not pin its size in the pool.
+const maxPooledOutput = 256 << 10
+
+// releaseOutput empties buf, which held a recipient's rendered mail, and
+// returns it to the pool unless it grew large.
+func releaseOutput(buf *bytes.Buffer) {
+	if buf.Cap() > maxPooledOutput {
+		return
+	}
+	buf.Reset()
+	outputBuffers.Put(buf)
 }
 
 type executor interface {
@@ -72,10 +91,14 @@ func (c *Compiled) Render(locale string, data map[string]any) (r Rendered, err e
 			html, htmlLoc = p.html, chain[i].name
 		}
 	}
-	w := &limitWriter{left: MaxOutputBytes}
+	// The parts are rendered into one pooled buffer and copied out at
+	// their size: a builder per part would grow by doubling through
+	// template's many small writes, for every mail.
+	buf := outputBuffers.Get().(*bytes.Buffer)
+	defer releaseOutput(buf)
+	w := &limitWriter{left: MaxOutputBytes, w: buf}
 	exec := func(part, loc string, t executor) (string, error) {
-		var b strings.Builder
-		w.w = &b
+		buf.Reset()
 		if e := t.Execute(w, data); e != nil {
 			if errors.Is(e, ErrOutputTooLarge) {
 				return "", fail(part, loc, StageLimit, ReasonOutputTooLarge, fmt.Errorf("%w: limit %d bytes", ErrOutputTooLarge, MaxOutputBytes))
@@ -89,7 +112,7 @@ func (c *Compiled) Render(locale string, data map[string]any) (r Rendered, err e
 			}
 			return "", fail(part, loc, StageExecute, reason, c.sanitize(e))
 		}
-		return b.String(), nil
+		return buf.String(), nil
 	}
 	if r.Subject, err = exec("subject", subjLoc, subject); err != nil {
 		return Rendered{}, err
