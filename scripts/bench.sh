@@ -71,6 +71,11 @@ else
   printf 'bench: commit %s (the baseline worker) is not in this clone: the table has no baseline row\n' "$BASELINE_REV" >&2
 fi
 
+# What bin/worker was built from, for the report: the commit, and whether the tree had changes.
+WORKER_REV="$(git rev-parse --short HEAD)"
+[[ -z "$(git status --porcelain -- cmd internal job go.mod go.sum)" ]] || WORKER_REV+="+uncommitted"
+OLD_ARGS+=(-worker-rev "$WORKER_REV")
+
 # The shared services whose CPU the pipeline columns count, by the pid files stack.sh keeps.
 PIPELINE_ARGS=(-kafka-pid-file .stack/kafka.pid -sink-pid-file .stack/smtp-sink.pid)
 PG_DATA="$(cat .stack/pg-location 2>/dev/null || printf '%s' .stack/pg)"

@@ -1,9 +1,12 @@
 // Command e2e is the end-to-end delivery benchmark behind `make bench`
 // (scripts/bench.sh builds the binaries and runs it). It owns the measurement
-// only: the worker under test is cmd/worker, the baseline is bench/naive.
+// only: the worker under test is cmd/worker, the baselines are a worker built
+// from an earlier commit (-baseline-bin) and bench/naive.
 //
 // For each variant, in one run and on the same local stack:
 //
+//   - baseline: -baseline-bin with the postline settings, just before the
+//     postline row in every run, for the "CPU per mail vs baseline" target;
 //   - postline: bin/worker with -senders SMTP sessions;
 //   - template: the same worker and settings, but every job names a stored
 //     template (template.go) that the worker renders, instead of carrying
@@ -18,16 +21,26 @@
 // (1 KiB text body) as fast as job.Publisher goes, polls postline_messages
 // until every row is sent, and stops the binary with SIGTERM. Throughput is
 // mails / (last sent_at - first enqueued_at); latency percentiles are
-// sent_at - enqueued_at computed in SQL; CPU is the binary's user+system time
-// and peak RSS its maximum resident set size, both from time.
+// sent_at - enqueued_at computed in SQL; own CPU is the binary's user+system
+// time and peak RSS its maximum resident set size, both from time. The
+// worker's /metrics gives its allocations per mail over the delivery window.
 //
 // Then Postfix's smtp-source sends the same number of mails into the same
 // smtp-sink with -senders sessions, once with a new connection per mail
 // (smtp-source) and once reusing connections (-d, smtp-source-d): the
-// ceiling of the sink on this machine.
+// ceiling of the sink on this machine. The postfix variant (postfix.go)
+// puts a Postfix relay that it configures and starts itself in front of the
+// same sink and injects the mails into it with smtp-source -d.
 //
-// It prints a Markdown table with ratios against the naive row and the share
-// of the smtp-source-d rate, and writes benchstat-compatible lines to -out.
+// Every row also gets its whole-pipeline CPU (pipeline.go): every process
+// its mails pass through (Kafka, PostgreSQL and the sink by their pid files,
+// the injector, the binary) sampled from /proc over the delivery window.
+//
+// It prints a verdict table for the targets (vs the Postfix relay, share of
+// smtp-source-d, CPU vs baseline, allocations per mail), the Markdown table
+// with ratios against the naive and postfix rows and the share of the
+// smtp-source-d rate, and the pipeline CPU by process, and writes
+// benchstat-compatible lines to -out.
 //
 // The memory variant (memory.go) pushes a burst of ~900 KB jobs through one
 // worker under an enforced cgroup memory limit and reports its peak RSS
@@ -106,6 +119,7 @@ type options struct {
 	// baselineBin is the worker built from an earlier commit (baselineRev),
 	// run as the baseline row beside the postline row.
 	baselineBin, baselineRev string
+	workerRev                string
 	// The pid files of the shared services whose CPU the pipeline figure
 	// counts (empty: not counted).
 	kafkaPIDFile, postgresPIDFile, sinkPIDFile string
@@ -151,6 +165,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	variants := fs.String("variants", "baseline,postline,template,naive,smtp-source,postfix,memory", "variants to run, comma-separated (baseline: -baseline-bin with the postline settings, skipped without it; template: the worker rendering a stored template per job; smtp-source runs both smtp-source rows, smtp-source-d only the -d one; postfix: smtp-source -d through a Postfix relay the run configures; memory runs the bounded row and its baselines)")
 	fs.StringVar(&o.baselineBin, "baseline-bin", "", "a worker built from an earlier commit, run with the postline row's settings as the baseline row (empty: no baseline row)")
 	fs.StringVar(&o.baselineRev, "baseline-rev", "", "the commit -baseline-bin was built from, for the table")
+	fs.StringVar(&o.workerRev, "worker-rev", "", "what -worker-bin was built from (a commit, +uncommitted for a dirty tree), for the report")
 	fs.StringVar(&o.kafkaPIDFile, "kafka-pid-file", "", "pid file of the Kafka broker, counted in the pipeline CPU of the worker rows (empty: not counted)")
 	fs.StringVar(&o.postgresPIDFile, "postgres-pid-file", "", "PostgreSQL's postmaster.pid; the postmaster, its live backends and its reaped children are counted in the worker rows (empty: not counted)")
 	fs.StringVar(&o.sinkPIDFile, "sink-pid-file", "", "pid file of the smtp-sink, counted in every row's pipeline CPU (empty: not counted)")
@@ -401,6 +416,9 @@ func report(w io.Writer, o options, args []string, cpu string, all []result) {
 	if slices.Contains(o.variants, variantPostfix) {
 		fmt.Fprintf(w, "- postfix: Debian's Postfix %s configured by the run as a relay (its own config, queue and data directories, a free loopback port, relayhost the sink, the default durable queue, default_process_limit 200, smtp_destination_concurrency_limit 64); smtp-source -d -s %d injects the mails; mails/s runs from smtp-source's start to the relay's last status=sent in its log (the sink's 250, what a worker row's sent_at records).\n",
 			postfixVersion(), o.senders)
+	}
+	if o.workerRev != "" {
+		fmt.Fprintf(w, "- postline: %s built from %s.\n", o.workerBin, o.workerRev)
 	}
 	if slices.Contains(o.variants, variantBaseline) {
 		fmt.Fprintf(w, "- baseline: %s (commit %s) with the postline row's settings, run just before it in every run.\n", o.baselineBin, cmp.Or(o.baselineRev, "unknown"))
