@@ -182,7 +182,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.mem.sample, "memory-sample", 100*time.Millisecond, "memory variant: how often VmRSS and VmHWM are polled")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "longest a variant may take to deliver its jobs")
 	fs.StringVar(&o.logDir, "log-dir", "", "directory for the binaries' logs and time reports (default: a new temp dir)")
-	fs.BoolVar(&o.keep, "keep", false, "keep topics and schemas after the run")
+	fs.BoolVar(&o.keep, "keep", false, "keep topics, schemas and the Postfix relay's directory (config, log) after the run")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -100,7 +100,7 @@ func startPostfix(relayhost string, stderr io.Writer) (_ *postfixInstance, err e
 	p := &postfixInstance{dir: dir, conf: filepath.Join(dir, "etc"), queue: filepath.Join(dir, "queue"), logPath: filepath.Join(dir, "postfix.log")}
 	defer func() {
 		if err != nil {
-			p.stop(stderr)
+			p.stop(false, stderr)
 		}
 	}()
 	if err := os.Chmod(dir, 0o755); err != nil {
@@ -187,8 +187,8 @@ func (p *postfixInstance) masterPID() (int, error) {
 }
 
 // stop stops the instance, waits for its master to exit and removes its
-// directories.
-func (p *postfixInstance) stop(stderr io.Writer) {
+// directories unless keep (-keep: its config and log stay for a look).
+func (p *postfixInstance) stop(keep bool, stderr io.Writer) {
 	pid, perr := p.masterPID()
 	if err := p.run("postfix", "-c", p.conf, "stop"); err != nil && perr == nil {
 		fmt.Fprintf(stderr, "bench: postfix: %v\n", err)
@@ -201,6 +201,10 @@ func (p *postfixInstance) stop(stderr io.Writer) {
 		if syscall.Kill(pid, 0) == nil {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
+	}
+	if keep {
+		fmt.Fprintf(stderr, "bench: postfix: kept %s\n", p.dir)
+		return
 	}
 	if err := os.RemoveAll(p.dir); err != nil {
 		fmt.Fprintf(stderr, "bench: postfix: remove %s: %v\n", p.dir, err)
@@ -269,11 +273,7 @@ func runPostfix(ctx context.Context, o options, run int, stderr io.Writer) (resu
 	if err != nil {
 		return result{}, err
 	}
-	defer func() {
-		if !o.keep {
-			p.stop(stderr)
-		}
-	}()
+	defer p.stop(o.keep, stderr)
 	master, err := p.masterPID()
 	if err != nil {
 		return result{}, fmt.Errorf("postfix: %w", err)

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"fmt"
+	"net/smtp"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestCountDeliveries(t *testing.T) {
@@ -78,5 +82,75 @@ func TestPostfixMainCf(t *testing.T) {
 		if strings.Contains(cf, never) {
 			t.Errorf("main.cf sets %s; the relay is meant to run with its defaults there", never)
 		}
+	}
+}
+
+// TestPostfixRelaysIntoTheSink starts the benchmark's own Postfix in front
+// of the stack's smtp-sink, relays a few mails through it and stops it.
+func TestPostfixRelaysIntoTheSink(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: starts a Postfix relay in front of the stack's smtp-sink; skipped under -short")
+	}
+	sink := os.Getenv("POSTLINE_TEST_SMTP_SINK")
+	if sink == "" {
+		t.Skip("POSTLINE_TEST_SMTP_SINK unset: start the stack with scripts/stack.sh up --with-sink and eval \"$(scripts/stack.sh env)\"")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the postfix command needs root to run an instance from its own config directory")
+	}
+	if _, err := os.Stat("/usr/sbin/postfix"); err != nil {
+		t.Skip("Debian's postfix is not installed (scripts/stack.sh up installs it)")
+	}
+	var log strings.Builder
+	p, err := startPostfix(sink, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	master, err := p.masterPID()
+	if err != nil {
+		p.stop(false, &log)
+		t.Fatal(err)
+	}
+	defer func() {
+		p.stop(false, &log)
+		if _, err := os.Stat(p.dir); !os.IsNotExist(err) {
+			t.Errorf("%s is still there after stop: %v", p.dir, err)
+		}
+		if syscall.Kill(master, 0) == nil {
+			t.Errorf("the master (pid %d) still runs after stop", master)
+		}
+		if log.Len() > 0 {
+			t.Logf("harness output: %s", log.String())
+		}
+	}()
+
+	const n = 20
+	for i := range n {
+		msg := fmt.Sprintf("From: bench@postline.test\r\nTo: rcpt%d@sink.postline.test\r\nSubject: relay test %d\r\n\r\nbody\r\n", i, i)
+		if err := smtp.SendMail(p.addr, nil, "bench@postline.test", []string{fmt.Sprintf("rcpt%d@sink.postline.test", i)}, []byte(msg)); err != nil {
+			t.Fatalf("mail %d into the relay: %v", i, err)
+		}
+	}
+	var tail logTail
+	var c logCounts
+	deadline := time.Now().Add(60 * time.Second)
+	for c.sent < n {
+		lines, err := tail.read(p.logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c = c.add(countDeliveries(lines))
+		if c.bounced > 0 || time.Now().After(deadline) {
+			b, _ := os.ReadFile(p.logPath)
+			t.Fatalf("relayed %+v of %d mails; log:\n%s", c, n, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cpu, err := treeCPU(master)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cpu <= 0 {
+		t.Errorf("the relay's process tree used %v of CPU for %d mails; want some", cpu, n)
 	}
 }
