@@ -57,15 +57,16 @@
 #               receiver. Nothing local, no TLS, retries every few seconds, undeliverable after
 #               30 s. Mail log .stack/logs/postfix.log. A changed config is reloaded (restart
 #               only when the queue moves).
-#   Kafka cluster (only with `cluster up` or `up --with-cluster`) three combined broker+controller
-#               KRaft nodes 1-3 for failure tests: node N serves PLAINTEXT on 127.0.0.1:1N092
-#               (19092, 19192, 19292) and its controller on 127.0.0.1:1N093 (19093, 19193, 19293),
-#               a static three-voter quorum. Replication factor 3 for every topic (internal ones
-#               too), min.insync.replicas 2, unclean leader election off, 6 partitions by default,
-#               auto-create off. Same jars and version as the single node, 384 MiB heap each,
-#               brokers fenced 4 s after their last heartbeat (so a killed broker's partitions move
-#               in seconds). Data in .stack/cluster/N/data, config .stack/cluster/N/server.properties,
-#               log .stack/logs/cluster-N.log. A node whose rendered config changed is restarted by
+#   Kafka cluster  only with `cluster up` or `up --with-cluster`: three combined broker+controller
+#               KRaft nodes for failure tests. Nodes 1, 2, 3 serve PLAINTEXT on 127.0.0.1:19092,
+#               :19192, :19292 and their controllers on :19093, :19193, :19293 (a static
+#               three-voter quorum; node ids 1-3). Replication factor 3 for every topic (internal
+#               ones too), min.insync.replicas 2, unclean leader election off, 6 partitions by
+#               default, auto-create off. Same jars and version as the single node; 384 MiB heap
+#               each, client compiler and serial GC (quick to boot on a busy machine). A broker is
+#               fenced 4 s after its last heartbeat, so a killed one's partitions move in seconds.
+#               Data in .stack/cluster/N/data, config .stack/cluster/N/server.properties, log
+#               .stack/logs/cluster-N.log. A node whose rendered config changed is restarted by
 #               `cluster up`; `cluster kill N` leaves it down until `cluster start N` or `cluster up`.
 #   Prometheus  not a service: `up` unpacks promtool and prometheus from Debian's prometheus package
 #               (extracted, never installed, so the package's own service never starts).
@@ -104,7 +105,8 @@ KAFKA_TIMEOUT="${POSTLINE_KAFKA_TIMEOUT:-180}"
 KAFKA_SECURE_PORT=9094
 KAFKA_SASL_USER=postline
 
-# The three-broker cluster: node N (1-3) listens on 1N092 (PLAINTEXT) and 1N093 (CONTROLLER).
+# The three-broker cluster: node N (1-3) listens on 19092 + 100(N-1) (PLAINTEXT) and the port
+# after it (CONTROLLER).
 CLUSTER_NODES=(1 2 3)
 CLUSTER_DIR="$STACK/cluster"
 CLUSTER_TIMEOUT="${POSTLINE_CLUSTER_TIMEOUT:-180}"
@@ -550,10 +552,12 @@ cluster_format() {
     >>"$(cluster_log "$1")" 2>&1
 }
 
-# cluster_spawn N: start node N's JVM, without waiting for it.
+# cluster_spawn N: start node N's JVM, without waiting for it. The client compiler only and the
+# serial collector: a restart mid-test boots in seconds on a busy two-core machine, where C2's
+# compiler threads and G1's workers fight the tests for CPU; throughput is ample for tests.
 cluster_spawn() {
   spawn "$(cluster_pid "$1")" "$(cluster_log "$1")" \
-    java -Xms128m -Xmx384m -XX:+UseG1GC -Djava.awt.headless=true \
+    java -Xms128m -Xmx384m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$ROOT/deploy/kafka/log4j2.properties" \
     -cp "$KAFKA_LIBS/*" kafka.Kafka "$CLUSTER_DIR/$1/server.properties"
 }
