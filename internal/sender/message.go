@@ -113,12 +113,17 @@ func writeString(s string) func(io.Writer) (int64, error) {
 // differ only in case would overwrite each other in an order that depends on
 // map iteration, so they are refused.
 func setHeaders(m *mail.Msg, headers map[string]string) error {
+	if len(headers) == 0 {
+		return nil
+	}
 	names := make([]string, 0, len(headers))
 	for name := range headers {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	seen := make(map[string]bool, len(names))
+	// The canonical names set so far, a slice rather than a map: a job
+	// carries at most job.MaxHeaders of them, and this runs for every mail.
+	seen := make([]string, 0, len(names))
 	for _, name := range names {
 		value := headers[name]
 		if !validFieldName(name) {
@@ -128,10 +133,10 @@ func setHeaders(m *mail.Msg, headers map[string]string) error {
 			return fmt.Errorf("header %q is not allowed in a job", name)
 		}
 		canonical := textproto.CanonicalMIMEHeaderKey(name)
-		if seen[canonical] {
+		if slices.Contains(seen, canonical) {
 			return fmt.Errorf("header %q is given twice with different case", name)
 		}
-		seen[canonical] = true
+		seen = append(seen, canonical)
 		if hasLineBreak(value) {
 			return fmt.Errorf("header %q: value contains CR, LF or NUL", name)
 		}
