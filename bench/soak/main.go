@@ -99,6 +99,7 @@ type options struct {
 	brokers                        []string
 	databaseURL                    string
 	keep                           bool
+	plotFrom                       string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -128,6 +129,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.databaseURL, "database-url", cmp.Or(os.Getenv("POSTLINE_DATABASE_URL"),
 		"postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable"), "PostgreSQL URL (the soak's schema is created in it)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the topics and the schema after the run")
+	fs.StringVar(&o.plotFrom, "plot-from", "", "only draw the plot of this soak.csv into -out/soak.svg, running nothing")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -164,6 +166,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.plotFrom != "" {
+		return replot(o.plotFrom, filepath.Join(o.out, "soak.svg"))
 	}
 	for _, d := range []string{o.out, o.logDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -276,6 +281,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	_, err = io.WriteString(stdout, md.String())
 	return err
+}
+
+// replot draws the plot of a soak's CSV.
+func replot(csvPath, svgPath string) error {
+	in, err := os.Open(csvPath)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	samples, workers, err := readCSV(in)
+	if err != nil {
+		return fmt.Errorf("%s: %w", csvPath, err)
+	}
+	if len(samples) == 0 {
+		return fmt.Errorf("%s: no samples", csvPath)
+	}
+	if err := os.MkdirAll(filepath.Dir(svgPath), 0o755); err != nil {
+		return err
+	}
+	out, err := os.Create(svgPath)
+	if err != nil {
+		return err
+	}
+	title := fmt.Sprintf("Soak: %s jobs, %d workers, smtp-sink", thousands(samples[len(samples)-1].Delivered), workers)
+	return errors.Join(writePlot(out, title, samples, workers), out.Close())
 }
 
 // monitor polls the workers' progress and samples their memory and the

@@ -28,12 +28,13 @@ type series struct {
 }
 
 // panels are the plot's stacked panels over the same time axis: the rate
-// per sample window, each worker's RSS against the target, the tables'
-// live rows and their size on disk.
+// per sample window, each worker's RSS against the target, the table's live
+// rows and the rows purged, the tables' size on disk, and the machine's
+// load, which tells a slower window on a shared machine from a decay.
 func panels(samples []sample, workers int) [][]series {
 	n := len(samples)
 	rate := make(plotter.XYs, 0, n)
-	rows, purged := make(plotter.XYs, 0, n), make(plotter.XYs, 0, n)
+	rows, purged, load := make(plotter.XYs, 0, n), make(plotter.XYs, 0, n), make(plotter.XYs, 0, n)
 	msgBytes, idxBytes, allBytes := make(plotter.XYs, 0, n), make(plotter.XYs, 0, n), make(plotter.XYs, 0, n)
 	rss := make([]plotter.XYs, workers)
 	for _, x := range samples {
@@ -46,6 +47,7 @@ func panels(samples []sample, workers int) [][]series {
 		}
 		rows = append(rows, plotter.XY{X: t, Y: float64(x.Tables.MessagesRows) / 1000})
 		purged = append(purged, plotter.XY{X: t, Y: float64(x.Purged) / 1000})
+		load = append(load, plotter.XY{X: t, Y: x.Load1})
 		msgBytes = append(msgBytes, plotter.XY{X: t, Y: mib(x.Tables.MessagesBytes)})
 		idxBytes = append(idxBytes, plotter.XY{X: t, Y: mib(x.Tables.MessagesIndexBytes)})
 		allBytes = append(allBytes, plotter.XY{X: t, Y: mib(x.Tables.AllBytes)})
@@ -69,10 +71,11 @@ func panels(samples []sample, workers int) [][]series {
 			{name: "postline_messages indexes", pts: idxBytes},
 			{name: "every table of the schema", pts: allBytes},
 		},
+		{{name: "1-minute load average (2 CPUs)", pts: load}},
 	}
 }
 
-var panelLabels = []string{"mails/s (per sample)", "worker RSS (MiB)", "live rows (thousands)", "size on disk (MiB)"}
+var panelLabels = []string{"mails/s (per sample)", "worker RSS (MiB)", "rows (thousands)", "size on disk (MiB)", "machine load"}
 
 // writePlot draws the panels as one SVG, a panel above the other.
 func writePlot(w io.Writer, title string, samples []sample, workers int) error {
@@ -110,7 +113,7 @@ func writePlot(w io.Writer, title string, samples []sample, workers int) error {
 		}
 		plots[i] = []*plot.Plot{p}
 	}
-	const width, height = 8 * vg.Inch, 11 * vg.Inch
+	const width, height = 8 * vg.Inch, 12 * vg.Inch
 	c := vgsvg.New(width, height)
 	dc := draw.New(c)
 	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4),

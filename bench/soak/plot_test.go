@@ -54,7 +54,7 @@ func TestWritePlot(t *testing.T) {
 		t.Fatalf("root element %q, want svg", root)
 	}
 	for _, want := range []string{"Soak test title", "mails/s", "worker 0 VmRSS", "worker 1 VmRSS", "target",
-		"postline_messages live rows", "postline_messages indexes", "every table of the schema"} {
+		"postline_messages live rows", "rows purged", "postline_messages indexes", "every table of the schema", "load average"} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("SVG lacks %q", want)
 		}

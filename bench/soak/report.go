@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -380,4 +381,45 @@ func thousands(n int64) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// readCSV reads back what writeCSV wrote, for -plot-from; it returns the
+// samples and the number of workers.
+func readCSV(r io.Reader) ([]sample, int, error) {
+	rows, err := csv.NewReader(r).ReadAll()
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(rows) == 0 {
+		return nil, 0, errors.New("csv: no header")
+	}
+	workers := (len(rows[0]) - len(csvHeader(0))) / 2
+	if workers < 0 || !slices.Equal(rows[0], csvHeader(workers)) {
+		return nil, 0, fmt.Errorf("csv: header %v is not the soak's", rows[0])
+	}
+	var samples []sample
+	for n, row := range rows[1:] {
+		var bad error
+		f := func(i int) float64 {
+			v, err := strconv.ParseFloat(row[i], 64)
+			if err != nil && bad == nil {
+				bad = fmt.Errorf("csv: row %d, %s: %w", n+2, rows[0][i], err)
+			}
+			return v
+		}
+		i := func(i int) int64 { return int64(f(i)) }
+		x := sample{T: time.Duration(f(0) * float64(time.Second)), Delivered: i(1), Failed: i(2), Purged: i(3), Rate: f(4)}
+		for w := range workers {
+			x.RSS, x.Peak = append(x.RSS, i(5+2*w)), append(x.Peak, i(6+2*w))
+		}
+		c := 5 + 2*workers
+		x.Tables = tableStats{MessagesRows: i(c), MessagesBytes: i(c + 1), MessagesIndexBytes: i(c + 2),
+			RecipientsRows: i(c + 3), AllBytes: i(c + 4)}
+		x.Load1 = f(c + 5)
+		if bad != nil {
+			return nil, 0, bad
+		}
+		samples = append(samples, x)
+	}
+	return samples, workers, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/csv"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -247,6 +248,22 @@ func TestWriteCSV(t *testing.T) {
 	}
 	if got := strings.Join(rows[1][:5], ","); got != "10.000,10000,0,0,1000.0" {
 		t.Fatalf("first row starts %q", got)
+	}
+	b.Reset()
+	if err := writeCSV(&b, 2, samples); err != nil {
+		t.Fatal(err)
+	}
+	back, workers, err := readCSV(&b)
+	if err != nil || workers != 2 || len(back) != len(samples) {
+		t.Fatalf("readCSV: %d samples of %d workers, %v; want %d of 2", len(back), workers, err, len(samples))
+	}
+	for i := range samples {
+		if fmt.Sprint(back[i]) != fmt.Sprint(samples[i]) {
+			t.Fatalf("sample %d read back as %+v, written as %+v", i, back[i], samples[i])
+		}
+	}
+	if _, _, err := readCSV(strings.NewReader("a,b\n")); err == nil {
+		t.Fatal("readCSV of another CSV succeeded")
 	}
 }
 
