@@ -33,14 +33,18 @@ type series struct {
 // load, which tells a slower window on a shared machine from a decay.
 func panels(samples []sample, workers int) [][]series {
 	n := len(samples)
-	rate := make(plotter.XYs, 0, n)
+	rate, smooth := make(plotter.XYs, 0, n), make(plotter.XYs, 0, n)
 	rows, purged, load := make(plotter.XYs, 0, n), make(plotter.XYs, 0, n), make(plotter.XYs, 0, n)
 	msgBytes, idxBytes, allBytes := make(plotter.XYs, 0, n), make(plotter.XYs, 0, n), make(plotter.XYs, 0, n)
 	rss := make([]plotter.XYs, workers)
-	for _, x := range samples {
+	for i, x := range samples {
 		t := x.T.Seconds()
 		if x.Rate > 0 || x.Delivered > 0 {
 			rate = append(rate, plotter.XY{X: t, Y: x.Rate})
+		}
+		if i >= smoothOver {
+			a := samples[i-smoothOver]
+			smooth = append(smooth, plotter.XY{X: t, Y: float64(x.Delivered-a.Delivered) / (x.T - a.T).Seconds()})
 		}
 		for i := range min(workers, len(x.RSS)) {
 			rss[i] = append(rss[i], plotter.XY{X: t, Y: mib(x.RSS[i])})
@@ -63,7 +67,7 @@ func panels(samples []sample, workers int) [][]series {
 			pts: plotter.XYs{{X: first, Y: target}, {X: last, Y: target}}})
 	}
 	return [][]series{
-		{{name: "mails/s", pts: rate}},
+		{{name: "mails/s, each sample", pts: rate}, {name: fmt.Sprintf("mails/s, over %d samples", smoothOver), pts: smooth}},
 		rssLines,
 		{{name: "postline_messages live rows", pts: rows}, {name: "rows purged", pts: purged}},
 		{
@@ -75,10 +79,25 @@ func panels(samples []sample, workers int) [][]series {
 	}
 }
 
+// smoothOver is how many samples the smoothed rate spans.
+const smoothOver = 6
+
 var panelLabels = []string{"mails/s (per sample)", "worker RSS (MiB)", "rows (thousands)", "size on disk (MiB)", "machine load"}
 
 // writePlot draws the panels as one SVG, a panel above the other.
 func writePlot(w io.Writer, title string, samples []sample, workers int) error {
+	c := vgsvg.New(plotWidth, plotHeight)
+	if err := drawPlot(draw.New(c), title, samples, workers); err != nil {
+		return err
+	}
+	_, err := c.WriteTo(w)
+	return err
+}
+
+const plotWidth, plotHeight = 8 * vg.Inch, 12 * vg.Inch
+
+// drawPlot draws the panels on dc, a panel above the other.
+func drawPlot(dc draw.Canvas, title string, samples []sample, workers int) error {
 	ps := panels(samples, workers)
 	plots := make([][]*plot.Plot, len(ps))
 	for i, lines := range ps {
@@ -90,7 +109,7 @@ func writePlot(w io.Writer, title string, samples []sample, workers int) error {
 			p.X.Label.Text = "seconds since the first job was published"
 		}
 		p.Y.Label.Text = panelLabels[i]
-		p.Y.Min = 0
+		p.X.Min, p.Y.Min = 0, 0
 		p.Legend.Top = false
 		p.Legend.Left = true
 		p.Add(plotter.NewGrid())
@@ -113,15 +132,11 @@ func writePlot(w io.Writer, title string, samples []sample, workers int) error {
 		}
 		plots[i] = []*plot.Plot{p}
 	}
-	const width, height = 8 * vg.Inch, 12 * vg.Inch
-	c := vgsvg.New(width, height)
-	dc := draw.New(c)
 	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4),
 		PadLeft: vg.Points(4), PadRight: vg.Points(8), PadY: vg.Points(10)}
 	canvases := plot.Align(plots, tiles, dc)
 	for i := range plots {
 		plots[i][0].Draw(canvases[i][0])
 	}
-	_, err := c.WriteTo(w)
-	return err
+	return nil
 }

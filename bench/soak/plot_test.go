@@ -10,20 +10,20 @@ import (
 )
 
 func TestPanels(t *testing.T) {
-	_, samples := soakOf(1000, 60, func(d int64, _ time.Duration) int64 { return d }, 50<<20)
+	_, samples := soakOf(1000, 120, func(d int64, _ time.Duration) int64 { return d }, 50<<20)
 	ps := panels(samples, 2)
 	if len(ps) != len(panelLabels) {
 		t.Fatalf("%d panels, %d labels", len(ps), len(panelLabels))
 	}
-	if n := len(ps[0][0].pts); n != len(samples) {
-		t.Fatalf("rate panel has %d points, want %d", n, len(samples))
+	if n, m := len(ps[0][0].pts), len(ps[0][1].pts); n != len(samples) || m != len(samples)-smoothOver || ps[0][1].pts[0].Y != 1000 {
+		t.Fatalf("rate panel has %d and %d points, want %d and %d at 1,000/s", n, m, len(samples), len(samples)-smoothOver)
 	}
 	rss := ps[1]
 	if len(rss) != 3 || !rss[2].dashed || rss[2].pts[0].Y != 100 || rss[0].pts[0].Y != 50 {
 		t.Fatalf("RSS panel: %+v; want two workers at 50 MiB and the dashed 100 MiB target", rss)
 	}
-	if got := ps[2][0].pts[len(samples)-1].Y; got != 60 {
-		t.Fatalf("rows panel ends at %.1f thousand, want 60", got)
+	if got := ps[2][0].pts[len(samples)-1].Y; got != 120 {
+		t.Fatalf("rows panel ends at %.1f thousand, want 120", got)
 	}
 }
 
