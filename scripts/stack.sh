@@ -73,7 +73,7 @@
 #   kcat        not a service: `up` unpacks Debian's kcat (and librdkafka1/libyajl2 if missing);
 #               for the PLAINTEXT listener (its librdkafka cannot SCRAM with Kafka 4.x).
 #
-# State lives in .stack/ at the repo root (kafka-data, pg, logs/, tls/, *.pid). .stack/tls holds a
+# State lives in .stack/ at the repo root (kafka-data, cluster/, pg, logs/, tls/, *.pid). .stack/tls holds a
 # throwaway CA, a server certificate for 127.0.0.1/localhost signed by it, a second, untrusted CA
 # (for tests that a foreign certificate is refused) and the random Kafka password: made once,
 # issued again when missing or expiring within 7 days. The PostgreSQL data
@@ -1575,6 +1575,11 @@ cmd_status() {
     log "smtp-sink: up on 127.0.0.1:$SINK_PORT"
   else
     log "smtp-sink: down (optional: up --with-sink)"
+  fi
+  if ! cluster_status >/dev/null; then
+    log "cluster: not every node answers (optional: cluster up or up --with-cluster; cluster status)"
+  else
+    log "cluster: up on $(cluster_brokers)"
   fi
   return "$rc"
 }
