@@ -33,21 +33,26 @@ type ClaimRequest struct {
 	// stores NULL.
 	EnqueuedAt time.Time
 
-	// Payload is the record value, byte for byte: the reaper re-publishes
-	// it when the row is stuck in sending. Key is the record key (nil: the
-	// reaper keys by MessageID). TraceHeaders are the record's W3C trace
+	// FirstSeen is the first publication (the first-seen header); zero
+	// stores EnqueuedAt, or the database's now when that is zero too. It is
+	// written when the row is inserted; a re-claim keeps the stored value.
+	FirstSeen time.Time
+
+	// Payload, Key and TraceHeaders are an optional copy of the record,
+	// for a caller whose record Kafka will not redeliver: the reaper
+	// re-publishes it when the row is stuck in sending. The worker passes
+	// none (its record's offset is not committed before the outcome is
+	// recorded, so Kafka redelivers it after a crash), which keeps the
+	// claim from writing the mail's body to Postgres. Payload is the record
+	// value, byte for byte; nil stores no copy. Key is the record key (nil:
+	// the reaper keys by MessageID). TraceHeaders are the record's W3C trace
 	// context headers; only traceparent and tracestate are stored, any other
-	// key is dropped, so credentials can never reach the table. FirstSeen is
-	// the first publication (the first-seen header); zero stores EnqueuedAt,
-	// or the database's now when that is zero too.
-	//
-	// All four are optional and written when the row is inserted; a
-	// re-claim keeps the stored values and only fills columns that are
-	// NULL (rows written before they existed).
+	// key is dropped, so credentials can never reach the table. The copy
+	// goes to a side table (postline_message_records) when the claim wins;
+	// a copy already stored is kept.
 	Payload      []byte
 	Key          []byte
 	TraceHeaders map[string]string
-	FirstSeen    time.Time
 }
 
 // ClaimResult is what a claim decided for one request.
@@ -190,54 +195,64 @@ func classify(in claimInput) Claim {
 	return c
 }
 
+// claimSQL upserts the rows and takes their leases, then stores the record
+// copies the caller passed (see ClaimRequest.Payload) for the rows it
+// claimed, in the side table; an existing copy is kept.
 const claimSQL = `
-INSERT INTO postline_messages AS m (
-	message_id, status, version, attempt, payload_hash, lease_owner, lease_expires_at,
-	priority, tenant, enqueued_at, payload, record_key, record_headers, first_seen,
-	created_at, updated_at)
-SELECT u.message_id, 'sending', 1,
-	-- A new row is a first attempt whatever the copy says. For an existing
-	-- row the proposed attempt is the copy's: the DO UPDATE below compares
-	-- it (as excluded.attempt) with the row's.
-	CASE WHEN e.message_id IS NULL THEN 1 ELSE u.attempt END,
-	u.payload_hash, $7, now() + make_interval(secs => $8),
-	NULLIF(u.priority, ''), NULLIF(u.tenant, ''), u.enqueued_at, u.payload, u.record_key,
-	NULLIF(u.record_headers, '')::jsonb, COALESCE(u.first_seen, u.enqueued_at, now()),
-	now(), now()
-FROM unnest($1::text[], $2::bytea[], $3::int4[], $4::text[], $5::text[], $6::timestamptz[],
-		$9::bytea[], $10::bytea[], $11::text[], $12::timestamptz[])
-	AS u(message_id, payload_hash, attempt, priority, tenant, enqueued_at,
-		payload, record_key, record_headers, first_seen)
-LEFT JOIN postline_messages e ON e.message_id = u.message_id
-ORDER BY u.message_id COLLATE "C"
-ON CONFLICT (message_id) DO UPDATE SET
-	status = 'sending',
-	version = m.version + 1,
-	-- A row left by a rejected record (dead at attempt 0: nothing was ever
-	-- sent) is taken over by the valid job with its ID, as a first attempt:
-	-- a producer that fixes a broken job and publishes it again, under the
-	-- same Message-ID, gets it delivered, and garbage keyed with someone
-	-- else's ID cannot block that job.
-	payload_hash = CASE WHEN m.status = 'dead' THEN excluded.payload_hash ELSE m.payload_hash END,
-	attempt = CASE WHEN m.status = 'dead' THEN 1 ELSE m.attempt END,
-	error_class = CASE WHEN m.status = 'dead' THEN NULL ELSE m.error_class END,
-	last_error = CASE WHEN m.status = 'dead' THEN NULL ELSE m.last_error END,
-	lease_owner = excluded.lease_owner,
-	lease_expires_at = excluded.lease_expires_at,
-	priority = COALESCE(m.priority, excluded.priority),
-	tenant = COALESCE(m.tenant, excluded.tenant),
-	enqueued_at = COALESCE(m.enqueued_at, excluded.enqueued_at),
-	payload = COALESCE(m.payload, excluded.payload),
-	record_key = COALESCE(m.record_key, excluded.record_key),
-	record_headers = COALESCE(m.record_headers, excluded.record_headers),
-	first_seen = COALESCE(m.first_seen, excluded.first_seen),
-	updated_at = excluded.updated_at
-WHERE (m.status IN ('pending', 'retrying', 'sending')
-		AND m.payload_hash = excluded.payload_hash
-		AND m.attempt = excluded.attempt
-		AND (m.lease_expires_at IS NULL OR m.lease_expires_at <= now()))
-	OR (m.status = 'dead' AND m.attempt = 0)
-RETURNING m.message_id, m.version, m.attempt`
+WITH u AS (
+	SELECT * FROM unnest($1::text[], $2::bytea[], $3::int4[], $4::text[], $5::text[], $6::timestamptz[],
+			$9::bytea[], $10::bytea[], $11::text[], $12::timestamptz[])
+		AS u(message_id, payload_hash, attempt, priority, tenant, enqueued_at,
+			payload, record_key, record_headers, first_seen)
+), claimed AS (
+	INSERT INTO postline_messages AS m (
+		message_id, status, version, attempt, payload_hash, lease_owner, lease_expires_at,
+		priority, tenant, enqueued_at, first_seen, created_at, updated_at)
+	SELECT u.message_id, 'sending', 1,
+		-- A new row is a first attempt whatever the copy says. For an existing
+		-- row the proposed attempt is the copy's: the DO UPDATE below compares
+		-- it (as excluded.attempt) with the row's.
+		CASE WHEN e.message_id IS NULL THEN 1 ELSE u.attempt END,
+		u.payload_hash, $7, now() + make_interval(secs => $8),
+		NULLIF(u.priority, ''), NULLIF(u.tenant, ''), u.enqueued_at,
+		COALESCE(u.first_seen, u.enqueued_at, now()), now(), now()
+	FROM u
+	LEFT JOIN postline_messages e ON e.message_id = u.message_id
+	ORDER BY u.message_id COLLATE "C"
+	ON CONFLICT (message_id) DO UPDATE SET
+		status = 'sending',
+		version = m.version + 1,
+		-- A row left by a rejected record (dead at attempt 0: nothing was ever
+		-- sent) is taken over by the valid job with its ID, as a first attempt:
+		-- a producer that fixes a broken job and publishes it again, under the
+		-- same Message-ID, gets it delivered, and garbage keyed with someone
+		-- else's ID cannot block that job.
+		payload_hash = CASE WHEN m.status = 'dead' THEN excluded.payload_hash ELSE m.payload_hash END,
+		attempt = CASE WHEN m.status = 'dead' THEN 1 ELSE m.attempt END,
+		error_class = CASE WHEN m.status = 'dead' THEN NULL ELSE m.error_class END,
+		last_error = CASE WHEN m.status = 'dead' THEN NULL ELSE m.last_error END,
+		lease_owner = excluded.lease_owner,
+		lease_expires_at = excluded.lease_expires_at,
+		priority = COALESCE(m.priority, excluded.priority),
+		tenant = COALESCE(m.tenant, excluded.tenant),
+		enqueued_at = COALESCE(m.enqueued_at, excluded.enqueued_at),
+		first_seen = COALESCE(m.first_seen, excluded.first_seen),
+		updated_at = excluded.updated_at
+	WHERE (m.status IN ('pending', 'retrying', 'sending')
+			AND m.payload_hash = excluded.payload_hash
+			AND m.attempt = excluded.attempt
+			AND (m.lease_expires_at IS NULL OR m.lease_expires_at <= now()))
+		OR (m.status = 'dead' AND m.attempt = 0)
+	RETURNING m.message_id, m.version, m.attempt
+), kept AS (
+	INSERT INTO postline_message_records (message_id, payload, record_key, record_headers)
+	SELECT u.message_id, u.payload, u.record_key, NULLIF(u.record_headers, '')::jsonb
+	FROM u JOIN claimed c ON c.message_id = u.message_id
+	WHERE u.payload IS NOT NULL
+	ORDER BY u.message_id COLLATE "C"
+	ON CONFLICT (message_id) DO NOTHING
+)
+SELECT message_id, version, attempt FROM claimed`
 
 const claimReadSQL = `
 SELECT message_id, status, version, attempt, payload_hash, lease_expires_at

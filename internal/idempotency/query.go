@@ -29,8 +29,8 @@ type Row struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	SentAt         time.Time
-	// Payload, RecordKey and TraceHeaders are the stored copy of the Kafka
-	// record (see ClaimRequest); nil when not stored.
+	// Payload, RecordKey and TraceHeaders are the row's record copy (see
+	// ClaimRequest.Payload and Reset.Payload); nil when it has none.
 	Payload      []byte
 	RecordKey    []byte
 	TraceHeaders map[string]string
@@ -46,8 +46,9 @@ SELECT message_id, status, version, attempt, payload_hash,
 	COALESCE(lease_owner, ''), lease_expires_at, COALESCE(provider, ''),
 	COALESCE(error_class, ''), COALESCE(last_error, ''), COALESCE(priority, ''),
 	COALESCE(tenant, ''), conflicts, enqueued_at, created_at, updated_at, sent_at,
-	payload, record_key, record_headers, first_seen, replayed_at
-FROM postline_messages WHERE message_id = $1`
+	c.payload, c.record_key, c.record_headers, first_seen, replayed_at
+FROM postline_messages m LEFT JOIN postline_message_records c USING (message_id)
+WHERE message_id = $1`
 
 // Get returns the row of messageID, or an error wrapping ErrNotFound.
 func (s *Store) Get(ctx context.Context, messageID string) (Row, error) {

@@ -47,10 +47,11 @@ SELECT i.id, now(), m.message_id IS NOT NULL, COALESCE(m.status, ''), COALESCE(m
 	COALESCE(m.attempt, 0), m.payload_hash, COALESCE(m.lease_owner, ''), m.lease_expires_at,
 	COALESCE(m.provider, ''), COALESCE(m.error_class, ''), COALESCE(m.last_error, ''),
 	COALESCE(m.priority, ''), COALESCE(m.tenant, ''), COALESCE(m.conflicts, 0), m.enqueued_at,
-	m.created_at, m.updated_at, m.sent_at, m.payload, m.record_key, m.record_headers,
+	m.created_at, m.updated_at, m.sent_at, c.payload, c.record_key, c.record_headers,
 	m.first_seen, m.replayed_at
 FROM unnest($1::text[]) WITH ORDINALITY AS i(id, ord)
 LEFT JOIN postline_messages m ON m.message_id = i.id
+LEFT JOIN postline_message_records c ON c.message_id = m.message_id
 ORDER BY i.ord`
 
 // Lookup reads the rows of ids in one round trip. A repeated ID is looked

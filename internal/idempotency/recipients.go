@@ -439,14 +439,16 @@ func (s *Store) Resolve(ctx context.Context, res []Resolution) (applied []bool, 
 
 // DueUnconfirmed returns up to limit accepted recipients of mail whose
 // confirmation window has passed without every recipient resolved, oldest
-// first: the ones MarkUnconfirmed is about to mark.
+// first: the ones MarkUnconfirmed is about to mark. It scans the accepted
+// recipients by the confirm_by they carry (the message row's confirm_by is
+// not indexed, so that recording a sent mail stays a HOT update).
 func (s *Store) DueUnconfirmed(ctx context.Context, limit int) ([]Recipient, error) {
 	start := time.Now()
 	rows, err := s.pool.Query(ctx, `SELECT `+recipientColumnsSQL+`
-		FROM postline_messages m JOIN postline_recipients r ON r.message_id = m.message_id
-		WHERE m.confirm_by IS NOT NULL AND m.confirmation IS NULL AND m.confirm_by < now()
-			AND r.state = 'accepted'
-		ORDER BY m.confirm_by, r.message_id, r.idx LIMIT $1`, limit)
+		FROM postline_recipients r JOIN postline_messages m ON m.message_id = r.message_id
+		WHERE r.state = 'accepted' AND r.confirm_by < now()
+			AND m.confirm_by IS NOT NULL AND m.confirmation IS NULL AND m.confirm_by < now()
+		ORDER BY r.confirm_by, r.message_id, r.idx LIMIT $1`, limit)
 	var list []Recipient
 	if err == nil {
 		list, err = scanRecipients(rows)
@@ -481,10 +483,11 @@ func (s *Store) MarkUnconfirmed(ctx context.Context, messageIDs []string) (int, 
 func (s *Store) Unconfirmed(ctx context.Context, limit int) ([]Recipient, error) {
 	start := time.Now()
 	rows, err := s.pool.Query(ctx, `SELECT `+recipientColumnsSQL+`
-		FROM postline_messages m JOIN postline_recipients r ON r.message_id = m.message_id
-		WHERE m.confirm_by IS NOT NULL AND m.confirm_by < now()
-			AND (m.confirmation IS NULL OR m.confirmation = 'unconfirmed') AND r.state = 'accepted'
-		ORDER BY m.confirm_by, r.message_id, r.idx LIMIT $1`, limit)
+		FROM postline_recipients r JOIN postline_messages m ON m.message_id = r.message_id
+		WHERE r.state = 'accepted' AND r.confirm_by < now()
+			AND m.confirm_by IS NOT NULL AND m.confirm_by < now()
+			AND (m.confirmation IS NULL OR m.confirmation = 'unconfirmed')
+		ORDER BY r.confirm_by, r.message_id, r.idx LIMIT $1`, limit)
 	var list []Recipient
 	if err == nil {
 		list, err = scanRecipients(rows)

@@ -93,9 +93,6 @@ WITH u AS (
 		error_class = NULLIF(u.error_class, ''),
 		last_error = NULLIF(u.last_error, ''),
 		sent_at = CASE WHEN u.status = 'sent' THEN now() ELSE m.sent_at END,
-		-- A terminal row no longer needs the body: nothing re-publishes it
-		-- (a replay brings its own copy), and it must not outlive the send.
-		payload = CASE WHEN u.status IN ('sent', 'failed', 'dead', 'suppressed') THEN NULL ELSE m.payload END,
 		stream = COALESCE(NULLIF(u.stream, ''), m.stream),
 		metadata = COALESCE(NULLIF(u.metadata, '')::jsonb, m.metadata),
 		confirm_by = COALESCE(m.confirm_by, u.confirm_by),
@@ -106,7 +103,13 @@ WITH u AS (
 	FROM u
 	WHERE m.message_id = u.message_id AND m.version = u.version
 		AND m.message_id IN (SELECT message_id FROM locked)
-	RETURNING m.message_id
+	RETURNING m.message_id, m.status, m.confirm_by
+), forget AS (
+	-- A terminal row no longer needs its record copy, if it has one:
+	-- nothing re-publishes it (a replay brings its own copy), and the body
+	-- must not outlive the send.
+	DELETE FROM postline_message_records c USING upd
+	WHERE c.message_id = upd.message_id AND upd.status IN ('sent', 'failed', 'dead', 'suppressed')
 ), r AS (
 	SELECT * FROM unnest($14::text[], $15::int2[], $16::text[], $17::text[], $18::int4[], $19::text[], $20::text[],
 			$21::text[], $22::int4[], $23::text[], $24::text[], $25::text[])
@@ -115,13 +118,16 @@ WITH u AS (
 	-- Only for rows whose compare-and-set this statement won, and only
 	-- over recipients still pending: what an earlier attempt or a report
 	-- decided stands.
+	-- An accepted recipient carries its mail's confirm_by, for the
+	-- confirmation sweep (see migration 0011).
 	INSERT INTO postline_recipients AS p (message_id, idx, ref, address, state, attempt, provider,
-		bounce_type, status, code, diagnostic, rule, source, accepted_at, resolved_at, updated_at)
+		bounce_type, status, code, diagnostic, rule, source, accepted_at, resolved_at, confirm_by, updated_at)
 	SELECT r.message_id, r.idx, ` + refSQL + `, r.address, r.state, r.attempt, NULLIF(r.provider, ''),
 		NULLIF(r.bounce_type, ''), NULLIF(r.status, ''), NULLIF(r.code, 0), NULLIF(r.diagnostic, ''),
 		NULLIF(r.rule, ''), NULLIF(r.source, ''),
 		CASE WHEN r.state = 'accepted' THEN now() END,
 		CASE WHEN r.state NOT IN ('pending', 'accepted') THEN now() END,
+		CASE WHEN r.state = 'accepted' THEN upd.confirm_by END,
 		now()
 	FROM r JOIN upd ON upd.message_id = r.message_id
 	ORDER BY r.message_id, r.idx
@@ -129,15 +135,16 @@ WITH u AS (
 		state = excluded.state, attempt = excluded.attempt, provider = excluded.provider,
 		bounce_type = excluded.bounce_type, status = excluded.status, code = excluded.code,
 		diagnostic = excluded.diagnostic, rule = excluded.rule, source = excluded.source,
-		accepted_at = excluded.accepted_at, resolved_at = excluded.resolved_at, updated_at = now()
+		accepted_at = excluded.accepted_at, resolved_at = excluded.resolved_at,
+		confirm_by = excluded.confirm_by, updated_at = now()
 	WHERE p.state = 'pending'
 )
 SELECT message_id FROM upd`
 
 // Record writes a batch of outcomes in one round trip, each as a
 // compare-and-set on its version: the version is bumped, the lease cleared,
-// and sent_at set for sent. A terminal outcome (sent, failed, dead) also
-// clears the stored payload in the same statement; the payload hash stays,
+// and sent_at set for sent. A terminal outcome (sent, failed, dead, suppressed)
+// also deletes the row's record copy, if it has one, in the same statement; the payload hash stays,
 // so duplicates are still recognised until the row is purged (Purge). It returns the IDs whose compare-and-set was lost
 // (the row changed under us, for example after our lease expired and another
 // worker claimed it): they are counted in cas_conflicts_total, logged at

@@ -71,20 +71,21 @@ type Stuck struct {
 	LeaseExpiresAt time.Time
 }
 
+// stuckSQL starts from the record copies, which few rows have, so that it
+// needs no index on the message row's status or lease (see migration 0011).
 const stuckSQL = `
-SELECT message_id, version, attempt, payload, record_key, record_headers, first_seen,
-	COALESCE(lease_owner, ''), lease_expires_at
-FROM postline_messages
-WHERE status = 'sending' AND lease_expires_at < now() - make_interval(secs => $1)
-	AND payload IS NOT NULL
-ORDER BY lease_expires_at, message_id
+SELECT m.message_id, m.version, m.attempt, c.payload, c.record_key, c.record_headers, m.first_seen,
+	COALESCE(m.lease_owner, ''), m.lease_expires_at
+FROM postline_message_records c JOIN postline_messages m ON m.message_id = c.message_id
+WHERE m.status = 'sending' AND m.lease_expires_at < now() - make_interval(secs => $1)
+ORDER BY m.lease_expires_at, m.message_id
 LIMIT $2`
 
 // Stuck returns up to limit rows in sending whose lease expired more than
-// grace ago on the database's clock, the longest expired first. Rows without
-// a stored payload (claimed before payloads were stored) are not returned:
-// there is nothing to re-publish, and the uncommitted Kafka record will be
-// redelivered and re-claim them.
+// grace ago on the database's clock, the longest expired first. Only rows
+// with a record copy (see ClaimRequest.Payload; a replay stores one) are
+// returned: the others have nothing to re-publish, and need nothing, as
+// their uncommitted Kafka record is redelivered and re-claims them.
 func (s *Store) Stuck(ctx context.Context, grace time.Duration, limit int) ([]Stuck, error) {
 	if grace < 0 {
 		return nil, fmt.Errorf("stuck rows: negative grace %v", grace)
@@ -132,12 +133,11 @@ func (s *Store) queryStuck(ctx context.Context, sql string, grace time.Duration,
 }
 
 const stalledReplaysSQL = `
-SELECT message_id, version, attempt, payload, record_key, record_headers, first_seen,
+SELECT m.message_id, m.version, m.attempt, c.payload, c.record_key, c.record_headers, m.first_seen,
 	'', NULL::timestamptz
-FROM postline_messages
-WHERE status = 'pending' AND replayed_at < now() - make_interval(secs => $1)
-	AND payload IS NOT NULL
-ORDER BY replayed_at, message_id
+FROM postline_message_records c JOIN postline_messages m ON m.message_id = c.message_id
+WHERE m.status = 'pending' AND m.replayed_at < now() - make_interval(secs => $1)
+ORDER BY m.replayed_at, m.message_id
 LIMIT $2`
 
 // StalledReplays returns up to limit rows that a replay made pending more
@@ -275,8 +275,9 @@ type Reset struct {
 	// PayloadHash is the hash of the replayed job (job.Hash): the replayed
 	// record's claim must present it.
 	PayloadHash []byte
-	// Payload is the replayed record value, stored for the reaper; nil
-	// keeps the stored payload.
+	// Payload is the replayed record value, stored for the reaper (as the
+	// row's record copy, which its terminal outcome deletes); nil keeps the
+	// stored copy, if any.
 	Payload []byte
 }
 
@@ -294,7 +295,6 @@ WITH u AS (
 		version = m.version + 1,
 		attempt = 1,
 		payload_hash = u.payload_hash,
-		payload = COALESCE(u.payload, m.payload),
 		lease_owner = NULL,
 		lease_expires_at = NULL,
 		sent_at = NULL,
@@ -308,6 +308,14 @@ WITH u AS (
 	WHERE m.message_id = u.message_id AND m.status IN ('failed', 'dead')
 		AND m.message_id IN (SELECT message_id FROM locked)
 	RETURNING m.message_id
+), kept AS (
+	-- The replayed record's copy, for the reaper: the replay publishes the
+	-- record after this reset, and if that fails nothing else will.
+	INSERT INTO postline_message_records AS c (message_id, payload)
+	SELECT u.message_id, u.payload FROM u JOIN upd ON upd.message_id = u.message_id
+	WHERE u.payload IS NOT NULL
+	ORDER BY u.message_id COLLATE "C"
+	ON CONFLICT (message_id) DO UPDATE SET payload = excluded.payload
 ), forget AS (
 	-- A replay starts the mail's life again: its recipients are sent to
 	-- afresh, and the rows of the attempt that failed would keep them

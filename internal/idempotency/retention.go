@@ -6,12 +6,19 @@ import (
 	"time"
 )
 
+// purgeSQL scans the rows by created_at, the one indexed column besides the
+// key (an index on status or updated_at would keep status updates from
+// being HOT, see migration 0011): a row's outcome is never older than the
+// row, so every row due was created before the cut-off. The rows created
+// before it that are not due yet (in flight, or an outcome recorded
+// recently) are read again by every purge; they are few.
 const purgeSQL = `
 WITH doomed AS (
 	SELECT message_id FROM postline_messages
-	WHERE status IN ('sent', 'failed', 'dead', 'suppressed') AND updated_at < now() - make_interval(secs => $1)
+	WHERE created_at < now() - make_interval(secs => $1)
+		AND status IN ('sent', 'failed', 'dead', 'suppressed') AND updated_at < now() - make_interval(secs => $1)
 		AND NOT (confirm_by IS NOT NULL AND confirmation IS NULL)
-	ORDER BY updated_at
+	ORDER BY created_at
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 )
@@ -22,8 +29,8 @@ WHERE m.message_id = doomed.message_id
 
 // Purge deletes up to limit terminal rows (sent, failed, dead, suppressed),
 // with their recipients, whose outcome
-// was recorded more than olderThan ago on the database's clock, oldest
-// first, in one statement, and returns how many it deleted. Rows in flight
+// was recorded more than olderThan ago on the database's clock, the oldest
+// rows (by creation) first, in one statement, and returns how many it deleted. Rows in flight
 // are never deleted, whatever their age, nor mail still awaiting its
 // confirmation (the sweep that marks it unconfirmed comes first). Rows locked by another statement
 // (a replay resetting them, another reaper purging) are skipped rather than

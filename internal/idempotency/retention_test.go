@@ -10,8 +10,9 @@ import (
 )
 
 // TestTerminalOutcomeClearsPayload checks that recording sent, failed or
-// dead drops the stored body in the same statement, keeping the hash (so
-// duplicates are still recognised), while retrying keeps it for the reaper.
+// dead drops the record copy (body, key, trace headers) in the same
+// statement, keeping the hash (so duplicates are still recognised), while
+// retrying keeps it for the reaper.
 func TestTerminalOutcomeClearsPayload(t *testing.T) {
 	t.Parallel()
 	_, pool := migrated(t)
@@ -36,11 +37,14 @@ func TestTerminalOutcomeClearsPayload(t *testing.T) {
 	for i, id := range ids {
 		row := get(t, s, id)
 		terminal := statuses[i].Terminal()
-		if (row.Payload == nil) != terminal {
-			t.Errorf("%s (%s): payload %q, want it cleared only for a terminal outcome", id, row.Status, row.Payload)
+		cleared := row.Payload == nil && row.RecordKey == nil && row.TraceHeaders == nil
+		kept := len(row.Payload) > 0 && string(row.RecordKey) == id && row.TraceHeaders["traceparent"] == "tp-"+id
+		if terminal && !cleared || !terminal && !kept {
+			t.Errorf("%s (%s): record copy %q, key %q, headers %v; want it cleared only for a terminal outcome",
+				id, row.Status, row.Payload, row.RecordKey, row.TraceHeaders)
 		}
-		if !bytes.Equal(row.PayloadHash, hash("body of "+id)) || string(row.RecordKey) != id || row.TraceHeaders["traceparent"] != "tp-"+id {
-			t.Errorf("%s: hash, key or trace headers lost: %+v", id, row)
+		if !bytes.Equal(row.PayloadHash, hash("body of "+id)) {
+			t.Errorf("%s: hash lost: %+v", id, row)
 		}
 	}
 	// The hash still dedupes: a redelivered copy of the sent job is a
@@ -68,11 +72,21 @@ func TestPurge(t *testing.T) {
 		record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: st, Attempt: 1})
 	}
 	wantResult(t, claimOne(t, s, req("<old-sending@x>", "b", 1)), idempotency.Claimed)
-	// Age every row but one; the oldest outcome is old-dead.
-	if _, err := pool.Exec(ctx, `UPDATE postline_messages SET updated_at = now() - interval '40 days' WHERE message_id LIKE '<old-%'`); err != nil {
+	// Age every row but one; the oldest is old-dead. A row is never
+	// younger than its outcome.
+	if _, err := pool.Exec(ctx, `UPDATE postline_messages SET updated_at = now() - interval '40 days',
+		created_at = now() - interval '41 days' WHERE message_id LIKE '<old-%'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `UPDATE postline_messages SET updated_at = now() - interval '50 days' WHERE message_id = '<old-dead@x>'`); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE postline_messages SET updated_at = now() - interval '50 days',
+		created_at = now() - interval '51 days' WHERE message_id = '<old-dead@x>'`); err != nil {
+		t.Fatal(err)
+	}
+	// An old row whose outcome is recent stays: its created_at passes the
+	// index's cut-off, its updated_at does not.
+	c := claimOne(t, s, req("<old-recent@x>", "b", 1))
+	record(t, s, idempotency.Outcome{MessageID: "<old-recent@x>", Version: c.Version, Status: idempotency.StatusSent})
+	if _, err := pool.Exec(ctx, `UPDATE postline_messages SET created_at = now() - interval '60 days' WHERE message_id = '<old-recent@x>'`); err != nil {
 		t.Fatal(err)
 	}
 	const retention = 30 * 24 * time.Hour
@@ -105,7 +119,7 @@ func TestPurge(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"<new-sent@x>", "<old-retrying@x>", "<old-sending@x>"}; !slices.Equal(left, want) {
+	if want := []string{"<new-sent@x>", "<old-recent@x>", "<old-retrying@x>", "<old-sending@x>"}; !slices.Equal(left, want) {
 		t.Errorf("rows left = %v, want %v (recent or in flight)", left, want)
 	}
 	// A purged ID is new again: its next copy is claimed and delivered.

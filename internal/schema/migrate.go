@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"math"
 	"path"
 	"sort"
 	"strconv"
@@ -73,6 +74,13 @@ func migrateLockKey(schema string) int64 {
 // callers (several workers starting at once) apply each migration exactly once
 // and a failed migration leaves nothing behind. Calling it again is a no-op.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return migrateTo(ctx, pool, math.MaxInt)
+}
+
+// migrateTo is Migrate, applying only the migrations up to version last:
+// tests use it to write data as an older version left it before applying
+// the rest.
+func migrateTo(ctx context.Context, pool *pgxpool.Pool, last int) error {
 	migs, err := loadMigrations(migrationFS)
 	if err != nil {
 		return err
@@ -119,7 +127,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("migrate schema %s: read versions: %w", *schema, err)
 	}
 	for _, m := range migs {
-		if applied[m.version] {
+		if applied[m.version] || m.version > last {
 			continue
 		}
 		// Without arguments pgx uses the simple protocol: a file may hold
