@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/segmentio/kafka-go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -470,11 +469,7 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 			Priority:    string(it.job.Priority),
 			Tenant:      it.job.Tenant,
 			EnqueuedAt:  firstSeen(it.msg),
-			FirstSeen:   firstSeen(it.msg),
-			// The row keeps the record so the reaper can re-publish it.
-			Payload:      it.msg.Value,
-			Key:          it.msg.Key,
-			TraceHeaders: traceHeaders(it.msg.Headers),
+			FirstSeen:   firstSeen(it.msg), // no record copy: Kafka redelivers the uncommitted record
 		}
 	}
 	var claims []idempotency.Claim
@@ -884,18 +879,4 @@ func rejectedID(it *item) string {
 func rawHash(b []byte) []byte {
 	h := sha256.Sum256(b)
 	return h[:]
-}
-
-// traceHeaders picks the W3C trace context out of a record's headers.
-func traceHeaders(headers []kafka.Header) map[string]string {
-	var out map[string]string
-	for _, h := range headers {
-		if h.Key == "traceparent" || h.Key == "tracestate" {
-			if out == nil {
-				out = make(map[string]string, 2)
-			}
-			out[h.Key] = string(h.Value)
-		}
-	}
-	return out
 }
