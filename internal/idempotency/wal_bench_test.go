@@ -186,11 +186,12 @@ func walLSN(tb testing.TB, pool *pgxpool.Pool) (int64, string) {
 	return lsn, pos
 }
 
-// schemaWAL sums the WAL that pg_waldump finds between the positions
-// start and end for each of rels (see relations), from the directory
-// POSTLINE_BENCH_PG_WAL; POSTLINE_BENCH_PG_WALDUMP names the program (by
-// default pg_waldump on PATH, else PostgreSQL 15's). It reports false when
-// the directory is not set or pg_waldump fails.
+// schemaWAL sums the WAL records that pg_waldump finds between the
+// positions start and end and that touch one of rels (see relations), from
+// the directory POSTLINE_BENCH_PG_WAL; POSTLINE_BENCH_PG_WALDUMP names the
+// program (by default pg_waldump on PATH, else PostgreSQL 15's). It reports
+// false when the directory is not set or pg_waldump fails (it must read the
+// WAL before a checkpoint recycles it).
 func schemaWAL(tb testing.TB, start, end, rels string) (int64, bool) {
 	tb.Helper()
 	dir := os.Getenv("POSTLINE_BENCH_PG_WAL")
@@ -204,25 +205,36 @@ func schemaWAL(tb testing.TB, start, end, rels string) (int64, bool) {
 			prog = "/usr/lib/postgresql/15/bin/pg_waldump"
 		}
 	}
-	var total int64
+	own := make(map[string]bool)
 	for _, rel := range strings.Fields(rels) {
 		_, node, _ := strings.Cut(rel, ":")
-		out, err := exec.Command(prog, "-p", dir, "-s", start, "-e", end, "--relation="+node, "--stats").Output()
-		if err != nil {
-			tb.Logf("pg_waldump %s: %v", rel, err)
-			return 0, false
+		own[node] = true
+	}
+	out, err := exec.Command(prog, "-p", dir, "-s", start, "-e", end).Output()
+	if err != nil {
+		tb.Logf("pg_waldump: %v", err)
+		return 0, false
+	}
+	// rmgr: Heap len (rec/tot): 59/ 59, tx: ..., desc: ..., blkref #0: rel 1663/16385/16400 blk 0
+	var total int64
+	for line := range strings.Lines(string(out)) {
+		_, refs, ok := strings.Cut(line, "blkref #")
+		if !ok {
+			continue
 		}
-		// The last line: Total <n> <records> [..%] <fpi> [..%] <combined> [100%]
-		for line := range strings.Lines(string(out)) {
-			f := strings.Fields(line)
-			if len(f) >= 3 && f[0] == "Total" {
-				n, err := strconv.ParseInt(f[len(f)-2], 10, 64)
-				if err != nil {
-					tb.Logf("pg_waldump %s: cannot read %q", rel, line)
-					return 0, false
-				}
-				total += n
+		mine := false
+		for _, f := range strings.Fields(refs) {
+			if own[f] {
+				mine = true
+				break
 			}
+		}
+		_, lens, _ := strings.Cut(line, "len (rec/tot):")
+		_, tot, _ := strings.Cut(lens, "/")
+		tot, _, _ = strings.Cut(strings.TrimSpace(tot), ",")
+		n, err := strconv.ParseInt(tot, 10, 64)
+		if mine && err == nil {
+			total += n
 		}
 	}
 	return total, true
