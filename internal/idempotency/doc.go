@@ -14,12 +14,23 @@
 // The table is created by package schema's migrations, in the connection's
 // current schema.
 //
-// A claim also stores a copy of the record (value, key, trace context
-// headers, first publication), so that recovery does not depend on Kafka:
-// [Store.Stuck] finds rows left in sending past their lease (the index on
-// (status, lease_expires_at) serves it), the reaper re-publishes them and then
-// hands them back with [Store.Release]; [Store.ResetForReplay] makes failed
-// and dead rows deliverable again for postctl dlq replay.
+// The row is kept lean and its common updates HOT (migration 0011): it holds
+// no copy of the record, since until the outcome is recorded the record's
+// offset is not committed and Kafka redelivers it after a crash, and the
+// redelivered copy re-claims the row once the lease has expired. No index
+// covers a column a status or lease update changes (the table's indexes are
+// the key and created_at, which the retention purge scans), so sending ->
+// sent, sending -> retrying, a re-claim and a lease extension write no index
+// entry.
+//
+// A copy of the record (value, key, trace context headers) is stored beside
+// the row, in postline_message_records, only where Kafka will not redeliver
+// it: [Store.ResetForReplay] stores the replayed record, because postctl dlq
+// replay publishes after the reset, and a caller may pass one to
+// [Store.Claim]. [Store.StalledReplays] finds replays left pending with
+// nothing on their way and [Store.Stuck] rows with a copy left in sending
+// past their lease; the reaper re-publishes them (and hands stuck ones back
+// with [Store.Release]). Both scans start from the copies, which are few.
 //
 // A claimed job can wait long for a relay before it is sent, so its owner
 // keeps the lease alive: a [LeaseKeeper] holds the leases of the jobs in
@@ -27,10 +38,11 @@
 // without bumping the version, until each outcome is recorded. A row is
 // therefore only stuck when its owner stopped extending it.
 //
-// A row that becomes terminal (sent, failed, dead) loses its payload in the
-// statement that records the outcome; its hash stays for deduplication until
-// [Store.Purge] deletes it, once its outcome is older than the retention
-// (the dedupe window; the reaper purges in small batches).
+// A row that becomes terminal (sent, failed, dead, suppressed) loses its
+// record copy, if it has one, in the statement that records the outcome; its
+// hash stays for deduplication until [Store.Purge] deletes it, once its
+// outcome is older than the retention (the dedupe window; the reaper purges
+// in small batches).
 //
 // The package knows rows, not SMTP or Kafka: it takes plain values (IDs,
 // hashes, attempt numbers, opaque payload bytes) and decides nothing about

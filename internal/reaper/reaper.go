@@ -1,10 +1,14 @@
-// Package reaper owns recovering jobs whose row is stuck in sending: the
-// worker that claimed the row crashed (or stalled) after the claim and before
-// recording an outcome, and its lease expired. Every Interval the reaper reads
-// such rows (their lease expired more than Grace ago), re-publishes the stored
-// record to the jobs topic with the row's attempt, first-seen time and trace
-// context, and only then releases the row (sending -> retrying, same attempt)
-// so the re-published copy is claimable.
+// Package reaper owns recovering jobs whose row is stuck in sending and that
+// have a stored record copy: the worker that claimed the row crashed (or
+// stalled) after the claim and before recording an outcome, and its lease
+// expired. Every Interval the reaper reads such rows (their lease expired
+// more than Grace ago), re-publishes the stored record to the jobs topic with
+// the row's attempt, first-seen time and trace context, and only then
+// releases the row (sending -> retrying, same attempt) so the re-published
+// copy is claimable. The worker stores no copy of the records it claims (see
+// package idempotency): their offsets are not committed before the outcome
+// is recorded, so Kafka redelivers them and they re-claim their rows; the
+// copies the reaper works from are the ones a replay stored.
 //
 // Publish comes before Release: a crash between the two leaves the row stuck,
 // so the next pass publishes it again, and the duplicate copy is deduped by
