@@ -476,8 +476,10 @@ cluster_voters() {
 
 # cluster_check_node N: N names a node of the cluster.
 cluster_check_node() {
-  [[ ${1:-} =~ ^[0-9]+$ ]] && (($1 >= 1 && $1 <= ${#CLUSTER_NODES[@]})) ||
-    die "cluster: no node '${1:-}' (nodes are ${CLUSTER_NODES[*]})"
+  if [[ ${1:-} =~ ^[0-9]+$ ]] && (($1 >= 1 && $1 <= ${#CLUSTER_NODES[@]})); then
+    return 0
+  fi
+  die "cluster: no node '${1:-}' (nodes are ${CLUSTER_NODES[*]})"
 }
 
 # cluster_render N: server.properties of node N. Rendered here, not from a template beside
@@ -638,16 +640,33 @@ cluster_wait() {
   log "cluster: ready on $(cluster_brokers) (node(s) ${nodes[*]}; replication 3, min.insync.replicas 2, $KAFKA_VERSION)$note"
 }
 
+# cluster_down: SIGTERM to every node at once, so they shut down together rather than each
+# waiting in turn for a quorum that is leaving; SIGKILL what still runs after 30 s.
 cluster_down() {
-  local n
-  # SIGTERM to every node first, so they shut down together rather than each waiting in turn
-  # for a quorum that is leaving.
+  local n i
+  local -A stopping=()
   for n in "${CLUSTER_NODES[@]}"; do
     if pid_alive "$(cluster_pid "$n")" kafka.Kafka; then
-      kill -TERM "$(<"$(cluster_pid "$n")")" 2>/dev/null || true
+      stopping[$n]="$(<"$(cluster_pid "$n")")"
+      log "cluster: node $n: stopping (pid ${stopping[$n]})"
+      kill -TERM "${stopping[$n]}" 2>/dev/null || true
+    else
+      log "cluster: node $n: not running"
+      rm -f "$(cluster_pid "$n")"
     fi
   done
-  for n in "${CLUSTER_NODES[@]}"; do stop_pid "cluster: node $n" "$(cluster_pid "$n")" kafka.Kafka; done
+  for n in "${!stopping[@]}"; do
+    for ((i = 0; i < 300; i++)); do
+      [[ -d /proc/${stopping[$n]} ]] || break
+      sleep 0.1
+    done
+    if [[ -d /proc/${stopping[$n]} ]]; then
+      log "cluster: node $n did not stop in 30 s; killing"
+      kill -KILL "${stopping[$n]}" 2>/dev/null || true
+    fi
+    rm -f "$(cluster_pid "$n")"
+    log "cluster: node $n: stopped"
+  done
 }
 
 # cluster_kill N: SIGKILL node N and wait until it is gone: a crash, no controlled shutdown.
