@@ -461,7 +461,8 @@ func (m *monitor) sample(ctx context.Context, t time.Duration, c counters) (samp
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		load = loadAverage(string(b))
 	}
-	return sample{T: t, Delivered: c.Sent, Failed: c.Failed, Purged: c.Purged, RSS: rss, Peak: peak,
+	return sample{T: t, Delivered: c.Sent, Failed: c.Failed, Purged: c.Purged, Takeovers: c.Takeovers,
+		Duplicates: c.Duplicates, RSS: rss, Peak: peak,
 		Tables: tables, Load1: load}, nil
 }
 

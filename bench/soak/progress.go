@@ -22,10 +22,17 @@ type counters struct {
 	Sent   int64 // postline_delivery_records_total{outcome="sent"}
 	Failed int64 // the same with outcome failed, dead or rejected
 	Purged int64 // postline_reaper_purged_total
+	// Takeovers is postline_reaper_takeovers_total: rows whose lease ran
+	// out in flight, re-published by a reaper, so possibly sent twice.
+	Takeovers int64
+	// Duplicates is the same counter with outcome duplicate: copies the
+	// claim recognised and did not send.
+	Duplicates int64
 }
 
 func (c counters) add(o counters) counters {
-	return counters{Sent: c.Sent + o.Sent, Failed: c.Failed + o.Failed, Purged: c.Purged + o.Purged}
+	return counters{Sent: c.Sent + o.Sent, Failed: c.Failed + o.Failed, Purged: c.Purged + o.Purged,
+		Takeovers: c.Takeovers + o.Takeovers, Duplicates: c.Duplicates + o.Duplicates}
 }
 
 // failedOutcomes are the outcomes of postline_delivery_records_total that
@@ -34,7 +41,7 @@ func (c counters) add(o counters) counters {
 var failedOutcomes = map[string]bool{"failed": true, "dead": true, "rejected": true}
 
 // parseCounters reads counters from a Prometheus text exposition. It
-// understands only what it needs: the sample lines of two counters, whose
+// understands only what it needs: the sample lines of three counters, whose
 // label values hold no quotes or commas.
 func parseCounters(r io.Reader) (counters, error) {
 	var c counters
@@ -48,6 +55,8 @@ func parseCounters(r io.Reader) (counters, error) {
 			name = "records"
 		case metric == "postline_reaper_purged_total" || strings.HasPrefix(metric, "postline_reaper_purged_total{"):
 			name = "purged"
+		case metric == "postline_reaper_takeovers_total" || strings.HasPrefix(metric, "postline_reaper_takeovers_total{"):
+			name = "takeovers"
 		default:
 			continue
 		}
@@ -70,11 +79,15 @@ func parseCounters(r io.Reader) (counters, error) {
 		switch name {
 		case "purged":
 			c.Purged += int64(v)
+		case "takeovers":
+			c.Takeovers += int64(v)
 		case "records":
 			outcome := label(labels, "outcome")
 			switch {
 			case outcome == "sent":
 				c.Sent += int64(v)
+			case outcome == "duplicate":
+				c.Duplicates += int64(v)
 			case failedOutcomes[outcome]:
 				c.Failed += int64(v)
 			}
@@ -151,15 +164,17 @@ func readTableStats(ctx context.Context, pool *pgxpool.Pool) (tableStats, error)
 
 // sample is one row of the soak's CSV: taken every -sample interval.
 type sample struct {
-	T         time.Duration // since the first job was published
-	Delivered int64         // mails sent, from the workers' counters
-	Failed    int64
-	Purged    int64   // rows the workers' reapers deleted past the retention
-	Rate      float64 // mails/s since the previous sample
-	RSS       []int64 // VmRSS of each worker, bytes
-	Peak      []int64 // VmHWM of each worker, bytes
-	Tables    tableStats
-	Load1     float64 // the machine's 1-minute load average
+	T          time.Duration // since the first job was published
+	Delivered  int64         // mails sent, from the workers' counters
+	Failed     int64
+	Purged     int64   // rows the workers' reapers deleted past the retention
+	Takeovers  int64   // rows re-published after their lease ran out
+	Duplicates int64   // copies deduped by the claim
+	Rate       float64 // mails/s since the previous sample
+	RSS        []int64 // VmRSS of each worker, bytes
+	Peak       []int64 // VmHWM of each worker, bytes
+	Tables     tableStats
+	Load1      float64 // the machine's 1-minute load average
 }
 
 // readRSS reads every worker's memory.

@@ -25,9 +25,10 @@ postline_delivery_records_total{outcome="sent"} 1.234567e+06
 postline_delivery_records_total_created{outcome="sent"} 1.7e+09
 # TYPE postline_reaper_purged_total counter
 postline_reaper_purged_total 4000
+postline_reaper_takeovers_total 11
 postline_delivery_attempts_total{provider="default",result="sent"} 99
 `,
-			want: counters{Sent: 1234567, Failed: 3, Purged: 4000},
+			want: counters{Sent: 1234567, Failed: 3, Purged: 4000, Takeovers: 11, Duplicates: 7},
 		},
 		{
 			name: "other labels and a timestamp",

@@ -130,6 +130,7 @@ type params struct {
 type summary struct {
 	params
 	Delivered, Failed, Purged int64
+	Takeovers, Duplicates     int64
 	Span                      time.Duration // first mail to last
 	MeanRate                  float64
 	FirstRate, LastRate       float64
@@ -164,6 +165,7 @@ func summarize(p params, points []point, samples []sample) (summary, error) {
 	}
 	lastSample := samples[len(samples)-1]
 	s.Delivered, s.Failed, s.Purged = lastSample.Delivered, lastSample.Failed, lastSample.Purged
+	s.Takeovers, s.Duplicates = lastSample.Takeovers, lastSample.Duplicates
 	var err error
 	if s.FirstRate, s.LastRate, err = windowRates(points, p.Jobs, p.Window); err != nil {
 		return s, err
@@ -241,10 +243,12 @@ func summarize(p params, points []point, samples []sample) (summary, error) {
 
 // growthPerMail is how many bytes every table of the schema grew by per
 // mail from the first sample at or past from mails sent to the first at
-// or past to (the first sample when from is 0, whose growth counts from
-// an empty schema's size, which is small).
+// or past to; from 0 counts from nothing.
 func growthPerMail(samples []sample, from, to int64) float64 {
 	var a, b *sample
+	if from == 0 {
+		a = &sample{} // nothing sent and an empty schema, whose size is small
+	}
 	for i := range samples {
 		x := &samples[i]
 		if a == nil && x.Delivered >= from {
@@ -257,11 +261,7 @@ func growthPerMail(samples []sample, from, to int64) float64 {
 	if a == nil || b == nil || b.Delivered <= a.Delivered {
 		return 0
 	}
-	base := a.Tables.AllBytes
-	if from == 0 {
-		base = 0
-	}
-	return float64(b.Tables.AllBytes-base) / float64(b.Delivered-a.Delivered)
+	return float64(b.Tables.AllBytes-a.Tables.AllBytes) / float64(b.Delivered-a.Delivered)
 }
 
 // verdicts of the summary, in the order of the report.
@@ -304,7 +304,8 @@ func (s summary) markdown(w io.Writer) {
 		thousands(s.Jobs), s.Workers, s.Retention, s.ReaperInterval, s.ProducerSummary, s.SampleEvery, s.Took.Round(time.Second))
 	fmt.Fprintln(w, "| measure | value | target | verdict |")
 	fmt.Fprintln(w, "|---|---:|---:|:---:|")
-	fmt.Fprintf(w, "| mails sent / failed | %s / %s | all / 0 | %s |\n", thousands(s.Delivered), thousands(s.Failed), verdict(s.deliveredOK()))
+	fmt.Fprintf(w, "| mails sent / failed (rows taken over after their lease ran out, so possibly sent twice; copies deduped) | %s / %s (%s; %s) | all / 0 | %s |\n",
+		thousands(s.Delivered), thousands(s.Failed), thousands(s.Takeovers), thousands(s.Duplicates), verdict(s.deliveredOK()))
 	fmt.Fprintf(w, "| first mail to last | %s (%.0f mails/s) | - | - |\n", s.Span.Round(time.Second), s.MeanRate)
 	fmt.Fprintf(w, "| first %s mails | %.0f mails/s | - | - |\n", thousands(s.Window), s.FirstRate)
 	fmt.Fprintf(w, "| last %s mails | %.0f mails/s = %.3f× the first | ≥ %.2f× | %s |\n", thousands(s.Window), s.LastRate, s.Ratio, TargetRateRatio, verdict(s.rateOK()))
@@ -352,7 +353,7 @@ func (s summary) markdown(w io.Writer) {
 
 // csvHeader names the columns of writeCSV, one per worker for RSS.
 func csvHeader(workers int) []string {
-	h := []string{"t_s", "delivered", "failed", "purged", "rate_per_s"}
+	h := []string{"t_s", "delivered", "failed", "purged", "rate_per_s", "takeovers", "duplicates"}
 	for i := range workers {
 		h = append(h, fmt.Sprintf("worker%d_rss_bytes", i), fmt.Sprintf("worker%d_peak_bytes", i))
 	}
@@ -368,7 +369,7 @@ func writeCSV(w io.Writer, workers int, samples []sample) error {
 	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
 	for _, x := range samples {
 		row := []string{strconv.FormatFloat(x.T.Seconds(), 'f', 3, 64), i64(x.Delivered), i64(x.Failed), i64(x.Purged),
-			strconv.FormatFloat(x.Rate, 'f', 1, 64)}
+			strconv.FormatFloat(x.Rate, 'f', 1, 64), i64(x.Takeovers), i64(x.Duplicates)}
 		for i := range workers {
 			var rss, peak int64
 			if i < len(x.RSS) {
@@ -440,11 +441,12 @@ func readCSV(r io.Reader) ([]sample, int, error) {
 			return v
 		}
 		i := func(i int) int64 { return int64(f(i)) }
-		x := sample{T: time.Duration(f(0) * float64(time.Second)), Delivered: i(1), Failed: i(2), Purged: i(3), Rate: f(4)}
+		x := sample{T: time.Duration(f(0) * float64(time.Second)), Delivered: i(1), Failed: i(2), Purged: i(3), Rate: f(4),
+			Takeovers: i(5), Duplicates: i(6)}
 		for w := range workers {
-			x.RSS, x.Peak = append(x.RSS, i(5+2*w)), append(x.Peak, i(6+2*w))
+			x.RSS, x.Peak = append(x.RSS, i(7+2*w)), append(x.Peak, i(8+2*w))
 		}
-		c := 5 + 2*workers
+		c := 7 + 2*workers
 		x.Tables = tableStats{MessagesRows: i(c), MessagesBytes: i(c + 1), MessagesIndexBytes: i(c + 2),
 			RecipientsRows: i(c + 3), AllBytes: i(c + 4)}
 		x.Load1 = f(c + 5)

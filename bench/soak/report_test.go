@@ -221,7 +221,7 @@ func TestMarkdown(t *testing.T) {
 	s.markdown(&b)
 	md := b.String()
 	for _, want := range []string{
-		"| mails sent / failed | 600,000 / 0 | all / 0 | PASS |",
+		"| 600,000 / 0 (0; 0) | all / 0 | PASS |",
 		"| last 60,000 mails | 1000 mails/s = 1.000× the first | ≥ 0.90× | PASS |",
 		"| worker RSS, most sampled (VmRSS) | 60.0 / 60.0 MiB | ≤ 100 MiB | PASS |",
 		"NOT REACHED",
@@ -246,7 +246,7 @@ func TestWriteCSV(t *testing.T) {
 	if len(rows) != 3 || len(rows[0]) != len(csvHeader(2)) || len(rows[1]) != len(rows[0]) {
 		t.Fatalf("CSV of %d rows, widths %d and %d; want 3 rows as wide as the header", len(rows), len(rows[0]), len(rows[1]))
 	}
-	if got := strings.Join(rows[1][:5], ","); got != "10.000,10000,0,0,1000.0" {
+	if got := strings.Join(rows[1][:7], ","); got != "10.000,10000,0,0,1000.0,0,0" {
 		t.Fatalf("first row starts %q", got)
 	}
 	b.Reset()
