@@ -39,7 +39,7 @@ type settings struct {
 
 	Senders      int           `env:"POSTLINE_SENDERS" default:"16" usage:"parallel SMTP connections (one per sending goroutine)"`
 	BatchSize    int           `env:"POSTLINE_BATCH_SIZE" default:"256" usage:"records per Postgres round trip"`
-	BatchBytes   int           `env:"POSTLINE_BATCH_BYTES" default:"8388608" usage:"record bytes per Postgres round trip (claims carry the payloads)"`
+	BatchBytes   int           `env:"POSTLINE_BATCH_BYTES" default:"8388608" usage:"record bytes gathered into one batch (one Postgres round trip)"`
 	BatchLinger  time.Duration `env:"POSTLINE_BATCH_LINGER" default:"5ms" usage:"how long a partial batch waits to fill"`
 	FastRetries  int           `env:"POSTLINE_FAST_RETRIES" default:"3" usage:"in-process retries of a transient failure before a delay tier (-1: none)"`
 	RetryPrefix  string        `env:"POSTLINE_RETRY_TOPIC_PREFIX" default:"mail.retry" usage:"delay topics are <prefix>.<tier>"`

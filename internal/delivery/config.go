@@ -35,10 +35,10 @@ type Config struct {
 	Senders int
 	// BatchSize caps the records per store round trip. Defaults to 256.
 	BatchSize int
-	// BatchBytes caps the record bytes per store round trip: a claim
-	// carries each record's payload, and a batch of 256 large mails would be
-	// a quarter of a gigabyte in one request. A record larger than this is
-	// a batch of its own. Defaults to 8 MiB.
+	// BatchBytes caps the record bytes gathered into one batch (one store
+	// round trip): the batch holds its records until the claim returns, and
+	// 256 large mails would be a quarter of a gigabyte held at once. A record
+	// larger than this is a batch of its own. Defaults to 8 MiB.
 	BatchBytes int
 	// BatchLinger is how long a partial batch waits for more records.
 	// Defaults to 5ms.
