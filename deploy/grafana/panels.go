@@ -444,8 +444,10 @@ func relaysDashboard() dashboardSpec {
 				},
 				{
 					title: "Reaper",
-					description: "Stuck jobs (claimed by a worker that died before recording an outcome) the " +
-						"reaper re-published per second, and their rows handed back by result. What to do: a " +
+					description: "Stuck jobs with a stored record (replayed jobs claimed by a worker that died " +
+						"before recording an outcome) the reaper re-published per second, and their rows handed " +
+						"back by result. A worker's other crashed claims are not re-published: Kafka redelivers " +
+						"their uncommitted records, which claim the rows again once the lease has expired. What to do: a " +
 						"steady rate means workers die mid-send (OOM kills, hard restarts): check their logs " +
 						"and shutdown grace period; lost means another worker took the row first, harmless.",
 					unit: unitPerSecond, width: 8,
