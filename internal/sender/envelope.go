@@ -129,15 +129,17 @@ func newDKIMMetrics(reg prometheus.Registerer) (*dkimMetrics, error) {
 // render builds the job's message and writes it out once, so that every
 // transaction of a send carries the same bytes (one Date, one boundary, one
 // DKIM signature). With DKIM configured it signs the bytes with the key of
-// the From address's domain, when there is one.
-func (r *Relay) render(j *job.Job) ([]byte, *Error) {
+// the From address's domain, when there is one. The message is written into
+// buf, reset first; the bytes returned may be buf's, valid until its next
+// use.
+func (r *Relay) render(j *job.Job, buf *bytes.Buffer) ([]byte, *Error) {
 	name := r.cfg.Name
 	msg, err := Message(j)
 	if err != nil {
 		return nil, &Error{Provider: name, Stage: StageBuild, Err: err}
 	}
-	var buf bytes.Buffer
-	if _, err := msg.WriteTo(&buf); err != nil {
+	buf.Reset()
+	if _, err := msg.WriteTo(buf); err != nil {
 		return nil, &Error{Provider: name, Stage: StageBuild, Err: err}
 	}
 	if r.cfg.DKIM == nil {

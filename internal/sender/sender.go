@@ -1,6 +1,7 @@
 package sender
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -140,9 +141,19 @@ type Session struct {
 
 	replies replyRecorder
 
+	// rendered holds the message of the send in progress; kept between
+	// sends (up to keptRenderBytes) so that rendering does not grow a new
+	// buffer for every mail.
+	rendered bytes.Buffer
+
 	mu   sync.Mutex   // guards conn, which a context watcher reads
 	conn *watchedConn // the TCP connection under sc
 }
+
+// keptRenderBytes is the largest rendering buffer a session keeps for its
+// next mail: a typical mail fits, and a session that sent one large mail
+// does not hold its size for good.
+const keptRenderBytes = 256 << 10
 
 // Send sends the job to all of its recipients with its From address as the
 // return path: SendTo with Recipients(j). It fails with the first
@@ -188,7 +199,12 @@ func (s *Session) SendTo(ctx context.Context, j *job.Job, rcpts []Recipient) (re
 	if len(rcpts) == 0 {
 		return Result{}, &Error{Provider: name, Stage: StageBuild, Err: errNoRecipients}
 	}
-	body, buildErr := s.relay.render(j)
+	body, buildErr := s.relay.render(j, &s.rendered)
+	defer func() {
+		if s.rendered.Cap() > keptRenderBytes {
+			s.rendered = bytes.Buffer{} // a large mail's buffer is not kept
+		}
+	}()
 	if buildErr != nil {
 		return Result{}, buildErr
 	}
