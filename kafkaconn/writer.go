@@ -73,6 +73,12 @@ func (c *Cluster) Writer(cfg WriterConfig) (*kafka.Writer, func(), error) {
 	}
 	smallest := slices.Min(mapValues(cfg.Limits))
 	t := c.Transport(cfg.Name)
+	// kafka-go refreshes a writer's partition leaders only when its cached
+	// metadata expires, not on a NOT_LEADER error: with its 6 s default every
+	// write to a partition whose broker died fails for up to 6 s after the
+	// new leader is elected. A second bounds that stall for one metadata
+	// request per second.
+	t.MetadataTTL = WriterMetadataTTL
 	w := &kafka.Writer{
 		Addr:                   c.Addr(),
 		Topic:                  cfg.Topic,
@@ -86,6 +92,10 @@ func (c *Cluster) Writer(cfg WriterConfig) (*kafka.Writer, func(), error) {
 	}
 	return w, t.CloseIdleConnections, nil
 }
+
+// WriterMetadataTTL is how long a writer trusts its cached partition
+// leaders.
+const WriterMetadataTTL = time.Second
 
 // BatchBytes is the batch size in bytes, as kafka-go counts it, that fits
 // a topic whose max.message.bytes is limit with up to records records.
