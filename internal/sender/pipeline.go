@@ -13,7 +13,8 @@ import (
 // dot), which is what bounds one connection's rate against a relay far away.
 // go-mail still composes the message; only the envelope commands are
 // written here, through go-mail's connection (smtp.Client.Text), and the
-// content goes through the same dot-stuffing writer go-mail's Data uses.
+// content is dot-stuffed exactly as the DotWriter go-mail's Data uses
+// would (writeData).
 //
 // Not pipelined, on purpose:
 //   - the next transaction's MAIL FROM after a final dot (several return
@@ -123,14 +124,9 @@ func (s *Session) exchangePipelined(body []byte, from string, to []string) (acce
 		return nil, refused, replyError(name, StageData, dataErr)
 	}
 
-	w := text.DotWriter()
-	if _, err := w.Write(body); err != nil {
-		_ = w.Close() // the write error is the one that matters
+	if err := writeData(text.W, body); err != nil {
 		return nil, refused, replyError(name, StageBody, err)
 	}
-	// As go-mail's DataCloser: a failed flush of the final dot shows in
-	// the reply that does not come (watchedConn notes the failed write).
-	_ = w.Close()
 	if _, _, err := text.ReadResponse(250); err != nil {
 		e := replyError(name, StageBody, err)
 		e.dataEnd = true
