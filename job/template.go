@@ -70,9 +70,19 @@ func validateTemplate(t *TemplateRef, templated bool, bodyBytes, maxBodyBytes in
 	if len(t.Data) == 0 {
 		return nil
 	}
-	data, err := json.Marshal(t.Data)
-	if err != nil {
-		return invalid(ReasonInvalidField, "template.data", "not encodable as JSON: %v", err)
+	// The data's JSON encoding, as json.Marshal writes it, written by hand
+	// into a pooled buffer when it holds only what Decode produces (as Hash
+	// does): Marshal's reflection was most of a template job's validation.
+	bp := hashBuffers.Get().(*[]byte)
+	data, ok := appendAny((*bp)[:0], t.Data, 0)
+	if ok && cap(data) <= maxPooledHashBuffer {
+		defer func() { *bp = data[:0]; hashBuffers.Put(bp) }()
+	}
+	if !ok {
+		var err error
+		if data, err = json.Marshal(t.Data); err != nil {
+			return invalid(ReasonInvalidField, "template.data", "not encodable as JSON: %v", err)
+		}
 	}
 	if err := checkDataShape(data); err != nil {
 		return err
