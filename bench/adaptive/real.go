@@ -3,14 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/postline/postline/bench/internal/benchenv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -262,7 +261,7 @@ func runOne(ctx context.Context, p RealParams, sc scenario, strategy string, log
 	if err != nil {
 		return res, err
 	}
-	id := randomHex(4)
+	id := benchenv.RandomHex(4)
 	base := fmt.Sprintf("bench.adaptive.%s.%s.%s", sc.Name, strategy, id)
 	e := runEnv{
 		jobs: base + ".jobs", dlq: base + ".dlq", prefix: base + ".retry",
@@ -289,14 +288,14 @@ func runOne(ctx context.Context, p RealParams, sc scenario, strategy string, log
 			}
 		}()
 	}
-	if e.databaseURL, err = createSchema(ctx, p.DatabaseURL, e.schema); err != nil {
+	if e.databaseURL, err = benchenv.CreateSchema(ctx, p.DatabaseURL, e.schema); err != nil {
 		return res, err
 	}
 	if !p.Keep {
 		defer func() {
 			c, cancel := cleanup()
 			defer cancel()
-			if err := dropSchema(c, p.DatabaseURL, e.schema); err != nil {
+			if err := benchenv.DropSchema(c, p.DatabaseURL, e.schema); err != nil {
 				logf("%v", err)
 			}
 		}()
@@ -312,7 +311,7 @@ func runOne(ctx context.Context, p RealParams, sc scenario, strategy string, log
 		e.relayAddrs = append(e.relayAddrs, rl.Addr())
 		res.RelayNames = append(res.RelayNames, spec.Name)
 	}
-	if e.schedHTTP, err = freeAddr(); err != nil {
+	if e.schedHTTP, err = benchenv.FreeAddr(); err != nil {
 		return res, err
 	}
 
@@ -333,7 +332,7 @@ func runOne(ctx context.Context, p RealParams, sc scenario, strategy string, log
 	fleet := &workerFleet{}
 	total := sc.Workers + len(sc.Late)
 	startWorker := func(i int) (*proc, string, error) {
-		addr, err := freeAddr()
+		addr, err := benchenv.FreeAddr()
 		if err != nil {
 			return nil, "", err
 		}
@@ -853,44 +852,6 @@ func groupMembers(ctx context.Context, client *kafka.Client, group string) (int,
 		return 0, fmt.Errorf("describe group: %d groups in answer", len(resp.Groups))
 	}
 	return len(resp.Groups[0].Members), resp.Groups[0].Error
-}
-
-// createSchema creates schema and returns a URL whose connections use it.
-func createSchema(ctx context.Context, base, schema string) (string, error) {
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return "", errors.New("-database-url must be a postgres:// URL")
-	}
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		return "", fmt.Errorf("connect to postgres: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		return "", fmt.Errorf("create schema %s: %w", schema, err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String(), nil
-}
-
-func dropSchema(ctx context.Context, base, schema string) error {
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		return fmt.Errorf("drop schema %s: connect: %w", schema, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-		return fmt.Errorf("drop schema %s: %w", schema, err)
-	}
-	return nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // realStrategies parses a comma-separated list of strategies.

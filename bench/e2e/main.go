@@ -51,15 +51,12 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -71,7 +68,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/postline/postline/bench/internal/benchenv"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/segmentio/kafka-go"
 
@@ -247,7 +245,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "bench: logs and time reports in %s\n", o.logDir)
 	if slices.Contains(o.variants, variantMemory) {
 		// Fail before the other variants run, not minutes later.
-		probe, err := newMemCgroup(o.mem.cgroupRoot, "postline-bench-probe-"+randomHex(4), int64(o.mem.limit))
+		probe, err := newMemCgroup(o.mem.cgroupRoot, "postline-bench-probe-"+benchenv.RandomHex(4), int64(o.mem.limit))
 		if err != nil {
 			return err
 		}
@@ -331,7 +329,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	cpu := cpuModel()
+	cpu := benchenv.CPUModel()
 	if o.out != "" {
 		if err := writeBenchFile(o.out, cpu, all, memAll); err != nil {
 			return err
@@ -466,7 +464,7 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	}
 	var readyURL, metricsURL string
 	if spec.http {
-		addr, err := freeAddr()
+		addr, err := benchenv.FreeAddr()
 		if err != nil {
 			return result{}, err
 		}
@@ -571,7 +569,7 @@ type fixture struct {
 // newFixture creates the topics and the schema of a run named name; close
 // removes them unless -keep.
 func newFixture(ctx context.Context, o options, name string, stderr io.Writer) (_ *fixture, err error) {
-	id := randomHex(4)
+	id := benchenv.RandomHex(4)
 	f := &fixture{
 		jobsTopic: fmt.Sprintf("bench.%s.%s.jobs", name, id),
 		group:     fmt.Sprintf("bench-%s-%s", name, id),
@@ -602,7 +600,7 @@ func newFixture(ctx context.Context, o options, name string, stderr io.Writer) (
 			}
 		})
 	}
-	dbURL, err := createSchema(ctx, o.databaseURL, schema)
+	dbURL, err := benchenv.CreateSchema(ctx, o.databaseURL, schema)
 	if err != nil {
 		return nil, err
 	}
@@ -610,7 +608,7 @@ func newFixture(ctx context.Context, o options, name string, stderr io.Writer) (
 		f.cleanups = append(f.cleanups, func() {
 			c, cancel := cleanupCtx()
 			defer cancel()
-			if err := dropSchema(c, o.databaseURL, schema); err != nil {
+			if err := benchenv.DropSchema(c, o.databaseURL, schema); err != nil {
 				fmt.Fprintf(stderr, "bench: %s: %v\n", name, err)
 			}
 		})
@@ -864,48 +862,6 @@ func runSource(ctx context.Context, o options, reuse bool, run int, stderr io.Wr
 		Pipeline: pipelineCPU{Measured: true, Own: u.CPU(), Sink: after.since(before)["sink"]}}, nil
 }
 
-// createSchema creates schema and returns a URL whose connections use it.
-func createSchema(ctx context.Context, base, schema string) (string, error) {
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		return "", fmt.Errorf("connect to postgres: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		return "", fmt.Errorf("create schema %s: %w", schema, err)
-	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return "", errors.New("-database-url must be a postgres:// URL")
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String(), nil
-}
-
-func dropSchema(ctx context.Context, base, schema string) error {
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		return fmt.Errorf("drop schema %s: connect: %w", schema, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-		return fmt.Errorf("drop schema %s: %w", schema, err)
-	}
-	return nil
-}
-
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 func splitHostPort(addr string) (host, port string, err error) {
 	host, port, err = net.SplitHostPort(addr)
 	if err != nil {
@@ -915,26 +871,6 @@ func splitHostPort(addr string) (host, port string, err error) {
 		return "", "", fmt.Errorf("port %q is not a number", port)
 	}
 	return host, port, nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// cpuModel is the first "model name" of /proc/cpuinfo.
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	for line := range strings.Lines(string(b)) {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 func kernel() string {

@@ -40,6 +40,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/postline/postline/bench/internal/benchenv"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postline/postline/internal/consumer"
@@ -408,7 +410,7 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 func runMemory(ctx context.Context, o options, spec memSpec, jobs []job.Job, recordBytes int, stderr io.Writer) (memResult, error) {
 	name := variantMemory + "-" + spec.name
 	res := memResult{spec: spec, jobs: len(jobs), recordBytes: recordBytes, oomKills: -1}
-	cg, err := newMemCgroup(o.mem.cgroupRoot, "postline-bench-"+spec.name+"-"+randomHex(4), spec.limit)
+	cg, err := newMemCgroup(o.mem.cgroupRoot, "postline-bench-"+spec.name+"-"+benchenv.RandomHex(4), spec.limit)
 	if err != nil {
 		return res, err
 	}
@@ -432,7 +434,7 @@ func runMemory(ctx context.Context, o options, spec memSpec, jobs []job.Job, rec
 	if err != nil {
 		return res, err
 	}
-	addr, err := freeAddr()
+	addr, err := benchenv.FreeAddr()
 	if err != nil {
 		return res, err
 	}

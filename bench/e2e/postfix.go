@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/postline/postline/bench/internal/benchenv"
 )
 
 // The postfix variant: Debian's Postfix as a relay in front of the same
@@ -118,7 +120,7 @@ func startPostfix(relayhost string, stderr io.Writer) (_ *postfixInstance, err e
 	if err := os.Chown(data, uid, gid); err != nil {
 		return nil, err
 	}
-	if p.addr, err = freeAddr(); err != nil {
+	if p.addr, err = benchenv.FreeAddr(); err != nil {
 		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(p.conf, "main.cf"), []byte(postfixMainCf(p, relayhost)), 0o644); err != nil {

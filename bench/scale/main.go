@@ -38,16 +38,12 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -59,13 +55,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/postline/postline/bench/internal/benchenv"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/postline/postline/bench/internal/benchkafka"
 	"github.com/postline/postline/bench/relay"
-	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
@@ -192,7 +188,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "bench: relay: %d transactions; per transaction %.2f envelope commands, %.2f reply writes (round trips), %.2f reads\n",
 		stats.Transactions, stats.PerTransaction(stats.EnvelopeCommands), stats.PerTransaction(stats.ReplyWrites), stats.PerTransaction(stats.Reads))
 
-	cpu := cpuModel()
+	cpu := benchenv.CPUModel()
 	if o.out != "" {
 		var b strings.Builder
 		benchHeader(&b, cpu)
@@ -259,7 +255,7 @@ func runCount(ctx context.Context, o options, rl *relay.Relay, n, run int, stder
 		}
 	}()
 	for i := range n {
-		addr, err := freeAddr()
+		addr, err := benchenv.FreeAddr()
 		if err != nil {
 			return result{}, err
 		}
@@ -403,7 +399,7 @@ type fixture struct {
 }
 
 func newFixture(ctx context.Context, o options, n int, stderr io.Writer) (_ *fixture, err error) {
-	id := randomHex(4)
+	id := benchenv.RandomHex(4)
 	name := fmt.Sprintf("scale%d", n)
 	f := &fixture{
 		jobsTopic: fmt.Sprintf("bench.%s.%s.jobs", name, id),
@@ -434,7 +430,7 @@ func newFixture(ctx context.Context, o options, n int, stderr io.Writer) (_ *fix
 			}
 		})
 	}
-	dbURL, err := createSchema(ctx, o.databaseURL, schema)
+	dbURL, err := benchenv.CreateSchema(ctx, o.databaseURL, schema)
 	if err != nil {
 		return nil, err
 	}
@@ -442,7 +438,7 @@ func newFixture(ctx context.Context, o options, n int, stderr io.Writer) (_ *fix
 		f.cleanups = append(f.cleanups, func() {
 			c, cancel := cleanupCtx()
 			defer cancel()
-			if err := dropSchema(c, o.databaseURL, schema); err != nil {
+			if err := benchenv.DropSchema(c, o.databaseURL, schema); err != nil {
 				fmt.Fprintf(stderr, "bench: %s: %v\n", name, err)
 			}
 		})
@@ -484,7 +480,7 @@ func waitReady(ctx context.Context, procs []*worker, urls, brokers []string, gro
 				return fmt.Errorf("a worker exited before it was ready:\n%s", p.logTail(20))
 			}
 		}
-		last := readyOnce(ctx, httpc, client, urls, group, jobsTopic, partitions, len(procs))
+		last := benchenv.WorkersReady(ctx, httpc, client, urls, group, jobsTopic, partitions, len(procs))
 		if last == nil {
 			return nil
 		}
@@ -494,31 +490,6 @@ func waitReady(ctx context.Context, procs []*worker, urls, brokers []string, gro
 		case <-tick.C:
 		}
 	}
-}
-
-func readyOnce(ctx context.Context, httpc *http.Client, client *kafka.Client, urls []string, group, jobsTopic string, partitions, members int) error {
-	for _, u := range urls {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := httpc.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", u, resp.Status)
-		}
-	}
-	resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
-	if err != nil {
-		return fmt.Errorf("describe group: %w", err)
-	}
-	if len(resp.Groups) != 1 || len(resp.Groups[0].Members) != members {
-		return fmt.Errorf("group %s does not have %d members yet", group, members)
-	}
-	return consumer.CheckAssigned(ctx, client, group, jobsTopic, partitions)
 }
 
 // plainJobs are n synthetic jobs that carry their own bodyBytes-byte text
@@ -643,64 +614,4 @@ func latency(ctx context.Context, pool *pgxpool.Pool) (result, error) {
 	res.P50 = time.Duration(p50 * float64(time.Second))
 	res.P99 = time.Duration(p99 * float64(time.Second))
 	return res, nil
-}
-
-func createSchema(ctx context.Context, base, schema string) (string, error) {
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		return "", fmt.Errorf("connect to postgres: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		return "", fmt.Errorf("create schema %s: %w", schema, err)
-	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return "", errors.New("-database-url must be a postgres:// URL")
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String(), nil
-}
-
-func dropSchema(ctx context.Context, base, schema string) error {
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		return fmt.Errorf("drop schema %s: connect: %w", schema, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-		return fmt.Errorf("drop schema %s: %w", schema, err)
-	}
-	return nil
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// cpuModel is the first "model name" of /proc/cpuinfo.
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	for line := range strings.Lines(string(b)) {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }

@@ -41,15 +41,12 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -61,13 +58,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/postline/postline/bench/internal/benchenv"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/postline/postline/bench/internal/benchkafka"
 	"github.com/postline/postline/bench/internal/benchproc"
-	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
@@ -199,7 +196,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 	for i := range o.workers {
-		addr, err := freeAddr()
+		addr, err := benchenv.FreeAddr()
 		if err != nil {
 			return err
 		}
@@ -256,7 +253,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Jobs: o.jobs, Window: o.window, Workers: o.workers, Retention: o.retention,
 		ReaperInterval: o.reaperInterval, SampleEvery: o.sampleEvery,
 		Command: strings.TrimSpace("go run ./bench/soak " + strings.Join(args, " ")),
-		Machine: fmt.Sprintf("%d CPUs (%s), %s, %s", runtime.NumCPU(), cmp.Or(cpuModel(), "unknown CPU"),
+		Machine: fmt.Sprintf("%d CPUs (%s), %s, %s", runtime.NumCPU(), cmp.Or(benchenv.CPUModel(), "unknown CPU"),
 			memTotal(), runtime.Version()),
 		ProducerSummary: pr.describe(),
 		Took:            time.Since(began),
@@ -602,7 +599,7 @@ type fixture struct {
 }
 
 func newFixture(ctx context.Context, o options, stderr io.Writer) (_ *fixture, err error) {
-	id := randomHex(4)
+	id := benchenv.RandomHex(4)
 	f := &fixture{jobsTopic: "bench.soak." + id + ".jobs", group: "bench-soak-" + id}
 	defer func() {
 		if err != nil {
@@ -630,7 +627,7 @@ func newFixture(ctx context.Context, o options, stderr io.Writer) (_ *fixture, e
 			}
 		})
 	}
-	dbURL, err := createSchema(ctx, o.databaseURL, schema)
+	dbURL, err := benchenv.CreateSchema(ctx, o.databaseURL, schema)
 	if err != nil {
 		return nil, err
 	}
@@ -638,7 +635,7 @@ func newFixture(ctx context.Context, o options, stderr io.Writer) (_ *fixture, e
 		f.cleanups = append(f.cleanups, func() {
 			c, cancel := cleanupCtx()
 			defer cancel()
-			if err := dropSchema(c, o.databaseURL, schema); err != nil {
+			if err := benchenv.DropSchema(c, o.databaseURL, schema); err != nil {
 				fmt.Fprintf(stderr, "soak: %v\n", err)
 			}
 		})
@@ -681,7 +678,7 @@ func waitReady(ctx context.Context, procs []*benchproc.Proc, urls, brokers []str
 				return fmt.Errorf("a worker exited before it was ready:\n%s", p.LogTail(20))
 			}
 		}
-		last := readyOnce(ctx, httpc, client, urls, group, jobsTopic, partitions, len(procs))
+		last := benchenv.WorkersReady(ctx, httpc, client, urls, group, jobsTopic, partitions, len(procs))
 		if last == nil {
 			return nil
 		}
@@ -691,91 +688,6 @@ func waitReady(ctx context.Context, procs []*benchproc.Proc, urls, brokers []str
 		case <-tick.C:
 		}
 	}
-}
-
-func readyOnce(ctx context.Context, httpc *http.Client, client *kafka.Client, urls []string, group, jobsTopic string, partitions, members int) error {
-	for _, u := range urls {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := httpc.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", u, resp.Status)
-		}
-	}
-	resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
-	if err != nil {
-		return fmt.Errorf("describe group: %w", err)
-	}
-	if len(resp.Groups) != 1 || len(resp.Groups[0].Members) != members {
-		return fmt.Errorf("group %s does not have %d members yet", group, members)
-	}
-	return consumer.CheckAssigned(ctx, client, group, jobsTopic, partitions)
-}
-
-func createSchema(ctx context.Context, base, schema string) (string, error) {
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return "", errors.New("-database-url must be a postgres:// URL")
-	}
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		return "", fmt.Errorf("connect to postgres: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		return "", fmt.Errorf("create schema %s: %w", schema, err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String(), nil
-}
-
-func dropSchema(ctx context.Context, base, schema string) error {
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		return fmt.Errorf("drop schema %s: connect: %w", schema, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-		return fmt.Errorf("drop schema %s: %w", schema, err)
-	}
-	return nil
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// cpuModel is the first "model name" of /proc/cpuinfo.
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	for line := range strings.Lines(string(b)) {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 // memTotal is the machine's memory from /proc/meminfo, in GiB.

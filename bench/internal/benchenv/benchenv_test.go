@@ -1,0 +1,68 @@
+package benchenv
+
+import (
+	"context"
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func TestRandomHexAndFreeAddr(t *testing.T) {
+	a, b := RandomHex(6), RandomHex(6)
+	if len(a) != 12 || a == b {
+		t.Errorf("RandomHex(6) gave %q then %q: want 12 hex digits, different each time", a, b)
+	}
+	addr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("FreeAddr gave %s, which cannot be listened on: %v", addr, err)
+	}
+	l.Close()
+	if !strings.HasPrefix(addr, "127.0.0.1:") {
+		t.Errorf("FreeAddr = %s, want a loopback address", addr)
+	}
+}
+
+func TestCreateSchemaRefusesOtherURLs(t *testing.T) {
+	if _, err := CreateSchema(context.Background(), "mysql://x/y", "s"); err == nil {
+		t.Error("CreateSchema took a mysql:// URL")
+	}
+}
+
+func TestCreateAndDropSchema(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: needs PostgreSQL; skipped under -short")
+	}
+	base := os.Getenv("POSTLINE_TEST_DATABASE_URL")
+	if base == "" {
+		t.Skip("POSTLINE_TEST_DATABASE_URL unset: run eval \"$(scripts/stack.sh env)\"")
+	}
+	ctx := context.Background()
+	schema := "benchenv_" + RandomHex(4)
+	u, err := CreateSchema(ctx, base, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var current string
+	err = conn.QueryRow(ctx, "SELECT current_schema()").Scan(&current)
+	conn.Close(ctx)
+	if err != nil || current != schema {
+		t.Errorf("current_schema() through the returned URL = %q (%v), want %q", current, err, schema)
+	}
+	if err := DropSchema(ctx, base, schema); err != nil {
+		t.Fatal(err)
+	}
+	if err := DropSchema(ctx, base, schema); err == nil {
+		t.Error("dropping the schema a second time succeeded: the first drop did not drop it")
+	}
+}
