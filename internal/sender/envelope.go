@@ -134,13 +134,18 @@ func newDKIMMetrics(reg prometheus.Registerer) (*dkimMetrics, error) {
 // use.
 func (r *Relay) render(j *job.Job, buf *bytes.Buffer) ([]byte, *Error) {
 	name := r.cfg.Name
-	msg, err := Message(j)
+	msg, body, err := message(j, true)
 	if err != nil {
 		return nil, &Error{Provider: name, Stage: StageBuild, Err: err}
 	}
 	buf.Reset()
 	if _, err := msg.WriteTo(buf); err != nil {
 		return nil, &Error{Provider: name, Stage: StageBuild, Err: err}
+	}
+	if body != "" {
+		if err := appendBody(buf, body); err != nil {
+			return nil, &Error{Provider: name, Stage: StageBuild, Err: err}
+		}
 	}
 	if r.cfg.DKIM == nil {
 		return buf.Bytes(), nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"mime/quotedprintable"
 	"net/textproto"
 	"slices"
 	"strings"
@@ -27,18 +28,30 @@ import (
 // names and content types, header names that are not allow-listed by
 // job.HeaderAllowed, and content types that do not parse.
 func Message(j *job.Job) (*mail.Msg, error) {
+	m, _, err := message(j, false)
+	return m, err
+}
+
+// message is Message; with deferBody, a single-part mail (one body, no
+// attachments) gets a body writer that writes nothing and its body is
+// returned instead, for the caller to append quoted-printable after the
+// rendered headers (appendBody). go-mail encodes every body into a fresh
+// buffer grown per mail before copying it out (about 4 KB of allocations
+// for a 1 KiB body); at depth 0 the body is the last thing it writes, so
+// appending it gives the same bytes without that buffer.
+func message(j *job.Job, deferBody bool) (m *mail.Msg, body string, err error) {
 	if j == nil {
-		return nil, errors.New("build message: nil job")
+		return nil, "", errors.New("build message: nil job")
 	}
 	if err := checkMessageID(j.MessageID); err != nil {
-		return nil, fmt.Errorf("build message: message_id: %w", err)
+		return nil, "", fmt.Errorf("build message: message_id: %w", err)
 	}
-	m := mail.NewMsg(mail.WithNoDefaultUserAgent())
+	m = mail.NewMsg(mail.WithNoDefaultUserAgent())
 	m.SetMessageIDWithValue(j.MessageID)
 	m.SetDate()
 
 	if err := m.From(j.From); err != nil {
-		return nil, fmt.Errorf("build message: from: %w", err)
+		return nil, "", fmt.Errorf("build message: from: %w", err)
 	}
 	for _, f := range []struct {
 		name   string
@@ -54,18 +67,25 @@ func Message(j *job.Job) (*mail.Msg, error) {
 			continue
 		}
 		if err := m.SetAddrHeader(f.header, f.addrs...); err != nil {
-			return nil, fmt.Errorf("build message: %s: %w", f.name, err)
+			return nil, "", fmt.Errorf("build message: %s: %w", f.name, err)
 		}
 	}
 
 	if hasLineBreak(j.Subject) {
-		return nil, errors.New("build message: subject contains CR, LF or NUL")
+		return nil, "", errors.New("build message: subject contains CR, LF or NUL")
 	}
 	m.Subject(j.Subject)
 
 	// The bodies are written from the job's strings as the message is
 	// rendered: SetBodyString would copy each into a buffer first.
+	deferBody = deferBody && len(j.Attachments) == 0 && (j.Text == "" || j.HTML == "")
 	switch {
+	case deferBody && j.HTML != "":
+		m.SetBodyWriter(mail.TypeTextHTML, writeNothing)
+		body = j.HTML
+	case deferBody:
+		m.SetBodyWriter(mail.TypeTextPlain, writeNothing)
+		body = j.Text
 	case j.Text != "" && j.HTML != "":
 		m.SetBodyWriter(mail.TypeTextPlain, writeString(j.Text))
 		m.AddAlternativeWriter(mail.TypeTextHTML, writeString(j.HTML))
@@ -76,26 +96,26 @@ func Message(j *job.Job) (*mail.Msg, error) {
 	}
 
 	if err := setHeaders(m, j.Headers); err != nil {
-		return nil, fmt.Errorf("build message: %w", err)
+		return nil, "", fmt.Errorf("build message: %w", err)
 	}
 
 	for i, a := range j.Attachments {
 		if a.Filename == "" || hasLineBreak(a.Filename) {
-			return nil, fmt.Errorf("build message: attachments[%d]: filename is empty or contains CR, LF or NUL", i)
+			return nil, "", fmt.Errorf("build message: attachments[%d]: filename is empty or contains CR, LF or NUL", i)
 		}
 		var opts []mail.FileOption
 		if a.ContentType != "" {
 			if hasLineBreak(a.ContentType) {
-				return nil, fmt.Errorf("build message: attachments[%d]: content_type contains CR, LF or NUL", i)
+				return nil, "", fmt.Errorf("build message: attachments[%d]: content_type contains CR, LF or NUL", i)
 			}
 			if _, _, err := mime.ParseMediaType(a.ContentType); err != nil {
-				return nil, fmt.Errorf("build message: attachments[%d]: content_type: %w", i, err)
+				return nil, "", fmt.Errorf("build message: attachments[%d]: content_type: %w", i, err)
 			}
 			opts = append(opts, mail.WithFileContentType(mail.ContentType(a.ContentType)))
 		}
 		m.AttachReadSeeker(a.Filename, bytes.NewReader(a.Content), opts...)
 	}
-	return m, nil
+	return m, body, nil
 }
 
 // writeString is a go-mail body writer of s. It hands the encoder the
@@ -107,6 +127,19 @@ func writeString(s string) func(io.Writer) (int64, error) {
 		n, err := w.Write(unsafe.Slice(unsafe.StringData(s), len(s)))
 		return int64(n), err
 	}
+}
+
+// writeNothing is the body writer of a deferred body (see message).
+func writeNothing(io.Writer) (int64, error) { return 0, nil }
+
+// appendBody appends body to buf quoted-printable, as go-mail encodes a
+// body part, writing straight into buf.
+func appendBody(buf *bytes.Buffer, body string) error {
+	w := quotedprintable.NewWriter(buf)
+	if _, err := w.Write(unsafe.Slice(unsafe.StringData(body), len(body))); err != nil {
+		return err
+	}
+	return w.Close()
 }
 
 // setHeaders sets the job's extra headers in a stable order. Names that
