@@ -137,9 +137,13 @@ func listOffsets(ctx context.Context, client *kafka.Client, topic string, partit
 // when there is none (the partition is caught up, or the record was
 // deleted by retention meanwhile).
 func oldestWaiting(ctx context.Context, client *kafka.Client, topic string, partition int, offset int64) (time.Time, bool, error) {
+	// MaxBytes 1: a broker returns the first record batch at offset whole
+	// however small the limit, and that batch holds the record wanted. A
+	// larger limit made every refresh of every worker read up to a MiB per
+	// lagging partition only to look at one timestamp.
 	res, err := client.Fetch(ctx, &kafka.FetchRequest{
 		Topic: topic, Partition: partition, Offset: offset,
-		MinBytes: 1, MaxBytes: 1 << 20, MaxWait: 100 * time.Millisecond,
+		MinBytes: 1, MaxBytes: 1, MaxWait: 100 * time.Millisecond,
 	})
 	if err == nil {
 		err = res.Error
