@@ -59,7 +59,7 @@ bench-adaptive:
 	scripts/stack.sh up
 	scripts/bench-adaptive.sh
 
-## bench-scale: 1, 2 and 4 worker processes in one group against a latency-bound relay (8,000 jobs, 8 partitions)
+## bench-scale: 1, 2 and 4 worker processes in one group against a latency-bound relay (4,000 jobs, 8 partitions, 20 ms per reply)
 bench-scale:
 	scripts/stack.sh up
 	$(GO) build -o bin/worker ./cmd/worker

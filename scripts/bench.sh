@@ -18,7 +18,7 @@
 # to bin/bench-e2e.txt (or -out). See `go run ./bench/e2e -h` for the flags.
 #
 # After the e2e tables it runs the horizontal scaling benchmark (`go run ./bench/scale -worker-bin
-# bin/worker`, make bench-scale, about 4 minutes). A run given -variants (a partial, quick run) or
+# bin/worker`, make bench-scale, about 3 minutes). A run given -variants (a partial, quick run) or
 # --no-scale skips it.
 #
 # The memory burst needs root and a writable /sys/fs/cgroup/memory (cgroup v1); without it the run
