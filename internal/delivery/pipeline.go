@@ -643,9 +643,12 @@ func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, d
 		now      = p.cfg.NowFunc()
 	)
 	outs := make([]idempotency.Outcome, len(batch))
+	if p.events != nil {
+		events = make([]event.Event, 0, len(batch)) // most mails have one recipient
+	}
 	for i, it := range batch {
 		if p.events != nil {
-			events = append(events, p.eventsOf(it, now)...)
+			events = p.appendEvents(events, it, now)
 		}
 		suppress = append(suppress, it.suppressions()...)
 		switch {

@@ -323,17 +323,19 @@ const (
 	sourceSuppression = "suppression"
 )
 
-// events are the events of the outcome about to be recorded: one per
-// recipient this attempt moved, and a deferral per recipient left pending
-// when the job goes to a delay tier.
-func (p *Pipeline) eventsOf(it *item, now time.Time) []event.Event {
+// appendEvents appends to dst the events of the outcome about to be
+// recorded: one per recipient this attempt moved, and a deferral per
+// recipient left pending when the job goes to a delay tier. It appends
+// rather than returns a slice of its own: the batch's events grow in one
+// slice sized for the batch.
+func (p *Pipeline) appendEvents(dst []event.Event, it *item, now time.Time) []event.Event {
 	if len(it.rcpts) == 0 {
-		return nil
+		return dst
 	}
 	base := event.Event{Schema: event.Schema, At: now.UTC(), MessageID: it.job.MessageID, Tenant: it.job.Tenant,
 		Stream: stream(&it.job), Attempt: it.attempt, Provider: it.provider, Metadata: it.job.Metadata,
 		Template: it.composed}
-	var out []event.Event
+	out := dst
 	add := func(r *rcpt, t event.Type, fill func(*event.Event)) {
 		e := base
 		e.Type, e.Recipient, e.RecipientIndex = t, r.address, r.index

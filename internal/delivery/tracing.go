@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/idempotency"
@@ -62,11 +63,24 @@ const (
 // send's result is its failure class.
 const resultSent = "sent"
 
+// tracing is false for a no-op tracer: its spans only carry the record's
+// trace context, and building their attributes is skipped.
+func (p *Pipeline) tracing() bool {
+	_, untraced := p.tracer.(noop.Tracer)
+	return !untraced
+}
+
 // startDeliver starts it's deliver span as a child of the trace context in
-// its record's headers.
+// its record's headers. Without tracing (a no-op provider) the span is the
+// parent's context only, so the options, which a no-op tracer drops, are
+// not built: they were a good part of a mail's allocations.
 func (p *Pipeline) startDeliver(it *item) {
 	carrier := job.HeaderCarrier(it.msg.Headers)
 	parent := propagation.TraceContext{}.Extract(context.Background(), &carrier)
+	if !p.tracing() {
+		_, it.span = p.tracer.Start(parent, "deliver")
+		return
+	}
 	_, it.span = p.tracer.Start(parent, "deliver",
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
@@ -77,13 +91,19 @@ func (p *Pipeline) startDeliver(it *item) {
 			semconv.MessagingKafkaOffset(int(it.msg.Offset)),
 			attrAttempt.Int(it.attempt),
 		))
-	if it.rejected == nil {
+	if it.rejected == nil && it.span.IsRecording() {
 		it.span.SetAttributes(semconv.MessagingMessageID(it.job.MessageID))
 	}
 }
 
 // endDeliver ends it's deliver span with the record's outcome.
 func endDeliver(it *item, outcome string) {
+	if !it.span.IsRecording() {
+		// Attributes and status of a span that records nothing are
+		// dropped: skip building them.
+		it.span.End()
+		return
+	}
 	it.span.SetAttributes(attrOutcome.String(outcome))
 	switch {
 	case it.rejected != nil:
@@ -108,6 +128,9 @@ func childContext(ctx context.Context, it *item) context.Context {
 // that ran from start to end, with the attributes attrs returns for the
 // item's index. Span times are wall-clock times, never Config.NowFunc's.
 func (p *Pipeline) traceRoundTrip(ctx context.Context, name string, items []*item, start, end time.Time, attrs func(i int) []attribute.KeyValue) {
+	if !p.tracing() {
+		return // a no-op tracer's spans are dropped as they end
+	}
 	size := attrBatchSize.Int(len(items))
 	for i, it := range items {
 		_, span := p.tracer.Start(childContext(ctx, it), name,
@@ -119,6 +142,11 @@ func (p *Pipeline) traceRoundTrip(ctx context.Context, name string, items []*ite
 
 // startSend starts the span of one SMTP transaction of it.
 func (p *Pipeline) startSend(ctx context.Context, it *item, provider string) (context.Context, trace.Span) {
+	if !p.tracing() {
+		// Nothing reads the span from the send's context: without
+		// tracing it need not carry one.
+		return ctx, trace.SpanFromContext(context.Background())
+	}
 	return p.tracer.Start(childContext(ctx, it), "send",
 		trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attrProvider.String(provider), attrAttempt.Int(it.attempt)))
@@ -128,6 +156,10 @@ func (p *Pipeline) startSend(ctx context.Context, it *item, provider string) (co
 // failure class and the SMTP reply. The error text is left out: it may
 // quote a recipient.
 func endSend(span trace.Span, v failure.Verdict, ok bool) {
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
 	if ok {
 		span.SetAttributes(attrResult.String(resultSent))
 		span.End()
