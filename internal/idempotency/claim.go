@@ -283,8 +283,10 @@ FROM postline_messages WHERE message_id = ANY($1::text[])`
 // where a copy's attempt can start a row (a duplicate arriving exactly as
 // its Retention-old terminal row goes).
 //
-// The batch is an upsert that takes the leases followed by a read of the rows,
-// sent together in one implicit transaction; classification happens in Go.
+// The batch is an upsert that takes the leases and a clock query, sent
+// together in one implicit transaction; the rows of the IDs it did not
+// claim (and of IDs given twice) are read back in a second round trip, only
+// when there are any; classification happens in Go.
 // Rows are locked in byte order of the ID (COLLATE "C"), as by every other
 // write of this package, so concurrent batches cannot deadlock.
 func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error) {
@@ -292,6 +294,7 @@ func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 		return nil, nil
 	}
 	firstIdx := make(map[string]int, len(reqs))
+	var reread []string // IDs given more than once: classify needs their rows
 	ids := make([]string, 0, len(reqs))
 	hashes := make([][]byte, 0, len(reqs))
 	attempts := make([]int32, 0, len(reqs))
@@ -312,6 +315,7 @@ func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 			return nil, fmt.Errorf("claim %s: attempt %d out of range", r.MessageID, r.Attempt)
 		}
 		if _, dup := firstIdx[r.MessageID]; dup {
+			reread = append(reread, r.MessageID)
 			continue
 		}
 		firstIdx[r.MessageID] = i
@@ -332,7 +336,7 @@ func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 	}
 
 	start := time.Now()
-	claimed, rows, now, err := s.claimRoundTrip(ctx, ids, hashes, attempts, priorities, tenants, enqueued, rec)
+	claimed, rows, now, err := s.claimRoundTrip(ctx, ids, hashes, attempts, priorities, tenants, enqueued, rec, reread)
 	s.observe(ctx, opClaim, start, err)
 	if err != nil {
 		return nil, fmt.Errorf("claim %d messages: %w", len(ids), err)
@@ -356,45 +360,79 @@ func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 	return out, nil
 }
 
-// claimRoundTrip sends the upsert, the read-back and the clock query as one
-// batch: one round trip, one implicit transaction, one now().
+// claimRoundTrip sends the upsert and the clock query as one batch: one
+// round trip, one implicit transaction, one now(). The rows are read back
+// only for what classify needs them for, the IDs the upsert did not claim
+// and those given more than once (reread): a second round trip, only for
+// batches that have any. A claimed ID needs no row, and most batches are
+// all claimed: reading every row back sent every ID twice and decoded a
+// row per mail for nothing. Each statement reads its own snapshot
+// (READ COMMITTED) either way, so the rows are as current as the same
+// transaction's read would be.
 func (s *Store) claimRoundTrip(ctx context.Context, ids []string, hashes [][]byte, attempts []int32,
-	priorities, tenants []string, enqueued []pgtype.Timestamptz, rec recordColumns,
+	priorities, tenants []string, enqueued []pgtype.Timestamptz, rec recordColumns, reread []string,
 ) (claimed map[string]claimedRow, rows map[string]observedRow, now time.Time, err error) {
 	b := &pgx.Batch{}
-	b.Queue(claimSQL, ids, hashes, attempts, priorities, tenants, enqueued, s.cfg.Owner, s.leaseSeconds(),
-		rec.payloads, rec.keys, rec.headers, rec.seen)
-	b.Queue(claimReadSQL, ids)
+	// The columns claimSQL reads through NULLIF or COALESCE, and the
+	// record copies the worker never passes, go padded (see padded).
+	b.Queue(claimSQL, ids, hashes, attempts, padded(priorities), padded(tenants), padded(enqueued), s.cfg.Owner, s.leaseSeconds(),
+		paddedBytes(rec.payloads), paddedBytes(rec.keys), padded(rec.headers), padded(rec.seen))
 	b.Queue("SELECT now()")
 	br := s.pool.SendBatch(ctx, b)
-	defer func() {
-		if cerr := br.Close(); err == nil && cerr != nil {
-			err = cerr
+	claimed, now, err = readClaimed(br, len(ids))
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, nil, time.Time{}, err
+	}
+	for _, id := range ids {
+		if _, ok := claimed[id]; !ok {
+			reread = append(reread, id)
 		}
-	}()
+	}
+	if len(reread) == 0 {
+		return claimed, nil, now, nil
+	}
+	if rows, err = s.readRows(ctx, reread); err != nil {
+		return nil, nil, time.Time{}, err
+	}
+	return claimed, rows, now, nil
+}
 
-	claimed = make(map[string]claimedRow, len(ids))
+// readClaimed reads the upsert's claimed rows and the clock from br.
+func readClaimed(br pgx.BatchResults, n int) (map[string]claimedRow, time.Time, error) {
+	claimed := make(map[string]claimedRow, n)
 	res, err := br.Query()
 	if err != nil {
-		return nil, nil, time.Time{}, fmt.Errorf("upsert: %w", err)
+		return nil, time.Time{}, fmt.Errorf("upsert: %w", err)
 	}
 	var (
-		id string
-		cr claimedRow
+		id  string
+		cr  claimedRow
+		now time.Time
 	)
 	if _, err := pgx.ForEachRow(res, []any{&id, &cr.version, &cr.attempt}, func() error {
 		claimed[id] = cr
 		return nil
 	}); err != nil {
-		return nil, nil, time.Time{}, fmt.Errorf("upsert: %w", err)
+		return nil, time.Time{}, fmt.Errorf("upsert: %w", err)
 	}
+	if err := br.QueryRow().Scan(&now); err != nil {
+		return nil, time.Time{}, fmt.Errorf("read clock: %w", err)
+	}
+	return claimed, now, nil
+}
 
-	rows = make(map[string]observedRow, len(ids))
-	res, err = br.Query()
+// readRows reads the rows of ids as claim classification sees them.
+func (s *Store) readRows(ctx context.Context, ids []string) (map[string]observedRow, error) {
+	res, err := s.pool.Query(ctx, claimReadSQL, ids)
 	if err != nil {
-		return nil, nil, time.Time{}, fmt.Errorf("read rows: %w", err)
+		return nil, fmt.Errorf("read rows: %w", err)
 	}
+	rows := make(map[string]observedRow, len(ids))
 	var (
+		id    string
 		row   observedRow
 		lease pgtype.Timestamptz
 	)
@@ -404,13 +442,9 @@ func (s *Store) claimRoundTrip(ctx context.Context, ids []string, hashes [][]byt
 		row = observedRow{}
 		return nil
 	}); err != nil {
-		return nil, nil, time.Time{}, fmt.Errorf("read rows: %w", err)
+		return nil, fmt.Errorf("read rows: %w", err)
 	}
-
-	if err := br.QueryRow().Scan(&now); err != nil {
-		return nil, nil, time.Time{}, fmt.Errorf("read clock: %w", err)
-	}
-	return claimed, rows, now, nil
+	return rows, nil
 }
 
 // claimedRow is what the upsert returns for a row whose lease it took.

@@ -149,10 +149,11 @@ func (c *recipientColumns) add(messageID string, rs []RecipientOutcome) error {
 func (c *recipientColumns) any() bool { return len(c.ids) > 0 }
 
 func (c *recipientColumns) args() []any {
+	// The columns recordSQL reads through NULLIF go padded (see padded).
 	return []any{nonNilStrings(c.ids), nonNilInt16(c.idxs), nonNilStrings(c.addrs), nonNilStrings(c.states),
-		nonNilInt32(c.attempts), nonNilStrings(c.providers), nonNilStrings(c.bounceTypes),
-		nonNilStrings(c.statuses), nonNilInt32(c.codes), nonNilStrings(c.diags), nonNilStrings(c.rules),
-		nonNilStrings(c.sources)}
+		nonNilInt32(c.attempts), nonNilStrings(padded(c.providers)), nonNilStrings(padded(c.bounceTypes)),
+		nonNilStrings(padded(c.statuses)), nonNilInt32(padded(c.codes)), nonNilStrings(padded(c.diags)),
+		nonNilStrings(padded(c.rules)), nonNilStrings(padded(c.sources))}
 }
 
 // pgx sends a nil slice as NULL, which unnest refuses; these send empty

@@ -199,8 +199,14 @@ func (s *Store) Record(ctx context.Context, outs []Outcome) (lost []string, err 
 	}
 
 	start := time.Now()
-	args := append([]any{ids, versions, statuses, attempts, providers, classes, errs, streams, metadata, confirmBy,
-		templates, templateVersions, whys}, rcpts.args()...)
+	// The columns recordSQL reads through NULLIF, COALESCE or CASE go
+	// padded; a template version only counts with its template.
+	if templates = padded(templates); len(templates) == 0 {
+		templateVersions = templateVersions[:0:0]
+	}
+	args := append([]any{ids, versions, statuses, padded(attempts), padded(providers), padded(classes), padded(errs),
+		padded(streams), padded(metadata), padded(confirmBy), nonNilStrings(templates), nonNilInt32(templateVersions),
+		padded(whys)}, rcpts.args()...)
 	var won map[string]bool
 	if !rcpts.any() {
 		won, err = s.updateReturningIDs(ctx, recordSQL, args...)
@@ -371,6 +377,34 @@ func (s *Store) NoteConflicts(ctx context.Context, ids []string) error {
 		return fmt.Errorf("note %d conflicts: %w", len(ids), err)
 	}
 	return nil
+}
+
+// padded returns col, or none of it when every element is the zero value:
+// unnest pads a shorter array with NULLs, and the statements read a NULL
+// in these columns as they read the zero value (NULLIF against the empty
+// string or 0, COALESCE, CASE WHEN x > 0), so a column left empty by the
+// whole batch (error texts, templates, bounce details of sent mail) is not
+// sent and encoded a row at a time. Only for such columns: a column whose
+// zero value is stored as is (an attempt, a hash) must be sent whole.
+func padded[T comparable](col []T) []T {
+	var zero T
+	for _, v := range col {
+		if v != zero {
+			return col
+		}
+	}
+	return col[:0:0]
+}
+
+// paddedBytes is padded for a nullable bytea column: only a column of
+// nils (NULLs) is left out; an empty non-nil value is not NULL.
+func paddedBytes(col [][]byte) [][]byte {
+	for _, v := range col {
+		if v != nil {
+			return col
+		}
+	}
+	return col[:0:0]
 }
 
 // cleanText makes s storable as PostgreSQL text of at most maxBytes bytes:
