@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
@@ -129,21 +130,36 @@ func (w *Writer) Publish(ctx context.Context, events ...event.Event) error {
 	return nil
 }
 
-// Records encodes events as the records Publish writes.
+// Records encodes events as the records Publish writes. The keys and type
+// headers share the events' strings rather than copies (kafka-go only
+// reads them), and the records' headers share one backing array: three
+// allocations fewer per event.
 func Records(events []event.Event) ([]kafka.Message, error) {
 	msgs := make([]kafka.Message, len(events))
+	headers := make([]kafka.Header, len(events))
 	for i := range events {
 		b, err := events[i].Encode()
 		if err != nil {
 			return nil, fmt.Errorf("eventstream: event %d (%s): %w", i, events[i].ID, err)
 		}
+		headers[i] = kafka.Header{Key: HeaderType, Value: readOnlyBytes(string(events[i].Type))}
 		msgs[i] = kafka.Message{
-			Key:     []byte(events[i].MessageID),
+			Key:     readOnlyBytes(events[i].MessageID),
 			Value:   b,
-			Headers: []kafka.Header{{Key: HeaderType, Value: []byte(events[i].Type)}},
+			Headers: headers[i : i+1 : i+1],
 		}
 	}
 	return msgs, nil
+}
+
+// readOnlyBytes returns s's bytes without a copy, for a record field
+// kafka-go reads and never writes. An empty s gives an empty, not nil,
+// slice, as []byte(s) does: kafka-go writes a nil key as null.
+func readOnlyBytes(s string) []byte {
+	if s == "" {
+		return []byte{}
+	}
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
 // EnsureTopic returns the events topic's max.message.bytes, creating the
