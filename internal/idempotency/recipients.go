@@ -113,14 +113,17 @@ WHERE m.message_id = ANY($1::text[]) AND m.confirm_by IS NOT NULL
 		WHERE r.message_id = m.message_id AND r.state IN ('pending', 'accepted'))`
 
 // recipientColumns gathers RecipientOutcomes into the columns recordSQL
-// unnests.
+// unnests. A recipient names its mail by the mail's position in the
+// outcome columns (1-based, unnest's ordinality), not by its Message-ID:
+// the ID is already sent once, and was most of a recipient's bytes.
 type recipientColumns struct {
-	ids, addrs, states, providers, bounceTypes, statuses, diags, rules, sources []string
-	idxs                                                                        []int16
-	attempts, codes                                                             []int32
+	positions                                                              []int32
+	addrs, states, providers, bounceTypes, statuses, diags, rules, sources []string
+	idxs                                                                   []int16
+	attempts, codes                                                        []int32
 }
 
-func (c *recipientColumns) add(messageID string, rs []RecipientOutcome) error {
+func (c *recipientColumns) add(position int, rs []RecipientOutcome) error {
 	for _, r := range rs {
 		switch {
 		case r.Index < 0 || r.Index >= 100:
@@ -130,7 +133,7 @@ func (c *recipientColumns) add(messageID string, rs []RecipientOutcome) error {
 		case !r.State.Valid():
 			return fmt.Errorf("recipient %d: state %q", r.Index, r.State)
 		}
-		c.ids = append(c.ids, messageID)
+		c.positions = append(c.positions, int32(position))
 		c.idxs = append(c.idxs, int16(r.Index))
 		c.addrs = append(c.addrs, cleanText(r.Address, MaxErrorBytes))
 		c.states = append(c.states, string(r.State))
@@ -146,11 +149,11 @@ func (c *recipientColumns) add(messageID string, rs []RecipientOutcome) error {
 	return nil
 }
 
-func (c *recipientColumns) any() bool { return len(c.ids) > 0 }
+func (c *recipientColumns) any() bool { return len(c.positions) > 0 }
 
 func (c *recipientColumns) args() []any {
 	// The columns recordSQL reads through NULLIF go padded (see padded).
-	return []any{nonNilStrings(c.ids), nonNilInt16(c.idxs), nonNilStrings(c.addrs), nonNilStrings(c.states),
+	return []any{nonNilInt32(c.positions), nonNilInt16(c.idxs), nonNilStrings(c.addrs), nonNilStrings(c.states),
 		nonNilInt32(c.attempts), nonNilStrings(padded(c.providers)), nonNilStrings(padded(c.bounceTypes)),
 		nonNilStrings(padded(c.statuses)), nonNilInt32(padded(c.codes)), nonNilStrings(padded(c.diags)),
 		nonNilStrings(padded(c.rules)), nonNilStrings(padded(c.sources))}

@@ -75,8 +75,9 @@ const recordSQL = `
 WITH u AS (
 	SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int4[], $5::text[], $6::text[], $7::text[],
 			$8::text[], $9::text[], $10::timestamptz[], $11::text[], $12::int4[], $13::text[])
+		WITH ORDINALITY
 		AS u(message_id, version, status, attempt, provider, error_class, last_error, stream, metadata, confirm_by,
-			template, template_version, template_why)
+			template, template_version, template_why, pos)
 ), locked AS MATERIALIZED (
 	SELECT m.message_id FROM postline_messages m JOIN u ON m.message_id = u.message_id
 	WHERE m.version = u.version
@@ -111,9 +112,13 @@ WITH u AS (
 	DELETE FROM postline_message_records c USING upd
 	WHERE c.message_id = upd.message_id AND upd.status IN ('sent', 'failed', 'dead', 'suppressed')
 ), r AS (
-	SELECT * FROM unnest($14::text[], $15::int2[], $16::text[], $17::text[], $18::int4[], $19::text[], $20::text[],
+	-- A recipient names its mail by its position in u (see recipientColumns).
+	SELECT u.message_id, r.idx, r.address, r.state, r.attempt, r.provider, r.bounce_type, r.status, r.code,
+		r.diagnostic, r.rule, r.source
+	FROM unnest($14::int4[], $15::int2[], $16::text[], $17::text[], $18::int4[], $19::text[], $20::text[],
 			$21::text[], $22::int4[], $23::text[], $24::text[], $25::text[])
-		AS r(message_id, idx, address, state, attempt, provider, bounce_type, status, code, diagnostic, rule, source)
+		AS r(pos, idx, address, state, attempt, provider, bounce_type, status, code, diagnostic, rule, source)
+	JOIN u ON u.pos = r.pos
 ), ins AS (
 	-- Only for rows whose compare-and-set this statement won, and only
 	-- over recipients still pending: what an earlier attempt or a report
@@ -193,7 +198,7 @@ func (s *Store) Record(ctx context.Context, outs []Outcome) (lost []string, err 
 		templates = append(templates, cleanText(o.Template, 128))
 		templateVersions = append(templateVersions, int32(min(max(o.TemplateVersion, 0), math.MaxInt32)))
 		whys = append(whys, cleanText(o.TemplateWhy, MaxErrorBytes))
-		if err := rcpts.add(o.MessageID, o.Recipients); err != nil {
+		if err := rcpts.add(len(ids), o.Recipients); err != nil {
 			return nil, fmt.Errorf("record %s: %w", o.MessageID, err)
 		}
 	}
