@@ -177,14 +177,13 @@ func (s *Store) Check(ctx context.Context, keys []Key) (map[Key]Entry, error) {
 	if len(keys) == 0 {
 		return out, nil
 	}
-	// Distinct normalized keys go to the database once; wants maps each
-	// back to the keys as given.
+	// Distinct normalized keys go to the database once; of[j] is the
+	// distinct key that keys[j] asks about (-1: not an address). No slice
+	// per key: this runs for every recipient of every mail.
 	idx := make(map[Key]int, len(keys))
-	var (
-		tenants, streams, addrs []string
-		wants                   [][]Key
-	)
-	for _, k := range keys {
+	of := make([]int, len(keys))
+	var tenants, streams, addrs []string
+	for j, k := range keys {
 		if err := checkText("tenant", k.Tenant, MaxTenantBytes); err != nil {
 			return nil, fmt.Errorf("suppression check: %w", err)
 		}
@@ -193,16 +192,16 @@ func (s *Store) Check(ctx context.Context, keys []Key) (map[Key]Entry, error) {
 		}
 		n, err := normalizeKey(k, false)
 		if err != nil {
-			continue // not an address: nothing can suppress it
+			of[j] = -1 // not an address: nothing can suppress it
+			continue
 		}
 		i, ok := idx[n]
 		if !ok {
 			i = len(tenants)
 			idx[n] = i
 			tenants, streams, addrs = append(tenants, n.Tenant), append(streams, string(n.Stream)), append(addrs, n.Address)
-			wants = append(wants, nil)
 		}
-		wants[i] = append(wants[i], k)
+		of[j] = i
 	}
 	s.m.checks.Add(float64(len(keys)))
 	if len(tenants) == 0 {
@@ -210,9 +209,10 @@ func (s *Store) Check(ctx context.Context, keys []Key) (map[Key]Entry, error) {
 	}
 	start := time.Now()
 	rows, err := s.db.Query(ctx, checkSQL, tenants, streams, addrs, s.cfg.NowFunc())
+	// best holds the strongest entry per distinct key, made on the first
+	// match: most checks match nothing.
 	var best []Entry
 	if err == nil {
-		best = make([]Entry, len(tenants))
 		_, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct{}, error) {
 			var (
 				i       int64
@@ -226,8 +226,11 @@ func (s *Store) Check(ctx context.Context, keys []Key) (map[Key]Entry, error) {
 			if expires != nil {
 				e.ExpiresAt = *expires
 			}
-			if i < 1 || int(i) > len(best) {
+			if i < 1 || int(i) > len(tenants) {
 				return struct{}{}, fmt.Errorf("key ordinal %d out of range", i)
+			}
+			if best == nil {
+				best = make([]Entry, len(tenants))
 			}
 			if b := &best[i-1]; b.Reason == "" || stronger(e, *b) {
 				*b = e
@@ -239,11 +242,14 @@ func (s *Store) Check(ctx context.Context, keys []Key) (map[Key]Entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("suppression check of %d keys: %w", len(tenants), err)
 	}
-	for i, e := range best {
-		if e.Reason == "" {
+	if best == nil {
+		return out, nil
+	}
+	for j, k := range keys {
+		if of[j] < 0 {
 			continue
 		}
-		for _, k := range wants[i] {
+		if e := best[of[j]]; e.Reason != "" {
 			out[k] = e
 			s.m.hits.WithLabelValues(string(e.Reason)).Inc()
 		}
