@@ -123,6 +123,23 @@ type recipientColumns struct {
 	attempts, codes                                                        []int32
 }
 
+// newRecipientColumns returns columns with room for n recipients, cut from
+// one array per type.
+func newRecipientColumns(n int) recipientColumns {
+	if n == 0 {
+		return recipientColumns{}
+	}
+	strs := make([]string, 8*n)
+	col := func(k int) []string { return strs[k*n : k*n : (k+1)*n] }
+	ints := make([]int32, 3*n)
+	return recipientColumns{
+		positions: ints[0:0:n], attempts: ints[n : n : 2*n], codes: ints[2*n : 2*n : 3*n],
+		idxs:  make([]int16, 0, n),
+		addrs: col(0), states: col(1), providers: col(2), bounceTypes: col(3), statuses: col(4), diags: col(5),
+		rules: col(6), sources: col(7),
+	}
+}
+
 func (c *recipientColumns) add(position int, rs []RecipientOutcome) error {
 	for _, r := range rs {
 		switch {

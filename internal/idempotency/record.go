@@ -160,15 +160,26 @@ func (s *Store) Record(ctx context.Context, outs []Outcome) (lost []string, err 
 		return nil, nil
 	}
 	firstAt := make(map[string]int, len(outs))
+	// The columns are cut from one array per type, each with room for
+	// every outcome: a handful of allocations per batch, not a growing
+	// slice per column.
+	n := len(outs)
+	strs := make([]string, 9*n)
+	col := func(k int) []string { return strs[k*n : k*n : (k+1)*n] }
+	ints := make([]int32, 2*n)
 	var (
-		ids, statuses, providers, classes, errs []string
-		streams, metadata, templates, whys      []string
-		templateVersions                        []int32
-		versions                                []int64
-		attempts                                []int32
-		confirmBy                               []pgtype.Timestamptz
-		rcpts                                   recipientColumns
+		ids, statuses, providers, classes, errs = col(0), col(1), col(2), col(3), col(4)
+		streams, metadata, templates, whys      = col(5), col(6), col(7), col(8)
+		templateVersions                        = ints[0:0:n]
+		attempts                                = ints[n : n : 2*n]
+		versions                                = make([]int64, 0, n)
+		confirmBy                               = make([]pgtype.Timestamptz, 0, n)
+		nRcpts                                  int
 	)
+	for _, o := range outs {
+		nRcpts += len(o.Recipients)
+	}
+	rcpts := newRecipientColumns(nRcpts)
 	for i, o := range outs {
 		if o.MessageID == "" {
 			return nil, fmt.Errorf("record: outcome %d: empty message ID", i)
