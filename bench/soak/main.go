@@ -27,9 +27,17 @@
 // and the reaper's defaults, which purge in statements of 1,000 rows. The
 // purge runs inside the workers (their reaper), not in the retry-scheduler.
 // A row is purged once its outcome is older than the retention, so a soak
-// at full rate shorter than an hour leaves every row in place and reports
-// the bound as not reached; a paced soak (-rate) longer than the retention
-// checks that the rows stay within the mails sent in the last retention.
+// at full rate shorter than an hour would leave every row in place. The
+// harness simulates the retention passing instead (-aging): by default
+// (steady), from the moment -age-from of the jobs are sent, every
+// -age-every it moves the timestamps of the rows sent more than -age-lag
+// before back past the retention, so the purge deletes, about -age-lag
+// after they were sent, what production deletes an hour after: about the
+// delivery rate. That aging is harness load production does not have, and
+// the report states its cost. -aging burst ages every row sent so far in
+// one statement instead (the purge then deletes them in a burst), -aging
+// off ages nothing. A paced soak (-rate) longer than the retention checks
+// that the rows stay within the mails sent in the last retention.
 //
 // In -out it writes soak.csv (the samples), soak.svg (rate, RSS, rows and
 // sizes over time) and soak.md (the figures, with the targets as PASS or
@@ -88,7 +96,9 @@ type options struct {
 	jobs, window, lead             int64
 	workers, partitions, bodyBytes int
 	senders                        int
-	rate, ageAt                    float64
+	rate, ageFrom                  float64
+	aging                          string
+	ageLag, ageEvery, ageShift     time.Duration
 	purgeWait                      time.Duration
 	retention, reaperInterval      time.Duration
 	sampleEvery, poll, timeout     time.Duration
@@ -107,8 +117,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.window, "window", 0, "mails of the first and the last window whose rates are compared (0: a tenth of -jobs)")
 	fs.Int64Var(&o.lead, "lead", 50_000, "most jobs published ahead of the mails sent")
 	fs.Float64Var(&o.rate, "rate", 0, "publish at most this many jobs/s (0: as fast as the lead allows); for a soak longer than -retention")
-	fs.Float64Var(&o.ageAt, "age-at", 0.5, "when this share of the jobs is sent, move the sent rows' timestamps back past the retention, as if it had passed, so the workers' purge runs during the soak (0: never)")
-	fs.DurationVar(&o.purgeWait, "purge-wait", 5*time.Minute, "longest to wait after the last mail for the purge of the aged rows")
+	fs.StringVar(&o.aging, "aging", agingSteady, "how the retention's passing is simulated so that the workers' purge runs during the soak: "+
+		agingSteady+" (from -age-from on, every -age-every, the rows sent more than -age-lag before), "+
+		agingBurst+" (every row sent so far, once, at -age-from) or "+agingOff)
+	fs.Float64Var(&o.ageFrom, "age-from", 0.2, "share of the jobs sent when the aging begins")
+	fs.DurationVar(&o.ageLag, "age-lag", 15*time.Second, "steady aging: how long after it was sent a row is aged, so becomes purgeable")
+	fs.DurationVar(&o.ageEvery, "age-every", time.Second, "steady aging: time between two aging statements")
+	fs.DurationVar(&o.ageShift, "age-shift", 0, "how far the aging moves the timestamps back (0: -retention + 1m); below -retention the purge never deletes the aged rows, which measures the aging's own cost")
+	fs.DurationVar(&o.purgeWait, "purge-wait", 5*time.Minute, "burst aging: longest to wait after the last mail for the purge of the aged rows")
 	fs.IntVar(&o.workers, "workers", 2, "worker processes in the group")
 	fs.IntVar(&o.partitions, "partitions", 8, "partitions of the jobs topic")
 	fs.IntVar(&o.bodyBytes, "body-bytes", 256, "text body size of each job")
@@ -145,14 +161,19 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-workers %d must be between 1 and -partitions %d", o.workers, o.partitions)
 	case o.bodyBytes < 1 || o.senders < 0 || o.rate < 0:
 		return o, errors.New("-body-bytes must be positive, -senders and -rate not negative")
-	case o.ageAt < 0 || o.ageAt >= 1:
-		return o, fmt.Errorf("-age-at %v must be in [0, 1)", o.ageAt)
+	case o.aging != agingSteady && o.aging != agingBurst && o.aging != agingOff:
+		return o, fmt.Errorf("-aging %q must be %s, %s or %s", o.aging, agingSteady, agingBurst, agingOff)
+	case o.ageFrom < 0 || o.ageFrom >= 1:
+		return o, fmt.Errorf("-age-from %v must be in [0, 1)", o.ageFrom)
+	case o.ageLag <= 0 || o.ageEvery <= 0 || o.ageShift < 0:
+		return o, fmt.Errorf("-age-lag %s and -age-every %s must be positive, -age-shift %s not negative", o.ageLag, o.ageEvery, o.ageShift)
 	case o.sampleEvery < o.poll || o.poll <= 0:
 		return o, fmt.Errorf("-sample %s must be at least -poll %s, and -poll positive", o.sampleEvery, o.poll)
 	}
 	if _, _, err := net.SplitHostPort(o.sink); err != nil {
 		return o, fmt.Errorf("-sink %q: %w", o.sink, err)
 	}
+	o.ageShift = cmp.Or(o.ageShift, agingShift(o.retention))
 	o.brokers = strings.Split(*brokers, ",")
 	o.logDir = cmp.Or(o.logDir, o.out)
 	return o, nil
@@ -251,7 +272,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	p := params{
 		Jobs: o.jobs, Window: o.window, Workers: o.workers, Retention: o.retention,
-		ReaperInterval: o.reaperInterval, SampleEvery: o.sampleEvery,
+		ReaperInterval: o.reaperInterval, SampleEvery: o.sampleEvery, AgingMode: o.aging,
 		Command: strings.TrimSpace("go run ./bench/soak " + strings.Join(args, " ")),
 		Machine: fmt.Sprintf("%d CPUs (%s), %s, %s", runtime.NumCPU(), cmp.Or(benchenv.CPUModel(), "unknown CPU"),
 			memTotal(), runtime.Version()),
@@ -322,28 +343,6 @@ type monitor struct {
 	aged      *aging // set by the aging goroutine before it reports on its channel
 }
 
-// agingSQL moves the sent rows' timestamps back past the retention: what
-// the retention passing would do to them, in one statement. Both columns
-// move, so a purge that selects by either finds them.
-const agingSQL = `UPDATE postline_messages
-	SET created_at = created_at - make_interval(secs => $1), updated_at = updated_at - make_interval(secs => $1)
-	WHERE status = 'sent'`
-
-// age runs agingSQL; it starts at sent mails and t.
-func (m *monitor) age(ctx context.Context, t time.Duration, sent int64) (*aging, error) {
-	start := time.Now()
-	shift := m.o.retention + time.Minute
-	tag, err := m.pool.Exec(ctx, agingSQL, shift.Seconds())
-	if err != nil {
-		return nil, fmt.Errorf("age the sent rows: %w", err)
-	}
-	tables, err := readTableStats(ctx, m.pool)
-	if err != nil {
-		return nil, err
-	}
-	return &aging{At: t, Took: time.Since(start), Sent: sent, Rows: tag.RowsAffected(), BytesAfter: tables.AllBytes}, nil
-}
-
 // stallAfter ends a soak in which no mail was sent for this long.
 const stallAfter = 60 * time.Second
 
@@ -362,8 +361,13 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 		lastSampleDelivered       int64
 		agingStarted, agingDone   bool
 		agedCh                    = make(chan error, 1)
+		stopAging                 = make(chan struct{})
+		ager                      *steadyAger // steady aging only
 		allSentAt                 time.Duration
 	)
+	if m.o.aging == agingSteady {
+		ager = &steadyAger{pool: m.pool, shift: m.o.ageShift, lag: m.o.ageLag, every: m.o.ageEvery}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -373,7 +377,9 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 				return err
 			}
 			agingDone = true
-			fmt.Fprintf(m.stderr, "soak: aged %s sent rows past the retention in %s\n", thousands(m.aged.Rows), m.aged.Took.Round(time.Millisecond))
+			if m.o.aging == agingBurst {
+				fmt.Fprintf(m.stderr, "soak: aged %s sent rows past the retention in %s\n", thousands(m.aged.Rows), m.aged.Took.Round(time.Millisecond))
+			}
 			continue
 		case <-prodDone:
 			if *prodErr != nil {
@@ -406,12 +412,18 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 		if c.Failed > 0 {
 			return fmt.Errorf("%s jobs failed, dead or rejected (sent %s)", thousands(c.Failed), thousands(c.Sent))
 		}
-		if m.o.ageAt > 0 && !agingStarted && c.Sent >= int64(m.o.ageAt*float64(m.o.jobs)) {
-			// In its own goroutine: polls go on while the update runs, so
+		if m.o.aging != agingOff && !agingStarted && c.Sent >= int64(m.o.ageFrom*float64(m.o.jobs)) {
+			// In its own goroutine: polls go on while the aging runs, so
 			// the producer's lead stays current.
 			agingStarted = true
 			go func(t time.Duration, sent int64) {
-				a, err := m.age(ctx, t, sent)
+				var a *aging
+				var err error
+				if m.o.aging == agingBurst {
+					a, err = burst(ctx, m.pool, m.o.ageShift, t, sent)
+				} else {
+					a, err = ager.run(ctx, stopAging, t, sent)
+				}
 				m.aged = a
 				agedCh <- err
 			}(t, c.Sent)
@@ -419,9 +431,10 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 		if c.Sent >= m.o.jobs && allSentAt == 0 {
 			allSentAt = t
 		}
-		// Without aging the soak ends with the last mail; with it, once the
-		// aged rows are purged too, or -purge-wait after the last mail.
-		done := c.Sent >= m.o.jobs && (m.o.ageAt == 0 ||
+		// Without aging, and with the steady aging, the soak ends with the
+		// last mail; with the burst, once the aged rows are purged too, or
+		// -purge-wait after the last mail.
+		done := c.Sent >= m.o.jobs && (m.o.aging != agingBurst ||
 			(agingDone && (c.Purged >= m.aged.Rows || t-allSentAt >= m.o.purgeWait)))
 		if t-lastSampleT < m.o.sampleEvery && !done {
 			continue
@@ -434,14 +447,21 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 		m.samples = append(m.samples, x)
 		lastSampleT, lastSampleDelivered = t, c.Sent
 		if t-lastReportAt >= 30*time.Second || done {
-			fmt.Fprintf(m.stderr, "soak: %s: %s/%s sent, %.0f/s, RSS %s MiB, %s rows, %.0f MiB, %s purged, load %.2f\n",
+			fmt.Fprintf(m.stderr, "soak: %s: %s/%s sent, %.0f/s, RSS %s MiB, %s rows, %.0f MiB,%s %s purged, load %.2f\n",
 				t.Round(time.Second), thousands(c.Sent), thousands(m.o.jobs), x.Rate, mibList(x.RSS),
-				thousands(x.Tables.MessagesRows), mib(x.Tables.AllBytes), thousands(c.Purged), x.Load1)
+				thousands(x.Tables.MessagesRows), mib(x.Tables.AllBytes), ager.progress(), thousands(c.Purged), x.Load1)
 			lastReportAt = t
 		}
-		if done {
-			return nil
+		if !done {
+			continue
 		}
+		if m.o.aging == agingSteady {
+			close(stopAging) // the statement in progress finishes; then the aging reports
+			if err := <-agedCh; err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 }
 
@@ -459,7 +479,7 @@ func (m *monitor) sample(ctx context.Context, t time.Duration, c counters) (samp
 		load = loadAverage(string(b))
 	}
 	return sample{T: t, Delivered: c.Sent, Failed: c.Failed, Purged: c.Purged, Takeovers: c.Takeovers,
-		Duplicates: c.Duplicates, RSS: rss, Peak: peak,
+		Duplicates: c.Duplicates, PurgeStatements: c.PurgeStatements, PurgeSeconds: c.PurgeSeconds, RSS: rss, Peak: peak,
 		Tables: tables, Load1: load}, nil
 }
 

@@ -28,11 +28,17 @@ type counters struct {
 	// Duplicates is the same counter with outcome duplicate: copies the
 	// claim recognised and did not send.
 	Duplicates int64
+	// PurgeStatements and PurgeSeconds are the count and the sum of
+	// postline_idempotency_round_trip_seconds{op="purge"}: the purge's
+	// delete statements and the time the workers waited for them.
+	PurgeStatements int64
+	PurgeSeconds    float64
 }
 
 func (c counters) add(o counters) counters {
 	return counters{Sent: c.Sent + o.Sent, Failed: c.Failed + o.Failed, Purged: c.Purged + o.Purged,
-		Takeovers: c.Takeovers + o.Takeovers, Duplicates: c.Duplicates + o.Duplicates}
+		Takeovers: c.Takeovers + o.Takeovers, Duplicates: c.Duplicates + o.Duplicates,
+		PurgeStatements: c.PurgeStatements + o.PurgeStatements, PurgeSeconds: c.PurgeSeconds + o.PurgeSeconds}
 }
 
 // failedOutcomes are the outcomes of postline_delivery_records_total that
@@ -41,8 +47,8 @@ func (c counters) add(o counters) counters {
 var failedOutcomes = map[string]bool{"failed": true, "dead": true, "rejected": true}
 
 // parseCounters reads counters from a Prometheus text exposition. It
-// understands only what it needs: the sample lines of three counters, whose
-// label values hold no quotes or commas.
+// understands only what it needs: the sample lines of three counters and of
+// the store's purge round trips, whose label values hold no quotes or commas.
 func parseCounters(r io.Reader) (counters, error) {
 	var c counters
 	sc := bufio.NewScanner(r)
@@ -57,6 +63,10 @@ func parseCounters(r io.Reader) (counters, error) {
 			name = "purged"
 		case metric == "postline_reaper_takeovers_total" || strings.HasPrefix(metric, "postline_reaper_takeovers_total{"):
 			name = "takeovers"
+		case strings.HasPrefix(metric, "postline_idempotency_round_trip_seconds_count{"):
+			name = "round trips"
+		case strings.HasPrefix(metric, "postline_idempotency_round_trip_seconds_sum{"):
+			name = "round trip seconds"
 		default:
 			continue
 		}
@@ -81,6 +91,14 @@ func parseCounters(r io.Reader) (counters, error) {
 			c.Purged += int64(v)
 		case "takeovers":
 			c.Takeovers += int64(v)
+		case "round trips":
+			if label(labels, "op") == "purge" {
+				c.PurgeStatements += int64(v)
+			}
+		case "round trip seconds":
+			if label(labels, "op") == "purge" {
+				c.PurgeSeconds += v
+			}
 		case "records":
 			outcome := label(labels, "outcome")
 			switch {
@@ -167,14 +185,18 @@ type sample struct {
 	T          time.Duration // since the first job was published
 	Delivered  int64         // mails sent, from the workers' counters
 	Failed     int64
-	Purged     int64   // rows the workers' reapers deleted past the retention
-	Takeovers  int64   // rows re-published after their lease ran out
-	Duplicates int64   // copies deduped by the claim
-	Rate       float64 // mails/s since the previous sample
-	RSS        []int64 // VmRSS of each worker, bytes
-	Peak       []int64 // VmHWM of each worker, bytes
-	Tables     tableStats
-	Load1      float64 // the machine's 1-minute load average
+	Purged     int64 // rows the workers' reapers deleted past the retention
+	Takeovers  int64 // rows re-published after their lease ran out
+	Duplicates int64 // copies deduped by the claim
+	// PurgeStatements and PurgeSeconds are the workers' purge statements
+	// so far and the time they took (see counters).
+	PurgeStatements int64
+	PurgeSeconds    float64
+	Rate            float64 // mails/s since the previous sample
+	RSS             []int64 // VmRSS of each worker, bytes
+	Peak            []int64 // VmHWM of each worker, bytes
+	Tables          tableStats
+	Load1           float64 // the machine's 1-minute load average
 }
 
 // readRSS reads every worker's memory.

@@ -27,8 +27,13 @@ postline_delivery_records_total_created{outcome="sent"} 1.7e+09
 postline_reaper_purged_total 4000
 postline_reaper_takeovers_total 11
 postline_delivery_attempts_total{provider="default",result="sent"} 99
+postline_idempotency_round_trip_seconds_bucket{op="purge",le="0.1"} 3
+postline_idempotency_round_trip_seconds_sum{op="purge"} 0.25
+postline_idempotency_round_trip_seconds_count{op="purge"} 4
+postline_idempotency_round_trip_seconds_sum{op="claim"} 9.5
+postline_idempotency_round_trip_seconds_count{op="claim"} 1000
 `,
-			want: counters{Sent: 1234567, Failed: 3, Purged: 4000, Takeovers: 11, Duplicates: 7},
+			want: counters{Sent: 1234567, Failed: 3, Purged: 4000, Takeovers: 11, Duplicates: 7, PurgeStatements: 4, PurgeSeconds: 0.25},
 		},
 		{
 			name: "other labels and a timestamp",

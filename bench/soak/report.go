@@ -103,15 +103,6 @@ func windowRates(points []point, total, window int64) (first, last float64, err 
 	return float64(window-1) / (tw - t1).Seconds(), float64(window) / (tn - tl).Seconds(), nil
 }
 
-// aging is what the soak's simulated passing of the retention did: at
-// Sent mails (t = At), one update moved the timestamps of the Rows sent
-// rows back past the retention, in Took.
-type aging struct {
-	At, Took   time.Duration
-	Sent, Rows int64
-	BytesAfter int64 // every table of the schema just after the update
-}
-
 // params are the settings a report states and judges by.
 type params struct {
 	Jobs, Window    int64
@@ -123,7 +114,8 @@ type params struct {
 	Machine         string
 	ProducerSummary string
 	Took            time.Duration // wall time of the whole soak, start-up and clean-up included
-	Aged            *aging        // nil without -age-at
+	AgingMode       string        // -aging
+	Aged            *aging        // nil with -aging off
 }
 
 // summary is what the soak found, judged against the targets.
@@ -156,6 +148,42 @@ type summary struct {
 	// FirstGrowth and LastGrowth are the bytes every table of the schema
 	// grew by per mail over the first and the last window.
 	FirstGrowth, LastGrowth float64
+	// PurgeStatements and PurgeSeconds are the workers' purge statements
+	// over the run and the time they took.
+	PurgeStatements int64
+	PurgeSeconds    float64
+	steadyPurge
+}
+
+// steadyPurge is what the steady aging found: the steady part runs from
+// the first sample that saw rows purged to the last mail.
+type steadyPurge struct {
+	SteadyFrom, SteadyTo time.Duration
+	// SteadyPurgeRate and SteadyDeliveryRate are the least-squares slopes
+	// of the rows purged and the mails sent over the steady part: the
+	// purge runs in passes, so the difference of two samples would depend
+	// on where they fall between passes.
+	SteadyPurgeRate, SteadyDeliveryRate float64
+	// LastWindowFrom is when the last window began; it is inside the steady
+	// part when after SteadyFrom.
+	LastWindowFrom time.Duration
+	// EndRows are the live rows at the last mail; PredictedRows what a
+	// steady state holds: the rows sent before the aging began (never
+	// aged) and the rows of lag + one reaper interval at the steady rate.
+	EndRows, PredictedRows int64
+	// SteadyWorstRows and SteadyWorstBound are the sample of the steady
+	// part whose rows came closest to (or passed) their bound: the rows
+	// sent before the aging, the mails sent within steadyBoundWindow
+	// before the sample, and boundSlack.
+	SteadyWorstRows, SteadyWorstBound int64
+}
+
+// steadyBoundWindow is how long after it was sent a row may still be there
+// with the steady aging: the lag, one aging interval, and two reaper
+// intervals (the next pass may start up to one after the row became
+// purgeable, and a pass with a backlog may take up to one more).
+func steadyBoundWindow(a *aging, reaperInterval time.Duration) time.Duration {
+	return a.Lag + a.Every + 2*reaperInterval
 }
 
 func summarize(p params, points []point, samples []sample) (summary, error) {
@@ -229,7 +257,11 @@ func summarize(p params, points []point, samples []sample) (summary, error) {
 	}
 	s.FirstGrowth = growthPerMail(samples, 0, p.Window)
 	s.LastGrowth = growthPerMail(samples, p.Jobs-p.Window, p.Jobs)
-	if a := p.Aged; a != nil {
+	s.PurgeStatements, s.PurgeSeconds = lastSample.PurgeStatements, lastSample.PurgeSeconds
+	if a := p.Aged; a != nil && a.Mode == agingSteady {
+		s.steadyPurge = summarizeSteady(p, a, points, samples)
+	}
+	if a := p.Aged; a != nil && a.Mode == agingBurst {
 		for _, x := range samples {
 			if x.T > a.At && x.Purged >= a.Rows {
 				s.PurgeTook = x.T - (a.At + a.Took)
@@ -239,6 +271,61 @@ func summarize(p params, points []point, samples []sample) (summary, error) {
 		}
 	}
 	return s, nil
+}
+
+func summarizeSteady(p params, a *aging, points []point, samples []sample) steadyPurge {
+	var st steadyPurge
+	st.LastWindowFrom, _ = timeAt(points, p.Jobs-p.Window)
+	st.SteadyTo, _ = timeAt(points, p.Jobs)
+	var steady []sample
+	for _, x := range samples {
+		if x.Purged > 0 && x.T <= st.SteadyTo {
+			steady = append(steady, x)
+		}
+	}
+	if len(steady) == 0 {
+		return st // the purge never started
+	}
+	st.SteadyFrom = steady[0].T
+	ts := make([]float64, len(steady))
+	purged, delivered := make([]float64, len(steady)), make([]float64, len(steady))
+	for i, x := range steady {
+		ts[i], purged[i], delivered[i] = x.T.Seconds(), float64(x.Purged), float64(x.Delivered)
+	}
+	st.SteadyPurgeRate, st.SteadyDeliveryRate = slope(ts, purged), slope(ts, delivered)
+	end := steady[len(steady)-1]
+	st.EndRows = end.Tables.MessagesRows
+	st.PredictedRows = a.Sent + int64(st.SteadyDeliveryRate*(a.Lag+p.ReaperInterval).Seconds())
+	window := steadyBoundWindow(a, p.ReaperInterval)
+	st.SteadyWorstBound = -1
+	for _, x := range steady {
+		// Rows sent before the aging began are never aged.
+		bound := a.Sent + x.Delivered - max(a.Sent, deliveredAt(points, x.T-window)) + boundSlack
+		if st.SteadyWorstBound < 0 || x.Tables.MessagesRows-bound > st.SteadyWorstRows-st.SteadyWorstBound {
+			st.SteadyWorstRows, st.SteadyWorstBound = x.Tables.MessagesRows, bound
+		}
+	}
+	return st
+}
+
+// slope is the least-squares slope of ys over xs; 0 with fewer than two
+// distinct xs.
+func slope(xs, ys []float64) float64 {
+	var mx, my float64
+	for i := range xs {
+		mx, my = mx+xs[i], my+ys[i]
+	}
+	n := float64(len(xs))
+	mx, my = mx/n, my/n
+	var sxy, sxx float64
+	for i := range xs {
+		sxy += (xs[i] - mx) * (ys[i] - my)
+		sxx += (xs[i] - mx) * (xs[i] - mx)
+	}
+	if sxx == 0 {
+		return 0
+	}
+	return sxy / sxx
 }
 
 // growthPerMail is how many bytes every table of the schema grew by per
@@ -277,10 +364,38 @@ func (s summary) bloatOK() bool {
 
 func (s summary) boundOK() bool { return s.RetentionReached && s.WorstRows <= s.WorstBound }
 
-// purgeOK: every aged row was purged, faster than mail was sent, and
-// what is left is the rows sent since.
+// purgeOK: with the burst, every aged row was purged, faster than mail was
+// sent, and what is left is the rows sent since.
 func (s summary) purgeOK() bool {
 	return s.Aged != nil && s.PurgeTook > 0 && s.PurgeRate >= s.MeanRate && s.FinalRows <= s.Jobs-s.Aged.Rows+boundSlack
+}
+
+// TargetSteadyPurge is the least rate the steady purge may delete at,
+// against the delivery rate: below it the rows pile up.
+const TargetSteadyPurge = 0.9
+
+// steadyPurgeOK: with the steady aging, the purge kept pace with delivery
+// over a steady part that holds the last window.
+func (s summary) steadyPurgeOK() bool {
+	return s.Aged != nil && s.SteadyFrom > 0 && s.SteadyFrom <= s.LastWindowFrom &&
+		s.SteadyPurgeRate >= TargetSteadyPurge*s.SteadyDeliveryRate
+}
+
+// steadyBoundOK: with the steady aging, no sample of the steady part held
+// more rows than its bound.
+func (s summary) steadyBoundOK() bool {
+	return s.SteadyFrom > 0 && s.SteadyWorstRows <= s.SteadyWorstBound
+}
+
+// agingOK are the verdicts of the aging mode.
+func (s summary) agingOK() bool {
+	switch s.AgingMode {
+	case agingSteady:
+		return s.steadyPurgeOK() && s.steadyBoundOK() && s.spaceOK()
+	case agingBurst:
+		return s.purgeOK() && s.spaceOK()
+	}
+	return true // off: nothing aged, nothing purged
 }
 
 func (s summary) spaceOK() bool {
@@ -320,13 +435,16 @@ func (s summary) markdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "| bytes per live row, after the first %s / %s | %.0f / %.0f | ≤ %.1f× | %s |\n",
 		thousands(s.Window), until, s.BytesPerRowEarly, s.BytesPerRowEnd, TargetBloat, verdict(s.bloatOK()))
-	if a := s.Aged; a != nil {
+	if a := s.Aged; a != nil && a.Mode == agingSteady {
+		s.steadyMarkdown(w, a)
+	}
+	if a := s.Aged; a != nil && a.Mode == agingBurst {
 		purge := "not all purged"
 		if s.PurgeTook > 0 {
 			purge = fmt.Sprintf("all purged %s later: %.0f rows/s = %.2f× the mean delivery rate", s.PurgeTook.Round(time.Second), s.PurgeRate, s.PurgeRate/s.MeanRate)
 		}
-		fmt.Fprintf(w, "| retention purge, the retention passing simulated at %s mails sent (t = %s): the sent rows' timestamps moved back by the retention + 1m | %s rows aged in %s; %s; %s live rows at the end | purge rate ≥ delivery rate, rows at the end ≤ jobs - aged + %s | %s |\n",
-			thousands(a.Sent), a.At.Round(time.Second), thousands(a.Rows), a.Took.Round(100*time.Millisecond), purge,
+		fmt.Fprintf(w, "| retention purge, the retention passing simulated at %s mails sent (t = %s): the sent rows' timestamps moved back by %s | %s rows aged in %s; %s; %s live rows at the end | purge rate ≥ delivery rate, rows at the end ≤ jobs - aged + %s | %s |\n",
+			thousands(a.Sent), a.At.Round(time.Second), a.Shift, thousands(a.Rows), a.Took.Round(100*time.Millisecond), purge,
 			thousands(s.FinalRows), thousands(boundSlack), verdict(s.purgeOK()))
 		fmt.Fprintf(w, "| tables' growth on disk per mail, first %s / last %s (just after the aging: %.0f MiB, at the end: %.0f MiB) | %.0f / %.0f bytes = %.2f× | ≤ %.2f× (purged space reused) | %s |\n",
 			thousands(s.Window), thousands(s.Window), mib(a.BytesAfter), mib(s.FinalBytes), s.FirstGrowth, s.LastGrowth,
@@ -340,7 +458,7 @@ func (s summary) markdown(w io.Writer) {
 			s.Retention, s.Span.Round(time.Second))
 	}
 	fmt.Fprintln(w)
-	met := s.rateOK() && s.rssOK() && s.bloatOK() && s.deliveredOK() && (s.Aged == nil || (s.purgeOK() && s.spaceOK()))
+	met := s.rateOK() && s.rssOK() && s.bloatOK() && s.deliveredOK() && s.agingOK()
 	switch {
 	case met && !s.RetentionReached:
 		fmt.Fprintln(w, "Every target this run could reach is met; the bound of a retention that really passes needs a run longer than the retention plus two reaper intervals (see -rate).")
@@ -351,6 +469,40 @@ func (s summary) markdown(w io.Writer) {
 	}
 }
 
+// steadyMarkdown writes the rows of the steady aging and purge.
+func (s summary) steadyMarkdown(w io.Writer, a *aging) {
+	var mean time.Duration
+	if a.Statements > 0 {
+		mean = a.Took / time.Duration(a.Statements)
+	}
+	fmt.Fprintf(w, "| the retention's passing simulated steadily from %s mails sent (t = %s): every %s, the rows sent more than %s before get their timestamps moved back by %s (harness load production does not have) | %s statements aged %s rows in %s in all (mean %s, longest %s): %.0f rows/s; %.1f %% of the first mail to last | - | - |\n",
+		thousands(a.Sent), a.At.Round(time.Second), a.Every, a.Lag, a.Shift, thousands(int64(a.Statements)), thousands(a.Rows),
+		a.Took.Round(100*time.Millisecond), mean.Round(100*time.Microsecond), a.Longest.Round(time.Millisecond),
+		a.rowsPerSecond(), 100*a.Took.Seconds()/max(s.Span.Seconds(), 1e-9))
+	if s.SteadyFrom == 0 {
+		fmt.Fprintf(w, "| retention purge, steady | nothing purged before the last mail | purge ≥ %.2f× delivery | FAIL |\n", TargetSteadyPurge)
+		return
+	}
+	inside := "inside it"
+	if s.SteadyFrom > s.LastWindowFrom {
+		inside = "NOT inside it"
+	}
+	var meanPurge float64
+	if s.PurgeStatements > 0 {
+		meanPurge = 1000 * s.PurgeSeconds / float64(s.PurgeStatements)
+	}
+	fmt.Fprintf(w, "| retention purge over the steady part, from the first rows purged (t = %s) to the last mail (t = %s); the last %s from t = %s: %s | %.0f rows/s purged against %.0f mails/s sent = %.2f× (least-squares slopes); the workers' purge statements: %s, %.1f s in all (mean %.1f ms) | ≥ %.2f×, the last window inside | %s |\n",
+		s.SteadyFrom.Round(time.Second), s.SteadyTo.Round(time.Second), thousands(s.Window), s.LastWindowFrom.Round(time.Second), inside,
+		s.SteadyPurgeRate, s.SteadyDeliveryRate, s.SteadyPurgeRate/max(s.SteadyDeliveryRate, 1e-9),
+		thousands(s.PurgeStatements), s.PurgeSeconds, meanPurge, TargetSteadyPurge, verdict(s.steadyPurgeOK()))
+	fmt.Fprintf(w, "| postline_messages live rows at the last mail / a steady state's (the %s sent before the aging, never aged, + %.0f mails/s × (%s lag + %s reaper interval)); the worst sample of the steady part / its bound (the rows sent before the aging + the mails sent within the last %s + %s) | %s / %s; %s / %s | rows ≤ bound | %s |\n",
+		thousands(a.Sent), s.SteadyDeliveryRate, a.Lag, s.ReaperInterval, steadyBoundWindow(a, s.ReaperInterval), thousands(boundSlack),
+		thousands(s.EndRows), thousands(s.PredictedRows), thousands(s.SteadyWorstRows), thousands(s.SteadyWorstBound), verdict(s.steadyBoundOK()))
+	fmt.Fprintf(w, "| tables' growth on disk per mail, first %s / last %s (at the end: %.0f MiB) | %.0f / %.0f bytes = %.2f× | ≤ %.2f× (purged space reused) | %s |\n",
+		thousands(s.Window), thousands(s.Window), mib(s.FinalBytes), s.FirstGrowth, s.LastGrowth,
+		s.LastGrowth/max(1, s.FirstGrowth), TargetSpaceReuse, verdict(s.spaceOK()))
+}
+
 // csvHeader names the columns of writeCSV, one per worker for RSS.
 func csvHeader(workers int) []string {
 	h := []string{"t_s", "delivered", "failed", "purged", "rate_per_s", "takeovers", "duplicates"}
@@ -358,7 +510,7 @@ func csvHeader(workers int) []string {
 		h = append(h, fmt.Sprintf("worker%d_rss_bytes", i), fmt.Sprintf("worker%d_peak_bytes", i))
 	}
 	return append(h, "messages_rows", "messages_total_bytes", "messages_index_bytes",
-		"recipients_rows", "all_tables_bytes", "load1")
+		"recipients_rows", "all_tables_bytes", "load1", "purge_statements", "purge_seconds")
 }
 
 func writeCSV(w io.Writer, workers int, samples []sample) error {
@@ -379,7 +531,8 @@ func writeCSV(w io.Writer, workers int, samples []sample) error {
 		}
 		t := x.Tables
 		row = append(row, i64(t.MessagesRows), i64(t.MessagesBytes), i64(t.MessagesIndexBytes),
-			i64(t.RecipientsRows), i64(t.AllBytes), strconv.FormatFloat(x.Load1, 'f', 2, 64))
+			i64(t.RecipientsRows), i64(t.AllBytes), strconv.FormatFloat(x.Load1, 'f', 2, 64),
+			i64(x.PurgeStatements), strconv.FormatFloat(x.PurgeSeconds, 'f', 3, 64))
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -450,6 +603,7 @@ func readCSV(r io.Reader) ([]sample, int, error) {
 		x.Tables = tableStats{MessagesRows: i(c), MessagesBytes: i(c + 1), MessagesIndexBytes: i(c + 2),
 			RecipientsRows: i(c + 3), AllBytes: i(c + 4)}
 		x.Load1 = f(c + 5)
+		x.PurgeStatements, x.PurgeSeconds = i(c+6), f(c+7)
 		if bad != nil {
 			return nil, 0, bad
 		}

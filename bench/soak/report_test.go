@@ -118,7 +118,7 @@ func soakOf(rate int64, secs int, keep func(delivered int64, t time.Duration) in
 				RSS: []int64{rss, rss}, Peak: []int64{rss + 1, rss + 1},
 				Tables: tableStats{MessagesRows: rows, MessagesBytes: rows * 800, MessagesIndexBytes: rows * 100,
 					RecipientsRows: rows, AllBytes: rows * 1000},
-				Load1: 2})
+				Load1: 2, PurgeStatements: (d - rows) / 1000, PurgeSeconds: float64(d-rows) / 10_000})
 		}
 	}
 	return points, samples
@@ -212,7 +212,8 @@ func TestSummarize(t *testing.T) {
 func TestMarkdown(t *testing.T) {
 	points, samples := soakOf(1000, 600, func(d int64, _ time.Duration) int64 { return d }, 60<<20)
 	p := params{Jobs: 600_000, Window: 60_000, Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second,
-		SampleEvery: 10 * time.Second, Command: "go run ./bench/soak", Machine: "2 CPUs", ProducerSummary: "ahead"}
+		SampleEvery: 10 * time.Second, Command: "go run ./bench/soak -aging off", Machine: "2 CPUs", ProducerSummary: "ahead",
+		AgingMode: agingOff}
 	s, err := summarize(p, points, samples)
 	if err != nil {
 		t.Fatal(err)
@@ -248,6 +249,9 @@ func TestWriteCSV(t *testing.T) {
 	}
 	if got := strings.Join(rows[1][:7], ","); got != "10.000,10000,0,0,1000.0,0,0" {
 		t.Fatalf("first row starts %q", got)
+	}
+	if got := strings.Join(rows[1][len(rows[1])-2:], ","); got != "0,0.000" {
+		t.Fatalf("first row ends %q, want no purge statements", got)
 	}
 	b.Reset()
 	if err := writeCSV(&b, 2, samples); err != nil {
@@ -298,7 +302,8 @@ func TestSummarizeAging(t *testing.T) {
 			}
 		}
 		p := params{Jobs: 600_000, Window: 60_000, Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second,
-			Aged: &aging{At: 300 * time.Second, Took: 10 * time.Second, Sent: 300_000, Rows: 300_000, BytesAfter: 400 << 20}}
+			AgingMode: agingBurst, Aged: &aging{Mode: agingBurst, Shift: time.Hour + time.Minute, At: 300 * time.Second, Took: 10 * time.Second, Sent: 300_000,
+				Statements: 1, Rows: 300_000, BytesAfter: 400 << 20}}
 		s, err := summarize(p, points, samples)
 		if err != nil {
 			t.Fatal(err)
@@ -322,5 +327,118 @@ func TestSummarizeAging(t *testing.T) {
 	s.markdown(&b)
 	if !strings.Contains(b.String(), "300,000 rows aged in 10s; all purged 1m0s later: 5000 rows/s = 5.00× the mean delivery rate") {
 		t.Fatalf("markdown lacks the purge line:\n%s", b.String())
+	}
+}
+
+func TestSlope(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		xs, ys []float64
+		want   float64
+	}{
+		{"a line", []float64{0, 1, 2, 3}, []float64{5, 7, 9, 11}, 2},
+		{"a staircase around a line", []float64{0, 1, 2, 3, 4, 5}, []float64{0, 0, 20, 20, 40, 40}, 9.143},
+		{"flat", []float64{0, 1, 2}, []float64{3, 3, 3}, 0},
+		{"one point", []float64{1}, []float64{4}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := slope(tc.xs, tc.ys); got-tc.want > 0.001 || tc.want-got > 0.001 {
+				t.Fatalf("slope = %.4f, want %.4f", got, tc.want)
+			}
+		})
+	}
+}
+
+// steadySoak is a soak at 1,000 mails/s for 600 s whose steady aging
+// begins at t = 120 s (120,000 sent) with a 15 s lag, aging every second:
+// from then on the rows sent more than 16 s before are purgeable. A reaper
+// pass every 30 s from firstPass on deletes what is purgeable, at most
+// purgeRate rows a second since the first pass (0: no limit). The tables
+// stop growing on disk once purging, when bounded.
+func steadySoak(t *testing.T, firstPass time.Duration, purgeRate int64, bounded bool) summary {
+	t.Helper()
+	const rate, pre = 1000, 120_000
+	purgedBy := func(at time.Duration) int64 {
+		if at < firstPass {
+			return 0
+		}
+		pass := firstPass + (at-firstPass)/(30*time.Second)*(30*time.Second)
+		purgeable := max(0, rate*int64((pass-16*time.Second)/time.Second)-pre)
+		if purgeRate > 0 {
+			purgeable = min(purgeable, purgeRate*int64((pass-firstPass)/time.Second+30))
+		}
+		return purgeable
+	}
+	points, samples := soakOf(rate, 600, func(d int64, at time.Duration) int64 { return d - purgedBy(at) }, 60<<20)
+	for i := range samples {
+		switch x := &samples[i]; {
+		case !bounded:
+			x.Tables.AllBytes = x.Delivered * 1000
+		case x.T > firstPass:
+			x.Tables.AllBytes = samples[i-1].Tables.AllBytes
+		}
+	}
+	a := &aging{Mode: agingSteady, At: 120 * time.Second, Sent: pre, Shift: time.Hour + time.Minute, Lag: 15 * time.Second, Every: time.Second}
+	for range 480 {
+		a.add(1000, 50*time.Millisecond)
+	}
+	p := params{Jobs: 600_000, Window: 60_000, Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second,
+		SampleEvery: 10 * time.Second, AgingMode: agingSteady, Aged: a}
+	s, err := summarize(p, points, samples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSummarizeSteady(t *testing.T) {
+	for _, tc := range []struct {
+		name                              string
+		firstPass                         time.Duration
+		purgeRate                         int64
+		bounded                           bool
+		purgeOK, boundOK, spaceOK, inside bool
+	}{
+		{name: "the purge keeps up", firstPass: 150 * time.Second, bounded: true,
+			purgeOK: true, boundOK: true, spaceOK: true, inside: true},
+		{name: "the tables keep growing", firstPass: 150 * time.Second,
+			purgeOK: true, boundOK: true, inside: true},
+		{name: "the purge at half the delivery rate", firstPass: 150 * time.Second, purgeRate: 500, bounded: true,
+			spaceOK: true, inside: true},
+		{name: "the purge starts after the last window began", firstPass: 560 * time.Second, bounded: true,
+			boundOK: true, spaceOK: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := steadySoak(t, tc.firstPass, tc.purgeRate, tc.bounded)
+			if s.steadyPurgeOK() != tc.purgeOK || s.steadyBoundOK() != tc.boundOK || s.spaceOK() != tc.spaceOK ||
+				(s.SteadyFrom <= s.LastWindowFrom) != tc.inside {
+				t.Fatalf("purgeOK %v, boundOK %v, spaceOK %v, last window inside %v; want %v, %v, %v, %v "+
+					"(purge %.0f/s, delivery %.0f/s, worst %d of %d rows, steady from %s, last window from %s)",
+					s.steadyPurgeOK(), s.steadyBoundOK(), s.spaceOK(), s.SteadyFrom <= s.LastWindowFrom,
+					tc.purgeOK, tc.boundOK, tc.spaceOK, tc.inside,
+					s.SteadyPurgeRate, s.SteadyDeliveryRate, s.SteadyWorstRows, s.SteadyWorstBound, s.SteadyFrom, s.LastWindowFrom)
+			}
+			if s.agingOK() != (tc.purgeOK && tc.boundOK && tc.spaceOK) {
+				t.Fatalf("agingOK %v with purgeOK %v, boundOK %v, spaceOK %v", s.agingOK(), tc.purgeOK, tc.boundOK, tc.spaceOK)
+			}
+		})
+	}
+	s := steadySoak(t, 150*time.Second, 0, true)
+	// 120,000 rows never aged, plus 1,000/s × (15 s + 30 s).
+	if s.PredictedRows != 165_000 || s.SteadyFrom != 150*time.Second || s.SteadyTo != 600*time.Second {
+		t.Fatalf("predicted %d rows, steady from %s to %s; want 165,000 from 2m30s to 10m0s", s.PredictedRows, s.SteadyFrom, s.SteadyTo)
+	}
+	var b strings.Builder
+	s.markdown(&b)
+	for _, want := range []string{
+		"| 480 statements aged 480,000 rows in 24s in all (mean 50ms, longest 50ms): 20000 rows/s; 4.0 % of the first mail to last | - | - |",
+		"the last 60,000 from t = 9m0s: inside it | 999 rows/s purged against 1000 mails/s sent = 1.00×",
+		"| 136,000 / 165,000; 136,000 / 155,000 | rows ≤ bound | PASS |",
+		"| 1000 / 0 bytes = 0.00× | ≤ 0.25× (purged space reused) | PASS |",
+		"Every target this run could reach is met",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, b.String())
+		}
 	}
 }

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		check   func(options) bool
+		wantErr string
+	}{
+		{name: "the steady aging by default", check: func(o options) bool {
+			return o.aging == agingSteady && o.ageFrom == 0.2 && o.ageLag == 15*time.Second && o.ageEvery == time.Second &&
+				o.ageShift == time.Hour+time.Minute && o.window == 100_000
+		}},
+		{name: "the burst", args: []string{"-aging", "burst", "-age-from", "0.5"}, check: func(o options) bool {
+			return o.aging == agingBurst && o.ageFrom == 0.5
+		}},
+		{name: "no aging", args: []string{"-aging", "off"}, check: func(o options) bool { return o.aging == agingOff }},
+		{name: "an unknown aging", args: []string{"-aging", "sometimes"}, wantErr: `-aging "sometimes"`},
+		{name: "aging from the end", args: []string{"-age-from", "1"}, wantErr: "-age-from 1"},
+		{name: "no lag", args: []string{"-age-lag", "0s"}, wantErr: "-age-lag 0s"},
+		{name: "aging the purge never sees", args: []string{"-age-shift", "30m"}, check: func(o options) bool { return o.ageShift == 30*time.Minute }},
+		{name: "a window too large", args: []string{"-jobs", "100", "-window", "60"}, wantErr: "at least twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseFlags(tc.args, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !tc.check(o) {
+				t.Fatalf("parseFlags(%q) = %+v, %v", tc.args, o, err)
+			}
+		})
+	}
+}
