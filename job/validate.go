@@ -220,6 +220,9 @@ func validateAddress(list string, index int, addr string) error {
 	if len(addr) > MaxAddressLength {
 		return invalid(ReasonInvalidAddress, field(), "%d bytes, limit %d", len(addr), MaxAddressLength)
 	}
+	if BareAddress(addr) {
+		return nil // ParseAddress accepts it as is: no name to decode
+	}
 	a, err := mail.ParseAddress(addr)
 	if err != nil {
 		return invalid(ReasonInvalidAddress, field(), "%v", err)

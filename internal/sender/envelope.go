@@ -68,8 +68,10 @@ func (t transaction) addrs(rcpts []Recipient) []string {
 // transactions groups rcpts by return path, in the order each return path
 // first appears; from replaces an empty one.
 func transactions(rcpts []Recipient, from string) []transaction {
-	if a, err := mail.ParseAddress(from); err == nil {
-		from = a.Address
+	if !job.BareAddress(from) { // a bare address is its own addr-spec
+		if a, err := mail.ParseAddress(from); err == nil {
+			from = a.Address
+		}
 	}
 	var out []transaction
 	at := map[string]int{}
@@ -166,8 +168,10 @@ func (r *Relay) render(j *job.Job, buf *bytes.Buffer) ([]byte, *Error) {
 // fromDomain returns the domain of a From address Message accepted, "" if
 // it has none.
 func fromDomain(from string) string {
-	if a, err := mail.ParseAddress(from); err == nil {
-		from = a.Address
+	if !job.BareAddress(from) { // a bare address is its own addr-spec
+		if a, err := mail.ParseAddress(from); err == nil {
+			from = a.Address
+		}
 	}
 	at := strings.LastIndexByte(from, '@')
 	if at < 0 {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"mime/quotedprintable"
+	netmail "net/mail"
 	"net/textproto"
 	"slices"
 	"strings"
@@ -50,7 +51,9 @@ func message(j *job.Job, deferBody bool) (m *mail.Msg, body string, err error) {
 	m.SetMessageIDWithValue(j.MessageID)
 	m.SetDate()
 
-	if err := m.From(j.From); err != nil {
+	if job.BareAddress(j.From) {
+		m.FromMailAddress(&netmail.Address{Address: j.From})
+	} else if err := m.From(j.From); err != nil {
 		return nil, "", fmt.Errorf("build message: from: %w", err)
 	}
 	for _, f := range []struct {
@@ -64,6 +67,10 @@ func message(j *job.Job, deferBody bool) (m *mail.Msg, body string, err error) {
 		{"reply_to", mail.HeaderReplyTo, j.ReplyTo},
 	} {
 		if len(f.addrs) == 0 {
+			continue
+		}
+		if bare := bareAddresses(f.addrs); bare != nil {
+			m.SetAddrHeaderFromMailAddress(f.header, bare...)
 			continue
 		}
 		if err := m.SetAddrHeader(f.header, f.addrs...); err != nil {
@@ -127,6 +134,24 @@ func writeString(s string) func(io.Writer) (int64, error) {
 		n, err := w.Write(unsafe.Slice(unsafe.StringData(s), len(s)))
 		return int64(n), err
 	}
+}
+
+// bareAddresses returns addrs as the addresses SetAddrHeader would parse
+// them into when every one is a job.BareAddress (ParseAddress would give
+// each back unchanged, with no name), and nil when one is not.
+func bareAddresses(addrs []string) []*netmail.Address {
+	for _, a := range addrs {
+		if !job.BareAddress(a) {
+			return nil
+		}
+	}
+	out := make([]*netmail.Address, len(addrs))
+	all := make([]netmail.Address, len(addrs))
+	for i, a := range addrs {
+		all[i].Address = a
+		out[i] = &all[i]
+	}
+	return out
 }
 
 // writeNothing is the body writer of a deferred body (see message).

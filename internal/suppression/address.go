@@ -6,6 +6,8 @@ import (
 	"net/mail"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/postline/postline/job"
 )
 
 // Size limits of an entry's fields, in bytes.
@@ -45,6 +47,15 @@ func Normalize(address string) (string, error) {
 		return "", fmt.Errorf("%w address: %d bytes, want at most %d", ErrInvalid, len(s), MaxInputBytes)
 	case !utf8.ValidString(s):
 		return "", fmt.Errorf("%w address: not UTF-8", ErrInvalid)
+	}
+	if job.BareAddress(s) {
+		// What the parse and String below give a bare address: itself,
+		// lower-cased, unquoted (job.FuzzBareAddress holds it to that).
+		out := strings.ToLower(s)
+		if len(out) > MaxAddressBytes {
+			return "", fmt.Errorf("%w address: %d bytes normalized, want at most %d", ErrInvalid, len(out), MaxAddressBytes)
+		}
+		return out, nil
 	}
 	a, err := mail.ParseAddress(s)
 	if err != nil {

@@ -1,0 +1,55 @@
+package job
+
+// BareAddress reports whether s is a bare addr-spec: local@domain with both
+// sides dot-atoms of ASCII atext (RFC 5322 3.2.3), so no display name,
+// angle brackets, quotes, comments, spaces or non-ASCII. mail.ParseAddress
+// accepts such an address and returns it unchanged as Address, with no
+// Name (FuzzBareAddress holds it to that), so the hot path can skip
+// parsing the common case: parsing was several allocations per address,
+// and each address is looked at by validation, the envelope, the
+// suppression check and the message's headers.
+func BareAddress(s string) bool {
+	at := -1
+	for i := 0; i < len(s); i++ {
+		if s[i] == '@' {
+			if at >= 0 {
+				return false
+			}
+			at = i
+		}
+	}
+	return at > 0 && dotAtom(s[:at]) && dotAtom(s[at+1:])
+}
+
+// dotAtom reports whether s is one or more runs of atext joined by single
+// dots.
+func dotAtom(s string) bool {
+	if s == "" || s[0] == '.' || s[len(s)-1] == '.' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '.':
+			if s[i-1] == '.' {
+				return false
+			}
+		case !atext(c):
+			return false
+		}
+	}
+	return true
+}
+
+// atext reports whether c is an RFC 5322 atext character.
+func atext(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	switch c {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '/', '=', '?', '^', '_', '`', '{', '|', '}', '~':
+		return true
+	}
+	return false
+}

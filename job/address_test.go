@@ -1,0 +1,67 @@
+package job
+
+import (
+	"net/mail"
+	"strings"
+	"testing"
+)
+
+func TestBareAddress(t *testing.T) {
+	tests := []struct {
+		in   string
+		want bool
+	}{
+		{"a@b", true},
+		{"first.last+tag@mail.example.com", true},
+		{"o'neil{x}~@x-y.example", true},
+		{"UPPER@Example.COM", true},
+		{"", false},
+		{"@example.com", false},
+		{"a@", false},
+		{"a@b@c", false},
+		{"a..b@example.com", false},
+		{".a@example.com", false},
+		{"a.@example.com", false},
+		{"a@example..com", false},
+		{"a@.example.com", false},
+		{"Name <a@example.com>", false},
+		{"<a@example.com>", false},
+		{`"quoted"@example.com`, false},
+		{"a b@example.com", false},
+		{"a@example.com (comment)", false},
+		{"a@[127.0.0.1]", false},
+		{"ünï@example.com", false},
+		{"a@example.com\r\nBcc: x@y", false},
+	}
+	for _, tt := range tests {
+		if got := BareAddress(tt.in); got != tt.want {
+			t.Errorf("BareAddress(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+// FuzzBareAddress holds BareAddress to its promise: whatever it accepts,
+// mail.ParseAddress accepts too and returns unchanged with no name, and
+// mail.Address.String writes it lower-cased without quoting (what
+// suppression.Normalize relies on).
+func FuzzBareAddress(f *testing.F) {
+	for _, s := range []string{"a@b", "first.last+tag@mail.example.com", "a..b@x", "N <a@b>", `"q"@x`, "a@b@c", "x@[1.2.3.4]", "a@b!#$%&'*+-/=?^_`{|}~.c", "-@-"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !BareAddress(s) {
+			return
+		}
+		a, err := mail.ParseAddress(s)
+		if err != nil {
+			t.Fatalf("BareAddress(%q) but ParseAddress: %v", s, err)
+		}
+		if a.Name != "" || a.Address != s {
+			t.Fatalf("BareAddress(%q) but ParseAddress = %q <%s>", s, a.Name, a.Address)
+		}
+		lower := strings.ToLower(s)
+		if got := (&mail.Address{Address: lower}).String(); got != "<"+lower+">" {
+			t.Fatalf("BareAddress(%q) but String of its lower case = %q", s, got)
+		}
+	})
+}
