@@ -39,17 +39,12 @@ const burstSQL = `UPDATE postline_messages
 	SET created_at = created_at - make_interval(secs => $1), updated_at = updated_at - make_interval(secs => $1)
 	WHERE status = 'sent'`
 
-// steadySQL moves back the timestamps of the sent rows created since the
-// aging began ($2) and more than the lag ($3) ago: a range on the
-// created_at index. A row it aged lands before now - shift ($4), out of
-// the range, so no row is aged twice however long the soak; a row still in
-// flight when its time came is aged by the first statement after it is
-// sent. It returns how many rows it aged.
+// steadySQL moves back the timestamps of the sent rows created in
+// [$2, $3): a range on the created_at index. A row it aged lands a shift
+// before, out of every later range, so no row is aged twice.
 const steadySQL = `UPDATE postline_messages
 	SET created_at = created_at - make_interval(secs => $1), updated_at = updated_at - make_interval(secs => $1)
-	WHERE created_at >= greatest($2::timestamptz, now() - make_interval(secs => $4))
-		AND created_at < now() - make_interval(secs => $3)
-		AND status = 'sent'`
+	WHERE created_at >= $2 AND created_at < $3 AND status = 'sent'`
 
 // aging is what the soak's simulated passing of the retention did and
 // cost: it began at t = At with Sent mails sent, and its Statements
@@ -111,12 +106,20 @@ type steadyAger struct {
 // run ages from t (sent mails sent) until stop is closed, and returns what
 // it did. The statement in progress when stop closes is finished, not
 // cancelled: its rows count.
+//
+// Each statement ages the rows created from the previous statement's end
+// less a lag (rows claimed then but sent late, up to a lag late, still
+// qualify) to now less the lag: a range of about lag + every, however long
+// the soak, rather than everything since the aging began, whose index
+// entries (the aged rows' old versions, dead until vacuum) every statement
+// would read again.
 func (g *steadyAger) run(ctx context.Context, stop <-chan struct{}, t time.Duration, sent int64) (*aging, error) {
 	a := &aging{Mode: agingSteady, At: t, Sent: sent, Shift: g.shift, Lag: g.lag, Every: g.every}
-	var from time.Time // on the database's clock, as created_at is
-	if err := g.pool.QueryRow(ctx, "SELECT now()").Scan(&from); err != nil {
-		return nil, fmt.Errorf("aging: read the database's clock: %w", err)
+	from, err := g.dbNow(ctx) // rows created before the aging began are never aged
+	if err != nil {
+		return nil, err
 	}
+	end := from // of the range aged last
 	tick := time.NewTicker(g.every)
 	defer tick.Stop()
 	for {
@@ -128,13 +131,38 @@ func (g *steadyAger) run(ctx context.Context, stop <-chan struct{}, t time.Durat
 		case <-tick.C:
 		}
 		start := time.Now()
-		tag, err := g.pool.Exec(ctx, steadySQL, g.shift.Seconds(), from, g.lag.Seconds(), g.shift.Seconds())
+		now, err := g.dbNow(ctx)
+		if err != nil {
+			return a, err
+		}
+		lo, hi := maxTime(from, end.Add(-g.lag)), now.Add(-g.lag)
+		if !hi.After(lo) {
+			continue // not a lag since the aging began
+		}
+		tag, err := g.pool.Exec(ctx, steadySQL, g.shift.Seconds(), lo, hi)
 		if err != nil {
 			return a, fmt.Errorf("age the rows sent before the last %s: %w", g.lag, err)
 		}
+		end = hi
 		a.add(tag.RowsAffected(), time.Since(start))
 		g.rows.Add(tag.RowsAffected())
 	}
+}
+
+// dbNow is the database's clock, which created_at is written by.
+func (g *steadyAger) dbNow(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := g.pool.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("aging: read the database's clock: %w", err)
+	}
+	return now, nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // progress is the rows aged so far for a progress line, "" without a
