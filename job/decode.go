@@ -55,26 +55,35 @@ import (
 // fails, the decoded job is returned with the error so the caller can log
 // its message ID; otherwise the Job is zero.
 func Decode(data []byte, limits Limits) (Job, error) {
+	var j Job
+	err := DecodeInto(&j, data, limits)
+	return j, err
+}
+
+// DecodeInto is Decode into *j, for a caller that keeps the Job in a
+// struct of its own: Decode's Job escapes to the heap (the pooled scanner
+// holds it) and is then copied out, one Job-sized allocation per record
+// for nothing. *j is overwritten whatever the outcome, as Decode's result
+// would be: zero unless the document decoded.
+func DecodeInto(j *Job, data []byte, limits Limits) error {
+	*j = Job{}
 	limits = limits.WithDefaults()
 	if len(data) > limits.MaxMessageBytes {
-		return Job{}, invalid(ReasonOversizeMessage, "", "%d bytes, limit %d", len(data), limits.MaxMessageBytes)
+		return invalid(ReasonOversizeMessage, "", "%d bytes, limit %d", len(data), limits.MaxMessageBytes)
 	}
 	if !utf8.Valid(data) {
-		return Job{}, invalid(ReasonMalformedJSON, "", "not valid UTF-8 at byte %d", firstInvalidUTF8(data))
+		return invalid(ReasonMalformedJSON, "", "not valid UTF-8 at byte %d", firstInvalidUTF8(data))
 	}
-	var j Job
-	if err := scan(data, limits.MaxDepth, &j); err != nil {
-		return Job{}, err
+	if err := scan(data, limits.MaxDepth, j); err != nil {
+		*j = Job{}
+		return err
 	}
 	err := j.Validate(limits)
 	if validateMessageID(j.MessageID) == nil {
 		// An invalid ID ("<>", "<a@b") is left as written, for the log.
 		j.MessageID = trimAngle(j.MessageID)
 	}
-	if err != nil {
-		return j, err
-	}
-	return j, nil
+	return err
 }
 
 // scan reads the document into j (steps 2 to 6 of Decode) with a pooled

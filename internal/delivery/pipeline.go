@@ -419,15 +419,15 @@ func (p *Pipeline) intake(ctx context.Context, in <-chan consumer.Message, reent
 func (p *Pipeline) decode(m consumer.Message) *item {
 	it := &item{msg: m, attempt: job.Attempt(m.Headers), throttles: job.Throttles(m.Headers)}
 	defer p.startDeliver(it)
-	var (
-		j   job.Job
-		err error
-	)
-	if perr := p.contain("decoding", m, func() { j, err = job.Decode(m.Value, p.cfg.Limits); it.hash = j.Hash() }); perr != nil {
+	// The job is decoded in place; a record that is no job leaves none.
+	var err error
+	if perr := p.contain("decoding", m, func() { err = job.DecodeInto(&it.job, m.Value, p.cfg.Limits); it.hash = it.job.Hash() }); perr != nil {
+		it.job = job.Job{}
 		it.rejected = &job.ValidationError{Reason: deadletter.ReasonInternalError, Detail: perr.Error()}
 		return it
 	}
 	if err != nil {
+		it.job = job.Job{}
 		var ve *job.ValidationError
 		if !errors.As(err, &ve) {
 			ve = &job.ValidationError{Reason: job.ReasonMalformedJSON, Detail: err.Error()}
@@ -435,7 +435,6 @@ func (p *Pipeline) decode(m consumer.Message) *item {
 		it.rejected = ve
 		return it
 	}
-	it.job = j
 	return it
 }
 
