@@ -97,6 +97,9 @@ func (it *item) pending() []*rcpt {
 	var out []*rcpt
 	for i := range it.rcpts {
 		if it.rcpts[i].state == idempotency.RecipientPending {
+			if out == nil {
+				out = make([]*rcpt, 0, len(it.rcpts)-i) // room for all the rest: one allocation
+			}
 			out = append(out, &it.rcpts[i])
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/mail"
 	"net/textproto"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -73,17 +74,17 @@ func transactions(rcpts []Recipient, from string) []transaction {
 			from = a.Address
 		}
 	}
+	// The transactions are found by a scan rather than a map: a mail has
+	// one return path or one per recipient, and a handful of recipients.
 	var out []transaction
-	at := map[string]int{}
 	for i, r := range rcpts {
 		rp := r.ReturnPath
 		if rp == "" {
 			rp = from
 		}
-		k, ok := at[rp]
-		if !ok {
+		k := slices.IndexFunc(out, func(t transaction) bool { return t.from == rp })
+		if k < 0 {
 			k = len(out)
-			at[rp] = k
 			out = append(out, transaction{from: rp})
 		}
 		out[k].indexes = append(out[k].indexes, i)
