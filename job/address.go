@@ -1,5 +1,7 @@
 package job
 
+import "strings"
+
 // BareAddress reports whether s is a bare addr-spec: local@domain with both
 // sides dot-atoms of ASCII atext (RFC 5322 3.2.3), so no display name,
 // angle brackets, quotes, comments, spaces or non-ASCII. mail.ParseAddress
@@ -19,6 +21,47 @@ func BareAddress(s string) bool {
 		}
 	}
 	return at > 0 && dotAtom(s[:at]) && dotAtom(s[at+1:])
+}
+
+// SimpleAddress splits s when it is a bare addr-spec (BareAddress) or a
+// display name of plain words before one in angle brackets, "Jane Doe
+// <jane@example.com>": words of ASCII atext (not RFC 2047 encoded words,
+// which start with "=?") separated by single spaces. mail.ParseAddress
+// gives such an address back as exactly this name and addr-spec
+// (FuzzSimpleAddress holds it to that), so the hot path need not parse it.
+// ok is false for anything else: parse it.
+func SimpleAddress(s string) (name, addr string, ok bool) {
+	if BareAddress(s) {
+		return "", s, true
+	}
+	lt := strings.LastIndex(s, " <")
+	if lt <= 0 || s[len(s)-1] != '>' {
+		return "", "", false
+	}
+	name, addr = s[:lt], s[lt+2:len(s)-1]
+	if !BareAddress(addr) || !plainPhrase(name) {
+		return "", "", false
+	}
+	return name, addr, true
+}
+
+// plainPhrase reports whether s is words of atext joined by single
+// spaces, none of them an RFC 2047 encoded word.
+func plainPhrase(s string) bool {
+	start := 0 // of the current word
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) && s[i] != ' ' {
+			if !atext(s[i]) {
+				return false
+			}
+			continue
+		}
+		if i == start || strings.HasPrefix(s[start:i], "=?") {
+			return false // an empty word (a leading, trailing or double space) or an encoded word
+		}
+		start = i + 1
+	}
+	return true
 }
 
 // dotAtom reports whether s is one or more runs of atext joined by single

@@ -65,3 +65,53 @@ func FuzzBareAddress(f *testing.F) {
 		}
 	})
 }
+
+func TestSimpleAddress(t *testing.T) {
+	tests := []struct {
+		in         string
+		name, addr string
+		ok         bool
+	}{
+		{"a@b", "", "a@b", true},
+		{"Jane Doe <jane@example.com>", "Jane Doe", "jane@example.com", true},
+		{"Postline Bench <bench@postline.test>", "Postline Bench", "bench@postline.test", true},
+		{"J <j@x>", "J", "j@x", true},
+		{"<j@x>", "", "", false},
+		{" J <j@x>", "", "", false},
+		{"J  D <j@x>", "", "", false},
+		{"J. Doe <j@x>", "", "", false},
+		{`"Doe, Jane" <j@x>`, "", "", false},
+		{"=?utf-8?q?J=C3=A9?= <j@x>", "", "", false},
+		{"Jürgen <j@x>", "", "", false},
+		{"J <j@x> ", "", "", false},
+		{"J <a..b@x>", "", "", false},
+		{"J <j@x>\r\nBcc: y@z", "", "", false},
+	}
+	for _, tt := range tests {
+		name, addr, ok := SimpleAddress(tt.in)
+		if name != tt.name || addr != tt.addr || ok != tt.ok {
+			t.Errorf("SimpleAddress(%q) = %q, %q, %v; want %q, %q, %v", tt.in, name, addr, ok, tt.name, tt.addr, tt.ok)
+		}
+	}
+}
+
+// FuzzSimpleAddress holds SimpleAddress to its promise: whatever it
+// splits, mail.ParseAddress parses into exactly that name and addr-spec.
+func FuzzSimpleAddress(f *testing.F) {
+	for _, s := range []string{"a@b", "Jane Doe <jane@example.com>", "J <j@x>", "=?utf-8?q?x?= <j@x>", "J  D <j@x>", `"Q" <j@x>`, "a!b#c <x@y>"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		name, addr, ok := SimpleAddress(s)
+		if !ok {
+			return
+		}
+		a, err := mail.ParseAddress(s)
+		if err != nil {
+			t.Fatalf("SimpleAddress(%q) ok but ParseAddress: %v", s, err)
+		}
+		if a.Name != name || a.Address != addr {
+			t.Fatalf("SimpleAddress(%q) = %q <%s>, ParseAddress = %q <%s>", s, name, addr, a.Name, a.Address)
+		}
+	})
+}

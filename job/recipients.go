@@ -10,10 +10,10 @@ func (j *Job) Recipients() []string {
 	out := make([]string, 0, len(j.To)+len(j.Cc)+len(j.Bcc))
 	for _, list := range [][]string{j.To, j.Cc, j.Bcc} {
 		for _, addr := range list {
-			if !BareAddress(addr) { // a bare address is its own addr-spec
-				if a, err := mail.ParseAddress(addr); err == nil {
-					addr = a.Address
-				}
+			if _, spec, ok := SimpleAddress(addr); ok {
+				addr = spec
+			} else if a, err := mail.ParseAddress(addr); err == nil {
+				addr = a.Address
 			}
 			out = append(out, addr)
 		}

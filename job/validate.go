@@ -220,8 +220,8 @@ func validateAddress(list string, index int, addr string) error {
 	if len(addr) > MaxAddressLength {
 		return invalid(ReasonInvalidAddress, field(), "%d bytes, limit %d", len(addr), MaxAddressLength)
 	}
-	if BareAddress(addr) {
-		return nil // ParseAddress accepts it as is: no name to decode
+	if _, _, ok := SimpleAddress(addr); ok {
+		return nil // ParseAddress accepts it as is: a name of plain words, nothing to decode
 	}
 	a, err := mail.ParseAddress(addr)
 	if err != nil {

@@ -69,10 +69,10 @@ func (t transaction) addrs(rcpts []Recipient) []string {
 // transactions groups rcpts by return path, in the order each return path
 // first appears; from replaces an empty one.
 func transactions(rcpts []Recipient, from string) []transaction {
-	if !job.BareAddress(from) { // a bare address is its own addr-spec
-		if a, err := mail.ParseAddress(from); err == nil {
-			from = a.Address
-		}
+	if _, spec, ok := job.SimpleAddress(from); ok {
+		from = spec
+	} else if a, err := mail.ParseAddress(from); err == nil {
+		from = a.Address
 	}
 	// The transactions are found by a scan rather than a map: a mail has
 	// one return path or one per recipient, and a handful of recipients.
@@ -169,10 +169,10 @@ func (r *Relay) render(j *job.Job, buf *bytes.Buffer) ([]byte, *Error) {
 // fromDomain returns the domain of a From address Message accepted, "" if
 // it has none.
 func fromDomain(from string) string {
-	if !job.BareAddress(from) { // a bare address is its own addr-spec
-		if a, err := mail.ParseAddress(from); err == nil {
-			from = a.Address
-		}
+	if _, spec, ok := job.SimpleAddress(from); ok {
+		from = spec
+	} else if a, err := mail.ParseAddress(from); err == nil {
+		from = a.Address
 	}
 	at := strings.LastIndexByte(from, '@')
 	if at < 0 {

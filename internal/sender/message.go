@@ -51,8 +51,8 @@ func message(j *job.Job, deferBody bool) (m *mail.Msg, body string, err error) {
 	m.SetMessageIDWithValue(j.MessageID)
 	m.SetDate()
 
-	if job.BareAddress(j.From) {
-		m.FromMailAddress(&netmail.Address{Address: j.From})
+	if name, spec, ok := job.SimpleAddress(j.From); ok {
+		m.FromMailAddress(&netmail.Address{Name: name, Address: spec})
 	} else if err := m.From(j.From); err != nil {
 		return nil, "", fmt.Errorf("build message: from: %w", err)
 	}
@@ -69,8 +69,8 @@ func message(j *job.Job, deferBody bool) (m *mail.Msg, body string, err error) {
 		if len(f.addrs) == 0 {
 			continue
 		}
-		if bare := bareAddresses(f.addrs); bare != nil {
-			m.SetAddrHeaderFromMailAddress(f.header, bare...)
+		if simple := simpleAddresses(f.addrs); simple != nil {
+			m.SetAddrHeaderFromMailAddress(f.header, simple...)
 			continue
 		}
 		if err := m.SetAddrHeader(f.header, f.addrs...); err != nil {
@@ -136,19 +136,20 @@ func writeString(s string) func(io.Writer) (int64, error) {
 	}
 }
 
-// bareAddresses returns addrs as the addresses SetAddrHeader would parse
-// them into when every one is a job.BareAddress (ParseAddress would give
-// each back unchanged, with no name), and nil when one is not.
-func bareAddresses(addrs []string) []*netmail.Address {
-	for _, a := range addrs {
-		if !job.BareAddress(a) {
-			return nil
-		}
-	}
-	out := make([]*netmail.Address, len(addrs))
+// simpleAddresses returns addrs as the addresses SetAddrHeader would parse
+// them into when every one is a job.SimpleAddress (ParseAddress would give
+// each back as that name and addr-spec), and nil when one is not.
+func simpleAddresses(addrs []string) []*netmail.Address {
 	all := make([]netmail.Address, len(addrs))
 	for i, a := range addrs {
-		all[i].Address = a
+		name, spec, ok := job.SimpleAddress(a)
+		if !ok {
+			return nil
+		}
+		all[i] = netmail.Address{Name: name, Address: spec}
+	}
+	out := make([]*netmail.Address, len(addrs))
+	for i := range all {
 		out[i] = &all[i]
 	}
 	return out

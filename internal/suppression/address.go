@@ -48,10 +48,10 @@ func Normalize(address string) (string, error) {
 	case !utf8.ValidString(s):
 		return "", fmt.Errorf("%w address: not UTF-8", ErrInvalid)
 	}
-	if job.BareAddress(s) {
-		// What the parse and String below give a bare address: itself,
-		// lower-cased, unquoted (job.FuzzBareAddress holds it to that).
-		out := strings.ToLower(s)
+	if _, spec, ok := job.SimpleAddress(s); ok {
+		// What the parse and String below give: the bare addr-spec,
+		// lower-cased, unquoted (job's fuzz tests hold it to that).
+		out := strings.ToLower(spec)
 		if len(out) > MaxAddressBytes {
 			return "", fmt.Errorf("%w address: %d bytes normalized, want at most %d", ErrInvalid, len(out), MaxAddressBytes)
 		}
