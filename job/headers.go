@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/segmentio/kafka-go"
 	"go.opentelemetry.io/otel/propagation"
@@ -68,7 +69,7 @@ const (
 // bytes around the digits included), below 1 or above MaxAttempt. Producers
 // can set this header, so it is read as untrusted.
 func Attempt(headers []kafka.Header) int {
-	v, ok := lastHeader(headers, HeaderAttempt)
+	v, ok := lastHeaderView(headers, HeaderAttempt)
 	if !ok {
 		return 1
 	}
@@ -82,7 +83,7 @@ func Attempt(headers []kafka.Header) int {
 // Throttles returns the count in the last HeaderThrottles header: 0 when it
 // is missing, not a decimal integer, negative or above MaxThrottles.
 func Throttles(headers []kafka.Header) int {
-	v, ok := lastHeader(headers, HeaderThrottles)
+	v, ok := lastHeaderView(headers, HeaderThrottles)
 	if !ok {
 		return 0
 	}
@@ -122,7 +123,7 @@ func FormatTime(t time.Time) string {
 }
 
 func timeHeader(headers []kafka.Header, key string) (time.Time, bool) {
-	v, ok := lastHeader(headers, key)
+	v, ok := lastHeaderView(headers, key)
 	if !ok {
 		return time.Time{}, false
 	}
@@ -131,6 +132,20 @@ func timeHeader(headers []kafka.Header, key string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return t, true
+}
+
+// lastHeaderView is lastHeader without the copy, for a value that is only
+// parsed, never kept: the string shares the header's bytes, which a
+// consumed record's headers never change (HeaderCarrier.Set writes a copy).
+// Every record's attempt, throttle and time headers are read this way.
+func lastHeaderView(headers []kafka.Header, key string) (string, bool) {
+	for i := len(headers) - 1; i >= 0; i-- {
+		if headers[i].Key == key {
+			v := headers[i].Value
+			return unsafe.String(unsafe.SliceData(v), len(v)), true
+		}
+	}
+	return "", false
 }
 
 func lastHeader(headers []kafka.Header, key string) (string, bool) {
