@@ -295,17 +295,21 @@ func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 	}
 	firstIdx := make(map[string]int, len(reqs))
 	var reread []string // IDs given more than once: classify needs their rows
-	ids := make([]string, 0, len(reqs))
-	hashes := make([][]byte, 0, len(reqs))
-	attempts := make([]int32, 0, len(reqs))
-	priorities := make([]string, 0, len(reqs))
-	tenants := make([]string, 0, len(reqs))
-	enqueued := make([]pgtype.Timestamptz, 0, len(reqs))
+	// The columns are cut from one array per type, each with room for
+	// every request.
+	n := len(reqs)
+	strs := make([]string, 4*n)
+	byteCols := make([][]byte, 3*n)
+	times := make([]pgtype.Timestamptz, 2*n)
+	ids, priorities, tenants := strs[0:0:n], strs[n:n:2*n], strs[2*n:2*n:3*n]
+	hashes := byteCols[0:0:n]
+	attempts := make([]int32, 0, n)
+	enqueued := times[0:0:n]
 	rec := recordColumns{
-		payloads: make([][]byte, 0, len(reqs)),
-		keys:     make([][]byte, 0, len(reqs)),
-		headers:  make([]string, 0, len(reqs)),
-		seen:     make([]pgtype.Timestamptz, 0, len(reqs)),
+		payloads: byteCols[n : n : 2*n],
+		keys:     byteCols[2*n : 2*n : 3*n],
+		headers:  strs[3*n : 3*n : 4*n],
+		seen:     times[n : n : 2*n],
 	}
 	for i, r := range reqs {
 		if r.MessageID == "" {
