@@ -137,7 +137,7 @@ func newDKIMMetrics(reg prometheus.Registerer) (*dkimMetrics, error) {
 // use.
 func (r *Relay) render(j *job.Job, buf *bytes.Buffer) ([]byte, *Error) {
 	name := r.cfg.Name
-	msg, body, err := message(j, true)
+	msg, part, err := message(j, true)
 	if err != nil {
 		return nil, &Error{Provider: name, Stage: StageBuild, Err: err}
 	}
@@ -145,8 +145,8 @@ func (r *Relay) render(j *job.Job, buf *bytes.Buffer) ([]byte, *Error) {
 	if _, err := msg.WriteTo(buf); err != nil {
 		return nil, &Error{Provider: name, Stage: StageBuild, Err: err}
 	}
-	if body != "" {
-		if err := appendBody(buf, body); err != nil {
+	if part != nil {
+		if err := part.appendTo(buf); err != nil {
 			return nil, &Error{Provider: name, Stage: StageBuild, Err: err}
 		}
 	}
