@@ -12,9 +12,17 @@ import (
 // row, so every row due was created before the cut-off. The rows created
 // before it that are not due yet (in flight, or an outcome recorded
 // recently) are read again by every purge; they are few.
+//
+// The delete finds the rows it locked by their ctid, a TID scan, rather
+// than by message_id, a descent of the primary key per row: a third of
+// the statement on an idle database (1,000 rows: 29 to 19 ms). A locked
+// row cannot be pruned, so its ctid names it until the statement ends; the
+// message_id and the conditions are checked again on the row deleted, so a
+// row updated between the snapshot and the lock is deleted only if still
+// due, or skipped for the next purge, never deleted wrongly.
 const purgeSQL = `
 WITH doomed AS (
-	SELECT message_id FROM postline_messages
+	SELECT ctid, message_id FROM postline_messages
 	WHERE created_at < now() - make_interval(secs => $1)
 		AND status IN ('sent', 'failed', 'dead', 'suppressed') AND updated_at < now() - make_interval(secs => $1)
 		AND NOT (confirm_by IS NOT NULL AND confirmation IS NULL)
@@ -23,7 +31,7 @@ WITH doomed AS (
 	FOR UPDATE SKIP LOCKED
 )
 DELETE FROM postline_messages m USING doomed
-WHERE m.message_id = doomed.message_id
+WHERE m.ctid = doomed.ctid AND m.message_id = doomed.message_id
 	AND m.status IN ('sent', 'failed', 'dead', 'suppressed') AND m.updated_at < now() - make_interval(secs => $1)
 	AND NOT (m.confirm_by IS NOT NULL AND m.confirmation IS NULL)`
 

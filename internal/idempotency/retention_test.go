@@ -2,7 +2,10 @@ package idempotency_test
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -159,4 +162,63 @@ func TestStuckRequiresTheLeaseExpiredPastGrace(t *testing.T) {
 	stuckIDs(t, s, time.Minute, 10, "<long@x>")
 	stuckIDs(t, s, time.Second, 10, "<long@x>", "<recent@x>")
 	stuckIDs(t, s, time.Hour, 10)
+}
+
+// TestConcurrentPurgesShareTheRows checks that purges running at once (one
+// per worker's reaper) delete every due row exactly once between them,
+// without an error or a wait: each skips the rows another has locked.
+func TestConcurrentPurgesShareTheRows(t *testing.T) {
+	t.Parallel()
+	_, pool := migrated(t)
+	s, _ := newStore(t, pool, "worker-1", time.Hour)
+	ctx := t.Context()
+	const rows = 300
+	reqs := make([]idempotency.ClaimRequest, rows)
+	for i := range reqs {
+		reqs[i] = req(fmt.Sprintf("<due-%d@x>", i), "b", 1)
+	}
+	cs, err := s.Claim(ctx, reqs)
+	if err != nil || len(cs) != rows {
+		t.Fatalf("Claim = %d claims, %v; want %d", len(cs), err, rows)
+	}
+	outs := make([]idempotency.Outcome, rows)
+	for i, c := range cs {
+		outs[i] = idempotency.Outcome{MessageID: c.MessageID, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1}
+	}
+	record(t, s, outs...)
+	if _, err := pool.Exec(ctx, `UPDATE postline_messages SET updated_at = now() - interval '2 hours',
+		created_at = now() - interval '2 hours'`); err != nil {
+		t.Fatal(err)
+	}
+	const purges, limit = 4, 7
+	var wg sync.WaitGroup
+	deleted := make([]int, purges)
+	errs := make([]error, purges)
+	for p := range purges {
+		wg.Go(func() {
+			for {
+				n, err := s.Purge(ctx, time.Hour, limit)
+				deleted[p] += n
+				if err != nil || n == 0 {
+					errs[p] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	var total int
+	for _, n := range deleted {
+		total += n
+	}
+	var left int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM postline_messages`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if total != rows || left != 0 {
+		t.Fatalf("the purges deleted %v rows, %d in all, %d left; want %d in all, none left", deleted, total, left, rows)
+	}
 }
