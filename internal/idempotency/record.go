@@ -104,7 +104,7 @@ WITH u AS (
 	FROM u
 	WHERE m.message_id = u.message_id AND m.version = u.version
 		AND m.message_id IN (SELECT message_id FROM locked)
-	RETURNING m.message_id, m.status, m.confirm_by
+	RETURNING m.message_id, m.status, m.confirm_by, u.pos
 ), forget AS (
 	-- A terminal row no longer needs its record copy, if it has one:
 	-- nothing re-publishes it (a replay brings its own copy), and the body
@@ -144,7 +144,7 @@ WITH u AS (
 		confirm_by = excluded.confirm_by, updated_at = now()
 	WHERE p.state = 'pending'
 )
-SELECT message_id FROM upd`
+SELECT pos FROM upd`
 
 // Record writes a batch of outcomes in one round trip, each as a
 // compare-and-set on its version: the version is bumped, the lease cleared,
@@ -223,13 +223,18 @@ func (s *Store) Record(ctx context.Context, outs []Outcome) (lost []string, err 
 	args := append([]any{ids, versions, statuses, padded(attempts), padded(providers), padded(classes), padded(errs),
 		padded(streams), padded(metadata), padded(confirmBy), nonNilStrings(templates), nonNilInt32(templateVersions),
 		padded(whys)}, rcpts.args()...)
-	var won map[string]bool
+	// The statement returns the positions (in ids) of the rows it wrote,
+	// not their IDs: no string and map entry per mail to read them back.
+	var won []bool
 	if !rcpts.any() {
-		won, err = s.updateReturningIDs(ctx, recordSQL, args...)
+		var rows pgx.Rows
+		if rows, err = s.pool.Query(ctx, recordSQL, args...); err == nil {
+			won, err = collectPositions(rows, len(ids))
+		}
 	} else {
 		b := &pgx.Batch{}
 		b.Queue(recordSQL, args...).Query(func(rows pgx.Rows) (err error) {
-			won, err = collectIDs(rows)
+			won, err = collectPositions(rows, len(ids))
 			return err
 		})
 		// One round trip, one implicit transaction: the settling sees the
@@ -241,11 +246,19 @@ func (s *Store) Record(ctx context.Context, outs []Outcome) (lost []string, err 
 	if err != nil {
 		return nil, fmt.Errorf("record %d outcomes: %w", len(ids), err)
 	}
-	// Every input ID not written lost its compare-and-set, duplicates included.
+	// Every input ID not written lost its compare-and-set, duplicates
+	// included. ids holds the first occurrences in order: the k-th one is
+	// at position k.
+	k := 0
 	for i, o := range outs {
-		if !won[o.MessageID] || firstAt[o.MessageID] != i {
+		if firstAt[o.MessageID] != i {
+			lost = append(lost, o.MessageID)
+			continue
+		}
+		if !won[k] {
 			lost = append(lost, o.MessageID)
 		}
+		k++
 	}
 	s.noteLost(ctx, opRecord, lost)
 	return lost, nil
@@ -306,6 +319,23 @@ func (s *Store) updateReturningIDs(ctx context.Context, sql string, args ...any)
 		return nil, err
 	}
 	return collectIDs(rows)
+}
+
+// collectPositions reads rows of one 1-based position each, of n, into
+// which were returned.
+func collectPositions(rows pgx.Rows, n int) ([]bool, error) {
+	won := make([]bool, n)
+	var pos int64
+	if _, err := pgx.ForEachRow(rows, []any{&pos}, func() error {
+		if pos < 1 || pos > int64(n) {
+			return fmt.Errorf("returned position %d of %d", pos, n)
+		}
+		won[pos-1] = true
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return won, nil
 }
 
 // collectIDs reads rows of one message ID each.
