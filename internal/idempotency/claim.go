@@ -202,8 +202,9 @@ const claimSQL = `
 WITH u AS (
 	SELECT * FROM unnest($1::text[], $2::bytea[], $3::int4[], $4::text[], $5::text[], $6::timestamptz[],
 			$9::bytea[], $10::bytea[], $11::text[], $12::timestamptz[])
+		WITH ORDINALITY
 		AS u(message_id, payload_hash, attempt, priority, tenant, enqueued_at,
-			payload, record_key, record_headers, first_seen)
+			payload, record_key, record_headers, first_seen, pos)
 ), claimed AS (
 	INSERT INTO postline_messages AS m (
 		message_id, status, version, attempt, payload_hash, lease_owner, lease_expires_at,
@@ -252,7 +253,9 @@ WITH u AS (
 	ORDER BY u.message_id COLLATE "C"
 	ON CONFLICT (message_id) DO NOTHING
 )
-SELECT message_id, version, attempt FROM claimed`
+-- Positions in the ID column, not the IDs: nothing per mail to read back
+-- but two integers.
+SELECT u.pos, c.version, c.attempt FROM claimed c JOIN u ON u.message_id = c.message_id`
 
 const claimReadSQL = `
 SELECT message_id, status, version, attempt, payload_hash, lease_expires_at
@@ -347,19 +350,33 @@ func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 	}
 
 	out := make([]Claim, len(reqs))
+	var counts [Stale + 1]int // per result, counted once per batch
+	k := 0                    // ids holds the first occurrences in order: the k-th is at k
 	for i, r := range reqs {
 		in := claimInput{Req: r, Now: now}
 		if fi := firstIdx[r.MessageID]; fi != i {
 			first := reqs[fi]
 			in.First = &first
-		} else if v, ok := claimed[r.MessageID]; ok {
-			in.Claimed, in.ClaimedVersion, in.ClaimedAttempt = true, v.version, v.attempt
+		} else {
+			if v := claimed[k]; v.ok {
+				in.Claimed, in.ClaimedVersion, in.ClaimedAttempt = true, v.version, v.attempt
+			}
+			k++
 		}
 		if row, ok := rows[r.MessageID]; ok {
 			in.Row = &row
 		}
 		out[i] = classify(in)
-		s.m.claims.WithLabelValues(out[i].Result.String()).Inc()
+		if r := out[i].Result; r >= Claimed && r <= Stale {
+			counts[r]++
+		} else {
+			s.m.claims.WithLabelValues(r.String()).Inc()
+		}
+	}
+	for r, n := range counts {
+		if n > 0 {
+			s.m.claims.WithLabelValues(ClaimResult(r).String()).Add(float64(n))
+		}
 	}
 	return out, nil
 }
@@ -375,7 +392,7 @@ func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 // transaction's read would be.
 func (s *Store) claimRoundTrip(ctx context.Context, ids []string, hashes [][]byte, attempts []int32,
 	priorities, tenants []string, enqueued []pgtype.Timestamptz, rec recordColumns, reread []string,
-) (claimed map[string]claimedRow, rows map[string]observedRow, now time.Time, err error) {
+) (claimed []claimedRow, rows map[string]observedRow, now time.Time, err error) {
 	b := &pgx.Batch{}
 	// The columns claimSQL reads through NULLIF or COALESCE, and the
 	// record copies the worker never passes, go padded (see padded).
@@ -390,8 +407,8 @@ func (s *Store) claimRoundTrip(ctx context.Context, ids []string, hashes [][]byt
 	if err != nil {
 		return nil, nil, time.Time{}, err
 	}
-	for _, id := range ids {
-		if _, ok := claimed[id]; !ok {
+	for k, id := range ids {
+		if !claimed[k].ok {
 			reread = append(reread, id)
 		}
 	}
@@ -404,20 +421,25 @@ func (s *Store) claimRoundTrip(ctx context.Context, ids []string, hashes [][]byt
 	return claimed, rows, now, nil
 }
 
-// readClaimed reads the upsert's claimed rows and the clock from br.
-func readClaimed(br pgx.BatchResults, n int) (map[string]claimedRow, time.Time, error) {
-	claimed := make(map[string]claimedRow, n)
+// readClaimed reads the upsert's claimed rows, by position in the n IDs,
+// and the clock from br.
+func readClaimed(br pgx.BatchResults, n int) ([]claimedRow, time.Time, error) {
+	claimed := make([]claimedRow, n)
 	res, err := br.Query()
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("upsert: %w", err)
 	}
 	var (
-		id  string
+		pos int64
 		cr  claimedRow
 		now time.Time
 	)
-	if _, err := pgx.ForEachRow(res, []any{&id, &cr.version, &cr.attempt}, func() error {
-		claimed[id] = cr
+	if _, err := pgx.ForEachRow(res, []any{&pos, &cr.version, &cr.attempt}, func() error {
+		if pos < 1 || pos > int64(n) {
+			return fmt.Errorf("returned position %d of %d", pos, n)
+		}
+		cr.ok = true
+		claimed[pos-1] = cr
 		return nil
 	}); err != nil {
 		return nil, time.Time{}, fmt.Errorf("upsert: %w", err)
@@ -455,6 +477,7 @@ func (s *Store) readRows(ctx context.Context, ids []string) (map[string]observed
 type claimedRow struct {
 	version int64
 	attempt int
+	ok      bool // the upsert claimed the row
 }
 
 // recordColumns are the claim's optional copy of the Kafka record, one
