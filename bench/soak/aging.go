@@ -41,7 +41,8 @@ const burstSQL = `UPDATE postline_messages
 
 // steadySQL moves back the timestamps of the sent rows created in
 // [$2, $3): a range on the created_at index. A row it aged lands a shift
-// before, out of every later range, so no row is aged twice.
+// (at least a lag) before, out of every later range, which begins at most
+// a lag before this one ends: no row is aged twice.
 const steadySQL = `UPDATE postline_messages
 	SET created_at = created_at - make_interval(secs => $1), updated_at = updated_at - make_interval(secs => $1)
 	WHERE created_at >= $2 AND created_at < $3 AND status = 'sent'`

@@ -174,6 +174,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-sink %q: %w", o.sink, err)
 	}
 	o.ageShift = cmp.Or(o.ageShift, agingShift(o.retention))
+	if o.ageShift < o.ageLag {
+		// An aged row would land in a later statement's range, and age again.
+		return o, fmt.Errorf("-age-shift %s must be at least -age-lag %s", o.ageShift, o.ageLag)
+	}
 	o.brokers = strings.Split(*brokers, ",")
 	o.logDir = cmp.Or(o.logDir, o.out)
 	return o, nil

@@ -26,6 +26,7 @@ func TestParseFlags(t *testing.T) {
 		{name: "aging from the end", args: []string{"-age-from", "1"}, wantErr: "-age-from 1"},
 		{name: "no lag", args: []string{"-age-lag", "0s"}, wantErr: "-age-lag 0s"},
 		{name: "aging the purge never sees", args: []string{"-age-shift", "30m"}, check: func(o options) bool { return o.ageShift == 30*time.Minute }},
+		{name: "a shift inside the lag", args: []string{"-age-shift", "10s"}, wantErr: "-age-shift 10s must be at least -age-lag 15s"},
 		{name: "a window too large", args: []string{"-jobs", "100", "-window", "60"}, wantErr: "at least twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
