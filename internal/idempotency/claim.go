@@ -364,7 +364,7 @@ func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 			k++
 		}
 		if row, ok := rows[r.MessageID]; ok {
-			in.Row = &row
+			in.Row = heapRow(row)
 		}
 		out[i] = classify(in)
 		if r := out[i].Result; r >= Claimed && r <= Stale {
@@ -472,6 +472,11 @@ func (s *Store) readRows(ctx context.Context, ids []string) (map[string]observed
 	}
 	return rows, nil
 }
+
+// heapRow returns a pointer to a copy of row. A helper, so that only a
+// request with a row pays the allocation: a variable whose address is
+// taken in the loop moved to the heap for every request.
+func heapRow(row observedRow) *observedRow { return &row }
 
 // claimedRow is what the upsert returns for a row whose lease it took.
 type claimedRow struct {

@@ -182,7 +182,9 @@ func (s *Store) Check(ctx context.Context, keys []Key) (map[Key]Entry, error) {
 	// per key: this runs for every recipient of every mail.
 	idx := make(map[Key]int, len(keys))
 	of := make([]int, len(keys))
-	var tenants, streams, addrs []string
+	cols := make([]string, 3*len(keys)) // the distinct keys' columns, cut from one array
+	n := len(keys)
+	tenants, streams, addrs := cols[0:0:n], cols[n:n:2*n], cols[2*n:2*n:3*n]
 	for j, k := range keys {
 		if err := checkText("tenant", k.Tenant, MaxTenantBytes); err != nil {
 			return nil, fmt.Errorf("suppression check: %w", err)
