@@ -339,14 +339,15 @@ func (p *Pipeline) appendEvents(dst []event.Event, it *item, now time.Time) []ev
 		Stream: stream(&it.job), Attempt: it.attempt, Provider: it.provider, Metadata: it.job.Metadata,
 		Template: it.composed}
 	out := dst
-	add := func(r *rcpt, t event.Type, fill func(*event.Event)) {
-		e := base
+	// add appends r's event of type t and returns it, for the caller to
+	// fill in: filled in place rather than through a callback, which made
+	// every event escape to the heap before it was copied into out.
+	add := func(r *rcpt, t event.Type) *event.Event {
+		out = append(out, base)
+		e := &out[len(out)-1]
 		e.Type, e.Recipient, e.RecipientIndex = t, r.address, r.index
 		e.ID = event.NewID(it.job.MessageID, r.index, t, it.attempt)
-		if fill != nil {
-			fill(&e)
-		}
-		out = append(out, e)
+		return e
 	}
 	for i := range it.rcpts {
 		r := &it.rcpts[i]
@@ -356,21 +357,22 @@ func (p *Pipeline) appendEvents(dst []event.Event, it *item, now time.Time) []ev
 				continue // a release or a short hold in the worker: not a deferral
 			}
 			next := it.copy.NotBefore.UTC()
-			add(r, event.Deferred, func(e *event.Event) { e.Class, e.NextAttemptAt = it.class, &next })
+			e := add(r, event.Deferred)
+			e.Class, e.NextAttemptAt = it.class, &next
 		case !r.fresh:
 		case r.state == idempotency.RecipientAccepted:
-			add(r, event.Accepted, nil)
+			add(r, event.Accepted)
 		case r.state == idempotency.RecipientBounced:
-			add(r, event.Bounced, func(e *event.Event) {
-				e.Bounce = &event.Bounce{Type: r.bounceType, Status: r.refusal.Enhanced, Code: r.refusal.Code,
-					Diagnostic: truncateDiagnostic(r.refusal.Text), Rule: r.rule, Source: bounceSourceSMTP}
-			})
+			add(r, event.Bounced).Bounce = &event.Bounce{Type: r.bounceType, Status: r.refusal.Enhanced, Code: r.refusal.Code,
+				Diagnostic: truncateDiagnostic(r.refusal.Text), Rule: r.rule, Source: bounceSourceSMTP}
 		case r.state == idempotency.RecipientSuppressed:
-			add(r, event.Suppressed, func(e *event.Event) { e.Reason = r.reason })
+			add(r, event.Suppressed).Reason = r.reason
 		case r.state == idempotency.RecipientFailed:
-			add(r, event.Failed, func(e *event.Event) { e.Class, e.Reason = it.class, it.reason })
+			e := add(r, event.Failed)
+			e.Class, e.Reason = it.class, it.reason
 		case r.state == idempotency.RecipientDead:
-			add(r, event.Dead, func(e *event.Event) { e.Class, e.Reason = it.class, it.reason })
+			e := add(r, event.Dead)
+			e.Class, e.Reason = it.class, it.reason
 		}
 	}
 	return out
