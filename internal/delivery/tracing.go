@@ -78,7 +78,9 @@ func (p *Pipeline) startDeliver(it *item) {
 	carrier := job.HeaderCarrier(it.msg.Headers)
 	parent := propagation.TraceContext{}.Extract(context.Background(), &carrier)
 	if !p.tracing() {
-		_, it.span = p.tracer.Start(parent, "deliver")
+		// What a no-op tracer's Start returns, without the context it
+		// would wrap the span in for nothing.
+		it.span = trace.SpanFromContext(parent)
 		return
 	}
 	_, it.span = p.tracer.Start(parent, "deliver",
