@@ -108,6 +108,11 @@ type Pipeline struct {
 
 	// degraded is set while a store or dead-letter call keeps failing.
 	degraded atomic.Bool
+
+	// The per-batch slices of the claim and record round trips.
+	claimReqs slicePool[idempotency.ClaimRequest]
+	outcomes  slicePool[idempotency.Outcome]
+	eventBufs slicePool[event.Event]
 }
 
 // Leases keeps the leases of claimed jobs alive from the claim until their
@@ -459,7 +464,9 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 		return nil
 	}
 
-	reqs := make([]idempotency.ClaimRequest, len(valid))
+	lent := p.claimReqs.get(len(valid))
+	defer p.claimReqs.put(lent)
+	reqs := *lent
 	for i, it := range valid {
 		reqs[i] = idempotency.ClaimRequest{
 			MessageID:   it.job.MessageID,
@@ -641,9 +648,15 @@ func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, d
 		suppress []Suppression
 		now      = p.cfg.NowFunc()
 	)
-	outs := make([]idempotency.Outcome, len(batch))
+	lentOuts := p.outcomes.get(len(batch))
+	defer p.outcomes.put(lentOuts)
+	outs := *lentOuts
 	if p.events != nil {
-		events = make([]event.Event, 0, len(batch)) // most mails have one recipient
+		lentEvents := p.eventBufs.get(len(batch)) // most mails have one recipient
+		events = (*lentEvents)[:0]
+		// appendEvents may outgrow the lent array: what goes back is the
+		// slice as it ended.
+		defer func() { *lentEvents = events; p.eventBufs.put(lentEvents) }()
 	}
 	for i, it := range batch {
 		if p.events != nil {
