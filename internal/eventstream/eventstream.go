@@ -7,11 +7,14 @@
 package eventstream
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -79,6 +82,7 @@ type Writer struct {
 	w         *kafka.Writer
 	closeConn func()
 	published *prometheus.CounterVec
+	values    sync.Pool // *[]byte: the encoding buffer of a Publish, lent between calls
 }
 
 // New returns a Writer; metrics register on reg. Close it when done.
@@ -120,12 +124,23 @@ func (w *Writer) Publish(ctx context.Context, events ...event.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
-	msgs, err := Records(events)
+	lent, _ := w.values.Get().(*[]byte)
+	if lent == nil {
+		lent = new([]byte)
+	}
+	msgs, values, err := appendRecords((*lent)[:0], events)
 	if err != nil {
+		w.values.Put(lent)
 		return err
 	}
 	if err := w.w.WriteMessages(ctx, msgs...); err != nil {
+		// A write cut short (its context ended) may leave a batch under way
+		// in kafka-go: its values are not ours to reuse.
 		return fmt.Errorf("eventstream: write %d events: %w", len(msgs), err)
+	}
+	if cap(values) <= maxLentValueBytes {
+		*lent = values
+		w.values.Put(lent)
 	}
 	for _, e := range events {
 		w.published.WithLabelValues(string(e.Type)).Inc()
@@ -133,26 +148,51 @@ func (w *Writer) Publish(ctx context.Context, events ...event.Event) error {
 	return nil
 }
 
+// maxLentValueBytes caps the encoding buffer a Writer keeps between calls:
+// a batch of a few hundred events is well under it.
+const maxLentValueBytes = 1 << 20
+
 // Records encodes events as the records Publish writes. The keys and type
 // headers share the events' strings rather than copies (kafka-go only
 // reads them), and the records' headers share one backing array: three
 // allocations fewer per event.
 func Records(events []event.Event) ([]kafka.Message, error) {
+	msgs, _, err := appendRecords(nil, events)
+	return msgs, err
+}
+
+// appendRecords is Records with the values encoded one after another into
+// buf, grown as needed and returned, so that a caller may lend the same
+// buffer to call after call once kafka-go is done with the records. Each
+// value is exactly what Event.Encode gives.
+func appendRecords(buf []byte, events []event.Event) ([]kafka.Message, []byte, error) {
 	msgs := make([]kafka.Message, len(events))
 	headers := make([]kafka.Header, len(events))
+	ends := make([]int, len(events))
+	b := bytes.NewBuffer(buf)
+	enc := json.NewEncoder(b) // escapes HTML, as json.Marshal does
 	for i := range events {
-		b, err := events[i].Encode()
-		if err != nil {
-			return nil, fmt.Errorf("eventstream: event %d (%s): %w", i, events[i].ID, err)
+		err := events[i].Validate()
+		if err == nil {
+			err = enc.Encode(&events[i])
 		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("eventstream: event %d (%s): %w", i, events[i].ID, err)
+		}
+		b.Truncate(b.Len() - 1) // the newline Encode ends each value with
+		ends[i] = b.Len()
+	}
+	values, start := b.Bytes(), len(buf)
+	for i := range events {
 		headers[i] = kafka.Header{Key: HeaderType, Value: readOnlyBytes(string(events[i].Type))}
 		msgs[i] = kafka.Message{
 			Key:     readOnlyBytes(events[i].MessageID),
-			Value:   b,
+			Value:   values[start:ends[i]:ends[i]],
 			Headers: headers[i : i+1 : i+1],
 		}
+		start = ends[i]
 	}
-	return msgs, nil
+	return msgs, values, nil
 }
 
 // readOnlyBytes returns s's bytes without a copy, for a record field
