@@ -176,6 +176,16 @@ pid_alive() {
   tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$2"
 }
 
+# spawned_alive PIDFILE: the process spawn started still exists, whatever it has exec'd so far.
+# The wait after a spawn uses this, not pid_alive: until the forked shell has exec'd the
+# service, its command line is this script's, and pid_alive would call it exited.
+spawned_alive() {
+  local pid
+  [[ -f $1 ]] || return 1
+  pid="$(<"$1")"
+  [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null
+}
+
 # stop_pid NAME PIDFILE PATTERN: SIGTERM, wait up to 30 s, then SIGKILL.
 stop_pid() {
   local name=$1 file=$2 pattern=$3 pid i
@@ -217,7 +227,8 @@ spawn() {
 tail_log() {
   [[ -f $1 ]] || return 0
   printf -- '--- last lines of %s ---\n' "$1" >&2
-  tail -n 30 "$1" >&2 || true
+  # At most 4 KB: a log without newlines would otherwise be printed whole.
+  tail -n 30 "$1" | tail -c 4096 >&2 || true
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -427,7 +438,7 @@ kafka_scram_ensure() {
 kafka_wait() {
   local deadline=$((SECONDS + KAFKA_TIMEOUT))
   until kafka_answers && port_open "$KAFKA_HOST" "$KAFKA_SECURE_PORT"; do
-    if ! pid_alive "$KAFKA_PID" kafka.Kafka; then
+    if ! spawned_alive "$KAFKA_PID"; then
       tail_log "$LOGS/kafka.log"
       die "kafka: the broker exited; see $LOGS/kafka.log"
     fi
@@ -622,7 +633,7 @@ cluster_wait() {
     pending=()
     for n in "${nodes[@]}"; do
       kafka_answers "$(cluster_port "$n")" && continue
-      pid_alive "$(cluster_pid "$n")" kafka.Kafka ||
+      spawned_alive "$(cluster_pid "$n")" ||
         { tail_log "$(cluster_log "$n")"; die "cluster: node $n exited; see $(cluster_log "$n")"; }
       pending+=("$n")
     done
@@ -1002,7 +1013,7 @@ mailpit_start() {
 mailpit_wait() {
   local deadline=$((SECONDS + 60))
   until mailpit_answers; do
-    if ! pid_alive "$MAILPIT_PID" mailpit; then
+    if ! spawned_alive "$MAILPIT_PID"; then
       tail_log "$LOGS/mailpit.log"
       die "mailpit: exited; see $LOGS/mailpit.log"
     fi
@@ -1085,11 +1096,11 @@ sink_up() {
   sink_install
   log "smtp-sink: starting"
   spawn "$SINK_PID" "$LOGS/smtp-sink.log" \
-    env LD_LIBRARY_PATH="$(sink_libpath)" "$SINK_DIR/root/usr/sbin/smtp-sink" -c -u nobody \
+    env LD_LIBRARY_PATH="$(sink_libpath)" "$SINK_DIR/root/usr/sbin/smtp-sink" -u nobody \
     "127.0.0.1:$SINK_PORT" 1000
   local deadline=$((SECONDS + 20))
   until smtp_banner "$SINK_PORT"; do
-    pid_alive "$SINK_PID" smtp-sink || { tail_log "$LOGS/smtp-sink.log"; die "smtp-sink: exited"; }
+    spawned_alive "$SINK_PID" || { tail_log "$LOGS/smtp-sink.log"; die "smtp-sink: exited"; }
     ((SECONDS < deadline)) || die "smtp-sink: not ready after 20 s"
     sleep 0.1
   done
