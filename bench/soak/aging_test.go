@@ -2,26 +2,21 @@ package main
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postline/postline/bench/internal/benchenv"
+	"github.com/postline/postline/internal/testenv"
 )
 
 // TestSteadyAger runs the steady aging against PostgreSQL on a table with
 // the columns it touches, and checks which rows it ages, and that it ages
 // each once.
 func TestSteadyAger(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration: needs PostgreSQL; skipped under -short")
-	}
-	base := os.Getenv("POSTLINE_TEST_DATABASE_URL")
-	if base == "" {
-		t.Skip("POSTLINE_TEST_DATABASE_URL unset: run eval \"$(scripts/stack.sh env)\"")
-	}
+	testenv.Integration(t, "PostgreSQL")
+	base := testenv.DatabaseURL()
 	ctx := context.Background()
 	schema := "soak_aging_" + benchenv.RandomHex(4)
 	u, err := benchenv.CreateSchema(ctx, base, schema)

@@ -3,11 +3,11 @@ package benchenv
 import (
 	"context"
 	"net"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/postline/postline/internal/testenv"
 )
 
 func TestRandomHexAndFreeAddr(t *testing.T) {
@@ -36,13 +36,8 @@ func TestCreateSchemaRefusesOtherURLs(t *testing.T) {
 }
 
 func TestCreateAndDropSchema(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration: needs PostgreSQL; skipped under -short")
-	}
-	base := os.Getenv("POSTLINE_TEST_DATABASE_URL")
-	if base == "" {
-		t.Skip("POSTLINE_TEST_DATABASE_URL unset: run eval \"$(scripts/stack.sh env)\"")
-	}
+	testenv.Integration(t, "PostgreSQL")
+	base := testenv.DatabaseURL()
 	ctx := context.Background()
 	schema := "benchenv_" + RandomHex(4)
 	u, err := CreateSchema(ctx, base, schema)
