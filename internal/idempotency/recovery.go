@@ -206,7 +206,7 @@ const releaseSQL = `
 WITH u AS (
 	SELECT * FROM unnest($1::text[], $2::int8[]) AS u(message_id, version)
 ), locked AS MATERIALIZED (
-	SELECT m.message_id FROM postline_messages m JOIN u ON m.message_id = u.message_id
+	SELECT u.* FROM postline_messages m JOIN u ON m.message_id = u.message_id
 	WHERE m.version = u.version AND m.status = 'sending' AND m.lease_expires_at <= now()
 	ORDER BY m.message_id COLLATE "C"
 	FOR UPDATE OF m
@@ -217,10 +217,9 @@ UPDATE postline_messages m SET
 	lease_owner = NULL,
 	lease_expires_at = NULL,
 	updated_at = now()
-FROM u
+FROM locked u
 WHERE m.message_id = u.message_id AND m.version = u.version
 	AND m.status = 'sending' AND m.lease_expires_at <= now()
-	AND m.message_id IN (SELECT message_id FROM locked)
 RETURNING m.message_id`
 
 // Release moves stuck rows from sending to retrying in one round trip, each
@@ -285,7 +284,7 @@ const resetForReplaySQL = `
 WITH u AS (
 	SELECT * FROM unnest($1::text[], $2::bytea[], $3::bytea[]) AS u(message_id, payload_hash, payload)
 ), locked AS MATERIALIZED (
-	SELECT m.message_id FROM postline_messages m JOIN u ON m.message_id = u.message_id
+	SELECT u.* FROM postline_messages m JOIN u ON m.message_id = u.message_id
 	WHERE m.status IN ('failed', 'dead')
 	ORDER BY m.message_id COLLATE "C"
 	FOR UPDATE OF m
@@ -304,17 +303,16 @@ WITH u AS (
 		confirmation = NULL,
 		confirmed_at = NULL,
 		updated_at = now()
-	FROM u
+	FROM locked u
 	WHERE m.message_id = u.message_id AND m.status IN ('failed', 'dead')
-		AND m.message_id IN (SELECT message_id FROM locked)
-	RETURNING m.message_id
+	RETURNING m.message_id, u.payload
 ), kept AS (
 	-- The replayed record's copy, for the reaper: the replay publishes the
 	-- record after this reset, and if that fails nothing else will.
 	INSERT INTO postline_message_records AS c (message_id, payload)
-	SELECT u.message_id, u.payload FROM u JOIN upd ON upd.message_id = u.message_id
-	WHERE u.payload IS NOT NULL
-	ORDER BY u.message_id COLLATE "C"
+	SELECT upd.message_id, upd.payload FROM upd
+	WHERE upd.payload IS NOT NULL
+	ORDER BY upd.message_id COLLATE "C"
 	ON CONFLICT (message_id) DO UPDATE SET payload = excluded.payload
 ), forget AS (
 	-- A replay starts the mail's life again: its recipients are sent to
