@@ -512,7 +512,7 @@ func runMemory(ctx context.Context, o options, spec memSpec, jobs []job.Job, rec
 
 // waitMemory is waitSent with the worker's memory in its progress lines.
 func waitMemory(ctx context.Context, pool *pgxpool.Pool, p *proc, cg *memCgroup, rss *rssSampler, name string, n int, timeout time.Duration, stderr io.Writer) error {
-	return waitSent(ctx, pool, p, name, n, timeout, stderr, func() string {
+	return waitSent(ctx, pool, "", p, name, n, timeout, stderr, func() string {
 		cur, hwm := rss.read()
 		usage, _ := cg.read("memory.usage_in_bytes")
 		return fmt.Sprintf("RSS %.0f MiB (peak %.0f), cgroup usage %.0f MiB", mib(cur), mib(hwm), mib(usage))

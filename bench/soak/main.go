@@ -67,6 +67,7 @@ import (
 	"time"
 
 	"github.com/postline/postline/bench/internal/benchenv"
+	"github.com/postline/postline/bench/internal/benchmetrics"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/segmentio/kafka-go"
@@ -359,7 +360,7 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 	defer poll.Stop()
 	m.points = append(m.points, point{}) // nothing sent when publishing starts
 	var (
-		last                      counters
+		last                      benchmetrics.Counters
 		lastSampleT, lastReportAt time.Duration
 		lastProgress              = time.Now()
 		lastSampleDelivered       int64
@@ -397,7 +398,7 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 				return fmt.Errorf("a worker exited after %s mails:\n%s", thousands(last.Sent), p.LogTail(20))
 			}
 		}
-		c, err := scrape(ctx, m.httpc, m.metricsURLs)
+		c, err := benchmetrics.Scrape(ctx, m.httpc, m.metricsURLs)
 		if err != nil {
 			if ctx.Err() != nil {
 				continue
@@ -469,7 +470,7 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 	}
 }
 
-func (m *monitor) sample(ctx context.Context, t time.Duration, c counters) (sample, error) {
+func (m *monitor) sample(ctx context.Context, t time.Duration, c benchmetrics.Counters) (sample, error) {
 	rss, peak, err := readRSS(m.procs)
 	if err != nil {
 		return sample{}, err
