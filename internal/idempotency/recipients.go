@@ -121,6 +121,10 @@ type recipientColumns struct {
 	addrs, states, providers, bounceTypes, statuses, diags, rules, sources []string
 	idxs                                                                   []int16
 	attempts, codes                                                        []int32
+	// resolves is whether a recipient's state is one that ends its part
+	// (neither pending nor accepted): only then can the batch leave a mail
+	// with no recipient open, for settleSQL to confirm or cancel.
+	resolves bool
 }
 
 // newRecipientColumns returns columns with room for n recipients, cut from
@@ -162,6 +166,7 @@ func (c *recipientColumns) add(position int, rs []RecipientOutcome) error {
 		c.diags = append(c.diags, cleanText(r.Diagnostic, MaxErrorBytes))
 		c.rules = append(c.rules, cleanText(r.Rule, 128))
 		c.sources = append(c.sources, cleanText(r.Source, 32))
+		c.resolves = c.resolves || (r.State != RecipientPending && r.State != RecipientAccepted)
 	}
 	return nil
 }

@@ -244,3 +244,45 @@ func TestReplayForgetsTheRecipients(t *testing.T) {
 		t.Errorf("recipients after the replayed send = %+v, want accepted", got[id])
 	}
 }
+
+// TestRecordSettlesWhenItResolvesTheLastRecipient: a retry whose outcome
+// ends the last open recipient (refused for good at the relay) settles the
+// mail in the same round trip, confirmed because the other recipient was
+// delivered; the outcome before it, which only accepted, settled nothing.
+func TestRecordSettlesWhenItResolvesTheLastRecipient(t *testing.T) {
+	t.Parallel()
+	_, pool := migrated(t)
+	s, _ := newStore(t, pool, "worker-1", 0)
+	ctx := t.Context()
+	const id = "<settle-by-record@x>"
+	confirmation := func() string {
+		t.Helper()
+		got, err := s.Recipients(ctx, []string{id})
+		if err != nil || len(got[id]) != 2 {
+			t.Fatalf("recipients = %+v, %v", got, err)
+		}
+		return got[id][0].Confirmation
+	}
+
+	c := claimOne(t, s, req(id, "a", 1))
+	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusRetrying, Attempt: 2,
+		ConfirmBy: time.Now().Add(time.Hour), Recipients: []idempotency.RecipientOutcome{
+			rcpt(0, "a@example.com", idempotency.RecipientAccepted),
+			rcpt(1, "b@example.com", idempotency.RecipientPending),
+		}})
+	if _, _, err := s.Resolve(ctx, []idempotency.Resolution{{MessageID: id, Index: 0,
+		From: idempotency.RecipientAccepted, To: idempotency.RecipientDelivered, Source: "dsn"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := confirmation(); got != "" {
+		t.Fatalf("confirmation with b pending = %q, want none", got)
+	}
+	c = claimOne(t, s, req(id, "a", 2))
+	bounced := rcpt(1, "b@example.com", idempotency.RecipientBounced)
+	bounced.BounceType, bounced.Status, bounced.Code = "hard", "5.1.1", 550
+	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 2,
+		Recipients: []idempotency.RecipientOutcome{bounced}})
+	if got := confirmation(); got != "confirmed" {
+		t.Fatalf("confirmation after the last recipient bounced = %q, want confirmed", got)
+	}
+}

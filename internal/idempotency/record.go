@@ -231,7 +231,7 @@ func (s *Store) Record(ctx context.Context, outs []Outcome) (lost []string, err 
 	// The statement returns the positions (in ids) of the rows it wrote,
 	// not their IDs: no string and map entry per mail to read them back.
 	var won []bool
-	if !rcpts.any() {
+	if !rcpts.resolves {
 		var rows pgx.Rows
 		if rows, err = s.pool.Query(ctx, recordSQL, args...); err == nil {
 			won, err = collectPositions(rows, len(ids))
@@ -243,7 +243,8 @@ func (s *Store) Record(ctx context.Context, outs []Outcome) (lost []string, err 
 			return err
 		})
 		// One round trip, one implicit transaction: the settling sees the
-		// recipients just written.
+		// recipients just written. A batch that only accepts recipients or
+		// leaves them pending settles nothing and goes without it.
 		b.Queue(settleSQL, ids).Exec(func(pgconn.CommandTag) error { return nil })
 		err = s.pool.SendBatch(ctx, b).Close()
 	}

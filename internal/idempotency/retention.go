@@ -29,11 +29,17 @@ WITH doomed AS (
 	ORDER BY created_at
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
+), gone AS (
+	DELETE FROM postline_messages m USING doomed
+	WHERE m.ctid = doomed.ctid AND m.message_id = doomed.message_id
+		AND m.status IN ('sent', 'failed', 'dead', 'suppressed') AND m.updated_at < now() - make_interval(secs => $1)
+		AND NOT (m.confirm_by IS NOT NULL AND m.confirmation IS NULL)
+	RETURNING m.message_id
+), recipients AS (
+	-- No foreign key cascades to them (migration 0012).
+	DELETE FROM postline_recipients r USING gone WHERE r.message_id = gone.message_id
 )
-DELETE FROM postline_messages m USING doomed
-WHERE m.ctid = doomed.ctid AND m.message_id = doomed.message_id
-	AND m.status IN ('sent', 'failed', 'dead', 'suppressed') AND m.updated_at < now() - make_interval(secs => $1)
-	AND NOT (m.confirm_by IS NOT NULL AND m.confirmation IS NULL)`
+SELECT count(*) FROM gone`
 
 // Purge deletes up to limit terminal rows (sent, failed, dead, suppressed),
 // with their recipients, whose outcome
@@ -53,10 +59,11 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Duration, limit int) (
 		return 0, fmt.Errorf("purge: limit %d is below 1", limit)
 	}
 	start := time.Now()
-	tag, err := s.pool.Exec(ctx, purgeSQL, olderThan.Seconds(), limit)
+	var n int
+	err := s.pool.QueryRow(ctx, purgeSQL, olderThan.Seconds(), limit).Scan(&n)
 	s.observe(ctx, opPurge, start, err)
 	if err != nil {
 		return 0, fmt.Errorf("purge terminal rows older than %v: %w", olderThan, err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }

@@ -62,7 +62,8 @@ func TestTerminalOutcomeClearsPayload(t *testing.T) {
 
 // TestPurge checks the retention: only terminal rows whose outcome is
 // older than the retention go, at most limit per statement, oldest first;
-// in-flight rows stay whatever their age.
+// in-flight rows stay whatever their age; a purged row's recipients go
+// with it.
 func TestPurge(t *testing.T) {
 	t.Parallel()
 	_, pool := migrated(t)
@@ -70,9 +71,13 @@ func TestPurge(t *testing.T) {
 	ctx := t.Context()
 	terminal := map[string]idempotency.Status{"<old-sent@x>": idempotency.StatusSent, "<old-failed@x>": idempotency.StatusFailed,
 		"<old-dead@x>": idempotency.StatusDead, "<new-sent@x>": idempotency.StatusSent, "<old-retrying@x>": idempotency.StatusRetrying}
+	rcptState := map[idempotency.Status]idempotency.RecipientState{idempotency.StatusSent: idempotency.RecipientAccepted,
+		idempotency.StatusFailed: idempotency.RecipientFailed, idempotency.StatusDead: idempotency.RecipientDead,
+		idempotency.StatusRetrying: idempotency.RecipientPending}
 	for id, st := range terminal {
 		c := claimOne(t, s, req(id, "b", 1))
-		record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: st, Attempt: 1})
+		record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: st, Attempt: 1,
+			Recipients: []idempotency.RecipientOutcome{rcpt(0, "r@example.com", rcptState[st])}})
 	}
 	wantResult(t, claimOne(t, s, req("<old-sending@x>", "b", 1)), idempotency.Claimed)
 	// Age every row but one; the oldest is old-dead. A row is never
@@ -124,6 +129,14 @@ func TestPurge(t *testing.T) {
 	}
 	if want := []string{"<new-sent@x>", "<old-recent@x>", "<old-retrying@x>", "<old-sending@x>"}; !slices.Equal(left, want) {
 		t.Errorf("rows left = %v, want %v (recent or in flight)", left, want)
+	}
+	var withRecipients []string
+	if err := pool.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT message_id ORDER BY message_id), '{}') FROM postline_recipients`).
+		Scan(&withRecipients); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"<new-sent@x>", "<old-retrying@x>"}; !slices.Equal(withRecipients, want) {
+		t.Errorf("recipients left of %v, want %v (those of the rows left)", withRecipients, want)
 	}
 	// A purged ID is new again: its next copy is claimed and delivered.
 	wantResult(t, claimOne(t, s, req("<old-sent@x>", "b", 1)), idempotency.Claimed)
