@@ -498,7 +498,7 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 		return result{}, err
 	}
 	selfBefore := selfCPU()
-	var allocsBefore goAllocs
+	var allocsBefore benchmetrics.Counters
 	if spec.http {
 		if allocsBefore, err = scrapeGoAllocs(ctx, metricsURL); err != nil {
 			return result{}, fmt.Errorf("%s: %w", spec.name, err)
@@ -514,7 +514,7 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	if err := waitSent(ctx, pool, metricsURL, p, spec.name, spec.jobs, o.timeout, stderr, nil); err != nil {
 		return result{}, err
 	}
-	var allocsAfter goAllocs
+	var allocsAfter benchmetrics.Counters
 	if spec.http {
 		if allocsAfter, err = scrapeGoAllocs(ctx, metricsURL); err != nil {
 			return result{}, fmt.Errorf("%s: %w", spec.name, err)
@@ -550,8 +550,8 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 		Kafka: d["kafka"], Postgres: d["postgres"], Sink: d["sink"]}
 	if spec.http {
 		res.HasAllocs = true
-		res.AllocBytes = allocsAfter.bytes - allocsBefore.bytes
-		res.Allocs = allocsAfter.objects - allocsBefore.objects
+		res.AllocBytes = allocsAfter.AllocBytes - allocsBefore.AllocBytes
+		res.Allocs = allocsAfter.Mallocs - allocsBefore.Mallocs
 	}
 	return res, nil
 }

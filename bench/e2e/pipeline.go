@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/postline/postline/bench/internal/benchmetrics"
 )
 
 // Whole-pipeline CPU: every process a mail passes through, sampled from
@@ -193,62 +195,14 @@ func selfCPU() time.Duration {
 	return d
 }
 
-// goAllocs are the Go runtime's cumulative allocation counters of a worker,
-// from its /metrics.
-type goAllocs struct {
-	bytes, objects float64
-}
-
-// parseGoAllocs reads go_memstats_alloc_bytes_total and
-// go_memstats_mallocs_total from a Prometheus text exposition.
-func parseGoAllocs(text string) (goAllocs, error) {
-	var a goAllocs
-	var haveBytes, haveObjects bool
-	for line := range strings.Lines(text) {
-		name, value, ok := strings.Cut(strings.TrimSpace(line), " ")
-		if !ok || strings.HasPrefix(name, "#") {
-			continue
-		}
-		var dst *float64
-		switch name {
-		case "go_memstats_alloc_bytes_total":
-			dst, haveBytes = &a.bytes, true
-		case "go_memstats_mallocs_total":
-			dst, haveObjects = &a.objects, true
-		default:
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			return goAllocs{}, fmt.Errorf("/metrics: %s: %w", name, err)
-		}
-		*dst = v
-	}
-	if !haveBytes || !haveObjects {
-		return goAllocs{}, errors.New("/metrics: no go_memstats_alloc_bytes_total or go_memstats_mallocs_total")
-	}
-	return a, nil
-}
-
-// scrapeGoAllocs reads the allocation counters from a worker's /metrics.
-func scrapeGoAllocs(ctx context.Context, metricsURL string) (goAllocs, error) {
+// scrapeGoAllocs reads the worker's Go allocation counters from its
+// /metrics (go_memstats_alloc_bytes_total and go_memstats_mallocs_total).
+func scrapeGoAllocs(ctx context.Context, metricsURL string) (benchmetrics.Counters, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
-	if err != nil {
-		return goAllocs{}, err
+	c, err := benchmetrics.Scrape(ctx, http.DefaultClient, []string{metricsURL})
+	if err == nil && !c.HasAllocs {
+		err = fmt.Errorf("%s: no go_memstats_alloc_bytes_total or go_memstats_mallocs_total", metricsURL)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return goAllocs{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return goAllocs{}, fmt.Errorf("%s: %s", metricsURL, resp.Status)
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return goAllocs{}, err
-	}
-	return parseGoAllocs(string(b))
+	return c, err
 }

@@ -123,27 +123,3 @@ func TestSampleComponents(t *testing.T) {
 		t.Errorf("a missing sink pid file: error %v, want one naming the sink", err)
 	}
 }
-
-func TestParseGoAllocs(t *testing.T) {
-	text := `# HELP go_memstats_alloc_bytes_total Total number of bytes allocated in heap until now, even if released already.
-# TYPE go_memstats_alloc_bytes_total counter
-go_memstats_alloc_bytes_total 1.2345678e+08
-go_memstats_alloc_bytes 4.5e+06
-# TYPE go_memstats_mallocs_total counter
-go_memstats_mallocs_total 987654
-postline_sent_total{provider="smtp"} 5
-`
-	got, err := parseGoAllocs(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.bytes != 1.2345678e+08 || got.objects != 987654 {
-		t.Errorf("parseGoAllocs = %+v, want 1.2345678e+08 bytes, 987654 objects", got)
-	}
-	if _, err := parseGoAllocs("go_memstats_alloc_bytes_total 1\n"); err == nil {
-		t.Error("no mallocs counter: want an error")
-	}
-	if _, err := parseGoAllocs("go_memstats_alloc_bytes_total x\ngo_memstats_mallocs_total 1\n"); err == nil {
-		t.Error("a bad value: want an error")
-	}
-}

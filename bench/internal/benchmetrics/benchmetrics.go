@@ -6,13 +6,14 @@
 package benchmetrics
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Counters are the workers' own counts, summed over the workers: what a
@@ -33,13 +34,18 @@ type Counters struct {
 	// delete statements and the time the workers waited for them.
 	PurgeStatements int64
 	PurgeSeconds    float64
+	// AllocBytes and Mallocs are the Go runtime's go_memstats_alloc_bytes_total
+	// and go_memstats_mallocs_total; HasAllocs says the exposition had both.
+	AllocBytes, Mallocs float64
+	HasAllocs           bool
 }
 
 // Add returns c and o summed.
 func (c Counters) Add(o Counters) Counters {
 	return Counters{Sent: c.Sent + o.Sent, Failed: c.Failed + o.Failed, Purged: c.Purged + o.Purged,
 		Takeovers: c.Takeovers + o.Takeovers, Duplicates: c.Duplicates + o.Duplicates,
-		PurgeStatements: c.PurgeStatements + o.PurgeStatements, PurgeSeconds: c.PurgeSeconds + o.PurgeSeconds}
+		PurgeStatements: c.PurgeStatements + o.PurgeStatements, PurgeSeconds: c.PurgeSeconds + o.PurgeSeconds,
+		AllocBytes: c.AllocBytes + o.AllocBytes, Mallocs: c.Mallocs + o.Mallocs, HasAllocs: c.HasAllocs && o.HasAllocs}
 }
 
 // failedOutcomes are the outcomes of postline_delivery_records_total that
@@ -47,81 +53,63 @@ func (c Counters) Add(o Counters) Counters {
 // of them is a fault the benchmark reports.
 var failedOutcomes = map[string]bool{"failed": true, "dead": true, "rejected": true}
 
-// Parse reads Counters from a Prometheus text exposition. It
-// understands only what it needs: the sample lines of three Counters and of
-// the store's purge round trips, whose label values hold no quotes or commas.
+// Parse reads Counters from a Prometheus text exposition (with
+// prometheus/common's parser). A counter the exposition lacks stays zero,
+// except the Go runtime's two, whose absence HasAllocs reports.
 func Parse(r io.Reader) (Counters, error) {
-	var c Counters
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		var name, labels, value string
-		switch metric, _, _ := strings.Cut(line, " "); {
-		case strings.HasPrefix(metric, "postline_delivery_records_total{"):
-			name = "records"
-		case metric == "postline_reaper_purged_total" || strings.HasPrefix(metric, "postline_reaper_purged_total{"):
-			name = "purged"
-		case metric == "postline_reaper_takeovers_total" || strings.HasPrefix(metric, "postline_reaper_takeovers_total{"):
-			name = "takeovers"
-		case strings.HasPrefix(metric, "postline_idempotency_round_trip_seconds_count{"):
-			name = "round trips"
-		case strings.HasPrefix(metric, "postline_idempotency_round_trip_seconds_sum{"):
-			name = "round trip seconds"
-		default:
-			continue
-		}
-		if i := strings.IndexByte(line, '{'); i >= 0 {
-			j := strings.LastIndexByte(line, '}')
-			if j < i {
-				return Counters{}, fmt.Errorf("metrics: malformed line %q", line)
-			}
-			labels, value = line[i+1:j], strings.TrimSpace(line[j+1:])
-		} else {
-			_, value, _ = strings.Cut(line, " ")
-		}
-		if f := strings.Fields(value); len(f) > 0 {
-			value = f[0] // a timestamp may follow the value
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return Counters{}, fmt.Errorf("metrics: %q: %w", line, err)
-		}
-		switch name {
-		case "purged":
-			c.Purged += int64(v)
-		case "takeovers":
-			c.Takeovers += int64(v)
-		case "round trips":
-			if label(labels, "op") == "purge" {
-				c.PurgeStatements += int64(v)
-			}
-		case "round trip seconds":
-			if label(labels, "op") == "purge" {
-				c.PurgeSeconds += v
-			}
-		case "records":
-			outcome := label(labels, "outcome")
-			switch {
-			case outcome == "sent":
-				c.Sent += int64(v)
-			case outcome == "duplicate":
-				c.Duplicates += int64(v)
-			case failedOutcomes[outcome]:
-				c.Failed += int64(v)
-			}
-		}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return Counters{}, fmt.Errorf("metrics: %w", err)
 	}
-	return c, sc.Err()
+	var c Counters
+	each := func(name string, fn func(m *dto.Metric)) bool {
+		f, ok := families[name]
+		if ok {
+			for _, m := range f.GetMetric() {
+				fn(m)
+			}
+		}
+		return ok
+	}
+	each("postline_delivery_records_total", func(m *dto.Metric) {
+		v := int64(value(m))
+		switch outcome := label(m, "outcome"); {
+		case outcome == "sent":
+			c.Sent += v
+		case outcome == "duplicate":
+			c.Duplicates += v
+		case failedOutcomes[outcome]:
+			c.Failed += v
+		}
+	})
+	each("postline_reaper_purged_total", func(m *dto.Metric) { c.Purged += int64(value(m)) })
+	each("postline_reaper_takeovers_total", func(m *dto.Metric) { c.Takeovers += int64(value(m)) })
+	each("postline_idempotency_round_trip_seconds", func(m *dto.Metric) {
+		if label(m, "op") == "purge" {
+			c.PurgeStatements += int64(m.GetHistogram().GetSampleCount())
+			c.PurgeSeconds += m.GetHistogram().GetSampleSum()
+		}
+	})
+	hasBytes := each("go_memstats_alloc_bytes_total", func(m *dto.Metric) { c.AllocBytes += value(m) })
+	hasObjects := each("go_memstats_mallocs_total", func(m *dto.Metric) { c.Mallocs += value(m) })
+	c.HasAllocs = hasBytes && hasObjects
+	return c, nil
 }
 
-// label returns the value of label name in a Prometheus label list such as
-// `a="x",outcome="sent"`, or "" when it is not there.
-func label(labels, name string) string {
-	for kv := range strings.SplitSeq(labels, ",") {
-		k, v, ok := strings.Cut(kv, "=")
-		if ok && strings.TrimSpace(k) == name {
-			return strings.Trim(strings.TrimSpace(v), `"`)
+// value is a counter's or an untyped sample's value.
+func value(m *dto.Metric) float64 {
+	if m.GetCounter() != nil {
+		return m.GetCounter().GetValue()
+	}
+	return m.GetUntyped().GetValue()
+}
+
+// label returns the value of m's label name, or "" when it has none.
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
 		}
 	}
 	return ""
@@ -130,7 +118,7 @@ func label(labels, name string) string {
 // Scrape sums the Counters of every worker's /metrics.
 func Scrape(ctx context.Context, httpc *http.Client, metricsURLs []string) (Counters, error) {
 	var total Counters
-	for _, u := range metricsURLs {
+	for i, u := range metricsURLs {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if err != nil {
 			return Counters{}, err
@@ -150,7 +138,11 @@ func Scrape(ctx context.Context, httpc *http.Client, metricsURLs []string) (Coun
 		if resp.StatusCode != http.StatusOK {
 			return Counters{}, fmt.Errorf("%s: %s", u, resp.Status)
 		}
-		total = total.Add(c)
+		if i == 0 {
+			total = c
+		} else {
+			total = total.Add(c)
+		}
 	}
 	return total, nil
 }

@@ -27,9 +27,12 @@ postline_delivery_records_total_created{outcome="sent"} 1.7e+09
 postline_reaper_purged_total 4000
 postline_reaper_takeovers_total 11
 postline_delivery_attempts_total{provider="default",result="sent"} 99
+# TYPE postline_idempotency_round_trip_seconds histogram
 postline_idempotency_round_trip_seconds_bucket{op="purge",le="0.1"} 3
+postline_idempotency_round_trip_seconds_bucket{op="purge",le="+Inf"} 4
 postline_idempotency_round_trip_seconds_sum{op="purge"} 0.25
 postline_idempotency_round_trip_seconds_count{op="purge"} 4
+postline_idempotency_round_trip_seconds_bucket{op="claim",le="+Inf"} 1000
 postline_idempotency_round_trip_seconds_sum{op="claim"} 9.5
 postline_idempotency_round_trip_seconds_count{op="claim"} 1000
 `,
@@ -52,5 +55,29 @@ postline_idempotency_round_trip_seconds_count{op="claim"} 1000
 				t.Fatalf("Parse = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestParseGoAllocs(t *testing.T) {
+	text := `# HELP go_memstats_alloc_bytes_total Total number of bytes allocated in heap until now, even if released already.
+# TYPE go_memstats_alloc_bytes_total counter
+go_memstats_alloc_bytes_total 1.2345678e+08
+go_memstats_alloc_bytes 4.5e+06
+# TYPE go_memstats_mallocs_total counter
+go_memstats_mallocs_total 987654
+postline_sent_total{provider="smtp"} 5
+`
+	got, err := Parse(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.HasAllocs || got.AllocBytes != 1.2345678e+08 || got.Mallocs != 987654 {
+		t.Errorf("Parse = %+v, want 1.2345678e+08 bytes, 987654 objects", got)
+	}
+	if got, err := Parse(strings.NewReader("go_memstats_alloc_bytes_total 1\n")); err != nil || got.HasAllocs {
+		t.Errorf("no mallocs counter: HasAllocs %v, %v; want false", got.HasAllocs, err)
+	}
+	if _, err := Parse(strings.NewReader("go_memstats_alloc_bytes_total x\ngo_memstats_mallocs_total 1\n")); err == nil {
+		t.Error("a bad value: want an error")
 	}
 }
