@@ -316,6 +316,11 @@ func benchLine(r result) string {
 	fmt.Fprintf(&b, " %.0f cpu-ns/mail", float64(r.CPUPerMail()))
 	if r.Pipeline.Measured {
 		fmt.Fprintf(&b, " %.0f pipeline-cpu-ns/mail", float64(r.PipelinePerMail()))
+		// The shared services apart: their cost moves between rows of one
+		// run, and a median table hides which row paid it.
+		perMail := func(d time.Duration) float64 { return float64(d) / float64(max(r.Mails, 1)) }
+		fmt.Fprintf(&b, " %.0f kafka-cpu-ns/mail %.0f postgres-cpu-ns/mail %.0f sink-cpu-ns/mail",
+			perMail(r.Pipeline.Kafka), perMail(r.Pipeline.Postgres), perMail(r.Pipeline.Sink))
 	}
 	if r.HasAllocs {
 		fmt.Fprintf(&b, " %.0f alloc-B/mail %.1f allocs/mail", r.AllocBytesPerMail(), r.AllocsPerMail())

@@ -288,7 +288,7 @@ func TestBenchLine(t *testing.T) {
 			result{Variant: "baseline", Mails: 1000, Span: time.Second, CPU: time.Second,
 				Pipeline:  pipelineCPU{Measured: true, Own: time.Second, Kafka: time.Second},
 				HasAllocs: true, AllocBytes: 12_345_000, Allocs: 150_500},
-			"BenchmarkE2E/baseline 1000 1000000 ns/op 1000.0 mails/s 1000000 cpu-ns/mail 2000000 pipeline-cpu-ns/mail 12345 alloc-B/mail 150.5 allocs/mail 0 peak-rss-B",
+			"BenchmarkE2E/baseline 1000 1000000 ns/op 1000.0 mails/s 1000000 cpu-ns/mail 2000000 pipeline-cpu-ns/mail 1000000 kafka-cpu-ns/mail 0 postgres-cpu-ns/mail 0 sink-cpu-ns/mail 12345 alloc-B/mail 150.5 allocs/mail 0 peak-rss-B",
 		},
 	}
 	for _, tt := range tests {

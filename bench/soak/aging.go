@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -12,11 +11,12 @@ import (
 // The aging modes (-aging): how the soak simulates the retention passing,
 // so that the workers' purge has rows to delete in a run of minutes.
 const (
-	// agingSteady ages, every -age-every from the moment -age-from of the
-	// jobs are sent, the rows sent more than -age-lag before: rows become
-	// purgeable about -age-lag after they were sent, and the purge deletes,
-	// each second, about what was sent a second: production's steady state,
-	// where it deletes what was sent one retention before.
+	// agingSteady installs, when -age-from of the jobs are sent, triggers
+	// that write the timestamps of every row inserted after, and of every
+	// row marked sent, back by a shift just short of the retention: a row
+	// becomes purgeable -age-lag after it was sent, and the purge deletes,
+	// each second, about what was sent a second: production's steady
+	// state, where it deletes what was sent one retention before.
 	agingSteady = "steady"
 	// agingBurst ages every row sent so far at once, when -age-from of the
 	// jobs are sent: the purge then deletes them in a burst, at its fastest,
@@ -26,11 +26,18 @@ const (
 	agingOff = "off"
 )
 
-// agingShift is how far aging moves a row's timestamps back by default:
-// past the retention, by a margin that covers the reapers' clock and the
-// statement. -age-shift below the retention ages rows the purge never
-// deletes: the aging's own cost, without the purge's.
-func agingShift(retention time.Duration) time.Duration { return retention + time.Minute }
+// defaultShift is how far the aging moves a row's timestamps back unless
+// -age-shift says: the steady aging's rows become purgeable lag after they
+// were sent; the burst moves the rows it ages past the retention, by a
+// margin that covers the statement. A shift that leaves the rows inside
+// the retention (-age-shift 30m) ages rows the purge never deletes: the
+// aging's own cost, without the purge's.
+func defaultShift(mode string, retention, lag time.Duration) time.Duration {
+	if mode == agingSteady {
+		return retention - lag
+	}
+	return retention + time.Minute
+}
 
 // burstSQL moves every sent row's timestamps back past the retention, in
 // one statement. Both columns move, so a purge that selects by either
@@ -39,44 +46,20 @@ const burstSQL = `UPDATE postline_messages
 	SET created_at = created_at - make_interval(secs => $1), updated_at = updated_at - make_interval(secs => $1)
 	WHERE status = 'sent'`
 
-// steadySQL moves back the timestamps of the sent rows created in
-// [$2, $3): a range on the created_at index. A row it aged lands a shift
-// (at least a lag) before, out of every later range, which begins at most
-// a lag before this one ends: no row is aged twice.
-const steadySQL = `UPDATE postline_messages
-	SET created_at = created_at - make_interval(secs => $1), updated_at = updated_at - make_interval(secs => $1)
-	WHERE created_at >= $2 AND created_at < $3 AND status = 'sent'`
-
 // aging is what the soak's simulated passing of the retention did and
-// cost: it began at t = At with Sent mails sent, and its Statements
-// (one for a burst) aged Rows rows in Took in all. This is load the
+// cost: it began at t = At with Sent mails sent. The burst's statement
+// aged Rows rows in Took; the steady aging's triggers took Took to
+// install and then run inside the workers' statements. Either is load the
 // harness puts on PostgreSQL that production does not have.
 type aging struct {
 	Mode       string
 	At         time.Duration
 	Sent       int64
-	Statements int
-	Rows       int64
-	Took       time.Duration // the statements' durations, summed
-	Longest    time.Duration // the longest statement
+	Rows       int64         // burst only: the rows aged
+	Took       time.Duration // the burst's statement, or installing the triggers
 	Shift      time.Duration // how far the timestamps moved back
-	Lag, Every time.Duration // steady only: -age-lag and -age-every
+	Lag        time.Duration // steady only: how long after it was sent a row became purgeable
 	BytesAfter int64         // burst only: every table of the schema just after the update
-}
-
-// rowsPerSecond is the rows aged per second spent aging.
-func (a *aging) rowsPerSecond() float64 {
-	if a.Took <= 0 {
-		return 0
-	}
-	return float64(a.Rows) / a.Took.Seconds()
-}
-
-func (a *aging) add(rows int64, took time.Duration) {
-	a.Statements++
-	a.Rows += rows
-	a.Took += took
-	a.Longest = max(a.Longest, took)
 }
 
 // burst runs burstSQL; it starts at sent mails and t.
@@ -87,7 +70,7 @@ func burst(ctx context.Context, pool *pgxpool.Pool, shift, t time.Duration, sent
 	if err != nil {
 		return nil, fmt.Errorf("age the sent rows: %w", err)
 	}
-	a.add(tag.RowsAffected(), time.Since(start))
+	a.Rows, a.Took = tag.RowsAffected(), time.Since(start)
 	tables, err := readTableStats(ctx, pool)
 	if err != nil {
 		return nil, err
@@ -96,81 +79,51 @@ func burst(ctx context.Context, pool *pgxpool.Pool, shift, t time.Duration, sent
 	return a, nil
 }
 
-// steadyAger runs steadySQL every Every until stopped.
-type steadyAger struct {
-	pool              *pgxpool.Pool
-	shift, lag, every time.Duration
+// steadyTriggersSQL installs the steady aging, for a shift of %[1]d
+// seconds. Rows written after it get their timestamps as if they had been
+// written a shift earlier: created_at as the row is inserted (the claim),
+// updated_at whenever a statement leaves it sent (the outcome). Only the
+// triggers run: no statement of the harness touches the rows, so every row
+// is written as often as in production, and the outcome's update stays HOT
+// (updated_at is in no index; created_at, which is, is set before the
+// row's first index entry). What production does not have is a PL/pgSQL
+// call per row inserted and per row sent.
+const steadyTriggersSQL = `
+CREATE FUNCTION soak_age_created() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	NEW.created_at := NEW.created_at - make_interval(secs => %[1]d);
+	RETURN NEW;
+END $$;
+CREATE FUNCTION soak_age_sent() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	NEW.updated_at := NEW.updated_at - make_interval(secs => %[1]d);
+	RETURN NEW;
+END $$;
+CREATE TRIGGER soak_age_created BEFORE INSERT ON postline_messages
+	FOR EACH ROW EXECUTE FUNCTION soak_age_created();
+CREATE TRIGGER soak_age_sent BEFORE UPDATE ON postline_messages
+	FOR EACH ROW WHEN (NEW.status = 'sent') EXECUTE FUNCTION soak_age_sent();`
 
-	rows atomic.Int64 // aged so far, for the progress lines
-}
-
-// run ages from t (sent mails sent) until stop is closed, and returns what
-// it did. The statement in progress when stop closes is finished, not
-// cancelled: its rows count.
-//
-// Each statement ages the rows created from the previous statement's end
-// less a lag (rows claimed then but sent late, up to a lag late, still
-// qualify) to now less the lag: a range of about lag + every, however long
-// the soak, rather than everything since the aging began, whose index
-// entries (the aged rows' old versions, dead until vacuum) every statement
-// would read again.
-func (g *steadyAger) run(ctx context.Context, stop <-chan struct{}, t time.Duration, sent int64) (*aging, error) {
-	a := &aging{Mode: agingSteady, At: t, Sent: sent, Shift: g.shift, Lag: g.lag, Every: g.every}
-	from, err := g.dbNow(ctx) // rows created before the aging began are never aged
+// steady installs the steady aging's triggers on the pool's schema at t,
+// with sent mails sent, for rows to become purgeable lag after they are
+// sent: their timestamps move back by shift = retention - lag. Rows
+// written before keep theirs: they stand for the rows still inside the
+// retention.
+func steady(ctx context.Context, pool *pgxpool.Pool, shift, lag, t time.Duration, sent int64) (*aging, error) {
+	a := &aging{Mode: agingSteady, At: t, Sent: sent, Shift: shift, Lag: lag}
+	start := time.Now()
+	// One transaction: the triggers take effect together.
+	tx, err := pool.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("install the aging triggers: %w", err)
 	}
-	end := from // of the range aged last
-	tick := time.NewTicker(g.every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return a, ctx.Err()
-		case <-stop:
-			return a, nil
-		case <-tick.C:
-		}
-		start := time.Now()
-		now, err := g.dbNow(ctx)
-		if err != nil {
-			return a, err
-		}
-		lo, hi := maxTime(from, end.Add(-g.lag)), now.Add(-g.lag)
-		if !hi.After(lo) {
-			continue // not a lag since the aging began
-		}
-		tag, err := g.pool.Exec(ctx, steadySQL, g.shift.Seconds(), lo, hi)
-		if err != nil {
-			return a, fmt.Errorf("age the rows sent before the last %s: %w", g.lag, err)
-		}
-		end = hi
-		a.add(tag.RowsAffected(), time.Since(start))
-		g.rows.Add(tag.RowsAffected())
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, fmt.Sprintf(steadyTriggersSQL, int64(shift/time.Second))); err != nil {
+		return nil, fmt.Errorf("install the aging triggers: %w", err)
 	}
-}
-
-// dbNow is the database's clock, which created_at is written by.
-func (g *steadyAger) dbNow(ctx context.Context) (time.Time, error) {
-	var now time.Time
-	if err := g.pool.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
-		return time.Time{}, fmt.Errorf("aging: read the database's clock: %w", err)
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("install the aging triggers: %w", err)
 	}
-	return now, nil
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-// progress is the rows aged so far for a progress line, "" without a
-// steady aging.
-func (g *steadyAger) progress() string {
-	if g == nil {
-		return ""
-	}
-	return " " + thousands(g.rows.Load()) + " aged,"
+	a.Took = time.Since(start)
+	return a, nil
 }

@@ -2,103 +2,108 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/postline/postline/bench/internal/benchenv"
+	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
 )
 
-// TestSteadyAger runs the steady aging against PostgreSQL on a table with
-// the columns it touches, and checks which rows it ages, and that it ages
-// each once.
-func TestSteadyAger(t *testing.T) {
+// TestSteadyAging installs the steady aging's triggers on the workers'
+// real schema and drives rows through the store's own statements, as the
+// workers do: the rows written after the triggers become purgeable the lag
+// after they are sent, and not before; rows written before the triggers,
+// and rows in flight, stay; and the outcome's update stays HOT.
+func TestSteadyAging(t *testing.T) {
 	testenv.Integration(t, "PostgreSQL")
-	base := testenv.DatabaseURL()
-	ctx := context.Background()
-	schema := "soak_aging_" + benchenv.RandomHex(4)
-	u, err := benchenv.CreateSchema(ctx, base, schema)
+	ctx := t.Context()
+	_, pool := testenv.NewSchema(t)
+	if err := schema.Migrate(ctx, pool); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	store, err := idempotency.New(idempotency.Config{Owner: "soak-test", Lease: time.Minute}, pool, nil, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := benchenv.DropSchema(context.Background(), base, schema); err != nil {
-			t.Error(err)
-		}
-	})
-	pool, err := pgxpool.New(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	exec := func(sql string, args ...any) {
+	claim := func(ids ...string) []int64 {
 		t.Helper()
-		if _, err := pool.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
+		reqs := make([]idempotency.ClaimRequest, len(ids))
+		for i, id := range ids {
+			h := sha256.Sum256([]byte(id))
+			reqs[i] = idempotency.ClaimRequest{MessageID: id, PayloadHash: h[:], Attempt: 1, EnqueuedAt: time.Now()}
 		}
-	}
-	exec(`CREATE TABLE postline_messages (message_id text PRIMARY KEY, status text NOT NULL,
-		created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now())`)
-	exec(`CREATE INDEX ON postline_messages (created_at)`)
-	exec(`INSERT INTO postline_messages (message_id, status, created_at, updated_at)
-		VALUES ('before', 'sent', now() - interval '10 seconds', now() - interval '10 seconds')`)
-
-	const lag = time.Second
-	g := &steadyAger{pool: pool, shift: time.Hour, lag: lag, every: 100 * time.Millisecond}
-	stop := make(chan struct{})
-	type result struct {
-		a   *aging
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		a, err := g.run(ctx, stop, 0, 1)
-		done <- result{a, err}
-	}()
-	time.Sleep(200 * time.Millisecond) // the aging has begun
-	// Rows claimed now: one sent at once, one sent within the lag of its
-	// range coming up (still aged), one sent too late for any range (never
-	// aged), one never sent.
-	exec(`INSERT INTO postline_messages (message_id, status) VALUES
-		('sent', 'sent'), ('late', 'sending'), ('too late', 'sending'), ('in flight', 'sending')`)
-	time.Sleep(1400 * time.Millisecond)
-	exec(`UPDATE postline_messages SET status = 'sent' WHERE message_id = 'late'`)
-	time.Sleep(1600 * time.Millisecond)
-	exec(`UPDATE postline_messages SET status = 'sent' WHERE message_id = 'too late'`)
-	time.Sleep(1500 * time.Millisecond)
-	close(stop)
-	r := <-done
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-
-	for _, tc := range []struct {
-		id   string
-		aged bool
-	}{
-		{"before", false}, // created before the aging began
-		{"sent", true},
-		{"late", true},
-		{"too late", false},
-		{"in flight", false},
-	} {
-		// Aged once, its timestamps are an hour and a few seconds old;
-		// twice, two hours.
-		var age time.Duration
-		var updatedMoved bool
-		err := pool.QueryRow(ctx, `SELECT extract(epoch FROM now() - created_at)::float8 * interval '1 second',
-			updated_at < now() - interval '59 minutes' FROM postline_messages WHERE message_id = $1`, tc.id).Scan(&age, &updatedMoved)
+		cs, err := store.Claim(ctx, reqs)
 		if err != nil {
-			t.Fatalf("%s: %v", tc.id, err)
+			t.Fatalf("Claim: %v", err)
 		}
-		wasAged := age > time.Hour && age < time.Hour+time.Minute
-		if wasAged != tc.aged || updatedMoved != tc.aged || (!tc.aged && age > time.Minute) {
-			t.Errorf("row %q is %s old (updated_at moved: %v); want aged once: %v", tc.id, age.Round(time.Second), updatedMoved, tc.aged)
+		versions := make([]int64, len(cs))
+		for i, c := range cs {
+			if c.Result != idempotency.Claimed {
+				t.Fatalf("Claim %s: %v, want claimed", ids[i], c.Result)
+			}
+			versions[i] = c.Version
+		}
+		return versions
+	}
+	send := func(id string, version int64) {
+		t.Helper()
+		lost, err := store.Record(ctx, []idempotency.Outcome{{MessageID: id, Version: version, Status: idempotency.StatusSent, Attempt: 1}})
+		if err != nil || len(lost) > 0 {
+			t.Fatalf("Record %s: %v (lost %v)", id, err, lost)
 		}
 	}
-	if r.a.Rows != 2 || r.a.Statements < 2 || r.a.Took <= 0 || r.a.Longest > r.a.Took || r.a.Mode != agingSteady || g.rows.Load() != 2 {
-		t.Errorf("aging %+v (progress %d); want 2 rows in at least 2 statements", r.a, g.rows.Load())
+	const retention, lag = time.Hour, 2 * time.Second
+
+	v := claim("before")
+	send("before", v[0])
+	a, err := steady(ctx, pool, retention-lag, lag, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Mode != agingSteady || a.Lag != lag || a.Shift != retention-lag || a.Took <= 0 {
+		t.Errorf("aging %+v", a)
+	}
+	v = claim("sent", "in flight")
+	send("sent", v[0])
+	sentAt := time.Now()
+
+	if n, err := store.Purge(ctx, retention, 100); err != nil || n != 0 {
+		t.Fatalf("Purge within the lag of the send = %d, %v; want nothing purged", n, err)
+	}
+	time.Sleep(time.Until(sentAt.Add(lag + 500*time.Millisecond)))
+	if n, err := store.Purge(ctx, retention, 100); err != nil || n != 1 {
+		t.Fatalf("Purge past the lag = %d, %v; want the one sent row purged", n, err)
+	}
+	for id, want := range map[string]bool{"before": true, "sent": false, "in flight": true} {
+		var there bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM postline_messages WHERE message_id = $1)`, id).Scan(&there); err != nil {
+			t.Fatal(err)
+		}
+		if there != want {
+			t.Errorf("row %q there: %v, want %v", id, there, want)
+		}
+	}
+	if upd, hot := updates(t, pool, 2); upd != 2 || hot != upd {
+		t.Errorf("%d of %d updates of postline_messages HOT, want both outcomes", hot, upd)
+	}
+}
+
+// updates polls the table's update counters until they count want updates
+// (the statistics are flushed after the transaction) or 10 s have passed.
+func updates(t *testing.T, pool *pgxpool.Pool, want int64) (upd, hot int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if err := pool.QueryRow(context.Background(), `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+			WHERE schemaname = current_schema() AND relname = 'postline_messages'`).Scan(&upd, &hot); err != nil {
+			t.Fatalf("table statistics: %v", err)
+		}
+		if upd >= want || time.Now().After(deadline) {
+			return upd, hot
+		}
 	}
 }

@@ -29,12 +29,12 @@
 // A row is purged once its outcome is older than the retention, so a soak
 // at full rate shorter than an hour would leave every row in place. The
 // harness simulates the retention passing instead (-aging): by default
-// (steady), from the moment -age-from of the jobs are sent, every
-// -age-every it moves the timestamps of the rows sent more than -age-lag
-// before back past the retention, so the purge deletes, about -age-lag
-// after they were sent, what production deletes an hour after: about the
-// delivery rate. That aging is harness load production does not have, and
-// the report states its cost. -aging burst ages every row sent so far in
+// (steady), from the moment -age-from of the jobs are sent, triggers write
+// every row's timestamps as if the row had been written a retention less
+// -age-lag earlier, so the purge deletes, about -age-lag after they were
+// sent, what production deletes an hour after: about the delivery rate.
+// Those triggers are harness load production does not have, and the
+// report says so. -aging burst ages every row sent so far in
 // one statement instead (the purge then deletes them in a burst), -aging
 // off ages nothing. A paced soak (-rate) longer than the retention checks
 // that the rows stay within the mails sent in the last retention.
@@ -99,7 +99,7 @@ type options struct {
 	senders                        int
 	rate, ageFrom                  float64
 	aging                          string
-	ageLag, ageEvery, ageShift     time.Duration
+	ageLag, ageShift               time.Duration
 	purgeWait                      time.Duration
 	retention, reaperInterval      time.Duration
 	sampleEvery, poll, timeout     time.Duration
@@ -119,12 +119,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.lead, "lead", 50_000, "most jobs published ahead of the mails sent")
 	fs.Float64Var(&o.rate, "rate", 0, "publish at most this many jobs/s (0: as fast as the lead allows); for a soak longer than -retention")
 	fs.StringVar(&o.aging, "aging", agingSteady, "how the retention's passing is simulated so that the workers' purge runs during the soak: "+
-		agingSteady+" (from -age-from on, every -age-every, the rows sent more than -age-lag before), "+
+		agingSteady+" (from -age-from on, triggers write the rows' timestamps -age-shift back, so they become purgeable -age-lag after they are sent), "+
 		agingBurst+" (every row sent so far, once, at -age-from) or "+agingOff)
 	fs.Float64Var(&o.ageFrom, "age-from", 0.2, "share of the jobs sent when the aging begins")
-	fs.DurationVar(&o.ageLag, "age-lag", 15*time.Second, "steady aging: how long after it was sent a row is aged, so becomes purgeable")
-	fs.DurationVar(&o.ageEvery, "age-every", time.Second, "steady aging: time between two aging statements")
-	fs.DurationVar(&o.ageShift, "age-shift", 0, "how far the aging moves the timestamps back (0: -retention + 1m); below -retention the purge never deletes the aged rows, which measures the aging's own cost")
+	fs.DurationVar(&o.ageLag, "age-lag", 15*time.Second, "steady aging: how long after it was sent a row becomes purgeable")
+	fs.DurationVar(&o.ageShift, "age-shift", 0, "how far the aging moves the timestamps back (0: steady, -retention less -age-lag; burst, -retention + 1m); a shift that leaves the rows well inside -retention (30m) ages rows the purge never deletes, which measures the aging's own cost")
 	fs.DurationVar(&o.purgeWait, "purge-wait", 5*time.Minute, "burst aging: longest to wait after the last mail for the purge of the aged rows")
 	fs.IntVar(&o.workers, "workers", 2, "worker processes in the group")
 	fs.IntVar(&o.partitions, "partitions", 8, "partitions of the jobs topic")
@@ -166,19 +165,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-aging %q must be %s, %s or %s", o.aging, agingSteady, agingBurst, agingOff)
 	case o.ageFrom < 0 || o.ageFrom >= 1:
 		return o, fmt.Errorf("-age-from %v must be in [0, 1)", o.ageFrom)
-	case o.ageLag <= 0 || o.ageEvery <= 0 || o.ageShift < 0:
-		return o, fmt.Errorf("-age-lag %s and -age-every %s must be positive, -age-shift %s not negative", o.ageLag, o.ageEvery, o.ageShift)
+	case o.ageLag <= 0 || o.ageShift < 0 || o.ageLag >= o.retention:
+		return o, fmt.Errorf("-age-lag %s must be positive and shorter than -retention %s, -age-shift %s not negative", o.ageLag, o.retention, o.ageShift)
 	case o.sampleEvery < o.poll || o.poll <= 0:
 		return o, fmt.Errorf("-sample %s must be at least -poll %s, and -poll positive", o.sampleEvery, o.poll)
 	}
 	if _, _, err := net.SplitHostPort(o.sink); err != nil {
 		return o, fmt.Errorf("-sink %q: %w", o.sink, err)
 	}
-	o.ageShift = cmp.Or(o.ageShift, agingShift(o.retention))
-	if o.ageShift < o.ageLag {
-		// An aged row would land in a later statement's range, and age again.
-		return o, fmt.Errorf("-age-shift %s must be at least -age-lag %s", o.ageShift, o.ageLag)
-	}
+	o.ageShift = cmp.Or(o.ageShift, defaultShift(o.aging, o.retention, o.ageLag))
 	o.brokers = strings.Split(*brokers, ",")
 	o.logDir = cmp.Or(o.logDir, o.out)
 	return o, nil
@@ -366,13 +361,8 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 		lastSampleDelivered       int64
 		agingStarted, agingDone   bool
 		agedCh                    = make(chan error, 1)
-		stopAging                 = make(chan struct{})
-		ager                      *steadyAger // steady aging only
 		allSentAt                 time.Duration
 	)
-	if m.o.aging == agingSteady {
-		ager = &steadyAger{pool: m.pool, shift: m.o.ageShift, lag: m.o.ageLag, every: m.o.ageEvery}
-	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -384,6 +374,9 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 			agingDone = true
 			if m.o.aging == agingBurst {
 				fmt.Fprintf(m.stderr, "soak: aged %s sent rows past the retention in %s\n", thousands(m.aged.Rows), m.aged.Took.Round(time.Millisecond))
+			} else {
+				fmt.Fprintf(m.stderr, "soak: aging triggers installed in %s: rows written from now on become purgeable %s after they are sent\n",
+					m.aged.Took.Round(time.Millisecond), m.aged.Lag)
 			}
 			continue
 		case <-prodDone:
@@ -427,7 +420,10 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 				if m.o.aging == agingBurst {
 					a, err = burst(ctx, m.pool, m.o.ageShift, t, sent)
 				} else {
-					a, err = ager.run(ctx, stopAging, t, sent)
+					// A row becomes purgeable once its shifted timestamps are a
+					// retention old: the retention less the shift after it was
+					// sent, at once for a shift past the retention.
+					a, err = steady(ctx, m.pool, m.o.ageShift, max(m.o.retention-m.o.ageShift, 0), t, sent)
 				}
 				m.aged = a
 				agedCh <- err
@@ -452,16 +448,15 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 		m.samples = append(m.samples, x)
 		lastSampleT, lastSampleDelivered = t, c.Sent
 		if t-lastReportAt >= 30*time.Second || done {
-			fmt.Fprintf(m.stderr, "soak: %s: %s/%s sent, %.0f/s, RSS %s MiB, %s rows, %.0f MiB,%s %s purged, load %.2f\n",
+			fmt.Fprintf(m.stderr, "soak: %s: %s/%s sent, %.0f/s, RSS %s MiB, %s rows, %.0f MiB, %s purged, load %.2f\n",
 				t.Round(time.Second), thousands(c.Sent), thousands(m.o.jobs), x.Rate, mibList(x.RSS),
-				thousands(x.Tables.MessagesRows), mib(x.Tables.AllBytes), ager.progress(), thousands(c.Purged), x.Load1)
+				thousands(x.Tables.MessagesRows), mib(x.Tables.AllBytes), thousands(c.Purged), x.Load1)
 			lastReportAt = t
 		}
 		if !done {
 			continue
 		}
-		if m.o.aging == agingSteady {
-			close(stopAging) // the statement in progress finishes; then the aging reports
+		if agingStarted && !agingDone {
 			if err := <-agedCh; err != nil {
 				return err
 			}

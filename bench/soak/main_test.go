@@ -15,18 +15,18 @@ func TestParseFlags(t *testing.T) {
 		wantErr string
 	}{
 		{name: "the steady aging by default", check: func(o options) bool {
-			return o.aging == agingSteady && o.ageFrom == 0.2 && o.ageLag == 15*time.Second && o.ageEvery == time.Second &&
-				o.ageShift == time.Hour+time.Minute && o.window == 100_000
+			return o.aging == agingSteady && o.ageFrom == 0.2 && o.ageLag == 15*time.Second &&
+				o.ageShift == time.Hour-15*time.Second && o.window == 100_000
 		}},
 		{name: "the burst", args: []string{"-aging", "burst", "-age-from", "0.5"}, check: func(o options) bool {
-			return o.aging == agingBurst && o.ageFrom == 0.5
+			return o.aging == agingBurst && o.ageFrom == 0.5 && o.ageShift == time.Hour+time.Minute
 		}},
 		{name: "no aging", args: []string{"-aging", "off"}, check: func(o options) bool { return o.aging == agingOff }},
 		{name: "an unknown aging", args: []string{"-aging", "sometimes"}, wantErr: `-aging "sometimes"`},
 		{name: "aging from the end", args: []string{"-age-from", "1"}, wantErr: "-age-from 1"},
 		{name: "no lag", args: []string{"-age-lag", "0s"}, wantErr: "-age-lag 0s"},
 		{name: "aging the purge never sees", args: []string{"-age-shift", "30m"}, check: func(o options) bool { return o.ageShift == 30*time.Minute }},
-		{name: "a shift inside the lag", args: []string{"-age-shift", "10s"}, wantErr: "-age-shift 10s must be at least -age-lag 15s"},
+		{name: "a lag as long as the retention", args: []string{"-age-lag", "1h"}, wantErr: "shorter than -retention 1h0m0s"},
 		{name: "a window too large", args: []string{"-jobs", "100", "-window", "60"}, wantErr: "at least twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
