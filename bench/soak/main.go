@@ -121,7 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.aging, "aging", agingSteady, "how the retention's passing is simulated so that the workers' purge runs during the soak: "+
 		agingSteady+" (from -age-from on, triggers write the rows' timestamps -age-shift back, so they become purgeable -age-lag after they are sent), "+
 		agingBurst+" (every row sent so far, once, at -age-from) or "+agingOff)
-	fs.Float64Var(&o.ageFrom, "age-from", 0.2, "share of the jobs sent when the aging begins")
+	fs.Float64Var(&o.ageFrom, "age-from", 0.1, "share of the jobs sent when the aging begins (the default: as the first -window ends, so that the purge's first pass, with the backlog of a reaper interval, is well before the last window)")
 	fs.DurationVar(&o.ageLag, "age-lag", 15*time.Second, "steady aging: how long after it was sent a row becomes purgeable")
 	fs.DurationVar(&o.ageShift, "age-shift", 0, "how far the aging moves the timestamps back (0: steady, -retention less -age-lag; burst, -retention + 1m); a shift that leaves the rows well inside -retention (30m) ages rows the purge never deletes, which measures the aging's own cost")
 	fs.DurationVar(&o.purgeWait, "purge-wait", 5*time.Minute, "burst aging: longest to wait after the last mail for the purge of the aged rows")

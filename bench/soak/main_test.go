@@ -15,7 +15,7 @@ func TestParseFlags(t *testing.T) {
 		wantErr string
 	}{
 		{name: "the steady aging by default", check: func(o options) bool {
-			return o.aging == agingSteady && o.ageFrom == 0.2 && o.ageLag == 15*time.Second &&
+			return o.aging == agingSteady && o.ageFrom == 0.1 && o.ageLag == 15*time.Second &&
 				o.ageShift == time.Hour-15*time.Second && o.window == 100_000
 		}},
 		{name: "the burst", args: []string{"-aging", "burst", "-age-from", "0.5"}, check: func(o options) bool {
