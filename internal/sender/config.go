@@ -83,6 +83,11 @@ type Config struct {
 	// its share by live consumer-group members. The sender does not use
 	// it: the worker's send control does. 0 means unknown. Defaults to 0.
 	Rate float64
+	// NoPipelining sends the envelope one command per round trip even to a
+	// relay that advertises PIPELINING (RFC 2920): for a relay, or a proxy
+	// in front of it, that advertises the extension and mishandles grouped
+	// commands. Defaults to false: pipelined whenever advertised.
+	NoPipelining bool
 	// IdleTimeout: a connection idle longer than this is closed and
 	// redialled before the next send, rather than failing it. Keep it below
 	// the relay's own idle timeout (often 30s to 5m). Defaults to 10s.

@@ -30,9 +30,13 @@ import (
 // the envelope; go-mail's Mail and Rcpt refuse it the same way.
 var errLineBreak = errors.New("smtp: a line must not contain CR or LF")
 
-// pipelining reports whether the relay of the open connection advertised
-// PIPELINING in its EHLO reply.
+// pipelining reports whether the envelope goes out grouped: the relay of
+// the open connection advertised PIPELINING in its EHLO reply, and its
+// config does not turn pipelining off.
 func (s *Session) pipelining() bool {
+	if s.relay.cfg.NoPipelining {
+		return false
+	}
 	ok, _ := s.sc.Extension("PIPELINING")
 	return ok
 }

@@ -21,8 +21,16 @@ import (
 // them, and every recipient reaches the destination Postfix relays to.
 // Postfix, unlike go-smtp, checks a client's pipelining against RFC 2920:
 // it logs "improper command pipelining" (and refuses it with
-// reject_unauth_pipelining), which must not show in its log.
+// reject_unauth_pipelining), which must not show in its log. The same
+// mail goes through a second session with pipelining turned off in its
+// relay's config (NoPipelining), which sends one command per round trip.
 func TestPipelinedSendThroughPostfix(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		t.Run("NoPipelining="+strconv.FormatBool(off), func(t *testing.T) { sendThroughPostfix(t, off) })
+	}
+}
+
+func sendThroughPostfix(t *testing.T, noPipelining bool) {
 	p := testenv.Postfix(t)
 	dest := smtptest.NewServer(t, smtptest.WithListener(p.ListenDest(t)))
 	host, portText, err := net.SplitHostPort(p.Addr)
@@ -33,7 +41,7 @@ func TestPipelinedSendThroughPostfix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(Config{Name: "postfix", Host: host, Port: port}, nil, nil)
+	r, err := New(Config{Name: "postfix", Host: host, Port: port, NoPipelining: noPipelining}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,8 +65,14 @@ func TestPipelinedSendThroughPostfix(t *testing.T) {
 	if err != nil || len(res.Refused) != 0 || !slices.Equal(res.Accepted, []int{0, 1, 2}) {
 		t.Fatalf("SendTo: %+v, %v; want all three accepted", res, err)
 	}
-	if s.sc == nil || !s.pipelining() {
-		t.Fatal("Postfix did not offer PIPELINING, or the session dropped its connection: nothing was pipelined")
+	if s.sc == nil {
+		t.Fatal("the session dropped its connection")
+	}
+	if offered, _ := s.sc.Extension("PIPELINING"); !offered {
+		t.Fatal("Postfix did not offer PIPELINING")
+	}
+	if s.pipelining() == noPipelining {
+		t.Fatalf("the session pipelines: %v, with NoPipelining %v", s.pipelining(), noPipelining)
 	}
 
 	want := []string{"ada@example.test", "edsger@example.test", "grace@example.test"}

@@ -21,8 +21,10 @@ import (
 )
 
 // TestSessionPipelinedTransactions runs the envelope's outcomes against a
-// server that advertises PIPELINING and one that does not: the results are
-// the same, and only with PIPELINING does the envelope go out in one write.
+// server that advertises PIPELINING, one that does not, and one that does
+// to a relay configured with pipelining off: the results are the same, and
+// only with PIPELINING advertised and not turned off does the envelope go
+// out in one write.
 // Each case sends one mail to good@, bad@ and other@ that the script
 // answers, then a clean mail on the same session that must not inherit
 // anything of the first.
@@ -133,12 +135,22 @@ func TestSessionPipelinedTransactions(t *testing.T) {
 			wantConns: 1,
 		},
 	}
-	for _, pipelining := range []bool{true, false} {
+	modes := []struct {
+		name                 string
+		advertise, turnedOff bool
+		pipelining           bool // the envelope goes out grouped
+	}{
+		{"pipelining", true, false, true},
+		{"not advertised", false, false, false},
+		{"turned off", true, true, false},
+	}
+	for _, mode := range modes {
+		pipelining := mode.pipelining
 		for _, tt := range tests {
-			t.Run(fmt.Sprintf("pipelining=%v/%s", pipelining, tt.name), func(t *testing.T) {
+			t.Run(mode.name+"/"+tt.name, func(t *testing.T) {
 				var mu sync.Mutex
 				second := false // the script answers the first mail only
-				ln := newPipeliningListener(t, pipelining)
+				ln := newPipeliningListener(t, mode.advertise)
 				srv := smtptest.NewServer(t, smtptest.WithListener(ln), smtptest.WithScript(func(c smtptest.Command) *smtptest.Reply {
 					mu.Lock()
 					defer mu.Unlock()
@@ -147,7 +159,7 @@ func TestSessionPipelinedTransactions(t *testing.T) {
 					}
 					return tt.script(c)
 				}))
-				relay, _ := newRelay(t, srv, sender.Config{Name: "relay1"})
+				relay, _ := newRelay(t, srv, sender.Config{Name: "relay1", NoPipelining: mode.turnedOff})
 				s := newSession(t, relay)
 				ctx := context.Background()
 

@@ -15,12 +15,12 @@ import (
 const DefaultImplicitTLSPort = 465
 
 // relayURLParams are the query parameters a relay URL may carry.
-var relayURLParams = []string{"name", "priority", "tls", "helo", "max_conns", "rate", "insecure_skip_verify"}
+var relayURLParams = []string{"name", "priority", "tls", "helo", "max_conns", "rate", "insecure_skip_verify", "pipelining"}
 
 // ParseRelayURL parses one relay URL into a Config (without defaults for
 // the fields the URL does not set; New applies them):
 //
-//	smtp://[user[:pass]@]host[:port][?name=&priority=&tls=&helo=&max_conns=&rate=&insecure_skip_verify=true]
+//	smtp://[user[:pass]@]host[:port][?name=&priority=&tls=&helo=&max_conns=&rate=&insecure_skip_verify=true&pipelining=false]
 //	smtps://... the same with implicit TLS (TLSImplicit)
 //
 // The port defaults to 587 for smtp and 465 for smtps, name to the host,
@@ -124,6 +124,13 @@ func ParseRelayURL(raw string) (Config, error) {
 		if cfg.InsecureSkipVerify, err = strconv.ParseBool(v); err != nil {
 			return fail("insecure_skip_verify %q is not true or false", v)
 		}
+	}
+	if v := q.Get("pipelining"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return fail("pipelining %q is not true or false", v)
+		}
+		cfg.NoPipelining = !on
 	}
 	if v := q.Get("tls"); v != "" {
 		switch p := TLSPolicy(strings.ToLower(v)); {

@@ -25,6 +25,8 @@ func TestParseRelayURL(t *testing.T) {
 				HELO: "me.example.com", InsecureSkipVerify: true, Username: "ada@example.com", Password: "p@ss:w/o,rd",
 			},
 		},
+		{"smtp://relay.example.com?pipelining=false", sender.Config{Name: "relay.example.com", Host: "relay.example.com", Port: 587, TLS: sender.TLSAuto, NoPipelining: true}},
+		{"smtp://relay.example.com?pipelining=true", sender.Config{Name: "relay.example.com", Host: "relay.example.com", Port: 587, TLS: sender.TLSAuto}},
 		{"smtp://user@relay.example.com?tls=Opportunistic", sender.Config{Name: "relay.example.com", Host: "relay.example.com", Port: 587, TLS: sender.TLSOpportunistic, Username: "user"}},
 		{"smtp://user:@localhost?tls=none", sender.Config{Name: "localhost", Host: "localhost", Port: 587, TLS: sender.TLSNone, Username: "user"}},
 	}
@@ -69,6 +71,7 @@ func TestParseRelayURLErrors(t *testing.T) {
 		{"smtp://mail.example.com?rate=fast", "rate"},
 		{"smtp://mail.example.com?rate=-1", "Rate"},
 		{"smtp://mail.example.com?insecure_skip_verify=yes", "insecure_skip_verify"},
+		{"smtp://mail.example.com?pipelining=off", "pipelining"},
 		{"smtp://mail.example.com?port=25", `unknown parameter "port"`},
 		{"smtp://mail.example.com?name=a&name=b", `"name" is given 2 times`},
 		{"smtp://mail.example.com?name=a%20b", "Name"},
