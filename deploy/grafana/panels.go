@@ -209,6 +209,39 @@ func overviewDashboard() dashboardSpec {
 					},
 				},
 			}},
+			{title: "Templates", panels: []panelSpec{
+				{
+					title: "Template compositions by result",
+					description: "Templated mails the workers composed per second, by result: rendered (the version " +
+						"the labels chose), fallback (a later version of the plan rendered because the chosen one " +
+						"failed), builtin (no stored version rendered and the built-in template of that name did), " +
+						"failed (nothing rendered, or the template store could not be read). What to do: fallback " +
+						"or builtin above zero means a stored version fails to render, usually a canary or a new " +
+						"active version: the rows' template_why names it; end the canary or run postctl template " +
+						"rollback, then fix and push the template. Failed above zero dead-letters mail with reason " +
+						"render_failed (replay it once fixed) or, when the store is unreachable, retries it.",
+					unit: unitPerSecond, stacked: true,
+					targets: []target{{
+						expr:   "sum by (result) (" + rate("postline_compose_renders_total") + ")",
+						legend: "{{result}}",
+					}},
+				},
+				{
+					title: "Template compose time p50/p99",
+					description: "Time to compose one templated mail: reading a version from the template store " +
+						"when it is not cached, compiling it, checking the data against its schema and rendering " +
+						"every part; median and 99th percentile over the workers. What to do: a p99 that stays far " +
+						"above the p50 means versions keep being fetched and compiled: many templates or versions " +
+						"in use at once, or the store slow to answer (its round trips are in " +
+						"postline_templatestore_round_trip_seconds); a p50 that rises with the mails' size means " +
+						"the templates themselves got heavier.",
+					unit: unitSeconds,
+					targets: []target{
+						{expr: quantile("0.5", "postline_compose_render_seconds"), legend: "p50"},
+						{expr: quantile("0.99", "postline_compose_render_seconds"), legend: "p99"},
+					},
+				},
+			}},
 		},
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/postline/postline/internal/bounce"
 	"github.com/postline/postline/internal/report"
 	"github.com/postline/postline/internal/returnpath"
+	"github.com/postline/postline/internal/templatestore"
 	"github.com/postline/postline/job"
 )
 
@@ -123,8 +124,15 @@ func TestPrometheusSeesEveryDashboardQueryAndAlert(t *testing.T) {
 	})
 	prom.waitTargetsUp(t)
 
+	// A few of the jobs name a stored template, so that the template
+	// panels have compositions to show.
+	const templated = 20
+	templates := s.templateStore(t)
+	v := pushTemplate(t, templates, templatestore.Draft{Name: "dashboards", Subject: "Order {{.order}}", TextBody: "Hello {{.name}}.\n"})
+	setLabel(t, templates, "dashboards", "active", v, 0)
+
 	loadStart := time.Now()
-	load := newJobs(jobs, "prometheus")
+	load := append(newJobs(jobs-templated, "prometheus"), templateJobs(templated, "dashboards")...)
 	ids := s.publish(load...)
 	eventually(t, 90*time.Second, "every job in a terminal state", func(ctx context.Context) (bool, string) {
 		counts, err := s.statusCounts(ctx)
@@ -144,6 +152,7 @@ func TestPrometheusSeesEveryDashboardQueryAndAlert(t *testing.T) {
 		{"postline_adaptive_decreases_total", nil},
 		{"postline_retry_records_total", nil},
 		{"postline_deadletter_records_total", []string{"reason", "smtp_permanent"}},
+		{"postline_compose_renders_total", []string{"result", "rendered"}},
 	} {
 		if v := w.mustMetric(m.name, m.labels...); v < 1 {
 			t.Errorf("%s%v is %v after the load, want some", m.name, m.labels, v)
