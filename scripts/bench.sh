@@ -7,7 +7,9 @@
 #
 # Starts the local stack with Postfix's smtp-sink (127.0.0.1:2525), builds the Postline worker, the
 # worker of BASELINE_REV (default 4c91515, from `git archive`, into bin/worker-baseline) and the naive
-# baseline into bin/, then runs bench/e2e: the baseline worker and the current one alternating, the
+# baseline into bin/, then runs bench/e2e: first a warm-up of 300,000 jobs through the current worker,
+# not measured (-warmup-jobs; a freshly started broker's JIT would otherwise make the first rows
+# slower), then the baseline worker and the current one alternating, the
 # worker on template jobs (each naming a stored template it renders), the naive worker, raw
 # smtp-source into the same sink, and a Postfix relay that bench/e2e configures and starts itself in
 # front of that sink, side by side in one run; every row with its whole-pipeline CPU (the pid files
