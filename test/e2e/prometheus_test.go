@@ -131,8 +131,16 @@ func TestPrometheusSeesEveryDashboardQueryAndAlert(t *testing.T) {
 	v := pushTemplate(t, templates, templatestore.Draft{Name: "dashboards", Subject: "Order {{.order}}", TextBody: "Hello {{.name}}.\n"})
 	setLabel(t, templates, "dashboards", "active", v, 0)
 
+	// Their recipients are not the plain jobs' (rcpt-<i>@): a plain job's
+	// recipient the relay refuses 550 is suppressed, and a templated job
+	// to the same address would end suppressed instead of sent or failed.
+	tmpl := templateJobs(templated, "dashboards")
+	for i := range tmpl {
+		tmpl[i].To = []string{fmt.Sprintf("templated-%d@example.test", i)}
+	}
+
 	loadStart := time.Now()
-	load := append(newJobs(jobs-templated, "prometheus"), templateJobs(templated, "dashboards")...)
+	load := append(newJobs(jobs-templated, "prometheus"), tmpl...)
 	ids := s.publish(load...)
 	eventually(t, 90*time.Second, "every job in a terminal state", func(ctx context.Context) (bool, string) {
 		counts, err := s.statusCounts(ctx)
