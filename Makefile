@@ -66,10 +66,9 @@ bench-scale:
 	$(GO) run ./bench/scale -worker-bin bin/worker
 
 ## soak: 1,000,000 small jobs through two workers into smtp-sink: rate, RSS and table size over time (SOAK_ARGS, e.g. -jobs 100000)
-# A 300,000-job soak without aging runs first, its report discarded: a freshly started broker's JIT
-# would make the first window slower and flatter the ratio (see docs/benchmarks.md, the warm-up).
+# bench/soak runs an unmeasured 300,000-job soak without aging first (-warmup-jobs): a freshly
+# started broker's JIT would make the first window slower and flatter the ratio.
 soak:
 	scripts/stack.sh up --with-sink
 	$(GO) build -o bin/worker ./cmd/worker
-	eval "$$(scripts/stack.sh env)" && $(GO) run ./bench/soak -worker-bin bin/worker -jobs 300000 -aging off -out bin/soak-warmup >/dev/null
 	eval "$$(scripts/stack.sh env)" && $(GO) run ./bench/soak -worker-bin bin/worker $(SOAK_ARGS)

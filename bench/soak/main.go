@@ -94,7 +94,7 @@ func main() {
 
 // options are the command-line flags.
 type options struct {
-	jobs, window, lead             int64
+	jobs, window, lead, warmupJobs int64
 	workers, partitions, bodyBytes int
 	senders                        int
 	rate, ageFrom                  float64
@@ -117,6 +117,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.jobs, "jobs", 1_000_000, "jobs to deliver")
 	fs.Int64Var(&o.window, "window", 0, "mails of the first and the last window whose rates are compared (0: a tenth of -jobs)")
 	fs.Int64Var(&o.lead, "lead", 50_000, "most jobs published ahead of the mails sent")
+	fs.Int64Var(&o.warmupJobs, "warmup-jobs", 300_000, "jobs of an unmeasured soak without aging, on fixtures of its own, before the measured one: "+
+		"a freshly started broker runs slow until its JIT has compiled its hot paths, which would make the first window slower and flatter the ratio (0: none)")
 	fs.Float64Var(&o.rate, "rate", 0, "publish at most this many jobs/s (0: as fast as the lead allows); for a soak longer than -retention")
 	fs.StringVar(&o.aging, "aging", agingSteady, "how the retention's passing is simulated so that the workers' purge runs during the soak: "+
 		agingSteady+" (from -age-from on, triggers write the rows' timestamps -age-shift back, so they become purgeable -age-lag after they are sent), "+
@@ -157,6 +159,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-jobs %d must be at least twice -window %d (and -window at least 1)", o.jobs, o.window)
 	case o.lead < 1:
 		return o, fmt.Errorf("-lead %d must be at least 1", o.lead)
+	case o.warmupJobs != 0 && o.warmupJobs < minWarmupJobs:
+		return o, fmt.Errorf("-warmup-jobs %d must be 0 or at least %d", o.warmupJobs, minWarmupJobs)
 	case o.workers < 1 || o.partitions < o.workers:
 		return o, fmt.Errorf("-workers %d must be between 1 and -partitions %d", o.workers, o.partitions)
 	case o.bodyBytes < 1 || o.senders < 0 || o.rate < 0:
@@ -180,7 +184,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	began := time.Now()
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
@@ -188,6 +191,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.plotFrom != "" {
 		return replot(o.plotFrom, filepath.Join(o.out, "soak.svg"))
 	}
+	if o.warmupJobs > 0 {
+		w := warmupOptions(o)
+		fmt.Fprintf(stderr, "soak: warm-up of %s jobs without aging, not measured (report in %s)\n", thousands(w.jobs), w.out)
+		if err := soak(ctx, w, "", io.Discard, stderr); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	return soak(ctx, o, strings.TrimSpace("go run ./bench/soak "+strings.Join(args, " ")), stdout, stderr)
+}
+
+// minWarmupJobs is the smallest warm-up: its windows must hold a mail.
+const minWarmupJobs = 10
+
+// warmupOptions are the options of the warm-up soak before o: o's fleet
+// and sink, w.jobs jobs without aging, its files under o's in warmup/.
+func warmupOptions(o options) options {
+	w := o
+	w.jobs, w.window, w.warmupJobs = o.warmupJobs, o.warmupJobs/10, 0
+	w.aging = agingOff
+	w.out = filepath.Join(o.out, "warmup")
+	w.logDir = filepath.Join(o.logDir, "warmup")
+	w.keep = false
+	return w
+}
+
+// soak runs one soak of o and writes its files; command is how it was
+// run, for the report.
+func soak(ctx context.Context, o options, command string, stdout, stderr io.Writer) error {
+	began := time.Now()
 	for _, d := range []string{o.out, o.logDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
@@ -273,7 +305,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	p := params{
 		Jobs: o.jobs, Window: o.window, Workers: o.workers, Retention: o.retention,
 		ReaperInterval: o.reaperInterval, SampleEvery: o.sampleEvery, AgingMode: o.aging,
-		Command: strings.TrimSpace("go run ./bench/soak " + strings.Join(args, " ")),
+		Command: command,
 		Machine: fmt.Sprintf("%d CPUs (%s), %s, %s", runtime.NumCPU(), cmp.Or(benchenv.CPUModel(), "unknown CPU"),
 			memTotal(), runtime.Version()),
 		ProducerSummary: pr.describe(),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +17,10 @@ func TestParseFlags(t *testing.T) {
 	}{
 		{name: "the steady aging by default", check: func(o options) bool {
 			return o.aging == agingSteady && o.ageFrom == 0.1 && o.ageLag == 15*time.Second &&
-				o.ageShift == time.Hour-15*time.Second && o.window == 100_000
+				o.ageShift == time.Hour-15*time.Second && o.window == 100_000 && o.warmupJobs == 300_000
 		}},
+		{name: "no warm-up", args: []string{"-warmup-jobs", "0"}, check: func(o options) bool { return o.warmupJobs == 0 }},
+		{name: "a warm-up without a window", args: []string{"-warmup-jobs", "9"}, wantErr: "-warmup-jobs 9 must be 0 or at least 10"},
 		{name: "the burst", args: []string{"-aging", "burst", "-age-from", "0.5"}, check: func(o options) bool {
 			return o.aging == agingBurst && o.ageFrom == 0.5 && o.ageShift == time.Hour+time.Minute
 		}},
@@ -41,5 +44,26 @@ func TestParseFlags(t *testing.T) {
 				t.Fatalf("parseFlags(%q) = %+v, %v", tc.args, o, err)
 			}
 		})
+	}
+}
+
+func TestWarmupOptions(t *testing.T) {
+	o, err := parseFlags([]string{"-jobs", "50000", "-warmup-jobs", "20000", "-out", "res", "-keep", "-workers", "3"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := warmupOptions(o)
+	if w.jobs != 20_000 || w.window != 2_000 || w.warmupJobs != 0 || w.aging != agingOff || w.keep {
+		t.Errorf("warm-up: jobs %d, window %d, warm-up %d, aging %q, keep %v; want 20000, 2000, 0, %q, false",
+			w.jobs, w.window, w.warmupJobs, w.aging, w.keep, agingOff)
+	}
+	if w.out != filepath.Join("res", "warmup") || w.logDir != w.out {
+		t.Errorf("warm-up files in %q and %q, want both in res/warmup", w.out, w.logDir)
+	}
+	if w.workers != 3 || w.workerBin != o.workerBin || w.sink != o.sink || w.retention != o.retention {
+		t.Errorf("warm-up fleet %+v differs from the measured one's %+v", w, o)
+	}
+	if o.jobs != 50_000 || o.aging != agingSteady || !o.keep {
+		t.Errorf("the measured options changed: %+v", o)
 	}
 }
