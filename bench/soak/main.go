@@ -117,7 +117,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.jobs, "jobs", 1_000_000, "jobs to deliver")
 	fs.Int64Var(&o.window, "window", 0, "mails of the first and the last window whose rates are compared (0: a tenth of -jobs)")
 	fs.Int64Var(&o.lead, "lead", 50_000, "most jobs published ahead of the mails sent")
-	fs.Int64Var(&o.warmupJobs, "warmup-jobs", 300_000, "jobs of an unmeasured soak without aging, on fixtures of its own, before the measured one: "+
+	fs.Int64Var(&o.warmupJobs, "warmup-jobs", 300_000, "jobs of an unmeasured soak without aging or -rate, on fixtures of its own, before the measured one: "+
 		"a freshly started broker runs slow until its JIT has compiled its hot paths, which would make the first window slower and flatter the ratio (0: none)")
 	fs.Float64Var(&o.rate, "rate", 0, "publish at most this many jobs/s (0: as fast as the lead allows); for a soak longer than -retention")
 	fs.StringVar(&o.aging, "aging", agingSteady, "how the retention's passing is simulated so that the workers' purge runs during the soak: "+
@@ -205,11 +205,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 const minWarmupJobs = 10
 
 // warmupOptions are the options of the warm-up soak before o: o's fleet
-// and sink, w.jobs jobs without aging, its files under o's in warmup/.
+// and sink, o.warmupJobs jobs without aging and as fast as they go (a
+// -rate is for the measured soak: the JIT only needs the load), its files
+// under o's in warmup/.
 func warmupOptions(o options) options {
 	w := o
 	w.jobs, w.window, w.warmupJobs = o.warmupJobs, o.warmupJobs/10, 0
-	w.aging = agingOff
+	w.aging, w.rate = agingOff, 0
 	w.out = filepath.Join(o.out, "warmup")
 	w.logDir = filepath.Join(o.logDir, "warmup")
 	w.keep = false

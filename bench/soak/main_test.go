@@ -48,14 +48,14 @@ func TestParseFlags(t *testing.T) {
 }
 
 func TestWarmupOptions(t *testing.T) {
-	o, err := parseFlags([]string{"-jobs", "50000", "-warmup-jobs", "20000", "-out", "res", "-keep", "-workers", "3"}, io.Discard)
+	o, err := parseFlags([]string{"-jobs", "50000", "-warmup-jobs", "20000", "-out", "res", "-keep", "-workers", "3", "-rate", "500"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := warmupOptions(o)
-	if w.jobs != 20_000 || w.window != 2_000 || w.warmupJobs != 0 || w.aging != agingOff || w.keep {
-		t.Errorf("warm-up: jobs %d, window %d, warm-up %d, aging %q, keep %v; want 20000, 2000, 0, %q, false",
-			w.jobs, w.window, w.warmupJobs, w.aging, w.keep, agingOff)
+	if w.jobs != 20_000 || w.window != 2_000 || w.warmupJobs != 0 || w.aging != agingOff || w.keep || w.rate != 0 {
+		t.Errorf("warm-up: jobs %d, window %d, warm-up %d, aging %q, keep %v, rate %v; want 20000, 2000, 0, %q, false, 0",
+			w.jobs, w.window, w.warmupJobs, w.aging, w.keep, w.rate, agingOff)
 	}
 	if w.out != filepath.Join("res", "warmup") || w.logDir != w.out {
 		t.Errorf("warm-up files in %q and %q, want both in res/warmup", w.out, w.logDir)
@@ -63,7 +63,7 @@ func TestWarmupOptions(t *testing.T) {
 	if w.workers != 3 || w.workerBin != o.workerBin || w.sink != o.sink || w.retention != o.retention {
 		t.Errorf("warm-up fleet %+v differs from the measured one's %+v", w, o)
 	}
-	if o.jobs != 50_000 || o.aging != agingSteady || !o.keep {
+	if o.jobs != 50_000 || o.aging != agingSteady || !o.keep || o.rate != 500 {
 		t.Errorf("the measured options changed: %+v", o)
 	}
 }
