@@ -77,6 +77,10 @@ type item struct {
 	releaseAt   time.Time   // when a released job (no provider available, a short throttle) is claimed again
 	reentry     string      // why it is released: reentryRelease or reentryThrottled
 	holds       int         // short throttles waited out in the worker (scheduleRetry)
+	// decidedAt is when the sender settled this attempt: the time of its
+	// events, which may be recorded seconds later when the outcome writes
+	// queue behind a slow batch.
+	decidedAt time.Time
 }
 
 // Pipeline delivers consumed jobs. Create it with New and start it with Run.
@@ -763,7 +767,7 @@ func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, d
 // resetOutcome clears what the sender set, before the item is claimed again.
 func (it *item) resetOutcome() {
 	it.provider, it.verdict, it.outcome, it.class, it.reason, it.errText = "", failure.Verdict{}, "", "", "", ""
-	it.nextAttempt, it.copy, it.releaseAt, it.reentry = 0, nil, time.Time{}, ""
+	it.nextAttempt, it.copy, it.releaseAt, it.reentry, it.decidedAt = 0, nil, time.Time{}, "", time.Time{}
 }
 
 // The causes of a re-entry (postline_delivery_reentries_total).

@@ -335,7 +335,13 @@ func (p *Pipeline) appendEvents(dst []event.Event, it *item, now time.Time) []ev
 	if len(it.rcpts) == 0 {
 		return dst
 	}
-	base := event.Event{Schema: event.Schema, At: now.UTC(), MessageID: it.job.MessageID, Tenant: it.job.Tenant,
+	// An event is dated when its attempt was settled, not when the batch
+	// is recorded: a deferral's next_attempt_at is a tier after the former.
+	at := now
+	if !it.decidedAt.IsZero() {
+		at = it.decidedAt
+	}
+	base := event.Event{Schema: event.Schema, At: at.UTC(), MessageID: it.job.MessageID, Tenant: it.job.Tenant,
 		Stream: stream(&it.job), Attempt: it.attempt, Provider: it.provider, Metadata: it.job.Metadata,
 		Template: it.composed}
 	out := dst

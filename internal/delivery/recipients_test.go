@@ -17,6 +17,7 @@ import (
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/job"
 )
@@ -238,6 +239,47 @@ func TestDeferredRecipientIsRetriedAlone(t *testing.T) {
 		if e.Type == event.Deferred && (e.NextAttemptAt == nil || e.Class != "transient") {
 			t.Errorf("deferred event %+v lacks its class or next attempt", e)
 		}
+	}
+}
+
+// TestEventsAreDatedWhenTheAttemptSettled: a batch recorded seconds after
+// its attempts were settled (its writes queued behind a slow one) still
+// dates their events at the settling, so a deferral's next_attempt_at is one
+// tier after its at rather than before it.
+func TestEventsAreDatedWhenTheAttemptSettled(t *testing.T) {
+	h := newOutcomeHarness(t, func(string) *sender.Error { return nil }, nil)
+	settled := time.Date(2026, 12, 3, 7, 14, 20, 0, time.UTC)
+	recorded := settled.Add(3 * time.Second)
+	tier := time.Second
+	tests := []struct {
+		name      string
+		decidedAt time.Time
+		wantAt    time.Time
+	}{
+		{"settled by a sender", settled, settled},
+		{"never sent (suppressed at the claim): the recording time", time.Time{}, recorded},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			it := &item{job: multiJob("e@x", "ok@example.com", "full@example.com"), attempt: 1, decidedAt: tt.decidedAt,
+				class: "transient", copy: &retry.Copy{Attempt: 2, NotBefore: settled.Add(tier), Tier: tier}}
+			it.rcpts = []rcpt{
+				{index: 0, address: "ok@example.com", state: idempotency.RecipientAccepted, fresh: true},
+				{index: 1, address: "full@example.com", state: idempotency.RecipientPending, fresh: true},
+			}
+			events := h.pipeline.appendEvents(nil, it, recorded)
+			if len(events) != 2 {
+				t.Fatalf("events = %+v, want an acceptance and a deferral", events)
+			}
+			for _, e := range events {
+				if !e.At.Equal(tt.wantAt) {
+					t.Errorf("%s event at %s, want %s", e.Type, e.At, tt.wantAt)
+				}
+				if e.Type == event.Deferred && (e.NextAttemptAt == nil || !e.NextAttemptAt.Equal(settled.Add(tier))) {
+					t.Errorf("deferral next_attempt_at = %v, want %s", e.NextAttemptAt, settled.Add(tier))
+				}
+			}
+		})
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- *item) error {
 	for it := range in {
 		p.deliver(ctx, it)
+		it.decidedAt = p.cfg.NowFunc()
 		it.finishRecipients()
 		if ctx.Err() != nil {
 			// Hard stop: the send may have been cut short; leave the record

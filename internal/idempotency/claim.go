@@ -143,7 +143,8 @@ type claimInput struct {
 // statement already took whichever leases could be taken, so classify only
 // explains why the others were not. The order of the checks matters: content
 // first (conflict), then terminal state (duplicate), then attempt (stale),
-// then the lease (busy).
+// then the lease (busy), except that the copy of the attempt after a live
+// lease's waits for that lease.
 func classify(in claimInput) Claim {
 	c := Claim{MessageID: in.Req.MessageID}
 	if in.Row != nil {
@@ -182,6 +183,14 @@ func classify(in claimInput) Claim {
 		c.Result = Conflict
 	case row.Status.Terminal():
 		c.Result = Duplicate
+	case in.Req.Attempt == row.Attempt+1 && row.Status == StatusSending && row.LeaseExpiresAt.After(in.Now):
+		// The next attempt's copy overtook the outcome of this one: a
+		// sender publishes the retry copy before it records the row, and a
+		// short delay tier can bring the copy back before that write lands.
+		// Wait for the row, which the live lease says is coming; once the
+		// lease lapses its owner is gone, its record is redelivered and
+		// makes the attempt again, and this copy is stale.
+		c.Result, c.RetryAt = Busy, row.LeaseExpiresAt
 	case in.Req.Attempt != row.Attempt:
 		c.Result = Stale
 	case row.LeaseExpiresAt.After(in.Now):
@@ -274,8 +283,11 @@ FROM postline_messages WHERE message_id = ANY($1::text[])`
 // attempt 1 whatever the request's attempt: Claim.Attempt says which), or the row is pending, retrying or sending with the same hash, the same
 // attempt and no live lease (a sending row with an expired lease belongs to a
 // crashed owner). Otherwise: a different hash is Conflict whatever the
-// status, a terminal row is Duplicate, an attempt mismatch is Stale, and a
-// live lease (anyone's, ours included) is Busy until RetryAt. Leases are
+// status, a terminal row is Duplicate, the copy of the next attempt of a row
+// still sending under a live lease is Busy until RetryAt (the outcome that
+// moves the row to that attempt is on its way), any other attempt mismatch
+// is Stale, and a live lease (anyone's, ours included) is Busy until
+// RetryAt. Leases are
 // measured on the database's clock.
 //
 // Whether a row exists, and so which attempt a new row gets, is read in the

@@ -87,6 +87,26 @@ func TestClassify(t *testing.T) {
 			want: Stale, wantStatus: StatusSending, wantVersion: 7,
 		},
 		{
+			name: "next attempt under a live lease is busy: its outcome is still being recorded",
+			in:   claimInput{Req: req(hashA, 2), Row: row(StatusSending, hashA, 1, live), Now: now},
+			want: Busy, wantStatus: StatusSending, wantVersion: 7, wantRetryAt: live,
+		},
+		{
+			name: "next attempt after the lease lapsed is stale: the owner is gone and its record comes again",
+			in:   claimInput{Req: req(hashA, 2), Row: row(StatusSending, hashA, 1, expired), Now: now},
+			want: Stale, wantStatus: StatusSending, wantVersion: 7,
+		},
+		{
+			name: "two attempts ahead of a live lease is stale",
+			in:   claimInput{Req: req(hashA, 3), Row: row(StatusSending, hashA, 1, live), Now: now},
+			want: Stale, wantStatus: StatusSending, wantVersion: 7,
+		},
+		{
+			name: "next attempt of a retrying row under a live lease is stale",
+			in:   claimInput{Req: req(hashA, 3), Row: row(StatusRetrying, hashA, 2, live), Now: now},
+			want: Stale, wantStatus: StatusRetrying, wantVersion: 7,
+		},
+		{
 			name: "newer attempt on a pending row is stale",
 			in:   claimInput{Req: req(hashA, 3), Row: row(StatusPending, hashA, 1, time.Time{})},
 			want: Stale, wantStatus: StatusPending, wantVersion: 7,

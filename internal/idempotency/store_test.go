@@ -328,6 +328,71 @@ func TestBusyUntilLeaseExpires(t *testing.T) {
 	}
 }
 
+// TestRetryCopyOvertakingItsOutcome is the race of a short delay tier: the
+// retry copy of attempt 2 is back from the scheduler while the row is still
+// sending at attempt 1, because the sender publishes the copy before it
+// records the outcome. The copy waits for the row instead of being dropped as
+// stale, and is claimed once the outcome lands.
+func TestRetryCopyOvertakingItsOutcome(t *testing.T) {
+	t.Parallel()
+	_, pool := migrated(t)
+	s, reg := newStore(t, pool, "worker-1", time.Minute)
+	id := "<overtaken@example.com>"
+	first := claimOne(t, s, req(id, "body", 1))
+	wantResult(t, first, idempotency.Claimed)
+	lease := get(t, s, id).LeaseExpiresAt
+
+	early := claimOne(t, s, req(id, "body", 2))
+	wantResult(t, early, idempotency.Busy)
+	if !early.RetryAt.Equal(lease) {
+		t.Errorf("early copy RetryAt = %v, want the lease expiry %v", early.RetryAt, lease)
+	}
+	// Two attempts ahead is no copy a sender makes: stale, as before.
+	wantResult(t, claimOne(t, s, req(id, "body", 3)), idempotency.Stale)
+
+	if lost := record(t, s, idempotency.Outcome{MessageID: id, Version: first.Version, Status: idempotency.StatusRetrying,
+		Attempt: 2, Provider: "relay-a", ErrorClass: "transient", Error: "452 4.2.2 mailbox full"}); len(lost) != 0 {
+		t.Fatalf("Record retrying lost %v", lost)
+	}
+	again := claimOne(t, s, req(id, "body", 2))
+	wantResult(t, again, idempotency.Claimed)
+	if again.Attempt != 2 {
+		t.Errorf("claimed attempt = %d, want 2", again.Attempt)
+	}
+	if got := metricValue(t, reg, "postline_idempotency_claims_total", "result", "busy"); got != 1 {
+		t.Errorf("claims_total{result=busy} = %v, want 1", got)
+	}
+}
+
+// TestRetryCopyAfterItsOwnerDied: the copy of attempt 2 finds the row still
+// sending at attempt 1 under a lapsed lease. The owner died between
+// publishing the copy and recording the outcome; its record is redelivered
+// and makes attempt 1 again, so the copy is stale rather than waiting for a
+// write that never comes.
+func TestRetryCopyAfterItsOwnerDied(t *testing.T) {
+	t.Parallel()
+	_, pool := migrated(t)
+	s, _ := newStore(t, pool, "worker-1", time.Second)
+	id := "<orphaned@example.com>"
+	wantResult(t, claimOne(t, s, req(id, "body", 1)), idempotency.Claimed)
+	lease := get(t, s, id).LeaseExpiresAt
+	c := claimOne(t, s, req(id, "body", 2))
+	wantResult(t, c, idempotency.Busy) // the lease is still live
+	for c.Result == idempotency.Busy {
+		if !c.RetryAt.Equal(lease) {
+			t.Fatalf("busy copy RetryAt = %v, want the lease expiry %v", c.RetryAt, lease)
+		}
+		if time.Until(lease) < -10*time.Second {
+			t.Fatal("copy still busy long after the lease lapsed")
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval, not the condition
+		c = claimOne(t, s, req(id, "body", 2))
+	}
+	wantResult(t, c, idempotency.Stale)
+	// The redelivered attempt 1 takes the row over.
+	wantResult(t, claimOne(t, s, req(id, "body", 1)), idempotency.Claimed)
+}
+
 func TestStaleAttemptAndRetryReclaim(t *testing.T) {
 	t.Parallel()
 	_, pool := migrated(t)
