@@ -119,6 +119,85 @@ func BenchmarkClaimRecord(b *testing.B) {
 	}
 }
 
+// BenchmarkPurge measures the retention purge on its own: b.N rows sent
+// through the worker's claim and record statements (one recipient each,
+// random Message-IDs as in production), confirmed and aged past a 1 h
+// retention before the timer starts, then deleted by Purge in the reaper's
+// statements of purgeBatch rows until none is left. It reports rows/s,
+// pg-CPU-µs/row (the serving backend's CPU, as in BenchmarkClaimRecord) and
+// WAL-B/row (server-wide: run it on a quiet server). Run it with
+//
+//	go test -run '^$' -bench Purge -benchtime 100000x -count 3 ./internal/idempotency/
+func BenchmarkPurge(b *testing.B) {
+	const purgeBatch = 1000 // the reaper's default statement size
+	url, admin := testenv.NewSchema(b)
+	if err := schema.Migrate(b.Context(), admin); err != nil {
+		b.Fatalf("Migrate: %v", err)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(b.Context(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	ctx := b.Context()
+	s, err := idempotency.New(idempotency.Config{Owner: "bench", Lease: 30 * time.Second}, pool, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := testenv.UniqueName("p")
+	for done := 0; done < b.N; done += benchBatch {
+		ids := make([]string, min(benchBatch, b.N-done))
+		for i := range ids {
+			ids[i] = fmt.Sprintf("<%x-%s@bench>", hash(fmt.Sprint(done+i))[:8], run)
+		}
+		benchRecord(b, ctx, s, ids, benchClaim(b, ctx, s, ids, 1, false), idempotency.StatusSent, 0)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE postline_messages SET confirmation = 'confirmed',
+		created_at = created_at - interval '2 hours', updated_at = updated_at - interval '2 hours'`); err != nil {
+		b.Fatalf("age the rows: %v", err)
+	}
+	// The aging's dead versions are the setup's, not the purge's to step over.
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE postline_messages, postline_recipients`); err != nil {
+		b.Fatalf("vacuum: %v", err)
+	}
+	var backend int
+	if err := pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		b.Fatal(err)
+	}
+	startLSN, _ := walLSN(b, pool)
+	startCPU, cpuOK := processCPU(backend)
+	b.ResetTimer()
+	start := time.Now()
+	purged := 0
+	for {
+		n, err := s.Purge(ctx, time.Hour, purgeBatch)
+		if err != nil {
+			b.Fatalf("Purge: %v", err)
+		}
+		if n == 0 {
+			break
+		}
+		purged += n
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if purged != b.N {
+		b.Fatalf("purged %d rows, want %d", purged, b.N)
+	}
+	if endCPU, ok := processCPU(backend); ok && cpuOK {
+		b.ReportMetric(float64((endCPU-startCPU).Microseconds())/float64(b.N), "pg-CPU-µs/row")
+	}
+	endLSN, _ := walLSN(b, pool)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "rows/s")
+	b.ReportMetric(float64(endLSN-startLSN)/float64(b.N), "WAL-B/row")
+	b.ReportMetric(0, "ns/op")
+}
+
 // benchClaim claims ids as the worker does (with the record's copy the
 // worker hands the store, or with the record's copy too) and returns their versions; every claim must win.
 func benchClaim(b *testing.B, ctx context.Context, s *idempotency.Store, ids []string, attempt int, withCopy bool) []int64 {
