@@ -56,30 +56,7 @@ func BenchmarkClaimRecord(b *testing.B) {
 		retry, withCopy bool
 	}{{"sent", false, false}, {"retry", true, false}, {"sent-with-copy", false, true}, {"retry-with-copy", true, true}} {
 		b.Run(sc.name, func(b *testing.B) {
-			url, admin := testenv.NewSchema(b)
-			if err := schema.Migrate(b.Context(), admin); err != nil {
-				b.Fatalf("Migrate: %v", err)
-			}
-			// One connection: the steps run one after the other anyway, and
-			// its backend's CPU time is then the cycle's.
-			cfg, err := pgxpool.ParseConfig(url)
-			if err != nil {
-				b.Fatal(err)
-			}
-			cfg.MaxConns = 1
-			pool, err := pgxpool.NewWithConfig(b.Context(), cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer pool.Close()
-			var backend int
-			if err := pool.QueryRow(b.Context(), "SELECT pg_backend_pid()").Scan(&backend); err != nil {
-				b.Fatal(err)
-			}
-			s, err := idempotency.New(idempotency.Config{Owner: "bench", Lease: 30 * time.Second}, pool, nil, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
+			pool, backend, s := benchStore(b)
 			ctx := b.Context()
 			run := testenv.UniqueName("m")
 			startLSN, startPos := walLSN(b, pool)
@@ -130,30 +107,13 @@ func BenchmarkClaimRecord(b *testing.B) {
 //	go test -run '^$' -bench Purge -benchtime 100000x -count 3 ./internal/idempotency/
 func BenchmarkPurge(b *testing.B) {
 	const purgeBatch = 1000 // the reaper's default statement size
-	url, admin := testenv.NewSchema(b)
-	if err := schema.Migrate(b.Context(), admin); err != nil {
-		b.Fatalf("Migrate: %v", err)
-	}
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(b.Context(), cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
+	pool, backend, s := benchStore(b)
 	ctx := b.Context()
-	s, err := idempotency.New(idempotency.Config{Owner: "bench", Lease: 30 * time.Second}, pool, nil, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
 	run := testenv.UniqueName("p")
 	for done := 0; done < b.N; done += benchBatch {
 		ids := make([]string, min(benchBatch, b.N-done))
 		for i := range ids {
-			ids[i] = fmt.Sprintf("<%x-%s@bench>", hash(fmt.Sprint(done+i))[:8], run)
+			ids[i] = fmt.Sprintf("<%x-%s@bench>", hash(strconv.Itoa(done + i))[:8], run)
 		}
 		benchRecord(b, ctx, s, ids, benchClaim(b, ctx, s, ids, 1, false), idempotency.StatusSent, 0)
 	}
@@ -164,10 +124,6 @@ func BenchmarkPurge(b *testing.B) {
 	// The aging's dead versions are the setup's, not the purge's to step over.
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE postline_messages, postline_recipients`); err != nil {
 		b.Fatalf("vacuum: %v", err)
-	}
-	var backend int
-	if err := pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
-		b.Fatal(err)
 	}
 	startLSN, _ := walLSN(b, pool)
 	startCPU, cpuOK := processCPU(backend)
@@ -196,6 +152,36 @@ func BenchmarkPurge(b *testing.B) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "rows/s")
 	b.ReportMetric(float64(endLSN-startLSN)/float64(b.N), "WAL-B/row")
 	b.ReportMetric(0, "ns/op")
+}
+
+// benchStore migrates a fresh schema and returns a store on a pool of one
+// connection, with that connection's backend PID: a benchmark's steps run
+// one after the other anyway, and that backend's CPU time is then theirs.
+func benchStore(b *testing.B) (*pgxpool.Pool, int, *idempotency.Store) {
+	b.Helper()
+	url, admin := testenv.NewSchema(b)
+	if err := schema.Migrate(b.Context(), admin); err != nil {
+		b.Fatalf("Migrate: %v", err)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(b.Context(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	var backend int
+	if err := pool.QueryRow(b.Context(), "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		b.Fatal(err)
+	}
+	s, err := idempotency.New(idempotency.Config{Owner: "bench", Lease: 30 * time.Second}, pool, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pool, backend, s
 }
 
 // benchClaim claims ids as the worker does (with the record's copy the
