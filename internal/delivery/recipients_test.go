@@ -257,7 +257,7 @@ func TestEventsAreDatedWhenTheAttemptSettled(t *testing.T) {
 		wantAt    time.Time
 	}{
 		{"settled by a sender", settled, settled},
-		{"never sent (suppressed at the claim): the recording time", time.Time{}, recorded},
+		{"not settled by a sender: the recording time", time.Time{}, recorded},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
