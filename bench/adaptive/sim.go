@@ -764,10 +764,11 @@ func join(workers []*worker, id int, now time.Time) bool {
 	for ri, pl := range workers[id].pools {
 		// The fleet's rate is what the members learned before the join;
 		// SetMembers then rescales each of them to its new share.
-		fleet := 0.0
+		var fleet adaptive.LearnedRates
 		for i, w := range workers {
 			if i != id && w.active && w.pools[ri].control != nil {
-				fleet += w.pools[ri].control.Rate()
+				fleet.Sum += w.pools[ri].control.Rate()
+				fleet.Workers++
 			}
 		}
 		for i, w := range workers {
@@ -779,7 +780,7 @@ func join(workers []*worker, id int, now time.Time) bool {
 			continue
 		}
 		pl.control.SetMembers(now, members)
-		if !math.IsInf(fleet, 1) && fleet > 0 {
+		if !math.IsInf(fleet.Sum, 1) && fleet.Sum > 0 {
 			seeded = pl.control.Seed(now, fleet) || seeded
 		}
 	}

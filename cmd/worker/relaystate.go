@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/delivery"
 	"github.com/postline/postline/internal/pgpool"
 	"github.com/postline/postline/internal/relaystate"
@@ -31,13 +32,13 @@ const (
 // relayStateSource is the pipeline's side of the shared relay state.
 type relayStateSource interface {
 	RelayStates() []delivery.RelayState
-	SeedRates(now time.Time, fleetRates map[string]float64)
+	SeedRates(now time.Time, fleetRates map[string]adaptive.LearnedRates)
 }
 
 // relayStateStore is postline_relay_state (relaystate.Store).
 type relayStateStore interface {
 	Publish(ctx context.Context, workerID string, at time.Time, states []relaystate.Snapshot) error
-	FleetRates(ctx context.Context, exceptWorker string, freshAfter time.Time) (map[string]float64, error)
+	FleetRates(ctx context.Context, exceptWorker string, freshAfter time.Time) (map[string]adaptive.LearnedRates, error)
 	Prune(ctx context.Context, before time.Time) (int64, error)
 }
 

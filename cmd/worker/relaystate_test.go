@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/delivery"
 	"github.com/postline/postline/internal/relaystate"
 )
@@ -28,7 +29,7 @@ type fakeRelayStore struct {
 	published                      [][]relaystate.Snapshot
 	freshAfter                     []time.Duration // before the publication time
 	prunes                         int
-	rates                          map[string]float64
+	rates                          map[string]adaptive.LearnedRates
 }
 
 func (f *fakeRelayStore) Publish(_ context.Context, workerID string, at time.Time, states []relaystate.Snapshot) error {
@@ -41,7 +42,7 @@ func (f *fakeRelayStore) Publish(_ context.Context, workerID string, at time.Tim
 	return f.publishErr
 }
 
-func (f *fakeRelayStore) FleetRates(_ context.Context, except string, freshAfter time.Time) (map[string]float64, error) {
+func (f *fakeRelayStore) FleetRates(_ context.Context, except string, freshAfter time.Time) (map[string]adaptive.LearnedRates, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if except != "w1" {
@@ -61,7 +62,7 @@ func (f *fakeRelayStore) Prune(context.Context, time.Time) (int64, error) {
 // fakeRelaySource is a pipeline with one paced relay.
 type fakeRelaySource struct {
 	mu     sync.Mutex
-	seeded []map[string]float64
+	seeded []map[string]adaptive.LearnedRates
 }
 
 func (s *fakeRelaySource) RelayStates() []delivery.RelayState {
@@ -69,7 +70,7 @@ func (s *fakeRelaySource) RelayStates() []delivery.RelayState {
 		Members: 1, RateCuts: 1, LastCut: delivery.Cut{Controller: "rate", Reason: "throttle-text 450 4.7.1", At: time.Unix(100, 0)}}}
 }
 
-func (s *fakeRelaySource) SeedRates(_ time.Time, rates map[string]float64) {
+func (s *fakeRelaySource) SeedRates(_ time.Time, rates map[string]adaptive.LearnedRates) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seeded = append(s.seeded, rates)
@@ -92,7 +93,7 @@ func TestRelayStatePublisher(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := &fakeRelayStore{publishErr: tt.publishErr, ratesErr: tt.ratesErr, pruneErr: tt.pruneErr,
-				rates: map[string]float64{"mx": 12.5}}
+				rates: map[string]adaptive.LearnedRates{"mx": {Sum: 12.5, Workers: 1}}}
 			src := &fakeRelaySource{}
 			var logs bytes.Buffer
 			logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -132,7 +133,7 @@ func TestRelayStatePublisher(t *testing.T) {
 			src.mu.Lock()
 			if got := len(src.seeded) > 0; got != tt.wantSeeded {
 				t.Errorf("seeded %d times, want seeding %v", len(src.seeded), tt.wantSeeded)
-			} else if got && src.seeded[0]["mx"] != 12.5 {
+			} else if got && src.seeded[0]["mx"] != (adaptive.LearnedRates{Sum: 12.5, Workers: 1}) {
 				t.Errorf("seeded with %v, want the store's fleet rates", src.seeded[0])
 			}
 			src.mu.Unlock()

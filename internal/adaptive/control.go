@@ -51,8 +51,12 @@ type SendControl struct {
 	// membersKnown is set once the group's size was given (SetMembers or
 	// Seed): only later changes rescale a learned rate.
 	membersKnown bool
-	pressure     *PressureGuard // nil = none
-	decreases    map[string]int
+	// others is what the other live workers learned for the provider, as
+	// last heard at othersAt (Seed).
+	others    LearnedRates
+	othersAt  time.Time
+	pressure  *PressureGuard // nil = none
+	decreases map[string]int
 }
 
 // NewSendControl returns a control at now. pressure may be nil.
@@ -123,12 +127,19 @@ func (c *SendControl) Decreases(controller string) int {
 }
 
 // SetMembers sets the number of live workers sharing the provider. The
-// fleet-wide rate is split over them, and a learned rate is rescaled by
-// old/new members: the provider's rate was learned as this worker's share,
-// and a worker joining (or leaving) changes the share at once rather than
-// after the refusals that would teach it. The first count only tells the
-// control the size of the group its rate was learned in, and a count below 1
-// means not known yet (the group was not described): neither rescales.
+// fleet-wide rate is split over them, and a learned rate is rescaled: the
+// provider's rate was learned as this worker's share, and a worker joining
+// (or leaving) changes the share at once rather than after the refusals
+// that would teach it. A worker joining scales the rate by old/new members.
+// One leaving (or running out of mail) frees the share it was sending at,
+// which need not be this worker's: the members left split the others'
+// mean learned rate (last heard, Seed) per worker gone, on top of their own
+// rates, and never get less than old/new times their rate. So a worker that
+// had paced itself far below the others (cut while they took the relay's
+// bucket) takes the whole relay when it is left alone, instead of doubling
+// its small share and climbing from there. The first count only tells the
+// control the size of the group its rate was learned in, and a count below
+// 1 means not known yet (the group was not described): neither rescales.
 func (c *SendControl) SetMembers(now time.Time, members int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -140,11 +151,29 @@ func (c *SendControl) SetMembers(now time.Time, members int) {
 	if c.pacer != nil && known {
 		// Only a change seen: the first count is the group the pacer
 		// learned in, whatever the control assumed before.
-		c.pacer.Scale(now, float64(old)/float64(members))
+		c.pacer.Scale(now, c.shareScale(now, old, members))
 	}
 	if c.fleet != nil {
 		c.fleet.SetRate(now, FleetShare(c.cfg.FleetRate, members))
 	}
+}
+
+// othersMaxAge is how long the others' rates heard by Seed count for
+// SetMembers: a few of the fleet's publications (every 2 s by default).
+const othersMaxAge = 10 * time.Second
+
+// shareScale is the factor by which the learned rate changes when the
+// members sharing the provider go from old to members; callers hold mu and
+// c.pacer is set.
+func (c *SendControl) shareScale(now time.Time, old, members int) float64 {
+	f := float64(old) / float64(members)
+	o := c.others
+	if members >= old || o.Workers < 1 || !(o.Sum > 0) || now.Sub(c.othersAt) > othersMaxAge {
+		return f
+	}
+	own := c.pacer.Rate()
+	freed := min(o.Sum, float64(old-members)*o.Sum/float64(o.Workers))
+	return max(f, (own+freed/float64(members))/own)
 }
 
 // Members returns the number of live workers the control shares the
@@ -155,17 +184,27 @@ func (c *SendControl) Members() int {
 	return c.members
 }
 
-// Seed starts pacing at this worker's share of fleetRate, the rate the
-// other live workers learned for the provider together, when this control
-// is still unpaced: a worker joining a fleet that has learned the
+// LearnedRates is what the other live workers learned for one provider:
+// the sum of their rates and how many of them pace it.
+type LearnedRates struct {
+	Sum     float64
+	Workers int
+}
+
+// Seed hears others, what the other live workers learned for the provider
+// (zero when none paces it), which SetMembers shares out when a worker
+// leaves. It starts pacing at this worker's share of their sum when this
+// control is still unpaced: a worker joining a fleet that has learned the
 // provider's rate starts at its share instead of at full speed, so adding a
-// worker does not add refusals. The share is fleetRate split over the
+// worker does not add refusals. The share is the sum split over the
 // members, this worker included (at least two, since other workers
-// reported). Seed does nothing once the control paces or for fleetRate <= 0.
-// It reports whether it started the pacer.
-func (c *SendControl) Seed(now time.Time, fleetRate float64) bool {
+// reported). Seeding does nothing once the control paces or for a sum <= 0.
+// Seed reports whether it started the pacer.
+func (c *SendControl) Seed(now time.Time, others LearnedRates) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.others, c.othersAt = others, now
+	fleetRate := others.Sum
 	if c.pacer != nil || !(fleetRate > 0) || math.IsInf(fleetRate, 1) {
 		return false
 	}

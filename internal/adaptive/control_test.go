@@ -13,7 +13,7 @@ func TestSendControl(t *testing.T) {
 	type step struct {
 		at       time.Duration
 		op       string // "admit", "ok", "conns", "rate", "other", "members", "seed"
-		inFlight int    // admit: sends in flight; members: live workers; seed: the fleet's rate
+		inFlight int    // admit: sends in flight; members: live workers; seed: the others' rate (one worker)
 		sent     time.Duration
 	}
 	type want struct {
@@ -198,7 +198,7 @@ func TestSendControl(t *testing.T) {
 				case "members":
 					c.SetMembers(now, s.inFlight)
 				case "seed":
-					c.Seed(now, float64(s.inFlight))
+					c.Seed(now, LearnedRates{Sum: float64(s.inFlight), Workers: 1})
 				}
 			}
 			if admitted != tt.want.admitted {
@@ -223,6 +223,49 @@ func TestSendControl(t *testing.T) {
 				if got := c.Decreases(ctl); got != tt.want.decreases[ctl] {
 					t.Errorf("Decreases(%s) = %d, want %d", ctl, got, tt.want.decreases[ctl])
 				}
+			}
+		})
+	}
+}
+
+// TestSendControlSharesALeaversRate: when the members sharing a relay
+// shrink, a pacing control takes its own rate plus its part of the mean
+// rate the others learned, per worker gone, never less than old/new times
+// its own rate; a member joining, or others not heard lately, rescale by
+// old/new only.
+func TestSendControlSharesALeaversRate(t *testing.T) {
+	tests := []struct {
+		name     string
+		own      float64 // the learned rate before
+		from, to int     // members
+		others   LearnedRates
+		heardAgo time.Duration // before the change; 0: never heard
+		want     float64
+	}{
+		{"a lone worker takes the rate the other sent at", 30, 2, 1, LearnedRates{62, 1}, time.Second, 92},
+		{"without the others' rates it doubles its own", 30, 2, 1, LearnedRates{}, 0, 60},
+		{"others heard too long ago do not count", 30, 2, 1, LearnedRates{62, 1}, 11 * time.Second, 60},
+		{"never less than old/new of its own", 50, 2, 1, LearnedRates{10, 1}, time.Second, 100},
+		{"a stale leaver's rate counts as the mean, not the sum", 50, 2, 1, LearnedRates{80, 2}, time.Second, 100},
+		{"two of three leaving free two mean shares", 20, 3, 1, LearnedRates{100, 2}, time.Second, 120},
+		{"two left of three split one mean share", 20, 3, 2, LearnedRates{100, 2}, time.Second, 45},
+		{"a worker joining halves the rate, whatever the others", 60, 1, 2, LearnedRates{100, 1}, time.Second, 30},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := NewSendControl(SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}, Pacer: PacerConfig{Initial: tt.own}}, nil, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.SetMembers(t0, tt.from) // the group the rate was learned in
+			at := t0.Add(20 * time.Second)
+			if tt.heardAgo > 0 {
+				c.Seed(at.Add(-tt.heardAgo), tt.others)
+			}
+			c.SetMembers(at, tt.to)
+			if got := c.Rate(); math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("rate %v at %d members, going to %d, others %+v: got %v, want %v",
+					tt.own, tt.from, tt.to, tt.others, got, tt.want)
 			}
 		})
 	}

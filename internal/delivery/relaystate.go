@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/failure"
 )
 
@@ -61,20 +62,20 @@ func (p *Pipeline) RelayStates() []RelayState {
 	return out
 }
 
-// SeedRates hands the relays' rates learned by the other live workers
-// (fleetRates, by relay name, summed over them) to this worker's send
-// controls: a control that is still unpaced starts at its share, so a
-// worker joining a fleet that already paces a relay does not burst into it.
-// Relays without a send control, and those that pace already, are left
-// alone.
-func (p *Pipeline) SeedRates(now time.Time, fleetRates map[string]float64) {
+// SeedRates hands what the other live workers learned for the relays
+// (fleetRates, by relay name; a relay missing is paced by none of them) to this worker's send controls: a control that is still
+// unpaced starts at its share, so a worker joining a fleet that already
+// paces a relay does not burst into it, and one that paces splits the
+// fleet's total when a worker leaves (adaptive.SendControl.SetMembers).
+// Relays without a send control are left alone.
+func (p *Pipeline) SeedRates(now time.Time, fleetRates map[string]adaptive.LearnedRates) {
 	for _, prov := range p.providers {
 		if prov.control == nil {
 			continue
 		}
-		if r, ok := fleetRates[prov.Name]; ok && prov.control.Seed(now, r) {
+		if r := fleetRates[prov.Name]; prov.control.Seed(now, r) {
 			p.logger.Info("relay paced at the fleet's learned rate", "provider", prov.Name,
-				"fleet_rate", r, "rate", prov.control.Rate())
+				"fleet_rate", r.Sum, "workers", r.Workers, "rate", prov.control.Rate())
 		}
 	}
 }

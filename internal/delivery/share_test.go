@@ -115,12 +115,12 @@ func TestRelayStatesAndSeeding(t *testing.T) {
 		t.Errorf("fresh state = %+v, want p1 unpaced, never cut", st)
 	}
 
-	p.SeedRates(t0, map[string]float64{"p1": 60, "unknown": 10})
+	p.SeedRates(t0, map[string]adaptive.LearnedRates{"p1": {Sum: 60, Workers: 1}, "unknown": {Sum: 10, Workers: 1}})
 	st = p.RelayStates()[0]
 	if st.Rate != 30 || st.Members != 2 {
 		t.Errorf("after seeding with 60/s: rate %v, members %d; want 30 (60 over two workers), 2", st.Rate, st.Members)
 	}
-	p.SeedRates(t0, map[string]float64{"p1": 600})
+	p.SeedRates(t0, map[string]adaptive.LearnedRates{"p1": {Sum: 600, Workers: 3}})
 	if r := p.RelayStates()[0].Rate; r != 30 {
 		t.Errorf("a second seed changed the rate to %v", r)
 	}

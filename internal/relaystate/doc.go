@@ -6,7 +6,8 @@
 //
 // Workers Publish their rows every few seconds (one statement for all their
 // relays), read the learned rates of the rest of the fleet (FleetRates) to
-// seed their own pacers, and Prune the rows of workers that stopped
+// seed their own pacers and share out the rate of a worker that leaves, and
+// Prune the rows of workers that stopped
 // publishing long ago, so the table holds the live fleet and the recently
 // dead. Operators List it (postctl relays).
 //

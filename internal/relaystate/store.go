@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/postline/postline/internal/adaptive"
 )
 
 // ErrInvalid marks a publication the table cannot hold: a bug of the
@@ -226,21 +227,22 @@ func orInf(p *float64) float64 {
 
 // FleetRates returns, per provider, the sum of the learned rates of the
 // workers other than exceptWorker that published at or after freshAfter
-// and are paced for it. A provider no such worker paces is absent.
-func (s *Store) FleetRates(ctx context.Context, exceptWorker string, freshAfter time.Time) (map[string]float64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT provider, sum(rate) FROM postline_relay_state
+// and are paced for it, and how many they are. A provider no such worker
+// paces is absent.
+func (s *Store) FleetRates(ctx context.Context, exceptWorker string, freshAfter time.Time) (map[string]adaptive.LearnedRates, error) {
+	rows, err := s.pool.Query(ctx, `SELECT provider, sum(rate), count(*) FROM postline_relay_state
 		WHERE worker_id <> $1 AND updated_at >= $2 AND rate IS NOT NULL
 		GROUP BY provider`, exceptWorker, freshAfter)
 	if err != nil {
 		return nil, fmt.Errorf("relaystate: fleet rates: %w", err)
 	}
-	out := make(map[string]float64)
+	out := make(map[string]adaptive.LearnedRates)
 	var (
 		provider string
-		sum      float64
+		r        adaptive.LearnedRates
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&provider, &sum}, func() error {
-		out[provider] = sum
+	if _, err := pgx.ForEachRow(rows, []any{&provider, &r.Sum, &r.Workers}, func() error {
+		out[provider] = r
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("relaystate: fleet rates: %w", err)

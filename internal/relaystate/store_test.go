@@ -83,11 +83,11 @@ func TestPublishListFleetRatesPrune(t *testing.T) {
 	fresh := now.Add(-6 * time.Second)
 	tests := []struct {
 		asking string
-		want   map[string]float64
+		want   map[string]adaptive.LearnedRates
 	}{
-		{"w1", map[string]float64{"a": 35.5, "b": 10}},
-		{"w2", map[string]float64{"a": 40}},
-		{"new", map[string]float64{"a": 75.5, "b": 10}},
+		{"w1", map[string]adaptive.LearnedRates{"a": {Sum: 35.5, Workers: 1}, "b": {Sum: 10, Workers: 1}}},
+		{"w2", map[string]adaptive.LearnedRates{"a": {Sum: 40, Workers: 1}}},
+		{"new", map[string]adaptive.LearnedRates{"a": {Sum: 75.5, Workers: 2}, "b": {Sum: 10, Workers: 1}}},
 	}
 	for _, tt := range tests {
 		got, err := store.FleetRates(ctx, tt.asking, fresh)
@@ -196,12 +196,12 @@ func equalRow(a, b relaystate.Row) bool {
 		a.ConcurrencyCuts == b.ConcurrencyCuts && a.RateCuts == b.RateCuts
 }
 
-func equalRates(a, b map[string]float64) bool {
+func equalRates(a, b map[string]adaptive.LearnedRates) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for k, v := range b {
-		if got, ok := a[k]; !ok || math.Abs(got-v) > 1e-9 {
+		if got, ok := a[k]; !ok || math.Abs(got.Sum-v.Sum) > 1e-9 || got.Workers != v.Workers {
 			return false
 		}
 	}
