@@ -184,6 +184,25 @@ func (c *SendControl) Members() int {
 	return c.members
 }
 
+// catchUp aims a pacer that fell below half its fair share (the fleet's
+// learned total, its own rate included, split evenly over the workers that
+// pace) at that share, while other members send too: such a worker was cut
+// while the others took the relay's bucket (its first second of traffic
+// accepted little), and growing by a tenth of itself per second it would
+// take half a minute to reach its share while its partitions wait behind
+// the others'. Aimed, it climbs half the distance per second; the refusals
+// of the overshoot cut the workers above their share. Callers hold mu.
+func (c *SendControl) catchUp(others LearnedRates) {
+	if c.members < 2 || others.Workers < 1 || !(others.Sum > 0) || math.IsInf(others.Sum, 1) {
+		return
+	}
+	own := c.pacer.Rate()
+	fair := (own + others.Sum) / float64(others.Workers+1)
+	if own < fair/2 {
+		c.pacer.aim(fair)
+	}
+}
+
 // LearnedRates is what the other live workers learned for one provider:
 // the sum of their rates and how many of them pace it.
 type LearnedRates struct {
@@ -193,7 +212,8 @@ type LearnedRates struct {
 
 // Seed hears others, what the other live workers learned for the provider
 // (zero when none paces it), which SetMembers shares out when a worker
-// leaves. It starts pacing at this worker's share of their sum when this
+// leaves; a pacing control far below its fair share of it catches up
+// (catchUp). It starts pacing at this worker's share of their sum when this
 // control is still unpaced: a worker joining a fleet that has learned the
 // provider's rate starts at its share instead of at full speed, so adding a
 // worker does not add refusals. The share is the sum split over the
@@ -205,7 +225,11 @@ func (c *SendControl) Seed(now time.Time, others LearnedRates) bool {
 	defer c.mu.Unlock()
 	c.others, c.othersAt = others, now
 	fleetRate := others.Sum
-	if c.pacer != nil || !(fleetRate > 0) || math.IsInf(fleetRate, 1) {
+	if c.pacer != nil {
+		c.catchUp(others)
+		return false
+	}
+	if !(fleetRate > 0) || math.IsInf(fleetRate, 1) {
 		return false
 	}
 	// Other workers reported, so there are at least two of us even when

@@ -271,6 +271,57 @@ func TestSendControlSharesALeaversRate(t *testing.T) {
 	}
 }
 
+// TestSendControlCatchesUpToItsShare: a pacing control cut far below its
+// fair share of the fleet's learned total (the others' rates and its own,
+// split over the workers that pace) climbs back toward that share, half
+// the distance per second, instead of toward the rate it was cut from; one
+// within half of its share, or sending alone, keeps its own course.
+func TestSendControlCatchesUpToItsShare(t *testing.T) {
+	const cutTo = 7.0 // 10 accepted in the last second, cut by 0.7
+	ms := time.Millisecond
+	tests := []struct {
+		name    string
+		members int
+		others  LearnedRates
+		// want is the rate after one success while the rate holds sends
+		// back: 7 + gain/7, the gain being half the distance to the
+		// plateau 5 % under the ceiling.
+		want float64
+	}{
+		{"far below its share it aims at the share", 2, LearnedRates{93, 1}, cutTo + (0.95*50-cutTo)/2/cutTo},
+		{"within half of its share it climbs to its own last cut", 2, LearnedRates{20, 1}, cutTo + (0.95*10-cutTo)/2/cutTo},
+		{"sending alone it climbs to its own last cut", 1, LearnedRates{93, 1}, cutTo + (0.95*10-cutTo)/2/cutTo},
+		{"with no other worker pacing it climbs to its own last cut", 2, LearnedRates{}, cutTo + (0.95*10-cutTo)/2/cutTo},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := NewSendControl(SendControlConfig{AIMD: AIMDConfig{Max: 20, Initial: 8}, Pacer: PacerConfig{Initial: 50}}, nil, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.SetMembers(t0, tt.members)
+			c.Done(t0, t0, true, "")
+			for range 10 {
+				c.Done(t0.Add(1500*ms), t0.Add(1500*ms), true, "")
+			}
+			c.Done(t0.Add(1600*ms), t0.Add(1500*ms), false, failure.LimitRate)
+			if got := c.Rate(); math.Abs(got-cutTo) > 1e-9 {
+				t.Fatalf("after the cut: rate %v, want %v", got, cutTo)
+			}
+			at := t0.Add(2 * time.Second)
+			c.Seed(at, tt.others)
+			c.Admit(at, 0)
+			if ok, _ := c.Admit(at, 0); ok {
+				t.Fatal("the second send at once was admitted: the rate does not hold sends back")
+			}
+			c.Done(at, at, true, "")
+			if got := c.Rate(); math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("after one success: rate %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestSendControlPressure(t *testing.T) {
 	g, err := NewPressureGuard(PressureConfig{})
 	if err != nil {

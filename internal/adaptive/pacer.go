@@ -284,6 +284,19 @@ func (p *Pacer) learned(now time.Time) {
 	p.cut = lastCut{at: now.Add(-p.cfg.Interval), set: true}
 }
 
+// aim raises the ceiling to r once the slow start is over: the rate then
+// climbs back by half the distance to it per second instead of by a tenth
+// of itself. It reports whether it raised it.
+func (p *Pacer) aim(r float64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.cut.set || !(r > p.ceiling) || !(r > p.rate) {
+		return false
+	}
+	p.ceiling = math.Min(p.cfg.Max, r)
+	return true
+}
+
 func (p *Pacer) decrease(now time.Time) {
 	p.refill(now)
 	p.ceiling = p.rate
