@@ -168,7 +168,7 @@ const othersMaxAge = 10 * time.Second
 func (c *SendControl) shareScale(now time.Time, old, members int) float64 {
 	f := float64(old) / float64(members)
 	o := c.others
-	if members >= old || o.Workers < 1 || !(o.Sum > 0) || now.Sub(c.othersAt) > othersMaxAge {
+	if members >= old || !o.paced() || now.Sub(c.othersAt) > othersMaxAge {
 		return f
 	}
 	own := c.pacer.Rate()
@@ -193,7 +193,7 @@ func (c *SendControl) Members() int {
 // the others'. Aimed, it climbs half the distance per second; the refusals
 // of the overshoot cut the workers above their share. Callers hold mu.
 func (c *SendControl) catchUp(others LearnedRates) {
-	if c.members < 2 || others.Workers < 1 || !(others.Sum > 0) || math.IsInf(others.Sum, 1) {
+	if c.members < 2 || !others.paced() {
 		return
 	}
 	own := c.pacer.Rate()
@@ -210,6 +210,12 @@ type LearnedRates struct {
 	Workers int
 }
 
+// paced reports whether r says anything: some worker paces the provider at
+// a finite rate.
+func (r LearnedRates) paced() bool {
+	return r.Workers > 0 && r.Sum > 0 && !math.IsInf(r.Sum, 1)
+}
+
 // Seed hears others, what the other live workers learned for the provider
 // (zero when none paces it), which SetMembers shares out when a worker
 // leaves; a pacing control far below its fair share of it catches up
@@ -224,12 +230,11 @@ func (c *SendControl) Seed(now time.Time, others LearnedRates) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.others, c.othersAt = others, now
-	fleetRate := others.Sum
 	if c.pacer != nil {
 		c.catchUp(others)
 		return false
 	}
-	if !(fleetRate > 0) || math.IsInf(fleetRate, 1) {
+	if !others.paced() {
 		return false
 	}
 	// Other workers reported, so there are at least two of us even when
@@ -240,7 +245,7 @@ func (c *SendControl) Seed(now time.Time, others LearnedRates) bool {
 		c.fleet.SetRate(now, FleetShare(c.cfg.FleetRate, c.members))
 	}
 	cfg := c.cfg.Pacer.WithDefaults()
-	cfg.Initial = math.Min(cfg.Max, math.Max(cfg.Min, fleetRate/float64(c.members)))
+	cfg.Initial = math.Min(cfg.Max, math.Max(cfg.Min, others.Sum/float64(c.members)))
 	c.pacer, _ = NewPacer(cfg, now) // cfg was validated by NewSendControl
 	c.pacer.learned(now)
 	return true

@@ -286,15 +286,13 @@ func (p *Pacer) learned(now time.Time) {
 
 // aim raises the ceiling to r once the slow start is over: the rate then
 // climbs back by half the distance to it per second instead of by a tenth
-// of itself. It reports whether it raised it.
-func (p *Pacer) aim(r float64) bool {
+// of itself. A ceiling above r, or a rate at it already, stays.
+func (p *Pacer) aim(r float64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.cut.set || !(r > p.ceiling) || !(r > p.rate) {
-		return false
+	if p.cut.set && r > p.ceiling && r > p.rate {
+		p.ceiling = math.Min(p.cfg.Max, r)
 	}
-	p.ceiling = math.Min(p.cfg.Max, r)
-	return true
 }
 
 func (p *Pacer) decrease(now time.Time) {

@@ -110,12 +110,12 @@ func buildBinary(dir, name string, race bool) (string, error) {
 	}
 	root := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
 	bin := filepath.Join(dir, name)
-	args := []string{"build", "-o", bin}
+	args := []string{"build"}
 	if race {
 		bin += "-race"
-		args = []string{"build", "-race", "-o", bin}
+		args = append(args, "-race")
 	}
-	cmd := exec.Command("go", append(args, "./cmd/"+name)...)
+	cmd := exec.Command("go", append(args, "-o", bin, "./cmd/"+name)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/%s in %s: %w\n%s", name, root, err, out)
