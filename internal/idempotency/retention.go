@@ -36,13 +36,18 @@ WITH doomed AS (
 		AND NOT (m.confirm_by IS NOT NULL AND m.confirmation IS NULL)
 	RETURNING m.message_id
 ), recipients AS (
-	-- No foreign key cascades to them (migration 0012).
+	-- No foreign key cascades to them or to the record copies (migrations
+	-- 0012 and 0013): a cascade is a trigger and a query per row deleted.
 	DELETE FROM postline_recipients r USING gone WHERE r.message_id = gone.message_id
+), copies AS (
+	-- A terminal row's copy went with its outcome; this only finds one a
+	-- caller left behind, by a probe of the copies' small primary key.
+	DELETE FROM postline_message_records c USING gone WHERE c.message_id = gone.message_id
 )
 SELECT count(*) FROM gone`
 
 // Purge deletes up to limit terminal rows (sent, failed, dead, suppressed),
-// with their recipients, whose outcome
+// with their recipients and any record copy, whose outcome
 // was recorded more than olderThan ago on the database's clock, the oldest
 // rows (by creation) first, in one statement, and returns how many it deleted. Rows in flight
 // are never deleted, whatever their age, nor mail still awaiting its

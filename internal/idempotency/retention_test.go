@@ -62,8 +62,8 @@ func TestTerminalOutcomeClearsPayload(t *testing.T) {
 
 // TestPurge checks the retention: only terminal rows whose outcome is
 // older than the retention go, at most limit per statement, oldest first;
-// in-flight rows stay whatever their age; a purged row's recipients go
-// with it.
+// in-flight rows stay whatever their age; a purged row's recipients and
+// record copy go with it.
 func TestPurge(t *testing.T) {
 	t.Parallel()
 	_, pool := migrated(t)
@@ -95,6 +95,13 @@ func TestPurge(t *testing.T) {
 	c := claimOne(t, s, req("<old-recent@x>", "b", 1))
 	record(t, s, idempotency.Outcome{MessageID: "<old-recent@x>", Version: c.Version, Status: idempotency.StatusSent})
 	if _, err := pool.Exec(ctx, `UPDATE postline_messages SET created_at = now() - interval '60 days' WHERE message_id = '<old-recent@x>'`); err != nil {
+		t.Fatal(err)
+	}
+	// Record copies: one a caller left on a terminal row, which goes with
+	// the row, and one of a row in flight, which stays.
+	if _, err := pool.Exec(ctx, `INSERT INTO postline_message_records (message_id, payload)
+		VALUES ('<old-failed@x>', 'x'), ('<old-sending@x>', 'y')
+		ON CONFLICT (message_id) DO NOTHING`); err != nil {
 		t.Fatal(err)
 	}
 	const retention = 30 * 24 * time.Hour
@@ -137,6 +144,14 @@ func TestPurge(t *testing.T) {
 	}
 	if want := []string{"<new-sent@x>", "<old-retrying@x>"}; !slices.Equal(withRecipients, want) {
 		t.Errorf("recipients left of %v, want %v (those of the rows left)", withRecipients, want)
+	}
+	var withCopies []string
+	if err := pool.QueryRow(ctx, `SELECT coalesce(array_agg(message_id ORDER BY message_id), '{}') FROM postline_message_records`).
+		Scan(&withCopies); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(withCopies, "<old-sending@x>") || slices.Contains(withCopies, "<old-failed@x>") {
+		t.Errorf("record copies left of %v, want the row in flight's and not the purged row's", withCopies)
 	}
 	// A purged ID is new again: its next copy is claimed and delivered.
 	wantResult(t, claimOne(t, s, req("<old-sent@x>", "b", 1)), idempotency.Claimed)
