@@ -7,11 +7,15 @@
 // On fresh topics (jobs, dead letters, retries, events), a fresh consumer
 // group and a fresh PostgreSQL schema, it starts -workers workers (2) in one
 // group, waits until they are ready and own every partition, then publishes
-// -jobs small jobs (1,000,000) concurrently with delivery: the publisher
-// keeps at most -lead jobs (50,000) ahead of the mails sent, so its own cost
-// is spread evenly over the run rather than landing on the first minutes,
-// and the workers never wait for it. -rate paces it instead, for a soak
-// that must outlast the retention.
+// -jobs small jobs (1,000,000) and -lead more (50,000) concurrently with
+// delivery: the publisher keeps at most -lead jobs ahead of the mails sent,
+// so its own cost is spread evenly over the run rather than landing on the
+// first minutes, and the workers never wait for it. It publishes its head
+// start while the first lead of mails is sent, and nothing once the last
+// lead of mails is on its way, so the rates compared leave both out: the
+// first window starts after the first -lead mails, the last ends at -jobs,
+// and in both the publisher publishes one job per mail sent. -rate paces
+// it instead, for a soak that must outlast the retention.
 //
 // Progress comes from the workers' own counters
 // (postline_delivery_records_total, postline_reaper_purged_total on each
@@ -110,20 +114,23 @@ type options struct {
 	plotFrom                       string
 }
 
+// total is every job the soak publishes: the measured ones and the lead.
+func (o options) total() int64 { return o.jobs + o.lead }
+
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Int64Var(&o.jobs, "jobs", 1_000_000, "jobs to deliver")
+	fs.Int64Var(&o.jobs, "jobs", 1_000_000, "jobs to measure (-lead more are delivered: before the first window and after the last)")
 	fs.Int64Var(&o.window, "window", 0, "mails of the first and the last window whose rates are compared (0: a tenth of -jobs)")
-	fs.Int64Var(&o.lead, "lead", 50_000, "most jobs published ahead of the mails sent")
+	fs.Int64Var(&o.lead, "lead", 50_000, "most jobs published ahead of the mails sent; as many more than -jobs are published, and the windows leave out the first and the last lead of mails, when the publisher is not yet or no longer publishing one job per mail sent")
 	fs.Int64Var(&o.warmupJobs, "warmup-jobs", 300_000, "jobs of an unmeasured soak without aging or -rate, on fixtures of its own, before the measured one: "+
 		"a freshly started broker runs slow until its JIT has compiled its hot paths, which would make the first window slower and flatter the ratio (0: none)")
 	fs.Float64Var(&o.rate, "rate", 0, "publish at most this many jobs/s (0: as fast as the lead allows); for a soak longer than -retention")
 	fs.StringVar(&o.aging, "aging", agingSteady, "how the retention's passing is simulated so that the workers' purge runs during the soak: "+
 		agingSteady+" (from -age-from on, triggers write the rows' timestamps -age-shift back, so they become purgeable -age-lag after they are sent), "+
 		agingBurst+" (every row sent so far, once, at -age-from) or "+agingOff)
-	fs.Float64Var(&o.ageFrom, "age-from", 0.1, "share of the jobs sent when the aging begins (the default: as the first -window ends, so that the purge's first pass, with the backlog of a reaper interval, is well before the last window)")
+	fs.Float64Var(&o.ageFrom, "age-from", 0, "share of -jobs sent when the aging begins (default: as the first window ends, so that the purge's first pass, with the backlog of a reaper interval, is well before the last window)")
 	fs.DurationVar(&o.ageLag, "age-lag", 15*time.Second, "steady aging: how long after it was sent a row becomes purgeable")
 	fs.DurationVar(&o.ageShift, "age-shift", 0, "how far the aging moves the timestamps back (0: steady, -retention less -age-lag; burst, -retention + 1m); a shift that leaves the rows well inside -retention (30m) ages rows the purge never deletes, which measures the aging's own cost")
 	fs.DurationVar(&o.purgeWait, "purge-wait", 5*time.Minute, "burst aging: longest to wait after the last mail for the purge of the aged rows")
@@ -154,11 +161,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.window == 0 {
 		o.window = o.jobs / 10
 	}
+	ageFromSet := false
+	fs.Visit(func(f *flag.Flag) { ageFromSet = ageFromSet || f.Name == "age-from" })
+	if !ageFromSet && o.jobs > 0 {
+		o.ageFrom = float64(o.lead+o.window) / float64(o.jobs)
+	}
 	switch {
-	case o.window < 1 || o.jobs < 2*o.window:
-		return o, fmt.Errorf("-jobs %d must be at least twice -window %d (and -window at least 1)", o.jobs, o.window)
 	case o.lead < 1:
 		return o, fmt.Errorf("-lead %d must be at least 1", o.lead)
+	case o.window < 1 || o.jobs < o.lead+2*o.window:
+		return o, fmt.Errorf("-jobs %d must be at least -lead %d and twice -window %d (and -window at least 1)", o.jobs, o.lead, o.window)
 	case o.warmupJobs != 0 && o.warmupJobs < minWarmupJobs:
 		return o, fmt.Errorf("-warmup-jobs %d must be 0 or at least %d", o.warmupJobs, minWarmupJobs)
 	case o.workers < 1 || o.partitions < o.workers:
@@ -211,6 +223,7 @@ const minWarmupJobs = 10
 func warmupOptions(o options) options {
 	w := o
 	w.jobs, w.window, w.warmupJobs = o.warmupJobs, o.warmupJobs/10, 0
+	w.lead = min(o.lead, max(1, w.jobs/10))
 	w.aging, w.rate = agingOff, 0
 	w.out = filepath.Join(o.out, "warmup")
 	w.logDir = filepath.Join(o.logDir, "warmup")
@@ -279,7 +292,7 @@ func soak(ctx context.Context, o options, command string, stdout, stderr io.Writ
 		prodErr = pr.run(prodCtx)
 		close(prodDone)
 	}()
-	fmt.Fprintf(stderr, "soak: ready; publishing %s jobs (lead %s) and sampling\n", thousands(o.jobs), thousands(o.lead))
+	fmt.Fprintf(stderr, "soak: ready; publishing %s jobs (%s measured, lead %s) and sampling\n", thousands(o.total()), thousands(o.jobs), thousands(o.lead))
 	watchErr := m.watch(ctx, prodDone, &prodErr)
 	stopProducer()
 	<-prodDone
@@ -305,7 +318,7 @@ func soak(ctx context.Context, o options, command string, stdout, stderr io.Writ
 	}
 
 	p := params{
-		Jobs: o.jobs, Window: o.window, Workers: o.workers, Retention: o.retention,
+		Jobs: o.jobs, Window: o.window, Lead: o.lead, Workers: o.workers, Retention: o.retention,
 		ReaperInterval: o.reaperInterval, SampleEvery: o.sampleEvery, AgingMode: o.aging,
 		Command: command,
 		Machine: fmt.Sprintf("%d CPUs (%s), %s, %s", runtime.NumCPU(), cmp.Or(benchenv.CPUModel(), "unknown CPU"),
@@ -327,7 +340,7 @@ func soak(ctx context.Context, o options, command string, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	title := fmt.Sprintf("Soak: %s jobs, %d workers, smtp-sink", thousands(o.jobs), o.workers)
+	title := fmt.Sprintf("Soak: %s jobs, %d workers, smtp-sink", thousands(o.total()), o.workers)
 	if err := errors.Join(writePlot(svg, title, m.samples, o.workers), svg.Close()); err != nil {
 		return err
 	}
@@ -400,7 +413,7 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 	for {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s of %s mails sent: %w", thousands(last.Sent), thousands(m.o.jobs), ctx.Err())
+			return fmt.Errorf("%s of %s mails sent: %w", thousands(last.Sent), thousands(m.o.total()), ctx.Err())
 		case err := <-agedCh:
 			if err != nil {
 				return err
@@ -436,8 +449,8 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 		m.delivered.Store(c.Sent)
 		if c.Sent != last.Sent {
 			lastProgress = time.Now()
-		} else if c.Sent < m.o.jobs && time.Since(lastProgress) >= stallAfter {
-			return fmt.Errorf("%s of %s mails sent and none more for %s (see the worker logs)", thousands(c.Sent), thousands(m.o.jobs), stallAfter)
+		} else if c.Sent < m.o.total() && time.Since(lastProgress) >= stallAfter {
+			return fmt.Errorf("%s of %s mails sent and none more for %s (see the worker logs)", thousands(c.Sent), thousands(m.o.total()), stallAfter)
 		}
 		last = c
 		m.points = append(m.points, point{T: t, Delivered: c.Sent})
@@ -463,13 +476,13 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 				agedCh <- err
 			}(t, c.Sent)
 		}
-		if c.Sent >= m.o.jobs && allSentAt == 0 {
+		if c.Sent >= m.o.total() && allSentAt == 0 {
 			allSentAt = t
 		}
 		// Without aging, and with the steady aging, the soak ends with the
 		// last mail; with the burst, once the aged rows are purged too, or
 		// -purge-wait after the last mail.
-		done := c.Sent >= m.o.jobs && (m.o.aging != agingBurst ||
+		done := c.Sent >= m.o.total() && (m.o.aging != agingBurst ||
 			(agingDone && (c.Purged >= m.aged.Rows || t-allSentAt >= m.o.purgeWait)))
 		if t-lastSampleT < m.o.sampleEvery && !done {
 			continue
@@ -483,7 +496,7 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 		lastSampleT, lastSampleDelivered = t, c.Sent
 		if t-lastReportAt >= 30*time.Second || done {
 			fmt.Fprintf(m.stderr, "soak: %s: %s/%s sent, %.0f/s, RSS %s MiB, %s rows, %.0f MiB, %s purged, load %.2f\n",
-				t.Round(time.Second), thousands(c.Sent), thousands(m.o.jobs), x.Rate, mibList(x.RSS),
+				t.Round(time.Second), thousands(c.Sent), thousands(m.o.total()), x.Rate, mibList(x.RSS),
 				thousands(x.Tables.MessagesRows), mib(x.Tables.AllBytes), thousands(c.Purged), x.Load1)
 			lastReportAt = t
 		}
@@ -561,11 +574,11 @@ func (p *producer) run(ctx context.Context) error {
 		})
 	}
 	var published int64
-	for published < p.o.jobs && ctx.Err() == nil {
+	for published < p.o.total() && ctx.Err() == nil {
 		if !p.wait(ctx, start, published) {
 			break
 		}
-		n := min(publishChunk, p.o.jobs-published)
+		n := min(publishChunk, p.o.total()-published)
 		batch := make([]job.Job, n)
 		for i := range batch {
 			batch[i] = soakJob(published+int64(i), body)
@@ -582,8 +595,8 @@ func (p *producer) run(ctx context.Context) error {
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
-	if published < p.o.jobs {
-		return fmt.Errorf("publish: stopped after %s of %s jobs: %w", thousands(published), thousands(p.o.jobs), ctx.Err())
+	if published < p.o.total() {
+		return fmt.Errorf("publish: stopped after %s of %s jobs: %w", thousands(published), thousands(p.o.total()), ctx.Err())
 	}
 	return nil
 }

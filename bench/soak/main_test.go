@@ -16,9 +16,15 @@ func TestParseFlags(t *testing.T) {
 		wantErr string
 	}{
 		{name: "the steady aging by default", check: func(o options) bool {
-			return o.aging == agingSteady && o.ageFrom == 0.1 && o.ageLag == 15*time.Second &&
-				o.ageShift == time.Hour-15*time.Second && o.window == 100_000 && o.warmupJobs == 300_000
+			// The aging begins as the first window, after the lead, ends.
+			return o.aging == agingSteady && o.ageFrom == 0.15 && o.ageLag == 15*time.Second &&
+				o.ageShift == time.Hour-15*time.Second && o.window == 100_000 && o.lead == 50_000 &&
+				o.total() == 1_050_000 && o.warmupJobs == 300_000
 		}},
+		{name: "a shorter soak", args: []string{"-jobs", "100000", "-lead", "10000"}, check: func(o options) bool {
+			return o.window == 10_000 && o.ageFrom == 0.2 && o.total() == 110_000
+		}},
+		{name: "no room for the lead", args: []string{"-jobs", "100000", "-window", "30000"}, wantErr: "at least -lead 50000 and twice -window 30000"},
 		{name: "no warm-up", args: []string{"-warmup-jobs", "0"}, check: func(o options) bool { return o.warmupJobs == 0 }},
 		{name: "a warm-up without a window", args: []string{"-warmup-jobs", "9"}, wantErr: "-warmup-jobs 9 must be 0 or at least 10"},
 		{name: "the burst", args: []string{"-aging", "burst", "-age-from", "0.5"}, check: func(o options) bool {
@@ -30,7 +36,7 @@ func TestParseFlags(t *testing.T) {
 		{name: "no lag", args: []string{"-age-lag", "0s"}, wantErr: "-age-lag 0s"},
 		{name: "aging the purge never sees", args: []string{"-age-shift", "30m"}, check: func(o options) bool { return o.ageShift == 30*time.Minute }},
 		{name: "a lag as long as the retention", args: []string{"-age-lag", "1h"}, wantErr: "shorter than -retention 1h0m0s"},
-		{name: "a window too large", args: []string{"-jobs", "100", "-window", "60"}, wantErr: "at least twice"},
+		{name: "a window too large", args: []string{"-jobs", "100", "-window", "60"}, wantErr: "twice -window 60"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o, err := parseFlags(tc.args, io.Discard)
@@ -48,14 +54,14 @@ func TestParseFlags(t *testing.T) {
 }
 
 func TestWarmupOptions(t *testing.T) {
-	o, err := parseFlags([]string{"-jobs", "50000", "-warmup-jobs", "20000", "-out", "res", "-keep", "-workers", "3", "-rate", "500"}, io.Discard)
+	o, err := parseFlags([]string{"-jobs", "50000", "-lead", "5000", "-warmup-jobs", "20000", "-out", "res", "-keep", "-workers", "3", "-rate", "500"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := warmupOptions(o)
-	if w.jobs != 20_000 || w.window != 2_000 || w.warmupJobs != 0 || w.aging != agingOff || w.keep || w.rate != 0 {
-		t.Errorf("warm-up: jobs %d, window %d, warm-up %d, aging %q, keep %v, rate %v; want 20000, 2000, 0, %q, false, 0",
-			w.jobs, w.window, w.warmupJobs, w.aging, w.keep, w.rate, agingOff)
+	if w.jobs != 20_000 || w.window != 2_000 || w.lead != 2_000 || w.warmupJobs != 0 || w.aging != agingOff || w.keep || w.rate != 0 {
+		t.Errorf("warm-up: jobs %d, window %d, lead %d, warm-up %d, aging %q, keep %v, rate %v; want 20000, 2000, 2000, 0, %q, false, 0",
+			w.jobs, w.window, w.lead, w.warmupJobs, w.aging, w.keep, w.rate, agingOff)
 	}
 	if w.out != filepath.Join("res", "warmup") || w.logDir != w.out {
 		t.Errorf("warm-up files in %q and %q, want both in res/warmup", w.out, w.logDir)

@@ -83,39 +83,45 @@ func deliveredAt(points []point, t time.Duration) int64 {
 	return a.Delivered + int64(f*float64(b.Delivered-a.Delivered))
 }
 
-// windowRates are the rates of the first and the last window mails of
-// total: the first from the first mail sent (the workers' start-up before it
-// does not count), the last up to the total.
-func windowRates(points []point, total, window int64) (first, last float64, err error) {
-	if window < 1 || total < 2*window {
-		return 0, 0, fmt.Errorf("a window of %d mails needs at least %d in all, not %d", window, 2*window, total)
+// windowRates are the rates of the first and the last window mails of the
+// measured jobs: the first after the lead's mails (from the first mail sent
+// with no lead: the workers' start-up before it does not count), the last
+// up to jobs.
+func windowRates(points []point, lead, jobs, window int64) (first, last float64, err error) {
+	if window < 1 || lead < 0 || jobs < lead+2*window {
+		return 0, 0, fmt.Errorf("a lead of %d and two windows of %d mails need at least %d in all, not %d", lead, window, lead+2*window, jobs)
 	}
-	t1, ok1 := timeAt(points, 1)
-	tw, ok2 := timeAt(points, window)
-	tl, ok3 := timeAt(points, total-window)
-	tn, ok4 := timeAt(points, total)
+	from := max(1, lead)
+	t1, ok1 := timeAt(points, from)
+	tw, ok2 := timeAt(points, lead+window)
+	tl, ok3 := timeAt(points, jobs-window)
+	tn, ok4 := timeAt(points, jobs)
 	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return 0, 0, fmt.Errorf("the progress polls never reached %d mails", total)
+		return 0, 0, fmt.Errorf("the progress polls never reached %d mails", jobs)
 	}
 	if tw <= t1 || tn <= tl {
 		return 0, 0, fmt.Errorf("a window took no time (polls too coarse for %d mails)", window)
 	}
-	return float64(window-1) / (tw - t1).Seconds(), float64(window) / (tn - tl).Seconds(), nil
+	return float64(lead+window-from) / (tw - t1).Seconds(), float64(window) / (tn - tl).Seconds(), nil
 }
 
 // params are the settings a report states and judges by.
 type params struct {
-	Jobs, Window    int64
-	Workers         int
-	Retention       time.Duration
-	ReaperInterval  time.Duration
-	SampleEvery     time.Duration
-	Command         string
-	Machine         string
-	ProducerSummary string
-	Took            time.Duration // wall time of the whole soak, start-up and clean-up included
-	AgingMode       string        // -aging
-	Aged            *aging        // nil with -aging off
+	// Jobs are the measured jobs. Lead more are sent before the first
+	// window and after the last (the publisher's head start, and the jobs
+	// it publishes while the last window is sent), so that it publishes one
+	// job per mail sent throughout both windows.
+	Jobs, Window, Lead int64
+	Workers            int
+	Retention          time.Duration
+	ReaperInterval     time.Duration
+	SampleEvery        time.Duration
+	Command            string
+	Machine            string
+	ProducerSummary    string
+	Took               time.Duration // wall time of the whole soak, start-up and clean-up included
+	AgingMode          string        // -aging
+	Aged               *aging        // nil with -aging off
 }
 
 // summary is what the soak found, judged against the targets.
@@ -195,14 +201,17 @@ func summarize(p params, points []point, samples []sample) (summary, error) {
 	s.Delivered, s.Failed, s.Purged = lastSample.Delivered, lastSample.Failed, lastSample.Purged
 	s.Takeovers, s.Duplicates = lastSample.Takeovers, lastSample.Duplicates
 	var err error
-	if s.FirstRate, s.LastRate, err = windowRates(points, p.Jobs, p.Window); err != nil {
+	if s.FirstRate, s.LastRate, err = windowRates(points, p.Lead, p.Jobs, p.Window); err != nil {
 		return s, err
 	}
 	s.Ratio = s.LastRate / s.FirstRate
 	t1, _ := timeAt(points, 1)
-	tn, _ := timeAt(points, p.Jobs)
+	tn, ok := timeAt(points, p.total())
+	if !ok {
+		return s, fmt.Errorf("the progress polls never reached %d mails", p.total())
+	}
 	s.Span = tn - t1
-	s.MeanRate = float64(p.Jobs-1) / s.Span.Seconds()
+	s.MeanRate = float64(p.total()-1) / s.Span.Seconds()
 
 	s.MaxRSS, s.MaxPeak = make([]int64, p.Workers), make([]int64, p.Workers)
 	var load float64
@@ -214,7 +223,7 @@ func summarize(p params, points []point, samples []sample) (summary, error) {
 		}
 		bytes := x.Tables.AllBytes
 		s.MaxRows, s.MaxBytes = max(s.MaxRows, x.Tables.MessagesRows), max(s.MaxBytes, bytes)
-		if !early && x.Delivered >= p.Window && x.Tables.MessagesRows > 0 {
+		if !early && x.Delivered >= p.Lead+p.Window && x.Tables.MessagesRows > 0 {
 			s.BytesPerRowEarly, early = float64(bytes)/float64(x.Tables.MessagesRows), true
 		}
 		load += x.Load1
@@ -255,7 +264,7 @@ func summarize(p params, points []point, samples []sample) (summary, error) {
 			}
 		}
 	}
-	s.FirstGrowth = growthPerMail(samples, 0, p.Window)
+	s.FirstGrowth = growthPerMail(samples, p.Lead, p.Lead+p.Window)
 	s.LastGrowth = growthPerMail(samples, p.Jobs-p.Window, p.Jobs)
 	s.PurgeStatements, s.PurgeSeconds = lastSample.PurgeStatements, lastSample.PurgeSeconds
 	if a := p.Aged; a != nil && a.Mode == agingSteady {
@@ -276,7 +285,7 @@ func summarize(p params, points []point, samples []sample) (summary, error) {
 func summarizeSteady(p params, a *aging, points []point, samples []sample) steadyPurge {
 	var st steadyPurge
 	st.LastWindowFrom, _ = timeAt(points, p.Jobs-p.Window)
-	st.SteadyTo, _ = timeAt(points, p.Jobs)
+	st.SteadyTo, _ = timeAt(points, p.total())
 	var steady []sample
 	for _, x := range samples {
 		if x.Purged > 0 && x.T <= st.SteadyTo {
@@ -367,7 +376,7 @@ func (s summary) boundOK() bool { return s.RetentionReached && s.WorstRows <= s.
 // purgeOK: with the burst, every aged row was purged, faster than mail was
 // sent, and what is left is the rows sent since.
 func (s summary) purgeOK() bool {
-	return s.Aged != nil && s.PurgeTook > 0 && s.PurgeRate >= s.MeanRate && s.FinalRows <= s.Jobs-s.Aged.Rows+boundSlack
+	return s.Aged != nil && s.PurgeTook > 0 && s.PurgeRate >= s.MeanRate && s.FinalRows <= s.total()-s.Aged.Rows+boundSlack
 }
 
 // TargetSteadyPurge is the least rate the steady purge may delete at,
@@ -402,7 +411,18 @@ func (s summary) spaceOK() bool {
 	return s.Aged != nil && s.FirstGrowth > 0 && s.LastGrowth <= TargetSpaceReuse*s.FirstGrowth
 }
 
-func (s summary) deliveredOK() bool { return s.Delivered >= s.Jobs && s.Failed == 0 }
+func (s summary) deliveredOK() bool { return s.Delivered >= s.total() && s.Failed == 0 }
+
+// total is every job published: the measured ones and the lead.
+func (p params) total() int64 { return p.Jobs + p.Lead }
+
+// firstWindow names the mails of the first window.
+func (p params) firstWindow() string {
+	if p.Lead == 0 {
+		return "first " + thousands(p.Window) + " mails"
+	}
+	return fmt.Sprintf("first %s mails after the lead (%s to %s)", thousands(p.Window), thousands(p.Lead+1), thousands(p.Lead+p.Window))
+}
 
 func verdict(ok bool) string {
 	if ok {
@@ -415,15 +435,16 @@ func verdict(ok bool) string {
 func (s summary) markdown(w io.Writer) {
 	fmt.Fprintf(w, "Command: `%s`\n\n", s.Command)
 	fmt.Fprintf(w, "Machine: %s; Kafka, PostgreSQL, smtp-sink and the harness share it with the workers. Mean 1-minute load average over the run: %.2f.\n\n", s.Machine, s.MeanLoad)
-	fmt.Fprintf(w, "Settings: %s jobs through %d workers in one group; POSTLINE_RETENTION=%s, reaper every %s (the worker's reaper runs the purge); %s; a sample every %s. Wall time of the whole soak: %s.\n\n",
-		thousands(s.Jobs), s.Workers, s.Retention, s.ReaperInterval, s.ProducerSummary, s.SampleEvery, s.Took.Round(time.Second))
+	fmt.Fprintf(w, "Settings: %s jobs (%s measured, %s more as the lead) through %d workers in one group; POSTLINE_RETENTION=%s, reaper every %s (the worker's reaper runs the purge); %s; a sample every %s. Wall time of the whole soak: %s.\n\n",
+		thousands(s.total()), thousands(s.Jobs), thousands(s.Lead), s.Workers, s.Retention, s.ReaperInterval, s.ProducerSummary, s.SampleEvery, s.Took.Round(time.Second))
 	fmt.Fprintln(w, "| measure | value | target | verdict |")
 	fmt.Fprintln(w, "|---|---:|---:|:---:|")
 	fmt.Fprintf(w, "| mails sent / failed (rows taken over after their lease ran out, so possibly sent twice; copies deduped) | %s / %s (%s; %s) | all / 0 | %s |\n",
 		thousands(s.Delivered), thousands(s.Failed), thousands(s.Takeovers), thousands(s.Duplicates), verdict(s.deliveredOK()))
 	fmt.Fprintf(w, "| first mail to last | %s (%.0f mails/s) | - | - |\n", s.Span.Round(time.Second), s.MeanRate)
-	fmt.Fprintf(w, "| first %s mails | %.0f mails/s | - | - |\n", thousands(s.Window), s.FirstRate)
-	fmt.Fprintf(w, "| last %s mails | %.0f mails/s = %.3f× the first | ≥ %.2f× | %s |\n", thousands(s.Window), s.LastRate, s.Ratio, TargetRateRatio, verdict(s.rateOK()))
+	fmt.Fprintf(w, "| %s | %.0f mails/s | - | - |\n", s.firstWindow(), s.FirstRate)
+	fmt.Fprintf(w, "| last %s measured mails (%s to %s) | %.0f mails/s = %.3f× the first | ≥ %.2f× | %s |\n",
+		thousands(s.Window), thousands(s.Jobs-s.Window+1), thousands(s.Jobs), s.LastRate, s.Ratio, TargetRateRatio, verdict(s.rateOK()))
 	fmt.Fprintf(w, "| worker RSS, most sampled (VmRSS) | %s MiB | ≤ %d MiB | %s |\n", mibList(s.MaxRSS), TargetRSS>>20, verdict(s.rssOK()))
 	fmt.Fprintf(w, "| worker RSS, peak (VmHWM) | %s MiB | ≤ %d MiB | (above) |\n", mibList(s.MaxPeak), TargetRSS>>20)
 	fmt.Fprintf(w, "| postline_messages live rows, at the end / most | %s / %s | - | - |\n", thousands(s.FinalRows), thousands(s.MaxRows))
@@ -433,8 +454,8 @@ func (s summary) markdown(w io.Writer) {
 	if s.Aged != nil {
 		until = "before the aging"
 	}
-	fmt.Fprintf(w, "| bytes per live row, after the first %s / %s | %.0f / %.0f | ≤ %.1f× | %s |\n",
-		thousands(s.Window), until, s.BytesPerRowEarly, s.BytesPerRowEnd, TargetBloat, verdict(s.bloatOK()))
+	fmt.Fprintf(w, "| bytes per live row, after the first window / %s | %.0f / %.0f | ≤ %.1f× | %s |\n",
+		until, s.BytesPerRowEarly, s.BytesPerRowEnd, TargetBloat, verdict(s.bloatOK()))
 	if a := s.Aged; a != nil && a.Mode == agingSteady {
 		s.steadyMarkdown(w, a)
 	}
@@ -446,8 +467,8 @@ func (s summary) markdown(w io.Writer) {
 		fmt.Fprintf(w, "| retention purge, the retention passing simulated at %s mails sent (t = %s): the sent rows' timestamps moved back by %s | %s rows aged in %s; %s; %s live rows at the end | purge rate ≥ delivery rate, rows at the end ≤ jobs - aged + %s | %s |\n",
 			thousands(a.Sent), a.At.Round(time.Second), a.Shift, thousands(a.Rows), a.Took.Round(100*time.Millisecond), purge,
 			thousands(s.FinalRows), thousands(boundSlack), verdict(s.purgeOK()))
-		fmt.Fprintf(w, "| tables' growth on disk per mail, first %s / last %s (just after the aging: %.0f MiB, at the end: %.0f MiB) | %.0f / %.0f bytes = %.2f× | ≤ %.2f× (purged space reused) | %s |\n",
-			thousands(s.Window), thousands(s.Window), mib(a.BytesAfter), mib(s.FinalBytes), s.FirstGrowth, s.LastGrowth,
+		fmt.Fprintf(w, "| tables' growth on disk per mail, first window / last window (just after the aging: %.0f MiB, at the end: %.0f MiB) | %.0f / %.0f bytes = %.2f× | ≤ %.2f× (purged space reused) | %s |\n",
+			mib(a.BytesAfter), mib(s.FinalBytes), s.FirstGrowth, s.LastGrowth,
 			s.LastGrowth/max(1, s.FirstGrowth), TargetSpaceReuse, verdict(s.spaceOK()))
 	}
 	if s.RetentionReached {
@@ -485,15 +506,15 @@ func (s summary) steadyMarkdown(w io.Writer, a *aging) {
 	if s.PurgeStatements > 0 {
 		meanPurge = 1000 * s.PurgeSeconds / float64(s.PurgeStatements)
 	}
-	fmt.Fprintf(w, "| retention purge over the steady part, from the first rows purged (t = %s) to the last mail (t = %s); the last %s from t = %s: %s | %.0f rows/s purged against %.0f mails/s sent = %.2f× (least-squares slopes); the workers' purge statements: %s, %.1f s in all (mean %.1f ms) | ≥ %.2f×, the last window inside | %s |\n",
-		s.SteadyFrom.Round(time.Second), s.SteadyTo.Round(time.Second), thousands(s.Window), s.LastWindowFrom.Round(time.Second), inside,
+	fmt.Fprintf(w, "| retention purge over the steady part, from the first rows purged (t = %s) to the last mail (t = %s); the last window from t = %s: %s | %.0f rows/s purged against %.0f mails/s sent = %.2f× (least-squares slopes); the workers' purge statements: %s, %.1f s in all (mean %.1f ms) | ≥ %.2f×, the last window inside | %s |\n",
+		s.SteadyFrom.Round(time.Second), s.SteadyTo.Round(time.Second), s.LastWindowFrom.Round(time.Second), inside,
 		s.SteadyPurgeRate, s.SteadyDeliveryRate, s.SteadyPurgeRate/max(s.SteadyDeliveryRate, 1e-9),
 		thousands(s.PurgeStatements), s.PurgeSeconds, meanPurge, TargetSteadyPurge, verdict(s.steadyPurgeOK()))
 	fmt.Fprintf(w, "| postline_messages live rows at the last mail / a steady state's (the %s sent before the aging, never aged, + %.0f mails/s × (%s lag + %s reaper interval)); the worst sample of the steady part / its bound (the rows sent before the aging + the mails sent within the last %s + %s) | %s / %s; %s / %s | rows ≤ bound | %s |\n",
 		thousands(a.Sent), s.SteadyDeliveryRate, a.Lag, s.ReaperInterval, steadyBoundWindow(a, s.ReaperInterval), thousands(boundSlack),
 		thousands(s.EndRows), thousands(s.PredictedRows), thousands(s.SteadyWorstRows), thousands(s.SteadyWorstBound), verdict(s.steadyBoundOK()))
-	fmt.Fprintf(w, "| tables' growth on disk per mail, first %s / last %s (at the end: %.0f MiB) | %.0f / %.0f bytes = %.2f× | ≤ %.2f× (purged space reused) | %s |\n",
-		thousands(s.Window), thousands(s.Window), mib(s.FinalBytes), s.FirstGrowth, s.LastGrowth,
+	fmt.Fprintf(w, "| tables' growth on disk per mail, first window / last window (at the end: %.0f MiB) | %.0f / %.0f bytes = %.2f× | ≤ %.2f× (purged space reused) | %s |\n",
+		mib(s.FinalBytes), s.FirstGrowth, s.LastGrowth,
 		s.LastGrowth/max(1, s.FirstGrowth), TargetSpaceReuse, verdict(s.spaceOK()))
 }
 
