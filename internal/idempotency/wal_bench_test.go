@@ -1,12 +1,15 @@
 package idempotency_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,14 +103,36 @@ func BenchmarkClaimRecord(b *testing.B) {
 // through the worker's claim and record statements (one recipient each,
 // random Message-IDs as in production), confirmed and aged past a 1 h
 // retention before the timer starts, then deleted by Purge in the reaper's
-// statements of purgeBatch rows until none is left. It reports rows/s,
-// pg-CPU-µs/row (the serving backend's CPU, as in BenchmarkClaimRecord) and
+// statements of purgeBatch rows until none is left: by one store
+// (purgers=1), or by two on connections of their own at once (purgers=2),
+// as the reapers of two workers whose passes overlap. It reports rows/s,
+// pg-CPU-µs/row (the serving backends' CPU, as in BenchmarkClaimRecord) and
 // WAL-B/row (server-wide: run it on a quiet server). Run it with
 //
-//	go test -run '^$' -bench Purge -benchtime 100000x -count 3 ./internal/idempotency/
+//	go test -run '^$' -bench 'Purge$' -benchtime 100000x -count 2 ./internal/idempotency/
 func BenchmarkPurge(b *testing.B) {
+	// The reaper of every worker purges; two whose passes overlap skip
+	// each other's locked rows and touch the same pages.
+	for _, purgers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("purgers=%d", purgers), func(b *testing.B) { benchPurge(b, purgers) })
+	}
+}
+
+func benchPurge(b *testing.B, purgers int) {
 	const purgeBatch = 1000 // the reaper's default statement size
-	pool, backend, s := benchStore(b)
+	url, admin := testenv.NewSchema(b)
+	if err := schema.Migrate(b.Context(), admin); err != nil {
+		b.Fatalf("Migrate: %v", err)
+	}
+	var (
+		stores   []*idempotency.Store
+		backends []int
+		pool     *pgxpool.Pool
+	)
+	for range purgers {
+		p, backend, s := benchStoreAt(b, url)
+		stores, backends, pool = append(stores, s), append(backends, backend), cmp.Or(pool, p)
+	}
 	ctx := b.Context()
 	run := testenv.UniqueName("p")
 	for done := 0; done < b.N; done += benchBatch {
@@ -115,7 +140,7 @@ func BenchmarkPurge(b *testing.B) {
 		for i := range ids {
 			ids[i] = fmt.Sprintf("<%x-%s@bench>", hash(strconv.Itoa(done + i))[:8], run)
 		}
-		benchRecord(b, ctx, s, ids, benchClaim(b, ctx, s, ids, 1, false), idempotency.StatusSent, 0)
+		benchRecord(b, ctx, stores[0], ids, benchClaim(b, ctx, stores[0], ids, 1, false), idempotency.StatusSent, 0)
 	}
 	if _, err := pool.Exec(ctx, `UPDATE postline_messages SET confirmation = 'confirmed',
 		created_at = created_at - interval '2 hours', updated_at = updated_at - interval '2 hours'`); err != nil {
@@ -125,27 +150,45 @@ func BenchmarkPurge(b *testing.B) {
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE postline_messages, postline_recipients`); err != nil {
 		b.Fatalf("vacuum: %v", err)
 	}
+	cpu := func() (time.Duration, bool) {
+		var sum time.Duration
+		for _, pid := range backends {
+			c, ok := processCPU(pid)
+			if !ok {
+				return 0, false
+			}
+			sum += c
+		}
+		return sum, true
+	}
 	startLSN, _ := walLSN(b, pool)
-	startCPU, cpuOK := processCPU(backend)
+	startCPU, cpuOK := cpu()
 	b.ResetTimer()
 	start := time.Now()
-	purged := 0
-	for {
-		n, err := s.Purge(ctx, time.Hour, purgeBatch)
-		if err != nil {
-			b.Fatalf("Purge: %v", err)
-		}
-		if n == 0 {
-			break
-		}
-		purged += n
+	var purged atomic.Int64
+	var wg sync.WaitGroup
+	for _, s := range stores {
+		wg.Go(func() {
+			for {
+				n, err := s.Purge(ctx, time.Hour, purgeBatch)
+				if err != nil {
+					b.Errorf("Purge: %v", err)
+					return
+				}
+				if n == 0 {
+					return
+				}
+				purged.Add(int64(n))
+			}
+		})
 	}
+	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
-	if purged != b.N {
-		b.Fatalf("purged %d rows, want %d", purged, b.N)
+	if got := purged.Load(); got != int64(b.N) {
+		b.Fatalf("purged %d rows, want %d", got, b.N)
 	}
-	if endCPU, ok := processCPU(backend); ok && cpuOK {
+	if endCPU, ok := cpu(); ok && cpuOK {
 		b.ReportMetric(float64((endCPU-startCPU).Microseconds())/float64(b.N), "pg-CPU-µs/row")
 	}
 	endLSN, _ := walLSN(b, pool)
@@ -163,6 +206,13 @@ func benchStore(b *testing.B) (*pgxpool.Pool, int, *idempotency.Store) {
 	if err := schema.Migrate(b.Context(), admin); err != nil {
 		b.Fatalf("Migrate: %v", err)
 	}
+	return benchStoreAt(b, url)
+}
+
+// benchStoreAt is a store on a pool of one connection to url's schema,
+// with that connection's backend PID.
+func benchStoreAt(b *testing.B, url string) (*pgxpool.Pool, int, *idempotency.Store) {
+	b.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		b.Fatal(err)
