@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/postline/postline/internal/idempotency"
 )
 
@@ -194,7 +196,7 @@ func TestStuckRequiresTheLeaseExpiredPastGrace(t *testing.T) {
 
 // TestConcurrentPurgesShareTheRows checks that purges running at once (one
 // per worker's reaper) delete every due row exactly once between them,
-// without an error or a wait: each skips the rows another has locked.
+// without an error: they take turns.
 func TestConcurrentPurgesShareTheRows(t *testing.T) {
 	t.Parallel()
 	_, pool := migrated(t)
@@ -248,5 +250,78 @@ func TestConcurrentPurgesShareTheRows(t *testing.T) {
 	}
 	if total != rows || left != 0 {
 		t.Fatalf("the purges deleted %v rows, %d in all, %d left; want %d in all, none left", deleted, total, left, rows)
+	}
+}
+
+// TestPurgesTakeTurns checks that a purge waits while another holds the
+// purge's turn of its schema (the reaper of another worker in the middle of
+// a statement), runs once the turn is free, and that the turn is per
+// schema: a purge of another schema does not wait.
+func TestPurgesTakeTurns(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	// The turn's key, as Purge takes it: the table's OID and 1.
+	const turn = `SELECT pg_advisory_xact_lock('postline_messages'::regclass::oid::int, 1)`
+	dueRow := func(s *idempotency.Store, pool *pgxpool.Pool, id string) {
+		c := claimOne(t, s, req(id, "b", 1))
+		record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1})
+		if _, err := pool.Exec(ctx, `UPDATE postline_messages SET updated_at = now() - interval '2 hours',
+			created_at = now() - interval '2 hours'`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, poolA := migrated(t)
+	a, _ := newStore(t, poolA, "worker-1", time.Hour)
+	dueRow(a, poolA, "<a@x>")
+	_, poolB := migrated(t)
+	b, _ := newStore(t, poolB, "worker-1", time.Hour)
+	dueRow(b, poolB, "<b@x>")
+
+	holder, err := poolA.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx)
+	if _, err := holder.Exec(ctx, turn); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.Purge(ctx, time.Hour, 10); err != nil || n != 1 {
+		t.Fatalf("Purge of another schema while the turn is held = %d, %v; want 1 without waiting", n, err)
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := a.Purge(ctx, time.Hour, 10)
+		done <- result{n, err}
+	}()
+	// The purge waits on the turn: its lock shows in pg_locks, not granted.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting bool
+		if err := poolA.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
+			AND classid = 'postline_messages'::regclass::oid AND objid = 1 AND objsubid = 2 AND NOT granted)`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("Purge = %d, %v while another held the turn; want it to wait", r.n, r.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the purge never waited for the turn")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := holder.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.err != nil || r.n != 1 {
+		t.Fatalf("Purge once the turn was free = %d, %v; want 1", r.n, r.err)
 	}
 }
