@@ -62,11 +62,12 @@ const purgeTurnSQL = `SELECT pg_advisory_xact_lock('postline_messages'::regclass
 // Purge deletes up to limit terminal rows (sent, failed, dead, suppressed),
 // with their recipients and any record copy, whose outcome
 // was recorded more than olderThan ago on the database's clock, the oldest
-// rows (by creation) first, in one statement, and returns how many it deleted. Rows in flight
+// rows (by creation) first, in one statement after its turn (purgeTurnSQL),
+// and returns how many it deleted. Rows in flight
 // are never deleted, whatever their age, nor mail still awaiting its
-// confirmation (the sweep that marks it unconfirmed comes first). Purges
-// take turns (purgeTurnSQL): one waits for the statement of another to
-// commit. Rows locked by another statement (a replay resetting them) are
+// confirmation (the sweep that marks it unconfirmed comes first). A purge
+// waits for another's statement to commit, and its round trip metric
+// includes that wait. Rows locked by another statement (a replay resetting them) are
 // skipped rather than waited for, so a purge cannot deadlock. A
 // duplicate of a purged message is a new message: olderThan is the dedupe
 // window.
