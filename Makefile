@@ -67,7 +67,8 @@ bench-scale:
 
 ## soak: 1,000,000 small jobs through two workers into smtp-sink: rate, RSS and table size over time (SOAK_ARGS, e.g. -jobs 100000)
 # bench/soak runs an unmeasured 300,000-job soak without aging first (-warmup-jobs): a freshly
-# started broker's JIT would make the first window slower and flatter the ratio.
+# started broker's JIT would make the first window slower and flatter the ratio. SOAK_ARGS=-runs 3
+# runs three measured soaks after it and judges the rate on their median ratio (runs.md).
 soak:
 	scripts/stack.sh up --with-sink
 	$(GO) build -o bin/worker ./cmd/worker

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/postline/postline/bench/internal/benchstats"
 )
 
 // result is one variant's measurement in one run.
@@ -97,21 +99,6 @@ func (r result) CPUPerMail() time.Duration {
 	return r.CPU / time.Duration(r.Mails)
 }
 
-// median returns the median of xs (the mean of the middle two for an even
-// count), and NaN for none.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	mid := len(s) / 2
-	if len(s)%2 == 1 {
-		return s[mid]
-	}
-	return (s[mid-1] + s[mid]) / 2
-}
-
 // summarize returns one result per variant, in order of first appearance,
 // each metric being the median over that variant's runs. The span is chosen
 // so that the median rate is kept.
@@ -136,7 +123,7 @@ func summarize(all []result) []result {
 			for i, r := range rs {
 				xs[i] = f(r)
 			}
-			return median(xs)
+			return benchstats.Median(xs)
 		}
 		m := result{Variant: name, HasLatency: rs[0].HasLatency}
 		m.Mails = int(pick(func(r result) float64 { return float64(r.Mails) }))

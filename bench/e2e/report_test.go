@@ -66,30 +66,6 @@ func TestFormatLatency(t *testing.T) {
 	}
 }
 
-func TestMedian(t *testing.T) {
-	tests := []struct {
-		xs   []float64
-		want float64
-	}{
-		{[]float64{3}, 3},
-		{[]float64{5, 1, 3}, 3},
-		{[]float64{4, 1, 3, 2}, 2.5},
-	}
-	for _, tt := range tests {
-		if got := median(tt.xs); got != tt.want {
-			t.Errorf("median(%v) = %v, want %v", tt.xs, got, tt.want)
-		}
-	}
-	if got := median(nil); !math.IsNaN(got) {
-		t.Errorf("median(nil) = %v, want NaN", got)
-	}
-	xs := []float64{3, 1, 2}
-	median(xs)
-	if xs[0] != 3 {
-		t.Errorf("median sorted its argument in place: %v", xs)
-	}
-}
-
 func TestResultRates(t *testing.T) {
 	r := result{Mails: 20000, Span: 16 * time.Second, CPU: 8 * time.Second}
 	if got := r.Rate(); got != 1250 {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/postline/postline/bench/internal/benchstats"
 )
 
 // result is one measured run of one worker count.
@@ -52,19 +54,6 @@ func (r result) perThousand(d time.Duration) float64 {
 // verdict.
 var targets = map[int]float64{2: 1.9, 4: 3.5}
 
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	mid := len(s) / 2
-	if len(s)%2 == 1 {
-		return s[mid]
-	}
-	return (s[mid-1] + s[mid]) / 2
-}
-
 // summarize returns one row per worker count, ascending, each metric the
 // median over that count's runs. The span is derived from the median rate
 // so that Rate() of the row is that median.
@@ -86,7 +75,7 @@ func summarize(all []result) []result {
 			for i, r := range rs {
 				xs[i] = f(r)
 			}
-			return median(xs)
+			return benchstats.Median(xs)
 		}
 		mails := int(pick(func(r result) float64 { return float64(r.Mails) }))
 		rate := pick(result.Rate)

@@ -100,7 +100,7 @@ func main() {
 type options struct {
 	jobs, window, lead, warmupJobs int64
 	workers, partitions, bodyBytes int
-	senders                        int
+	senders, runs                  int
 	rate, ageFrom                  float64
 	aging                          string
 	ageLag, ageShift               time.Duration
@@ -134,6 +134,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.ageLag, "age-lag", 15*time.Second, "steady aging: how long after it was sent a row becomes purgeable")
 	fs.DurationVar(&o.ageShift, "age-shift", 0, "how far the aging moves the timestamps back (0: steady, -retention less -age-lag; burst, -retention + 1m); a shift that leaves the rows well inside -retention (30m) ages rows the purge never deletes, which measures the aging's own cost")
 	fs.DurationVar(&o.purgeWait, "purge-wait", 5*time.Minute, "burst aging: longest to wait after the last mail for the purge of the aged rows")
+	fs.IntVar(&o.runs, "runs", 1, "measured soaks to run one after another, each on fresh fixtures after the one warm-up; with more than one, run N's files go to runN/ under -out, and runs.md there holds every run's windows and the median ratio, which the rate target is judged on")
 	fs.IntVar(&o.workers, "workers", 2, "worker processes in the group")
 	fs.IntVar(&o.partitions, "partitions", 8, "partitions of the jobs topic")
 	fs.IntVar(&o.bodyBytes, "body-bytes", 256, "text body size of each job")
@@ -173,6 +174,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-jobs %d must be at least -lead %d and twice -window %d (and -window at least 1)", o.jobs, o.lead, o.window)
 	case o.warmupJobs != 0 && o.warmupJobs < minWarmupJobs:
 		return o, fmt.Errorf("-warmup-jobs %d must be 0 or at least %d", o.warmupJobs, minWarmupJobs)
+	case o.runs < 1:
+		return o, fmt.Errorf("-runs %d must be at least 1", o.runs)
 	case o.workers < 1 || o.partitions < o.workers:
 		return o, fmt.Errorf("-workers %d must be between 1 and -partitions %d", o.workers, o.partitions)
 	case o.bodyBytes < 1 || o.senders < 0 || o.rate < 0:
@@ -206,11 +209,41 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.warmupJobs > 0 {
 		w := warmupOptions(o)
 		fmt.Fprintf(stderr, "soak: warm-up of %s jobs without aging, not measured (report in %s)\n", thousands(w.jobs), w.out)
-		if err := soak(ctx, w, "", io.Discard, stderr); err != nil {
+		if _, err := soak(ctx, w, "", io.Discard, stderr); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	return soak(ctx, o, strings.TrimSpace("go run ./bench/soak "+strings.Join(args, " ")), stdout, stderr)
+	command := strings.TrimSpace("go run ./bench/soak " + strings.Join(args, " "))
+	if o.runs == 1 {
+		_, err := soak(ctx, o, command, stdout, stderr)
+		return err
+	}
+	runs := make([]summary, 0, o.runs)
+	for i := range o.runs {
+		r := runOptions(o, i+1)
+		fmt.Fprintf(stderr, "soak: run %d of %d (report in %s)\n", i+1, o.runs, r.out)
+		s, err := soak(ctx, r, command, io.Discard, stderr)
+		if err != nil {
+			return fmt.Errorf("run %d: %w", i+1, err)
+		}
+		runs = append(runs, s)
+	}
+	var md strings.Builder
+	runsMarkdown(&md, command, runs)
+	if err := os.WriteFile(filepath.Join(o.out, "runs.md"), []byte(md.String()), 0o644); err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, md.String())
+	return err
+}
+
+// runOptions are the options of run n (from 1) of several: o's, with its
+// files under runN/ of o's directories.
+func runOptions(o options, n int) options {
+	r := o
+	r.out = filepath.Join(o.out, fmt.Sprintf("run%d", n))
+	r.logDir = filepath.Join(o.logDir, fmt.Sprintf("run%d", n))
+	return r
 }
 
 // minWarmupJobs is the smallest warm-up: its windows must hold a mail.
@@ -231,18 +264,18 @@ func warmupOptions(o options) options {
 	return w
 }
 
-// soak runs one soak of o and writes its files; command is how it was
-// run, for the report.
-func soak(ctx context.Context, o options, command string, stdout, stderr io.Writer) error {
+// soak runs one soak of o, writes its files and returns what it found;
+// command is how it was run, for the report.
+func soak(ctx context.Context, o options, command string, stdout, stderr io.Writer) (summary, error) {
 	began := time.Now()
 	for _, d := range []string{o.out, o.logDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
+			return summary{}, err
 		}
 	}
 	f, err := newFixture(ctx, o, stderr)
 	if err != nil {
-		return err
+		return summary{}, err
 	}
 	defer f.close()
 
@@ -266,19 +299,19 @@ func soak(ctx context.Context, o options, command string, stdout, stderr io.Writ
 	for i := range o.workers {
 		addr, err := benchenv.FreeAddr()
 		if err != nil {
-			return err
+			return summary{}, err
 		}
 		p, err := benchproc.Start(o.workerBin, filepath.Join(o.logDir, fmt.Sprintf("worker%d.log", i)),
 			append(env, "POSTLINE_HTTP_ADDR="+addr))
 		if err != nil {
-			return err
+			return summary{}, err
 		}
 		procs = append(procs, p)
 		readyz, metricsAt = append(readyz, "http://"+addr+"/readyz"), append(metricsAt, "http://"+addr+"/metrics")
 	}
 	fmt.Fprintf(stderr, "soak: %d workers started (logs in %s); waiting for readiness\n", o.workers, o.logDir)
 	if err := waitReady(ctx, procs, readyz, o.brokers, f.group, f.jobsTopic, o.partitions); err != nil {
-		return err
+		return summary{}, err
 	}
 
 	m := &monitor{o: o, procs: procs, metricsURLs: metricsAt, pool: f.pool,
@@ -303,10 +336,10 @@ func soak(ctx context.Context, o options, command string, stdout, stderr io.Writ
 	// The soak's files are written whatever happened: a failed soak's
 	// samples are the evidence of why.
 	if err := m.writeCSV(filepath.Join(o.out, "soak.csv")); err != nil {
-		return errors.Join(watchErr, err)
+		return summary{}, errors.Join(watchErr, err)
 	}
 	if watchErr != nil {
-		return fmt.Errorf("%w (samples so far in %s)", watchErr, filepath.Join(o.out, "soak.csv"))
+		return summary{}, fmt.Errorf("%w (samples so far in %s)", watchErr, filepath.Join(o.out, "soak.csv"))
 	}
 	var stopErrs []error
 	for _, p := range procs {
@@ -314,7 +347,7 @@ func soak(ctx context.Context, o options, command string, stdout, stderr io.Writ
 	}
 	procs = nil
 	if err := errors.Join(stopErrs...); err != nil {
-		return err
+		return summary{}, err
 	}
 
 	p := params{
@@ -329,23 +362,23 @@ func soak(ctx context.Context, o options, command string, stdout, stderr io.Writ
 	}
 	s, err := summarize(p, m.points, m.samples)
 	if err != nil {
-		return err
+		return summary{}, err
 	}
 	var md strings.Builder
 	s.markdown(&md)
 	if err := os.WriteFile(filepath.Join(o.out, "soak.md"), []byte(md.String()), 0o644); err != nil {
-		return err
+		return summary{}, err
 	}
 	svg, err := os.Create(filepath.Join(o.out, "soak.svg"))
 	if err != nil {
-		return err
+		return summary{}, err
 	}
 	title := fmt.Sprintf("Soak: %s jobs, %d workers, smtp-sink", thousands(o.total()), o.workers)
 	if err := errors.Join(writePlot(svg, title, m.samples, o.workers), svg.Close()); err != nil {
-		return err
+		return summary{}, err
 	}
 	_, err = io.WriteString(stdout, md.String())
-	return err
+	return s, err
 }
 
 // replot draws the plot of a soak's CSV.

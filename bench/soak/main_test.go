@@ -37,6 +37,9 @@ func TestParseFlags(t *testing.T) {
 		{name: "aging the purge never sees", args: []string{"-age-shift", "30m"}, check: func(o options) bool { return o.ageShift == 30*time.Minute }},
 		{name: "a lag as long as the retention", args: []string{"-age-lag", "1h"}, wantErr: "shorter than -retention 1h0m0s"},
 		{name: "a window too large", args: []string{"-jobs", "100", "-window", "60"}, wantErr: "twice -window 60"},
+		{name: "one run by default", check: func(o options) bool { return o.runs == 1 }},
+		{name: "three runs", args: []string{"-runs", "3"}, check: func(o options) bool { return o.runs == 3 }},
+		{name: "no run", args: []string{"-runs", "0"}, wantErr: "-runs 0 must be at least 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o, err := parseFlags(tc.args, io.Discard)
@@ -71,5 +74,19 @@ func TestWarmupOptions(t *testing.T) {
 	}
 	if o.jobs != 50_000 || o.aging != agingSteady || !o.keep || o.rate != 500 {
 		t.Errorf("the measured options changed: %+v", o)
+	}
+}
+
+func TestRunOptions(t *testing.T) {
+	o, err := parseFlags([]string{"-runs", "3", "-out", "res", "-log-dir", "logs"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runOptions(o, 2)
+	if r.out != filepath.Join("res", "run2") || r.logDir != filepath.Join("logs", "run2") {
+		t.Errorf("run 2's files in %q and %q, want res/run2 and logs/run2", r.out, r.logDir)
+	}
+	if r.jobs != o.jobs || r.aging != o.aging || r.warmupJobs != o.warmupJobs || r.runs != o.runs {
+		t.Errorf("run 2 does not keep the soak's settings: %+v against %+v", r, o)
 	}
 }
