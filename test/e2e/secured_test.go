@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/url"
 	"os"
@@ -123,9 +124,16 @@ func TestSecuredStack(t *testing.T) {
 	if m := s.mailbox(ids); len(m.Missing) > 0 || m.Duplicates > 0 {
 		t.Fatalf("mailbox over the secured stack: %+v", m)
 	}
-	if n := sched.mustMetric("postline_scheduler_reinjected_total"); n < 1 {
-		t.Errorf("the scheduler re-injected %v records, want the retry copy", n)
-	}
+	// The scheduler counts a re-injection once the broker's acknowledgement
+	// is back, and the worker can read the record, and send it, before
+	// that reply has reached a scheduler on a loaded machine.
+	eventually(t, 30*time.Second, "the scheduler to count the retry copy re-injected", func(ctx context.Context) (bool, string) {
+		n, err := sched.Metric(ctx, "postline_scheduler_reinjected_total")
+		if err != nil {
+			return false, err.Error()
+		}
+		return n >= 1, fmt.Sprintf("%v re-injected", n)
+	})
 
 	// postctl over the same settings.
 	out := runPostctl(t, sec, "status", ids[0], "--topic", s.jobs, "--dlq-topic", s.dlq)
