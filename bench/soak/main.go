@@ -47,7 +47,9 @@
 // sizes over time) and soak.md (the figures, with the targets as PASS or
 // FAIL: the last -window mails at ≥ 0.9× the first window's rate, every
 // worker ≤ 100 MiB resident throughout, bytes per row not growing, and the
-// retention's bound).
+// retention's bound). With -runs N it runs the measured soak N times after
+// the one warm-up, each run's files under runN/, and writes runs.md: every
+// run's windows and verdicts, and the median ratio the rate is judged on.
 package main
 
 import (
@@ -146,7 +148,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 3*time.Hour, "longest the delivery may take")
 	fs.StringVar(&o.workerBin, "worker-bin", "bin/worker", "the Postline worker binary")
 	fs.StringVar(&o.sink, "sink", cmp.Or(os.Getenv("POSTLINE_TEST_SMTP_SINK"), "127.0.0.1:2525"), "smtp-sink address")
-	fs.StringVar(&o.out, "out", "bin/soak", "directory for soak.csv, soak.svg and soak.md")
+	fs.StringVar(&o.out, "out", "bin/soak", "directory for soak.csv, soak.svg and soak.md (with -runs, runN/ of each and runs.md)")
 	fs.StringVar(&o.logDir, "log-dir", "", "directory for the workers' logs (default: -out)")
 	brokers := fs.String("brokers", cmp.Or(os.Getenv("POSTLINE_KAFKA_BROKERS"), "127.0.0.1:9092"), "Kafka brokers, comma-separated")
 	fs.StringVar(&o.databaseURL, "database-url", cmp.Or(os.Getenv("POSTLINE_DATABASE_URL"),
