@@ -19,13 +19,25 @@ import (
 // freeAddr returns a loopback address with a port nothing listens on.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	return freeAddrs(t, 1)[0]
+}
+
+// freeAddrs returns n distinct loopback addresses nothing listens on. It
+// holds all n ports open until it has them: the kernel may hand a port just
+// closed straight back to the next bind to port 0, so two freeAddr calls in
+// a row can return the same address.
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	addrs := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
+	return addrs
 }
 
 // outcomeWorkerEnv points a worker at relay (no TLS, no AUTH) with

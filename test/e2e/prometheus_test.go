@@ -92,11 +92,13 @@ func TestPrometheusSeesEveryDashboardQueryAndAlert(t *testing.T) {
 	// events of both to sink.
 	const domain = "bounces.e2e.postline.test"
 	keys, signer := outcomeKeys(t, domain)
-	smtpAddr := freeAddr(t)
+	// Two listeners of the receiver's: distinct ports, asked for together.
+	addrs := freeAddrs(t, 2)
+	smtpAddr, hooksAddr := addrs[0], addrs[1]
 	recv := s.startReceiver(t, domain, keys, smtpAddr, map[string]string{
 		// The provider webhooks on, so that their series exist; none is
 		// called here (the providerhook tests post real payloads).
-		"POSTLINE_HOOKS_ADDR":          freeAddr(t),
+		"POSTLINE_HOOKS_ADDR":          hooksAddr,
 		"POSTLINE_MAILGUN_SIGNING_KEY": "e2e-mailgun-signing-key",
 		"POSTLINE_SES_TOPIC_ARNS":      "arn:aws:sns:eu-west-1:123456789012:e2e-ses",
 	})
