@@ -43,6 +43,9 @@
 #               is reloaded (restart only for port/socket/max_connections/shared_buffers).
 #               shared_buffers ${POSTLINE_PG_SHARED_BUFFERS:-1GB}: PostgreSQL's 128 MB default held a
 #               tenth of a million-mail table's working set, and the soak's rate fell by 30 % as it grew.
+#               max_wal_size ${POSTLINE_PG_MAX_WAL_SIZE:-8GB} and checkpoint_timeout 15min: with the 1 GB
+#               default a full-rate soak forced a checkpoint every minute, and the full-page images after
+#               each grew with the table (pg_wal may hold up to that much on disk).
 #               Durable by default (fsync, synchronous_commit, full_page_writes on).
 #               POSTLINE_PG_FAST=1 on `up` turns the three off for benchmarks: commits return
 #               before they reach the disk, so a crash of the machine or the server may lose the
@@ -836,6 +839,11 @@ max_connections = 300
 # The idempotency table's hot pages and its Message-ID index, which every claim and outcome
 # touches at random, must stay in PostgreSQL's own buffers as the table grows (see the header).
 shared_buffers = ${POSTLINE_PG_SHARED_BUFFERS:-1GB}
+# Checkpoints on the clock, not on WAL volume: after each checkpoint the first change to every page
+# writes the whole page to WAL, and with the 1 GB default a full-rate worker forced one every minute,
+# each costing more as the Message-ID index grew (see the header).
+max_wal_size = ${POSTLINE_PG_MAX_WAL_SIZE:-8GB}
+checkpoint_timeout = 15min
 # TLS with the throwaway CA of .stack/tls ($(tls_stamp)).
 ssl = on
 ssl_cert_file = 'postline-server.pem'
@@ -906,6 +914,7 @@ pg_up() {
       pg_ctl_ reload >/dev/null || { tail_log "$PG_LOG"; die "postgres: pg_ctl reload failed"; }
     fi
     ((PG_CHANGED)) && pg_check_settings
+    pg_roles
     log "postgres: ready on 127.0.0.1:$PG_PORT (TLS, durability $(pg_durability)) (already running)"
     return 0
   fi
@@ -936,15 +945,25 @@ pg_up() {
   log "postgres: starting on 127.0.0.1:$PG_PORT"
   pg_ctl_ -l "$PG_LOG" -w -t 60 start >/dev/null || { tail_log "$PG_LOG"; die "postgres: pg_ctl start failed"; }
   pg_wait
-  pg_psql <<'SQL' || die "postgres: creating role/database postline failed"
+  pg_roles
+  log "postgres: ready on 127.0.0.1:$PG_PORT (role/db postline, TLS, durability $(pg_durability))"
+}
+
+# pg_roles: the role and database postline, made if missing. postline may run CHECKPOINT
+# (pg_checkpoint): the soak starts each measured run from one, so that no checkpoint that the
+# previous run's WAL brought on falls inside its windows.
+pg_roles() {
+  pg_psql <<'SQL' >/dev/null || die "postgres: creating role/database postline failed"
 SELECT 'CREATE ROLE postline LOGIN CREATEDB PASSWORD ''postline'''
 WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'postline')
 \gexec
 SELECT 'CREATE DATABASE postline OWNER postline'
 WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'postline')
 \gexec
+SELECT 'GRANT pg_checkpoint TO postline'
+WHERE NOT pg_has_role('postline', 'pg_checkpoint', 'member')
+\gexec
 SQL
-  log "postgres: ready on 127.0.0.1:$PG_PORT (role/db postline, TLS, durability $(pg_durability))"
 }
 
 pg_wait() {

@@ -23,7 +23,10 @@
 // large the table grows, where counting its rows would not. Every -sample
 // it also reads each worker's VmRSS and VmHWM from /proc and the size of
 // postline_messages and of every table of the schema
-// (pg_total_relation_size, pg_indexes_size, and n_live_tup from the statistics collector: no scan).
+// (pg_total_relation_size, pg_indexes_size, and n_live_tup from the statistics collector: no scan),
+// and the server's WAL bytes, full-page images and checkpoints (pg_stat_wal, pg_stat_bgwriter).
+// Each measured run starts from a CHECKPOINT, so that a checkpoint the
+// previous run's WAL brought on does not land in a window by chance.
 //
 // The retention purge is on the way an operator would run it for high
 // volume: POSTLINE_RETENTION at its floor, 1h (the reaper refuses less:
@@ -316,6 +319,18 @@ func soak(ctx context.Context, o options, command string, stdout, stderr io.Writ
 		return summary{}, err
 	}
 
+	// The run starts from a checkpoint: the WAL of the run before it (or
+	// of the warm-up) would otherwise bring one on at a point of this run
+	// that chance decides, and the full-page images after it cost whichever
+	// window it falls in more than the table's growth does. The stack sizes
+	// max_wal_size so that a run of a million jobs writes less than brings
+	// on the next; the report counts the checkpoints within each window.
+	took, err := checkpoint(ctx, f.pool)
+	if err != nil {
+		return summary{}, err
+	}
+	fmt.Fprintf(stderr, "soak: PostgreSQL checkpoint before the run took %s\n", took.Round(time.Millisecond))
+
 	m := &monitor{o: o, procs: procs, metricsURLs: metricsAt, pool: f.pool,
 		httpc: &http.Client{Timeout: 5 * time.Second}, stderr: stderr}
 	prodCtx, stopProducer := context.WithCancel(ctx)
@@ -556,13 +571,17 @@ func (m *monitor) sample(ctx context.Context, t time.Duration, c benchmetrics.Co
 	if err != nil {
 		return sample{}, err
 	}
+	wal, err := readWALStats(ctx, m.pool)
+	if err != nil {
+		return sample{}, err
+	}
 	var load float64
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		load = loadAverage(string(b))
 	}
 	return sample{T: t, Delivered: c.Sent, Failed: c.Failed, Purged: c.Purged, Takeovers: c.Takeovers,
 		Duplicates: c.Duplicates, PurgeStatements: c.PurgeStatements, PurgeSeconds: c.PurgeSeconds, RSS: rss, Peak: peak,
-		Tables: tables, Load1: load}, nil
+		Tables: tables, WAL: wal, Load1: load}, nil
 }
 
 func (m *monitor) writeCSV(path string) error {

@@ -41,6 +41,39 @@ func readTableStats(ctx context.Context, pool *pgxpool.Pool) (tableStats, error)
 	return s, nil
 }
 
+// walStats are the PostgreSQL server's WAL and checkpoint counters. They are
+// server-wide, not the schema's: the soak has the stack's server to itself,
+// and a checkpoint is the server's, whoever's rows it flushes. After each
+// checkpoint the first change to a page writes the whole page to the WAL
+// (a full-page image), so the WAL written per mail shows what checkpoints
+// cost the run as the tables grow.
+type walStats struct {
+	Bytes       int64 // pg_stat_wal.wal_bytes
+	FullPages   int64 // pg_stat_wal.wal_fpi: full-page images
+	Checkpoints int64 // pg_stat_bgwriter: checkpoints begun, on time or requested by WAL volume
+}
+
+const walStatsSQL = `SELECT w.wal_bytes::bigint, w.wal_fpi, b.checkpoints_timed + b.checkpoints_req
+	FROM pg_stat_wal w, pg_stat_bgwriter b`
+
+func readWALStats(ctx context.Context, pool *pgxpool.Pool) (walStats, error) {
+	var s walStats
+	if err := pool.QueryRow(ctx, walStatsSQL).Scan(&s.Bytes, &s.FullPages, &s.Checkpoints); err != nil {
+		return walStats{}, fmt.Errorf("WAL statistics: %w", err)
+	}
+	return s, nil
+}
+
+// checkpoint runs a PostgreSQL checkpoint (the role needs pg_checkpoint,
+// which the stack grants) and says how long it took.
+func checkpoint(ctx context.Context, pool *pgxpool.Pool) (time.Duration, error) {
+	start := time.Now()
+	if _, err := pool.Exec(ctx, "CHECKPOINT"); err != nil {
+		return 0, fmt.Errorf("CHECKPOINT (the role needs pg_checkpoint: scripts/stack.sh up grants it): %w", err)
+	}
+	return time.Since(start), nil
+}
+
 // sample is one row of the soak's CSV: taken every -sample interval.
 type sample struct {
 	T          time.Duration // since the first job was published
@@ -57,6 +90,7 @@ type sample struct {
 	RSS             []int64 // VmRSS of each worker, bytes
 	Peak            []int64 // VmHWM of each worker, bytes
 	Tables          tableStats
+	WAL             walStats
 	Load1           float64 // the machine's 1-minute load average
 }
 

@@ -154,6 +154,13 @@ type summary struct {
 	// FirstGrowth and LastGrowth are the bytes every table of the schema
 	// grew by per mail over the first and the last window.
 	FirstGrowth, LastGrowth float64
+	// FirstWAL and LastWAL are the WAL bytes the server wrote per mail over
+	// the first and the last window; FirstFullPages and LastFullPages the
+	// full-page images per mail, FirstCheckpoints and LastCheckpoints the
+	// checkpoints begun within each.
+	FirstWAL, LastWAL                 float64
+	FirstFullPages, LastFullPages     float64
+	FirstCheckpoints, LastCheckpoints int64
 	// PurgeStatements and PurgeSeconds are the workers' purge statements
 	// over the run and the time they took.
 	PurgeStatements int64
@@ -266,6 +273,15 @@ func summarize(p params, points []point, samples []sample) (summary, error) {
 	}
 	s.FirstGrowth = growthPerMail(samples, p.Lead, p.Lead+p.Window)
 	s.LastGrowth = growthPerMail(samples, p.Jobs-p.Window, p.Jobs)
+	walBytes := func(x sample) int64 { return x.WAL.Bytes }
+	fullPages := func(x sample) int64 { return x.WAL.FullPages }
+	checkpoints := func(x sample) int64 { return x.WAL.Checkpoints }
+	s.FirstWAL, _ = perMail(samples, p.Lead, p.Lead+p.Window, walBytes)
+	s.LastWAL, _ = perMail(samples, p.Jobs-p.Window, p.Jobs, walBytes)
+	s.FirstFullPages, _ = perMail(samples, p.Lead, p.Lead+p.Window, fullPages)
+	s.LastFullPages, _ = perMail(samples, p.Jobs-p.Window, p.Jobs, fullPages)
+	_, s.FirstCheckpoints = perMail(samples, p.Lead, p.Lead+p.Window, checkpoints)
+	_, s.LastCheckpoints = perMail(samples, p.Jobs-p.Window, p.Jobs, checkpoints)
 	s.PurgeStatements, s.PurgeSeconds = lastSample.PurgeStatements, lastSample.PurgeSeconds
 	if a := p.Aged; a != nil && a.Mode == agingSteady {
 		s.steadyPurge = summarizeSteady(p, a, points, samples)
@@ -339,11 +355,21 @@ func slope(xs, ys []float64) float64 {
 
 // growthPerMail is how many bytes every table of the schema grew by per
 // mail from the first sample at or past from mails sent to the first at
-// or past to; from 0 counts from nothing.
+// or past to; from 0 counts from nothing (an empty schema, whose size is
+// small).
 func growthPerMail(samples []sample, from, to int64) float64 {
+	perMail, _ := perMail(samples, from, to, func(x sample) int64 { return x.Tables.AllBytes })
+	return perMail
+}
+
+// perMail is how much of measure accrued per mail, and in all, from the
+// first sample at or past from mails sent to the first at or past to;
+// from 0 counts from a zero sample. Both are 0 when the samples do not
+// span the mails.
+func perMail(samples []sample, from, to int64, measure func(sample) int64) (float64, int64) {
 	var a, b *sample
 	if from == 0 {
-		a = &sample{} // nothing sent and an empty schema, whose size is small
+		a = &sample{}
 	}
 	for i := range samples {
 		x := &samples[i]
@@ -355,9 +381,10 @@ func growthPerMail(samples []sample, from, to int64) float64 {
 		}
 	}
 	if a == nil || b == nil || b.Delivered <= a.Delivered {
-		return 0
+		return 0, 0
 	}
-	return float64(b.Tables.AllBytes-a.Tables.AllBytes) / float64(b.Delivered-a.Delivered)
+	d := measure(*b) - measure(*a)
+	return float64(d) / float64(b.Delivered-a.Delivered), d
 }
 
 // verdicts of the summary, in the order of the report.
@@ -441,7 +468,7 @@ func verdict(ok bool) string {
 func (s summary) markdown(w io.Writer) {
 	fmt.Fprintf(w, "Command: `%s`\n\n", s.Command)
 	fmt.Fprintf(w, "Machine: %s; Kafka, PostgreSQL, smtp-sink and the harness share it with the workers. Mean 1-minute load average over the run: %.2f.\n\n", s.Machine, s.MeanLoad)
-	fmt.Fprintf(w, "Settings: %s jobs (%s measured, %s more as the lead) through %d workers in one group; POSTLINE_RETENTION=%s, reaper every %s (the worker's reaper runs the purge); %s; a sample every %s. Wall time of the whole soak: %s.\n\n",
+	fmt.Fprintf(w, "Settings: %s jobs (%s measured, %s more as the lead) through %d workers in one group; POSTLINE_RETENTION=%s, reaper every %s (the worker's reaper runs the purge); %s; a sample every %s; PostgreSQL checkpointed just before the first job. Wall time of the whole soak: %s.\n\n",
 		thousands(s.total()), thousands(s.Jobs), thousands(s.Lead), s.Workers, s.Retention, s.ReaperInterval, s.ProducerSummary, s.SampleEvery, s.Took.Round(time.Second))
 	fmt.Fprintln(w, "| measure | value | target | verdict |")
 	fmt.Fprintln(w, "|---|---:|---:|:---:|")
@@ -462,6 +489,8 @@ func (s summary) markdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "| bytes per live row, after the first window / %s | %.0f / %.0f | ≤ %.1f× | %s |\n",
 		until, s.BytesPerRowEarly, s.BytesPerRowEnd, TargetBloat, verdict(s.bloatOK()))
+	fmt.Fprintf(w, "| PostgreSQL WAL per mail, first window / last window (the server's; full-page images per mail; checkpoints begun within) | %.0f / %.0f bytes (%.3f / %.3f; %d / %d) | - | - |\n",
+		s.FirstWAL, s.LastWAL, s.FirstFullPages, s.LastFullPages, s.FirstCheckpoints, s.LastCheckpoints)
 	if a := s.Aged; a != nil && a.Mode == agingSteady {
 		s.steadyMarkdown(w, a)
 	}
@@ -531,7 +560,8 @@ func csvHeader(workers int) []string {
 		h = append(h, fmt.Sprintf("worker%d_rss_bytes", i), fmt.Sprintf("worker%d_peak_bytes", i))
 	}
 	return append(h, "messages_rows", "messages_total_bytes", "messages_index_bytes",
-		"recipients_rows", "all_tables_bytes", "load1", "purge_statements", "purge_seconds")
+		"recipients_rows", "all_tables_bytes", "load1", "purge_statements", "purge_seconds",
+		"wal_bytes", "wal_full_pages", "checkpoints")
 }
 
 func writeCSV(w io.Writer, workers int, samples []sample) error {
@@ -553,7 +583,8 @@ func writeCSV(w io.Writer, workers int, samples []sample) error {
 		t := x.Tables
 		row = append(row, i64(t.MessagesRows), i64(t.MessagesBytes), i64(t.MessagesIndexBytes),
 			i64(t.RecipientsRows), i64(t.AllBytes), strconv.FormatFloat(x.Load1, 'f', 2, 64),
-			i64(x.PurgeStatements), strconv.FormatFloat(x.PurgeSeconds, 'f', 3, 64))
+			i64(x.PurgeStatements), strconv.FormatFloat(x.PurgeSeconds, 'f', 3, 64),
+			i64(x.WAL.Bytes), i64(x.WAL.FullPages), i64(x.WAL.Checkpoints))
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -625,6 +656,7 @@ func readCSV(r io.Reader) ([]sample, int, error) {
 			RecipientsRows: i(c + 3), AllBytes: i(c + 4)}
 		x.Load1 = f(c + 5)
 		x.PurgeStatements, x.PurgeSeconds = i(c+6), f(c+7)
+		x.WAL = walStats{Bytes: i(c + 8), FullPages: i(c + 9), Checkpoints: i(c + 10)}
 		if bad != nil {
 			return nil, 0, bad
 		}

@@ -127,7 +127,8 @@ func soakOf(rate int64, secs int, keep func(delivered int64, t time.Duration) in
 				RSS: []int64{rss, rss}, Peak: []int64{rss + 1, rss + 1},
 				Tables: tableStats{MessagesRows: rows, MessagesBytes: rows * 800, MessagesIndexBytes: rows * 100,
 					RecipientsRows: rows, AllBytes: rows * 1000},
-				Load1: 2, PurgeStatements: (d - rows) / 1000, PurgeSeconds: float64(d-rows) / 10_000})
+				Load1: 2, PurgeStatements: (d - rows) / 1000, PurgeSeconds: float64(d-rows) / 10_000,
+				WAL: walStats{Bytes: d * 1200, FullPages: d / 100, Checkpoints: int64(i / 60)}})
 		}
 	}
 	return points, samples
@@ -252,6 +253,7 @@ func TestMarkdown(t *testing.T) {
 		"| last 60,000 measured mails (540,001 to 600,000) | 1000 mails/s = 1.000× the first | ≥ 0.90× | PASS |",
 		"| worker RSS, most sampled (VmRSS) | 60.0 / 60.0 MiB | ≤ 100 MiB | PASS |",
 		"NOT REACHED",
+		"| PostgreSQL WAL per mail, first window / last window (the server's; full-page images per mail; checkpoints begun within) | 1200 / 1200 bytes (0.010 / 0.010; 1 / 1) | - | - |",
 		"Every target this run could reach is met",
 	} {
 		if !strings.Contains(md, want) {
@@ -276,8 +278,8 @@ func TestWriteCSV(t *testing.T) {
 	if got := strings.Join(rows[1][:7], ","); got != "10.000,10000,0,0,1000.0,0,0" {
 		t.Fatalf("first row starts %q", got)
 	}
-	if got := strings.Join(rows[1][len(rows[1])-2:], ","); got != "0,0.000" {
-		t.Fatalf("first row ends %q, want no purge statements", got)
+	if got := strings.Join(rows[1][len(rows[1])-5:], ","); got != "0,0.000,12000000,100,0" {
+		t.Fatalf("first row ends %q, want no purge statements, 12 MB of WAL, 100 full pages, no checkpoint", got)
 	}
 	b.Reset()
 	if err := writeCSV(&b, 2, samples); err != nil {
@@ -294,6 +296,70 @@ func TestWriteCSV(t *testing.T) {
 	}
 	if _, _, err := readCSV(strings.NewReader("a,b\n")); err == nil {
 		t.Fatal("readCSV of another CSV succeeded")
+	}
+}
+
+// TestSummarizeWAL: the WAL of each window is per mail sent in it, and a
+// checkpoint in the last window shows as its full-page images.
+func TestSummarizeWAL(t *testing.T) {
+	points, samples := soakOf(1000, 600, func(d int64, _ time.Duration) int64 { return d }, 60<<20)
+	// From t = 550 s a checkpoint: each mail after it writes 2 full pages
+	// (8 KiB each) besides its 1,200 bytes.
+	for i := range samples {
+		x := &samples[i]
+		x.WAL = walStats{Bytes: x.Delivered * 1200, Checkpoints: 0}
+		if after := x.Delivered - 550_000; after > 0 {
+			x.WAL.Bytes += after * 2 * 8192
+			x.WAL.FullPages = after * 2
+			x.WAL.Checkpoints = 1
+		}
+	}
+	p := params{Jobs: 600_000, Window: 60_000, Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second,
+		SampleEvery: 10 * time.Second}
+	s, err := summarize(p, points, samples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last window is mails 540,001 to 600,000: the samples at 540,000
+	// and 600,000 bound it, and 50,000 of its 60,000 mails came after the
+	// checkpoint.
+	wantLast := 1200 + float64(50_000*2*8192)/60_000
+	if s.FirstWAL != 1200 || !near(s.LastWAL, wantLast) {
+		t.Errorf("WAL per mail %.1f / %.1f, want 1200 / %.1f", s.FirstWAL, s.LastWAL, wantLast)
+	}
+	if s.FirstFullPages != 0 || !near(s.LastFullPages, 100_000.0/60_000) {
+		t.Errorf("full pages per mail %.3f / %.3f, want 0 / %.3f", s.FirstFullPages, s.LastFullPages, 100_000.0/60_000)
+	}
+	if s.FirstCheckpoints != 0 || s.LastCheckpoints != 1 {
+		t.Errorf("checkpoints %d / %d, want 0 / 1", s.FirstCheckpoints, s.LastCheckpoints)
+	}
+}
+
+func TestPerMail(t *testing.T) {
+	samples := []sample{
+		{Delivered: 100, Tables: tableStats{AllBytes: 1_000}},
+		{Delivered: 200, Tables: tableStats{AllBytes: 3_000}},
+		{Delivered: 400, Tables: tableStats{AllBytes: 4_000}},
+	}
+	bytes := func(x sample) int64 { return x.Tables.AllBytes }
+	for _, tc := range []struct {
+		from, to int64
+		perMail  float64
+		total    int64
+	}{
+		{from: 0, to: 100, perMail: 10, total: 1_000},              // from an empty schema
+		{from: 100, to: 200, perMail: 20, total: 2_000},            // exact samples
+		{from: 150, to: 300, perMail: 1_000.0 / 200, total: 1_000}, // the first samples at or past each
+		{from: 300, to: 500, perMail: 0, total: 0},                 // the samples end before 500
+		{from: 400, to: 400, perMail: 0, total: 0},                 // no mails between
+	} {
+		got, total := perMail(samples, tc.from, tc.to, bytes)
+		if got != tc.perMail || total != tc.total {
+			t.Errorf("perMail(%d, %d) = %.2f, %d; want %.2f, %d", tc.from, tc.to, got, total, tc.perMail, tc.total)
+		}
+		if g := growthPerMail(samples, tc.from, tc.to); g != tc.perMail {
+			t.Errorf("growthPerMail(%d, %d) = %.2f, want %.2f", tc.from, tc.to, g, tc.perMail)
+		}
 	}
 }
 
