@@ -44,7 +44,7 @@
 #               shared_buffers ${POSTLINE_PG_SHARED_BUFFERS:-1GB}: PostgreSQL's 128 MB default held a
 #               tenth of a million-mail table's working set, and the soak's rate fell by 30 % as it grew.
 #               max_wal_size ${POSTLINE_PG_MAX_WAL_SIZE:-8GB} and checkpoint_timeout 15min: with the 1 GB
-#               default a full-rate soak forced a checkpoint every minute, and the full-page images after
+#               default a full-rate soak forced a checkpoint every 30 to 50 s, and the full-page images after
 #               each grew with the table (pg_wal may hold up to that much on disk).
 #               Durable by default (fsync, synchronous_commit, full_page_writes on).
 #               POSTLINE_PG_FAST=1 on `up` turns the three off for benchmarks: commits return
@@ -840,7 +840,7 @@ max_connections = 300
 # touches at random, must stay in PostgreSQL's own buffers as the table grows (see the header).
 shared_buffers = ${POSTLINE_PG_SHARED_BUFFERS:-1GB}
 # Checkpoints on the clock, not on WAL volume: after each checkpoint the first change to every page
-# writes the whole page to WAL, and with the 1 GB default a full-rate worker forced one every minute,
+# writes the whole page to WAL, and with the 1 GB default a full-rate worker forced one every 30-50 s,
 # each costing more as the Message-ID index grew (see the header).
 max_wal_size = ${POSTLINE_PG_MAX_WAL_SIZE:-8GB}
 checkpoint_timeout = 15min
