@@ -96,9 +96,13 @@ func TestTemplateCanaryAndFallback(t *testing.T) {
 	canary := base
 	canary.Subject = "Your receipt (new), {{.name}}"
 	v2 := pushTemplate(t, st, canary)
+	reloads := w.mustMetric("postline_templatestore_watcher_reloads_total")
 	setLabel(t, st, "receipt", "active", v1, 0)
 	setLabel(t, st, "receipt", "fallback", v1, 0)
 	setLabel(t, st, "receipt", "canary", v2, 10)
+	// The worker takes label changes at its next poll; until it has all
+	// three, the first jobs would render without the canary.
+	waitReload(t, w, reloads)
 
 	check := func(wantCanary, wantFallback int) []string {
 		t.Helper()
@@ -161,7 +165,7 @@ func TestTemplateCanaryAndFallback(t *testing.T) {
 	broken := base
 	broken.Subject = "Your receipt, {{.missing_field}}"
 	v3 := pushTemplate(t, st, broken)
-	reloads := w.mustMetric("postline_templatestore_watcher_reloads_total")
+	reloads = w.mustMetric("postline_templatestore_watcher_reloads_total")
 	setLabel(t, st, "receipt", "canary", v3, 10)
 	waitReload(t, w, reloads)
 	before := w.mustMetric("postline_compose_renders_total", "result", "fallback")
@@ -236,12 +240,25 @@ func TestBrokenTemplateDeadLettersAndReplays(t *testing.T) {
 	}
 }
 
-// waitReload waits until the worker's label watcher reloaded since it
-// counted before: a label change made before the call is in its snapshot.
+// waitReload waits until the worker's label watcher has every label
+// change made before the call: it reloaded since it counted before, and
+// then stayed at that snapshot for a second (five polls at the tests' 200 ms
+// refresh). A watcher reloads whenever the label revision moved, so a
+// snapshot taken between two of the caller's changes, or by a poll that
+// read the labels just before the last one, is replaced at the next poll;
+// one that stays has the last revision, and every label of it.
 func waitReload(t *testing.T, w *workerProc, before float64) {
 	t.Helper()
-	eventually(t, 10*time.Second, "the worker's template labels reloaded", func(ctx context.Context) (bool, string) {
+	const settled = time.Second
+	last, since := before, time.Now()
+	eventually(t, 15*time.Second, "the worker's template labels reloaded and settled", func(ctx context.Context) (bool, string) {
 		n, err := w.Metric(ctx, "postline_templatestore_watcher_reloads_total")
-		return err == nil && n > before, fmt.Sprint(n, err)
+		if err != nil {
+			return false, err.Error()
+		}
+		if n != last {
+			last, since = n, time.Now()
+		}
+		return n > before && time.Since(since) >= settled, fmt.Sprintf("%v reloads (%v before the change), the last %s ago", n, before, time.Since(since).Round(time.Millisecond))
 	})
 }
