@@ -322,9 +322,9 @@ func soak(ctx context.Context, o options, command string, stdout, stderr io.Writ
 	// The run starts from a checkpoint: the WAL of the run before it (or
 	// of the warm-up) would otherwise bring one on at a point of this run
 	// that chance decides, and the full-page images after it cost whichever
-	// window it falls in more than the table's growth does. The stack sizes
-	// max_wal_size so that a run of a million jobs writes less than brings
-	// on the next; the report counts the checkpoints within each window.
+	// window it falls in more than the table's growth does. The stack's
+	// max_wal_size is large enough that a run of a million jobs does not
+	// bring on the next one; the report counts checkpoints per window.
 	took, err := checkpoint(ctx, f.pool)
 	if err != nil {
 		return summary{}, err
