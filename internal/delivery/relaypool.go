@@ -231,6 +231,23 @@ func waitOne(ctx context.Context, changed <-chan struct{}, retryAt, now time.Tim
 	return true
 }
 
+// admitNext decides whether a session in use may carry one more send
+// straight after its current one, as if it were released and acquired
+// again: the relay's concurrency limit and rates apply as to any send, and
+// a sender waiting for one of the relay's sessions goes first.
+func (rp *relayPool) admitNext() bool {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if rp.waiting > 0 {
+		return false
+	}
+	if rp.control == nil {
+		return true
+	}
+	ok, _ := rp.control.Admit(rp.nowFunc(), rp.inUse-1)
+	return ok
+}
+
 // release takes back a session after a send; the session is closed when
 // the relay is past its concurrency limit.
 func (rp *relayPool) release(s Session) {

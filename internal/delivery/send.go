@@ -16,31 +16,81 @@ import (
 	"github.com/postline/postline/job"
 )
 
-// send runs one sending goroutine.
+// send runs one sending goroutine. A send may take the next job from in
+// to chain behind its own (see offerNext): that job is delivered next, by
+// this goroutine, on the session that has its envelope.
 func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- *item) error {
-	for it := range in {
-		p.deliver(ctx, it)
+	var next *follower
+	for {
+		f := next
+		var it *item
+		if f != nil {
+			it = f.it
+		} else {
+			var ok bool
+			if it, ok = <-in; !ok {
+				return nil
+			}
+		}
+		next = nil
+		if f == nil || f.due {
+			next = p.deliver(ctx, it, in, f)
+		}
 		it.decidedAt = p.cfg.NowFunc()
 		it.finishRecipients()
 		if ctx.Err() != nil {
 			// Hard stop: the send may have been cut short; leave the record
-			// unfinished so it is redelivered.
+			// unfinished so it is redelivered, and the one taken after it.
+			if next != nil && next.chain != nil {
+				next.chain.prov.discard(next.chain.session)
+			}
 			return ctx.Err()
 		}
 		select {
 		case out <- it:
 		case <-ctx.Done():
+			if next != nil && next.chain != nil {
+				next.chain.prov.discard(next.chain.session)
+			}
 			return ctx.Err()
 		}
 	}
-	return nil
 }
 
-// deliver sends one claimed job and sets its outcome. It walks the providers
-// by priority, skipping open circuits; an auth failure moves on to the next
-// provider without charging the job an attempt; a transient failure gets a
-// few fast retries; what still fails is routed by its class.
-func (p *Pipeline) deliver(ctx context.Context, it *item) {
+// A follower is a job a send took from the queue to chain behind its own
+// (see offerNext). Its goroutine delivers it next.
+type follower struct {
+	it *item
+	// due: prepare let it on to a relay. When not, its outcome is set.
+	due bool
+	// chain is the session with its envelope on the wire, nil when the
+	// session did not chain it: it is then delivered like any job.
+	chain *chain
+}
+
+// A chain is a session that wrote a job's envelope behind the message
+// before it (sender.Session.SendToThen), and the recipients it wrote: the
+// job must go next on that session.
+type chain struct {
+	prov    *relayPool
+	session Session
+	pend    []*rcpt
+	rcpts   []sender.Recipient
+}
+
+// ChainingSession is a Session that can write the next job's envelope
+// behind a message (sender.Session.SendToThen); sessions without it send
+// one job at a time.
+type ChainingSession interface {
+	SendToThen(ctx context.Context, j *job.Job, rcpts []sender.Recipient, then sender.Then) (sender.Result, bool, error)
+}
+
+// prepare decides what a job needs before a relay sees it: a job past its
+// not_after or its priority's max age dies, one with no recipient left
+// pending is finished, a template job is composed. It reports whether the
+// job goes on to a relay; when not, its outcome is set (or, on a hard stop,
+// left unfinished).
+func (p *Pipeline) prepare(ctx context.Context, it *item) bool {
 	now := p.cfg.NowFunc()
 	priority := cmp.Or(it.job.Priority, job.PriorityNormal)
 	limit := p.cfg.RetryLimits[priority]
@@ -48,53 +98,137 @@ func (p *Pipeline) deliver(ctx context.Context, it *item) {
 	case it.job.Expired(now):
 		p.die(it, string(job.ReasonExpired), classExpired,
 			"not_after "+it.job.NotAfter.UTC().Format(time.RFC3339)+" passed before sending")
-		return
+		return false
 	case now.Sub(firstSeen(it.msg)) > limit.MaxAge:
 		p.die(it, deadletter.ReasonMaxAge, it.lastClass(), maxAgeText(priority, limit.MaxAge))
-		return
+		return false
 	}
-
 	if len(it.pending()) == 0 {
 		p.finishWithoutPending(it)
-		return
+		return false
 	}
 	if !p.compose(ctx, it) {
-		return
+		return false
 	}
 	if p.budgets != nil && it.attempt <= 1 {
 		p.budgets.Earn(priority) // a first attempt earns a share of a retry
 	}
+	return true
+}
+
+// offerNext is the sender.Then of a send on prov's session: as the
+// message ends it takes the next job from in, if one waits (a sender
+// waiting on in would have had it first), and offers it to the session when
+// it may go on the same relay now: prepared for a relay, one return path
+// (sender.Chainable), the relay's circuit and send control letting one
+// more send through and no other sender waiting for the relay's sessions.
+// The job it took is returned through f, chained or not.
+func (p *Pipeline) offerNext(ctx context.Context, in <-chan *item, prov *relayPool, f **follower) sender.Then {
+	return func() (*job.Job, []sender.Recipient, bool) {
+		var it *item
+		select {
+		case it = <-in:
+		default:
+		}
+		if it == nil {
+			return nil, nil, false
+		}
+		taken := &follower{it: it}
+		*f = taken
+		if perr := p.contain("preparing", it.msg, func() { taken.due = p.prepare(ctx, it) }); perr != nil {
+			p.die(it, deadletter.ReasonInternalError, classInternal, perr.Error())
+			return nil, nil, false
+		}
+		if !taken.due {
+			return nil, nil, false
+		}
+		pend := it.pending()
+		rcpts := p.envelope(it, pend)
+		if !sender.Chainable(&it.job, rcpts) || !p.circuitAllows(ctx, prov.Name) || !prov.admitNext() {
+			return nil, nil, false
+		}
+		taken.chain = &chain{prov: prov, pend: pend, rcpts: rcpts}
+		return &it.job, rcpts, true
+	}
+}
+
+// deliver sends one claimed job and sets its outcome. It walks the providers
+// by priority, skipping open circuits; an auth failure moves on to the next
+// provider without charging the job an attempt; a transient failure gets a
+// few fast retries; what still fails is routed by its class. f is the job
+// when a send before took it (prepared, and maybe chained); the job deliver
+// returns is the one its own send took.
+func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *follower) (next *follower) {
+	if f == nil && !p.prepare(ctx, it) {
+		return nil
+	}
+	var carried *chain
+	if f != nil {
+		carried = f.chain
+	}
+	now := p.cfg.NowFunc()
+	limit := p.cfg.RetryLimits[cmp.Or(it.job.Priority, job.PriorityNormal)]
 	var (
 		skip      map[string]bool // providers that refused our credentials in this attempt
 		fast      int
 		fastStart = now
 	)
 	for {
-		prov, session, ok := p.pickProvider(ctx, skip)
-		if !ok {
-			if ctx.Err() == nil {
-				p.release(it)
+		var (
+			prov    *relayPool
+			session Session
+			pend    []*rcpt
+			rcpts   []sender.Recipient
+		)
+		if carried != nil {
+			prov, session, pend, rcpts = carried.prov, carried.session, carried.pend, carried.rcpts
+			carried = nil
+		} else {
+			var ok bool
+			if prov, session, ok = p.pickProvider(ctx, skip); !ok {
+				if ctx.Err() == nil {
+					p.release(it)
+				}
+				return next
 			}
-			return
+			pend = it.pending()
+			rcpts = p.envelope(it, pend)
 		}
 		sendCtx, span := p.startSend(ctx, it, prov.Name)
 		start := p.cfg.NowFunc()
 		var (
-			err  error
-			res  sender.Result
-			pend = it.pending()
+			err     error
+			res     sender.Result
+			chained bool
 		)
-		rcpts := p.envelope(it, pend)
-		if perr := p.contain("sending", it.msg, func() { res, err = session.SendTo(sendCtx, &it.job, rcpts) }); perr != nil {
+		perr := p.contain("sending", it.msg, func() {
+			cs, ok := session.(ChainingSession)
+			if !ok || next != nil {
+				res, err = session.SendTo(sendCtx, &it.job, rcpts)
+				return
+			}
+			res, chained, err = cs.SendToThen(sendCtx, &it.job, rcpts, p.offerNext(ctx, in, prov, &next))
+		})
+		if perr != nil {
 			// The session is in an unknown state: close it rather than
 			// reuse it, and dead-letter the record rather than retry it
-			// into the same panic.
+			// into the same panic. A job it took goes on its own.
 			prov.discard(session)
+			if next != nil {
+				next.chain = nil
+			}
 			endSend(span, failure.Verdict{Class: failure.Unknown, Rule: classInternal}, false)
 			p.die(it, deadletter.ReasonInternalError, classInternal, perr.Error())
-			return
+			return next
 		}
-		prov.release(session)
+		if chained {
+			next.chain.session = session // the session stays in use for it
+		} else {
+			if next != nil {
+				next.chain = nil
+			}
+			prov.release(session)
+		}
 		deferred := p.applyResult(it, pend, res, prov.Name)
 		switch {
 		case err != nil:
@@ -119,10 +253,10 @@ func (p *Pipeline) deliver(ctx context.Context, it *item) {
 			p.metrics.attempts.WithLabelValues(prov.Name, "sent").Inc()
 			p.metrics.sendSeconds.WithLabelValues("sent").Observe(elapsed.Seconds())
 			p.metrics.publishToAccept.Observe(p.cfg.NowFunc().Sub(firstSeen(it.msg)).Seconds())
-			return
+			return next
 		}
 		if ctx.Err() != nil {
-			return // hard stop; the caller leaves the record unfinished
+			return next // hard stop; the caller leaves the record unfinished
 		}
 		it.verdict, it.errText = v, err.Error()
 		p.metrics.attempts.WithLabelValues(prov.Name, string(v.Class)).Inc()
@@ -136,12 +270,13 @@ func (p *Pipeline) deliver(ctx context.Context, it *item) {
 		switch v.Class {
 		case failure.Permanent:
 			it.outcome, it.class, it.reason = idempotency.StatusFailed, string(v.Class), deadletter.ReasonSMTPPermanent
-			return
+			return next
 		case failure.Auth:
 			if skip == nil {
 				skip = make(map[string]bool)
 			}
 			skip[prov.Name] = true
+			next.unchain() // this goroutine is about to wait for another session
 			continue
 		case failure.Transient:
 			// Fast retries are for blips of the relay or the network; a
@@ -154,14 +289,29 @@ func (p *Pipeline) deliver(ctx context.Context, it *item) {
 				fast++
 				p.metrics.fastRetries.Inc()
 				if !sleep(ctx, wait) {
-					return
+					return next
 				}
+				next.unchain() // this goroutine is about to wait for another session
 				continue
 			}
 		}
 		p.scheduleRetry(it, v, limit, prov)
+		return next
+	}
+}
+
+// unchain gives up f's chain before the job that took f tries again: it
+// will wait for a session, and must not hold this one meanwhile (a relay
+// with one connection would wait for itself). The session hangs up on the
+// envelope it wrote, so the relay drops that transaction unsent, and goes
+// back to its relay; f's job is then delivered like any other.
+func (f *follower) unchain() {
+	if f == nil || f.chain == nil {
 		return
 	}
+	_ = f.chain.session.Close() // a hang-up: nothing to report
+	f.chain.prov.release(f.chain.session)
+	f.chain = nil
 }
 
 // learn feeds a send's outcome to the retry policy's inputs and to the

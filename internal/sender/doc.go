@@ -23,7 +23,11 @@
 // With a relay that advertises PIPELINING (RFC 2920), a transaction's MAIL
 // FROM, RCPT TOs and DATA go out in one write and their replies are read in
 // order: two round trips per transaction instead of three plus one per
-// recipient, with the same results per recipient.
+// recipient, with the same results per recipient. SendToThen goes one step
+// further: as a message ends it asks its caller for the next mail and
+// writes that mail's envelope in the same write as the final dot, so a
+// connection that always has a mail waiting costs one write and one round
+// trip per mail.
 //
 // The package knows SMTP, not Kafka, Postgres or retry policy: callers decide
 // what to do with a failure (retry tiers, dead letters, failover).

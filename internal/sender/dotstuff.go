@@ -10,15 +10,16 @@ const (
 	dotCR
 )
 
-// writeData writes b as the content of a DATA command and its end, the
-// line with the single dot, and flushes: byte for byte what
+// writeData buffers b as the content of a DATA command and its end, the
+// line with the single dot, for the caller to flush: byte for byte what
 // net/textproto's DotWriter writes (a dot that starts a line doubled, a
 // bare LF sent as CRLF, CRLF added before the final dot when the content
 // does not end with one). DotWriter goes through the buffer a byte at a
 // time, which was a tenth of the worker's CPU; this copies the runs
 // between the bytes it changes. The error is a failed write of the content
-// (the relay cannot have taken the message); a failed write of the end is
-// left to show in the reply that does not come, as go-mail does.
+// (the relay cannot have taken the message); a failed write of the end,
+// which the caller's flush does, is left to show in the reply that does
+// not come, as go-mail does.
 func writeData(w *bufio.Writer, b []byte) error {
 	state, start := dotBegin, 0
 	for i, c := range b {
@@ -59,6 +60,5 @@ func writeData(w *bufio.Writer, b []byte) error {
 	default:
 		_, _ = w.WriteString("\r\n.\r\n")
 	}
-	_ = w.Flush()
 	return nil
 }

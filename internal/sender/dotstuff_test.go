@@ -24,7 +24,11 @@ func dotWriterOutput(t testing.TB, b []byte) []byte {
 func writeDataOutput(t testing.TB, b []byte) []byte {
 	t.Helper()
 	var out bytes.Buffer
-	if err := writeData(bufio.NewWriterSize(&out, 16), b); err != nil {
+	w := bufio.NewWriterSize(&out, 16)
+	if err := writeData(w, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	return out.Bytes()
@@ -80,6 +84,7 @@ func BenchmarkWriteData(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		for b.Loop() {
 			_ = writeData(w, body)
+			_ = w.Flush()
 		}
 	})
 	b.Run("DotWriter", func(b *testing.B) {

@@ -19,6 +19,7 @@ type metrics struct {
 	sendOK, sendError prometheus.Observer
 	open              prometheus.Gauge
 	ambiguousDataEnd  prometheus.Counter
+	chained           prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, provider string) (*metrics, error) {
@@ -59,6 +60,15 @@ func newMetrics(reg prometheus.Registerer, provider string) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	chained, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "postline",
+		Subsystem: "sender",
+		Name:      "chained_envelopes_total",
+		Help:      "Envelopes written in the same write as the end of the message before them on a connection (pipelining across mails), by provider.",
+	}, []string{"provider"}))
+	if err != nil {
+		return nil, err
+	}
 	// WithLabelValues creates every series at zero now, so a relay that
 	// never saw one still exports it.
 	return &metrics{
@@ -68,6 +78,7 @@ func newMetrics(reg prometheus.Registerer, provider string) (*metrics, error) {
 		sendError:        sends.WithLabelValues(provider, resultError),
 		open:             open.WithLabelValues(provider),
 		ambiguousDataEnd: ambiguous.WithLabelValues(provider),
+		chained:          chained.WithLabelValues(provider),
 	}, nil
 }
 

@@ -3,7 +3,10 @@ package sender
 import (
 	"bufio"
 	"errors"
+	"slices"
 	"strings"
+
+	"github.com/postline/postline/job"
 )
 
 // The envelope of a transaction with a relay that advertises PIPELINING
@@ -16,15 +19,76 @@ import (
 // content is dot-stuffed exactly as the DotWriter go-mail's Data uses
 // would (writeData).
 //
-// Not pipelined, on purpose:
-//   - the next transaction's MAIL FROM after a final dot (several return
-//     paths in one send): DATA must end a group, so the next envelope's
-//     DATA would already have its 354 when the previous dot's reply turns
-//     out to be a refusal, and the only way out of DATA without sending a
-//     message is to drop the connection;
-//   - RSET before the next MAIL: it is only sent after a failed
-//     transaction, and waiting for its reply is what tells a connection
-//     still fit for the next message from one to drop.
+// With SendToThen the next mail's envelope goes out in the same write as
+// this message and its final dot: one write and one round trip a mail. The
+// relay ends a transaction at the final dot whatever it replies, so the
+// envelope behind it starts a new one and its replies follow the dot's.
+// A mail with several return paths is not chained: its transactions go one
+// after the other as before.
+//
+// Not pipelined, on purpose: RSET before the next MAIL. It is only sent
+// after a failed transaction, and waiting for its reply is what tells a
+// connection still fit for the next message from one to drop.
+
+// envelope is a transaction's MAIL FROM and RCPT TO addresses, written
+// ahead of its turn behind the previous message (see SendToThen).
+type envelope struct {
+	messageID string
+	from      string
+	to        []string
+}
+
+// matches reports whether the one transaction of txs, for message
+// messageID and rcpts, is the envelope e.
+func (e *envelope) matches(messageID string, txs []transaction, rcpts []Recipient) bool {
+	if messageID != e.messageID || len(txs) != 1 || txs[0].from != e.from || len(txs[0].indexes) != len(e.to) {
+		return false
+	}
+	for i, k := range txs[0].indexes {
+		if rcpts[k].Address != e.to[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Chainable reports whether SendToThen can chain j to rcpts behind another
+// mail: it has one return path, and addresses its own send would not
+// refuse for a line break.
+func Chainable(j *job.Job, rcpts []Recipient) bool {
+	_, ok := chainedEnvelope(j, rcpts)
+	return ok
+}
+
+// chainedEnvelope is the envelope of j to rcpts when it can be chained.
+func chainedEnvelope(j *job.Job, rcpts []Recipient) (*envelope, bool) {
+	if len(rcpts) == 0 {
+		return nil, false
+	}
+	txs := transactions(rcpts, j.From)
+	if len(txs) != 1 {
+		return nil, false
+	}
+	env := &envelope{messageID: j.MessageID, from: txs[0].from, to: txs[0].addrs(rcpts)}
+	if strings.ContainsAny(env.from, "\r\n") || slices.ContainsFunc(env.to, func(a string) bool { return strings.ContainsAny(a, "\r\n") }) {
+		return nil, false
+	}
+	return env, true
+}
+
+// nextEnvelope asks then for the mail to chain behind the message being
+// sent and returns its envelope when it can go out now: the connection may
+// carry one more transaction, and the mail is Chainable.
+func (s *Session) nextEnvelope(then Then) (*envelope, bool) {
+	if limit := s.relay.cfg.MaxMessagesPerConn; limit > 0 && s.sent+1 >= limit {
+		return nil, false // this message is the connection's last
+	}
+	j, rcpts, ok := then()
+	if !ok {
+		return nil, false
+	}
+	return chainedEnvelope(j, rcpts)
+}
 
 // errLineBreak refuses an address that would smuggle a second command into
 // the envelope; go-mail's Mail and Rcpt refuse it the same way.
@@ -72,8 +136,10 @@ func (s *Session) rcptCommand(to string) string {
 // refused MAIL FROM refuses the transaction, 421 or no reply ends it and
 // drops the connection. When the relay refused every recipient, the reply to
 // DATA (503 or 554) is read and the transaction is reset by transact, as
-// after exchange.
-func (s *Session) exchangePipelined(body []byte, from string, to []string) (accepted []int, refused []Refusal, e *Error) {
+// after exchange. The envelope is already on the wire when it was chained
+// behind the previous message (s.ahead); next, when set, gives the envelope
+// to chain behind this one.
+func (s *Session) exchangePipelined(body []byte, from string, to []string, next func() (*envelope, bool)) (accepted []int, refused []Refusal, e *Error) {
 	name := s.relay.cfg.Name
 	if strings.ContainsAny(from, "\r\n") {
 		return nil, nil, replyError(name, StageMail, errLineBreak)
@@ -84,11 +150,15 @@ func (s *Session) exchangePipelined(body []byte, from string, to []string) (acce
 		}
 	}
 	text := s.sc.Text
-	envelope := text.W
-	if err := writeLines(envelope, s.mailCommand(from), to, s.rcptCommand); err != nil {
-		// Nothing was read yet: on a kept connection this is how a peer
-		// that went away shows up, and staleConnection redials for it.
-		return nil, nil, replyError(name, StageMail, err)
+	if s.ahead != nil {
+		s.ahead = nil // its replies are read below
+	} else {
+		writeEnvelope(text.W, s.mailCommand(from), to, s.rcptCommand)
+		if err := text.W.Flush(); err != nil {
+			// Nothing was read yet: on a kept connection this is how a peer
+			// that went away shows up, and staleConnection redials for it.
+			return nil, nil, replyError(name, StageMail, err)
+		}
 	}
 
 	// Replies come in the order of the commands; each must be read before
@@ -131,6 +201,16 @@ func (s *Session) exchangePipelined(body []byte, from string, to []string) (acce
 	if err := writeData(text.W, body); err != nil {
 		return nil, refused, replyError(name, StageBody, err)
 	}
+	if next != nil {
+		if env, ok := next(); ok {
+			writeEnvelope(text.W, s.mailCommand(env.from), env.to, s.rcptCommand)
+			s.ahead = env
+			s.relay.metrics.chained.Inc()
+		}
+	}
+	// A failed write of the final dot shows in the reply that does not
+	// come, as go-mail leaves it (see writeData).
+	_ = text.W.Flush()
 	if _, _, err := text.ReadResponse(250); err != nil {
 		e := replyError(name, StageBody, err)
 		e.dataEnd = true
@@ -139,16 +219,16 @@ func (s *Session) exchangePipelined(body []byte, from string, to []string) (acce
 	return accepted, refused, nil
 }
 
-// writeLines writes the envelope, MAIL FROM, one RCPT TO per address and
-// DATA, and flushes it in one write (as long as it fits the connection's
-// 4 KiB buffer: about 60 recipients).
-func writeLines(w *bufio.Writer, mail string, to []string, rcpt func(string) string) error {
-	_, _ = w.WriteString(mail + "\r\n") // a bufio.Writer keeps its first error for Flush
+// writeEnvelope buffers the envelope, MAIL FROM, one RCPT TO per address
+// and DATA; the caller flushes it, in one write as long as it fits the
+// connection's 4 KiB buffer (about 60 recipients). A bufio.Writer keeps its
+// first error for Flush.
+func writeEnvelope(w *bufio.Writer, mail string, to []string, rcpt func(string) string) {
+	_, _ = w.WriteString(mail + "\r\n")
 	for _, addr := range to {
 		_, _ = w.WriteString(rcpt(addr) + "\r\n")
 	}
 	_, _ = w.WriteString("DATA\r\n")
-	return w.Flush()
 }
 
 // drainRefusedEnvelope reads the replies to the RCPTs and the DATA that

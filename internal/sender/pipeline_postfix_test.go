@@ -100,3 +100,77 @@ func sendThroughPostfix(t *testing.T, noPipelining bool) {
 		time.Sleep(50 * time.Millisecond) // Postfix relays on its own schedule; nothing to wait on
 	}
 }
+
+// TestChainedSendsThroughPostfix sends three mails through the stack's
+// Postfix with SendToThen, each offering the next: the second and third
+// envelopes go out in the same write as the message before them. Postfix
+// checks a client's pipelining against RFC 2920 and logs what it finds
+// improper; it must take all three, on one connection, and log nothing of
+// the kind.
+func TestChainedSendsThroughPostfix(t *testing.T) {
+	p := testenv.Postfix(t)
+	dest := smtptest.NewServer(t, smtptest.WithListener(p.ListenDest(t)))
+	host, portText, err := net.SplitHostPort(p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Config{Name: "postfix", Host: host, Port: port}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.NewSession()
+	defer s.Close()
+
+	var jobs []*job.Job
+	for i := range 3 {
+		jobs = append(jobs, &job.Job{
+			Version:   job.SchemaVersion,
+			MessageID: testenv.UniqueName("chained"+strconv.Itoa(i)) + "@test.postline",
+			From:      "sender@example.com",
+			To:        []string{"ada@example.test"},
+			Subject:   "chained",
+			Text:      "hello\r\n",
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i, j := range jobs {
+		then := func() (*job.Job, []Recipient, bool) {
+			if i+1 == len(jobs) {
+				return nil, nil, false
+			}
+			return jobs[i+1], Recipients(jobs[i+1], ""), true
+		}
+		res, chained, err := s.SendToThen(ctx, j, Recipients(j, ""), then)
+		if err != nil || !slices.Equal(res.Accepted, []int{0}) {
+			t.Fatalf("mail %d: %+v, %v", i, res, err)
+		}
+		if want := i+1 < len(jobs); chained != want {
+			t.Fatalf("mail %d: chained %v, want %v", i, chained, want)
+		}
+		if i > 0 && s.sent != i+1 {
+			t.Fatalf("mail %d went on connection transaction %d: the chain redialled", i, s.sent)
+		}
+	}
+
+	for {
+		got := map[string]bool{}
+		for _, m := range dest.Messages() {
+			got[m.MessageID] = true
+		}
+		if got[jobs[0].MessageID] && got[jobs[1].MessageID] && got[jobs[2].MessageID] {
+			if log := p.LogSince(); strings.Contains(log, "improper command pipelining") {
+				t.Errorf("Postfix saw improper pipelining:\n%s", log)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the destination got %v, want all three\nPostfix log:\n%s", got, p.LogSince())
+		}
+		time.Sleep(50 * time.Millisecond) // Postfix relays on its own schedule; nothing to wait on
+	}
+}

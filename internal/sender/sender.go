@@ -135,6 +135,9 @@ type Session struct {
 	sc       *smtp.Client // nil when not connected
 	sent     int          // transactions on sc
 	lastUsed time.Time    // end of the last transaction on sc
+	// ahead is the envelope written behind the last message on sc, its
+	// replies not read yet (see SendToThen); nil when there is none.
+	ahead *envelope
 
 	// Set by dialContext during a dial.
 	dialStage string
@@ -192,12 +195,47 @@ func (s *Session) Send(ctx context.Context, j *job.Job) error {
 // ctx bounds the whole call: when it ends, the connection's I/O is cut short
 // and the connection dropped.
 func (s *Session) SendTo(ctx context.Context, j *job.Job, rcpts []Recipient) (res Result, err error) {
+	res, _, err = s.SendToThen(ctx, j, rcpts, nil)
+	return res, err
+}
+
+// Then is asked, as the message of a send ends, for the mail to send next
+// on the same connection (see SendToThen). It returns ok false when there
+// is none; a mail it returns is the caller's to send, whether or not the
+// session put its envelope on the wire.
+type Then func() (j *job.Job, rcpts []Recipient, ok bool)
+
+// SendToThen is SendTo that keeps the connection busy: on a relay that
+// advertises PIPELINING it asks then, as this mail's message ends, for the
+// next mail, and writes that mail's envelope (MAIL FROM, RCPT TO, DATA) in
+// the same write as this message's final dot. One write and one round trip
+// a mail instead of two. chained reports whether it did: the caller must
+// then send that mail next, on this session, with SendTo or SendToThen and
+// the same recipients, before anything else. It does not chain a mail with
+// more than one return path, or behind the last transaction a connection
+// may carry (Config.MaxMessagesPerConn).
+//
+// The end of this mail's transaction does not depend on the next: the
+// relay ends a transaction at its final dot, accepted or not, so the next
+// envelope starts a transaction of its own. When the reply to the final dot
+// drops the connection (421, no reply), the next mail was not sent and its
+// SendTo dials again.
+func (s *Session) SendToThen(ctx context.Context, j *job.Job, rcpts []Recipient, then Then) (res Result, chained bool, err error) {
 	start := time.Now()
 	defer func() { s.relay.metrics.observeSend(time.Since(start), err) }()
 
 	name := s.relay.cfg.Name
+	txs := transactions(rcpts, j.From)
+	if s.ahead != nil && !s.ahead.matches(j.MessageID, txs, rcpts) {
+		// The caller broke SendToThen's contract: the relay waits for the
+		// content of another mail. Hanging up is the only way out of DATA
+		// without sending it.
+		s.relay.logger.Warn("smtp: a chained mail was not sent next; dropping the connection",
+			"message_id", j.MessageID, "chained_message_id", s.ahead.messageID)
+		s.closeConn()
+	}
 	if len(rcpts) == 0 {
-		return Result{}, &Error{Provider: name, Stage: StageBuild, Err: errNoRecipients}
+		return Result{}, false, &Error{Provider: name, Stage: StageBuild, Err: errNoRecipients}
 	}
 	body, buildErr := s.relay.render(j, &s.rendered)
 	defer func() {
@@ -205,29 +243,36 @@ func (s *Session) SendTo(ctx context.Context, j *job.Job, rcpts []Recipient) (re
 			s.rendered = bytes.Buffer{} // a large mail's buffer is not kept
 		}
 	}()
-	if buildErr != nil {
-		return Result{}, buildErr
+	if buildErr == nil && ctx.Err() != nil {
+		buildErr = withContext(ctx, &Error{Provider: name, Stage: StageConn, Err: ctx.Err()})
 	}
-	if ctx.Err() != nil {
-		return Result{}, withContext(ctx, &Error{Provider: name, Stage: StageConn, Err: ctx.Err()})
+	if buildErr != nil {
+		if s.ahead != nil {
+			s.closeConn() // the relay waits in DATA for a message that will not come
+		}
+		return Result{}, false, buildErr
 	}
 	s.retire()
 
 	first := true
-	for _, tx := range transactions(rcpts, j.From) {
+	for i, tx := range txs {
+		var next func() (*envelope, bool)
+		if i == len(txs)-1 && then != nil {
+			next = func() (*envelope, bool) { return s.nextEnvelope(then) }
+		}
 		fresh := s.sc == nil
 		if fresh {
 			if e := s.dial(ctx); e != nil {
-				return res, e
+				return res, false, e
 			}
 		}
-		accepted, refused, e := s.transact(ctx, j.MessageID, body, tx.from, tx.addrs(rcpts))
+		accepted, refused, e := s.transact(ctx, j.MessageID, body, tx.from, tx.addrs(rcpts), next)
 		if e != nil && first && !fresh && e.staleConnection() && ctx.Err() == nil {
 			s.relay.logger.Debug("smtp connection died while idle; redialling", "error", e.Error())
 			if e := s.dial(ctx); e != nil {
-				return res, e
+				return res, false, e
 			}
-			accepted, refused, e = s.transact(ctx, j.MessageID, body, tx.from, tx.addrs(rcpts))
+			accepted, refused, e = s.transact(ctx, j.MessageID, body, tx.from, tx.addrs(rcpts), next)
 		}
 		first = false
 		for _, k := range accepted {
@@ -237,16 +282,22 @@ func (s *Session) SendTo(ctx context.Context, j *job.Job, rcpts []Recipient) (re
 			res.Refused = append(res.Refused, Refusal{Index: tx.indexes[r.Index], Err: r.Err})
 		}
 		if e != nil {
-			return res, e
+			return res, s.ahead != nil, e
 		}
 	}
-	return res, nil
+	return res, s.ahead != nil, nil
 }
 
 // Close says QUIT and closes the connection, if any. The session may be
 // used again: the next Send dials.
 func (s *Session) Close() error {
 	if s.sc == nil {
+		return nil
+	}
+	if s.ahead != nil {
+		// The relay waits in DATA for a chained mail's content: QUIT would
+		// be taken for it. Hanging up ends the transaction unsent.
+		s.closeConn()
 		return nil
 	}
 	err := s.quit()
@@ -261,8 +312,8 @@ func (s *Session) Close() error {
 // transactions or sat idle for IdleTimeout: a server may have dropped it
 // (idle) and spreading load over relay nodes needs fresh connections.
 func (s *Session) retire() {
-	if s.sc == nil {
-		return
+	if s.sc == nil || s.ahead != nil {
+		return // a chained mail's envelope is on the wire; its chaining checked the limits
 	}
 	reason := ""
 	switch {
@@ -353,7 +404,7 @@ func (s *Session) dialContext(ctx context.Context, _, _ string) (net.Conn, error
 // ones it refused. On failure it drops the connection if it cannot be
 // trusted any more, and otherwise resets the transaction so the next one
 // starts clean.
-func (s *Session) transact(ctx context.Context, messageID string, body []byte, from string, to []string) (accepted []int, refused []Refusal, e *Error) {
+func (s *Session) transact(ctx context.Context, messageID string, body []byte, from string, to []string, next func() (*envelope, bool)) (accepted []int, refused []Refusal, e *Error) {
 	s.mu.Lock()
 	wc := s.conn
 	s.mu.Unlock()
@@ -361,7 +412,7 @@ func (s *Session) transact(ctx context.Context, messageID string, body []byte, f
 		wc.writeFailed.Store(false)
 	}
 	stop := context.AfterFunc(ctx, s.abort)
-	accepted, refused, e = s.exchange(body, from, to)
+	accepted, refused, e = s.exchange(body, from, to, next)
 	aborted := !stop()
 	s.sent++
 	s.lastUsed = s.relay.now()
@@ -386,10 +437,13 @@ func (s *Session) transact(ctx context.Context, messageID string, body []byte, f
 		s.relay.logger.Warn("smtp: no reply to the end of the message; the relay may have accepted it",
 			"message_id", messageID, "error", e.Error())
 	}
-	if aborted || e.dropsConnection() || e.Stage == StageConn {
+	switch {
+	case aborted || e.dropsConnection() || e.Stage == StageConn:
 		s.closeConn()
-	} else {
+	case s.ahead == nil:
 		s.resetAfterFailure()
+		// With a chained envelope behind a refused message there is nothing
+		// to reset: the relay ended that transaction at the final dot.
 	}
 	return accepted, refused, e
 }
@@ -397,7 +451,7 @@ func (s *Session) transact(ctx context.Context, messageID string, body []byte, f
 // exchange says the commands of one transaction (see transact), one
 // command per round trip, or grouped when the relay advertised PIPELINING
 // (see exchangePipelined).
-func (s *Session) exchange(body []byte, from string, to []string) (accepted []int, refused []Refusal, e *Error) {
+func (s *Session) exchange(body []byte, from string, to []string, next func() (*envelope, bool)) (accepted []int, refused []Refusal, e *Error) {
 	name := s.relay.cfg.Name
 	// SendTimeout bounds each transaction, not the connection's life: a
 	// kept connection carries up to MaxMessagesPerConn of them.
@@ -405,7 +459,7 @@ func (s *Session) exchange(body []byte, from string, to []string) (accepted []in
 		return nil, nil, replyError(name, StageConn, err)
 	}
 	if s.pipelining() {
-		return s.exchangePipelined(body, from, to)
+		return s.exchangePipelined(body, from, to, next)
 	}
 	if err := s.sc.Mail("<" + from + ">"); err != nil {
 		return nil, nil, replyError(name, StageMail, err)
@@ -475,6 +529,7 @@ func (s *Session) closeConn() {
 	if c != nil {
 		_ = c.Close() // closing is all that is left to do; a second close errors harmlessly
 	}
+	s.ahead = nil
 	if s.sc != nil {
 		s.sc = nil
 		s.relay.metrics.open.Dec()
