@@ -288,3 +288,35 @@ func (l *pipeliningListener) readWith(s string) bool {
 	defer l.mu.Unlock()
 	return slices.ContainsFunc(l.reads, func(r []byte) bool { return strings.Contains(string(r), s) })
 }
+
+func TestChainable(t *testing.T) {
+	j := &job.Job{From: "Sender <sender@example.com>"}
+	tests := []struct {
+		name  string
+		from  string
+		rcpts []sender.Recipient
+		want  bool
+	}{
+		{"one recipient", "", []sender.Recipient{{Address: "a@example.com"}}, true},
+		{"two recipients, the job's From", "", []sender.Recipient{{Address: "a@example.com"}, {Address: "b@example.com"}}, true},
+		{"two recipients, one VERP path", "", []sender.Recipient{
+			{Address: "a@example.com", ReturnPath: "b+1@example.com"}, {Address: "b@example.com", ReturnPath: "b+1@example.com"}}, true},
+		{"a return path each", "", []sender.Recipient{
+			{Address: "a@example.com", ReturnPath: "b+1@example.com"}, {Address: "b@example.com", ReturnPath: "b+2@example.com"}}, false},
+		{"no recipients", "", nil, false},
+		{"a line break in an address", "", []sender.Recipient{{Address: "a@example.com\r\nRSET"}}, false},
+		{"a line break in a return path", "", []sender.Recipient{{Address: "a@example.com", ReturnPath: "b@example.com\n"}}, false},
+		{"a line break in From", "sender@example.com\r\nRSET", []sender.Recipient{{Address: "a@example.com"}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			jj := *j
+			if tt.from != "" {
+				jj.From = tt.from
+			}
+			if got := sender.Chainable(&jj, tt.rcpts); got != tt.want {
+				t.Errorf("Chainable = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

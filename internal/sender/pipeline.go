@@ -3,7 +3,6 @@ package sender
 import (
 	"bufio"
 	"errors"
-	"slices"
 	"strings"
 
 	"github.com/postline/postline/job"
@@ -53,27 +52,31 @@ func (e *envelope) matches(messageID string, txs []transaction, rcpts []Recipien
 }
 
 // Chainable reports whether SendToThen can chain j to rcpts behind another
-// mail: it has one return path, and addresses its own send would not
-// refuse for a line break.
+// mail: one return path for all of them, and no line break its own send
+// would refuse. It allocates nothing: callers ask it of every mail.
 func Chainable(j *job.Job, rcpts []Recipient) bool {
-	_, ok := chainedEnvelope(j, rcpts)
-	return ok
+	if len(rcpts) == 0 || strings.ContainsAny(j.From, "\r\n") {
+		return false
+	}
+	path := rcpts[0].ReturnPath
+	for _, r := range rcpts {
+		if r.ReturnPath != path || strings.ContainsAny(r.Address, "\r\n") {
+			return false
+		}
+	}
+	return !strings.ContainsAny(path, "\r\n")
 }
 
 // chainedEnvelope is the envelope of j to rcpts when it can be chained.
 func chainedEnvelope(j *job.Job, rcpts []Recipient) (*envelope, bool) {
-	if len(rcpts) == 0 {
+	if !Chainable(j, rcpts) {
 		return nil, false
 	}
 	txs := transactions(rcpts, j.From)
 	if len(txs) != 1 {
-		return nil, false
+		return nil, false // not after Chainable; a guard, since the envelope names one MAIL FROM
 	}
-	env := &envelope{messageID: j.MessageID, from: txs[0].from, to: txs[0].addrs(rcpts)}
-	if strings.ContainsAny(env.from, "\r\n") || slices.ContainsFunc(env.to, func(a string) bool { return strings.ContainsAny(a, "\r\n") }) {
-		return nil, false
-	}
-	return env, true
+	return &envelope{messageID: j.MessageID, from: txs[0].from, to: txs[0].addrs(rcpts)}, true
 }
 
 // nextEnvelope asks then for the mail to chain behind the message being
@@ -137,9 +140,9 @@ func (s *Session) rcptCommand(to string) string {
 // drops the connection. When the relay refused every recipient, the reply to
 // DATA (503 or 554) is read and the transaction is reset by transact, as
 // after exchange. The envelope is already on the wire when it was chained
-// behind the previous message (s.ahead); next, when set, gives the envelope
-// to chain behind this one.
-func (s *Session) exchangePipelined(body []byte, from string, to []string, next func() (*envelope, bool)) (accepted []int, refused []Refusal, e *Error) {
+// behind the previous message (s.ahead); next, when set, is asked for the
+// mail to chain behind this one.
+func (s *Session) exchangePipelined(body []byte, from string, to []string, next Then) (accepted []int, refused []Refusal, e *Error) {
 	name := s.relay.cfg.Name
 	if strings.ContainsAny(from, "\r\n") {
 		return nil, nil, replyError(name, StageMail, errLineBreak)
@@ -202,7 +205,7 @@ func (s *Session) exchangePipelined(body []byte, from string, to []string, next 
 		return nil, refused, replyError(name, StageBody, err)
 	}
 	if next != nil {
-		if env, ok := next(); ok {
+		if env, ok := s.nextEnvelope(next); ok {
 			writeEnvelope(text.W, s.mailCommand(env.from), env.to, s.rcptCommand)
 			s.ahead = env
 			s.relay.metrics.chained.Inc()

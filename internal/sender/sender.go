@@ -256,9 +256,9 @@ func (s *Session) SendToThen(ctx context.Context, j *job.Job, rcpts []Recipient,
 
 	first := true
 	for i, tx := range txs {
-		var next func() (*envelope, bool)
-		if i == len(txs)-1 && then != nil {
-			next = func() (*envelope, bool) { return s.nextEnvelope(then) }
+		var next Then // only the last transaction chains the next mail
+		if i == len(txs)-1 {
+			next = then
 		}
 		fresh := s.sc == nil
 		if fresh {
@@ -404,7 +404,7 @@ func (s *Session) dialContext(ctx context.Context, _, _ string) (net.Conn, error
 // ones it refused. On failure it drops the connection if it cannot be
 // trusted any more, and otherwise resets the transaction so the next one
 // starts clean.
-func (s *Session) transact(ctx context.Context, messageID string, body []byte, from string, to []string, next func() (*envelope, bool)) (accepted []int, refused []Refusal, e *Error) {
+func (s *Session) transact(ctx context.Context, messageID string, body []byte, from string, to []string, next Then) (accepted []int, refused []Refusal, e *Error) {
 	s.mu.Lock()
 	wc := s.conn
 	s.mu.Unlock()
@@ -451,7 +451,7 @@ func (s *Session) transact(ctx context.Context, messageID string, body []byte, f
 // exchange says the commands of one transaction (see transact), one
 // command per round trip, or grouped when the relay advertised PIPELINING
 // (see exchangePipelined).
-func (s *Session) exchange(body []byte, from string, to []string, next func() (*envelope, bool)) (accepted []int, refused []Refusal, e *Error) {
+func (s *Session) exchange(body []byte, from string, to []string, next Then) (accepted []int, refused []Refusal, e *Error) {
 	name := s.relay.cfg.Name
 	// SendTimeout bounds each transaction, not the connection's life: a
 	// kept connection carries up to MaxMessagesPerConn of them.
