@@ -113,6 +113,7 @@ func workerAndSchedulerMetrics() []metricDef {
 		{"postline_sender_send_duration_seconds", Histogram, []string{"provider", "result"}},
 		{"postline_sender_connections_open", Gauge, []string{"provider"}},
 		{"postline_sender_ambiguous_data_end_total", Counter, []string{"provider"}},
+		{"postline_sender_chained_envelopes_total", Counter, []string{"provider"}},
 		{"postline_sender_dkim_total", Counter, []string{"result"}},
 		{"postline_delivery_render_failures_total", Counter, nil},
 		{"postline_compose_renders_total", Counter, []string{"template", "result"}},
