@@ -214,10 +214,13 @@ func TestSenderRoundTrips(t *testing.T) {
 }
 
 // BenchmarkSenderPipelining measures one sender session against a relay
-// whose replies cost 5 ms, with and without PIPELINING, in the two latency
-// models: per round trip (RoundTripDelay: the network) and per command
-// (ReplyDelay: the relay's own work on MAIL, RCPT and the final dot). It
-// reports mails/s and the round trips (reply writes) per mail:
+// whose replies cost 5 ms, with and without PIPELINING and with each mail
+// chained behind the one before (SendToThen), in the two latency models:
+// per round trip (RoundTripDelay: the network) and per command (ReplyDelay:
+// the relay's own work on MAIL, RCPT and the final dot); and without any
+// delay, where ns/op is the CPU of the sender and the in-process relay
+// together. It reports mails/s, the round trips (reply writes) per mail and
+// the client's writes per mail:
 //
 //	go test -run '^$' -bench SenderPipelining -benchtime 200x ./bench/relay
 func BenchmarkSenderPipelining(b *testing.B) {
@@ -228,11 +231,19 @@ func BenchmarkSenderPipelining(b *testing.B) {
 	}{
 		{"round-trip-delay=5ms", relay.Config{RoundTripDelay: delay}},
 		{"reply-delay=5ms", relay.Config{ReplyDelay: delay}},
+		{"no-delay", relay.Config{}},
 	} {
-		for _, pipelining := range []bool{false, true} {
-			b.Run(fmt.Sprintf("%s/pipelining=%v", model.name, pipelining), func(b *testing.B) {
+		for _, mode := range []struct {
+			name                string
+			pipelining, chained bool
+		}{
+			{"pipelining=false", false, false},
+			{"pipelining=true", true, false},
+			{"pipelining=true/chained", true, true},
+		} {
+			b.Run(model.name+"/"+mode.name, func(b *testing.B) {
 				cfg := model.cfg
-				cfg.Pipelining = pipelining
+				cfg.Pipelining = mode.pipelining
 				r := start(b, cfg)
 				sess := newSender(b, r).NewSession()
 				defer func() { _ = sess.Close() }()
@@ -242,7 +253,15 @@ func BenchmarkSenderPipelining(b *testing.B) {
 				r.Reset()
 				b.ResetTimer()
 				for i := range b.N {
-					if err := sess.Send(context.Background(), mailJob(i)); err != nil {
+					j := mailJob(i)
+					then := func() (*job.Job, []sender.Recipient, bool) {
+						if !mode.chained || i+1 == b.N {
+							return nil, nil, false
+						}
+						next := mailJob(i + 1)
+						return next, sender.Recipients(next, ""), true
+					}
+					if _, _, err := sess.SendToThen(context.Background(), j, sender.Recipients(j, ""), then); err != nil {
 						b.Fatalf("send %d: %v", i, err)
 					}
 				}
