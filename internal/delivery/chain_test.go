@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/deadletter"
@@ -112,7 +111,7 @@ func TestPipelineChainsJobsOnAConnection(t *testing.T) {
 	if got, want := sortedReasons(dlq), []string{string(job.ReasonExpired), deadletter.ReasonSMTPPermanent, deadletter.ReasonSMTPPermanent}; got != fmt.Sprint(want) {
 		t.Errorf("dead letters %s, want %v", got, want)
 	}
-	chained := testutil.ToFloat64(counterOf(t, reg, "postline_sender_chained_envelopes_total"))
+	chained := counterValue(t, reg, "postline_sender_chained_envelopes_total", map[string]string{"provider": "p1"})
 	if chained < 10 {
 		t.Errorf("%v envelopes went out behind a message, want most of the %d jobs' (claims keep the queue full)", chained, len(records))
 	}
@@ -125,24 +124,6 @@ func TestPipelineChainsJobsOnAConnection(t *testing.T) {
 
 // sortedReasons is the dead-letter reasons in order, printed.
 func sortedReasons(d *fakeDLQ) string { return fmt.Sprint(sorted(d.reasons())) }
-
-// counterOf returns the one series of the counter named name in reg.
-func counterOf(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: "copy"})
-			c.Add(mf.GetMetric()[0].GetCounter().GetValue())
-			return c
-		}
-	}
-	t.Fatalf("no single series of %s", name)
-	return nil
-}
 
 // TestAdmitNext: a session in use takes one more send straight away only
 // as a fresh acquire would get one, and not past a sender waiting for the

@@ -41,17 +41,13 @@ func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- *item) 
 		if ctx.Err() != nil {
 			// Hard stop: the send may have been cut short; leave the record
 			// unfinished so it is redelivered, and the one taken after it.
-			if next != nil && next.chain != nil {
-				next.chain.prov.discard(next.chain.session)
-			}
+			next.hangUp()
 			return ctx.Err()
 		}
 		select {
 		case out <- it:
 		case <-ctx.Done():
-			if next != nil && next.chain != nil {
-				next.chain.prov.discard(next.chain.session)
-			}
+			next.hangUp()
 			return ctx.Err()
 		}
 	}
@@ -297,6 +293,14 @@ func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *fo
 		}
 		p.scheduleRetry(it, v, limit, prov)
 		return next
+	}
+}
+
+// hangUp closes the session of f's chain, if any, on a hard stop: its
+// envelope is on the wire, so the session is not given back for reuse.
+func (f *follower) hangUp() {
+	if f != nil && f.chain != nil {
+		f.chain.prov.discard(f.chain.session)
 	}
 }
 

@@ -31,20 +31,7 @@ func TestPipelinedSendThroughPostfix(t *testing.T) {
 }
 
 func sendThroughPostfix(t *testing.T, noPipelining bool) {
-	p := testenv.Postfix(t)
-	dest := smtptest.NewServer(t, smtptest.WithListener(p.ListenDest(t)))
-	host, portText, err := net.SplitHostPort(p.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := strconv.Atoi(portText)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := New(Config{Name: "postfix", Host: host, Port: port, NoPipelining: noPipelining}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, dest, r := postfixRelay(t, Config{NoPipelining: noPipelining})
 	s := r.NewSession()
 	defer s.Close()
 
@@ -108,20 +95,7 @@ func sendThroughPostfix(t *testing.T, noPipelining bool) {
 // improper; it must take all three, on one connection, and log nothing of
 // the kind.
 func TestChainedSendsThroughPostfix(t *testing.T) {
-	p := testenv.Postfix(t)
-	dest := smtptest.NewServer(t, smtptest.WithListener(p.ListenDest(t)))
-	host, portText, err := net.SplitHostPort(p.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := strconv.Atoi(portText)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := New(Config{Name: "postfix", Host: host, Port: port}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, dest, r := postfixRelay(t, Config{})
 	s := r.NewSession()
 	defer s.Close()
 
@@ -173,4 +147,26 @@ func TestChainedSendsThroughPostfix(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // Postfix relays on its own schedule; nothing to wait on
 	}
+}
+
+// postfixRelay returns the stack's Postfix, the destination it relays to,
+// and a Relay named "postfix" on it with cfg's other settings.
+func postfixRelay(t *testing.T, cfg Config) (testenv.PostfixEnv, *smtptest.Server, *Relay) {
+	t.Helper()
+	p := testenv.Postfix(t)
+	dest := smtptest.NewServer(t, smtptest.WithListener(p.ListenDest(t)))
+	host, portText, err := net.SplitHostPort(p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Name, cfg.Host, cfg.Port = "postfix", host, port
+	r, err := New(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, dest, r
 }
