@@ -14,11 +14,11 @@ import (
 	"github.com/postline/postline/internal/testenv"
 )
 
-// TestSteadyAging installs the steady aging's triggers on the workers'
+// TestSteadyAging installs the steady aging's defaults on the workers'
 // real schema and drives rows through the store's own statements, as the
-// workers do: the rows written after the triggers become purgeable the lag
-// after they are sent, and not before; rows written before the triggers,
-// and rows in flight, stay; and the outcome's update stays HOT.
+// workers do: the rows written after the defaults moved become purgeable
+// the lag after they are sent, and not before; rows written before, and
+// rows in flight, stay; and the outcome's update stays HOT.
 func TestSteadyAging(t *testing.T) {
 	testenv.Integration(t, "PostgreSQL")
 	ctx := t.Context()

@@ -36,12 +36,12 @@
 // A row is purged once its outcome is older than the retention, so a soak
 // at full rate shorter than an hour would leave every row in place. The
 // harness simulates the retention passing instead (-aging): by default
-// (steady), from the moment -age-from of the jobs are sent, triggers write
-// every row's timestamps as if the row had been written a retention less
-// -age-lag earlier, so the purge deletes, about -age-lag after they were
-// sent, what production deletes an hour after: about the delivery rate.
-// Those triggers are harness load production does not have, and the
-// report says so. -aging burst ages every row sent so far in
+// (steady), from the moment -age-from of the jobs are sent, the defaults
+// the store writes a row's timestamps from move back by a retention less
+// -age-lag, so the purge deletes, about -age-lag after they were sent,
+// what production deletes an hour after: about the delivery rate. The
+// workers' own statements write every row, as often as in production;
+// the harness writes none. -aging burst ages every row sent so far in
 // one statement instead (the purge then deletes them in a burst), -aging
 // off ages nothing. A paced soak (-rate) longer than the retention checks
 // that the rows stay within the mails sent in the last retention.
@@ -133,7 +133,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"a freshly started broker runs slow until its JIT has compiled its hot paths, which would make the first window slower and flatter the ratio (0: none)")
 	fs.Float64Var(&o.rate, "rate", 0, "publish at most this many jobs/s (0: as fast as the lead allows); for a soak longer than -retention")
 	fs.StringVar(&o.aging, "aging", agingSteady, "how the retention's passing is simulated so that the workers' purge runs during the soak: "+
-		agingSteady+" (from -age-from on, triggers write the rows' timestamps -age-shift back, so they become purgeable -age-lag after they are sent), "+
+		agingSteady+" (from -age-from on, the rows' timestamps are written -age-shift back by their columns' defaults, so they become purgeable -age-lag after they are sent), "+
 		agingBurst+" (every row sent so far, once, at -age-from) or "+agingOff)
 	fs.Float64Var(&o.ageFrom, "age-from", 0, "share of -jobs sent when the aging begins (default: as the first window ends, so that the purge's first pass, with the backlog of a reaper interval, is well before the last window)")
 	fs.DurationVar(&o.ageLag, "age-lag", 15*time.Second, "steady aging: how long after it was sent a row becomes purgeable")
@@ -472,7 +472,7 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 			if m.o.aging == agingBurst {
 				fmt.Fprintf(m.stderr, "soak: aged %s sent rows past the retention in %s\n", thousands(m.aged.Rows), m.aged.Took.Round(time.Millisecond))
 			} else {
-				fmt.Fprintf(m.stderr, "soak: aging triggers installed in %s: rows written from now on become purgeable %s after they are sent\n",
+				fmt.Fprintf(m.stderr, "soak: aging defaults installed in %s: rows written from now on become purgeable %s after they are sent\n",
 					m.aged.Took.Round(time.Millisecond), m.aged.Lag)
 			}
 			continue

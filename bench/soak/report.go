@@ -527,7 +527,7 @@ func (s summary) markdown(w io.Writer) {
 
 // steadyMarkdown writes the rows of the steady aging and purge.
 func (s summary) steadyMarkdown(w io.Writer, a *aging) {
-	fmt.Fprintf(w, "| the retention's passing simulated steadily from %s mails sent (t = %s): triggers write the created_at of every row inserted since, and the updated_at of every row marked sent, %s back, so a row becomes purgeable %s after it was sent (harness load production does not have: a PL/pgSQL call per row inserted and per row sent) | installed in %s | - | - |\n",
+	fmt.Fprintf(w, "| the retention's passing simulated steadily from %s mails sent (t = %s): the columns' defaults write the created_at of every row inserted since, and the updated_at of every outcome, %s back, so a row becomes purgeable %s after it was sent (the workers' statements write every row; the harness none) | installed in %s | - | - |\n",
 		thousands(a.Sent), a.At.Round(time.Second), a.Shift, a.Lag, a.Took.Round(time.Millisecond))
 	if s.SteadyFrom == 0 {
 		fmt.Fprintf(w, "| retention purge, steady | nothing purged before the last mail | purge ≥ %.2f× delivery | FAIL |\n", TargetSteadyPurge)

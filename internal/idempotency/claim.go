@@ -215,9 +215,11 @@ WITH u AS (
 		AS u(message_id, payload_hash, attempt, priority, tenant, enqueued_at,
 			payload, record_key, record_headers, first_seen, pos)
 ), claimed AS (
+	-- created_at and updated_at take their columns' default, now(), as the
+	-- outcome's updated_at does (see recordSQL).
 	INSERT INTO postline_messages AS m (
 		message_id, status, version, attempt, payload_hash, lease_owner, lease_expires_at,
-		priority, tenant, enqueued_at, first_seen, created_at, updated_at)
+		priority, tenant, enqueued_at, first_seen)
 	SELECT u.message_id, 'sending', 1,
 		-- A new row is a first attempt whatever the copy says. For an existing
 		-- row the proposed attempt is the copy's: the DO UPDATE below compares
@@ -225,7 +227,7 @@ WITH u AS (
 		CASE WHEN e.message_id IS NULL THEN 1 ELSE u.attempt END,
 		u.payload_hash, $7, now() + make_interval(secs => $8),
 		NULLIF(u.priority, ''), NULLIF(u.tenant, ''), u.enqueued_at,
-		COALESCE(u.first_seen, u.enqueued_at, now()), now(), now()
+		COALESCE(u.first_seen, u.enqueued_at, now())
 	FROM u
 	LEFT JOIN postline_messages e ON e.message_id = u.message_id
 	ORDER BY u.message_id COLLATE "C"
