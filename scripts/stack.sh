@@ -46,6 +46,8 @@
 #               max_wal_size ${POSTLINE_PG_MAX_WAL_SIZE:-8GB} and checkpoint_timeout 15min: with the 1 GB
 #               default a full-rate soak forced a checkpoint every 30 to 50 s, and the full-page images after
 #               each grew with the table (pg_wal may hold up to that much on disk).
+#               autovacuum_naptime 5s: with the 1 min default the rows the purge deleted were not
+#               vacuumed within a soak, and the tables grew as if nothing had been purged.
 #               Durable by default (fsync, synchronous_commit, full_page_writes on).
 #               POSTLINE_PG_FAST=1 on `up` turns the three off for benchmarks: commits return
 #               before they reach the disk, so a crash of the machine or the server may lose the
@@ -844,6 +846,9 @@ shared_buffers = ${POSTLINE_PG_SHARED_BUFFERS:-1GB}
 # each costing more as the Message-ID index grew (see the header).
 max_wal_size = ${POSTLINE_PG_MAX_WAL_SIZE:-8GB}
 checkpoint_timeout = 15min
+# The retention purge deletes rows as fast as mail is sent; autovacuum must look often enough to
+# reclaim them while they are few (the tables' own thresholds are in migration 0014).
+autovacuum_naptime = 5s
 # TLS with the throwaway CA of .stack/tls ($(tls_stamp)).
 ssl = on
 ssl_cert_file = 'postline-server.pem'
