@@ -83,6 +83,7 @@ import (
 
 	"github.com/postline/postline/bench/internal/benchkafka"
 	"github.com/postline/postline/bench/internal/benchproc"
+	"github.com/postline/postline/internal/reaper"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
@@ -135,7 +136,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.aging, "aging", agingSteady, "how the retention's passing is simulated so that the workers' purge runs during the soak: "+
 		agingSteady+" (from -age-from on, the rows' timestamps are written -age-shift back by their columns' defaults, so they become purgeable -age-lag after they are sent), "+
 		agingBurst+" (every row sent so far, once, at -age-from) or "+agingOff)
-	fs.Float64Var(&o.ageFrom, "age-from", 0, "share of -jobs sent when the aging begins (default: as the first window ends, so that the purge's first pass, with the backlog of a reaper interval, is well before the last window)")
+	fs.Float64Var(&o.ageFrom, "age-from", 0, "share of -jobs sent when the aging begins (default: as the first window ends, so that the purge's first passes are well before the last window)")
 	fs.DurationVar(&o.ageLag, "age-lag", 15*time.Second, "steady aging: how long after it was sent a row becomes purgeable")
 	fs.DurationVar(&o.ageShift, "age-shift", 0, "how far the aging moves the timestamps back (0: steady, -retention less -age-lag; burst, -retention + 1m); a shift that leaves the rows well inside -retention (30m) ages rows the purge never deletes, which measures the aging's own cost")
 	fs.DurationVar(&o.purgeWait, "purge-wait", 5*time.Minute, "burst aging: longest to wait after the last mail for the purge of the aged rows")
@@ -145,7 +146,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.bodyBytes, "body-bytes", 256, "text body size of each job")
 	fs.IntVar(&o.senders, "senders", 0, "POSTLINE_SENDERS of every worker (0: the worker's default)")
 	fs.DurationVar(&o.retention, "retention", time.Hour, "POSTLINE_RETENTION of the workers (at least 1h)")
-	fs.DurationVar(&o.reaperInterval, "reaper-interval", 30*time.Second, "POSTLINE_REAPER_INTERVAL of the workers: how often each purges")
+	fs.DurationVar(&o.reaperInterval, "reaper-interval", 30*time.Second, "POSTLINE_REAPER_INTERVAL of the workers: how often each recovers stuck rows (each purges every reaper.DefaultPurgeInterval)")
 	fs.DurationVar(&o.sampleEvery, "sample", 5*time.Second, "time between samples of RSS and table sizes")
 	fs.DurationVar(&o.poll, "poll", 250*time.Millisecond, "time between progress polls of the workers' counters")
 	fs.DurationVar(&o.timeout, "timeout", 3*time.Hour, "longest the delivery may take")
@@ -369,7 +370,7 @@ func soak(ctx context.Context, o options, command string, stdout, stderr io.Writ
 
 	p := params{
 		Jobs: o.jobs, Window: o.window, Lead: o.lead, Workers: o.workers, Retention: o.retention,
-		ReaperInterval: o.reaperInterval, SampleEvery: o.sampleEvery, AgingMode: o.aging,
+		ReaperInterval: o.reaperInterval, PurgeInterval: reaper.DefaultPurgeInterval, SampleEvery: o.sampleEvery, AgingMode: o.aging,
 		Command: command,
 		Machine: fmt.Sprintf("%d CPUs (%s), %s, %s", runtime.NumCPU(), cmp.Or(benchenv.CPUModel(), "unknown CPU"),
 			memTotal(), runtime.Version()),

@@ -114,7 +114,8 @@ type params struct {
 	Jobs, Window, Lead int64
 	Workers            int
 	Retention          time.Duration
-	ReaperInterval     time.Duration
+	ReaperInterval     time.Duration // the workers' recovery passes
+	PurgeInterval      time.Duration // the workers' purge passes (reaper.DefaultPurgeInterval)
 	SampleEvery        time.Duration
 	Command            string
 	Machine            string
@@ -182,7 +183,7 @@ type steadyPurge struct {
 	LastWindowFrom time.Duration
 	// EndRows are the live rows at the last mail; PredictedRows what a
 	// steady state holds: the rows sent before the aging began (never
-	// aged) and the rows of lag + one reaper interval at the steady rate.
+	// aged) and the rows of lag + one purge interval at the steady rate.
 	EndRows, PredictedRows int64
 	// SteadyWorstRows and SteadyWorstBound are the sample of the steady
 	// part whose rows came closest to (or passed) their bound: the rows
@@ -192,11 +193,11 @@ type steadyPurge struct {
 }
 
 // steadyBoundWindow is how long after it was sent a row may still be there
-// with the steady aging: the lag and two reaper intervals (the next pass
+// with the steady aging: the lag and two purge intervals (the next pass
 // may start up to one after the row became purgeable, and a pass with a
 // backlog may take up to one more).
-func steadyBoundWindow(a *aging, reaperInterval time.Duration) time.Duration {
-	return a.Lag + 2*reaperInterval
+func steadyBoundWindow(a *aging, purgeInterval time.Duration) time.Duration {
+	return a.Lag + 2*purgeInterval
 }
 
 func summarize(p params, points []point, samples []sample) (summary, error) {
@@ -254,10 +255,10 @@ func summarize(p params, points []point, samples []sample) (summary, error) {
 	s.FinalMessagesBytes = lastSample.Tables.MessagesBytes
 	s.FinalIndexBytes = lastSample.Tables.MessagesIndexBytes
 
-	// A row sent at t is purged by the first reaper pass after
+	// A row sent at t is purged by the first purge pass after
 	// t + retention: up to one interval later, and a pass that has a
 	// backlog may take one more. Rows sent before then may still be there.
-	lag := p.Retention + 2*p.ReaperInterval
+	lag := p.Retention + 2*p.PurgeInterval
 	s.RetentionReached = lastSample.T-t1 > lag
 	if s.RetentionReached {
 		s.WorstBound = -1
@@ -320,8 +321,8 @@ func summarizeSteady(p params, a *aging, points []point, samples []sample) stead
 	st.SteadyPurgeRate, st.SteadyDeliveryRate = slope(ts, purged), slope(ts, delivered)
 	end := steady[len(steady)-1]
 	st.EndRows = end.Tables.MessagesRows
-	st.PredictedRows = a.Sent + int64(st.SteadyDeliveryRate*(a.Lag+p.ReaperInterval).Seconds())
-	window := steadyBoundWindow(a, p.ReaperInterval)
+	st.PredictedRows = a.Sent + int64(st.SteadyDeliveryRate*(a.Lag+p.PurgeInterval).Seconds())
+	window := steadyBoundWindow(a, p.PurgeInterval)
 	st.SteadyWorstBound = -1
 	for _, x := range steady {
 		// Rows sent before the aging began are never aged.
@@ -468,8 +469,8 @@ func verdict(ok bool) string {
 func (s summary) markdown(w io.Writer) {
 	fmt.Fprintf(w, "Command: `%s`\n\n", s.Command)
 	fmt.Fprintf(w, "Machine: %s; Kafka, PostgreSQL, smtp-sink and the harness share it with the workers. Mean 1-minute load average over the run: %.2f.\n\n", s.Machine, s.MeanLoad)
-	fmt.Fprintf(w, "Settings: %s jobs (%s measured, %s more as the lead) through %d workers in one group; POSTLINE_RETENTION=%s, reaper every %s (the worker's reaper runs the purge); %s; a sample every %s; PostgreSQL checkpointed just before the first job. Wall time of the whole soak: %s.\n\n",
-		thousands(s.total()), thousands(s.Jobs), thousands(s.Lead), s.Workers, s.Retention, s.ReaperInterval, s.ProducerSummary, s.SampleEvery, s.Took.Round(time.Second))
+	fmt.Fprintf(w, "Settings: %s jobs (%s measured, %s more as the lead) through %d workers in one group; POSTLINE_RETENTION=%s, reaper every %s, its purge every %s (the workers' reapers run the purge); %s; a sample every %s; PostgreSQL checkpointed just before the first job. Wall time of the whole soak: %s.\n\n",
+		thousands(s.total()), thousands(s.Jobs), thousands(s.Lead), s.Workers, s.Retention, s.ReaperInterval, s.PurgeInterval, s.ProducerSummary, s.SampleEvery, s.Took.Round(time.Second))
 	fmt.Fprintln(w, "| measure | value | target | verdict |")
 	fmt.Fprintln(w, "|---|---:|---:|:---:|")
 	fmt.Fprintf(w, "| mails sent / failed (rows taken over after their lease ran out, so possibly sent twice; copies deduped) | %s / %s (%s; %s) | all / 0 | %s |\n",
@@ -507,7 +508,7 @@ func (s summary) markdown(w io.Writer) {
 			s.LastGrowth/max(1, s.FirstGrowth), TargetSpaceReuse, verdict(s.spaceOK()))
 	}
 	if s.RetentionReached {
-		fmt.Fprintf(w, "| rows bounded by the retention window (worst sample: rows / mails sent within retention + 2 reaper intervals + %s) | %s / %s, %s purged | rows ≤ bound | %s |\n",
+		fmt.Fprintf(w, "| rows bounded by the retention window (worst sample: rows / mails sent within retention + 2 purge intervals + %s) | %s / %s, %s purged | rows ≤ bound | %s |\n",
 			thousands(boundSlack), thousands(s.WorstRows), thousands(s.WorstBound), thousands(s.Purged), verdict(s.boundOK()))
 	} else {
 		fmt.Fprintf(w, "| rows bounded by a retention that really passed | no sent row reached the %s retention on the clock in a %s run | rows ≤ bound | NOT REACHED |\n",
@@ -517,7 +518,7 @@ func (s summary) markdown(w io.Writer) {
 	met := s.rateOK() && s.othersOK()
 	switch {
 	case met && !s.RetentionReached:
-		fmt.Fprintln(w, "Every target this run could reach is met; the bound of a retention that really passes needs a run longer than the retention plus two reaper intervals (see -rate).")
+		fmt.Fprintln(w, "Every target this run could reach is met; the bound of a retention that really passes needs a run longer than the retention plus two purge intervals (see -rate).")
 	case met && s.boundOK():
 		fmt.Fprintln(w, "All targets met.")
 	default:
@@ -545,8 +546,8 @@ func (s summary) steadyMarkdown(w io.Writer, a *aging) {
 		s.SteadyFrom.Round(time.Second), s.SteadyTo.Round(time.Second), s.LastWindowFrom.Round(time.Second), inside,
 		s.SteadyPurgeRate, s.SteadyDeliveryRate, s.SteadyPurgeRate/max(s.SteadyDeliveryRate, 1e-9),
 		thousands(s.PurgeStatements), s.PurgeSeconds, meanPurge, TargetSteadyPurge, verdict(s.steadyPurgeOK()))
-	fmt.Fprintf(w, "| postline_messages live rows at the last mail / a steady state's (the %s sent before the aging, never aged, + %.0f mails/s × (%s lag + %s reaper interval)); the worst sample of the steady part / its bound (the rows sent before the aging + the mails sent within the last %s + %s) | %s / %s; %s / %s | rows ≤ bound | %s |\n",
-		thousands(a.Sent), s.SteadyDeliveryRate, a.Lag, s.ReaperInterval, steadyBoundWindow(a, s.ReaperInterval), thousands(boundSlack),
+	fmt.Fprintf(w, "| postline_messages live rows at the last mail / a steady state's (the %s sent before the aging, never aged, + %.0f mails/s × (%s lag + %s purge interval)); the worst sample of the steady part / its bound (the rows sent before the aging + the mails sent within the last %s + %s) | %s / %s; %s / %s | rows ≤ bound | %s |\n",
+		thousands(a.Sent), s.SteadyDeliveryRate, a.Lag, s.PurgeInterval, steadyBoundWindow(a, s.PurgeInterval), thousands(boundSlack),
 		thousands(s.EndRows), thousands(s.PredictedRows), thousands(s.SteadyWorstRows), thousands(s.SteadyWorstBound), verdict(s.steadyBoundOK()))
 	fmt.Fprintf(w, "| tables' growth on disk per mail, first window / last window (at the end: %.0f MiB) | %.0f / %.0f bytes = %.2f× | ≤ %.2f× (purged space reused) | %s |\n",
 		mib(s.FinalBytes), s.FirstGrowth, s.LastGrowth,

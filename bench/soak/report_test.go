@@ -136,7 +136,7 @@ func soakOf(rate int64, secs int, keep func(delivered int64, t time.Duration) in
 
 func TestSummarize(t *testing.T) {
 	keepAll := func(d int64, _ time.Duration) int64 { return d }
-	base := params{Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second, SampleEvery: 10 * time.Second}
+	base := params{Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second, PurgeInterval: 30 * time.Second, SampleEvery: 10 * time.Second}
 	t.Run("short run keeps every row: the bound is not reached", func(t *testing.T) {
 		points, samples := soakOf(1000, 600, keepAll, 60<<20)
 		p := base
@@ -237,7 +237,7 @@ func TestSummarize(t *testing.T) {
 
 func TestMarkdown(t *testing.T) {
 	points, samples := soakOf(1000, 600, func(d int64, _ time.Duration) int64 { return d }, 60<<20)
-	p := params{Jobs: 600_000, Window: 60_000, Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second,
+	p := params{Jobs: 600_000, Window: 60_000, Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second, PurgeInterval: 30 * time.Second,
 		SampleEvery: 10 * time.Second, Command: "go run ./bench/soak -aging off", Machine: "2 CPUs", ProducerSummary: "ahead",
 		AgingMode: agingOff}
 	s, err := summarize(p, points, samples)
@@ -314,7 +314,7 @@ func TestSummarizeWAL(t *testing.T) {
 			x.WAL.Checkpoints = 1
 		}
 	}
-	p := params{Jobs: 600_000, Window: 60_000, Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second,
+	p := params{Jobs: 600_000, Window: 60_000, Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second, PurgeInterval: 30 * time.Second,
 		SampleEvery: 10 * time.Second}
 	s, err := summarize(p, points, samples)
 	if err != nil {
@@ -393,7 +393,7 @@ func TestSummarizeAging(t *testing.T) {
 				}
 			}
 		}
-		p := params{Jobs: 600_000, Window: 60_000, Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second,
+		p := params{Jobs: 600_000, Window: 60_000, Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second, PurgeInterval: 30 * time.Second,
 			AgingMode: agingBurst, Aged: &aging{Mode: agingBurst, Shift: time.Hour + time.Minute, At: 300 * time.Second, Took: 10 * time.Second, Sent: 300_000,
 				Rows: 300_000, BytesAfter: 400 << 20}}
 		s, err := summarize(p, points, samples)
@@ -472,7 +472,7 @@ func steadySoak(t *testing.T, firstPass time.Duration, purgeRate int64, bounded 
 		}
 	}
 	a := &aging{Mode: agingSteady, At: 120 * time.Second, Sent: pre, Shift: time.Hour - 15*time.Second, Lag: 15 * time.Second, Took: 20 * time.Millisecond}
-	p := params{Jobs: 600_000, Window: 60_000, Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second,
+	p := params{Jobs: 600_000, Window: 60_000, Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second, PurgeInterval: 30 * time.Second,
 		SampleEvery: 10 * time.Second, AgingMode: agingSteady, Aged: a}
 	s, err := summarize(p, points, samples)
 	if err != nil {

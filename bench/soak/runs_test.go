@@ -21,7 +21,7 @@ func TestRunsMarkdown(t *testing.T) {
 				points[i].T = 540*time.Second + time.Duration(points[i].Delivered-540_000)*stretch/60_000
 			}
 		}
-		p := params{Jobs: 600_000, Window: 60_000, Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second,
+		p := params{Jobs: 600_000, Window: 60_000, Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second, PurgeInterval: 30 * time.Second,
 			SampleEvery: 10 * time.Second, Machine: "2 CPUs", AgingMode: agingOff}
 		s, err := summarize(p, points, samples)
 		if err != nil {

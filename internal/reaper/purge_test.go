@@ -52,9 +52,10 @@ func TestPurgeInBatchesUntilAShortOne(t *testing.T) {
 
 func TestPurgeStopsAfterAnInterval(t *testing.T) {
 	// A backlog far larger than one pass: statements stop once the next
-	// pause would end past Interval, and the rest waits for the next pass.
+	// pause would end past PurgeInterval, and the rest waits for the next
+	// pass.
 	store := &fakeStore{terminal: 1 << 30}
-	r, err := New(Config{Interval: 50 * time.Millisecond, Retention: testRetention, PurgeBatch: 1, PurgePause: 20 * time.Millisecond},
+	r, err := New(Config{PurgeInterval: 50 * time.Millisecond, Retention: testRetention, PurgeBatch: 1, PurgePause: 20 * time.Millisecond},
 		store, &fakePub{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)

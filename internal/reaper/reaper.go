@@ -34,10 +34,14 @@
 // replay's publish failed after its reset, so nothing is on its way), and
 // then restart their grace (TouchReplays) rather than release them.
 //
-// Each pass then enforces the retention: terminal rows (sent, failed, dead)
-// whose outcome is older than Retention, the dedupe window, are deleted in
-// statements of at most PurgeBatch rows with PurgePause between them, for at
-// most Interval per pass so that recovery never waits long behind a backlog.
+// The retention is enforced on a clock of its own: every PurgeInterval,
+// terminal rows (sent, failed, dead) whose outcome is older than Retention,
+// the dedupe window, are deleted in statements of at most PurgeBatch rows
+// with PurgePause between them, until one comes back short or the interval
+// has passed. Rows come due at the rate mail was sent one retention
+// earlier, so frequent passes delete about that much a second, where a pass
+// every Interval would delete an interval's worth in a burst, at the
+// statements' fastest, and hold the database's CPU for that long.
 //
 // The package knows the store and a publisher through the small interfaces
 // below; it does not consume, send or decide retries.
@@ -50,6 +54,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -74,8 +79,9 @@ const (
 	DefaultRetention = 30 * 24 * time.Hour
 	// DefaultPurgeBatch keeps each delete statement short, so it holds few
 	// row locks and little WAL at a time.
-	DefaultPurgeBatch = 1000
-	DefaultPurgePause = 100 * time.Millisecond
+	DefaultPurgeBatch    = 1000
+	DefaultPurgePause    = 100 * time.Millisecond
+	DefaultPurgeInterval = 5 * time.Second
 	// MinRetention is the shortest Retention accepted: shorter would forget
 	// messages while their duplicates can still arrive (redeliveries,
 	// retries of up to a day or two).
@@ -112,6 +118,9 @@ type Config struct {
 	// PurgePause is the pause between two delete statements of a pass.
 	// Defaults to DefaultPurgePause (100ms).
 	PurgePause time.Duration
+	// PurgeInterval is the time between two passes of the purge, and the
+	// longest one pass lasts. Defaults to DefaultPurgeInterval (5s).
+	PurgeInterval time.Duration
 }
 
 // WithDefaults returns cfg with zero fields set to their defaults.
@@ -124,14 +133,15 @@ func (cfg Config) WithDefaults() Config {
 	cfg.Retention = cmp.Or(cfg.Retention, DefaultRetention)
 	cfg.PurgeBatch = cmp.Or(cfg.PurgeBatch, DefaultPurgeBatch)
 	cfg.PurgePause = cmp.Or(cfg.PurgePause, DefaultPurgePause)
+	cfg.PurgeInterval = cmp.Or(cfg.PurgeInterval, DefaultPurgeInterval)
 	return cfg
 }
 
 // Validate reports the first invalid field of cfg (after WithDefaults).
 func (cfg Config) Validate() error {
 	switch {
-	case cfg.Interval < time.Millisecond:
-		return fmt.Errorf("reaper config: Interval %v is shorter than 1ms", cfg.Interval)
+	case cfg.Interval < time.Millisecond || cfg.PurgeInterval < time.Millisecond:
+		return fmt.Errorf("reaper config: Interval %v and PurgeInterval %v must be at least 1ms", cfg.Interval, cfg.PurgeInterval)
 	case cfg.Grace < 0 || cfg.ReplayGrace < 0:
 		return fmt.Errorf("reaper config: Grace %v and ReplayGrace %v must not be negative", cfg.Grace, cfg.ReplayGrace)
 	case cfg.Batch < 1:
@@ -246,27 +256,46 @@ func New(cfg Config, store Store, pub Publisher, logger *slog.Logger, reg promet
 	return r, nil
 }
 
-// Run makes a pass every Interval until ctx ends, then returns nil. A failed
-// pass is counted and logged, and the next one tries again.
+// Run recovers rows every Interval and purges every PurgeInterval, each on
+// its own clock, until ctx ends, then returns nil. A failed pass is counted
+// and logged, and the next one tries again.
 func (r *Reaper) Run(ctx context.Context) error {
-	t := time.NewTicker(r.cfg.Interval)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		r.every(ctx, r.cfg.PurgeInterval, func(ctx context.Context) error {
+			_, err := r.Purge(ctx)
+			return err
+		})
+	})
+	r.every(ctx, r.cfg.Interval, func(ctx context.Context) error {
+		_, err := r.recoverRows(ctx)
+		return err
+	})
+	wg.Wait()
+	return nil
+}
+
+// every runs pass now and then every interval until ctx ends.
+func (r *Reaper) every(ctx context.Context, interval time.Duration, pass func(context.Context) error) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if _, err := r.Once(ctx); err != nil && ctx.Err() == nil {
+		if err := pass(ctx); err != nil && ctx.Err() == nil {
 			r.errors.Inc()
 			r.logger.WarnContext(ctx, "reaper pass failed", "error", err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-t.C:
 		}
 	}
 }
 
-// Once makes one pass: rounds of Stuck -> publish -> Release, then rounds
-// of StalledReplays -> publish -> TouchReplays, each while rounds come back
-// full, then the purge (see Purge). It returns how many rows it recovered
+// Once makes one pass of each kind: rounds of Stuck -> publish -> Release,
+// then rounds of StalledReplays -> publish -> TouchReplays, each while
+// rounds come back full, then the purge (see Purge). Run makes them on
+// their own clocks. It returns how many rows it recovered
 // (not counting rows lost to another reaper or a claim, nor purged rows).
 func (r *Reaper) Once(ctx context.Context) (int, error) {
 	n, err := r.recoverRows(ctx)
@@ -280,12 +309,12 @@ func (r *Reaper) Once(ctx context.Context) (int, error) {
 }
 
 // Purge deletes terminal rows older than Retention: statements of at most
-// PurgeBatch rows, PurgePause apart, until one comes back short or Interval
-// has passed (the rest waits for the next pass). It returns how many rows
-// it deleted.
+// PurgeBatch rows, PurgePause apart, until one comes back short or
+// PurgeInterval has passed (the rest waits for the next pass). It returns
+// how many rows it deleted.
 func (r *Reaper) Purge(ctx context.Context) (int, error) {
 	total := 0
-	deadline := time.Now().Add(r.cfg.Interval)
+	deadline := time.Now().Add(r.cfg.PurgeInterval)
 	for {
 		n, err := r.store.Purge(ctx, r.cfg.Retention, r.cfg.PurgeBatch)
 		total += n
@@ -294,8 +323,10 @@ func (r *Reaper) Purge(ctx context.Context) (int, error) {
 			return total, fmt.Errorf("purge rows older than %v: %w", r.cfg.Retention, err)
 		}
 		if n < r.cfg.PurgeBatch || !time.Now().Add(r.cfg.PurgePause).Before(deadline) {
+			// A pass every few seconds: the count is in purged_total, and
+			// the log only for debugging.
 			if total > 0 {
-				r.logger.InfoContext(ctx, "purged terminal rows past the retention", "rows", total, "retention", r.cfg.Retention)
+				r.logger.DebugContext(ctx, "purged terminal rows past the retention", "rows", total, "retention", r.cfg.Retention)
 			}
 			return total, nil
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,12 +20,12 @@ import (
 func TestConfig(t *testing.T) {
 	d := Config{}.WithDefaults()
 	if d.Interval != DefaultInterval || d.Grace != DefaultGrace || d.Batch != DefaultBatch || d.JobsTopic != DefaultJobsTopic ||
-		d.Retention != 30*24*time.Hour || d.PurgeBatch != 1000 || d.PurgePause != DefaultPurgePause {
+		d.Retention != 30*24*time.Hour || d.PurgeBatch != 1000 || d.PurgePause != DefaultPurgePause || d.PurgeInterval != DefaultPurgeInterval {
 		t.Fatalf("defaults = %+v", d)
 	}
 	// with is a valid config changed by mod.
 	with := func(mod func(*Config)) Config {
-		c := Config{Interval: time.Second, Grace: time.Second, Batch: 1, Retention: 2 * time.Hour, PurgeBatch: 1}
+		c := Config{Interval: time.Second, Grace: time.Second, Batch: 1, Retention: 2 * time.Hour, PurgeBatch: 1, PurgeInterval: time.Second}
 		mod(&c)
 		return c
 	}
@@ -37,6 +38,7 @@ func TestConfig(t *testing.T) {
 		{"zero grace", with(func(c *Config) { c.Grace = 0 }), ""},
 		{"minimum retention, zero pause", with(func(c *Config) { c.Retention, c.PurgePause = MinRetention, 0 }), ""},
 		{"tiny interval", with(func(c *Config) { c.Interval = time.Microsecond }), "Interval 1µs"},
+		{"tiny purge interval", with(func(c *Config) { c.PurgeInterval = time.Microsecond }), "PurgeInterval 1µs"},
 		{"negative grace", with(func(c *Config) { c.Grace = -time.Second }), "Grace -1s"},
 		{"negative batch", with(func(c *Config) { c.Batch = -1 }), "Batch -1"},
 		{"retention below the minimum", with(func(c *Config) { c.Retention = time.Minute }), "Retention 1m0s"},
@@ -279,5 +281,50 @@ func TestNewRejects(t *testing.T) {
 	}
 	if _, err := New(Config{Batch: -1}, &fakeStore{}, &fakePub{}, nil, nil); err == nil {
 		t.Error("New with Batch -1 succeeded")
+	}
+}
+
+// clockStore counts the purge statements and the recovery rounds that Run
+// makes, safely across its goroutines.
+type clockStore struct {
+	fakeStore
+	purges, stuckCalls atomic.Int64
+}
+
+func (c *clockStore) Purge(context.Context, time.Duration, int) (int, error) {
+	c.purges.Add(1)
+	return 0, nil
+}
+
+func (c *clockStore) Stuck(context.Context, time.Duration, int) ([]idempotency.Stuck, error) {
+	c.stuckCalls.Add(1)
+	return nil, nil
+}
+
+// TestRunPurgesOnItsOwnClock: the purge passes come every PurgeInterval
+// whatever the recovery's Interval, so that rows past the retention are
+// deleted about as they come due rather than an interval's worth at once.
+func TestRunPurgesOnItsOwnClock(t *testing.T) {
+	store := &clockStore{}
+	r, err := New(Config{Interval: time.Hour, PurgeInterval: 5 * time.Millisecond, Retention: testRetention}, store, &fakePub{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for store.purges.Load() < 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d purge passes in 10s at a 5ms PurgeInterval", store.purges.Load())
+		}
+		time.Sleep(time.Millisecond) // polling a counter with a deadline
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run() = %v, want nil after cancel", err)
+	}
+	if n := store.stuckCalls.Load(); n != 1 {
+		t.Errorf("%d recovery rounds within the first hourly Interval, want the one at the start", n)
 	}
 }
