@@ -79,8 +79,12 @@ const (
 	DefaultRetention = 30 * 24 * time.Hour
 	// DefaultPurgeBatch keeps each delete statement short, so it holds few
 	// row locks and little WAL at a time.
-	DefaultPurgeBatch    = 1000
-	DefaultPurgePause    = 100 * time.Millisecond
+	DefaultPurgeBatch = 1000
+	DefaultPurgePause = 100 * time.Millisecond
+	// DefaultPurgeInterval is short so that each pass deletes a few
+	// seconds' worth of rows come due: the load the purge puts on the
+	// database follows the delivery rate of one retention earlier instead
+	// of arriving in bursts.
 	DefaultPurgeInterval = 5 * time.Second
 	// MinRetention is the shortest Retention accepted: shorter would forget
 	// messages while their duplicates can still arrive (redeliveries,
