@@ -70,6 +70,7 @@ import (
 
 	"github.com/postline/postline/bench/internal/benchenv"
 	"github.com/postline/postline/bench/internal/benchmetrics"
+	"github.com/postline/postline/bench/internal/benchproc"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/segmentio/kafka-go"
@@ -546,7 +547,7 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	if err != nil {
 		return result{}, err
 	}
-	ownBefore, err := processCPU(child)
+	ownBefore, err := benchproc.CPU(child)
 	if err != nil {
 		return result{}, err
 	}
@@ -573,7 +574,7 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 			return result{}, fmt.Errorf("%s: %w", spec.name, err)
 		}
 	}
-	ownAfter, err := processCPU(child)
+	ownAfter, err := benchproc.CPU(child)
 	if err != nil {
 		return result{}, err
 	}

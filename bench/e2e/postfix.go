@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/postline/postline/bench/internal/benchenv"
+	"github.com/postline/postline/bench/internal/benchproc"
 )
 
 // The postfix variant: Debian's Postfix as a relay in front of the same
@@ -185,7 +186,7 @@ func smtpGreets(addr string) bool {
 
 // masterPID is the pid of the instance's master process.
 func (p *postfixInstance) masterPID() (int, error) {
-	return pidFromFile(filepath.Join(p.queue, "pid", "master.pid"))
+	return benchproc.PIDFromFile(filepath.Join(p.queue, "pid", "master.pid"))
 }
 
 // stop stops the instance, waits for its master to exit and removes its
@@ -286,7 +287,7 @@ func runPostfix(ctx context.Context, o options, run int, stderr io.Writer) (resu
 	if err != nil {
 		return result{}, err
 	}
-	relayBefore, err := treeCPU(master)
+	relayBefore, err := benchproc.TreeCPU(master)
 	if err != nil {
 		return result{}, fmt.Errorf("postfix: %w", err)
 	}
@@ -347,7 +348,7 @@ func runPostfix(ctx context.Context, o options, run int, stderr io.Writer) (resu
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	relayAfter, err := treeCPU(master)
+	relayAfter, err := benchproc.TreeCPU(master)
 	if err != nil {
 		return result{}, fmt.Errorf("postfix: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postline/postline/bench/internal/benchproc"
 	"github.com/postline/postline/internal/smtptest"
 )
 
@@ -154,7 +155,7 @@ func TestBenchPostfixRelays(t *testing.T) {
 	if got := len(dest.Messages()); got != n {
 		t.Errorf("the destination received %d mails, want %d", got, n)
 	}
-	cpu, err := treeCPU(master)
+	cpu, err := benchproc.TreeCPU(master)
 	if err != nil {
 		t.Fatal(err)
 	}

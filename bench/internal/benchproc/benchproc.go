@@ -1,6 +1,7 @@
 // Package benchproc gives the benchmark harnesses the processes they
 // measure: starting a binary with its output in a log file, stopping it with
-// SIGTERM and a grace, and reading its memory from /proc while it runs. It
+// SIGTERM and a grace, and reading its memory and CPU time from /proc while
+// it runs (a process tree's too, for shared services like PostgreSQL). It
 // owns nothing else: what to run and what to measure stay with each harness.
 package benchproc
 
