@@ -72,4 +72,6 @@ bench-scale:
 soak:
 	scripts/stack.sh up --with-sink
 	$(GO) build -o bin/worker ./cmd/worker
-	eval "$$(scripts/stack.sh env)" && $(GO) run ./bench/soak -worker-bin bin/worker $(SOAK_ARGS)
+	eval "$$(scripts/stack.sh env)" && $(GO) run ./bench/soak -worker-bin bin/worker \
+		-kafka-pid-file .stack/kafka.pid -sink-pid-file .stack/smtp-sink.pid \
+		-postgres-pid-file "$$(cat .stack/pg-location 2>/dev/null || echo .stack/pg)/postmaster.pid" $(SOAK_ARGS)

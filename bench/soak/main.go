@@ -24,7 +24,11 @@
 // it also reads each worker's VmRSS and VmHWM from /proc and the size of
 // postline_messages and of every table of the schema
 // (pg_total_relation_size, pg_indexes_size, and n_live_tup from the statistics collector: no scan),
-// and the server's WAL bytes, full-page images and checkpoints (pg_stat_wal, pg_stat_bgwriter).
+// the server's WAL bytes, full-page images and checkpoints (pg_stat_wal, pg_stat_bgwriter),
+// and the CPU time of the workers, of PostgreSQL with its backends, Kafka
+// and smtp-sink (by the pid files -postgres-pid-file, -kafka-pid-file and
+// -sink-pid-file name) and of itself, from /proc: the report gives each
+// per mail in the first and the last window.
 // Each measured run starts from a CHECKPOINT, so that a checkpoint the
 // previous run's WAL brought on does not land in a window by chance.
 //
@@ -114,6 +118,7 @@ type options struct {
 	retention, reaperInterval      time.Duration
 	sampleEvery, poll, timeout     time.Duration
 	workerBin, sink, out, logDir   string
+	pidFiles                       pidFiles
 	brokers                        []string
 	databaseURL                    string
 	keep                           bool
@@ -151,6 +156,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.poll, "poll", 250*time.Millisecond, "time between progress polls of the workers' counters")
 	fs.DurationVar(&o.timeout, "timeout", 3*time.Hour, "longest the delivery may take")
 	fs.StringVar(&o.workerBin, "worker-bin", "bin/worker", "the Postline worker binary")
+	fs.StringVar(&o.pidFiles.kafka, "kafka-pid-file", "", "Kafka's pid file, for its CPU per mail in the report (make soak passes the stack's)")
+	fs.StringVar(&o.pidFiles.postgres, "postgres-pid-file", "", "PostgreSQL's postmaster.pid, for its CPU per mail, backends included (make soak passes the stack's)")
+	fs.StringVar(&o.pidFiles.sink, "sink-pid-file", "", "smtp-sink's pid file, for its CPU per mail (make soak passes the stack's)")
 	fs.StringVar(&o.sink, "sink", cmp.Or(os.Getenv("POSTLINE_TEST_SMTP_SINK"), "127.0.0.1:2525"), "smtp-sink address")
 	fs.StringVar(&o.out, "out", "bin/soak", "directory for soak.csv, soak.svg and soak.md (with -runs, runN/ of each and runs.md)")
 	fs.StringVar(&o.logDir, "log-dir", "", "directory for the workers' logs (default: -out)")
@@ -580,9 +588,13 @@ func (m *monitor) sample(ctx context.Context, t time.Duration, c benchmetrics.Co
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		load = loadAverage(string(b))
 	}
+	cpu, err := readCPU(m.procs, m.o.pidFiles)
+	if err != nil {
+		return sample{}, err
+	}
 	return sample{T: t, Delivered: c.Sent, Failed: c.Failed, Purged: c.Purged, Takeovers: c.Takeovers,
 		Duplicates: c.Duplicates, PurgeStatements: c.PurgeStatements, PurgeSeconds: c.PurgeSeconds, RSS: rss, Peak: peak,
-		Tables: tables, WAL: wal, Load1: load}, nil
+		Tables: tables, WAL: wal, Load1: load, CPU: cpu}, nil
 }
 
 func (m *monitor) writeCSV(path string) error {

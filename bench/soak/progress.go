@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -92,6 +93,7 @@ type sample struct {
 	Tables          tableStats
 	WAL             walStats
 	Load1           float64 // the machine's 1-minute load average
+	CPU             cpuTimes
 }
 
 // readRSS reads every worker's memory.
@@ -104,6 +106,65 @@ func readRSS(procs []*benchproc.Proc) (rss, peak []int64, err error) {
 		rss, peak = append(rss, m.RSS), append(peak, m.Peak)
 	}
 	return rss, peak, nil
+}
+
+// cpuTimes are the CPU time the processes of the pipeline have used so
+// far, from /proc: the workers together, PostgreSQL with its backends (the
+// postmaster's tree, reaped backends included), Kafka, smtp-sink, and the
+// harness itself (the publisher, and these readings). A shared service
+// whose pid file the soak was not given reads 0. The report divides what
+// each used over a window by the mails sent in it: what grows per mail
+// from the first window to the last is what slows the last.
+type cpuTimes struct {
+	Workers, Postgres, Kafka, Sink, Harness time.Duration
+}
+
+// pidFiles name the shared services' pid files (-kafka-pid-file,
+// -postgres-pid-file, -sink-pid-file); "" leaves one unmeasured.
+type pidFiles struct {
+	kafka, postgres, sink string
+}
+
+// readCPU reads the CPU time of the workers, the shared services and the
+// harness now.
+func readCPU(procs []*benchproc.Proc, files pidFiles) (cpuTimes, error) {
+	var c cpuTimes
+	for _, p := range procs {
+		d, err := benchproc.CPU(p.Pid())
+		if err != nil {
+			return cpuTimes{}, fmt.Errorf("worker pid %d: %w", p.Pid(), err)
+		}
+		c.Workers += d
+	}
+	for _, s := range []struct {
+		name, file string
+		tree       bool
+		dst        *time.Duration
+	}{
+		{"kafka", files.kafka, false, &c.Kafka},
+		{"postgres", files.postgres, true, &c.Postgres},
+		{"smtp-sink", files.sink, false, &c.Sink},
+	} {
+		if s.file == "" {
+			continue
+		}
+		pid, err := benchproc.PIDFromFile(s.file)
+		if err != nil {
+			return cpuTimes{}, fmt.Errorf("%s CPU: %w", s.name, err)
+		}
+		read := benchproc.CPU
+		if s.tree {
+			read = benchproc.TreeCPU
+		}
+		if *s.dst, err = read(pid); err != nil {
+			return cpuTimes{}, fmt.Errorf("%s CPU (pid %d): %w", s.name, pid, err)
+		}
+	}
+	var err error
+	if c.Harness, err = benchproc.CPU(os.Getpid()); err != nil {
+		return cpuTimes{}, fmt.Errorf("the harness's CPU: %w", err)
+	}
+	return c, nil
 }
 
 // loadAverage is the first field of /proc/loadavg.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -162,6 +163,10 @@ type summary struct {
 	FirstWAL, LastWAL                 float64
 	FirstFullPages, LastFullPages     float64
 	FirstCheckpoints, LastCheckpoints int64
+	// FirstCPU and LastCPU are the CPU time per mail of each process of
+	// cpuParts over the first and the last window, in microseconds; a part
+	// that was not measured (no pid file) is NaN.
+	FirstCPU, LastCPU []float64
 	// PurgeStatements and PurgeSeconds are the workers' purge statements
 	// over the run and the time they took.
 	PurgeStatements int64
@@ -283,6 +288,17 @@ func summarize(p params, points []point, samples []sample) (summary, error) {
 	s.LastFullPages, _ = perMail(samples, p.Jobs-p.Window, p.Jobs, fullPages)
 	_, s.FirstCheckpoints = perMail(samples, p.Lead, p.Lead+p.Window, checkpoints)
 	_, s.LastCheckpoints = perMail(samples, p.Jobs-p.Window, p.Jobs, checkpoints)
+	for _, part := range cpuParts {
+		first, last := math.NaN(), math.NaN()
+		if part.of(lastSample.CPU) > 0 {
+			measure := func(x sample) int64 { return int64(part.of(x.CPU)) }
+			ns, _ := perMail(samples, p.Lead, p.Lead+p.Window, measure)
+			first = ns / 1e3
+			ns, _ = perMail(samples, p.Jobs-p.Window, p.Jobs, measure)
+			last = ns / 1e3
+		}
+		s.FirstCPU, s.LastCPU = append(s.FirstCPU, first), append(s.LastCPU, last)
+	}
 	s.PurgeStatements, s.PurgeSeconds = lastSample.PurgeStatements, lastSample.PurgeSeconds
 	if a := p.Aged; a != nil && a.Mode == agingSteady {
 		s.steadyPurge = summarizeSteady(p, a, points, samples)
@@ -367,6 +383,19 @@ func growthPerMail(samples []sample, from, to int64) float64 {
 // first sample at or past from mails sent to the first at or past to;
 // from 0 counts from a zero sample. Both are 0 when the samples do not
 // span the mails.
+// cpuParts are the processes whose CPU the report gives per mail, in its
+// order.
+var cpuParts = []struct {
+	name string
+	of   func(cpuTimes) time.Duration
+}{
+	{"workers", func(c cpuTimes) time.Duration { return c.Workers }},
+	{"PostgreSQL", func(c cpuTimes) time.Duration { return c.Postgres }},
+	{"Kafka", func(c cpuTimes) time.Duration { return c.Kafka }},
+	{"smtp-sink", func(c cpuTimes) time.Duration { return c.Sink }},
+	{"harness", func(c cpuTimes) time.Duration { return c.Harness }},
+}
+
 func perMail(samples []sample, from, to int64, measure func(sample) int64) (float64, int64) {
 	var a, b *sample
 	if from == 0 {
@@ -386,6 +415,18 @@ func perMail(samples []sample, from, to int64, measure func(sample) int64) (floa
 	}
 	d := measure(*b) - measure(*a)
 	return float64(d) / float64(b.Delivered-a.Delivered), d
+}
+
+// cpuMarkdown lists the measured processes' CPU per mail in the first and
+// the last window: "workers 78 / 79, PostgreSQL 54 / 77, ...".
+func (s summary) cpuMarkdown() string {
+	var parts []string
+	for i, part := range cpuParts {
+		if i < len(s.FirstCPU) && !math.IsNaN(s.FirstCPU[i]) {
+			parts = append(parts, fmt.Sprintf("%s %.0f / %.0f", part.name, s.FirstCPU[i], s.LastCPU[i]))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // verdicts of the summary, in the order of the report.
@@ -490,6 +531,9 @@ func (s summary) markdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "| bytes per live row, after the first window / %s | %.0f / %.0f | ≤ %.1f× | %s |\n",
 		until, s.BytesPerRowEarly, s.BytesPerRowEnd, TargetBloat, verdict(s.bloatOK()))
+	if cpu := s.cpuMarkdown(); cpu != "" {
+		fmt.Fprintf(w, "| CPU per mail by process, first window / last window (µs; the machine's CPUs are shared by all of them) | %s | - | - |\n", cpu)
+	}
 	fmt.Fprintf(w, "| PostgreSQL WAL per mail, first window / last window (the server's; full-page images per mail; checkpoints begun within) | %.0f / %.0f bytes (%.3f / %.3f; %d / %d) | - | - |\n",
 		s.FirstWAL, s.LastWAL, s.FirstFullPages, s.LastFullPages, s.FirstCheckpoints, s.LastCheckpoints)
 	if a := s.Aged; a != nil && a.Mode == agingSteady {
@@ -562,7 +606,8 @@ func csvHeader(workers int) []string {
 	}
 	return append(h, "messages_rows", "messages_total_bytes", "messages_index_bytes",
 		"recipients_rows", "all_tables_bytes", "load1", "purge_statements", "purge_seconds",
-		"wal_bytes", "wal_full_pages", "checkpoints")
+		"wal_bytes", "wal_full_pages", "checkpoints",
+		"cpu_workers_s", "cpu_postgres_s", "cpu_kafka_s", "cpu_sink_s", "cpu_harness_s")
 }
 
 func writeCSV(w io.Writer, workers int, samples []sample) error {
@@ -586,6 +631,9 @@ func writeCSV(w io.Writer, workers int, samples []sample) error {
 			i64(t.RecipientsRows), i64(t.AllBytes), strconv.FormatFloat(x.Load1, 'f', 2, 64),
 			i64(x.PurgeStatements), strconv.FormatFloat(x.PurgeSeconds, 'f', 3, 64),
 			i64(x.WAL.Bytes), i64(x.WAL.FullPages), i64(x.WAL.Checkpoints))
+		for _, part := range cpuParts {
+			row = append(row, strconv.FormatFloat(part.of(x.CPU).Seconds(), 'f', 3, 64))
+		}
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -658,6 +706,8 @@ func readCSV(r io.Reader) ([]sample, int, error) {
 		x.Load1 = f(c + 5)
 		x.PurgeStatements, x.PurgeSeconds = i(c+6), f(c+7)
 		x.WAL = walStats{Bytes: i(c + 8), FullPages: i(c + 9), Checkpoints: i(c + 10)}
+		sec := func(i int) time.Duration { return time.Duration(f(i) * float64(time.Second)).Round(time.Millisecond) }
+		x.CPU = cpuTimes{Workers: sec(c + 11), Postgres: sec(c + 12), Kafka: sec(c + 13), Sink: sec(c + 14), Harness: sec(c + 15)}
 		if bad != nil {
 			return nil, 0, bad
 		}

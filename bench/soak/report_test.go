@@ -264,6 +264,9 @@ func TestMarkdown(t *testing.T) {
 
 func TestWriteCSV(t *testing.T) {
 	_, samples := soakOf(1000, 20, func(d int64, _ time.Duration) int64 { return d }, 50<<20)
+	for i := range samples {
+		samples[i].CPU = cpuOf(samples[i].Delivered, 70, 50, 0, 20, 10)
+	}
 	var b bytes.Buffer
 	if err := writeCSV(&b, 2, samples); err != nil {
 		t.Fatal(err)
@@ -278,8 +281,11 @@ func TestWriteCSV(t *testing.T) {
 	if got := strings.Join(rows[1][:7], ","); got != "10.000,10000,0,0,1000.0,0,0" {
 		t.Fatalf("first row starts %q", got)
 	}
-	if got := strings.Join(rows[1][len(rows[1])-5:], ","); got != "0,0.000,12000000,100,0" {
-		t.Fatalf("first row ends %q, want no purge statements, 12 MB of WAL, 100 full pages, no checkpoint", got)
+	if got := strings.Join(rows[1][len(rows[1])-10:len(rows[1])-5], ","); got != "0,0.000,12000000,100,0" {
+		t.Fatalf("first row's WAL columns %q, want no purge statements, 12 MB of WAL, 100 full pages, no checkpoint", got)
+	}
+	if got := strings.Join(rows[1][len(rows[1])-5:], ","); got != "0.700,0.500,0.000,0.200,0.100" {
+		t.Fatalf("first row ends %q, want the CPU seconds of the workers, PostgreSQL, Kafka (not measured), the sink and the harness", got)
 	}
 	b.Reset()
 	if err := writeCSV(&b, 2, samples); err != nil {
@@ -296,6 +302,50 @@ func TestWriteCSV(t *testing.T) {
 	}
 	if _, _, err := readCSV(strings.NewReader("a,b\n")); err == nil {
 		t.Fatal("readCSV of another CSV succeeded")
+	}
+}
+
+// cpuOf is what each process of a soak has used after delivered mails at
+// the given microseconds a mail.
+func cpuOf(delivered int64, workers, postgres, kafka, sink, harness int64) cpuTimes {
+	at := func(us int64) time.Duration { return time.Duration(delivered*us) * time.Microsecond }
+	return cpuTimes{Workers: at(workers), Postgres: at(postgres), Kafka: at(kafka), Sink: at(sink), Harness: at(harness)}
+}
+
+// TestSummarizeCPU: each process's CPU is per mail sent in each window, a
+// process that was not measured is left out of the report, and a cost
+// that grows in the last window shows there.
+func TestSummarizeCPU(t *testing.T) {
+	points, samples := soakOf(1000, 600, func(d int64, _ time.Duration) int64 { return d }, 60<<20)
+	// PostgreSQL costs 50 µs a mail, and 30 µs more for every mail after
+	// the 540,000th (the last window); Kafka has no pid file.
+	for i := range samples {
+		x := &samples[i]
+		x.CPU = cpuOf(x.Delivered, 80, 50, 0, 20, 10)
+		if after := x.Delivered - 540_000; after > 0 {
+			x.CPU.Postgres += time.Duration(after*30) * time.Microsecond
+		}
+	}
+	p := params{Jobs: 600_000, Window: 60_000, Workers: 2, Retention: time.Hour, ReaperInterval: 30 * time.Second, PurgeInterval: 30 * time.Second,
+		SampleEvery: 10 * time.Second}
+	s, err := summarize(p, points, samples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.cpuMarkdown(), "workers 80 / 80, PostgreSQL 50 / 80, smtp-sink 20 / 20, harness 10 / 10"; got != want {
+		t.Errorf("cpuMarkdown = %q, want %q", got, want)
+	}
+	var b strings.Builder
+	s.markdown(&b)
+	if !strings.Contains(b.String(), "| CPU per mail by process, first window / last window (µs; the machine's CPUs are shared by all of them) | workers 80 / 80, PostgreSQL 50 / 80,") {
+		t.Errorf("markdown lacks the CPU row:\n%s", b.String())
+	}
+	// Without any pid file and no samples of CPU, the row is left out.
+	for i := range samples {
+		samples[i].CPU = cpuTimes{}
+	}
+	if s, err = summarize(p, points, samples); err != nil || s.cpuMarkdown() != "" {
+		t.Errorf("no CPU measured: cpuMarkdown = %q, %v; want nothing", s.cpuMarkdown(), err)
 	}
 }
 
