@@ -3,6 +3,7 @@ package reaper
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -259,13 +260,23 @@ func TestRunStopsWithContextAndCountsErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runUntil(t, r, func() bool { return testutil.ToFloat64(r.errors) >= 2 }, func() string {
+		return "Run did not retry failed passes"
+	})
+}
+
+// runUntil runs r until reached reports true, failing with failure() if that
+// takes 10 s, then cancels Run and checks that it returns nil.
+func runUntil(t *testing.T, r *Reaper, reached func() bool, failure func() string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 	deadline := time.Now().Add(10 * time.Second)
-	for testutil.ToFloat64(r.errors) < 2 {
+	for !reached() {
 		if time.Now().After(deadline) {
-			t.Fatal("Run did not retry failed passes")
+			t.Fatal(failure())
 		}
 		time.Sleep(time.Millisecond) // polling a counter with a deadline
 	}
@@ -310,20 +321,9 @@ func TestRunPurgesOnItsOwnClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for store.purges.Load() < 5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d purge passes in 10s at a 5ms PurgeInterval", store.purges.Load())
-		}
-		time.Sleep(time.Millisecond) // polling a counter with a deadline
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run() = %v, want nil after cancel", err)
-	}
+	runUntil(t, r, func() bool { return store.purges.Load() >= 5 }, func() string {
+		return fmt.Sprintf("%d purge passes in 10s at a 5ms PurgeInterval", store.purges.Load())
+	})
 	if n := store.stuckCalls.Load(); n != 1 {
 		t.Errorf("%d recovery rounds within the first hourly Interval, want the one at the start", n)
 	}
