@@ -10,6 +10,25 @@
 // A message the applier could not take is answered 451 4.3.0, so the
 // sending MTA retries it; a message that is no report is accepted and
 // counted, never bounced. Bodies are never logged.
+//
+// The server faces the internet, so what it holds is bounded by its
+// configuration, not by how many clients connect or what they send. At
+// most MaxSessions sessions are open at once, and at most
+// MaxSessionsPerClient from one client (an IPv4 address or an IPv6 /64):
+// a connection over either is greeted 421 4.7.0 and closed before a
+// session exists (package admission counts them). Within a session a
+// message is read as it streams in: only its first MaxParseBytes are held
+// and parsed, the rest is counted and dropped, and one over
+// MaxMessageBytes is answered 552 once its end is read, never held whole.
+// A report keeps what the parser needs at its start (RFC 3464 and RFC 5965
+// put the human-readable part and the machine-readable status before the
+// returned original, and package bounce reads only the original's header),
+// so the message data held in memory at once is at most MaxSessions x
+// MaxParseBytes (25 MiB by default), plus the parser's copies of the parts
+// it keeps, each no larger. A byte budget that sessions wait on, or a spool
+// to disk, would bound it as well, but the first lets a few slow uploads
+// stall every report behind them and the second trades memory for disk
+// and a cleanup; dropping what no report needs costs nothing.
 package inbound
 
 import (
@@ -29,6 +48,7 @@ import (
 	"github.com/emersion/go-smtp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/postline/postline/internal/admission"
 	"github.com/postline/postline/internal/bounce"
 	"github.com/postline/postline/internal/report"
 )
@@ -43,6 +63,16 @@ const (
 	DefaultWriteTimeout      = time.Minute
 	DefaultShutdownTimeout   = 30 * time.Second
 	DefaultApplyTimeout      = 30 * time.Second
+	DefaultMaxSessions       = 100
+	// DefaultMaxSessionsPerClient leaves room for an MTA that delivers on
+	// several connections at once, and keeps ten clients from taking every
+	// session.
+	DefaultMaxSessionsPerClient = 10
+	// DefaultMaxParseBytes holds the machine-readable parts of any report
+	// seen in practice: a delivery status of MaxRecipients recipients is
+	// well under 64 KiB, and bounce reads at most 64 KiB of the original
+	// and 256 KiB of a prose bounce's text.
+	DefaultMaxParseBytes = 256 << 10
 )
 
 // Config configures a Server.
@@ -77,6 +107,20 @@ type Config struct {
 	TLSConfig *tls.Config
 	// Hostname is the name the server greets with. Defaults to Domain.
 	Hostname string
+	// MaxSessions is the most SMTP sessions open at once; a connection
+	// over it is greeted 421 4.7.0 and closed. Defaults to
+	// DefaultMaxSessions (100).
+	MaxSessions int
+	// MaxSessionsPerClient is the most sessions open at once from one
+	// client: an IPv4 address, or the /64 of an IPv6 address. Defaults to
+	// DefaultMaxSessionsPerClient (10), or MaxSessions if that is lower.
+	MaxSessionsPerClient int
+	// MaxParseBytes is how much of a message's start is held in memory
+	// and parsed; the rest, up to MaxMessageBytes, is read and dropped.
+	// MaxSessions x MaxParseBytes bounds the message data held at once.
+	// Defaults to DefaultMaxParseBytes (256 KiB), or MaxMessageBytes if
+	// that is lower.
+	MaxParseBytes int64
 }
 
 // WithDefaults returns cfg with zero fields set to their defaults.
@@ -90,6 +134,9 @@ func (cfg Config) WithDefaults() Config {
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
 	cfg.ApplyTimeout = cmp.Or(cfg.ApplyTimeout, DefaultApplyTimeout)
 	cfg.Hostname = cmp.Or(cfg.Hostname, cfg.Domain)
+	cfg.MaxSessions = cmp.Or(cfg.MaxSessions, DefaultMaxSessions)
+	cfg.MaxSessionsPerClient = cmp.Or(cfg.MaxSessionsPerClient, min(DefaultMaxSessionsPerClient, max(cfg.MaxSessions, 1)))
+	cfg.MaxParseBytes = cmp.Or(cfg.MaxParseBytes, min(DefaultMaxParseBytes, max(cfg.MaxMessageBytes, 1)))
 	return cfg
 }
 
@@ -107,6 +154,12 @@ func (cfg Config) Validate() error {
 	case cfg.ReadTimeout <= 0 || cfg.WriteTimeout <= 0 || cfg.ShutdownTimeout <= 0 || cfg.ApplyTimeout <= 0:
 		return fmt.Errorf("inbound config: ReadTimeout %v, WriteTimeout %v, ShutdownTimeout %v and ApplyTimeout %v must be positive",
 			cfg.ReadTimeout, cfg.WriteTimeout, cfg.ShutdownTimeout, cfg.ApplyTimeout)
+	case cfg.MaxSessions < 1:
+		return fmt.Errorf("inbound config: MaxSessions %d is below 1", cfg.MaxSessions)
+	case cfg.MaxSessionsPerClient < 1 || cfg.MaxSessionsPerClient > cfg.MaxSessions:
+		return fmt.Errorf("inbound config: MaxSessionsPerClient %d is not in 1..MaxSessions (%d)", cfg.MaxSessionsPerClient, cfg.MaxSessions)
+	case cfg.MaxParseBytes < 1 || cfg.MaxParseBytes > cfg.MaxMessageBytes:
+		return fmt.Errorf("inbound config: MaxParseBytes %d is not in 1..MaxMessageBytes (%d)", cfg.MaxParseBytes, cfg.MaxMessageBytes)
 	}
 	return nil
 }
@@ -130,6 +183,10 @@ const (
 	ResultApplyError = "apply_error"
 )
 
+// SessionsLimit is the limit label of the session limiter's metrics
+// (postline_admission_open and postline_admission_refused_total).
+const SessionsLimit = "smtp_sessions"
+
 // Server is the bounce domain's SMTP server.
 type Server struct {
 	cfg     Config
@@ -137,6 +194,7 @@ type Server struct {
 	tokens  TokenFunc
 	reports Reports
 	srv     *smtp.Server
+	limiter *admission.Limiter
 
 	ready   chan struct{}
 	started atomic.Bool
@@ -150,6 +208,7 @@ type Server struct {
 	kinds    *prometheus.CounterVec
 	rcpts    *prometheus.CounterVec
 	parse    prometheus.Histogram
+	cut      prometheus.Counter
 }
 
 // New returns a Server; Run starts it. reg may be nil (no metrics).
@@ -173,13 +232,20 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, tokens Toke
 			Name: "recipients_total", Help: "RCPT commands, by result (bounce, feedback, refused)."}, []string{"result"}),
 		parse: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "postline", Subsystem: "inbound",
 			Name: "parse_seconds", Help: "Time to parse one message.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 8)}),
+		cut: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "postline", Subsystem: "inbound",
+			Name: "messages_cut_total", Help: "Messages longer than MaxParseBytes, of which only the start was held and parsed."}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{s.messages, s.kinds, s.rcpts, s.parse} {
+		for _, c := range []prometheus.Collector{s.messages, s.kinds, s.rcpts, s.parse, s.cut} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("inbound: register metrics: %w", err)
 			}
 		}
+	}
+	var err error
+	if s.limiter, err = admission.New(admission.Config{Name: SessionsLimit, Max: cfg.MaxSessions,
+		MaxPerClient: cfg.MaxSessionsPerClient}, reg); err != nil {
+		return nil, fmt.Errorf("inbound: %w", err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv := smtp.NewServer(backend{s})
@@ -235,7 +301,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.logger.Info("bounce server listening", "addr", ln.Addr().String(), "domain", s.cfg.Domain)
 
 	served := make(chan error, 1)
-	go func() { served <- s.srv.Serve(ln) }()
+	go func() { served <- s.srv.Serve(s.limiter.Listener(ln, s.refuse)) }()
 	select {
 	case err := <-served:
 		s.cancel()
@@ -252,6 +318,19 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	<-served
 	return nil
+}
+
+// refuse greets a connection over a session limit with 421 4.7.0; the
+// limiter closes it. A new connection's send buffer is empty, so the write
+// does not wait on the client; the deadline is there all the same.
+func (s *Server) refuse(c net.Conn, err error) {
+	msg := "Too many sessions, try again later"
+	if errors.Is(err, admission.ErrClientFull) {
+		msg = "Too many sessions from your address, try again later"
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = fmt.Fprintf(c, "421 4.7.0 %s %s\r\n", s.cfg.Hostname, msg)
+	s.logger.Debug("session refused", "reason", err.Error())
 }
 
 type backend struct{ s *Server }
@@ -291,13 +370,16 @@ func (se *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 
 func (se *session) Data(r io.Reader) error {
 	s := se.s
-	raw, err := io.ReadAll(r)
+	raw, cut, err := readHead(r, s.cfg.MaxParseBytes)
 	if err != nil {
 		if errors.Is(err, smtp.ErrDataTooLarge) {
 			s.messages.WithLabelValues(ResultTooLarge).Inc()
 			return smtp.ErrDataTooLarge
 		}
 		return err
+	}
+	if cut {
+		s.cut.Inc()
 	}
 	start := time.Now()
 	res, err := bounce.Parse(raw)
@@ -342,6 +424,34 @@ func (se *session) Data(r io.Reader) error {
 	s.messages.WithLabelValues(ResultReport).Inc()
 	s.logger.Debug("reports applied", "type", string(res.Type), "reports", len(reports), "token", token != "")
 	return nil
+}
+
+// readHead reads r to its end and returns its first n bytes, and whether
+// there was more. The buffer grows with what arrives, never past n; what
+// follows is read into a small buffer and dropped, so that the length
+// limit of r (go-smtp's MaxMessageBytes) is still enforced on the whole.
+func readHead(r io.Reader, n int64) (head []byte, cut bool, err error) {
+	head = make([]byte, 0, min(n, 32<<10))
+	for int64(len(head)) < n {
+		if len(head) == cap(head) {
+			grown := make([]byte, len(head), min(2*int64(cap(head)), n))
+			copy(grown, head)
+			head = grown
+		}
+		m, err := r.Read(head[len(head):cap(head)])
+		head = head[:len(head)+m]
+		if err == io.EOF {
+			return head, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	rest, err := io.Copy(io.Discard, r)
+	if err != nil {
+		return nil, false, err
+	}
+	return head, rest > 0, nil
 }
 
 func (se *session) Reset()        { se.tokens = nil }

@@ -285,6 +285,11 @@ func TestConfigValidate(t *testing.T) {
 		{inbound.Config{Domain: domain, MaxMessageBytes: bounce.MaxReportBytes + 1}, "MaxMessageBytes"},
 		{inbound.Config{Domain: domain, MaxRecipients: -1}, "MaxRecipients"},
 		{inbound.Config{Domain: domain, ReadTimeout: -time.Second}, "ReadTimeout"},
+		{inbound.Config{Domain: domain, MaxSessions: -1}, "MaxSessions"},
+		{inbound.Config{Domain: domain, MaxSessions: 5, MaxSessionsPerClient: 6}, "MaxSessionsPerClient"},
+		{inbound.Config{Domain: domain, MaxSessionsPerClient: -1}, "MaxSessionsPerClient"},
+		{inbound.Config{Domain: domain, MaxMessageBytes: 4096, MaxParseBytes: 4097}, "MaxParseBytes"},
+		{inbound.Config{Domain: domain, MaxParseBytes: -1}, "MaxParseBytes"},
 	}
 	for _, tt := range tests {
 		err := tt.cfg.WithDefaults().Validate()
@@ -294,6 +299,15 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := (inbound.Config{Domain: domain}).WithDefaults().Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+	// Defaults never exceed the limits they sit under.
+	small := inbound.Config{Domain: domain, MaxSessions: 4, MaxMessageBytes: 1000}.WithDefaults()
+	if small.MaxSessionsPerClient != 4 || small.MaxParseBytes != 1000 {
+		t.Errorf("defaults under small limits: MaxSessionsPerClient %d, MaxParseBytes %d; want 4 and 1000",
+			small.MaxSessionsPerClient, small.MaxParseBytes)
+	}
+	if err := small.Validate(); err != nil {
+		t.Errorf("defaults under small limits: %v", err)
 	}
 }
 
