@@ -25,7 +25,10 @@
 // never SES's own mail.messageId; Mailgun: message.headers["message-id"])
 // and the recipient address.
 //
-// Status, Code and Diagnostic come from the provider's payload, Permanent
-// from its own verdict (SES bounceType, Mailgun severity); deciding hard or
-// soft is the classifier's job, not this package's.
+// Status, Code and Diagnostic come from the provider's payload; Permanent
+// and Hard from the provider's own verdict (SES bounceType and
+// bounceSubType, Mailgun severity and reason), and a temporary verdict makes
+// the report Delayed: it resolves nothing. Deciding hard or soft from a
+// reply is the classifier's job, not this package's; this package only
+// passes on what the provider itself said.
 package providerhook

@@ -13,12 +13,23 @@ import (
 
 // checkReports is the property of every decoded report: a valid kind, the
 // right source, a one-line diagnostic within report.MaxDiagnosticBytes, an
-// enhanced status or none, an SMTP code or none, and one-line names.
+// enhanced status or none, an SMTP code or none, and one-line names; and a
+// provider verdict that agrees with the kind: a hard verdict only on a
+// permanent bounce, a temporary one only on a report that resolves nothing.
 func checkReports(t *testing.T, source string, reports []report.Report, input int) {
 	t.Helper()
 	for i, r := range reports {
 		if !r.Kind.Valid() {
 			t.Errorf("report %d: Kind %q not valid", i, r.Kind)
+		}
+		if r.Hard && (r.Kind != report.Bounced || r.Permanent == nil || !*r.Permanent) {
+			t.Errorf("report %d: Hard on a %s report with Permanent %s", i, r.Kind, ptrString(r.Permanent))
+		}
+		if r.Permanent != nil && !*r.Permanent && r.Kind != report.Delayed {
+			t.Errorf("report %d: a temporary verdict on a %s report: it must resolve nothing", i, r.Kind)
+		}
+		if r.Permanent != nil && r.Kind != report.Bounced && r.Kind != report.Delayed {
+			t.Errorf("report %d: a bounce verdict on a %s report", i, r.Kind)
 		}
 		if r.Source != source {
 			t.Errorf("report %d: Source %q, want %q", i, r.Source, source)
@@ -84,6 +95,8 @@ func addSamples(f *testing.F, dir string) {
 func FuzzSESReports(f *testing.F) {
 	addSamples(f, "ses")
 	f.Add([]byte(`{"notificationType":"Bounce","bounce":{"bounceType":"Transient","bouncedRecipients":[{"emailAddress":"a@b","diagnosticCode":"smtp; 452-4.2.2 full\r\n452 4.2.2 mailbox\u2028full"}]},"mail":{"source":"bounce+t@bounces.example.net","headers":[{"name":"message-id","value":" <x@y> "}]}}`))
+	f.Add([]byte(`{"eventType":"Bounce","bounce":{"bounceType":"PERMANENT","bounceSubType":"OnAccountSuppressionList","bouncedRecipients":[{"emailAddress":"a@b"},{"emailAddress":" "}]}}`))
+	f.Add([]byte(`{"notificationType":"Bounce","bounce":{"bounceType":"Permanent","bounceSubType":"Undetermined","bouncedRecipients":[{"emailAddress":"a@b","status":"5.1.1"}]}}`))
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		reports, err := sesReports(msg, bounceToken)
 		if err != nil && len(reports) != 0 {
@@ -95,6 +108,8 @@ func FuzzSESReports(f *testing.F) {
 
 func FuzzMailgunReports(f *testing.F) {
 	addSamples(f, "mailgun")
+	f.Add([]byte(`{"event":"failed","severity":"permanent","reason":"suppress-bounce","recipient":"a@b","delivery-status":{"code":605,"description":"Not delivering to previously bounced address"}}`))
+	f.Add([]byte(`{"event":"complained","severity":"permanent","reason":"bounce","recipient":"a@b"}`))
 	f.Add([]byte(`{"event":"failed","severity":"temporary","recipient":"a@b","delivery-status":{"code":421,"message":"421-4.7.0 try\nlater \u0000 please"},"message":{"headers":{"Message-Id":"<m@x>"}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		reports, err := mailgunReports(data, bounceToken)

@@ -248,6 +248,7 @@ type mailgunEvent struct {
 	Event     string  `json:"event"`
 	Timestamp float64 `json:"timestamp"`
 	Severity  string  `json:"severity"`
+	Reason    string  `json:"reason"`
 	Recipient string  `json:"recipient"`
 	Envelope  struct {
 		Sender string `json:"sender"`
@@ -266,7 +267,26 @@ type mailgunEvent struct {
 }
 
 // mailgunReports turns the event-data of a verified webhook into its
-// report: none for events other than delivered, failed and complained.
+// report: none for events other than delivered, failed and complained
+// (unsubscribed, opened, clicked, accepted, ...).
+//
+// A failure is read by its severity and reason:
+//
+//   - temporary: Mailgun goes on retrying, and its final verdict comes as
+//     a delivery or a permanent failure, so it resolves nothing (Delayed).
+//   - permanent with reason bounce (the server refused the address) or
+//     suppress-bounce (Mailgun dropped the mail: the address bounced
+//     before): a hard bounce that suppresses the address (Hard).
+//   - permanent with any other reason: a bounce the rules classify from the
+//     reply Mailgun quotes. Among them old (Mailgun gave up retrying
+//     temporary failures), espblock, generic (a delayed bounce's reply says
+//     what it is), and suppress-unsubscribe and suppress-complaint (Mailgun
+//     dropped the mail because the address unsubscribed or complained
+//     before: that says nothing about the address existing, and a
+//     suppression on every stream would stop password resets too).
+//
+// A complaint is the complained event; Mailgun's own unsubscribe event is
+// not a report.
 func mailgunReports(data []byte, token TokenFunc) ([]report.Report, error) {
 	var e mailgunEvent
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -288,6 +308,10 @@ func mailgunReports(data []byte, token TokenFunc) ([]report.Report, error) {
 		switch strings.ToLower(e.Severity) {
 		case "permanent":
 			r.Permanent = boolPtr(true)
+			switch strings.ToLower(e.Reason) {
+			case "bounce", "suppress-bounce":
+				r.Hard = true
+			}
 		case "temporary":
 			// Mailgun keeps retrying a temporary failure: it resolves
 			// nothing yet, and a final one comes as permanent.

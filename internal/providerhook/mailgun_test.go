@@ -84,7 +84,7 @@ func TestMailgunPublishedSamples(t *testing.T) {
 		{"failed-permanent.json", report.Report{
 			Kind: report.Bounced, Source: report.SourceMailgun,
 			MessageID: "20180622211249.1.2A6098970A380E12@example.org", Recipient: "slava@mailgun.com",
-			Diagnostic: "Not delivering to previously bounced address", Permanent: yes,
+			Diagnostic: "Not delivering to previously bounced address", Permanent: yes, Hard: true,
 			At: time.UnixMicro(1529701969818328).UTC(),
 		}},
 		{"failed-permanent-delayed-bounce.json", report.Report{
@@ -128,6 +128,103 @@ func TestMailgunPublishedSamples(t *testing.T) {
 				t.Errorf("requests_total{result=ok} = %v, want 1", n)
 			}
 		})
+	}
+}
+
+// TestMailgunFailureVerdicts: a failed event's severity and reason decide
+// what it resolves and whether Mailgun's verdict is a hard bounce. The
+// events are the published failure samples with their severity, reason and
+// delivery status set as Mailgun sends them for each reason.
+func TestMailgunFailureVerdicts(t *testing.T) {
+	yes, no := boolPtr(true), boolPtr(false)
+	status := func(code int, message, description string) map[string]any {
+		return map[string]any{"code": code, "message": message, "description": description}
+	}
+	tests := []struct {
+		name, file, severity, reason string
+		deliveryStatus               map[string]any // nil: the sample's own
+		kind                         report.Kind
+		permanent                    *bool
+		hard                         bool
+	}{
+		{"bounce", "failed-permanent.json", "permanent", "bounce",
+			status(550, "5.1.1 The email account that you tried to reach does not exist.", ""), report.Bounced, yes, true},
+		{"bounce without a status", "failed-permanent.json", "permanent", "bounce",
+			status(550, "Requested action not taken: mailbox unavailable", ""), report.Bounced, yes, true},
+		{"bounce refused by the relay's policy", "failed-permanent.json", "permanent", "bounce",
+			status(550, "Relay Not Permitted", ""), report.Bounced, yes, true},
+		{"previously bounced", "failed-permanent.json", "permanent", "suppress-bounce", nil, report.Bounced, yes, true},
+		{"in upper case", "failed-permanent.json", "PERMANENT", "Suppress-Bounce", nil, report.Bounced, yes, true},
+		{"previously unsubscribed", "failed-permanent.json", "permanent", "suppress-unsubscribe",
+			status(606, "", "Not delivering to previously unsubscribed address"), report.Bounced, yes, false},
+		{"previously complained", "failed-permanent.json", "permanent", "suppress-complaint",
+			status(607, "", "Not delivering to a user who marked your messages as spam"), report.Bounced, yes, false},
+		{"gave up retrying", "failed-permanent.json", "permanent", "old",
+			status(452, "4.2.2 The email account that you tried to reach is over quota.", "Too old"), report.Bounced, yes, false},
+		{"esp block", "failed-permanent.json", "permanent", "espblock",
+			status(554, "5.7.1 Message rejected as spam", ""), report.Bounced, yes, false},
+		{"delayed bounce", "failed-permanent-delayed-bounce.json", "permanent", "generic", nil, report.Bounced, yes, false},
+		{"temporary", "failed-temporary.json", "temporary", "generic", nil, report.Delayed, no, false},
+		{"temporary esp block", "failed-temporary.json", "temporary", "espblock",
+			status(421, "4.7.0 Try again later", ""), report.Delayed, no, false},
+		{"no severity", "failed-permanent.json", "", "bounce", nil, report.Bounced, nil, false},
+	}
+	var tk tokens
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var doc map[string]any
+			if err := json.Unmarshal(sample(t, "mailgun/"+tt.file), &doc); err != nil {
+				t.Fatal(err)
+			}
+			doc["severity"], doc["reason"] = tt.severity, tt.reason
+			if tt.deliveryStatus != nil {
+				doc["delivery-status"] = tt.deliveryStatus
+			}
+			var s sink
+			h := newTestMailgun(t, &s, nil)
+			if code := post(t, h, mailgunBody(t, testSigningKey, testNow, tk.next(), marshal(t, doc))); code != http.StatusOK {
+				t.Fatalf("status = %d, want 200", code)
+			}
+			got := s.got()
+			if len(got) != 1 || len(got[0]) != 1 {
+				t.Fatalf("ApplySigned got %+v, want one report", got)
+			}
+			r := got[0][0]
+			if r.Kind != tt.kind || !reflect.DeepEqual(r.Permanent, tt.permanent) || r.Hard != tt.hard || r.Recipient != doc["recipient"] {
+				t.Errorf("report = %+v (permanent %s), want kind %s, permanent %s, hard %t",
+					r, ptrString(r.Permanent), tt.kind, ptrString(tt.permanent), tt.hard)
+			}
+		})
+	}
+}
+
+// TestMailgunComplaintsAndUnsubscribes: a complaint is a report with its
+// recipient and Message-ID and nothing of a bounce; an unsubscribe is not a
+// report (the suppression it asks for is the operator's).
+func TestMailgunComplaintsAndUnsubscribes(t *testing.T) {
+	var s sink
+	h := newTestMailgun(t, &s, nil)
+	if code := post(t, h, mailgunBody(t, testSigningKey, testNow, "complaint-1", sample(t, "mailgun/complained.json"))); code != http.StatusOK {
+		t.Fatalf("complained: status = %d", code)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(sample(t, "mailgun/complained.json"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["event"] = "unsubscribed"
+	if code := post(t, h, mailgunBody(t, testSigningKey, testNow, "unsubscribe-1", marshal(t, doc))); code != http.StatusOK {
+		t.Fatalf("unsubscribed: status = %d", code)
+	}
+	got := s.got()
+	if len(got) != 1 || len(got[0]) != 1 {
+		t.Fatalf("ApplySigned got %+v, want the complaint only", got)
+	}
+	if r := got[0][0]; r.Kind != report.Complained || r.Recipient != "foo@example.com" || r.MessageID == "" ||
+		r.Permanent != nil || r.Hard || r.Status != "" || r.Code != 0 {
+		t.Errorf("complaint = %+v", r)
+	}
+	if n := requests(t, h.metrics, resultIgnored); n != 1 {
+		t.Errorf("requests_total{result=ignored} = %v, want 1 (the unsubscribe)", n)
 	}
 }
 

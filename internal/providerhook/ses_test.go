@@ -7,8 +7,11 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/postline/postline/internal/report"
 )
@@ -23,15 +26,15 @@ func TestSESPublishedSamples(t *testing.T) {
 			Kind: report.Bounced, Source: report.SourceSES, MessageID: "custom-message-ID",
 			Recipient: "jane@example.com", Status: "5.1.1", Code: 550,
 			Diagnostic: "550 5.1.1 <jane@example.com>... User", RemoteMTA: "127.0.2.0",
-			Permanent: yes, At: at("2016-01-27T14:59:38.237Z"),
+			Permanent: yes, Hard: true, At: at("2016-01-27T14:59:38.237Z"),
 		}}},
 		{"notification-bounce-no-dsn.json", []report.Report{{
 			Kind: report.Bounced, Source: report.SourceSES, MessageID: "custom-message-ID",
-			Recipient: "jane@example.com", RemoteMTA: "127.0.2.0", Permanent: yes,
+			Recipient: "jane@example.com", RemoteMTA: "127.0.2.0", Permanent: yes, Hard: true,
 			At: at("2016-01-27T14:59:38.237Z"),
 		}, {
 			Kind: report.Bounced, Source: report.SourceSES, MessageID: "custom-message-ID",
-			Recipient: "richard@example.com", RemoteMTA: "127.0.2.0", Permanent: yes,
+			Recipient: "richard@example.com", RemoteMTA: "127.0.2.0", Permanent: yes, Hard: true,
 			At: at("2016-01-27T14:59:38.237Z"),
 		}}},
 		{"notification-complaint-feedback.json", []report.Report{{
@@ -51,7 +54,7 @@ func TestSESPublishedSamples(t *testing.T) {
 		// own, so commonHeaders.messageId is SES's id and is not taken.
 		{"event-bounce.json", []report.Report{{
 			Kind: report.Bounced, Source: report.SourceSES, Recipient: "recipient@example.com",
-			Status: "5.1.1", Code: 550, Diagnostic: "550 5.1.1 user unknown", Permanent: yes,
+			Status: "5.1.1", Code: 550, Diagnostic: "550 5.1.1 user unknown", Permanent: yes, Hard: true,
 			At: at("2017-08-05T00:41:02.669Z"),
 		}}},
 		{"event-complaint.json", []report.Report{{
@@ -92,6 +95,99 @@ func TestSESPublishedSamples(t *testing.T) {
 			})
 		}
 	}
+}
+
+// sesBounceDoc is the published bounce notification with a DSN, its
+// bounce's type and subtype set and its one recipient replaced by rcpt.
+func sesBounceDoc(t testing.TB, bounceType, subType string, rcpt map[string]any) []byte {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal(sample(t, "ses/notification-bounce-dsn.json"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	b := doc["bounce"].(map[string]any)
+	b["bounceType"], b["bounceSubType"] = bounceType, subType
+	b["bouncedRecipients"] = []any{rcpt}
+	return marshal(t, doc)
+}
+
+// TestSESBounceVerdicts: SES's own bounce type decides what a bounce
+// resolves and whether SES calls it hard, with or without a DSN's status.
+func TestSESBounceVerdicts(t *testing.T) {
+	yes, no := boolPtr(true), boolPtr(false)
+	noDSN := map[string]any{"emailAddress": "jane@example.com"}
+	dsn := func(status, diag string) map[string]any {
+		return map[string]any{"emailAddress": "jane@example.com", "action": "failed", "status": status, "diagnosticCode": diag}
+	}
+	tests := []struct {
+		name, bounceType, subType string
+		rcpt                      map[string]any
+		kind                      report.Kind
+		permanent                 *bool
+		hard                      bool
+		status                    string
+		code                      int
+	}{
+		// Permanent: SES says the address takes no mail, DSN or not.
+		{"permanent general without a DSN", "Permanent", "General", noDSN, report.Bounced, yes, true, "", 0},
+		{"permanent general with a DSN", "Permanent", "General", dsn("5.1.1", "smtp; 550 5.1.1 user unknown"), report.Bounced, yes, true, "5.1.1", 550},
+		{"permanent no email", "Permanent", "NoEmail", noDSN, report.Bounced, yes, true, "", 0},
+		{"permanent reply without a status", "Permanent", "General", map[string]any{"emailAddress": "jane@example.com",
+			"diagnosticCode": "smtp; 550 Requested action not taken"}, report.Bounced, yes, true, "", 550},
+		{"permanent suppressed", "Permanent", "Suppressed", map[string]any{"emailAddress": "jane@example.com",
+			"diagnosticCode": "Amazon SES has suppressed sending to this address because it has a recent history of bouncing as an invalid address."},
+			report.Bounced, yes, true, "", 0},
+		{"permanent on the account's suppression list", "Permanent", "OnAccountSuppressionList", noDSN, report.Bounced, yes, true, "", 0},
+		{"permanent in upper case", "PERMANENT", "GENERAL", noDSN, report.Bounced, yes, true, "", 0},
+		{"permanent without a subtype", "Permanent", "", noDSN, report.Bounced, yes, true, "", 0},
+		// Permanent but undetermined: the rules decide from the reply.
+		{"permanent undetermined", "Permanent", "Undetermined", noDSN, report.Bounced, yes, false, "", 0},
+		// Transient: soft, and it resolves nothing.
+		{"transient general (an auto-reply)", "Transient", "General", noDSN, report.Delayed, no, false, "", 0},
+		{"transient mailbox full", "Transient", "MailboxFull", dsn("5.2.2", "smtp; 552 5.2.2 Mailbox full"), report.Delayed, no, false, "5.2.2", 552},
+		{"transient message too large", "Transient", "MessageTooLarge", dsn("5.3.4", "smtp; 552 5.3.4 Message size exceeds fixed limit"), report.Delayed, no, false, "5.3.4", 552},
+		{"transient content rejected", "Transient", "ContentRejected", dsn("5.7.1", "smtp; 554 5.7.1 Message rejected"), report.Delayed, no, false, "5.7.1", 554},
+		{"transient attachment rejected", "Transient", "AttachmentRejected", noDSN, report.Delayed, no, false, "", 0},
+		// Undetermined or unknown: no verdict; the rules decide from the reply.
+		{"undetermined", "Undetermined", "Undetermined", noDSN, report.Bounced, nil, false, "", 0},
+		{"undetermined with a DSN", "Undetermined", "Undetermined", dsn("5.1.1", "smtp; 550 5.1.1 user unknown"), report.Bounced, nil, false, "5.1.1", 550},
+		{"a type SES may add", "Sideways", "General", noDSN, report.Bounced, nil, false, "", 0},
+	}
+	srv := newSNSServer(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msg := envelope(t, "notification")
+			msg.Subject = nil
+			msg.Message = string(sesBounceDoc(t, tt.bounceType, tt.subType, tt.rcpt))
+			srv.sign(t, msg, "2", testKey())
+			var s sink
+			h := newTestSES(t, srv.sesConfig(), &s)
+			if code := post(t, h, marshal(t, msg)); code != http.StatusOK {
+				t.Fatalf("status = %d, want 200", code)
+			}
+			got := s.got()
+			if len(got) != 1 || len(got[0]) != 1 {
+				t.Fatalf("ApplySigned got %+v, want one report", got)
+			}
+			r := got[0][0]
+			if r.Kind != tt.kind || !reflect.DeepEqual(r.Permanent, tt.permanent) || r.Hard != tt.hard ||
+				r.Status != tt.status || r.Code != tt.code || r.Recipient != "jane@example.com" || r.MessageID != "custom-message-ID" {
+				t.Errorf("report = %+v (permanent %v), want kind %s, permanent %v, hard %t, status %q, code %d",
+					r, ptrString(r.Permanent), tt.kind, ptrString(tt.permanent), tt.hard, tt.status, tt.code)
+			}
+			if n := testutil.ToFloat64(h.metrics.reports.WithLabelValues(providerSES, string(tt.kind))); n != 1 {
+				t.Errorf("reports_total{ses,%s} = %v, want 1", tt.kind, n)
+			}
+		})
+	}
+}
+
+// ptrString prints a *bool as true, false or nil.
+func ptrString(b *bool) string {
+	if b == nil {
+		return "nil"
+	}
+	return strconv.FormatBool(*b)
 }
 
 // TestSESToken: the envelope sender (mail.source) names the token, with or

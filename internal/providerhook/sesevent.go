@@ -27,6 +27,7 @@ type sesNotification struct {
 	} `json:"mail"`
 	Bounce *struct {
 		BounceType        string `json:"bounceType"`
+		BounceSubType     string `json:"bounceSubType"`
 		BouncedRecipients []struct {
 			EmailAddress   string `json:"emailAddress"`
 			Status         string `json:"status"`
@@ -83,16 +84,10 @@ func sesReports(msg []byte, token TokenFunc) ([]report.Report, error) {
 		if n.Bounce == nil {
 			return nil, fmt.Errorf("decode ses notification: %s without a bounce object", typ)
 		}
-		var permanent *bool
-		switch strings.ToLower(n.Bounce.BounceType) {
-		case "permanent":
-			permanent = boolPtr(true)
-		case "transient":
-			permanent = boolPtr(false)
-		}
+		kind, permanent, hard := sesBounceVerdict(n.Bounce.BounceType, n.Bounce.BounceSubType)
 		for _, br := range n.Bounce.BouncedRecipients {
 			r := base
-			r.Kind, r.Recipient, r.Permanent = report.Bounced, br.EmailAddress, permanent
+			r.Kind, r.Recipient, r.Permanent, r.Hard = kind, br.EmailAddress, permanent, hard
 			r.Code, r.Status, r.Diagnostic = diagnostic(br.Status, br.DiagnosticCode)
 			r.RemoteMTA, r.At = oneLine(n.Bounce.RemoteMtaIP), parseTime(n.Bounce.Timestamp)
 			add(r)
@@ -134,6 +129,33 @@ func sesReports(msg []byte, token TokenFunc) ([]report.Report, error) {
 		return nil, fmt.Errorf("decode ses notification: neither notificationType nor eventType")
 	}
 	return out, nil
+}
+
+// sesBounceVerdict is what SES's own classification of a bounce makes of
+// it:
+//
+//   - Permanent, with any bounceSubType but Undetermined (General, NoEmail,
+//     Suppressed, OnAccountSuppressionList): SES says the address takes no
+//     mail, a hard bounce, whether or not a DSN came with it (without one
+//     the recipient has no status).
+//   - Transient (General, MailboxFull, MessageTooLarge, ContentRejected,
+//     AttachmentRejected): a soft bounce that resolves nothing. General is
+//     often an auto-reply to mail that was delivered, and the others may
+//     pass; the delivery report or the confirmation window decides.
+//   - Undetermined, Permanent with subtype Undetermined, or a type SES may
+//     add: SES could not tell. The bounce ends the recipient, and the rules
+//     alone classify it from whatever status and diagnostic SES passed on
+//     (with Permanent standing in for a missing status when SES said it),
+//     so nothing is suppressed unless the reply itself says the address does
+//     not exist.
+func sesBounceVerdict(bounceType, subType string) (kind report.Kind, permanent *bool, hard bool) {
+	switch strings.ToLower(bounceType) {
+	case "permanent":
+		return report.Bounced, boolPtr(true), !strings.EqualFold(subType, "undetermined")
+	case "transient":
+		return report.Delayed, boolPtr(false), false
+	}
+	return report.Bounced, nil, false
 }
 
 // messageID returns the mail's own Message-ID: the Message-ID header when

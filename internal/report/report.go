@@ -89,8 +89,19 @@ type Report struct {
 	FeedbackType string
 	// Permanent is the provider's own verdict on a bounce that carries no
 	// status (SES bounceType Permanent, Mailgun severity permanent): true
-	// permanent, false temporary, nil unknown.
+	// permanent, false temporary, nil unknown. It stands in for a status:
+	// it makes no bounce hard on its own (Hard does). A temporary verdict
+	// comes with Kind Delayed: the provider tries again or the mail was
+	// taken after all, so it resolves nothing.
 	Permanent *bool
+	// Hard is the provider's own verdict that the address takes no mail: a
+	// hard bounce whatever the reply says, and the address is suppressed,
+	// unless the reply is a refusal by the receiver's policy (that is about
+	// the sender, not the address). Set only on Bounced reports, with
+	// Permanent true: SES bounceType Permanent with a bounceSubType other
+	// than Undetermined, Mailgun severity permanent with reason bounce or
+	// suppress-bounce.
+	Hard bool
 	// At is when the report says it happened; zero when it does not.
 	At time.Time
 }
