@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 	"github.com/postline/postline/internal/config"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/ops"
+	"github.com/postline/postline/internal/pgpool"
+	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/internal/webhook"
 	"github.com/postline/postline/kafkaconn"
@@ -25,9 +28,8 @@ import (
 // errors name what the operator sets.
 var settingNames = map[string]string{
 	"Endpoints": "POSTLINE_WEBHOOKS_FILE", "Topic": "POSTLINE_EVENTS_TOPIC", "GroupID": "POSTLINE_WEBHOOKS_GROUP",
-	"RetryBase": "POSTLINE_WEBHOOKS_RETRY_BASE", "RetryMaxDelay": "POSTLINE_WEBHOOKS_RETRY_MAX_DELAY",
-	"MaxAttempts": "POSTLINE_WEBHOOKS_MAX_ATTEMPTS", "MaxAge": "POSTLINE_WEBHOOKS_MAX_AGE",
-	"MaxPending": "POSTLINE_WEBHOOKS_MAX_PENDING", "Concurrency": "POSTLINE_WEBHOOKS_CONCURRENCY",
+	"Schedule.Delays": "POSTLINE_WEBHOOKS_RETRY_DELAYS", "Schedule.Horizon": "POSTLINE_WEBHOOKS_RETRY_HORIZON",
+	"DisableAfter": "POSTLINE_WEBHOOKS_DISABLE_AFTER", "Concurrency": "POSTLINE_WEBHOOKS_CONCURRENCY",
 	"SessionTimeout": "POSTLINE_SESSION_TIMEOUT", "HeartbeatInterval": "POSTLINE_HEARTBEAT_INTERVAL",
 	"DrainTimeout": "POSTLINE_SHUTDOWN_TIMEOUT",
 }
@@ -67,23 +69,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// The drain leaves a third of the shutdown timeout for the final commit
 	// and leaving the group; the rebalance timeout must exceed the drain.
 	drain := s.ShutdownTimeout * 2 / 3
+	delays, err := parseDelays(s.RetryDelays)
+	if err != nil {
+		return fmt.Errorf("setting POSTLINE_WEBHOOKS_RETRY_DELAYS: %w", err)
+	}
 	cfg := webhook.Config{
 		Kafka:             cluster,
 		Topic:             s.EventsTopic,
 		GroupID:           s.Group,
 		Endpoints:         endpoints,
-		RetryBase:         s.RetryBase,
-		RetryMaxDelay:     s.RetryMaxDelay,
-		MaxAttempts:       s.MaxAttempts,
-		MaxAge:            s.MaxAge,
-		MaxPending:        s.MaxPending,
+		Schedule:          webhook.Schedule{Delays: delays, Horizon: s.RetryHorizon},
+		DisableAfter:      s.DisableAfter,
 		Concurrency:       s.Concurrency,
 		SessionTimeout:    s.SessionTimeout,
 		HeartbeatInterval: s.HeartbeatInterval,
 		DrainTimeout:      drain,
 		RebalanceTimeout:  max(drain+5*time.Second, 15*time.Second),
-		// Replaced once the dead-letter writer exists; checked by Validate.
+		// Replaced once the dead-letter writer and the database exist;
+		// checked by Validate.
 		DeadLetters: pendingWriter{},
+		Queue:       &webhook.Queue{},
 	}
 	if err := checkNonZero(s); err != nil {
 		return err
@@ -91,6 +96,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := cfg.WithDefaults().Validate(); err != nil {
 		return config.NameSetting(err, settingNames)
 	}
+
+	pool, err := pgpool.New(ctx, pgpool.Config{URL: s.DatabaseURL, MaxConns: s.DatabaseMaxConns}, logger)
+	if err != nil {
+		return fmt.Errorf("setting POSTLINE_DATABASE_URL: %w", err)
+	}
+	defer pool.Close()
+	cfg.Queue = webhook.NewQueue(pool)
 
 	listener, err := net.Listen("tcp", s.HTTPAddr)
 	if err != nil {
@@ -122,6 +134,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Abandoned:       "unfinished events will be sent again by the next owner",
 	}
 	err = svc.Run(ctx, func(ctx context.Context) error {
+		if err := schema.MigrateWhenReady(ctx, pool, logger); err != nil {
+			return err
+		}
 		return startDispatcher(ctx, cfg, s.DLQTopic, logger, reg, &dispatcher)
 	})
 	logger.Info("webhook-dispatcher stopped", "error", err)
@@ -135,11 +150,8 @@ func checkNonZero(s settings) error {
 		name string
 		zero bool
 	}{
-		{"POSTLINE_WEBHOOKS_RETRY_BASE", s.RetryBase == 0},
-		{"POSTLINE_WEBHOOKS_RETRY_MAX_DELAY", s.RetryMaxDelay == 0},
-		{"POSTLINE_WEBHOOKS_MAX_ATTEMPTS", s.MaxAttempts == 0},
-		{"POSTLINE_WEBHOOKS_MAX_AGE", s.MaxAge == 0},
-		{"POSTLINE_WEBHOOKS_MAX_PENDING", s.MaxPending == 0},
+		{"POSTLINE_WEBHOOKS_RETRY_HORIZON", s.RetryHorizon == 0},
+		{"POSTLINE_WEBHOOKS_DISABLE_AFTER", s.DisableAfter == 0},
 		{"POSTLINE_WEBHOOKS_CONCURRENCY", s.Concurrency == 0},
 	} {
 		if c.zero {
@@ -147,6 +159,19 @@ func checkNonZero(s settings) error {
 		}
 	}
 	return nil
+}
+
+// parseDelays reads a comma-separated list of durations.
+func parseDelays(v string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, f := range strings.Split(v, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", v, err)
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
 
 // pendingWriter stands in for the dead-letter writer while the settings

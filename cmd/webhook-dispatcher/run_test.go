@@ -54,11 +54,12 @@ func TestRunRejectsBadSettings(t *testing.T) {
 		{"bad endpoint", map[string]string{"POSTLINE_WEBHOOKS_FILE": bad}, `setting POSTLINE_WEBHOOKS_FILE: webhook endpoints file ` + bad + `: endpoint "billing": url: http://b.example/h: http is allowed only on loopback`, "k=v"},
 		{"secret unset", map[string]string{"POSTLINE_WEBHOOKS_FILE": good}, `setting POSTLINE_WEBHOOKS_FILE: webhook config: Endpoints[0]: endpoint "billing": the secret in $BILLING_SECRET: secret is empty`, ""},
 		{"secret bad", map[string]string{"POSTLINE_WEBHOOKS_FILE": good, "BILLING_SECRET": "whsec_c2hvcnQ="}, `the secret in $BILLING_SECRET: secret holds 5 bytes, want 24 to 64`, "c2hvcnQ"},
-		{"attempts", map[string]string{"POSTLINE_WEBHOOKS_FILE": good, "BILLING_SECRET": testSecret, "POSTLINE_WEBHOOKS_MAX_ATTEMPTS": "-1"}, "setting POSTLINE_WEBHOOKS_MAX_ATTEMPTS: webhook config: MaxAttempts = -1", ""},
-		{"zero retry base", map[string]string{"POSTLINE_WEBHOOKS_FILE": good, "BILLING_SECRET": testSecret, "POSTLINE_WEBHOOKS_RETRY_BASE": "0s"}, "setting POSTLINE_WEBHOOKS_RETRY_BASE: must not be zero", ""},
-		{"retry max", map[string]string{"POSTLINE_WEBHOOKS_FILE": good, "BILLING_SECRET": testSecret, "POSTLINE_WEBHOOKS_RETRY_MAX_DELAY": "10ms"}, "setting POSTLINE_WEBHOOKS_RETRY_MAX_DELAY", ""},
+		{"delays", map[string]string{"POSTLINE_WEBHOOKS_FILE": good, "BILLING_SECRET": testSecret, "POSTLINE_WEBHOOKS_RETRY_DELAYS": "5s,-1m"}, "setting POSTLINE_WEBHOOKS_RETRY_DELAYS: webhook config: Schedule.Delays[1] = -1m0s: must be positive", ""},
+		{"delays unparsable", map[string]string{"POSTLINE_WEBHOOKS_FILE": good, "BILLING_SECRET": testSecret, "POSTLINE_WEBHOOKS_RETRY_DELAYS": "5s,soon"}, "setting POSTLINE_WEBHOOKS_RETRY_DELAYS: \"5s,soon\"", ""},
+		{"zero horizon", map[string]string{"POSTLINE_WEBHOOKS_FILE": good, "BILLING_SECRET": testSecret, "POSTLINE_WEBHOOKS_RETRY_HORIZON": "0s"}, "setting POSTLINE_WEBHOOKS_RETRY_HORIZON: must not be zero", ""},
+		{"negative disable", map[string]string{"POSTLINE_WEBHOOKS_FILE": good, "BILLING_SECRET": testSecret, "POSTLINE_WEBHOOKS_DISABLE_AFTER": "-1h"}, "setting POSTLINE_WEBHOOKS_DISABLE_AFTER: webhook config: DisableAfter = -1h0m0s", ""},
 		{"dlq is events", map[string]string{"POSTLINE_WEBHOOKS_FILE": good, "POSTLINE_WEBHOOKS_DLQ_TOPIC": "mail.events"}, "setting POSTLINE_WEBHOOKS_DLQ_TOPIC", ""},
-		{"unparsable", map[string]string{"POSTLINE_WEBHOOKS_MAX_AGE": "forever"}, `setting POSTLINE_WEBHOOKS_MAX_AGE (--webhooks-max-age): invalid value "forever"`, ""},
+		{"unparsable", map[string]string{"POSTLINE_WEBHOOKS_RETRY_HORIZON": "forever"}, `setting POSTLINE_WEBHOOKS_RETRY_HORIZON (--webhooks-retry-horizon): invalid value "forever"`, ""},
 		{"heartbeat", map[string]string{"POSTLINE_WEBHOOKS_FILE": good, "BILLING_SECRET": testSecret, "POSTLINE_HEARTBEAT_INTERVAL": "20s"}, "setting POSTLINE_HEARTBEAT_INTERVAL", ""},
 		{"http addr", map[string]string{"POSTLINE_WEBHOOKS_FILE": good, "BILLING_SECRET": testSecret, "POSTLINE_WEBHOOKS_HTTP_ADDR": "256.0.0.1:x"}, "setting POSTLINE_WEBHOOKS_HTTP_ADDR", ""},
 		{"log level", map[string]string{"POSTLINE_LOG_LEVEL": "loud"}, `setting POSTLINE_LOG_LEVEL: invalid value "loud"`, ""},
@@ -82,7 +83,7 @@ func TestRunHelp(t *testing.T) {
 		t.Fatalf("run -h = %v, want flag.ErrHelp", err)
 	}
 	for _, s := range []string{"POSTLINE_WEBHOOKS_FILE", "POSTLINE_EVENTS_TOPIC", "mail.events", "POSTLINE_WEBHOOKS_GROUP", "postline-webhooks",
-		"POSTLINE_WEBHOOKS_DLQ_TOPIC", "mail.webhooks.dlq", "POSTLINE_WEBHOOKS_RETRY_BASE", "POSTLINE_KAFKA_BROKERS", "POSTLINE_WEBHOOKS_HTTP_ADDR"} {
+		"POSTLINE_WEBHOOKS_DLQ_TOPIC", "mail.webhooks.dlq", "POSTLINE_WEBHOOKS_RETRY_DELAYS", "POSTLINE_DATABASE_URL", "POSTLINE_KAFKA_BROKERS", "POSTLINE_WEBHOOKS_HTTP_ADDR"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("usage lacks %q", s)
 		}

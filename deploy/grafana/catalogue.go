@@ -183,11 +183,15 @@ func webhookDispatcherMetrics() []metricDef {
 		{"postline_webhook_delivery_seconds", Histogram, []string{"endpoint", "result"}},
 		{"postline_webhook_attempts_total", Counter, []string{"endpoint", "result"}},
 		{"postline_webhook_request_seconds", Histogram, []string{"endpoint"}},
-		{"postline_webhook_dead_letters_total", Counter, []string{"endpoint"}},
-		{"postline_webhook_undecodable_total", Counter, nil},
-		{"postline_webhook_duplicates_total", Counter, nil},
+		{"postline_webhook_queued_total", Counter, []string{"endpoint"}},
+		{"postline_webhook_dead_letters_total", Counter, []string{"endpoint", "reason"}},
+		{"postline_webhook_endpoints_disabled_total", Counter, []string{"endpoint"}},
+		{"postline_webhook_undecodable_total", Counter, []string{"endpoint"}},
+		{"postline_webhook_duplicates_total", Counter, []string{"endpoint"}},
 		{"postline_webhook_backlog", Gauge, []string{"endpoint"}},
 		{"postline_webhook_oldest_pending_age_seconds", Gauge, []string{"endpoint"}},
+		{"postline_webhook_endpoint_failing", Gauge, []string{"endpoint"}},
+		{"postline_webhook_endpoint_disabled", Gauge, []string{"endpoint"}},
 	}
 }
 

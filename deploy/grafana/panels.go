@@ -720,7 +720,7 @@ func outcomesDashboard() dashboardSpec {
 						"and at the oldest pending age.",
 					unit: unitCount,
 					targets: []target{{
-						expr:   "sum by (endpoint) (" + sel("postline_webhook_backlog") + ")",
+						expr:   "max by (endpoint) (" + sel("postline_webhook_backlog") + ")",
 						legend: "{{endpoint}}",
 					}},
 				},

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"log/slog"
 	"math"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -162,4 +164,28 @@ func Embedded() ([]Migration, error) {
 		out[i] = Migration{Version: m.version, Name: m.name}
 	}
 	return out, nil
+}
+
+// MigrateWhenReady is Migrate, retried with a growing wait until
+// PostgreSQL answers or ctx ends: a service that starts before its
+// database waits for it. The first failure is logged.
+func MigrateWhenReady(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+	backoff := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := Migrate(ctx, pool)
+		if err == nil {
+			return nil
+		}
+		if attempt == 1 {
+			logger.Error("cannot apply migrations; retrying until postgres answers", "error", err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
 }

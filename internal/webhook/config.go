@@ -21,13 +21,14 @@ const (
 	DefaultTopic         = "mail.events"
 	DefaultGroupID       = "postline-webhooks"
 	DefaultDLQTopic      = "mail.webhooks.dlq"
-	DefaultRetryBase     = time.Second
-	DefaultRetryMaxDelay = 5 * time.Minute
-	DefaultMaxAttempts   = 8
-	DefaultMaxAge        = 24 * time.Hour
-	DefaultMaxPending    = 1000
 	DefaultConcurrency   = 8
 	DefaultDedupeWindow  = 100_000
+	DefaultFailingAfter  = 5
+	DefaultDisableAfter  = 5 * 24 * time.Hour
+	DefaultDeadRetention = 14 * 24 * time.Hour
+	DefaultPollInterval  = time.Second
+	DefaultStateInterval = 5 * time.Second
+	DefaultClaimMargin   = 30 * time.Second
 )
 
 // DeadLetterPublisher writes dead letters; *deadletter.Writer is one.
@@ -41,39 +42,53 @@ type Config struct {
 	Kafka *kafkaconn.Cluster
 	// Topic is the events topic. Defaults to "mail.events".
 	Topic string
-	// GroupID is the consumer group of every dispatcher replica. Defaults
-	// to "postline-webhooks".
+	// GroupID prefixes the consumer groups: each endpoint reads the
+	// events topic in a group of its own, GroupID + "." + the endpoint's
+	// id, shared by every dispatcher replica. Defaults to
+	// "postline-webhooks".
 	GroupID string
 	// Endpoints receive the events, each with its Secret set. Required.
 	Endpoints []Endpoint
-	// DeadLetters takes the events an endpoint gave up on (410 Gone,
-	// attempts or age used up) and records that are not events. Required.
+	// Queue keeps the events waiting for another attempt and the dead
+	// letters, in PostgreSQL. Required.
+	Queue *Queue
+	// DeadLetters takes the events an endpoint gave up on (410 Gone, the
+	// horizon passed, endpoint disabled) and records that are not events.
+	// Required.
 	DeadLetters DeadLetterPublisher
-	// RetryBase is the wait after the first failed attempt; it doubles
-	// per attempt (with jitter: each wait is between half of it and all of
-	// it). Defaults to 1s.
-	RetryBase time.Duration
-	// RetryMaxDelay caps one wait between attempts, a Retry-After the
-	// endpoint sent included. Defaults to 5m.
-	RetryMaxDelay time.Duration
-	// MaxAttempts is how many POSTs one event gets per endpoint before it
-	// is dead-lettered. Defaults to 8 (with the default waits, the last
-	// comes about 2 minutes after the first).
-	MaxAttempts int
-	// MaxAge dead-letters an event whose next attempt would start more
-	// than this after it was queued for the endpoint. Defaults to 24h.
-	MaxAge time.Duration
-	// MaxPending bounds each endpoint's backlog: events queued, being
-	// sent or waiting for a retry. While one endpoint's backlog is full,
-	// consumption waits. Defaults to 1000.
-	MaxPending int
+	// Schedule says when a failed event is tried again and when it is
+	// given up on. Defaults to the zero Schedule's defaults (at once, 5s,
+	// 5m, 30m, 2h, 5h, 10h, 10h, then every 10h to a 72h horizon, 10 %
+	// jitter).
+	Schedule Schedule
+	// FailingAfter is how many attempts in a row must fail before an
+	// endpoint counts as failing: new events are then queued without an
+	// attempt and the queue is probed one event at a time. Defaults to 5.
+	FailingAfter int
+	// DisableAfter disables an endpoint that failed every attempt for this
+	// long; its events are then dead-lettered until an operator enables it.
+	// Defaults to 120h (5 days).
+	DisableAfter time.Duration
+	// DeadRetention is how long dead letters stay in the queue for
+	// replay. Defaults to 336h (14 days).
+	DeadRetention time.Duration
+	// PollInterval is how often each endpoint's queue is checked for due
+	// events. Defaults to 1s.
+	PollInterval time.Duration
+	// StateInterval is how often each endpoint's shared state (health,
+	// disabled) is written and read, its backlog counted and its old dead
+	// letters purged. Defaults to 5s.
+	StateInterval time.Duration
+	// ClaimMargin is added to an endpoint's timeout for the lease of a
+	// claimed event: a dispatcher that dies holding it leaves it due again
+	// that long after the claim. Defaults to 30s.
+	ClaimMargin time.Duration
 	// Concurrency is how many POSTs to one endpoint may be in flight at
 	// once. Defaults to 8.
 	Concurrency int
-	// DedupeWindow is how many recently finished event IDs are remembered:
-	// a copy of one of them (a producer's retried write) is not sent
-	// again. A copy that comes while the event is being sent is not sent
-	// either: it is done when the first is. Defaults to 100000.
+	// DedupeWindow is how many recently delivered event IDs each endpoint
+	// remembers: a copy of one of them (a producer's retried write) is not
+	// sent again. Defaults to 100000.
 	DedupeWindow int
 	// SessionTimeout, HeartbeatInterval, DrainTimeout and RebalanceTimeout
 	// are passed to the consumer (see consumer.Config); they default to
@@ -95,11 +110,13 @@ type Config struct {
 func (c Config) WithDefaults() Config {
 	c.Topic = cmp.Or(c.Topic, DefaultTopic)
 	c.GroupID = cmp.Or(c.GroupID, DefaultGroupID)
-	c.RetryBase = cmp.Or(c.RetryBase, DefaultRetryBase)
-	c.RetryMaxDelay = cmp.Or(c.RetryMaxDelay, DefaultRetryMaxDelay)
-	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
-	c.MaxAge = cmp.Or(c.MaxAge, DefaultMaxAge)
-	c.MaxPending = cmp.Or(c.MaxPending, DefaultMaxPending)
+	c.Schedule = c.Schedule.WithDefaults()
+	c.FailingAfter = cmp.Or(c.FailingAfter, DefaultFailingAfter)
+	c.DisableAfter = cmp.Or(c.DisableAfter, DefaultDisableAfter)
+	c.DeadRetention = cmp.Or(c.DeadRetention, DefaultDeadRetention)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.StateInterval = cmp.Or(c.StateInterval, DefaultStateInterval)
+	c.ClaimMargin = cmp.Or(c.ClaimMargin, DefaultClaimMargin)
 	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
 	c.DedupeWindow = cmp.Or(c.DedupeWindow, DefaultDedupeWindow)
 	if c.Transport == nil {
@@ -131,12 +148,12 @@ func defaultTransport(concurrency int) *http.Transport {
 	}
 }
 
-// consumerConfig is the configuration of the dispatcher's consumer.
-func (c Config) consumerConfig() consumer.Config {
+// consumerConfig is the configuration of an endpoint's consumer.
+func (c Config) consumerConfig(endpointID string) consumer.Config {
 	return consumer.Config{
 		Kafka:             c.Kafka,
 		Topic:             c.Topic,
-		GroupID:           c.GroupID,
+		GroupID:           c.GroupID + "." + endpointID,
 		SessionTimeout:    c.SessionTimeout,
 		HeartbeatInterval: c.HeartbeatInterval,
 		DrainTimeout:      c.DrainTimeout,
@@ -165,20 +182,25 @@ func (c Config) Validate() error {
 	if c.GroupID == "" {
 		bad("GroupID", `""`, "required")
 	}
-	if c.RetryBase <= 0 {
-		bad("RetryBase", c.RetryBase, "must be positive")
+	if c.Queue == nil {
+		bad("Queue", "nil", "required")
 	}
-	if c.RetryMaxDelay < c.RetryBase {
-		bad("RetryMaxDelay", c.RetryMaxDelay, fmt.Sprintf("must be at least RetryBase (%s)", c.RetryBase))
+	if err := c.Schedule.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("webhook config: Schedule.%w", err))
 	}
-	if c.MaxAttempts < 1 || c.MaxAttempts > 100 {
-		bad("MaxAttempts", c.MaxAttempts, "must be 1 to 100")
+	if c.FailingAfter < 1 {
+		bad("FailingAfter", c.FailingAfter, "must be at least 1")
 	}
-	if c.MaxAge <= 0 {
-		bad("MaxAge", c.MaxAge, "must be positive")
-	}
-	if c.MaxPending < 1 {
-		bad("MaxPending", c.MaxPending, "must be at least 1")
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"DisableAfter", c.DisableAfter}, {"DeadRetention", c.DeadRetention}, {"PollInterval", c.PollInterval},
+		{"StateInterval", c.StateInterval}, {"ClaimMargin", c.ClaimMargin},
+	} {
+		if f.d <= 0 {
+			bad(f.name, f.d, "must be positive")
+		}
 	}
 	if c.Concurrency < 1 {
 		bad("Concurrency", c.Concurrency, "must be at least 1")
@@ -200,7 +222,7 @@ func (c Config) Validate() error {
 		seen[ep.ID] = true
 	}
 	if c.Kafka != nil && c.Topic != "" && c.GroupID != "" {
-		if err := c.consumerConfig().WithDefaults().Validate(); err != nil {
+		if err := c.consumerConfig("endpoint").WithDefaults().Validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -36,8 +36,9 @@ func mustURL(t *testing.T, s string) *url.URL {
 
 func TestConfigDefaults(t *testing.T) {
 	c := Config{Endpoints: []Endpoint{{ID: "a"}}}.WithDefaults()
-	if c.Topic != "mail.events" || c.GroupID != "postline-webhooks" || c.RetryBase != time.Second || c.RetryMaxDelay != 5*time.Minute ||
-		c.MaxAttempts != 8 || c.MaxAge != 24*time.Hour || c.MaxPending != 1000 || c.Concurrency != 8 || c.DedupeWindow != 100_000 ||
+	if c.Topic != "mail.events" || c.GroupID != "postline-webhooks" || c.Schedule.Horizon != 72*time.Hour ||
+		len(c.Schedule.Delays) != 7 || c.FailingAfter != 5 || c.DisableAfter != 120*time.Hour || c.DeadRetention != 14*24*time.Hour ||
+		c.Concurrency != 8 || c.DedupeWindow != 100_000 ||
 		c.Transport == nil || c.NowFunc == nil || c.Endpoints[0].Timeout != DefaultTimeout {
 		t.Errorf("defaults = %+v", c)
 	}
@@ -52,7 +53,7 @@ func TestConfigValidate(t *testing.T) {
 	long := "whsec_" + base64.StdEncoding.EncodeToString([]byte("sixteen byte key"))
 	valid := func() Config {
 		return Config{
-			Kafka: testCluster(t), DeadLetters: nopDLQ{},
+			Kafka: testCluster(t), DeadLetters: nopDLQ{}, Queue: &Queue{},
 			Endpoints: []Endpoint{{ID: "billing", URL: mustURL(t, "https://b.example/h"), SecretEnv: "BILLING_SECRET", Secret: Secret(testSecret)}},
 		}
 	}
@@ -81,9 +82,11 @@ func TestConfigValidate(t *testing.T) {
 			`endpoint "billing": url: http://b.example/h: http is allowed only on loopback`, "pw@"},
 		{"duplicate id", func(c *Config) { c.Endpoints = append(c.Endpoints, c.Endpoints[0]) }, `Endpoints[1].ID = "billing": duplicate endpoint id`, ""},
 		{"bad timeout", func(c *Config) { c.Endpoints[0].Timeout = time.Hour }, `endpoint "billing": timeout: 1h0m0s`, ""},
-		{"attempts", func(c *Config) { c.MaxAttempts = -1 }, "MaxAttempts = -1: must be 1 to 100", ""},
-		{"retry max below base", func(c *Config) { c.RetryBase, c.RetryMaxDelay = time.Minute, time.Second }, "RetryMaxDelay = 1s: must be at least RetryBase (1m0s)", ""},
-		{"pending", func(c *Config) { c.MaxPending = -1 }, "MaxPending = -1", ""},
+		{"no queue", func(c *Config) { c.Queue = nil }, "Queue = nil: required", ""},
+		{"bad delay", func(c *Config) { c.Schedule.Delays = []time.Duration{time.Second, -time.Second} }, "Schedule.Delays[1] = -1s: must be positive", ""},
+		{"bad horizon", func(c *Config) { c.Schedule.Horizon = -time.Hour }, "Schedule.Horizon = -1h0m0s", ""},
+		{"failing after", func(c *Config) { c.FailingAfter = -1 }, "FailingAfter = -1", ""},
+		{"disable after", func(c *Config) { c.DisableAfter = -time.Hour }, "DisableAfter = -1h0m0s: must be positive", ""},
 		{"concurrency", func(c *Config) { c.Concurrency = -2 }, "Concurrency = -2", ""},
 		{"consumer settings", func(c *Config) { c.HeartbeatInterval = time.Minute }, "HeartbeatInterval", ""},
 	}

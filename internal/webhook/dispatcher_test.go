@@ -15,8 +15,9 @@ import (
 )
 
 // Each event goes to the endpoints whose filters match, body as published;
-// a record is done only once every matching endpoint has it.
-func TestDispatchFiltersAndMarksDoneWhenEveryEndpointFinished(t *testing.T) {
+// each endpoint finishes its records on its own: a blocked endpoint holds
+// only its own.
+func TestDispatchFiltersAndIsolatesEndpoints(t *testing.T) {
 	release := make(chan struct{})
 	all := newReceiver(t, nil)
 	slow := newReceiver(t, func(r *http.Request, _ string, _ int) int {
@@ -44,19 +45,20 @@ func TestDispatchFiltersAndMarksDoneWhenEveryEndpointFinished(t *testing.T) {
 	for _, e := range []event.Event{e1, e2, e3, e4} {
 		offs = append(offs, h.send(mustEncode(t, e)))
 	}
-	waitFor(t, 5*time.Second, "the unblocked deliveries", func() bool {
-		return all.delivered(e1.ID) == 1 && all.delivered(e2.ID) == 1 && all.delivered(e3.ID) == 1 && acme.delivered(e1.ID) == 1 &&
-			h.src.doneCount(offs[0]) == 1 && h.src.doneCount(offs[2]) == 1 && h.src.doneCount(offs[3]) == 1
+	waitFor(t, 5*time.Second, "the unblocked endpoints' deliveries", func() bool {
+		for _, off := range offs {
+			if h.done("all", off) != 1 || h.done("acme", off) != 1 {
+				return false
+			}
+		}
+		return all.delivered(e1.ID) == 1 && all.delivered(e2.ID) == 1 && all.delivered(e3.ID) == 1 && acme.delivered(e1.ID) == 1
 	})
 	waitFor(t, 5*time.Second, "the bounce at the slow endpoint", func() bool { return slow.tries(e2.ID) == 1 })
-	if n := h.src.doneCount(offs[1]); n != 0 {
-		t.Fatalf("the bounce was marked done %d times while an endpoint still had it", n)
-	}
-	if n, _ := h.d.endpoints[1].backlog(); n != 1 {
-		t.Errorf("slow endpoint backlog %d, want 1", n)
+	if n := h.done("bounces", offs[1]); n != 0 {
+		t.Fatalf("the slow endpoint marked its bounce done %d times while the POST was open", n)
 	}
 	release <- struct{}{}
-	waitFor(t, 5*time.Second, "the bounce to be done", func() bool { return h.src.doneCount(offs[1]) == 1 })
+	waitFor(t, 5*time.Second, "the bounce to be done", func() bool { return h.done("bounces", offs[1]) == 1 })
 
 	if n, _ := all.total(); n != 3 {
 		t.Errorf("endpoint all got %d requests, want 3", n)
@@ -76,9 +78,14 @@ func TestDispatchFiltersAndMarksDoneWhenEveryEndpointFinished(t *testing.T) {
 	if got := testutil.ToFloat64(h.d.metrics.deliveries.WithLabelValues("all", resultDelivered)); got != 3 {
 		t.Errorf("deliveries_total{endpoint=all,result=delivered} = %v, want 3", got)
 	}
+	if n := h.rows("all", statusPending) + h.rows("bounces", statusPending); n != 0 {
+		t.Errorf("%d queue rows for endpoints that took every event at once, want none", n)
+	}
 }
 
-func TestRetryThenDelivered(t *testing.T) {
+// A failed first attempt queues the event durably and finishes the record
+// at once; the queue then delivers it and forgets it.
+func TestRetryFromTheQueueThenDelivered(t *testing.T) {
 	rc := newReceiver(t, func(_ *http.Request, _ string, n int) int {
 		if n <= 2 {
 			return http.StatusServiceUnavailable
@@ -88,15 +95,17 @@ func TestRetryThenDelivered(t *testing.T) {
 	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "flaky")}})
 	e := newEvent("<r@x>", 0, event.Delivered, "")
 	off := h.send(mustEncode(t, e))
-	waitFor(t, 5*time.Second, "delivery after two failures", func() bool { return h.src.doneCount(off) == 1 })
-	if rc.tries(e.ID) != 3 || rc.delivered(e.ID) != 1 {
-		t.Errorf("attempts %d, delivered %d; want 3 and 1", rc.tries(e.ID), rc.delivered(e.ID))
+	waitFor(t, 5*time.Second, "the record done once the event is queued", func() bool { return h.done("flaky", off) == 1 })
+	waitFor(t, 5*time.Second, "delivery after two failures", func() bool { return rc.delivered(e.ID) == 1 })
+	waitFor(t, 5*time.Second, "the queue row gone", func() bool { return h.rows("flaky", statusPending) == 0 })
+	if rc.tries(e.ID) != 3 {
+		t.Errorf("attempts %d, want 3", rc.tries(e.ID))
 	}
 	if got := testutil.ToFloat64(h.d.metrics.attempts.WithLabelValues("flaky", attempt5xx)); got != 2 {
 		t.Errorf("attempts_total{result=5xx} = %v, want 2", got)
 	}
-	if got := testutil.ToFloat64(h.d.metrics.attempts.WithLabelValues("flaky", attempt2xx)); got != 1 {
-		t.Errorf("attempts_total{result=2xx} = %v, want 1", got)
+	if got := testutil.ToFloat64(h.d.metrics.queued.WithLabelValues("flaky")); got != 1 {
+		t.Errorf("queued_total = %v, want 1", got)
 	}
 	if len(h.dlq.all()) != 0 {
 		t.Errorf("dead letters %v, want none", h.dlq.all())
@@ -104,285 +113,254 @@ func TestRetryThenDelivered(t *testing.T) {
 	rc.check(t)
 }
 
-// Dead letters: 410 at once, a 500 after MaxAttempts, no reply after
-// MaxAttempts, and an event whose retry would pass MaxAge.
-func TestDeadLetters(t *testing.T) {
-	tests := []struct {
-		name       string
-		status     int // 0: nothing listens
-		cfg        Config
-		wantReason string
-		wantTries  int
-	}{
-		{"gone", http.StatusGone, Config{MaxAttempts: 5}, ReasonGone, 1},
-		{"attempts", http.StatusInternalServerError, Config{MaxAttempts: 3}, ReasonMaxAttempts, 3},
-		{"redirect is a failure", http.StatusFound, Config{MaxAttempts: 2}, ReasonMaxAttempts, 2},
-		{"no reply", 0, Config{MaxAttempts: 2}, ReasonMaxAttempts, 2},
-		{"max age", http.StatusBadGateway, Config{MaxAttempts: 8, RetryBase: 50 * time.Millisecond, RetryMaxDelay: time.Second, MaxAge: time.Millisecond}, ReasonMaxAge, 1},
+// 410 Gone dead-letters at once: on the topic with the endpoint, the last
+// status and the event ID, and in the queue for replay; the URL's secret
+// query and the signing secret appear nowhere.
+func TestGoneIsDeadLettered(t *testing.T) {
+	rc := newReceiver(t, func(*http.Request, string, int) int { return http.StatusGone })
+	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "gone")}})
+	e := newEvent("<g@x>", 0, event.Bounced, "")
+	off := h.send(mustEncode(t, e))
+	waitFor(t, 5*time.Second, "the record done", func() bool { return h.done("gone", off) == 1 })
+	letters := h.dlq.all()
+	if len(letters) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(letters))
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			rc := newReceiver(t, func(_ *http.Request, _ string, _ int) int { return tt.status })
-			ep := rc.endpoint(t, "ep")
-			if tt.status == 0 {
-				rc.srv.Close() // connection refused
-			}
-			cfg := tt.cfg
-			cfg.Endpoints = []Endpoint{ep}
-			h := startHarness(t, cfg)
-			e := newEvent("<d@x>", 2, event.Bounced, "acme")
-			off := h.send(mustEncode(t, e))
-			waitFor(t, 5*time.Second, "the record to be done", func() bool { return h.src.doneCount(off) == 1 })
-			letters := h.dlq.all()
-			if len(letters) != 1 {
-				t.Fatalf("%d dead letters, want 1", len(letters))
-			}
-			l := letters[0]
-			if !bytes.Equal(l.Value, mustEncode(t, e)) || string(l.Key) != "k" || l.Reason != tt.wantReason || l.Attempt != tt.wantTries ||
-				l.Topic != "events" || l.Offset != off {
-				t.Errorf("letter = reason %q attempt %d topic %s offset %d; want %q, %d, events, %d", l.Reason, l.Attempt, l.Topic, l.Offset,
-					tt.wantReason, tt.wantTries, off)
-			}
-			want := map[string]string{HeaderDLQEndpoint: "ep", HeaderDLQLastStatus: strconv.Itoa(tt.status), HeaderDLQEventID: e.ID,
-				"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
-			for k, v := range want {
-				if got, _ := header(l.Headers, k); got != v {
-					t.Errorf("header %s = %q, want %q", k, got, v)
-				}
-			}
-			if tt.status != 0 {
-				if got := rc.tries(e.ID); got != tt.wantTries {
-					t.Errorf("%d attempts, want %d", got, tt.wantTries)
-				}
-			}
-			if got := testutil.ToFloat64(h.d.metrics.deadLetters.WithLabelValues("ep")); got != 1 {
-				t.Errorf("dead_letters_total = %v, want 1", got)
-			}
-			if got := testutil.ToFloat64(h.d.metrics.deliveries.WithLabelValues("ep", resultDeadLettered)); got != 1 {
-				t.Errorf("deliveries_total{result=dead_lettered} = %v, want 1", got)
-			}
-			if strings.Contains(h.logs.String(), "t0k3n") || strings.Contains(l.Error, "t0k3n") || strings.Contains(h.logs.String(), testSecret[6:]) {
-				t.Errorf("the URL's query or the secret reached a log or a letter:\n%s\n%s", h.logs.String(), l.Error)
-			}
-			if !strings.Contains(h.logs.String(), "webhook dead-lettered") {
-				t.Error("no log of the dead letter")
-			}
-		})
+	l := letters[0]
+	for key, want := range map[string]string{
+		HeaderDLQEndpoint: "gone", HeaderDLQLastStatus: "410", HeaderDLQEventID: e.ID, "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+	} {
+		if got, _ := header(l.Headers, key); got != want {
+			t.Errorf("header %s = %q, want %q", key, got, want)
+		}
+	}
+	if l.Reason != ReasonGone || l.Attempt != 1 || !bytes.Equal(l.Value, mustEncode(t, e)) {
+		t.Errorf("letter reason %q attempt %d, want gone 1 and the event as published", l.Reason, l.Attempt)
+	}
+	if h.rows("gone", statusDead) != 1 {
+		t.Errorf("dead rows %d, want 1", h.rows("gone", statusDead))
+	}
+	if strings.Contains(h.logs.String(), "t0k3n") || strings.Contains(l.Error, "t0k3n") || strings.Contains(h.logs.String(), testSecret[6:]) {
+		t.Error("the URL's query or the secret leaked into logs or the dead letter")
 	}
 }
 
-// A down endpoint holds its own backlog only: the healthy endpoint gets
-// every event while the down one has not answered any.
-func TestDownEndpointDoesNotDelayTheOthers(t *testing.T) {
-	up := make(chan struct{})
-	down := newReceiver(t, func(r *http.Request, _ string, _ int) int {
-		select {
-		case <-up:
-		case <-r.Context().Done():
+// A record that is not an event is dead-lettered by each endpoint's lane
+// and finished.
+func TestUndecodableRecordIsDeadLettered(t *testing.T) {
+	rc := newReceiver(t, nil)
+	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "a")}})
+	off := h.send([]byte(`{"not":"an event"`))
+	waitFor(t, 5*time.Second, "the record done", func() bool { return h.done("a", off) == 1 })
+	letters := h.dlq.all()
+	if len(letters) != 1 || letters[0].Reason != ReasonUndecodable {
+		t.Fatalf("letters %+v, want one undecodable", letters)
+	}
+	if got, _ := header(letters[0].Headers, HeaderDLQEndpoint); got != "a" {
+		t.Errorf("endpoint header %q", got)
+	}
+	if n, _ := rc.total(); n != 0 {
+		t.Errorf("%d requests for a record that is no event", n)
+	}
+}
+
+// A copy of an event the endpoint took lately is finished without a POST.
+func TestCopyOfDeliveredEventIsSkipped(t *testing.T) {
+	rc := newReceiver(t, nil)
+	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "a")}})
+	e := mustEncode(t, newEvent("<c@x>", 0, event.Accepted, ""))
+	first := h.send(e)
+	waitFor(t, 5*time.Second, "the first delivered", func() bool { return h.done("a", first) == 1 })
+	second := h.send(e)
+	waitFor(t, 5*time.Second, "the copy done", func() bool { return h.done("a", second) == 1 })
+	if n, _ := rc.total(); n != 1 {
+		t.Errorf("%d requests, want 1", n)
+	}
+	if got := testutil.ToFloat64(h.d.metrics.duplicates.WithLabelValues("a")); got != 1 {
+		t.Errorf("duplicates_total = %v, want 1", got)
+	}
+}
+
+// A failing endpoint's new events go to its queue without an attempt, and
+// the queue is probed one event at a time; the first success makes every
+// queued event due at once, however far its schedule had put it.
+func TestRecoveredEndpointCatchesUpAtOnce(t *testing.T) {
+	var up atomic.Bool
+	var inFlight, most atomic.Int32
+	rc := newReceiver(t, func(*http.Request, string, int) int {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		if up.Load() {
+			return http.StatusOK
 		}
 		return http.StatusServiceUnavailable
 	})
-	healthy := newReceiver(t, nil)
-	h := startHarness(t, Config{Endpoints: []Endpoint{down.endpoint(t, "down"), healthy.endpoint(t, "healthy")},
-		MaxAttempts: 1, MaxPending: 50, Concurrency: 2})
+	h := startHarness(t, Config{
+		Endpoints:    []Endpoint{rc.endpoint(t, "down")},
+		Schedule:     Schedule{Delays: []time.Duration{time.Hour}},
+		FailingAfter: 3,
+	})
 	const n = 40
 	var ids []string
 	for i := range n {
-		e := newEvent("<h@x>", i, event.Delivered, "")
+		e := newEvent("<d@x>", i, event.Delivered, "")
 		ids = append(ids, e.ID)
 		h.send(mustEncode(t, e))
 	}
-	waitFor(t, 5*time.Second, "every event at the healthy endpoint", func() bool { _, got := healthy.total(); return got == n })
-	if len(h.dlq.all()) != 0 {
-		t.Fatal("the down endpoint finished an event before it answered")
-	}
-	if tries, _ := down.total(); tries > 2 {
-		t.Errorf("down endpoint has %d requests in flight, want at most Concurrency (2)", tries)
-	}
-	if backlog, _ := h.d.endpoints[0].backlog(); backlog != n {
-		t.Errorf("down endpoint backlog %d, want %d", backlog, n)
-	}
-	for i := range n {
-		if h.src.doneCount(int64(i)) != 0 {
-			t.Fatalf("record %d marked done while the down endpoint has it", i)
-		}
-	}
-	close(up)
-	waitFor(t, 5*time.Second, "every event dead-lettered for the down endpoint", func() bool { return len(h.dlq.all()) == n })
-	waitFor(t, 5*time.Second, "every record done", func() bool {
-		for i := range n {
-			if h.src.doneCount(int64(i)) != 1 {
+	waitFor(t, 5*time.Second, "every record done (queued)", func() bool {
+		for off := range int64(n) {
+			if h.done("down", off) != 1 {
 				return false
 			}
 		}
 		return true
 	})
-	for _, id := range ids {
-		if healthy.delivered(id) != 1 {
-			t.Errorf("%s delivered %d times to the healthy endpoint", id, healthy.delivered(id))
-		}
+	if !h.d.lanes[0].failing() {
+		t.Fatal("the endpoint is not counted as failing")
 	}
+	if attempts, _ := rc.total(); attempts >= n {
+		t.Errorf("%d attempts for %d events while failing: new events were tried, want queued", attempts, n)
+	}
+	if most.Load() > 8 {
+		t.Errorf("%d requests at once", most.Load())
+	}
+	most.Store(0)
+	up.Store(true)
+	// Every row waits an hour now; a probe comes due only when a new
+	// event does.
+	h.send(mustEncode(t, newEvent("<d@x>", n, event.Delivered, "")))
+	waitFor(t, 10*time.Second, "every queued event delivered after the recovery", func() bool {
+		for _, id := range ids {
+			if rc.delivered(id) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	waitFor(t, 5*time.Second, "the queue empty", func() bool { return h.rows("down", statusPending) == 0 })
+	rc.check(t)
 }
 
-// A full backlog stops consumption until the endpoint frees a slot;
-// nothing is dropped.
-func TestFullBacklogStopsConsumption(t *testing.T) {
-	release := make(chan struct{})
+// Events queued by one dispatcher are delivered by the next: retries live
+// in PostgreSQL, not in the process.
+func TestQueuedRetriesSurviveARestart(t *testing.T) {
+	var up atomic.Bool
+	rc := newReceiver(t, func(*http.Request, string, int) int {
+		if up.Load() {
+			return http.StatusOK
+		}
+		return http.StatusInternalServerError
+	})
+	q, pool := newQueue(t)
+	cfg := Config{Endpoints: []Endpoint{rc.endpoint(t, "ep")}, Schedule: Schedule{Delays: []time.Duration{50 * time.Millisecond}}}
+	first := startHarnessOn(t, cfg, q, pool)
+	var ids []string
+	for i := range 5 {
+		e := newEvent("<s@x>", i, event.Bounced, "")
+		ids = append(ids, e.ID)
+		first.send(mustEncode(t, e))
+	}
+	waitFor(t, 5*time.Second, "five events queued", func() bool { return first.rows("ep", statusPending) == 5 })
+	first.stop()
+	up.Store(true)
+	startHarnessOn(t, cfg, q, pool)
+	waitFor(t, 10*time.Second, "the second dispatcher delivers the first's queue", func() bool {
+		for _, id := range ids {
+			if rc.delivered(id) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// On shutdown a POST cut off is left unfinished: not done, not queued, not
+// dead-lettered; the next owner sends it again.
+func TestShutdownLeavesCutOffAttemptsUnfinished(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
 	rc := newReceiver(t, func(r *http.Request, _ string, _ int) int {
 		select {
-		case <-release:
+		case <-hold:
 		case <-r.Context().Done():
 		}
 		return http.StatusOK
 	})
-	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "one")}, MaxPending: 2, Concurrency: 1})
-	events := make([][]byte, 5)
-	for i := range events {
-		events[i] = mustEncode(t, newEvent("<b@x>", i, event.Delivered, ""))
-	}
-	h.send(events[0])
-	h.send(events[1])
-	h.send(events[2]) // taken, but its dispatch waits for a slot
-	waitFor(t, 5*time.Second, "the first request", func() bool { tries, _ := rc.total(); return tries == 1 })
-	if n, _ := h.d.endpoints[0].backlog(); n != 2 {
-		t.Fatalf("backlog %d, want MaxPending (2)", n)
-	}
-	// The dispatch loop is waiting for a slot, so it takes no record.
-	select {
-	case h.src.ch <- h.msg(events[3]):
-		t.Fatal("the dispatcher took a record while its endpoint's backlog was full")
-	default:
-	}
-	close(release)
-	h.send(events[3])
-	h.send(events[4])
-	waitFor(t, 5*time.Second, "every record done", func() bool {
-		for i := range 5 {
-			if h.src.doneCount(int64(i)) != 1 {
-				return false
-			}
-		}
-		return true
-	})
-	if _, got := rc.total(); got != 5 {
-		t.Errorf("%d delivered, want 5", got)
-	}
-}
-
-func TestUndecodableRecordIsDeadLettered(t *testing.T) {
-	rc := newReceiver(t, nil)
-	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "ep")}})
-	h.dlq.failures = 2 // the dead-letter topic is briefly unavailable
-	off := h.send([]byte("not an event"))
-	waitFor(t, 5*time.Second, "the record to be done", func() bool { return h.src.doneCount(off) == 1 })
-	letters := h.dlq.all()
-	if len(letters) != 1 || letters[0].Reason != ReasonUndecodable || string(letters[0].Value) != "not an event" {
-		t.Fatalf("letters = %+v", letters)
-	}
-	if _, ok := header(letters[0].Headers, HeaderDLQEndpoint); ok {
-		t.Error("an undecodable record's letter names an endpoint")
-	}
-	if !h.d.Ready() {
-		t.Error("not ready after the dead-letter write succeeded")
-	}
-	if tries, _ := rc.total(); tries != 0 {
-		t.Errorf("the endpoint got %d requests for a record that is no event", tries)
-	}
-	if got := testutil.ToFloat64(h.d.metrics.undecodable); got != 1 {
-		t.Errorf("undecodable_total = %v", got)
-	}
-}
-
-func TestCopyOfFinishedEventIsSkipped(t *testing.T) {
-	rc := newReceiver(t, nil)
-	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "ep")}})
-	e := mustEncode(t, newEvent("<c@x>", 0, event.Complained, ""))
-	first := h.send(e)
-	waitFor(t, 5*time.Second, "the first copy done", func() bool { return h.src.doneCount(first) == 1 })
-	second := h.send(e)
-	waitFor(t, 5*time.Second, "the second copy done", func() bool { return h.src.doneCount(second) == 1 })
-	if tries, _ := rc.total(); tries != 1 {
-		t.Errorf("%d requests for two copies of one event, want 1", tries)
-	}
-	if got := testutil.ToFloat64(h.d.metrics.duplicates); got != 1 {
-		t.Errorf("duplicates_total = %v", got)
-	}
-}
-
-// On shutdown an event waiting for a retry is left unfinished (not done,
-// not dead-lettered): the next owner sends it again.
-func TestShutdownLeavesRetryingEventsUnfinished(t *testing.T) {
-	rc := newReceiver(t, func(*http.Request, string, int) int { return http.StatusServiceUnavailable })
-	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "ep")}, RetryBase: time.Hour, RetryMaxDelay: time.Hour})
-	e := newEvent("<s@x>", 0, event.Accepted, "")
+	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "ep")}, DrainTimeout: 50 * time.Millisecond})
+	e := newEvent("<u@x>", 0, event.Accepted, "")
 	off := h.send(mustEncode(t, e))
-	waitFor(t, 5*time.Second, "the first attempt", func() bool { return rc.tries(e.ID) == 1 })
-	waitFor(t, 5*time.Second, "the attempt's metric", func() bool {
-		return testutil.ToFloat64(h.d.metrics.attempts.WithLabelValues("ep", attempt5xx)) == 1
-	})
+	waitFor(t, 5*time.Second, "the POST open", func() bool { return rc.tries(e.ID) == 1 })
 	h.stop()
-	if h.src.doneCount(off) != 0 || len(h.dlq.all()) != 0 {
-		t.Errorf("after shutdown: done %d, letters %d; want neither", h.src.doneCount(off), len(h.dlq.all()))
-	}
-	if n, _ := h.d.endpoints[0].backlog(); n != 0 {
-		t.Errorf("backlog %d after shutdown", n)
+	if h.done("ep", off) != 0 || len(h.dlq.all()) != 0 || h.rows("ep", statusPending) != 0 {
+		t.Errorf("done %d, letters %d, queued %d; want the event left unfinished", h.done("ep", off), len(h.dlq.all()), h.rows("ep", statusPending))
 	}
 }
 
+// The lane's metrics: the backlog gauge counts the queue, the failing gauge
+// follows the endpoint.
 func TestBacklogMetrics(t *testing.T) {
-	release := make(chan struct{})
-	rc := newReceiver(t, func(r *http.Request, _ string, _ int) int {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-		return http.StatusOK
-	})
-	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	var elapsed atomic.Int64
-	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "ep")},
-		NowFunc: func() time.Time { return now.Add(time.Duration(elapsed.Load())) }})
-	defer close(release)
-	h.send(mustEncode(t, newEvent("<m@x>", 0, event.Accepted, "")))
-	h.send(mustEncode(t, newEvent("<m@x>", 1, event.Accepted, "")))
-	waitFor(t, 5*time.Second, "both queued", func() bool { n, _ := h.d.endpoints[0].backlog(); return n == 2 })
-	elapsed.Store(int64(90 * time.Second))
-	want := `
-# HELP postline_webhook_backlog Events queued for an endpoint and not finished: waiting, being sent or waiting for a retry.
-# TYPE postline_webhook_backlog gauge
-postline_webhook_backlog{endpoint="ep"} 2
-# HELP postline_webhook_oldest_pending_age_seconds Age of the oldest unfinished event of an endpoint's backlog, since it was queued; 0 when the backlog is empty.
-# TYPE postline_webhook_oldest_pending_age_seconds gauge
-postline_webhook_oldest_pending_age_seconds{endpoint="ep"} 90
-`
-	if err := testutil.GatherAndCompare(h.reg, strings.NewReader(want), "postline_webhook_backlog", "postline_webhook_oldest_pending_age_seconds"); err != nil {
-		t.Error(err)
+	rc := newReceiver(t, func(*http.Request, string, int) int { return http.StatusServiceUnavailable })
+	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "m")}, Schedule: Schedule{Delays: []time.Duration{time.Hour}},
+		FailingAfter: 2})
+	for i := range 3 {
+		h.send(mustEncode(t, newEvent("<m@x>", i, event.Delivered, "")))
+	}
+	waitFor(t, 5*time.Second, "the backlog gauge at 3", func() bool { return h.gauge("postline_webhook_backlog") == 3 })
+	if got := h.gauge("postline_webhook_endpoint_failing"); got != 1 {
+		t.Errorf("endpoint_failing = %v, want 1", got)
+	}
+	if got := h.gauge("postline_webhook_endpoint_disabled"); got != 0 {
+		t.Errorf("endpoint_disabled = %v, want 0", got)
+	}
+	if got := h.gauge("postline_webhook_oldest_pending_age_seconds"); got < 0 {
+		t.Errorf("oldest_pending_age_seconds = %v", got)
 	}
 }
 
-// A copy that comes while its event is being sent is done when the first
-// is, without a request of its own.
-func TestCopyOfEventInFlightIsDoneWithIt(t *testing.T) {
-	release := make(chan struct{})
-	rc := newReceiver(t, func(r *http.Request, _ string, _ int) int {
-		select {
-		case <-release:
-		case <-r.Context().Done():
+// A retried event carries the same webhook-id on every attempt.
+func TestEveryCopyHasTheSameWebhookID(t *testing.T) {
+	var ids []string
+	var mu = make(chan struct{}, 1)
+	rc := newReceiver(t, func(r *http.Request, _ string, n int) int {
+		mu <- struct{}{}
+		ids = append(ids, r.Header.Get(HeaderID))
+		<-mu
+		if n < 3 {
+			return http.StatusBadGateway
 		}
 		return http.StatusOK
 	})
-	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "ep")}})
-	e := mustEncode(t, newEvent("<f@x>", 0, event.Delivered, ""))
-	first := h.send(e)
-	waitFor(t, 5*time.Second, "the first request", func() bool { tries, _ := rc.total(); return tries == 1 })
-	second := h.send(e)
-	waitFor(t, 5*time.Second, "the copy to be counted", func() bool { return testutil.ToFloat64(h.d.metrics.duplicates) == 1 })
-	if h.src.doneCount(second) != 0 {
-		t.Fatal("the copy was done before the first")
+	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "id")}})
+	e := newEvent("<i@x>", 0, event.Complained, "")
+	h.send(mustEncode(t, e))
+	waitFor(t, 5*time.Second, "delivery", func() bool { return rc.delivered(e.ID) == 1 })
+	mu <- struct{}{}
+	defer func() { <-mu }()
+	if len(ids) != 3 {
+		t.Fatalf("%d attempts, want 3", len(ids))
 	}
-	close(release)
-	waitFor(t, 5*time.Second, "both done", func() bool { return h.src.doneCount(first) == 1 && h.src.doneCount(second) == 1 })
-	if tries, _ := rc.total(); tries != 1 {
-		t.Errorf("%d requests for two copies, want 1", tries)
+	for _, id := range ids {
+		if id != e.ID {
+			t.Errorf("webhook-id %q, want the event ID %q", id, e.ID)
+		}
+	}
+}
+
+// The dead letter's attempt header counts the attempts made.
+func TestDeadLetterHeadersCountAttempts(t *testing.T) {
+	rc := newReceiver(t, func(*http.Request, string, int) int { return http.StatusInternalServerError })
+	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "h")},
+		Schedule: Schedule{Delays: []time.Duration{5 * time.Millisecond}, Horizon: 60 * time.Millisecond}})
+	e := newEvent("<h@x>", 0, event.Bounced, "")
+	h.send(mustEncode(t, e))
+	waitFor(t, 10*time.Second, "the horizon's dead letter", func() bool { return len(h.dlq.all()) == 1 })
+	l := h.dlq.all()[0]
+	if l.Reason != ReasonHorizon || l.Attempt != rc.tries(e.ID) || l.Attempt < 2 {
+		t.Errorf("reason %q attempt %d, want horizon and the %d attempts made", l.Reason, l.Attempt, rc.tries(e.ID))
+	}
+	if got, _ := header(l.Headers, HeaderDLQLastStatus); got != strconv.Itoa(http.StatusInternalServerError) {
+		t.Errorf("last status header %q", got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
@@ -21,6 +22,8 @@ import (
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/internal/schema"
+	"github.com/postline/postline/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -100,14 +103,46 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// harness runs a dispatcher over a fakeSource.
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// newQueue returns a Queue on a schema of its own in the test database.
+func newQueue(t *testing.T) (*Queue, *pgxpool.Pool) {
+	t.Helper()
+	testenv.Integration(t, "PostgreSQL")
+	_, pool := testenv.NewSchema(t)
+	if err := schema.Migrate(t.Context(), pool); err != nil {
+		t.Fatal(err)
+	}
+	return NewQueue(pool), pool
+}
+
+// harness runs a dispatcher over one fakeSource per endpoint (each lane
+// reads the topic on its own) and a real Queue.
 type harness struct {
-	t    *testing.T
-	d    *Dispatcher
-	src  *fakeSource
-	dlq  *fakeDLQ
-	reg  *prometheus.Registry
-	logs *syncBuffer
+	t     *testing.T
+	d     *Dispatcher
+	srcs  map[string]*fakeSource
+	queue *Queue
+	pool  *pgxpool.Pool
+	dlq   *fakeDLQ
+	reg   *prometheus.Registry
+	logs  *syncBuffer
 
 	cancel context.CancelFunc
 	exited chan error
@@ -116,26 +151,43 @@ type harness struct {
 
 func startHarness(t *testing.T, cfg Config) *harness {
 	t.Helper()
-	return startHarnessWithTransport(t, cfg, &http.Transport{})
+	q, pool := newQueue(t)
+	return startHarnessOn(t, cfg, q, pool)
 }
 
-// startHarnessWithTransport starts a harness whose requests go through tr.
-func startHarnessWithTransport(t *testing.T, cfg Config, tr *http.Transport) *harness {
+// startHarnessOn starts a harness over q, a queue another harness may
+// have used.
+func startHarnessOn(t *testing.T, cfg Config, q *Queue, pool *pgxpool.Pool) *harness {
 	t.Helper()
-	h := &harness{t: t, src: newFakeSource(), dlq: &fakeDLQ{}, reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	tr, _ := cfg.Transport.(*http.Transport)
+	if tr == nil {
+		tr = &http.Transport{}
+	}
+	h := &harness{t: t, srcs: map[string]*fakeSource{}, queue: q, pool: pool, dlq: &fakeDLQ{},
+		reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
 	if cfg.DeadLetters == nil {
 		cfg.DeadLetters = h.dlq
 	}
 	cfg.Kafka = testCluster(t)
-	cfg.RetryBase = cmpDur(cfg.RetryBase, time.Millisecond)
-	cfg.RetryMaxDelay = cmpDur(cfg.RetryMaxDelay, 20*time.Millisecond)
+	cfg.Queue = q
+	if len(cfg.Schedule.Delays) == 0 {
+		cfg.Schedule.Delays = []time.Duration{10 * time.Millisecond}
+	}
+	cfg.PollInterval = cmpDur(cfg.PollInterval, 5*time.Millisecond)
+	cfg.StateInterval = cmpDur(cfg.StateInterval, 20*time.Millisecond)
 	cfg.Transport = tr
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewJSONHandler(io.MultiWriter(h.logs, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	d, err := newDispatcher(cfg, logger, h.reg, h.src)
+	var sources []source
+	for _, ep := range cfg.Endpoints {
+		src := newFakeSource()
+		h.srcs[ep.ID] = src
+		sources = append(sources, src)
+	}
+	d, err := newDispatcher(cfg, logger, h.reg, q, sources)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,18 +231,51 @@ func (h *harness) msg(v []byte) consumer.Message {
 		Headers: []kafka.Header{{Key: "traceparent", Value: []byte("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")}}}
 }
 
-// send hands out a record with value v and returns its offset.
+// send hands a record with value v to every lane, as each endpoint's
+// consumer reads it from the topic, and returns its offset.
 func (h *harness) send(v []byte) int64 {
 	h.t.Helper()
 	m := h.msg(v)
 	h.next++
-	off := m.Offset
-	select {
-	case h.src.ch <- m:
-	case <-time.After(10 * time.Second):
-		h.t.Fatalf("the dispatcher did not take record %d within 10s", off)
+	for id, src := range h.srcs {
+		select {
+		case src.ch <- m:
+		case <-time.After(10 * time.Second):
+			h.t.Fatalf("endpoint %s did not take record %d within 10s", id, m.Offset)
+		}
 	}
-	return off
+	return m.Offset
+}
+
+// done returns how often endpoint's lane marked the record at off done.
+func (h *harness) done(endpoint string, off int64) int { return h.srcs[endpoint].doneCount(off) }
+
+// gauge returns the value of the gauge name of the harness's only
+// endpoint.
+func (h *harness) gauge(name string) float64 {
+	h.t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	h.t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// rows returns the queue's rows of endpoint by status.
+func (h *harness) rows(endpoint, status string) int {
+	h.t.Helper()
+	var n int
+	if err := h.pool.QueryRow(h.t.Context(), `SELECT count(*) FROM postline_webhook_queue WHERE endpoint = $1 AND status = $2`,
+		endpoint, status).Scan(&n); err != nil {
+		h.t.Fatal(err)
+	}
+	return n
 }
 
 // waitFor polls cond until it holds or timeout passes.

@@ -105,9 +105,11 @@ func TestIntegrationDispatch(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
+	queue, _ := newQueue(t)
 	d, err := New(Config{
 		Kafka: testenv.Kafka(), Topic: events, GroupID: group, Endpoints: []Endpoint{epAll, epAcme, epDown}, DeadLetters: dlq,
-		RetryBase: 5 * time.Millisecond, RetryMaxDelay: 50 * time.Millisecond, MaxAttempts: 3, MaxPending: 100,
+		Queue: queue, Schedule: Schedule{Delays: []time.Duration{5 * time.Millisecond}, Horizon: 300 * time.Millisecond},
+		PollInterval: 5 * time.Millisecond, StateInterval: 50 * time.Millisecond,
 		SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond, DrainTimeout: 2 * time.Second,
 		MaxWait: 50 * time.Millisecond, Transport: tr,
 	}, logger, prometheus.NewRegistry())
@@ -148,9 +150,6 @@ func TestIntegrationDispatch(t *testing.T) {
 	if tries, _ := down.total(); tries > DefaultConcurrency {
 		t.Errorf("down has %d requests, want at most %d in flight", tries, DefaultConcurrency)
 	}
-	if n, _ := d.endpoints[2].backlog(); n != len(want["down"]) {
-		t.Errorf("down's backlog %d, want every bounce (%d)", n, len(want["down"]))
-	}
 	letDownAnswer()
 
 	letters := readTopic(t, ctx, dlqTopic, len(want["down"]))
@@ -165,12 +164,15 @@ func TestIntegrationDispatch(t *testing.T) {
 		for _, h := range m.Headers {
 			hs[h.Key] = string(h.Value)
 		}
-		wantHeaders := map[string]string{HeaderDLQEndpoint: "down", job.HeaderDLQReason: ReasonMaxAttempts,
-			HeaderDLQLastStatus: "503", job.HeaderAttempt: "3", HeaderDLQEventID: e.ID, job.HeaderDLQOriginalTopic: events}
+		wantHeaders := map[string]string{HeaderDLQEndpoint: "down", job.HeaderDLQReason: ReasonHorizon,
+			HeaderDLQLastStatus: "503", HeaderDLQEventID: e.ID, job.HeaderDLQOriginalTopic: events}
 		for k, v := range wantHeaders {
 			if hs[k] != v {
 				t.Errorf("dead letter of %s: header %s = %q, want %q", e.ID, k, hs[k], v)
 			}
+		}
+		if n, err := strconv.Atoi(hs[job.HeaderAttempt]); err != nil || n < 2 || n != down.tries(e.ID) {
+			t.Errorf("dead letter of %s: attempts %q, want the %d made", e.ID, hs[job.HeaderAttempt], down.tries(e.ID))
 		}
 		if _, err := strconv.ParseInt(hs[job.HeaderDLQOriginalOffset], 10, 64); err != nil {
 			t.Errorf("dead letter of %s: original offset %q", e.ID, hs[job.HeaderDLQOriginalOffset])
@@ -207,17 +209,19 @@ func TestIntegrationDispatch(t *testing.T) {
 
 	client, closeClient := testenv.Kafka().Client("lag", 10*time.Second)
 	defer closeClient()
-	waitFor(t, 30*time.Second, "the group to commit every record", func() bool {
-		lag, err := consumer.Lag(ctx, client, events, group)
-		if err != nil {
-			return false
-		}
-		for _, n := range lag {
-			if n != 0 {
+	waitFor(t, 30*time.Second, "every endpoint's group to commit every record", func() bool {
+		for _, ep := range []string{"all", "acme", "down"} {
+			lag, err := consumer.Lag(ctx, client, events, group+"."+ep)
+			if err != nil || len(lag) != 3 {
 				return false
 			}
+			for _, n := range lag {
+				if n != 0 {
+					return false
+				}
+			}
 		}
-		return len(lag) == 3
+		return true
 	})
 }
 

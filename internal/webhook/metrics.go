@@ -31,27 +31,33 @@ const (
 var attemptResults = []string{attempt2xx, attempt3xx, attempt4xx, attempt5xx, attemptTimeout, attemptError}
 
 type metrics struct {
-	deliveries  *prometheus.CounterVec
-	delivery    *prometheus.HistogramVec
-	attempts    *prometheus.CounterVec
-	request     *prometheus.HistogramVec
-	deadLetters *prometheus.CounterVec
-	undecodable prometheus.Counter
-	duplicates  prometheus.Counter
+	deliveries    *prometheus.CounterVec
+	delivery      *prometheus.HistogramVec
+	attempts      *prometheus.CounterVec
+	request       *prometheus.HistogramVec
+	queued        *prometheus.CounterVec
+	deadLetters   *prometheus.CounterVec
+	disabledTotal *prometheus.CounterVec
+	undecodable   *prometheus.CounterVec
+	duplicates    *prometheus.CounterVec
 }
+
+// deadLetterReasons are the reason label's values of dead_letters_total.
+var deadLetterReasons = []string{ReasonGone, ReasonHorizon, ReasonDisabled, ReasonUndecodable}
 
 func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 	opts := func(name, help string) prometheus.Opts {
 		return prometheus.Opts{Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: name, Help: help}
 	}
+	endpoint := []string{"endpoint"}
 	m := &metrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts(opts("deliveries_total",
-			"Events finished per endpoint: delivered (a 2xx reply) or dead_lettered (410 Gone, attempts or age used up).")),
+			"Events finished per endpoint: delivered (a 2xx reply) or dead_lettered (410 Gone, the retry horizon passed, endpoint disabled, not an event).")),
 			[]string{"endpoint", "result"}),
 		delivery: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "delivery_seconds",
-			Help:    "Time from queueing an event for an endpoint to its end (delivered or dead-lettered), retries included.",
-			Buckets: prometheus.ExponentialBuckets(0.01, 3, 14), // 10ms to about 4h
+			Help:    "Time from an event's first attempt (or its queueing) for an endpoint to its end (delivered or dead-lettered), retries included.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 3, 16), // 10ms to about 40h
 		}, []string{"endpoint", "result"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts(opts("attempts_total",
 			"POSTs to endpoints, by the status class of the reply (2xx, 3xx, 4xx, 5xx) or timeout or error (no reply).")),
@@ -60,31 +66,46 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "request_seconds",
 			Help:    "Duration of one POST to an endpoint, failed ones included.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 15), // 5ms to about 80s
-		}, []string{"endpoint"}),
+		}, endpoint),
+		queued: prometheus.NewCounterVec(prometheus.CounterOpts(opts("queued_total",
+			"Events an endpoint did not take at once (or that came while it was failing), written to its durable queue for a later attempt.")),
+			endpoint),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts(opts("dead_letters_total",
-			"Events written to the webhook dead-letter topic because an endpoint gave up on them.")),
-			[]string{"endpoint"}),
-		undecodable: prometheus.NewCounter(prometheus.CounterOpts(opts("undecodable_total",
-			"Records of the events topic that are not valid events; they go to the dead-letter topic."))),
-		duplicates: prometheus.NewCounter(prometheus.CounterOpts(opts("duplicates_total",
-			"Copies of events being sent or sent lately to every matching endpoint, not sent again."))),
+			"Events an endpoint gave up on, written to the webhook dead-letter topic and kept in the queue for replay, by reason.")),
+			[]string{"endpoint", "reason"}),
+		disabledTotal: prometheus.NewCounterVec(prometheus.CounterOpts(opts("endpoints_disabled_total",
+			"Endpoints this dispatcher disabled because they failed every attempt for the disable period.")),
+			endpoint),
+		undecodable: prometheus.NewCounterVec(prometheus.CounterOpts(opts("undecodable_total",
+			"Records of the events topic that are not valid events; they go to the dead-letter topic, once per endpoint.")),
+			endpoint),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts(opts("duplicates_total",
+			"Copies of events an endpoint got lately, not sent again.")),
+			endpoint),
 	}
 	// Export every endpoint's series from the start, so rates and alerts
 	// see zeros.
-	for _, es := range d.endpoints {
+	for _, l := range d.lanes {
+		id := l.ep.ID
 		for _, r := range []string{resultDelivered, resultDeadLettered} {
-			m.deliveries.WithLabelValues(es.ep.ID, r)
+			m.deliveries.WithLabelValues(id, r)
 		}
 		for _, r := range attemptResults {
-			m.attempts.WithLabelValues(es.ep.ID, r)
+			m.attempts.WithLabelValues(id, r)
 		}
-		m.deadLetters.WithLabelValues(es.ep.ID)
+		for _, r := range deadLetterReasons {
+			m.deadLetters.WithLabelValues(id, r)
+		}
+		m.queued.WithLabelValues(id)
+		m.disabledTotal.WithLabelValues(id)
+		m.undecodable.WithLabelValues(id)
+		m.duplicates.WithLabelValues(id)
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.deliveries, m.delivery, m.attempts, m.request, m.deadLetters,
-		m.undecodable, m.duplicates, backlogCollector{d}} {
+	for _, c := range []prometheus.Collector{m.deliveries, m.delivery, m.attempts, m.request, m.queued, m.deadLetters,
+		m.disabledTotal, m.undecodable, m.duplicates, laneCollector{d}} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("webhook: register metrics: %w", err)
 		}
@@ -94,29 +115,43 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 
 var (
 	backlogDesc = prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, metricsSubsystem, "backlog"),
-		"Events queued for an endpoint and not finished: waiting, being sent or waiting for a retry.", []string{"endpoint"}, nil)
+		"Events in an endpoint's durable queue waiting for another attempt, as last counted (every state interval).", []string{"endpoint"}, nil)
 	oldestDesc = prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, metricsSubsystem, "oldest_pending_age_seconds"),
-		"Age of the oldest unfinished event of an endpoint's backlog, since it was queued; 0 when the backlog is empty.", []string{"endpoint"}, nil)
+		"Age of the oldest event in an endpoint's durable queue, since its first attempt; 0 when the queue is empty.", []string{"endpoint"}, nil)
+	failingDesc = prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, metricsSubsystem, "endpoint_failing"),
+		"1 while this dispatcher counts the endpoint as failing (its last attempts all failed), else 0.", []string{"endpoint"}, nil)
+	disabledDesc = prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, metricsSubsystem, "endpoint_disabled"),
+		"1 while the endpoint is disabled (its events are dead-lettered), else 0.", []string{"endpoint"}, nil)
 )
 
-// backlogCollector reads each endpoint's backlog when scraped.
-type backlogCollector struct{ d *Dispatcher }
+// laneCollector reads each lane's state when scraped.
+type laneCollector struct{ d *Dispatcher }
 
-func (c backlogCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c laneCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- backlogDesc
 	ch <- oldestDesc
+	ch <- failingDesc
+	ch <- disabledDesc
 }
 
-func (c backlogCollector) Collect(ch chan<- prometheus.Metric) {
+func (c laneCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.d.cfg.NowFunc()
-	for _, es := range c.d.endpoints {
-		n, oldest := es.backlog()
-		age := 0.0
-		if n > 0 {
-			age = max(now.Sub(oldest), 0).Seconds()
+	flag := func(b bool) float64 {
+		if b {
+			return 1
 		}
-		ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(n), es.ep.ID)
-		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age, es.ep.ID)
+		return 0
+	}
+	for _, l := range c.d.lanes {
+		b := l.backlog.Load()
+		age := 0.0
+		if b.Pending > 0 && !b.OldestPending.IsZero() {
+			age = max(now.Sub(b.OldestPending), 0).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(b.Pending), l.ep.ID)
+		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age, l.ep.ID)
+		ch <- prometheus.MustNewConstMetric(failingDesc, prometheus.GaugeValue, flag(l.failing()), l.ep.ID)
+		ch <- prometheus.MustNewConstMetric(disabledDesc, prometheus.GaugeValue, flag(l.disabled.Load()), l.ep.ID)
 	}
 }
 

@@ -21,27 +21,23 @@ func TestTLSCertificateVerified(t *testing.T) {
 	ep := Endpoint{ID: "tls", URL: mustURL(t, srv.URL+"/hook"), SecretEnv: "S", Secret: Secret(testSecret)}
 
 	// The harness's transport has the system roots only.
-	h := startHarness(t, Config{Endpoints: []Endpoint{ep}, MaxAttempts: 1})
+	h := startHarness(t, Config{Endpoints: []Endpoint{ep}, Schedule: Schedule{Delays: []time.Duration{time.Hour}}})
 	off := h.send(mustEncode(t, newEvent("<t@x>", 0, event.Delivered, "")))
-	waitFor(t, 5*time.Second, "the untrusted endpoint's dead letter", func() bool { return h.src.doneCount(off) == 1 })
-	letters := h.dlq.all()
-	if len(letters) != 1 || !strings.Contains(letters[0].Error, "certificate") {
-		t.Fatalf("letters = %+v, want one whose error names the certificate", letters)
+	waitFor(t, 5*time.Second, "the untrusted endpoint's event queued", func() bool { return h.done("tls", off) == 1 })
+	var lastError string
+	if err := h.pool.QueryRow(t.Context(), `SELECT last_error FROM postline_webhook_queue WHERE endpoint = 'tls'`).Scan(&lastError); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(lastError, "certificate") {
+		t.Fatalf("last error %q, want one that names the certificate", lastError)
 	}
 	h.stop()
 
 	trusted := srv.Client().Transport.(*http.Transport)
-	d, src := startTrusted(t, ep, trusted)
+	d := startHarness(t, Config{Endpoints: []Endpoint{ep}, Transport: trusted})
 	off = d.send(mustEncode(t, newEvent("<t@x>", 1, event.Delivered, "")))
-	waitFor(t, 5*time.Second, "delivery over verified TLS", func() bool { return src.doneCount(off) == 1 })
-	if len(d.dlq.all()) != 0 {
-		t.Errorf("dead letters over trusted TLS: %+v", d.dlq.all())
+	waitFor(t, 5*time.Second, "delivery over verified TLS", func() bool { return d.done("tls", off) == 1 })
+	if len(d.dlq.all()) != 0 || d.rows("tls", statusPending) != 0 {
+		t.Errorf("dead letters or retries over trusted TLS: %+v", d.dlq.all())
 	}
-}
-
-// startTrusted starts a harness whose transport trusts the test server.
-func startTrusted(t *testing.T, ep Endpoint, tr *http.Transport) (*harness, *fakeSource) {
-	t.Helper()
-	h := startHarnessWithTransport(t, Config{Endpoints: []Endpoint{ep}, MaxAttempts: 1}, tr)
-	return h, h.src
 }

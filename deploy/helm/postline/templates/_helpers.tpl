@@ -498,10 +498,12 @@ without it /hooks/mailgun is off).
 {{- end }}
 
 {{/*
-The webhook-dispatcher's endpoint secrets: one variable per secret_env of the endpoints, read
-from the key of that name in webhookDispatcher.endpointSecrets.secretName.
+The webhook-dispatcher's credentials: the database URL (the endpoints' retry queues live there)
+and the endpoint secrets, one variable per secret_env of the endpoints, read from the key of that
+name in webhookDispatcher.endpointSecrets.secretName.
 */}}
 {{- define "postline.webhookDispatcherEnv" -}}
+{{- include "postline.databaseEnv" (dict "root" . "secret" (include "postline.secretName" .)) }}
 {{- $seen := dict }}
 {{- range .Values.webhookDispatcher.endpoints }}
 {{- if not (hasKey $seen .secret_env) }}

@@ -1,0 +1,336 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/postline/postline/event"
+	"github.com/postline/postline/internal/webhook"
+)
+
+// Defaults and limits of postctl webhooks.
+const (
+	defaultReplayRate = 50.0  // events a second a replay queues for
+	maxReplayRate     = 10000 // events a second
+	webhookLogLines   = 20    // log entries status shows
+)
+
+func newWebhooksCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "webhooks",
+		Short: "Webhook endpoints: backlog, health, enable, disable, replay dead letters",
+		Long: `Read and change the webhook dispatcher's per-endpoint state in PostgreSQL
+(--database-url): what each endpoint's queue holds (events waiting for another
+attempt, dead letters), when it last took an event and last failed, whether it
+is disabled, and its log. Events not yet read by an endpoint's consumer group
+are its lag: postctl lag --group postline-webhooks.<endpoint> shows it.`,
+	}
+	cmd.AddCommand(newWebhooksLsCmd(g), newWebhooksStatusCmd(g), newWebhooksSetCmd(g, true), newWebhooksSetCmd(g, false),
+		newWebhooksReplayCmd(g))
+	return cmd
+}
+
+// webhookEndpointRecord is one endpoint in JSON output.
+type webhookEndpointRecord struct {
+	Endpoint       string     `json:"endpoint"`
+	Pending        int        `json:"pending"`
+	OldestPending  *time.Time `json:"oldest_pending,omitempty"`
+	Dead           int        `json:"dead"`
+	LastSuccess    *time.Time `json:"last_success,omitempty"`
+	LastFailure    *time.Time `json:"last_failure,omitempty"`
+	LastStatus     int        `json:"last_status,omitempty"`
+	LastError      string     `json:"last_error,omitempty"`
+	FailingSince   *time.Time `json:"failing_since,omitempty"`
+	DisabledAt     *time.Time `json:"disabled_at,omitempty"`
+	DisabledReason string     `json:"disabled_reason,omitempty"`
+}
+
+func newWebhookEndpointRecord(r webhook.EndpointReport) webhookEndpointRecord {
+	return webhookEndpointRecord{
+		Endpoint: r.Endpoint, Pending: r.Pending, OldestPending: timePtr(r.OldestPending), Dead: r.Dead,
+		LastSuccess: timePtr(r.LastSuccess), LastFailure: timePtr(r.LastFailure), LastStatus: r.LastStatus, LastError: r.LastError,
+		FailingSince: timePtr(r.FailingSince), DisabledAt: timePtr(r.DisabledAt), DisabledReason: r.DisabledReason,
+	}
+}
+
+// state is the endpoint's state in one word.
+func (r webhookEndpointRecord) state() string {
+	switch {
+	case r.DisabledAt != nil:
+		return "disabled"
+	case r.FailingSince != nil:
+		return "failing"
+	}
+	return "ok"
+}
+
+func openQueue(ctx context.Context, g *globals) (*webhook.Queue, func(), error) {
+	pool, err := openPool(ctx, g)
+	if err != nil {
+		return nil, nil, err
+	}
+	return webhook.NewQueue(pool), pool.Close, nil
+}
+
+func newWebhooksLsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls",
+		Short: "List the endpoints: state, backlog, oldest pending, dead letters, last success and failure",
+		Long: `List every endpoint the dispatchers have heard from: its state (ok, failing,
+disabled), the events in its queue waiting for another attempt (PENDING) and the
+age of the oldest, its dead letters kept for replay (DEAD), and when it last took
+an event and last failed, with what.
+
+--output json prints {"endpoints": [{"endpoint", "pending", "oldest_pending"?,
+"dead", "last_success"?, "last_failure"?, "last_status"?, "last_error"?,
+"failing_since"?, "disabled_at"?, "disabled_reason"?}]}; times are RFC 3339 in
+UTC, fields marked ? are left out when empty.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q, closeQueue, err := openQueue(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer closeQueue()
+			reports, err := q.Endpoints(cmd.Context())
+			if err != nil {
+				return withMigrateHint(err)
+			}
+			recs := make([]webhookEndpointRecord, len(reports))
+			for i, r := range reports {
+				recs[i] = newWebhookEndpointRecord(r)
+			}
+			return printReport(g, map[string]any{"endpoints": recs}, func() error {
+				if len(recs) == 0 {
+					_, err := fmt.Fprintln(g.stdout, "no webhook endpoints yet: the dispatcher records each endpoint once it has tried it")
+					return err
+				}
+				now := time.Now()
+				rows := make([][]string, len(recs))
+				for i, r := range recs {
+					oldest := "-"
+					if r.OldestPending != nil {
+						oldest = formatAge(now.Sub(*r.OldestPending))
+					}
+					last := "-"
+					if r.LastFailure != nil {
+						last = fmt.Sprintf("%s (%s)", formatAge(now.Sub(*r.LastFailure)), r.LastError)
+					}
+					success := "-"
+					if r.LastSuccess != nil {
+						success = formatAge(now.Sub(*r.LastSuccess))
+					}
+					rows[i] = []string{r.Endpoint, r.state(), strconv.Itoa(r.Pending), oldest, strconv.Itoa(r.Dead), success, last}
+				}
+				return writeTable(g.stdout, []string{"ENDPOINT", "STATE", "PENDING", "OLDEST", "DEAD", "LAST_SUCCESS", "LAST_FAILURE"}, rows)
+			})
+		},
+	}
+}
+
+func newWebhooksStatusCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status ENDPOINT",
+		Short: "Show one endpoint: state, backlog, health and its log (disabled, enabled, replayed)",
+		Long: `Show one endpoint as ls does, with the reason it is disabled and its log, newest
+first: when it was disabled (by the dispatcher or an operator), enabled, and
+which dead letters were replayed.
+
+--output json prints the ls object of the endpoint with "log": [{"at", "action",
+"actor", "detail"}].`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			q, closeQueue, err := openQueue(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer closeQueue()
+			reports, err := q.Endpoints(ctx)
+			if err != nil {
+				return withMigrateHint(err)
+			}
+			rec := webhookEndpointRecord{Endpoint: args[0]}
+			found := false
+			for _, r := range reports {
+				if r.Endpoint == args[0] {
+					rec, found = newWebhookEndpointRecord(r), true
+				}
+			}
+			if !found {
+				return fmt.Errorf("webhook endpoint %q: the dispatchers have not recorded it (postctl webhooks ls lists those they have)", args[0])
+			}
+			log, err := q.Log(ctx, args[0], webhookLogLines)
+			if err != nil {
+				return err
+			}
+			out := struct {
+				webhookEndpointRecord
+				Log []webhook.LogEntry `json:"log"`
+			}{rec, log}
+			return printReport(g, out, func() error {
+				w := g.stdout
+				fmt.Fprintf(w, "endpoint       %s\nstate          %s\n", rec.Endpoint, rec.state())
+				if rec.DisabledAt != nil {
+					fmt.Fprintf(w, "disabled       %s: %s\n", formatTime(*rec.DisabledAt), rec.DisabledReason)
+				}
+				if rec.FailingSince != nil {
+					fmt.Fprintf(w, "failing since  %s\n", formatTime(*rec.FailingSince))
+				}
+				fmt.Fprintf(w, "pending        %d", rec.Pending)
+				if rec.OldestPending != nil {
+					fmt.Fprintf(w, " (oldest first tried %s)", formatTime(*rec.OldestPending))
+				}
+				fmt.Fprintf(w, "\ndead letters   %d\n", rec.Dead)
+				if rec.LastSuccess != nil {
+					fmt.Fprintf(w, "last success   %s\n", formatTime(*rec.LastSuccess))
+				}
+				if rec.LastFailure != nil {
+					fmt.Fprintf(w, "last failure   %s: status %d, %s\n", formatTime(*rec.LastFailure), rec.LastStatus, rec.LastError)
+				}
+				if len(log) == 0 {
+					return nil
+				}
+				fmt.Fprintln(w)
+				rows := make([][]string, len(log))
+				for i, e := range log {
+					rows[i] = []string{formatTime(e.At), e.Action, e.Actor, e.Detail}
+				}
+				return writeTable(w, []string{"AT", "ACTION", "BY", "DETAIL"}, rows)
+			})
+		},
+	}
+}
+
+// operator names who runs postctl, for the endpoint log.
+func operator() string {
+	if u := os.Getenv("USER"); u != "" {
+		return "postctl:" + u
+	}
+	return "postctl"
+}
+
+func newWebhooksSetCmd(g *globals, enable bool) *cobra.Command {
+	var reason string
+	use, short := "disable ENDPOINT", "Disable an endpoint: its events are dead-lettered (replayable) until it is enabled"
+	if enable {
+		use, short = "enable ENDPOINT", "Enable an endpoint: its failures are forgotten and its queued events are due at once"
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long: short + `.
+The dispatchers see the change within their state interval (5 s). The change
+and who made it go to the endpoint's log (postctl webhooks status).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !enable && strings.TrimSpace(reason) == "" {
+				return usagef("--reason is required: say why, for the endpoint's log")
+			}
+			q, closeQueue, err := openQueue(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer closeQueue()
+			changed, err := q.SetDisabled(cmd.Context(), args[0], !enable, reason, operator(), time.Now())
+			if err != nil {
+				return withMigrateHint(err)
+			}
+			verb := "disabled"
+			if enable {
+				verb = "enabled"
+			}
+			text := fmt.Sprintf("endpoint %s %s", args[0], verb)
+			if !changed {
+				text = fmt.Sprintf("endpoint %s was already %s", args[0], verb)
+			}
+			return g.print(map[string]any{"endpoint": args[0], "changed": changed, "state": verb}, text)
+		},
+	}
+	if !enable {
+		cmd.Flags().StringVar(&reason, "reason", "", "why, for the endpoint's log (required)")
+	}
+	return cmd
+}
+
+func newWebhooksReplayCmd(g *globals) *cobra.Command {
+	var (
+		from, to string
+		types    []string
+		rate     float64
+		dryRun   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "replay ENDPOINT",
+		Short: "Send an endpoint's dead letters again, selected by time and type, at a bounded rate",
+		Long: `Queue the endpoint's dead letters (events it gave up on: 410 Gone, the retry
+horizon passed, disabled) for new attempts. --from and --to bound the events'
+own time (RFC 3339, --to exclusive), --type selects event types (repeat or
+comma-separate). The selected events become due one after another at --rate a
+second, so the endpoint is not flooded; the dispatchers then send them with the
+usual retries, with the same webhook-id as before. --dry-run only counts them.
+The replay is written to the endpoint's log.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := webhook.ReplayFilter{Endpoint: args[0]}
+			var err error
+			if f.From, err = parseOptionalTime("--from", from); err != nil {
+				return err
+			}
+			if f.To, err = parseOptionalTime("--to", to); err != nil {
+				return err
+			}
+			if !f.From.IsZero() && !f.To.IsZero() && !f.To.After(f.From) {
+				return usagef("--to %s is not after --from %s", to, from)
+			}
+			for _, t := range types {
+				if !event.Type(t).Valid() {
+					return usagef("--type %q: want one of %v", t, event.Types)
+				}
+				f.Types = append(f.Types, event.Type(t))
+			}
+			if rate <= 0 || rate > maxReplayRate {
+				return usagef("--rate %g: want more than 0 and at most %d", rate, maxReplayRate)
+			}
+			q, closeQueue, err := openQueue(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer closeQueue()
+			n, err := q.Replay(cmd.Context(), f, rate, dryRun, operator(), time.Now())
+			if err != nil {
+				return withMigrateHint(err)
+			}
+			text := fmt.Sprintf("%d dead letters of %s queued again, due over %s", n, args[0], formatAge(time.Duration(float64(n)/rate*float64(time.Second))))
+			if dryRun {
+				text = fmt.Sprintf("%d dead letters of %s would be queued again (dry run)", n, args[0])
+			}
+			return g.print(map[string]any{"endpoint": args[0], "selected": n, "dry_run": dryRun}, text)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&from, "from", "", "events at or after this time (RFC 3339)")
+	fl.StringVar(&to, "to", "", "events before this time (RFC 3339)")
+	fl.StringSliceVar(&types, "type", nil, "event types, e.g. bounced,complained (default: every type)")
+	fl.Float64Var(&rate, "rate", defaultReplayRate, "events a second the replay makes due")
+	fl.BoolVar(&dryRun, "dry-run", false, "count the dead letters selected, queue nothing")
+	return cmd
+}
+
+// parseOptionalTime reads an RFC 3339 time flag; empty is the zero time.
+func parseOptionalTime(flag, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, usagef("%s %q: want an RFC 3339 time such as 2026-12-01T10:00:00Z", flag, v)
+	}
+	return t, nil
+}
