@@ -6,8 +6,10 @@
 // its schema (SchemaJSON).
 //
 // Events are delivered at least once. Every transition has one ID, derived
-// from what it is about (NewID), so a copy written again after a crash
-// carries the same ID and consumers dedupe by it.
+// from what it is about (NewLifeID): the same transition of the same life of
+// a mail, so a copy written again after a crash carries the same ID and
+// consumers dedupe by it, while a mail replayed or sent again under its
+// Message-ID gets IDs of its own.
 package event
 
 import (
@@ -125,7 +127,7 @@ type TemplateUse struct {
 type Event struct {
 	// Schema is the document version, Schema.
 	Schema string `json:"schema"`
-	// ID identifies the transition (NewID): equal IDs are copies of one
+	// ID identifies the transition (NewLifeID): equal IDs are copies of one
 	// event.
 	ID string `json:"id"`
 	// Type is the transition.
@@ -177,12 +179,28 @@ const (
 	StreamBulk          = "bulk"
 )
 
-// NewID derives the ID of a transition from what it is about: the message,
-// the recipient, the type and, for a deferral, the attempt it ends (a
-// recipient is deferred once per attempt; every other type happens to a
-// recipient at most once). Writers call it so that a transition written
-// twice has one ID.
+// NewID is NewLifeID for life 0: the ID of a transition of a mail whose
+// row records no life (a row written before lives were recorded, or a test
+// that needs no life). Its IDs are the ones Postline always derived.
 func NewID(messageID string, recipientIndex int, t Type, attempt int) string {
+	return NewLifeID(messageID, 0, recipientIndex, t, attempt)
+}
+
+// NewLifeID derives the ID of a transition from what it is about: the
+// message, the life of the message, the recipient, the type and, for a
+// deferral, the attempt it ends (a recipient is deferred once per attempt;
+// every other type happens to a recipient at most once in a life). Writers
+// call it so that a transition written twice has one ID.
+//
+// A life is one journey of the Message-ID from its first claim to its
+// outcome: a dead letter replayed (postctl dlq replay), or the same
+// Message-ID sent again after its row was purged, starts another, with a
+// life value of its own (idempotency.Claim.Life), so its transitions get
+// IDs of their own and consumers that dedupe by ID do not drop them as
+// copies of the first life's. Life 0 means none is recorded: the ID is
+// derived as before lives existed, so the IDs of mail in flight across the
+// upgrade do not change.
+func NewLifeID(messageID string, life int64, recipientIndex int, t Type, attempt int) string {
 	h := sha256.New()
 	h.Write([]byte(messageID))
 	h.Write([]byte{0})
@@ -192,6 +210,12 @@ func NewID(messageID string, recipientIndex int, t Type, attempt int) string {
 	if t == Deferred {
 		h.Write([]byte{0})
 		h.Write([]byte(strconv.Itoa(attempt)))
+	}
+	if life != 0 {
+		// After everything a life-0 ID hashes, behind a tag no type or
+		// number contains: no ID of a life is an ID of life 0.
+		h.Write([]byte("\x00life\x00"))
+		h.Write([]byte(strconv.FormatInt(life, 10)))
 	}
 	return "evt_" + hex.EncodeToString(h.Sum(nil)[:16])
 }

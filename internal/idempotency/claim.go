@@ -111,6 +111,12 @@ type Claim struct {
 	// RetryAt is, for Busy, when to re-check: the lease expiry on the
 	// database's clock, or the database's now when the row is free again.
 	RetryAt time.Time
+	// Life is, for Claimed, the life of the mail the claim belongs to: a
+	// value drawn when the row was inserted and drawn again when a replay
+	// re-opened it (ResetForReplay), so that the events of a replayed or
+	// re-sent mail get IDs of their own (event.NewLifeID). 0 for a row
+	// written before lives were recorded. Zero for other results.
+	Life int64
 }
 
 // observedRow is the part of a row that claim classification looks at.
@@ -129,10 +135,12 @@ type claimInput struct {
 	// Req is the first occurrence.
 	First *ClaimRequest
 	// Claimed reports that the upsert took the lease for this ID (only ever
-	// for the first occurrence), at ClaimedVersion and ClaimedAttempt.
+	// for the first occurrence), at ClaimedVersion, ClaimedAttempt and
+	// ClaimedLife.
 	Claimed        bool
 	ClaimedVersion int64
 	ClaimedAttempt int
+	ClaimedLife    int64
 	// Row is the row read back after the upsert; nil if there is none.
 	Row *observedRow
 	// Now is the database's clock during the claim.
@@ -153,7 +161,7 @@ func classify(in claimInput) Claim {
 		c.Attempt = in.Row.Attempt
 	}
 	if in.First == nil && in.Claimed {
-		c.Result, c.Status, c.Version, c.Attempt = Claimed, StatusSending, in.ClaimedVersion, in.ClaimedAttempt
+		c.Result, c.Status, c.Version, c.Attempt, c.Life = Claimed, StatusSending, in.ClaimedVersion, in.ClaimedAttempt, in.ClaimedLife
 		return c
 	}
 	if in.First != nil {
@@ -241,6 +249,9 @@ WITH u AS (
 		-- else's ID cannot block that job.
 		payload_hash = CASE WHEN m.status = 'dead' THEN excluded.payload_hash ELSE m.payload_hash END,
 		attempt = CASE WHEN m.status = 'dead' THEN 1 ELSE m.attempt END,
+		-- The job's life starts with it (excluded.life is the column's
+		-- default, drawn for the row the INSERT proposed).
+		life = CASE WHEN m.status = 'dead' THEN excluded.life ELSE m.life END,
 		error_class = CASE WHEN m.status = 'dead' THEN NULL ELSE m.error_class END,
 		last_error = CASE WHEN m.status = 'dead' THEN NULL ELSE m.last_error END,
 		lease_owner = excluded.lease_owner,
@@ -255,7 +266,7 @@ WITH u AS (
 			AND m.attempt = excluded.attempt
 			AND (m.lease_expires_at IS NULL OR m.lease_expires_at <= now()))
 		OR (m.status = 'dead' AND m.attempt = 0)
-	RETURNING m.message_id, m.version, m.attempt
+	RETURNING m.message_id, m.version, m.attempt, m.life
 ), kept AS (
 	INSERT INTO postline_message_records (message_id, payload, record_key, record_headers)
 	SELECT u.message_id, u.payload, u.record_key, NULLIF(u.record_headers, '')::jsonb
@@ -265,8 +276,9 @@ WITH u AS (
 	ON CONFLICT (message_id) DO NOTHING
 )
 -- Positions in the ID column, not the IDs: nothing per mail to read back
--- but two integers.
-SELECT u.pos, c.version, c.attempt FROM claimed c JOIN u ON u.message_id = c.message_id`
+-- but integers. The life was drawn by the column's default when the row was
+-- inserted (see migration 0017); a row from before has none (0).
+SELECT u.pos, c.version, c.attempt, COALESCE(c.life, 0) FROM claimed c JOIN u ON u.message_id = c.message_id`
 
 const claimReadSQL = `
 SELECT message_id, status, version, attempt, payload_hash, lease_expires_at
@@ -373,7 +385,7 @@ func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 			in.First = &first
 		} else {
 			if v := claimed[k]; v.ok {
-				in.Claimed, in.ClaimedVersion, in.ClaimedAttempt = true, v.version, v.attempt
+				in.Claimed, in.ClaimedVersion, in.ClaimedAttempt, in.ClaimedLife = true, v.version, v.attempt, v.life
 			}
 			k++
 		}
@@ -448,7 +460,7 @@ func readClaimed(br pgx.BatchResults, n int) ([]claimedRow, time.Time, error) {
 		cr  claimedRow
 		now time.Time
 	)
-	if _, err := pgx.ForEachRow(res, []any{&pos, &cr.version, &cr.attempt}, func() error {
+	if _, err := pgx.ForEachRow(res, []any{&pos, &cr.version, &cr.attempt, &cr.life}, func() error {
 		if pos < 1 || pos > int64(n) {
 			return fmt.Errorf("returned position %d of %d", pos, n)
 		}
@@ -496,6 +508,7 @@ func heapRow(row observedRow) *observedRow { return &row }
 type claimedRow struct {
 	version int64
 	attempt int
+	life    int64
 	ok      bool // the upsert claimed the row
 }
 

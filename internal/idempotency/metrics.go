@@ -25,10 +25,12 @@ const (
 	opRecipients     = "recipients"
 	opResolve        = "resolve"
 	opUnconfirmed    = "unconfirmed"
+	opOutbox         = "outbox"
 )
 
 var ops = []string{opClaim, opRecord, opRecordRejected, opNoteConflicts, opExtendLease, opGet, opCountByStatus, opPing,
-	opStuck, opRelease, opResetForReplay, opStalledReplays, opTouchReplays, opPurge, opRecipients, opResolve, opUnconfirmed}
+	opStuck, opRelease, opResetForReplay, opStalledReplays, opTouchReplays, opPurge, opRecipients, opResolve, opUnconfirmed,
+	opOutbox}
 
 type metrics struct {
 	claims       *prometheus.CounterVec

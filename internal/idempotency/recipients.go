@@ -240,13 +240,17 @@ type Recipient struct {
 	Metadata       map[string]string
 	ConfirmBy      time.Time // zero: the relay never took the mail
 	Confirmation   string    // "", confirmed, cancelled or unconfirmed
+	// Life is the mail's life (Claim.Life): what its events' IDs hash in
+	// (event.NewLifeID). 0 for a row written before lives were recorded.
+	Life int64
 }
 
 const recipientColumnsSQL = `r.message_id, r.idx, r.address, r.state, r.attempt, COALESCE(r.provider, ''),
 	COALESCE(r.bounce_type, ''), COALESCE(r.status, ''), COALESCE(r.code, 0), COALESCE(r.diagnostic, ''),
 	COALESCE(r.rule, ''), COALESCE(r.source, ''), COALESCE(r.feedback_type, ''),
 	r.accepted_at, r.resolved_at, r.updated_at,
-	COALESCE(m.tenant, ''), COALESCE(m.stream, ''), m.metadata, m.confirm_by, COALESCE(m.confirmation, '')`
+	COALESCE(m.tenant, ''), COALESCE(m.stream, ''), m.metadata, m.confirm_by, COALESCE(m.confirmation, ''),
+	COALESCE(m.life, 0)`
 
 func scanRecipients(rows pgx.Rows) ([]Recipient, error) {
 	var (
@@ -260,7 +264,7 @@ func scanRecipients(rows pgx.Rows) ([]Recipient, error) {
 	)
 	_, err := pgx.ForEachRow(rows, []any{&r.MessageID, &idx, &r.Address, &state, &attempt, &r.Provider,
 		&r.BounceType, &r.Status, &code, &r.Diagnostic, &r.Rule, &r.Source, &r.FeedbackType,
-		&accepted, &resolved, &r.UpdatedAt, &r.Tenant, &r.Stream, &metadata, &confirmBy, &r.Confirmation}, func() error {
+		&accepted, &resolved, &r.UpdatedAt, &r.Tenant, &r.Stream, &metadata, &confirmBy, &r.Confirmation, &r.Life}, func() error {
 		row := r
 		row.Index, row.Attempt, row.Code, row.State = int(idx), int(attempt), int(code), RecipientState(state)
 		row.AcceptedAt, row.ResolvedAt, row.ConfirmBy = timeOf(accepted), timeOf(resolved), timeOf(confirmBy)
@@ -346,6 +350,12 @@ func (s *Store) RecipientByAddress(ctx context.Context, messageID, address strin
 type Resolution struct {
 	MessageID string
 	Index     int
+	// Life is the life of the mail the decision was made in
+	// (Recipient.Life): the compare-and-set is on it too, so a decision
+	// read before a replay re-opened the mail moves nothing of its new
+	// life. 0 leaves the life unchecked (a row from before lives, or a
+	// caller that read no row).
+	Life int64
 	// From is the state the decision was made on: the write is a
 	// compare-and-set on it.
 	From RecipientState
@@ -357,6 +367,12 @@ type Resolution struct {
 	Diagnostic, Rule   string
 	Source             string
 	FeedbackType       string
+	// EventID and Effect are the transition's outbox entry (see Outbox):
+	// what it owes once made, its event and suppression entry, opaque to
+	// the store. The entry is written in the compare-and-set's
+	// transaction, only if it wins; an empty EventID writes none.
+	EventID string
+	Effect  []byte
 }
 
 // lockMessagesSQL locks the rows of mails about to be settled.
@@ -366,39 +382,55 @@ const lockMessagesSQL = `SELECT 1 FROM postline_messages WHERE message_id = ANY(
 const resolveSQL = `
 WITH u AS (
 	SELECT * FROM unnest($1::text[], $2::int2[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int4[],
-			$8::text[], $9::text[], $10::text[], $11::text[])
-		AS u(message_id, idx, from_state, to_state, bounce_type, status, code, diagnostic, rule, source, feedback_type)
+			$8::text[], $9::text[], $10::text[], $11::text[], $12::int8[], $13::text[], $14::bytea[])
+		AS u(message_id, idx, from_state, to_state, bounce_type, status, code, diagnostic, rule, source, feedback_type,
+			life, event_id, effect)
+), moved AS (
+	UPDATE postline_recipients p SET
+		state = u.to_state,
+		bounce_type = COALESCE(NULLIF(u.bounce_type, ''), p.bounce_type),
+		status = COALESCE(NULLIF(u.status, ''), p.status),
+		code = COALESCE(NULLIF(u.code, 0), p.code),
+		diagnostic = COALESCE(NULLIF(u.diagnostic, ''), p.diagnostic),
+		rule = COALESCE(NULLIF(u.rule, ''), p.rule),
+		source = NULLIF(u.source, ''),
+		feedback_type = COALESCE(NULLIF(u.feedback_type, ''), p.feedback_type),
+		resolved_at = now(),
+		updated_at = now()
+	FROM u JOIN postline_messages m ON m.message_id = u.message_id
+	WHERE p.message_id = u.message_id AND p.idx = u.idx AND p.state = u.from_state
+		AND (u.life = 0 OR m.life = u.life)
+	RETURNING p.message_id, p.idx, u.event_id, u.effect
+), outbox AS (
+	-- What the transitions made here owe, in their transaction: a
+	-- transition that lost writes nothing (migration 0017).
+	INSERT INTO postline_event_outbox (event_id, message_id, body)
+	SELECT moved.event_id, moved.message_id, moved.effect FROM moved
+	WHERE moved.event_id <> '' AND moved.effect IS NOT NULL
+	ORDER BY moved.event_id
+	ON CONFLICT (event_id) DO NOTHING
 )
-UPDATE postline_recipients p SET
-	state = u.to_state,
-	bounce_type = COALESCE(NULLIF(u.bounce_type, ''), p.bounce_type),
-	status = COALESCE(NULLIF(u.status, ''), p.status),
-	code = COALESCE(NULLIF(u.code, 0), p.code),
-	diagnostic = COALESCE(NULLIF(u.diagnostic, ''), p.diagnostic),
-	rule = COALESCE(NULLIF(u.rule, ''), p.rule),
-	source = NULLIF(u.source, ''),
-	feedback_type = COALESCE(NULLIF(u.feedback_type, ''), p.feedback_type),
-	resolved_at = now(),
-	updated_at = now()
-FROM u
-WHERE p.message_id = u.message_id AND p.idx = u.idx AND p.state = u.from_state
-RETURNING p.message_id, p.idx`
+SELECT message_id, idx FROM moved`
 
 // Resolve applies resolutions, each a compare-and-set on the recipient's
-// state, and then confirms or cancels the mail of every recipient that
+// state and its mail's life, writes the outbox entry of each that was
+// applied, and then confirms or cancels the mail of every recipient that
 // moved if none of its recipients is open any more, in one transaction. It
 // returns, in input order, whether each resolution was applied (false: the
-// state had moved on, there is no such row, or an earlier resolution in
-// res is about the same recipient) and the confirmation each settled mail
-// got.
+// state had moved on, the mail is in another life, there is no such row, or
+// an earlier resolution in res is about the same recipient) and the
+// confirmation each settled mail got.
 func (s *Store) Resolve(ctx context.Context, res []Resolution) (applied []bool, settled map[string]string, err error) {
 	if len(res) == 0 {
 		return nil, nil, nil
 	}
 	var (
 		ids, froms, tos, bounceTypes, statuses, diags, rules, sources, feedback []string
+		eventIDs                                                                []string
+		effects                                                                 [][]byte
 		idxs                                                                    []int16
 		codes                                                                   []int32
+		lives                                                                   []int64
 	)
 	type key struct {
 		id  string
@@ -426,6 +458,9 @@ func (s *Store) Resolve(ctx context.Context, res []Resolution) (applied []bool, 
 		rules = append(rules, cleanText(r.Rule, 128))
 		sources = append(sources, cleanText(r.Source, 32))
 		feedback = append(feedback, cleanText(r.FeedbackType, 64))
+		lives = append(lives, r.Life)
+		eventIDs = append(eventIDs, r.EventID)
+		effects = append(effects, r.Effect)
 	}
 	start := time.Now()
 	moved := map[key]bool{}
@@ -439,7 +474,8 @@ func (s *Store) Resolve(ctx context.Context, res []Resolution) (applied []bool, 
 	// recipient open and neither would settle the mail). The worker's
 	// record locks the same rows before it settles.
 	b.Queue(lockMessagesSQL, ids).Exec(func(pgconn.CommandTag) error { return nil })
-	b.Queue(resolveSQL, ids, idxs, froms, tos, bounceTypes, statuses, codes, diags, rules, sources, feedback).
+	b.Queue(resolveSQL, ids, idxs, froms, tos, bounceTypes, statuses, codes, diags, rules, sources, feedback,
+		lives, padded(eventIDs), paddedBytes(effects)).
 		Query(func(rows pgx.Rows) error {
 			var k key
 			_, err := pgx.ForEachRow(rows, []any{&k.id, &k.idx}, func() error { moved[k] = true; return nil })

@@ -299,6 +299,9 @@ WITH u AS (
 		sent_at = NULL,
 		first_seen = now(),
 		replayed_at = now(),
+		-- Another life of the mail: its events get IDs of their own
+		-- (migration 0017).
+		life = DEFAULT,
 		confirm_by = NULL,
 		confirmation = NULL,
 		confirmed_at = NULL,
@@ -333,7 +336,8 @@ WHERE NOT EXISTS (SELECT 1 FROM postline_messages m WHERE m.message_id = u.messa
 // version bumped; error_class and last_error are kept, so the row still says
 // what it was replayed from until the next outcome overwrites them. Its
 // recipient rows and confirmation are cleared: the replay sends to every
-// recipient again. An ID
+// recipient again. It gets a new life (Claim.Life), so the replay's events
+// are not taken for copies of the first life's. An ID
 // without a row is reported as reset and nothing is inserted: the replayed
 // record's claim will insert it. A row in any other status is left alone and
 // not reported: pending, sending or retrying rows are already on their way
