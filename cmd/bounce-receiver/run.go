@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/postline/postline/internal/admission"
 	"github.com/postline/postline/internal/config"
 	"github.com/postline/postline/internal/eventstream"
 	"github.com/postline/postline/internal/failure"
@@ -188,10 +189,12 @@ func receive(ctx context.Context, s settings, d receiverDeps) error {
 	smtpServer, err := inbound.New(inbound.Config{
 		Addr: s.SMTPAddr, Domain: d.signer.Domain(), FeedbackLocalPart: s.FeedbackLocalPart,
 		ShutdownTimeout: s.ShutdownTimeout, TLSConfig: d.tlsConfig,
+		MaxSessions: s.MaxSessions, MaxSessionsPerClient: s.MaxSessionsPerClient, MaxParseBytes: s.MaxParseBytes,
 	}, d.logger, d.reg, d.signer.TokenOf, applier)
 	if err != nil {
 		return config.NameSetting(err, map[string]string{"Addr": "POSTLINE_BOUNCE_SMTP_ADDR",
-			"FeedbackLocalPart": "POSTLINE_BOUNCE_FEEDBACK_LOCAL_PART"})
+			"FeedbackLocalPart": "POSTLINE_BOUNCE_FEEDBACK_LOCAL_PART", "MaxSessions": "POSTLINE_BOUNCE_MAX_SESSIONS",
+			"MaxSessionsPerClient": "POSTLINE_BOUNCE_MAX_SESSIONS_PER_CLIENT", "MaxParseBytes": "POSTLINE_BOUNCE_MAX_PARSE_BYTES"})
 	}
 	hooks, err := hooksHandler(s, d, applier)
 	if err != nil {
@@ -204,7 +207,11 @@ func receive(ctx context.Context, s settings, d receiverDeps) error {
 		if err != nil {
 			return fmt.Errorf("setting POSTLINE_HOOKS_ADDR: %w", err)
 		}
-		server := &http.Server{Handler: hooks, ReadHeaderTimeout: 5 * time.Second}
+		server, listener, err := publicServer(s, d.reg, hooks, listener)
+		if err != nil {
+			_ = listener.Close()
+			return err
+		}
 		g.Go(func() error {
 			if err := server.Serve(listener); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("hooks server: %w", err)
@@ -227,6 +234,62 @@ func receive(ctx context.Context, s settings, d receiverDeps) error {
 		}
 	}()
 	return g.Wait()
+}
+
+// The limit labels of the public HTTP server's limiters
+// (postline_admission_open and postline_admission_refused_total).
+const (
+	connectionsLimit = "http_connections"
+	requestsLimit    = "http_requests"
+)
+
+// Bounds of the public HTTP server on POSTLINE_HOOKS_ADDR that are not
+// settings: a slow client is cut off, and a request's header is small.
+const (
+	publicReadHeaderTimeout = 5 * time.Second
+	publicReadTimeout       = 30 * time.Second
+	publicIdleTimeout       = 60 * time.Second
+	// publicMaxHeaderBytes replaces net/http's 1 MiB, which would let the
+	// open connections hold POSTLINE_HOOKS_MAX_CONNECTIONS MiB of headers.
+	publicMaxHeaderBytes = 64 << 10
+)
+
+// publicServer puts the handler of the public HTTP server (the routes of
+// hooksHandler's mux) and its listener behind the limits that keep the
+// receiver standing when the internet floods it: at most
+// POSTLINE_HOOKS_MAX_CONNECTIONS connections (one more is answered 503 and
+// closed before its request is read), at most POSTLINE_HOOKS_MAX_REQUESTS
+// requests in handlers (admission's middleware answers the rest 503 with
+// Retry-After; SNS and Mailgun post them again), headers of at most
+// publicMaxHeaderBytes and timeouts on slow clients. Each handler caps its
+// request body (providerhook's MaxBodyBytes, 256 KiB), so the bodies held
+// at once are bounded too. A route added to the mux is under the same
+// limits.
+func publicServer(s settings, reg prometheus.Registerer, handler http.Handler, ln net.Listener) (*http.Server, net.Listener, error) {
+	conns, err := admission.New(admission.Config{Name: connectionsLimit, Max: s.HooksMaxConns}, reg)
+	if err != nil {
+		return nil, ln, fmt.Errorf("setting POSTLINE_HOOKS_MAX_CONNECTIONS: %w", err)
+	}
+	requests, err := admission.New(admission.Config{Name: requestsLimit, Max: s.HooksMaxRequests}, reg)
+	if err != nil {
+		return nil, ln, fmt.Errorf("setting POSTLINE_HOOKS_MAX_REQUESTS: %w", err)
+	}
+	server := &http.Server{
+		Handler:           requests.Middleware(handler),
+		ReadHeaderTimeout: publicReadHeaderTimeout,
+		ReadTimeout:       publicReadTimeout,
+		IdleTimeout:       publicIdleTimeout,
+		MaxHeaderBytes:    publicMaxHeaderBytes,
+	}
+	return server, conns.Listener(ln, refuseHTTP), nil
+}
+
+// refuseHTTP answers a connection over the limit before reading its
+// request. A new connection's send buffer is empty, so the write does not
+// wait on the client; the deadline is there all the same.
+func refuseHTTP(c net.Conn, _ error) {
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
 }
 
 // hooksHandler routes the provider webhooks that are configured; nil when
