@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/postline/postline/event"
+	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/webhook"
 )
 
@@ -29,7 +30,7 @@ func newWebhooksCmd(g *globals) *cobra.Command {
 (--database-url): what each endpoint's queue holds (events waiting for another
 attempt, dead letters), when it last took an event and last failed, whether it
 is disabled, and its log. Events not yet read by an endpoint's consumer group
-are its lag: postctl lag --group postline-webhooks.<endpoint> shows it.`,
+are its lag, which ls shows as UNREAD.`,
 	}
 	cmd.AddCommand(newWebhooksLsCmd(g), newWebhooksStatusCmd(g), newWebhooksSetCmd(g, true), newWebhooksSetCmd(g, false),
 		newWebhooksReplayCmd(g))
@@ -39,6 +40,7 @@ are its lag: postctl lag --group postline-webhooks.<endpoint> shows it.`,
 // webhookEndpointRecord is one endpoint in JSON output.
 type webhookEndpointRecord struct {
 	Endpoint       string     `json:"endpoint"`
+	Unread         *int64     `json:"unread,omitempty"`
 	Pending        int        `json:"pending"`
 	OldestPending  *time.Time `json:"oldest_pending,omitempty"`
 	Dead           int        `json:"dead"`
@@ -78,16 +80,39 @@ func openQueue(ctx context.Context, g *globals) (*webhook.Queue, func(), error) 
 	return webhook.NewQueue(pool), pool.Close, nil
 }
 
+// addUnread sets each record's unread events: the lag of the endpoint's
+// consumer group on the events topic. An endpoint whose group is not
+// found keeps none.
+func addUnread(ctx context.Context, g *globals, groupPrefix string, recs []webhookEndpointRecord) {
+	client, closeConn := g.kafka.Client("", 10*time.Second)
+	defer closeConn()
+	for i := range recs {
+		lag, err := consumer.Lag(ctx, client, g.eventsTopic, groupPrefix+"."+recs[i].Endpoint)
+		if err != nil {
+			fmt.Fprintf(g.stderr, "postctl: lag of endpoint %s: %v\n", recs[i].Endpoint, err)
+			continue
+		}
+		var n int64
+		for _, l := range lag {
+			n += l
+		}
+		recs[i].Unread = &n
+	}
+}
+
 func newWebhooksLsCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var groupPrefix string
+	var withLag bool
+	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List the endpoints: state, backlog, oldest pending, dead letters, last success and failure",
 		Long: `List every endpoint the dispatchers have heard from: its state (ok, failing,
-disabled), the events in its queue waiting for another attempt (PENDING) and the
-age of the oldest, its dead letters kept for replay (DEAD), and when it last took
-an event and last failed, with what.
+disabled), the events its consumer group has not read yet (UNREAD, from Kafka),
+the events in its queue waiting for another attempt (PENDING) and the age of the
+oldest, its dead letters kept for replay (DEAD), and when it last took an event
+and last failed, with what.
 
---output json prints {"endpoints": [{"endpoint", "pending", "oldest_pending"?,
+--output json prints {"endpoints": [{"endpoint", "unread"?, "pending", "oldest_pending"?,
 "dead", "last_success"?, "last_failure"?, "last_status"?, "last_error"?,
 "failing_since"?, "disabled_at"?, "disabled_reason"?}]}; times are RFC 3339 in
 UTC, fields marked ? are left out when empty.`,
@@ -105,6 +130,9 @@ UTC, fields marked ? are left out when empty.`,
 			recs := make([]webhookEndpointRecord, len(reports))
 			for i, r := range reports {
 				recs[i] = newWebhookEndpointRecord(r)
+			}
+			if withLag {
+				addUnread(cmd.Context(), g, groupPrefix, recs)
 			}
 			return printReport(g, map[string]any{"endpoints": recs}, func() error {
 				if len(recs) == 0 {
@@ -126,12 +154,19 @@ UTC, fields marked ? are left out when empty.`,
 					if r.LastSuccess != nil {
 						success = formatAge(now.Sub(*r.LastSuccess))
 					}
-					rows[i] = []string{r.Endpoint, r.state(), strconv.Itoa(r.Pending), oldest, strconv.Itoa(r.Dead), success, last}
+					unread := "-"
+					if r.Unread != nil {
+						unread = strconv.FormatInt(*r.Unread, 10)
+					}
+					rows[i] = []string{r.Endpoint, r.state(), unread, strconv.Itoa(r.Pending), oldest, strconv.Itoa(r.Dead), success, last}
 				}
-				return writeTable(g.stdout, []string{"ENDPOINT", "STATE", "PENDING", "OLDEST", "DEAD", "LAST_SUCCESS", "LAST_FAILURE"}, rows)
+				return writeTable(g.stdout, []string{"ENDPOINT", "STATE", "UNREAD", "PENDING", "OLDEST", "DEAD", "LAST_SUCCESS", "LAST_FAILURE"}, rows)
 			})
 		},
 	}
+	cmd.Flags().StringVar(&groupPrefix, "webhooks-group", webhook.DefaultGroupID, "the dispatchers' consumer group prefix (POSTLINE_WEBHOOKS_GROUP)")
+	cmd.Flags().BoolVar(&withLag, "lag", true, "read each endpoint's unread events from Kafka")
+	return cmd
 }
 
 func newWebhooksStatusCmd(g *globals) *cobra.Command {
