@@ -138,26 +138,34 @@ func (w *webhookSink) problems() []string {
 // with sink as its one endpoint (every type, every tenant).
 func (s *stack) startDispatcher(t *testing.T, sink *webhookSink) *workerProc {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "webhooks.yaml")
 	spec := fmt.Sprintf("endpoints:\n  - id: app\n    url: %s/hooks\n    secret_env: E2E_WEBHOOK_SECRET\n", sink.srv.URL)
+	env := s.dispatcherEnv(t, spec, testenv.UniqueName("e2e-webhooks"))
+	env["E2E_WEBHOOK_SECRET"] = sink.secret
+	d := startProcess(t, dispatcherBin, "webhook-dispatcher", env)
+	d.WaitReady(readyTimeout)
+	return d
+}
+
+// dispatcherEnv is the environment of a webhook dispatcher on this stack's
+// events topic and schema, with the endpoints file spec and the consumer
+// group prefix group; the caller adds the endpoints' secrets.
+func (s *stack) dispatcherEnv(t *testing.T, spec, group string) map[string]string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "webhooks.yaml")
 	if err := os.WriteFile(file, []byte(spec), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := startProcess(t, dispatcherBin, "webhook-dispatcher", map[string]string{
-		"POSTLINE_KAFKA_BROKERS":        strings.Join(testenv.KafkaBrokers(), ","),
-		"POSTLINE_EVENTS_TOPIC":         s.events,
-		"POSTLINE_WEBHOOKS_FILE":        file,
-		"POSTLINE_WEBHOOKS_GROUP":       testenv.UniqueName("e2e-webhooks"),
-		"POSTLINE_WEBHOOKS_DLQ_TOPIC":   s.events + ".webhooks.dlq",
-		"POSTLINE_WEBHOOKS_HTTP_ADDR":   "127.0.0.1:0",
-		"POSTLINE_SESSION_TIMEOUT":      "6s",
-		"POSTLINE_HEARTBEAT_INTERVAL":   "500ms",
-		"E2E_WEBHOOK_SECRET":            sink.secret,
-		"POSTLINE_WEBHOOKS_RETRY_BASE":  "200ms",
-		"POSTLINE_WEBHOOKS_MAX_PENDING": "5000",
-	})
-	d.WaitReady(readyTimeout)
-	return d
+	return map[string]string{
+		"POSTLINE_KAFKA_BROKERS":      strings.Join(testenv.KafkaBrokers(), ","),
+		"POSTLINE_DATABASE_URL":       s.dbURL,
+		"POSTLINE_EVENTS_TOPIC":       s.events,
+		"POSTLINE_WEBHOOKS_FILE":      file,
+		"POSTLINE_WEBHOOKS_GROUP":     group,
+		"POSTLINE_WEBHOOKS_DLQ_TOPIC": s.events + ".webhooks.dlq",
+		"POSTLINE_WEBHOOKS_HTTP_ADDR": "127.0.0.1:0",
+		"POSTLINE_SESSION_TIMEOUT":    "6s",
+		"POSTLINE_HEARTBEAT_INTERVAL": "500ms",
+	}
 }
 
 // eventLog reads the stack's events topic from the start, through the
