@@ -20,9 +20,6 @@ import (
 	"github.com/postline/postline/internal/templatestore"
 )
 
-// templateActor is who postctl's template changes are recorded as made by.
-const templateActor = "postctl"
-
 func newTemplateCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "template",
@@ -30,13 +27,17 @@ func newTemplateCmd(g *globals) *cobra.Command {
 		Long: `Manage the versioned mail templates in PostgreSQL (--database-url, tables
 postline_template*), so that templates live in git and are pushed from a
 checkout. Versions are immutable and numbered; labels point at them: active
-(what mail uses), canary (a share of mail, 1-100 percent) and fallback (what
-rollback returns to).
+(what mail uses), canary (a share of mail, 1-100 percent) and fallback (the
+last known good version: what mail is rendered with when the version it
+would use fails, and what rollback returns to). Activating a version makes
+the one active before it the fallback. Changes are recorded as made by
+postctl:$USER; history lists them.
 
 ` + templateLayoutHelp,
 	}
 	cmd.AddCommand(newTemplatePushCmd(g), newTemplateLsCmd(g), newTemplateShowCmd(g), newTemplateDiffCmd(g),
-		newTemplateActivateCmd(g), newTemplateCanaryCmd(g), newTemplateRollbackCmd(g), newTemplatePreviewCmd(g))
+		newTemplateActivateCmd(g), newTemplateFallbackCmd(g), newTemplateCanaryCmd(g), newTemplateRollbackCmd(g),
+		newTemplateHistoryCmd(g), newTemplatePreviewCmd(g))
 	return cmd
 }
 
@@ -95,6 +96,7 @@ type pushResult struct {
 	Version   int    `json:"version"` // the latest version after the push (0: none yet, in a dry run)
 	Created   bool   `json:"created"` // a new version was (or, in a dry run, would be) added
 	Activated bool   `json:"activated"`
+	Fallback  int    `json:"fallback,omitempty"` // the fallback version the activation set (the one active before)
 }
 
 // pushOutput is the output of template push.
@@ -104,7 +106,7 @@ type pushOutput struct {
 }
 
 func newTemplatePushCmd(g *globals) *cobra.Command {
-	var dryRun, activate bool
+	var dryRun, activate, keepFallback bool
 	cmd := &cobra.Command{
 		Use:   "push DIR",
 		Short: "Check every template of DIR and push the changed ones as new versions",
@@ -117,24 +119,31 @@ Then push each template: a version is added only when its content (parts,
 layout, schema, locales and sample data) differs from the latest version's,
 so pushing an unchanged checkout again adds nothing. template.yaml's
 description and default_locale are updated on every push, without a new
-version. --activate points the active label at each new version. --dry-run
-checks and reports what a push would add, and changes nothing.
+version. --activate points the active label at each new version and, as
+template activate does, the fallback label at the version active before it
+(--keep-fallback leaves the fallback alone). --dry-run checks and reports
+what a push would add, and changes nothing.
 
 --output json prints one object:
-  {"dry_run": bool, "templates": [{"name", "kind", "version", "created", "activated"}]}
+  {"dry_run": bool, "templates": [{"name", "kind", "version", "created", "activated",
+                                   "fallback"? (the version the activation made the fallback)}]}
 
 ` + templateLayoutHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return templatePush(cmd.Context(), g, args[0], dryRun, activate)
+			if keepFallback && !activate {
+				return usagef("--keep-fallback goes with --activate")
+			}
+			return templatePush(cmd.Context(), g, args[0], dryRun, activate, keepFallback)
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check the templates and report what would be pushed; change nothing")
 	cmd.Flags().BoolVar(&activate, "activate", false, "set the active label on every version the push adds")
+	cmd.Flags().BoolVar(&keepFallback, "keep-fallback", false, "with --activate: leave the fallback label where it is")
 	return cmd
 }
 
-func templatePush(ctx context.Context, g *globals, dir string, dryRun, activate bool) error {
+func templatePush(ctx context.Context, g *globals, dir string, dryRun, activate, keepFallback bool) error {
 	tmpls, err := loadTemplateDir(dir)
 	if err != nil {
 		return err
@@ -180,7 +189,7 @@ func templatePush(ctx context.Context, g *globals, dir string, dryRun, activate 
 	out := pushOutput{DryRun: dryRun}
 	for i, t := range tmpls {
 		d := t.Draft
-		d.CreatedBy = templateActor
+		d.CreatedBy = operator()
 		r := pushResult{Name: d.Name, Kind: d.Kind}
 		if dryRun {
 			hash, err := templatestore.ContentHash(d)
@@ -195,10 +204,14 @@ func templatePush(ctx context.Context, g *globals, dir string, dryRun, activate 
 			return withMigrateHint(err)
 		}
 		if activate && r.Created {
-			if _, err := s.SetLabel(ctx, d.Name, templatestore.LabelActive, r.Version, 0, templateActor); err != nil {
+			a, err := s.Activate(ctx, d.Name, r.Version, keepFallback, operator(), "pushed with --activate")
+			if err != nil {
 				return err
 			}
 			r.Activated = true
+			if fb, ok := a.FallbackMoved(); ok {
+				r.Fallback = fb.Version
+			}
 		}
 		out.Templates = append(out.Templates, r)
 	}
@@ -214,6 +227,9 @@ func templatePush(ctx context.Context, g *globals, dir string, dryRun, activate 
 			}
 			if r.Activated {
 				result += ", activated"
+			}
+			if r.Fallback != 0 {
+				result += fmt.Sprintf(" (fallback: version %d)", r.Fallback)
 			}
 			rows[i] = []string{r.Name, r.Kind, versionCell(r.Version), result}
 		}
@@ -656,24 +672,6 @@ func printLabel(g *globals, l templatestore.Label, text string) error {
 	}{l.Name, rec}, text)
 }
 
-func newTemplateActivateCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "activate NAME VERSION",
-		Short: "Point the active label of a template at a version",
-		Long: `Point the active label at VERSION: the version mail uses (but for a canary's share).
-
---output json prints {"name", "label", "version", "updated_at", "updated_by"}.`,
-		Args: cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			n, err := parseVersionArg(args[1])
-			if err != nil {
-				return err
-			}
-			return setTemplateLabel(cmd.Context(), g, args[0], templatestore.LabelActive, n, 0)
-		},
-	}
-}
-
 func setTemplateLabel(ctx context.Context, g *globals, name, label string, version, percent int) error {
 	if err := templatestore.ValidateName(name); err != nil {
 		return usageError{err}
@@ -683,7 +681,7 @@ func setTemplateLabel(ctx context.Context, g *globals, name, label string, versi
 		return err
 	}
 	defer closeDB()
-	l, err := s.SetLabel(ctx, name, label, version, percent, templateActor)
+	l, err := s.SetLabel(ctx, name, label, version, percent, operator())
 	if err != nil {
 		return withMigrateHint(err)
 	}
@@ -722,7 +720,7 @@ or with --off {"name", "label", "removed"}.`,
 					return err
 				}
 				defer closeDB()
-				removed, err := s.ClearLabel(ctx, args[0], templatestore.LabelCanary, templateActor)
+				removed, err := s.ClearLabel(ctx, args[0], templatestore.LabelCanary, operator())
 				if err != nil {
 					return withMigrateHint(err)
 				}
@@ -769,7 +767,7 @@ fallback (or when active already is it), to the version active was before.
 				return err
 			}
 			defer closeDB()
-			l, err := s.Rollback(ctx, args[0], templateActor)
+			l, err := s.Rollback(ctx, args[0], operator())
 			if err != nil {
 				return withMigrateHint(err)
 			}

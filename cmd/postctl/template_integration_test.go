@@ -12,16 +12,18 @@ import (
 )
 
 // templateSchema returns the URL of a fresh schema holding the template
-// tables (their migration applied on its own).
+// tables (their migrations applied on their own).
 func templateSchema(t *testing.T) string {
 	t.Helper()
 	url, pool := testenv.NewSchema(t)
-	ddl, err := os.ReadFile("../../internal/schema/migrations/0009_templates.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(t.Context(), string(ddl)); err != nil {
-		t.Fatal(err)
+	for _, m := range []string{"0009_templates.sql", "0015_template_label_history.sql"} {
+		ddl, err := os.ReadFile("../../internal/schema/migrations/" + m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(t.Context(), string(ddl)); err != nil {
+			t.Fatalf("%s: %v", m, err)
+		}
 	}
 	return url
 }
@@ -234,10 +236,11 @@ func TestTemplatePostgres(t *testing.T) {
 		t.Errorf("diff 2 2: %q", out)
 	}
 
-	// activate, canary, rollback.
+	// activate, canary, rollback. Activating 1 keeps 2, active before, as
+	// the fallback.
 	must("template", "activate", "receipt", "1")
 	must("template", "canary", "receipt", "2", "--percent", "10")
-	if l = ls(); l.labels("receipt") != "active=1,canary=2/10" {
+	if l = ls(); l.labels("receipt") != "active=1,canary=2/10,fallback=2" {
 		t.Errorf("after canary: %s", l.labels("receipt"))
 	}
 	if out := must("template", "canary", "receipt", "--off"); !strings.Contains(out, "canary removed") {
@@ -257,7 +260,7 @@ func TestTemplatePostgres(t *testing.T) {
 	if rolled.Name != "receipt" || rolled.Label != "active" || rolled.Version != 2 {
 		t.Errorf("rollback: %+v", rolled)
 	}
-	if l = ls(); l.labels("receipt") != "active=2" {
+	if l = ls(); l.labels("receipt") != "active=2,fallback=2" {
 		t.Errorf("after rollback: %s", l.labels("receipt"))
 	}
 	if _, err := run("template", "activate", "receipt", "9"); err == nil {
@@ -326,6 +329,13 @@ func TestTemplateArgumentErrors(t *testing.T) {
 		{"template", "canary", "receipt", "--off", "--percent", "5"},
 		{"template", "preview", "receipt", "--version", "1", "--label", "active"},
 		{"template", "preview", "receipt", "--label", "beta"},
+		{"template", "push", "dir", "--keep-fallback"},
+		{"template", "activate", "receipt", "2", "--reason", "two\nlines"},
+		{"template", "fallback", "receipt"},
+		{"template", "fallback", "receipt", "0"},
+		{"template", "fallback", "Bad Name", "1"},
+		{"template", "history"},
+		{"template", "history", "Bad Name"},
 	} {
 		_, _, err := postctl(t, nil, "", args...)
 		if err == nil || exitCode(err) != exitUsage {

@@ -9,11 +9,15 @@
 // same content create one version. Versions are never updated: the store has
 // no path for it and a trigger refuses an UPDATE made in SQL.
 //
-// Labels move with [Store.SetLabel], [Store.ClearLabel] and
-// [Store.Rollback]. Every change bumps one label revision in the statement
-// that makes it; revisions grow in commit order, so [Store.LabelsVersion] is a
+// Labels move with [Store.SetLabel], [Store.SetFallback], [Store.ClearLabel],
+// [Store.Rollback] and [Store.Activate], which also keeps the version active
+// before as the fallback (the last known good one), in the same
+// transaction. Every change bumps one label revision in the statement that
+// makes it; revisions grow in commit order, so [Store.LabelsVersion] is a
 // cheap one-row check of whether anything changed. A [Watcher] polls it and
-// keeps an in-memory [Snapshot] of all labels for the sending path.
+// keeps an in-memory [Snapshot] of all labels for the sending path. Every
+// change is kept: [Store.History] lists a template's, each with the version
+// the label left, who moved it and why.
 //
 // Layouts are templates of kind layout: versioned, labelled and rolled back
 // like any template. A template version names its layout; which layout

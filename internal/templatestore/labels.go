@@ -1,6 +1,7 @@
 package templatestore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,11 +23,30 @@ func isForeignKeyViolation(err error) bool {
 // and must be 0 for active and fallback (ErrInvalidLabel otherwise). by says
 // who made the change. It returns the label as stored. Setting a label to
 // what it already is changes nothing (no revision, no entry in Changes).
+//
+// Setting active this way leaves the fallback where it is; Activate also
+// keeps the version active pointed at before as the fallback.
 func (s *Store) SetLabel(ctx context.Context, name, label string, version, percent int, by string) (Label, error) {
+	return s.setLabel(ctx, name, label, version, percent, by, "")
+}
+
+// SetFallback points the fallback label of the template name at version,
+// which must exist (ErrNotFound otherwise): the version mail is rendered
+// with when the chosen one fails, and the one Rollback returns to. by says
+// who made the change and reason why (see ValidateReason); History shows
+// both. Setting it to what it already is changes nothing.
+func (s *Store) SetFallback(ctx context.Context, name string, version int, by, reason string) (Label, error) {
+	return s.setLabel(ctx, name, LabelFallback, version, 0, by, reason)
+}
+
+func (s *Store) setLabel(ctx context.Context, name, label string, version, percent int, by, reason string) (Label, error) {
 	if err := ValidateName(name); err != nil {
 		return Label{}, err
 	}
 	if err := ValidateLabel(label, version, percent); err != nil {
+		return Label{}, fmt.Errorf("set label of template %s: %w", name, err)
+	}
+	if err := ValidateReason(reason); err != nil {
 		return Label{}, fmt.Errorf("set label of template %s: %w", name, err)
 	}
 	var pct *int16
@@ -51,12 +71,12 @@ func (s *Store) SetLabel(ctx context.Context, name, label string, version, perce
 				revision = EXCLUDED.revision, updated_at = EXCLUDED.updated_at, updated_by = EXCLUDED.updated_by
 			RETURNING l.revision, l.updated_at, l.updated_by
 		), ch AS (
-			INSERT INTO postline_template_label_changes (revision, name, label, version, percent, changed_at, changed_by)
-			SELECT up.revision, $1, $2, $3, $4, up.updated_at, $5 FROM up
+			INSERT INTO postline_template_label_changes (revision, name, label, version, percent, changed_at, changed_by, reason)
+			SELECT up.revision, $1, $2, $3, $4, up.updated_at, $5, $6 FROM up
 		)
 		SELECT revision, updated_at, updated_by FROM up
 		UNION ALL SELECT revision, updated_at, updated_by FROM same`,
-		name, label, version, pct, by).Scan(&l.Revision, &l.UpdatedAt, &l.UpdatedBy)
+		name, label, version, pct, by, reason).Scan(&l.Revision, &l.UpdatedAt, &l.UpdatedBy)
 	if isForeignKeyViolation(err) {
 		s.observe(ctx, opSetLabel, start, nil)
 		return Label{}, fmt.Errorf("set %s of template %s to version %d: %w", label, name, version, ErrNotFound)
@@ -68,6 +88,74 @@ func (s *Store) SetLabel(ctx context.Context, name, label string, version, perce
 	s.logger.InfoContext(ctx, "template label set", "template", name, "label", label, "version", version,
 		"percent", percent, "by", by)
 	return l, nil
+}
+
+// Activate points the active label of the template name at version, which
+// must exist (ErrNotFound otherwise), and, unless keepFallback, the fallback
+// label at the version active pointed at before: the last known good one,
+// which mail falls back to when the new version fails to render and which
+// Rollback returns to. Both move in one transaction, as two changes (the
+// fallback's first) with their own revisions. Without an active version
+// before, or when it already is the fallback, only active moves; when active
+// already points at version, nothing changes. by says who made the change
+// and reason why (see ValidateReason); the fallback's change records why it
+// moved.
+//
+// Concurrent activations of one template are applied one after the other,
+// each on the labels the one before left.
+func (s *Store) Activate(ctx context.Context, name string, version int, keepFallback bool, by, reason string) (Activation, error) {
+	if err := ValidateName(name); err != nil {
+		return Activation{}, err
+	}
+	if err := ValidateLabel(LabelActive, version, 0); err != nil {
+		return Activation{}, fmt.Errorf("activate template %s: %w", name, err)
+	}
+	if err := ValidateReason(reason); err != nil {
+		return Activation{}, fmt.Errorf("activate template %s: %w", name, err)
+	}
+	fallbackReason := fmt.Sprintf("kept as the last known good version when version %d was activated", version)
+	start := time.Now()
+	rows, err := s.db.Query(ctx, `SELECT r_exists, r_moved, coalesce(r_label, ''), coalesce(r_from, 0), coalesce(r_to, 0),
+			coalesce(r_revision, 0), coalesce(r_at, 'epoch'), coalesce(r_by, '')
+		FROM postline_template_activate($1, $2, $3, $4, $5, $6)`, name, version, keepFallback, by, reason, fallbackReason)
+	var (
+		a      = Activation{Active: Label{Name: name, Label: LabelActive, Version: version}}
+		exists bool
+	)
+	if err == nil {
+		for rows.Next() {
+			var moved bool
+			c := Change{Name: name}
+			if err = rows.Scan(&exists, &moved, &c.Label, &c.From, &c.Version, &c.Revision, &c.ChangedAt, &c.ChangedBy); err != nil {
+				break
+			}
+			if c.Label == LabelActive {
+				a.Active.Revision, a.Active.UpdatedAt, a.Active.UpdatedBy = c.Revision, c.ChangedAt, c.ChangedBy
+			}
+			if moved {
+				c.Reason = map[bool]string{true: fallbackReason, false: reason}[c.Label == LabelFallback]
+				a.Changes = append(a.Changes, c)
+			}
+		}
+		rows.Close()
+		err = cmp.Or(err, rows.Err())
+	}
+	s.observe(ctx, opActivate, start, err)
+	if err != nil {
+		return Activation{}, fmt.Errorf("activate template %s version %d: %w", name, version, err)
+	}
+	if !exists {
+		return Activation{}, fmt.Errorf("activate template %s version %d: %w", name, version, ErrNotFound)
+	}
+	if c, ok := a.FallbackMoved(); ok {
+		s.logger.InfoContext(ctx, "template label set", "template", name, "label", LabelFallback, "version", c.Version,
+			"from", c.From, "by", by)
+	}
+	if len(a.Changes) > 0 {
+		s.logger.InfoContext(ctx, "template label set", "template", name, "label", LabelActive, "version", version,
+			"from", a.Changes[len(a.Changes)-1].From, "by", by)
+	}
+	return a, nil
 }
 
 // ClearLabel removes label from the template name (a canary that ends, say)
@@ -184,26 +272,79 @@ func (s *Store) Labels(ctx context.Context, names []string) ([]Label, error) {
 	return out, nil
 }
 
+// changeColumns are the columns of a Change, of the label_changes row c:
+// From is the version of the same label's change before it.
+const changeColumns = `c.revision, c.name, c.label,
+	coalesce((SELECT p.version FROM postline_template_label_changes p
+		WHERE p.name = c.name AND p.label = c.label AND p.revision < c.revision
+		ORDER BY p.revision DESC LIMIT 1), 0),
+	coalesce(c.version, 0), coalesce(c.percent, 0), c.changed_at, c.changed_by, c.reason`
+
+func scanChange(row pgx.CollectableRow) (Change, error) {
+	var c Change
+	err := row.Scan(&c.Revision, &c.Name, &c.Label, &c.From, &c.Version, &c.Percent, &c.ChangedAt, &c.ChangedBy, &c.Reason)
+	return c, err
+}
+
 // Changes returns the label changes made after since, oldest first, at most
 // Config.ChangesLimit of them (ask again from the last one's ChangedAt for
 // more). Times come from the database's clock; to learn cheaply whether
 // anything changed at all, use LabelsVersion.
 func (s *Store) Changes(ctx context.Context, since time.Time) ([]Change, error) {
 	start := time.Now()
-	rows, err := s.db.Query(ctx, `SELECT revision, name, label, coalesce(version, 0), coalesce(percent, 0), changed_at, changed_by
-		FROM postline_template_label_changes WHERE changed_at > $1
-		ORDER BY revision LIMIT $2`, since, s.cfg.ChangesLimit)
+	rows, err := s.db.Query(ctx, `SELECT `+changeColumns+`
+		FROM postline_template_label_changes c WHERE c.changed_at > $1
+		ORDER BY c.revision LIMIT $2`, since, s.cfg.ChangesLimit)
 	var out []Change
 	if err == nil {
-		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Change, error) {
-			var c Change
-			err := row.Scan(&c.Revision, &c.Name, &c.Label, &c.Version, &c.Percent, &c.ChangedAt, &c.ChangedBy)
-			return c, err
-		})
+		out, err = pgx.CollectRows(rows, scanChange)
 	}
 	s.observe(ctx, opChanges, start, err)
 	if err != nil {
 		return nil, fmt.Errorf("read template label changes: %w", err)
+	}
+	return out, nil
+}
+
+// History returns every label change of the template name, oldest first:
+// each move of active, canary and fallback with the version it came from,
+// when, by whom and why. ErrNotFound when there is no such template; a
+// template whose labels never moved has an empty history.
+func (s *Store) History(ctx context.Context, name string) ([]Change, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	// The template's own row, revision 0, says it exists.
+	rows, err := s.db.Query(ctx, `SELECT `+changeColumns+`, true
+		FROM postline_template_label_changes c WHERE c.name = $1
+		UNION ALL
+		SELECT 0, t.name, '', 0, 0, 0, 'epoch'::timestamptz, '', '', false FROM postline_templates t WHERE t.name = $1
+		ORDER BY 1`, name)
+	var (
+		out   []Change
+		found bool
+	)
+	if err == nil {
+		var (
+			c      Change
+			change bool
+		)
+		_, err = pgx.ForEachRow(rows, []any{&c.Revision, &c.Name, &c.Label, &c.From, &c.Version, &c.Percent,
+			&c.ChangedAt, &c.ChangedBy, &c.Reason, &change}, func() error {
+			found = true
+			if change {
+				out = append(out, c)
+			}
+			return nil
+		})
+	}
+	s.observe(ctx, opHistory, start, err)
+	if err != nil {
+		return nil, fmt.Errorf("history of template %s: %w", name, err)
+	}
+	if !found {
+		return nil, fmt.Errorf("history of template %s: %w", name, ErrNotFound)
 	}
 	return out, nil
 }

@@ -21,10 +21,12 @@ const (
 	opLabels        = "labels"
 	opChanges       = "changes"
 	opLabelsVersion = "labels_version"
+	opActivate      = "activate"
+	opHistory       = "history"
 )
 
 var ops = []string{opPush, opGet, opLatest, opList, opVersions, opSetLabel, opClearLabel, opRollback,
-	opLabels, opChanges, opLabelsVersion}
+	opLabels, opChanges, opLabelsVersion, opActivate, opHistory}
 
 type metrics struct {
 	roundTrips *prometheus.CounterVec

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // MaxNameLen is the longest template name.
@@ -120,13 +123,53 @@ type Template struct {
 
 // Change is one label change. Version 0 means the label was removed.
 type Change struct {
-	Revision  int64
-	Name      string
-	Label     string
+	Revision int64
+	Name     string
+	Label    string
+	// From is the version the label pointed at before the change, 0 when it
+	// was not set.
+	From      int
 	Version   int
 	Percent   int
 	ChangedAt time.Time
 	ChangedBy string
+	// Reason says why the label moved: the operator's reason, or what
+	// moved it along with another label; "" when not said.
+	Reason string
+}
+
+// Activation is what Activate did: the active label as it is now, and the
+// changes it made (none when active already pointed at the version; the
+// fallback's first when it moved too).
+type Activation struct {
+	Active  Label
+	Changes []Change
+}
+
+// FallbackMoved returns the change of the fallback label the activation
+// made, if it made one.
+func (a Activation) FallbackMoved() (Change, bool) {
+	for _, c := range a.Changes {
+		if c.Label == LabelFallback {
+			return c, true
+		}
+	}
+	return Change{}, false
+}
+
+// MaxReasonBytes is the longest reason a label change records.
+const MaxReasonBytes = 500
+
+// ValidateReason checks the reason of a label change: one line of at most
+// MaxReasonBytes of UTF-8 without control characters.
+func ValidateReason(reason string) error {
+	if len(reason) > MaxReasonBytes {
+		return fmt.Errorf("%w: reason of %d bytes, longer than %d", ErrInvalidLabel, len(reason), MaxReasonBytes)
+	}
+	if !utf8.ValidString(reason) || strings.ContainsFunc(reason, unicode.IsControl) {
+		return fmt.Errorf("%w: reason is not one line of text", ErrInvalidLabel)
+	}
+	return nil
 }
 
 // Revision identifies the state of all labels: Revision grows by one with
