@@ -47,7 +47,9 @@ type Config struct {
 	// id, shared by every dispatcher replica. Defaults to
 	// "postline-webhooks".
 	GroupID string
-	// Endpoints receive the events, each with its Secret set. Required.
+	// Endpoints receive the events, each with its Secret set. Without any
+	// the dispatcher runs and sends nothing (a deployment that has its
+	// bounce domain but no endpoint yet).
 	Endpoints []Endpoint
 	// Queue keeps the events waiting for another attempt and the dead
 	// letters, in PostgreSQL. Required.
@@ -207,9 +209,6 @@ func (c Config) Validate() error {
 	}
 	if c.DedupeWindow < 1 {
 		bad("DedupeWindow", c.DedupeWindow, "must be at least 1")
-	}
-	if len(c.Endpoints) == 0 {
-		bad("Endpoints", "[]", "at least one endpoint is required")
 	}
 	seen := make(map[string]bool, len(c.Endpoints))
 	for i, ep := range c.Endpoints {

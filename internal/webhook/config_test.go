@@ -68,7 +68,6 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"no kafka", func(c *Config) { c.Kafka = nil }, "Kafka = nil: required", ""},
 		{"no dead letters", func(c *Config) { c.DeadLetters = nil }, "DeadLetters = nil: required", ""},
-		{"no endpoints", func(c *Config) { c.Endpoints = nil }, "Endpoints = []: at least one", ""},
 		{"secret unset", func(c *Config) { c.Endpoints[0].Secret = "" }, `Endpoints[0]: endpoint "billing": the secret in $BILLING_SECRET: secret is empty`, ""},
 		{"secret without prefix", func(c *Config) { c.Endpoints[0].Secret = Secret(strings.TrimPrefix(testSecret, "whsec_")) },
 			`endpoint "billing": the secret in $BILLING_SECRET: secret does not start with "whsec_"`, "MfKQ9r8G"},

@@ -187,6 +187,11 @@ func (d *Dispatcher) Ready() bool {
 // retries wait in PostgreSQL. Run may be called once.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	d.logger.Info("webhook dispatcher starting", "endpoints", len(d.lanes), "topic", d.cfg.Topic, "group_prefix", d.cfg.GroupID)
+	if len(d.lanes) == 0 {
+		d.logger.Warn("no webhook endpoints: nothing to send until the endpoints file lists one")
+		<-ctx.Done()
+		return nil
+	}
 	var g errgroup.Group
 	for _, l := range d.lanes {
 		g.Go(func() error { return l.run(ctx) })

@@ -364,3 +364,12 @@ func TestDeadLetterHeadersCountAttempts(t *testing.T) {
 		t.Errorf("last status header %q", got)
 	}
 }
+
+// Without endpoints the dispatcher runs, is ready and sends nothing.
+func TestNoEndpointsRunsIdle(t *testing.T) {
+	h := startHarness(t, Config{})
+	if !h.d.Ready() {
+		t.Error("an idle dispatcher is not ready")
+	}
+	waitFor(t, 5*time.Second, "the warning logged", func() bool { return strings.Contains(h.logs.String(), "no webhook endpoints") })
+}

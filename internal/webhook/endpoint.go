@@ -160,9 +160,6 @@ func ParseEndpoints(data []byte, isJSON bool) ([]Endpoint, error) {
 			return nil, fmt.Errorf("parse YAML: %w", err)
 		}
 	}
-	if len(f.Endpoints) == 0 {
-		return nil, errors.New("endpoints: none listed")
-	}
 	if len(f.Endpoints) > MaxEndpoints {
 		return nil, fmt.Errorf("endpoints: %d listed, at most %d", len(f.Endpoints), MaxEndpoints)
 	}

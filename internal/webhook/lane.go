@@ -42,7 +42,7 @@ type lane struct {
 	logger *slog.Logger
 	src    source
 	store  store
-	seen   *lru.Cache[string, struct{}] // IDs delivered lately: copies are not sent again
+	seen   *lru.Cache[string, struct{}] // IDs finished lately (delivered, queued, dead): copies are not sent again
 	sem    chan struct{}                // one per POST in flight: Concurrency
 	wake   chan struct{}                // the retry loop has work
 
@@ -335,6 +335,7 @@ func (l *lane) enqueue(stop, work context.Context, p Pending) bool {
 	if !retryStore(stop, l.logger, &l.storeFailed, "queue write", func() error { return l.store.Enqueue(work, p) }) {
 		return false
 	}
+	l.seen.Add(p.EventID, struct{}{}) // the queue has it now
 	l.d.metrics.queued.WithLabelValues(l.ep.ID).Inc()
 	return true
 }
@@ -348,6 +349,9 @@ func (l *lane) bury(stop, work context.Context, p Pending, m *consumer.Message, 
 	now := l.d.cfg.NowFunc()
 	if !retryStore(stop, l.logger, &l.storeFailed, "queue write", func() error { return l.store.Bury(work, p, reason, now) }) {
 		return false
+	}
+	if p.EventID != "" {
+		l.seen.Add(p.EventID, struct{}{})
 	}
 	l.d.metrics.deadLetters.WithLabelValues(l.ep.ID, reason).Inc()
 	l.logger.Warn("webhook dead-lettered", "event_id", p.EventID, "event_type", p.Type,
