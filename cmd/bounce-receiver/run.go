@@ -202,6 +202,9 @@ func receive(ctx context.Context, s settings, d receiverDeps) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return smtpServer.Run(gctx) })
+	// Publishes the transitions an applier made but did not finish
+	// publishing (it stopped, or Kafka failed): see outcome.Applier.Drain.
+	g.Go(func() error { return applier.Run(gctx) })
 	if hooks != nil {
 		listener, err := net.Listen("tcp", s.HooksAddr)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,21 @@ func (h *harness) reports(source string, kind report.Kind, result string) float6
 }
 
 // nothingHappened checks that no event, entry or resolution was written.
+// nothingPublished checks that no event or suppression entry went out and
+// none is owed in the outbox.
+func (h *harness) nothingPublished(t *testing.T) {
+	t.Helper()
+	if ev := h.events.published(); len(ev) != 0 {
+		t.Errorf("published %d events, want none: %+v", len(ev), ev)
+	}
+	if e := h.lists.added(); len(e) != 0 {
+		t.Errorf("added %d suppression entries, want none: %+v", len(e), e)
+	}
+	if p := h.store.pending(); len(p) != 0 {
+		t.Errorf("outbox holds %v, want nothing", p)
+	}
+}
+
 func (h *harness) nothingHappened(t *testing.T) {
 	t.Helper()
 	if ev := h.events.published(); len(ev) != 0 {
@@ -572,42 +588,126 @@ func TestApplyDeliveredThenBouncedInOneCall(t *testing.T) {
 	}
 }
 
-// TestApplyLosesRace checks a report whose compare-and-set loses to a
-// concurrent one: counted stale, not as a transition.
-func TestApplyLosesRace(t *testing.T) {
-	h := newHarness(t, row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
-	h.store.beforeResolve = func(rows map[fakeKey]idempotency.Recipient) {
-		r := rows[fakeKey{testMsgID, 0}]
-		r.State = idempotency.RecipientDelivered
-		rows[fakeKey{testMsgID, 0}] = r
-	}
-	rep := report.Report{Kind: report.Complained, Source: report.SourceARF, FeedbackType: "abuse", Token: h.signer.Token(testMsgID, 0)}
-	if err := h.a.ApplyReturned(t.Context(), []report.Report{rep}); err != nil {
-		t.Fatal(err)
-	}
-	if got := h.reports(report.SourceARF, report.Complained, ResultStale); got != 1 {
-		t.Errorf("stale = %v, want 1", got)
-	}
-	if got := h.reports(report.SourceARF, report.Complained, ResultApplied); got != 0 {
-		t.Errorf("applied = %v, want 0", got)
-	}
-	if got := testutil.ToFloat64(h.a.metrics.transitions.WithLabelValues(string(event.Complained), "")); got != 0 {
-		t.Errorf("transitions = %v, want 0", got)
+// publishedAfterTransition makes h's events check, as each is published,
+// that the store already shows the transition it reports: the applier
+// publishes nothing before its compare-and-set wins.
+func publishedAfterTransition(t *testing.T, h *harness) {
+	t.Helper()
+	h.events.check = func(e event.Event) {
+		if got := h.store.row(e.MessageID, e.RecipientIndex).State; string(got) != string(e.Type) {
+			t.Errorf("event %s (%s) published while the row is %s", e.ID, e.Type, got)
+		}
 	}
 }
 
-func TestApplyFailures(t *testing.T) {
+// TestApplyLosesRace checks a report whose compare-and-set loses to a
+// concurrent writer: nothing is published for the attempt that lost, and
+// the report is decided again on the state the winner left.
+func TestApplyLosesRace(t *testing.T) {
+	const life = 7
+	complaint := report.Report{Kind: report.Complained, Source: report.SourceARF, FeedbackType: "abuse"}
+	tests := []struct {
+		name string
+		rep  report.Report
+		// concurrent moves the row before every Resolve.
+		concurrent func(r *idempotency.Recipient)
+		wantState  idempotency.RecipientState
+		wantResult string
+		wantIDs    []string // the events published
+		wantLists  int
+	}{
+		{
+			name: "a complaint losing to a delivery still applies, after it", rep: complaint,
+			concurrent: func(r *idempotency.Recipient) { r.State = idempotency.RecipientDelivered },
+			wantState:  idempotency.RecipientComplained, wantResult: ResultApplied,
+			wantIDs:   []string{event.NewLifeID(testMsgID, life, 0, event.Complained, 0)},
+			wantLists: 1,
+		},
+		{
+			name: "a delivery losing to a complaint is stale",
+			rep:  report.Report{Kind: report.Delivered, Source: report.SourceDSN},
+			concurrent: func(r *idempotency.Recipient) {
+				r.State = idempotency.RecipientComplained
+			},
+			wantState: idempotency.RecipientComplained, wantResult: ResultStale,
+		},
+		{
+			name: "a bounce decided before a replay applies to the new life, with its IDs",
+			rep:  report.Report{Kind: report.Bounced, Source: report.SourceDSN, Status: "5.1.1", Code: 550},
+			concurrent: func(r *idempotency.Recipient) {
+				r.Life = life + 1
+			},
+			wantState: idempotency.RecipientBounced, wantResult: ResultApplied,
+			wantIDs:   []string{event.NewLifeID(testMsgID, life+1, 0, event.Bounced, 0)},
+			wantLists: 1,
+		},
+		{
+			name: "a report losing every time is stale after maxLost rounds", rep: complaint,
+			concurrent: func(r *idempotency.Recipient) { r.Life++ },
+			wantState:  idempotency.RecipientAccepted, wantResult: ResultStale,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional)
+			r.Life = life
+			h := newHarness(t, r)
+			publishedAfterTransition(t, h)
+			h.store.beforeResolve = func(rows map[fakeKey]idempotency.Recipient) {
+				r := rows[fakeKey{testMsgID, 0}]
+				tt.concurrent(&r)
+				rows[fakeKey{testMsgID, 0}] = r
+			}
+			rep := tt.rep
+			rep.Token = h.signer.Token(testMsgID, 0)
+			if err := h.a.ApplyReturned(t.Context(), []report.Report{rep}); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.store.row(testMsgID, 0).State; got != tt.wantState {
+				t.Errorf("state = %s, want %s", got, tt.wantState)
+			}
+			var ids []string
+			for _, e := range h.events.published() {
+				ids = append(ids, e.ID)
+			}
+			if !slices.Equal(ids, tt.wantIDs) {
+				t.Errorf("published %v, want %v", ids, tt.wantIDs)
+			}
+			if n := len(h.lists.added()); n != tt.wantLists {
+				t.Errorf("added %d suppression entries, want %d", n, tt.wantLists)
+			}
+			for _, res := range []string{ResultApplied, ResultStale} {
+				want := map[bool]float64{true: 1, false: 0}[res == tt.wantResult]
+				if got := h.reports(rep.Source, rep.Kind, res); got != want {
+					t.Errorf("reports_total{%s} = %v, want %v", res, got, want)
+				}
+			}
+			if got := testutil.ToFloat64(h.a.metrics.transitions.WithLabelValues(string(rep.Kind), "hard")) +
+				testutil.ToFloat64(h.a.metrics.transitions.WithLabelValues(string(rep.Kind), "")); got != float64(len(tt.wantIDs)) {
+				t.Errorf("transitions = %v, want %d", got, len(tt.wantIDs))
+			}
+			if p := h.store.pending(); len(p) != 0 {
+				t.Errorf("outbox entries left: %v", p)
+			}
+			if tt.name == "a report losing every time is stale after maxLost rounds" && h.store.resolveCalls != maxLost+1 {
+				t.Errorf("Resolve called %d times, want %d", h.store.resolveCalls, maxLost+1)
+			}
+		})
+	}
+}
+
+// TestApplyFailuresBeforeTheTransition: a failure before the
+// compare-and-set won leaves nothing behind; offered again, the report
+// is applied.
+func TestApplyFailuresBeforeTheTransition(t *testing.T) {
 	boom := errors.New("boom")
 	tests := []struct {
 		name        string
 		setup       func(h *harness)
 		wantResolve int
-		wantEvents  int // published before the failure
 	}{
-		{"lookup fails", func(h *harness) { h.store.lookupErr = boom }, 0, 0},
-		{"publish fails", func(h *harness) { h.events.err = boom }, 0, 0},
-		{"suppression fails", func(h *harness) { h.lists.err = boom }, 0, 1},
-		{"resolve fails", func(h *harness) { h.store.resolveErr = boom }, 1, 1},
+		{"lookup fails", func(h *harness) { h.store.lookupErr = boom }, 0},
+		{"resolve fails", func(h *harness) { h.store.resolveErr = boom }, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -621,9 +721,7 @@ func TestApplyFailures(t *testing.T) {
 			if h.store.resolveCalls != tt.wantResolve {
 				t.Errorf("Resolve called %d times, want %d", h.store.resolveCalls, tt.wantResolve)
 			}
-			if n := len(h.events.published()); n != tt.wantEvents {
-				t.Errorf("published %d events, want %d", n, tt.wantEvents)
-			}
+			h.nothingPublished(t)
 			if got := h.store.row(testMsgID, 0).State; got != idempotency.RecipientAccepted {
 				t.Errorf("state = %s, want accepted", got)
 			}
@@ -631,9 +729,8 @@ func TestApplyFailures(t *testing.T) {
 				t.Errorf("a failed report counted %v times as applied", got)
 			}
 
-			// Offered again once the failure passed, it is applied and
-			// its event carries the same ID as any copy written before.
-			h.store.lookupErr, h.events.err, h.lists.err, h.store.resolveErr = nil, nil, nil, nil
+			// Offered again once the failure passed, it is applied.
+			h.store.lookupErr, h.store.resolveErr = nil, nil
 			if err := h.a.ApplyReturned(t.Context(), []report.Report{rep}); err != nil {
 				t.Fatalf("retry: %v", err)
 			}
@@ -647,7 +744,186 @@ func TestApplyFailures(t *testing.T) {
 			if len(ids) != 1 || !ids[event.NewID(testMsgID, 0, event.Bounced, 0)] {
 				t.Errorf("event IDs = %v, want the one bounced ID", slicesOf(ids))
 			}
+			if len(h.lists.added()) != 1 || len(h.store.pending()) != 0 {
+				t.Errorf("entries %+v, outbox %v; want one entry and an empty outbox", h.lists.added(), h.store.pending())
+			}
 		})
+	}
+}
+
+// TestApplyFailuresAfterTheTransition: a failure after the
+// compare-and-set won leaves the transition's outbox entry, and the drain
+// publishes its event (with the ID the applier gave it) and adds its
+// suppression entry once DrainAge has passed. The report offered again
+// finds the recipient moved on.
+func TestApplyFailuresAfterTheTransition(t *testing.T) {
+	boom := errors.New("boom")
+	tests := []struct {
+		name       string
+		setup      func(h *harness)
+		wantErr    bool
+		wantEvents int // published by the applier
+		wantLists  int // entries added by the applier
+	}{
+		{"publish fails", func(h *harness) { h.events.err = boom }, true, 0, 0},
+		{"suppression fails", func(h *harness) { h.lists.err = boom }, true, 1, 0},
+		{"deleting the outbox entry fails", func(h *harness) { h.store.doneErr = boom }, false, 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
+			tt.setup(h)
+			rep := report.Report{Kind: report.Bounced, Source: report.SourceDSN, Status: "5.1.1", Code: 550, Token: h.signer.Token(testMsgID, 0)}
+			err := h.a.ApplyReturned(t.Context(), []report.Report{rep})
+			if (err != nil) != tt.wantErr || (err != nil && !errors.Is(err, boom)) {
+				t.Fatalf("ApplyReturned = %v, want an error wrapping %v: %v", err, boom, tt.wantErr)
+			}
+			if got := h.store.row(testMsgID, 0).State; got != idempotency.RecipientBounced {
+				t.Errorf("state = %s, want bounced: the transition happened", got)
+			}
+			if got := h.reports(report.SourceDSN, report.Bounced, ResultApplied); got != 1 {
+				t.Errorf("applied = %v, want 1", got)
+			}
+			if n := len(h.events.published()); n != tt.wantEvents {
+				t.Errorf("published %d events, want %d", n, tt.wantEvents)
+			}
+			if n := len(h.lists.added()); n != tt.wantLists {
+				t.Errorf("added %d entries, want %d", n, tt.wantLists)
+			}
+			bounced := event.NewID(testMsgID, 0, event.Bounced, 0)
+			if p := h.store.pending(); !slices.Equal(p, []string{bounced}) {
+				t.Fatalf("outbox = %v, want the bounce's entry", p)
+			}
+
+			h.events.err, h.lists.err, h.store.doneErr = nil, nil, nil
+			// Offered again: the recipient moved on, nothing to publish.
+			if err := h.a.ApplyReturned(t.Context(), []report.Report{rep}); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(h.events.published()); n != tt.wantEvents {
+				t.Errorf("the report offered again published %d events", n-tt.wantEvents)
+			}
+			// The drain leaves the entry to its applier until DrainAge
+			// has passed.
+			if n, err := h.a.Drain(t.Context()); err != nil || n != 0 {
+				t.Fatalf("Drain before DrainAge = %d, %v; want nothing", n, err)
+			}
+			h.store.now = func() time.Time { return testNow.Add(DefaultDrainAge + time.Second) }
+			if n, err := h.a.Drain(t.Context()); err != nil || n != 1 {
+				t.Fatalf("Drain = %d, %v; want the one entry", n, err)
+			}
+			evs := h.events.published()
+			if len(evs) != tt.wantEvents+1 {
+				t.Fatalf("published %d events, want %d", len(evs), tt.wantEvents+1)
+			}
+			for _, e := range evs {
+				if e.ID != bounced || e.Type != event.Bounced || e.Bounce == nil || e.Bounce.Status != "5.1.1" || !e.At.Equal(testNow) {
+					t.Errorf("event = %+v, want the bounce as the applier made it", e)
+				}
+			}
+			entries := h.lists.added()
+			if len(entries) != tt.wantLists+1 || entries[len(entries)-1].Reason != suppression.ReasonHardBounce ||
+				entries[len(entries)-1].Address != "ada@example.com" {
+				t.Errorf("entries = %+v, want the hard bounce's", entries)
+			}
+			if p := h.store.pending(); len(p) != 0 {
+				t.Errorf("outbox after the drain = %v, want empty", p)
+			}
+			if n, err := h.a.Drain(t.Context()); err != nil || n != 0 {
+				t.Errorf("second Drain = %d, %v; want nothing", n, err)
+			}
+		})
+	}
+}
+
+// TestDrainFailures: a drain that cannot publish or suppress leaves the
+// entries for the next pass; an entry that does not decode is left alone
+// while the others go.
+func TestDrainFailures(t *testing.T) {
+	boom := errors.New("boom")
+	h := newHarness(t, row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional),
+		row(testMsgID, 1, "bob@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
+	h.events.err = boom
+	s := h.signer
+	reps := []report.Report{
+		{Kind: report.Complained, Source: report.SourceARF, FeedbackType: "abuse", Token: s.Token(testMsgID, 0)},
+		{Kind: report.Delivered, Source: report.SourceDSN, Token: s.Token(testMsgID, 1)},
+	}
+	if err := h.a.ApplyReturned(t.Context(), reps); !errors.Is(err, boom) {
+		t.Fatalf("ApplyReturned = %v, want %v", err, boom)
+	}
+	h.store.mu.Lock()
+	h.store.outbox = append(h.store.outbox, idempotency.OutboxEntry{EventID: "evt_garbled", MessageID: testMsgID,
+		Body: []byte("{not json"), CreatedAt: testNow})
+	h.store.mu.Unlock()
+	h.store.now = func() time.Time { return testNow.Add(time.Hour) }
+
+	for _, f := range []struct {
+		name  string
+		setup func()
+	}{
+		{"read fails", func() { h.store.outboxErr = boom }},
+		{"publish fails", func() { h.store.outboxErr = nil }},
+		{"suppression fails", func() { h.events.err, h.lists.err = nil, boom }},
+		{"delete fails", func() { h.lists.err, h.store.doneErr = nil, boom }},
+	} {
+		f.setup()
+		if n, err := h.a.Drain(t.Context()); !errors.Is(err, boom) || n != 0 {
+			t.Errorf("%s: Drain = %d, %v; want 0 and %v", f.name, n, err, boom)
+		}
+		if p := h.store.pending(); len(p) != 3 {
+			t.Errorf("%s: outbox = %v, want all three entries kept", f.name, p)
+		}
+	}
+	h.store.doneErr = nil
+	if n, err := h.a.Drain(t.Context()); err != nil || n != 2 {
+		t.Fatalf("Drain = %d, %v; want the two good entries", n, err)
+	}
+	if p := h.store.pending(); !slices.Equal(p, []string{"evt_garbled"}) {
+		t.Errorf("outbox = %v, want the garbled entry only", p)
+	}
+	types := map[event.Type]int{}
+	for _, e := range h.events.published() {
+		types[e.Type]++
+	}
+	if len(types) != 2 || types[event.Complained] < 1 || types[event.Delivered] < 1 {
+		t.Errorf("published %v, want the complaint and the delivery", types)
+	}
+	if entries := h.lists.added(); len(entries) == 0 || entries[len(entries)-1].Reason != suppression.ReasonComplaint {
+		t.Errorf("entries = %+v, want the complaint's", entries)
+	}
+}
+
+// TestRunDrains checks that Run drains on its own ticks until its
+// context ends, and returns nil then.
+func TestRunDrains(t *testing.T) {
+	store := newFakeStore(func() time.Time { return testNow.Add(time.Hour) },
+		row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
+	events := &fakeEvents{t: t}
+	a, err := New(Config{NowFunc: func() time.Time { return testNow }, DrainInterval: time.Millisecond}, discard(),
+		prometheus.NewRegistry(), store, events, &fakeLists{t: t}, newSigner(t, testKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := a.eventOf(step{row: store.row(testMsgID, 0), kind: event.Delivered, to: idempotency.RecipientDelivered}, testNow)
+	body, err := encodeEffect(ev, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.outbox = []idempotency.OutboxEntry{{EventID: ev.ID, MessageID: testMsgID, Body: body, CreatedAt: testNow}}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(store.pending()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v, want nil after its context ended", err)
+	}
+	if evs := events.published(); len(evs) != 1 || evs[0].ID != ev.ID || len(store.pending()) != 0 {
+		t.Errorf("published %+v, outbox %v; want the one entry drained", evs, store.pending())
 	}
 }
 

@@ -18,7 +18,8 @@ import (
 
 // The fakes below keep the state Store, SweepStore, Events and Lists
 // stand for in memory, with the same rules the Postgres stores follow:
-// Resolve is a compare-and-set on the recipient's state that settles mail
+// Resolve is a compare-and-set on the recipient's state (and life, when
+// given) that writes the outbox entries of what it moved and settles mail
 // whose recipients are all resolved, DueUnconfirmed lists the accepted
 // recipients of mail past its window. Each can be told to fail.
 
@@ -32,7 +33,7 @@ type fakeStore struct {
 	now  func() time.Time
 	rows map[fakeKey]idempotency.Recipient
 
-	lookupErr, resolveErr, dueErr, markErr error
+	lookupErr, resolveErr, dueErr, markErr, outboxErr, doneErr error
 	// beforeResolve runs under the lock before a Resolve is applied: a
 	// concurrent writer moving a row on.
 	beforeResolve func(rows map[fakeKey]idempotency.Recipient)
@@ -43,6 +44,10 @@ type fakeStore struct {
 
 	lookups, resolveCalls, markCalls int
 	resolutions                      []idempotency.Resolution
+
+	// outbox holds the entries of transitions made, by event ID, in the
+	// order written.
+	outbox []idempotency.OutboxEntry
 }
 
 func newFakeStore(now func() time.Time, rows ...idempotency.Recipient) *fakeStore {
@@ -132,7 +137,7 @@ func (s *fakeStore) Resolve(_ context.Context, res []idempotency.Resolution) ([]
 	for i, r := range res {
 		k := fakeKey{r.MessageID, r.Index}
 		row, ok := s.rows[k]
-		if seen[k] || !ok || row.State != r.From {
+		if seen[k] || !ok || row.State != r.From || (r.Life != 0 && row.Life != r.Life) {
 			continue
 		}
 		seen[k] = true
@@ -143,6 +148,10 @@ func (s *fakeStore) Resolve(_ context.Context, res []idempotency.Resolution) ([]
 		s.rows[k] = row
 		applied[i] = true
 		moved[r.MessageID] = true
+		if r.EventID != "" && r.Effect != nil && !slices.ContainsFunc(s.outbox, func(e idempotency.OutboxEntry) bool { return e.EventID == r.EventID }) {
+			s.outbox = append(s.outbox, idempotency.OutboxEntry{EventID: r.EventID, MessageID: r.MessageID,
+				Body: slices.Clone(r.Effect), CreatedAt: s.now()})
+		}
 	}
 	settled := map[string]string{}
 	for id := range moved {
@@ -162,6 +171,42 @@ func (s *fakeStore) Resolve(_ context.Context, res []idempotency.Resolution) ([]
 		s.setConfirmation(id, settled[id])
 	}
 	return applied, settled, nil
+}
+
+func (s *fakeStore) Outbox(_ context.Context, minAge time.Duration, limit int) ([]idempotency.OutboxEntry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.outboxErr != nil {
+		return nil, s.outboxErr
+	}
+	var out []idempotency.OutboxEntry
+	for _, e := range s.outbox {
+		if len(out) < limit && e.CreatedAt.Before(s.now().Add(-minAge)) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func (s *fakeStore) OutboxDone(_ context.Context, ids []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.doneErr != nil {
+		return s.doneErr
+	}
+	s.outbox = slices.DeleteFunc(s.outbox, func(e idempotency.OutboxEntry) bool { return slices.Contains(ids, e.EventID) })
+	return nil
+}
+
+// pending returns the event IDs in the outbox.
+func (s *fakeStore) pending() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, e := range s.outbox {
+		out = append(out, e.EventID)
+	}
+	return out
 }
 
 func (s *fakeStore) setConfirmation(id, c string) {
@@ -219,6 +264,8 @@ type fakeEvents struct {
 	err   error
 	calls int
 	all   []event.Event
+	// check, if set, is called with every event about to be recorded.
+	check func(event.Event)
 }
 
 func (e *fakeEvents) Publish(_ context.Context, events ...event.Event) error {
@@ -234,6 +281,9 @@ func (e *fakeEvents) Publish(_ context.Context, events ...event.Event) error {
 		}
 		if _, err := ev.Encode(); err != nil {
 			e.t.Errorf("event %s does not encode: %v", ev.ID, err)
+		}
+		if e.check != nil {
+			e.check(ev)
 		}
 	}
 	e.all = append(e.all, events...)

@@ -26,6 +26,7 @@ import (
 // Message-ID and address as a provider's event names them.
 
 type pgEnv struct {
+	db     *pgxpool.Pool
 	ids    *idempotency.Store
 	lists  *suppression.Store
 	events *fakeEvents
@@ -45,7 +46,7 @@ func newPG(t *testing.T) *pgEnv {
 
 func newPGOn(t *testing.T, pool *pgxpool.Pool) *pgEnv {
 	t.Helper()
-	e := &pgEnv{events: &fakeEvents{t: t}, signer: newSigner(t, testKey), reg: prometheus.NewRegistry()}
+	e := &pgEnv{db: pool, events: &fakeEvents{t: t}, signer: newSigner(t, testKey), reg: prometheus.NewRegistry()}
 	var err error
 	if e.ids, err = idempotency.New(idempotency.Config{Owner: "outcome-test"}, pool, discard(), e.reg); err != nil {
 		t.Fatalf("idempotency.New: %v", err)
@@ -87,6 +88,20 @@ func (e *pgEnv) rows(t *testing.T, id string) []idempotency.Recipient {
 		t.Fatalf("Recipients(%s): %v", id, err)
 	}
 	return got[id]
+}
+
+// life is the life of mail id, as its recipient rows carry it: what its
+// event IDs hash in.
+func (e *pgEnv) life(t *testing.T, id string) int64 {
+	t.Helper()
+	rs := e.rows(t, id)
+	if len(rs) == 0 {
+		t.Fatalf("%s has no recipient rows", id)
+	}
+	if rs[0].Life == 0 {
+		t.Fatalf("%s has no life", id)
+	}
+	return rs[0].Life
 }
 
 func (e *pgEnv) states(t *testing.T, id string) []idempotency.RecipientState {
@@ -219,10 +234,11 @@ func TestIntegrationReports(t *testing.T) {
 	checkEvents := func() {
 		t.Helper()
 		evs := e.events.published()
+		life := e.life(t, id)
 		want := map[string]event.Type{
-			event.NewID(id, 0, event.Bounced, 0):    event.Bounced,
-			event.NewID(id, 1, event.Complained, 0): event.Complained,
-			event.NewID(id, 2, event.Delivered, 0):  event.Delivered,
+			event.NewLifeID(id, life, 0, event.Bounced, 0):    event.Bounced,
+			event.NewLifeID(id, life, 1, event.Complained, 0): event.Complained,
+			event.NewLifeID(id, life, 2, event.Delivered, 0):  event.Delivered,
 		}
 		if len(evs) != len(want) {
 			t.Fatalf("published %d events, want %d: %+v", len(evs), len(want), evs)
@@ -376,7 +392,8 @@ func TestIntegrationSweep(t *testing.T) {
 		t.Fatalf("Sweep = %d, %v; want the 2 accepted recipients of %s", n, err, late)
 	}
 	evs := e.events.published()
-	want := map[string]bool{event.NewID(late, 0, event.Unconfirmed, 0): true, event.NewID(late, 2, event.Unconfirmed, 0): true}
+	life := e.life(t, late)
+	want := map[string]bool{event.NewLifeID(late, life, 0, event.Unconfirmed, 0): true, event.NewLifeID(late, life, 2, event.Unconfirmed, 0): true}
 	if len(evs) != 2 || !want[evs[0].ID] || !want[evs[1].ID] || evs[0].ID == evs[1].ID {
 		t.Fatalf("events = %+v, want one unconfirmed event for recipients 0 and 2", evs)
 	}
@@ -441,7 +458,7 @@ func TestIntegrationSweepSmallBatch(t *testing.T) {
 	}
 	for id, n := range map[string]int{a: 3, b: 2} {
 		for i := range n {
-			if c := count[event.NewID(id, i, event.Unconfirmed, 0)]; c != 1 {
+			if c := count[event.NewLifeID(id, e.life(t, id), i, event.Unconfirmed, 0)]; c != 1 {
 				t.Errorf("recipient %d of %s had %d unconfirmed events, want 1", i, id, c)
 			}
 		}
@@ -482,7 +499,7 @@ func TestIntegrationConcurrentReplays(t *testing.T) {
 	for _, ev := range e.events.published() {
 		ids[ev.ID] = true
 	}
-	if len(ids) != 1 || !ids[event.NewID(id, 0, event.Bounced, 0)] {
+	if len(ids) != 1 || !ids[event.NewLifeID(id, e.life(t, id), 0, event.Bounced, 0)] {
 		t.Errorf("event IDs = %v, want only the bounce's", ids)
 	}
 	applied := testutil.ToFloat64(e.a.metrics.reports.WithLabelValues(report.SourceDSN, string(report.Bounced), ResultApplied))

@@ -4,10 +4,15 @@
 // reported on within its confirmation window. For each report it finds the
 // recipient (by the return path's verified token, or for a signed event by
 // Message-ID and address), decides the transition with the shared rule set,
-// writes the event, adds hard bounces and complaints to the suppression
-// lists, and moves the recipient's row on by compare-and-set, in that order:
-// a crash in between writes the same event (same ID) again when the report
-// is retried. A report that names no recipient it can verify is counted and
+// moves the recipient's row on by compare-and-set, and only then, for a
+// transition that won, writes the event and adds hard bounces and complaints
+// to the suppression lists: a report that loses to a concurrent one
+// announces nothing, and is decided again on the state the winner left. The
+// compare-and-set writes what the transition owes (its event and suppression
+// entry) to an outbox in the same transaction; the applier deletes the entry
+// once it has published, and Run drains the entries an applier left behind
+// (it died in between, or publishing failed), so no transition loses its
+// event. A report that names no recipient it can verify is counted and
 // dropped, never acted on.
 //
 // It owns the policy of the confirm phase; it does no I/O of its own: the
@@ -17,6 +22,7 @@ package outcome
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,10 +44,17 @@ import (
 type Store interface {
 	RecipientsByRef(ctx context.Context, ref []byte, idx int) ([]idempotency.Recipient, error)
 	RecipientByAddress(ctx context.Context, messageID, address string) (idempotency.Recipient, bool, error)
+	// Resolve moves recipients by compare-and-set and writes the outbox
+	// entries (Resolution.EventID, Effect) of those it moved, in one
+	// transaction.
 	Resolve(ctx context.Context, res []idempotency.Resolution) (applied []bool, settled map[string]string, err error)
 	// MessageExists reports whether the mail has a row (claimed, perhaps
 	// not recorded yet) or was purged long ago.
 	MessageExists(ctx context.Context, messageID string) (bool, error)
+	// Outbox lists the outbox entries older than minAge, oldest first;
+	// OutboxDone deletes entries whose effects were performed.
+	Outbox(ctx context.Context, minAge time.Duration, limit int) ([]idempotency.OutboxEntry, error)
+	OutboxDone(ctx context.Context, eventIDs []string) error
 }
 
 // Events publishes events and returns once they are durable.
@@ -59,6 +72,13 @@ type Tokens interface {
 	Verify(token string) (ref returnpath.Ref, idx int, ok bool)
 }
 
+// Defaults of Config.
+const (
+	DefaultDrainInterval = 10 * time.Second
+	DefaultDrainAge      = 30 * time.Second
+	DefaultDrainBatch    = 500
+)
+
 // Config configures an Applier.
 type Config struct {
 	// Rules classify bounces: hard, soft or policy, and whether to
@@ -66,6 +86,48 @@ type Config struct {
 	Rules *failure.RuleSet
 	// NowFunc is the clock of events. Defaults to time.Now.
 	NowFunc func() time.Time
+	// DrainInterval is how often Run looks for transitions whose event
+	// and suppression entry no applier finished. Defaults to
+	// DefaultDrainInterval (10s).
+	DrainInterval time.Duration
+	// DrainAge is how long after its transition an outbox entry is left to
+	// the applier that made it before the drain performs it: longer than
+	// an applier takes from its compare-and-set to the end of its publish,
+	// so the drain does not copy what a live applier is publishing (a copy
+	// would be harmless: same ID). Measured on the database's clock.
+	// Defaults to DefaultDrainAge (30s).
+	DrainAge time.Duration
+	// DrainBatch is how many entries one drain pass performs at most; a
+	// full pass is followed by another at once. Defaults to
+	// DefaultDrainBatch (500).
+	DrainBatch int
+}
+
+// WithDefaults returns cfg with zero fields set to their defaults.
+func (cfg Config) WithDefaults() Config {
+	if cfg.Rules == nil {
+		cfg.Rules = failure.Default()
+	}
+	if cfg.NowFunc == nil {
+		cfg.NowFunc = time.Now
+	}
+	cfg.DrainInterval = cmp.Or(cfg.DrainInterval, DefaultDrainInterval)
+	cfg.DrainAge = cmp.Or(cfg.DrainAge, DefaultDrainAge)
+	cfg.DrainBatch = cmp.Or(cfg.DrainBatch, DefaultDrainBatch)
+	return cfg
+}
+
+// Validate reports the first invalid field of cfg (after WithDefaults).
+func (cfg Config) Validate() error {
+	switch {
+	case cfg.DrainInterval <= 0:
+		return fmt.Errorf("outcome config: DrainInterval %v must be positive", cfg.DrainInterval)
+	case cfg.DrainAge < 0:
+		return fmt.Errorf("outcome config: DrainAge %v is negative", cfg.DrainAge)
+	case cfg.DrainBatch < 1:
+		return fmt.Errorf("outcome config: DrainBatch %d is below 1", cfg.DrainBatch)
+	}
+	return nil
 }
 
 // Applier applies reports. Safe for concurrent use.
@@ -81,11 +143,9 @@ type Applier struct {
 
 // New returns an Applier. lists may be nil (nothing is suppressed).
 func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, store Store, events Events, lists Lists, tokens Tokens) (*Applier, error) {
-	if cfg.Rules == nil {
-		cfg.Rules = failure.Default()
-	}
-	if cfg.NowFunc == nil {
-		cfg.NowFunc = time.Now
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if store == nil || events == nil || tokens == nil {
 		return nil, errors.New("outcome: store, events and tokens are required")
@@ -114,21 +174,46 @@ const (
 // ApplyReturned applies reports that came back to a return path: only a
 // report whose token verifies is acted on. An error means nothing was
 // lost and the whole message should be offered again (the receiver answers
-// 451).
+// 451): transitions made before the error stay made, their events are
+// published by the drain (Run) if not by this call, and the reports about
+// them find them done when they come again.
 func (a *Applier) ApplyReturned(ctx context.Context, reports []report.Report) error {
-	return a.apply(ctx, reports, false)
+	return a.apply(ctx, tries(reports), false)
 }
 
 // ApplySigned applies reports from a provider's signed request: a report
 // is found by its token when it carries one that verifies, else by its
 // Message-ID and recipient address.
 func (a *Applier) ApplySigned(ctx context.Context, reports []report.Report) error {
-	return a.apply(ctx, reports, true)
+	return a.apply(ctx, tries(reports), true)
+}
+
+// maxLost is how many times a report may lose its compare-and-set to a
+// concurrent writer and be decided again on the state that writer left.
+// Each loss means the recipient moved forward, and it can do so at most
+// three times (accepted, delivered, bounced, complained), so a report
+// losing more often is only a store that keeps changing under it: it is
+// counted stale.
+const maxLost = 3
+
+// try is a report on its way, with how often it lost a compare-and-set.
+type try struct {
+	rep  report.Report
+	lost int
+}
+
+func tries(reports []report.Report) []try {
+	out := make([]try, len(reports))
+	for i, r := range reports {
+		out[i] = try{rep: r}
+	}
+	return out
 }
 
 // step is one report on its way to a transition.
 type step struct {
 	rep  report.Report
+	lost int // compare-and-sets the report lost before
 	row  idempotency.Recipient
 	to   idempotency.RecipientState
 	kind event.Type
@@ -136,18 +221,19 @@ type step struct {
 	bounce failure.Bounce
 }
 
-func (a *Applier) apply(ctx context.Context, reports []report.Report, signed bool) error {
+func (a *Applier) apply(ctx context.Context, reports []try, signed bool) error {
 	var (
 		steps []step
 		early bool
 	)
 	// A second report about a recipient that already has a step in this
 	// round is decided in the next round, on the state the first one left:
-	// deciding both on the state read now would publish an event for a
-	// transition whose compare-and-set is bound to lose.
-	var later []report.Report
+	// deciding both on the state read now would make the second's
+	// compare-and-set lose for certain.
+	var later []try
 	taken := map[rowKey]bool{}
-	for _, rep := range reports {
+	for _, t := range reports {
+		rep := t.rep
 		source := cmp.Or(rep.Source, "unknown")
 		row, result, err := a.find(ctx, rep, signed)
 		if err != nil {
@@ -166,7 +252,7 @@ func (a *Applier) apply(ctx context.Context, reports []report.Report, signed boo
 		}
 		k := rowKey{row.MessageID, row.Index}
 		if taken[k] {
-			later = append(later, rep)
+			later = append(later, t)
 			continue
 		}
 		s, ok := a.decide(rep, row)
@@ -174,6 +260,7 @@ func (a *Applier) apply(ctx context.Context, reports []report.Report, signed boo
 			a.metrics.reports.WithLabelValues(source, string(rep.Kind), a.noTransition(rep)).Inc()
 			continue
 		}
+		s.lost = t.lost
 		taken[k] = true
 		steps = append(steps, s)
 	}
@@ -182,19 +269,84 @@ func (a *Applier) apply(ctx context.Context, reports []report.Report, signed boo
 	}
 	now := a.cfg.NowFunc().UTC()
 	events := make([]event.Event, len(steps))
-	var entries []suppression.Entry
+	entries := make([]*suppression.Entry, len(steps))
 	res := make([]idempotency.Resolution, len(steps))
 	for i, s := range steps {
 		events[i] = a.eventOf(s, now)
-		res[i] = idempotency.Resolution{MessageID: s.row.MessageID, Index: s.row.Index, From: s.row.State, To: s.to,
+		if e, ok := suppressionOf(s, now); ok {
+			entries[i] = &e
+		}
+		body, err := encodeEffect(events[i], entries[i])
+		if err != nil {
+			return fmt.Errorf("outcome: %w", err)
+		}
+		res[i] = idempotency.Resolution{MessageID: s.row.MessageID, Index: s.row.Index, Life: s.row.Life,
+			From: s.row.State, To: s.to,
 			Status: s.rep.Status, Code: s.rep.Code, Diagnostic: s.rep.Diagnostic, Source: s.rep.Source,
-			FeedbackType: s.rep.FeedbackType}
+			FeedbackType: s.rep.FeedbackType, EventID: events[i].ID, Effect: body}
 		if s.to == idempotency.RecipientBounced {
 			res[i].BounceType, res[i].Rule = string(s.bounce.Type), s.bounce.Rule
 		}
-		if e, ok := suppressionOf(s, now); ok {
-			entries = append(entries, e)
+	}
+	// The compare-and-set first: only a transition that happened gets its
+	// event and suppression entry, which the same transaction put in the
+	// outbox for the drain in case this applier goes no further.
+	applied, settled, err := a.store.Resolve(ctx, res)
+	if err != nil {
+		return fmt.Errorf("outcome: %w", err)
+	}
+	var (
+		won      []event.Event
+		suppress []suppression.Entry
+		ids      []string
+	)
+	for i, s := range steps {
+		source := cmp.Or(s.rep.Source, "unknown")
+		if !applied[i] {
+			// A concurrent report (or replay) moved the recipient first:
+			// decide this one again on the state it left, in the next
+			// round; a complaint that lost to a delivery still applies.
+			if s.lost < maxLost {
+				later = append(later, try{rep: s.rep, lost: s.lost + 1})
+			} else {
+				a.metrics.reports.WithLabelValues(source, string(s.rep.Kind), ResultStale).Inc()
+			}
+			continue
 		}
+		a.metrics.reports.WithLabelValues(source, string(s.rep.Kind), ResultApplied).Inc()
+		a.metrics.transitions.WithLabelValues(string(s.kind), string(s.bounce.Type)).Inc()
+		if s.bounce.Type == failure.BouncePolicy {
+			// Not suppressed: a policy or reputation refusal is about the
+			// sender, and an operator should see it.
+			a.logger.Warn("policy bounce", "message_id", s.row.MessageID, "recipient_index", s.row.Index,
+				"status", s.rep.Status, "source", s.rep.Source, "rule", s.bounce.Rule)
+		}
+		won = append(won, events[i])
+		ids = append(ids, events[i].ID)
+		if entries[i] != nil {
+			suppress = append(suppress, *entries[i])
+		}
+	}
+	for _, c := range settled {
+		a.metrics.confirmations.WithLabelValues(c).Inc()
+	}
+	if err := a.perform(ctx, won, suppress, ids); err != nil {
+		return err
+	}
+	if len(later) > 0 {
+		if err := a.apply(ctx, later, signed); err != nil {
+			return err
+		}
+	}
+	return earlyError(early)
+}
+
+// perform publishes the events of transitions made and adds their
+// suppression entries, then deletes their outbox entries. When it fails the
+// entries stay, and the drain performs them.
+func (a *Applier) perform(ctx context.Context, events []event.Event, entries []suppression.Entry, ids []string) error {
+	if len(events) == 0 {
+		return nil
 	}
 	if err := a.events.Publish(ctx, events...); err != nil {
 		return fmt.Errorf("outcome: publish %d events: %w", len(events), err)
@@ -207,35 +359,125 @@ func (a *Applier) apply(ctx context.Context, reports []report.Report, signed boo
 			a.metrics.suppressed.WithLabelValues(string(e.Reason)).Inc()
 		}
 	}
-	applied, settled, err := a.store.Resolve(ctx, res)
-	if err != nil {
-		return fmt.Errorf("outcome: %w", err)
+	if err := a.store.OutboxDone(ctx, ids); err != nil {
+		// Everything is out: the drain will publish the same events (same
+		// IDs) again and add entries that change nothing. Not the report's
+		// failure.
+		a.logger.Warn("outbox entries of published transitions not deleted; the drain will publish them again",
+			"events", len(ids), "error", err)
 	}
-	for i, s := range steps {
-		result := ResultApplied
-		if !applied[i] {
-			result = ResultStale // a concurrent report got there first
-		}
-		a.metrics.reports.WithLabelValues(cmp.Or(s.rep.Source, "unknown"), string(s.rep.Kind), result).Inc()
-		if applied[i] {
-			a.metrics.transitions.WithLabelValues(string(s.kind), string(s.bounce.Type)).Inc()
-			if s.bounce.Type == failure.BouncePolicy {
-				// Not suppressed: a policy or reputation refusal is about the
-				// sender, and an operator should see it.
-				a.logger.Warn("policy bounce", "message_id", s.row.MessageID, "recipient_index", s.row.Index,
-					"status", s.rep.Status, "source", s.rep.Source, "rule", s.bounce.Rule)
+	return nil
+}
+
+// effect is what a transition owes, as its outbox entry stores it: the
+// event document, and the suppression entry if it adds one.
+type effect struct {
+	Event       json.RawMessage    `json:"event"`
+	Suppression *suppression.Entry `json:"suppression,omitempty"`
+}
+
+func encodeEffect(e event.Event, entry *suppression.Entry) ([]byte, error) {
+	doc, err := e.Encode()
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(effect{Event: doc, Suppression: entry})
+	if err != nil {
+		return nil, fmt.Errorf("encode the effect of %s: %w", e.ID, err)
+	}
+	return b, nil
+}
+
+func decodeEffect(b []byte) (event.Event, *suppression.Entry, error) {
+	var f effect
+	if err := json.Unmarshal(b, &f); err != nil {
+		return event.Event{}, nil, err
+	}
+	e, err := event.Decode(f.Event)
+	if err != nil {
+		return event.Event{}, nil, err
+	}
+	return e, f.Suppression, nil
+}
+
+// Run drains the outbox every DrainInterval until ctx ends (see Drain). A
+// failed pass is logged and tried again at the next tick.
+func (a *Applier) Run(ctx context.Context) error {
+	t := time.NewTicker(a.cfg.DrainInterval)
+	defer t.Stop()
+	for {
+		for {
+			n, err := a.Drain(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				a.logger.Warn("outbox drain failed; trying again later", "error", err)
+				break
+			}
+			if n < a.cfg.DrainBatch {
+				break
 			}
 		}
-	}
-	for _, c := range settled {
-		a.metrics.confirmations.WithLabelValues(c).Inc()
-	}
-	if len(later) > 0 {
-		if err := a.apply(ctx, later, signed); err != nil {
-			return err
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
 		}
 	}
-	return earlyError(early)
+}
+
+// Drain makes one pass over the outbox: it performs the transitions made
+// more than DrainAge ago whose applier did not finish them (it died
+// between its compare-and-set and its publish, or publishing failed),
+// publishing their events and adding their suppression entries, and
+// deletes their entries. The events carry the IDs the applier gave them,
+// so one it did publish before dying is a copy consumers drop. It returns
+// how many entries it performed.
+func (a *Applier) Drain(ctx context.Context) (int, error) {
+	entries, err := a.store.Outbox(ctx, a.cfg.DrainAge, a.cfg.DrainBatch)
+	if err != nil || len(entries) == 0 {
+		return 0, err
+	}
+	var (
+		events   []event.Event
+		suppress []suppression.Entry
+		ids      []string
+	)
+	for _, en := range entries {
+		e, entry, err := decodeEffect(en.Body)
+		if err != nil {
+			// Written by this package: a bug, or an entry from a version
+			// that wrote another form. Left for an operator; the others go.
+			a.logger.Error("outbox entry does not decode; left in postline_event_outbox", "event_id", en.EventID,
+				"message_id", en.MessageID, "error", err)
+			continue
+		}
+		events = append(events, e)
+		ids = append(ids, en.EventID)
+		if entry != nil {
+			suppress = append(suppress, *entry)
+		}
+	}
+	if len(events) > 0 {
+		if err := a.events.Publish(ctx, events...); err != nil {
+			return 0, fmt.Errorf("outcome: drain: publish %d events: %w", len(events), err)
+		}
+		if len(suppress) > 0 && a.lists != nil {
+			if _, err := a.lists.Add(ctx, suppress); err != nil {
+				return 0, fmt.Errorf("outcome: drain: suppress %d addresses: %w", len(suppress), err)
+			}
+			for _, e := range suppress {
+				a.metrics.suppressed.WithLabelValues(string(e.Reason)).Inc()
+			}
+		}
+		if err := a.store.OutboxDone(ctx, ids); err != nil {
+			return 0, fmt.Errorf("outcome: drain: %w", err)
+		}
+		a.logger.Warn("published transitions an applier left unfinished (it stopped, or publishing failed)",
+			"events", len(events), "suppressions", len(suppress))
+	}
+	return len(events), nil
 }
 
 // ErrEarly is returned when a report came before the send it is about was
@@ -352,7 +594,7 @@ func (a *Applier) noTransition(rep report.Report) string {
 
 func (a *Applier) eventOf(s step, now time.Time) event.Event {
 	e := event.Event{
-		Schema: event.Schema, ID: event.NewID(s.row.MessageID, s.row.Index, s.kind, 0), Type: s.kind, At: now,
+		Schema: event.Schema, ID: event.NewLifeID(s.row.MessageID, s.row.Life, s.row.Index, s.kind, 0), Type: s.kind, At: now,
 		MessageID: s.row.MessageID, Tenant: s.row.Tenant, Stream: streamOf(s.row), Recipient: s.row.Address,
 		RecipientIndex: s.row.Index, Provider: s.row.Provider, Metadata: s.row.Metadata,
 	}
