@@ -126,7 +126,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	var ids []string
 	seen := map[string]bool{}
 	for i, r := range due {
-		events[i] = event.Event{Schema: event.Schema, ID: event.NewID(r.MessageID, r.Index, event.Unconfirmed, 0),
+		events[i] = event.Event{Schema: event.Schema, ID: event.NewLifeID(r.MessageID, r.Life, r.Index, event.Unconfirmed, 0),
 			Type: event.Unconfirmed, At: now, MessageID: r.MessageID, Tenant: r.Tenant, Stream: streamOf(r),
 			Recipient: r.Address, RecipientIndex: r.Index, Attempt: r.Attempt, Provider: r.Provider, Metadata: r.Metadata}
 		if !seen[r.MessageID] {
