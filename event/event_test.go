@@ -119,3 +119,16 @@ func TestNewLifeIDDistinct(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkNewLifeID measures the derivation the worker runs for every
+// event it writes (one or more per mail).
+func BenchmarkNewLifeID(b *testing.B) {
+	for _, life := range []int64{0, 4503599627370497} {
+		b.Run(strconv.FormatInt(life, 10), func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				_ = event.NewLifeID("order-7421.1764590400@shop.example", life, 1, event.Deferred, 3)
+			}
+		})
+	}
+}
