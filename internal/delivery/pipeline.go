@@ -57,6 +57,9 @@ type item struct {
 
 	// Set by the claimer.
 	version int64
+	// life is the mail's life (idempotency.Claim.Life): its events' IDs
+	// hash it in, so a replayed or re-sent mail's are its own.
+	life int64
 	// rcpts are the job's recipients and where each stands; loaded says
 	// what earlier attempts recorded has been read into them.
 	rcpts  []rcpt
@@ -513,7 +516,7 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 		it := valid[i]
 		switch c.Result {
 		case idempotency.Claimed:
-			it.version = c.Version
+			it.version, it.life = c.Version, c.Life
 			// The row's attempt from now on, not the record's header: a
 			// copy without a row is a first attempt whatever it says.
 			if c.Attempt > 0 {

@@ -352,7 +352,7 @@ func (p *Pipeline) appendEvents(dst []event.Event, it *item, now time.Time) []ev
 		out = append(out, base)
 		e := &out[len(out)-1]
 		e.Type, e.Recipient, e.RecipientIndex = t, r.address, r.index
-		e.ID = event.NewID(it.job.MessageID, r.index, t, it.attempt)
+		e.ID = event.NewLifeID(it.job.MessageID, it.life, r.index, t, it.attempt)
 		return e
 	}
 	for i := range it.rcpts {
