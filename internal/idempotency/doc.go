@@ -44,6 +44,18 @@
 // outcome is older than the retention (the dedupe window; the reaper purges
 // in small batches).
 //
+// Each row carries the life of its mail: a random number drawn when the row
+// is inserted and drawn again when [Store.ResetForReplay] re-opens it, so a
+// replayed mail, or a Message-ID sent again after its row was purged, is told
+// from its earlier life ([Claim.Life], [Recipient.Life]); its events' IDs
+// hash it in. The column is set by its default and never by an update of the
+// worker, so it costs the HOT updates nothing.
+//
+// [Store.Resolve] moves recipients after reports by compare-and-set and, in
+// the same transaction, writes what each moved transition owes (its event
+// and suppression entry, opaque bytes) to an outbox, which [Store.Outbox]
+// lists and [Store.OutboxDone] empties: whoever performs them.
+//
 // The package knows rows, not SMTP or Kafka: it takes plain values (IDs,
 // hashes, attempt numbers, opaque payload bytes) and decides nothing about
 // retries or providers. It does not publish anything itself.
