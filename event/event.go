@@ -56,10 +56,16 @@ const (
 	// relay accepted the mail; a person should look. A report that comes
 	// later still resolves the recipient.
 	Unconfirmed Type = "unconfirmed"
+	// Unsubscribed: the recipient asked for no more mail of this stream,
+	// with the one-click link or the mailto address of the mail's
+	// List-Unsubscribe header (RFC 8058); the address is suppressed on the
+	// mail's tenant and stream. It is about the address, not the mail's
+	// delivery, so it ends nothing: it may follow any other event.
+	Unsubscribed Type = "unsubscribed"
 )
 
 // Types lists every event type, in the order of a recipient's life.
-var Types = []Type{Accepted, Deferred, Failed, Dead, Delivered, Bounced, Complained, Suppressed, Unconfirmed}
+var Types = []Type{Accepted, Deferred, Failed, Dead, Delivered, Bounced, Complained, Suppressed, Unconfirmed, Unsubscribed}
 
 // Valid reports whether t is one of Types.
 func (t Type) Valid() bool {

@@ -3,6 +3,8 @@ package event_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -130,5 +132,27 @@ func BenchmarkNewLifeID(b *testing.B) {
 				_ = event.NewLifeID("order-7421.1764590400@shop.example", life, 1, event.Deferred, 3)
 			}
 		})
+	}
+}
+
+// TestSchemaListsEveryType keeps the schema's type enum equal to Types, so
+// a consumer validating with the schema file takes every type Postline
+// publishes.
+func TestSchemaListsEveryType(t *testing.T) {
+	var doc struct {
+		Properties struct {
+			Type struct {
+				Enum []event.Type `json:"enum"`
+			} `json:"type"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(event.SchemaJSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(doc.Properties.Type.Enum, event.Types) {
+		t.Errorf("schema type enum %v, want event.Types %v", doc.Properties.Type.Enum, event.Types)
+	}
+	if event.Unsubscribed.Terminal() {
+		t.Error("unsubscribed is about the address, not the mail's delivery: it must not end a recipient's life")
 	}
 }
