@@ -499,39 +499,15 @@ func (s *Store) Resolve(ctx context.Context, res []Resolution) (applied []bool, 
 	return applied, settled, nil
 }
 
-// DueUnconfirmed returns up to limit accepted recipients of mail whose
-// confirmation window has passed without every recipient resolved, oldest
-// first: the ones MarkUnconfirmed is about to mark. It scans the accepted
-// recipients by the confirm_by they carry (the message row's confirm_by is
-// not indexed, so that recording a sent mail stays a HOT update).
-func (s *Store) DueUnconfirmed(ctx context.Context, limit int) ([]Recipient, error) {
-	start := time.Now()
-	rows, err := s.pool.Query(ctx, `SELECT `+recipientColumnsSQL+`
-		FROM postline_recipients r JOIN postline_messages m ON m.message_id = r.message_id
-		WHERE r.state = 'accepted' AND r.confirm_by < now()
-			AND m.confirm_by IS NOT NULL AND m.confirmation IS NULL AND m.confirm_by < now()
-		ORDER BY r.confirm_by, r.message_id, r.idx LIMIT $1`, limit)
-	var list []Recipient
-	if err == nil {
-		list, err = scanRecipients(rows)
-	}
-	s.observe(ctx, opUnconfirmed, start, err)
-	if err != nil {
-		return nil, fmt.Errorf("due unconfirmed mail: %w", err)
-	}
-	return list, nil
-}
-
 // MarkUnconfirmed marks the given mail unconfirmed if it still awaits
-// confirmation past its window, and returns how many rows it marked.
+// confirmation past its window, and returns how many rows it marked. The
+// sweep marks the mail it finds itself (SweepUnconfirmed).
 func (s *Store) MarkUnconfirmed(ctx context.Context, messageIDs []string) (int, error) {
 	if len(messageIDs) == 0 {
 		return 0, nil
 	}
 	start := time.Now()
-	tag, err := s.pool.Exec(ctx, `UPDATE postline_messages SET confirmation = 'unconfirmed', confirmed_at = now()
-		WHERE message_id = ANY($1::text[]) AND confirm_by IS NOT NULL AND confirmation IS NULL AND confirm_by < now()`,
-		messageIDs)
+	tag, err := s.pool.Exec(ctx, markUnconfirmedSQL, messageIDs)
 	s.observe(ctx, opUnconfirmed, start, err)
 	if err != nil {
 		return 0, fmt.Errorf("mark %d mails unconfirmed: %w", len(messageIDs), err)

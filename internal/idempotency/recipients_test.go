@@ -1,6 +1,7 @@
 package idempotency_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -117,18 +118,22 @@ func TestUnconfirmedAfterTheWindow(t *testing.T) {
 		record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
 			ConfirmBy: by, Recipients: []idempotency.RecipientOutcome{rcpt(0, "a@example.com", idempotency.RecipientAccepted)}})
 	}
-	due, err := s.DueUnconfirmed(ctx, 10)
-	if err != nil || len(due) != 1 || due[0].MessageID != "<late@x>" {
-		t.Fatalf("DueUnconfirmed = %+v, %v; want <late@x> only", due, err)
+	var due []idempotency.Recipient
+	pass, err := s.SweepUnconfirmed(ctx, idempotency.UnconfirmedSweep{Limit: 10}, func(_ context.Context, rs []idempotency.Recipient) error {
+		due = rs
+		return nil
+	})
+	if err != nil || !pass.Swept || pass.Marked != 1 || len(due) != 1 || due[0].MessageID != "<late@x>" {
+		t.Fatalf("SweepUnconfirmed = %+v, %v with %+v; want <late@x> only, marked", pass, err, due)
 	}
-	for want := 1; want >= 0; want-- {
-		n, err := s.MarkUnconfirmed(ctx, []string{"<late@x>", "<early@x>"})
-		if err != nil || n != want {
-			t.Fatalf("MarkUnconfirmed = %d, %v; want %d", n, err, want)
-		}
+	if n, err := s.MarkUnconfirmed(ctx, []string{"<late@x>", "<early@x>"}); err != nil || n != 0 {
+		t.Fatalf("MarkUnconfirmed of marked mail = %d, %v; want 0", n, err)
 	}
-	if due, _ := s.DueUnconfirmed(ctx, 10); len(due) != 0 {
-		t.Errorf("still due after marking: %+v", due)
+	if pass, err := s.SweepUnconfirmed(ctx, idempotency.UnconfirmedSweep{Limit: 10}, func(context.Context, []idempotency.Recipient) error {
+		t.Error("a second pass published")
+		return nil
+	}); err != nil || pass.Recipients != 0 {
+		t.Errorf("still due after marking: %+v, %v", pass, err)
 	}
 	list, err := s.Unconfirmed(ctx, 10)
 	if err != nil || len(list) != 1 || list[0].Confirmation != "unconfirmed" {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/idempotency"
-	"github.com/postline/postline/internal/returnpath"
 )
 
 // Defaults of SweepConfig.
@@ -21,30 +20,43 @@ const (
 	DefaultSweepBatch    = 500
 )
 
-// SweepStore is the store side of the unconfirmed sweep (idempotency.Store).
+// SweepStore is the store side of the unconfirmed sweep
+// (idempotency.Store). SweepUnconfirmed makes one pass in one transaction:
+// it takes the fleet's turn (or reports it skipped), reads what came due
+// since the last pass, hands the accepted recipients of that mail to
+// publish, marks the mail and moves on; an error from publish leaves
+// everything for the next pass. It is safe for concurrent use.
 type SweepStore interface {
-	DueUnconfirmed(ctx context.Context, limit int) ([]idempotency.Recipient, error)
-	MarkUnconfirmed(ctx context.Context, messageIDs []string) (int, error)
+	SweepUnconfirmed(ctx context.Context, sw idempotency.UnconfirmedSweep,
+		publish func(ctx context.Context, due []idempotency.Recipient) error) (idempotency.UnconfirmedPass, error)
 }
+
+var _ SweepStore = (*idempotency.Store)(nil)
 
 // SweepConfig configures a Sweeper.
 type SweepConfig struct {
 	// Interval is how often the sweep looks for mail past its window.
 	// Defaults to DefaultSweepInterval (1m).
 	Interval time.Duration
-	// Batch is how many recipients one pass handles at most; a full pass
-	// is followed by another at once; a mail with more recipients than
-	// Batch is still handled whole in one pass. Defaults to
-	// DefaultSweepBatch (500).
+	// Batch is how many due recipients one pass reads at most; a full pass
+	// is followed by another at once; the mail a pass ends in is still
+	// handled whole. Defaults to DefaultSweepBatch (500).
 	Batch int
+	// LateGrace is how long after a relay took a recipient past its mail's
+	// window the sweep waits before reading it (see
+	// idempotency.UnconfirmedSweep). Defaults to
+	// idempotency.DefaultLateGrace (5m).
+	LateGrace time.Duration
 	// NowFunc is the clock of events. Defaults to time.Now.
 	NowFunc func() time.Time
 }
 
 // Sweeper marks mail whose confirmation window passed with recipients
 // still unresolved as unconfirmed, with an event per such recipient, so
-// that a person looks at it. Every worker runs one; two sweeping the same
-// mail at once write the same events (same IDs) and one of them marks it.
+// that a person looks at it. Every worker runs one, and one pass of the
+// fleet's sweepers at a time does the work: the others' passes skip while
+// it holds the turn. Each pass reads what came due since the last one, so
+// its cost follows the mail that came due, not the mail marked before.
 type Sweeper struct {
 	cfg    SweepConfig
 	logger *slog.Logger
@@ -57,11 +69,13 @@ type Sweeper struct {
 func NewSweeper(cfg SweepConfig, logger *slog.Logger, reg prometheus.Registerer, store SweepStore, events Events) (*Sweeper, error) {
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultSweepInterval)
 	cfg.Batch = cmp.Or(cfg.Batch, DefaultSweepBatch)
+	cfg.LateGrace = cmp.Or(cfg.LateGrace, idempotency.DefaultLateGrace)
 	if cfg.NowFunc == nil {
 		cfg.NowFunc = time.Now
 	}
-	if cfg.Interval <= 0 || cfg.Batch < 1 {
-		return nil, fmt.Errorf("outcome: sweep Interval %v and Batch %d must be positive", cfg.Interval, cfg.Batch)
+	if cfg.Interval <= 0 || cfg.Batch < 1 || cfg.LateGrace < 0 {
+		return nil, fmt.Errorf("outcome: sweep Interval %v and Batch %d must be positive, LateGrace %v not negative",
+			cfg.Interval, cfg.Batch, cfg.LateGrace)
 	}
 	if store == nil || events == nil {
 		return nil, errors.New("outcome: the sweep needs a store and events")
@@ -77,13 +91,14 @@ func NewSweeper(cfg SweepConfig, logger *slog.Logger, reg prometheus.Registerer,
 }
 
 // Run sweeps every Interval until ctx ends. A failed pass is logged and
-// tried again at the next tick.
+// tried again at the next tick; a pass skipped because another worker's
+// holds the turn waits for the next tick too.
 func (s *Sweeper) Run(ctx context.Context) error {
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
 	for {
 		for {
-			n, err := s.Sweep(ctx)
+			pass, err := s.pass(ctx)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -91,7 +106,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 				s.logger.Warn("unconfirmed sweep failed; trying again later", "error", err)
 				break
 			}
-			if n < s.cfg.Batch {
+			if !pass.More {
 				break
 			}
 		}
@@ -103,56 +118,41 @@ func (s *Sweeper) Run(ctx context.Context) error {
 	}
 }
 
-// Sweep makes one pass and returns how many recipients it found.
+// Sweep makes one pass and returns how many recipients it found: 0 when
+// another worker's pass held the turn.
 func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
-	limit := s.cfg.Batch
-	due, err := s.store.DueUnconfirmed(ctx, limit)
-	if err != nil || len(due) == 0 {
-		return 0, err
+	pass, err := s.pass(ctx)
+	return pass.Recipients, err
+}
+
+func (s *Sweeper) pass(ctx context.Context) (idempotency.UnconfirmedPass, error) {
+	pass, err := s.store.SweepUnconfirmed(ctx, idempotency.UnconfirmedSweep{Limit: s.cfg.Batch, LateGrace: s.cfg.LateGrace}, s.publish)
+	if err != nil {
+		return idempotency.UnconfirmedPass{}, fmt.Errorf("unconfirmed sweep: %w", err)
 	}
-	// A full pass of one mail's recipients may not hold all of them, and
-	// a mail is marked only once all of them had their events: read that
-	// mail whole (it has fewer than returnpath.MaxRecipients recipients).
-	// Without this a Batch below a mail's recipient count would mark it
-	// with some recipients never given an event.
-	if len(due) == limit && limit < returnpath.MaxRecipients && due[0].MessageID == due[len(due)-1].MessageID {
-		limit = returnpath.MaxRecipients
-		if due, err = s.store.DueUnconfirmed(ctx, limit); err != nil || len(due) == 0 {
-			return 0, err
-		}
+	if !pass.Swept {
+		s.logger.Debug("unconfirmed sweep skipped: another pass holds the turn")
+		return pass, nil
 	}
+	s.marked.Add(float64(pass.Marked))
+	if pass.Marked > 0 {
+		s.logger.Info("mail unconfirmed after its window", "mails", pass.Marked, "recipients", pass.Recipients)
+	}
+	return pass, nil
+}
+
+// publish writes an unconfirmed event for each recipient of due, before the
+// store marks their mail.
+func (s *Sweeper) publish(ctx context.Context, due []idempotency.Recipient) error {
 	now := s.cfg.NowFunc().UTC()
 	events := make([]event.Event, len(due))
-	var ids []string
-	seen := map[string]bool{}
 	for i, r := range due {
 		events[i] = event.Event{Schema: event.Schema, ID: event.NewLifeID(r.MessageID, r.Life, r.Index, event.Unconfirmed, 0),
 			Type: event.Unconfirmed, At: now, MessageID: r.MessageID, Tenant: r.Tenant, Stream: streamOf(r),
 			Recipient: r.Address, RecipientIndex: r.Index, Attempt: r.Attempt, Provider: r.Provider, Metadata: r.Metadata}
-		if !seen[r.MessageID] {
-			seen[r.MessageID] = true
-			ids = append(ids, r.MessageID)
-		}
-	}
-	// A batch cut in the middle of a mail's recipients: the mail is
-	// marked once all of them had their events, in the next pass.
-	if len(due) == limit && len(ids) > 1 {
-		last := due[len(due)-1].MessageID
-		ids = ids[:len(ids)-1]
-		for len(events) > 0 && events[len(events)-1].MessageID == last {
-			events = events[:len(events)-1]
-		}
 	}
 	if err := s.events.Publish(ctx, events...); err != nil {
-		return 0, fmt.Errorf("unconfirmed sweep: publish %d events: %w", len(events), err)
+		return fmt.Errorf("publish %d events: %w", len(events), err)
 	}
-	n, err := s.store.MarkUnconfirmed(ctx, ids)
-	if err != nil {
-		return 0, fmt.Errorf("unconfirmed sweep: %w", err)
-	}
-	s.marked.Add(float64(n))
-	if n > 0 {
-		s.logger.Info("mail unconfirmed after its window", "mails", n, "recipients", len(events))
-	}
-	return len(due), nil
+	return nil
 }

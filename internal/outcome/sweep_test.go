@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/schema"
+	"github.com/postline/postline/internal/testenv"
 )
 
 // pastRow is an accepted recipient of mail whose window ended an hour
@@ -35,6 +40,57 @@ func newSweepHarness(t *testing.T, cfg SweepConfig, rows ...idempotency.Recipien
 		t.Fatalf("NewSweeper: %v", err)
 	}
 	return s, store, events
+}
+
+// SweepUnconfirmed is the fake store's pass, on the rules of the Postgres
+// store's: up to Limit due recipients walked (DueUnconfirmed), the mail
+// they belong to handed to publish whole, and marked (MarkUnconfirmed)
+// only once publish succeeded.
+func (s *fakeStore) SweepUnconfirmed(ctx context.Context, sw idempotency.UnconfirmedSweep,
+	publish func(context.Context, []idempotency.Recipient) error) (idempotency.UnconfirmedPass, error) {
+	walked, err := s.DueUnconfirmed(ctx, sw.Limit)
+	if err != nil {
+		return idempotency.UnconfirmedPass{}, err
+	}
+	mails := map[string]bool{}
+	var ids []string
+	for _, r := range walked {
+		if !mails[r.MessageID] {
+			mails[r.MessageID] = true
+			ids = append(ids, r.MessageID)
+		}
+	}
+	all, err := s.DueUnconfirmed(ctx, math.MaxInt)
+	if err != nil {
+		return idempotency.UnconfirmedPass{}, err
+	}
+	var due []idempotency.Recipient
+	for _, r := range all {
+		if mails[r.MessageID] {
+			due = append(due, r)
+		}
+	}
+	pass := idempotency.UnconfirmedPass{Swept: true, Recipients: len(due), More: len(walked) == sw.Limit}
+	if len(due) == 0 {
+		return pass, nil
+	}
+	if err := publish(ctx, due); err != nil {
+		return idempotency.UnconfirmedPass{}, err
+	}
+	if pass.Marked, err = s.MarkUnconfirmed(ctx, ids); err != nil {
+		return idempotency.UnconfirmedPass{}, err
+	}
+	return pass, nil
+}
+
+// turnTaken is a store whose every pass finds another worker's pass
+// holding the turn.
+type turnTaken struct{ passes int }
+
+func (s *turnTaken) SweepUnconfirmed(context.Context, idempotency.UnconfirmedSweep,
+	func(context.Context, []idempotency.Recipient) error) (idempotency.UnconfirmedPass, error) {
+	s.passes++
+	return idempotency.UnconfirmedPass{}, nil
 }
 
 func TestSweep(t *testing.T) {
@@ -182,6 +238,33 @@ func TestSweepFailures(t *testing.T) {
 	}
 }
 
+// TestSweepSkippedPass checks a pass that finds another worker's pass
+// holding the turn: it publishes and counts nothing, and Run waits for
+// its next tick rather than trying again at once.
+func TestSweepSkippedPass(t *testing.T) {
+	store, events := &turnTaken{}, &fakeEvents{t: t}
+	s, err := NewSweeper(SweepConfig{Interval: time.Hour}, discard(), prometheus.NewRegistry(), store, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Sweep(t.Context()); n != 0 || err != nil {
+		t.Fatalf("Sweep = %d, %v; want 0, nil", n, err)
+	}
+	if events.calls != 0 || testutil.ToFloat64(s.marked) != 0 {
+		t.Errorf("a skipped pass published %d times and counted %v", events.calls, testutil.ToFloat64(s.marked))
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+	if store.passes > 2 {
+		t.Errorf("Run made %d passes before its context ended, want 1: a skipped pass waits for the tick", store.passes-1)
+	}
+}
+
 func TestNewSweeperValidates(t *testing.T) {
 	store, events := newFakeStore(time.Now), &fakeEvents{t: t}
 	tests := []struct {
@@ -192,6 +275,7 @@ func TestNewSweeperValidates(t *testing.T) {
 	}{
 		{"negative interval", SweepConfig{Interval: -time.Second}, store, events},
 		{"negative batch", SweepConfig{Batch: -1}, store, events},
+		{"negative late grace", SweepConfig{LateGrace: -time.Second}, store, events},
 		{"no store", SweepConfig{}, nil, events},
 		{"no events", SweepConfig{}, store, nil},
 	}
@@ -204,7 +288,8 @@ func TestNewSweeperValidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.cfg.Interval != DefaultSweepInterval || s.cfg.Batch != DefaultSweepBatch || s.cfg.NowFunc == nil {
+	if s.cfg.Interval != DefaultSweepInterval || s.cfg.Batch != DefaultSweepBatch ||
+		s.cfg.LateGrace != idempotency.DefaultLateGrace || s.cfg.NowFunc == nil {
 		t.Errorf("defaults = %+v", s.cfg)
 	}
 }
@@ -272,4 +357,160 @@ func TestSweeperRun(t *testing.T) {
 			t.Errorf("Run = %v, want nil", err)
 		}
 	})
+}
+
+// gatedEvents holds its first Publish until release is closed, after
+// telling entered.
+type gatedEvents struct {
+	*fakeEvents
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (e *gatedEvents) Publish(ctx context.Context, events ...event.Event) error {
+	first := false
+	e.once.Do(func() { first = true })
+	if first {
+		close(e.entered)
+		select {
+		case <-e.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return e.fakeEvents.Publish(ctx, events...)
+}
+
+// sweeperOn returns a sweeper with its own store, pool and registry on the
+// database of url: another worker.
+func sweeperOn(t *testing.T, url string, cfg SweepConfig, events Events) *Sweeper {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store, err := idempotency.New(idempotency.Config{Owner: testenv.UniqueName("w")}, pool, discard(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSweeper(cfg, discard(), prometheus.NewRegistry(), store, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestIntegrationSweepOncePerFleet runs two workers' sweepers on one
+// database: while one's pass publishes, the other's pass skips without
+// reading or publishing anything, and afterwards finds nothing left.
+func TestIntegrationSweepOncePerFleet(t *testing.T) {
+	t.Parallel()
+	url, pool := testenv.NewSchema(t)
+	if err := schema.Migrate(t.Context(), pool); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	e := newPGOn(t, pool)
+	const id = "fleet-1@postline.test"
+	e.send(t, id, event.StreamBulk, time.Now().Add(-time.Minute), accepted(0, "ada@example.com"), accepted(1, "bob@example.com"))
+
+	gated := &gatedEvents{fakeEvents: &fakeEvents{t: t}, entered: make(chan struct{}), release: make(chan struct{})}
+	a := sweeperOn(t, url, SweepConfig{}, gated)
+	bEvents := &fakeEvents{t: t}
+	b := sweeperOn(t, url, SweepConfig{}, bEvents)
+
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := a.Sweep(t.Context())
+		done <- result{n, err}
+	}()
+	select {
+	case <-gated.entered:
+	case r := <-done:
+		t.Fatalf("a's pass ended before publishing: %d, %v", r.n, r.err)
+	}
+	// A skipped pass returns at once: one that waited for a's would wait
+	// for ever here.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if n, err := b.Sweep(ctx); n != 0 || err != nil || bEvents.calls != 0 {
+		t.Fatalf("b's pass while a's publishes = %d, %v with %d publications; want it skipped", n, err, bEvents.calls)
+	}
+	close(gated.release)
+	if r := <-done; r.n != 2 || r.err != nil {
+		t.Fatalf("a's pass = %d, %v; want both recipients", r.n, r.err)
+	}
+	if n, err := b.Sweep(t.Context()); n != 0 || err != nil || bEvents.calls != 0 {
+		t.Fatalf("b's next pass = %d, %v with %d publications; want nothing left", n, err, bEvents.calls)
+	}
+	if got := len(gated.published()); got != 2 {
+		t.Errorf("a published %d events, want 2", got)
+	}
+	if c := e.rows(t, id)[0].Confirmation; c != "unconfirmed" {
+		t.Errorf("confirmation = %q, want unconfirmed", c)
+	}
+	if ma, mb := testutil.ToFloat64(a.marked), testutil.ToFloat64(b.marked); ma != 1 || mb != 0 {
+		t.Errorf("unconfirmed_total = %v and %v, want 1 and 0", ma, mb)
+	}
+}
+
+// TestIntegrationSweepersRaceOnce lets four workers' sweepers pass at once,
+// again and again, over 24 due mails: every recipient gets one
+// unconfirmed event, from one of them, and every mail is counted once.
+func TestIntegrationSweepersRaceOnce(t *testing.T) {
+	t.Parallel()
+	url, pool := testenv.NewSchema(t)
+	if err := schema.Migrate(t.Context(), pool); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	e := newPGOn(t, pool)
+	const mails = 24
+	for i := range mails {
+		e.send(t, fmt.Sprintf("race-%02d@postline.test", i), event.StreamBulk, time.Now().Add(-time.Duration(mails-i)*time.Second),
+			accepted(0, "ada@example.com"), accepted(1, "bob@example.com"))
+	}
+	sweepers := make([]*Sweeper, 4)
+	events := make([]*fakeEvents, len(sweepers))
+	for i := range sweepers {
+		events[i] = &fakeEvents{t: t}
+		sweepers[i] = sweeperOn(t, url, SweepConfig{Batch: 3}, events[i])
+	}
+	var wg sync.WaitGroup
+	for _, s := range sweepers {
+		wg.Go(func() {
+			for range 2 * mails {
+				if _, err := s.Sweep(t.Context()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	count := map[string]int{}
+	marked := 0.0
+	for i, s := range sweepers {
+		for _, ev := range events[i].published() {
+			count[ev.ID]++
+		}
+		marked += testutil.ToFloat64(s.marked)
+	}
+	for i := range mails {
+		id := fmt.Sprintf("race-%02d@postline.test", i)
+		for idx := range 2 {
+			if c := count[event.NewLifeID(id, e.life(t, id), idx, event.Unconfirmed, 0)]; c != 1 {
+				t.Errorf("recipient %d of %s had %d unconfirmed events, want 1", idx, id, c)
+			}
+		}
+		if c := e.rows(t, id)[0].Confirmation; c != "unconfirmed" {
+			t.Errorf("%s confirmation = %q, want unconfirmed", id, c)
+		}
+	}
+	if marked != mails {
+		t.Errorf("unconfirmed_total summed over the workers = %v, want %d", marked, mails)
+	}
 }
