@@ -91,6 +91,7 @@ func TestLint(t *testing.T) {
 		{"everything enabled", []string{"-f", "testdata/everything.yaml"}},
 		{"managed Kafka", []string{"-f", "testdata/managed-kafka.yaml"}},
 		{"outcome loop", []string{"-f", "testdata/outcomes.yaml"}},
+		{"bounce domain only", []string{"--set", "outcomes.bounceDomain=bounces.example.com"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,6 +133,14 @@ func TestTemplate(t *testing.T) {
 		{
 			name:       "outcome loop: bounce domain, bounce-receiver with STARTTLS and hooks, webhook-dispatcher",
 			args:       []string{"-f", "testdata/outcomes.yaml"},
+			partitions: defaultPartitions,
+			wantKinds: map[string]int{
+				"Deployment": 4, "ConfigMap": 6, "Secret": 2, "Service": 5, "PodDisruptionBudget": 4, "Job": 2,
+			},
+		},
+		{
+			name:       "bounce domain only: generated return path keys, the bounce-receiver, an idle webhook-dispatcher",
+			args:       []string{"--set", "outcomes.bounceDomain=bounces.example.com"},
 			partitions: defaultPartitions,
 			wantKinds: map[string]int{
 				"Deployment": 4, "ConfigMap": 6, "Secret": 2, "Service": 5, "PodDisruptionBudget": 4, "Job": 2,
@@ -286,14 +295,14 @@ func TestTemplateRejects(t *testing.T) {
 			want: "invalid propertyName 'POSTLINE_BOUNCE_DOMAIN'",
 		},
 		{
-			name: "a bounce domain without return path keys",
-			args: []string{"--set", "outcomes.bounceDomain=bounces.example.com"},
-			want: "outcomes.bounceDomain bounces.example.com needs secret.returnPathKeys, or secret.existingSecret holding the key return-path-keys",
-		},
-		{
 			name: "a bounce-receiver without a bounce domain",
 			args: []string{"--set", "bounceReceiver.enabled=true", "--set", "secret.returnPathKeys=k1-0123456789abcdef"},
 			want: "bounceReceiver.enabled needs outcomes.bounceDomain",
+		},
+		{
+			name: "auto spelt out, where unset (null) is auto",
+			args: []string{"--set", "outcomes.bounceDomain=bounces.example.com", "--set", "bounceReceiver.enabled=auto"},
+			want: "at '/bounceReceiver/enabled': got string, want null or boolean",
 		},
 		{
 			name: "the bounce-receiver's SMTP server on its metrics port",
@@ -311,14 +320,14 @@ func TestTemplateRejects(t *testing.T) {
 			want: "invalid propertyName 'POSTLINE_MAILGUN_SIGNING_KEY'",
 		},
 		{
-			name: "a webhook-dispatcher without endpoints",
-			args: []string{"--set", "webhookDispatcher.enabled=true", "--set", "webhookDispatcher.endpointSecrets.secretName=s"},
-			want: "webhookDispatcher.enabled needs webhookDispatcher.endpoints",
-		},
-		{
 			name: "webhook endpoints without the Secret of their signing secrets",
 			args: []string{"-f", "testdata/outcomes.yaml", "--set", "webhookDispatcher.endpointSecrets.secretName="},
-			want: "webhookDispatcher.enabled needs webhookDispatcher.endpointSecrets.secretName",
+			want: "webhookDispatcher.endpoints need webhookDispatcher.endpointSecrets.secretName",
+		},
+		{
+			name: "webhook endpoints without their Secret, the dispatcher on by the bounce domain",
+			args: []string{"--set", "outcomes.bounceDomain=bounces.example.com", "--set-json", `webhookDispatcher.endpoints=[{"id":"a","url":"https://a.example.com/","secret_env":"A_SECRET"}]`},
+			want: "webhookDispatcher.endpoints need webhookDispatcher.endpointSecrets.secretName",
 		},
 		{
 			name: "a misspelt endpoint field, which the dispatcher would refuse at start",

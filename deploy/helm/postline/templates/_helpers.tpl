@@ -247,7 +247,8 @@ spec:
         # Roll the pods when their settings or credentials change.
         checksum/config: {{ include (print $root.Template.BasePath "/" .config) $root | sha256sum }}
         {{- if and .credentials (not $root.Values.secret.existingSecret) }}
-        checksum/secret: {{ include (print $root.Template.BasePath "/secret.yaml") $root | sha256sum }}
+        {{- /* Of the values written to the Secret: generated return path keys are kept, not changed. */}}
+        checksum/secret: {{ include "postline.secretStringData" $root | sha256sum }}
         {{- end }}
         {{- with $v.podAnnotations }}
         {{- toYaml . | nindent 8 }}
@@ -517,16 +518,79 @@ name in webhookDispatcher.endpointSecrets.secretName.
 {{- end }}
 {{- end }}
 
-{{/* Checks of the outcome loop's values (bounce domain, receiver, dispatcher); each failure names the values to change. */}}
+{{/*
+Whether a part of the outcome loop runs, as "true" or "": its enabled value when true or false,
+else (null, unset) whether outcomes.bounceDomain is set. Arguments: root and enabled.
+*/}}
+{{- define "postline.onWithBounceDomain" -}}
+{{- if kindIs "bool" .enabled }}
+{{- ternary "true" "" .enabled }}
+{{- else if .root.Values.outcomes.bounceDomain }}
+{{- "true" }}
+{{- end }}
+{{- end }}
+
+{{/* Whether the bounce-receiver runs ("true" or ""): bounceReceiver.enabled, by default on with a bounce domain. */}}
+{{- define "postline.bounceReceiverEnabled" -}}
+{{- include "postline.onWithBounceDomain" (dict "root" . "enabled" .Values.bounceReceiver.enabled) }}
+{{- end }}
+
+{{/* Whether the webhook-dispatcher runs ("true" or ""): webhookDispatcher.enabled, by default on with a bounce domain. */}}
+{{- define "postline.webhookDispatcherEnabled" -}}
+{{- include "postline.onWithBounceDomain" (dict "root" . "enabled" .Values.webhookDispatcher.enabled) }}
+{{- end }}
+
+{{/*
+The return path keys the chart makes itself, or "": only with outcomes.bounceDomain set and neither
+secret.returnPathKeys nor secret.existingSecret. An upgrade keeps the key the release's Secret
+already holds (lookup); an install, or a render that cannot reach the cluster (helm template),
+makes a new one: 32 random bytes, base64 (randBytes).
+*/}}
+{{- define "postline.generatedReturnPathKeys" -}}
+{{- if and .Values.outcomes.bounceDomain (not .Values.secret.returnPathKeys) (not .Values.secret.existingSecret) }}
+{{- $kept := "" }}
+{{- $secret := lookup "v1" "Secret" .Release.Namespace (include "postline.fullname" .) }}
+{{- with $secret }}
+{{- $kept = index (default dict .data) $.Values.secret.keys.returnPathKeys | default "" | b64dec }}
+{{- end }}
+{{- $kept | default (randBytes 32) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The stringData of the release's Secret written from the values, as KEY: "value" lines; the
+generated return path keys are added by secret.yaml. The pods' checksum/secret is of this, so
+an upgrade that keeps the generated keys does not roll them.
+*/}}
+{{- define "postline.secretStringData" -}}
+{{ .Values.secret.keys.databaseURL }}: {{ .Values.secret.databaseURL | quote }}
+{{- with .Values.secret.smtpRelays }}
+{{ $.Values.secret.keys.smtpRelays }}: {{ . | quote }}
+{{- end }}
+{{- with .Values.secret.smtpPassword }}
+{{ $.Values.secret.keys.smtpPassword }}: {{ . | quote }}
+{{- end }}
+{{- with .Values.secret.returnPathKeys }}
+{{ $.Values.secret.keys.returnPathKeys }}: {{ . | quote }}
+{{- end }}
+{{- with .Values.secret.mailgunSigningKey }}
+{{ $.Values.secret.keys.mailgunSigningKey }}: {{ . | quote }}
+{{- end }}
+{{- with .Values.secret.kafkaSASLPassword }}
+{{ $.Values.secret.keys.kafkaSASLPassword }}: {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+Checks of the outcome loop's values (bounce domain, receiver, dispatcher); each failure names the
+values to change. Without secret.returnPathKeys the chart generates the keys, and an
+existingSecret must hold them: neither can be checked here.
+*/}}
 {{- define "postline.validateOutcomes" -}}
-{{- $keys := or .Values.secret.existingSecret .Values.secret.returnPathKeys }}
-{{- if and .Values.outcomes.bounceDomain (not $keys) }}
-{{- fail (printf "outcomes.bounceDomain %s needs secret.returnPathKeys, or secret.existingSecret holding the key %s: the workers sign the return paths with them" .Values.outcomes.bounceDomain .Values.secret.keys.returnPathKeys) }}
+{{- if and (kindIs "bool" .Values.bounceReceiver.enabled) .Values.bounceReceiver.enabled (not .Values.outcomes.bounceDomain) }}
+{{- fail "bounceReceiver.enabled needs outcomes.bounceDomain: the domain of the return paths the workers write and the receiver reads (set only outcomes.bounceDomain and the receiver is on by default)" }}
 {{- end }}
-{{- if .Values.bounceReceiver.enabled }}
-{{- if not .Values.outcomes.bounceDomain }}
-{{- fail "bounceReceiver.enabled needs outcomes.bounceDomain: the domain of the return paths the workers write and the receiver reads" }}
-{{- end }}
+{{- if include "postline.bounceReceiverEnabled" . }}
 {{- if eq (int .Values.bounceReceiver.smtpPort) (int .Values.bounceReceiver.port) }}
 {{- fail (printf "bounceReceiver.smtpPort and bounceReceiver.port are both %d" (int .Values.bounceReceiver.port)) }}
 {{- end }}
@@ -535,12 +599,7 @@ name in webhookDispatcher.endpointSecrets.secretName.
 {{- fail (printf "bounceReceiver.hooksPort %d is already bounceReceiver.port or bounceReceiver.smtpPort" $hooks) }}
 {{- end }}
 {{- end }}
-{{- if .Values.webhookDispatcher.enabled }}
-{{- if not .Values.webhookDispatcher.endpoints }}
-{{- fail "webhookDispatcher.enabled needs webhookDispatcher.endpoints: the dispatcher refuses to start without an endpoint" }}
-{{- end }}
-{{- if not .Values.webhookDispatcher.endpointSecrets.secretName }}
-{{- fail "webhookDispatcher.enabled needs webhookDispatcher.endpointSecrets.secretName: the Secret holding each endpoint's signing secret under the key named by its secret_env" }}
-{{- end }}
+{{- if and (include "postline.webhookDispatcherEnabled" .) .Values.webhookDispatcher.endpoints (not .Values.webhookDispatcher.endpointSecrets.secretName) }}
+{{- fail "webhookDispatcher.endpoints need webhookDispatcher.endpointSecrets.secretName: the Secret holding each endpoint's signing secret under the key named by its secret_env" }}
 {{- end }}
 {{- end }}
