@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/spf13/cobra"
 
 	"github.com/postline/postline/event"
@@ -294,19 +296,31 @@ and who made it go to the endpoint's log (postctl webhooks status).`,
 	return cmd
 }
 
+// Sources of postctl webhooks replay.
+const (
+	replayFromDeadLetters = "dead-letters"
+	replayFromEvents      = "events"
+)
+
 func newWebhooksReplayCmd(g *globals) *cobra.Command {
 	var (
 		from, to string
 		types    []string
+		tenants  []string
+		source   string
 		rate     float64
 		dryRun   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "replay ENDPOINT",
-		Short: "Send an endpoint's dead letters again, selected by time and type, at a bounded rate",
-		Long: `Queue the endpoint's dead letters (events it gave up on: 410 Gone, the retry
-horizon passed, disabled) for new attempts. --from and --to bound the events'
-own time (RFC 3339, --to exclusive), --type selects event types (repeat or
+		Short: "Send an endpoint's dead letters, or events from the topic, again, selected by time and type, at a bounded rate",
+		Long: `Queue events for the endpoint again. With --source dead-letters (the default):
+its dead letters, the events it gave up on (410 Gone, the retry horizon passed,
+disabled). With --source events: the events of the events topic (--events-topic)
+in the time range, whether or not the endpoint had them (say it lost them);
+--from is required then, and the endpoints file's filters do not apply: select
+with --type and --tenant. --from and --to bound the events' own time (RFC 3339,
+--to exclusive), --type and --tenant select event types and tenants (repeat or
 comma-separate). The selected events become due one after another at --rate a
 second, so the endpoint is not flooded; the dispatchers then send them with the
 usual retries, with the same webhook-id as before. --dry-run only counts them.
@@ -333,18 +347,35 @@ The replay is written to the endpoint's log.`,
 			if rate <= 0 || rate > maxReplayRate {
 				return usagef("--rate %g: want more than 0 and at most %d", rate, maxReplayRate)
 			}
+			switch {
+			case source != replayFromDeadLetters && source != replayFromEvents:
+				return usagef("--source %q: want %s or %s", source, replayFromDeadLetters, replayFromEvents)
+			case source == replayFromEvents && f.From.IsZero():
+				return usagef("--source events needs --from: the time to read the topic from")
+			case source == replayFromDeadLetters && len(tenants) > 0:
+				return usagef("--tenant selects events of the topic: use it with --source events")
+			}
 			q, closeQueue, err := openQueue(cmd.Context(), g)
 			if err != nil {
 				return err
 			}
 			defer closeQueue()
-			n, err := q.Replay(cmd.Context(), f, rate, dryRun, operator(), time.Now())
+			var n int
+			if source == replayFromEvents {
+				n, err = replayEvents(cmd.Context(), g, q, f, tenants, rate, dryRun)
+			} else {
+				n, err = q.Replay(cmd.Context(), f, rate, dryRun, operator(), time.Now())
+			}
 			if err != nil {
 				return withMigrateHint(err)
 			}
-			text := fmt.Sprintf("%d dead letters of %s queued again, due over %s", n, args[0], formatAge(time.Duration(float64(n)/rate*float64(time.Second))))
+			what := "dead letters"
+			if source == replayFromEvents {
+				what = "events"
+			}
+			text := fmt.Sprintf("%d %s of %s queued again, due over %s", n, what, args[0], formatAge(time.Duration(float64(n)/rate*float64(time.Second))))
 			if dryRun {
-				text = fmt.Sprintf("%d dead letters of %s would be queued again (dry run)", n, args[0])
+				text = fmt.Sprintf("%d %s of %s would be queued again (dry run)", n, what, args[0])
 			}
 			return g.print(map[string]any{"endpoint": args[0], "selected": n, "dry_run": dryRun}, text)
 		},
@@ -353,6 +384,8 @@ The replay is written to the endpoint's log.`,
 	fl.StringVar(&from, "from", "", "events at or after this time (RFC 3339)")
 	fl.StringVar(&to, "to", "", "events before this time (RFC 3339)")
 	fl.StringSliceVar(&types, "type", nil, "event types, e.g. bounced,complained (default: every type)")
+	fl.StringSliceVar(&tenants, "tenant", nil, "with --source events: only these tenants' events (default: every tenant's)")
+	fl.StringVar(&source, "source", replayFromDeadLetters, "what to send again: dead-letters (the endpoint's) or events (the events topic)")
 	fl.Float64Var(&rate, "rate", defaultReplayRate, "events a second the replay makes due")
 	fl.BoolVar(&dryRun, "dry-run", false, "count the dead letters selected, queue nothing")
 	return cmd
@@ -368,4 +401,72 @@ func parseOptionalTime(flag, v string) (time.Time, error) {
 		return time.Time{}, usagef("%s %q: want an RFC 3339 time such as 2026-12-01T10:00:00Z", flag, v)
 	}
 	return t, nil
+}
+
+// replayEvents reads the events topic from f.From (each partition from the
+// first record at or after it, by the broker's time index) to its end
+// offsets now, selects events of f's time range, types and tenants, and
+// queues them for f's endpoint (counts them with dryRun).
+func replayEvents(ctx context.Context, g *globals, q *webhook.Queue, f webhook.ReplayFilter, tenants []string, rate float64, dryRun bool) (int, error) {
+	ranges, err := dlqRanges(ctx, g.kafka, g.eventsTopic)
+	if err != nil {
+		return 0, err
+	}
+	client, closeConn := g.kafka.Client("replay", 10*time.Second)
+	defer closeConn()
+	reqs := make([]kafka.OffsetRequest, len(ranges))
+	for i, pr := range ranges {
+		reqs[i] = kafka.TimeOffsetOf(pr.id, f.From)
+	}
+	res, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{g.eventsTopic: reqs}})
+	if err != nil {
+		return 0, fmt.Errorf("offsets of %s at %s: %w", g.eventsTopic, f.From.Format(time.RFC3339), err)
+	}
+	starts := map[int]int64{}
+	for _, po := range res.Topics[g.eventsTopic] {
+		if po.Error != nil {
+			return 0, fmt.Errorf("offsets of %s/%d: %w", g.eventsTopic, po.Partition, po.Error)
+		}
+		for off := range po.Offsets {
+			if off >= 0 && (starts[po.Partition] == 0 || off < starts[po.Partition]) {
+				starts[po.Partition] = off
+			}
+		}
+	}
+	var scan []partitionRange
+	for _, pr := range ranges {
+		if start, ok := starts[pr.id]; ok && start < pr.end {
+			scan = append(scan, partitionRange{id: pr.id, start: max(start, pr.start), end: pr.end})
+		}
+	}
+	var picked []webhook.Pending
+	err = scanDLQ(ctx, g.kafka, g.eventsTopic, scan, func(m kafka.Message) error {
+		e, err := event.Decode(m.Value)
+		if err != nil || e.At.Before(f.From) || (!f.To.IsZero() && !e.At.Before(f.To)) ||
+			(len(f.Types) > 0 && !slices.Contains(f.Types, e.Type)) || (len(tenants) > 0 && !slices.Contains(tenants, e.Tenant)) {
+			return nil
+		}
+		picked = append(picked, webhook.Pending{Endpoint: f.Endpoint, EventID: e.ID, Type: e.Type, Tenant: e.Tenant,
+			EventAt: e.At, Payload: m.Value, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset})
+		return nil
+	})
+	if err != nil || dryRun {
+		return len(picked), err
+	}
+	return q.Requeue(ctx, picked, rate, describeReplay(f, tenants), operator(), time.Now())
+}
+
+// describeReplay says what a replay from the topic selected, for the log.
+func describeReplay(f webhook.ReplayFilter, tenants []string) string {
+	s := "from " + f.From.UTC().Format(time.RFC3339)
+	if !f.To.IsZero() {
+		s += " to " + f.To.UTC().Format(time.RFC3339)
+	}
+	if len(f.Types) > 0 {
+		s += fmt.Sprintf(" of types %v", f.Types)
+	}
+	if len(tenants) > 0 {
+		s += fmt.Sprintf(" of tenants %v", tenants)
+	}
+	return s
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	neturl "net/url"
@@ -17,13 +18,16 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/internal/webhook"
+	"github.com/postline/postline/kafkaconn"
 )
 
 const replaySecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -195,4 +199,87 @@ func startDispatcher(t *testing.T, pool *pgxpool.Pool, url string) {
 			t.Errorf("dispatcher: %v", err)
 		}
 	})
+}
+
+// postctl webhooks replay --source events reads the events topic from
+// --from by the broker's time index and queues exactly the events of the
+// time range, types and tenants selected, delivered or not before, for a
+// real dispatcher to send.
+func TestWebhooksReplayFromTheEventsTopic(t *testing.T) {
+	testenv.Integration(t, "Kafka and PostgreSQL")
+	url, pool := testenv.NewSchema(t)
+	ctx := t.Context()
+	if err := schema.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	events := testenv.NewTopic(t, 2)
+	base := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
+	var msgs []kafka.Message
+	var want []string
+	for i := range 20 {
+		at := base.Add(time.Duration(i) * time.Minute)
+		typ := []event.Type{event.Bounced, event.Delivered}[i%2]
+		tenant := []string{"acme", "globex"}[i/10]
+		e := event.Event{Schema: event.Schema, ID: event.NewID(fmt.Sprintf("<t%d@x>", i), 0, typ, 1), Type: typ, At: at,
+			MessageID: fmt.Sprintf("<t%d@x>", i), Tenant: tenant, Stream: event.StreamTransactional, Recipient: "r@example.com"}
+		if typ == event.Bounced {
+			e.Bounce = &event.Bounce{Type: event.BounceHard, Source: "dsn"}
+		}
+		b, err := e.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The record's time is the event's: the broker's time index finds
+		// where --from starts.
+		msgs = append(msgs, kafka.Message{Key: []byte(e.MessageID), Value: b, Time: at})
+		if i >= 4 && i < 16 && typ == event.Bounced && tenant == "acme" {
+			want = append(want, e.ID)
+		}
+	}
+	w, closeConn, err := testenv.Kafka().Writer(kafkaconn.WriterConfig{Topic: events, Name: "test", Limits: map[string]int{events: topic.MaxMessageBytes}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeConn()
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	got := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		got[r.Header.Get("webhook-id")]++
+	}))
+	defer srv.Close()
+	startDispatcher(t, pool, srv.URL)
+
+	args := []string{"--database-url", url, "--brokers", strings.Join(testenv.KafkaBrokers(), ","), "--events-topic", events,
+		"webhooks", "replay", "crm", "--source", "events", "--from", base.Add(4 * time.Minute).Format(time.RFC3339),
+		"--to", base.Add(16 * time.Minute).Format(time.RFC3339), "--type", "bounced", "--tenant", "acme", "--rate", "500"}
+	out, _, err := postctl(t, nil, "", append(args, "--dry-run")...)
+	if err != nil || !strings.Contains(out, fmt.Sprintf("%d events of crm would be queued again", len(want))) {
+		t.Fatalf("dry run: %q, %v (want %d)", out, err, len(want))
+	}
+	if _, _, err := postctl(t, nil, "", args...); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for countStatus(t, pool, "crm", "pending") > 0 || len(got) < len(want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d of %d replayed events within 30s", len(got), len(want))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	ids := slices.Sorted(maps.Keys(got))
+	slices.Sort(want)
+	if !slices.Equal(ids, want) {
+		t.Errorf("the endpoint got %v, want exactly %v", ids, want)
+	}
 }

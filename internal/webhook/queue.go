@@ -470,3 +470,37 @@ func (q *Queue) Endpoints(ctx context.Context) ([]EndpointReport, error) {
 	}
 	return out, nil
 }
+
+// Requeue queues events for the endpoint again, read back from the events
+// topic by an operator: each becomes a pending row with no attempts, due
+// one after the other at rate a second from now, whether the endpoint
+// never had it, has it pending or gave up on it. It logs the replay for
+// actor with what selected them, and returns how many it queued.
+func (q *Queue) Requeue(ctx context.Context, ps []Pending, rate float64, selected, actor string, now time.Time) (int, error) {
+	if rate <= 0 {
+		return 0, fmt.Errorf("webhook queue: replay rate %g: must be positive", rate)
+	}
+	if len(ps) == 0 {
+		return 0, nil
+	}
+	step := time.Duration(float64(time.Second) / rate)
+	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		batch := &pgx.Batch{}
+		for i, p := range ps {
+			due := now.Add(time.Duration(i) * step)
+			batch.Queue(`INSERT INTO postline_webhook_queue (`+pendingColumns+`, status)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10, $10, 0, '', 'pending')
+				ON CONFLICT (endpoint, event_id) DO UPDATE SET status = 'pending', attempts = 0,
+					first_at = EXCLUDED.first_at, next_at = EXCLUDED.next_at, dead_at = NULL, dead_reason = NULL`,
+				p.Endpoint, p.EventID, p.Type, p.Tenant, p.EventAt, p.Payload, p.Topic, p.Partition, p.Offset, due)
+		}
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return err
+		}
+		return logAction(ctx, tx, ps[0].Endpoint, now, "replayed", actor, fmt.Sprintf("%d events from the topic %s", len(ps), selected))
+	})
+	if err != nil {
+		return 0, fmt.Errorf("webhook queue: replay events for %s: %w", ps[0].Endpoint, err)
+	}
+	return len(ps), nil
+}
