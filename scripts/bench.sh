@@ -4,13 +4,16 @@
 #   scripts/bench.sh [--no-scale] [bench/e2e flags]   e.g. -jobs 20000 -senders 16 -runs 3 -out bin/new.txt
 #   scripts/bench.sh -variants memory      only the memory burst (make bench-memory)
 #   scripts/bench.sh -variants postline,postfix,smtp-source-d -jobs 5000   a quick headline run
+#   scripts/bench.sh -variants postline,outcomes -jobs 5000   the outcome loop against plain mail
 #
-# Starts the local stack with Postfix's smtp-sink (127.0.0.1:2525), builds the Postline worker, the
-# worker of BASELINE_REV (default 4c91515, from `git archive`, into bin/worker-baseline) and the naive
-# baseline into bin/, then runs bench/e2e: first a warm-up of 300,000 jobs through the current worker,
-# not measured (-warmup-jobs; a freshly started broker's JIT would otherwise make the first rows
-# slower), then the baseline worker and the current one alternating, the
-# worker on template jobs (each naming a stored template it renders), the naive worker, raw
+# Starts the local stack with Postfix's smtp-sink (127.0.0.1:2525), builds the Postline worker and
+# webhook dispatcher, the worker of BASELINE_REV (default 4c91515, from `git archive`, into
+# bin/worker-baseline) and the naive baseline into bin/, then runs bench/e2e: first a warm-up of
+# 300,000 jobs through the current worker, not measured (-warmup-jobs; a freshly started broker's
+# JIT would otherwise make the first rows slower), then the baseline worker and the current one alternating, the
+# worker on template jobs (each naming a stored template it renders), the worker with the outcome
+# loop on (bounce domain, return paths, confirm phase, events) and the webhook dispatcher sending
+# every event to an endpoint of the harness (mails/s and the webhook lag), the naive worker, raw
 # smtp-source into the same sink, and a Postfix relay that bench/e2e configures and starts itself in
 # front of that sink, side by side in one run; every row with its whole-pipeline CPU (the pid files
 # of Kafka, PostgreSQL and smtp-sink below), then the memory burst (2,000 ~900 KB jobs through one
@@ -44,6 +47,7 @@ scripts/stack.sh up --with-sink >&2
 
 mkdir -p bin
 go build -o bin/worker ./cmd/worker
+go build -o bin/webhook-dispatcher ./cmd/webhook-dispatcher
 go build -o bin/naive ./bench/naive
 
 # The worker before the byte bounds (POSTLINE_MAX_IN_FLIGHT_BYTES, POSTLINE_BATCH_BYTES): the
@@ -86,6 +90,7 @@ PIPELINE_ARGS+=(-postgres-pid-file "$PG_DATA/postmaster.pid")
 SMTP_SOURCE="$(scripts/stack.sh smtp-source-path)"
 
 CMD=(go run ./bench/e2e -smtp-source "$SMTP_SOURCE" -worker-bin bin/worker -naive-bin bin/naive
+  -dispatcher-bin bin/webhook-dispatcher
   "${PIPELINE_ARGS[@]}" ${OLD_ARGS[@]+"${OLD_ARGS[@]}"} ${ARGS[@]+"${ARGS[@]}"})
 printf 'bench: command: scripts/bench.sh %s\n' "$*" >&2
 printf 'bench: runs:   ' >&2

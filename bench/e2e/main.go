@@ -11,6 +11,10 @@
 //   - template: the same worker and settings, but every job names a stored
 //     template (template.go) that the worker renders, instead of carrying
 //     its body;
+//   - outcomes: the same worker and settings with the outcome loop on (a
+//     bounce domain, per-recipient return paths, the confirm phase, events
+//     to a fresh topic) and cmd/webhook-dispatcher sending every event to an
+//     endpoint the harness serves (outcomes.go), with the webhook lag;
 //   - naive: bin/naive (one transaction pair and one new SMTP connection per
 //     mail, a commit per record, no batching);
 //
@@ -106,6 +110,7 @@ type options struct {
 	bodyBytes           int
 	out, markdown       string
 	workerBin, naiveBin string
+	dispatcherBin       string
 	timeBin             string
 	smtpAddr            string
 	smtpSource          string
@@ -144,10 +149,11 @@ const (
 	variantSource   = "smtp-source"
 	variantSourceD  = "smtp-source-d"
 	variantBaseline = "baseline"
+	variantOutcomes = "outcomes"
 )
 
 // knownVariants are the values -variants takes.
-var knownVariants = []string{variantBaseline, variantPostline, variantTemplate, variantNaive, variantSource, variantSourceD, variantPostfix, variantMemory}
+var knownVariants = []string{variantBaseline, variantPostline, variantTemplate, variantOutcomes, variantNaive, variantSource, variantSourceD, variantPostfix, variantMemory}
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -165,6 +171,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.markdown, "md", "", "also write the Markdown report to this file")
 	fs.StringVar(&o.workerBin, "worker-bin", "bin/worker", "the Postline worker binary")
 	fs.StringVar(&o.naiveBin, "naive-bin", "bin/naive", "the naive baseline binary")
+	fs.StringVar(&o.dispatcherBin, "dispatcher-bin", "bin/webhook-dispatcher", "the webhook dispatcher binary (outcomes variant)")
 	fs.StringVar(&o.timeBin, "time-bin", "/usr/bin/time", "GNU time (must support -v -o)")
 	fs.StringVar(&o.smtpAddr, "smtp", "127.0.0.1:2525", "the smtp-sink address")
 	fs.StringVar(&o.smtpSource, "smtp-source", os.Getenv("POSTLINE_SMTP_SOURCE_BIN"), "Postfix smtp-source (scripts/stack.sh smtp-source-path)")
@@ -172,7 +179,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	brokers := fs.String("brokers", cmp.Or(os.Getenv("POSTLINE_KAFKA_BROKERS"), "127.0.0.1:9092"), "Kafka brokers, comma-separated")
 	fs.StringVar(&o.databaseURL, "database-url", cmp.Or(os.Getenv("POSTLINE_DATABASE_URL"),
 		"postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable"), "PostgreSQL URL (a schema per variant is created in it)")
-	variants := fs.String("variants", "baseline,postline,template,naive,smtp-source,postfix,memory", "variants to run, comma-separated (baseline: -baseline-bin with the postline settings, skipped without it; template: the worker rendering a stored template per job; smtp-source runs both smtp-source rows, smtp-source-d only the -d one; postfix: smtp-source -d through a Postfix relay the run configures; memory runs the bounded row and its baselines)")
+	variants := fs.String("variants", "baseline,postline,template,outcomes,naive,smtp-source,postfix,memory", "variants to run, comma-separated (baseline: -baseline-bin with the postline settings, skipped without it; template: the worker rendering a stored template per job; outcomes: the worker with a bounce domain, return paths and the confirm phase, and the webhook dispatcher sending its events to an endpoint of the harness; smtp-source runs both smtp-source rows, smtp-source-d only the -d one; postfix: smtp-source -d through a Postfix relay the run configures; memory runs the bounded row and its baselines)")
 	fs.StringVar(&o.baselineBin, "baseline-bin", "", "a worker built from an earlier commit, run with the postline row's settings as the baseline row (empty: no baseline row)")
 	fs.StringVar(&o.baselineRev, "baseline-rev", "", "the commit -baseline-bin was built from, for the table")
 	fs.StringVar(&o.workerRev, "worker-rev", "", "what -worker-bin was built from (a commit, +uncommitted for a dirty tree), for the report")
@@ -304,6 +311,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 					makeJobs: templateJobs,
 				}, stderr)
 				rs = []result{res}
+			case variantOutcomes:
+				spec := plainSpec(o, variantOutcomes, o.workerBin, o.jobs, r, host, port)
+				spec.outcomes = true
+				var res result
+				res, err = runWorker(ctx, o, spec, stderr)
+				rs = []result{res}
 			case variantNaive:
 				var res result
 				res, err = runWorker(ctx, o, workerSpec{
@@ -402,11 +415,16 @@ func report(w io.Writer, o options, args []string, cpu string, all []result) {
 	}
 	fmt.Fprintf(w, "\n\n")
 	rows := summarize(all)
-	targetTable(w, targets(rows, variantPostline, variantPostfix, variantSourceD, variantBaseline, o.baselineRev))
+	ts := targets(rows, variantPostline, variantPostfix, variantSourceD, variantBaseline, o.baselineRev)
+	if slices.Contains(o.variants, variantOutcomes) {
+		ts = append(ts, outcomeTargets(rows, variantOutcomes, variantPostline)...)
+	}
+	targetTable(w, ts)
 	fmt.Fprintf(w, "\n")
 	table(w, rows, variantNaive, variantPostfix, variantSourceD)
 	fmt.Fprintf(w, "\n")
 	templateLine(w, rows, variantTemplate, variantPostline)
+	outcomeTable(w, rows)
 	fmt.Fprintf(w, "Whole-pipeline CPU by process, CPU-s / 1,000 mails:\n\n")
 	pipelineTable(w, rows)
 	fmt.Fprintf(w, "\n")
@@ -440,6 +458,10 @@ func report(w io.Writer, o options, args []string, cpu string, all []result) {
 	if slices.ContainsFunc(rows, func(r result) bool { return r.Variant == variantTemplate }) {
 		fmt.Fprintf(w, "- template: the postline worker with the same settings; each job names a stored template (subject, text and HTML parts in a stored layout, a data schema, 3 line items under range) with its own data, and the worker renders it (label refresh at its default).\n")
 	}
+	if slices.ContainsFunc(rows, func(r result) bool { return r.Variant == variantOutcomes }) {
+		fmt.Fprintf(w, "- outcomes: the postline worker with the same settings plus POSTLINE_BOUNCE_DOMAIN=%s and POSTLINE_RETURN_PATH_KEYS (the outcome loop on: a return path per recipient, NOTIFY=SUCCESS,FAILURE asked of a sink that announces DSN, the confirm phase at its defaults), its events on a fresh topic, and %s (its defaults) with one endpoint that the harness serves on loopback: it verifies every request's Standard Webhooks signature, counts the distinct events and answers 204. No bounce-receiver runs: smtp-sink sends no DSNs, so every recipient stays accepted. Webhook lag = records on the events topic (end offsets) minus distinct events received, sampled every %s from the publish, once when the last mail is sent (\"lag at the last mail\"), and until the endpoint has every event (at most %s). The pipeline CPU's own column holds the worker and the dispatcher; the endpoint is the harness's, counted as the injector.\n",
+			outcomesBounceDomain, o.dispatcherBin, lagSampleEvery, webhookDrainLimit)
+	}
 	fmt.Fprintf(w, "- smtp-source opens a new connection per mail; smtp-source-d (`-d`) reuses connections: the sink's ceiling here. For smtp-source rows mails/s is wall time of the whole command.\n")
 	if o.out != "" {
 		fmt.Fprintf(w, "- benchstat lines: %s (compare two runs with `benchstat old.txt new.txt`).\n", o.out)
@@ -467,7 +489,7 @@ func plainSpec(o options, name, bin string, jobs, run int, host, port string) wo
 // would decide its figures. The warm-up rows are printed, not reported.
 func warmUp(ctx context.Context, o options, host, port string, stderr io.Writer) error {
 	throughKafka := slices.ContainsFunc(o.variants, func(v string) bool {
-		return v == variantPostline || v == variantBaseline || v == variantTemplate || v == variantNaive || v == variantMemory
+		return v == variantPostline || v == variantBaseline || v == variantTemplate || v == variantOutcomes || v == variantNaive || v == variantMemory
 	})
 	if o.warmupJobs == 0 || !throughKafka {
 		return nil
@@ -497,6 +519,9 @@ type workerSpec struct {
 	prepare func(ctx context.Context, pool *pgxpool.Pool) error
 	// makeJobs, when set, makes the n jobs to publish; nil means plainJobs.
 	makeJobs func(n, bodyBytes int) []job.Job
+	// outcomes runs the outcome loop beside the worker (outcomes.go): its
+	// settings, the webhook dispatcher and the harness's endpoint.
+	outcomes bool
 }
 
 // runWorker measures one worker binary on fresh topics, group and schema.
@@ -516,6 +541,14 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	makeJobs := spec.makeJobs
 	if makeJobs == nil {
 		makeJobs = plainJobs
+	}
+	var loop *outcomeLoop
+	if spec.outcomes {
+		if loop, err = startOutcomeLoop(ctx, o, f, spec.run, stderr); err != nil {
+			return result{}, fmt.Errorf("%s: %w", spec.name, err)
+		}
+		defer loop.close()
+		env = append(env, loop.workerEnv...)
 	}
 	var readyURL, metricsURL string
 	if spec.http {
@@ -552,6 +585,12 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 		return result{}, err
 	}
 	selfBefore := selfCPU()
+	var loopBefore time.Duration
+	if loop != nil {
+		if loopBefore, err = loop.cpu(); err != nil {
+			return result{}, err
+		}
+	}
 	var allocsBefore benchmetrics.Counters
 	if spec.http {
 		if allocsBefore, err = scrapeGoAllocs(ctx, metricsURL); err != nil {
@@ -559,6 +598,9 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 		}
 	}
 	fmt.Fprintf(stderr, "bench: %s: ready; publishing %d jobs\n", spec.name, spec.jobs)
+	if loop != nil {
+		loop.begin(ctx)
+	}
 	took, err := publishJobs(ctx, o.brokers, jobsTopic, jobs, 500)
 	if err != nil {
 		return result{}, err
@@ -567,6 +609,9 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 		spec.name, spec.jobs, took.Round(time.Millisecond), float64(spec.jobs)/took.Seconds())
 	if err := waitSent(ctx, pool, metricsURL, p, spec.name, spec.jobs, o.timeout, stderr, nil); err != nil {
 		return result{}, err
+	}
+	if loop != nil {
+		loop.lastMail(ctx)
 	}
 	var allocsAfter benchmetrics.Counters
 	if spec.http {
@@ -582,6 +627,15 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	after, err := sampleComponents(cs)
 	if err != nil {
 		return result{}, err
+	}
+	var loopAfter time.Duration
+	if loop != nil {
+		if loopAfter, err = loop.cpu(); err != nil {
+			return result{}, err
+		}
+		if err := loop.drain(ctx, stderr); err != nil {
+			return result{}, err
+		}
 	}
 	if err := p.stop(60 * time.Second); err != nil {
 		return result{}, err
@@ -600,8 +654,13 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	res.Variant = spec.name
 	res.CPU, res.PeakRSSBytes = u.CPU(), u.MaxRSSBytes
 	d := after.since(before)
-	res.Pipeline = pipelineCPU{Measured: true, Own: ownAfter - ownBefore, Injector: selfAfter - selfBefore,
+	res.Pipeline = pipelineCPU{Measured: true, Own: ownAfter - ownBefore + loopAfter - loopBefore, Injector: selfAfter - selfBefore,
 		Kafka: d["kafka"], Postgres: d["postgres"], Sink: d["sink"]}
+	if loop != nil {
+		if res.Hooks, err = loop.finish(ctx); err != nil {
+			return result{}, fmt.Errorf("%s: %w", spec.name, err)
+		}
+	}
 	if spec.http {
 		res.HasAllocs = true
 		res.AllocBytes = allocsAfter.AllocBytes - allocsBefore.AllocBytes
@@ -616,9 +675,13 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 // group and a PostgreSQL schema, plus the worker environment naming them.
 type fixture struct {
 	jobsTopic, group string
-	pool             *pgxpool.Pool
-	env              []string // POSTLINE_* addresses, topics, group and database
-	cleanups         []func()
+	// prefix starts the names of the run's topics: bench.<name>.<id>.
+	prefix string
+	// dbURL is the database URL with the run's schema as search_path.
+	dbURL    string
+	pool     *pgxpool.Pool
+	env      []string // POSTLINE_* addresses, topics, group and database
+	cleanups []func()
 }
 
 // newFixture creates the topics and the schema of a run named name; close
@@ -634,7 +697,8 @@ func newFixture(ctx context.Context, o options, name string, stderr io.Writer) (
 			f.close()
 		}
 	}()
-	dlqTopic := fmt.Sprintf("bench.%s.%s.dlq", name, id)
+	f.prefix = fmt.Sprintf("bench.%s.%s", name, id)
+	dlqTopic := f.prefix + ".dlq"
 	schema := strings.ReplaceAll(fmt.Sprintf("bench_%s_%s", name, id), "-", "_")
 	cleanupCtx := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -668,6 +732,7 @@ func newFixture(ctx context.Context, o options, name string, stderr io.Writer) (
 			}
 		})
 	}
+	f.dbURL = dbURL
 	if f.pool, err = pgxpool.New(ctx, dbURL); err != nil {
 		return nil, fmt.Errorf("postgres pool: %w", err)
 	}

@@ -61,6 +61,15 @@ func TestParseFlags(t *testing.T) {
 				i := slices.Index(o.variants, "postline")
 				return i >= 0 && i+1 < len(o.variants) && o.variants[i+1] == "template"
 			}},
+		{name: "outcomes follows template in the default variants", args: []string{"-smtp-source", "s"},
+			check: func(o options) bool {
+				i := slices.Index(o.variants, "template")
+				return i >= 0 && i+1 < len(o.variants) && o.variants[i+1] == "outcomes" && o.dispatcherBin == "bin/webhook-dispatcher"
+			}},
+		{name: "postline and outcomes", args: []string{"-variants", "postline,outcomes", "-dispatcher-bin", "d", "-smtp-source", ""},
+			check: func(o options) bool {
+				return slices.Equal(o.variants, []string{"postline", "outcomes"}) && o.dispatcherBin == "d"
+			}},
 		{name: "template alone", args: []string{"-variants", "template", "-smtp-source", ""},
 			check: func(o options) bool { return slices.Equal(o.variants, []string{"template"}) }},
 		{name: "baseline is dropped without its binary", args: []string{"-smtp-source", "s"},

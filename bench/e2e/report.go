@@ -38,6 +38,8 @@ type result struct {
 	// /metrics (go_memstats_alloc_bytes_total, go_memstats_mallocs_total).
 	HasAllocs          bool
 	AllocBytes, Allocs float64
+	// Hooks are the outcome loop's figures (the outcomes row only).
+	Hooks webhookStats
 }
 
 // pipelineCPU is the CPU time of a row's whole pipeline, by process.
@@ -148,6 +150,9 @@ func summarize(all []result) []result {
 		if m.HasAllocs = rs[0].HasAllocs; m.HasAllocs {
 			m.AllocBytes = pick(result.AllocBytesPerMail) * float64(m.Mails)
 			m.Allocs = pick(result.AllocsPerMail) * float64(m.Mails)
+		}
+		if rs[0].Hooks.Measured {
+			m.Hooks = summarizeHooks(rs)
 		}
 		out = append(out, m)
 	}
@@ -311,6 +316,9 @@ func benchLine(r result) string {
 	}
 	if r.HasAllocs {
 		fmt.Fprintf(&b, " %.0f alloc-B/mail %.1f allocs/mail", r.AllocBytesPerMail(), r.AllocsPerMail())
+	}
+	if r.Hooks.Measured {
+		b.WriteString(hookBenchFields(r.Hooks, r.Mails))
 	}
 	fmt.Fprintf(&b, " %d peak-rss-B", r.PeakRSSBytes)
 	return b.String()
