@@ -469,8 +469,13 @@ func (s *scanner) value(t reflect.Type, dst any) (kind, int, error) {
 		if k == kindNull && t != nil && t != bytesType && t != byteType && t.Kind() != reflect.Interface {
 			s.note(ReasonMalformedJSON, "null is not allowed")
 		}
-		if d, ok := dst.(*any); ok && k == kindBool {
-			*d = lit == "true"
+		if k == kindBool {
+			switch d := dst.(type) {
+			case *any:
+				*d = lit == "true"
+			case *bool:
+				*d = lit == "true"
+			}
 		}
 		// A null leaves its destination zero, as encoding/json does: a nil
 		// content, a nil data value, a zero byte.
@@ -497,6 +502,8 @@ func kindFits(k kind, t reflect.Type) bool {
 		return k == kindObject
 	case reflect.Int, reflect.Uint8:
 		return k == kindNumber
+	case reflect.Bool:
+		return k == kindBool
 	}
 	return true
 }

@@ -48,6 +48,8 @@ func FuzzDecode(f *testing.F) {
 		doc(`,"cc":[` + strings.Repeat(`1,`, 100) + `1]`),
 		doc(`,"headers":{"X-A":"1","X-A":"2"}`),
 		doc(`,"Tenant":"x"`),
+		doc(`,"unsubscribe":true,"priority":"bulk"`),
+		doc(`,"unsubscribe":fals`),
 		doc(`,"subject":"\u0000"`),
 		`{"version":1e0}`,
 		`{"\u0076ersion":1,"message_id":"a@b","from":"a@b.c","to":["d@e.f"],"subject":"\ud800\u00e9\n","text":"x\/"}`,

@@ -133,6 +133,9 @@ func appendCanonical(b []byte, j *Job) ([]byte, bool) {
 		b = append(b, '"')
 	}
 	b = appendStringMap(b, "metadata", j.Metadata)
+	if j.Unsubscribe {
+		b = append(b, `,"unsubscribe":true`...)
+	}
 	return append(b, '}'), true
 }
 

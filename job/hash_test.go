@@ -31,6 +31,7 @@ func TestHash(t *testing.T) {
 		{"recipient moved to cc", func(j *Job) { j.Cc, j.To = j.To, nil }, false},
 		{"priority", func(j *Job) { j.Priority = PriorityBulk }, false},
 		{"metadata", func(j *Job) { j.Metadata = map[string]string{"k": "v"} }, false},
+		{"unsubscribe", func(j *Job) { j.Unsubscribe = true }, false},
 		{"attachment byte", func(j *Job) { j.Attachments = []Attachment{{Filename: "a", Content: []byte{1}}} }, false},
 	}
 	for _, tt := range tests {

@@ -39,6 +39,12 @@ type Job struct {
 	Template    *TemplateRef      `json:"template,omitempty"`
 	NotAfter    *time.Time        `json:"not_after,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
+	// Unsubscribe asks the worker to add its own one-click unsubscribe
+	// headers (RFC 8058: List-Unsubscribe and List-Unsubscribe-Post, a
+	// link and a mailto address for each recipient) to a mail that is not
+	// bulk; bulk mail gets them anyway unless it carries a List-Unsubscribe
+	// header of its own. A job that sets it may not carry those headers.
+	Unsubscribe bool `json:"unsubscribe,omitempty"`
 }
 
 // Attachment is a file sent with the mail. Content is base64 in JSON.

@@ -91,6 +91,10 @@ func TestDecodeMatchesEncodingJSON(t *testing.T) {
 		doc(`,"template":{"name":"w","version":"audit","locale":"fr-CA","data":{}}`),
 		noBodyDoc(`,"template":{"name":"order","data":{"n":12345678901234567890123,"f":-1.5e-3,"z":null,"t":true,"s":"\u00e9","a":[{"b":{}},[],false,[1,[2]]]}}`),
 		doc(`,"to":["a@b.c","<bad"]`),
+		doc(`,"unsubscribe":true`),
+		doc(`,"unsubscribe":false,"priority":"bulk"`),
+		doc(`,"unsubscribe":null`),
+		doc(`,"unsubscribe":"true"`),
 	} {
 		checkDecodeMatchesReference(t, []byte(d))
 	}
@@ -141,6 +145,7 @@ func TestHashMatchesJSONMarshal(t *testing.T) {
 			j.Template = &TemplateRef{Name: "w", Version: "3", Locale: "fr-CA"}
 			j.NotAfter = &nanos
 			j.Metadata = map[string]string{"z": "1", "a": "&"}
+			j.Unsubscribe = true
 		}},
 		{"whole-second deadline", func(j *Job) { j.NotAfter = &whole }},
 		{"year before 0", func(j *Job) { j.NotAfter = &ancient }},

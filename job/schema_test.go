@@ -111,6 +111,8 @@ func TestSchemaAgreesWithDecode(t *testing.T) {
 	full.Template = &TemplateRef{Name: "w", Version: "1"}
 	full.NotAfter = &notAfter
 	full.Metadata = map[string]string{"k": "v"}
+	full.Unsubscribe = true
+	full.Headers = map[string]string{"X-A": "1", "List-Id": "<news.example.com>"}
 	fullDoc, err := json.Marshal(full)
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +148,8 @@ func TestSchemaAgreesWithDecode(t *testing.T) {
 		{"bad priority", doc(`,"priority":"high"`)},
 		{"empty template name", doc(`,"template":{"name":""}`)},
 		{"metadata LF", doc(`,"metadata":{"k":"\n"}`)},
+		{"unsubscribe", doc(`,"unsubscribe":true`)},
+		{"unsubscribe not a boolean", doc(`,"unsubscribe":"yes"`)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

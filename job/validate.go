@@ -91,7 +91,8 @@ func (j Job) Expired(now time.Time) bool {
 // take their defaults) and returns a *ValidationError for the first problem,
 // checking in this order: version, message_id, from, reply_to, recipients
 // (none, too many, then to, cc and bcc in order), subject, body, headers
-// (by name), attachments, priority, tenant, template (name, version,
+// (by name; with Unsubscribe, List-Unsubscribe then List-Unsubscribe-Post
+// are refused), attachments, priority, tenant, template (name, version,
 // locale, data), metadata (by key).
 //
 // A template job (Templated) needs no body; its template name must match
@@ -151,6 +152,11 @@ func (j *Job) Validate(limits Limits) error {
 	}
 	if err := validateHeaders(j.Headers); err != nil {
 		return err
+	}
+	if j.Unsubscribe {
+		if err := ownUnsubscribeHeaders(j.Headers); err != nil {
+			return err
+		}
 	}
 	if err := validateAttachments(j.Attachments, limits.MaxAttachmentBytes); err != nil {
 		return err
@@ -266,6 +272,22 @@ func validateHeaders(h map[string]string) error {
 		}
 		if err := checkLineLazy(field, h[name], MaxHeaderValueLength); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// ownUnsubscribeHeaders refuses the List-Unsubscribe headers of a job that
+// asks for Postline's (Unsubscribe): the worker writes both, per
+// recipient, and a second pair would leave the recipient's mail client to
+// pick one.
+func ownUnsubscribeHeaders(h map[string]string) error {
+	for _, want := range []string{"list-unsubscribe", "list-unsubscribe-post"} {
+		for name := range h {
+			if strings.EqualFold(name, want) {
+				return invalid(ReasonHeaderNotAllowed, "headers."+truncate(name),
+					"not allowed with unsubscribe true: the worker sets List-Unsubscribe and List-Unsubscribe-Post itself")
+			}
 		}
 	}
 	return nil

@@ -42,6 +42,13 @@ func TestValidate(t *testing.T) {
 			j.Template = &TemplateRef{Name: "welcome", Version: "3"}
 			j.Metadata = map[string]string{"order": "42"}
 		}},
+		{name: "unsubscribe asked", mutate: func(j *Job) { j.Unsubscribe, j.Headers = true, map[string]string{"List-Id": "news"} }},
+		{name: "unsubscribe with an own List-Unsubscribe", mutate: func(j *Job) {
+			j.Unsubscribe, j.Headers = true, map[string]string{"list-UNSUBSCRIBE": "<mailto:u@example.com>"}
+		}, reason: ReasonHeaderNotAllowed, field: "headers.list-UNSUBSCRIBE"},
+		{name: "unsubscribe with an own List-Unsubscribe-Post", mutate: func(j *Job) {
+			j.Unsubscribe, j.Headers = true, map[string]string{"List-Unsubscribe-Post": "List-Unsubscribe=One-Click", "X-A": "1"}
+		}, reason: ReasonHeaderNotAllowed, field: "headers.List-Unsubscribe-Post"},
 		{name: "html only", mutate: func(j *Job) { j.Text, j.HTML = "", "<p>x</p>" }},
 		{name: "empty subject", mutate: func(j *Job) { j.Subject = "" }},
 		{name: "cc only", mutate: func(j *Job) { j.To, j.Cc = nil, []string{"a@example.test"} }},
