@@ -346,8 +346,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return config.NameSetting(err, map[string]string{"Topic": "POSTLINE_JOBS_TOPIC"})
 		}
 		defer republisher.Close()
+		lists, err := suppression.New(suppression.Config{}, pool, logger, reg)
+		if err != nil {
+			return err
+		}
 		sweeper, err := reaper.New(reaper.Config{Interval: s.ReaperInterval, Grace: s.ReaperGrace,
-			JobsTopic: s.JobsTopic, Retention: s.Retention}, store, republisher, logger, reg)
+			JobsTopic: s.JobsTopic, Retention: s.Retention}, store, republisher, logger, reg, reaper.WithSuppressions(lists))
 		if err != nil {
 			return config.NameSetting(err, map[string]string{"Interval": "POSTLINE_REAPER_INTERVAL", "Grace": "POSTLINE_REAPER_GRACE",
 				"Retention": "POSTLINE_RETENTION"})
@@ -372,10 +376,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return config.NameSetting(err, map[string]string{"Topic": "POSTLINE_EVENTS_TOPIC"})
 		}
 		defer events.Close()
-		lists, err := suppression.New(suppression.Config{}, pool, logger, reg)
-		if err != nil {
-			return err
-		}
 		unconfirmed, err := outcome.NewSweeper(outcome.SweepConfig{Interval: s.UnconfirmedSweep}, logger, reg, store, events)
 		if err != nil {
 			return config.NameSetting(err, map[string]string{"Interval": "POSTLINE_UNCONFIRMED_SWEEP"})

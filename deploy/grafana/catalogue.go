@@ -137,6 +137,7 @@ func workerAndSchedulerMetrics() []metricDef {
 		{"postline_reaper_releases_total", Counter, []string{"result"}},
 		{"postline_reaper_takeovers_total", Counter, nil},
 		{"postline_reaper_purged_total", Counter, nil},
+		{"postline_reaper_suppressions_purged_total", Counter, nil},
 		{"postline_reaper_pass_errors_total", Counter, nil},
 		{"postline_relay_state_failures_total", Counter, []string{"op"}},
 		{"postline_scheduler_lateness_seconds", Histogram, []string{"tier"}},

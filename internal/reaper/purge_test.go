@@ -2,6 +2,7 @@ package reaper
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"slices"
@@ -124,5 +125,69 @@ func TestTakeoversCountStuckRowsRepublished(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(r.republished); got != 4 {
 		t.Errorf("republished_total = %v, want 4", got)
+	}
+}
+
+// fakeSuppressions holds expired entries PurgeExpired deletes batch at a
+// time; turnTaken makes every purge find another's running.
+type fakeSuppressions struct {
+	expired, batch int
+	turnTaken      bool
+	err            error
+	calls          int
+}
+
+func (f *fakeSuppressions) PurgeExpired(context.Context) (int, error) {
+	f.calls++
+	if f.err != nil {
+		return 0, f.err
+	}
+	if f.turnTaken {
+		return 0, nil
+	}
+	n := min(f.batch, f.expired)
+	f.expired -= n
+	return n, nil
+}
+
+func TestPurgeSuppressions(t *testing.T) {
+	boom := errors.New("boom")
+	tests := []struct {
+		name       string
+		lists      *fakeSuppressions
+		wantPurged int
+		wantCalls  int
+		wantErr    error
+	}{
+		{"nothing expired: one statement", &fakeSuppressions{batch: 3}, 0, 1, nil},
+		{"a backlog goes in batches until one deletes nothing", &fakeSuppressions{expired: 7, batch: 3}, 7, 4, nil},
+		{"another worker's purge holds the turn", &fakeSuppressions{expired: 7, batch: 3, turnTaken: true}, 0, 1, nil},
+		{"a failed statement fails the pass", &fakeSuppressions{expired: 7, batch: 3, err: boom}, 0, 1, boom},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := New(Config{Retention: testRetention, PurgePause: time.Millisecond}, &fakeStore{}, &fakePub{}, nil,
+				prometheus.NewRegistry(), WithSuppressions(tt.lists))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Once(t.Context()); !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Once() = %v, want %v", err, tt.wantErr)
+			}
+			if tt.lists.calls != tt.wantCalls {
+				t.Errorf("PurgeExpired called %d times, want %d", tt.lists.calls, tt.wantCalls)
+			}
+			if got := testutil.ToFloat64(r.suppressionsGone); got != float64(tt.wantPurged) {
+				t.Errorf("suppressions_purged_total = %v, want %d", got, tt.wantPurged)
+			}
+		})
+	}
+	// Without a suppression store there is nothing to purge.
+	r, err := New(Config{}, &fakeStore{}, &fakePub{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.PurgeSuppressions(t.Context()); n != 0 || err != nil {
+		t.Errorf("PurgeSuppressions without a store = %d, %v", n, err)
 	}
 }

@@ -43,6 +43,12 @@
 // every Interval would delete an interval's worth in a burst, at the
 // statements' fastest, and hold the database's CPU for that long.
 //
+// Given a suppression store (WithSuppressions), the same passes delete the
+// suppression entries that have expired. The store lets one purge of the
+// fleet's run at a time (the others' find the turn taken and delete
+// nothing), and reads only the entries expired and not yet deleted, by their
+// expiry: a pass costs what expired since the last one.
+//
 // The package knows the store and a publisher through the small interfaces
 // below; it does not consume, send or decide retries.
 package reaper
@@ -61,6 +67,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/suppression"
 	"github.com/postline/postline/job"
 )
 
@@ -177,6 +184,15 @@ type Store interface {
 	Purge(ctx context.Context, olderThan time.Duration, limit int) (int, error)
 }
 
+// Suppressions is the part of the suppression store the purge uses. It must
+// be safe for concurrent use.
+type Suppressions interface {
+	// PurgeExpired deletes a batch of expired entries and returns how many
+	// it deleted: 0 when none is left, or while another purge of the fleet
+	// runs.
+	PurgeExpired(ctx context.Context) (int, error)
+}
+
 // Publisher writes records to the jobs topic as they are, returning once
 // the broker acknowledged all of them. *job.Publisher satisfies it.
 type Publisher interface {
@@ -184,23 +200,35 @@ type Publisher interface {
 }
 
 var (
-	_ Store     = (*idempotency.Store)(nil)
-	_ Publisher = (*job.Publisher)(nil)
+	_ Store        = (*idempotency.Store)(nil)
+	_ Publisher    = (*job.Publisher)(nil)
+	_ Suppressions = (*suppression.Store)(nil)
 )
+
+// Option sets what a Reaper works on beyond its Store and Publisher.
+type Option func(*Reaper)
+
+// WithSuppressions has the purge passes delete expired suppression entries
+// of store too.
+func WithSuppressions(store Suppressions) Option {
+	return func(r *Reaper) { r.suppressions = store }
+}
 
 // Reaper re-publishes rows stuck in sending. Run it in one goroutine per
 // process; several processes may run reapers against one database.
 type Reaper struct {
-	cfg    Config
-	store  Store
-	pub    Publisher
-	logger *slog.Logger
+	cfg          Config
+	store        Store
+	pub          Publisher
+	suppressions Suppressions // nil: none purged
+	logger       *slog.Logger
 
-	republished prometheus.Counter
-	takeovers   prometheus.Counter
-	released    *prometheus.CounterVec
-	purged      prometheus.Counter
-	errors      prometheus.Counter
+	republished      prometheus.Counter
+	takeovers        prometheus.Counter
+	released         *prometheus.CounterVec
+	purged           prometheus.Counter
+	suppressionsGone prometheus.Counter
+	errors           prometheus.Counter
 }
 
 // topicReporter is a Publisher that knows its topic (*job.Publisher).
@@ -208,7 +236,7 @@ type topicReporter interface{ Topic() string }
 
 // New returns a Reaper. A nil logger discards logs; a nil reg leaves the
 // metrics unregistered.
-func New(cfg Config, store Store, pub Publisher, logger *slog.Logger, reg prometheus.Registerer) (*Reaper, error) {
+func New(cfg Config, store Store, pub Publisher, logger *slog.Logger, reg prometheus.Registerer, opts ...Option) (*Reaper, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -242,16 +270,23 @@ func New(cfg Config, store Store, pub Publisher, logger *slog.Logger, reg promet
 			Namespace: ns, Subsystem: sub, Name: "releases_total",
 			Help: "Stuck rows handed back after re-publishing, by result (released, lost: another reaper or a claim came first).",
 		}, []string{"result"}),
+		suppressionsGone: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "suppressions_purged_total",
+			Help: "Expired suppression entries deleted.",
+		}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "pass_errors_total",
 			Help: "Reaper passes that failed on the store or the publisher (retried next interval).",
 		}),
 	}
+	for _, opt := range opts {
+		opt(r)
+	}
 	for _, res := range []string{"released", "lost"} {
 		r.released.WithLabelValues(res)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{r.republished, r.takeovers, r.released, r.purged, r.errors} {
+		for _, c := range []prometheus.Collector{r.republished, r.takeovers, r.released, r.purged, r.suppressionsGone, r.errors} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("reaper: register metrics: %w", err)
 			}
@@ -268,7 +303,8 @@ func (r *Reaper) Run(ctx context.Context) error {
 	wg.Go(func() {
 		r.every(ctx, r.cfg.PurgeInterval, func(ctx context.Context) error {
 			_, err := r.Purge(ctx)
-			return err
+			_, errSuppressions := r.PurgeSuppressions(ctx)
+			return errors.Join(err, errSuppressions)
 		})
 	})
 	r.every(ctx, r.cfg.Interval, func(ctx context.Context) error {
@@ -298,8 +334,9 @@ func (r *Reaper) every(ctx context.Context, interval time.Duration, pass func(co
 
 // Once makes one pass of each kind: rounds of Stuck -> publish -> Release,
 // then rounds of StalledReplays -> publish -> TouchReplays, each while
-// rounds come back full, then the purge (see Purge). Run makes them on
-// their own clocks. It returns how many rows it recovered
+// rounds come back full, then the purge (see Purge) and that of expired
+// suppression entries (PurgeSuppressions). Run makes them on their own
+// clocks. It returns how many rows it recovered
 // (not counting rows lost to another reaper or a claim, nor purged rows).
 func (r *Reaper) Once(ctx context.Context) (int, error) {
 	n, err := r.recoverRows(ctx)
@@ -309,7 +346,44 @@ func (r *Reaper) Once(ctx context.Context) (int, error) {
 	if _, err := r.Purge(ctx); err != nil {
 		return n, err
 	}
+	if _, err := r.PurgeSuppressions(ctx); err != nil {
+		return n, err
+	}
 	return n, nil
+}
+
+// PurgeSuppressions deletes the suppression entries that have expired, if
+// the Reaper has a suppression store: batches of the store's size,
+// PurgePause apart, until one deletes nothing (none left, or another
+// worker's purge holds the turn) or PurgeInterval has passed. It returns
+// how many it deleted.
+func (r *Reaper) PurgeSuppressions(ctx context.Context) (int, error) {
+	if r.suppressions == nil {
+		return 0, nil
+	}
+	total := 0
+	deadline := time.Now().Add(r.cfg.PurgeInterval)
+	for {
+		n, err := r.suppressions.PurgeExpired(ctx)
+		total += n
+		r.suppressionsGone.Add(float64(n))
+		if err != nil {
+			return total, fmt.Errorf("purge expired suppression entries: %w", err)
+		}
+		if n == 0 || !time.Now().Add(r.cfg.PurgePause).Before(deadline) {
+			if total > 0 {
+				r.logger.DebugContext(ctx, "purged expired suppression entries", "entries", total)
+			}
+			return total, nil
+		}
+		t := time.NewTimer(r.cfg.PurgePause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return total, ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // Purge deletes terminal rows older than Retention: statements of at most

@@ -363,14 +363,29 @@ func (s *Store) Remove(ctx context.Context, keys []Key) (int, error) {
 	return int(tag.RowsAffected()), nil
 }
 
+// purgeSQL deletes the entries expired by $1, oldest expiry first, through
+// postline_suppressions_expires_idx: it reads what expired and has not been
+// deleted, however many entries never expire or expire later.
+//
+// One purge of the fleet's runs at a time: every worker's reaper purges,
+// and of two at once, both would read the same expired entries and the
+// second wait for the first's row locks to find them gone. The statement first tries an advisory lock (the
+// one-time filter of the scan, evaluated before it reads a row); a purge
+// that finds it taken reads and deletes nothing. The key is the table's own
+// (its OID), so schemas of one database do not wait for each other; the
+// lock ends with the transaction.
+const purgeSQL = `DELETE FROM postline_suppressions WHERE ctid = ANY(ARRAY(
+	SELECT ctid FROM postline_suppressions
+	WHERE expires_at <= $1 AND (SELECT pg_try_advisory_xact_lock('postline_suppressions'::regclass::oid::int, 1))
+	ORDER BY expires_at LIMIT $2))`
+
 // PurgeExpired deletes up to Config.PurgeBatch entries that have expired
 // and returns how many it deleted; call it again while it returns
-// PurgeBatch.
+// PurgeBatch. While another purge runs (another worker's, as a rule) it
+// returns 0 at once, having read nothing.
 func (s *Store) PurgeExpired(ctx context.Context) (int, error) {
 	start := time.Now()
-	tag, err := s.db.Exec(ctx, `DELETE FROM postline_suppressions WHERE ctid = ANY(ARRAY(
-		SELECT ctid FROM postline_suppressions WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2))`,
-		s.cfg.NowFunc(), s.cfg.PurgeBatch)
+	tag, err := s.db.Exec(ctx, purgeSQL, s.cfg.NowFunc(), s.cfg.PurgeBatch)
 	s.observe(ctx, opPurge, start, err)
 	if err != nil {
 		return 0, fmt.Errorf("suppression purge of expired entries: %w", err)
