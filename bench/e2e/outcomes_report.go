@@ -20,8 +20,9 @@ type webhookStats struct {
 	// signature; Requests is every POST it got, copies included; Bad is
 	// those whose signature did not verify.
 	Received, Requests, Bad int64
-	// Samples is how many lag samples were taken (every second from the
-	// publish to the last webhook, and when the last mail was sent).
+	// Samples is how many lag samples were taken (every lagSampleEvery
+	// from the publish to the last webhook, and when the last mail was
+	// sent).
 	Samples int
 	// MaxLag is the largest webhook lag sampled: events on the topic the
 	// endpoint had not received. EndLag is the lag when the last mail was
@@ -148,10 +149,10 @@ func outcomeTable(w io.Writer, rows []result) {
 			continue
 		}
 		if !header {
-			fmt.Fprintln(w, "Outcome loop: events on the topic against webhooks the endpoint received (the webhook lag, sampled every second):")
+			fmt.Fprintf(w, "Outcome loop: events on the topic against webhooks the endpoint received (the webhook lag, sampled every %s):\n", lagSampleEvery)
 			fmt.Fprintln(w)
-			fmt.Fprintln(w, "| variant | events | received | requests | bad signatures | max webhook lag | lag at the last mail | last webhook after the last mail | dispatcher CPU-s / 1,000 mails | dispatcher peak RSS MiB |")
-			fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+			fmt.Fprintln(w, "| variant | events | received | requests | bad signatures | lag samples | max webhook lag | lag at the last mail | last webhook after the last mail | dispatcher CPU-s / 1,000 mails | dispatcher peak RSS MiB |")
+			fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 			header = true
 		}
 		h := r.Hooks
@@ -163,7 +164,7 @@ func outcomeTable(w io.Writer, rows []result) {
 		if r.Mails > 0 {
 			cpu = fmt.Sprintf("%.3f", h.DispatcherCPU.Seconds()*1000/float64(r.Mails))
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %s | %s | %s | %s | %.1f |\n", r.Variant, h.Events, h.Received, h.Requests, h.Bad,
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %s | %s | %s | %s | %.1f |\n", r.Variant, h.Events, h.Received, h.Requests, h.Bad, h.Samples,
 			formatLag(h.MaxLag, r.lagSeconds(h.MaxLag)), formatLag(h.EndLag, r.lagSeconds(h.EndLag)), drain, cpu,
 			float64(h.DispatcherRSS)/(1<<20))
 	}

@@ -80,7 +80,7 @@ func TestOutcomeTable(t *testing.T) {
 	rows := []result{
 		{Variant: "postline", Mails: 5000, Span: time.Second},
 		{Variant: "outcomes", Mails: 5000, Span: 2 * time.Second, Hooks: webhookStats{Measured: true,
-			Events: 5000, Received: 5000, Requests: 5003, MaxLag: 1250, EndLag: 25, Drained: true,
+			Events: 5000, Received: 5000, Requests: 5003, Samples: 31, MaxLag: 1250, EndLag: 25, Drained: true,
 			Drain: 420 * time.Millisecond, DispatcherCPU: 1500 * time.Millisecond, DispatcherRSS: 30 << 20}},
 	}
 	var b strings.Builder
@@ -90,7 +90,7 @@ func TestOutcomeTable(t *testing.T) {
 		t.Fatalf("outcome table has %d lines, want a title, a blank, header, rule and the one row with webhook figures:\n%s", len(lines), b.String())
 	}
 	// 2500 events/s: 1250 events are 0.5 s, 25 are 0.01 s; 1.5 CPU-s over 5,000 mails.
-	if want := "| outcomes | 5000 | 5000 | 5003 | 0 | 1250 (0.50 s) | 25 (0.01 s) | 0.42 s | 0.300 | 30.0 |"; lines[4] != want {
+	if want := "| outcomes | 5000 | 5000 | 5003 | 0 | 31 | 1250 (0.50 s) | 25 (0.01 s) | 0.42 s | 0.300 | 30.0 |"; lines[4] != want {
 		t.Errorf("row:\n got %s\nwant %s", lines[4], want)
 	}
 
