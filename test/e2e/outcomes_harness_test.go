@@ -264,11 +264,38 @@ func eventBefore(a, b event.Event, order map[event.Type]int) bool {
 	return order[a.Type] < order[b.Type]
 }
 
+// find returns the event of type tp of recipient idx of mail id (a type
+// happens to a recipient once in a mail's life, and these tests give each
+// mail one).
 func (l *eventLog) find(id string, idx int, tp event.Type) (event.Event, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e, ok := l.byID[event.NewID(id, idx, tp, 0)]
-	return e, ok
+	for _, e := range l.byID {
+		if e.MessageID == id && e.RecipientIndex == idx && e.Type == tp {
+			return e, true
+		}
+	}
+	return event.Event{}, false
+}
+
+// lives reads the life of each of ids' rows: what their event IDs hash in
+// (event.NewLifeID).
+func (s *stack) lives(ctx context.Context, ids []string) (map[string]int64, error) {
+	rows, err := s.db.Query(ctx, `SELECT message_id, COALESCE(life, 0) FROM postline_messages WHERE message_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var id string
+		var life int64
+		if err := rows.Scan(&id, &life); err != nil {
+			return nil, err
+		}
+		out[id] = life
+	}
+	return out, rows.Err()
 }
 
 // recipientRow is one row of postline_recipients.

@@ -193,7 +193,11 @@ func TestThousandMixedOutcomes(t *testing.T) {
 	}); !ok {
 		t.Errorf("confirmations of the mails: %s", status)
 	}
-	checkMixedEvents(t, plan, got)
+	lives, err := s.lives(t.Context(), ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMixedEvents(t, plan, got, lives)
 	if copies, bad := events.stats(); len(bad) > 0 {
 		t.Errorf("the events reader failed on %d records, first: %v", len(bad), bad[:min(len(bad), 3)])
 	} else {
@@ -337,7 +341,8 @@ func compareMixedTransitions(plan *mixedPlan, got map[rcptKey][]event.Event) *mi
 }
 
 // checkMixedEvents checks what each event says beyond its type.
-func checkMixedEvents(t *testing.T, plan *mixedPlan, got map[rcptKey][]event.Event) {
+// lives are the mails' lives, which their event IDs hash in.
+func checkMixedEvents(t *testing.T, plan *mixedPlan, got map[rcptKey][]event.Event, lives map[string]int64) {
 	t.Helper()
 	mm := &mismatches{}
 	for k, r := range plan.byKey {
@@ -348,7 +353,7 @@ func checkMixedEvents(t *testing.T, plan *mixedPlan, got map[rcptKey][]event.Eve
 			if e.Recipient != r.addr || e.Stream != event.StreamTransactional {
 				mm.add("recipient", "%s %s: recipient %q stream %q", r.addr, e.Type, e.Recipient, e.Stream)
 			}
-			if e.ID != event.NewID(k.id, k.idx, e.Type, e.Attempt) {
+			if e.ID != event.NewLifeID(k.id, lives[k.id], k.idx, e.Type, e.Attempt) || lives[k.id] == 0 {
 				mm.add("id", "%s %s: id %s is not the transition's", r.addr, e.Type, e.ID)
 			}
 			switch e.Type {

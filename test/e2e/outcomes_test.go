@@ -110,10 +110,14 @@ func TestPostfixBounceSuppressesTheAddress(t *testing.T) {
 	}
 
 	// The events, through the consumer helper, and the signed webhooks.
+	lives, err := s.lives(t.Context(), ids)
+	if err != nil || lives[ids[0]] == 0 {
+		t.Fatalf("lives = %v, %v; want one for %s", lives, err, ids[0])
+	}
 	eventually(t, 30*time.Second, "events and webhooks of both recipients", func(context.Context) (bool, string) {
 		got := events.transitions(map[string]bool{ids[0]: true, ids[1]: true})
 		want := map[rcptKey][]event.Type{gone: {event.Accepted, event.Bounced}, ok: {event.Accepted, event.Delivered}}
-		bounced := event.NewID(ids[0], 0, event.Bounced, 0)
+		bounced := event.NewLifeID(ids[0], lives[ids[0]], 0, event.Bounced, 0)
 		return equalTransitions(got, want) && sink.has(bounced), fmt.Sprintf("events %v; webhooks %v", got, sink.byType())
 	})
 	if e, _ := events.find(ids[0], 0, event.Bounced); e.Bounce == nil || e.Bounce.Type != event.BounceHard || e.Bounce.Status != "5.1.1" ||
