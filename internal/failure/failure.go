@@ -127,6 +127,12 @@ const (
 // Transient, so it is never fast-retried.
 const RuleAmbiguousDataEnd = "ambiguous-data-end"
 
+// RuleProviderHard is the rule of a bounce a provider (SES, Mailgun) itself
+// called hard where the rules found no more than a soft bounce: the
+// report applier, not a row, decides it, so no rules file may use the
+// name.
+const RuleProviderHard = "provider-hard"
+
 // Classify classifies a failed send by the Default rule set (see
 // RuleSet.Classify).
 func Classify(err error) Verdict { return Default().Classify(err) }

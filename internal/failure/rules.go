@@ -247,7 +247,7 @@ var (
 	reservedRuleNames = []string{
 		RuleUnmatched, RuleBuild, RuleRelayRefused, RuleCanceled, RuleTimeout, RuleTLS, RuleAuthFailed,
 		RuleConnCheck, RuleRefused, RuleConnectionLost, RuleDNS, RuleUnreachable, RuleProtocol, RuleNetwork,
-		RuleAmbiguousDataEnd,
+		RuleAmbiguousDataEnd, RuleProviderHard,
 	}
 )
 

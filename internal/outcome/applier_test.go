@@ -1078,6 +1078,44 @@ func TestApplyPermanentVerdict(t *testing.T) {
 	}
 }
 
+// TestApplyProviderHard checks a provider's hard verdict: a bounce the
+// rules find soft (or match nothing of) becomes hard and suppresses the
+// address; a rule's hard stays as it is; a policy refusal stays policy.
+func TestApplyProviderHard(t *testing.T) {
+	yes := true
+	tests := []struct {
+		name             string
+		rep              report.Report
+		bounceType, rule string
+		suppressed       bool
+	}{
+		{"no status", report.Report{Permanent: &yes, Hard: true}, "hard", failure.RuleProviderHard, true},
+		{"a reply the rules find soft", report.Report{Code: 550, Diagnostic: "550 Requested action not taken", Permanent: &yes, Hard: true},
+			"hard", failure.RuleProviderHard, true},
+		{"a reply the rules find hard", report.Report{Code: 550, Status: "5.1.1", Permanent: &yes, Hard: true},
+			"hard", "recipient-unknown", true},
+		{"a policy refusal", report.Report{Code: 550, Status: "5.7.1", Diagnostic: "5.7.1 blocked using Spamhaus", Permanent: &yes, Hard: true},
+			"policy", "policy-5xx", false},
+		{"permanent but not hard", report.Report{Permanent: &yes}, "soft", "permanent-default", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
+			rep := tt.rep
+			rep.Kind, rep.Source, rep.MessageID, rep.Recipient = report.Bounced, report.SourceSES, testMsgID, "ada@example.com"
+			if err := h.a.ApplySigned(t.Context(), []report.Report{rep}); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.store.row(testMsgID, 0); got.State != idempotency.RecipientBounced || got.BounceType != tt.bounceType || got.Rule != tt.rule {
+				t.Errorf("row %s %s by %q, want bounced %s by %q", got.State, got.BounceType, got.Rule, tt.bounceType, tt.rule)
+			}
+			if added := h.lists.added(); (len(added) == 1 && added[0].Reason == suppression.ReasonHardBounce && added[0].Stream == suppression.StreamAll) != tt.suppressed {
+				t.Errorf("suppression entries %+v, want suppressed on every stream %t", added, tt.suppressed)
+			}
+		})
+	}
+}
+
 func TestNewRequiresPorts(t *testing.T) {
 	store, events, signer := newFakeStore(time.Now), &fakeEvents{t: t}, newSigner(t, testKey)
 	for name, f := range map[string]func() error{

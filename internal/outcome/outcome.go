@@ -576,13 +576,19 @@ func (a *Applier) decide(rep report.Report, row idempotency.Recipient) (step, bo
 
 // classify decides a bounce's type by the rule set, from the report's
 // status, code and text; a provider's own permanent or temporary verdict
-// stands in for a status it did not give.
+// stands in for a status it did not give. A provider's hard verdict makes
+// the bounce hard and suppressing, unless the rules call the reply a
+// policy refusal (about the sender, not the address).
 func (a *Applier) classify(rep report.Report) failure.Bounce {
 	status := rep.Status
 	if status == "" && rep.Code == 0 && rep.Permanent != nil {
 		status = map[bool]string{true: "5.0.0", false: "4.0.0"}[*rep.Permanent]
 	}
-	return a.cfg.Rules.ClassifyBounce(rep.Code, status, rep.Diagnostic)
+	b := a.cfg.Rules.ClassifyBounce(rep.Code, status, rep.Diagnostic)
+	if rep.Hard && b.Type == failure.BounceSoft {
+		b = failure.Bounce{Type: failure.BounceHard, Rule: failure.RuleProviderHard, Suppress: true}
+	}
+	return b
 }
 
 func (a *Applier) noTransition(rep report.Report) string {

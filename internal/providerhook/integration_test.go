@@ -165,8 +165,8 @@ func (e *applierEnv) check(t *testing.T, c outcomeCase, id string, idx int, addr
 }
 
 // TestIntegrationSESBounces: SES's bounce type decides the recipient's end
-// state: Permanent is a hard bounce that suppresses the address unless the
-// reply is a policy refusal, Transient leaves the recipient unresolved, and
+// state: Permanent is a hard bounce that suppresses the address, even
+// without a DSN's status, unless the reply is a policy refusal, Transient leaves the recipient unresolved, and
 // Undetermined is classified by the rules from what SES passed on.
 func TestIntegrationSESBounces(t *testing.T) {
 	t.Parallel()
@@ -185,6 +185,10 @@ func TestIntegrationSESBounces(t *testing.T) {
 		bounceType, subType string
 		rcpt                func(addr string) map[string]any
 	}{
+		{outcomeCase{"permanent general without a DSN", idempotency.RecipientBounced, "hard", true},
+			"Permanent", "General", noDSN},
+		{outcomeCase{"permanent on the account's suppression list", idempotency.RecipientBounced, "hard", true},
+			"Permanent", "OnAccountSuppressionList", noDSN},
 		{outcomeCase{"permanent with a DSN", idempotency.RecipientBounced, "hard", true},
 			"Permanent", "General", func(a string) map[string]any { return dsn(a, "5.1.1", "smtp; 550 5.1.1 user unknown") }},
 		// A policy refusal stays one: it is about the sender.
@@ -273,6 +277,8 @@ func TestIntegrationMailgunFailures(t *testing.T) {
 		file, severity, reason string
 		deliveryStatus         map[string]any
 	}{
+		{outcomeCase{"previously bounced", idempotency.RecipientBounced, "hard", true},
+			"failed-permanent.json", "permanent", "suppress-bounce", nil},
 		{outcomeCase{"bounce", idempotency.RecipientBounced, "hard", true},
 			"failed-permanent.json", "permanent", "bounce", status(550, "Requested action not taken: mailbox unavailable", "")},
 		{outcomeCase{"temporary", idempotency.RecipientAccepted, "", false},
