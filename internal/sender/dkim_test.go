@@ -254,3 +254,105 @@ func TestSendWithoutDKIM(t *testing.T) {
 		t.Errorf("postline_sender_dkim_total has %d series, want 3 (created at zero)", n)
 	}
 }
+
+// TestSendToListUnsubscribe sends a job with List-Unsubscribe URIs of each
+// recipient's own: each copy carries its recipient's URIs (and none of the
+// job's own header), List-Unsubscribe-Post, and a signature over both that
+// the independent verifier accepts. The message is built once; each copy
+// is signed.
+func TestSendToListUnsubscribe(t *testing.T) {
+	_, edKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, key := testKeyring(t, "example.com", "s1", edKey)
+	srv := smtptest.NewServer(t)
+	relay, reg := newRelay(t, srv, sender.Config{DKIM: kr})
+	sess := newSession(t, relay)
+	j := testJob(t, 1) // carries List-Unsubscribe: <mailto:unsubscribe@example.com>
+	uris := func(who string) []string {
+		return []string{"https://b.example.com/unsubscribe/" + who, "mailto:unsubscribe+" + who + "@b.example.com"}
+	}
+	rcpts := []sender.Recipient{
+		{Address: "to@example.com", ReturnPath: "bounce+a@b.example.com", ListUnsubscribe: uris("ta")},
+		{Address: "cc@example.com", ReturnPath: "bounce+b@b.example.com", ListUnsubscribe: uris("tb")},
+		{Address: "bcc@example.com", ReturnPath: "bounce+c@b.example.com", ListUnsubscribe: []string{"https://b.example.com/unsubscribe/tc"}},
+	}
+	res, err := sess.SendTo(context.Background(), j, rcpts)
+	if err != nil || len(res.Accepted) != 3 {
+		t.Fatalf("SendTo = %+v, %v", res, err)
+	}
+	msgs := srv.Messages()
+	if len(msgs) != 3 {
+		t.Fatalf("server got %d messages, want 3 (a copy per recipient)", len(msgs))
+	}
+	for i, m := range msgs {
+		want := rcpts[i]
+		if len(m.To) != 1 || m.To[0] != want.Address || m.From != want.ReturnPath {
+			t.Fatalf("message %d went from %s to %v, want %s to %s", i, m.From, m.To, want.ReturnPath, want.Address)
+		}
+		header := string(m.Data[:bytes.Index(m.Data, []byte("\r\n\r\n"))])
+		unfolded := strings.ReplaceAll(header, "\r\n ", " ")
+		wantLine := "List-Unsubscribe: <" + strings.Join(want.ListUnsubscribe, ">, <") + ">"
+		if !strings.Contains(unfolded, wantLine+"\r\n") {
+			t.Errorf("copy %d lacks %q:\n%s", i, wantLine, header)
+		}
+		if strings.Count(strings.ToLower(header), "\nlist-unsubscribe:") != 1 || strings.Contains(header, "mailto:unsubscribe@example.com") {
+			t.Errorf("copy %d keeps the job's own List-Unsubscribe:\n%s", i, header)
+		}
+		if !strings.Contains(header, "\r\nList-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n") {
+			t.Errorf("copy %d lacks List-Unsubscribe-Post:\n%s", i, header)
+		}
+		for _, line := range strings.Split(header, "\r\n") {
+			if len(line) > 998 {
+				t.Errorf("copy %d has a header line of %d bytes", i, len(line))
+			}
+		}
+		sig := strings.NewReplacer("\r\n", "", " ", "").Replace(header[:strings.Index(header, "\r\n"+"From:")])
+		hTag := strings.ToLower(sig[strings.Index(sig, "h="):])
+		hTag = hTag[:strings.IndexByte(hTag, ';')]
+		for _, h := range []string{"list-unsubscribe", "list-unsubscribe-post"} {
+			if !strings.Contains(":"+hTag[2:]+":", ":"+h+":") {
+				t.Errorf("copy %d: h= (%s) does not cover %s", i, hTag, h)
+			}
+		}
+		if errs := dkimVerify(t, m.Data, key); len(errs) != 1 || errs[0] != nil {
+			t.Fatalf("copy %d does not verify: %v", i, errs)
+		}
+		// Another recipient's link in this copy breaks the signature.
+		swapped := bytes.Replace(m.Data, []byte("/unsubscribe/t"+string(rune('a'+i))), []byte("/unsubscribe/tz"), 1)
+		if errs := dkimVerify(t, swapped, key); len(errs) != 1 || errs[0] == nil {
+			t.Fatalf("copy %d verifies with its link changed", i)
+		}
+	}
+	if !bytes.Equal(afterUnsubscribe(msgs[0].Data), afterUnsubscribe(msgs[1].Data)) {
+		t.Error("the copies differ below their List-Unsubscribe headers: the message was built more than once")
+	}
+	if got := dkimCounts(t, reg); got["signed"] != 3 {
+		t.Fatalf("postline_sender_dkim_total = %v, want signed 3 (one per copy)", got)
+	}
+}
+
+// afterUnsubscribe returns msg from its List-Unsubscribe-Post field on:
+// the part every copy shares.
+func afterUnsubscribe(msg []byte) []byte {
+	return msg[bytes.Index(msg, []byte("\r\nList-Unsubscribe-Post: ")):]
+}
+
+// TestSendToRefusesBadListUnsubscribe: a URI that would break the header
+// fails the send before anything is sent, as a build error.
+func TestSendToRefusesBadListUnsubscribe(t *testing.T) {
+	srv := smtptest.NewServer(t)
+	relay, _ := newRelay(t, srv, sender.Config{})
+	sess := newSession(t, relay)
+	for _, uri := range []string{"", "https://x.example/a>b", "https://x.example/a\r\nBcc: x@y", "https://x.example/a,b", strings.Repeat("a", sender.MaxListUnsubscribeURI+1)} {
+		_, err := sess.SendTo(context.Background(), simpleJob(t, 1), []sender.Recipient{{Address: "to@example.com", ListUnsubscribe: []string{uri}}})
+		var se *sender.Error
+		if !errors.As(err, &se) || se.Stage != sender.StageBuild {
+			t.Errorf("URI %.40q: SendTo = %v, want a build error", uri, err)
+		}
+	}
+	if n := srv.Count(); n != 0 {
+		t.Fatalf("server got %d messages, want none", n)
+	}
+}

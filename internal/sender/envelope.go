@@ -20,7 +20,20 @@ type Recipient struct {
 	// ReturnPath is the MAIL FROM address for this recipient: reports
 	// about it come back there. "" means the job's From address.
 	ReturnPath string
+	// ListUnsubscribe, when set, are the URIs of the List-Unsubscribe
+	// header of this recipient's copy (RFC 2369; the one-click https link
+	// first), which then also gets List-Unsubscribe-Post:
+	// List-Unsubscribe=One-Click (RFC 8058), both DKIM-signed. They replace
+	// any List-Unsubscribe headers of the job's own. A URI may not hold
+	// whitespace, angle brackets or commas, and fits a header line
+	// (MaxListUnsubscribeURI). Recipients with different URIs get copies
+	// of their own, one transaction each.
+	ListUnsubscribe []string
 }
+
+// MaxListUnsubscribeURI is the longest URI ListUnsubscribe may hold: it
+// fits a header line (998 bytes) as "List-Unsubscribe: <uri>,".
+const MaxListUnsubscribeURI = 998 - len("List-Unsubscribe: <>,")
 
 // Recipients returns every recipient of j (To, Cc, then Bcc) with
 // returnPath, "" for the job's From.
@@ -52,10 +65,12 @@ type Refusal struct {
 
 var errNoRecipients = errors.New("no recipients")
 
-// transaction is one MAIL FROM and the recipients that share it.
+// transaction is one MAIL FROM and the recipients that share it, and the
+// List-Unsubscribe URIs of their copy.
 type transaction struct {
-	from    string
-	indexes []int // into the recipients of the send
+	from        string
+	unsubscribe []string
+	indexes     []int // into the recipients of the send
 }
 
 func (t transaction) addrs(rcpts []Recipient) []string {
@@ -66,8 +81,8 @@ func (t transaction) addrs(rcpts []Recipient) []string {
 	return out
 }
 
-// transactions groups rcpts by return path, in the order each return path
-// first appears; from replaces an empty one.
+// transactions groups rcpts by return path and List-Unsubscribe URIs, in
+// the order each pair first appears; from replaces an empty return path.
 func transactions(rcpts []Recipient, from string) []transaction {
 	if _, spec, ok := job.SimpleAddress(from); ok {
 		from = spec
@@ -82,10 +97,12 @@ func transactions(rcpts []Recipient, from string) []transaction {
 		if rp == "" {
 			rp = from
 		}
-		k := slices.IndexFunc(out, func(t transaction) bool { return t.from == rp })
+		k := slices.IndexFunc(out, func(t transaction) bool {
+			return t.from == rp && slices.Equal(t.unsubscribe, r.ListUnsubscribe)
+		})
 		if k < 0 {
 			k = len(out)
-			out = append(out, transaction{from: rp})
+			out = append(out, transaction{from: rp, unsubscribe: r.ListUnsubscribe})
 		}
 		out[k].indexes = append(out[k].indexes, i)
 	}
@@ -129,14 +146,25 @@ func newDKIMMetrics(reg prometheus.Registerer) (*dkimMetrics, error) {
 	}, nil
 }
 
-// render builds the job's message and writes it out once, so that every
-// transaction of a send carries the same bytes (one Date, one boundary, one
-// DKIM signature). With DKIM configured it signs the bytes with the key of
-// the From address's domain, when there is one. The message is written into
-// buf, reset first; the bytes returned may be buf's, valid until its next
-// use.
-func (r *Relay) render(j *job.Job, buf *bytes.Buffer) ([]byte, *Error) {
+// build builds the job's message and writes it out once, unsigned, so
+// that every transaction of a send carries the same bytes (one Date, one
+// boundary): the copies with List-Unsubscribe headers of their own are
+// those bytes behind the headers (see copyFor). With ownUnsubscribe false
+// the job's own List-Unsubscribe and List-Unsubscribe-Post headers are
+// left out: the recipients' replace them. The message is written into buf,
+// reset first; the bytes returned are buf's, valid until its next use.
+func (r *Relay) build(j *job.Job, buf *bytes.Buffer, ownUnsubscribe bool) ([]byte, *Error) {
 	name := r.cfg.Name
+	if !ownUnsubscribe && hasUnsubscribeHeaders(j.Headers) {
+		without := *j
+		without.Headers = make(map[string]string, len(j.Headers))
+		for k, v := range j.Headers {
+			if !isUnsubscribeHeader(k) {
+				without.Headers[k] = v
+			}
+		}
+		j = &without
+	}
 	msg, part, err := message(j, true)
 	if err != nil {
 		return nil, &Error{Provider: name, Stage: StageBuild, Err: err}
@@ -150,20 +178,91 @@ func (r *Relay) render(j *job.Job, buf *bytes.Buffer) ([]byte, *Error) {
 			return nil, &Error{Provider: name, Stage: StageBuild, Err: err}
 		}
 	}
-	if r.cfg.DKIM == nil {
-		return buf.Bytes(), nil
+	return buf.Bytes(), nil
+}
+
+// render builds the job's message (build, with the job's own headers)
+// and signs it (sign): the one copy of a send without List-Unsubscribe
+// URIs of its recipients'.
+func (r *Relay) render(j *job.Job, buf *bytes.Buffer) ([]byte, *Error) {
+	msg, e := r.build(j, buf, true)
+	if e != nil {
+		return nil, e
 	}
-	signed, ok, err := r.cfg.DKIM.Sign(fromDomain(j.From), buf.Bytes())
+	return r.sign(j, msg)
+}
+
+// sign signs msg, when DKIM is configured, with the key of the From
+// address's domain, when there is one; it returns msg as it is otherwise.
+func (r *Relay) sign(j *job.Job, msg []byte) ([]byte, *Error) {
+	if r.cfg.DKIM == nil {
+		return msg, nil
+	}
+	signed, ok, err := r.cfg.DKIM.Sign(fromDomain(j.From), msg)
 	switch {
 	case err != nil:
 		r.dkim.failed.Inc()
-		return nil, &Error{Provider: name, Stage: StageSign, Err: err}
+		return nil, &Error{Provider: r.cfg.Name, Stage: StageSign, Err: err}
 	case !ok:
 		r.dkim.noKey.Inc()
-		return buf.Bytes(), nil
+		return msg, nil
 	}
 	r.dkim.signed.Inc()
 	return signed, nil
+}
+
+// copyFor returns the copy of the message base for recipients with the
+// List-Unsubscribe URIs uris: their headers, then base, signed as a whole,
+// so that the signature covers them. The copy is written into buf, reset
+// first.
+func (r *Relay) copyFor(j *job.Job, base []byte, uris []string, buf *bytes.Buffer) ([]byte, *Error) {
+	buf.Reset()
+	buf.Grow(len(base) + 128 + 8*len(uris))
+	for i, u := range uris {
+		if i == 0 {
+			buf.WriteString("List-Unsubscribe: <")
+		} else {
+			buf.WriteString(" <") // a continuation line: one URI a line
+		}
+		buf.WriteString(u)
+		buf.WriteByte('>')
+		if i < len(uris)-1 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString("\r\n")
+	}
+	buf.WriteString("List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n")
+	buf.Write(base)
+	return r.sign(j, buf.Bytes())
+}
+
+// checkUnsubscribe refuses List-Unsubscribe URIs that cannot be written
+// as copyFor writes them.
+func (r *Relay) checkUnsubscribe(rcpts []Recipient) *Error {
+	for _, rc := range rcpts {
+		for _, u := range rc.ListUnsubscribe {
+			if u == "" || len(u) > MaxListUnsubscribeURI || strings.ContainsAny(u, "<>, \t\r\n\x00") {
+				return &Error{Provider: r.cfg.Name, Stage: StageBuild,
+					Err: errors.New("build message: a List-Unsubscribe URI is empty, too long, or holds whitespace, an angle bracket or a comma")}
+			}
+		}
+	}
+	return nil
+}
+
+// hasUnsubscribeHeaders reports whether headers hold List-Unsubscribe or
+// List-Unsubscribe-Post.
+func hasUnsubscribeHeaders(headers map[string]string) bool {
+	for k := range headers {
+		if isUnsubscribeHeader(k) {
+			return true
+		}
+	}
+	return false
+}
+
+func isUnsubscribeHeader(name string) bool {
+	return strings.EqualFold(name, "List-Unsubscribe") || strings.EqualFold(name, "List-Unsubscribe-Post")
 }
 
 // fromDomain returns the domain of a From address Message accepted, "" if

@@ -3,6 +3,7 @@ package sender
 import (
 	"bufio"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/postline/postline/job"
@@ -52,15 +53,15 @@ func (e *envelope) matches(messageID string, txs []transaction, rcpts []Recipien
 }
 
 // Chainable reports whether SendToThen can chain j to rcpts behind another
-// mail: one return path for all of them, and no line break its own send
-// would refuse. It allocates nothing: callers ask it of every mail.
+// mail: one return path and one set of List-Unsubscribe URIs for all of
+// them (one transaction), and no line break its own send would refuse. It allocates nothing: callers ask it of every mail.
 func Chainable(j *job.Job, rcpts []Recipient) bool {
 	if len(rcpts) == 0 || strings.ContainsAny(j.From, "\r\n") {
 		return false
 	}
 	path := rcpts[0].ReturnPath
 	for _, r := range rcpts {
-		if r.ReturnPath != path || strings.ContainsAny(r.Address, "\r\n") {
+		if r.ReturnPath != path || strings.ContainsAny(r.Address, "\r\n") || !slices.Equal(r.ListUnsubscribe, rcpts[0].ListUnsubscribe) {
 			return false
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -148,6 +149,9 @@ type Session struct {
 	// sends (up to keptRenderBytes) so that rendering does not grow a new
 	// buffer for every mail.
 	rendered bytes.Buffer
+	// copy holds the copy of the message with a recipient's
+	// List-Unsubscribe headers, kept like rendered.
+	copy bytes.Buffer
 
 	mu   sync.Mutex   // guards conn, which a context watcher reads
 	conn *watchedConn // the TCP connection under sc
@@ -177,7 +181,9 @@ func (s *Session) Send(ctx context.Context, j *job.Job) error {
 // Config.DKIM) and sends it to rcpts, dialling or re-dialling as needed:
 // one transaction per distinct return path, in the order the recipients
 // first use it, so that recipients with return paths of their own (VERP)
-// each get theirs. The message's headers
+// each get theirs. Recipients with List-Unsubscribe URIs of their own
+// (Recipient.ListUnsubscribe) get a copy each: their headers on top of the
+// one message, signed per copy. The message's headers
 // (To, Cc) are the job's whatever rcpts holds.
 //
 // A relay that refuses a recipient at RCPT (a 4xx or 5xx other than 421)
@@ -237,10 +243,25 @@ func (s *Session) SendToThen(ctx context.Context, j *job.Job, rcpts []Recipient,
 	if len(rcpts) == 0 {
 		return Result{}, false, &Error{Provider: name, Stage: StageBuild, Err: errNoRecipients}
 	}
-	body, buildErr := s.relay.render(j, &s.rendered)
+	// Recipients with List-Unsubscribe URIs of their own get copies of
+	// their own (one transaction each: the URIs name one recipient), the
+	// message built once and each copy signed; the others share one copy.
+	copies := slices.ContainsFunc(txs, func(tx transaction) bool { return len(tx.unsubscribe) > 0 })
+	var body []byte
+	buildErr := s.relay.checkUnsubscribe(rcpts)
+	if buildErr == nil {
+		body, buildErr = s.relay.build(j, &s.rendered, !copies)
+	}
+	var shared []byte // the signed copy of the transactions without URIs
+	if buildErr == nil && !copies {
+		shared, buildErr = s.relay.sign(j, body)
+	}
 	defer func() {
 		if s.rendered.Cap() > keptRenderBytes {
 			s.rendered = bytes.Buffer{} // a large mail's buffer is not kept
+		}
+		if s.copy.Cap() > keptRenderBytes {
+			s.copy = bytes.Buffer{}
 		}
 	}()
 	if buildErr == nil && ctx.Err() != nil {
@@ -260,19 +281,38 @@ func (s *Session) SendToThen(ctx context.Context, j *job.Job, rcpts []Recipient,
 		if i == len(txs)-1 {
 			next = then
 		}
+		txBody := shared
+		if len(tx.unsubscribe) > 0 {
+			var e *Error
+			if txBody, e = s.relay.copyFor(j, body, tx.unsubscribe, &s.copy); e != nil {
+				if s.ahead != nil {
+					s.closeConn() // the relay waits in DATA for a message that will not come
+				}
+				return res, false, e
+			}
+		} else if shared == nil {
+			var e *Error
+			if shared, e = s.relay.sign(j, body); e != nil {
+				if s.ahead != nil {
+					s.closeConn()
+				}
+				return res, false, e
+			}
+			txBody = shared
+		}
 		fresh := s.sc == nil
 		if fresh {
 			if e := s.dial(ctx); e != nil {
 				return res, false, e
 			}
 		}
-		accepted, refused, e := s.transact(ctx, j.MessageID, body, tx.from, tx.addrs(rcpts), next)
+		accepted, refused, e := s.transact(ctx, j.MessageID, txBody, tx.from, tx.addrs(rcpts), next)
 		if e != nil && first && !fresh && e.staleConnection() && ctx.Err() == nil {
 			s.relay.logger.Debug("smtp connection died while idle; redialling", "error", e.Error())
 			if e := s.dial(ctx); e != nil {
 				return res, false, e
 			}
-			accepted, refused, e = s.transact(ctx, j.MessageID, body, tx.from, tx.addrs(rcpts), next)
+			accepted, refused, e = s.transact(ctx, j.MessageID, txBody, tx.from, tx.addrs(rcpts), next)
 		}
 		first = false
 		for _, k := range accepted {
