@@ -103,6 +103,7 @@ type Pipeline struct {
 	recipients   RecipientStates
 	suppressions Suppressions
 	returnPaths  ReturnPaths
+	unsubscribes Unsubscribes
 	composer     Composer
 
 	tracer trace.Tracer
@@ -162,6 +163,10 @@ type Deps struct {
 	// ReturnPaths gives each recipient its own return path; nil sends with
 	// the job's From as the return path.
 	ReturnPaths ReturnPaths
+	// Unsubscribes give each recipient's copy of bulk mail, and of a job
+	// that asks (job.Job.Unsubscribe), its one-click unsubscribe headers;
+	// nil adds none.
+	Unsubscribes Unsubscribes
 	// Composer renders template jobs; nil dead-letters them as
 	// render_failed.
 	Composer Composer
@@ -219,8 +224,8 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, deps Deps) 
 	p := &Pipeline{cfg: cfg, logger: logger, store: deps.Store, leases: deps.Leases, providers: pools,
 		breakers: deps.Breakers, dlq: deps.DeadLetters, retries: deps.Retries,
 		events: deps.Events, recipients: deps.Recipients, suppressions: deps.Suppressions, returnPaths: deps.ReturnPaths,
-		composer: deps.Composer,
-		window:   window, budgets: budgets, group: deps.Group, pressure: deps.Pressure,
+		unsubscribes: deps.Unsubscribes, composer: deps.Composer,
+		window: window, budgets: budgets, group: deps.Group, pressure: deps.Pressure,
 		tracer: tracerProvider.Tracer(tracerName)}
 	if p.metrics, err = newMetrics(reg); err != nil {
 		return nil, err

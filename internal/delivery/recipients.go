@@ -248,7 +248,7 @@ func (p *Pipeline) suppress(ctx context.Context, items []*item) error {
 func (p *Pipeline) envelope(it *item, rcpts []*rcpt) []sender.Recipient {
 	out := make([]sender.Recipient, len(rcpts))
 	for i, r := range rcpts {
-		out[i] = sender.Recipient{Address: r.address}
+		out[i] = sender.Recipient{Address: r.address, ListUnsubscribe: p.unsubscribeURIs(it, r)}
 		if p.returnPaths != nil {
 			out[i].ReturnPath = p.returnPaths.Address(it.job.MessageID, r.index)
 		}
