@@ -16,7 +16,7 @@ type nopDLQ struct{}
 
 func (nopDLQ) Publish(context.Context, ...deadletter.Letter) error { return nil }
 
-func testCluster(t *testing.T) *kafkaconn.Cluster {
+func testCluster(t testing.TB) *kafkaconn.Cluster {
 	t.Helper()
 	c, err := kafkaconn.New(kafkaconn.Config{Brokers: []string{"127.0.0.1:9092"}})
 	if err != nil {
@@ -25,7 +25,7 @@ func testCluster(t *testing.T) *kafkaconn.Cluster {
 	return c
 }
 
-func mustURL(t *testing.T, s string) *url.URL {
+func mustURL(t testing.TB, s string) *url.URL {
 	t.Helper()
 	u, err := url.Parse(s)
 	if err != nil {

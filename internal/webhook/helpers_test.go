@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -122,7 +123,7 @@ func (c *fakeClock) Set(t time.Time) {
 }
 
 // newQueue returns a Queue on a schema of its own in the test database.
-func newQueue(t *testing.T) (*Queue, *pgxpool.Pool) {
+func newQueue(t testing.TB) (*Queue, *pgxpool.Pool) {
 	t.Helper()
 	testenv.Integration(t, "PostgreSQL")
 	_, pool := testenv.NewSchema(t)
@@ -135,7 +136,7 @@ func newQueue(t *testing.T) (*Queue, *pgxpool.Pool) {
 // harness runs a dispatcher over one fakeSource per endpoint (each lane
 // reads the topic on its own) and a real Queue.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	d     *Dispatcher
 	srcs  map[string]*fakeSource
 	queue *Queue
@@ -149,7 +150,7 @@ type harness struct {
 	next   int64 // offset of the next message sent
 }
 
-func startHarness(t *testing.T, cfg Config) *harness {
+func startHarness(t testing.TB, cfg Config) *harness {
 	t.Helper()
 	q, pool := newQueue(t)
 	return startHarnessOn(t, cfg, q, pool)
@@ -157,11 +158,12 @@ func startHarness(t *testing.T, cfg Config) *harness {
 
 // startHarnessOn starts a harness over q, a queue another harness may
 // have used.
-func startHarnessOn(t *testing.T, cfg Config, q *Queue, pool *pgxpool.Pool) *harness {
+func startHarnessOn(t testing.TB, cfg Config, q *Queue, pool *pgxpool.Pool) *harness {
 	t.Helper()
 	tr, _ := cfg.Transport.(*http.Transport)
 	if tr == nil {
-		tr = &http.Transport{}
+		// As the dispatcher's own default, with the system's roots only.
+		tr = defaultTransport(cmp.Or(cfg.Concurrency, DefaultConcurrency))
 	}
 	h := &harness{t: t, srcs: map[string]*fakeSource{}, queue: q, pool: pool, dlq: &fakeDLQ{},
 		reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
@@ -279,7 +281,7 @@ func (h *harness) rows(endpoint, status string) int {
 }
 
 // waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -327,7 +329,7 @@ type receiver struct {
 	problems []string
 }
 
-func newReceiver(t *testing.T, respond func(r *http.Request, id string, attempt int) int) *receiver {
+func newReceiver(t testing.TB, respond func(r *http.Request, id string, attempt int) int) *receiver {
 	t.Helper()
 	rc := &receiver{
 		secret: testSecret, respond: respond,
@@ -371,7 +373,7 @@ func newReceiver(t *testing.T, respond func(r *http.Request, id string, attempt 
 	return rc
 }
 
-func (rc *receiver) endpoint(t *testing.T, id string) Endpoint {
+func (rc *receiver) endpoint(t testing.TB, id string) Endpoint {
 	return Endpoint{ID: id, URL: mustURL(t, rc.srv.URL+"/hook?token=t0k3n"), SecretEnv: "SECRET_" + id, Secret: Secret(rc.secret)}
 }
 
