@@ -4,8 +4,12 @@
 // address (FeedbackLocalPart@Domain), parses each message with package
 // bounce, gives every report the token of the address it came to (or, for
 // the feedback address, of the returned original's Return-Path), and hands
-// the reports to a Reports applier. It relays nothing: any other
-// recipient is refused with 550 5.1.1.
+// the reports to a Reports applier. When configured (Config.Unsubscribes)
+// it also takes the mail sent to the unsubscribe addresses of the
+// List-Unsubscribe headers, unsubscribe+<token>@Domain: such a message,
+// whatever it says, unsubscribes its token's recipient, and is not read as
+// a report. It relays nothing: any other recipient is refused with 550
+// 5.1.1.
 //
 // A message the applier could not take is answered 451 4.3.0, so the
 // sending MTA retries it; a message that is no report is accepted and
@@ -121,6 +125,10 @@ type Config struct {
 	// Defaults to DefaultMaxParseBytes (256 KiB), or MaxMessageBytes if
 	// that is lower.
 	MaxParseBytes int64
+	// Unsubscribes takes the messages sent to the mailto addresses of the
+	// List-Unsubscribe headers. Defaults to none: those addresses are
+	// refused like any other.
+	Unsubscribes Unsubscribes
 }
 
 // WithDefaults returns cfg with zero fields set to their defaults.
@@ -168,6 +176,19 @@ func (cfg Config) Validate() error {
 // syntactically; ok is false for an address that is not one.
 type TokenFunc func(address string) (token string, ok bool)
 
+// Unsubscribes takes unsubscribes by mail: a message to an unsubscribe
+// address unsubscribes its token's recipient, whatever it says (RFC 2369's
+// mailto). Safe for concurrent use.
+type Unsubscribes interface {
+	// TokenOf returns the token of an unsubscribe address of the bounce
+	// domain, checking the syntax only; ok is false for any other address.
+	TokenOf(address string) (token string, ok bool)
+	// Unsubscribe takes the unsubscribe of token. A forged or malformed
+	// token is no error (the message is taken and changes nothing); an
+	// error makes the server answer 451, so that the sender retries.
+	Unsubscribe(ctx context.Context, token string) error
+}
+
 // Reports takes the reports of one message. An error makes the server
 // answer 451, so that the sender retries the message later.
 type Reports interface {
@@ -181,6 +202,9 @@ const (
 	ResultUnreadable = "unreadable"
 	ResultTooLarge   = "too_large"
 	ResultApplyError = "apply_error"
+	// ResultUnsubscribe: a message to unsubscribe addresses only, taken
+	// without reading it as a report.
+	ResultUnsubscribe = "unsubscribe"
 )
 
 // SessionsLimit is the limit label of the session limiter's metrics
@@ -229,7 +253,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, tokens Toke
 		kinds: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "postline", Subsystem: "inbound",
 			Name: "reports_total", Help: "Reports read from messages, by kind and source."}, []string{"kind", "source"}),
 		rcpts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "postline", Subsystem: "inbound",
-			Name: "recipients_total", Help: "RCPT commands, by result (bounce, feedback, refused)."}, []string{"result"}),
+			Name: "recipients_total", Help: "RCPT commands, by result (bounce, feedback, unsubscribe, refused)."}, []string{"result"}),
 		parse: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "postline", Subsystem: "inbound",
 			Name: "parse_seconds", Help: "Time to parse one message.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 8)}),
 		cut: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "postline", Subsystem: "inbound",
@@ -341,6 +365,10 @@ func (b backend) NewSession(*smtp.Conn) (smtp.Session, error) { return &session{
 type session struct {
 	s      *Server
 	tokens []string // the token of each bounce+ recipient
+	// reports: a recipient that takes reports (a bounce+ or the feedback
+	// address) was accepted; without one the message is not parsed.
+	reports bool
+	unsubs  []string // the token of each unsubscribe recipient
 }
 
 var errRefused = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "No such recipient here"}
@@ -356,11 +384,20 @@ func (se *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 		return errRefused
 	}
 	if strings.EqualFold(local, se.s.cfg.FeedbackLocalPart) {
+		se.reports = true
 		se.s.rcpts.WithLabelValues("feedback").Inc()
 		return nil
 	}
+	if u := se.s.cfg.Unsubscribes; u != nil {
+		if token, ok := u.TokenOf(to); ok && token != "" {
+			se.unsubs = append(se.unsubs, token)
+			se.s.rcpts.WithLabelValues("unsubscribe").Inc()
+			return nil
+		}
+	}
 	if token, ok := se.s.tokens(to); ok && token != "" {
 		se.tokens = append(se.tokens, token)
+		se.reports = true
 		se.s.rcpts.WithLabelValues("bounce").Inc()
 		return nil
 	}
@@ -380,6 +417,15 @@ func (se *session) Data(r io.Reader) error {
 	}
 	if cut {
 		s.cut.Inc()
+	}
+	if len(se.unsubs) > 0 {
+		if err := se.unsubscribe(); err != nil {
+			return err
+		}
+		if !se.reports {
+			s.messages.WithLabelValues(ResultUnsubscribe).Inc()
+			return nil
+		}
 	}
 	start := time.Now()
 	res, err := bounce.Parse(raw)
@@ -426,6 +472,24 @@ func (se *session) Data(r io.Reader) error {
 	return nil
 }
 
+// unsubscribe takes the unsubscribes of the message's unsubscribe
+// recipients; a failure answers the whole message 451 (taking one again is
+// harmless).
+func (se *session) unsubscribe() error {
+	s := se.s
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.ApplyTimeout)
+	defer cancel()
+	for _, token := range se.unsubs {
+		if err := s.cfg.Unsubscribes.Unsubscribe(ctx, token); err != nil {
+			s.messages.WithLabelValues(ResultApplyError).Inc()
+			// Neither the token nor its address is logged.
+			s.logger.Warn("unsubscribe not applied; the sender will retry", "unsubscribes", len(se.unsubs), "error", err)
+			return errTemporary
+		}
+	}
+	return nil
+}
+
 // readHead reads r to its end and returns its first n bytes, and whether
 // there was more. The buffer grows with what arrives, never past n; what
 // follows is read into a small buffer and dropped, so that the length
@@ -454,5 +518,5 @@ func readHead(r io.Reader, n int64) (head []byte, cut bool, err error) {
 	return head, rest > 0, nil
 }
 
-func (se *session) Reset()        { se.tokens = nil }
+func (se *session) Reset()        { se.tokens, se.unsubs, se.reports = nil, nil, false }
 func (se *session) Logout() error { return nil }
