@@ -58,7 +58,7 @@ const sweepPlaceSQL = `SELECT due_by, due_message_id, due_idx, late_at, late_mes
 // came due since the last pass. Mail already marked behind the place is
 // never read again. The mail's recipients are neighbours in this order (they
 // carry its confirm_by).
-const sweepDueSQL = `SELECT r.confirm_by, r.message_id, r.idx
+const sweepDueSQL = `SELECT ` + recipientColumnsSQL + `
 	FROM postline_recipients r JOIN postline_messages m ON m.message_id = r.message_id
 	WHERE r.state = 'accepted' AND r.confirm_by >= $1 AND r.confirm_by < now()
 		AND (r.confirm_by, r.message_id, r.idx) > ($1, $2::text, $3::int2)
@@ -68,9 +68,9 @@ const sweepDueSQL = `SELECT r.confirm_by, r.message_id, r.idx
 
 // sweepLateSQL walks the recipients accepted after their mail's window had
 // passed (postline_recipients_late_idx, migration 0016) by when they were
-// accepted, up to the pass's LateGrace ago: their confirm_by was behind the first
-// walk's place before they were written.
-const sweepLateSQL = `SELECT r.accepted_at, r.message_id, r.idx
+// accepted, up to the pass's LateGrace ago: their confirm_by was behind the
+// first walk's place before they were written.
+const sweepLateSQL = `SELECT ` + recipientColumnsSQL + `
 	FROM postline_recipients r JOIN postline_messages m ON m.message_id = r.message_id
 	WHERE r.state = 'accepted' AND r.accepted_at >= r.confirm_by
 		AND r.accepted_at >= $1 AND r.accepted_at < now() - make_interval(secs => $5)
@@ -79,13 +79,14 @@ const sweepLateSQL = `SELECT r.accepted_at, r.message_id, r.idx
 	ORDER BY r.accepted_at, r.message_id, r.idx
 	LIMIT $4`
 
-// sweepLoadSQL reads the accepted recipients of the mail the walks found,
-// whole: a walk that stops at its limit may stop inside a mail.
-const sweepLoadSQL = `SELECT ` + recipientColumnsSQL + `
+// sweepMailsSQL reads the accepted recipients of the given mail whole: the
+// rest of the mail a walk stopped in at its limit, and the late mail
+// (whose recipients may have been accepted at different times).
+const sweepMailsSQL = `SELECT ` + recipientColumnsSQL + `
 	FROM postline_recipients r JOIN postline_messages m ON m.message_id = r.message_id
 	WHERE r.message_id = ANY($1::text[]) AND r.state = 'accepted'
 		AND m.confirm_by IS NOT NULL AND m.confirmation IS NULL AND m.confirm_by < now()
-	ORDER BY r.confirm_by, r.message_id, r.idx`
+	ORDER BY r.message_id, r.idx`
 
 // markUnconfirmedSQL marks mail unconfirmed if it still awaits confirmation
 // past its window.
@@ -186,8 +187,8 @@ func (s *Store) SweepUnconfirmed(ctx context.Context, sw UnconfirmedSweep, publi
 }
 
 // sweepRead takes the turn, walks, moves the place (the move commits only
-// with the pass) and loads the mail found: the recipients to publish and
-// the mail to mark.
+// with the pass) and reads the mail found whole: the recipients to publish
+// and the mail to mark.
 func (s *Store) sweepRead(ctx context.Context, tx pgx.Tx, sw UnconfirmedSweep, pass *UnconfirmedPass) ([]Recipient, []string, error) {
 	var turn bool
 	if err := tx.QueryRow(ctx, sweepTurnSQL).Scan(&turn); err != nil {
@@ -206,73 +207,92 @@ func (s *Store) sweepRead(ctx context.Context, tx pgx.Tx, sw UnconfirmedSweep, p
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the place: %w", err)
 	}
-	var ids []string
-	seen := map[string]bool{}
-	// walk reads up to limit recipients from a place and returns the place
-	// after them: past the last one's mail when the limit stopped it, else
-	// end, the instant it looked up to ('' and -1 come before every
-	// recipient of that instant).
-	walk := func(sql string, from, end sweepPlace, limit int, args ...any) (next sweepPlace, n int, err error) {
+	// walk reads up to limit recipients from a place and returns them with
+	// the place after them: past the last one's mail when the limit
+	// stopped it, else end, the instant it looked up to ('' and -1 come
+	// before every recipient of that instant).
+	walk := func(sql string, from, end sweepPlace, limit int, at func(Recipient) time.Time, args ...any) ([]Recipient, sweepPlace, error) {
 		rows, err := tx.Query(ctx, sql, append([]any{from.at, from.id, from.idx, limit}, args...)...)
 		if err != nil {
-			return from, 0, err
+			return nil, from, err
 		}
-		var p sweepPlace
-		if _, err := pgx.ForEachRow(rows, []any{&p.at, &p.id, &p.idx}, func() error {
-			n++
-			if !seen[p.id] {
-				seen[p.id] = true
-				ids = append(ids, p.id)
-			}
-			return nil
-		}); err != nil {
-			return from, 0, err
-		}
+		list, err := scanRecipients(rows)
 		switch {
-		case n == limit:
-			return pastMail(p.at, p.id), n, nil
+		case err != nil:
+			return nil, from, err
+		case len(list) == limit:
+			last := list[len(list)-1]
+			return list, pastMail(pgtype.Timestamptz{Time: at(last), Valid: true}, last.MessageID), nil
 		case from.before(end):
-			return end, n, nil
+			return list, end, nil
 		}
-		return from, n, nil // a place ahead of the clock stays
+		return list, from, nil // a place ahead of the clock stays
 	}
-	nextDue, nDue, err := walk(sweepDueSQL, due, sweepPlace{now, "", -1}, sw.Limit)
+	dueList, nextDue, err := walk(sweepDueSQL, due, sweepPlace{now, "", -1}, sw.Limit,
+		func(r Recipient) time.Time { return r.ConfirmBy })
 	if err != nil {
 		return nil, nil, fmt.Errorf("walk due mail: %w", err)
 	}
-	dueFull, lateFull := nDue == sw.Limit, false
+	var lateList []Recipient
+	nextLate := late
+	dueFull, lateFull := len(dueList) == sw.Limit, false
 	// The late walk waits for a pass the first one leaves room in: what it
 	// finds is a window late already.
-	nextLate := late
 	if !dueFull {
-		var nLate int
-		nextLate, nLate, err = walk(sweepLateSQL, late, sweepPlace{lateNow, "", -1}, sw.Limit-nDue, sw.LateGrace.Seconds())
+		lateList, nextLate, err = walk(sweepLateSQL, late, sweepPlace{lateNow, "", -1}, sw.Limit-len(dueList),
+			func(r Recipient) time.Time { return r.AcceptedAt }, sw.LateGrace.Seconds())
 		if err != nil {
 			return nil, nil, fmt.Errorf("walk late mail: %w", err)
 		}
-		lateFull = nLate == sw.Limit-nDue
+		lateFull = len(lateList) == sw.Limit-len(dueList)
 	}
 	pass.More = dueFull || lateFull
 	if _, err := tx.Exec(ctx, sweepMoveSQL, nextDue.at, nextDue.id, nextDue.idx, nextLate.at, nextLate.id, nextLate.idx); err != nil {
 		return nil, nil, fmt.Errorf("move the place: %w", err)
 	}
-	if len(ids) == 0 {
-		return nil, nil, nil
-	}
-	rows, err := tx.Query(ctx, sweepLoadSQL, ids)
-	if err != nil {
-		return nil, nil, fmt.Errorf("load %d mails: %w", len(ids), err)
-	}
-	list, err := scanRecipients(rows)
-	if err != nil {
-		return nil, nil, fmt.Errorf("load %d mails: %w", len(ids), err)
-	}
-	// Mark only the mail loaded: a report may have settled one since the
-	// walk.
-	ids = ids[:0]
-	for i, r := range list {
-		if i == 0 || r.MessageID != list[i-1].MessageID {
+
+	// Whole mail: the rest of the one the due walk stopped in, and the
+	// late mail, read again by key.
+	var ids, again []string
+	seen := map[string]bool{}
+	for _, r := range dueList {
+		if !seen[r.MessageID] {
+			seen[r.MessageID] = true
 			ids = append(ids, r.MessageID)
+		}
+	}
+	if dueFull {
+		last := ids[len(ids)-1]
+		again = append(again, last)
+		for len(dueList) > 0 && dueList[len(dueList)-1].MessageID == last {
+			dueList = dueList[:len(dueList)-1]
+		}
+		ids = ids[:len(ids)-1]
+		delete(seen, last)
+	}
+	for _, r := range lateList {
+		if !seen[r.MessageID] {
+			seen[r.MessageID] = true
+			again = append(again, r.MessageID)
+		}
+	}
+	list := dueList
+	if len(again) > 0 {
+		rows, err := tx.Query(ctx, sweepMailsSQL, again)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read %d mails whole: %w", len(again), err)
+		}
+		whole, err := scanRecipients(rows)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read %d mails whole: %w", len(again), err)
+		}
+		list = append(list, whole...)
+		// Mark only the mail read: a report may have settled one since
+		// the walk.
+		for i, r := range whole {
+			if i == 0 || r.MessageID != whole[i-1].MessageID {
+				ids = append(ids, r.MessageID)
+			}
 		}
 	}
 	pass.Recipients = len(list)
