@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# scripts/bench.sh (make bench): the end-to-end delivery benchmark, then the scaling table.
+# scripts/bench.sh (make bench): the end-to-end delivery benchmark, then the scaling table and the
+# unconfirmed sweep's.
 #
-#   scripts/bench.sh [--no-scale] [bench/e2e flags]   e.g. -jobs 20000 -senders 16 -runs 3 -out bin/new.txt
+#   scripts/bench.sh [--no-scale] [--no-sweep] [bench/e2e flags]   e.g. -jobs 20000 -senders 16 -runs 3 -out bin/new.txt
 #   scripts/bench.sh -variants memory      only the memory burst (make bench-memory)
 #   scripts/bench.sh -variants postline,postfix,smtp-source-d -jobs 5000   a quick headline run
 #   scripts/bench.sh -variants postline,outcomes -jobs 5000   the outcome loop against plain mail
@@ -26,6 +27,11 @@
 # bin/worker`, make bench-scale, about 3 minutes). A run given -variants (a partial, quick run) or
 # --no-scale skips it.
 #
+# Last, the unconfirmed sweep's table (`go run ./bench/sweep`, about 2 minutes): the time of one pass
+# that handles 1,000 recipients come due, with 10k, 100k and 1M silent recipients in PostgreSQL, the
+# ratio to the 10k pass, and PASS or FAIL against 1.5x (the run then fails). A run given -variants or
+# --no-sweep skips it.
+#
 # The memory burst needs root and a writable /sys/fs/cgroup/memory (cgroup v1); without it the run
 # fails with the reason rather than measure without the limit.
 set -euo pipefail
@@ -34,11 +40,13 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 SCALE=1
+SWEEP=1
 ARGS=()
 for a in "$@"; do
   case $a in
   --no-scale) SCALE=0 ;;
-  -variants | -variants=* | --variants | --variants=*) SCALE=0 ARGS+=("$a") ;;
+  --no-sweep) SWEEP=0 ;;
+  -variants | -variants=* | --variants | --variants=*) SCALE=0 SWEEP=0 ARGS+=("$a") ;;
   *) ARGS+=("$a") ;;
   esac
 done
@@ -105,4 +113,14 @@ if ((SCALE)); then
   printf '\n' >&2
   printf '\n'
   "${SCALE_CMD[@]}"
+fi
+
+if ((SWEEP)); then
+  # The stack's PostgreSQL, in a schema of the benchmark's own (dropped at the end).
+  SWEEP_CMD=(go run ./bench/sweep -database-url "${POSTLINE_TEST_DATABASE_URL:-postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable}")
+  printf 'bench: unconfirmed sweep: ' >&2
+  printf ' %q' "${SWEEP_CMD[@]}" >&2
+  printf '\n' >&2
+  printf '\n'
+  "${SWEEP_CMD[@]}"
 fi
