@@ -1,6 +1,6 @@
 //go:build pprof
 
-package main
+package ops
 
 import (
 	"log"
@@ -9,8 +9,9 @@ import (
 	"os"
 )
 
-// A worker built with -tags pprof serves Go's profiles on
-// POSTLINE_PPROF_ADDR (default 127.0.0.1:6060), for profiling under load:
+// A binary built with -tags pprof (every one of them imports this package)
+// serves Go's profiles on POSTLINE_PPROF_ADDR (default 127.0.0.1:6060),
+// for profiling under load:
 //
 //	go build -tags pprof -o bin/worker-pprof ./cmd/worker
 //	go tool pprof -sample_index=alloc_space http://127.0.0.1:6060/debug/pprof/allocs
