@@ -30,6 +30,7 @@ import (
 	"github.com/postline/postline/internal/returnpath"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/suppression"
+	"github.com/postline/postline/internal/unsubscribe"
 	"github.com/postline/postline/kafkaconn"
 )
 
@@ -54,6 +55,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	signer, err := returnpath.New(s.BounceDomain, keys)
 	if err != nil {
 		return fmt.Errorf("setting POSTLINE_BOUNCE_DOMAIN: %w", err)
+	}
+	unsubscribes, err := unsubscribe.NewSigner(keys)
+	if err != nil {
+		return fmt.Errorf("setting POSTLINE_RETURN_PATH_KEYS: %w", err)
 	}
 	rules := failure.Default()
 	if s.RulesFile != "" {
@@ -130,7 +135,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	})
 	g.Go(func() error {
 		err := receive(gctx, s, receiverDeps{cluster: cluster, pool: pool, store: store, lists: lists, signer: signer,
-			rules: rules, tlsConfig: tlsConfig, logger: logger, reg: reg, started: &started})
+			unsubscribes: unsubscribes, rules: rules, tlsConfig: tlsConfig, logger: logger, reg: reg, started: &started})
 		if err != nil && gctx.Err() == nil {
 			failed.Store(&err)
 		}
@@ -146,16 +151,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 // receiverDeps are what receive needs from run.
 type receiverDeps struct {
-	cluster   *kafkaconn.Cluster
-	pool      *pgxpool.Pool
-	store     *idempotency.Store
-	lists     *suppression.Store
-	signer    *returnpath.Signer
-	rules     *failure.RuleSet
-	tlsConfig *tls.Config
-	logger    *slog.Logger
-	reg       *prometheus.Registry
-	started   *atomic.Bool
+	cluster *kafkaconn.Cluster
+	pool    *pgxpool.Pool
+	store   *idempotency.Store
+	lists   *suppression.Store
+	signer  *returnpath.Signer
+	// unsubscribes verifies the one-click unsubscribe tokens (the return
+	// path keys, under a label of their own).
+	unsubscribes *unsubscribe.Signer
+	rules        *failure.RuleSet
+	tlsConfig    *tls.Config
+	logger       *slog.Logger
+	reg          *prometheus.Registry
+	started      *atomic.Bool
 }
 
 // receive waits for Kafka and Postgres, then serves the bounce domain's
@@ -186,19 +194,27 @@ func receive(ctx context.Context, s settings, d receiverDeps) error {
 	if err != nil {
 		return err
 	}
+	unsub, err := unsubscribe.NewApplier(unsubscribe.Config{}, d.logger, d.reg, d.unsubscribes, events, d.lists)
+	if err != nil {
+		return err
+	}
 	smtpServer, err := inbound.New(inbound.Config{
 		Addr: s.SMTPAddr, Domain: d.signer.Domain(), FeedbackLocalPart: s.FeedbackLocalPart,
 		ShutdownTimeout: s.ShutdownTimeout, TLSConfig: d.tlsConfig,
 		MaxSessions: s.MaxSessions, MaxSessionsPerClient: s.MaxSessionsPerClient, MaxParseBytes: s.MaxParseBytes,
+		Unsubscribes: mailUnsubscribes{applier: unsub, domain: d.signer.Domain()},
 	}, d.logger, d.reg, d.signer.TokenOf, applier)
 	if err != nil {
 		return config.NameSetting(err, map[string]string{"Addr": "POSTLINE_BOUNCE_SMTP_ADDR",
 			"FeedbackLocalPart": "POSTLINE_BOUNCE_FEEDBACK_LOCAL_PART", "MaxSessions": "POSTLINE_BOUNCE_MAX_SESSIONS",
 			"MaxSessionsPerClient": "POSTLINE_BOUNCE_MAX_SESSIONS_PER_CLIENT", "MaxParseBytes": "POSTLINE_BOUNCE_MAX_PARSE_BYTES"})
 	}
-	hooks, err := hooksHandler(s, d, applier)
+	hooks, err := hooksHandler(s, d, applier, unsubscribe.NewHandler(unsub, d.logger))
 	if err != nil {
 		return err
+	}
+	if hooks == nil {
+		d.logger.Warn("POSTLINE_HOOKS_ADDR is empty: the one-click unsubscribe links the workers put in bulk mail are not answered here (only their mailto is)")
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return smtpServer.Run(gctx) })
@@ -295,9 +311,11 @@ func refuseHTTP(c net.Conn, _ error) {
 	_, _ = io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
 }
 
-// hooksHandler routes the provider webhooks that are configured; nil when
-// none is or POSTLINE_HOOKS_ADDR is empty.
-func hooksHandler(s settings, d receiverDeps, applier *outcome.Applier) (http.Handler, error) {
+// hooksHandler routes the public HTTP server: the one-click unsubscribe
+// links (unsubscribe.Path, always: the workers put them in bulk mail once
+// the bounce domain is set) and the provider webhooks that are
+// configured. It is nil when POSTLINE_HOOKS_ADDR is empty.
+func hooksHandler(s settings, d receiverDeps, applier *outcome.Applier, unsub http.Handler) (http.Handler, error) {
 	if s.HooksAddr == "" {
 		if s.SESTopicARNs != "" || s.MailgunSigningKey != "" {
 			return nil, errors.New("setting POSTLINE_HOOKS_ADDR: required to take SES or Mailgun webhooks")
@@ -305,7 +323,7 @@ func hooksHandler(s settings, d receiverDeps, applier *outcome.Applier) (http.Ha
 		return nil, nil
 	}
 	mux := http.NewServeMux()
-	routes := 0
+	mux.Handle(unsubscribe.Path+"/", unsub)
 	if arns := splitList(s.SESTopicARNs); len(arns) > 0 {
 		// The topic list is required: SNS signs every account's messages,
 		// so without it any topic could subscribe and be believed.
@@ -314,7 +332,6 @@ func hooksHandler(s settings, d receiverDeps, applier *outcome.Applier) (http.Ha
 			return nil, fmt.Errorf("setting POSTLINE_SES_TOPIC_ARNS: %w", err)
 		}
 		mux.Handle("/hooks/ses", ses)
-		routes++
 	}
 	if s.MailgunSigningKey != "" {
 		mg, err := providerhook.NewMailgun(providerhook.MailgunConfig{SigningKey: s.MailgunSigningKey, Token: d.signer.TokenOf},
@@ -323,12 +340,28 @@ func hooksHandler(s settings, d receiverDeps, applier *outcome.Applier) (http.Ha
 			return nil, fmt.Errorf("setting POSTLINE_MAILGUN_SIGNING_KEY: %w", err)
 		}
 		mux.Handle("/hooks/mailgun", mg)
-		routes++
-	}
-	if routes == 0 {
-		return nil, errors.New("setting POSTLINE_HOOKS_ADDR: set POSTLINE_SES_TOPIC_ARNS or POSTLINE_MAILGUN_SIGNING_KEY too")
 	}
 	return mux, nil
+}
+
+// mailUnsubscribes takes the mail sent to the unsubscribe addresses of the
+// bounce domain (inbound.Unsubscribes).
+type mailUnsubscribes struct {
+	applier *unsubscribe.Applier
+	domain  string
+}
+
+var _ inbound.Unsubscribes = mailUnsubscribes{}
+
+// TokenOf implements inbound.Unsubscribes.
+func (m mailUnsubscribes) TokenOf(address string) (string, bool) {
+	return unsubscribe.TokenOfAddress(address, m.domain)
+}
+
+// Unsubscribe implements inbound.Unsubscribes.
+func (m mailUnsubscribes) Unsubscribe(ctx context.Context, token string) error {
+	_, err := m.applier.Apply(ctx, unsubscribe.ChannelMailto, token)
+	return err
 }
 
 func splitList(s string) []string {

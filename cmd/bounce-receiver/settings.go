@@ -25,7 +25,7 @@ type settings struct {
 	MaxSessionsPerClient int   `env:"POSTLINE_BOUNCE_MAX_SESSIONS_PER_CLIENT" default:"10" usage:"most SMTP sessions open at once from one client (an IPv4 address or an IPv6 /64); over it, 421 4.7.0"`
 	MaxParseBytes        int64 `env:"POSTLINE_BOUNCE_MAX_PARSE_BYTES" default:"262144" usage:"bytes of a message's start held in memory and parsed, the rest is read and dropped; sessions x this bounds the message data in memory"`
 
-	HooksAddr         string `env:"POSTLINE_HOOKS_ADDR" default:"" usage:"address of the provider webhooks (/hooks/ses, /hooks/mailgun); empty: none; put TLS in front of it"`
+	HooksAddr         string `env:"POSTLINE_HOOKS_ADDR" default:"" usage:"address of the public HTTP server: the one-click unsubscribe links (/unsubscribe/, always) and the provider webhooks (/hooks/ses, /hooks/mailgun, when configured); empty: none; put TLS in front of it"`
 	SESTopicARNs      string `env:"POSTLINE_SES_TOPIC_ARNS" default:"" usage:"SNS topics whose SES notifications are taken, comma-separated; setting it enables /hooks/ses"`
 	MailgunSigningKey string `env:"POSTLINE_MAILGUN_SIGNING_KEY" default:"" usage:"Mailgun's webhook signing key; setting it enables /hooks/mailgun"`
 	RulesFile         string `env:"POSTLINE_RULES_FILE" default:"" usage:"YAML file of classification rules replacing the built-in ones; the workers' value"`
