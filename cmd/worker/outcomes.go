@@ -10,6 +10,7 @@ import (
 	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/returnpath"
 	"github.com/postline/postline/internal/suppression"
+	"github.com/postline/postline/internal/unsubscribe"
 )
 
 // returnPaths returns the signer of per-recipient return paths, nil when
@@ -30,6 +31,40 @@ func (s *settings) returnPaths() (*returnpath.Signer, error) {
 		return nil, fmt.Errorf("setting POSTLINE_BOUNCE_DOMAIN: %w", err)
 	}
 	return signer, nil
+}
+
+// unsubscribeLinks returns the one-click unsubscribe links of the
+// recipients' copies, nil when no bounce domain is set: the bounce domain
+// alone turns them on (the links default to https://<bounce
+// domain>/unsubscribe, and the mailto address is on the bounce domain).
+func (s *settings) unsubscribeLinks() (*unsubscribe.Links, error) {
+	if s.BounceDomain == "" {
+		if s.UnsubscribeURL != "" {
+			return nil, fmt.Errorf("setting POSTLINE_UNSUBSCRIBE_URL: set without POSTLINE_BOUNCE_DOMAIN")
+		}
+		return nil, nil
+	}
+	keys, err := returnpath.ParseKeys(s.ReturnPathKeys)
+	if err != nil {
+		return nil, fmt.Errorf("setting POSTLINE_RETURN_PATH_KEYS: %w", err)
+	}
+	signer, err := unsubscribe.NewSigner(keys)
+	if err != nil {
+		return nil, fmt.Errorf("setting POSTLINE_RETURN_PATH_KEYS: %w", err)
+	}
+	links, err := unsubscribe.NewLinks(unsubscribe.LinksConfig{Domain: s.BounceDomain, URL: s.UnsubscribeURL}, signer)
+	if err != nil {
+		return nil, fmt.Errorf("setting POSTLINE_UNSUBSCRIBE_URL: %w", err)
+	}
+	return links, nil
+}
+
+// unsubscribeURL is the base of links for the start-up log, "" for none.
+func unsubscribeURL(links *unsubscribe.Links) string {
+	if links == nil {
+		return ""
+	}
+	return links.URL()
 }
 
 // dsnNotify is the NOTIFY value asked of relays (sender.Config.Notify).

@@ -105,6 +105,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	links, err := s.unsubscribeLinks()
+	if err != nil {
+		return err
+	}
 	rules, err := s.rules()
 	if err != nil {
 		return err
@@ -277,7 +281,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	server := &http.Server{Handler: ops.Handler(reg, ready, healthy), ReadHeaderTimeout: 5 * time.Second}
 
 	logger.Info("worker starting", "http_addr", listener.Addr().String(), "topic", s.JobsTopic,
-		"group", s.Group, "kafka", kafkaCluster.String(), "retry_policy", s.RetryPolicy, "relays", providerNames, "senders", s.Senders, "bounce_domain", s.BounceDomain)
+		"group", s.Group, "kafka", kafkaCluster.String(), "retry_policy", s.RetryPolicy, "relays", providerNames, "senders", s.Senders, "bounce_domain", s.BounceDomain,
+		"unsubscribe_url", unsubscribeURL(links))
 
 	g, gctx := errgroup.WithContext(context.Background())
 	served := make(chan struct{})
@@ -396,6 +401,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		if signer != nil {
 			returnPaths = signer
 		}
+		var unsubscribes delivery.Unsubscribes // nil: no unsubscribe headers
+		if links != nil {
+			unsubscribes = links
+		}
 		p, err := delivery.New(pipelineCfg, logger, reg, delivery.Deps{
 			Store:          store,
 			Leases:         leases,
@@ -407,6 +416,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			Recipients:     store,
 			Suppressions:   suppressionLists{lists},
 			ReturnPaths:    returnPaths,
+			Unsubscribes:   unsubscribes,
 			Composer:       composer{comp},
 			Group:          lag,
 			Pressure:       pressureGuard,
