@@ -160,8 +160,9 @@ func workerAndSchedulerMetrics() []metricDef {
 }
 
 // bounceReceiverMetrics are the metrics of the bounce-receiver: its SMTP
-// server for returned mail and feedback reports, the provider webhooks, and
-// the outcome store that applies what both read.
+// server for returned mail and feedback reports, the provider webhooks, the
+// outcome store that applies what both read, and the one-click
+// unsubscribes.
 func bounceReceiverMetrics() []metricDef {
 	return []metricDef{
 		{"postline_inbound_messages_total", Counter, []string{"result"}},
@@ -177,6 +178,7 @@ func bounceReceiverMetrics() []metricDef {
 		{"postline_outcome_transitions_total", Counter, []string{"type", "bounce_type"}},
 		{"postline_outcome_suppressions_total", Counter, []string{"reason"}},
 		{"postline_outcome_confirmations_total", Counter, []string{"confirmation"}},
+		{"postline_unsubscribe_requests_total", Counter, []string{"channel", "result"}},
 	}
 }
 
