@@ -73,6 +73,16 @@ func setConfirmBy(t *testing.T, pool *pgxpool.Pool, id string, offset time.Durat
 	}
 }
 
+// lateIndexPages is the size of postline_recipients_late_idx in pages.
+func lateIndexPages(t *testing.T, pool *pgxpool.Pool) int64 {
+	t.Helper()
+	var pages int64
+	if err := pool.QueryRow(t.Context(), `SELECT pg_relation_size('postline_recipients_late_idx') / current_setting('block_size')::int8`).Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	return pages
+}
+
 // TestSweepReadsOnlyWhatCameDue checks that a pass reads the mail that
 // came due since the one before and nothing behind it: mail it marked
 // leaves the walk for good, even mail that would look due again.
@@ -166,11 +176,20 @@ func TestSweepLateRecipient(t *testing.T) {
 	if pass, got := sweep(t, s, idempotency.UnconfirmedSweep{Limit: 10}); pass.Recipients != 0 {
 		t.Fatalf("pass = %+v publishing %v; want nothing while no recipient is accepted", pass, got)
 	}
+	// Recipients written in their window add no entry to the late walk's
+	// index: it is still the metapage alone.
+	sendMail(t, s, "<in-window@x>", time.Now().Add(time.Hour), 3)
+	if pages := lateIndexPages(t, pool); pages != 1 {
+		t.Errorf("postline_recipients_late_idx has %d pages after recipients accepted in their window, want 1 (empty)", pages)
+	}
 	// Attempt 2, past the window: the relay takes recipient 1, which
 	// carries the mail's window, behind the walk's place.
 	c = claimOne(t, s, req(id, "a", 2))
 	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 2,
 		Recipients: []idempotency.RecipientOutcome{rcpt(1, "b@example.com", idempotency.RecipientAccepted)}})
+	if pages := lateIndexPages(t, pool); pages != 2 {
+		t.Errorf("postline_recipients_late_idx has %d pages after a late acceptance, want 2 (one leaf)", pages)
+	}
 
 	if pass, got := sweep(t, s, idempotency.UnconfirmedSweep{Limit: 10}); pass.Recipients != 0 || confirmation(t, pool, id) != "" {
 		t.Fatalf("pass within the late grace = %+v publishing %v; want nothing yet", pass, got)
