@@ -139,14 +139,15 @@ func pastMail(at pgtype.Timestamptz, id string) sweepPlace { return sweepPlace{a
 //   - It walks from the sweep's place (migration 0016) up to sw.Limit
 //     recipients due: first by confirm_by up to now, then, with what the
 //     limit leaves, the recipients accepted after their mail's window had
-//     passed, up to sw.LateGrace ago. What it reads costs in proportion to what
-//     came due since the last pass, not to the mail marked before it.
+//     passed, up to sw.LateGrace ago. What it reads costs in proportion to
+//     what came due since the last pass, not to the mail marked before it.
 //   - It calls publish with the accepted recipients of the mail found,
-//     whole (so a pass may return up to returnpath.MaxRecipients - 1 more
-//     than sw.Limit), ordered by confirm_by and key; an error from publish
-//     ends the pass with nothing marked and the place where it was, so the
-//     next pass publishes them again. publish runs inside the transaction:
-//     it holds the turn, and a pool connection, until it returns.
+//     whole: the walk's rows in its order, then the rest of the mail the
+//     limit cut and the late mail, read again by key (so publish may get
+//     more than sw.Limit recipients). An error from publish ends the pass
+//     with nothing marked and the place where it was, so the next pass
+//     publishes them again. publish runs inside the transaction: it holds
+//     the turn, and a pool connection, until it returns.
 //   - It marks that mail unconfirmed, moves the place past what it read,
 //     and commits.
 //
