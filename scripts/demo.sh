@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# scripts/demo.sh (make demo): start the local stack, run one worker and the
-# retry scheduler, publish 1,000 mail jobs and show them delivered to
-# Mailpit, then show one job's status with postctl and stop both.
+# scripts/demo.sh (make demo): start the local stack and run the whole loop on it: one worker and the
+# retry scheduler send COUNT mail jobs through the stack's Postfix relay to a destination (a Mailpit
+# that refuses a few addresses), Postfix returns real delivery reports (DSNs) for those to the
+# bounce domain, the bounce-receiver turns them into bounces and suppressions, one bulk mail is
+# unsubscribed with its one-click List-Unsubscribe URL, and the webhook-dispatcher posts every
+# event, signed, to a local endpoint (examples/webhook-receiver) that verifies each signature.
+# Prints a summary and one job's status with postctl, then stops what it started.
 #
 #   scripts/demo.sh [--show-topics] [COUNT]   COUNT defaults to 1000
 #
@@ -10,8 +14,8 @@
 #
 # POSTLINE_PG_PORT (as for scripts/stack.sh) selects the PostgreSQL port; the
 # worker, postctl and psql all get it through POSTLINE_DATABASE_URL, unless
-# that is set already. Mailpit keeps the mail: open its API at
-# http://127.0.0.1:8025/api/v1/messages.
+# that is set already. The destination Mailpit keeps the mail while the demo
+# runs: its API is http://127.0.0.1:8026/api/v1/messages.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -34,7 +38,19 @@ for arg in "$@"; do
 	esac
 done
 
-MAILPIT_API="http://127.0.0.1:8025/api/v1"
+# The destination behind Postfix: the stack's Postfix relays to 127.0.0.1:2527 and sends mail for
+# the bounce domain to 127.0.0.1:2530, where the bounce-receiver listens.
+DEST_SMTP="127.0.0.1:2527"
+DEST_HTTP="127.0.0.1:8026"
+MAILPIT_API="http://$DEST_HTTP/api/v1"
+BOUNCE_DOMAIN="bounces.postline.test"
+RECEIVER_SMTP="127.0.0.1:${POSTLINE_BOUNCE_PORT:-2530}"
+RECEIVER_HTTP="127.0.0.1:8083"  # /metrics, /healthz, /readyz
+RECEIVER_HOOKS="127.0.0.1:8086" # the one-click unsubscribe URLs (and provider webhooks)
+DISPATCHER_HTTP="127.0.0.1:8084"
+ENDPOINT="127.0.0.1:8090" # examples/webhook-receiver
+REFUSED=5                 # recipients the destination refuses: Postfix returns a DSN for each
+BULK=3                    # bulk mails, which carry one-click List-Unsubscribe headers
 HTTP_ADDR="127.0.0.1:${POSTLINE_DEMO_HTTP_PORT:-8081}"
 LOGS="$ROOT/.stack/logs"
 LOG="$LOGS/demo-worker.log"
@@ -43,11 +59,11 @@ export POSTLINE_DATABASE_URL="${POSTLINE_DATABASE_URL:-postgres://postline:postl
 
 say() { printf '\033[1m== %s\033[0m\n' "$*"; }
 
-say "starting the stack (Kafka, PostgreSQL on 127.0.0.1:$PG_PORT, Mailpit)"
+say "starting the stack (Kafka, PostgreSQL on 127.0.0.1:$PG_PORT, Mailpit, Postfix)"
 scripts/stack.sh up
 
-say "building worker, retry-scheduler and postctl into bin/"
-go build -o bin/ ./cmd/...
+say "building the binaries and the example webhook endpoint into bin/"
+go build -o bin/ ./cmd/... ./examples/webhook-receiver
 
 mkdir -p "$LOGS"
 # Everything else uses the defaults, which point at the local stack.
@@ -65,38 +81,89 @@ fi
 mailpit_count() {
 	curl -sf "$MAILPIT_API/info" | grep -o '"Messages":[0-9]*' | cut -d: -f2
 }
+# wait_ready URL NAME PID LOG: wait up to 60 s for URL to answer 2xx while PID runs.
+wait_ready() {
+	local deadline=$((SECONDS + 60))
+	until curl -sf "$1" >/dev/null; do
+		if ! kill -0 "$3" 2>/dev/null; then
+			echo "$2 exited; its log ($4):" >&2
+			tail -20 "$4" >&2
+			exit 1
+		fi
+		if ((SECONDS > deadline)); then
+			echo "$2 did not become ready in 60 s: $(curl -s "$1")" >&2
+			exit 1
+		fi
+		sleep 0.2
+	done
+}
+pids=()
+stop_all() {
+	((${#pids[@]})) || return 0
+	kill -TERM "${pids[@]}" 2>/dev/null || true
+	wait "${pids[@]}" 2>/dev/null || true
+}
+trap stop_all EXIT
+
+# Secrets of this demo only, made once and kept under .stack/: the return path keys (the workers
+# sign each recipient's return path and unsubscribe link with them, the receiver checks them) and
+# the webhook endpoint's signing secret.
+mkdir -p .stack/demo
+[[ -s .stack/demo/return-path-keys ]] || openssl rand -hex 32 >.stack/demo/return-path-keys
+[[ -s .stack/demo/webhook-secret ]] || printf 'whsec_%s\n' "$(openssl rand -base64 32)" >.stack/demo/webhook-secret
+export POSTLINE_RETURN_PATH_KEYS="$(cat .stack/demo/return-path-keys)"
+WEBHOOK_SECRET="$(cat .stack/demo/webhook-secret)"
+export POSTLINE_BOUNCE_DOMAIN="$BOUNCE_DOMAIN"
+cat >.stack/demo/webhooks.yaml <<YAML
+endpoints:
+  - {id: demo, url: 'http://$ENDPOINT/hooks', secret_env: DEMO_WEBHOOK_SECRET}
+YAML
+
+say "starting the destination (a Mailpit on $DEST_SMTP that refuses nobody-*@example.test), the bounce-receiver on $RECEIVER_SMTP, the example webhook endpoint on $ENDPOINT and the webhook-dispatcher"
+rm -f .stack/demo/mailpit.db* # each run's destination starts empty
+"$HOME/.cache/postline/bin/mailpit" --smtp "$DEST_SMTP" --listen "$DEST_HTTP" --database "$ROOT/.stack/demo/mailpit.db" \
+	--smtp-allowed-recipients '^(user|bulk)[0-9]+@example\.test$' >"$LOGS/demo-destination.log" 2>&1 &
+pids+=($!)
+POSTLINE_BOUNCE_SMTP_ADDR="$RECEIVER_SMTP" POSTLINE_RECEIVER_HTTP_ADDR="$RECEIVER_HTTP" POSTLINE_HOOKS_ADDR="$RECEIVER_HOOKS" \
+	bin/bounce-receiver >"$LOGS/demo-receiver.log" 2>&1 &
+pids+=($!)
+wait_ready "http://$RECEIVER_HTTP/readyz" "the bounce-receiver" "${pids[-1]}" "$LOGS/demo-receiver.log"
+WEBHOOK_SECRET="$WEBHOOK_SECRET" bin/webhook-receiver -addr "$ENDPOINT" >"$LOGS/demo-endpoint.log" 2>&1 &
+pids+=($!)
+DEMO_WEBHOOK_SECRET="$WEBHOOK_SECRET" POSTLINE_WEBHOOKS_FILE="$ROOT/.stack/demo/webhooks.yaml" POSTLINE_WEBHOOKS_HTTP_ADDR="$DISPATCHER_HTTP" \
+	bin/webhook-dispatcher >"$LOGS/demo-dispatcher.log" 2>&1 &
+pids+=($!)
+wait_ready "http://$DISPATCHER_HTTP/readyz" "the webhook-dispatcher" "${pids[-1]}" "$LOGS/demo-dispatcher.log"
+dest_before="$(mailpit_count)"
 psql_() {
 	psql "$POSTLINE_DATABASE_URL" -X -Atc "$1"
 }
-before="$(mailpit_count)"
 
-say "starting the worker (log: ${LOG#"$ROOT"/}) and the retry scheduler (log: .stack/logs/demo-scheduler.log)"
-bin/worker >"$LOG" 2>&1 &
-worker=$!
+say "starting the worker, through Postfix on 127.0.0.1:2526 with return paths on $BOUNCE_DOMAIN (log: ${LOG#"$ROOT"/}), and the retry scheduler"
+POSTLINE_SMTP_PORT=2526 POSTLINE_UNSUBSCRIBE_URL="http://$RECEIVER_HOOKS/unsubscribe" bin/worker >"$LOG" 2>&1 &
+pids+=($!)
 POSTLINE_SCHEDULER_HTTP_ADDR="127.0.0.1:${POSTLINE_DEMO_SCHEDULER_PORT:-8082}" \
 	bin/retry-scheduler >"$LOGS/demo-scheduler.log" 2>&1 &
-scheduler=$!
-trap 'kill -TERM "$worker" "$scheduler" 2>/dev/null || true; wait "$worker" "$scheduler" 2>/dev/null || true' EXIT
+pids+=($!)
+wait_ready "http://$HTTP_ADDR/readyz" "the worker" "${pids[-2]}" "$LOG"
 
-deadline=$((SECONDS + 60))
-until curl -sf "http://$HTTP_ADDR/readyz" >/dev/null; do
-	if ! kill -0 "$worker" 2>/dev/null; then
-		echo "the worker exited; its log:" >&2
-		tail -20 "$LOG" >&2
-		exit 1
-	fi
-	if ((SECONDS > deadline)); then
-		echo "the worker did not become ready in 60 s: $(curl -s "http://$HTTP_ADDR/readyz")" >&2
-		exit 1
-	fi
-	sleep 0.2
-done
-
-say "publishing $COUNT synthetic jobs to mail.jobs"
+say "publishing $COUNT synthetic jobs, $REFUSED to addresses the destination refuses and $BULK bulk mails"
+run="$(date +%s)" # this run's addresses: an earlier run suppressed its own
+{
+	for i in $(seq 1 "$REFUSED"); do
+		printf '{"version":1,"from":"demo@example.com","to":["nobody-%s-%s@example.test"],"subject":"Hello %s","text":"This address does not exist."}\n' "$run" "$i" "$i"
+	done
+	for i in $(seq 1 "$BULK"); do
+		printf '{"version":1,"from":"news@example.com","to":["bulk%s%s@example.test"],"subject":"Newsletter %s","text":"Our news.","priority":"bulk"}\n' "$run" "$i" "$i"
+	done
+} >.stack/demo/jobs.jsonl
 start=$(date +%s.%N)
+bin/postctl publish --file .stack/demo/jobs.jsonl >/dev/null
 bin/postctl publish --count "$COUNT"
+COUNT=$((COUNT + BULK)) # what the destination takes
+before="$dest_before"
 
-say "waiting for Mailpit to hold $COUNT new messages"
+say "waiting for the destination to hold $COUNT new messages"
 deadline=$((SECONDS + 180))
 next_report=$((SECONDS + 2))
 while :; do
@@ -104,7 +171,7 @@ while :; do
 	delivered=$((now - before))
 	if ((delivered >= COUNT)); then break; fi
 	if ((SECONDS > deadline)); then
-		echo "only $delivered of $COUNT delivered after 180 s; worker log: $LOG" >&2
+		echo "only $delivered of $COUNT delivered after 180 s; worker log: $LOG, Postfix log: .stack/logs/postfix.log" >&2
 		exit 1
 	fi
 	if [[ -t 1 ]]; then
@@ -118,18 +185,63 @@ done
 end=$(date +%s.%N)
 [[ -t 1 ]] && printf '\r\033[K'
 
+# await SECONDS WHAT CMD...: run CMD until it succeeds, at most SECONDS.
+await() {
+	local deadline=$((SECONDS + $1)) what=$2
+	shift 2
+	until "$@"; do
+		if ((SECONDS > deadline)); then
+			echo "$what: not done after the wait; logs in ${LOGS#"$ROOT"/}/demo-*.log" >&2
+			exit 1
+		fi
+		sleep 0.5
+	done
+}
+bounced_count() { psql_ "select count(*) from postline_recipients where state = 'bounced' and address like 'nobody-$run-%@example.test'"; }
+say "waiting for Postfix's delivery reports: $REFUSED recipients bounced"
+bounces_in() { (($(bounced_count) >= REFUSED)); }
+await 120 "the bounces" bounces_in
+
+unsub_addr="bulk${run}1@example.test"
+say "unsubscribing $unsub_addr with the one-click URL in its List-Unsubscribe header"
+bulk_id="$(curl -sf "$MAILPIT_API/search?query=to:$unsub_addr" | grep -o '"ID":"[^"]*"' | head -1 | cut -d'"' -f4 || true)"
+# Mailpit's JSON writes < and > as \u003c and \u003e: the first URI is the https (here http) one.
+unsub_url="$(curl -sf "$MAILPIT_API/message/$bulk_id/headers" | sed -n 's/.*"List-Unsubscribe":\["\\u003c\([^\\]*\)\\u003e.*/\1/p' || true)"
+if [[ -z $unsub_url ]]; then
+	echo "the bulk mail to $unsub_addr has no List-Unsubscribe URL (message '$bulk_id' at the destination)" >&2
+	exit 1
+fi
+curl -sf -X POST --data 'List-Unsubscribe=One-Click' "$unsub_url" >/dev/null
+
+stats() { curl -sf "http://$ENDPOINT/stats"; }
+stat_of() {
+	local n
+	n="$(stats | grep -o "\"$1\":[0-9]*" | head -1 | cut -d: -f2)"
+	echo "${n:-0}"
+}
+say "waiting for the webhooks: every event at the endpoint, signature verified"
+# accepted for each delivered mail, bounced for each refused one, one unsubscribed
+webhooks_in() { (($(stat_of accepted) >= COUNT && $(stat_of bounced) >= REFUSED && $(stat_of unsubscribed) >= 1)); }
+await 120 "the webhooks" webhooks_in
+
 sent="$(psql_ "select count(*) from postline_messages where status = 'sent' and sent_at >= to_timestamp($start)")"
+bounced="$(bounced_count)"
+suppressed="$(psql_ "select count(*) from postline_suppressions where address like 'nobody-$run-%@example.test'")"
+unsubscribed="$(psql_ "select count(*) from postline_suppressions where address = '$unsub_addr' and reason = 'unsubscribe'")"
 sample="$(psql_ "select message_id from postline_messages where status = 'sent' and sent_at >= to_timestamp($start) order by sent_at desc limit 1")"
 elapsed="$(awk -v s="$start" -v e="$end" 'BEGIN { printf "%.2f", e - s }')"
 rate="$(awk -v n="$COUNT" -v s="$start" -v e="$end" 'BEGIN { printf "%.0f", n / (e - s) }')"
 
 say "summary"
 cat <<SUMMARY
-published            $COUNT jobs
-delivered (Mailpit)  $delivered new messages ($now in Mailpit in all)
+published            $((COUNT + REFUSED)) jobs
+delivered            $delivered new messages at the destination, through Postfix
 rows sent (Postgres) $sent in postline_messages from this run
 time                 ${elapsed} s from first publish to last delivery
 throughput           ${rate} mails/s
+bounced              $bounced recipients, from Postfix's delivery reports (DSNs) to their return paths
+suppressed           $suppressed of those addresses (hard bounces), $unsubscribed unsubscribed from the bulk stream
+webhooks             $(stat_of verified) verified by the endpoint ($(stat_of rejected) rejected), by type: $(stats | grep -o '"by_type":{[^}]*}' | sed 's/"by_type"://')
 SUMMARY
 
 if [[ -n $sample ]]; then
@@ -140,7 +252,8 @@ if [[ -n $sample ]]; then
 Try it yourself (the stack keeps running; scripts/stack.sh down stops it):
   bin/postctl status '$sample'
   bin/postctl lag        # the worker group's lag per partition
-  http://127.0.0.1:8025  # Mailpit's web UI, with the delivered mail
+  bin/postctl webhooks ls  # the webhook endpoint's state
+  bin/postctl suppress ls # the suppression lists
 TRY
 else
 	echo "no row of this run is sent in postline_messages: see $LOG" >&2
