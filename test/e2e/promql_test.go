@@ -50,7 +50,9 @@ func readAlertRules(path string) ([]alertRule, error) {
 // and/or/unless (keeping both sides), absent() and absent_over_time()
 // (keeping what they test), label_replace() and label_join() (keeping what
 // they relabel). Each subquery's resolution is set to subqueryStep, so that
-// an expression over [10m:1m] has points after a test of a minute.
+// an expression over [10m:1m] has points after a test of a minute, and
+// offsets are dropped: a comparison with a day ago has no data in a test
+// of minutes, while the series it reads are what the check is about.
 func alertOperands(expr string, subqueryStep time.Duration) ([]string, error) {
 	root, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
 	if err != nil {
@@ -80,8 +82,12 @@ func alertOperands(expr string, subqueryStep time.Duration) ([]string, error) {
 			}
 		}
 		parser.Inspect(e, func(node parser.Node, _ []parser.Node) error {
-			if sq, ok := node.(*parser.SubqueryExpr); ok {
-				sq.Step = subqueryStep
+			switch n := node.(type) {
+			case *parser.SubqueryExpr:
+				n.Step = subqueryStep
+				n.OriginalOffset, n.OriginalOffsetExpr, n.Offset = 0, nil, 0
+			case *parser.VectorSelector:
+				n.OriginalOffset, n.OriginalOffsetExpr, n.Offset = 0, nil, 0
 			}
 			return nil
 		})
@@ -151,6 +157,11 @@ func TestAlertOperands(t *testing.T) {
 			name: "bool comparison is data",
 			expr: `up == bool 1`,
 			want: []string{`up == bool 1`},
+		},
+		{
+			name: "offset dropped",
+			expr: `sum(rate(a[1h])) / sum(rate(b[1h] offset 24h)) > 0.05 and sum(increase(a[1h])) >= 20`,
+			want: []string{`sum(rate(a[1h])) / sum(rate(b[1h]))`, `sum(increase(a[1h]))`},
 		},
 		{
 			name: "same operand twice",
