@@ -178,7 +178,7 @@ func receive(ctx context.Context, s settings, d receiverDeps) error {
 	}); err != nil {
 		return err
 	}
-	if err := migrate(ctx, d.pool, d.logger); err != nil {
+	if err := schema.MigrateWhenReady(ctx, d.pool, d.logger); err != nil {
 		return err
 	}
 	limit, err := eventstream.EnsureTopic(ctx, d.cluster, s.EventsTopic, d.logger)
@@ -372,26 +372,4 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// migrate applies the schema, retrying until Postgres answers or ctx ends.
-func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
-	backoff := 200 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		err := schema.Migrate(ctx, pool)
-		if err == nil {
-			return nil
-		}
-		if attempt == 1 {
-			logger.Error("cannot apply migrations; retrying until postgres answers", "error", err)
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/postline/postline/internal/adaptive"
@@ -361,7 +359,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return config.NameSetting(err, map[string]string{"Interval": "POSTLINE_REAPER_INTERVAL", "Grace": "POSTLINE_REAPER_GRACE",
 				"Retention": "POSTLINE_RETENTION"})
 		}
-		if err := migrate(consumeCtx, pool, logger); err != nil {
+		if err := schema.MigrateWhenReady(consumeCtx, pool, logger); err != nil {
 			return nil // stopped before the database came up: nothing consumed
 		}
 		breakers, err := circuit.New(pool, s.WorkerID, providerNames, circuitPolicy, logger, reg)
@@ -477,31 +475,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	err = g.Wait()
 	logger.Info("worker stopped", "error", err)
 	return err
-}
-
-// migrate applies the schema, retrying until Postgres answers or ctx ends.
-func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
-	backoff := 200 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		err := schema.Migrate(ctx, pool)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if attempt == 1 {
-			logger.Error("cannot apply migrations; retrying until postgres answers", "error", err)
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
 }
 
 func defaultWorkerID() string {
