@@ -160,6 +160,17 @@ func (l *lane) take(stop, work context.Context, m consumer.Message) {
 		Endpoint: l.ep.ID, EventID: ev.ID, Type: ev.Type, Tenant: ev.Tenant, EventAt: ev.At, Payload: m.Value,
 		Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, FirstAt: now, NextAt: now,
 	}
+	// A copy of an event whose first attempt is in flight finishes with it,
+	// whatever the lane would do with a new event now. (take runs on the
+	// lane's one intake goroutine: no other copy comes in between.)
+	l.inflightMu.Lock()
+	if copies, ok := l.inflight[ev.ID]; ok {
+		l.inflight[ev.ID] = append(copies, m)
+		l.inflightMu.Unlock()
+		l.d.metrics.duplicates.WithLabelValues(l.ep.ID).Inc()
+		return
+	}
+	l.inflightMu.Unlock()
 	switch {
 	case l.disabled.Load():
 		p.LastError = "endpoint disabled"
@@ -174,12 +185,6 @@ func (l *lane) take(stop, work context.Context, m consumer.Message) {
 		return
 	}
 	l.inflightMu.Lock()
-	if copies, ok := l.inflight[ev.ID]; ok {
-		l.inflight[ev.ID] = append(copies, m)
-		l.inflightMu.Unlock()
-		l.d.metrics.duplicates.WithLabelValues(l.ep.ID).Inc()
-		return
-	}
 	l.inflight[ev.ID] = nil
 	l.inflightMu.Unlock()
 	select {
