@@ -21,6 +21,12 @@ import (
 // purgeBatch bounds the dead letters one state pass deletes.
 const purgeBatch = 1000
 
+// Bounds of a claim, and of handing one back at shutdown.
+const (
+	claimTimeout   = 10 * time.Second
+	releaseTimeout = 2 * time.Second
+)
+
 // lane delivers the events to one endpoint. It reads the events topic
 // with a consumer group of its own, so how far it has come depends on its
 // endpoint alone, and makes each event's first attempt at once. An event
@@ -279,9 +285,17 @@ func (l *lane) retryOnce(stop, work context.Context) int {
 		}
 		break
 	}
-	rows, err := l.store.Claim(work, l.ep.ID, now, l.ep.Timeout+l.d.cfg.ClaimMargin, slots)
+	var rows []Pending
+	var err error
+	if stop.Err() == nil {
+		// Not cut off by a shutdown: a claim whose reply is lost holds its
+		// rows until the lease runs out.
+		claim, cancel := context.WithTimeout(context.WithoutCancel(work), claimTimeout)
+		rows, err = l.store.Claim(claim, l.ep.ID, l.d.cfg.NowFunc(), l.ep.Timeout+l.d.cfg.ClaimMargin, slots)
+		cancel()
+		l.storeFailed.Store(err != nil)
+	}
 	if err != nil {
-		l.storeFailed.Store(true)
 		l.logger.Error("claiming due webhook retries failed", "err", err)
 		rows = nil
 	}
@@ -293,13 +307,25 @@ func (l *lane) retryOnce(stop, work context.Context) int {
 			defer func() { <-l.sem }()
 			a := l.d.post(work, l, p.EventID, p.Payload)
 			if work.Err() != nil {
-				return // the claim's lease runs out and the event comes due again
+				l.release(p)
+				return
 			}
 			p.Attempts++
 			l.settle(stop, work, p, nil, a, true)
 		})
 	}
 	return len(rows)
+}
+
+// release hands back the claim of p, whose attempt a shutdown cut off, so
+// that the next dispatcher need not wait out the lease. A failure is only
+// logged: the lease then runs out as after a crash.
+func (l *lane) release(p Pending) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	if err := l.store.Release(ctx, l.ep.ID, p.EventID, l.d.cfg.NowFunc()); err != nil {
+		l.logger.Warn("handing back a cut-off webhook retry failed; it comes due when its claim expires", "err", err)
+	}
 }
 
 // settle records attempt a of p (queued: p has a row in the queue) and

@@ -116,6 +116,16 @@ func (q *Queue) Delivered(ctx context.Context, endpoint, eventID string) error {
 	return nil
 }
 
+// Release makes a claimed row due again at now: its attempt was cut off
+// by a shutdown and was not made, as far as anyone knows.
+func (q *Queue) Release(ctx context.Context, endpoint, eventID string, now time.Time) error {
+	if _, err := q.pool.Exec(ctx, `UPDATE postline_webhook_queue SET next_at = $3
+		WHERE endpoint = $1 AND event_id = $2 AND status = 'pending'`, endpoint, eventID, now); err != nil {
+		return fmt.Errorf("webhook queue: release for %s: %w", endpoint, err)
+	}
+	return nil
+}
+
 // Reschedule records a failed attempt of a pending row: its attempts, last
 // status and error, and when it is due again.
 func (q *Queue) Reschedule(ctx context.Context, p Pending) error {
