@@ -108,7 +108,7 @@ func TestIntegrationDispatch(t *testing.T) {
 	queue, _ := newQueue(t)
 	d, err := New(Config{
 		Kafka: testenv.Kafka(), Topic: events, GroupID: group, Endpoints: []Endpoint{epAll, epAcme, epDown}, DeadLetters: dlq,
-		Queue: queue, Schedule: Schedule{Delays: []time.Duration{5 * time.Millisecond}, Horizon: 300 * time.Millisecond},
+		Queue: queue, Schedule: Schedule{Delays: []time.Duration{50 * time.Millisecond}, Horizon: 5 * time.Second},
 		PollInterval: 5 * time.Millisecond, StateInterval: 50 * time.Millisecond,
 		SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond, DrainTimeout: 2 * time.Second,
 		MaxWait: 50 * time.Millisecond, Transport: tr,
@@ -171,8 +171,8 @@ func TestIntegrationDispatch(t *testing.T) {
 				t.Errorf("dead letter of %s: header %s = %q, want %q", e.ID, k, hs[k], v)
 			}
 		}
-		// The first attempt waits for "down" to answer, longer than the
-		// horizon: one attempt or a few, every one of them counted.
+		// The first attempt waits for "down" to answer, perhaps longer than
+		// the horizon: one attempt or many, every one of them counted.
 		if n, err := strconv.Atoi(hs[job.HeaderAttempt]); err != nil || n < 1 || n != down.tries(e.ID) {
 			t.Errorf("dead letter of %s: attempts %q, want the %d made", e.ID, hs[job.HeaderAttempt], down.tries(e.ID))
 		}
