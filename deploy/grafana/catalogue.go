@@ -178,6 +178,7 @@ func bounceReceiverMetrics() []metricDef {
 		{"postline_outcome_transitions_total", Counter, []string{"type", "bounce_type"}},
 		{"postline_outcome_suppressions_total", Counter, []string{"reason"}},
 		{"postline_outcome_confirmations_total", Counter, []string{"confirmation"}},
+		{"postline_outcome_outbox_drained_total", Counter, nil},
 		{"postline_unsubscribe_requests_total", Counter, []string{"channel", "result"}},
 	}
 }

@@ -812,6 +812,9 @@ func TestApplyFailuresAfterTheTransition(t *testing.T) {
 			if n, err := h.a.Drain(t.Context()); err != nil || n != 1 {
 				t.Fatalf("Drain = %d, %v; want the one entry", n, err)
 			}
+			if got := testutil.ToFloat64(h.a.metrics.drained); got != 1 {
+				t.Errorf("outbox_drained_total = %v, want 1", got)
+			}
 			evs := h.events.published()
 			if len(evs) != tt.wantEvents+1 {
 				t.Fatalf("published %d events, want %d", len(evs), tt.wantEvents+1)

@@ -15,6 +15,7 @@ type metrics struct {
 	transitions   *prometheus.CounterVec
 	suppressed    *prometheus.CounterVec
 	confirmations *prometheus.CounterVec
+	drained       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -37,6 +38,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Mail settled by a report once every recipient was resolved, by confirmation (confirmed, cancelled).",
 		}, []string{"confirmation"}),
 	}
+	drained, err := metricreg.Shared(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: ns, Subsystem: sub, Name: "outbox_drained_total",
+		Help: "Transitions the outbox drain published because the applier that won them did not (it stopped, or publishing failed).",
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("outcome: register metrics: %w", err)
+	}
+	m.drained = drained
 	// Appliers sharing a registry share the collectors.
 	for _, c := range []**prometheus.CounterVec{&m.reports, &m.transitions, &m.suppressed, &m.confirmations} {
 		shared, err := metricreg.Shared(reg, *c)

@@ -474,6 +474,7 @@ func (a *Applier) Drain(ctx context.Context) (int, error) {
 		if err := a.store.OutboxDone(ctx, ids); err != nil {
 			return 0, fmt.Errorf("outcome: drain: %w", err)
 		}
+		a.metrics.drained.Add(float64(len(events)))
 		a.logger.Warn("published transitions an applier left unfinished (it stopped, or publishing failed)",
 			"events", len(events), "suppressions", len(suppress))
 	}
