@@ -176,6 +176,9 @@ func MigrateWhenReady(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logg
 		if err == nil {
 			return nil
 		}
+		if ctx.Err() != nil {
+			return ctx.Err() // stopped: not a database that does not answer
+		}
 		if attempt == 1 {
 			logger.Error("cannot apply migrations; retrying until postgres answers", "error", err)
 		}
