@@ -66,14 +66,8 @@ where it is. Activating the version already active changes nothing.
 changes made, the fallback's first.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := templatestore.ValidateName(args[0]); err != nil {
-				return usageError{err}
-			}
-			n, err := parseVersionArg(args[1])
+			n, err := labelMoveArgs(args, reason)
 			if err != nil {
-				return err
-			}
-			if err := reasonFlag(reason); err != nil {
 				return err
 			}
 			return templateActivate(cmd.Context(), g, args[0], n, keepFallback, reason)
@@ -122,14 +116,8 @@ before; this sets it by hand, to a version known to be good.
 --output json prints {"name", "label", "version", "updated_at", "updated_by"}.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := templatestore.ValidateName(args[0]); err != nil {
-				return usageError{err}
-			}
-			n, err := parseVersionArg(args[1])
+			n, err := labelMoveArgs(args, reason)
 			if err != nil {
-				return err
-			}
-			if err := reasonFlag(reason); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
@@ -198,4 +186,17 @@ with an activation).
 			})
 		},
 	}
+}
+
+// labelMoveArgs checks the NAME VERSION arguments and the --reason of a
+// command that moves a label, and returns the version.
+func labelMoveArgs(args []string, reason string) (int, error) {
+	if err := templatestore.ValidateName(args[0]); err != nil {
+		return 0, usageError{err}
+	}
+	n, err := parseVersionArg(args[1])
+	if err != nil {
+		return 0, err
+	}
+	return n, reasonFlag(reason)
 }

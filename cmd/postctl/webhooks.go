@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -318,8 +317,7 @@ func newWebhooksReplayCmd(g *globals) *cobra.Command {
 its dead letters, the events it gave up on (410 Gone, the retry horizon passed,
 disabled). With --source events: the events of the events topic (--events-topic)
 in the time range, whether or not the endpoint had them (say it lost them);
---from is required then, and the endpoints file's filters do not apply: select
-with --type and --tenant. --from and --to bound the events' own time (RFC 3339,
+--from is required then, and the endpoints file's filters do not apply. --from and --to bound the events' own time (RFC 3339,
 --to exclusive), --type and --tenant select event types and tenants (repeat or
 comma-separate). The selected events become due one after another at --rate a
 second, so the endpoint is not flooded; the dispatchers then send them with the
@@ -327,7 +325,7 @@ usual retries, with the same webhook-id as before. --dry-run only counts them.
 The replay is written to the endpoint's log.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f := webhook.ReplayFilter{Endpoint: args[0]}
+			f := webhook.ReplayFilter{Endpoint: args[0], Tenants: tenants}
 			var err error
 			if f.From, err = parseOptionalTime("--from", from); err != nil {
 				return err
@@ -352,8 +350,6 @@ The replay is written to the endpoint's log.`,
 				return usagef("--source %q: want %s or %s", source, replayFromDeadLetters, replayFromEvents)
 			case source == replayFromEvents && f.From.IsZero():
 				return usagef("--source events needs --from: the time to read the topic from")
-			case source == replayFromDeadLetters && len(tenants) > 0:
-				return usagef("--tenant selects events of the topic: use it with --source events")
 			}
 			q, closeQueue, err := openQueue(cmd.Context(), g)
 			if err != nil {
@@ -362,7 +358,7 @@ The replay is written to the endpoint's log.`,
 			defer closeQueue()
 			var n int
 			if source == replayFromEvents {
-				n, err = replayEvents(cmd.Context(), g, q, f, tenants, rate, dryRun)
+				n, err = replayEvents(cmd.Context(), g, q, f, rate, dryRun)
 			} else {
 				n, err = q.Replay(cmd.Context(), f, rate, dryRun, operator(), time.Now())
 			}
@@ -384,7 +380,7 @@ The replay is written to the endpoint's log.`,
 	fl.StringVar(&from, "from", "", "events at or after this time (RFC 3339)")
 	fl.StringVar(&to, "to", "", "events before this time (RFC 3339)")
 	fl.StringSliceVar(&types, "type", nil, "event types, e.g. bounced,complained (default: every type)")
-	fl.StringSliceVar(&tenants, "tenant", nil, "with --source events: only these tenants' events (default: every tenant's)")
+	fl.StringSliceVar(&tenants, "tenant", nil, "only these tenants' events (default: every tenant's)")
 	fl.StringVar(&source, "source", replayFromDeadLetters, "what to send again: dead-letters (the endpoint's) or events (the events topic)")
 	fl.Float64Var(&rate, "rate", defaultReplayRate, "events a second the replay makes due")
 	fl.BoolVar(&dryRun, "dry-run", false, "count the dead letters selected, queue nothing")
@@ -407,7 +403,7 @@ func parseOptionalTime(flag, v string) (time.Time, error) {
 // first record at or after it, by the broker's time index) to its end
 // offsets now, selects events of f's time range, types and tenants, and
 // queues them for f's endpoint (counts them with dryRun).
-func replayEvents(ctx context.Context, g *globals, q *webhook.Queue, f webhook.ReplayFilter, tenants []string, rate float64, dryRun bool) (int, error) {
+func replayEvents(ctx context.Context, g *globals, q *webhook.Queue, f webhook.ReplayFilter, rate float64, dryRun bool) (int, error) {
 	ranges, err := dlqRanges(ctx, g.kafka, g.eventsTopic)
 	if err != nil {
 		return 0, err
@@ -442,8 +438,7 @@ func replayEvents(ctx context.Context, g *globals, q *webhook.Queue, f webhook.R
 	var picked []webhook.Pending
 	err = scanDLQ(ctx, g.kafka, g.eventsTopic, scan, func(m kafka.Message) error {
 		e, err := event.Decode(m.Value)
-		if err != nil || e.At.Before(f.From) || (!f.To.IsZero() && !e.At.Before(f.To)) ||
-			(len(f.Types) > 0 && !slices.Contains(f.Types, e.Type)) || (len(tenants) > 0 && !slices.Contains(tenants, e.Tenant)) {
+		if err != nil || !f.Matches(&e) {
 			return nil
 		}
 		picked = append(picked, webhook.Pending{Endpoint: f.Endpoint, EventID: e.ID, Type: e.Type, Tenant: e.Tenant,
@@ -453,20 +448,5 @@ func replayEvents(ctx context.Context, g *globals, q *webhook.Queue, f webhook.R
 	if err != nil || dryRun {
 		return len(picked), err
 	}
-	return q.Requeue(ctx, picked, rate, describeReplay(f, tenants), operator(), time.Now())
-}
-
-// describeReplay says what a replay from the topic selected, for the log.
-func describeReplay(f webhook.ReplayFilter, tenants []string) string {
-	s := "from " + f.From.UTC().Format(time.RFC3339)
-	if !f.To.IsZero() {
-		s += " to " + f.To.UTC().Format(time.RFC3339)
-	}
-	if len(f.Types) > 0 {
-		s += fmt.Sprintf(" of types %v", f.Types)
-	}
-	if len(tenants) > 0 {
-		s += fmt.Sprintf(" of tenants %v", tenants)
-	}
-	return s
+	return q.Requeue(ctx, picked, rate, f, operator(), time.Now())
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -382,6 +384,33 @@ type ReplayFilter struct {
 	From, To time.Time
 	// Types are the event types; empty: every type.
 	Types []event.Type
+	// Tenants are the events' tenants; empty: every tenant's.
+	Tenants []string
+}
+
+// Matches reports whether e is one that f selects (the endpoint aside).
+func (f ReplayFilter) Matches(e *event.Event) bool {
+	return !e.At.Before(f.From) && (f.To.IsZero() || e.At.Before(f.To)) &&
+		(len(f.Types) == 0 || slices.Contains(f.Types, e.Type)) &&
+		(len(f.Tenants) == 0 || slices.Contains(f.Tenants, e.Tenant))
+}
+
+// String says what f selects, for the endpoint's log.
+func (f ReplayFilter) String() string {
+	var s []string
+	if !f.From.IsZero() {
+		s = append(s, "from "+f.From.UTC().Format(time.RFC3339))
+	}
+	if !f.To.IsZero() {
+		s = append(s, "to "+f.To.UTC().Format(time.RFC3339))
+	}
+	if len(f.Types) > 0 {
+		s = append(s, fmt.Sprintf("of types %v", f.Types))
+	}
+	if len(f.Tenants) > 0 {
+		s = append(s, fmt.Sprintf("of tenants %v", f.Tenants))
+	}
+	return strings.Join(s, " ")
 }
 
 // Replay queues the dead letters f selects again, as new pending rows with
@@ -398,8 +427,9 @@ func (q *Queue) Replay(ctx context.Context, f ReplayFilter, rate float64, dryRun
 	}
 	where := `endpoint = $1 AND status = 'dead'
 		AND ($2::timestamptz IS NULL OR event_at >= $2) AND ($3::timestamptz IS NULL OR event_at < $3)
-		AND (cardinality($4::text[]) = 0 OR event_type = ANY($4))`
-	args := []any{f.Endpoint, nullTime(f.From), nullTime(f.To), types}
+		AND (cardinality($4::text[]) = 0 OR event_type = ANY($4))
+		AND (cardinality($5::text[]) = 0 OR tenant = ANY($5))`
+	args := []any{f.Endpoint, nullTime(f.From), nullTime(f.To), types, append([]string{}, f.Tenants...)}
 	if dryRun {
 		var n int
 		if err := q.pool.QueryRow(ctx, `SELECT count(*) FROM postline_webhook_queue WHERE `+where, args...).Scan(&n); err != nil {
@@ -412,7 +442,7 @@ func (q *Queue) Replay(ctx context.Context, f ReplayFilter, rate float64, dryRun
 		tag, err := tx.Exec(ctx, `UPDATE postline_webhook_queue q SET status = 'pending', attempts = 0,
 				first_at = sel.due, next_at = sel.due, dead_at = NULL, dead_reason = NULL
 			FROM (SELECT endpoint, event_id,
-					$5::timestamptz + (row_number() OVER (ORDER BY event_at, event_id) - 1) * $6::interval AS due
+					$6::timestamptz + (row_number() OVER (ORDER BY event_at, event_id) - 1) * $7::interval AS due
 				FROM postline_webhook_queue WHERE `+where+`) sel
 			WHERE q.endpoint = sel.endpoint AND q.event_id = sel.event_id`,
 			append(args, now, time.Duration(float64(time.Second)/rate))...)
@@ -423,26 +453,12 @@ func (q *Queue) Replay(ctx context.Context, f ReplayFilter, rate float64, dryRun
 		if n == 0 {
 			return nil
 		}
-		return logAction(ctx, tx, f.Endpoint, now, "replayed", actor, describeFilter(f, n))
+		return logAction(ctx, tx, f.Endpoint, now, "replayed", actor, strings.TrimSpace(fmt.Sprintf("%d dead letters %s", n, f)))
 	})
 	if err != nil {
 		return 0, fmt.Errorf("webhook queue: replay dead letters of %s: %w", f.Endpoint, err)
 	}
 	return int(n), nil
-}
-
-func describeFilter(f ReplayFilter, n int64) string {
-	s := fmt.Sprintf("%d dead letters", n)
-	if !f.From.IsZero() {
-		s += " from " + f.From.UTC().Format(time.RFC3339)
-	}
-	if !f.To.IsZero() {
-		s += " to " + f.To.UTC().Format(time.RFC3339)
-	}
-	if len(f.Types) > 0 {
-		s += fmt.Sprintf(" of types %v", f.Types)
-	}
-	return s
 }
 
 // EndpointReport is an endpoint's state with what its queue holds.
@@ -486,7 +502,7 @@ func (q *Queue) Endpoints(ctx context.Context) ([]EndpointReport, error) {
 // one after the other at rate a second from now, whether the endpoint
 // never had it, has it pending or gave up on it. It logs the replay for
 // actor with what selected them, and returns how many it queued.
-func (q *Queue) Requeue(ctx context.Context, ps []Pending, rate float64, selected, actor string, now time.Time) (int, error) {
+func (q *Queue) Requeue(ctx context.Context, ps []Pending, rate float64, selected ReplayFilter, actor string, now time.Time) (int, error) {
 	if rate <= 0 {
 		return 0, fmt.Errorf("webhook queue: replay rate %g: must be positive", rate)
 	}
@@ -507,7 +523,7 @@ func (q *Queue) Requeue(ctx context.Context, ps []Pending, rate float64, selecte
 		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 			return err
 		}
-		return logAction(ctx, tx, ps[0].Endpoint, now, "replayed", actor, fmt.Sprintf("%d events from the topic %s", len(ps), selected))
+		return logAction(ctx, tx, ps[0].Endpoint, now, "replayed", actor, strings.TrimSpace(fmt.Sprintf("%d events from the topic %s", len(ps), selected)))
 	})
 	if err != nil {
 		return 0, fmt.Errorf("webhook queue: replay events for %s: %w", ps[0].Endpoint, err)
