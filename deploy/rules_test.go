@@ -19,7 +19,7 @@ var prometheusDir = filepath.Join(repoRoot, "deploy", "prometheus")
 // The documentation pages the alert rules are checked against, relative to
 // the repository root: the alerts' runbooks, and the metric catalogue.
 const (
-	runbookPage = "docs/operations.md"
+	runbookPage = "docs/operations/alerts.md"
 	metricsPage = "docs/metrics.md"
 )
 
@@ -89,7 +89,7 @@ type alertRules struct {
 }
 
 // TestAlertsAreDocumented checks every alert's annotations, and that its
-// runbook_url names its own runbook section, a heading of docs/operations.md.
+// runbook_url names its own runbook section, a heading of docs/operations/alerts.md.
 func TestAlertsAreDocumented(t *testing.T) {
 	var rules alertRules
 	readYAML(t, filepath.Join(prometheusDir, "alerts.yml"), &rules)

@@ -118,10 +118,10 @@ func TestCommittedDashboardsAreFresh(t *testing.T) {
 }
 
 // Documentation pages the dashboards are checked against, relative to this
-// package: the metric catalogue, and the panel tables with the runbooks.
+// package: the metric catalogue, and the panel tables.
 var (
 	metricsPage    = filepath.Join("..", "..", "docs", "metrics.md")
-	operationsPage = filepath.Join("..", "..", "docs", "operations.md")
+	dashboardsPage = filepath.Join("..", "..", "docs", "operations", "dashboards.md")
 )
 
 func TestCatalogueMatchesMetricsDoc(t *testing.T) {
@@ -186,11 +186,11 @@ func TestCatalogueMatchesMetricsDoc(t *testing.T) {
 }
 
 // TestOperationsDocDescribesEveryPanel keeps the panel tables of
-// docs/operations.md equal to the dashboards: under "Dashboard: <title>",
+// docs/operations/dashboards.md equal to the dashboards: under "Dashboard: <title>",
 // one row per panel, in order, with its title, what it means and what to do
 // (the description split at " What to do: ").
 func TestOperationsDocDescribesEveryPanel(t *testing.T) {
-	doc, err := os.ReadFile(operationsPage)
+	doc, err := os.ReadFile(dashboardsPage)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,13 +222,13 @@ func TestOperationsDocDescribesEveryPanel(t *testing.T) {
 	}
 	for dash, rows := range want {
 		if !slices.Equal(documented[dash], rows) {
-			t.Errorf("docs/operations.md, \"### Dashboard: %s\": the panel table differs from the dashboard; want these rows:\n%s",
+			t.Errorf("docs/operations/dashboards.md, \"### Dashboard: %s\": the panel table differs from the dashboard; want these rows:\n%s",
 				dash, strings.Join(rows, "\n"))
 		}
 	}
 	for dash := range documented {
 		if _, ok := want[dash]; !ok {
-			t.Errorf("docs/operations.md documents a dashboard %q that is not generated", dash)
+			t.Errorf("docs/operations/dashboards.md documents a dashboard %q that is not generated", dash)
 		}
 	}
 }
@@ -360,7 +360,7 @@ func TestPanelsAreComplete(t *testing.T) {
 				t.Errorf("%s: title also used in %s; Queries and Panels key on it", where, other)
 			}
 			titles[p.Title] = file
-			// docs/operations.md splits each description into meaning
+			// docs/operations/dashboards.md splits each description into meaning
 			// and action at this phrase.
 			if strings.Count(p.Description, " What to do: ") != 1 {
 				t.Errorf("%s: description %q must say \" What to do: \" once", where, p.Description)

@@ -3,8 +3,8 @@ package grafana
 import "strings"
 
 // This file holds what the dashboards show. Each description says what the
-// panel means, then what to do; the README's operations section is built
-// from them, so keep them complete sentences.
+// panel means, then what to do; the panel tables of docs/operations/dashboards.md
+// are built from them, so keep them complete sentences.
 
 // dashboardSpecs lists the dashboards in file order.
 func dashboardSpecs() []dashboardSpec {

@@ -16,6 +16,6 @@
 -- it: the tables' size stopped growing within the run and the last
 -- window's rate came closer to the first's (see docs/benchmarks.md).
 -- How often the autovacuum launcher looks (autovacuum_naptime) is the
--- server's setting: see docs/operations.md.
+-- server's setting: see docs/operations/postgresql.md.
 ALTER TABLE postline_messages SET (autovacuum_vacuum_scale_factor = 0.05, autovacuum_vacuum_cost_limit = 1000);
 ALTER TABLE postline_recipients SET (autovacuum_vacuum_scale_factor = 0.05, autovacuum_vacuum_cost_limit = 1000);
