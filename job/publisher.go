@@ -9,10 +9,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/segmentio/kafka-go"
 	"go.opentelemetry.io/otel/propagation"
-
-	"github.com/postline/postline/kafkaconn"
 )
 
 // Publisher defaults.
@@ -31,8 +30,8 @@ const (
 // PublisherConfig configures a Publisher.
 type PublisherConfig struct {
 	// Kafka is the cluster to publish to: brokers, TLS and SASL
-	// (kafkaconn.New). Required.
-	Kafka *kafkaconn.Cluster
+	// (kafkaclient.New). Required.
+	Kafka *kafkaclient.Cluster
 	// TopicMaxMessageBytes is the jobs topic's max.message.bytes: batches
 	// are cut to fit it. Defaults to DefaultTopicMaxMessageBytes, what
 	// `postctl topics create` gives the jobs topic.
@@ -126,7 +125,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 		return nil, err
 	}
 	limits := cfg.Limits.WithDefaults()
-	w, closeConn, err := cfg.Kafka.Writer(kafkaconn.WriterConfig{
+	w, closeConn, err := cfg.Kafka.Writer(kafkaclient.WriterConfig{
 		Topic:        cfg.Topic,
 		Name:         "publisher",
 		Limits:       map[string]int{cfg.Topic: cmp.Or(cfg.TopicMaxMessageBytes, DefaultTopicMaxMessageBytes)},

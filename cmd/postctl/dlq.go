@@ -19,11 +19,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/reaper"
 	"github.com/postline/postline/internal/suppression"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
-	"github.com/postline/postline/kafkaconn"
 )
 
 // dlqFlags are the filters shared by dlq ls and dlq replay.
@@ -184,7 +184,7 @@ type partitionRange struct {
 
 // dlqRanges returns the offsets of every partition of name now: a scan reads
 // up to these end offsets and does not wait for newer records.
-func dlqRanges(ctx context.Context, k *kafkaconn.Cluster, name string) ([]partitionRange, error) {
+func dlqRanges(ctx context.Context, k *kafkaclient.Cluster, name string) ([]partitionRange, error) {
 	infos, err := topic.Describe(ctx, k, name)
 	if err != nil {
 		return nil, err
@@ -203,7 +203,7 @@ var errStop = errors.New("stop scan")
 
 // scanDLQ calls fn for every record of ranges, partition by partition in
 // offset order. fn returning errStop ends the scan.
-func scanDLQ(ctx context.Context, k *kafkaconn.Cluster, name string, ranges []partitionRange, fn func(kafka.Message) error) error {
+func scanDLQ(ctx context.Context, k *kafkaclient.Cluster, name string, ranges []partitionRange, fn func(kafka.Message) error) error {
 	for _, pr := range ranges {
 		if err := scanPartition(ctx, k, name, pr, fn); err != nil {
 			if errors.Is(err, errStop) {
@@ -215,7 +215,7 @@ func scanDLQ(ctx context.Context, k *kafkaconn.Cluster, name string, ranges []pa
 	return nil
 }
 
-func scanPartition(ctx context.Context, k *kafkaconn.Cluster, name string, pr partitionRange, fn func(kafka.Message) error) (err error) {
+func scanPartition(ctx context.Context, k *kafkaclient.Cluster, name string, pr partitionRange, fn func(kafka.Message) error) (err error) {
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers:   k.Brokers(),
 		Dialer:    k.Dialer("dlq"),
@@ -535,7 +535,7 @@ func dlqReplay(ctx context.Context, g *globals, filter dlqFilter, f replayFlags)
 }
 
 // countMatches counts the dead letters of ranges that filter selects.
-func countMatches(ctx context.Context, brokers *kafkaconn.Cluster, name string, ranges []partitionRange, filter dlqFilter) (int, error) {
+func countMatches(ctx context.Context, brokers *kafkaclient.Cluster, name string, ranges []partitionRange, filter dlqFilter) (int, error) {
 	n := 0
 	err := scanDLQ(ctx, brokers, name, ranges, func(m kafka.Message) error {
 		if filter.match(parseDeadLetter(m)) {

@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
-	"github.com/postline/postline/kafkaconn"
 )
 
 // Delivery outcomes that dead-letter a record, next to the validation
@@ -56,11 +56,11 @@ const DefaultTopic = "mail.dlq"
 // Config configures the Writer.
 type Config struct {
 	// Kafka is the cluster of the dead-letter topic. Required.
-	Kafka *kafkaconn.Cluster
+	Kafka *kafkaclient.Cluster
 	// Topic is the dead-letter topic. Defaults to DefaultTopic.
 	Topic string
 	// MaxMessageBytes is the topic's max.message.bytes, as the broker
-	// reports it (kafkaconn.Cluster.MaxMessageBytes): batches are cut to
+	// reports it (kafkaclient.Cluster.MaxMessageBytes): batches are cut to
 	// fit, and a letter that would not fit is shortened (see Publish).
 	// Defaults to topic.CopyMaxMessageBytes, what the standard dead-letter
 	// topic is created with.
@@ -155,7 +155,7 @@ func New(cfg Config, reg prometheus.Registerer) (*Writer, error) {
 	if err := reg.Register(shortened); err != nil {
 		return nil, fmt.Errorf("deadletter: register metrics: %w", err)
 	}
-	w, closeConn, err := cfg.Kafka.Writer(kafkaconn.WriterConfig{
+	w, closeConn, err := cfg.Kafka.Writer(kafkaclient.WriterConfig{
 		Topic:        cfg.Topic,
 		Name:         "dlq",
 		Limits:       map[string]int{cfg.Topic: cfg.MaxMessageBytes},
@@ -167,7 +167,7 @@ func New(cfg Config, reg prometheus.Registerer) (*Writer, error) {
 	return &Writer{
 		w:         w,
 		closeConn: closeConn,
-		maxRecord: kafkaconn.MaxRecordBytes(cfg.MaxMessageBytes),
+		maxRecord: kafkaclient.MaxRecordBytes(cfg.MaxMessageBytes),
 		nowFunc:   time.Now,
 		letters:   letters,
 		shortened: shortened,
@@ -256,7 +256,7 @@ func fit(msg kafka.Message, maxRecord int) (kafka.Message, bool) {
 }
 
 // recordBytes is m's size as the writer counts it.
-func recordBytes(m kafka.Message) int { return kafkaconn.RecordBytes(m.Key, m.Value, m.Headers) }
+func recordBytes(m kafka.Message) int { return kafkaclient.RecordBytes(m.Key, m.Value, m.Headers) }
 
 // Headers returns the original headers with the dead-letter headers of l set
 // (replacing any left by an earlier dead-lettering of the same record).

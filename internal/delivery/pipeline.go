@@ -25,10 +25,10 @@ import (
 	"github.com/postline/postline/internal/delay"
 	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/pgpool"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/job"
-	"github.com/postline/postline/kafkaconn"
 )
 
 // Failure classes of the pipeline's own, written to rows and dead-letter
@@ -854,7 +854,7 @@ func (p *Pipeline) retry(ctx context.Context, op string, fn func(context.Context
 func dependencyRetryable(op string, err error) bool {
 	switch op {
 	case opDeadLetter, opRetryPublish, opEvents:
-		return kafkaconn.Retryable(err)
+		return kafkaclient.Retryable(err)
 	}
 	return pgpool.Retryable(err)
 }

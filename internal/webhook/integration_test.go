@@ -17,10 +17,10 @@ import (
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
-	"github.com/postline/postline/kafkaconn"
 )
 
 // On the real Kafka: events (with copies) on a three-partition topic, three
@@ -227,8 +227,8 @@ func TestIntegrationDispatch(t *testing.T) {
 	})
 }
 
-func kafkaWriterConfig(topicName string) kafkaconn.WriterConfig {
-	return kafkaconn.WriterConfig{Topic: topicName, Name: "test", Limits: map[string]int{topicName: topic.MaxMessageBytes}}
+func kafkaWriterConfig(topicName string) kafkaclient.WriterConfig {
+	return kafkaclient.WriterConfig{Topic: topicName, Name: "test", Limits: map[string]int{topicName: topic.MaxMessageBytes}}
 }
 
 func deliveredAll(rc *receiver, ids []string) bool {

@@ -1,4 +1,4 @@
-package kafkaconn
+package kafkaclient
 
 import (
 	"context"
