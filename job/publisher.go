@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/segmentio/kafka-go"
 	"go.opentelemetry.io/otel/propagation"
@@ -150,7 +151,7 @@ func (p *Publisher) Publish(ctx context.Context, jobs ...Job) ([]string, error) 
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	now := FormatTime(p.cfg.NowFunc())
+	now := jobheader.FormatTime(p.cfg.NowFunc())
 	ids := make([]string, len(jobs))
 	msgs := make([]kafka.Message, len(jobs))
 	prop := p.cfg.Propagator
@@ -171,9 +172,9 @@ func (p *Publisher) Publish(ctx context.Context, jobs ...Job) ([]string, error) 
 			return nil, &PublishError{Index: i, MessageID: j.MessageID,
 				Err: invalid(ReasonOversizeMessage, "", "%d bytes encoded, limit %d", len(value), p.limits.MaxMessageBytes)}
 		}
-		headers := HeaderCarrier{
-			{Key: HeaderAttempt, Value: []byte(strconv.Itoa(1))},
-			{Key: HeaderFirstSeen, Value: []byte(now)},
+		headers := jobheader.Carrier{
+			{Key: jobheader.KeyAttempt, Value: []byte(strconv.Itoa(1))},
+			{Key: jobheader.KeyFirstSeen, Value: []byte(now)},
 		}
 		prop.Inject(ctx, &headers)
 		msgs[i] = kafka.Message{Key: []byte(j.MessageID), Value: value, Headers: headers}

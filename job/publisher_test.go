@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/job"
 )
@@ -168,17 +169,17 @@ func TestPublish(t *testing.T) {
 		if got.Priority != wantPriority {
 			t.Errorf("record %d: priority %q, want %q", i, got.Priority, wantPriority)
 		}
-		if v, _ := header(r, job.HeaderAttempt); v != "1" {
+		if v, _ := header(r, jobheader.KeyAttempt); v != "1" {
 			t.Errorf("record %d: attempt header %q", i, v)
 		}
-		if v, _ := header(r, job.HeaderFirstSeen); v != "2030-01-02T03:04:05.000000006Z" {
+		if v, _ := header(r, jobheader.KeyFirstSeen); v != "2030-01-02T03:04:05.000000006Z" {
 			t.Errorf("record %d: first-seen header %q", i, v)
 		}
-		carrier := job.HeaderCarrier{}
+		carrier := jobheader.Carrier{}
 		for _, h := range r.Headers {
 			carrier = append(carrier, kafka.Header{Key: h.Key, Value: h.Value})
 		}
-		if job.Attempt(carrier) != 1 {
+		if jobheader.Attempt(carrier) != 1 {
 			t.Errorf("record %d: Attempt != 1", i)
 		}
 		extracted := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), &carrier))

@@ -6,7 +6,7 @@ import (
 )
 
 // Reason says in one machine-readable word why a job was rejected. It is the
-// value of the HeaderDLQReason header on dead letters, and a metrics label,
+// value of the postline-dlq-reason header on dead letters, and a metrics label,
 // so the set is small and stable: add values, never rename them.
 type Reason string
 

@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/topic"
-	"github.com/postline/postline/job"
 )
 
 // Delivery outcomes that dead-letter a record, next to the validation
@@ -212,7 +212,7 @@ const minMessageBytes = 8 << 10
 // fit returns msg, shortened if it is larger than maxRecord bytes (as
 // kafka-go counts them): first the value is left out, then the headers the
 // record came with (trace context and the producer's own), keeping the
-// dead-letter headers. What was left out is named in HeaderDLQOmitted with
+// dead-letter headers. What was left out is named in jobheader.KeyDLQOmitted with
 // the original sizes, so the letter still says why the job died and where
 // the original record is (its topic, partition and offset). A letter must be
 // written whatever its size: one that the topic refuses would stop the
@@ -227,7 +227,7 @@ func fit(msg kafka.Message, maxRecord int) (kafka.Message, bool) {
 		kept := msg.Headers[:0:0]
 		dropped := 0
 		for _, h := range msg.Headers {
-			if strings.HasPrefix(h.Key, job.HeaderPrefix) {
+			if strings.HasPrefix(h.Key, jobheader.Prefix) {
 				kept = append(kept, h)
 			} else {
 				dropped++
@@ -243,15 +243,15 @@ func fit(msg kafka.Message, maxRecord int) (kafka.Message, bool) {
 		kept := msg.Headers[:0:0]
 		for _, h := range msg.Headers {
 			switch h.Key {
-			case job.HeaderDLQReason, job.HeaderDLQClass, job.HeaderDLQOriginalTopic, job.HeaderDLQOriginalPartition,
-				job.HeaderDLQOriginalOffset, job.HeaderDLQTime:
+			case jobheader.KeyDLQReason, jobheader.KeyDLQClass, jobheader.KeyDLQOriginalTopic, jobheader.KeyDLQOriginalPartition,
+				jobheader.KeyDLQOriginalOffset, jobheader.KeyDLQTime:
 				kept = append(kept, h)
 			}
 		}
 		msg.Headers = kept
 		omitted += " key"
 	}
-	msg.Headers = job.SetHeader(msg.Headers, job.HeaderDLQOmitted, omitted)
+	msg.Headers = jobheader.Set(msg.Headers, jobheader.KeyDLQOmitted, omitted)
 	return msg, true
 }
 
@@ -261,15 +261,15 @@ func recordBytes(m kafka.Message) int { return kafkaclient.RecordBytes(m.Key, m.
 // Headers returns the original headers with the dead-letter headers of l set
 // (replacing any left by an earlier dead-lettering of the same record).
 func Headers(l Letter, now string) []kafka.Header {
-	c := job.HeaderCarrier(append([]kafka.Header(nil), l.Headers...))
-	c.Set(job.HeaderDLQReason, l.Reason)
-	c.Set(job.HeaderDLQClass, l.Class)
-	c.Set(job.HeaderDLQError, truncate(l.Error, maxErrorBytes))
-	c.Set(job.HeaderDLQOriginalTopic, l.Topic)
-	c.Set(job.HeaderDLQOriginalPartition, strconv.Itoa(l.Partition))
-	c.Set(job.HeaderDLQOriginalOffset, strconv.FormatInt(l.Offset, 10))
-	c.Set(job.HeaderDLQTime, now)
-	c.Set(job.HeaderAttempt, strconv.Itoa(max(l.Attempt, 1)))
+	c := jobheader.Carrier(append([]kafka.Header(nil), l.Headers...))
+	c.Set(jobheader.KeyDLQReason, l.Reason)
+	c.Set(jobheader.KeyDLQClass, l.Class)
+	c.Set(jobheader.KeyDLQError, truncate(l.Error, maxErrorBytes))
+	c.Set(jobheader.KeyDLQOriginalTopic, l.Topic)
+	c.Set(jobheader.KeyDLQOriginalPartition, strconv.Itoa(l.Partition))
+	c.Set(jobheader.KeyDLQOriginalOffset, strconv.FormatInt(l.Offset, 10))
+	c.Set(jobheader.KeyDLQTime, now)
+	c.Set(jobheader.KeyAttempt, strconv.Itoa(max(l.Attempt, 1)))
 	return []kafka.Header(c)
 }
 

@@ -67,6 +67,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/suppression"
 	"github.com/postline/postline/job"
 )
@@ -524,12 +525,12 @@ func Message(st idempotency.Stuck) kafka.Message {
 	var headers []kafka.Header
 	for _, k := range []string{"traceparent", "tracestate"} {
 		if v, ok := st.TraceHeaders[k]; ok {
-			headers = job.SetHeader(headers, k, v)
+			headers = jobheader.Set(headers, k, v)
 		}
 	}
-	headers = job.SetHeader(headers, job.HeaderAttempt, strconv.Itoa(max(st.Attempt, 1)))
+	headers = jobheader.Set(headers, jobheader.KeyAttempt, strconv.Itoa(max(st.Attempt, 1)))
 	if !st.FirstSeen.IsZero() {
-		headers = job.SetHeader(headers, job.HeaderFirstSeen, job.FormatTime(st.FirstSeen))
+		headers = jobheader.Set(headers, jobheader.KeyFirstSeen, jobheader.FormatTime(st.FirstSeen))
 	}
 	return kafka.Message{Key: key, Value: st.Payload, Headers: headers}
 }

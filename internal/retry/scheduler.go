@@ -19,9 +19,9 @@ import (
 
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/delay"
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/topic"
-	"github.com/postline/postline/job"
 )
 
 // Defaults of SchedulerConfig.
@@ -310,7 +310,7 @@ func (s *Scheduler) park(m consumer.Message) {
 	tier := s.tiers[m.Topic]
 	label := tierName(tier)
 	now := s.cfg.NowFunc()
-	notBefore, ok := job.NotBefore(m.Headers)
+	notBefore, ok := jobheader.NotBefore(m.Headers)
 	if !ok {
 		s.logger.Warn("record without a valid not-before header; re-injecting it now",
 			"topic", m.Topic, "partition", m.Partition, "offset", m.Offset)

@@ -26,6 +26,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/internal/topic"
@@ -557,7 +558,7 @@ func (s *stack) readDLQ(n int, timeout time.Duration) []dlqRecord {
 	checkNoSecretHeaders(s.t, s.dlq, msgs)
 	out := make([]dlqRecord, len(msgs))
 	for i, m := range msgs {
-		out[i] = dlqRecord{Message: m, Reason: header(m.Headers, job.HeaderDLQReason)}
+		out[i] = dlqRecord{Message: m, Reason: header(m.Headers, jobheader.KeyDLQReason)}
 	}
 	return out
 }
