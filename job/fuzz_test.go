@@ -71,7 +71,7 @@ func FuzzDecode(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	known := make(map[Reason]bool)
-	for _, r := range Reasons() {
+	for _, r := range reasons() {
 		known[r] = true
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -93,7 +93,7 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("error %v is %T, want *ValidationError", err, err)
 			}
 			if !known[ve.Reason] {
-				t.Fatalf("error %v has reason %q, not one of Reasons()", err, ve.Reason)
+				t.Fatalf("error %v has reason %q, not one of reasons()", err, ve.Reason)
 			}
 			if len(ve.Field) > maxFieldLength {
 				t.Fatalf("error field is %d bytes, limit %d", len(ve.Field), maxFieldLength)

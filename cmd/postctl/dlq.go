@@ -428,7 +428,7 @@ type rawPublisher interface {
 var (
 	_ replayStore  = (*idempotency.Store)(nil)
 	_ replayLists  = (*suppression.Store)(nil)
-	_ rawPublisher = (*job.Publisher)(nil)
+	_ rawPublisher = (*kafkaclient.TopicWriter)(nil)
 )
 
 func dlqReplay(ctx context.Context, g *globals, filter dlqFilter, f replayFlags) error {
@@ -464,7 +464,7 @@ func dlqReplay(ctx context.Context, g *globals, filter dlqFilter, f replayFlags)
 		if err != nil {
 			return err
 		}
-		pub, err := job.NewPublisher(job.PublisherConfig{Kafka: g.kafka, Topic: g.topic})
+		pub, err := g.kafka.TopicWriter(kafkaclient.WriterConfig{Topic: g.topic, Name: "publisher", Limits: map[string]int{g.topic: topic.MaxMessageBytes}})
 		if err != nil {
 			return err
 		}

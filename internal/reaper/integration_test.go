@@ -12,6 +12,7 @@ import (
 
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/jobheader"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/reaper"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
@@ -23,7 +24,7 @@ import (
 // owner, and a jobs topic with a publisher on it.
 type fixture struct {
 	store *idempotency.Store
-	pub   *job.Publisher
+	pub   *kafkaclient.TopicWriter
 	topic string
 	id    string
 	hash  []byte
@@ -46,7 +47,7 @@ func newFixture(t *testing.T) fixture {
 		t.Fatal(err)
 	}
 	name := testenv.NewTopic(t, 2)
-	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.Kafka(), Topic: name})
+	pub, err := testenv.Kafka().TopicWriter(kafkaclient.WriterConfig{Topic: name, Limits: map[string]int{name: topic.MaxMessageBytes}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +259,7 @@ func TestReaperRepublishesStalledReplays(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := testenv.NewTopic(t, 1)
-	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.Kafka(), Topic: name})
+	pub, err := testenv.Kafka().TopicWriter(kafkaclient.WriterConfig{Topic: name, Limits: map[string]int{name: topic.MaxMessageBytes}})
 	if err != nil {
 		t.Fatal(err)
 	}

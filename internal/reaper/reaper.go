@@ -68,8 +68,8 @@ import (
 
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/jobheader"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/suppression"
-	"github.com/postline/postline/job"
 )
 
 // Defaults of Config.
@@ -195,14 +195,15 @@ type Suppressions interface {
 }
 
 // Publisher writes records to the jobs topic as they are, returning once
-// the broker acknowledged all of them. *job.Publisher satisfies it.
+// the broker acknowledged all of them. *kafkaclient.TopicWriter satisfies
+// it.
 type Publisher interface {
 	PublishRaw(ctx context.Context, msgs []kafka.Message) error
 }
 
 var (
 	_ Store        = (*idempotency.Store)(nil)
-	_ Publisher    = (*job.Publisher)(nil)
+	_ Publisher    = (*kafkaclient.TopicWriter)(nil)
 	_ Suppressions = (*suppression.Store)(nil)
 )
 

@@ -15,7 +15,6 @@ import (
 	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/internal/topic"
-	"github.com/postline/postline/job"
 )
 
 func newFake(t *testing.T, opts ...kfake.Opt) []string {
@@ -188,9 +187,6 @@ func TestCopyTopicsFitTheJobsTopic(t *testing.T) {
 	}
 	if err := kafkaclient.CheckCopyFits(limits, "jobs", "jobs"); err == nil {
 		t.Error("a topic as large as the jobs topic passed as a copy topic")
-	}
-	if job.DefaultTopicMaxMessageBytes != topic.MaxMessageBytes {
-		t.Errorf("job.DefaultTopicMaxMessageBytes = %d, topic.MaxMessageBytes = %d: the publisher's default must be the jobs topic's", job.DefaultTopicMaxMessageBytes, topic.MaxMessageBytes)
 	}
 }
 

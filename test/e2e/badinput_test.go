@@ -75,7 +75,7 @@ func TestBadInputIsDeadLettered(t *testing.T) {
 		{"CRLF in encoded display name", encode(func(j *job.Job) {
 			j.To = []string{"=?UTF-8?Q?Eve=0D=0AX-Evil=3A_1?= <eve@example.test>"}
 		}), job.ReasonHeaderInjection},
-		{"oversize body", encode(func(j *job.Job) { j.Text = strings.Repeat("a", job.DefaultMaxBodyBytes+1) }), job.ReasonOversizeBody},
+		{"oversize body", encode(func(j *job.Job) { j.Text = strings.Repeat("a", job.Limits{}.WithDefaults().MaxBodyBytes+1) }), job.ReasonOversizeBody},
 	}
 
 	// valid, bad, valid, bad, ..., valid: a worker that stopped at a bad
@@ -107,7 +107,7 @@ func TestBadInputIsDeadLettered(t *testing.T) {
 	add(valid[len(cases)])
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := s.pub.PublishRaw(ctx, msgs); err != nil {
+	if err := s.raw.PublishRaw(ctx, msgs); err != nil {
 		t.Fatal(err)
 	}
 

@@ -449,6 +449,15 @@ func batteryKinds(t *testing.T, topicMax int) []batteryKind {
 		from = "Postline E2E <sender@example.test>"
 		rcpt = "rcpt@example.test"
 	)
+	// The job package's default limits, and its fixed bounds on small
+	// fields as job.Limits documents them.
+	limits := job.Limits{}.WithDefaults()
+	const (
+		maxSubjectLength     = 998
+		maxHeaders           = 50
+		maxHeaderValueLength = 4096
+		maxMetadataEntries   = 64
+	)
 	// base is a minimal valid document with a fresh Message-ID, its keys
 	// in schema order.
 	base := func() (string, string) {
@@ -645,7 +654,7 @@ func batteryKinds(t *testing.T, topicMax int) []batteryKind {
 	reject("no recipients", bad(func(j *job.Job) { j.To = nil }), job.ReasonMissingField)
 	reject("101 recipients", bad(func(j *job.Job) {
 		j.To = nil
-		for i := range job.DefaultMaxRecipients + 1 {
+		for i := range limits.MaxRecipients + 1 {
 			j.To = append(j.To, fmt.Sprintf("r%d@example.test", i))
 		}
 	}), job.ReasonTooManyRecipients)
@@ -664,25 +673,25 @@ func batteryKinds(t *testing.T, topicMax int) []batteryKind {
 	reject("LF in a display name", bad(func(j *job.Job) { j.To = []string{"Eve\n <eve@example.test>"} }), job.ReasonHeaderInjection)
 	reject("encoded CRLF in a display name", bad(func(j *job.Job) { j.To = []string{"=?UTF-8?Q?Eve=0D=0AX-Evil=3A_1?= <eve@example.test>"} }), job.ReasonHeaderInjection)
 	reject("LF in tenant", bad(func(j *job.Job) { j.Tenant = "acme\nX-Evil: 1" }), job.ReasonHeaderInjection)
-	reject("subject of 999 bytes", bad(func(j *job.Job) { j.Subject = strings.Repeat("s", job.MaxSubjectLength+1) }), job.ReasonOversizeField)
+	reject("subject of 999 bytes", bad(func(j *job.Job) { j.Subject = strings.Repeat("s", maxSubjectLength+1) }), job.ReasonOversizeField)
 	reject("header Bcc not allowed", bad(func(j *job.Job) { j.Headers = map[string]string{"Bcc": "victim@example.test"} }), job.ReasonHeaderNotAllowed)
 	reject("header X-Postline-* reserved", bad(func(j *job.Job) { j.Headers = map[string]string{"X-Postline-Attempt": "1"} }), job.ReasonHeaderNotAllowed)
 	reject("header name with a colon", bad(func(j *job.Job) { j.Headers = map[string]string{"X-A:B": "1"} }), job.ReasonHeaderNotAllowed)
 	reject("51 headers", bad(func(j *job.Job) {
 		j.Headers = map[string]string{}
-		for i := range job.MaxHeaders + 1 {
+		for i := range maxHeaders + 1 {
 			j.Headers[fmt.Sprintf("X-H%d", i)] = "v"
 		}
 	}), job.ReasonOversizeField)
 	reject("header value of 4097 bytes", bad(func(j *job.Job) {
-		j.Headers = map[string]string{"X-Big": strings.Repeat("v", job.MaxHeaderValueLength+1)}
+		j.Headers = map[string]string{"X-Big": strings.Repeat("v", maxHeaderValueLength+1)}
 	}), job.ReasonOversizeField)
 
 	// Bodies, attachments and the other fields.
 	reject("no body", bad(func(j *job.Job) { j.Text = "" }), job.ReasonMissingBody)
-	reject("oversize body", bad(func(j *job.Job) { j.Text = strings.Repeat("a", job.DefaultMaxBodyBytes+1) }), job.ReasonOversizeBody)
+	reject("oversize body", bad(func(j *job.Job) { j.Text = strings.Repeat("a", limits.MaxBodyBytes+1) }), job.ReasonOversizeBody)
 	reject("oversize attachment", bad(func(j *job.Job) {
-		j.Attachments = []job.Attachment{{Filename: "big.bin", Content: make([]byte, job.DefaultMaxAttachmentBytes+1)}}
+		j.Attachments = []job.Attachment{{Filename: "big.bin", Content: make([]byte, limits.MaxAttachmentBytes+1)}}
 	}), job.ReasonOversizeAttachment)
 	reject("bad base64 in an attachment", with(`"attachments":[{"filename":"a.txt","content":"!!not base64!!"}]`), job.ReasonMalformedJSON)
 	reject("attachment without filename", with(`"attachments":[{"content":"`+base64.StdEncoding.EncodeToString([]byte("hi"))+`"}]`), job.ReasonMissingField)
@@ -697,7 +706,7 @@ func batteryKinds(t *testing.T, topicMax int) []batteryKind {
 	reject("template without name", with(`"template":{"version":"1"}`), job.ReasonMissingField)
 	reject("metadata of 65 entries", bad(func(j *job.Job) {
 		j.Metadata = map[string]string{}
-		for i := range job.MaxMetadataEntries + 1 {
+		for i := range maxMetadataEntries + 1 {
 			j.Metadata[fmt.Sprintf("k%d", i)] = "v"
 		}
 	}), job.ReasonOversizeField)
@@ -727,10 +736,10 @@ func batteryKinds(t *testing.T, topicMax int) []batteryKind {
 		// and one byte more.
 		j := valid()
 		v := encode(j)
-		exact := append(append([]byte("{"), bytes.Repeat([]byte(" "), job.DefaultMaxMessageBytes-len(v))...), v[1:]...)
+		exact := append(append([]byte("{"), bytes.Repeat([]byte(" "), limits.MaxMessageBytes-len(v))...), v[1:]...)
 		accept("valid job padded to exactly MaxMessageBytes", wantSent, j, func(k *batteryKind) { k.value = exact })
 		id, doc = base()
-		over := doc[:1] + strings.Repeat(" ", job.DefaultMaxMessageBytes+1-len(doc)) + doc[1:]
+		over := doc[:1] + strings.Repeat(" ", limits.MaxMessageBytes+1-len(doc)) + doc[1:]
 		kinds = append(kinds, batteryKind{name: "valid job padded to MaxMessageBytes+1", key: []byte(id), value: []byte(over),
 			want: string(job.ReasonOversizeMessage)})
 	}

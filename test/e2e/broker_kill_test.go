@@ -131,7 +131,7 @@ func newClusterStack(t *testing.T) *clusterStack {
 		return nil
 	}))
 
-	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: cs.kafka, Topic: cs.jobs, MessageIDDomain: messageIDDomain})
+	pub, err := job.NewPublisher(cs.kafka.Config(), job.PublisherConfig{Topic: cs.jobs, MessageIDDomain: messageIDDomain})
 	if err != nil {
 		t.Fatalf("publisher: %v", err)
 	}

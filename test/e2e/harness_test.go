@@ -27,6 +27,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/postline/postline/internal/jobheader"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/internal/topic"
@@ -142,6 +143,8 @@ type stack struct {
 	db   *pgxpool.Pool
 	mail *testenv.Mailpit
 	pub  *job.Publisher
+	// raw writes records to the jobs topic as they are, for bad input.
+	raw *kafkaclient.TopicWriter
 }
 
 // newStack carves out the test's services. It skips t under -short.
@@ -182,8 +185,7 @@ func newStack(t *testing.T) *stack {
 		}
 	})
 
-	pub, err := job.NewPublisher(job.PublisherConfig{
-		Kafka:           testenv.Kafka(),
+	pub, err := job.NewPublisher(testenv.Kafka().Config(), job.PublisherConfig{
 		Topic:           s.jobs,
 		MessageIDDomain: messageIDDomain,
 	})
@@ -191,7 +193,12 @@ func newStack(t *testing.T) *stack {
 		t.Fatalf("publisher: %v", err)
 	}
 	t.Cleanup(func() { _ = pub.Close() })
-	s.pub = pub
+	raw, err := testenv.Kafka().TopicWriter(kafkaclient.WriterConfig{Topic: s.jobs, Limits: map[string]int{s.jobs: topic.MaxMessageBytes}})
+	if err != nil {
+		t.Fatalf("raw writer: %v", err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	s.pub, s.raw = pub, raw
 	return s
 }
 

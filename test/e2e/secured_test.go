@@ -90,7 +90,7 @@ func TestSecuredStack(t *testing.T) {
 	sched.WaitReady(readyTimeout)
 
 	// Publish over SASL_SSL with the producer package.
-	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: cluster, Topic: s.jobs, MessageIDDomain: messageIDDomain})
+	pub, err := job.NewPublisher(cluster.Config(), job.PublisherConfig{Topic: s.jobs, MessageIDDomain: messageIDDomain})
 	if err != nil {
 		t.Fatal(err)
 	}
