@@ -30,7 +30,8 @@ type ReaderConfig struct {
 	// traffic is enough. Defaults to 100,000.
 	DedupeWindow int
 	// MaxWait bounds how long one fetch waits at the end of the topic
-	// before it asks again. Defaults to 10 s.
+	// before it asks again, and so how long Close may wait for a fetch in
+	// flight. Defaults to 1 s.
 	MaxWait time.Duration
 }
 
@@ -41,7 +42,7 @@ const defaultDedupeWindow = 100_000
 func (c ReaderConfig) WithDefaults() ReaderConfig {
 	c.Topic = cmp.Or(c.Topic, "mail.events")
 	c.DedupeWindow = cmp.Or(c.DedupeWindow, defaultDedupeWindow)
-	c.MaxWait = cmp.Or(c.MaxWait, 10*time.Second)
+	c.MaxWait = cmp.Or(c.MaxWait, time.Second)
 	return c
 }
 
@@ -193,7 +194,8 @@ func (r *Reader) Commit(ctx context.Context, positions ...Position) error {
 	return nil
 }
 
-// Close leaves the consumer group and closes the connections.
+// Close leaves the consumer group and closes the connections, once a fetch
+// in flight has ended (at most ReaderConfig.MaxWait).
 func (r *Reader) Close() error {
 	if err := r.close(); err != nil {
 		return fmt.Errorf("event reader: close: %w", err)
