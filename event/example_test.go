@@ -106,15 +106,17 @@ func Example_verifyWebhook() {
 	}
 	endpoint := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
-		if err == nil {
-			err = verifier.Verify(body, r.Header)
-		}
-		var e event.Event
-		if err == nil {
-			e, err = event.Decode(body)
-		}
 		if err != nil {
-			http.Error(w, "signature or body does not verify", http.StatusBadRequest)
+			http.Error(w, "read error", http.StatusBadRequest)
+			return
+		}
+		if err := verifier.Verify(body, r.Header); err != nil {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		e, err := event.Decode(body)
+		if err != nil {
+			http.Error(w, "not an event", http.StatusBadRequest)
 			return
 		}
 		fmt.Println("verified:", e.Type, e.Recipient, e.Bounce.Type)
@@ -148,5 +150,5 @@ func Example_verifyWebhook() {
 	// Output:
 	// verified: bounced ada@example.com hard
 	// 204
-	// 400
+	// 401
 }
