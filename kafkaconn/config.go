@@ -40,7 +40,7 @@ const (
 // Mechanism is a SASL mechanism name as Kafka spells it.
 type Mechanism string
 
-// The SASL mechanisms kafka-go implements.
+// The SASL mechanisms Postline connects with.
 const (
 	// MechanismNone authenticates nobody (a PLAINTEXT or SSL listener).
 	MechanismNone Mechanism = ""
