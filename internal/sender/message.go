@@ -191,7 +191,7 @@ func setHeaders(m *mail.Msg, headers map[string]string) error {
 	}
 	slices.Sort(names)
 	// The canonical names set so far, a slice rather than a map: a job
-	// carries at most job.MaxHeaders of them, and this runs for every mail.
+	// carries at most 50 of them (see job.Limits), and this runs for every mail.
 	seen := make([]string, 0, len(names))
 	for _, name := range names {
 		value := headers[name]
