@@ -85,13 +85,14 @@ func publish(cmd *cobra.Command, g *globals, f *publishFlags) error {
 			single = append(single, "--"+name)
 		}
 	}
+	bodyLimit := job.Limits{}.WithDefaults().MaxBodyBytes
 	switch {
 	case f.batch < 1:
 		return usagef("--batch %d: must be at least 1", f.batch)
 	case f.count < 0 || fl.Changed("count") && f.count == 0:
 		return usagef("--count %d: must be at least 1", f.count)
-	case f.bodyBytes < 0 || f.bodyBytes > job.Limits{}.WithDefaults().MaxBodyBytes:
-		return usagef("--body-bytes %d: want 0 to %d (the body limit)", f.bodyBytes, job.Limits{}.WithDefaults().MaxBodyBytes)
+	case f.bodyBytes < 0 || f.bodyBytes > bodyLimit:
+		return usagef("--body-bytes %d: want 0 to %d (the body limit)", f.bodyBytes, bodyLimit)
 	case fl.Changed("body-bytes") && f.count == 0:
 		return usagef("--body-bytes only applies to --count")
 	case f.count > 0 && f.file != "":
