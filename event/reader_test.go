@@ -1,13 +1,14 @@
 package event_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/kafkaconn"
 )
 
 // testEvent returns a valid accepted event of recipient i of mail mid.
@@ -63,17 +65,17 @@ func record(off int64, value []byte) kafka.Message {
 }
 
 // readAll calls Next until the fetcher runs dry and returns the offsets of
-// the events handed out and of the decode errors, in order.
-func readAll(t *testing.T, r *event.Reader) (events, undecodable []int64) {
+// the events handed out and of the decode errors, in order. values are the
+// records' values by offset, on partition 0 of topic "t".
+func readAll(t *testing.T, r *event.Reader, values [][]byte) (events, undecodable []int64) {
 	t.Helper()
 	for {
 		m, err := r.Next(context.Background())
 		var de *event.DecodeError
 		switch {
 		case errors.As(err, &de):
-			if de.Topic != de.Record.Topic || de.Partition != de.Record.Partition || de.Offset != de.Record.Offset {
-				t.Errorf("DecodeError locates %s/%d@%d, its record is %s/%d@%d", de.Topic, de.Partition, de.Offset,
-					de.Record.Topic, de.Record.Partition, de.Record.Offset)
+			if de.Topic != "t" || de.Partition != 0 || de.Offset < 0 || de.Offset >= int64(len(values)) || !bytes.Equal(de.Value, values[de.Offset]) {
+				t.Errorf("DecodeError locates %s/%d@%d with value %q, not its record", de.Topic, de.Partition, de.Offset, de.Value)
 			}
 			undecodable = append(undecodable, de.Offset)
 		case errors.Is(err, io.EOF):
@@ -81,10 +83,10 @@ func readAll(t *testing.T, r *event.Reader) (events, undecodable []int64) {
 		case err != nil:
 			t.Fatalf("Next: %v", err)
 		default:
-			if m.Event.ID == "" || m.Record.Offset < 0 {
+			if m.Event.ID == "" || m.Offset < 0 || m.Topic != "t" {
 				t.Fatalf("Next returned %+v", m)
 			}
-			events = append(events, m.Record.Offset)
+			events = append(events, m.Offset)
 		}
 	}
 }
@@ -120,7 +122,7 @@ func TestReaderDropsCopiesAndReportsUndecodable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			events, undecodable := readAll(t, r)
+			events, undecodable := readAll(t, r, tt.values)
 			if !slices.Equal(events, tt.wantEvents) || !slices.Equal(undecodable, tt.wantUndecodable) {
 				t.Errorf("events at %v, undecodable at %v; want %v and %v", events, undecodable, tt.wantEvents, tt.wantUndecodable)
 			}
@@ -129,8 +131,11 @@ func TestReaderDropsCopiesAndReportsUndecodable(t *testing.T) {
 }
 
 func TestReaderErrors(t *testing.T) {
-	if _, err := event.NewReader(nil, event.ReaderConfig{}); err == nil {
-		t.Error("NewReader(nil) succeeded")
+	if _, err := event.NewReader(kafkaconn.Config{}, event.ReaderConfig{GroupID: "g"}); err == nil || !strings.Contains(err.Error(), "Brokers") {
+		t.Errorf("NewReader without brokers: %v", err)
+	}
+	if _, err := event.NewReader(kafkaconn.Config{Brokers: []string{"127.0.0.1:9092"}}, event.ReaderConfig{}); err == nil || !strings.Contains(err.Error(), "GroupID") {
+		t.Errorf("NewReader without a group: %v", err)
 	}
 	if _, err := event.NewTestReader(&fakeFetcher{}, event.ReaderConfig{DedupeWindow: -1}); err == nil ||
 		err.Error() != "event reader config: DedupeWindow = -1: must be at least 1" {
@@ -159,10 +164,10 @@ func TestReaderCommitPassesRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Commit(context.Background(), m.Record); err != nil {
+	if err := r.Commit(context.Background(), m.Position); err != nil {
 		t.Fatal(err)
 	}
-	if len(f.committed) != 1 || f.committed[0].Offset != 7 {
+	if len(f.committed) != 1 || f.committed[0].Offset != 7 || f.committed[0].Topic != "t" {
 		t.Errorf("committed %v, want the record at offset 7", f.committed)
 	}
 }
@@ -200,13 +205,12 @@ func TestIntegrationReader(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	read := func(n int) (ids []string, bad []int64, last kafka.Message) {
-		kr := kafka.NewReader(kafka.ReaderConfig{Brokers: testenv.KafkaBrokers(), Topic: topic, GroupID: group, MaxWait: 100 * time.Millisecond})
-		defer kr.Close()
-		r, err := event.NewReader(kr, event.ReaderConfig{})
+	read := func(n int) (ids []string, bad []int64, last event.Position) {
+		r, err := event.NewReader(testenv.Kafka().Config(), event.ReaderConfig{GroupID: group, Topic: topic, MaxWait: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer r.Close()
 		for len(ids) < n {
 			m, err := r.Next(ctx)
 			var de *event.DecodeError
@@ -218,7 +222,7 @@ func TestIntegrationReader(t *testing.T) {
 				t.Fatalf("Next: %v", err)
 			}
 			ids = append(ids, m.Event.ID)
-			last = m.Record
+			last = m.Position
 		}
 		if err := r.Commit(ctx, last); err != nil {
 			t.Fatal(err)
@@ -238,42 +242,5 @@ func TestIntegrationReader(t *testing.T) {
 	ids, bad, last := read(3)
 	if !slices.Equal(ids, want[2:]) || !slices.Equal(bad, []int64{5}) || last.Offset != 7 {
 		t.Errorf("second reader: events %v, undecodable at %v, last offset %d; want %v, [5], 7", ids, bad, last.Offset, want[2:])
-	}
-}
-
-// An application reads mail.events with its own consumer group, handles
-// each event and commits after handling; records that are not events are
-// logged and skipped.
-func ExampleReader() {
-	kr := kafka.NewReader(kafka.ReaderConfig{
-		Brokers: []string{"127.0.0.1:9092"},
-		Topic:   "mail.events",
-		GroupID: "billing-app",
-	})
-	defer kr.Close()
-	r, err := event.NewReader(kr, event.ReaderConfig{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	ctx := context.Background()
-	for {
-		m, err := r.Next(ctx)
-		var bad *event.DecodeError
-		if errors.As(err, &bad) {
-			log.Printf("skipping record %s/%d@%d: %v", bad.Topic, bad.Partition, bad.Offset, bad.Err)
-			if err := r.Commit(ctx, bad.Record); err != nil {
-				log.Fatal(err)
-			}
-			continue
-		}
-		if err != nil {
-			log.Fatal(err)
-		}
-		if m.Event.Type == event.Bounced {
-			log.Printf("%s bounced (%s)", m.Event.Recipient, m.Event.Bounce.Type)
-		}
-		if err := r.Commit(ctx, m.Record); err != nil {
-			log.Fatal(err)
-		}
 	}
 }

@@ -34,8 +34,8 @@ import (
 //  4. in document order: a key the schema does not define (unknown_field,
 //     matched exactly, so "From" is unknown), a duplicate key or a null
 //     where the schema allows none (malformed_json), template data nesting
-//     deeper than MaxTemplateDataDepth (too_deep) or with more than
-//     MaxTemplateDataKeys keys (oversize_field), both at "template.data";
+//     deeper than 16 (too_deep) or with more than 1000 keys
+//     (oversize_field), both at "template.data";
 //  5. a value of the wrong type (malformed_json);
 //  6. a required key is absent (missing_field);
 //  7. Validate.
@@ -168,7 +168,7 @@ var errTooDeep = errors.New("nested too deep")
 // (encoding/json keeps the last), nulls (encoding/json reads them as zero
 // values), absent required keys, nesting deeper than the limit, values of
 // the wrong type, and template data that nests deeper than
-// MaxTemplateDataDepth or holds more than MaxTemplateDataKeys keys. It
+// maxTemplateDataDepth or holds more than maxTemplateDataKeys keys. It
 // checks the syntax and trailing data too.
 //
 // It fills the Job as encoding/json would: strings unescaped the same way
@@ -404,8 +404,8 @@ func (s *scanner) value(t reflect.Type, dst any) (kind, int, error) {
 		if t == dataType {
 			s.dataBase = len(s.path)
 		}
-		if (t == dataType || t == anyType) && len(s.path)+1-s.dataBase > MaxTemplateDataDepth {
-			s.noteAt(ReasonTooDeep, "template.data", fmt.Sprintf("objects and arrays nest deeper than %d", MaxTemplateDataDepth))
+		if (t == dataType || t == anyType) && len(s.path)+1-s.dataBase > maxTemplateDataDepth {
+			s.noteAt(ReasonTooDeep, "template.data", fmt.Sprintf("objects and arrays nest deeper than %d", maxTemplateDataDepth))
 		}
 		s.pos++
 		if k == kindObject {
@@ -725,8 +725,8 @@ func (s *scanner) object(t reflect.Type, dst any) error {
 					// Template data: counted so that its maps stay
 					// bounded, and typed all the way down.
 					ft = anyType
-					if s.dataKeys++; s.dataKeys > MaxTemplateDataKeys {
-						s.noteAt(ReasonOversizeField, "template.data", fmt.Sprintf("more than %d keys", MaxTemplateDataKeys))
+					if s.dataKeys++; s.dataKeys > maxTemplateDataKeys {
+						s.noteAt(ReasonOversizeField, "template.data", fmt.Sprintf("more than %d keys", maxTemplateDataKeys))
 					}
 				}
 				switch {

@@ -48,10 +48,10 @@ func TestDecodeDeepNestingIsLinear(t *testing.T) {
 		data  []byte
 		field string // the path to the first value too deep
 	}{
-		{"objects 96 KB", nestedObjects(96 << 10), "metadata" + strings.Repeat(".a", DefaultMaxDepth-1)},
-		{"objects 1 MB", nestedObjects(1 << 20), "metadata" + strings.Repeat(".a", DefaultMaxDepth-1)},
-		{"arrays 96 KB", nestedArrays(96 << 10), "to" + strings.Repeat("[0]", DefaultMaxDepth-1)},
-		{"arrays 1 MB", nestedArrays(1 << 20), "to" + strings.Repeat("[0]", DefaultMaxDepth-1)},
+		{"objects 96 KB", nestedObjects(96 << 10), "metadata" + strings.Repeat(".a", defaultMaxDepth-1)},
+		{"objects 1 MB", nestedObjects(1 << 20), "metadata" + strings.Repeat(".a", defaultMaxDepth-1)},
+		{"arrays 96 KB", nestedArrays(96 << 10), "to" + strings.Repeat("[0]", defaultMaxDepth-1)},
+		{"arrays 1 MB", nestedArrays(1 << 20), "to" + strings.Repeat("[0]", defaultMaxDepth-1)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var err error
@@ -127,16 +127,16 @@ func TestDecodeMaxDepth(t *testing.T) {
 			reason: ReasonTooDeep, field: "attachments[0].content"},
 		// At the default limit the scanner reads on and the decoder gives
 		// the type error; one deeper and it stops.
-		{name: "depth 32 reads on", data: doc(`,"cc":` + nest(DefaultMaxDepth-1, "")), reason: ReasonMalformedJSON, field: "cc[0]"},
-		{name: "depth 33 stops", data: doc(`,"cc":` + nest(DefaultMaxDepth, "")), reason: ReasonTooDeep, field: "cc" + strings.Repeat("[0]", DefaultMaxDepth-1)},
-		{name: "object at depth 33", data: doc(`,"cc":` + nest(DefaultMaxDepth-1, "{}")), reason: ReasonTooDeep},
-		{name: "scalars do not nest", data: doc(`,"cc":` + nest(DefaultMaxDepth-1, `"a@b.c"`)), reason: ReasonMalformedJSON, field: "cc[0]"},
+		{name: "depth 32 reads on", data: doc(`,"cc":` + nest(defaultMaxDepth-1, "")), reason: ReasonMalformedJSON, field: "cc[0]"},
+		{name: "depth 33 stops", data: doc(`,"cc":` + nest(defaultMaxDepth, "")), reason: ReasonTooDeep, field: "cc" + strings.Repeat("[0]", defaultMaxDepth-1)},
+		{name: "object at depth 33", data: doc(`,"cc":` + nest(defaultMaxDepth-1, "{}")), reason: ReasonTooDeep},
+		{name: "scalars do not nest", data: doc(`,"cc":` + nest(defaultMaxDepth-1, `"a@b.c"`)), reason: ReasonMalformedJSON, field: "cc[0]"},
 		{name: "too deep beats a later syntax error", data: `{"version":1,"to":` + nest(40, "") + `,}`, reason: ReasonTooDeep},
 		{name: "earlier syntax error beats too deep", data: `{"version":1,,"to":` + nest(40, "") + `}`, reason: ReasonMalformedJSON},
 		{name: "too deep beats version", data: `{"version":2,"to":` + nest(40, "") + `}`, reason: ReasonTooDeep},
 		{name: "too deep after an unknown field", data: `{"version":1,"x":1,"to":` + nest(40, "") + `}`, reason: ReasonTooDeep},
 		{name: "long keys are shortened in the field", data: `{"version":1,"metadata":{"` + strings.Repeat("k", 1000) + `":` + nest(40, "") + `}}`,
-			reason: ReasonTooDeep, field: "metadata." + strings.Repeat("k", 64) + "..." + strings.Repeat("[0]", DefaultMaxDepth-2)},
+			reason: ReasonTooDeep, field: "metadata." + strings.Repeat("k", 64) + "..." + strings.Repeat("[0]", defaultMaxDepth-2)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,14 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
-	"math/big"
 	"reflect"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
-
-	"github.com/segmentio/kafka-go"
 )
 
 // Allocation bound of one Decode in FuzzDecode: fuzzAllocBase bytes for
@@ -75,7 +71,7 @@ func FuzzDecode(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	known := make(map[Reason]bool)
-	for _, r := range Reasons() {
+	for _, r := range reasons() {
 		known[r] = true
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -97,7 +93,7 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("error %v is %T, want *ValidationError", err, err)
 			}
 			if !known[ve.Reason] {
-				t.Fatalf("error %v has reason %q, not one of Reasons()", err, ve.Reason)
+				t.Fatalf("error %v has reason %q, not one of reasons()", err, ve.Reason)
 			}
 			if len(ve.Field) > maxFieldLength {
 				t.Fatalf("error field is %d bytes, limit %d", len(ve.Field), maxFieldLength)
@@ -212,110 +208,4 @@ func sameJob(a, b Job) bool {
 		}
 	}
 	return reflect.DeepEqual(canon(a), canon(b))
-}
-
-// FuzzHeaders checks the readers and writer of record headers against
-// arbitrary header lists: Attempt and Throttles stay within the range a
-// Postgres integer holds and agree with an independent parse of the last
-// value, and SetHeader leaves exactly one header with the key, keeps the
-// others in order and never writes to its input.
-//
-// The header list is raw split on '\n', each line split at its first ':'
-// into key and value; key and value are what SetHeader then writes.
-func FuzzHeaders(f *testing.F) {
-	for _, seed := range []struct{ raw, key, value string }{
-		{"", HeaderAttempt, "2"},
-		{HeaderAttempt + ":3", HeaderAttempt, "4"},
-		{HeaderAttempt + ":2147483648", HeaderThrottles, "1"},
-		{HeaderAttempt + ":99999999999999999999\n" + HeaderThrottles + ":-1", HeaderAttempt, "2147483647"},
-		{HeaderAttempt + ":1\n" + HeaderAttempt + ": 3\n" + HeaderAttempt + ":3\x00", HeaderAttempt, "+3"},
-		{HeaderThrottles + ":0\nother:x\n" + HeaderThrottles + ":7", "other", ""},
-		{"traceparent:a\nb:c\ntraceparent:d", "traceparent", "e"},
-		{HeaderAttempt + ":" + strings.Repeat("9", 300), HeaderAttempt, "-2147483649"},
-	} {
-		f.Add(seed.raw, seed.key, seed.value)
-	}
-	f.Fuzz(func(t *testing.T, raw, key, value string) {
-		var headers []kafka.Header
-		if raw != "" {
-			for _, line := range strings.Split(raw, "\n") {
-				k, v, _ := strings.Cut(line, ":")
-				headers = append(headers, kafka.Header{Key: k, Value: []byte(v)})
-			}
-		}
-
-		a, th := Attempt(headers), Throttles(headers)
-		if a < 1 || a > math.MaxInt32 {
-			t.Fatalf("Attempt = %d, outside [1, MaxInt32]", a)
-		}
-		if th < 0 || th > math.MaxInt32 {
-			t.Fatalf("Throttles = %d, outside [0, MaxInt32]", th)
-		}
-		if want := refCount(headers, HeaderAttempt, 1, 1); a != want {
-			t.Fatalf("Attempt = %d, want %d", a, want)
-		}
-		if want := refCount(headers, HeaderThrottles, 0, 0); th != want {
-			t.Fatalf("Throttles = %d, want %d", th, want)
-		}
-
-		before := cloneHeaders(headers)
-		out := SetHeader(headers, key, value)
-		if !reflect.DeepEqual(headers, before) {
-			t.Fatalf("SetHeader changed its input:\n before %q\n after  %q", before, headers)
-		}
-		n := 0
-		for _, h := range out {
-			if h.Key == key {
-				n++
-				if string(h.Value) != value {
-					t.Fatalf("SetHeader wrote %q, want %q", h.Value, value)
-				}
-			}
-		}
-		if n != 1 {
-			t.Fatalf("SetHeader left %d headers with key %q, want 1: %q", n, key, out)
-		}
-		others := func(hs []kafka.Header) []kafka.Header {
-			return slices.DeleteFunc(slices.Clone(hs), func(h kafka.Header) bool { return h.Key == key })
-		}
-		sameHeader := func(a, b kafka.Header) bool { return a.Key == b.Key && bytes.Equal(a.Value, b.Value) }
-		if !slices.EqualFunc(others(out), others(before), sameHeader) {
-			t.Fatalf("SetHeader changed other headers:\n before %q\n after  %q", before, out)
-		}
-		// The result must not share the input's backing array: a consumed
-		// record or a sibling message may own it.
-		if len(out) > 0 && len(headers) > 0 {
-			out[0].Key += "!"
-			if !reflect.DeepEqual(headers, before) {
-				t.Fatal("the result of SetHeader shares its input's backing array")
-			}
-		}
-	})
-}
-
-// refCount is the reference for Attempt and Throttles: the last value with
-// key read as an arbitrary-precision decimal (so no overflow can hide a
-// bug), or def when it is missing, not a decimal, below lo or above
-// MaxInt32.
-func refCount(headers []kafka.Header, key string, lo, def int) int {
-	v, ok := lastHeader(headers, key)
-	if !ok {
-		return def
-	}
-	n, ok := new(big.Int).SetString(v, 10)
-	if !ok || n.Cmp(big.NewInt(int64(lo))) < 0 || n.Cmp(big.NewInt(math.MaxInt32)) > 0 {
-		return def
-	}
-	return int(n.Int64())
-}
-
-func cloneHeaders(hs []kafka.Header) []kafka.Header {
-	if hs == nil {
-		return nil
-	}
-	out := make([]kafka.Header, len(hs))
-	for i, h := range hs {
-		out[i] = kafka.Header{Key: h.Key, Value: bytes.Clone(h.Value)}
-	}
-	return out
 }

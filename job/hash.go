@@ -191,7 +191,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // false for any other. depth stops a self-referencing value, which
 // json.Marshal rejects, from recursing forever.
 func appendAny(b []byte, v any, depth int) ([]byte, bool) {
-	if depth > MaxTemplateDataDepth {
+	if depth > maxTemplateDataDepth {
 		return b, false
 	}
 	switch v := v.(type) {

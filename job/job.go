@@ -58,8 +58,9 @@ type Attachment struct {
 // what the worker renders the subject and bodies from; on a job that carries
 // its own text or HTML body it is only a reference kept for audit.
 type TemplateRef struct {
-	// Name is the template's name. On a template job it matches
-	// TemplateNamePattern.
+	// Name is the template's name. On a template job it is the template
+	// store's name: 1 to 64 characters of a-z, 0-9, '-' and '_', starting
+	// and ending with a letter or digit.
 	Name string `json:"name"`
 	// Version picks the template version on a template job: a version
 	// number ("3"), a label ("active", "canary" or "fallback"), or empty,
@@ -68,11 +69,11 @@ type TemplateRef struct {
 	Version string `json:"version,omitempty"`
 	// Data is the template's input. Numbers decode as json.Number, so they
 	// keep their exact digits. Its encoding counts toward the body size
-	// limit, and it nests at most MaxTemplateDataDepth deep with at most
-	// MaxTemplateDataKeys keys in all.
+	// limit, and it nests at most 16 deep with at most 1000 keys in all.
 	Data map[string]any `json:"data,omitempty"`
-	// Locale is a BCP 47 language tag such as "fr-CA"; empty means the
-	// template's default locale.
+	// Locale is a BCP 47 language tag such as "fr-CA" (a language of 2 to 8
+	// letters, then subtags of 1 to 8 letters or digits after a '-', at most
+	// 35 characters); empty means the template's default locale.
 	Locale string `json:"locale,omitempty"`
 }
 

@@ -4,41 +4,37 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/postline/postline/internal/jobheader"
+	"github.com/postline/postline/internal/kafkaclient"
+	"github.com/postline/postline/kafkaconn"
 	"github.com/segmentio/kafka-go"
 	"go.opentelemetry.io/otel/propagation"
-
-	"github.com/postline/postline/kafkaconn"
 )
 
-// Publisher defaults.
+// Publisher defaults, as PublisherConfig documents them.
 const (
-	// DefaultTopic is the topic jobs are published to.
-	DefaultTopic = "mail.jobs"
-	// DefaultTopicMaxMessageBytes is the jobs topic's max.message.bytes
-	// as Postline creates it: 4 MiB, twice DefaultMaxMessageBytes.
-	DefaultTopicMaxMessageBytes = 4 << 20
-	// DefaultBatchTimeout is how long the writer waits to fill a batch. The
-	// kafka-go default of one second would delay every small synchronous
-	// publish by that much.
-	DefaultBatchTimeout = 5 * time.Millisecond
+	defaultTopic = "mail.jobs"
+	// defaultTopicMaxMessageBytes is the jobs topic's max.message.bytes
+	// as Postline creates it: twice defaultMaxMessageBytes.
+	defaultTopicMaxMessageBytes = 4 << 20
+	// defaultBatchTimeout: the kafka-go default of one second would delay
+	// every small synchronous publish by that much.
+	defaultBatchTimeout = 5 * time.Millisecond
 )
 
-// PublisherConfig configures a Publisher.
+// PublisherConfig configures a Publisher. The connection to Kafka (brokers,
+// TLS, SASL) is the kafkaconn.Config given to NewPublisher beside it.
 type PublisherConfig struct {
-	// Kafka is the cluster to publish to: brokers, TLS and SASL
-	// (kafkaconn.New). Required.
-	Kafka *kafkaconn.Cluster
-	// TopicMaxMessageBytes is the jobs topic's max.message.bytes: batches
-	// are cut to fit it. Defaults to DefaultTopicMaxMessageBytes, what
-	// `postctl topics create` gives the jobs topic.
-	TopicMaxMessageBytes int
-	// Topic is the jobs topic. Defaults to DefaultTopic.
+	// Topic is the jobs topic. Defaults to "mail.jobs".
 	Topic string
+	// TopicMaxMessageBytes is the jobs topic's max.message.bytes: batches
+	// are cut to fit it. Defaults to 4 MiB, what `postctl topics create`
+	// gives the jobs topic.
+	TopicMaxMessageBytes int
 	// MessageIDDomain is the id-right of generated message IDs.
 	// Defaults to DefaultMessageIDDomain.
 	MessageIDDomain string
@@ -46,7 +42,7 @@ type PublisherConfig struct {
 	// Defaults to the zero Limits.
 	Limits Limits
 	// BatchTimeout is how long the writer waits for more messages before it
-	// sends a partial batch. Defaults to DefaultBatchTimeout.
+	// sends a partial batch. Defaults to 5 ms.
 	BatchTimeout time.Duration
 	// NowFunc is the clock for the first-seen header. Defaults to time.Now.
 	NowFunc func() time.Time
@@ -59,9 +55,9 @@ type PublisherConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c PublisherConfig) WithDefaults() PublisherConfig {
-	c.Topic = cmp.Or(c.Topic, DefaultTopic)
+	c.Topic = cmp.Or(c.Topic, defaultTopic)
 	c.MessageIDDomain = cmp.Or(c.MessageIDDomain, DefaultMessageIDDomain)
-	c.BatchTimeout = cmp.Or(c.BatchTimeout, DefaultBatchTimeout)
+	c.BatchTimeout = cmp.Or(c.BatchTimeout, defaultBatchTimeout)
 	if c.NowFunc == nil {
 		c.NowFunc = time.Now
 	}
@@ -73,9 +69,6 @@ func (c PublisherConfig) WithDefaults() PublisherConfig {
 
 // Validate reports the first invalid field.
 func (c PublisherConfig) Validate() error {
-	if c.Kafka == nil {
-		return errors.New("job: publisher config: Kafka is nil")
-	}
 	if c.TopicMaxMessageBytes < 0 {
 		return fmt.Errorf("job: publisher config: TopicMaxMessageBytes must not be negative, got %d", c.TopicMaxMessageBytes)
 	}
@@ -113,29 +106,32 @@ func (e *PublishError) Unwrap() error { return e.Err }
 // Publisher writes jobs to the jobs topic. It is safe for concurrent use.
 // Create one per process and Close it when done.
 type Publisher struct {
-	cfg       PublisherConfig
-	limits    Limits
-	writer    *kafka.Writer
-	closeConn func()
+	cfg    PublisherConfig
+	limits Limits
+	writer *kafkaclient.TopicWriter
 }
 
-// NewPublisher returns a Publisher for cfg. It does not contact the brokers.
-func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
+// NewPublisher returns a Publisher for cfg, connected with conn. It does
+// not contact the brokers.
+func NewPublisher(conn kafkaconn.Config, cfg PublisherConfig) (*Publisher, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	limits := cfg.Limits.WithDefaults()
-	w, closeConn, err := cfg.Kafka.Writer(kafkaconn.WriterConfig{
+	cluster, err := kafkaclient.New(conn)
+	if err != nil {
+		return nil, fmt.Errorf("job: publisher: Kafka connection: %w", err)
+	}
+	w, err := cluster.TopicWriter(kafkaclient.WriterConfig{
 		Topic:        cfg.Topic,
 		Name:         "publisher",
-		Limits:       map[string]int{cfg.Topic: cmp.Or(cfg.TopicMaxMessageBytes, DefaultTopicMaxMessageBytes)},
+		Limits:       map[string]int{cfg.Topic: cmp.Or(cfg.TopicMaxMessageBytes, defaultTopicMaxMessageBytes)},
 		BatchTimeout: cfg.BatchTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("job: publisher: %w", err)
 	}
-	return &Publisher{cfg: cfg, limits: limits, writer: w, closeConn: closeConn}, nil
+	return &Publisher{cfg: cfg, limits: cfg.Limits.WithDefaults(), writer: w}, nil
 }
 
 // Publish normalises every job, gives the ones without a message ID a new
@@ -151,7 +147,7 @@ func (p *Publisher) Publish(ctx context.Context, jobs ...Job) ([]string, error) 
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	now := FormatTime(p.cfg.NowFunc())
+	now := jobheader.FormatTime(p.cfg.NowFunc())
 	ids := make([]string, len(jobs))
 	msgs := make([]kafka.Message, len(jobs))
 	prop := p.cfg.Propagator
@@ -172,41 +168,23 @@ func (p *Publisher) Publish(ctx context.Context, jobs ...Job) ([]string, error) 
 			return nil, &PublishError{Index: i, MessageID: j.MessageID,
 				Err: invalid(ReasonOversizeMessage, "", "%d bytes encoded, limit %d", len(value), p.limits.MaxMessageBytes)}
 		}
-		headers := HeaderCarrier{
-			{Key: HeaderAttempt, Value: []byte(strconv.Itoa(1))},
-			{Key: HeaderFirstSeen, Value: []byte(now)},
+		headers := jobheader.Carrier{
+			{Key: jobheader.KeyAttempt, Value: []byte(strconv.Itoa(1))},
+			{Key: jobheader.KeyFirstSeen, Value: []byte(now)},
 		}
 		prop.Inject(ctx, &headers)
 		msgs[i] = kafka.Message{Key: []byte(j.MessageID), Value: value, Headers: headers}
 	}
-	if err := p.writer.WriteMessages(ctx, msgs...); err != nil {
-		return ids, fmt.Errorf("job: publish %d jobs to %s: %w", len(msgs), p.cfg.Topic, err)
+	if err := p.writer.PublishRaw(ctx, msgs); err != nil {
+		return ids, fmt.Errorf("job: publish %d jobs: %w", len(msgs), err)
 	}
 	return ids, nil
 }
 
-// PublishRaw writes msgs to the jobs topic as they are, without validation,
-// for tests and tools that need to publish bad input or replay records.
-// The messages must not set Topic.
-func (p *Publisher) PublishRaw(ctx context.Context, msgs []kafka.Message) error {
-	if len(msgs) == 0 {
-		return nil
-	}
-	if err := p.writer.WriteMessages(ctx, msgs...); err != nil {
-		return fmt.Errorf("job: publish %d raw records to %s: %w", len(msgs), p.cfg.Topic, err)
-	}
-	return nil
-}
-
-// Topic returns the topic the Publisher writes to.
-func (p *Publisher) Topic() string { return p.cfg.Topic }
-
-// Close flushes nothing (writes are synchronous), waits for in-flight writes
-// and closes the connections.
+// Close waits for in-flight writes and closes the connections. Writes are
+// synchronous: there is nothing to flush.
 func (p *Publisher) Close() error {
-	err := p.writer.Close()
-	p.closeConn()
-	if err != nil {
+	if err := p.writer.Close(); err != nil {
 		return fmt.Errorf("job: close publisher: %w", err)
 	}
 	return nil

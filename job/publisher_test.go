@@ -16,8 +16,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/job"
+	"github.com/postline/postline/kafkaconn"
 )
 
 func newFake(t *testing.T, topic string, partitions int32) []string {
@@ -90,23 +92,25 @@ func tracedContext(t *testing.T) (context.Context, trace.SpanContext) {
 }
 
 func TestPublisherConfig(t *testing.T) {
+	loopback := kafkaconn.Config{Brokers: []string{"127.0.0.1:9092"}}
 	tests := []struct {
 		name string
+		conn kafkaconn.Config
 		cfg  job.PublisherConfig
 		want string // substring of the error
 	}{
-		{"no cluster", job.PublisherConfig{}, "Kafka"},
-		{"negative batch timeout", job.PublisherConfig{Kafka: testenv.KafkaCluster("b:9092"), BatchTimeout: -time.Second}, "BatchTimeout"},
-		{"bad domain", job.PublisherConfig{Kafka: testenv.KafkaCluster("b:9092"), MessageIDDomain: "a b"}, "MessageIDDomain"},
-		{"negative limit", job.PublisherConfig{Kafka: testenv.KafkaCluster("b:9092"), Limits: job.Limits{MaxRecipients: -1}}, "MaxRecipients"},
+		{"no cluster", kafkaconn.Config{}, job.PublisherConfig{}, "Kafka"},
+		{"negative batch timeout", loopback, job.PublisherConfig{BatchTimeout: -time.Second}, "BatchTimeout"},
+		{"bad domain", loopback, job.PublisherConfig{MessageIDDomain: "a b"}, "MessageIDDomain"},
+		{"negative limit", loopback, job.PublisherConfig{Limits: job.Limits{MaxRecipients: -1}}, "MaxRecipients"},
 	}
 	for _, tt := range tests {
-		_, err := job.NewPublisher(tt.cfg)
+		_, err := job.NewPublisher(tt.conn, tt.cfg)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: got %v, want an error naming %s", tt.name, err, tt.want)
 		}
 	}
-	cfg := job.PublisherConfig{Kafka: testenv.KafkaCluster("b:9092")}.WithDefaults()
+	cfg := job.PublisherConfig{}.WithDefaults()
 	if cfg.Topic != "mail.jobs" || cfg.MessageIDDomain != "postline.local" || cfg.BatchTimeout != 5*time.Millisecond || cfg.NowFunc == nil {
 		t.Errorf("defaults: %+v", cfg)
 	}
@@ -120,7 +124,7 @@ func TestPublish(t *testing.T) {
 	const partitions = 4
 	brokers := newFake(t, "mail.jobs", partitions)
 	now := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
-	p, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.KafkaCluster(brokers...), MessageIDDomain: "example.com", NowFunc: func() time.Time { return now }})
+	p, err := job.NewPublisher(testenv.KafkaCluster(brokers...).Config(), job.PublisherConfig{MessageIDDomain: "example.com", NowFunc: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,17 +172,17 @@ func TestPublish(t *testing.T) {
 		if got.Priority != wantPriority {
 			t.Errorf("record %d: priority %q, want %q", i, got.Priority, wantPriority)
 		}
-		if v, _ := header(r, job.HeaderAttempt); v != "1" {
+		if v, _ := header(r, jobheader.KeyAttempt); v != "1" {
 			t.Errorf("record %d: attempt header %q", i, v)
 		}
-		if v, _ := header(r, job.HeaderFirstSeen); v != "2030-01-02T03:04:05.000000006Z" {
+		if v, _ := header(r, jobheader.KeyFirstSeen); v != "2030-01-02T03:04:05.000000006Z" {
 			t.Errorf("record %d: first-seen header %q", i, v)
 		}
-		carrier := job.HeaderCarrier{}
+		carrier := jobheader.Carrier{}
 		for _, h := range r.Headers {
 			carrier = append(carrier, kafka.Header{Key: h.Key, Value: h.Value})
 		}
-		if job.Attempt(carrier) != 1 {
+		if jobheader.Attempt(carrier) != 1 {
 			t.Errorf("record %d: Attempt != 1", i)
 		}
 		extracted := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), &carrier))
@@ -195,7 +199,7 @@ func TestPublish(t *testing.T) {
 
 func TestPublishRejectsTheWholeBatch(t *testing.T) {
 	brokers := newFake(t, "mail.jobs", 1)
-	p, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.KafkaCluster(brokers...), Limits: job.Limits{MaxMessageBytes: 400}})
+	p, err := job.NewPublisher(testenv.KafkaCluster(brokers...).Config(), job.PublisherConfig{Limits: job.Limits{MaxMessageBytes: 400}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,36 +241,9 @@ func TestPublishRejectsTheWholeBatch(t *testing.T) {
 	}
 }
 
-func TestPublishRaw(t *testing.T) {
-	brokers := newFake(t, "jobs.raw", 2)
-	p, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.KafkaCluster(brokers...), Topic: "jobs.raw"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	if p.Topic() != "jobs.raw" {
-		t.Fatalf("Topic() = %q", p.Topic())
-	}
-	msgs := []kafka.Message{
-		{Key: []byte("k"), Value: []byte("{not json"), Headers: []kafka.Header{{Key: "h", Value: []byte("v")}}},
-		{Value: []byte(`{"version":2}`)},
-	}
-	if err := p.PublishRaw(t.Context(), msgs); err != nil {
-		t.Fatal(err)
-	}
-	recs := consume(t, brokers, "jobs.raw", 2)
-	values := map[string]bool{}
-	for _, r := range recs {
-		values[string(r.Value)] = true
-	}
-	if !values["{not json"] || !values[`{"version":2}`] {
-		t.Fatalf("raw values not published as given: %v", values)
-	}
-}
-
 func TestPublishToMissingTopicFails(t *testing.T) {
 	brokers := newFake(t, "mail.jobs", 1)
-	p, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.KafkaCluster(brokers...), Topic: "no.such.topic"})
+	p, err := job.NewPublisher(testenv.KafkaCluster(brokers...).Config(), job.PublisherConfig{Topic: "no.such.topic"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +265,7 @@ func TestPublishKafka(t *testing.T) {
 	useTraceContext(t)
 	topic := testenv.NewTopic(t, 3)
 	brokers := testenv.KafkaBrokers()
-	p, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.KafkaCluster(brokers...), Topic: topic})
+	p, err := job.NewPublisher(testenv.KafkaCluster(brokers...).Config(), job.PublisherConfig{Topic: topic})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,8 +273,8 @@ func TestPublishKafka(t *testing.T) {
 	ctx, sc := tracedContext(t)
 
 	big := sample(0)
-	big.Text = strings.Repeat("t", job.DefaultMaxBodyBytes)
-	big.Attachments = []job.Attachment{{Filename: "big.bin", Content: bytes.Repeat([]byte{0xfe}, job.DefaultMaxAttachmentBytes)}}
+	big.Text = strings.Repeat("t", job.Limits{}.WithDefaults().MaxBodyBytes)
+	big.Attachments = []job.Attachment{{Filename: "big.bin", Content: bytes.Repeat([]byte{0xfe}, job.Limits{}.WithDefaults().MaxAttachmentBytes)}}
 	jobs := []job.Job{big}
 	for i := range 99 {
 		jobs = append(jobs, sample(i))

@@ -6,7 +6,7 @@ import (
 )
 
 // Reason says in one machine-readable word why a job was rejected. It is the
-// value of the HeaderDLQReason header on dead letters, and a metrics label,
+// value of the postline-dlq-reason header on dead letters, and a metrics label,
 // so the set is small and stable: add values, never rename them.
 type Reason string
 
@@ -46,7 +46,7 @@ const (
 	// ReasonOversizeAttachment: attachments together exceed
 	// Limits.MaxAttachmentBytes.
 	ReasonOversizeAttachment Reason = "oversize_attachment"
-	// ReasonOversizeField: a small field exceeds its fixed bound (MaxSubjectLength
+	// ReasonOversizeField: a small field exceeds its fixed bound (see Limits
 	// and friends), or a map has too many entries.
 	ReasonOversizeField Reason = "oversize_field"
 	// ReasonInvalidField: a field has a value outside its allowed form that
@@ -62,9 +62,9 @@ const (
 	ReasonExpired Reason = "expired"
 )
 
-// Reasons lists every Reason, for metrics that pre-create their label values
-// and for tests.
-func Reasons() []Reason {
+// reasons lists every Reason, for the tests that hold Decode and Validate
+// to this set.
+func reasons() []Reason {
 	return []Reason{
 		ReasonMalformedJSON, ReasonUnknownField, ReasonUnsupportedVersion,
 		ReasonMissingField, ReasonInvalidMessageID, ReasonInvalidAddress,

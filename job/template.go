@@ -6,31 +6,31 @@ import (
 	"strconv"
 )
 
-// TemplateNamePattern is the regular expression a template job's template
+// templateNamePattern is the regular expression a template job's template
 // name matches: 1 to 64 characters of a-z, 0-9, '-' and '_', starting and
 // ending with a letter or digit. It is the template store's name rule.
-const TemplateNamePattern = `^[a-z0-9]([a-z0-9_-]{0,62}[a-z0-9])?$`
+const templateNamePattern = `^[a-z0-9]([a-z0-9_-]{0,62}[a-z0-9])?$`
 
 // The template labels a template job's TemplateRef.Version may name instead
 // of a version number.
 const (
-	TemplateLabelActive   = "active"
-	TemplateLabelCanary   = "canary"
-	TemplateLabelFallback = "fallback"
+	templateLabelActive   = "active"
+	templateLabelCanary   = "canary"
+	templateLabelFallback = "fallback"
 )
 
 // maxTemplateVersionDigits bounds a version number: 9 digits always fit
 // the template store's integer column.
 const maxTemplateVersionDigits = 9
 
-// LocalePattern is the regular expression of TemplateRef.Locale, a loose
+// localePattern is the regular expression of TemplateRef.Locale, a loose
 // reading of a BCP 47 tag: a language of 2 to 8 letters, then subtags of 1
-// to 8 letters or digits after a '-', at most MaxLocaleLength characters.
-const LocalePattern = `^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$`
+// to 8 letters or digits after a '-', at most maxLocaleLength characters.
+const localePattern = `^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$`
 
 var (
-	templateNameRE = regexp.MustCompile(TemplateNamePattern)
-	localeRE       = regexp.MustCompile(LocalePattern)
+	templateNameRE = regexp.MustCompile(templateNamePattern)
+	localeRE       = regexp.MustCompile(localePattern)
 )
 
 // validateTemplate checks t. On a template job the name, version and locale
@@ -42,25 +42,25 @@ func validateTemplate(t *TemplateRef, templated bool, bodyBytes, maxBodyBytes in
 	if t.Name == "" {
 		return invalid(ReasonMissingField, "template.name", "required when template is set")
 	}
-	if err := checkLine("template.name", t.Name, MaxTemplateFieldLength); err != nil {
+	if err := checkLine("template.name", t.Name, maxTemplateFieldLength); err != nil {
 		return err
 	}
-	if err := checkLine("template.version", t.Version, MaxTemplateFieldLength); err != nil {
+	if err := checkLine("template.version", t.Version, maxTemplateFieldLength); err != nil {
 		return err
 	}
 	if templated {
-		if len(t.Name) > MaxTemplateNameLength {
-			return invalid(ReasonOversizeField, "template.name", "%d bytes, limit %d", len(t.Name), MaxTemplateNameLength)
+		if len(t.Name) > maxTemplateNameLength {
+			return invalid(ReasonOversizeField, "template.name", "%d bytes, limit %d", len(t.Name), maxTemplateNameLength)
 		}
 		if !templateNameRE.MatchString(t.Name) {
-			return invalid(ReasonInvalidField, "template.name", "%q is not 1-%d characters of a-z, 0-9, '-' and '_' starting and ending with a letter or digit", truncate(t.Name), MaxTemplateNameLength)
+			return invalid(ReasonInvalidField, "template.name", "%q is not 1-%d characters of a-z, 0-9, '-' and '_' starting and ending with a letter or digit", truncate(t.Name), maxTemplateNameLength)
 		}
 		if err := validateTemplateVersion(t.Version); err != nil {
 			return err
 		}
 	}
 	if t.Locale != "" {
-		if err := checkLine("template.locale", t.Locale, MaxLocaleLength); err != nil {
+		if err := checkLine("template.locale", t.Locale, maxLocaleLength); err != nil {
 			return err
 		}
 		if !localeRE.MatchString(t.Locale) {
@@ -97,7 +97,7 @@ func validateTemplate(t *TemplateRef, templated bool, bodyBytes, maxBodyBytes in
 // or a version number from 1 without leading zeros.
 func validateTemplateVersion(v string) error {
 	switch v {
-	case "", TemplateLabelActive, TemplateLabelCanary, TemplateLabelFallback:
+	case "", templateLabelActive, templateLabelCanary, templateLabelFallback:
 		return nil
 	}
 	ok := len(v) <= maxTemplateVersionDigits && v[0] != '0'
@@ -128,14 +128,14 @@ func checkDataShape(data []byte) error {
 			}
 			if i+1 < len(data) && data[i+1] == ':' {
 				keys++
-				if keys > MaxTemplateDataKeys {
-					return invalid(ReasonOversizeField, "template.data", "more than %d keys", MaxTemplateDataKeys)
+				if keys > maxTemplateDataKeys {
+					return invalid(ReasonOversizeField, "template.data", "more than %d keys", maxTemplateDataKeys)
 				}
 			}
 		case '{', '[':
 			depth++
-			if depth > MaxTemplateDataDepth {
-				return invalid(ReasonTooDeep, "template.data", "objects and arrays nest deeper than %d", MaxTemplateDataDepth)
+			if depth > maxTemplateDataDepth {
+				return invalid(ReasonTooDeep, "template.data", "objects and arrays nest deeper than %d", maxTemplateDataDepth)
 			}
 		case '}', ']':
 			depth--

@@ -62,8 +62,8 @@ func TestValidateTemplate(t *testing.T) {
 		{name: "Go types in data", mutate: func(j *Job) {
 			j.Template.Data = map[string]any{"n": 1.5, "s": []string{"a"}, "m": map[string]int{"x": 1}}
 		}},
-		{name: "data at depth limit", mutate: func(j *Job) { j.Template.Data = nestedData(MaxTemplateDataDepth) }},
-		{name: "data at key limit", mutate: func(j *Job) { j.Template.Data = manyKeys(MaxTemplateDataKeys) }},
+		{name: "data at depth limit", mutate: func(j *Job) { j.Template.Data = nestedData(maxTemplateDataDepth) }},
+		{name: "data at key limit", mutate: func(j *Job) { j.Template.Data = manyKeys(maxTemplateDataKeys) }},
 		{name: "data within body limit", limits: small, mutate: func(j *Job) { j.Template.Data = map[string]any{"k": "123456789012"} }}, // {"k":"123456789012"} is 20 bytes
 
 		{name: "template job without name", mutate: func(j *Job) { j.Template.Name = "" }, reason: ReasonMissingField, field: "template.name"},
@@ -89,17 +89,17 @@ func TestValidateTemplate(t *testing.T) {
 		{name: "locale digit first", mutate: func(j *Job) { j.Template.Locale = "1fr" }, reason: ReasonInvalidField, field: "template.locale"},
 		{name: "locale too long", mutate: func(j *Job) { j.Template.Locale = "en" + strings.Repeat("-abcdefgh", 4) }, reason: ReasonOversizeField, field: "template.locale"},
 		{name: "locale LF", mutate: func(j *Job) { j.Template.Locale = "fr\n" }, reason: ReasonHeaderInjection, field: "template.locale"},
-		{name: "data too deep", mutate: func(j *Job) { j.Template.Data = nestedData(MaxTemplateDataDepth + 1) }, reason: ReasonTooDeep, field: "template.data"},
+		{name: "data too deep", mutate: func(j *Job) { j.Template.Data = nestedData(maxTemplateDataDepth + 1) }, reason: ReasonTooDeep, field: "template.data"},
 		{name: "data arrays too deep", mutate: func(j *Job) {
 			var v any = 1
-			for range MaxTemplateDataDepth {
+			for range maxTemplateDataDepth {
 				v = []any{v}
 			}
 			j.Template.Data = map[string]any{"a": v}
 		}, reason: ReasonTooDeep, field: "template.data"},
-		{name: "data too many keys", mutate: func(j *Job) { j.Template.Data = manyKeys(MaxTemplateDataKeys + 1) }, reason: ReasonOversizeField, field: "template.data"},
+		{name: "data too many keys", mutate: func(j *Job) { j.Template.Data = manyKeys(maxTemplateDataKeys + 1) }, reason: ReasonOversizeField, field: "template.data"},
 		{name: "nested keys count", mutate: func(j *Job) {
-			inner := manyKeys(MaxTemplateDataKeys)
+			inner := manyKeys(maxTemplateDataKeys)
 			j.Template.Data = map[string]any{"inner": inner}
 		}, reason: ReasonOversizeField, field: "template.data"},
 		{name: "data over body limit", limits: small, mutate: func(j *Job) { j.Template.Data = map[string]any{"k": "1234567890123"} }, reason: ReasonOversizeBody, field: "template.data"},
@@ -157,11 +157,11 @@ func TestTemplated(t *testing.T) {
 // TestTemplateNamePatternMatchesStore keeps the name rule of template jobs
 // the template store's, so that every name a job may carry can exist.
 func TestTemplateNamePatternMatchesStore(t *testing.T) {
-	if TemplateNamePattern != templatestore.NamePattern {
-		t.Fatalf("TemplateNamePattern %q, templatestore.NamePattern %q", TemplateNamePattern, templatestore.NamePattern)
+	if templateNamePattern != templatestore.NamePattern {
+		t.Fatalf("templateNamePattern %q, templatestore.NamePattern %q", templateNamePattern, templatestore.NamePattern)
 	}
-	if MaxTemplateNameLength != 64 {
-		t.Fatalf("MaxTemplateNameLength %d disagrees with the pattern's 64", MaxTemplateNameLength)
+	if maxTemplateNameLength != 64 {
+		t.Fatalf("maxTemplateNameLength %d disagrees with the pattern's 64", maxTemplateNameLength)
 	}
 }
 
@@ -214,9 +214,9 @@ func TestDecodeTemplateRejections(t *testing.T) {
 		reason Reason // empty: valid
 		field  string
 	}{
-		{name: "data at depth limit", data: noBody(`,"template":{"name":"w","data":` + deep(MaxTemplateDataDepth) + `}`)},
-		{name: "data too deep", data: noBody(`,"template":{"name":"w","data":` + deep(MaxTemplateDataDepth+1) + `}`), reason: ReasonTooDeep, field: "template.data"},
-		{name: "data deeper than the document limit", data: noBody(`,"template":{"name":"w","data":` + deep(DefaultMaxDepth) + `}`), reason: ReasonTooDeep},
+		{name: "data at depth limit", data: noBody(`,"template":{"name":"w","data":` + deep(maxTemplateDataDepth) + `}`)},
+		{name: "data too deep", data: noBody(`,"template":{"name":"w","data":` + deep(maxTemplateDataDepth+1) + `}`), reason: ReasonTooDeep, field: "template.data"},
+		{name: "data deeper than the document limit", data: noBody(`,"template":{"name":"w","data":` + deep(defaultMaxDepth) + `}`), reason: ReasonTooDeep},
 		{name: "no name", data: noBody(`,"template":{"version":"3"}`), reason: ReasonMissingField, field: "template.name"},
 		{name: "no body, no template", data: noBody(``), reason: ReasonMissingBody},
 		{name: "null data", data: noBody(`,"template":{"name":"w","data":null}`), reason: ReasonMalformedJSON, field: "template.data"},
@@ -361,8 +361,8 @@ func FuzzTemplateData(f *testing.F) {
 		if !j.Templated() {
 			t.Fatal("accepted document without a body is not a template job")
 		}
-		if depth, keys := dataShape(j.Template.Data, 1); depth > MaxTemplateDataDepth || keys > MaxTemplateDataKeys {
-			t.Fatalf("accepted data nests %d deep with %d keys, limits %d and %d", depth, keys, MaxTemplateDataDepth, MaxTemplateDataKeys)
+		if depth, keys := dataShape(j.Template.Data, 1); depth > maxTemplateDataDepth || keys > maxTemplateDataKeys {
+			t.Fatalf("accepted data nests %d deep with %d keys, limits %d and %d", depth, keys, maxTemplateDataDepth, maxTemplateDataKeys)
 		}
 		if err := j.Validate(Limits{}); err != nil {
 			t.Fatalf("decoded template job does not validate: %v", err)

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/postline/postline/internal/mailaddr"
 )
 
 // allowedHeaders are the custom headers a job may set besides X-* headers.
@@ -95,12 +97,12 @@ func (j Job) Expired(now time.Time) bool {
 // are refused), attachments, priority, tenant, template (name, version,
 // locale, data), metadata (by key).
 //
-// A template job (Templated) needs no body; its template name must match
-// TemplateNamePattern and its version be a number, a label or empty. On a
-// job with bodies the template's name and version are free text kept for
-// audit. On both, the locale must look like a language tag, and template
-// data is bounded: MaxTemplateDataDepth, MaxTemplateDataKeys, and its
-// encoding counts toward limits.MaxBodyBytes with the text and HTML.
+// A template job (Templated) needs no body; its template name must follow
+// the template store's name rule (see TemplateRef.Name) and its version be
+// a number, a label or empty. On a job with bodies the template's name and
+// version are free text kept for audit. On both, the locale must look like
+// a language tag, and template data is bounded (see Limits), its encoding
+// counting toward limits.MaxBodyBytes with the text and HTML.
 // It accepts a message ID with or without angle brackets and an empty
 // priority, so it may be called before or after Normalize. It does not
 // check NotAfter: see Expired.
@@ -140,7 +142,7 @@ func (j *Job) Validate(limits Limits) error {
 			}
 		}
 	}
-	if err := checkLine("subject", j.Subject, MaxSubjectLength); err != nil {
+	if err := checkLine("subject", j.Subject, maxSubjectLength); err != nil {
 		return err
 	}
 	templated := j.Templated()
@@ -166,7 +168,7 @@ func (j *Job) Validate(limits Limits) error {
 	default:
 		return invalid(ReasonInvalidPriority, "priority", "%q is not urgent, normal or bulk", truncate(string(j.Priority)))
 	}
-	if err := checkLine("tenant", j.Tenant, MaxTenantLength); err != nil {
+	if err := checkLine("tenant", j.Tenant, maxTenantLength); err != nil {
 		return err
 	}
 	if j.Template != nil {
@@ -192,8 +194,8 @@ func validateMessageID(id string) error {
 	if bare == id && (strings.HasPrefix(id, "<") || strings.HasSuffix(id, ">")) {
 		return invalid(ReasonInvalidMessageID, field, "empty or unbalanced angle brackets")
 	}
-	if len(bare) > MaxMessageIDLength {
-		return invalid(ReasonInvalidMessageID, field, "%d characters, limit %d", len(bare), MaxMessageIDLength)
+	if len(bare) > maxMessageIDLength {
+		return invalid(ReasonInvalidMessageID, field, "%d characters, limit %d", len(bare), maxMessageIDLength)
 	}
 	for i := 0; i < len(bare); i++ {
 		if c := bare[i]; c <= ' ' || c > '~' || c == '<' || c == '>' {
@@ -223,10 +225,10 @@ func validateAddress(list string, index int, addr string) error {
 	if hasInjection(addr) {
 		return invalid(ReasonHeaderInjection, field(), "contains CR, LF or NUL")
 	}
-	if len(addr) > MaxAddressLength {
-		return invalid(ReasonInvalidAddress, field(), "%d bytes, limit %d", len(addr), MaxAddressLength)
+	if len(addr) > maxAddressLength {
+		return invalid(ReasonInvalidAddress, field(), "%d bytes, limit %d", len(addr), maxAddressLength)
 	}
-	if _, _, ok := SimpleAddress(addr); ok {
+	if _, _, ok := mailaddr.Simple(addr); ok {
 		return nil // ParseAddress accepts it as is: a name of plain words, nothing to decode
 	}
 	a, err := mail.ParseAddress(addr)
@@ -242,8 +244,8 @@ func validateAddress(list string, index int, addr string) error {
 }
 
 func validateHeaders(h map[string]string) error {
-	if len(h) > MaxHeaders {
-		return invalid(ReasonOversizeField, "headers", "%d headers, limit %d", len(h), MaxHeaders)
+	if len(h) > maxHeaders {
+		return invalid(ReasonOversizeField, "headers", "%d headers, limit %d", len(h), maxHeaders)
 	}
 	if len(h) == 0 {
 		return nil
@@ -263,14 +265,14 @@ func validateHeaders(h map[string]string) error {
 		if !HeaderAllowed(name) {
 			return invalid(ReasonHeaderNotAllowed, field(), "not on the allow-list (X-* except X-Postline-*, List-Unsubscribe, List-Unsubscribe-Post, List-Id, In-Reply-To, References, Auto-Submitted, Precedence)")
 		}
-		// At most MaxHeaders ASCII names (validFieldName): comparing with
+		// At most maxHeaders ASCII names (validFieldName): comparing with
 		// the ones before costs less than a set.
 		for _, other := range names[:i] {
 			if strings.EqualFold(other, name) {
 				return invalid(ReasonHeaderNotAllowed, field(), "same header as %q (names are case-insensitive)", other)
 			}
 		}
-		if err := checkLineLazy(field, h[name], MaxHeaderValueLength); err != nil {
+		if err := checkLineLazy(field, h[name], maxHeaderValueLength); err != nil {
 			return err
 		}
 	}
@@ -299,8 +301,8 @@ func validFieldName(name string) error {
 	if name == "" {
 		return fmt.Errorf("empty header name")
 	}
-	if len(name) > MaxHeaderNameLength {
-		return fmt.Errorf("header name is %d characters, limit %d", len(name), MaxHeaderNameLength)
+	if len(name) > maxHeaderNameLength {
+		return fmt.Errorf("header name is %d characters, limit %d", len(name), maxHeaderNameLength)
 	}
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; c < '!' || c > '~' || c == ':' {
@@ -319,14 +321,14 @@ func validateAttachments(atts []Attachment, limit int) error {
 		if a.Filename == "" {
 			return invalid(ReasonMissingField, filename(), "required")
 		}
-		if err := checkLineLazy(filename, a.Filename, MaxFilenameLength); err != nil {
+		if err := checkLineLazy(filename, a.Filename, maxFilenameLength); err != nil {
 			return err
 		}
 		if i := strings.IndexAny(a.Filename, "\"/\\"); i >= 0 {
 			return invalid(ReasonInvalidField, filename(), "contains %q", a.Filename[i])
 		}
 		if a.ContentType != "" {
-			if err := checkLineLazy(contentType, a.ContentType, MaxHeaderValueLength); err != nil {
+			if err := checkLineLazy(contentType, a.ContentType, maxHeaderValueLength); err != nil {
 				return err
 			}
 			mt, _, err := mime.ParseMediaType(a.ContentType)
@@ -351,8 +353,8 @@ func attachmentField(i int, member string) string {
 }
 
 func validateMetadata(m map[string]string) error {
-	if len(m) > MaxMetadataEntries {
-		return invalid(ReasonOversizeField, "metadata", "%d entries, limit %d", len(m), MaxMetadataEntries)
+	if len(m) > maxMetadataEntries {
+		return invalid(ReasonOversizeField, "metadata", "%d entries, limit %d", len(m), maxMetadataEntries)
 	}
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if hasInjection(k) {
@@ -362,10 +364,10 @@ func validateMetadata(m map[string]string) error {
 		if k == "" {
 			return invalid(ReasonInvalidField, field(), "empty key")
 		}
-		if len(k) > MaxMetadataKeyLength {
-			return invalid(ReasonOversizeField, field(), "key is %d bytes, limit %d", len(k), MaxMetadataKeyLength)
+		if len(k) > maxMetadataKeyLength {
+			return invalid(ReasonOversizeField, field(), "key is %d bytes, limit %d", len(k), maxMetadataKeyLength)
 		}
-		if err := checkLineLazy(field, m[k], MaxMetadataValueLength); err != nil {
+		if err := checkLineLazy(field, m[k], maxMetadataValueLength); err != nil {
 			return err
 		}
 	}

@@ -90,7 +90,7 @@ func TestValidate(t *testing.T) {
 		{name: "address too long", mutate: func(j *Job) { j.To = []string{strings.Repeat("a", 990) + "@example.test"} }, reason: ReasonInvalidAddress, field: "to[0]"},
 		{name: "subject CR", mutate: func(j *Job) { j.Subject = "Hi\rthere" }, reason: ReasonHeaderInjection, field: "subject"},
 		{name: "subject NUL", mutate: func(j *Job) { j.Subject = "Hi\x00" }, reason: ReasonHeaderInjection, field: "subject"},
-		{name: "subject too long", mutate: func(j *Job) { j.Subject = strings.Repeat("s", MaxSubjectLength+1) }, reason: ReasonOversizeField, field: "subject"},
+		{name: "subject too long", mutate: func(j *Job) { j.Subject = strings.Repeat("s", maxSubjectLength+1) }, reason: ReasonOversizeField, field: "subject"},
 		{name: "no body", mutate: func(j *Job) { j.Text = "" }, reason: ReasonMissingBody},
 		{name: "oversize body", limits: small, mutate: func(j *Job) { j.Text, j.HTML = "123456", "78901" }, reason: ReasonOversizeBody},
 		{name: "body at limit", limits: small, mutate: func(j *Job) { j.Text, j.HTML = "12345", "67890" }},
@@ -106,7 +106,7 @@ func TestValidate(t *testing.T) {
 		{name: "headers first problem by name", mutate: func(j *Job) { j.Headers = map[string]string{"X-B": "\n", "Received": "x"} }, reason: ReasonHeaderNotAllowed, field: "headers.Received"},
 		{name: "too many headers", mutate: func(j *Job) {
 			j.Headers = map[string]string{}
-			for i := range MaxHeaders + 1 {
+			for i := range maxHeaders + 1 {
 				j.Headers["X-H"+strings.Repeat("a", i)] = "v"
 			}
 		}, reason: ReasonOversizeField, field: "headers"},
@@ -125,20 +125,20 @@ func TestValidate(t *testing.T) {
 		}},
 		{name: "bad priority", mutate: func(j *Job) { j.Priority = "high" }, reason: ReasonInvalidPriority, field: "priority"},
 		{name: "tenant LF", mutate: func(j *Job) { j.Tenant = "a\nb" }, reason: ReasonHeaderInjection, field: "tenant"},
-		{name: "tenant too long", mutate: func(j *Job) { j.Tenant = strings.Repeat("t", MaxTenantLength+1) }, reason: ReasonOversizeField, field: "tenant"},
+		{name: "tenant too long", mutate: func(j *Job) { j.Tenant = strings.Repeat("t", maxTenantLength+1) }, reason: ReasonOversizeField, field: "tenant"},
 		{name: "template without name", mutate: func(j *Job) { j.Template = &TemplateRef{Version: "1"} }, reason: ReasonMissingField, field: "template.name"},
 		{name: "template version CR", mutate: func(j *Job) { j.Template = &TemplateRef{Name: "n", Version: "1\r"} }, reason: ReasonHeaderInjection, field: "template.version"},
 		{name: "metadata value LF", mutate: func(j *Job) { j.Metadata = map[string]string{"k": "v\n"} }, reason: ReasonHeaderInjection, field: "metadata.k"},
 		{name: "metadata key LF", mutate: func(j *Job) { j.Metadata = map[string]string{"k\n": "v"} }, reason: ReasonHeaderInjection, field: "metadata"},
 		{name: "metadata empty key", mutate: func(j *Job) { j.Metadata = map[string]string{"": "v"} }, reason: ReasonInvalidField, field: "metadata."},
-		{name: "metadata key too long", mutate: func(j *Job) { j.Metadata = map[string]string{strings.Repeat("k", MaxMetadataKeyLength+1): "v"} }, reason: ReasonOversizeField,
+		{name: "metadata key too long", mutate: func(j *Job) { j.Metadata = map[string]string{strings.Repeat("k", maxMetadataKeyLength+1): "v"} }, reason: ReasonOversizeField,
 			field: "metadata." + strings.Repeat("k", 64) + "..."},
 		{name: "header name too long", mutate: func(j *Job) { j.Headers = map[string]string{"X-" + strings.Repeat("h", 1<<16): "v"} }, reason: ReasonHeaderNotAllowed,
 			field: "headers.X-" + strings.Repeat("h", 62) + "..."},
-		{name: "metadata value too long", mutate: func(j *Job) { j.Metadata = map[string]string{"k": strings.Repeat("v", MaxMetadataValueLength+1)} }, reason: ReasonOversizeField, field: "metadata.k"},
+		{name: "metadata value too long", mutate: func(j *Job) { j.Metadata = map[string]string{"k": strings.Repeat("v", maxMetadataValueLength+1)} }, reason: ReasonOversizeField, field: "metadata.k"},
 		{name: "too much metadata", mutate: func(j *Job) {
 			j.Metadata = map[string]string{}
-			for i := range MaxMetadataEntries + 1 {
+			for i := range maxMetadataEntries + 1 {
 				j.Metadata[strings.Repeat("k", i+1)] = "v"
 			}
 		}, reason: ReasonOversizeField, field: "metadata"},
@@ -287,11 +287,11 @@ func TestExpired(t *testing.T) {
 
 func TestLimits(t *testing.T) {
 	got := Limits{MaxRecipients: 5}.WithDefaults()
-	want := Limits{MaxMessageBytes: DefaultMaxMessageBytes, MaxBodyBytes: DefaultMaxBodyBytes, MaxAttachmentBytes: DefaultMaxAttachmentBytes, MaxRecipients: 5, MaxDepth: DefaultMaxDepth}
+	want := Limits{MaxMessageBytes: defaultMaxMessageBytes, MaxBodyBytes: defaultMaxBodyBytes, MaxAttachmentBytes: defaultMaxAttachmentBytes, MaxRecipients: 5, MaxDepth: defaultMaxDepth}
 	if got != want {
 		t.Fatalf("WithDefaults = %+v, want %+v", got, want)
 	}
-	if DefaultMaxMessageBytes != 2*1024*1024 || DefaultMaxBodyBytes != 256*1024 || DefaultMaxAttachmentBytes != 1024*1024 || DefaultMaxDepth != 32 {
+	if defaultMaxMessageBytes != 2*1024*1024 || defaultMaxBodyBytes != 256*1024 || defaultMaxAttachmentBytes != 1024*1024 || defaultMaxDepth != 32 {
 		t.Fatal("default limits changed")
 	}
 	if err := (Limits{}).Validate(); err != nil {

@@ -1,13 +1,14 @@
+// Package kafkaconn is the one setting an application needs to reach
+// Postline's Kafka cluster: the brokers, TLS and SASL, in Config. The public
+// job.NewPublisher and event.NewReader take it, and every Postline service
+// builds its connections from the same type.
 package kafkaconn
 
 import (
 	"cmp"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -39,7 +40,7 @@ const (
 // Mechanism is a SASL mechanism name as Kafka spells it.
 type Mechanism string
 
-// The SASL mechanisms kafka-go implements.
+// The SASL mechanisms Postline connects with.
 const (
 	// MechanismNone authenticates nobody (a PLAINTEXT or SSL listener).
 	MechanismNone Mechanism = ""
@@ -52,7 +53,8 @@ const (
 )
 
 // Config is everything needed to reach a Kafka cluster. Every reader,
-// writer and admin client of Postline is built from one.
+// writer and admin client of Postline is built from one, and so are
+// job.Publisher and event.Reader.
 type Config struct {
 	// Brokers are the bootstrap addresses, host:port. Required.
 	Brokers []string
@@ -158,37 +160,6 @@ func (c Config) TLSEnabled() bool {
 		return false
 	}
 	return !allLoopback(c.Brokers)
-}
-
-// tlsConfig builds the TLS client configuration, or nil when TLS is off.
-func (c Config) tlsConfig() (*tls.Config, error) {
-	if !c.TLSEnabled() {
-		return nil, nil
-	}
-	tc := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         c.TLS.ServerName,
-		InsecureSkipVerify: c.TLS.InsecureSkipVerify, //nolint:gosec // an explicit, documented operator choice
-	}
-	if c.TLS.CAFile != "" {
-		pem, err := os.ReadFile(c.TLS.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("kafka: TLS.CAFile: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("kafka: TLS.CAFile %s holds no PEM certificate", c.TLS.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if c.TLS.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.TLS.CertFile, c.TLS.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("kafka: TLS client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 // allLoopback reports whether every address is on this machine.

@@ -661,7 +661,7 @@ func fill(r *RealResult, published map[string]time.Time, start, done time.Time, 
 // Publish, the job's first-seen time). Recipients are the same in every
 // run, so the relay rejects the same jobs for every strategy.
 func publishBurst(ctx context.Context, brokers []string, jobsTopic string, n int) (map[string]time.Time, error) {
-	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: benchkafka.Cluster(brokers...), Topic: jobsTopic})
+	pub, err := job.NewPublisher(benchkafka.Cluster(brokers...).Config(), job.PublisherConfig{Topic: jobsTopic})
 	if err != nil {
 		return nil, err
 	}

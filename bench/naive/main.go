@@ -44,6 +44,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/postline/postline/internal/config"
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/job"
@@ -172,7 +173,7 @@ func (w *worker) handle(ctx context.Context, m kafka.Message) error {
 		w.logger.Warn("invalid job; skipping", "partition", m.Partition, "offset", m.Offset, "error", err)
 		return nil
 	}
-	enqueued, ok := job.FirstSeen(m.Headers)
+	enqueued, ok := jobheader.FirstSeen(m.Headers)
 	if !ok {
 		enqueued = m.Time
 	}

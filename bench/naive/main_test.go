@@ -63,7 +63,7 @@ func TestNaiveDeliversOnceAndRecordsTimes(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.KafkaCluster(brokers...), Topic: topicName})
+	pub, err := job.NewPublisher(testenv.KafkaCluster(brokers...).Config(), job.PublisherConfig{Topic: topicName})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -519,7 +519,7 @@ func plainJobs(n, bodyBytes int) []job.Job {
 // publishJobs writes jobs with job.Publisher, chunk jobs per Publish call
 // from 4 goroutines, and returns how long that took.
 func publishJobs(ctx context.Context, brokers []string, jobsTopic string, jobs []job.Job, chunk int) (time.Duration, error) {
-	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: benchkafka.Cluster(brokers...), Topic: jobsTopic})
+	pub, err := job.NewPublisher(benchkafka.Cluster(brokers...).Config(), job.PublisherConfig{Topic: jobsTopic})
 	if err != nil {
 		return 0, err
 	}

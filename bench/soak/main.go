@@ -620,7 +620,7 @@ type producer struct {
 const publishChunk = 500
 
 func (p *producer) run(ctx context.Context) error {
-	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: benchkafka.Cluster(p.brokers...), Topic: p.topic})
+	pub, err := job.NewPublisher(benchkafka.Cluster(p.brokers...).Config(), job.PublisherConfig{Topic: p.topic})
 	if err != nil {
 		return err
 	}

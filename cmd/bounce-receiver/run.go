@@ -23,6 +23,7 @@ import (
 	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/inbound"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/ops"
 	"github.com/postline/postline/internal/outcome"
 	"github.com/postline/postline/internal/pgpool"
@@ -31,7 +32,6 @@ import (
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/suppression"
 	"github.com/postline/postline/internal/unsubscribe"
-	"github.com/postline/postline/kafkaconn"
 )
 
 // run starts the receiver and returns when ctx is cancelled and it has
@@ -151,7 +151,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 // receiverDeps are what receive needs from run.
 type receiverDeps struct {
-	cluster *kafkaconn.Cluster
+	cluster *kafkaclient.Cluster
 	pool    *pgxpool.Pool
 	store   *idempotency.Store
 	lists   *suppression.Store

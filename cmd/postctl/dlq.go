@@ -19,11 +19,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/jobheader"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/reaper"
 	"github.com/postline/postline/internal/suppression"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
-	"github.com/postline/postline/kafkaconn"
 )
 
 // dlqFlags are the filters shared by dlq ls and dlq replay.
@@ -61,7 +62,7 @@ func (f dlqFlags) filter(now time.Time) (dlqFilter, error) {
 		return out, fmt.Errorf("--until %q: %w", f.until, err)
 	}
 	if !out.since.IsZero() && !out.until.IsZero() && !out.since.Before(out.until) {
-		return out, fmt.Errorf("--since %s is not before --until %s", job.FormatTime(out.since), job.FormatTime(out.until))
+		return out, fmt.Errorf("--since %s is not before --until %s", jobheader.FormatTime(out.since), jobheader.FormatTime(out.until))
 	}
 	return out, nil
 }
@@ -129,25 +130,25 @@ type deadLetter struct {
 // parseDeadLetter reads the dead-letter headers of m. The time is the
 // dead-letter time header, or the record timestamp when it is missing.
 func parseDeadLetter(m kafka.Message) deadLetter {
-	c := job.HeaderCarrier(m.Headers)
+	c := jobheader.Carrier(m.Headers)
 	l := deadLetter{
 		Time:          m.Time,
 		Partition:     m.Partition,
 		Offset:        m.Offset,
 		MessageID:     string(m.Key),
-		Reason:        c.Get(job.HeaderDLQReason),
-		Class:         c.Get(job.HeaderDLQClass),
-		Attempt:       job.Attempt(m.Headers),
-		Error:         c.Get(job.HeaderDLQError),
-		OriginalTopic: c.Get(job.HeaderDLQOriginalTopic),
+		Reason:        c.Get(jobheader.KeyDLQReason),
+		Class:         c.Get(jobheader.KeyDLQClass),
+		Attempt:       jobheader.Attempt(m.Headers),
+		Error:         c.Get(jobheader.KeyDLQError),
+		OriginalTopic: c.Get(jobheader.KeyDLQOriginalTopic),
 	}
-	if t, err := time.Parse(time.RFC3339Nano, c.Get(job.HeaderDLQTime)); err == nil {
+	if t, err := time.Parse(time.RFC3339Nano, c.Get(jobheader.KeyDLQTime)); err == nil {
 		l.Time = t
 	}
-	if p, err := strconv.Atoi(c.Get(job.HeaderDLQOriginalPartition)); err == nil {
+	if p, err := strconv.Atoi(c.Get(jobheader.KeyDLQOriginalPartition)); err == nil {
 		l.OriginalPartition = &p
 	}
-	if o, err := strconv.ParseInt(c.Get(job.HeaderDLQOriginalOffset), 10, 64); err == nil {
+	if o, err := strconv.ParseInt(c.Get(jobheader.KeyDLQOriginalOffset), 10, 64); err == nil {
 		l.OriginalOffset = &o
 	}
 	return l
@@ -156,9 +157,9 @@ func parseDeadLetter(m kafka.Message) deadLetter {
 // dlqHeaders are the headers a replay strips: the dead-letter headers and
 // the delay-topic headers of the failed attempt.
 var dlqHeaders = []string{
-	job.HeaderDLQReason, job.HeaderDLQClass, job.HeaderDLQError, job.HeaderDLQOriginalTopic,
-	job.HeaderDLQOriginalPartition, job.HeaderDLQOriginalOffset, job.HeaderDLQTime,
-	job.HeaderNotBefore, job.HeaderLastClass, job.HeaderThrottles,
+	jobheader.KeyDLQReason, jobheader.KeyDLQClass, jobheader.KeyDLQError, jobheader.KeyDLQOriginalTopic,
+	jobheader.KeyDLQOriginalPartition, jobheader.KeyDLQOriginalOffset, jobheader.KeyDLQTime,
+	jobheader.KeyNotBefore, jobheader.KeyLastClass, jobheader.KeyThrottles,
 }
 
 // replayMessage is the record a replay publishes for the dead letter m:
@@ -171,8 +172,8 @@ func replayMessage(m kafka.Message, now time.Time) kafka.Message {
 			headers = append(headers, h)
 		}
 	}
-	headers = job.SetHeader(headers, job.HeaderAttempt, "1")
-	headers = job.SetHeader(headers, job.HeaderFirstSeen, job.FormatTime(now))
+	headers = jobheader.Set(headers, jobheader.KeyAttempt, "1")
+	headers = jobheader.Set(headers, jobheader.KeyFirstSeen, jobheader.FormatTime(now))
 	return kafka.Message{Key: m.Key, Value: m.Value, Headers: headers}
 }
 
@@ -184,7 +185,7 @@ type partitionRange struct {
 
 // dlqRanges returns the offsets of every partition of name now: a scan reads
 // up to these end offsets and does not wait for newer records.
-func dlqRanges(ctx context.Context, k *kafkaconn.Cluster, name string) ([]partitionRange, error) {
+func dlqRanges(ctx context.Context, k *kafkaclient.Cluster, name string) ([]partitionRange, error) {
 	infos, err := topic.Describe(ctx, k, name)
 	if err != nil {
 		return nil, err
@@ -203,7 +204,7 @@ var errStop = errors.New("stop scan")
 
 // scanDLQ calls fn for every record of ranges, partition by partition in
 // offset order. fn returning errStop ends the scan.
-func scanDLQ(ctx context.Context, k *kafkaconn.Cluster, name string, ranges []partitionRange, fn func(kafka.Message) error) error {
+func scanDLQ(ctx context.Context, k *kafkaclient.Cluster, name string, ranges []partitionRange, fn func(kafka.Message) error) error {
 	for _, pr := range ranges {
 		if err := scanPartition(ctx, k, name, pr, fn); err != nil {
 			if errors.Is(err, errStop) {
@@ -215,7 +216,7 @@ func scanDLQ(ctx context.Context, k *kafkaconn.Cluster, name string, ranges []pa
 	return nil
 }
 
-func scanPartition(ctx context.Context, k *kafkaconn.Cluster, name string, pr partitionRange, fn func(kafka.Message) error) (err error) {
+func scanPartition(ctx context.Context, k *kafkaclient.Cluster, name string, pr partitionRange, fn func(kafka.Message) error) (err error) {
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers:   k.Brokers(),
 		Dialer:    k.Dialer("dlq"),
@@ -427,7 +428,7 @@ type rawPublisher interface {
 var (
 	_ replayStore  = (*idempotency.Store)(nil)
 	_ replayLists  = (*suppression.Store)(nil)
-	_ rawPublisher = (*job.Publisher)(nil)
+	_ rawPublisher = (*kafkaclient.TopicWriter)(nil)
 )
 
 func dlqReplay(ctx context.Context, g *globals, filter dlqFilter, f replayFlags) error {
@@ -463,7 +464,7 @@ func dlqReplay(ctx context.Context, g *globals, filter dlqFilter, f replayFlags)
 		if err != nil {
 			return err
 		}
-		pub, err := job.NewPublisher(job.PublisherConfig{Kafka: g.kafka, Topic: g.topic})
+		pub, err := g.kafka.TopicWriter(kafkaclient.WriterConfig{Topic: g.topic, Name: "publisher", Limits: map[string]int{g.topic: topic.MaxMessageBytes}})
 		if err != nil {
 			return err
 		}
@@ -535,7 +536,7 @@ func dlqReplay(ctx context.Context, g *globals, filter dlqFilter, f replayFlags)
 }
 
 // countMatches counts the dead letters of ranges that filter selects.
-func countMatches(ctx context.Context, brokers *kafkaconn.Cluster, name string, ranges []partitionRange, filter dlqFilter) (int, error) {
+func countMatches(ctx context.Context, brokers *kafkaclient.Cluster, name string, ranges []partitionRange, filter dlqFilter) (int, error) {
 	n := 0
 	err := scanDLQ(ctx, brokers, name, ranges, func(m kafka.Message) error {
 		if filter.match(parseDeadLetter(m)) {

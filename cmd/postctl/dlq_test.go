@@ -12,6 +12,7 @@ import (
 
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/job"
@@ -81,14 +82,14 @@ func TestParseDeadLetterAndReplayMessage(t *testing.T) {
 	dlqTime := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
 	orig := []kafka.Header{
 		{Key: "traceparent", Value: []byte("tp")},
-		{Key: job.HeaderAttempt, Value: []byte("3")},
-		{Key: job.HeaderFirstSeen, Value: []byte("2026-01-01T00:00:00Z")},
-		{Key: job.HeaderNotBefore, Value: []byte("2026-01-01T00:05:00Z")},
-		{Key: job.HeaderLastClass, Value: []byte("transient")},
+		{Key: jobheader.KeyAttempt, Value: []byte("3")},
+		{Key: jobheader.KeyFirstSeen, Value: []byte("2026-01-01T00:00:00Z")},
+		{Key: jobheader.KeyNotBefore, Value: []byte("2026-01-01T00:05:00Z")},
+		{Key: jobheader.KeyLastClass, Value: []byte("transient")},
 		{Key: "x-custom", Value: []byte("kept")},
 	}
 	headers := deadletter.Headers(deadletter.Letter{Headers: orig, Topic: "mail.retry.5s", Partition: 2, Offset: 41,
-		Reason: "smtp_permanent", Class: "permanent", Error: "550 5.1.1 no such user", Attempt: 4}, job.FormatTime(dlqTime))
+		Reason: "smtp_permanent", Class: "permanent", Error: "550 5.1.1 no such user", Attempt: 4}, jobheader.FormatTime(dlqTime))
 	m := kafka.Message{Key: []byte("<a@x>"), Value: []byte("{}"), Headers: headers, Partition: 1, Offset: 7, Time: dlqTime.Add(time.Hour)}
 
 	l := parseDeadLetter(m)
@@ -111,7 +112,7 @@ func TestParseDeadLetterAndReplayMessage(t *testing.T) {
 		}
 		got[h.Key] = string(h.Value)
 	}
-	want := map[string]string{"traceparent": "tp", "x-custom": "kept", job.HeaderAttempt: "1", job.HeaderFirstSeen: job.FormatTime(now)}
+	want := map[string]string{"traceparent": "tp", "x-custom": "kept", jobheader.KeyAttempt: "1", jobheader.KeyFirstSeen: jobheader.FormatTime(now)}
 	if len(got) != len(want) || string(r.Key) != "<a@x>" || string(r.Value) != "{}" || r.Topic != "" {
 		t.Errorf("replay message = %+v, want headers %v", r, want)
 	}
@@ -199,7 +200,7 @@ func TestDLQLsAndReplay(t *testing.T) {
 	outcome(sentJob, idempotency.StatusSent)
 
 	trace := kafka.Header{Key: "traceparent", Value: []byte("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")}
-	old := []kafka.Header{trace, {Key: job.HeaderAttempt, Value: []byte("3")}, {Key: job.HeaderFirstSeen, Value: []byte("2020-01-01T00:00:00Z")}}
+	old := []kafka.Header{trace, {Key: jobheader.KeyAttempt, Value: []byte("3")}, {Key: jobheader.KeyFirstSeen, Value: []byte("2020-01-01T00:00:00Z")}}
 	w, err := deadletter.New(deadletter.Config{Kafka: testenv.Kafka(), Topic: dlqTopic}, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -310,9 +311,9 @@ func TestDLQLsAndReplay(t *testing.T) {
 		t.Fatalf("jobs topic has %d records, want 1", len(recs))
 	}
 	m := recs[0]
-	c := job.HeaderCarrier(m.Headers)
-	first, ok := job.FirstSeen(m.Headers)
-	if string(m.Key) != failedJob.MessageID || string(m.Value) != string(failedVal) || job.Attempt(m.Headers) != 1 ||
+	c := jobheader.Carrier(m.Headers)
+	first, ok := jobheader.FirstSeen(m.Headers)
+	if string(m.Key) != failedJob.MessageID || string(m.Value) != string(failedVal) || jobheader.Attempt(m.Headers) != 1 ||
 		c.Get("traceparent") != string(trace.Value) || !ok || time.Since(first) > time.Minute {
 		t.Errorf("replayed record: key %q headers %v", m.Key, m.Headers)
 	}
@@ -329,7 +330,7 @@ func TestDLQLsAndReplay(t *testing.T) {
 		t.Errorf("sent row = %+v, %v; want it untouched", row, err)
 	}
 	// The replayed record claims the row.
-	cs, err := store.Claim(ctx, []idempotency.ClaimRequest{{MessageID: failedJob.MessageID, PayloadHash: failedJob.Hash(), Attempt: job.Attempt(m.Headers)}})
+	cs, err := store.Claim(ctx, []idempotency.ClaimRequest{{MessageID: failedJob.MessageID, PayloadHash: failedJob.Hash(), Attempt: jobheader.Attempt(m.Headers)}})
 	if err != nil || cs[0].Result != idempotency.Claimed {
 		t.Errorf("claim of the replayed record: %+v, %v", cs, err)
 	}

@@ -85,13 +85,14 @@ func publish(cmd *cobra.Command, g *globals, f *publishFlags) error {
 			single = append(single, "--"+name)
 		}
 	}
+	bodyLimit := job.Limits{}.WithDefaults().MaxBodyBytes
 	switch {
 	case f.batch < 1:
 		return usagef("--batch %d: must be at least 1", f.batch)
 	case f.count < 0 || fl.Changed("count") && f.count == 0:
 		return usagef("--count %d: must be at least 1", f.count)
-	case f.bodyBytes < 0 || f.bodyBytes > job.DefaultMaxBodyBytes:
-		return usagef("--body-bytes %d: want 0 to %d (the body limit)", f.bodyBytes, job.DefaultMaxBodyBytes)
+	case f.bodyBytes < 0 || f.bodyBytes > bodyLimit:
+		return usagef("--body-bytes %d: want 0 to %d (the body limit)", f.bodyBytes, bodyLimit)
 	case fl.Changed("body-bytes") && f.count == 0:
 		return usagef("--body-bytes only applies to --count")
 	case f.count > 0 && f.file != "":
@@ -108,8 +109,7 @@ func publish(cmd *cobra.Command, g *globals, f *publishFlags) error {
 		return usagef("--to (or --cc or --bcc) is required to publish one job")
 	}
 
-	pub, err := job.NewPublisher(job.PublisherConfig{
-		Kafka:           g.kafka,
+	pub, err := job.NewPublisher(g.kafka.Config(), job.PublisherConfig{
 		Topic:           g.topic,
 		MessageIDDomain: f.domain,
 	})
@@ -283,7 +283,7 @@ func synthetic(n, bodyBytes int, priority job.Priority) source {
 // version and message_id may be left out.
 func jsonLines(r io.Reader, name string) source {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 2*job.DefaultMaxMessageBytes)
+	sc.Buffer(make([]byte, 0, 64<<10), 2*job.Limits{}.WithDefaults().MaxMessageBytes)
 	line := 0
 	return func() (job.Job, string, error) {
 		for sc.Scan() {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/postline/postline/internal/config"
 	"github.com/postline/postline/internal/eventstream"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/retry"
-	"github.com/postline/postline/kafkaconn"
 )
 
 // Defaults of the global settings.
@@ -42,7 +42,7 @@ var envFlags = []struct{ flag, env string }{
 // globals are the settings every command shares.
 type globals struct {
 	brokers     string
-	kafka       *kafkaconn.Cluster // built from --brokers and the POSTLINE_KAFKA_* settings
+	kafka       *kafkaclient.Cluster // built from --brokers and the POSTLINE_KAFKA_* settings
 	databaseURL string
 	topic       string
 	dlqTopic    string

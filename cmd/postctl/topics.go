@@ -12,9 +12,9 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/spf13/cobra"
 
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/topic"
-	"github.com/postline/postline/kafkaconn"
 )
 
 func newTopicsCmd(g *globals) *cobra.Command {
@@ -200,7 +200,7 @@ func describeConfigValue(name, value string) string {
 var shownConfigs = []string{"cleanup.policy", "retention.ms", "retention.bytes", "max.message.bytes", "min.insync.replicas"}
 
 // topicConfigs returns the shown settings of each topic of names.
-func topicConfigs(ctx context.Context, k *kafkaconn.Cluster, names []string) (map[string]map[string]string, error) {
+func topicConfigs(ctx context.Context, k *kafkaclient.Cluster, names []string) (map[string]map[string]string, error) {
 	client, closeConn := k.Client("", 10*time.Second)
 	defer closeConn()
 	req := &kafka.DescribeConfigsRequest{}

@@ -23,11 +23,11 @@ import (
 
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/internal/webhook"
-	"github.com/postline/postline/kafkaconn"
 )
 
 const replaySecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -236,7 +236,7 @@ func TestWebhooksReplayFromTheEventsTopic(t *testing.T) {
 			want = append(want, e.ID)
 		}
 	}
-	w, closeConn, err := testenv.Kafka().Writer(kafkaconn.WriterConfig{Topic: events, Name: "test", Limits: map[string]int{events: topic.MaxMessageBytes}})
+	w, closeConn, err := testenv.Kafka().Writer(kafkaclient.WriterConfig{Topic: events, Name: "test", Limits: map[string]int{events: topic.MaxMessageBytes}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,10 +15,10 @@ import (
 	"github.com/postline/postline/internal/config"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/ops"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/telemetry"
-	"github.com/postline/postline/job"
 )
 
 // run starts the scheduler and returns when ctx is cancelled and it has shut
@@ -149,7 +149,7 @@ func startScheduler(ctx context.Context, cfg retry.SchedulerConfig, dlqTopic str
 		return dlq.Publish(ctx, deadletter.Letter{
 			Key: m.Key, Value: m.Value, Headers: m.Headers,
 			Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
-			Reason: reason, Class: "invalid", Error: detail, Attempt: job.Attempt(m.Headers),
+			Reason: reason, Class: "invalid", Error: detail, Attempt: jobheader.Attempt(m.Headers),
 		})
 	}
 	sched, err := retry.NewScheduler(cfg, logger, reg)

@@ -23,10 +23,10 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/postline/postline/internal/consumer"
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/internal/topic"
-	"github.com/postline/postline/job"
 )
 
 func env(kv map[string]string) func(string) string {
@@ -213,7 +213,7 @@ func readJobs(t *testing.T, name string) *jobsReader {
 			now := time.Now()
 			r.mu.Lock()
 			r.byKey[string(m.Key)] = append(r.byKey[string(m.Key)], m)
-			if nb, ok := job.NotBefore(m.Headers); !ok || now.Before(nb) {
+			if nb, ok := jobheader.NotBefore(m.Headers); !ok || now.Before(nb) {
 				r.early = append(r.early, string(m.Key))
 			}
 			r.mu.Unlock()
@@ -314,7 +314,7 @@ func TestIntegrationKill9LosesNothing(t *testing.T) {
 	for key, ms := range got.byKey {
 		for _, m := range ms[1:] {
 			dups++
-			if !bytes.Equal(m.Value, ms[0].Value) || job.Attempt(m.Headers) != job.Attempt(ms[0].Headers) ||
+			if !bytes.Equal(m.Value, ms[0].Value) || jobheader.Attempt(m.Headers) != jobheader.Attempt(ms[0].Headers) ||
 				!slices.EqualFunc(m.Headers, ms[0].Headers, func(x, y kafka.Header) bool { return x.Key == y.Key && bytes.Equal(x.Value, y.Value) }) {
 				t.Errorf("%s: duplicate differs from the first copy", key)
 			}

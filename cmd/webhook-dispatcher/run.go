@@ -16,12 +16,12 @@ import (
 
 	"github.com/postline/postline/internal/config"
 	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/ops"
 	"github.com/postline/postline/internal/pgpool"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/internal/webhook"
-	"github.com/postline/postline/kafkaconn"
 )
 
 // settingNames maps webhook.Config fields to the settings, so that its
@@ -207,7 +207,7 @@ func startDispatcher(ctx context.Context, cfg webhook.Config, dlqTopic string, l
 		Name:       dlqTopic,
 		Partitions: topic.DefaultDLQPartitions,
 		Configs: map[string]string{
-			"max.message.bytes": strconv.Itoa(kafkaconn.RequiredLimit(limits[cfg.Topic])),
+			"max.message.bytes": strconv.Itoa(kafkaclient.RequiredLimit(limits[cfg.Topic])),
 			"retention.ms":      strconv.FormatInt(topic.DLQRetention.Milliseconds(), 10),
 		},
 	})

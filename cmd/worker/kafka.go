@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/job"
-	"github.com/postline/postline/kafkaconn"
 )
 
 // workerTopics are the topics the worker reads and writes.
@@ -23,7 +23,7 @@ type workerTopics struct {
 // scheduler re-injects it. A topic too small would stop a partition at the
 // first large record, so the worker refuses to start and names the topic.
 // Refused credentials and untrusted certificates end the wait at once.
-func checkKafka(ctx context.Context, cluster *kafkaconn.Cluster, topics workerTopics, limits job.Limits, logger *slog.Logger) (map[string]int, error) {
+func checkKafka(ctx context.Context, cluster *kafkaclient.Cluster, topics workerTopics, limits job.Limits, logger *slog.Logger) (map[string]int, error) {
 	warned := false
 	err := cluster.Await(ctx, func(err error) {
 		if !warned {
@@ -39,7 +39,7 @@ func checkKafka(ctx context.Context, cluster *kafkaconn.Cluster, topics workerTo
 	if err != nil {
 		return nil, fmt.Errorf("kafka topics (create them with postctl topics create): %w", err)
 	}
-	if err := kafkaconn.CheckCopyFits(got, topics.jobs, topics.dlq); err != nil {
+	if err := kafkaclient.CheckCopyFits(got, topics.jobs, topics.dlq); err != nil {
 		return nil, fmt.Errorf("setting POSTLINE_DLQ_TOPIC: %w", err)
 	}
 	accepted := map[string]int{"accepted jobs": limits.WithDefaults().MaxMessageBytes}
@@ -47,7 +47,7 @@ func checkKafka(ctx context.Context, cluster *kafkaconn.Cluster, topics workerTo
 		accepted[t] = got[t]
 	}
 	for _, t := range append(topics.retries, topics.jobs) {
-		if err := kafkaconn.CheckCopyFits(accepted, "accepted jobs", t); err != nil {
+		if err := kafkaclient.CheckCopyFits(accepted, "accepted jobs", t); err != nil {
 			return nil, fmt.Errorf("setting POSTLINE_MAX_MESSAGE_BYTES: jobs of up to %d bytes are accepted, but a retry copy of one would not fit: %w",
 				limits.WithDefaults().MaxMessageBytes, err)
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/postline/postline/internal/delivery"
 	"github.com/postline/postline/internal/eventstream"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/ops"
 	"github.com/postline/postline/internal/outcome"
 	"github.com/postline/postline/internal/pgpool"
@@ -344,7 +345,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return config.NameSetting(err, map[string]string{"Prefix": "POSTLINE_RETRY_TOPIC_PREFIX", "Tiers": "POSTLINE_RETRY_TIERS"})
 		}
 		defer retries.Close()
-		republisher, err := job.NewPublisher(job.PublisherConfig{Kafka: kafkaCluster, Topic: s.JobsTopic, TopicMaxMessageBytes: kafkaLimits[s.JobsTopic]})
+		republisher, err := kafkaCluster.TopicWriter(kafkaclient.WriterConfig{Topic: s.JobsTopic, Name: "publisher", Limits: map[string]int{s.JobsTopic: kafkaLimits[s.JobsTopic]}})
 		if err != nil {
 			return config.NameSetting(err, map[string]string{"Topic": "POSTLINE_JOBS_TOPIC"})
 		}

@@ -5,12 +5,13 @@ import (
 	"os"
 	"strings"
 
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/kafkaconn"
 )
 
 // Kafka are the Kafka connection settings every binary shares; embed it in
 // a binary's settings struct. Cluster turns them into the one
-// kafkaconn.Cluster the binary builds all its Kafka clients from.
+// kafkaclient.Cluster the binary builds all its Kafka clients from.
 type Kafka struct {
 	Brokers            []string `env:"POSTLINE_KAFKA_BROKERS" default:"127.0.0.1:9092" usage:"Kafka bootstrap brokers, comma-separated"`
 	KafkaClientID      string   `env:"POSTLINE_KAFKA_CLIENT_ID" default:"" usage:"client ID sent to the brokers (their logs and quotas); defaults to postline-<binary>"`
@@ -36,10 +37,10 @@ var kafkaSettingNames = map[string]string{
 	"Password": "POSTLINE_KAFKA_SASL_PASSWORD",
 }
 
-// Cluster builds the binary's kafkaconn.Cluster. binary names the client
+// Cluster builds the binary's kafkaclient.Cluster. binary names the client
 // ID when POSTLINE_KAFKA_CLIENT_ID is empty ("worker" gives
 // "postline-worker"). Errors name the setting and never hold the password.
-func (k Kafka) Cluster(binary string) (*kafkaconn.Cluster, error) {
+func (k Kafka) Cluster(binary string) (*kafkaclient.Cluster, error) {
 	password := k.KafkaSASLPassword
 	if k.KafkaSASLPassFile != "" {
 		if password != "" {
@@ -56,7 +57,7 @@ func (k Kafka) Cluster(binary string) (*kafkaconn.Cluster, error) {
 	if clientID == "" {
 		clientID = "postline-" + binary
 	}
-	c, err := kafkaconn.New(kafkaconn.Config{
+	c, err := kafkaclient.New(kafkaconn.Config{
 		Brokers:  k.Brokers,
 		ClientID: clientID,
 		TLS: kafkaconn.TLSConfig{

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/segmentio/kafka-go"
-
-	"github.com/postline/postline/kafkaconn"
 )
 
 // Defaults for Config.
@@ -30,7 +29,7 @@ const (
 type Config struct {
 	// Kafka is the cluster to consume from; the group and every partition
 	// reader connect through it. Required.
-	Kafka *kafkaconn.Cluster
+	Kafka *kafkaclient.Cluster
 	// Topic is the topic to consume: shorthand for Topics with one entry.
 	// Set exactly one of Topic and Topics.
 	Topic string

@@ -10,10 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
-
-	"github.com/postline/postline/kafkaconn"
 )
 
 // DefaultLagInterval is how often a LagMonitor refreshes by default.
@@ -22,7 +21,7 @@ const DefaultLagInterval = 5 * time.Second
 // LagMonitorConfig configures a LagMonitor.
 type LagMonitorConfig struct {
 	// Kafka is the cluster the topic is on. Required.
-	Kafka *kafkaconn.Cluster
+	Kafka *kafkaclient.Cluster
 	// Topic is the consumed topic. Required.
 	Topic string
 	// GroupID is the consumer group. Required.

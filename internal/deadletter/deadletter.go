@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/jobheader"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/topic"
-	"github.com/postline/postline/job"
-	"github.com/postline/postline/kafkaconn"
 )
 
 // Delivery outcomes that dead-letter a record, next to the validation
@@ -56,11 +56,11 @@ const DefaultTopic = "mail.dlq"
 // Config configures the Writer.
 type Config struct {
 	// Kafka is the cluster of the dead-letter topic. Required.
-	Kafka *kafkaconn.Cluster
+	Kafka *kafkaclient.Cluster
 	// Topic is the dead-letter topic. Defaults to DefaultTopic.
 	Topic string
 	// MaxMessageBytes is the topic's max.message.bytes, as the broker
-	// reports it (kafkaconn.Cluster.MaxMessageBytes): batches are cut to
+	// reports it (kafkaclient.Cluster.MaxMessageBytes): batches are cut to
 	// fit, and a letter that would not fit is shortened (see Publish).
 	// Defaults to topic.CopyMaxMessageBytes, what the standard dead-letter
 	// topic is created with.
@@ -155,7 +155,7 @@ func New(cfg Config, reg prometheus.Registerer) (*Writer, error) {
 	if err := reg.Register(shortened); err != nil {
 		return nil, fmt.Errorf("deadletter: register metrics: %w", err)
 	}
-	w, closeConn, err := cfg.Kafka.Writer(kafkaconn.WriterConfig{
+	w, closeConn, err := cfg.Kafka.Writer(kafkaclient.WriterConfig{
 		Topic:        cfg.Topic,
 		Name:         "dlq",
 		Limits:       map[string]int{cfg.Topic: cfg.MaxMessageBytes},
@@ -167,7 +167,7 @@ func New(cfg Config, reg prometheus.Registerer) (*Writer, error) {
 	return &Writer{
 		w:         w,
 		closeConn: closeConn,
-		maxRecord: kafkaconn.MaxRecordBytes(cfg.MaxMessageBytes),
+		maxRecord: kafkaclient.MaxRecordBytes(cfg.MaxMessageBytes),
 		nowFunc:   time.Now,
 		letters:   letters,
 		shortened: shortened,
@@ -212,7 +212,7 @@ const minMessageBytes = 8 << 10
 // fit returns msg, shortened if it is larger than maxRecord bytes (as
 // kafka-go counts them): first the value is left out, then the headers the
 // record came with (trace context and the producer's own), keeping the
-// dead-letter headers. What was left out is named in HeaderDLQOmitted with
+// dead-letter headers. What was left out is named in jobheader.KeyDLQOmitted with
 // the original sizes, so the letter still says why the job died and where
 // the original record is (its topic, partition and offset). A letter must be
 // written whatever its size: one that the topic refuses would stop the
@@ -227,7 +227,7 @@ func fit(msg kafka.Message, maxRecord int) (kafka.Message, bool) {
 		kept := msg.Headers[:0:0]
 		dropped := 0
 		for _, h := range msg.Headers {
-			if strings.HasPrefix(h.Key, job.HeaderPrefix) {
+			if strings.HasPrefix(h.Key, jobheader.Prefix) {
 				kept = append(kept, h)
 			} else {
 				dropped++
@@ -243,33 +243,33 @@ func fit(msg kafka.Message, maxRecord int) (kafka.Message, bool) {
 		kept := msg.Headers[:0:0]
 		for _, h := range msg.Headers {
 			switch h.Key {
-			case job.HeaderDLQReason, job.HeaderDLQClass, job.HeaderDLQOriginalTopic, job.HeaderDLQOriginalPartition,
-				job.HeaderDLQOriginalOffset, job.HeaderDLQTime:
+			case jobheader.KeyDLQReason, jobheader.KeyDLQClass, jobheader.KeyDLQOriginalTopic, jobheader.KeyDLQOriginalPartition,
+				jobheader.KeyDLQOriginalOffset, jobheader.KeyDLQTime:
 				kept = append(kept, h)
 			}
 		}
 		msg.Headers = kept
 		omitted += " key"
 	}
-	msg.Headers = job.SetHeader(msg.Headers, job.HeaderDLQOmitted, omitted)
+	msg.Headers = jobheader.Set(msg.Headers, jobheader.KeyDLQOmitted, omitted)
 	return msg, true
 }
 
 // recordBytes is m's size as the writer counts it.
-func recordBytes(m kafka.Message) int { return kafkaconn.RecordBytes(m.Key, m.Value, m.Headers) }
+func recordBytes(m kafka.Message) int { return kafkaclient.RecordBytes(m.Key, m.Value, m.Headers) }
 
 // Headers returns the original headers with the dead-letter headers of l set
 // (replacing any left by an earlier dead-lettering of the same record).
 func Headers(l Letter, now string) []kafka.Header {
-	c := job.HeaderCarrier(append([]kafka.Header(nil), l.Headers...))
-	c.Set(job.HeaderDLQReason, l.Reason)
-	c.Set(job.HeaderDLQClass, l.Class)
-	c.Set(job.HeaderDLQError, truncate(l.Error, maxErrorBytes))
-	c.Set(job.HeaderDLQOriginalTopic, l.Topic)
-	c.Set(job.HeaderDLQOriginalPartition, strconv.Itoa(l.Partition))
-	c.Set(job.HeaderDLQOriginalOffset, strconv.FormatInt(l.Offset, 10))
-	c.Set(job.HeaderDLQTime, now)
-	c.Set(job.HeaderAttempt, strconv.Itoa(max(l.Attempt, 1)))
+	c := jobheader.Carrier(append([]kafka.Header(nil), l.Headers...))
+	c.Set(jobheader.KeyDLQReason, l.Reason)
+	c.Set(jobheader.KeyDLQClass, l.Class)
+	c.Set(jobheader.KeyDLQError, truncate(l.Error, maxErrorBytes))
+	c.Set(jobheader.KeyDLQOriginalTopic, l.Topic)
+	c.Set(jobheader.KeyDLQOriginalPartition, strconv.Itoa(l.Partition))
+	c.Set(jobheader.KeyDLQOriginalOffset, strconv.FormatInt(l.Offset, 10))
+	c.Set(jobheader.KeyDLQTime, now)
+	c.Set(jobheader.KeyAttempt, strconv.Itoa(max(l.Attempt, 1)))
 	return []kafka.Header(c)
 }
 

@@ -10,15 +10,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/testenv"
-	"github.com/postline/postline/job"
 )
 
 func TestHeaders(t *testing.T) {
 	original := []kafka.Header{
 		{Key: "traceparent", Value: []byte("00-abc-def-01")},
-		{Key: job.HeaderAttempt, Value: []byte("2")},
-		{Key: job.HeaderDLQReason, Value: []byte("left by an earlier dead-lettering")},
+		{Key: jobheader.KeyAttempt, Value: []byte("2")},
+		{Key: jobheader.KeyDLQReason, Value: []byte("left by an earlier dead-lettering")},
 	}
 	tests := []struct {
 		name   string
@@ -30,21 +30,21 @@ func TestHeaders(t *testing.T) {
 			letter: Letter{Headers: original, Topic: "mail.jobs", Partition: 3, Offset: 42,
 				Reason: "invalid_address", Class: "invalid", Error: "to[0]: bad", Attempt: 2},
 			want: map[string]string{
-				"traceparent":                  "00-abc-def-01",
-				job.HeaderAttempt:              "2",
-				job.HeaderDLQReason:            "invalid_address",
-				job.HeaderDLQClass:             "invalid",
-				job.HeaderDLQError:             "to[0]: bad",
-				job.HeaderDLQOriginalTopic:     "mail.jobs",
-				job.HeaderDLQOriginalPartition: "3",
-				job.HeaderDLQOriginalOffset:    "42",
-				job.HeaderDLQTime:              "2026-11-29T00:00:00Z",
+				"traceparent":                     "00-abc-def-01",
+				jobheader.KeyAttempt:              "2",
+				jobheader.KeyDLQReason:            "invalid_address",
+				jobheader.KeyDLQClass:             "invalid",
+				jobheader.KeyDLQError:             "to[0]: bad",
+				jobheader.KeyDLQOriginalTopic:     "mail.jobs",
+				jobheader.KeyDLQOriginalPartition: "3",
+				jobheader.KeyDLQOriginalOffset:    "42",
+				jobheader.KeyDLQTime:              "2026-11-29T00:00:00Z",
 			},
 		},
 		{
 			name:   "attempt 0 is written as 1",
 			letter: Letter{Reason: "malformed_json"},
-			want:   map[string]string{job.HeaderAttempt: "1", job.HeaderDLQReason: "malformed_json"},
+			want:   map[string]string{jobheader.KeyAttempt: "1", jobheader.KeyDLQReason: "malformed_json"},
 		},
 	}
 	for _, tt := range tests {
@@ -59,7 +59,7 @@ func TestHeaders(t *testing.T) {
 					t.Errorf("header %s appears %d times", k, n)
 				}
 			}
-			carrier := job.HeaderCarrier(got)
+			carrier := jobheader.Carrier(got)
 			for k, v := range tt.want {
 				if g := carrier.Get(k); g != v {
 					t.Errorf("header %s = %q, want %q", k, g, v)
@@ -74,8 +74,8 @@ func TestHeaders(t *testing.T) {
 
 func TestErrorHeaderIsBounded(t *testing.T) {
 	long := strings.Repeat("é", 2*maxErrorBytes)
-	carrier := job.HeaderCarrier(Headers(Letter{Error: long}, "now"))
-	got := carrier.Get(job.HeaderDLQError)
+	carrier := jobheader.Carrier(Headers(Letter{Error: long}, "now"))
+	got := carrier.Get(jobheader.KeyDLQError)
 	if len(got) > maxErrorBytes+len("…") {
 		t.Fatalf("error header is %d bytes, want at most %d", len(got), maxErrorBytes+len("…"))
 	}
@@ -149,11 +149,11 @@ func TestPublishRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("read dead letter %d: %v", i, err)
 		}
-		c := job.HeaderCarrier(m.Headers)
+		c := jobheader.Carrier(m.Headers)
 		if string(m.Key) != string(want.Key) || string(m.Value) != string(want.Value) {
 			t.Errorf("letter %d: key/value = %q/%q, want %q/%q", i, m.Key, m.Value, want.Key, want.Value)
 		}
-		if c.Get(job.HeaderDLQReason) != want.Reason || c.Get(job.HeaderDLQOriginalOffset) != []string{"7", "8"}[i] {
+		if c.Get(jobheader.KeyDLQReason) != want.Reason || c.Get(jobheader.KeyDLQOriginalOffset) != []string{"7", "8"}[i] {
 			t.Errorf("letter %d: headers %v", i, m.Headers)
 		}
 	}

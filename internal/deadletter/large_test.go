@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
@@ -104,9 +105,9 @@ func TestPublishLetterLargerThanTheTopic(t *testing.T) {
 			t.Fatalf("publish: %v", err)
 		}
 		m := readAll(t, name, 1)[0]
-		h := job.HeaderCarrier(m.Headers)
-		if len(m.Value) != 0 || h.Get(job.HeaderDLQOmitted) != "value="+strconv.Itoa(len(value)) ||
-			h.Get(job.HeaderDLQReason) != string(job.ReasonOversizeMessage) || h.Get(job.HeaderDLQOriginalOffset) != "42" ||
+		h := jobheader.Carrier(m.Headers)
+		if len(m.Value) != 0 || h.Get(jobheader.KeyDLQOmitted) != "value="+strconv.Itoa(len(value)) ||
+			h.Get(jobheader.KeyDLQReason) != string(job.ReasonOversizeMessage) || h.Get(jobheader.KeyDLQOriginalOffset) != "42" ||
 			h.Get("traceparent") != "00-abc" {
 			t.Errorf("shortened letter: %d bytes, headers %v", len(m.Value), m.Headers)
 		}
@@ -126,8 +127,8 @@ func TestPublishLetterLargerThanTheTopic(t *testing.T) {
 		if err := w.Publish(ctx, letter); err != nil {
 			t.Fatalf("publish: %v", err)
 		}
-		if m := readAll(t, name, 1)[0]; len(m.Value) != len(value) || header(m.Headers, job.HeaderDLQOmitted) != "" {
-			t.Errorf("letter into the standard topic: %d bytes, omitted %q; want it whole", len(m.Value), header(m.Headers, job.HeaderDLQOmitted))
+		if m := readAll(t, name, 1)[0]; len(m.Value) != len(value) || header(m.Headers, jobheader.KeyDLQOmitted) != "" {
+			t.Errorf("letter into the standard topic: %d bytes, omitted %q; want it whole", len(m.Value), header(m.Headers, jobheader.KeyDLQOmitted))
 		}
 	})
 }
@@ -135,7 +136,7 @@ func TestPublishLetterLargerThanTheTopic(t *testing.T) {
 // fit's shortening, step by step, against its own size bound.
 func TestFit(t *testing.T) {
 	big := make([]byte, 10_000)
-	headers := []kafka.Header{{Key: "x-producer", Value: big}, {Key: job.HeaderDLQReason, Value: []byte("r")}}
+	headers := []kafka.Header{{Key: "x-producer", Value: big}, {Key: jobheader.KeyDLQReason, Value: []byte("r")}}
 	tests := []struct {
 		name        string
 		max         int
@@ -149,19 +150,19 @@ func TestFit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got, short := fit(tt.msg, tt.max)
-		if short != (tt.wantOmitted != "") || header(got.Headers, job.HeaderDLQOmitted) != tt.wantOmitted {
-			t.Errorf("%s: shortened %t, omitted %q; want %q", tt.name, short, header(got.Headers, job.HeaderDLQOmitted), tt.wantOmitted)
+		if short != (tt.wantOmitted != "") || header(got.Headers, jobheader.KeyDLQOmitted) != tt.wantOmitted {
+			t.Errorf("%s: shortened %t, omitted %q; want %q", tt.name, short, header(got.Headers, jobheader.KeyDLQOmitted), tt.wantOmitted)
 		}
 		if recordBytes(got) > tt.max {
 			t.Errorf("%s: %d bytes after fit, over %d", tt.name, recordBytes(got), tt.max)
 		}
-		if header(got.Headers, job.HeaderDLQReason) != "r" {
+		if header(got.Headers, jobheader.KeyDLQReason) != "r" {
 			t.Errorf("%s: the reason was dropped", tt.name)
 		}
 	}
 }
 
 func header(h []kafka.Header, key string) string {
-	c := job.HeaderCarrier(h)
+	c := jobheader.Carrier(h)
 	return c.Get(key)
 }

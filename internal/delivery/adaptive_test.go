@@ -15,6 +15,7 @@ import (
 
 	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/failure"
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/job"
 )
@@ -155,7 +156,7 @@ func TestPipelineFeedsThePolicyItsInputs(t *testing.T) {
 	h.src.store = h.store
 	// The record is the third attempt; one of the two before was throttled.
 	m := <-h.src.ch
-	m.Headers = []kafka.Header{{Key: job.HeaderAttempt, Value: []byte("3")}, {Key: job.HeaderThrottles, Value: []byte("1")}}
+	m.Headers = []kafka.Header{{Key: jobheader.KeyAttempt, Value: []byte("3")}, {Key: jobheader.KeyThrottles, Value: []byte("1")}}
 	h.src.ch <- m
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

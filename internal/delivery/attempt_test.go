@@ -8,7 +8,7 @@ import (
 
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/idempotency"
-	"github.com/postline/postline/job"
+	"github.com/postline/postline/internal/jobheader"
 )
 
 // firstAttemptStore is fakeStore with the real store's rule for new rows:
@@ -42,7 +42,7 @@ func TestPipelineUsesTheClaimedAttempt(t *testing.T) {
 	h := newHarnessWith(t, always(smtpErr(452, "4.4.5", "per second limit")), nil, nil)
 	h.pipeline.store = firstAttemptStore{h.store}
 	h.runMessages(t, []consumer.Message{message(t, "forged@x",
-		[]kafka.Header{{Key: job.HeaderAttempt, Value: []byte("3")}})})
+		[]kafka.Header{{Key: jobheader.KeyAttempt, Value: []byte("3")}})})
 
 	row := h.store.row("forged@x")
 	if row.status != idempotency.StatusRetrying || row.attempt != 2 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/job"
 )
 
@@ -50,8 +51,8 @@ func TestPipelineHoldsLeasesUntilTheOutcomeIsRecorded(t *testing.T) {
 	leases := &fakeLeases{held: map[string]int64{}}
 	h.pipeline.leases = leases
 	h.runMessages(t, []consumer.Message{
-		message(t, "ok@x", []kafka.Header{{Key: job.HeaderAttempt, Value: []byte("1")}}),
-		message(t, "fail@x", []kafka.Header{{Key: job.HeaderAttempt, Value: []byte("1")}}),
+		message(t, "ok@x", []kafka.Header{{Key: jobheader.KeyAttempt, Value: []byte("1")}}),
+		message(t, "fail@x", []kafka.Header{{Key: jobheader.KeyAttempt, Value: []byte("1")}}),
 	})
 	leases.mu.Lock()
 	defer leases.mu.Unlock()

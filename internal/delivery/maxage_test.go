@@ -10,6 +10,7 @@ import (
 
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/job"
 )
 
@@ -34,8 +35,8 @@ func TestMaxAgeErrorNamesThePriority(t *testing.T) {
 	old := time.Now().Add(-2 * time.Hour) // the harness allows 1h
 	t.Run("at intake, no priority", func(t *testing.T) {
 		h := newHarness(t, nil)
-		m := message(t, "noprio@x", []kafka.Header{{Key: job.HeaderAttempt, Value: []byte("2")},
-			{Key: job.HeaderFirstSeen, Value: []byte(job.FormatTime(old))}})
+		m := message(t, "noprio@x", []kafka.Header{{Key: jobheader.KeyAttempt, Value: []byte("2")},
+			{Key: jobheader.KeyFirstSeen, Value: []byte(jobheader.FormatTime(old))}})
 		h.store.seed("noprio@x", m.Value, 2)
 		got := maxAgeLetter(t, h, m)
 		if want := "older than the 1h0m0s max age of normal priority mail"; got != want {
@@ -60,8 +61,8 @@ func TestMaxAgeErrorNamesThePriority(t *testing.T) {
 		j := testJob("bulk@x", "hi")
 		j.Priority = job.PriorityBulk
 		m := consumer.Message{Topic: "mail.jobs", Key: []byte(j.MessageID), Value: mustJSON(t, j), Time: start,
-			Headers: []kafka.Header{{Key: job.HeaderAttempt, Value: []byte("1")},
-				{Key: job.HeaderFirstSeen, Value: []byte(job.FormatTime(start.Add(-59 * time.Minute)))}}}
+			Headers: []kafka.Header{{Key: jobheader.KeyAttempt, Value: []byte("1")},
+				{Key: jobheader.KeyFirstSeen, Value: []byte(jobheader.FormatTime(start.Add(-59 * time.Minute)))}}}
 		got := maxAgeLetter(t, h, m)
 		if !strings.HasPrefix(got, "older than the 1h0m0s max age of bulk priority mail") || !strings.Contains(got, "421 4.7.0 try again later") {
 			t.Errorf("error = %q, want the bulk max age and the last failure", got)

@@ -25,10 +25,11 @@ import (
 	"github.com/postline/postline/internal/delay"
 	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/jobheader"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/pgpool"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/job"
-	"github.com/postline/postline/kafkaconn"
 )
 
 // Failure classes of the pipeline's own, written to rows and dead-letter
@@ -434,7 +435,7 @@ func (p *Pipeline) intake(ctx context.Context, in <-chan consumer.Message, reent
 
 // decode turns a consumed record into an item and starts its deliver span.
 func (p *Pipeline) decode(m consumer.Message) *item {
-	it := &item{msg: m, attempt: job.Attempt(m.Headers), throttles: job.Throttles(m.Headers)}
+	it := &item{msg: m, attempt: jobheader.Attempt(m.Headers), throttles: jobheader.Throttles(m.Headers)}
 	defer p.startDeliver(it)
 	// The job is decoded in place; a record that is no job leaves none.
 	var err error
@@ -854,7 +855,7 @@ func (p *Pipeline) retry(ctx context.Context, op string, fn func(context.Context
 func dependencyRetryable(op string, err error) bool {
 	switch op {
 	case opDeadLetter, opRetryPublish, opEvents:
-		return kafkaconn.Retryable(err)
+		return kafkaclient.Retryable(err)
 	}
 	return pgpool.Retryable(err)
 }
@@ -881,7 +882,7 @@ func claimResultName(r idempotency.ClaimResult) string {
 // firstSeen is when the job was first published: the first-seen header, or
 // the record's own timestamp.
 func firstSeen(m consumer.Message) time.Time {
-	if t, ok := job.FirstSeen(m.Headers); ok {
+	if t, ok := jobheader.FirstSeen(m.Headers); ok {
 		return t
 	}
 	return m.Time

@@ -22,6 +22,7 @@ import (
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/job"
@@ -279,7 +280,7 @@ func newFakeSource(records [][]byte, closeWhenDone bool) *fakeSource {
 			key = []byte(probe.MessageID)
 		}
 		s.ch <- consumer.Message{Topic: "mail.jobs", Offset: int64(i), Key: key, Value: r, Time: time.Now(),
-			Headers: []kafka.Header{{Key: job.HeaderAttempt, Value: []byte("1")}}}
+			Headers: []kafka.Header{{Key: jobheader.KeyAttempt, Value: []byte("1")}}}
 	}
 	if !closeWhenDone {
 		close(s.ch)
@@ -675,7 +676,7 @@ func TestPipelineRoutesFailuresByClass(t *testing.T) {
 		},
 		{
 			name:        "the last allowed attempt failing makes the job dead",
-			headers:     []kafka.Header{{Key: job.HeaderAttempt, Value: []byte("3")}},
+			headers:     []kafka.Header{{Key: jobheader.KeyAttempt, Value: []byte("3")}},
 			p1:          always(smtpErr(452, "4.4.5", "per second limit")),
 			wantStatus:  idempotency.StatusDead,
 			wantAttempt: 3,
@@ -684,9 +685,9 @@ func TestPipelineRoutesFailuresByClass(t *testing.T) {
 		},
 		{
 			name: "a job past its max age is dead when it comes back",
-			headers: []kafka.Header{{Key: job.HeaderAttempt, Value: []byte("2")},
-				{Key: job.HeaderFirstSeen, Value: []byte(job.FormatTime(old))},
-				{Key: job.HeaderLastClass, Value: []byte("throttled")}},
+			headers: []kafka.Header{{Key: jobheader.KeyAttempt, Value: []byte("2")},
+				{Key: jobheader.KeyFirstSeen, Value: []byte(jobheader.FormatTime(old))},
+				{Key: jobheader.KeyLastClass, Value: []byte("throttled")}},
 			wantStatus:  idempotency.StatusDead,
 			wantAttempt: 2,
 			wantReason:  deadletter.ReasonMaxAge,
@@ -698,9 +699,9 @@ func TestPipelineRoutesFailuresByClass(t *testing.T) {
 			h := newHarnessWith(t, tt.p1, tt.p2, nil)
 			headers := tt.headers
 			if headers == nil {
-				headers = []kafka.Header{{Key: job.HeaderAttempt, Value: []byte("1")}}
+				headers = []kafka.Header{{Key: jobheader.KeyAttempt, Value: []byte("1")}}
 			}
-			attempt := job.Attempt(headers)
+			attempt := jobheader.Attempt(headers)
 			h.store.seed("f@x", mustJSON(t, testJob("f@x", "hi")), attempt)
 			h.runMessages(t, []consumer.Message{message(t, "f@x", headers)})
 

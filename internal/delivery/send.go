@@ -11,6 +11,7 @@ import (
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/job"
@@ -531,8 +532,8 @@ func (p *Pipeline) die(it *item, reason, class, errText string) {
 // lastClass is the failure class of the previous attempt, from the record's
 // headers.
 func (it *item) lastClass() string {
-	c := job.HeaderCarrier(it.msg.Headers)
-	if v := c.Get(job.HeaderLastClass); v != "" {
+	c := jobheader.Carrier(it.msg.Headers)
+	if v := c.Get(jobheader.KeyLastClass); v != "" {
 		return v
 	}
 	return classExpired

@@ -15,7 +15,7 @@ import (
 
 	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/idempotency"
-	"github.com/postline/postline/job"
+	"github.com/postline/postline/internal/jobheader"
 )
 
 // Traces. Every consumed record gets a "deliver" span (kind consumer) whose
@@ -75,7 +75,7 @@ func (p *Pipeline) tracing() bool {
 // parent's context only, so the options, which a no-op tracer drops, are
 // not built: they were a good part of a mail's allocations.
 func (p *Pipeline) startDeliver(it *item) {
-	carrier := job.HeaderCarrier(it.msg.Headers)
+	carrier := jobheader.Carrier(it.msg.Headers)
 	parent := propagation.TraceContext{}.Extract(context.Background(), &carrier)
 	if !p.tracing() {
 		// What a no-op tracer's Start returns, without the context it

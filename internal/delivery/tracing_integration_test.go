@@ -142,7 +142,7 @@ func TestTraceFollowsAJobThroughKafkaAndARetry(t *testing.T) {
 	}
 	defer stop()
 
-	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.KafkaCluster(brokers...), Topic: jobsTopic})
+	pub, err := job.NewPublisher(testenv.KafkaCluster(brokers...).Config(), job.PublisherConfig{Topic: jobsTopic})
 	if err != nil {
 		t.Fatal(err)
 	}

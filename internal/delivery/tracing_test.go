@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/postline/postline/internal/consumer"
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/job"
 )
 
@@ -36,7 +37,7 @@ func producerSpanContext() trace.SpanContext {
 // injected returns headers with sc injected the way job.Publisher does.
 func injected(t *testing.T, sc trace.SpanContext, headers ...kafka.Header) []kafka.Header {
 	t.Helper()
-	c := job.HeaderCarrier(slices.Clone(headers))
+	c := jobheader.Carrier(slices.Clone(headers))
 	propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), sc), &c)
 	if c.Get("traceparent") == "" {
 		t.Fatal("nothing injected")
@@ -218,9 +219,9 @@ func TestPipelineTracesEachRecord(t *testing.T) {
 			if len(copies) != tt.wantCopies {
 				t.Fatalf("retry copies = %d, want %d", len(copies), tt.wantCopies)
 			}
-			original := job.HeaderCarrier(m.Headers)
+			original := jobheader.Carrier(m.Headers)
 			for _, c := range copies {
-				carrier := job.HeaderCarrier(c.Headers)
+				carrier := jobheader.Carrier(c.Headers)
 				if got, want := carrier.Get("traceparent"), original.Get("traceparent"); got != want {
 					t.Errorf("retry copy traceparent = %q, want the record's own %q", got, want)
 				}

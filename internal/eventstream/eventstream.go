@@ -22,8 +22,8 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/postline/postline/event"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/topic"
-	"github.com/postline/postline/kafkaconn"
 )
 
 // DefaultTopic is the events topic.
@@ -39,7 +39,7 @@ const defaultMaxMessageBytes = 1 << 20
 // Config configures a Writer.
 type Config struct {
 	// Kafka is the cluster. Required.
-	Kafka *kafkaconn.Cluster
+	Kafka *kafkaclient.Cluster
 	// Topic is the events topic. Defaults to DefaultTopic.
 	Topic string
 	// MaxMessageBytes is the topic's max.message.bytes. Defaults to 1 MiB;
@@ -103,7 +103,7 @@ func New(cfg Config, reg prometheus.Registerer) (*Writer, error) {
 	for _, t := range event.Types {
 		published.WithLabelValues(string(t))
 	}
-	w, closeConn, err := cfg.Kafka.Writer(kafkaconn.WriterConfig{
+	w, closeConn, err := cfg.Kafka.Writer(kafkaclient.WriterConfig{
 		Topic:        cfg.Topic,
 		Name:         "events",
 		Limits:       map[string]int{cfg.Topic: cfg.MaxMessageBytes},
@@ -209,7 +209,7 @@ func readOnlyBytes(s string) []byte {
 // topic first when it does not exist, so that a process set up before the
 // topic existed starts. A cluster that refuses to create it is an error
 // that says to create it with postctl.
-func EnsureTopic(ctx context.Context, cluster *kafkaconn.Cluster, name string, logger *slog.Logger) (int, error) {
+func EnsureTopic(ctx context.Context, cluster *kafkaclient.Cluster, name string, logger *slog.Logger) (int, error) {
 	limits, err := cluster.MaxMessageBytes(ctx, name)
 	if err == nil {
 		return limits[name], nil

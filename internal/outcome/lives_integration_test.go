@@ -221,13 +221,12 @@ func readDeduped(t *testing.T, topic, last string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	kr := kafka.NewReader(kafka.ReaderConfig{Brokers: testenv.KafkaBrokers(), Topic: topic, GroupID: testenv.UniqueName("group"),
-		MaxWait: 100 * time.Millisecond, StartOffset: kafka.FirstOffset})
-	defer kr.Close()
-	r, err := event.NewReader(kr, event.ReaderConfig{})
+	r, err := event.NewReader(testenv.Kafka().Config(), event.ReaderConfig{GroupID: testenv.UniqueName("group"), Topic: topic,
+		MaxWait: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer r.Close()
 	var ids []string
 	for {
 		m, err := r.Next(ctx)

@@ -11,6 +11,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/jobheader"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/reaper"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
@@ -22,7 +24,7 @@ import (
 // owner, and a jobs topic with a publisher on it.
 type fixture struct {
 	store *idempotency.Store
-	pub   *job.Publisher
+	pub   *kafkaclient.TopicWriter
 	topic string
 	id    string
 	hash  []byte
@@ -45,7 +47,7 @@ func newFixture(t *testing.T) fixture {
 		t.Fatal(err)
 	}
 	name := testenv.NewTopic(t, 2)
-	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.Kafka(), Topic: name})
+	pub, err := testenv.Kafka().TopicWriter(kafkaclient.WriterConfig{Topic: name, Limits: map[string]int{name: topic.MaxMessageBytes}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,9 +142,9 @@ func TestReaperRepublishesAndReleases(t *testing.T) {
 		t.Fatalf("topic has %d records, want 1", len(msgs))
 	}
 	m := msgs[0]
-	first, ok := job.FirstSeen(m.Headers)
-	c := job.HeaderCarrier(m.Headers)
-	if string(m.Key) != f.id || string(m.Value) != `{"the":"value"}` || job.Attempt(m.Headers) != 2 ||
+	first, ok := jobheader.FirstSeen(m.Headers)
+	c := jobheader.Carrier(m.Headers)
+	if string(m.Key) != f.id || string(m.Value) != `{"the":"value"}` || jobheader.Attempt(m.Headers) != 2 ||
 		!ok || !first.Equal(f.seen) || c.Get("traceparent") == "" {
 		t.Errorf("re-published record: key %q value %q headers %v", m.Key, m.Value, m.Headers)
 	}
@@ -157,7 +159,7 @@ func TestReaperRepublishesAndReleases(t *testing.T) {
 		t.Errorf("republished_total = %v, want 1", got)
 	}
 	// The re-published copy claims the row; nothing is stuck any more.
-	cs, err := f.store.Claim(t.Context(), []idempotency.ClaimRequest{{MessageID: f.id, PayloadHash: f.hash, Attempt: job.Attempt(m.Headers)}})
+	cs, err := f.store.Claim(t.Context(), []idempotency.ClaimRequest{{MessageID: f.id, PayloadHash: f.hash, Attempt: jobheader.Attempt(m.Headers)}})
 	if err != nil || cs[0].Result != idempotency.Claimed {
 		t.Errorf("claim of the re-published copy = %+v, %v", cs, err)
 	}
@@ -257,7 +259,7 @@ func TestReaperRepublishesStalledReplays(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := testenv.NewTopic(t, 1)
-	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.Kafka(), Topic: name})
+	pub, err := testenv.Kafka().TopicWriter(kafkaclient.WriterConfig{Topic: name, Limits: map[string]int{name: topic.MaxMessageBytes}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,13 +291,13 @@ func TestReaperRepublishesStalledReplays(t *testing.T) {
 		t.Fatalf("Once past the replay grace = %d, %v; want 1", n, err)
 	}
 	msgs := readAll(t, name)
-	if len(msgs) != 1 || string(msgs[0].Value) != string(payload) || job.Attempt(msgs[0].Headers) != 1 {
+	if len(msgs) != 1 || string(msgs[0].Value) != string(payload) || jobheader.Attempt(msgs[0].Headers) != 1 {
 		t.Fatalf("topic holds %d records (first %+v), want the stored payload once at attempt 1", len(msgs), msgs)
 	}
 	if n, err := r.Once(t.Context()); n != 0 || err != nil {
 		t.Errorf("the pass after re-publishing = %d, %v; want nothing to do (grace restarted)", n, err)
 	}
-	cs, err := store.Claim(t.Context(), []idempotency.ClaimRequest{{MessageID: j.MessageID, PayloadHash: j.Hash(), Attempt: job.Attempt(msgs[0].Headers)}})
+	cs, err := store.Claim(t.Context(), []idempotency.ClaimRequest{{MessageID: j.MessageID, PayloadHash: j.Hash(), Attempt: jobheader.Attempt(msgs[0].Headers)}})
 	if err != nil || cs[0].Result != idempotency.Claimed {
 		t.Errorf("claim of the re-published copy = %+v, %v", cs, err)
 	}

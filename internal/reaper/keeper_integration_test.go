@@ -8,9 +8,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/reaper"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
 )
 
@@ -37,7 +39,7 @@ func TestKeptLeaseIsNeverTakenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := testenv.NewTopic(t, 1)
-	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: testenv.Kafka(), Topic: name})
+	pub, err := testenv.Kafka().TopicWriter(kafkaclient.WriterConfig{Topic: name, Limits: map[string]int{name: topic.MaxMessageBytes}})
 	if err != nil {
 		t.Fatal(err)
 	}

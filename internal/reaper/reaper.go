@@ -67,8 +67,9 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/jobheader"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/suppression"
-	"github.com/postline/postline/job"
 )
 
 // Defaults of Config.
@@ -194,14 +195,15 @@ type Suppressions interface {
 }
 
 // Publisher writes records to the jobs topic as they are, returning once
-// the broker acknowledged all of them. *job.Publisher satisfies it.
+// the broker acknowledged all of them. *kafkaclient.TopicWriter satisfies
+// it.
 type Publisher interface {
 	PublishRaw(ctx context.Context, msgs []kafka.Message) error
 }
 
 var (
 	_ Store        = (*idempotency.Store)(nil)
-	_ Publisher    = (*job.Publisher)(nil)
+	_ Publisher    = (*kafkaclient.TopicWriter)(nil)
 	_ Suppressions = (*suppression.Store)(nil)
 )
 
@@ -524,12 +526,12 @@ func Message(st idempotency.Stuck) kafka.Message {
 	var headers []kafka.Header
 	for _, k := range []string{"traceparent", "tracestate"} {
 		if v, ok := st.TraceHeaders[k]; ok {
-			headers = job.SetHeader(headers, k, v)
+			headers = jobheader.Set(headers, k, v)
 		}
 	}
-	headers = job.SetHeader(headers, job.HeaderAttempt, strconv.Itoa(max(st.Attempt, 1)))
+	headers = jobheader.Set(headers, jobheader.KeyAttempt, strconv.Itoa(max(st.Attempt, 1)))
 	if !st.FirstSeen.IsZero() {
-		headers = job.SetHeader(headers, job.HeaderFirstSeen, job.FormatTime(st.FirstSeen))
+		headers = jobheader.Set(headers, jobheader.KeyFirstSeen, jobheader.FormatTime(st.FirstSeen))
 	}
 	return kafka.Message{Key: key, Value: st.Payload, Headers: headers}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/postline/postline/internal/idempotency"
-	"github.com/postline/postline/job"
+	"github.com/postline/postline/internal/jobheader"
 )
 
 func TestConfig(t *testing.T) {
@@ -67,20 +67,20 @@ func TestMessage(t *testing.T) {
 			st: idempotency.Stuck{MessageID: "<a@x>", Attempt: 3, Payload: []byte("v"), Key: []byte("k"),
 				TraceHeaders: map[string]string{"traceparent": "tp", "tracestate": "ts"}, FirstSeen: seen},
 			wantKey: "k",
-			wantHeaders: map[string]string{"traceparent": "tp", "tracestate": "ts", job.HeaderAttempt: "3",
-				job.HeaderFirstSeen: "2025-06-01T10:00:00Z"},
+			wantHeaders: map[string]string{"traceparent": "tp", "tracestate": "ts", jobheader.KeyAttempt: "3",
+				jobheader.KeyFirstSeen: "2025-06-01T10:00:00Z"},
 		},
 		{
 			name:        "no key, no trace, no first seen",
 			st:          idempotency.Stuck{MessageID: "<b@x>", Attempt: 1, Payload: []byte("v")},
 			wantKey:     "<b@x>",
-			wantHeaders: map[string]string{job.HeaderAttempt: "1"},
+			wantHeaders: map[string]string{jobheader.KeyAttempt: "1"},
 		},
 		{
 			name:        "attempt 0 is sent as 1",
 			st:          idempotency.Stuck{MessageID: "<c@x>", Payload: []byte("v")},
 			wantKey:     "<c@x>",
-			wantHeaders: map[string]string{job.HeaderAttempt: "1"},
+			wantHeaders: map[string]string{jobheader.KeyAttempt: "1"},
 		},
 	}
 	for _, tt := range tests {

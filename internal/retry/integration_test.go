@@ -16,9 +16,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/postline/postline/internal/consumer"
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/internal/topic"
-	"github.com/postline/postline/job"
 )
 
 const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -278,7 +278,7 @@ func TestIntegrationWriterAndScheduler(t *testing.T) {
 		if !slices.EqualFunc(a.msg.Headers, want, func(x, y kafka.Header) bool { return x.Key == y.Key && string(x.Value) == string(y.Value) }) {
 			t.Errorf("%s headers %v, want %v", c.Key, a.msg.Headers, want)
 		}
-		if p := (*job.HeaderCarrier)(&a.msg.Headers).Get("traceparent"); p != traceparent {
+		if p := (*jobheader.Carrier)(&a.msg.Headers).Get("traceparent"); p != traceparent {
 			t.Errorf("%s traceparent %q, want %q", c.Key, p, traceparent)
 		}
 	}
@@ -375,7 +375,7 @@ func TestIntegrationSchedulerAbruptStopLosesNothing(t *testing.T) {
 	for key, as := range got.snapshot() {
 		for _, a := range as[1:] {
 			dups++
-			if string(a.msg.Value) != string(as[0].msg.Value) || job.Attempt(a.msg.Headers) != job.Attempt(as[0].msg.Headers) {
+			if string(a.msg.Value) != string(as[0].msg.Value) || jobheader.Attempt(a.msg.Headers) != jobheader.Attempt(as[0].msg.Headers) {
 				t.Errorf("%s: duplicate differs from the first copy", key)
 			}
 		}

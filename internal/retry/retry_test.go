@@ -13,8 +13,8 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/postline/postline/internal/consumer"
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/testenv"
-	"github.com/postline/postline/job"
 )
 
 func TestParseTiers(t *testing.T) {
@@ -149,10 +149,10 @@ func TestCopyHeaders(t *testing.T) {
 	firstSeen := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	orig := []kafka.Header{
 		{Key: "traceparent", Value: []byte("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")},
-		{Key: job.HeaderAttempt, Value: []byte("1")},
-		{Key: job.HeaderFirstSeen, Value: []byte("2026-11-29T09:00:00Z")},
-		{Key: job.HeaderLastClass, Value: []byte("transient")},
-		{Key: job.HeaderAttempt, Value: []byte("1")}, // a stray duplicate
+		{Key: jobheader.KeyAttempt, Value: []byte("1")},
+		{Key: jobheader.KeyFirstSeen, Value: []byte("2026-11-29T09:00:00Z")},
+		{Key: jobheader.KeyLastClass, Value: []byte("transient")},
+		{Key: jobheader.KeyAttempt, Value: []byte("1")}, // a stray duplicate
 	}
 	before := slices.Clone(orig)
 	tests := []struct {
@@ -162,26 +162,26 @@ func TestCopyHeaders(t *testing.T) {
 	}{
 		{"every field", Copy{Headers: orig, Attempt: 2, NotBefore: notBefore, FirstSeen: firstSeen, LastClass: "throttled", Throttles: 1},
 			map[string][]string{
-				"traceparent":       {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
-				job.HeaderAttempt:   {"2"},
-				job.HeaderNotBefore: {"2026-11-29T11:00:05.000000123Z"},
-				job.HeaderFirstSeen: {"2026-11-29T10:00:00Z"},
-				job.HeaderLastClass: {"throttled"},
-				job.HeaderThrottles: {"1"},
+				"traceparent":          {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+				jobheader.KeyAttempt:   {"2"},
+				jobheader.KeyNotBefore: {"2026-11-29T11:00:05.000000123Z"},
+				jobheader.KeyFirstSeen: {"2026-11-29T10:00:00Z"},
+				jobheader.KeyLastClass: {"throttled"},
+				jobheader.KeyThrottles: {"1"},
 			}},
 		{"zero first-seen and empty class keep the originals", Copy{Headers: orig, Attempt: 3, NotBefore: notBefore},
 			map[string][]string{
-				job.HeaderAttempt:   {"3"},
-				job.HeaderFirstSeen: {"2026-11-29T09:00:00Z"},
-				job.HeaderLastClass: {"transient"},
-				job.HeaderThrottles: nil,
+				jobheader.KeyAttempt:   {"3"},
+				jobheader.KeyFirstSeen: {"2026-11-29T09:00:00Z"},
+				jobheader.KeyLastClass: {"transient"},
+				jobheader.KeyThrottles: nil,
 			}},
 		{"no original headers", Copy{Attempt: 2, NotBefore: notBefore, FirstSeen: firstSeen, LastClass: "unknown"},
 			map[string][]string{
-				"traceparent":       nil,
-				job.HeaderAttempt:   {"2"},
-				job.HeaderFirstSeen: {"2026-11-29T10:00:00Z"},
-				job.HeaderLastClass: {"unknown"},
+				"traceparent":          nil,
+				jobheader.KeyAttempt:   {"2"},
+				jobheader.KeyFirstSeen: {"2026-11-29T10:00:00Z"},
+				jobheader.KeyLastClass: {"unknown"},
 			}},
 	}
 	for _, tt := range tests {
@@ -192,14 +192,14 @@ func TestCopyHeaders(t *testing.T) {
 					t.Errorf("header %s = %q, want %q", k, got, want)
 				}
 			}
-			if got, ok := job.NotBefore(h); !ok || !got.Equal(notBefore) {
-				t.Errorf("job.NotBefore = %v, %v; want %v", got, ok, notBefore)
+			if got, ok := jobheader.NotBefore(h); !ok || !got.Equal(notBefore) {
+				t.Errorf("jobheader.NotBefore = %v, %v; want %v", got, ok, notBefore)
 			}
-			if got := job.Attempt(h); got != tt.c.Attempt {
-				t.Errorf("job.Attempt = %d, want %d", got, tt.c.Attempt)
+			if got := jobheader.Attempt(h); got != tt.c.Attempt {
+				t.Errorf("jobheader.Attempt = %d, want %d", got, tt.c.Attempt)
 			}
-			if got := job.Throttles(h); got != tt.c.Throttles {
-				t.Errorf("job.Throttles = %d, want %d", got, tt.c.Throttles)
+			if got := jobheader.Throttles(h); got != tt.c.Throttles {
+				t.Errorf("jobheader.Throttles = %d, want %d", got, tt.c.Throttles)
 			}
 		})
 	}
@@ -340,10 +340,10 @@ func TestSchedulerPlanAndLateness(t *testing.T) {
 		bound   time.Duration // jitter bound passed to jitterFunc
 		planned time.Time
 	}{
-		{"5s tier", "mail.retry.5s", []kafka.Header{{Key: job.HeaderNotBefore, Value: []byte(job.FormatTime(nb))}}, 500 * time.Millisecond, nb.Add(250 * time.Millisecond)},
-		{"1h tier", "mail.retry.1h", []kafka.Header{{Key: job.HeaderNotBefore, Value: []byte(job.FormatTime(nb))}}, time.Second, nb.Add(500 * time.Millisecond)},
+		{"5s tier", "mail.retry.5s", []kafka.Header{{Key: jobheader.KeyNotBefore, Value: []byte(jobheader.FormatTime(nb))}}, 500 * time.Millisecond, nb.Add(250 * time.Millisecond)},
+		{"1h tier", "mail.retry.1h", []kafka.Header{{Key: jobheader.KeyNotBefore, Value: []byte(jobheader.FormatTime(nb))}}, time.Second, nb.Add(500 * time.Millisecond)},
 		{"missing header", "mail.retry.30s", nil, time.Second, clock.now.Add(500 * time.Millisecond)},
-		{"invalid header", "mail.retry.30s", []kafka.Header{{Key: job.HeaderNotBefore, Value: []byte("soon")}}, time.Second, clock.now.Add(500 * time.Millisecond)},
+		{"invalid header", "mail.retry.30s", []kafka.Header{{Key: jobheader.KeyNotBefore, Value: []byte("soon")}}, time.Second, clock.now.Add(500 * time.Millisecond)},
 	}
 	for i, tt := range tests {
 		s.park(consumer.Message{Topic: tt.topic, Offset: int64(i), Headers: tt.headers})

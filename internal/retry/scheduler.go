@@ -19,9 +19,9 @@ import (
 
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/delay"
+	"github.com/postline/postline/internal/jobheader"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/topic"
-	"github.com/postline/postline/job"
-	"github.com/postline/postline/kafkaconn"
 )
 
 // Defaults of SchedulerConfig.
@@ -47,7 +47,7 @@ const (
 // SchedulerConfig configures a Scheduler.
 type SchedulerConfig struct {
 	// Kafka is the cluster of the delay and jobs topics. Required.
-	Kafka *kafkaconn.Cluster
+	Kafka *kafkaclient.Cluster
 	// Prefix is the delay topics' name prefix. Defaults to DefaultPrefix.
 	Prefix string
 	// Tiers are the delay tiers whose topics are consumed. Defaults to
@@ -220,7 +220,7 @@ func NewScheduler(cfg SchedulerConfig, logger *slog.Logger, reg prometheus.Regis
 	for i, d := range cfg.Tiers {
 		tiers[topics[i]] = d
 	}
-	w, closeConn, err := cfg.Kafka.Writer(kafkaconn.WriterConfig{
+	w, closeConn, err := cfg.Kafka.Writer(kafkaclient.WriterConfig{
 		Topic:        cfg.JobsTopic,
 		Name:         "reinject",
 		Limits:       map[string]int{cfg.JobsTopic: cfg.JobsMaxMessageBytes},
@@ -236,7 +236,7 @@ func NewScheduler(cfg SchedulerConfig, logger *slog.Logger, reg prometheus.Regis
 		cons:       cons,
 		w:          w,
 		closeConn:  closeConn,
-		maxRecord:  kafkaconn.MaxRecordBytes(cfg.JobsMaxMessageBytes),
+		maxRecord:  kafkaclient.MaxRecordBytes(cfg.JobsMaxMessageBytes),
 		queue:      delay.New[parked](cfg.NowFunc),
 		tiers:      tiers,
 		metrics:    m,
@@ -310,7 +310,7 @@ func (s *Scheduler) park(m consumer.Message) {
 	tier := s.tiers[m.Topic]
 	label := tierName(tier)
 	now := s.cfg.NowFunc()
-	notBefore, ok := job.NotBefore(m.Headers)
+	notBefore, ok := jobheader.NotBefore(m.Headers)
 	if !ok {
 		s.logger.Warn("record without a valid not-before header; re-injecting it now",
 			"topic", m.Topic, "partition", m.Partition, "offset", m.Offset)
@@ -381,11 +381,11 @@ func (s *Scheduler) produceLoop(ctx context.Context, due <-chan parked) error {
 // Records too large for the jobs topic go to RejectFunc instead. It returns
 // nil when the batch is done or ctx ended first (the unwritten records stay
 // uncommitted), and the error when a write fails in a way retrying cannot
-// mend (kafkaconn.Retryable).
+// mend (kafkaclient.Retryable).
 func (s *Scheduler) produce(ctx context.Context, batch []parked) error {
 	pending := make([]parked, 0, len(batch))
 	for _, p := range batch {
-		if n := kafkaconn.RecordBytes(p.msg.Key, p.msg.Value, p.headers); n > s.maxRecord {
+		if n := kafkaclient.RecordBytes(p.msg.Key, p.msg.Value, p.headers); n > s.maxRecord {
 			if err := s.reject(ctx, p, fmt.Sprintf("%d bytes, the jobs topic %s takes at most %d", n, s.cfg.JobsTopic, s.maxRecord)); err != nil {
 				return err
 			}
@@ -423,7 +423,7 @@ func (s *Scheduler) produce(ctx context.Context, batch []parked) error {
 		}
 		s.healthy.Store(false)
 		s.metrics.produceErrors.Inc()
-		if !kafkaconn.Retryable(err) {
+		if !kafkaclient.Retryable(err) {
 			abandon(pending)
 			return fmt.Errorf("re-inject %d records into %s: %w", len(pending), s.cfg.JobsTopic, err)
 		}
@@ -459,7 +459,7 @@ func (s *Scheduler) reject(ctx context.Context, p parked, detail string) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if !kafkaconn.Retryable(err) {
+		if !kafkaclient.Retryable(err) {
 			return fmt.Errorf("reject an oversize record of %s: %w", p.msg.Topic, err)
 		}
 		s.logger.Warn("dead-lettering an oversize record failed; retrying", "topic", p.msg.Topic,

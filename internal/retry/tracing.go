@@ -4,13 +4,12 @@ import (
 	"context"
 	"time"
 
+	"github.com/postline/postline/internal/jobheader"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/postline/postline/job"
 )
 
 // Traces. A retry copy carries the W3C trace context of the record that
@@ -34,7 +33,7 @@ const (
 // startReinject starts p's reinject span and sets p.headers to its record's
 // headers with the span's trace context.
 func (s *Scheduler) startReinject(p parked) parked {
-	carrier := job.HeaderCarrier(p.msg.Headers)
+	carrier := jobheader.Carrier(p.msg.Headers)
 	parent := propagation.TraceContext{}.Extract(context.Background(), &carrier)
 	ctx, span := s.tracer.Start(parent, "reinject",
 		trace.WithSpanKind(trace.SpanKindProducer),
@@ -44,9 +43,9 @@ func (s *Scheduler) startReinject(p parked) parked {
 			semconv.MessagingDestinationName(s.cfg.JobsTopic),
 			semconv.MessagingKafkaMessageKey(string(p.msg.Key)),
 			attrTier.String(p.tier),
-			attrAttempt.Int(job.Attempt(p.msg.Headers)),
+			attrAttempt.Int(jobheader.Attempt(p.msg.Headers)),
 		))
-	// Inject writes a copy (HeaderCarrier.Set never touches the consumed
+	// Inject writes a copy (jobheader.Carrier.Set never touches the consumed
 	// record's backing array). A span without a valid context (a no-op
 	// provider and a record without trace context) injects nothing.
 	propagation.TraceContext{}.Inject(ctx, &carrier)

@@ -15,8 +15,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/postline/postline/internal/consumer"
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/testenv"
-	"github.com/postline/postline/job"
 )
 
 func TestReinjectSpanCarriesItsContextIntoTheRecord(t *testing.T) {
@@ -60,7 +60,7 @@ func TestReinjectSpanCarriesItsContextIntoTheRecord(t *testing.T) {
 			if !slices.EqualFunc(tt.headers, original, headerEqual) {
 				t.Errorf("the consumed record's headers changed: %v", tt.headers)
 			}
-			out := job.HeaderCarrier(p.headers)
+			out := jobheader.Carrier(p.headers)
 			if got := out.Get(attemptHeader); got != "2" {
 				t.Errorf("attempt header = %q, want it kept", got)
 			}

@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/jobheader"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/topic"
-	"github.com/postline/postline/job"
-	"github.com/postline/postline/kafkaconn"
 )
 
 // DefaultBatchTimeout is WriterConfig.BatchTimeout's default.
@@ -48,9 +48,9 @@ type Copy struct {
 // WriterConfig configures a Writer.
 type WriterConfig struct {
 	// Kafka is the cluster of the delay topics. Required.
-	Kafka *kafkaconn.Cluster
+	Kafka *kafkaclient.Cluster
 	// Limits are the delay topics' max.message.bytes as the broker reports
-	// them (kafkaconn.Cluster.MaxMessageBytes); batches are cut to fit the
+	// them (kafkaclient.Cluster.MaxMessageBytes); batches are cut to fit the
 	// smallest. Defaults to topic.CopyMaxMessageBytes for every tier, what
 	// TopicSpecs creates them with.
 	Limits map[string]int
@@ -133,7 +133,7 @@ func NewWriter(cfg WriterConfig, reg prometheus.Registerer) (*Writer, error) {
 	for _, d := range cfg.Tiers {
 		records.WithLabelValues(tierName(d))
 	}
-	w, closeConn, err := cfg.Kafka.Writer(kafkaconn.WriterConfig{
+	w, closeConn, err := cfg.Kafka.Writer(kafkaclient.WriterConfig{
 		Name:         "retry",
 		Limits:       cfg.Limits,
 		BatchTimeout: cfg.BatchTimeout,
@@ -188,16 +188,16 @@ func (w *Writer) Close() error {
 // copyHeaders returns c.Headers (never modified) with the retry headers set,
 // replacing those of an earlier retry.
 func copyHeaders(c Copy) []kafka.Header {
-	h := job.SetHeader(c.Headers, job.HeaderAttempt, strconv.Itoa(c.Attempt))
-	h = job.SetHeader(h, job.HeaderNotBefore, job.FormatTime(c.NotBefore))
+	h := jobheader.Set(c.Headers, jobheader.KeyAttempt, strconv.Itoa(c.Attempt))
+	h = jobheader.Set(h, jobheader.KeyNotBefore, jobheader.FormatTime(c.NotBefore))
 	if !c.FirstSeen.IsZero() {
-		h = job.SetHeader(h, job.HeaderFirstSeen, job.FormatTime(c.FirstSeen))
+		h = jobheader.Set(h, jobheader.KeyFirstSeen, jobheader.FormatTime(c.FirstSeen))
 	}
 	if c.LastClass != "" {
-		h = job.SetHeader(h, job.HeaderLastClass, c.LastClass)
+		h = jobheader.Set(h, jobheader.KeyLastClass, c.LastClass)
 	}
 	if c.Throttles > 0 {
-		h = job.SetHeader(h, job.HeaderThrottles, strconv.Itoa(c.Throttles))
+		h = jobheader.Set(h, jobheader.KeyThrottles, strconv.Itoa(c.Throttles))
 	}
 	return h
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/postline/postline/internal/mailaddr"
 	"github.com/postline/postline/job"
 )
 
@@ -84,7 +85,7 @@ func (t transaction) addrs(rcpts []Recipient) []string {
 // transactions groups rcpts by return path and List-Unsubscribe URIs, in
 // the order each pair first appears; from replaces an empty return path.
 func transactions(rcpts []Recipient, from string) []transaction {
-	if _, spec, ok := job.SimpleAddress(from); ok {
+	if _, spec, ok := mailaddr.Simple(from); ok {
 		from = spec
 	} else if a, err := mail.ParseAddress(from); err == nil {
 		from = a.Address
@@ -268,7 +269,7 @@ func isUnsubscribeHeader(name string) bool {
 // fromDomain returns the domain of a From address Message accepted, "" if
 // it has none.
 func fromDomain(from string) string {
-	if _, spec, ok := job.SimpleAddress(from); ok {
+	if _, spec, ok := mailaddr.Simple(from); ok {
 		from = spec
 	} else if a, err := mail.ParseAddress(from); err == nil {
 		from = a.Address

@@ -15,6 +15,7 @@ import (
 
 	"github.com/wneessen/go-mail"
 
+	"github.com/postline/postline/internal/mailaddr"
 	"github.com/postline/postline/job"
 )
 
@@ -53,7 +54,7 @@ func message(j *job.Job, deferBody bool) (m *mail.Msg, part *deferredPart, err e
 	m.SetMessageIDWithValue(j.MessageID)
 	m.SetDate()
 
-	if name, spec, ok := job.SimpleAddress(j.From); ok {
+	if name, spec, ok := mailaddr.Simple(j.From); ok {
 		m.FromMailAddress(&netmail.Address{Name: name, Address: spec})
 	} else if err := m.From(j.From); err != nil {
 		return nil, nil, fmt.Errorf("build message: from: %w", err)
@@ -137,12 +138,12 @@ func writeString(s string) func(io.Writer) (int64, error) {
 }
 
 // simpleAddresses returns addrs as the addresses SetAddrHeader would parse
-// them into when every one is a job.SimpleAddress (ParseAddress would give
+// them into when every one is a mailaddr.Simple (ParseAddress would give
 // each back as that name and addr-spec), and nil when one is not.
 func simpleAddresses(addrs []string) []*netmail.Address {
 	all := make([]netmail.Address, len(addrs))
 	for i, a := range addrs {
-		name, spec, ok := job.SimpleAddress(a)
+		name, spec, ok := mailaddr.Simple(a)
 		if !ok {
 			return nil
 		}
@@ -190,7 +191,7 @@ func setHeaders(m *mail.Msg, headers map[string]string) error {
 	}
 	slices.Sort(names)
 	// The canonical names set so far, a slice rather than a map: a job
-	// carries at most job.MaxHeaders of them, and this runs for every mail.
+	// carries at most 50 of them (see job.Limits), and this runs for every mail.
 	seen := make([]string, 0, len(names))
 	for _, name := range names {
 		value := headers[name]

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/postline/postline/job"
+	"github.com/postline/postline/internal/mailaddr"
 )
 
 // Size limits of an entry's fields, in bytes.
@@ -48,7 +48,7 @@ func Normalize(address string) (string, error) {
 	case !utf8.ValidString(s):
 		return "", fmt.Errorf("%w address: not UTF-8", ErrInvalid)
 	}
-	if _, spec, ok := job.SimpleAddress(s); ok {
+	if _, spec, ok := mailaddr.Simple(s); ok {
 		// What the parse and String below give: the bare addr-spec,
 		// lower-cased, unquoted (job's fuzz tests hold it to that).
 		out := strings.ToLower(spec)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/kafkaconn"
 )
 
@@ -33,14 +34,14 @@ func KafkaBrokers() []string {
 
 // Kafka returns a cluster of the test Kafka brokers (plaintext, on
 // loopback), built the way the binaries build theirs.
-func Kafka() *kafkaconn.Cluster {
+func Kafka() *kafkaclient.Cluster {
 	return KafkaCluster(KafkaBrokers()...)
 }
 
 // KafkaCluster returns a plaintext cluster of brokers, which must be on
 // loopback; it panics on a bad address, since tests pass constants.
-func KafkaCluster(brokers ...string) *kafkaconn.Cluster {
-	c, err := kafkaconn.New(kafkaconn.Config{Brokers: brokers, ClientID: "postline-test"})
+func KafkaCluster(brokers ...string) *kafkaclient.Cluster {
+	c, err := kafkaclient.New(kafkaconn.Config{Brokers: brokers, ClientID: "postline-test"})
 	if err != nil {
 		panic(fmt.Sprintf("testenv: kafka cluster %v: %v", brokers, err))
 	}

@@ -15,9 +15,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/segmentio/kafka-go"
-
-	"github.com/postline/postline/kafkaconn"
 )
 
 // Sizes and settings of the standard topics.
@@ -34,7 +33,7 @@ const (
 	// job records into (the dead-letter and delay topics): the jobs topic's
 	// limit plus room for the headers a copy adds, so that any record the
 	// jobs topic accepted can be dead-lettered or retried.
-	CopyMaxMessageBytes = MaxMessageBytes + kafkaconn.HeaderHeadroomBytes + kafkaconn.BatchOverheadBytes + kafkaconn.RecordOverheadBytes
+	CopyMaxMessageBytes = MaxMessageBytes + kafkaclient.HeaderHeadroomBytes + kafkaclient.BatchOverheadBytes + kafkaclient.RecordOverheadBytes
 	// DLQRetention is how long dead letters are kept.
 	DLQRetention = 14 * 24 * time.Hour
 	// DefaultWaitTimeout bounds Ensure when ctx has no earlier deadline.
@@ -167,7 +166,7 @@ type PartitionInfo struct {
 // lowered), so that topics made by an older Postline pass the worker's start
 // check. Transient errors (no broker reachable yet, controller moving) are
 // retried until ctx is done or DefaultWaitTimeout has passed.
-func Ensure(ctx context.Context, k *kafkaconn.Cluster, specs ...Spec) error {
+func Ensure(ctx context.Context, k *kafkaclient.Cluster, specs ...Spec) error {
 	specs = slices.Clone(specs)
 	for i := range specs {
 		specs[i].ReplicationFactor = cmp.Or(specs[i].ReplicationFactor, DefaultReplicationFactor)
@@ -391,7 +390,7 @@ func ready(t kafka.Topic, name string, want int) error {
 
 // Delete deletes the named topics. Topics that do not exist are ignored.
 // Deletion completes asynchronously on the brokers.
-func Delete(ctx context.Context, k *kafkaconn.Cluster, names ...string) error {
+func Delete(ctx context.Context, k *kafkaclient.Cluster, names ...string) error {
 	if len(names) == 0 {
 		return nil
 	}
@@ -413,7 +412,7 @@ func Delete(ctx context.Context, k *kafkaconn.Cluster, names ...string) error {
 // Describe returns the partitions of the named topics, in the order of
 // names, with their leaders, replicas and start and end offsets. A topic
 // that does not exist is an error matching kafka.UnknownTopicOrPartition.
-func Describe(ctx context.Context, k *kafkaconn.Cluster, names ...string) ([]TopicInfo, error) {
+func Describe(ctx context.Context, k *kafkaclient.Cluster, names ...string) ([]TopicInfo, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}

@@ -12,10 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/goleak"
 
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/internal/topic"
-	"github.com/postline/postline/job"
-	"github.com/postline/postline/kafkaconn"
 )
 
 func newFake(t *testing.T, opts ...kfake.Opt) []string {
@@ -183,14 +182,11 @@ func TestNewTopic(t *testing.T) {
 // topic itself cannot take such a copy (it is not a copy topic).
 func TestCopyTopicsFitTheJobsTopic(t *testing.T) {
 	limits := map[string]int{"jobs": topic.MaxMessageBytes, "copy": topic.CopyMaxMessageBytes}
-	if err := kafkaconn.CheckCopyFits(limits, "jobs", "copy"); err != nil {
+	if err := kafkaclient.CheckCopyFits(limits, "jobs", "copy"); err != nil {
 		t.Errorf("copy topic: %v", err)
 	}
-	if err := kafkaconn.CheckCopyFits(limits, "jobs", "jobs"); err == nil {
+	if err := kafkaclient.CheckCopyFits(limits, "jobs", "jobs"); err == nil {
 		t.Error("a topic as large as the jobs topic passed as a copy topic")
-	}
-	if job.DefaultTopicMaxMessageBytes != topic.MaxMessageBytes {
-		t.Errorf("job.DefaultTopicMaxMessageBytes = %d, topic.MaxMessageBytes = %d: the publisher's default must be the jobs topic's", job.DefaultTopicMaxMessageBytes, topic.MaxMessageBytes)
 	}
 }
 

@@ -17,13 +17,13 @@ import (
 // Bounds of a token's fields. Sign refuses a token beyond them, and
 // Verify a token that decodes to one.
 const (
-	// MaxTenantBytes is the longest tenant: job.MaxTenantLength.
+	// MaxTenantBytes is the longest tenant, as job.Limits documents it.
 	MaxTenantBytes = 128
 	// MaxAddressBytes is the longest address: the longest RFC 5321 path,
 	// as the suppression lists hold it.
 	MaxAddressBytes = 254
-	// MaxMessageIDBytes is the longest Message-ID:
-	// job.MaxMessageIDLength.
+	// MaxMessageIDBytes is the longest Message-ID, as job.Limits documents
+	// it.
 	MaxMessageIDBytes = 250
 	// MaxRecipients bounds the recipient index, as the return paths and
 	// the events do.

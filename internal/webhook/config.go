@@ -13,7 +13,7 @@ import (
 
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
-	"github.com/postline/postline/kafkaconn"
+	"github.com/postline/postline/internal/kafkaclient"
 )
 
 // Defaults of Config.
@@ -39,7 +39,7 @@ type DeadLetterPublisher interface {
 // Config configures a Dispatcher.
 type Config struct {
 	// Kafka is the cluster of the events topic. Required.
-	Kafka *kafkaconn.Cluster
+	Kafka *kafkaclient.Cluster
 	// Topic is the events topic. Defaults to "mail.events".
 	Topic string
 	// GroupID prefixes the consumer groups: each endpoint reads the

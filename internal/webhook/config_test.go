@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/kafkaconn"
 )
 
@@ -16,9 +17,9 @@ type nopDLQ struct{}
 
 func (nopDLQ) Publish(context.Context, ...deadletter.Letter) error { return nil }
 
-func testCluster(t testing.TB) *kafkaconn.Cluster {
+func testCluster(t testing.TB) *kafkaclient.Cluster {
 	t.Helper()
-	c, err := kafkaconn.New(kafkaconn.Config{Brokers: []string{"127.0.0.1:9092"}})
+	c, err := kafkaclient.New(kafkaconn.Config{Brokers: []string{"127.0.0.1:9092"}})
 	if err != nil {
 		t.Fatal(err)
 	}

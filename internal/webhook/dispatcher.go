@@ -20,11 +20,11 @@ import (
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
-	"github.com/postline/postline/job"
+	"github.com/postline/postline/internal/jobheader"
 )
 
 // Headers of a webhook dead letter, next to those package deadletter sets
-// (the reason in job.HeaderDLQReason, the attempts in job.HeaderAttempt,
+// (the reason in jobheader.KeyDLQReason, the attempts in jobheader.KeyAttempt,
 // the original topic, partition and offset, the time).
 const (
 	// HeaderDLQEndpoint is the id of the endpoint that gave up on the
@@ -37,7 +37,7 @@ const (
 	HeaderDLQEventID = "postline-webhook-event-id"
 )
 
-// Reasons of a webhook dead letter (job.HeaderDLQReason and the queue's
+// Reasons of a webhook dead letter (jobheader.KeyDLQReason and the queue's
 // dead letters).
 const (
 	// ReasonGone: the endpoint answered 410 Gone: it wants no more events.
@@ -270,10 +270,10 @@ func letter(p Pending, m *consumer.Message, reason string) deadletter.Letter {
 		// A retry from the queue: the record's key was the Message-ID.
 		l.Key = []byte(ev.MessageID)
 	}
-	l.Headers = job.SetHeader(l.Headers, HeaderDLQEndpoint, p.Endpoint)
-	l.Headers = job.SetHeader(l.Headers, HeaderDLQLastStatus, strconv.Itoa(p.LastStatus))
+	l.Headers = jobheader.Set(l.Headers, HeaderDLQEndpoint, p.Endpoint)
+	l.Headers = jobheader.Set(l.Headers, HeaderDLQLastStatus, strconv.Itoa(p.LastStatus))
 	if p.EventID != "" {
-		l.Headers = job.SetHeader(l.Headers, HeaderDLQEventID, p.EventID)
+		l.Headers = jobheader.Set(l.Headers, HeaderDLQEventID, p.EventID)
 	}
 	return l
 }

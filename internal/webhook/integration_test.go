@@ -17,10 +17,10 @@ import (
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/internal/jobheader"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/internal/topic"
-	"github.com/postline/postline/job"
-	"github.com/postline/postline/kafkaconn"
 )
 
 // On the real Kafka: events (with copies) on a three-partition topic, three
@@ -164,8 +164,8 @@ func TestIntegrationDispatch(t *testing.T) {
 		for _, h := range m.Headers {
 			hs[h.Key] = string(h.Value)
 		}
-		wantHeaders := map[string]string{HeaderDLQEndpoint: "down", job.HeaderDLQReason: ReasonHorizon,
-			HeaderDLQLastStatus: "503", HeaderDLQEventID: e.ID, job.HeaderDLQOriginalTopic: events}
+		wantHeaders := map[string]string{HeaderDLQEndpoint: "down", jobheader.KeyDLQReason: ReasonHorizon,
+			HeaderDLQLastStatus: "503", HeaderDLQEventID: e.ID, jobheader.KeyDLQOriginalTopic: events}
 		for k, v := range wantHeaders {
 			if hs[k] != v {
 				t.Errorf("dead letter of %s: header %s = %q, want %q", e.ID, k, hs[k], v)
@@ -173,11 +173,11 @@ func TestIntegrationDispatch(t *testing.T) {
 		}
 		// The first attempt waits for "down" to answer, perhaps longer than
 		// the horizon: one attempt or many, every one of them counted.
-		if n, err := strconv.Atoi(hs[job.HeaderAttempt]); err != nil || n < 1 || n != down.tries(e.ID) {
-			t.Errorf("dead letter of %s: attempts %q, want the %d made", e.ID, hs[job.HeaderAttempt], down.tries(e.ID))
+		if n, err := strconv.Atoi(hs[jobheader.KeyAttempt]); err != nil || n < 1 || n != down.tries(e.ID) {
+			t.Errorf("dead letter of %s: attempts %q, want the %d made", e.ID, hs[jobheader.KeyAttempt], down.tries(e.ID))
 		}
-		if _, err := strconv.ParseInt(hs[job.HeaderDLQOriginalOffset], 10, 64); err != nil {
-			t.Errorf("dead letter of %s: original offset %q", e.ID, hs[job.HeaderDLQOriginalOffset])
+		if _, err := strconv.ParseInt(hs[jobheader.KeyDLQOriginalOffset], 10, 64); err != nil {
+			t.Errorf("dead letter of %s: original offset %q", e.ID, hs[jobheader.KeyDLQOriginalOffset])
 		}
 	}
 	slices.Sort(dead)
@@ -227,8 +227,8 @@ func TestIntegrationDispatch(t *testing.T) {
 	})
 }
 
-func kafkaWriterConfig(topicName string) kafkaconn.WriterConfig {
-	return kafkaconn.WriterConfig{Topic: topicName, Name: "test", Limits: map[string]int{topicName: topic.MaxMessageBytes}}
+func kafkaWriterConfig(topicName string) kafkaclient.WriterConfig {
+	return kafkaclient.WriterConfig{Topic: topicName, Name: "test", Limits: map[string]int{topicName: topic.MaxMessageBytes}}
 }
 
 func deliveredAll(rc *receiver, ids []string) bool {

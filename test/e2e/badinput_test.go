@@ -11,6 +11,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/job"
 )
 
@@ -74,7 +75,7 @@ func TestBadInputIsDeadLettered(t *testing.T) {
 		{"CRLF in encoded display name", encode(func(j *job.Job) {
 			j.To = []string{"=?UTF-8?Q?Eve=0D=0AX-Evil=3A_1?= <eve@example.test>"}
 		}), job.ReasonHeaderInjection},
-		{"oversize body", encode(func(j *job.Job) { j.Text = strings.Repeat("a", job.DefaultMaxBodyBytes+1) }), job.ReasonOversizeBody},
+		{"oversize body", encode(func(j *job.Job) { j.Text = strings.Repeat("a", job.Limits{}.WithDefaults().MaxBodyBytes+1) }), job.ReasonOversizeBody},
 	}
 
 	// valid, bad, valid, bad, ..., valid: a worker that stopped at a bad
@@ -100,13 +101,13 @@ func TestBadInputIsDeadLettered(t *testing.T) {
 		msgs = append(msgs, kafka.Message{
 			Key:     []byte(key),
 			Value:   c.value,
-			Headers: []kafka.Header{{Key: job.HeaderAttempt, Value: []byte("1")}},
+			Headers: []kafka.Header{{Key: jobheader.KeyAttempt, Value: []byte("1")}},
 		})
 	}
 	add(valid[len(cases)])
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := s.pub.PublishRaw(ctx, msgs); err != nil {
+	if err := s.raw.PublishRaw(ctx, msgs); err != nil {
 		t.Fatal(err)
 	}
 
@@ -125,12 +126,12 @@ func TestBadInputIsDeadLettered(t *testing.T) {
 		c := cases[i]
 		if l.Reason != string(c.reason) {
 			t.Errorf("%s: dead letter reason %q, want %q (error header: %s)",
-				c.name, l.Reason, c.reason, header(l.Headers, job.HeaderDLQError))
+				c.name, l.Reason, c.reason, header(l.Headers, jobheader.KeyDLQError))
 		}
 		if !bytes.Equal(l.Value, c.value) {
 			t.Errorf("%s: dead letter value differs from the record published (%d bytes, want %d)", c.name, len(l.Value), len(c.value))
 		}
-		if got := header(l.Headers, job.HeaderDLQOriginalTopic); got != s.jobs {
+		if got := header(l.Headers, jobheader.KeyDLQOriginalTopic); got != s.jobs {
 			t.Errorf("%s: original topic header %q, want %q", c.name, got, s.jobs)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/job"
 )
@@ -192,12 +193,12 @@ func TestBadInputBattery(t *testing.T) {
 			if n := mails[k.sentID]; k.sentID != "" && n > 0 {
 				problems = append(problems, fmt.Sprintf("also sent %d times", n))
 			}
-			if omitted := header(l.Headers, job.HeaderDLQOmitted); omitted != "" {
+			if omitted := header(l.Headers, jobheader.KeyDLQOmitted); omitted != "" {
 				problems = append(problems, "dead letter shortened: "+omitted)
 			} else if !bytes.Equal(l.Value, k.value) {
 				problems = append(problems, fmt.Sprintf("dead letter value of %d bytes differs from the record's %d", len(l.Value), len(k.value)))
 			}
-			if topic := header(l.Headers, job.HeaderDLQOriginalTopic); topic != s.jobs {
+			if topic := header(l.Headers, jobheader.KeyDLQOriginalTopic); topic != s.jobs {
 				problems = append(problems, fmt.Sprintf("original topic header %q", topic))
 			}
 		case k.sentID != "" && mails[k.sentID] > 0:
@@ -209,7 +210,7 @@ func TestBadInputBattery(t *testing.T) {
 		if got != k.want {
 			problems = append(problems, "want "+k.want)
 			if lettered {
-				problems = append(problems, "error: "+header(l.Headers, job.HeaderDLQError))
+				problems = append(problems, "error: "+header(l.Headers, jobheader.KeyDLQError))
 			}
 		}
 		mark := "ok"
@@ -229,7 +230,7 @@ func TestBadInputBattery(t *testing.T) {
 		}
 		p := int64(r.partition)
 		if l, ok := letters[[2]int64{p, r.offset}]; ok {
-			t.Errorf("follower %s at %d/%d was dead-lettered: %s: %s", r.follower, p, r.offset, l.Reason, header(l.Headers, job.HeaderDLQError))
+			t.Errorf("follower %s at %d/%d was dead-lettered: %s: %s", r.follower, p, r.offset, l.Reason, header(l.Headers, jobheader.KeyDLQError))
 		}
 		if n := mails[r.follower]; n != 1 {
 			t.Errorf("follower %s at %d/%d arrived %d times, want once", r.follower, p, r.offset, n)
@@ -275,12 +276,12 @@ func (s *stack) batteryState(ctx context.Context, wantLetters, wantMails int) (l
 		return letters, mails, false, false, err.Error()
 	}
 	for _, m := range msgs {
-		p, _ := strconv.ParseInt(header(m.Headers, job.HeaderDLQOriginalPartition), 10, 64)
-		off, err := strconv.ParseInt(header(m.Headers, job.HeaderDLQOriginalOffset), 10, 64)
+		p, _ := strconv.ParseInt(header(m.Headers, jobheader.KeyDLQOriginalPartition), 10, 64)
+		off, err := strconv.ParseInt(header(m.Headers, jobheader.KeyDLQOriginalOffset), 10, 64)
 		if err != nil {
 			off = -1 - m.Offset // unlocatable: keep it, never matching a record
 		}
-		letters[[2]int64{p, off}] = dlqRecord{Message: m, Reason: header(m.Headers, job.HeaderDLQReason)}
+		letters[[2]int64{p, off}] = dlqRecord{Message: m, Reason: header(m.Headers, jobheader.KeyDLQReason)}
 	}
 	ids, err := s.mail.MessageIDs(ctx)
 	if err != nil {
@@ -447,6 +448,15 @@ func batteryKinds(t *testing.T, topicMax int) []batteryKind {
 	const (
 		from = "Postline E2E <sender@example.test>"
 		rcpt = "rcpt@example.test"
+	)
+	// The job package's default limits, and its fixed bounds on small
+	// fields as job.Limits documents them.
+	limits := job.Limits{}.WithDefaults()
+	const (
+		maxSubjectLength     = 998
+		maxHeaders           = 50
+		maxHeaderValueLength = 4096
+		maxMetadataEntries   = 64
 	)
 	// base is a minimal valid document with a fresh Message-ID, its keys
 	// in schema order.
@@ -644,7 +654,7 @@ func batteryKinds(t *testing.T, topicMax int) []batteryKind {
 	reject("no recipients", bad(func(j *job.Job) { j.To = nil }), job.ReasonMissingField)
 	reject("101 recipients", bad(func(j *job.Job) {
 		j.To = nil
-		for i := range job.DefaultMaxRecipients + 1 {
+		for i := range limits.MaxRecipients + 1 {
 			j.To = append(j.To, fmt.Sprintf("r%d@example.test", i))
 		}
 	}), job.ReasonTooManyRecipients)
@@ -663,25 +673,25 @@ func batteryKinds(t *testing.T, topicMax int) []batteryKind {
 	reject("LF in a display name", bad(func(j *job.Job) { j.To = []string{"Eve\n <eve@example.test>"} }), job.ReasonHeaderInjection)
 	reject("encoded CRLF in a display name", bad(func(j *job.Job) { j.To = []string{"=?UTF-8?Q?Eve=0D=0AX-Evil=3A_1?= <eve@example.test>"} }), job.ReasonHeaderInjection)
 	reject("LF in tenant", bad(func(j *job.Job) { j.Tenant = "acme\nX-Evil: 1" }), job.ReasonHeaderInjection)
-	reject("subject of 999 bytes", bad(func(j *job.Job) { j.Subject = strings.Repeat("s", job.MaxSubjectLength+1) }), job.ReasonOversizeField)
+	reject("subject of 999 bytes", bad(func(j *job.Job) { j.Subject = strings.Repeat("s", maxSubjectLength+1) }), job.ReasonOversizeField)
 	reject("header Bcc not allowed", bad(func(j *job.Job) { j.Headers = map[string]string{"Bcc": "victim@example.test"} }), job.ReasonHeaderNotAllowed)
 	reject("header X-Postline-* reserved", bad(func(j *job.Job) { j.Headers = map[string]string{"X-Postline-Attempt": "1"} }), job.ReasonHeaderNotAllowed)
 	reject("header name with a colon", bad(func(j *job.Job) { j.Headers = map[string]string{"X-A:B": "1"} }), job.ReasonHeaderNotAllowed)
 	reject("51 headers", bad(func(j *job.Job) {
 		j.Headers = map[string]string{}
-		for i := range job.MaxHeaders + 1 {
+		for i := range maxHeaders + 1 {
 			j.Headers[fmt.Sprintf("X-H%d", i)] = "v"
 		}
 	}), job.ReasonOversizeField)
 	reject("header value of 4097 bytes", bad(func(j *job.Job) {
-		j.Headers = map[string]string{"X-Big": strings.Repeat("v", job.MaxHeaderValueLength+1)}
+		j.Headers = map[string]string{"X-Big": strings.Repeat("v", maxHeaderValueLength+1)}
 	}), job.ReasonOversizeField)
 
 	// Bodies, attachments and the other fields.
 	reject("no body", bad(func(j *job.Job) { j.Text = "" }), job.ReasonMissingBody)
-	reject("oversize body", bad(func(j *job.Job) { j.Text = strings.Repeat("a", job.DefaultMaxBodyBytes+1) }), job.ReasonOversizeBody)
+	reject("oversize body", bad(func(j *job.Job) { j.Text = strings.Repeat("a", limits.MaxBodyBytes+1) }), job.ReasonOversizeBody)
 	reject("oversize attachment", bad(func(j *job.Job) {
-		j.Attachments = []job.Attachment{{Filename: "big.bin", Content: make([]byte, job.DefaultMaxAttachmentBytes+1)}}
+		j.Attachments = []job.Attachment{{Filename: "big.bin", Content: make([]byte, limits.MaxAttachmentBytes+1)}}
 	}), job.ReasonOversizeAttachment)
 	reject("bad base64 in an attachment", with(`"attachments":[{"filename":"a.txt","content":"!!not base64!!"}]`), job.ReasonMalformedJSON)
 	reject("attachment without filename", with(`"attachments":[{"content":"`+base64.StdEncoding.EncodeToString([]byte("hi"))+`"}]`), job.ReasonMissingField)
@@ -696,7 +706,7 @@ func batteryKinds(t *testing.T, topicMax int) []batteryKind {
 	reject("template without name", with(`"template":{"version":"1"}`), job.ReasonMissingField)
 	reject("metadata of 65 entries", bad(func(j *job.Job) {
 		j.Metadata = map[string]string{}
-		for i := range job.MaxMetadataEntries + 1 {
+		for i := range maxMetadataEntries + 1 {
 			j.Metadata[fmt.Sprintf("k%d", i)] = "v"
 		}
 	}), job.ReasonOversizeField)
@@ -726,10 +736,10 @@ func batteryKinds(t *testing.T, topicMax int) []batteryKind {
 		// and one byte more.
 		j := valid()
 		v := encode(j)
-		exact := append(append([]byte("{"), bytes.Repeat([]byte(" "), job.DefaultMaxMessageBytes-len(v))...), v[1:]...)
+		exact := append(append([]byte("{"), bytes.Repeat([]byte(" "), limits.MaxMessageBytes-len(v))...), v[1:]...)
 		accept("valid job padded to exactly MaxMessageBytes", wantSent, j, func(k *batteryKind) { k.value = exact })
 		id, doc = base()
-		over := doc[:1] + strings.Repeat(" ", job.DefaultMaxMessageBytes+1-len(doc)) + doc[1:]
+		over := doc[:1] + strings.Repeat(" ", limits.MaxMessageBytes+1-len(doc)) + doc[1:]
 		kinds = append(kinds, batteryKind{name: "valid job padded to MaxMessageBytes+1", key: []byte(id), value: []byte(over),
 			want: string(job.ReasonOversizeMessage)})
 	}
@@ -755,26 +765,26 @@ func batteryKinds(t *testing.T, topicMax int) []batteryKind {
 	// retry scheduler and the worker does not wait for it on the jobs
 	// topic (holding a record there would hold its partition).
 	now := time.Now()
-	sent("postline-attempt 0", headers(job.HeaderAttempt+"=0"))
-	sent("postline-attempt -1", headers(job.HeaderAttempt+"=-1"))
-	sent("postline-attempt 2147483647", headers(job.HeaderAttempt+"=2147483647"))
-	sent("postline-attempt 2147483648", headers(job.HeaderAttempt+"=2147483648"))
-	sent("postline-attempt 99999999999999999999", headers(job.HeaderAttempt+"=99999999999999999999"))
-	sent("postline-attempt abc", headers(job.HeaderAttempt+"=abc"))
-	sent("postline-attempt with spaces", headers(job.HeaderAttempt+"= 2 "))
-	sent("postline-attempt repeated", headers(job.HeaderAttempt+"=1", job.HeaderAttempt+"=3", job.HeaderAttempt+"=x"))
-	sent("postline-attempt null value", headers(job.HeaderAttempt))
-	sent("postline-not-before far future", headers(job.HeaderNotBefore+"="+job.FormatTime(now.AddDate(100, 0, 0))))
-	sent("postline-not-before far past", headers(job.HeaderNotBefore+"=0001-01-01T00:00:00Z"))
-	sent("postline-not-before garbage", headers(job.HeaderNotBefore+"=soon"))
-	sent("postline-first-seen garbage", headers(job.HeaderFirstSeen+"=yesterday"))
-	sent("postline-first-seen in the future", headers(job.HeaderFirstSeen+"="+job.FormatTime(now.AddDate(10, 0, 0))))
+	sent("postline-attempt 0", headers(jobheader.KeyAttempt+"=0"))
+	sent("postline-attempt -1", headers(jobheader.KeyAttempt+"=-1"))
+	sent("postline-attempt 2147483647", headers(jobheader.KeyAttempt+"=2147483647"))
+	sent("postline-attempt 2147483648", headers(jobheader.KeyAttempt+"=2147483648"))
+	sent("postline-attempt 99999999999999999999", headers(jobheader.KeyAttempt+"=99999999999999999999"))
+	sent("postline-attempt abc", headers(jobheader.KeyAttempt+"=abc"))
+	sent("postline-attempt with spaces", headers(jobheader.KeyAttempt+"= 2 "))
+	sent("postline-attempt repeated", headers(jobheader.KeyAttempt+"=1", jobheader.KeyAttempt+"=3", jobheader.KeyAttempt+"=x"))
+	sent("postline-attempt null value", headers(jobheader.KeyAttempt))
+	sent("postline-not-before far future", headers(jobheader.KeyNotBefore+"="+jobheader.FormatTime(now.AddDate(100, 0, 0))))
+	sent("postline-not-before far past", headers(jobheader.KeyNotBefore+"=0001-01-01T00:00:00Z"))
+	sent("postline-not-before garbage", headers(jobheader.KeyNotBefore+"=soon"))
+	sent("postline-first-seen garbage", headers(jobheader.KeyFirstSeen+"=yesterday"))
+	sent("postline-first-seen in the future", headers(jobheader.KeyFirstSeen+"="+jobheader.FormatTime(now.AddDate(10, 0, 0))))
 	// Ten years old is past every priority's max age (24h for normal): the
 	// job is dead, and the dead letter says so.
-	accept("postline-first-seen 10 years ago", deadletter.ReasonMaxAge, valid(), headers(job.HeaderFirstSeen+"="+job.FormatTime(now.AddDate(-10, 0, 0))))
-	sent("postline-throttles huge", headers(job.HeaderThrottles+"=99999999999999999999"))
-	sent("postline-throttles -5", headers(job.HeaderThrottles+"=-5"))
-	sent("postline-last-class garbage", headers(job.HeaderLastClass+"=\xff garbage"))
+	accept("postline-first-seen 10 years ago", deadletter.ReasonMaxAge, valid(), headers(jobheader.KeyFirstSeen+"="+jobheader.FormatTime(now.AddDate(-10, 0, 0))))
+	sent("postline-throttles huge", headers(jobheader.KeyThrottles+"=99999999999999999999"))
+	sent("postline-throttles -5", headers(jobheader.KeyThrottles+"=-5"))
+	sent("postline-last-class garbage", headers(jobheader.KeyLastClass+"=\xff garbage"))
 	sent("traceparent garbage", headers("traceparent=garbage"))
 	sent("traceparent all zeros", headers("traceparent=00-00000000000000000000000000000000-0000000000000000-01"))
 	sent("traceparent version ff", headers("traceparent=ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"))
@@ -794,9 +804,9 @@ func batteryKinds(t *testing.T, topicMax int) []batteryKind {
 	// believed: the letter is found by its real partition and offset.
 	kinds = append(kinds,
 		batteryKind{name: "spoofed postline-dlq-reason on a bad record", value: []byte("not json"),
-			headers: []string{job.HeaderDLQReason + "=sent", job.HeaderDLQReason + "=smtp_permanent"}, want: string(job.ReasonMalformedJSON)},
+			headers: []string{jobheader.KeyDLQReason + "=sent", jobheader.KeyDLQReason + "=smtp_permanent"}, want: string(job.ReasonMalformedJSON)},
 		batteryKind{name: "spoofed postline-original-offset on a bad record", value: []byte("not json"),
-			headers: []string{job.HeaderDLQOriginalOffset + "=0", job.HeaderDLQOriginalPartition + "=0"}, want: string(job.ReasonMalformedJSON)})
+			headers: []string{jobheader.KeyDLQOriginalOffset + "=0", jobheader.KeyDLQOriginalPartition + "=0"}, want: string(job.ReasonMalformedJSON)})
 
 	// Extras that kcat cannot express (a NUL byte in a command line
 	// argument, an empty header key), written with kafka-go.
@@ -807,7 +817,7 @@ func batteryKinds(t *testing.T, topicMax int) []batteryKind {
 		j := valid()
 		kinds = append(kinds,
 			batteryKind{name: "header value with NUL bytes (kafka-go)", key: []byte(j.MessageID), value: encode(j), sentID: j.MessageID, want: wantSent,
-				kafkaGo: true, rawHeaders: []kafka.Header{{Key: job.HeaderAttempt, Value: []byte("1\x00")}, {Key: "x-nul", Value: []byte("a\x00b")}}})
+				kafkaGo: true, rawHeaders: []kafka.Header{{Key: jobheader.KeyAttempt, Value: []byte("1\x00")}, {Key: "x-nul", Value: []byte("a\x00b")}}})
 		j = valid()
 		kinds = append(kinds,
 			batteryKind{name: "empty header key (kafka-go)", key: []byte(j.MessageID), value: encode(j), sentID: j.MessageID, want: wantSent,

@@ -17,12 +17,12 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/smtptest"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
-	"github.com/postline/postline/kafkaconn"
 )
 
 // clusterEnv names the bootstrap list of the three-broker cluster
@@ -58,7 +58,7 @@ const (
 type clusterStack struct {
 	*stack
 	brokers []string
-	kafka   *kafkaconn.Cluster
+	kafka   *kafkaclient.Cluster
 	// observer carries the test's own admin requests. kafka-go serves
 	// Metadata from a transport's cache (6 s by default, the shared
 	// DefaultTransport included): the test's view of leaders must be fresh.
@@ -131,7 +131,7 @@ func newClusterStack(t *testing.T) *clusterStack {
 		return nil
 	}))
 
-	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: cs.kafka, Topic: cs.jobs, MessageIDDomain: messageIDDomain})
+	pub, err := job.NewPublisher(cs.kafka.Config(), job.PublisherConfig{Topic: cs.jobs, MessageIDDomain: messageIDDomain})
 	if err != nil {
 		t.Fatalf("publisher: %v", err)
 	}

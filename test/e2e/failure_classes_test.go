@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/smtptest"
 	"github.com/postline/postline/job"
 )
@@ -100,19 +101,19 @@ func TestFailureClassesRoute(t *testing.T) {
 	if want := s.tierTopic(2 * time.Second); tc[0].Topic != want {
 		t.Errorf("throttled job's copy went to %s, want %s (the tier of the 2 s hint)", tc[0].Topic, want)
 	}
-	notBefore, ok := job.NotBefore(tc[0].Headers)
+	notBefore, ok := jobheader.NotBefore(tc[0].Headers)
 	failedAt := time.Unix(0, throttleAt.Load())
 	switch {
 	case !ok:
-		t.Errorf("throttled copy has no valid %s header: %v", job.HeaderNotBefore, tc[0].Headers)
+		t.Errorf("throttled copy has no valid %s header: %v", jobheader.KeyNotBefore, tc[0].Headers)
 	case notBefore.Before(failedAt.Add(2 * time.Second)):
 		t.Errorf("throttled copy not-before %s is earlier than the failure (%s) plus the 2 s hint",
 			notBefore.Format(time.RFC3339Nano), failedAt.Format(time.RFC3339Nano))
 	}
-	if a := headerInt(tc[0], job.HeaderAttempt); a != 2 {
+	if a := headerInt(tc[0], jobheader.KeyAttempt); a != 2 {
 		t.Errorf("throttled copy attempt header = %d, want 2", a)
 	}
-	if c := header(tc[0].Headers, job.HeaderLastClass); c != "throttled" {
+	if c := header(tc[0].Headers, jobheader.KeyLastClass); c != "throttled" {
 		t.Errorf("throttled copy last-class header = %q, want throttled", c)
 	}
 	if data := log.times(smtptest.VerbData, throttleID); len(data) != 1 || data[0].Before(notBefore) {
@@ -134,7 +135,7 @@ func TestFailureClassesRoute(t *testing.T) {
 	if len(tr) != 1 {
 		t.Fatalf("transient job: %d retry copies, want 1 after the fast retries", len(tr))
 	}
-	if a, c := headerInt(tr[0], job.HeaderAttempt), header(tr[0].Headers, job.HeaderLastClass); a != 2 || c != "transient" {
+	if a, c := headerInt(tr[0], jobheader.KeyAttempt), header(tr[0].Headers, jobheader.KeyLastClass); a != 2 || c != "transient" {
 		t.Errorf("transient copy: attempt %d, last-class %q; want 2, transient", a, c)
 	}
 	t.Logf("transient: %d RCPTs in %s, copy in %s, delivered %s after the first try",

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/postline/postline/internal/deadletter"
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/smtptest"
 	"github.com/postline/postline/job"
 )
@@ -131,7 +132,7 @@ func TestFailureLimitsMakeJobsDead(t *testing.T) {
 	if len(copies[ageID]) != 1 {
 		t.Fatalf("max-age job: %d retry copies, want 1", len(copies[ageID]))
 	}
-	notBefore, ok := job.NotBefore(copies[ageID][0].Headers)
+	notBefore, ok := jobheader.NotBefore(copies[ageID][0].Headers)
 	if !ok {
 		t.Fatalf("max-age copy has no not-before header")
 	}

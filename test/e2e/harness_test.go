@@ -26,6 +26,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/jobheader"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/internal/topic"
@@ -141,6 +143,8 @@ type stack struct {
 	db   *pgxpool.Pool
 	mail *testenv.Mailpit
 	pub  *job.Publisher
+	// raw writes records to the jobs topic as they are, for bad input.
+	raw *kafkaclient.TopicWriter
 }
 
 // newStack carves out the test's services. It skips t under -short.
@@ -181,8 +185,7 @@ func newStack(t *testing.T) *stack {
 		}
 	})
 
-	pub, err := job.NewPublisher(job.PublisherConfig{
-		Kafka:           testenv.Kafka(),
+	pub, err := job.NewPublisher(testenv.Kafka().Config(), job.PublisherConfig{
 		Topic:           s.jobs,
 		MessageIDDomain: messageIDDomain,
 	})
@@ -190,7 +193,12 @@ func newStack(t *testing.T) *stack {
 		t.Fatalf("publisher: %v", err)
 	}
 	t.Cleanup(func() { _ = pub.Close() })
-	s.pub = pub
+	raw, err := testenv.Kafka().TopicWriter(kafkaclient.WriterConfig{Topic: s.jobs, Limits: map[string]int{s.jobs: topic.MaxMessageBytes}})
+	if err != nil {
+		t.Fatalf("raw writer: %v", err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	s.pub, s.raw = pub, raw
 	return s
 }
 
@@ -557,7 +565,7 @@ func (s *stack) readDLQ(n int, timeout time.Duration) []dlqRecord {
 	checkNoSecretHeaders(s.t, s.dlq, msgs)
 	out := make([]dlqRecord, len(msgs))
 	for i, m := range msgs {
-		out[i] = dlqRecord{Message: m, Reason: header(m.Headers, job.HeaderDLQReason)}
+		out[i] = dlqRecord{Message: m, Reason: header(m.Headers, jobheader.KeyDLQReason)}
 	}
 	return out
 }

@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/postline/postline/event"
@@ -179,11 +178,9 @@ type eventLog struct {
 
 func (s *stack) readEvents(t *testing.T) *eventLog {
 	t.Helper()
-	kr := kafka.NewReader(kafka.ReaderConfig{
-		Brokers: testenv.KafkaBrokers(), Topic: s.events, GroupID: testenv.UniqueName("e2e-events"),
-		StartOffset: kafka.FirstOffset, MaxWait: 100 * time.Millisecond,
+	r, err := event.NewReader(testenv.Kafka().Config(), event.ReaderConfig{
+		GroupID: testenv.UniqueName("e2e-events"), Topic: s.events, MaxWait: 100 * time.Millisecond,
 	})
-	r, err := event.NewReader(kr, event.ReaderConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,11 +206,11 @@ func (s *stack) readEvents(t *testing.T) *eventLog {
 			}
 			l.mu.Unlock()
 			if err == nil {
-				_ = r.Commit(ctx, m.Record)
+				_ = r.Commit(ctx, m.Position)
 			}
 		}
 	}()
-	t.Cleanup(func() { cancel(); <-done; _ = kr.Close() })
+	t.Cleanup(func() { cancel(); <-done; _ = r.Close() })
 	return l
 }
 

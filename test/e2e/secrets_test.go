@@ -19,6 +19,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/smtptest"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/job"
@@ -346,7 +347,7 @@ func TestSecretDeliveryErrors(t *testing.T) {
 	// expected, name their failure and carry the body in their value (so
 	// the header check had something to find).
 	for _, dl := range s.readDLQ(2, 20*time.Second) {
-		errHeader := header(dl.Headers, job.HeaderDLQError)
+		errHeader := header(dl.Headers, jobheader.KeyDLQError)
 		if errHeader == "" || !bytes.Contains(dl.Value, []byte(bodyToken)) {
 			t.Errorf("dead letter %s: error header %q, value holds the body canary: %v; want an error and the original job",
 				dl.Key, redactSecrets(errHeader), bytes.Contains(dl.Value, []byte(bodyToken)))

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/job"
-	"github.com/postline/postline/kafkaconn"
 )
 
 // securedEnv is the environment that points a binary at the stack's
@@ -59,7 +59,7 @@ func TestSecuredStack(t *testing.T) {
 	s := newStack(t)
 	sec := securedEnv(t, s)
 	secure := testenv.SecureKafka(t)
-	cluster, err := kafkaconn.New(secure)
+	cluster, err := kafkaclient.New(secure)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestSecuredStack(t *testing.T) {
 	sched.WaitReady(readyTimeout)
 
 	// Publish over SASL_SSL with the producer package.
-	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: cluster, Topic: s.jobs, MessageIDDomain: messageIDDomain})
+	pub, err := job.NewPublisher(cluster.Config(), job.PublisherConfig{Topic: s.jobs, MessageIDDomain: messageIDDomain})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestWorkerThatFailsForGoodLeavesTheGroup(t *testing.T) {
 	if err := topic.Delete(ctx, testenv.Kafka(), s.dlq); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.pub.PublishRaw(ctx, []kafka.Message{{Key: []byte("bad"), Value: []byte("{not json")}}); err != nil {
+	if err := s.raw.PublishRaw(ctx, []kafka.Message{{Key: []byte("bad"), Value: []byte("{not json")}}); err != nil {
 		t.Fatal(err)
 	}
 

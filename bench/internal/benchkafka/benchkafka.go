@@ -6,13 +6,14 @@ package benchkafka
 import (
 	"fmt"
 
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/kafkaconn"
 )
 
 // Cluster returns a plaintext cluster of brokers on loopback. It panics on a
 // bad address, which is a typo in a benchmark flag.
-func Cluster(brokers ...string) *kafkaconn.Cluster {
-	c, err := kafkaconn.New(kafkaconn.Config{Brokers: brokers, ClientID: "postline-bench"})
+func Cluster(brokers ...string) *kafkaclient.Cluster {
+	c, err := kafkaclient.New(kafkaconn.Config{Brokers: brokers, ClientID: "postline-bench"})
 	if err != nil {
 		panic(fmt.Sprintf("kafka %v: %v", brokers, err))
 	}

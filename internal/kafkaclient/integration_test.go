@@ -1,4 +1,4 @@
-package kafkaconn_test
+package kafkaclient_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/kafkaconn"
@@ -18,7 +19,7 @@ import (
 // trip a record, and the topic's limit is read from the broker.
 func TestSecuredListenerRoundTrip(t *testing.T) {
 	cfg := testenv.SecureKafka(t)
-	c, err := kafkaconn.New(cfg)
+	c, err := kafkaclient.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func TestSecuredListenerRoundTrip(t *testing.T) {
 	if err != nil || limits[name] != 200000 {
 		t.Fatalf("MaxMessageBytes = %v, %v; want 200000", limits, err)
 	}
-	w, closeConn, err := c.Writer(kafkaconn.WriterConfig{Topic: name, Limits: limits})
+	w, closeConn, err := c.Writer(kafkaclient.WriterConfig{Topic: name, Limits: limits})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func TestSecuredListenerRoundTrip(t *testing.T) {
 	// One record over the limit fails at once, before anything is sent,
 	// and is not retryable.
 	err = w.WriteMessages(ctx, kafka.Message{Value: make([]byte, 250_000)})
-	if err == nil || kafkaconn.Retryable(err) {
+	if err == nil || kafkaclient.Retryable(err) {
 		t.Fatalf("write of a record over the limit = %v, want a non-retryable error", err)
 	}
 }
@@ -92,7 +93,7 @@ func TestSecuredListenerRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := kafkaconn.New(tt.cfg)
+			c, err := kafkaclient.New(tt.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,8 +101,8 @@ func TestSecuredListenerRefusals(t *testing.T) {
 			defer cancel()
 			start := time.Now()
 			err = c.Await(ctx, func(err error) { t.Logf("retrying after: %v", err) })
-			if err == nil || !strings.Contains(err.Error(), tt.want) || kafkaconn.Retryable(err) != tt.retryable {
-				t.Fatalf("Await = %v (retryable %t), want an error containing %q, retryable %t", err, kafkaconn.Retryable(err), tt.want, tt.retryable)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || kafkaclient.Retryable(err) != tt.retryable {
+				t.Fatalf("Await = %v (retryable %t), want an error containing %q, retryable %t", err, kafkaclient.Retryable(err), tt.want, tt.retryable)
 			}
 			if took := time.Since(start); took > 15*time.Second {
 				t.Errorf("Await took %v to give up: a permanent refusal must end it at once", took)
@@ -116,7 +117,7 @@ func TestSecuredListenerRefusals(t *testing.T) {
 	// Plaintext spoken to the TLS listener: each attempt times out; Await
 	// keeps trying (the listener may be the wrong one only for a while)
 	// and says what it saw.
-	c, err := kafkaconn.New(plaintext)
+	c, err := kafkaclient.New(plaintext)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package job
+package mailaddr
 
 import (
 	"net/mail"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestBareAddress(t *testing.T) {
+func TestBare(t *testing.T) {
 	tests := []struct {
 		in   string
 		want bool
@@ -34,39 +34,39 @@ func TestBareAddress(t *testing.T) {
 		{"a@example.com\r\nBcc: x@y", false},
 	}
 	for _, tt := range tests {
-		if got := BareAddress(tt.in); got != tt.want {
-			t.Errorf("BareAddress(%q) = %v, want %v", tt.in, got, tt.want)
+		if got := Bare(tt.in); got != tt.want {
+			t.Errorf("Bare(%q) = %v, want %v", tt.in, got, tt.want)
 		}
 	}
 }
 
-// FuzzBareAddress holds BareAddress to its promise: whatever it accepts,
+// FuzzBare holds Bare to its promise: whatever it accepts,
 // mail.ParseAddress accepts too and returns unchanged with no name, and
 // mail.Address.String writes it lower-cased without quoting (what
 // suppression.Normalize relies on).
-func FuzzBareAddress(f *testing.F) {
+func FuzzBare(f *testing.F) {
 	for _, s := range []string{"a@b", "first.last+tag@mail.example.com", "a..b@x", "N <a@b>", `"q"@x`, "a@b@c", "x@[1.2.3.4]", "a@b!#$%&'*+-/=?^_`{|}~.c", "-@-"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if !BareAddress(s) {
+		if !Bare(s) {
 			return
 		}
 		a, err := mail.ParseAddress(s)
 		if err != nil {
-			t.Fatalf("BareAddress(%q) but ParseAddress: %v", s, err)
+			t.Fatalf("Bare(%q) but ParseAddress: %v", s, err)
 		}
 		if a.Name != "" || a.Address != s {
-			t.Fatalf("BareAddress(%q) but ParseAddress = %q <%s>", s, a.Name, a.Address)
+			t.Fatalf("Bare(%q) but ParseAddress = %q <%s>", s, a.Name, a.Address)
 		}
 		lower := strings.ToLower(s)
 		if got := (&mail.Address{Address: lower}).String(); got != "<"+lower+">" {
-			t.Fatalf("BareAddress(%q) but String of its lower case = %q", s, got)
+			t.Fatalf("Bare(%q) but String of its lower case = %q", s, got)
 		}
 	})
 }
 
-func TestSimpleAddress(t *testing.T) {
+func TestSimple(t *testing.T) {
 	tests := []struct {
 		in         string
 		name, addr string
@@ -88,30 +88,30 @@ func TestSimpleAddress(t *testing.T) {
 		{"J <j@x>\r\nBcc: y@z", "", "", false},
 	}
 	for _, tt := range tests {
-		name, addr, ok := SimpleAddress(tt.in)
+		name, addr, ok := Simple(tt.in)
 		if name != tt.name || addr != tt.addr || ok != tt.ok {
-			t.Errorf("SimpleAddress(%q) = %q, %q, %v; want %q, %q, %v", tt.in, name, addr, ok, tt.name, tt.addr, tt.ok)
+			t.Errorf("Simple(%q) = %q, %q, %v; want %q, %q, %v", tt.in, name, addr, ok, tt.name, tt.addr, tt.ok)
 		}
 	}
 }
 
-// FuzzSimpleAddress holds SimpleAddress to its promise: whatever it
+// FuzzSimple holds Simple to its promise: whatever it
 // splits, mail.ParseAddress parses into exactly that name and addr-spec.
-func FuzzSimpleAddress(f *testing.F) {
+func FuzzSimple(f *testing.F) {
 	for _, s := range []string{"a@b", "Jane Doe <jane@example.com>", "J <j@x>", "=?utf-8?q?x?= <j@x>", "J  D <j@x>", `"Q" <j@x>`, "a!b#c <x@y>"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		name, addr, ok := SimpleAddress(s)
+		name, addr, ok := Simple(s)
 		if !ok {
 			return
 		}
 		a, err := mail.ParseAddress(s)
 		if err != nil {
-			t.Fatalf("SimpleAddress(%q) ok but ParseAddress: %v", s, err)
+			t.Fatalf("Simple(%q) ok but ParseAddress: %v", s, err)
 		}
 		if a.Name != name || a.Address != addr {
-			t.Fatalf("SimpleAddress(%q) = %q <%s>, ParseAddress = %q <%s>", s, name, addr, a.Name, a.Address)
+			t.Fatalf("Simple(%q) = %q <%s>, ParseAddress = %q <%s>", s, name, addr, a.Name, a.Address)
 		}
 	})
 }

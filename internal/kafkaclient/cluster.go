@@ -1,14 +1,16 @@
-// Package kafkaconn builds every connection Postline makes to Kafka, from
-// one Config: the consumer group and its readers, every writer, and admin
-// clients, for the worker, the retry scheduler, the reaper, the dead-letter
-// writer, postctl and the producer package alike. TLS (verified by default),
-// SASL PLAIN and SCRAM, and the client ID are set here and nowhere else.
+// Package kafkaclient builds every connection Postline's services make to
+// Kafka, from one kafkaconn.Config: the consumer group and its readers, every
+// writer, and admin clients, for the worker, the retry scheduler, the
+// reaper, the dead-letter writer, postctl and the public job and event
+// packages alike. TLS (verified by default), SASL PLAIN and SCRAM, and the
+// client ID are set here and nowhere else.
 //
 // It also owns two decisions every caller needs: how many bytes a writer may
 // put in one batch for a topic, taken from the topic's max.message.bytes, and
 // whether a Kafka error may heal on retry (Retryable). It knows connections
-// and topic limits, not mail.
-package kafkaconn
+// and topic limits, not mail. It is internal because its API is kafka-go's
+// types; applications configure a connection with kafkaconn.Config only.
+package kafkaclient
 
 import (
 	"context"
@@ -17,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"time"
 
@@ -24,42 +27,45 @@ import (
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
+
+	"github.com/postline/postline/kafkaconn"
 )
 
 // Cluster builds connections to one Kafka cluster. It is safe for
 // concurrent use and holds no connections itself: each Transport, Dialer,
 // Client and Writer it returns owns its own.
 type Cluster struct {
-	cfg  Config
+	cfg  kafkaconn.Config
 	tls  *tls.Config
 	mech sasl.Mechanism
 }
 
 // New checks cfg (after WithDefaults) and loads its certificates. It does
 // not contact the brokers: Check does.
-func New(cfg Config) (*Cluster, error) {
+func New(cfg kafkaconn.Config) (*Cluster, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	tc, err := cfg.tlsConfig()
+	tc, err := tlsConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	mech, err := cfg.mechanism()
+	mech, err := mechanism(cfg)
 	if err != nil {
 		return nil, err
 	}
 	return &Cluster{cfg: cfg, tls: tc, mech: mech}, nil
 }
 
-func (c Config) mechanism() (sasl.Mechanism, error) {
+// mechanism builds the SASL mechanism of c, or nil for none.
+func mechanism(c kafkaconn.Config) (sasl.Mechanism, error) {
 	switch c.SASL.Mechanism {
-	case MechanismPlain:
+	case kafkaconn.MechanismPlain:
 		return plain.Mechanism{Username: c.SASL.Username, Password: c.SASL.Password}, nil
-	case MechanismSCRAMSHA256, MechanismSCRAMSHA512:
+	case kafkaconn.MechanismSCRAMSHA256, kafkaconn.MechanismSCRAMSHA512:
 		algo := scram.SHA256
-		if c.SASL.Mechanism == MechanismSCRAMSHA512 {
+		if c.SASL.Mechanism == kafkaconn.MechanismSCRAMSHA512 {
 			algo = scram.SHA512
 		}
 		m, err := scram.Mechanism(algo, c.SASL.Username, c.SASL.Password)
@@ -71,6 +77,42 @@ func (c Config) mechanism() (sasl.Mechanism, error) {
 	}
 	return nil, nil
 }
+
+// tlsConfig builds the TLS client configuration of c, or nil when TLS is
+// off.
+func tlsConfig(c kafkaconn.Config) (*tls.Config, error) {
+	if !c.TLSEnabled() {
+		return nil, nil
+	}
+	tc := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         c.TLS.ServerName,
+		InsecureSkipVerify: c.TLS.InsecureSkipVerify, //nolint:gosec // an explicit, documented operator choice
+	}
+	if c.TLS.CAFile != "" {
+		pem, err := os.ReadFile(c.TLS.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: TLS.CAFile: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("kafka: TLS.CAFile %s holds no PEM certificate", c.TLS.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if c.TLS.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.TLS.CertFile, c.TLS.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: TLS client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// Config returns the connection settings the cluster was built from, with
+// defaults applied: what the public job and event packages take.
+func (c *Cluster) Config() kafkaconn.Config { return c.cfg }
 
 // Brokers returns the bootstrap addresses.
 func (c *Cluster) Brokers() []string { return append([]string(nil), c.cfg.Brokers...) }

@@ -1,16 +1,23 @@
-package job
+// Package mailaddr recognises, without parsing, the mail address forms that
+// are nearly all of the traffic: a bare addr-spec and a display name of
+// plain words before one. net/mail's parser was several allocations per
+// address, and every address is looked at by validation, the envelope, the
+// suppression check and the message's headers; what these functions accept
+// is exactly what net/mail would return (the fuzz tests hold them to it),
+// and everything else is left to net/mail.
+package mailaddr
 
 import "strings"
 
-// BareAddress reports whether s is a bare addr-spec: local@domain with both
+// Bare reports whether s is a bare addr-spec: local@domain with both
 // sides dot-atoms of ASCII atext (RFC 5322 3.2.3), so no display name,
 // angle brackets, quotes, comments, spaces or non-ASCII. mail.ParseAddress
 // accepts such an address and returns it unchanged as Address, with no
-// Name (FuzzBareAddress holds it to that), so the hot path can skip
+// Name (FuzzBare holds it to that), so the hot path can skip
 // parsing the common case: parsing was several allocations per address,
 // and each address is looked at by validation, the envelope, the
 // suppression check and the message's headers.
-func BareAddress(s string) bool {
+func Bare(s string) bool {
 	at := -1
 	for i := 0; i < len(s); i++ {
 		if s[i] == '@' {
@@ -23,15 +30,15 @@ func BareAddress(s string) bool {
 	return at > 0 && dotAtom(s[:at]) && dotAtom(s[at+1:])
 }
 
-// SimpleAddress splits s when it is a bare addr-spec (BareAddress) or a
+// Simple splits s when it is a bare addr-spec (Bare) or a
 // display name of plain words before one in angle brackets, "Jane Doe
 // <jane@example.com>": words of ASCII atext (not RFC 2047 encoded words,
 // which start with "=?") separated by single spaces. mail.ParseAddress
 // gives such an address back as exactly this name and addr-spec
-// (FuzzSimpleAddress holds it to that), so the hot path need not parse it.
+// (FuzzSimple holds it to that), so the hot path need not parse it.
 // ok is false for anything else: parse it.
-func SimpleAddress(s string) (name, addr string, ok bool) {
-	if BareAddress(s) {
+func Simple(s string) (name, addr string, ok bool) {
+	if Bare(s) {
 		return "", s, true
 	}
 	lt := strings.LastIndex(s, " <")
@@ -39,7 +46,7 @@ func SimpleAddress(s string) (name, addr string, ok bool) {
 		return "", "", false
 	}
 	name, addr = s[:lt], s[lt+2:len(s)-1]
-	if !BareAddress(addr) || !plainPhrase(name) {
+	if !Bare(addr) || !plainPhrase(name) {
 		return "", "", false
 	}
 	return name, addr, true

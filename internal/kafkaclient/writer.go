@@ -1,4 +1,4 @@
-package kafkaconn
+package kafkaclient
 
 import (
 	"context"
@@ -207,4 +207,50 @@ func Retryable(err error) bool {
 	// Network errors, timeouts and anything unforeseen: the broker may
 	// come back. Only what is known to be permanent stops a caller.
 	return true
+}
+
+// TopicWriter writes records, as they are, to one topic through a Writer:
+// the writer under job.Publisher, and the raw republisher of the reaper and
+// of postctl's dead-letter replay, which copy records the worker validates.
+// It is safe for concurrent use.
+type TopicWriter struct {
+	topic     string
+	w         *kafka.Writer
+	closeConn func()
+}
+
+// TopicWriter returns a writer of cfg.Topic, which must be set.
+func (c *Cluster) TopicWriter(cfg WriterConfig) (*TopicWriter, error) {
+	if cfg.Topic == "" {
+		return nil, errors.New("kafka writer: Topic is empty")
+	}
+	w, closeConn, err := c.Writer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &TopicWriter{topic: cfg.Topic, w: w, closeConn: closeConn}, nil
+}
+
+// Topic returns the topic written to.
+func (w *TopicWriter) Topic() string { return w.topic }
+
+// PublishRaw writes msgs in one call. The messages must not set Topic.
+func (w *TopicWriter) PublishRaw(ctx context.Context, msgs []kafka.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := w.w.WriteMessages(ctx, msgs...); err != nil {
+		return fmt.Errorf("write %d records to %s: %w", len(msgs), w.topic, err)
+	}
+	return nil
+}
+
+// Close waits for in-flight writes and closes the connections.
+func (w *TopicWriter) Close() error {
+	err := w.w.Close()
+	w.closeConn()
+	if err != nil {
+		return fmt.Errorf("close writer of %s: %w", w.topic, err)
+	}
+	return nil
 }

@@ -1,4 +1,12 @@
-package job
+// Package jobheader owns the Kafka headers Postline keeps on a job's
+// records: their keys (attempt, first-seen, not-before, throttles, last
+// class, and the dead-letter fields), reading them as untrusted input,
+// writing them without touching a shared backing array, and carrying W3C
+// trace context in them. They are the workers' bookkeeping, not part of
+// the job document: applications publish with job.Publisher, which sets the
+// first attempt's headers, and read dead letters' headers by the names
+// docs/topics-and-headers.md lists.
+package jobheader
 
 import (
 	"math"
@@ -15,45 +23,45 @@ import (
 // the dead-letter topic. W3C trace context travels as "traceparent" and
 // "tracestate" next to them.
 const (
-	// HeaderAttempt is the delivery attempt this record is for, in decimal,
+	// KeyAttempt is the delivery attempt this record is for, in decimal,
 	// starting at 1. A missing header means attempt 1.
-	HeaderAttempt = "postline-attempt"
-	// HeaderNotBefore is the RFC 3339 time before which the record must not
+	KeyAttempt = "postline-attempt"
+	// KeyNotBefore is the RFC 3339 time before which the record must not
 	// be delivered (set on delay-topic records).
-	HeaderNotBefore = "postline-not-before"
-	// HeaderFirstSeen is the RFC 3339 time the job was first published.
-	HeaderFirstSeen = "postline-first-seen"
-	// HeaderLastClass is the failure class of the previous attempt.
-	HeaderLastClass = "postline-last-class"
-	// HeaderThrottles is how many of the attempts so far the relay refused
+	KeyNotBefore = "postline-not-before"
+	// KeyFirstSeen is the RFC 3339 time the job was first published.
+	KeyFirstSeen = "postline-first-seen"
+	// KeyLastClass is the failure class of the previous attempt.
+	KeyLastClass = "postline-last-class"
+	// KeyThrottles is how many of the attempts so far the relay refused
 	// as throttled, in decimal; missing means none. The retry policy keeps
 	// "wait until the relay takes mail" apart from "attempt n failed": a
 	// throttle does not grow the exponential backoff.
-	HeaderThrottles = "postline-throttles"
+	KeyThrottles = "postline-throttles"
 
-	// HeaderDLQReason is the machine-readable reason a record was
-	// dead-lettered (a Reason value or a delivery outcome such as
+	// KeyDLQReason is the machine-readable reason a record was
+	// dead-lettered (a job.Reason value or a delivery outcome such as
 	// "smtp_permanent").
-	HeaderDLQReason = "postline-dlq-reason"
-	// HeaderDLQClass is the failure class that dead-lettered the record.
-	HeaderDLQClass = "postline-dlq-class"
-	// HeaderDLQError is a human-readable description of the last error.
-	HeaderDLQError = "postline-dlq-error"
-	// HeaderDLQOriginalTopic, HeaderDLQOriginalPartition and
-	// HeaderDLQOriginalOffset locate the record the dead letter copies.
-	HeaderDLQOriginalTopic     = "postline-original-topic"
-	HeaderDLQOriginalPartition = "postline-original-partition"
-	HeaderDLQOriginalOffset    = "postline-original-offset"
-	// HeaderDLQTime is the RFC 3339 time the record was dead-lettered.
-	HeaderDLQTime = "postline-dlq-time"
-	// HeaderDLQOmitted, on a dead letter too large for the dead-letter
+	KeyDLQReason = "postline-dlq-reason"
+	// KeyDLQClass is the failure class that dead-lettered the record.
+	KeyDLQClass = "postline-dlq-class"
+	// KeyDLQError is a human-readable description of the last error.
+	KeyDLQError = "postline-dlq-error"
+	// KeyDLQOriginalTopic, KeyDLQOriginalPartition and
+	// KeyDLQOriginalOffset locate the record the dead letter copies.
+	KeyDLQOriginalTopic     = "postline-original-topic"
+	KeyDLQOriginalPartition = "postline-original-partition"
+	KeyDLQOriginalOffset    = "postline-original-offset"
+	// KeyDLQTime is the RFC 3339 time the record was dead-lettered.
+	KeyDLQTime = "postline-dlq-time"
+	// KeyDLQOmitted, on a dead letter too large for the dead-letter
 	// topic, names what was left out of the original record and its sizes
 	// ("value=4190000 headers=3"); the original is still at its topic,
 	// partition and offset until retention removes it.
-	HeaderDLQOmitted = "postline-dlq-omitted"
+	KeyDLQOmitted = "postline-dlq-omitted"
 
-	// HeaderPrefix starts every header key Postline sets.
-	HeaderPrefix = "postline-"
+	// Prefix starts every header key Postline sets.
+	Prefix = "postline-"
 )
 
 // MaxAttempt and MaxThrottles bound the counts Attempt and Throttles
@@ -64,12 +72,12 @@ const (
 	MaxThrottles = math.MaxInt32
 )
 
-// Attempt returns the attempt number in headers: the last HeaderAttempt
+// Attempt returns the attempt number in headers: the last KeyAttempt
 // value, or 1 when it is missing, not a decimal integer (spaces or other
 // bytes around the digits included), below 1 or above MaxAttempt. Producers
 // can set this header, so it is read as untrusted.
 func Attempt(headers []kafka.Header) int {
-	v, ok := lastHeaderView(headers, HeaderAttempt)
+	v, ok := lastHeaderView(headers, KeyAttempt)
 	if !ok {
 		return 1
 	}
@@ -80,10 +88,10 @@ func Attempt(headers []kafka.Header) int {
 	return n
 }
 
-// Throttles returns the count in the last HeaderThrottles header: 0 when it
+// Throttles returns the count in the last KeyThrottles header: 0 when it
 // is missing, not a decimal integer, negative or above MaxThrottles.
 func Throttles(headers []kafka.Header) int {
-	v, ok := lastHeaderView(headers, HeaderThrottles)
+	v, ok := lastHeaderView(headers, KeyThrottles)
 	if !ok {
 		return 0
 	}
@@ -104,16 +112,16 @@ func parseCount(v string) (int, bool) {
 	return int(n), true
 }
 
-// FirstSeen returns the time in the last HeaderFirstSeen header, and false
+// FirstSeen returns the time in the last KeyFirstSeen header, and false
 // when it is missing or not RFC 3339.
 func FirstSeen(headers []kafka.Header) (time.Time, bool) {
-	return timeHeader(headers, HeaderFirstSeen)
+	return timeHeader(headers, KeyFirstSeen)
 }
 
-// NotBefore returns the time in the last HeaderNotBefore header, and false
+// NotBefore returns the time in the last KeyNotBefore header, and false
 // when it is missing or not RFC 3339.
 func NotBefore(headers []kafka.Header) (time.Time, bool) {
-	return timeHeader(headers, HeaderNotBefore)
+	return timeHeader(headers, KeyNotBefore)
 }
 
 // FormatTime formats t the way time-valued headers carry it: RFC 3339 with
@@ -136,7 +144,7 @@ func timeHeader(headers []kafka.Header, key string) (time.Time, bool) {
 
 // lastHeaderView is lastHeader without the copy, for a value that is only
 // parsed, never kept: the string shares the header's bytes, which a
-// consumed record's headers never change (HeaderCarrier.Set writes a copy).
+// consumed record's headers never change (Carrier.Set writes a copy).
 // Every record's attempt, throttle and time headers are read this way.
 func lastHeaderView(headers []kafka.Header, key string) (string, bool) {
 	for i := len(headers) - 1; i >= 0; i-- {
@@ -157,10 +165,10 @@ func lastHeader(headers []kafka.Header, key string) (string, bool) {
 	return "", false
 }
 
-// HeaderCarrier adapts Kafka record headers to OpenTelemetry's
+// Carrier adapts Kafka record headers to OpenTelemetry's
 // propagation.TextMapCarrier, to inject and extract W3C trace context:
 //
-//	c := job.HeaderCarrier(msg.Headers)
+//	c := jobheader.Carrier(msg.Headers)
 //	otel.GetTextMapPropagator().Inject(ctx, &c)
 //	msg.Headers = c
 //
@@ -168,24 +176,24 @@ func lastHeader(headers []kafka.Header, key string) (string, bool) {
 // propagator uses lower case). Set replaces an existing key and drops its
 // duplicates, so a record re-published by every retry does not grow. Not
 // safe for concurrent use.
-type HeaderCarrier []kafka.Header
+type Carrier []kafka.Header
 
-var _ propagation.TextMapCarrier = (*HeaderCarrier)(nil)
+var _ propagation.TextMapCarrier = (*Carrier)(nil)
 
 // Get returns the value of the last header with key, or "".
-func (c *HeaderCarrier) Get(key string) string {
+func (c *Carrier) Get(key string) string {
 	v, _ := lastHeader(*c, key)
 	return v
 }
 
 // Set sets key to value: it replaces the first header with key, removes any
 // later ones, or appends a new header.
-func (c *HeaderCarrier) Set(key, value string) {
-	*c = SetHeader(*c, key, value)
+func (c *Carrier) Set(key, value string) {
+	*c = Set(*c, key, value)
 }
 
 // Keys returns the distinct header keys in order of first appearance.
-func (c *HeaderCarrier) Keys() []string {
+func (c *Carrier) Keys() []string {
 	keys := make([]string, 0, len(*c))
 	for _, h := range *c {
 		if !slices.Contains(keys, h.Key) {
@@ -195,11 +203,11 @@ func (c *HeaderCarrier) Keys() []string {
 	return keys
 }
 
-// SetHeader returns headers with key set to value, replacing the first
+// Set returns headers with key set to value, replacing the first
 // header with key and removing later duplicates, or appending. It never
 // writes to headers' backing array, which a consumed record or a sibling
 // message may share.
-func SetHeader(headers []kafka.Header, key, value string) []kafka.Header {
+func Set(headers []kafka.Header, key, value string) []kafka.Header {
 	found := false
 	out := make([]kafka.Header, 0, len(headers)+1)
 	for _, h := range headers {

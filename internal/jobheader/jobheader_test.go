@@ -1,4 +1,4 @@
-package job
+package jobheader
 
 import (
 	"context"
@@ -27,34 +27,34 @@ func TestAttempt(t *testing.T) {
 		want    int
 	}{
 		{"missing", nil, 1},
-		{"one", hdrs(HeaderAttempt, "1"), 1},
-		{"three", hdrs("other", "9", HeaderAttempt, "3"), 3},
-		{"last wins", hdrs(HeaderAttempt, "2", HeaderAttempt, "5"), 5},
-		{"zero", hdrs(HeaderAttempt, "0"), 1},
-		{"negative", hdrs(HeaderAttempt, "-4"), 1},
-		{"garbage", hdrs(HeaderAttempt, "two"), 1},
-		{"empty", hdrs(HeaderAttempt, ""), 1},
-		{"spaces", hdrs(HeaderAttempt, " 2"), 1},
+		{"one", hdrs(KeyAttempt, "1"), 1},
+		{"three", hdrs("other", "9", KeyAttempt, "3"), 3},
+		{"last wins", hdrs(KeyAttempt, "2", KeyAttempt, "5"), 5},
+		{"zero", hdrs(KeyAttempt, "0"), 1},
+		{"negative", hdrs(KeyAttempt, "-4"), 1},
+		{"garbage", hdrs(KeyAttempt, "two"), 1},
+		{"empty", hdrs(KeyAttempt, ""), 1},
+		{"spaces", hdrs(KeyAttempt, " 2"), 1},
 		// Regression: Atoi took values a Postgres integer cannot hold, so
 		// the claim failed for ever.
-		{"int32 max", hdrs(HeaderAttempt, "2147483647"), MaxAttempt},
-		{"int32 max plus one", hdrs(HeaderAttempt, "2147483648"), 1},
-		{"beyond int64", hdrs(HeaderAttempt, "99999999999999999999"), 1},
-		{"minus one", hdrs(HeaderAttempt, "-1"), 1},
-		{"int32 min", hdrs(HeaderAttempt, "-2147483648"), 1},
-		{"leading space", hdrs(HeaderAttempt, " 3"), 1},
-		{"trailing space", hdrs(HeaderAttempt, "3 "), 1},
-		{"trailing NUL", hdrs(HeaderAttempt, "3\x00"), 1},
-		{"plus sign", hdrs(HeaderAttempt, "+3"), 3},
-		{"leading zeros", hdrs(HeaderAttempt, "007"), 7},
-		{"hex", hdrs(HeaderAttempt, "0x3"), 1},
-		{"underscore", hdrs(HeaderAttempt, "1_0"), 1},
-		{"fraction", hdrs(HeaderAttempt, "3.0"), 1},
-		{"last wins even when bad", hdrs(HeaderAttempt, "4", HeaderAttempt, "2147483648"), 1},
-		{"last of many", hdrs(HeaderAttempt, "4", "other", "x", HeaderAttempt, "6", HeaderAttempt, "9"), 9},
-		{"key is case-sensitive", hdrs(HeaderAttempt, "4", "Postline-Attempt", "8"), 4},
-		{"very long digits", hdrs(HeaderAttempt, strings.Repeat("9", 1<<16)), 1},
-		{"very long zeros then a digit", hdrs(HeaderAttempt, strings.Repeat("0", 1<<16)+"5"), 5},
+		{"int32 max", hdrs(KeyAttempt, "2147483647"), MaxAttempt},
+		{"int32 max plus one", hdrs(KeyAttempt, "2147483648"), 1},
+		{"beyond int64", hdrs(KeyAttempt, "99999999999999999999"), 1},
+		{"minus one", hdrs(KeyAttempt, "-1"), 1},
+		{"int32 min", hdrs(KeyAttempt, "-2147483648"), 1},
+		{"leading space", hdrs(KeyAttempt, " 3"), 1},
+		{"trailing space", hdrs(KeyAttempt, "3 "), 1},
+		{"trailing NUL", hdrs(KeyAttempt, "3\x00"), 1},
+		{"plus sign", hdrs(KeyAttempt, "+3"), 3},
+		{"leading zeros", hdrs(KeyAttempt, "007"), 7},
+		{"hex", hdrs(KeyAttempt, "0x3"), 1},
+		{"underscore", hdrs(KeyAttempt, "1_0"), 1},
+		{"fraction", hdrs(KeyAttempt, "3.0"), 1},
+		{"last wins even when bad", hdrs(KeyAttempt, "4", KeyAttempt, "2147483648"), 1},
+		{"last of many", hdrs(KeyAttempt, "4", "other", "x", KeyAttempt, "6", KeyAttempt, "9"), 9},
+		{"key is case-sensitive", hdrs(KeyAttempt, "4", "Postline-Attempt", "8"), 4},
+		{"very long digits", hdrs(KeyAttempt, strings.Repeat("9", 1<<16)), 1},
+		{"very long zeros then a digit", hdrs(KeyAttempt, strings.Repeat("0", 1<<16)+"5"), 5},
 	}
 	for _, tt := range tests {
 		if got := Attempt(tt.headers); got != tt.want {
@@ -70,20 +70,20 @@ func TestThrottles(t *testing.T) {
 		want    int
 	}{
 		{"missing", nil, 0},
-		{"zero", hdrs(HeaderThrottles, "0"), 0},
-		{"two", hdrs(HeaderAttempt, "3", HeaderThrottles, "2"), 2},
-		{"last wins", hdrs(HeaderThrottles, "1", HeaderThrottles, "4"), 4},
-		{"negative", hdrs(HeaderThrottles, "-1"), 0},
-		{"garbage", hdrs(HeaderThrottles, "x"), 0},
-		{"empty", hdrs(HeaderThrottles, ""), 0},
-		{"int32 max", hdrs(HeaderThrottles, "2147483647"), MaxThrottles},
-		{"int32 max plus one", hdrs(HeaderThrottles, "2147483648"), 0},
-		{"beyond int64", hdrs(HeaderThrottles, "99999999999999999999"), 0},
-		{"leading space", hdrs(HeaderThrottles, " 3"), 0},
-		{"trailing NUL", hdrs(HeaderThrottles, "3\x00"), 0},
-		{"plus sign", hdrs(HeaderThrottles, "+3"), 3},
-		{"last wins even when bad", hdrs(HeaderThrottles, "4", HeaderThrottles, "-1"), 0},
-		{"very long", hdrs(HeaderThrottles, strings.Repeat("1", 1<<16)), 0},
+		{"zero", hdrs(KeyThrottles, "0"), 0},
+		{"two", hdrs(KeyAttempt, "3", KeyThrottles, "2"), 2},
+		{"last wins", hdrs(KeyThrottles, "1", KeyThrottles, "4"), 4},
+		{"negative", hdrs(KeyThrottles, "-1"), 0},
+		{"garbage", hdrs(KeyThrottles, "x"), 0},
+		{"empty", hdrs(KeyThrottles, ""), 0},
+		{"int32 max", hdrs(KeyThrottles, "2147483647"), MaxThrottles},
+		{"int32 max plus one", hdrs(KeyThrottles, "2147483648"), 0},
+		{"beyond int64", hdrs(KeyThrottles, "99999999999999999999"), 0},
+		{"leading space", hdrs(KeyThrottles, " 3"), 0},
+		{"trailing NUL", hdrs(KeyThrottles, "3\x00"), 0},
+		{"plus sign", hdrs(KeyThrottles, "+3"), 3},
+		{"last wins even when bad", hdrs(KeyThrottles, "4", KeyThrottles, "-1"), 0},
+		{"very long", hdrs(KeyThrottles, strings.Repeat("1", 1<<16)), 0},
 	}
 	for _, tt := range tests {
 		if got := Throttles(tt.headers); got != tt.want {
@@ -101,9 +101,9 @@ func TestTimeHeaders(t *testing.T) {
 		ok      bool
 	}{
 		{"missing", nil, time.Time{}, false},
-		{"nanoseconds", hdrs(HeaderFirstSeen, FormatTime(at)), at, true},
-		{"seconds with offset", hdrs(HeaderFirstSeen, "2030-01-02T04:04:05+01:00"), at.Truncate(time.Second), true},
-		{"garbage", hdrs(HeaderFirstSeen, "yesterday"), time.Time{}, false},
+		{"nanoseconds", hdrs(KeyFirstSeen, FormatTime(at)), at, true},
+		{"seconds with offset", hdrs(KeyFirstSeen, "2030-01-02T04:04:05+01:00"), at.Truncate(time.Second), true},
+		{"garbage", hdrs(KeyFirstSeen, "yesterday"), time.Time{}, false},
 	}
 	for _, tt := range tests {
 		got, ok := FirstSeen(tt.headers)
@@ -111,7 +111,7 @@ func TestTimeHeaders(t *testing.T) {
 			t.Errorf("%s: FirstSeen = %v, %v; want %v, %v", tt.name, got, ok, tt.want, tt.ok)
 		}
 	}
-	got, ok := NotBefore(hdrs(HeaderFirstSeen, "x", HeaderNotBefore, FormatTime(at)))
+	got, ok := NotBefore(hdrs(KeyFirstSeen, "x", KeyNotBefore, FormatTime(at)))
 	if !ok || !got.Equal(at) {
 		t.Errorf("NotBefore = %v, %v", got, ok)
 	}
@@ -123,7 +123,7 @@ func TestTimeHeaders(t *testing.T) {
 func TestHeaderCarrier(t *testing.T) {
 	orig := hdrs("a", "1", "traceparent", "old", "b", "2", "traceparent", "older")
 	shared := orig[:2]
-	c := HeaderCarrier(orig)
+	c := Carrier(orig)
 	c.Set("traceparent", "new")
 	want := hdrs("a", "1", "traceparent", "new", "b", "2")
 	if !reflect.DeepEqual([]kafka.Header(c), want) {
@@ -142,7 +142,7 @@ func TestHeaderCarrier(t *testing.T) {
 	if got, want := c.Keys(), []string{"a", "traceparent", "b", "tracestate"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("Keys = %q, want %q", got, want)
 	}
-	dup := HeaderCarrier(hdrs("k", "1", "k", "2"))
+	dup := Carrier(hdrs("k", "1", "k", "2"))
 	if got := dup.Keys(); !reflect.DeepEqual(got, []string{"k"}) {
 		t.Fatalf("Keys with duplicates = %q", got)
 	}
@@ -156,7 +156,7 @@ func TestHeaderCarrierPropagatesTraceContext(t *testing.T) {
 		TraceFlags: trace.FlagsSampled,
 	})
 	ctx := trace.ContextWithSpanContext(context.Background(), sc)
-	var c HeaderCarrier
+	var c Carrier
 	// Inject twice, as a retry re-publishing a record does: no duplicates.
 	prop.Inject(ctx, &c)
 	prop.Inject(ctx, &c)
