@@ -12,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
 )
@@ -126,8 +127,8 @@ func TestPublishLetterLargerThanTheTopic(t *testing.T) {
 		if err := w.Publish(ctx, letter); err != nil {
 			t.Fatalf("publish: %v", err)
 		}
-		if m := readAll(t, name, 1)[0]; len(m.Value) != len(value) || header(m.Headers, job.HeaderDLQOmitted) != "" {
-			t.Errorf("letter into the standard topic: %d bytes, omitted %q; want it whole", len(m.Value), header(m.Headers, job.HeaderDLQOmitted))
+		if m := readAll(t, name, 1)[0]; len(m.Value) != len(value) || testkit.Header(m.Headers, job.HeaderDLQOmitted) != "" {
+			t.Errorf("letter into the standard topic: %d bytes, omitted %q; want it whole", len(m.Value), testkit.Header(m.Headers, job.HeaderDLQOmitted))
 		}
 	})
 }
@@ -149,19 +150,14 @@ func TestFit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got, short := fit(tt.msg, tt.max)
-		if short != (tt.wantOmitted != "") || header(got.Headers, job.HeaderDLQOmitted) != tt.wantOmitted {
-			t.Errorf("%s: shortened %t, omitted %q; want %q", tt.name, short, header(got.Headers, job.HeaderDLQOmitted), tt.wantOmitted)
+		if short != (tt.wantOmitted != "") || testkit.Header(got.Headers, job.HeaderDLQOmitted) != tt.wantOmitted {
+			t.Errorf("%s: shortened %t, omitted %q; want %q", tt.name, short, testkit.Header(got.Headers, job.HeaderDLQOmitted), tt.wantOmitted)
 		}
 		if recordBytes(got) > tt.max {
 			t.Errorf("%s: %d bytes after fit, over %d", tt.name, recordBytes(got), tt.max)
 		}
-		if header(got.Headers, job.HeaderDLQReason) != "r" {
+		if testkit.Header(got.Headers, job.HeaderDLQReason) != "r" {
 			t.Errorf("%s: the reason was dropped", tt.name)
 		}
 	}
-}
-
-func header(h []kafka.Header, key string) string {
-	c := job.HeaderCarrier(h)
-	return c.Get(key)
 }

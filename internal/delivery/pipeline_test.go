@@ -24,6 +24,7 @@ import (
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/sender"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/job"
 )
 
@@ -759,8 +760,8 @@ func TestPipelinePausesWhileEveryCircuitIsOpen(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- h.pipeline.Run(ctx, h.src) }()
 
-	waitFor(t, "consumption paused", func() bool { return h.src.isPaused() })
-	waitFor(t, "both jobs released at least once", func() bool { return h.store.claimCalls("a@x") >= 2 && h.store.claimCalls("b@x") >= 2 })
+	testkit.Eventually(t, 5*time.Second, "consumption paused", func() bool { return h.src.isPaused() })
+	testkit.Eventually(t, 5*time.Second, "both jobs released at least once", func() bool { return h.store.claimCalls("a@x") >= 2 && h.store.claimCalls("b@x") >= 2 })
 	if n := h.smtp.sendCount() + h.backup.sendCount(); n != 0 {
 		t.Fatalf("%d sends while every circuit was open", n)
 	}
@@ -779,17 +780,6 @@ func TestPipelinePausesWhileEveryCircuitIsOpen(t *testing.T) {
 }
 
 func always(err error) func(*job.Job, int) error { return func(*job.Job, int) error { return err } }
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 func message(t *testing.T, id string, headers []kafka.Header) consumer.Message {
 	return consumer.Message{Topic: "mail.jobs", Key: []byte(id), Value: mustJSON(t, testJob(id, "hi")), Time: time.Now(), Headers: headers}

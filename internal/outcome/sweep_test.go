@@ -17,6 +17,7 @@ import (
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 )
 
 // pastRow is an accepted recipient of mail whose window ended an hour
@@ -294,18 +295,6 @@ func TestNewSweeperValidates(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds or the test's time is up.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestSweeperRun checks that Run sweeps at once, keeps going while
 // passes are full, survives a failing pass, and returns when its context
 // ends.
@@ -321,7 +310,7 @@ func TestSweeperRun(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- s.Run(ctx) }()
-		waitFor(t, "all five mails marked", func() bool {
+		testkit.Eventually(t, 10*time.Second, "all five mails marked", func() bool {
 			for _, r := range rows {
 				if store.row(r.MessageID, 0).Confirmation != "unconfirmed" {
 					return false
@@ -343,7 +332,7 @@ func TestSweeperRun(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- s.Run(ctx) }()
-		waitFor(t, "two failed passes", func() bool {
+		testkit.Eventually(t, 10*time.Second, "two failed passes", func() bool {
 			store.mu.Lock()
 			defer store.mu.Unlock()
 			return store.markCalls >= 2
@@ -351,7 +340,7 @@ func TestSweeperRun(t *testing.T) {
 		store.mu.Lock()
 		store.markErr = nil
 		store.mu.Unlock()
-		waitFor(t, "the mail marked", func() bool { return store.row("late@postline.test", 0).Confirmation == "unconfirmed" })
+		testkit.Eventually(t, 10*time.Second, "the mail marked", func() bool { return store.row("late@postline.test", 0).Confirmation == "unconfirmed" })
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run = %v, want nil", err)

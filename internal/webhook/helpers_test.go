@@ -280,18 +280,6 @@ func (h *harness) rows(endpoint, status string) int {
 	return n
 }
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond) // poll interval
-	}
-}
-
 // newEvent returns an event of type typ for tenant, recipient i of mail mid.
 func newEvent(mid string, i int, typ event.Type, tenant string) event.Event {
 	e := event.Event{
@@ -408,14 +396,4 @@ func (rc *receiver) check(t *testing.T) {
 	for _, p := range rc.problems {
 		t.Errorf("receiver: %s", p)
 	}
-}
-
-// header returns the value of header key of l, and whether it is there.
-func header(hs []kafka.Header, key string) (string, bool) {
-	for _, h := range hs {
-		if h.Key == key {
-			return string(h.Value), true
-		}
-	}
-	return "", false
 }
