@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +21,7 @@ import (
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/idempotency/idempotencytest"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/internal/testkit"
@@ -323,6 +323,7 @@ func (s *fakeSource) doneBeforeRecorded() bool {
 	return s.early
 }
 
+// fakeRow is the part of a claim row the tests read.
 type fakeRow struct {
 	status   idempotency.Status
 	hash     []byte
@@ -331,9 +332,13 @@ type fakeRow struct {
 	outcomes []idempotency.Outcome // recorded, in order
 }
 
+// fakeStore is the claim store's in-memory stand-in (idempotencytest.Memory,
+// which follows the PostgreSQL store's rules) with the harness's knobs:
+// Record calls that fail, claims that find the row leased elsewhere, and
+// call counts.
 type fakeStore struct {
+	*idempotencytest.Memory
 	mu          sync.Mutex
-	rows        map[string]*fakeRow
 	claims      map[string]int
 	busy        map[string]int
 	recordFails int
@@ -341,7 +346,7 @@ type fakeStore struct {
 }
 
 func newFakeStore() *fakeStore {
-	return &fakeStore{rows: map[string]*fakeRow{}, claims: map[string]int{}, busy: map[string]int{}}
+	return &fakeStore{Memory: idempotencytest.NewMemory(), claims: map[string]int{}, busy: map[string]int{}}
 }
 
 func (s *fakeStore) failRecords(n int) { s.mu.Lock(); s.recordFails = n; s.mu.Unlock() }
@@ -351,74 +356,44 @@ func (s *fakeStore) leaseElsewhere(id string, n int) {
 	s.mu.Unlock()
 }
 
-func (s *fakeStore) Claim(_ context.Context, reqs []idempotency.ClaimRequest) ([]idempotency.Claim, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// Claim counts the claims of each ID and answers busy for an ID leased
+// elsewhere; the rest go to the table.
+func (s *fakeStore) Claim(ctx context.Context, reqs []idempotency.ClaimRequest) ([]idempotency.Claim, error) {
 	out := make([]idempotency.Claim, len(reqs))
+	var pass []idempotency.ClaimRequest
+	var at []int
+	s.mu.Lock()
 	for i, r := range reqs {
 		s.claims[r.MessageID]++
-		c := idempotency.Claim{MessageID: r.MessageID}
-		row := s.rows[r.MessageID]
-		switch {
-		case s.busy[r.MessageID] > 0:
+		if s.busy[r.MessageID] > 0 {
 			s.busy[r.MessageID]--
-			c.Result, c.RetryAt = idempotency.Busy, time.Now().Add(time.Millisecond)
-		case row == nil:
-			s.rows[r.MessageID] = &fakeRow{status: idempotency.StatusSending, hash: r.PayloadHash, version: 1, attempt: r.Attempt}
-			c.Result, c.Version = idempotency.Claimed, 1
-		case !bytes.Equal(row.hash, r.PayloadHash):
-			c.Result = idempotency.Conflict
-		case row.status.Terminal():
-			c.Result = idempotency.Duplicate
-		case row.status == idempotency.StatusSending:
-			c.Result, c.RetryAt = idempotency.Busy, time.Now().Add(time.Millisecond)
-		case row.attempt != r.Attempt:
-			c.Result = idempotency.Stale
-		default:
-			row.status, row.version = idempotency.StatusSending, row.version+1
-			c.Result, c.Version = idempotency.Claimed, row.version
+			out[i] = idempotency.Claim{MessageID: r.MessageID, Result: idempotency.Busy, RetryAt: time.Now().Add(time.Millisecond)}
+			continue
 		}
-		if row != nil {
-			c.Status = row.status
-		}
-		out[i] = c
+		pass, at = append(pass, r), append(at, i)
+	}
+	s.mu.Unlock()
+	cs, err := s.Memory.Claim(ctx, pass)
+	if err != nil {
+		return nil, err
+	}
+	for k, c := range cs {
+		out[at[k]] = c
 	}
 	return out, nil
 }
 
-func (s *fakeStore) Record(_ context.Context, outs []idempotency.Outcome) ([]string, error) {
+func (s *fakeStore) Record(ctx context.Context, outs []idempotency.Outcome) ([]string, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.records++
 	if s.recordFails > 0 {
 		s.recordFails--
+		s.mu.Unlock()
 		return nil, errors.New("connection refused")
 	}
-	var lost []string
-	for _, o := range outs {
-		row := s.rows[o.MessageID]
-		if row == nil || row.version != o.Version {
-			lost = append(lost, o.MessageID)
-			continue
-		}
-		row.status, row.version, row.attempt = o.Status, row.version+1, o.Attempt
-		row.outcomes = append(row.outcomes, o)
-	}
-	return lost, nil
+	s.mu.Unlock()
+	return s.Memory.Record(ctx, outs)
 }
-
-func (s *fakeStore) RecordRejected(_ context.Context, rejs []idempotency.Rejection) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, r := range rejs {
-		if s.rows[r.MessageID] == nil {
-			s.rows[r.MessageID] = &fakeRow{status: idempotency.StatusDead, hash: r.PayloadHash, version: 1}
-		}
-	}
-	return nil
-}
-
-func (s *fakeStore) NoteConflicts(context.Context, []string) error { return nil }
 
 // seed leaves the row a retry copy of attempt expects: retrying, same hash.
 func (s *fakeStore) seed(id string, value []byte, attempt int) {
@@ -429,36 +404,18 @@ func (s *fakeStore) seed(id string, value []byte, attempt int) {
 	if err != nil {
 		panic(err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.rows[id] = &fakeRow{status: idempotency.StatusRetrying, hash: j.Hash(), version: 3, attempt: attempt}
+	s.Put(idempotencytest.MemoryRow{MessageID: id, Status: idempotency.StatusRetrying, PayloadHash: j.Hash(), Version: 3, Attempt: attempt})
 }
 
 func (s *fakeStore) row(id string) fakeRow {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r := s.rows[id]; r != nil {
-		return *r
-	}
-	return fakeRow{}
+	r, _ := s.Row(id)
+	return fakeRow{status: r.Status, hash: r.PayloadHash, version: r.Version, attempt: r.Attempt, outcomes: r.Outcomes}
 }
 
-func (s *fakeStore) status(id string) idempotency.Status {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r := s.rows[id]; r != nil {
-		return r.status
-	}
-	return ""
-}
+func (s *fakeStore) status(id string) idempotency.Status { return s.row(id).status }
 
 // settled reports whether id's row is not under a claim (or there is none).
-func (s *fakeStore) settled(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.rows[id]
-	return r == nil || r.status != idempotency.StatusSending
-}
+func (s *fakeStore) settled(id string) bool { return s.row(id).status != idempotency.StatusSending }
 
 func (s *fakeStore) recordCalls() int { s.mu.Lock(); defer s.mu.Unlock(); return s.records }
 func (s *fakeStore) claimCalls(id string) int {

@@ -181,7 +181,7 @@ func TestRecipientsTakeTheirOwnPaths(t *testing.T) {
 	if len(h.sup.added) != 1 || h.sup.added[0].Key.Address != "gone@example.com" {
 		t.Errorf("suppressions added = %+v, want gone@example.com", h.sup.added)
 	}
-	outs := h.store.rows["m@x"].outcomes
+	outs := h.store.row("m@x").outcomes
 	if len(outs) != 1 || outs[0].ConfirmBy.IsZero() || len(outs[0].Recipients) != 3 {
 		t.Fatalf("outcome = %+v, want one with a confirmation window and three recipients", outs)
 	}
@@ -347,7 +347,7 @@ func TestTemplateJobIsRenderedBeforeSending(t *testing.T) {
 	if got := h.store.status("t@x"); got != idempotency.StatusSent {
 		t.Fatalf("status = %s, want sent", got)
 	}
-	outs := h.store.rows["t@x"].outcomes
+	outs := h.store.row("t@x").outcomes
 	if len(outs) != 1 || outs[0].Template != "receipt" || outs[0].TemplateVersion != 3 || outs[0].TemplateWhy != "canary" {
 		t.Errorf("outcome = %+v, want the template version that rendered it", outs)
 	}
