@@ -33,7 +33,7 @@ func TestPanicWhileSendingDeadLettersTheRecord(t *testing.T) {
 	if got := h.dlq.reasons(); !slices.Equal(got, []string{deadletter.ReasonInternalError}) {
 		t.Fatalf("dead-letter reasons = %v, want one internal_error", got)
 	}
-	l := h.dlq.letters[0]
+	l := h.dlq.All()[0]
 	if l.Class != classInternal || !strings.Contains(l.Error, "panic while sending: a value of type string") || strings.Contains(l.Error, "MIME builder") {
 		t.Errorf("letter class %q error %q: want class internal and the panic's type, not its text", l.Class, l.Error)
 	}

@@ -69,7 +69,7 @@ func TestEventsCarryTheMailsLife(t *testing.T) {
 		mustJSON(t, multiJob("d@x", "ok@example.com", "full@example.com")),
 	})
 	seen := map[string][]event.Type{}
-	for _, e := range h.events.events {
+	for _, e := range h.events.All() {
 		seen[e.MessageID] = append(seen[e.MessageID], e.Type)
 		want := event.NewLifeID(e.MessageID, lives[e.MessageID], e.RecipientIndex, e.Type, e.Attempt)
 		if e.ID != want {

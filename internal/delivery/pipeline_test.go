@@ -25,6 +25,7 @@ import (
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/internal/testkit"
+	"github.com/postline/postline/internal/testkit/writertest"
 	"github.com/postline/postline/job"
 )
 
@@ -208,7 +209,7 @@ func newHarness(t *testing.T, sendErr func(*job.Job, int) error) *harness {
 func newHarnessWith(t *testing.T, sendErr, backupErr func(*job.Job, int) error, breakers *fakeBreakers) *harness {
 	t.Helper()
 	h := &harness{store: newFakeStore(), smtp: newFakeSMTP(sendErr), backup: newFakeSMTP(backupErr),
-		dlq: &fakeDLQ{}, retries: &fakeRetries{}, breakers: breakers}
+		dlq: newFakeDLQ(), retries: newFakeRetries(), breakers: breakers}
 	deps := Deps{
 		Store: h.store,
 		Providers: []Provider{
@@ -503,23 +504,17 @@ func (f *fakeSMTP) accepted() []string {
 	return append([]string(nil), f.ok...)
 }
 
+// fakeDLQ is the dead-letter writer's stand-in, which passes the writers'
+// suite (writertest).
 type fakeDLQ struct {
-	mu      sync.Mutex
-	letters []deadletter.Letter
+	*writertest.Recorder[deadletter.Letter]
 }
 
-func (d *fakeDLQ) Publish(_ context.Context, letters ...deadletter.Letter) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.letters = append(d.letters, letters...)
-	return nil
-}
+func newFakeDLQ() *fakeDLQ { return &fakeDLQ{writertest.DeadLetters()} }
 
 func (d *fakeDLQ) reasons() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	var out []string
-	for _, l := range d.letters {
+	for _, l := range d.All() {
 		out = append(out, l.Reason)
 	}
 	return out
@@ -757,23 +752,15 @@ func (h *harness) runMessages(t *testing.T, msgs []consumer.Message) {
 	}
 }
 
+// fakeRetries is the retry writer's stand-in for the default tiers, which
+// passes the writers' suite (writertest).
 type fakeRetries struct {
-	mu     sync.Mutex
-	copies []retry.Copy
+	*writertest.Recorder[retry.Copy]
 }
 
-func (r *fakeRetries) Publish(_ context.Context, copies ...retry.Copy) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.copies = append(r.copies, copies...)
-	return nil
-}
+func newFakeRetries() *fakeRetries { return &fakeRetries{writertest.Retries(retry.DefaultTiers)} }
 
-func (r *fakeRetries) all() []retry.Copy {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.copies)
-}
+func (r *fakeRetries) all() []retry.Copy { return r.All() }
 
 // fakeBreakers either lets everything through or nothing (setOpen), and
 // records the outcomes reported per provider.
@@ -835,8 +822,8 @@ func TestPipelineCapsConnectionsPerRelay(t *testing.T) {
 		prometheus.NewRegistry(), Deps{
 			Store:       newFakeStore(),
 			Providers:   []Provider{{Name: "p1", MaxConns: 2, NewSession: func() Session { return slow.newSession() }}},
-			DeadLetters: &fakeDLQ{},
-			Retries:     &fakeRetries{},
+			DeadLetters: newFakeDLQ(),
+			Retries:     newFakeRetries(),
 		})
 	if err != nil {
 		t.Fatal(err)

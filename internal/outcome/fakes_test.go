@@ -14,6 +14,7 @@ import (
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/returnpath"
 	"github.com/postline/postline/internal/suppression"
+	"github.com/postline/postline/internal/testkit/writertest"
 )
 
 // The fakes below keep the state Store, SweepStore, Events and Lists
@@ -256,45 +257,27 @@ func (s *fakeStore) MarkUnconfirmed(_ context.Context, ids []string) (int, error
 	return n, nil
 }
 
-// fakeEvents records what is published and fails the test on an event
-// the schema refuses.
+// fakeEvents is the events writer's stand-in, which passes the writers'
+// suite (writertest): it refuses a batch with an event that does not
+// validate, and fails every call while told to (Fail). check, if set, is
+// called with every event about to be published.
 type fakeEvents struct {
-	t     testing.TB
-	mu    sync.Mutex
-	err   error
-	calls int
-	all   []event.Event
-	// check, if set, is called with every event about to be recorded.
+	*writertest.Recorder[event.Event]
 	check func(event.Event)
 }
 
-func (e *fakeEvents) Publish(_ context.Context, events ...event.Event) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.calls++
-	if e.err != nil {
-		return e.err
-	}
-	for _, ev := range events {
-		if err := ev.Validate(); err != nil {
-			e.t.Errorf("published an invalid event %+v: %v", ev, err)
-		}
-		if _, err := ev.Encode(); err != nil {
-			e.t.Errorf("event %s does not encode: %v", ev.ID, err)
-		}
-		if e.check != nil {
+func newFakeEvents() *fakeEvents { return &fakeEvents{Recorder: writertest.Events()} }
+
+func (e *fakeEvents) Publish(ctx context.Context, events ...event.Event) error {
+	if e.check != nil {
+		for _, ev := range events {
 			e.check(ev)
 		}
 	}
-	e.all = append(e.all, events...)
-	return nil
+	return e.Recorder.Publish(ctx, events...)
 }
 
-func (e *fakeEvents) published() []event.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.all)
-}
+func (e *fakeEvents) published() []event.Event { return e.All() }
 
 // fakeLists records the entries added, each validated as the Postgres
 // store would.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,6 +24,7 @@ import (
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit/writertest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -62,29 +62,13 @@ func (f *fakeSource) doneCount(offset int64) int {
 	return f.done[offset]
 }
 
-// fakeDLQ records dead letters; the first failures writes fail.
+// fakeDLQ is the dead-letter writer's stand-in, which passes the writers'
+// suite (writertest).
 type fakeDLQ struct {
-	mu       sync.Mutex
-	letters  []deadletter.Letter
-	failures int
+	*writertest.Recorder[deadletter.Letter]
 }
 
-func (f *fakeDLQ) Publish(_ context.Context, ls ...deadletter.Letter) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.failures > 0 {
-		f.failures--
-		return errors.New("broker unavailable")
-	}
-	f.letters = append(f.letters, ls...)
-	return nil
-}
-
-func (f *fakeDLQ) all() []deadletter.Letter {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]deadletter.Letter(nil), f.letters...)
-}
+func (f *fakeDLQ) all() []deadletter.Letter { return f.All() }
 
 // syncBuffer is a log sink safe for concurrent writes.
 type syncBuffer struct {
@@ -165,7 +149,7 @@ func startHarnessOn(t testing.TB, cfg Config, q *Queue, pool *pgxpool.Pool) *har
 		// As the dispatcher's own default, with the system's roots only.
 		tr = defaultTransport(cmp.Or(cfg.Concurrency, DefaultConcurrency))
 	}
-	h := &harness{t: t, srcs: map[string]*fakeSource{}, queue: q, pool: pool, dlq: &fakeDLQ{},
+	h := &harness{t: t, srcs: map[string]*fakeSource{}, queue: q, pool: pool, dlq: &fakeDLQ{writertest.DeadLetters()},
 		reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
 	if cfg.DeadLetters == nil {
 		cfg.DeadLetters = h.dlq

@@ -22,7 +22,8 @@ type Recorder[T any] struct {
 
 	mu       sync.Mutex
 	items    []T
-	failures int
+	calls    int
+	failures int // calls left to fail; negative: every call
 	failWith error
 }
 
@@ -63,6 +64,9 @@ func Events() *Recorder[event.Event] {
 // Publish keeps items, unless the context has ended, an item is refused or
 // a failure was asked for; then it keeps none of them.
 func (r *Recorder[T]) Publish(ctx context.Context, items ...T) error {
+	r.mu.Lock()
+	r.calls++
+	r.mu.Unlock()
 	if len(items) == 0 {
 		return nil
 	}
@@ -78,19 +82,30 @@ func (r *Recorder[T]) Publish(ctx context.Context, items ...T) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.failures > 0 {
-		r.failures--
+	if r.failures != 0 {
+		if r.failures > 0 {
+			r.failures--
+		}
 		return r.failWith
 	}
 	r.items = append(r.items, items...)
 	return nil
 }
 
-// Fail makes the next n calls that would keep their items fail with err.
+// Fail makes the next n calls that would keep their items fail with err;
+// a negative n makes every call fail, until Fail(0, nil).
 func (r *Recorder[T]) Fail(n int, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.failures, r.failWith = n, err
+}
+
+// Calls returns how many times Publish was called, failed calls and empty
+// batches included.
+func (r *Recorder[T]) Calls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls
 }
 
 // All returns the items kept, in order.

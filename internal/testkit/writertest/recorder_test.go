@@ -58,6 +58,22 @@ func TestRecorderFails(t *testing.T) {
 	if got := r.All(); len(got) != 1 || string(got[0].Key) != "2" {
 		t.Errorf("kept %v, want only the third call's letter", got)
 	}
+	r.Fail(-1, errBroker)
+	for i := range 3 {
+		if err := r.Publish(t.Context(), writertest.Letter("down")); err == nil {
+			t.Errorf("call %d while failing for good succeeded", i)
+		}
+	}
+	r.Fail(0, nil)
+	if err := r.Publish(t.Context(), writertest.Letter("up"), writertest.Letter("again")); err != nil {
+		t.Errorf("call after Fail(0, nil) = %v", err)
+	}
+	if err := r.Publish(t.Context()); err != nil {
+		t.Errorf("empty call = %v", err)
+	}
+	if got, calls := len(r.All()), r.Calls(); got != 3 || calls != 8 {
+		t.Errorf("kept %d letters in %d calls, want 3 in 8", got, calls)
+	}
 }
 
 type brokerDown struct{}
