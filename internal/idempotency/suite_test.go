@@ -13,7 +13,7 @@ import (
 func TestStoreFollowsTheStoreRules(t *testing.T) {
 	idempotencytest.Run(t, func(t *testing.T) idempotencytest.Opener {
 		_, pool := migrated(t)
-		return func(owner string, lease time.Duration) idempotencytest.ClaimStore {
+		return func(owner string, lease time.Duration) idempotencytest.Store {
 			s, _ := newStore(t, pool, owner, lease)
 			return s
 		}

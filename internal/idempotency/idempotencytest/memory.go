@@ -2,15 +2,19 @@ package idempotencytest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/returnpath"
 )
 
 // MemoryOwner and the lease of idempotency.DefaultLease are what NewMemory's
@@ -42,17 +46,37 @@ type MemoryRow struct {
 	Conflicts int
 	// Outcomes are the outcomes recorded on the row, in order.
 	Outcomes []idempotency.Outcome
+
+	// Tenant, Stream, Metadata, ConfirmBy and Confirmation are the mail's
+	// (see idempotency.Recipient).
+	Tenant, Stream string
+	Metadata       map[string]string
+	ConfirmBy      time.Time
+	Confirmation   string
 }
 
 type table struct {
-	mu   sync.Mutex
-	rows map[string]*MemoryRow
+	mu     sync.Mutex
+	now    func() time.Time
+	rows   map[string]*MemoryRow
+	rcpts  map[recipientKey]*idempotency.Recipient // only the recipient's own fields
+	outbox []idempotency.OutboxEntry
 }
 
-// NewMemory returns an empty table and a store on it for MemoryOwner with
-// idempotency.DefaultLease.
-func NewMemory() *Memory {
-	return &Memory{t: &table{rows: map[string]*MemoryRow{}}, owner: MemoryOwner, lease: idempotency.DefaultLease}
+type recipientKey struct {
+	id  string
+	idx int
+}
+
+// NewMemory returns an empty table on the local clock and a store on it for
+// MemoryOwner with idempotency.DefaultLease.
+func NewMemory() *Memory { return NewMemoryAt(time.Now) }
+
+// NewMemoryAt is NewMemory on the clock now, which stands for the
+// database's: leases, resolution and outbox times are read from it.
+func NewMemoryAt(now func() time.Time) *Memory {
+	t := &table{now: now, rows: map[string]*MemoryRow{}, rcpts: map[recipientKey]*idempotency.Recipient{}}
+	return &Memory{t: t, owner: MemoryOwner, lease: idempotency.DefaultLease}
 }
 
 // Open returns a store on m's table for another worker, owner, whose claims
@@ -70,7 +94,7 @@ func (m *Memory) Row(id string) (MemoryRow, bool) {
 		return MemoryRow{}, false
 	}
 	c := *r
-	c.PayloadHash, c.Outcomes = slices.Clone(r.PayloadHash), slices.Clone(r.Outcomes)
+	c.PayloadHash, c.Outcomes, c.Metadata = slices.Clone(r.PayloadHash), slices.Clone(r.Outcomes), maps.Clone(r.Metadata)
 	return c, true
 }
 
@@ -79,7 +103,7 @@ func (m *Memory) Row(id string) (MemoryRow, bool) {
 func (m *Memory) Put(row MemoryRow) {
 	m.t.mu.Lock()
 	defer m.t.mu.Unlock()
-	row.PayloadHash, row.Outcomes = slices.Clone(row.PayloadHash), slices.Clone(row.Outcomes)
+	row.PayloadHash, row.Outcomes, row.Metadata = slices.Clone(row.PayloadHash), slices.Clone(row.Outcomes), maps.Clone(row.Metadata)
 	m.t.rows[row.MessageID] = &row
 }
 
@@ -118,7 +142,7 @@ func (m *Memory) Claim(_ context.Context, reqs []idempotency.ClaimRequest) ([]id
 	}
 	m.t.mu.Lock()
 	defer m.t.mu.Unlock()
-	now := time.Now()
+	now := m.t.now()
 	first := make(map[string]int, len(reqs))
 	out := make([]idempotency.Claim, len(reqs))
 	claimed := make([]bool, len(reqs))
@@ -130,7 +154,8 @@ func (m *Memory) Claim(_ context.Context, reqs []idempotency.ClaimRequest) ([]id
 		row := m.t.rows[q.MessageID]
 		switch {
 		case row == nil:
-			row = &MemoryRow{MessageID: q.MessageID, PayloadHash: slices.Clone(q.PayloadHash), Attempt: 1, Life: newLife()}
+			row = &MemoryRow{MessageID: q.MessageID, PayloadHash: slices.Clone(q.PayloadHash), Attempt: 1, Life: newLife(),
+				Tenant: q.Tenant}
 			m.t.rows[q.MessageID] = row
 		case !row.claimable(q, now):
 			continue
@@ -139,6 +164,7 @@ func (m *Memory) Claim(_ context.Context, reqs []idempotency.ClaimRequest) ([]id
 		}
 		row.Status, row.Version = idempotency.StatusSending, row.Version+1
 		row.LeaseOwner, row.LeaseExpiresAt = m.owner, now.Add(m.lease)
+		row.Tenant = cmp.Or(row.Tenant, q.Tenant)
 		claimed[i] = true
 		out[i] = idempotency.Claim{MessageID: q.MessageID, Result: idempotency.Claimed, Version: row.Version,
 			Status: idempotency.StatusSending, Attempt: row.Attempt, Life: row.Life}
@@ -217,9 +243,28 @@ func (m *Memory) Record(_ context.Context, outs []idempotency.Outcome) ([]string
 			return nil, fmt.Errorf("record %s: attempt %d out of range for %s", o.MessageID, o.Attempt, o.Status)
 		}
 	}
+	firsts := map[string]bool{}
+	for _, o := range outs {
+		if firsts[o.MessageID] {
+			continue // not written: its recipients are not looked at
+		}
+		firsts[o.MessageID] = true
+		for _, r := range o.Recipients {
+			switch {
+			case r.Index < 0 || r.Index >= maxRecipients:
+				return nil, fmt.Errorf("record %s: recipient index %d out of range", o.MessageID, r.Index)
+			case r.Address == "":
+				return nil, fmt.Errorf("record %s: recipient %d: empty address", o.MessageID, r.Index)
+			case !r.State.Valid():
+				return nil, fmt.Errorf("record %s: recipient %d: state %q", o.MessageID, r.Index, r.State)
+			}
+		}
+	}
 	m.t.mu.Lock()
 	defer m.t.mu.Unlock()
-	var lost []string
+	now := m.t.now()
+	var lost, written []string
+	resolves := false
 	seen := make(map[string]bool, len(outs))
 	for _, o := range outs {
 		row := m.t.rows[o.MessageID]
@@ -235,8 +280,76 @@ func (m *Memory) Record(_ context.Context, outs []idempotency.Outcome) ([]string
 		}
 		row.LeaseOwner, row.LeaseExpiresAt = "", time.Time{}
 		row.Outcomes = append(row.Outcomes, o)
+		row.Stream = cmp.Or(o.Stream, row.Stream)
+		if o.Metadata != nil {
+			row.Metadata = maps.Clone(o.Metadata)
+		}
+		if row.ConfirmBy.IsZero() {
+			row.ConfirmBy = o.ConfirmBy
+		}
+		written = append(written, o.MessageID)
+		for _, r := range o.Recipients {
+			resolves = resolves || (r.State != idempotency.RecipientPending && r.State != idempotency.RecipientAccepted)
+			m.t.recordRecipient(row, r, now)
+		}
+	}
+	if resolves {
+		m.t.settle(written, now)
 	}
 	return lost, nil
+}
+
+// maxRecipients bounds a recipient's index, as the table's smallint and
+// Resolve's check do.
+const maxRecipients = 100
+
+// recordRecipient writes what an attempt decided for one recipient of row,
+// unless an earlier attempt or a report already moved it past pending.
+func (t *table) recordRecipient(row *MemoryRow, r idempotency.RecipientOutcome, now time.Time) {
+	k := recipientKey{row.MessageID, r.Index}
+	if old := t.rcpts[k]; old != nil && old.State != idempotency.RecipientPending {
+		return
+	}
+	rc := &idempotency.Recipient{MessageID: row.MessageID, Index: r.Index, Address: r.Address, State: r.State,
+		Attempt: r.Attempt, Provider: r.Provider, BounceType: r.BounceType, Status: r.Status, Code: r.Code,
+		Diagnostic: r.Diagnostic, Rule: r.Rule, Source: r.Source, UpdatedAt: now}
+	switch r.State {
+	case idempotency.RecipientAccepted:
+		rc.AcceptedAt = now
+	case idempotency.RecipientPending:
+	default:
+		rc.ResolvedAt = now
+	}
+	t.rcpts[k] = rc
+}
+
+// settle confirms or cancels the mail of ids whose every recipient is
+// resolved, if it awaits confirmation, and returns what each got.
+func (t *table) settle(ids []string, now time.Time) map[string]string {
+	settled := map[string]string{}
+	for _, id := range ids {
+		row := t.rows[id]
+		if row == nil || row.ConfirmBy.IsZero() || (row.Confirmation != "" && row.Confirmation != "unconfirmed") {
+			continue
+		}
+		open, confirmed := false, false
+		for k, r := range t.rcpts {
+			if k.id != id {
+				continue
+			}
+			open = open || r.State == idempotency.RecipientPending || r.State == idempotency.RecipientAccepted
+			confirmed = confirmed || r.State == idempotency.RecipientDelivered || r.State == idempotency.RecipientComplained
+		}
+		if open {
+			continue
+		}
+		row.Confirmation = "cancelled"
+		if confirmed {
+			row.Confirmation = "confirmed"
+		}
+		settled[id] = row.Confirmation
+	}
+	return settled
 }
 
 // ExtendLease pushes the leases of rows this store claimed to one lease
@@ -250,7 +363,7 @@ func (m *Memory) ExtendLease(_ context.Context, ids []string, versions []int64) 
 	}
 	m.t.mu.Lock()
 	defer m.t.mu.Unlock()
-	now := time.Now()
+	now := m.t.now()
 	var lost []string
 	for i, id := range ids {
 		row := m.t.rows[id]
@@ -288,5 +401,176 @@ func (m *Memory) NoteConflicts(_ context.Context, ids []string) error {
 			row.Conflicts++
 		}
 	}
+	return nil
+}
+
+// withMail returns r with its mail's fields, as the store's reads join them.
+func (t *table) withMail(r *idempotency.Recipient) idempotency.Recipient {
+	c := *r
+	if row := t.rows[r.MessageID]; row != nil {
+		c.Tenant, c.Stream, c.Metadata = row.Tenant, row.Stream, maps.Clone(row.Metadata)
+		c.ConfirmBy, c.Confirmation, c.Life = row.ConfirmBy, row.Confirmation, row.Life
+	}
+	return c
+}
+
+// recipients returns the recipients match accepts, with their mails'
+// fields, by Message-ID and index.
+func (t *table) recipients(match func(*idempotency.Recipient) bool) []idempotency.Recipient {
+	var out []idempotency.Recipient
+	for _, r := range t.rcpts {
+		if match(r) {
+			out = append(out, t.withMail(r))
+		}
+	}
+	slices.SortFunc(out, func(a, b idempotency.Recipient) int {
+		return cmp.Or(strings.Compare(a.MessageID, b.MessageID), cmp.Compare(a.Index, b.Index))
+	})
+	return out
+}
+
+// Recipients returns every recipient row with its mail's fields, by
+// Message-ID and index.
+func (m *Memory) Recipients() []idempotency.Recipient {
+	m.t.mu.Lock()
+	defer m.t.mu.Unlock()
+	return m.t.recipients(func(*idempotency.Recipient) bool { return true })
+}
+
+// PutRecipient stores r as it is, with its mail's fields (Tenant, Stream,
+// Metadata, ConfirmBy, Confirmation, Life) on the mail's row, which it
+// creates, sent, if there is none: the state a send and earlier reports
+// left.
+func (m *Memory) PutRecipient(r idempotency.Recipient) {
+	m.t.mu.Lock()
+	defer m.t.mu.Unlock()
+	row := m.t.rows[r.MessageID]
+	if row == nil {
+		row = &MemoryRow{MessageID: r.MessageID, Status: idempotency.StatusSent, Version: 2, Attempt: max(r.Attempt, 1)}
+		m.t.rows[r.MessageID] = row
+	}
+	row.Tenant, row.Stream, row.Metadata = r.Tenant, r.Stream, maps.Clone(r.Metadata)
+	row.ConfirmBy, row.Confirmation, row.Life = r.ConfirmBy, r.Confirmation, r.Life
+	c := r
+	c.Tenant, c.Stream, c.Metadata, c.ConfirmBy, c.Confirmation, c.Life = "", "", nil, time.Time{}, "", 0
+	m.t.rcpts[recipientKey{r.MessageID, r.Index}] = &c
+}
+
+// SetConfirmation sets the confirmation of the mail id, as the
+// confirmation sweep marks mail unconfirmed.
+func (m *Memory) SetConfirmation(id, confirmation string) {
+	m.t.mu.Lock()
+	defer m.t.mu.Unlock()
+	if row := m.t.rows[id]; row != nil {
+		row.Confirmation = confirmation
+	}
+}
+
+// RecipientsByRef returns recipient idx of the mails whose return path
+// reference is ref, by Message-ID.
+func (m *Memory) RecipientsByRef(_ context.Context, ref []byte, idx int) ([]idempotency.Recipient, error) {
+	m.t.mu.Lock()
+	defer m.t.mu.Unlock()
+	return m.t.recipients(func(r *idempotency.Recipient) bool {
+		rr := returnpath.RefOf(r.MessageID)
+		return r.Index == idx && bytes.Equal(rr[:], ref)
+	}), nil
+}
+
+// RecipientByAddress returns the first recipient of messageID whose address
+// is address, whatever its case.
+func (m *Memory) RecipientByAddress(_ context.Context, messageID, address string) (idempotency.Recipient, bool, error) {
+	m.t.mu.Lock()
+	defer m.t.mu.Unlock()
+	list := m.t.recipients(func(r *idempotency.Recipient) bool {
+		return r.MessageID == messageID && strings.EqualFold(r.Address, address)
+	})
+	if len(list) == 0 {
+		return idempotency.Recipient{}, false, nil
+	}
+	return list[0], true, nil
+}
+
+// MessageExists reports whether messageID has a row.
+func (m *Memory) MessageExists(_ context.Context, messageID string) (bool, error) {
+	m.t.mu.Lock()
+	defer m.t.mu.Unlock()
+	return m.t.rows[messageID] != nil, nil
+}
+
+// Resolve applies resolutions as idempotency.Store.Resolve does: each a
+// compare-and-set on the recipient's state and its mail's life, writing the
+// outbox entry of each applied, then settling the mail of the batch whose
+// recipients are all resolved.
+func (m *Memory) Resolve(_ context.Context, res []idempotency.Resolution) ([]bool, map[string]string, error) {
+	if len(res) == 0 {
+		return nil, nil, nil
+	}
+	for _, r := range res {
+		if r.Index < 0 || r.Index >= maxRecipients || !r.From.Valid() || !r.To.Valid() {
+			return nil, nil, fmt.Errorf("resolve %s recipient %d: %s to %s is not a transition", r.MessageID, r.Index, r.From, r.To)
+		}
+	}
+	m.t.mu.Lock()
+	defer m.t.mu.Unlock()
+	now := m.t.now()
+	applied := make([]bool, len(res))
+	seen := map[recipientKey]bool{}
+	var ids []string
+	for i, r := range res {
+		k := recipientKey{r.MessageID, r.Index}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if !slices.Contains(ids, r.MessageID) {
+			ids = append(ids, r.MessageID)
+		}
+		rc, row := m.t.rcpts[k], m.t.rows[r.MessageID]
+		if rc == nil || row == nil || rc.State != r.From || (r.Life != 0 && row.Life != r.Life) {
+			continue
+		}
+		rc.State = r.To
+		rc.BounceType, rc.Status = cmp.Or(r.BounceType, rc.BounceType), cmp.Or(r.Status, rc.Status)
+		rc.Code, rc.Diagnostic, rc.Rule = cmp.Or(r.Code, rc.Code), cmp.Or(r.Diagnostic, rc.Diagnostic), cmp.Or(r.Rule, rc.Rule)
+		rc.Source, rc.FeedbackType = r.Source, cmp.Or(r.FeedbackType, rc.FeedbackType)
+		rc.ResolvedAt, rc.UpdatedAt = now, now
+		applied[i] = true
+		if r.EventID != "" && r.Effect != nil && !slices.ContainsFunc(m.t.outbox, func(e idempotency.OutboxEntry) bool { return e.EventID == r.EventID }) {
+			m.t.outbox = append(m.t.outbox, idempotency.OutboxEntry{EventID: r.EventID, MessageID: r.MessageID,
+				Body: slices.Clone(r.Effect), CreatedAt: now})
+		}
+	}
+	return applied, m.t.settle(ids, now), nil
+}
+
+// Outbox returns up to limit outbox entries written more than minAge ago,
+// oldest first.
+func (m *Memory) Outbox(_ context.Context, minAge time.Duration, limit int) ([]idempotency.OutboxEntry, error) {
+	if minAge < 0 {
+		return nil, fmt.Errorf("outbox: negative age %v", minAge)
+	}
+	m.t.mu.Lock()
+	defer m.t.mu.Unlock()
+	before := m.t.now().Add(-minAge)
+	var out []idempotency.OutboxEntry
+	for _, e := range m.t.outbox {
+		if e.CreatedAt.Before(before) {
+			e.Body = slices.Clone(e.Body)
+			out = append(out, e)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b idempotency.OutboxEntry) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.EventID, b.EventID))
+	})
+	return out[:min(len(out), max(limit, 0))], nil
+}
+
+// OutboxDone deletes the outbox entries of eventIDs; IDs without one are
+// ignored.
+func (m *Memory) OutboxDone(_ context.Context, eventIDs []string) error {
+	m.t.mu.Lock()
+	defer m.t.mu.Unlock()
+	m.t.outbox = slices.DeleteFunc(m.t.outbox, func(e idempotency.OutboxEntry) bool { return slices.Contains(eventIDs, e.EventID) })
 	return nil
 }

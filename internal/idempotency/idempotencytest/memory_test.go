@@ -12,6 +12,6 @@ import (
 func TestMemoryFollowsTheStoreRules(t *testing.T) {
 	idempotencytest.Run(t, func(*testing.T) idempotencytest.Opener {
 		m := idempotencytest.NewMemory()
-		return func(owner string, lease time.Duration) idempotencytest.ClaimStore { return m.Open(owner, lease) }
+		return func(owner string, lease time.Duration) idempotencytest.Store { return m.Open(owner, lease) }
 	})
 }

@@ -3,12 +3,15 @@ package idempotencytest
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/returnpath"
 )
 
 // ClaimStore is what a worker needs of the claim store: claim a batch of
@@ -23,9 +26,28 @@ type ClaimStore interface {
 	NoteConflicts(ctx context.Context, ids []string) error
 }
 
+// ReportStore is what the applier of delivery reports needs of the store:
+// find the recipient a report names, move it on by compare-and-set with
+// the outbox entry of what the move owes, and drain the outbox.
+type ReportStore interface {
+	RecipientsByRef(ctx context.Context, ref []byte, idx int) ([]idempotency.Recipient, error)
+	RecipientByAddress(ctx context.Context, messageID, address string) (idempotency.Recipient, bool, error)
+	MessageExists(ctx context.Context, messageID string) (bool, error)
+	Resolve(ctx context.Context, res []idempotency.Resolution) (applied []bool, settled map[string]string, err error)
+	Outbox(ctx context.Context, minAge time.Duration, limit int) ([]idempotency.OutboxEntry, error)
+	OutboxDone(ctx context.Context, eventIDs []string) error
+}
+
+// Store is the claim store as the suite checks it: the worker's side and
+// the report applier's.
+type Store interface {
+	ClaimStore
+	ReportStore
+}
+
 // Opener opens stores on one claim table: each is a worker named owner
 // whose claims hold for lease. Stores of one Opener see each other's rows.
-type Opener func(owner string, lease time.Duration) ClaimStore
+type Opener func(owner string, lease time.Duration) Store
 
 // The leases the suite works with: long enough that a live lease cannot
 // lapse during a check on a loaded machine, short enough to wait out.
@@ -69,6 +91,12 @@ var checks = []struct {
 	{"a mail keeps its life across attempts", lives},
 	{"bad requests are refused whole", badRequests},
 	{"empty batches", emptyBatches},
+	{"the record writes the recipients, found by reference and address", recipientsWritten},
+	{"what an earlier attempt decided for a recipient stays", earlierAttemptStays},
+	{"resolve is a compare-and-set on the state and the life", resolveCompareAndSet},
+	{"resolve writes the outbox entry of what it moved, once", resolveOutbox},
+	{"a mail is settled once none of its recipients is open", settle},
+	{"bad recipients and resolutions are refused", badRecipients},
 }
 
 // suite is one check's view of the table.
@@ -81,7 +109,7 @@ type suite struct {
 // id names a row of this check.
 func (s *suite) id(name string) string { return s.prefix + name + "@suite>" }
 
-func (s *suite) store(owner string, lease time.Duration) ClaimStore {
+func (s *suite) store(owner string, lease time.Duration) Store {
 	return s.open(s.prefix+owner, lease)
 }
 
@@ -526,5 +554,289 @@ func emptyBatches(t *testing.T, s *suite) {
 	}
 	if err := st.NoteConflicts(t.Context(), nil); err != nil {
 		t.Errorf("NoteConflicts(nil) = %v", err)
+	}
+}
+
+func rcpt(idx int, state idempotency.RecipientState) idempotency.RecipientOutcome {
+	return idempotency.RecipientOutcome{Index: idx, Address: fmt.Sprintf("R%d@Example.com", idx), State: state,
+		Attempt: 1, Provider: "relay-a", Source: "smtp"}
+}
+
+// sent claims id and records it sent to rcpts, to be confirmed within an
+// hour when confirm, and returns the claim.
+func (s *suite) sent(st Store, id string, confirm bool, rcpts ...idempotency.RecipientOutcome) idempotency.Claim {
+	s.t.Helper()
+	c := s.want(st, req(id, "body", 1), idempotency.Claimed)
+	o := outcome(c, idempotency.StatusSent, 1)
+	o.Stream, o.Recipients = "bulk", rcpts
+	if confirm {
+		o.ConfirmBy = time.Now().Add(time.Hour)
+	}
+	s.recordWon(st, o)
+	return c
+}
+
+func (s *suite) byRef(st Store, id string, idx int) idempotency.Recipient {
+	s.t.Helper()
+	ref := returnpath.RefOf(id)
+	list, err := st.RecipientsByRef(s.t.Context(), ref[:], idx)
+	if err != nil {
+		s.t.Fatalf("RecipientsByRef(%s, %d): %v", id, idx, err)
+	}
+	if len(list) != 1 || list[0].MessageID != id || list[0].Index != idx {
+		s.t.Fatalf("RecipientsByRef(%s, %d) = %+v, want that one recipient", id, idx, list)
+	}
+	return list[0]
+}
+
+func (s *suite) resolve(st Store, res ...idempotency.Resolution) ([]bool, map[string]string) {
+	s.t.Helper()
+	applied, settled, err := st.Resolve(s.t.Context(), res)
+	if err != nil {
+		s.t.Fatalf("Resolve: %v", err)
+	}
+	if len(applied) != len(res) {
+		s.t.Fatalf("Resolve of %d = %d results", len(res), len(applied))
+	}
+	return applied, settled
+}
+
+func move(c idempotency.Claim, idx int, from, to idempotency.RecipientState) idempotency.Resolution {
+	return idempotency.Resolution{MessageID: c.MessageID, Index: idx, Life: c.Life, From: from, To: to, Source: "dsn"}
+}
+
+func recipientsWritten(t *testing.T, s *suite) {
+	st := s.store("w", longLease)
+	id := s.id("mail")
+	bounced := rcpt(1, idempotency.RecipientBounced)
+	bounced.BounceType, bounced.Status, bounced.Code, bounced.Diagnostic = "hard", "5.1.1", 550, "no such user"
+	c := s.sent(st, id, true, rcpt(0, idempotency.RecipientAccepted), bounced)
+	r := s.byRef(st, id, 0)
+	if r.State != idempotency.RecipientAccepted || r.Address != "R0@Example.com" || r.Attempt != 1 || r.Provider != "relay-a" ||
+		r.AcceptedAt.IsZero() || !r.ResolvedAt.IsZero() || r.Stream != "bulk" || r.Life != c.Life ||
+		time.Until(r.ConfirmBy) < 59*time.Minute || r.Confirmation != "" {
+		t.Errorf("accepted recipient = %+v", r)
+	}
+	r = s.byRef(st, id, 1)
+	if r.State != idempotency.RecipientBounced || r.BounceType != "hard" || r.Status != "5.1.1" || r.Code != 550 ||
+		r.Diagnostic != "no such user" || r.Source != "smtp" || r.ResolvedAt.IsZero() || !r.AcceptedAt.IsZero() {
+		t.Errorf("bounced recipient = %+v", r)
+	}
+	ref := returnpath.RefOf(id)
+	if list, err := st.RecipientsByRef(t.Context(), ref[:], 2); err != nil || len(list) != 0 {
+		t.Errorf("RecipientsByRef of an index the mail lacks = %+v, %v; want none", list, err)
+	}
+	got, ok, err := st.RecipientByAddress(t.Context(), id, "r1@EXAMPLE.COM")
+	if err != nil || !ok || got.Index != 1 {
+		t.Errorf("RecipientByAddress in another case = %+v, %v, %v; want recipient 1", got, ok, err)
+	}
+	if _, ok, err := st.RecipientByAddress(t.Context(), id, "nobody@example.com"); err != nil || ok {
+		t.Errorf("RecipientByAddress of a stranger = %v, %v; want none", ok, err)
+	}
+	// A mail claimed and not yet recorded exists, with no recipients.
+	claimed := s.id("claimed")
+	s.want(st, req(claimed, "body", 1), idempotency.Claimed)
+	for want, id := range map[bool]string{true: claimed, false: s.id("never")} {
+		if got, err := st.MessageExists(t.Context(), id); err != nil || got != want {
+			t.Errorf("MessageExists(%s) = %v, %v; want %v", id, got, err, want)
+		}
+	}
+	if _, ok, err := st.RecipientByAddress(t.Context(), claimed, "R0@Example.com"); err != nil || ok {
+		t.Errorf("RecipientByAddress of a mail not recorded = %v, %v; want none", ok, err)
+	}
+}
+
+func earlierAttemptStays(t *testing.T, s *suite) {
+	st := s.store("w", longLease)
+	id := s.id("two")
+	c := s.want(st, req(id, "body", 1), idempotency.Claimed)
+	o := outcome(c, idempotency.StatusRetrying, 2)
+	o.Recipients = []idempotency.RecipientOutcome{rcpt(0, idempotency.RecipientAccepted), rcpt(1, idempotency.RecipientPending)}
+	s.recordWon(st, o)
+	c = s.want(st, req(id, "body", 2), idempotency.Claimed)
+	second := rcpt(0, idempotency.RecipientBounced)
+	second.Attempt = 2
+	last := rcpt(1, idempotency.RecipientAccepted)
+	last.Attempt = 2
+	o = outcome(c, idempotency.StatusSent, 2)
+	o.Recipients = []idempotency.RecipientOutcome{second, last}
+	s.recordWon(st, o)
+	if r := s.byRef(st, id, 0); r.State != idempotency.RecipientAccepted || r.Attempt != 1 {
+		t.Errorf("recipient 0 = %s at attempt %d, want the first attempt's accepted", r.State, r.Attempt)
+	}
+	if r := s.byRef(st, id, 1); r.State != idempotency.RecipientAccepted || r.Attempt != 2 {
+		t.Errorf("recipient 1 = %s at attempt %d, want the second attempt's accepted", r.State, r.Attempt)
+	}
+}
+
+func resolveCompareAndSet(t *testing.T, s *suite) {
+	st := s.store("w", longLease)
+	id := s.id("cas")
+	c := s.sent(st, id, true, rcpt(0, idempotency.RecipientAccepted), rcpt(1, idempotency.RecipientAccepted),
+		rcpt(2, idempotency.RecipientAccepted), rcpt(3, idempotency.RecipientAccepted))
+	other := c
+	other.Life = c.Life + 1
+	unchecked := c
+	unchecked.Life = 0
+	bounce := move(c, 1, idempotency.RecipientAccepted, idempotency.RecipientBounced)
+	bounce.BounceType, bounce.Status, bounce.Code, bounce.Diagnostic = "hard", "5.1.1", 550, "no such user"
+	applied, _ := s.resolve(st,
+		move(c, 0, idempotency.RecipientAccepted, idempotency.RecipientDelivered),
+		move(other, 2, idempotency.RecipientAccepted, idempotency.RecipientDelivered),    // another life
+		move(c, 0, idempotency.RecipientAccepted, idempotency.RecipientBounced),          // the same recipient again
+		move(c, 5, idempotency.RecipientAccepted, idempotency.RecipientDelivered),        // no such recipient
+		move(unchecked, 3, idempotency.RecipientDelivered, idempotency.RecipientBounced), // decided on a state it is not in
+		bounce,
+	)
+	if want := []bool{true, false, false, false, false, true}; !slices.Equal(applied, want) {
+		t.Errorf("applied = %v, want %v", applied, want)
+	}
+	r := s.byRef(st, id, 0)
+	if r.State != idempotency.RecipientDelivered || r.Source != "dsn" || r.ResolvedAt.IsZero() {
+		t.Errorf("recipient 0 = %+v, want delivered by the dsn", r)
+	}
+	if r := s.byRef(st, id, 1); r.State != idempotency.RecipientBounced || r.BounceType != "hard" || r.Code != 550 {
+		t.Errorf("recipient 1 = %+v, want bounced hard with 550", r)
+	}
+	if r := s.byRef(st, id, 2); r.State != idempotency.RecipientAccepted {
+		t.Errorf("recipient 2 = %s, want accepted: the resolution was of another life", r.State)
+	}
+	if r := s.byRef(st, id, 3); r.State != idempotency.RecipientAccepted {
+		t.Errorf("recipient 3 = %s, want accepted: the resolution was decided on delivered", r.State)
+	}
+	// A decision made on a state that is gone moves nothing; without a
+	// life the compare-and-set is on the state alone.
+	applied, _ = s.resolve(st, move(c, 0, idempotency.RecipientAccepted, idempotency.RecipientBounced),
+		move(unchecked, 2, idempotency.RecipientAccepted, idempotency.RecipientDelivered))
+	if !slices.Equal(applied, []bool{false, true}) {
+		t.Errorf("applied = %v, want [false true]", applied)
+	}
+}
+
+func resolveOutbox(t *testing.T, s *suite) {
+	st := s.store("w", longLease)
+	c := s.sent(st, s.id("owed"), false, rcpt(0, idempotency.RecipientAccepted), rcpt(1, idempotency.RecipientAccepted))
+	e1, e2, e3 := s.id("event-1"), s.id("event-2"), s.id("event-3")
+	withEntry := func(r idempotency.Resolution, eventID, body string) idempotency.Resolution {
+		r.EventID, r.Effect = eventID, []byte(body)
+		return r
+	}
+	applied, _ := s.resolve(st,
+		withEntry(move(c, 0, idempotency.RecipientAccepted, idempotency.RecipientDelivered), e1, "first"),
+		withEntry(move(c, 1, idempotency.RecipientDelivered, idempotency.RecipientBounced), e2, "lost"), // lost: accepted
+		move(c, 1, idempotency.RecipientAccepted, idempotency.RecipientBounced),                         // no entry owed
+	)
+	if !slices.Equal(applied, []bool{true, false, false}) {
+		t.Fatalf("applied = %v, want [true false false]: the third repeats the second's recipient", applied)
+	}
+	applied, _ = s.resolve(st,
+		withEntry(move(c, 0, idempotency.RecipientDelivered, idempotency.RecipientComplained), e1, "again"), // the ID is taken
+		withEntry(move(c, 1, idempotency.RecipientAccepted, idempotency.RecipientBounced), e3, "third"),
+	)
+	if !slices.Equal(applied, []bool{true, true}) {
+		t.Fatalf("applied = %v, want both", applied)
+	}
+	time.Sleep(20 * time.Millisecond) // the entries are older than now
+	mine := func(minAge time.Duration) map[string]string {
+		t.Helper()
+		list, err := st.Outbox(t.Context(), minAge, 1000)
+		if err != nil {
+			t.Fatalf("Outbox(%v): %v", minAge, err)
+		}
+		out := map[string]string{}
+		for _, e := range list {
+			if strings.HasPrefix(e.EventID, s.prefix) {
+				if e.MessageID != c.MessageID || e.CreatedAt.IsZero() {
+					t.Errorf("entry %+v, want of %s with its time", e, c.MessageID)
+				}
+				out[e.EventID] = string(e.Body)
+			}
+		}
+		return out
+	}
+	if got := mine(0); len(got) != 2 || got[e1] != "first" || got[e3] != "third" {
+		t.Errorf("outbox = %v, want %s (first, written once) and %s (third)", got, e1, e3)
+	}
+	if got := mine(time.Hour); len(got) != 0 {
+		t.Errorf("outbox older than an hour = %v, want none", got)
+	}
+	if err := st.OutboxDone(t.Context(), []string{e1, s.id("no-entry")}); err != nil {
+		t.Fatalf("OutboxDone: %v", err)
+	}
+	if got := mine(0); len(got) != 1 || got[e3] != "third" {
+		t.Errorf("outbox after OutboxDone = %v, want only %s", got, e3)
+	}
+	if _, err := st.Outbox(t.Context(), -time.Second, 10); err == nil {
+		t.Error("Outbox accepted a negative age")
+	}
+	if err := st.OutboxDone(t.Context(), nil); err != nil {
+		t.Errorf("OutboxDone(nil) = %v", err)
+	}
+}
+
+func settle(t *testing.T, s *suite) {
+	st := s.store("w", longLease)
+	two := s.sent(st, s.id("two"), true, rcpt(0, idempotency.RecipientAccepted), rcpt(1, idempotency.RecipientAccepted))
+	_, settled := s.resolve(st, move(two, 0, idempotency.RecipientAccepted, idempotency.RecipientDelivered))
+	if len(settled) != 0 {
+		t.Errorf("settled %v with a recipient still accepted, want nothing", settled)
+	}
+	_, settled = s.resolve(st, move(two, 1, idempotency.RecipientAccepted, idempotency.RecipientBounced))
+	if want := map[string]string{two.MessageID: "confirmed"}; !maps.Equal(settled, want) {
+		t.Errorf("settled %v, want %v: a recipient was delivered", settled, want)
+	}
+	if r := s.byRef(st, two.MessageID, 0); r.Confirmation != "confirmed" {
+		t.Errorf("confirmation = %q, want confirmed", r.Confirmation)
+	}
+	// Settled once: a later complaint changes the recipient, not the mail.
+	_, settled = s.resolve(st, move(two, 0, idempotency.RecipientDelivered, idempotency.RecipientComplained))
+	if len(settled) != 0 {
+		t.Errorf("settled %v again, want nothing", settled)
+	}
+
+	gone := s.sent(st, s.id("gone"), true, rcpt(0, idempotency.RecipientAccepted))
+	if _, settled = s.resolve(st, move(gone, 0, idempotency.RecipientAccepted, idempotency.RecipientBounced)); !maps.Equal(settled, map[string]string{gone.MessageID: "cancelled"}) {
+		t.Errorf("settled %v, want %s cancelled: nothing was delivered", settled, gone.MessageID)
+	}
+
+	// The record settles a mail it leaves with no recipient open; a mail
+	// no relay took (no window) is never settled.
+	done := s.sent(st, s.id("done"), true, rcpt(0, idempotency.RecipientBounced), rcpt(1, idempotency.RecipientSuppressed))
+	if r := s.byRef(st, done.MessageID, 0); r.Confirmation != "cancelled" {
+		t.Errorf("confirmation of a mail recorded with every recipient refused = %q, want cancelled", r.Confirmation)
+	}
+	never := s.sent(st, s.id("never"), false, rcpt(0, idempotency.RecipientAccepted))
+	if _, settled = s.resolve(st, move(never, 0, idempotency.RecipientAccepted, idempotency.RecipientDelivered)); len(settled) != 0 {
+		t.Errorf("settled %v, want nothing for a mail without a window", settled)
+	}
+}
+
+func badRecipients(t *testing.T, s *suite) {
+	st := s.store("w", longLease)
+	c := s.want(st, req(s.id("bad"), "body", 1), idempotency.Claimed)
+	for _, bad := range []idempotency.RecipientOutcome{
+		{Index: -1, Address: "a@example.com", State: idempotency.RecipientAccepted},
+		{Index: 100, Address: "a@example.com", State: idempotency.RecipientAccepted},
+		{Index: 0, Address: "", State: idempotency.RecipientAccepted},
+		{Index: 0, Address: "a@example.com", State: "lost"},
+	} {
+		o := outcome(c, idempotency.StatusSent, 1)
+		o.Recipients = []idempotency.RecipientOutcome{bad}
+		if _, err := st.Record(t.Context(), []idempotency.Outcome{o}); err == nil {
+			t.Errorf("Record of recipient %+v succeeded, want an error", bad)
+		}
+	}
+	s.recordWon(st, outcome(c, idempotency.StatusSent, 1)) // still at the claim's version
+	for _, bad := range []idempotency.Resolution{
+		{MessageID: c.MessageID, Index: 100, From: idempotency.RecipientAccepted, To: idempotency.RecipientDelivered},
+		{MessageID: c.MessageID, Index: 0, From: "sent", To: idempotency.RecipientDelivered},
+		{MessageID: c.MessageID, Index: 0, From: idempotency.RecipientAccepted, To: ""},
+	} {
+		if _, _, err := st.Resolve(t.Context(), []idempotency.Resolution{bad}); err == nil {
+			t.Errorf("Resolve(%+v) succeeded, want an error", bad)
+		}
+	}
+	if applied, settled, err := st.Resolve(t.Context(), nil); err != nil || applied != nil || len(settled) != 0 {
+		t.Errorf("Resolve(nil) = %v, %v, %v; want nothing", applied, settled, err)
 	}
 }
