@@ -653,10 +653,10 @@ func TestApplyLosesRace(t *testing.T) {
 			r.Life = life
 			h := newHarness(t, r)
 			publishedAfterTransition(t, h)
-			h.store.beforeResolve = func(rows map[fakeKey]idempotency.Recipient) {
-				r := rows[fakeKey{testMsgID, 0}]
+			h.store.beforeResolve = func(s *fakeStore) {
+				r := s.row(testMsgID, 0)
 				tt.concurrent(&r)
-				rows[fakeKey{testMsgID, 0}] = r
+				s.PutRecipient(r)
 			}
 			rep := tt.rep
 			rep.Token = h.signer.Token(testMsgID, 0)
@@ -856,10 +856,8 @@ func TestDrainFailures(t *testing.T) {
 	if err := h.a.ApplyReturned(t.Context(), reps); !errors.Is(err, boom) {
 		t.Fatalf("ApplyReturned = %v, want %v", err, boom)
 	}
-	h.store.mu.Lock()
-	h.store.outbox = append(h.store.outbox, idempotency.OutboxEntry{EventID: "evt_garbled", MessageID: testMsgID,
+	h.store.PutOutbox(idempotency.OutboxEntry{EventID: "evt_garbled", MessageID: testMsgID,
 		Body: []byte("{not json"), CreatedAt: testNow})
-	h.store.mu.Unlock()
 	h.store.now = func() time.Time { return testNow.Add(time.Hour) }
 
 	for _, f := range []struct {
@@ -914,7 +912,7 @@ func TestRunDrains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store.outbox = []idempotency.OutboxEntry{{EventID: ev.ID, MessageID: testMsgID, Body: body, CreatedAt: testNow}}
+	store.PutOutbox(idempotency.OutboxEntry{EventID: ev.ID, MessageID: testMsgID, Body: body, CreatedAt: testNow})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
@@ -1183,7 +1181,7 @@ func TestMetricsLint(t *testing.T) {
 func TestApplyEarlyReport(t *testing.T) {
 	const early = "early@example.com"
 	h := newHarness(t)
-	h.store.claimed[early] = true
+	h.store.claim(early)
 	rep := report.Report{Kind: report.Bounced, Source: report.SourceDSN, Token: h.signer.Token(early, 0),
 		MessageID: early, Status: "5.1.1", Code: 550, Diagnostic: "no such user"}
 	if err := h.a.ApplyReturned(t.Context(), []report.Report{rep}); !errors.Is(err, ErrEarly) {
@@ -1192,9 +1190,7 @@ func TestApplyEarlyReport(t *testing.T) {
 	if n := len(h.events.All()); n != 0 {
 		t.Fatalf("an early report published %d events", n)
 	}
-	h.store.mu.Lock()
-	h.store.rows[fakeKey{early, 0}] = row(early, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional)
-	h.store.mu.Unlock()
+	h.store.PutRecipient(row(early, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
 	if err := h.a.ApplyReturned(t.Context(), []report.Report{rep}); err != nil {
 		t.Fatalf("ApplyReturned after the record: %v", err)
 	}

@@ -566,6 +566,26 @@ func (m *Memory) Outbox(_ context.Context, minAge time.Duration, limit int) ([]i
 	return out[:min(len(out), max(limit, 0))], nil
 }
 
+// OutboxEntries returns every outbox entry, whatever its age, in the order
+// written.
+func (m *Memory) OutboxEntries() []idempotency.OutboxEntry {
+	m.t.mu.Lock()
+	defer m.t.mu.Unlock()
+	out := slices.Clone(m.t.outbox)
+	for i := range out {
+		out[i].Body = slices.Clone(out[i].Body)
+	}
+	return out
+}
+
+// PutOutbox stores e as it is: an entry a transition made earlier left.
+func (m *Memory) PutOutbox(e idempotency.OutboxEntry) {
+	m.t.mu.Lock()
+	defer m.t.mu.Unlock()
+	e.Body = slices.Clone(e.Body)
+	m.t.outbox = append(m.t.outbox, e)
+}
+
 // OutboxDone deletes the outbox entries of eventIDs; IDs without one are
 // ignored.
 func (m *Memory) OutboxDone(_ context.Context, eventIDs []string) error {
