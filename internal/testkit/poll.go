@@ -36,10 +36,10 @@ func Eventually[C Check](t testing.TB, timeout time.Duration, what string, cond 
 	t.Helper()
 	start := time.Now()
 	ok, saw := Poll(timeout, asCondition(cond))
-	if !ok {
-		if saw != "" {
-			t.Fatalf("timed out after %v waiting for %s; last: %s", timeout, what, saw)
-		}
+	switch {
+	case !ok && saw != "":
+		t.Fatalf("timed out after %v waiting for %s; last: %s", timeout, what, saw)
+	case !ok:
 		t.Fatalf("timed out after %v waiting for %s", timeout, what)
 	}
 	return time.Since(start)

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"slices"
 	"strconv"
@@ -96,4 +97,27 @@ func TestFakeKafkaListens(t *testing.T) {
 		t.Fatalf("dial the fake broker: %v", err)
 	}
 	c.Close()
+}
+
+// failures records what Eventually fails a test with.
+type failures struct {
+	testing.TB
+	got []string
+}
+
+func (f *failures) Fatalf(format string, args ...any) {
+	f.got = append(f.got, fmt.Sprintf(format, args...))
+}
+
+func TestEventuallyFailsWithWhatItSaw(t *testing.T) {
+	f := &failures{TB: t}
+	Eventually(f, 20*time.Millisecond, "the queue to drain", func(context.Context) (bool, string) { return false, "3 left" })
+	Eventually(f, 20*time.Millisecond, "a flag", func() bool { return false })
+	want := []string{
+		"timed out after 20ms waiting for the queue to drain; last: 3 left",
+		"timed out after 20ms waiting for a flag",
+	}
+	if !slices.Equal(f.got, want) {
+		t.Errorf("failures %q, want %q", f.got, want)
+	}
 }
