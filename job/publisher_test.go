@@ -18,19 +18,10 @@ import (
 
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/job"
 	"github.com/postline/postline/kafkaconn"
 )
-
-func newFake(t *testing.T, topic string, partitions int32) []string {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()
-}
 
 // consume reads n records from topic, failing t after a deadline.
 func consume(t *testing.T, brokers []string, topic string, n int) []*kgo.Record {
@@ -54,15 +45,6 @@ func consume(t *testing.T, brokers []string, topic string, n int) []*kgo.Record 
 		recs = append(recs, fs.Records()...)
 	}
 	return recs
-}
-
-func header(r *kgo.Record, key string) (string, bool) {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value), true
-		}
-	}
-	return "", false
 }
 
 func sample(i int) job.Job {
@@ -122,7 +104,7 @@ func TestPublish(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 	useTraceContext(t)
 	const partitions = 4
-	brokers := newFake(t, "mail.jobs", partitions)
+	brokers := testkit.FakeKafka(t, kfake.SeedTopics(partitions, "mail.jobs"))
 	now := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
 	p, err := job.NewPublisher(testenv.KafkaCluster(brokers...).Config(), job.PublisherConfig{MessageIDDomain: "example.com", NowFunc: func() time.Time { return now }})
 	if err != nil {
@@ -172,10 +154,10 @@ func TestPublish(t *testing.T) {
 		if got.Priority != wantPriority {
 			t.Errorf("record %d: priority %q, want %q", i, got.Priority, wantPriority)
 		}
-		if v, _ := header(r, jobheader.KeyAttempt); v != "1" {
+		if v := testkit.Header(r.Headers, jobheader.KeyAttempt); v != "1" {
 			t.Errorf("record %d: attempt header %q", i, v)
 		}
-		if v, _ := header(r, jobheader.KeyFirstSeen); v != "2030-01-02T03:04:05.000000006Z" {
+		if v := testkit.Header(r.Headers, jobheader.KeyFirstSeen); v != "2030-01-02T03:04:05.000000006Z" {
 			t.Errorf("record %d: first-seen header %q", i, v)
 		}
 		carrier := jobheader.Carrier{}
@@ -198,7 +180,7 @@ func TestPublish(t *testing.T) {
 }
 
 func TestPublishRejectsTheWholeBatch(t *testing.T) {
-	brokers := newFake(t, "mail.jobs", 1)
+	brokers := testkit.FakeKafka(t, kfake.SeedTopics(1, "mail.jobs"))
 	p, err := job.NewPublisher(testenv.KafkaCluster(brokers...).Config(), job.PublisherConfig{Limits: job.Limits{MaxMessageBytes: 400}})
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +224,7 @@ func TestPublishRejectsTheWholeBatch(t *testing.T) {
 }
 
 func TestPublishToMissingTopicFails(t *testing.T) {
-	brokers := newFake(t, "mail.jobs", 1)
+	brokers := testkit.FakeKafka(t, kfake.SeedTopics(1, "mail.jobs"))
 	p, err := job.NewPublisher(testenv.KafkaCluster(brokers...).Config(), job.PublisherConfig{Topic: "no.such.topic"})
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +278,7 @@ func TestPublishKafka(t *testing.T) {
 		if string(r.Key) != j.MessageID {
 			t.Fatalf("key %q, message ID %q", r.Key, j.MessageID)
 		}
-		if tp, _ := header(r, "traceparent"); !strings.Contains(tp, sc.TraceID().String()) {
+		if tp := testkit.Header(r.Headers, "traceparent"); !strings.Contains(tp, sc.TraceID().String()) {
 			t.Fatalf("traceparent %q", tp)
 		}
 		seen[j.MessageID] = true

@@ -8,7 +8,6 @@ import (
 	"math"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/emersion/go-smtp"
 	"go.uber.org/goleak"
@@ -105,18 +104,6 @@ func reply(err error) (code int, enhanced string, text string) {
 func dropped(err error) bool {
 	code, _, _ := reply(err)
 	return code == 0 || code == 421
-}
-
-// waitFor polls cond until it holds or 5 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // withinBinomial fails the test when k successes in n trials are more than

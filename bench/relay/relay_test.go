@@ -10,6 +10,7 @@ import (
 
 	"github.com/postline/postline/bench/relay"
 	"github.com/postline/postline/internal/failure"
+	"github.com/postline/postline/internal/testkit"
 )
 
 func TestConfig(t *testing.T) {
@@ -307,7 +308,7 @@ func TestMaxConns(t *testing.T) {
 	if err := c1.Quit(); err != nil {
 		t.Fatalf("quit: %v", err)
 	}
-	waitFor(t, "the relay to see the connection close", func() bool { return r.Stats().Open == 1 })
+	testkit.Eventually(t, 5*time.Second, "the relay to see the connection close", func() bool { return r.Stats().Open == 1 })
 	c3 := dial(t, r)
 	if err := send(c3, "a@example.com"); err != nil {
 		t.Fatalf("send on a freed slot: %v", err)
@@ -338,7 +339,7 @@ func TestHangUpAbove(t *testing.T) {
 	if err := c3.Noop(); err == nil {
 		t.Error("the hung-up connection still answers")
 	}
-	waitFor(t, "the hung-up connection to close", func() bool { return r.Stats().Open == limit })
+	testkit.Eventually(t, 5*time.Second, "the hung-up connection to close", func() bool { return r.Stats().Open == limit })
 	if err := send(c2, rcpt(2)); err != nil {
 		t.Errorf("send on connection 2 with %d open: %v", limit, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
 )
@@ -28,16 +29,6 @@ func postctl(t *testing.T, env map[string]string, stdin string, args ...string) 
 	getenv := func(k string) string { return env[k] }
 	err := execute(ctx, args, getenv, strings.NewReader(stdin), &stdout, &stderr)
 	return stdout.String(), stderr.String(), err
-}
-
-func newFake(t *testing.T, opts ...kfake.Opt) string {
-	t.Helper()
-	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return strings.Join(c.ListenAddrs(), ",")
 }
 
 // records reads every record of topic.
@@ -131,7 +122,7 @@ func TestHelp(t *testing.T) {
 }
 
 func TestPublishCount(t *testing.T) {
-	brokers := newFake(t, kfake.SeedTopics(4, "mail.jobs"))
+	brokers := strings.Join(testkit.FakeKafka(t, kfake.SeedTopics(4, "mail.jobs")), ",")
 	out, stderr, err := postctl(t, nil, "", "--brokers", brokers, "--output", "json",
 		"publish", "--count", "25", "--batch", "10", "--body-bytes", "300", "--priority", "bulk", "--progress")
 	if err != nil {
@@ -168,7 +159,7 @@ func TestPublishCount(t *testing.T) {
 }
 
 func TestPublishCountTextWithProgress(t *testing.T) {
-	brokers := newFake(t, kfake.SeedTopics(1, "mail.jobs"))
+	brokers := strings.Join(testkit.FakeKafka(t, kfake.SeedTopics(1, "mail.jobs")), ",")
 	out, stderr, err := postctl(t, nil, "", "--brokers", brokers, "publish", "--count", "3", "--progress")
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +173,7 @@ func TestPublishCountTextWithProgress(t *testing.T) {
 }
 
 func TestPublishSingleUsesEnvironment(t *testing.T) {
-	brokers := newFake(t, kfake.SeedTopics(2, "custom.jobs"))
+	brokers := strings.Join(testkit.FakeKafka(t, kfake.SeedTopics(2, "custom.jobs")), ",")
 	env := map[string]string{"POSTLINE_KAFKA_BROKERS": brokers, "POSTLINE_JOBS_TOPIC": "custom.jobs"}
 	out, _, err := postctl(t, env, "", "publish",
 		"--from", "Ada <ada@example.com>", "--to", "b@example.test", "--to", "c@example.test",
@@ -207,7 +198,7 @@ func TestPublishSingleUsesEnvironment(t *testing.T) {
 }
 
 func TestPublishFile(t *testing.T) {
-	brokers := newFake(t, kfake.SeedTopics(1, "mail.jobs"))
+	brokers := strings.Join(testkit.FakeKafka(t, kfake.SeedTopics(1, "mail.jobs")), ",")
 	lines := `{"from":"a@example.com","to":["b@example.test"],"subject":"one","text":"1"}
 
 {"version":1,"message_id":"<two@example.com>","from":"a@example.com","to":["c@example.test"],"subject":"two","html":"<b>2</b>"}
@@ -237,7 +228,7 @@ func TestPublishFile(t *testing.T) {
 }
 
 func TestPublishFileErrorsNameTheLine(t *testing.T) {
-	brokers := newFake(t, kfake.SeedTopics(1, "mail.jobs"))
+	brokers := strings.Join(testkit.FakeKafka(t, kfake.SeedTopics(1, "mail.jobs")), ",")
 	tests := []struct {
 		name, stdin, want string
 	}{
@@ -261,7 +252,7 @@ func TestPublishFileErrorsNameTheLine(t *testing.T) {
 }
 
 func TestTopicsCreate(t *testing.T) {
-	brokers := newFake(t)
+	brokers := strings.Join(testkit.FakeKafka(t), ",")
 	out, _, err := postctl(t, nil, "", "--brokers", brokers, "--output", "json", "--topic", "t.jobs", "--dlq-topic", "t.dlq",
 		"--retry-topic-prefix", "t.retry", "--retry-tiers", "1s,1m", "--events-topic", "t.events", "topics", "create", "--partitions", "3")
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/postline/postline/internal/testkit"
 )
 
 func TestFormatAge(t *testing.T) {
@@ -98,7 +100,7 @@ func TestExitCodes(t *testing.T) {
 }
 
 func TestShortOutputFlag(t *testing.T) {
-	brokers := newFake(t, kfake.SeedTopics(2, "mail.jobs"))
+	brokers := strings.Join(testkit.FakeKafka(t, kfake.SeedTopics(2, "mail.jobs")), ",")
 	out, _, err := postctl(t, nil, "", "--brokers", brokers, "-o", "json", "topics", "describe", "mail.jobs")
 	if err != nil {
 		t.Fatal(err)

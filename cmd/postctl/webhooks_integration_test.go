@@ -22,10 +22,10 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/postline/postline/event"
-	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit/writertest"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/internal/webhook"
 )
@@ -168,10 +168,6 @@ func countStatus(t *testing.T, pool *pgxpool.Pool, endpoint, status string) int 
 	return n
 }
 
-type nopLetters struct{}
-
-func (nopLetters) Publish(context.Context, ...deadletter.Letter) error { return nil }
-
 // startDispatcher runs a dispatcher with endpoint crm at url over pool's
 // queue, on an empty events topic of its own.
 func startDispatcher(t *testing.T, pool *pgxpool.Pool, url string) {
@@ -183,7 +179,7 @@ func startDispatcher(t *testing.T, pool *pgxpool.Pool, url string) {
 	}
 	d, err := webhook.New(webhook.Config{
 		Kafka: testenv.Kafka(), Topic: testenv.NewTopic(t, 1), GroupID: testenv.UniqueName("replay"),
-		Endpoints: []webhook.Endpoint{ep}, Queue: webhook.NewQueue(pool), DeadLetters: nopLetters{},
+		Endpoints: []webhook.Endpoint{ep}, Queue: webhook.NewQueue(pool), DeadLetters: writertest.DeadLetters(),
 		PollInterval: 10 * time.Millisecond, SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond,
 		DrainTimeout: time.Second, MaxWait: 50 * time.Millisecond,
 	}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())

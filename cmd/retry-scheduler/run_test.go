@@ -26,6 +26,7 @@ import (
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/internal/topic"
 )
 
@@ -171,17 +172,6 @@ func (p *process) get(path string) (int, string) {
 	return res.StatusCode, string(b)
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(25 * time.Millisecond) // poll interval
-	}
-}
-
 // jobsReader reads the jobs topic and counts copies per key.
 type jobsReader struct {
 	mu    sync.Mutex
@@ -267,7 +257,7 @@ func TestIntegrationKill9LosesNothing(t *testing.T) {
 		"POSTLINE_HEARTBEAT_INTERVAL": "500ms",
 	}
 	a := startBinary(t, bin, "a", env)
-	waitFor(t, 60*time.Second, "scheduler a to be ready", func() bool { code, _ := a.get("/readyz"); return code == http.StatusOK })
+	testkit.Eventually(t, 60*time.Second, "scheduler a to be ready", func() bool { code, _ := a.get("/readyz"); return code == http.StatusOK })
 
 	w, err := retry.NewWriter(retry.WriterConfig{Kafka: testenv.KafkaCluster(brokers...), Prefix: prefix, Tiers: tiers}, nil)
 	if err != nil {
@@ -291,7 +281,7 @@ func TestIntegrationKill9LosesNothing(t *testing.T) {
 	if err := w.Publish(ctx, copies...); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
-	waitFor(t, 30*time.Second, "a third of the copies to be re-injected", func() bool { return got.distinct() >= records/3 })
+	testkit.Eventually(t, 30*time.Second, "a third of the copies to be re-injected", func() bool { return got.distinct() >= records/3 })
 	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +292,7 @@ func TestIntegrationKill9LosesNothing(t *testing.T) {
 	}
 
 	b := startBinary(t, bin, "b", env)
-	waitFor(t, 90*time.Second, "every copy after the restart", func() bool { return got.distinct() == records })
+	testkit.Eventually(t, 90*time.Second, "every copy after the restart", func() bool { return got.distinct() == records })
 	code, metrics := b.get("/metrics")
 	if code != http.StatusOK || !strings.Contains(metrics, "postline_scheduler_lateness_seconds_bucket") ||
 		!strings.Contains(metrics, "postline_scheduler_reinjected_total") {

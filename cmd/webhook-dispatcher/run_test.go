@@ -22,6 +22,7 @@ import (
 
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/internal/topic"
 )
 
@@ -103,17 +104,6 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(25 * time.Millisecond) // poll interval
-	}
-}
-
 func get(addr, path string) (int, string) {
 	c := http.Client{Timeout: 2 * time.Second}
 	res, err := c.Get("http://" + addr + path)
@@ -181,7 +171,7 @@ func TestIntegrationRun(t *testing.T) {
 			logMu.Unlock()
 		}
 	}()
-	waitFor(t, 60*time.Second, "/readyz", func() bool { code, _ := get(addr, "/readyz"); return code == http.StatusOK })
+	testkit.Eventually(t, 60*time.Second, "/readyz", func() bool { code, _ := get(addr, "/readyz"); return code == http.StatusOK })
 
 	tr := &kafka.Transport{}
 	defer tr.CloseIdleConnections()
@@ -205,7 +195,7 @@ func TestIntegrationRun(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "both bounces delivered", func() bool {
+	testkit.Eventually(t, 30*time.Second, "both bounces delivered", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return got[want[0]] && got[want[1]]

@@ -15,6 +15,7 @@ import (
 	"github.com/postline/postline/internal/circuit"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 )
 
 // fleet is one migrated schema shared by several workers.
@@ -153,26 +154,13 @@ func report(t *testing.T, w *worker, provider string, o circuit.Outcome, class s
 	}
 }
 
-// eventually polls cond every 10ms until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > d {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 // claimProbe has every worker call Allow from 4 goroutines each, for window
 // or until the probe is won and window has passed, and checks that exactly
 // one call won it. It returns the winner.
 func claimProbe(t *testing.T, provider string, window time.Duration, ws ...*worker) *worker {
 	t.Helper()
 	// A worker's cache says closed until its next refresh.
-	eventually(t, 3*time.Second, "every worker sees "+provider+" open", func() bool {
+	testkit.Eventually(t, 3*time.Second, "every worker sees "+provider+" open", func() bool {
 		for _, w := range ws {
 			if w.snapshot(t, provider).State == circuit.Closed {
 				return false
@@ -228,7 +216,7 @@ func TestTwoWorkersSeeOpenCircuit(t *testing.T) {
 	if d, err := a.Allow(t.Context(), "primary"); err != nil || d.Allowed {
 		t.Fatalf("A: Allow(primary) after 5 throttles = %+v, %v; want refused", d, err)
 	}
-	took := eventually(t, 3*time.Second, "worker B sees primary open", func() bool {
+	took := testkit.Eventually(t, 3*time.Second, "worker B sees primary open", func() bool {
 		d, err := b.Allow(t.Context(), "primary")
 		if err != nil {
 			t.Fatal(err)
@@ -334,7 +322,7 @@ func TestProbe(t *testing.T) {
 	if r := f.row("p"); r.state != "closed" || r.failures != 0 || r.cooldown != base {
 		t.Fatalf("after the probe's success: %+v, want closed, 0 failures, cooldown %v", r, base)
 	}
-	eventually(t, 3*time.Second, "both workers see it closed", func() bool {
+	testkit.Eventually(t, 3*time.Second, "both workers see it closed", func() bool {
 		da, _ := a.Allow(t.Context(), "p")
 		db, _ := b.Allow(t.Context(), "p")
 		return da.Allowed && !da.Probe && db.Allowed && !db.Probe
@@ -363,7 +351,7 @@ func TestProbe(t *testing.T) {
 	if r := f.row("p"); r.state != "open" || r.cooldown != 8*base {
 		t.Fatalf("after a timed-out probe: %+v, want open for %v", r, 8*base)
 	}
-	eventually(t, 3*time.Second, "the other worker sees the 2.4s cooldown", func() bool {
+	testkit.Eventually(t, 3*time.Second, "the other worker sees the 2.4s cooldown", func() bool {
 		s := other.snapshot(t, "p")
 		return s.State == circuit.Open && s.Cooldown == 8*base && s.LastClass == "transient"
 	})
@@ -399,7 +387,7 @@ func TestExpiredProbeMayBeClaimedAgain(t *testing.T) {
 	a := f.worker("worker-a", []string{"p"}, p, true)
 	b := f.worker("worker-b", []string{"p"}, p, true)
 	report(t, a, "p", circuit.AuthFailure, "auth", 1)
-	eventually(t, 2*time.Second, "A claims the probe", func() bool {
+	testkit.Eventually(t, 2*time.Second, "A claims the probe", func() bool {
 		d, err := a.Allow(t.Context(), "p")
 		if err != nil {
 			t.Fatal(err)
@@ -408,7 +396,7 @@ func TestExpiredProbeMayBeClaimedAgain(t *testing.T) {
 	})
 	claimed := time.Now()
 	// A never reports; B gets the probe once A's deadline has passed.
-	eventually(t, 3*time.Second, "B claims the expired probe", func() bool {
+	testkit.Eventually(t, 3*time.Second, "B claims the expired probe", func() bool {
 		d, err := b.Allow(t.Context(), "p")
 		if err != nil {
 			t.Fatal(err)
@@ -513,7 +501,7 @@ func TestAnotherWorkersSuccessesKeepItClosed(t *testing.T) {
 	b := f.worker("worker-b", []string{"p"}, p, true)
 
 	report(t, a, "p", circuit.Failure, "transient", 1) // begins the window
-	eventually(t, 3*time.Second, "B sees the window", func() bool { return b.snapshot(t, "p").Failures == 1 })
+	testkit.Eventually(t, 3*time.Second, "B sees the window", func() bool { return b.snapshot(t, "p").Failures == 1 })
 	// B sends 10 mails, spread past one flush interval.
 	for range 10 {
 		report(t, b, "p", circuit.Success, "", 1)

@@ -8,6 +8,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/postline/postline/internal/testkit"
 )
 
 // The byte budget: a partition holds at most its share of
@@ -17,7 +20,7 @@ import (
 func TestByteBudgetBoundsWhatIsInFlight(t *testing.T) {
 	verifyNoLeaks(t)
 	const topic = "jobs"
-	brokers := newFake(t, topic, 2)
+	brokers := testkit.FakeKafka(t, kfake.SeedTopics(int32(2), topic))
 	transport := &kafka.Transport{}
 	defer transport.CloseIdleConnections()
 	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, RequiredAcks: kafka.RequireAll, Transport: transport,
@@ -58,7 +61,7 @@ func TestByteBudgetBoundsWhatIsInFlight(t *testing.T) {
 		}
 	})
 	heldCount := func() int { mu.Lock(); defer mu.Unlock(); return len(held) }
-	eventually(t, 10*time.Second, "the share to fill", func() bool { return heldCount() == 3 })
+	testkit.Eventually(t, 10*time.Second, "the share to fill", func() bool { return heldCount() == 3 })
 	time.Sleep(300 * time.Millisecond) // a fetcher that ignored the budget would hand out more by now
 	if n := heldCount(); n != 3 {
 		t.Fatalf("%d messages in flight, want 3: the partition's 35 KB share holds three 10 KB records", n)
@@ -67,7 +70,7 @@ func TestByteBudgetBoundsWhatIsInFlight(t *testing.T) {
 		t.Errorf("in_flight_bytes = %v, want the three records' bytes", got)
 	}
 	// Finish what is held, one batch at a time, until all 22 arrived.
-	eventually(t, 20*time.Second, "every record, in shares", func() bool {
+	testkit.Eventually(t, 20*time.Second, "every record, in shares", func() bool {
 		mu.Lock()
 		for _, m := range held {
 			r.MarkDone(m)

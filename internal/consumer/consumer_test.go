@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 )
 
 func TestConfigWithDefaults(t *testing.T) {
@@ -142,18 +143,6 @@ func TestMarkDoneIgnoresHandMadeMessages(t *testing.T) {
 	}
 }
 
-// newFake starts an in-process Kafka with topic and closes it at the end of
-// the test.
-func newFake(t *testing.T, topic string, partitions int) []string {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()
-}
-
 // fastConfig is a Config tuned for quick tests.
 func fastConfig(brokers []string, topic, group string) Config {
 	return Config{
@@ -179,7 +168,7 @@ func verifyNoLeaks(t *testing.T) {
 func TestRunConsumesAndCommitsOutOfOrder(t *testing.T) {
 	verifyNoLeaks(t)
 	const topic, partitions, per = "jobs", 3, 100
-	brokers := newFake(t, topic, partitions)
+	brokers := testkit.FakeKafka(t, kfake.SeedTopics(int32(partitions), topic))
 	produce(t, brokers, topic, partitions, per)
 
 	r := start(t, fastConfig(brokers, topic, "g1"))
@@ -194,8 +183,8 @@ func TestRunConsumesAndCommitsOutOfOrder(t *testing.T) {
 			held = held[:0]
 		}
 	})
-	eventually(t, 20*time.Second, "all messages received", func() bool { return col.distinct() == partitions*per })
-	eventually(t, 10*time.Second, "commits to reach the end offsets", func() bool {
+	testkit.Eventually(t, 20*time.Second, "all messages received", func() bool { return col.distinct() == partitions*per })
+	testkit.Eventually(t, 10*time.Second, "commits to reach the end offsets", func() bool {
 		return maps.Equal(committedOffsets(t, brokers, topic, "g1", partitions), endOffsets(t, brokers, topic, partitions))
 	})
 	if got := r.Assigned(); len(got) != partitions || !r.Joined() {
@@ -230,7 +219,7 @@ func TestRunConsumesAndCommitsOutOfOrder(t *testing.T) {
 func TestRunDoesNotCommitPastUnfinishedMessage(t *testing.T) {
 	verifyNoLeaks(t)
 	const topic, partitions, per = "jobs", 2, 40
-	brokers := newFake(t, topic, partitions)
+	brokers := testkit.FakeKafka(t, kfake.SeedTopics(int32(partitions), topic))
 	produce(t, brokers, topic, partitions, per)
 
 	cfg := fastConfig(brokers, topic, "g2")
@@ -242,8 +231,8 @@ func TestRunDoesNotCommitPastUnfinishedMessage(t *testing.T) {
 		}
 		r.MarkDone(m)
 	})
-	eventually(t, 20*time.Second, "all messages received", func() bool { return col.distinct() == partitions*per })
-	eventually(t, 10*time.Second, "commits to settle", func() bool {
+	testkit.Eventually(t, 20*time.Second, "all messages received", func() bool { return col.distinct() == partitions*per })
+	testkit.Eventually(t, 10*time.Second, "commits to settle", func() bool {
 		got := committedOffsets(t, brokers, topic, "g2", partitions)
 		return got[0] == 10 && got[1] == per
 	})
@@ -286,7 +275,7 @@ func TestRunDoesNotCommitPastUnfinishedMessage(t *testing.T) {
 func TestRunBackPressure(t *testing.T) {
 	verifyNoLeaks(t)
 	const topic, per, limit = "jobs", 50, 5
-	brokers := newFake(t, topic, 1)
+	brokers := testkit.FakeKafka(t, kfake.SeedTopics(int32(1), topic))
 	produce(t, brokers, topic, 1, per)
 
 	cfg := fastConfig(brokers, topic, "g3")
@@ -325,7 +314,7 @@ func TestRunBackPressure(t *testing.T) {
 	r.MarkDone(got[0])
 	r.MarkDone(got[1])
 	r.MarkDone(got[1]) // repeated: ignored
-	eventually(t, 10*time.Second, "commit of offset 3", func() bool {
+	testkit.Eventually(t, 10*time.Second, "commit of offset 3", func() bool {
 		return committedOffsets(t, brokers, topic, "g3", 1)[0] == 3
 	})
 	// Stop while nobody reads Messages(): Run must still return.
@@ -377,7 +366,7 @@ func TestRunKeepsRetryingUnreachableCoordinator(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 
-	eventually(t, 15*time.Second, "two warnings about the failed join", func() bool {
+	testkit.Eventually(t, 15*time.Second, "two warnings about the failed join", func() bool {
 		return rec.count("join consumer group failed; retrying") >= 2
 	})
 	select {
@@ -408,7 +397,7 @@ func TestRunKeepsRetryingUnreachableCoordinator(t *testing.T) {
 func TestLag(t *testing.T) {
 	verifyNoLeaks(t)
 	const topic, partitions, per = "jobs", 2, 30
-	brokers := newFake(t, topic, partitions)
+	brokers := testkit.FakeKafka(t, kfake.SeedTopics(int32(partitions), topic))
 	produce(t, brokers, topic, partitions, per)
 	client, closeClient := newClient(brokers)
 	defer closeClient()
@@ -432,7 +421,7 @@ func TestLag(t *testing.T) {
 			r.MarkDone(m)
 		}
 	})
-	eventually(t, 20*time.Second, "commits p0=30 p1=10", func() bool {
+	testkit.Eventually(t, 20*time.Second, "commits p0=30 p1=10", func() bool {
 		got := committedOffsets(t, brokers, topic, "g5", partitions)
 		return got[0] == per && got[1] == 10
 	})
@@ -456,7 +445,7 @@ func TestLag(t *testing.T) {
 func TestMarkDoneOfEndedGenerationIsIgnored(t *testing.T) {
 	verifyNoLeaks(t)
 	const topic, partitions, per = "jobs", 2, 20
-	brokers := newFake(t, topic, partitions)
+	brokers := testkit.FakeKafka(t, kfake.SeedTopics(int32(partitions), topic))
 	produce(t, brokers, topic, partitions, per)
 	cfg := fastConfig(brokers, topic, "g6")
 	cfg.DrainTimeout = 200 * time.Millisecond
@@ -477,21 +466,21 @@ func TestMarkDoneOfEndedGenerationIsIgnored(t *testing.T) {
 		}
 		a.MarkDone(m)
 	})
-	eventually(t, 20*time.Second, "a to receive everything", func() bool { return seen.distinct() == partitions*per })
+	testkit.Eventually(t, 20*time.Second, "a to receive everything", func() bool { return seen.distinct() == partitions*per })
 	stale := <-held
 
 	b := start(t, cfg)
 	colB := collect(b.Consumer, func(m Message) { seen.add(m); b.MarkDone(m) })
-	eventually(t, 30*time.Second, "a and b to share the partitions", func() bool {
+	testkit.Eventually(t, 30*time.Second, "a and b to share the partitions", func() bool {
 		pa, pb := a.Assigned(), b.Assigned()
 		return len(pa) == 1 && len(pb) == 1 && pa[0] != pb[0]
 	})
-	eventually(t, 20*time.Second, "partition 0 offset 0 delivered again", func() bool {
+	testkit.Eventually(t, 20*time.Second, "partition 0 offset 0 delivered again", func() bool {
 		seen.mu.Lock()
 		defer seen.mu.Unlock()
 		return seen.m[[2]int64{0, 0}] == 2
 	})
-	eventually(t, 10*time.Second, "commits to reach the end", func() bool {
+	testkit.Eventually(t, 10*time.Second, "commits to reach the end", func() bool {
 		return maps.Equal(committedOffsets(t, brokers, topic, "g6", partitions), map[int]int64{0: per, 1: per})
 	})
 

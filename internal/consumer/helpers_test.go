@@ -233,18 +233,6 @@ func (col *collector) distinct() int {
 	return len(col.seen)
 }
 
-// eventually polls cond every 20ms until it holds or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval
-	}
-}
-
 // closedPort returns a loopback address nothing listens on.
 func closedPort(t testing.TB) string {
 	t.Helper()

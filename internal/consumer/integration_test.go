@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 )
 
 // Integration tests: a real Kafka (scripts/stack.sh up), one topic and group
@@ -48,7 +49,7 @@ func TestIntegrationConsumeOutOfOrderCommitsToEnd(t *testing.T) {
 			held = held[:0]
 		}
 	})
-	eventually(t, 60*time.Second, "1,000 messages", func() bool { return col.distinct() == partitions*per })
+	testkit.Eventually(t, 60*time.Second, "1,000 messages", func() bool { return col.distinct() == partitions*per })
 	r.stop(t)
 	col.wg.Wait()
 
@@ -80,7 +81,7 @@ func TestIntegrationUnfinishedMessageIsNotCommitted(t *testing.T) {
 		}
 		r.MarkDone(m)
 	})
-	eventually(t, 60*time.Second, "all messages", func() bool { return col.distinct() == partitions*per })
+	testkit.Eventually(t, 60*time.Second, "all messages", func() bool { return col.distinct() == partitions*per })
 	r.stop(t)
 	col.wg.Wait()
 	want := map[int]int64{0: 10, 1: per, 2: per, 3: per}
@@ -101,7 +102,7 @@ func TestIntegrationUnfinishedMessageIsNotCommitted(t *testing.T) {
 		}
 		r2.MarkDone(m)
 	})
-	eventually(t, 30*time.Second, "partition 0 from offset 10", func() bool {
+	testkit.Eventually(t, 30*time.Second, "partition 0 from offset 10", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(p0) == per-10
@@ -133,7 +134,7 @@ func TestIntegrationTwoMembersShareThenOneTakesOver(t *testing.T) {
 	b := start(t, cfg)
 	colB := collect(b.Consumer, func(m Message) { seen.add(m); b.MarkDone(m) })
 
-	eventually(t, 60*time.Second, "both members to hold disjoint halves of the partitions", func() bool {
+	testkit.Eventually(t, 60*time.Second, "both members to hold disjoint halves of the partitions", func() bool {
 		pa, pb := a.Assigned(), b.Assigned()
 		if len(pa) == 0 || len(pb) == 0 {
 			return false
@@ -142,15 +143,15 @@ func TestIntegrationTwoMembersShareThenOneTakesOver(t *testing.T) {
 		return slices.Equal(union, []int{0, 1, 2, 3}) // 4 distinct ids: disjoint and complete
 	})
 	produce(t, brokers, topic, partitions, per)
-	eventually(t, 60*time.Second, "2,000 distinct messages", func() bool { return seen.distinct() == 2*partitions*per })
+	testkit.Eventually(t, 60*time.Second, "2,000 distinct messages", func() bool { return seen.distinct() == 2*partitions*per })
 
 	a.stop(t)
 	colA.wg.Wait()
-	eventually(t, 60*time.Second, "b to own every partition", func() bool {
+	testkit.Eventually(t, 60*time.Second, "b to own every partition", func() bool {
 		return slices.Equal(b.Assigned(), []int{0, 1, 2, 3})
 	})
 	end := endOffsets(t, brokers, topic, partitions)
-	eventually(t, 30*time.Second, "commits to reach the end offsets", func() bool {
+	testkit.Eventually(t, 30*time.Second, "commits to reach the end offsets", func() bool {
 		return maps.Equal(committedOffsets(t, brokers, topic, cfg.GroupID, partitions), end)
 	})
 	b.stop(t)
@@ -287,23 +288,23 @@ func TestIntegrationCommitsNeverGoBackwardsAcrossRebalances(t *testing.T) {
 	moreProgress := func(what string) {
 		t.Helper()
 		n := seen.distinct() + 200
-		eventually(t, 60*time.Second, what, func() bool { return seen.distinct() >= n })
+		testkit.Eventually(t, 60*time.Second, what, func() bool { return seen.distinct() >= n })
 	}
 
 	a := join(1)
-	eventually(t, 60*time.Second, "a to own every partition", cover(a))
+	testkit.Eventually(t, 60*time.Second, "a to own every partition", cover(a))
 	moreProgress("progress with a")
 	b := join(2)
-	eventually(t, 60*time.Second, "a and b to share the partitions", cover(a, b))
+	testkit.Eventually(t, 60*time.Second, "a and b to share the partitions", cover(a, b))
 	moreProgress("progress with a and b")
 	c := join(3)
-	eventually(t, 60*time.Second, "a, b and c to share the partitions", cover(a, b, c))
+	testkit.Eventually(t, 60*time.Second, "a, b and c to share the partitions", cover(a, b, c))
 	moreProgress("progress with a, b and c")
 	leave(a)
-	eventually(t, 60*time.Second, "b and c to take over from a", cover(b, c))
+	testkit.Eventually(t, 60*time.Second, "b and c to take over from a", cover(b, c))
 	moreProgress("progress with b and c")
 	leave(b)
-	eventually(t, 60*time.Second, "c to take over every partition", cover(c))
+	testkit.Eventually(t, 60*time.Second, "c to take over every partition", cover(c))
 	moreProgress("progress with c")
 
 	close(stopProducing)
@@ -313,7 +314,7 @@ func TestIntegrationCommitsNeverGoBackwardsAcrossRebalances(t *testing.T) {
 	for _, off := range end {
 		total += off
 	}
-	eventually(t, 60*time.Second, "commits to reach the end", func() bool {
+	testkit.Eventually(t, 60*time.Second, "commits to reach the end", func() bool {
 		return maps.Equal(committedOffsets(t, brokers, topic, cfg.GroupID, partitions), end)
 	})
 	leave(c)

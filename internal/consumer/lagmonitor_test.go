@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 )
 
 func TestLagMonitorConfig(t *testing.T) {
@@ -89,8 +90,8 @@ func TestIntegrationLagMonitor(t *testing.T) {
 
 	r := start(t, cfg)
 	col := collect(r.Consumer, r.MarkDone)
-	eventually(t, 30*time.Second, "all messages consumed", func() bool { return col.distinct() == partitions*per })
-	eventually(t, 30*time.Second, "lag zero with one member", func() bool {
+	testkit.Eventually(t, 30*time.Second, "all messages consumed", func() bool { return col.distinct() == partitions*per })
+	testkit.Eventually(t, 30*time.Second, "lag zero with one member", func() bool {
 		if err := mon.Refresh(t.Context()); err != nil {
 			return false
 		}
@@ -142,14 +143,14 @@ func TestIntegrationSendingMembers(t *testing.T) {
 	colA := collect(a.Consumer, func(m Message) { mu.Lock(); heldA = append(heldA, m); mu.Unlock() })
 	b := start(t, cfg)
 	colB := collect(b.Consumer, func(Message) {}) // b holds everything it gets
-	eventually(t, 60*time.Second, "two members, each with partitions", func() bool {
+	testkit.Eventually(t, 60*time.Second, "two members, each with partitions", func() bool {
 		return len(a.Assigned()) > 0 && len(b.Assigned()) > 0 && len(a.Assigned())+len(b.Assigned()) == partitions
 	})
-	eventually(t, 30*time.Second, "both members sending", func() bool {
+	testkit.Eventually(t, 30*time.Second, "both members sending", func() bool {
 		return mon.Refresh(t.Context()) == nil && mon.Members() == 2 && mon.SendingMembers() == 2
 	})
 	// a finishes what it holds: its partitions are committed to the end.
-	eventually(t, 30*time.Second, "a holds its partitions' records", func() bool {
+	testkit.Eventually(t, 30*time.Second, "a holds its partitions' records", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(heldA) == per*len(a.Assigned())
@@ -159,7 +160,7 @@ func TestIntegrationSendingMembers(t *testing.T) {
 		a.MarkDone(m)
 	}
 	mu.Unlock()
-	eventually(t, 30*time.Second, "only b sending", func() bool {
+	testkit.Eventually(t, 30*time.Second, "only b sending", func() bool {
 		return mon.Refresh(t.Context()) == nil && mon.Members() == 2 && mon.SendingMembers() == 1
 	})
 	a.stop(t)

@@ -12,20 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 )
-
-// newFakeTopics starts an in-process Kafka with every topic given
-// partitions partitions.
-func newFakeTopics(t *testing.T, partitions int, topics ...string) []string {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), topics...),
-		kfake.GroupMinSessionTimeout(500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()
-}
 
 func TestConfigValidateTopics(t *testing.T) {
 	base := Config{Kafka: testenv.KafkaCluster("127.0.0.1:9092"), GroupID: "g"}.WithDefaults()
@@ -65,7 +53,7 @@ func TestRunMultipleTopics(t *testing.T) {
 	verifyNoLeaks(t)
 	const partitions, per = 3, 40
 	topics := []string{"retry.5s", "retry.30s"}
-	brokers := newFakeTopics(t, partitions, topics...)
+	brokers := testkit.FakeKafka(t, kfake.SeedTopics(int32(partitions), topics...), kfake.GroupMinSessionTimeout(500*time.Millisecond))
 	for _, topic := range topics {
 		produce(t, brokers, topic, partitions, per)
 	}
@@ -80,7 +68,7 @@ func TestRunMultipleTopics(t *testing.T) {
 		mu.Unlock()
 		r.MarkDone(m)
 	})
-	eventually(t, 20*time.Second, "every message of both topics", func() bool { return col.distinct() == 2*partitions*per })
+	testkit.Eventually(t, 20*time.Second, "every message of both topics", func() bool { return col.distinct() == 2*partitions*per })
 	want := map[string][]int{topics[0]: {0, 1, 2}, topics[1]: {0, 1, 2}}
 	if got := r.AssignedTopics(); !maps.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("AssignedTopics() = %v, want %v", got, want)
@@ -89,7 +77,7 @@ func TestRunMultipleTopics(t *testing.T) {
 		t.Fatalf("Assigned() = %v, want [0 1 2 0 1 2] (both topics, sorted by topic)", got)
 	}
 	for _, topic := range topics {
-		eventually(t, 10*time.Second, "commits of "+topic+" to reach its end", func() bool {
+		testkit.Eventually(t, 10*time.Second, "commits of "+topic+" to reach its end", func() bool {
 			return maps.Equal(committedOffsets(t, brokers, topic, "multi", partitions), endOffsets(t, brokers, topic, partitions))
 		})
 		if got := testutil.ToFloat64(r.metrics.committedOffset.WithLabelValues(topic, "2")); got != per {
@@ -142,7 +130,7 @@ func receiveN(t *testing.T, r *running, n int) []Message {
 func TestPauseResume(t *testing.T) {
 	verifyNoLeaks(t)
 	const topic, per = "jobs", 60
-	brokers := newFakeTopics(t, 1, topic) // allows a short session timeout
+	brokers := testkit.FakeKafka(t, kfake.SeedTopics(int32(1), topic), kfake.GroupMinSessionTimeout(500*time.Millisecond)) // allows a short session timeout
 	produce(t, brokers, topic, 1, per)
 	cfg := fastConfig(brokers, topic, "pause")
 	cfg.SessionTimeout = time.Second
@@ -158,7 +146,7 @@ func TestPauseResume(t *testing.T) {
 	for _, m := range held {
 		r.MarkDone(m)
 	}
-	eventually(t, 10*time.Second, "the in-flight messages to be committed while paused", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the in-flight messages to be committed while paused", func() bool {
 		return committedOffsets(t, brokers, topic, "pause", 1)[0] == 10
 	})
 	// Longer than the session timeout: heartbeats must keep the membership.
@@ -180,7 +168,7 @@ func TestPauseResume(t *testing.T) {
 		}
 		r.MarkDone(m)
 	}
-	eventually(t, 10*time.Second, "commit to the end", func() bool {
+	testkit.Eventually(t, 10*time.Second, "commit to the end", func() bool {
 		return committedOffsets(t, brokers, topic, "pause", 1)[0] == per
 	})
 }
@@ -191,13 +179,13 @@ func TestPauseResume(t *testing.T) {
 func TestPauseBeforeRunAndStopWhilePaused(t *testing.T) {
 	verifyNoLeaks(t)
 	const topic, per = "jobs", 20
-	brokers := newFake(t, topic, 2)
+	brokers := testkit.FakeKafka(t, kfake.SeedTopics(int32(2), topic))
 	produce(t, brokers, topic, 2, per)
 	cfg := fastConfig(brokers, topic, "paused-start")
 	cfg.DrainTimeout = 300 * time.Millisecond
 	r := start(t, cfg)
 	r.Pause()
-	eventually(t, 20*time.Second, "the group to be joined", r.Joined)
+	testkit.Eventually(t, 20*time.Second, "the group to be joined", r.Joined)
 	assertSilent(t, r, 300*time.Millisecond, "paused before Run")
 	r.stop(t)
 	for m := range r.Messages() {
@@ -213,7 +201,7 @@ func TestPauseBeforeRunAndStopWhilePaused(t *testing.T) {
 func TestPauseResumeConcurrent(t *testing.T) {
 	verifyNoLeaks(t)
 	const topic, partitions, per = "jobs", 4, 100
-	brokers := newFake(t, topic, partitions)
+	brokers := testkit.FakeKafka(t, kfake.SeedTopics(int32(partitions), topic))
 	produce(t, brokers, topic, partitions, per)
 	r := start(t, fastConfig(brokers, topic, "flap"))
 	col := collect(r.Consumer, func(m Message) { r.MarkDone(m) })
@@ -238,11 +226,11 @@ func TestPauseResumeConcurrent(t *testing.T) {
 	}
 	// Let the flapping overlap the consumption for a while.
 	assertEventuallyProgress := func() bool { return col.distinct() >= partitions*per/4 }
-	eventually(t, 20*time.Second, "some messages while Pause and Resume flap", assertEventuallyProgress)
+	testkit.Eventually(t, 20*time.Second, "some messages while Pause and Resume flap", assertEventuallyProgress)
 	close(stop)
 	wg.Wait()
 	r.Resume()
-	eventually(t, 20*time.Second, "all messages", func() bool { return col.distinct() == partitions*per })
+	testkit.Eventually(t, 20*time.Second, "all messages", func() bool { return col.distinct() == partitions*per })
 	r.stop(t)
 	col.wg.Wait()
 	for v, n := range col.seen {
@@ -274,7 +262,7 @@ func TestIntegrationMultiTopicPause(t *testing.T) {
 	for _, m := range held {
 		r.MarkDone(m)
 	}
-	eventually(t, 20*time.Second, "the held messages to be committed while paused", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the held messages to be committed while paused", func() bool {
 		n := int64(0)
 		for _, topic := range topics {
 			for _, off := range committedOffsets(t, brokers, topic, cfg.GroupID, partitions) {
@@ -294,10 +282,10 @@ func TestIntegrationMultiTopicPause(t *testing.T) {
 
 	r.Resume()
 	col := collect(r.Consumer, func(m Message) { r.MarkDone(m) })
-	eventually(t, 30*time.Second, "the rest of both topics", func() bool { return col.distinct() == 2*partitions*per-len(held) })
+	testkit.Eventually(t, 30*time.Second, "the rest of both topics", func() bool { return col.distinct() == 2*partitions*per-len(held) })
 	for _, topic := range topics {
 		end := endOffsets(t, brokers, topic, partitions)
-		eventually(t, 20*time.Second, "commits of "+topic+" to reach its end", func() bool {
+		testkit.Eventually(t, 20*time.Second, "commits of "+topic+" to reach its end", func() bool {
 			return maps.Equal(committedOffsets(t, brokers, topic, cfg.GroupID, partitions), end)
 		})
 	}

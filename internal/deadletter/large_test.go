@@ -13,6 +13,7 @@ import (
 
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
 )
@@ -127,8 +128,8 @@ func TestPublishLetterLargerThanTheTopic(t *testing.T) {
 		if err := w.Publish(ctx, letter); err != nil {
 			t.Fatalf("publish: %v", err)
 		}
-		if m := readAll(t, name, 1)[0]; len(m.Value) != len(value) || header(m.Headers, jobheader.KeyDLQOmitted) != "" {
-			t.Errorf("letter into the standard topic: %d bytes, omitted %q; want it whole", len(m.Value), header(m.Headers, jobheader.KeyDLQOmitted))
+		if m := readAll(t, name, 1)[0]; len(m.Value) != len(value) || testkit.Header(m.Headers, jobheader.KeyDLQOmitted) != "" {
+			t.Errorf("letter into the standard topic: %d bytes, omitted %q; want it whole", len(m.Value), testkit.Header(m.Headers, jobheader.KeyDLQOmitted))
 		}
 	})
 }
@@ -150,19 +151,14 @@ func TestFit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got, short := fit(tt.msg, tt.max)
-		if short != (tt.wantOmitted != "") || header(got.Headers, jobheader.KeyDLQOmitted) != tt.wantOmitted {
-			t.Errorf("%s: shortened %t, omitted %q; want %q", tt.name, short, header(got.Headers, jobheader.KeyDLQOmitted), tt.wantOmitted)
+		if short != (tt.wantOmitted != "") || testkit.Header(got.Headers, jobheader.KeyDLQOmitted) != tt.wantOmitted {
+			t.Errorf("%s: shortened %t, omitted %q; want %q", tt.name, short, testkit.Header(got.Headers, jobheader.KeyDLQOmitted), tt.wantOmitted)
 		}
 		if recordBytes(got) > tt.max {
 			t.Errorf("%s: %d bytes after fit, over %d", tt.name, recordBytes(got), tt.max)
 		}
-		if header(got.Headers, jobheader.KeyDLQReason) != "r" {
+		if testkit.Header(got.Headers, jobheader.KeyDLQReason) != "r" {
 			t.Errorf("%s: the reason was dropped", tt.name)
 		}
 	}
-}
-
-func header(h []kafka.Header, key string) string {
-	c := jobheader.Carrier(h)
-	return c.Get(key)
 }

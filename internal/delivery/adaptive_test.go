@@ -122,7 +122,7 @@ func (g fakeGroup) SendingMembers() int                    { return 2 }
 func adaptiveHarness(t *testing.T, sendErr func(*job.Job, int) error, policy adaptive.Policy,
 	budgets map[job.Priority]adaptive.Bucket) (*harness, *prometheus.Registry) {
 	t.Helper()
-	h := &harness{store: newFakeStore(), smtp: newFakeSMTP(sendErr), dlq: &fakeDLQ{}, retries: &fakeRetries{}}
+	h := &harness{store: newFakeStore(), smtp: newFakeSMTP(sendErr), dlq: newFakeDLQ(), retries: newFakeRetries()}
 	guard, err := adaptive.NewPressureGuard(adaptive.PressureConfig{})
 	if err != nil {
 		t.Fatal(err)

@@ -48,13 +48,13 @@ func TestPipelineChainsJobsOnAConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, dlq := newFakeStore(), &fakeDLQ{}
+	store, dlq := newFakeStore(), newFakeDLQ()
 	p, err := New(Config{Senders: 1, BatchSize: 8, BatchLinger: time.Millisecond, FastRetryBase: time.Millisecond},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 			Store:       store,
 			Providers:   []Provider{{Name: "p1", MaxConns: 1, NewSession: func() Session { return relay.NewSession() }}},
 			DeadLetters: dlq,
-			Retries:     &fakeRetries{},
+			Retries:     newFakeRetries(),
 		})
 	if err != nil {
 		t.Fatal(err)
@@ -186,8 +186,8 @@ func TestHardStopDropsAChain(t *testing.T) {
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 			Store:       newFakeStore(),
 			Providers:   []Provider{{Name: "p1", NewSession: func() Session { return fake }}},
-			DeadLetters: &fakeDLQ{},
-			Retries:     &fakeRetries{},
+			DeadLetters: newFakeDLQ(),
+			Retries:     newFakeRetries(),
 		})
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ func TestPanicWhileSendingDeadLettersTheRecord(t *testing.T) {
 	if got := h.dlq.reasons(); !slices.Equal(got, []string{deadletter.ReasonInternalError}) {
 		t.Fatalf("dead-letter reasons = %v, want one internal_error", got)
 	}
-	l := h.dlq.letters[0]
+	l := h.dlq.All()[0]
 	if l.Class != classInternal || !strings.Contains(l.Error, "panic while sending: a value of type string") || strings.Contains(l.Error, "MIME builder") {
 		t.Errorf("letter class %q error %q: want class internal and the panic's type, not its text", l.Class, l.Error)
 	}
@@ -77,21 +77,14 @@ func TestContainTurnsAPanicIntoAnError(t *testing.T) {
 	}
 }
 
-// rejectingDLQ refuses every write as Kafka refuses a user without rights.
-type rejectingDLQ struct{ calls int }
-
-func (d *rejectingDLQ) Publish(context.Context, ...deadletter.Letter) error {
-	d.calls++
-	return kafka.TopicAuthorizationFailed
-}
-
 // Regression: every dependency error was retried forever. A dead-letter
 // write refused for good (the ACL forbids the topic) ends Run with the
 // error, so the worker can leave its group and exit, instead of holding
 // its partitions while it retries.
 func TestPermanentDependencyErrorStopsThePipeline(t *testing.T) {
 	h := newHarness(t, nil)
-	dlq := &rejectingDLQ{}
+	dlq := newFakeDLQ()
+	dlq.Fail(-1, kafka.TopicAuthorizationFailed) // as Kafka refuses a user without rights
 	h.pipeline.dlq = dlq
 	h.src = newFakeSource([][]byte{[]byte("{not json")}, false)
 	h.src.store = h.store
@@ -104,7 +97,7 @@ func TestPermanentDependencyErrorStopsThePipeline(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatal("Run only returned at the test's deadline: the refusal was retried")
 	}
-	if dlq.calls != 1 {
-		t.Errorf("the refused write was made %d times, want 1", dlq.calls)
+	if dlq.Calls() != 1 {
+		t.Errorf("the refused write was made %d times, want 1", dlq.Calls())
 	}
 }

@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"slices"
@@ -16,25 +15,8 @@ import (
 	"github.com/postline/postline/internal/sender"
 )
 
-// lifeStore is the fake store with a life per mail on its claims, as the
-// Postgres store draws one per row.
-type lifeStore struct {
-	*fakeStore
-	lives map[string]int64
-}
-
-func (s lifeStore) Claim(ctx context.Context, reqs []idempotency.ClaimRequest) ([]idempotency.Claim, error) {
-	cs, err := s.fakeStore.Claim(ctx, reqs)
-	for i := range cs {
-		if cs[i].Result == idempotency.Claimed {
-			cs[i].Life = s.lives[cs[i].MessageID]
-		}
-	}
-	return cs, err
-}
-
 // TestEventsCarryTheMailsLife runs mails through the pipeline on a store
-// whose claims carry lives: every event's ID is its transition's in the
+// whose rows carry chosen lives: every event's ID is its transition's in the
 // claim's life, and a mail without a life (a row from before lives) keeps
 // the IDs it always had.
 func TestEventsCarryTheMailsLife(t *testing.T) {
@@ -51,7 +33,7 @@ func TestEventsCarryTheMailsLife(t *testing.T) {
 	p, err := New(Config{Senders: 1, BatchSize: 4, BatchLinger: time.Millisecond, RecheckInterval: 5 * time.Millisecond,
 		ConfirmWindow: time.Hour},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
-			Store:        lifeStore{fakeStore: h.store, lives: lives},
+			Store:        h.store,
 			Providers:    []Provider{{Name: "p1", NewSession: func() Session { return h.session }}},
 			DeadLetters:  h.dlq,
 			Retries:      h.retries,
@@ -63,13 +45,15 @@ func TestEventsCarryTheMailsLife(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.pipeline = p
-	h.run(t, [][]byte{
+	records := [][]byte{
 		mustJSON(t, multiJob("a@x", "ok@example.com", "gone@example.com")),
 		mustJSON(t, multiJob("b@x", "ok@example.com", "gone@example.com")),
 		mustJSON(t, multiJob("d@x", "ok@example.com", "full@example.com")),
-	})
+	}
+	h.store.seedLives(lives, records...)
+	h.run(t, records)
 	seen := map[string][]event.Type{}
-	for _, e := range h.events.events {
+	for _, e := range h.events.All() {
 		seen[e.MessageID] = append(seen[e.MessageID], e.Type)
 		want := event.NewLifeID(e.MessageID, lives[e.MessageID], e.RecipientIndex, e.Type, e.Attempt)
 		if e.ID != want {

@@ -19,12 +19,11 @@ import (
 func maxAgeLetter(t *testing.T, h *harness, m consumer.Message) string {
 	t.Helper()
 	h.runMessages(t, []consumer.Message{m})
-	h.dlq.mu.Lock()
-	defer h.dlq.mu.Unlock()
-	if len(h.dlq.letters) != 1 || h.dlq.letters[0].Reason != deadletter.ReasonMaxAge {
-		t.Fatalf("dead letters = %+v, want one max_age letter", h.dlq.letters)
+	letters := h.dlq.All()
+	if len(letters) != 1 || letters[0].Reason != deadletter.ReasonMaxAge {
+		t.Fatalf("dead letters = %+v, want one max_age letter", letters)
 	}
-	return h.dlq.letters[0].Error
+	return letters[0].Error
 }
 
 // TestMaxAgeErrorNamesThePriority is the regression test of the max-age

@@ -77,8 +77,8 @@ func BenchmarkPipelinePerMail(b *testing.B) {
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 		Store:       store,
 		Providers:   []Provider{{Name: "sink", NewSession: func() Session { return relay.NewSession() }}},
-		DeadLetters: &fakeDLQ{},
-		Retries:     &fakeRetries{},
+		DeadLetters: newFakeDLQ(),
+		Retries:     newFakeRetries(),
 	})
 	if err != nil {
 		b.Fatal(err)

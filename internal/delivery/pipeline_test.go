@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,9 +21,12 @@ import (
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/idempotency/idempotencytest"
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/sender"
+	"github.com/postline/postline/internal/testkit"
+	"github.com/postline/postline/internal/testkit/writertest"
 	"github.com/postline/postline/job"
 )
 
@@ -208,7 +210,7 @@ func newHarness(t *testing.T, sendErr func(*job.Job, int) error) *harness {
 func newHarnessWith(t *testing.T, sendErr, backupErr func(*job.Job, int) error, breakers *fakeBreakers) *harness {
 	t.Helper()
 	h := &harness{store: newFakeStore(), smtp: newFakeSMTP(sendErr), backup: newFakeSMTP(backupErr),
-		dlq: &fakeDLQ{}, retries: &fakeRetries{}, breakers: breakers}
+		dlq: newFakeDLQ(), retries: newFakeRetries(), breakers: breakers}
 	deps := Deps{
 		Store: h.store,
 		Providers: []Provider{
@@ -323,6 +325,7 @@ func (s *fakeSource) doneBeforeRecorded() bool {
 	return s.early
 }
 
+// fakeRow is the part of a claim row the tests read.
 type fakeRow struct {
 	status   idempotency.Status
 	hash     []byte
@@ -331,9 +334,13 @@ type fakeRow struct {
 	outcomes []idempotency.Outcome // recorded, in order
 }
 
+// fakeStore is the claim store's in-memory stand-in (idempotencytest.Memory,
+// which follows the PostgreSQL store's rules) with the harness's knobs:
+// Record calls that fail, claims that find the row leased elsewhere, and
+// call counts.
 type fakeStore struct {
+	*idempotencytest.Memory
 	mu          sync.Mutex
-	rows        map[string]*fakeRow
 	claims      map[string]int
 	busy        map[string]int
 	recordFails int
@@ -341,7 +348,7 @@ type fakeStore struct {
 }
 
 func newFakeStore() *fakeStore {
-	return &fakeStore{rows: map[string]*fakeRow{}, claims: map[string]int{}, busy: map[string]int{}}
+	return &fakeStore{Memory: idempotencytest.NewMemory(), claims: map[string]int{}, busy: map[string]int{}}
 }
 
 func (s *fakeStore) failRecords(n int) { s.mu.Lock(); s.recordFails = n; s.mu.Unlock() }
@@ -351,74 +358,44 @@ func (s *fakeStore) leaseElsewhere(id string, n int) {
 	s.mu.Unlock()
 }
 
-func (s *fakeStore) Claim(_ context.Context, reqs []idempotency.ClaimRequest) ([]idempotency.Claim, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// Claim counts the claims of each ID and answers busy for an ID leased
+// elsewhere; the rest go to the table.
+func (s *fakeStore) Claim(ctx context.Context, reqs []idempotency.ClaimRequest) ([]idempotency.Claim, error) {
 	out := make([]idempotency.Claim, len(reqs))
+	var pass []idempotency.ClaimRequest
+	var at []int
+	s.mu.Lock()
 	for i, r := range reqs {
 		s.claims[r.MessageID]++
-		c := idempotency.Claim{MessageID: r.MessageID}
-		row := s.rows[r.MessageID]
-		switch {
-		case s.busy[r.MessageID] > 0:
+		if s.busy[r.MessageID] > 0 {
 			s.busy[r.MessageID]--
-			c.Result, c.RetryAt = idempotency.Busy, time.Now().Add(time.Millisecond)
-		case row == nil:
-			s.rows[r.MessageID] = &fakeRow{status: idempotency.StatusSending, hash: r.PayloadHash, version: 1, attempt: r.Attempt}
-			c.Result, c.Version = idempotency.Claimed, 1
-		case !bytes.Equal(row.hash, r.PayloadHash):
-			c.Result = idempotency.Conflict
-		case row.status.Terminal():
-			c.Result = idempotency.Duplicate
-		case row.status == idempotency.StatusSending:
-			c.Result, c.RetryAt = idempotency.Busy, time.Now().Add(time.Millisecond)
-		case row.attempt != r.Attempt:
-			c.Result = idempotency.Stale
-		default:
-			row.status, row.version = idempotency.StatusSending, row.version+1
-			c.Result, c.Version = idempotency.Claimed, row.version
+			out[i] = idempotency.Claim{MessageID: r.MessageID, Result: idempotency.Busy, RetryAt: time.Now().Add(time.Millisecond)}
+			continue
 		}
-		if row != nil {
-			c.Status = row.status
-		}
-		out[i] = c
+		pass, at = append(pass, r), append(at, i)
+	}
+	s.mu.Unlock()
+	cs, err := s.Memory.Claim(ctx, pass)
+	if err != nil {
+		return nil, err
+	}
+	for k, c := range cs {
+		out[at[k]] = c
 	}
 	return out, nil
 }
 
-func (s *fakeStore) Record(_ context.Context, outs []idempotency.Outcome) ([]string, error) {
+func (s *fakeStore) Record(ctx context.Context, outs []idempotency.Outcome) ([]string, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.records++
 	if s.recordFails > 0 {
 		s.recordFails--
+		s.mu.Unlock()
 		return nil, errors.New("connection refused")
 	}
-	var lost []string
-	for _, o := range outs {
-		row := s.rows[o.MessageID]
-		if row == nil || row.version != o.Version {
-			lost = append(lost, o.MessageID)
-			continue
-		}
-		row.status, row.version, row.attempt = o.Status, row.version+1, o.Attempt
-		row.outcomes = append(row.outcomes, o)
-	}
-	return lost, nil
+	s.mu.Unlock()
+	return s.Memory.Record(ctx, outs)
 }
-
-func (s *fakeStore) RecordRejected(_ context.Context, rejs []idempotency.Rejection) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, r := range rejs {
-		if s.rows[r.MessageID] == nil {
-			s.rows[r.MessageID] = &fakeRow{status: idempotency.StatusDead, hash: r.PayloadHash, version: 1}
-		}
-	}
-	return nil
-}
-
-func (s *fakeStore) NoteConflicts(context.Context, []string) error { return nil }
 
 // seed leaves the row a retry copy of attempt expects: retrying, same hash.
 func (s *fakeStore) seed(id string, value []byte, attempt int) {
@@ -429,36 +406,32 @@ func (s *fakeStore) seed(id string, value []byte, attempt int) {
 	if err != nil {
 		panic(err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.rows[id] = &fakeRow{status: idempotency.StatusRetrying, hash: j.Hash(), version: 3, attempt: attempt}
+	s.Put(idempotencytest.MemoryRow{MessageID: id, Status: idempotency.StatusRetrying, PayloadHash: j.Hash(), Version: 3, Attempt: attempt})
+}
+
+// seedLives leaves each record's mail a row not yet claimed whose life is
+// lives[id], as the real store draws one per row (0: a row from before
+// lives were recorded), so that the test knows its events' IDs.
+func (s *fakeStore) seedLives(lives map[string]int64, records ...[]byte) {
+	for _, value := range records {
+		j, err := job.Decode(value, job.Limits{})
+		if err != nil {
+			panic(err)
+		}
+		s.Put(idempotencytest.MemoryRow{MessageID: j.MessageID, Status: idempotency.StatusPending, PayloadHash: j.Hash(),
+			Attempt: 1, Life: lives[j.MessageID]})
+	}
 }
 
 func (s *fakeStore) row(id string) fakeRow {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r := s.rows[id]; r != nil {
-		return *r
-	}
-	return fakeRow{}
+	r, _ := s.Row(id)
+	return fakeRow{status: r.Status, hash: r.PayloadHash, version: r.Version, attempt: r.Attempt, outcomes: r.Outcomes}
 }
 
-func (s *fakeStore) status(id string) idempotency.Status {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r := s.rows[id]; r != nil {
-		return r.status
-	}
-	return ""
-}
+func (s *fakeStore) status(id string) idempotency.Status { return s.row(id).status }
 
 // settled reports whether id's row is not under a claim (or there is none).
-func (s *fakeStore) settled(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.rows[id]
-	return r == nil || r.status != idempotency.StatusSending
-}
+func (s *fakeStore) settled(id string) bool { return s.row(id).status != idempotency.StatusSending }
 
 func (s *fakeStore) recordCalls() int { s.mu.Lock(); defer s.mu.Unlock(); return s.records }
 func (s *fakeStore) claimCalls(id string) int {
@@ -546,23 +519,17 @@ func (f *fakeSMTP) accepted() []string {
 	return append([]string(nil), f.ok...)
 }
 
+// fakeDLQ is the dead-letter writer's stand-in, which passes the writers'
+// suite (writertest).
 type fakeDLQ struct {
-	mu      sync.Mutex
-	letters []deadletter.Letter
+	*writertest.Recorder[deadletter.Letter]
 }
 
-func (d *fakeDLQ) Publish(_ context.Context, letters ...deadletter.Letter) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.letters = append(d.letters, letters...)
-	return nil
-}
+func newFakeDLQ() *fakeDLQ { return &fakeDLQ{writertest.DeadLetters()} }
 
 func (d *fakeDLQ) reasons() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	var out []string
-	for _, l := range d.letters {
+	for _, l := range d.All() {
 		out = append(out, l.Reason)
 	}
 	return out
@@ -760,8 +727,8 @@ func TestPipelinePausesWhileEveryCircuitIsOpen(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- h.pipeline.Run(ctx, h.src) }()
 
-	waitFor(t, "consumption paused", func() bool { return h.src.isPaused() })
-	waitFor(t, "both jobs released at least once", func() bool { return h.store.claimCalls("a@x") >= 2 && h.store.claimCalls("b@x") >= 2 })
+	testkit.Eventually(t, 5*time.Second, "consumption paused", func() bool { return h.src.isPaused() })
+	testkit.Eventually(t, 5*time.Second, "both jobs released at least once", func() bool { return h.store.claimCalls("a@x") >= 2 && h.store.claimCalls("b@x") >= 2 })
 	if n := h.smtp.sendCount() + h.backup.sendCount(); n != 0 {
 		t.Fatalf("%d sends while every circuit was open", n)
 	}
@@ -780,17 +747,6 @@ func TestPipelinePausesWhileEveryCircuitIsOpen(t *testing.T) {
 }
 
 func always(err error) func(*job.Job, int) error { return func(*job.Job, int) error { return err } }
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 func message(t *testing.T, id string, headers []kafka.Header) consumer.Message {
 	return consumer.Message{Topic: "mail.jobs", Key: []byte(id), Value: mustJSON(t, testJob(id, "hi")), Time: time.Now(), Headers: headers}
@@ -811,23 +767,15 @@ func (h *harness) runMessages(t *testing.T, msgs []consumer.Message) {
 	}
 }
 
+// fakeRetries is the retry writer's stand-in for the default tiers, which
+// passes the writers' suite (writertest).
 type fakeRetries struct {
-	mu     sync.Mutex
-	copies []retry.Copy
+	*writertest.Recorder[retry.Copy]
 }
 
-func (r *fakeRetries) Publish(_ context.Context, copies ...retry.Copy) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.copies = append(r.copies, copies...)
-	return nil
-}
+func newFakeRetries() *fakeRetries { return &fakeRetries{writertest.Retries(retry.DefaultTiers)} }
 
-func (r *fakeRetries) all() []retry.Copy {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.copies)
-}
+func (r *fakeRetries) all() []retry.Copy { return r.All() }
 
 // fakeBreakers either lets everything through or nothing (setOpen), and
 // records the outcomes reported per provider.
@@ -889,8 +837,8 @@ func TestPipelineCapsConnectionsPerRelay(t *testing.T) {
 		prometheus.NewRegistry(), Deps{
 			Store:       newFakeStore(),
 			Providers:   []Provider{{Name: "p1", MaxConns: 2, NewSession: func() Session { return slow.newSession() }}},
-			DeadLetters: &fakeDLQ{},
-			Retries:     &fakeRetries{},
+			DeadLetters: newFakeDLQ(),
+			Retries:     newFakeRetries(),
 		})
 	if err != nil {
 		t.Fatal(err)

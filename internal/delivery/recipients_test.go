@@ -19,6 +19,7 @@ import (
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/sender"
+	"github.com/postline/postline/internal/testkit/writertest"
 	"github.com/postline/postline/job"
 )
 
@@ -47,29 +48,19 @@ func (s *scriptedSession) SendTo(_ context.Context, _ *job.Job, rcpts []sender.R
 
 func (s *scriptedSession) Close() error { return nil }
 
+// fakeEvents is the events writer's stand-in, which passes the writers'
+// suite (writertest): it refuses a batch with an event that does not
+// validate.
 type fakeEvents struct {
-	mu     sync.Mutex
-	events []event.Event
+	*writertest.Recorder[event.Event]
 }
 
-func (f *fakeEvents) Publish(_ context.Context, events ...event.Event) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, e := range events {
-		if err := e.Validate(); err != nil {
-			return err
-		}
-	}
-	f.events = append(f.events, events...)
-	return nil
-}
+func newFakeEvents() *fakeEvents { return &fakeEvents{writertest.Events()} }
 
 // byRecipient maps recipient index to the event types published for it.
 func (f *fakeEvents) byRecipient() map[int][]event.Type {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	out := map[int][]event.Type{}
-	for _, e := range f.events {
+	for _, e := range f.All() {
 		out[e.RecipientIndex] = append(out[e.RecipientIndex], e.Type)
 	}
 	return out
@@ -115,8 +106,8 @@ type outcomeHarness struct {
 
 func newOutcomeHarness(t *testing.T, refuse func(string) *sender.Error, listed map[SuppressionKey]string) *outcomeHarness {
 	t.Helper()
-	h := &outcomeHarness{harness: &harness{store: newFakeStore(), dlq: &fakeDLQ{}, retries: &fakeRetries{}},
-		session: &scriptedSession{refuse: refuse}, events: &fakeEvents{}, sup: &fakeSuppressions{listed: listed}}
+	h := &outcomeHarness{harness: &harness{store: newFakeStore(), dlq: newFakeDLQ(), retries: newFakeRetries()},
+		session: &scriptedSession{refuse: refuse}, events: newFakeEvents(), sup: &fakeSuppressions{listed: listed}}
 	p, err := New(Config{Senders: 1, BatchSize: 4, BatchLinger: time.Millisecond, RecheckInterval: 5 * time.Millisecond,
 		ConfirmWindow: time.Hour},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
@@ -170,7 +161,7 @@ func TestRecipientsTakeTheirOwnPaths(t *testing.T) {
 	if got := h.events.byRecipient(); !mapsEqual(got, want) {
 		t.Errorf("events = %v, want %v", got, want)
 	}
-	for _, e := range h.events.events {
+	for _, e := range h.events.All() {
 		if e.Tenant != "acme" || e.Metadata["order"] != "7" || e.Stream != event.StreamTransactional {
 			t.Errorf("event %+v lacks the job's tenant, stream or metadata", e)
 		}
@@ -181,7 +172,7 @@ func TestRecipientsTakeTheirOwnPaths(t *testing.T) {
 	if len(h.sup.added) != 1 || h.sup.added[0].Key.Address != "gone@example.com" {
 		t.Errorf("suppressions added = %+v, want gone@example.com", h.sup.added)
 	}
-	outs := h.store.rows["m@x"].outcomes
+	outs := h.store.row("m@x").outcomes
 	if len(outs) != 1 || outs[0].ConfirmBy.IsZero() || len(outs[0].Recipients) != 3 {
 		t.Fatalf("outcome = %+v, want one with a confirmation window and three recipients", outs)
 	}
@@ -235,7 +226,7 @@ func TestDeferredRecipientIsRetriedAlone(t *testing.T) {
 	if got := h.events.byRecipient(); !mapsEqual(got, map[int][]event.Type{0: {event.Accepted}, 1: {event.Deferred}}) {
 		t.Errorf("events = %v", got)
 	}
-	for _, e := range h.events.events {
+	for _, e := range h.events.All() {
 		if e.Type == event.Deferred && (e.NextAttemptAt == nil || e.Class != "transient") {
 			t.Errorf("deferred event %+v lacks its class or next attempt", e)
 		}
@@ -315,8 +306,8 @@ func (f *fakeComposer) Compose(_ context.Context, j *job.Job) (Composed, error) 
 
 func newComposeHarness(t *testing.T, c Composer) *outcomeHarness {
 	t.Helper()
-	h := &outcomeHarness{harness: &harness{store: newFakeStore(), dlq: &fakeDLQ{}, retries: &fakeRetries{}},
-		session: &scriptedSession{refuse: func(string) *sender.Error { return nil }}, events: &fakeEvents{}}
+	h := &outcomeHarness{harness: &harness{store: newFakeStore(), dlq: newFakeDLQ(), retries: newFakeRetries()},
+		session: &scriptedSession{refuse: func(string) *sender.Error { return nil }}, events: newFakeEvents()}
 	p, err := New(Config{Senders: 1, BatchSize: 4, BatchLinger: time.Millisecond, RecheckInterval: 5 * time.Millisecond,
 		MaxReleaseWait: 20 * time.Millisecond},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
@@ -347,11 +338,11 @@ func TestTemplateJobIsRenderedBeforeSending(t *testing.T) {
 	if got := h.store.status("t@x"); got != idempotency.StatusSent {
 		t.Fatalf("status = %s, want sent", got)
 	}
-	outs := h.store.rows["t@x"].outcomes
+	outs := h.store.row("t@x").outcomes
 	if len(outs) != 1 || outs[0].Template != "receipt" || outs[0].TemplateVersion != 3 || outs[0].TemplateWhy != "canary" {
 		t.Errorf("outcome = %+v, want the template version that rendered it", outs)
 	}
-	for _, e := range h.events.events {
+	for _, e := range h.events.All() {
 		if e.Template == nil || e.Template.Version != 3 {
 			t.Errorf("event %s lacks the template version: %+v", e.Type, e.Template)
 		}

@@ -255,7 +255,7 @@ func TestTraceAttr(t *testing.T) {
 // fast retries, and spans going to tp.
 func tracedHarness(t *testing.T, sendErr func(*job.Job, int) error, tp trace.TracerProvider) *harness {
 	t.Helper()
-	h := &harness{store: newFakeStore(), smtp: newFakeSMTP(sendErr), dlq: &fakeDLQ{}, retries: &fakeRetries{}}
+	h := &harness{store: newFakeStore(), smtp: newFakeSMTP(sendErr), dlq: newFakeDLQ(), retries: newFakeRetries()}
 	p, err := New(Config{Senders: 1, BatchSize: 4, BatchLinger: time.Millisecond, FastRetries: -1},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 			Store:          h.store,

@@ -46,7 +46,7 @@ func TestUnsubscribeHeaders(t *testing.T) {
 	p, err := New(Config{Senders: 1, BatchSize: 4, BatchLinger: time.Millisecond, RecheckInterval: 5 * time.Millisecond,
 		ConfirmWindow: time.Hour},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
-			Store:        lifeStore{fakeStore: h.store, lives: lives},
+			Store:        h.store,
 			Providers:    []Provider{{Name: "p1", NewSession: func() Session { return h.session }}},
 			DeadLetters:  h.dlq,
 			Retries:      h.retries,
@@ -63,6 +63,7 @@ func TestUnsubscribeHeaders(t *testing.T) {
 	for _, j := range jobs {
 		records = append(records, mustJSON(t, j))
 	}
+	h.store.seedLives(lives, records...)
 	h.run(t, records)
 
 	if len(h.session.envelopes) != len(jobs) {

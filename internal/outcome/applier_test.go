@@ -47,7 +47,7 @@ func newHarness(t *testing.T, rows ...idempotency.Recipient) *harness {
 	t.Helper()
 	h := &harness{
 		store:  newFakeStore(func() time.Time { return testNow }, rows...),
-		events: &fakeEvents{t: t},
+		events: newFakeEvents(),
 		lists:  &fakeLists{t: t},
 		signer: newSigner(t, testKey),
 		reg:    prometheus.NewRegistry(),
@@ -653,10 +653,10 @@ func TestApplyLosesRace(t *testing.T) {
 			r.Life = life
 			h := newHarness(t, r)
 			publishedAfterTransition(t, h)
-			h.store.beforeResolve = func(rows map[fakeKey]idempotency.Recipient) {
-				r := rows[fakeKey{testMsgID, 0}]
+			h.store.beforeResolve = func(s *fakeStore) {
+				r := s.row(testMsgID, 0)
 				tt.concurrent(&r)
-				rows[fakeKey{testMsgID, 0}] = r
+				s.PutRecipient(r)
 			}
 			rep := tt.rep
 			rep.Token = h.signer.Token(testMsgID, 0)
@@ -765,7 +765,7 @@ func TestApplyFailuresAfterTheTransition(t *testing.T) {
 		wantEvents int // published by the applier
 		wantLists  int // entries added by the applier
 	}{
-		{"publish fails", func(h *harness) { h.events.err = boom }, true, 0, 0},
+		{"publish fails", func(h *harness) { h.events.Fail(-1, boom) }, true, 0, 0},
 		{"suppression fails", func(h *harness) { h.lists.err = boom }, true, 1, 0},
 		{"deleting the outbox entry fails", func(h *harness) { h.store.doneErr = boom }, false, 1, 1},
 	}
@@ -795,7 +795,8 @@ func TestApplyFailuresAfterTheTransition(t *testing.T) {
 				t.Fatalf("outbox = %v, want the bounce's entry", p)
 			}
 
-			h.events.err, h.lists.err, h.store.doneErr = nil, nil, nil
+			h.lists.err, h.store.doneErr = nil, nil
+			h.events.Fail(0, nil)
 			// Offered again: the recipient moved on, nothing to publish.
 			if err := h.a.ApplyReturned(t.Context(), []report.Report{rep}); err != nil {
 				t.Fatal(err)
@@ -846,7 +847,7 @@ func TestDrainFailures(t *testing.T) {
 	boom := errors.New("boom")
 	h := newHarness(t, row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional),
 		row(testMsgID, 1, "bob@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
-	h.events.err = boom
+	h.events.Fail(-1, boom)
 	s := h.signer
 	reps := []report.Report{
 		{Kind: report.Complained, Source: report.SourceARF, FeedbackType: "abuse", Token: s.Token(testMsgID, 0)},
@@ -855,10 +856,8 @@ func TestDrainFailures(t *testing.T) {
 	if err := h.a.ApplyReturned(t.Context(), reps); !errors.Is(err, boom) {
 		t.Fatalf("ApplyReturned = %v, want %v", err, boom)
 	}
-	h.store.mu.Lock()
-	h.store.outbox = append(h.store.outbox, idempotency.OutboxEntry{EventID: "evt_garbled", MessageID: testMsgID,
+	h.store.PutOutbox(idempotency.OutboxEntry{EventID: "evt_garbled", MessageID: testMsgID,
 		Body: []byte("{not json"), CreatedAt: testNow})
-	h.store.mu.Unlock()
 	h.store.now = func() time.Time { return testNow.Add(time.Hour) }
 
 	for _, f := range []struct {
@@ -867,7 +866,7 @@ func TestDrainFailures(t *testing.T) {
 	}{
 		{"read fails", func() { h.store.outboxErr = boom }},
 		{"publish fails", func() { h.store.outboxErr = nil }},
-		{"suppression fails", func() { h.events.err, h.lists.err = nil, boom }},
+		{"suppression fails", func() { h.events.Fail(0, nil); h.lists.err = boom }},
 		{"delete fails", func() { h.lists.err, h.store.doneErr = nil, boom }},
 	} {
 		f.setup()
@@ -902,7 +901,7 @@ func TestDrainFailures(t *testing.T) {
 func TestRunDrains(t *testing.T) {
 	store := newFakeStore(func() time.Time { return testNow.Add(time.Hour) },
 		row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
-	events := &fakeEvents{t: t}
+	events := newFakeEvents()
 	a, err := New(Config{NowFunc: func() time.Time { return testNow }, DrainInterval: time.Millisecond}, discard(),
 		prometheus.NewRegistry(), store, events, &fakeLists{t: t}, newSigner(t, testKey))
 	if err != nil {
@@ -913,7 +912,7 @@ func TestRunDrains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store.outbox = []idempotency.OutboxEntry{{EventID: ev.ID, MessageID: testMsgID, Body: body, CreatedAt: testNow}}
+	store.PutOutbox(idempotency.OutboxEntry{EventID: ev.ID, MessageID: testMsgID, Body: body, CreatedAt: testNow})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
@@ -960,8 +959,8 @@ func TestApplyBatchSettles(t *testing.T) {
 	if err := h.a.ApplyReturned(t.Context(), reps); err != nil {
 		t.Fatal(err)
 	}
-	if h.events.calls != 1 || h.store.resolveCalls != 1 {
-		t.Errorf("Publish called %d times, Resolve %d; want once each", h.events.calls, h.store.resolveCalls)
+	if h.events.Calls() != 1 || h.store.resolveCalls != 1 {
+		t.Errorf("Publish called %d times, Resolve %d; want once each", h.events.Calls(), h.store.resolveCalls)
 	}
 	var got []string
 	for _, e := range h.events.published() {
@@ -1004,7 +1003,7 @@ func TestApplyBatchSettles(t *testing.T) {
 func TestApplyWithoutLists(t *testing.T) {
 	store := newFakeStore(func() time.Time { return testNow },
 		row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
-	events := &fakeEvents{t: t}
+	events := newFakeEvents()
 	signer := newSigner(t, testKey)
 	a, err := New(Config{}, discard(), prometheus.NewRegistry(), store, events, nil, signer)
 	if err != nil {
@@ -1041,7 +1040,7 @@ rules:
 	}
 	store := newFakeStore(func() time.Time { return testNow },
 		row(testMsgID, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
-	events, lists := &fakeEvents{t: t}, &fakeLists{t: t}
+	events, lists := newFakeEvents(), &fakeLists{t: t}
 	signer := newSigner(t, testKey)
 	a, err := New(Config{Rules: rules, NowFunc: func() time.Time { return testNow }}, discard(), prometheus.NewRegistry(), store, events, lists, signer)
 	if err != nil {
@@ -1120,7 +1119,7 @@ func TestApplyProviderHard(t *testing.T) {
 }
 
 func TestNewRequiresPorts(t *testing.T) {
-	store, events, signer := newFakeStore(time.Now), &fakeEvents{t: t}, newSigner(t, testKey)
+	store, events, signer := newFakeStore(time.Now), newFakeEvents(), newSigner(t, testKey)
 	for name, f := range map[string]func() error{
 		"store": func() error {
 			_, err := New(Config{}, discard(), prometheus.NewRegistry(), nil, events, nil, signer)
@@ -1182,18 +1181,16 @@ func TestMetricsLint(t *testing.T) {
 func TestApplyEarlyReport(t *testing.T) {
 	const early = "early@example.com"
 	h := newHarness(t)
-	h.store.claimed[early] = true
+	h.store.claim(early)
 	rep := report.Report{Kind: report.Bounced, Source: report.SourceDSN, Token: h.signer.Token(early, 0),
 		MessageID: early, Status: "5.1.1", Code: 550, Diagnostic: "no such user"}
 	if err := h.a.ApplyReturned(t.Context(), []report.Report{rep}); !errors.Is(err, ErrEarly) {
 		t.Fatalf("ApplyReturned before the record = %v, want ErrEarly", err)
 	}
-	if n := len(h.events.all); n != 0 {
+	if n := len(h.events.All()); n != 0 {
 		t.Fatalf("an early report published %d events", n)
 	}
-	h.store.mu.Lock()
-	h.store.rows[fakeKey{early, 0}] = row(early, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional)
-	h.store.mu.Unlock()
+	h.store.PutRecipient(row(early, 0, "ada@example.com", idempotency.RecipientAccepted, event.StreamTransactional))
 	if err := h.a.ApplyReturned(t.Context(), []report.Report{rep}); err != nil {
 		t.Fatalf("ApplyReturned after the record: %v", err)
 	}

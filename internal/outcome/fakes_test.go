@@ -1,228 +1,151 @@
 package outcome
 
 import (
-	"cmp"
 	"context"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/idempotency/idempotencytest"
 	"github.com/postline/postline/internal/returnpath"
 	"github.com/postline/postline/internal/suppression"
+	"github.com/postline/postline/internal/testkit/writertest"
 )
 
-// The fakes below keep the state Store, SweepStore, Events and Lists
-// stand for in memory, with the same rules the Postgres stores follow:
-// Resolve is a compare-and-set on the recipient's state (and life, when
-// given) that writes the outbox entries of what it moved and settles mail
-// whose recipients are all resolved, DueUnconfirmed lists the accepted
-// recipients of mail past its window. Each can be told to fail.
-
-type fakeKey struct {
-	id  string
-	idx int
-}
-
+// fakeStore is the store's in-memory stand-in, idempotencytest.Memory,
+// which follows the PostgreSQL store's rules (the suite checks both):
+// Resolve is a compare-and-set on the recipient's state (and its mail's
+// life, when given) that writes the outbox entries of what it moved and
+// settles mail whose recipients are all resolved. Around it are the tests'
+// knobs: a clock they move, calls that fail, a concurrent writer that moves
+// a row on before a Resolve, and call counts. The sweep's pass
+// (SweepUnconfirmed, in sweep_test.go) is the fake's own.
 type fakeStore struct {
-	mu   sync.Mutex
-	now  func() time.Time
-	rows map[fakeKey]idempotency.Recipient
+	*idempotencytest.Memory
+
+	mu  sync.Mutex
+	now func() time.Time
 
 	lookupErr, resolveErr, dueErr, markErr, outboxErr, doneErr error
-	// beforeResolve runs under the lock before a Resolve is applied: a
-	// concurrent writer moving a row on.
-	beforeResolve func(rows map[fakeKey]idempotency.Recipient)
-
-	// claimed are mails with a row but no recipient rows yet: claimed,
-	// their send not recorded.
-	claimed map[string]bool
+	// beforeResolve runs before a Resolve is applied: a concurrent writer
+	// moving a row on.
+	beforeResolve func(s *fakeStore)
 
 	lookups, resolveCalls, markCalls int
 	resolutions                      []idempotency.Resolution
-
-	// outbox holds the entries of transitions made, by event ID, in the
-	// order written.
-	outbox []idempotency.OutboxEntry
 }
 
 func newFakeStore(now func() time.Time, rows ...idempotency.Recipient) *fakeStore {
-	s := &fakeStore{now: now, rows: map[fakeKey]idempotency.Recipient{}, claimed: map[string]bool{}}
+	s := &fakeStore{now: now}
+	s.Memory = idempotencytest.NewMemoryAt(func() time.Time { return s.now() })
 	for _, r := range rows {
-		s.rows[fakeKey{r.MessageID, r.Index}] = r
+		s.PutRecipient(r)
 	}
 	return s
 }
 
-func (s *fakeStore) row(id string, idx int) idempotency.Recipient {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.rows[fakeKey{id, idx}]
+// claim leaves id a row without recipients: claimed, its send not
+// recorded.
+func (s *fakeStore) claim(id string) {
+	s.Put(idempotencytest.MemoryRow{MessageID: id, Status: idempotency.StatusSending, Version: 1, Attempt: 1})
 }
 
-func (s *fakeStore) sorted() []idempotency.Recipient {
-	out := make([]idempotency.Recipient, 0, len(s.rows))
-	for _, r := range s.rows {
-		out = append(out, r)
+func (s *fakeStore) row(id string, idx int) idempotency.Recipient {
+	for _, r := range s.Recipients() {
+		if r.MessageID == id && r.Index == idx {
+			return r
+		}
 	}
-	slices.SortFunc(out, func(a, b idempotency.Recipient) int {
-		return cmp.Or(a.ConfirmBy.Compare(b.ConfirmBy), strings.Compare(a.MessageID, b.MessageID), cmp.Compare(a.Index, b.Index))
-	})
+	return idempotency.Recipient{}
+}
+
+// sorted returns every recipient by its mail's window, Message-ID and index.
+func (s *fakeStore) sorted() []idempotency.Recipient {
+	out := s.Recipients()
+	slices.SortStableFunc(out, func(a, b idempotency.Recipient) int { return a.ConfirmBy.Compare(b.ConfirmBy) })
 	return out
 }
 
-func (s *fakeStore) RecipientsByRef(_ context.Context, ref []byte, idx int) ([]idempotency.Recipient, error) {
+func (s *fakeStore) RecipientsByRef(ctx context.Context, ref []byte, idx int) ([]idempotency.Recipient, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.lookups++
-	if s.lookupErr != nil {
-		return nil, s.lookupErr
+	err := s.lookupErr
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
-	var out []idempotency.Recipient
-	for _, r := range s.sorted() {
-		if rr := returnpath.RefOf(r.MessageID); string(rr[:]) == string(ref) && r.Index == idx {
-			out = append(out, r)
-		}
-	}
-	return out, nil
+	return s.Memory.RecipientsByRef(ctx, ref, idx)
 }
 
-func (s *fakeStore) MessageExists(_ context.Context, messageID string) (bool, error) {
+func (s *fakeStore) RecipientByAddress(ctx context.Context, messageID, address string) (idempotency.Recipient, bool, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.claimed[messageID] {
-		return true, nil
-	}
-	for _, r := range s.sorted() {
-		if r.MessageID == messageID {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-func (s *fakeStore) RecipientByAddress(_ context.Context, messageID, address string) (idempotency.Recipient, bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.lookups++
-	if s.lookupErr != nil {
-		return idempotency.Recipient{}, false, s.lookupErr
+	err := s.lookupErr
+	s.mu.Unlock()
+	if err != nil {
+		return idempotency.Recipient{}, false, err
 	}
-	for _, r := range s.sorted() {
-		if r.MessageID == messageID && strings.EqualFold(r.Address, address) {
-			return r, true, nil
-		}
-	}
-	return idempotency.Recipient{}, false, nil
+	return s.Memory.RecipientByAddress(ctx, messageID, address)
 }
 
-func (s *fakeStore) Resolve(_ context.Context, res []idempotency.Resolution) ([]bool, map[string]string, error) {
+func (s *fakeStore) Resolve(ctx context.Context, res []idempotency.Resolution) ([]bool, map[string]string, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.resolveCalls++
-	if s.resolveErr != nil {
-		return nil, nil, s.resolveErr
+	err, before := s.resolveErr, s.beforeResolve
+	if err == nil {
+		s.resolutions = append(s.resolutions, res...)
 	}
-	if s.beforeResolve != nil {
-		s.beforeResolve(s.rows)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, nil, err
 	}
-	s.resolutions = append(s.resolutions, res...)
-	applied := make([]bool, len(res))
-	seen := map[fakeKey]bool{}
-	moved := map[string]bool{}
-	for i, r := range res {
-		k := fakeKey{r.MessageID, r.Index}
-		row, ok := s.rows[k]
-		if seen[k] || !ok || row.State != r.From || (r.Life != 0 && row.Life != r.Life) {
-			continue
-		}
-		seen[k] = true
-		row.State, row.Source, row.FeedbackType = r.To, r.Source, cmp.Or(r.FeedbackType, row.FeedbackType)
-		row.BounceType, row.Status, row.Rule = cmp.Or(r.BounceType, row.BounceType), cmp.Or(r.Status, row.Status), cmp.Or(r.Rule, row.Rule)
-		row.Code, row.Diagnostic = cmp.Or(r.Code, row.Code), cmp.Or(r.Diagnostic, row.Diagnostic)
-		row.ResolvedAt = s.now()
-		s.rows[k] = row
-		applied[i] = true
-		moved[r.MessageID] = true
-		if r.EventID != "" && r.Effect != nil && !slices.ContainsFunc(s.outbox, func(e idempotency.OutboxEntry) bool { return e.EventID == r.EventID }) {
-			s.outbox = append(s.outbox, idempotency.OutboxEntry{EventID: r.EventID, MessageID: r.MessageID,
-				Body: slices.Clone(r.Effect), CreatedAt: s.now()})
-		}
+	if before != nil {
+		before(s)
 	}
-	settled := map[string]string{}
-	for id := range moved {
-		open, confirmed, confirmBy, state := false, false, time.Time{}, ""
-		for k, r := range s.rows {
-			if k.id != id {
-				continue
-			}
-			open = open || r.State == idempotency.RecipientPending || r.State == idempotency.RecipientAccepted
-			confirmed = confirmed || r.State == idempotency.RecipientDelivered || r.State == idempotency.RecipientComplained
-			confirmBy, state = r.ConfirmBy, r.Confirmation
-		}
-		if open || confirmBy.IsZero() || (state != "" && state != "unconfirmed") {
-			continue
-		}
-		settled[id] = map[bool]string{true: "confirmed", false: "cancelled"}[confirmed]
-		s.setConfirmation(id, settled[id])
-	}
-	return applied, settled, nil
+	return s.Memory.Resolve(ctx, res)
 }
 
-func (s *fakeStore) Outbox(_ context.Context, minAge time.Duration, limit int) ([]idempotency.OutboxEntry, error) {
+func (s *fakeStore) Outbox(ctx context.Context, minAge time.Duration, limit int) ([]idempotency.OutboxEntry, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.outboxErr != nil {
-		return nil, s.outboxErr
+	err := s.outboxErr
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
-	var out []idempotency.OutboxEntry
-	for _, e := range s.outbox {
-		if len(out) < limit && e.CreatedAt.Before(s.now().Add(-minAge)) {
-			out = append(out, e)
-		}
-	}
-	return out, nil
+	return s.Memory.Outbox(ctx, minAge, limit)
 }
 
-func (s *fakeStore) OutboxDone(_ context.Context, ids []string) error {
+func (s *fakeStore) OutboxDone(ctx context.Context, ids []string) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.doneErr != nil {
-		return s.doneErr
+	err := s.doneErr
+	s.mu.Unlock()
+	if err != nil {
+		return err
 	}
-	s.outbox = slices.DeleteFunc(s.outbox, func(e idempotency.OutboxEntry) bool { return slices.Contains(ids, e.EventID) })
-	return nil
+	return s.Memory.OutboxDone(ctx, ids)
 }
 
 // pending returns the event IDs in the outbox.
 func (s *fakeStore) pending() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []string
-	for _, e := range s.outbox {
+	for _, e := range s.OutboxEntries() {
 		out = append(out, e.EventID)
 	}
 	return out
 }
 
-func (s *fakeStore) setConfirmation(id, c string) {
-	for k, r := range s.rows {
-		if k.id == id {
-			r.Confirmation = c
-			s.rows[k] = r
-		}
-	}
-}
-
+// DueUnconfirmed lists the accepted recipients of mail past its window
+// and not yet marked, by window.
 func (s *fakeStore) DueUnconfirmed(_ context.Context, limit int) ([]idempotency.Recipient, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.dueErr != nil {
-		return nil, s.dueErr
+	err := s.dueErr
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
 	var out []idempotency.Recipient
 	for _, r := range s.sorted() {
@@ -236,18 +159,21 @@ func (s *fakeStore) DueUnconfirmed(_ context.Context, limit int) ([]idempotency.
 	return out, nil
 }
 
+// MarkUnconfirmed marks the mail of ids past its window and not yet marked
+// unconfirmed, and returns how many it marked.
 func (s *fakeStore) MarkUnconfirmed(_ context.Context, ids []string) (int, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.markCalls++
-	if s.markErr != nil {
-		return 0, s.markErr
+	err := s.markErr
+	s.mu.Unlock()
+	if err != nil {
+		return 0, err
 	}
 	n := 0
 	for _, id := range ids {
-		for _, r := range s.rows {
+		for _, r := range s.Recipients() {
 			if r.MessageID == id && !r.ConfirmBy.IsZero() && r.Confirmation == "" && r.ConfirmBy.Before(s.now()) {
-				s.setConfirmation(id, "unconfirmed")
+				s.SetConfirmation(id, "unconfirmed")
 				n++
 				break
 			}
@@ -256,45 +182,27 @@ func (s *fakeStore) MarkUnconfirmed(_ context.Context, ids []string) (int, error
 	return n, nil
 }
 
-// fakeEvents records what is published and fails the test on an event
-// the schema refuses.
+// fakeEvents is the events writer's stand-in, which passes the writers'
+// suite (writertest): it refuses a batch with an event that does not
+// validate, and fails every call while told to (Fail). check, if set, is
+// called with every event about to be published.
 type fakeEvents struct {
-	t     testing.TB
-	mu    sync.Mutex
-	err   error
-	calls int
-	all   []event.Event
-	// check, if set, is called with every event about to be recorded.
+	*writertest.Recorder[event.Event]
 	check func(event.Event)
 }
 
-func (e *fakeEvents) Publish(_ context.Context, events ...event.Event) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.calls++
-	if e.err != nil {
-		return e.err
-	}
-	for _, ev := range events {
-		if err := ev.Validate(); err != nil {
-			e.t.Errorf("published an invalid event %+v: %v", ev, err)
-		}
-		if _, err := ev.Encode(); err != nil {
-			e.t.Errorf("event %s does not encode: %v", ev.ID, err)
-		}
-		if e.check != nil {
+func newFakeEvents() *fakeEvents { return &fakeEvents{Recorder: writertest.Events()} }
+
+func (e *fakeEvents) Publish(ctx context.Context, events ...event.Event) error {
+	if e.check != nil {
+		for _, ev := range events {
 			e.check(ev)
 		}
 	}
-	e.all = append(e.all, events...)
-	return nil
+	return e.Recorder.Publish(ctx, events...)
 }
 
-func (e *fakeEvents) published() []event.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.all)
-}
+func (e *fakeEvents) published() []event.Event { return e.All() }
 
 // fakeLists records the entries added, each validated as the Postgres
 // store would.

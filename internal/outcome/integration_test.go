@@ -46,7 +46,7 @@ func newPG(t *testing.T) *pgEnv {
 
 func newPGOn(t *testing.T, pool *pgxpool.Pool) *pgEnv {
 	t.Helper()
-	e := &pgEnv{db: pool, events: &fakeEvents{t: t}, signer: newSigner(t, testKey), reg: prometheus.NewRegistry()}
+	e := &pgEnv{db: pool, events: newFakeEvents(), signer: newSigner(t, testKey), reg: prometheus.NewRegistry()}
 	var err error
 	if e.ids, err = idempotency.New(idempotency.Config{Owner: "outcome-test"}, pool, discard(), e.reg); err != nil {
 		t.Fatalf("idempotency.New: %v", err)
@@ -305,10 +305,10 @@ func TestIntegrationReports(t *testing.T) {
 
 	// The same reports again: every recipient has moved, so nothing is
 	// published at all, and nothing changes.
-	calls := e.events.calls
+	calls := e.events.Calls()
 	apply()
-	if e.events.calls != calls {
-		t.Errorf("the repeated reports published %d more times", e.events.calls-calls)
+	if e.events.Calls() != calls {
+		t.Errorf("the repeated reports published %d more times", e.events.Calls()-calls)
 	}
 	checkEvents()
 	checkLists()
@@ -407,9 +407,9 @@ func TestIntegrationSweep(t *testing.T) {
 		t.Errorf("unconfirmed_total = %v, want 1", got)
 	}
 
-	calls := e.events.calls
-	if n, err := s.Sweep(ctx); err != nil || n != 0 || e.events.calls != calls {
-		t.Fatalf("second Sweep = %d, %v with %d publications; want nothing", n, err, e.events.calls-calls)
+	calls := e.events.Calls()
+	if n, err := s.Sweep(ctx); err != nil || n != 0 || e.events.Calls() != calls {
+		t.Fatalf("second Sweep = %d, %v with %d publications; want nothing", n, err, e.events.Calls()-calls)
 	}
 
 	// Reports that come late still settle the mail.

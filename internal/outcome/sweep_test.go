@@ -17,6 +17,7 @@ import (
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 )
 
 // pastRow is an accepted recipient of mail whose window ended an hour
@@ -31,7 +32,7 @@ func pastRow(id string, idx int, state idempotency.RecipientState) idempotency.R
 func newSweepHarness(t *testing.T, cfg SweepConfig, rows ...idempotency.Recipient) (*Sweeper, *fakeStore, *fakeEvents) {
 	t.Helper()
 	store := newFakeStore(func() time.Time { return testNow }, rows...)
-	events := &fakeEvents{t: t}
+	events := newFakeEvents()
 	if cfg.NowFunc == nil {
 		cfg.NowFunc = func() time.Time { return testNow }
 	}
@@ -142,12 +143,12 @@ func TestSweep(t *testing.T) {
 	}
 
 	// A second pass finds nothing and publishes nothing.
-	calls := events.calls
+	calls := events.Calls()
 	if n, err := s.Sweep(t.Context()); err != nil || n != 0 {
 		t.Fatalf("second Sweep = %d, %v; want 0", n, err)
 	}
-	if events.calls != calls || len(events.published()) != 3 {
-		t.Errorf("the second pass published: %d calls, %d events", events.calls-calls, len(events.published()))
+	if events.Calls() != calls || len(events.published()) != 3 {
+		t.Errorf("the second pass published: %d calls, %d events", events.Calls()-calls, len(events.published()))
 	}
 }
 
@@ -205,7 +206,7 @@ func TestSweepFailures(t *testing.T) {
 		wantMarks int
 	}{
 		{"listing fails", func(s *fakeStore, _ *fakeEvents) { s.dueErr = boom }, 0},
-		{"publish fails", func(_ *fakeStore, e *fakeEvents) { e.err = boom }, 0},
+		{"publish fails", func(_ *fakeStore, e *fakeEvents) { e.Fail(-1, boom) }, 0},
 		{"marking fails", func(s *fakeStore, _ *fakeEvents) { s.markErr = boom }, 1},
 	}
 	for _, tt := range tests {
@@ -225,9 +226,7 @@ func TestSweepFailures(t *testing.T) {
 			store.mu.Lock()
 			store.dueErr, store.markErr = nil, nil
 			store.mu.Unlock()
-			events.mu.Lock()
-			events.err = nil
-			events.mu.Unlock()
+			events.Fail(0, nil)
 			if n, err := s.Sweep(t.Context()); err != nil || n != 1 {
 				t.Fatalf("retry = %d, %v", n, err)
 			}
@@ -242,7 +241,7 @@ func TestSweepFailures(t *testing.T) {
 // holding the turn: it publishes and counts nothing, and Run waits for
 // its next tick rather than trying again at once.
 func TestSweepSkippedPass(t *testing.T) {
-	store, events := &turnTaken{}, &fakeEvents{t: t}
+	store, events := &turnTaken{}, newFakeEvents()
 	s, err := NewSweeper(SweepConfig{Interval: time.Hour}, discard(), prometheus.NewRegistry(), store, events)
 	if err != nil {
 		t.Fatal(err)
@@ -250,8 +249,8 @@ func TestSweepSkippedPass(t *testing.T) {
 	if n, err := s.Sweep(t.Context()); n != 0 || err != nil {
 		t.Fatalf("Sweep = %d, %v; want 0, nil", n, err)
 	}
-	if events.calls != 0 || testutil.ToFloat64(s.marked) != 0 {
-		t.Errorf("a skipped pass published %d times and counted %v", events.calls, testutil.ToFloat64(s.marked))
+	if events.Calls() != 0 || testutil.ToFloat64(s.marked) != 0 {
+		t.Errorf("a skipped pass published %d times and counted %v", events.Calls(), testutil.ToFloat64(s.marked))
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -266,7 +265,7 @@ func TestSweepSkippedPass(t *testing.T) {
 }
 
 func TestNewSweeperValidates(t *testing.T) {
-	store, events := newFakeStore(time.Now), &fakeEvents{t: t}
+	store, events := newFakeStore(time.Now), newFakeEvents()
 	tests := []struct {
 		name   string
 		cfg    SweepConfig
@@ -294,18 +293,6 @@ func TestNewSweeperValidates(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds or the test's time is up.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestSweeperRun checks that Run sweeps at once, keeps going while
 // passes are full, survives a failing pass, and returns when its context
 // ends.
@@ -321,7 +308,7 @@ func TestSweeperRun(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- s.Run(ctx) }()
-		waitFor(t, "all five mails marked", func() bool {
+		testkit.Eventually(t, 10*time.Second, "all five mails marked", func() bool {
 			for _, r := range rows {
 				if store.row(r.MessageID, 0).Confirmation != "unconfirmed" {
 					return false
@@ -343,7 +330,7 @@ func TestSweeperRun(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- s.Run(ctx) }()
-		waitFor(t, "two failed passes", func() bool {
+		testkit.Eventually(t, 10*time.Second, "two failed passes", func() bool {
 			store.mu.Lock()
 			defer store.mu.Unlock()
 			return store.markCalls >= 2
@@ -351,7 +338,7 @@ func TestSweeperRun(t *testing.T) {
 		store.mu.Lock()
 		store.markErr = nil
 		store.mu.Unlock()
-		waitFor(t, "the mail marked", func() bool { return store.row("late@postline.test", 0).Confirmation == "unconfirmed" })
+		testkit.Eventually(t, 10*time.Second, "the mail marked", func() bool { return store.row("late@postline.test", 0).Confirmation == "unconfirmed" })
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run = %v, want nil", err)
@@ -414,9 +401,9 @@ func TestIntegrationSweepOncePerFleet(t *testing.T) {
 	const id = "fleet-1@postline.test"
 	e.send(t, id, event.StreamBulk, time.Now().Add(-time.Minute), accepted(0, "ada@example.com"), accepted(1, "bob@example.com"))
 
-	gated := &gatedEvents{fakeEvents: &fakeEvents{t: t}, entered: make(chan struct{}), release: make(chan struct{})}
+	gated := &gatedEvents{fakeEvents: newFakeEvents(), entered: make(chan struct{}), release: make(chan struct{})}
 	a := sweeperOn(t, url, SweepConfig{}, gated)
-	bEvents := &fakeEvents{t: t}
+	bEvents := newFakeEvents()
 	b := sweeperOn(t, url, SweepConfig{}, bEvents)
 
 	type result struct {
@@ -437,15 +424,15 @@ func TestIntegrationSweepOncePerFleet(t *testing.T) {
 	// for ever here.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if n, err := b.Sweep(ctx); n != 0 || err != nil || bEvents.calls != 0 {
-		t.Fatalf("b's pass while a's publishes = %d, %v with %d publications; want it skipped", n, err, bEvents.calls)
+	if n, err := b.Sweep(ctx); n != 0 || err != nil || bEvents.Calls() != 0 {
+		t.Fatalf("b's pass while a's publishes = %d, %v with %d publications; want it skipped", n, err, bEvents.Calls())
 	}
 	close(gated.release)
 	if r := <-done; r.n != 2 || r.err != nil {
 		t.Fatalf("a's pass = %d, %v; want both recipients", r.n, r.err)
 	}
-	if n, err := b.Sweep(t.Context()); n != 0 || err != nil || bEvents.calls != 0 {
-		t.Fatalf("b's next pass = %d, %v with %d publications; want nothing left", n, err, bEvents.calls)
+	if n, err := b.Sweep(t.Context()); n != 0 || err != nil || bEvents.Calls() != 0 {
+		t.Fatalf("b's next pass = %d, %v with %d publications; want nothing left", n, err, bEvents.Calls())
 	}
 	if got := len(gated.published()); got != 2 {
 		t.Errorf("a published %d events, want 2", got)
@@ -477,7 +464,7 @@ func TestIntegrationSweepersRaceOnce(t *testing.T) {
 	sweepers := make([]*Sweeper, 4)
 	events := make([]*fakeEvents, len(sweepers))
 	for i := range sweepers {
-		events[i] = &fakeEvents{t: t}
+		events[i] = newFakeEvents()
 		sweepers[i] = sweeperOn(t, url, SweepConfig{Batch: 3}, events[i])
 	}
 	marked := func() float64 {

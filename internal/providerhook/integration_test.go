@@ -1,12 +1,9 @@
 package providerhook
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"net/http"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +16,7 @@ import (
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/suppression"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit/writertest"
 )
 
 // The tests below post signed provider events to the handlers, which hand
@@ -26,30 +24,13 @@ import (
 // the bounce-receiver wires them; what the recipient rows and the
 // suppression lists hold afterwards is the end result.
 
-// events records what the applier publishes, each event validated.
+// events is the events writer's stand-in, which passes the writers' suite
+// (writertest): it refuses a batch with an event that does not validate.
 type events struct {
-	t   testing.TB
-	mu  sync.Mutex
-	all []event.Event
+	*writertest.Recorder[event.Event]
 }
 
-func (e *events) Publish(_ context.Context, evs ...event.Event) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, ev := range evs {
-		if err := ev.Validate(); err != nil {
-			e.t.Errorf("published an invalid event %+v: %v", ev, err)
-		}
-	}
-	e.all = append(e.all, evs...)
-	return nil
-}
-
-func (e *events) published() []event.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.all)
-}
+func (e *events) published() []event.Event { return e.All() }
 
 // applierEnv is an applier on a schema of its own.
 type applierEnv struct {
@@ -67,7 +48,7 @@ func newApplierEnv(t *testing.T) *applierEnv {
 		t.Fatalf("Migrate: %v", err)
 	}
 	reg := prometheus.NewRegistry()
-	e := &applierEnv{events: &events{t: t}}
+	e := &applierEnv{events: &events{writertest.Events()}}
 	var err error
 	if e.signer, err = returnpath.New("bounces.postline.test", [][]byte{[]byte("providerhook-integration-key-0123456789")}); err != nil {
 		t.Fatal(err)

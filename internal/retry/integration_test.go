@@ -18,6 +18,7 @@ import (
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/internal/topic"
 )
 
@@ -148,17 +149,6 @@ func runScheduler(t *testing.T, s *Scheduler) (stop func()) {
 	return stop
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval
-	}
-}
-
 func testCopy(i, attempt int, notBefore time.Time, tier time.Duration) Copy {
 	return Copy{
 		Key:       fmt.Appendf(nil, "msg-%d@retry.test", i),
@@ -232,7 +222,7 @@ func TestIntegrationWriterAndScheduler(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := runScheduler(t, s)
-	waitFor(t, 30*time.Second, "the scheduler to be ready", s.Ready)
+	testkit.Eventually(t, 30*time.Second, "the scheduler to be ready", s.Ready)
 
 	w, err := NewWriter(WriterConfig{Kafka: testenv.KafkaCluster(brokers...), Prefix: prefix, Tiers: tiers}, reg)
 	if err != nil {
@@ -258,7 +248,7 @@ func TestIntegrationWriterAndScheduler(t *testing.T) {
 	if err := w.Publish(ctx, copies...); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
-	waitFor(t, 30*time.Second, "every copy on the jobs topic", func() bool { return got.distinct() == len(copies) })
+	testkit.Eventually(t, 30*time.Second, "every copy on the jobs topic", func() bool { return got.distinct() == len(copies) })
 
 	arrived := got.snapshot()
 	for _, c := range copies {
@@ -285,7 +275,7 @@ func TestIntegrationWriterAndScheduler(t *testing.T) {
 	if got := testutilCount(t, reg, "postline_retry_records_total"); got != float64(len(copies)) {
 		t.Errorf("retry records_total = %v, want %d", got, len(copies))
 	}
-	waitFor(t, 10*time.Second, "reinjected_total to count every copy", func() bool {
+	testkit.Eventually(t, 10*time.Second, "reinjected_total to count every copy", func() bool {
 		return testutilCount(t, reg, "postline_scheduler_reinjected_total") == float64(len(copies))
 	})
 	stop()
@@ -357,7 +347,7 @@ func TestIntegrationSchedulerAbruptStopLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopA := runScheduler(t, a)
-	waitFor(t, 30*time.Second, "a third of the copies", func() bool { return got.distinct() >= records/3 })
+	testkit.Eventually(t, 30*time.Second, "a third of the copies", func() bool { return got.distinct() >= records/3 })
 	stopA()
 	before := got.distinct()
 	if before == records {
@@ -369,7 +359,7 @@ func TestIntegrationSchedulerAbruptStopLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	runScheduler(t, b)
-	waitFor(t, 60*time.Second, "every copy after the restart", func() bool { return got.distinct() == records })
+	testkit.Eventually(t, 60*time.Second, "every copy after the restart", func() bool { return got.distinct() == records })
 
 	dups := 0
 	for key, as := range got.snapshot() {

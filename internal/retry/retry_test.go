@@ -15,6 +15,7 @@ import (
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 )
 
 func TestParseTiers(t *testing.T) {
@@ -134,16 +135,6 @@ func TestTopicSpecs(t *testing.T) {
 	}
 }
 
-func header(h []kafka.Header, key string) []string {
-	var out []string
-	for _, x := range h {
-		if x.Key == key {
-			out = append(out, string(x.Value))
-		}
-	}
-	return out
-}
-
 func TestCopyHeaders(t *testing.T) {
 	notBefore := time.Date(2026, 11, 29, 12, 0, 5, 123, time.FixedZone("X", 3600))
 	firstSeen := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
@@ -188,7 +179,7 @@ func TestCopyHeaders(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := copyHeaders(tt.c)
 			for k, want := range tt.want {
-				if got := header(h, k); !slices.Equal(got, want) {
+				if got := testkit.HeaderValues(h, k); !slices.Equal(got, want) {
 					t.Errorf("header %s = %q, want %q", k, got, want)
 				}
 			}

@@ -12,7 +12,6 @@ import (
 	"net/mail"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
@@ -150,16 +149,4 @@ func parseMessage(t *testing.T, data []byte) (mail.Header, []part) {
 	h := msg.Header
 	walk(h.Get("Content-Type"), h.Get("Content-Transfer-Encoding"), "", msg.Body)
 	return h, parts
-}
-
-// waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/internal/smtptest"
+	"github.com/postline/postline/internal/testkit"
 )
 
 func TestSessionReusesOneConnection(t *testing.T) {
@@ -98,7 +99,7 @@ func TestSessionReusesOneConnection(t *testing.T) {
 	if got := value(t, reg, "postline_sender_connections_open", "", ""); got != 0 {
 		t.Errorf("connections_open after Close = %v, want 0", got)
 	}
-	waitFor(t, "QUIT to close the server side", func() bool { return srv.Active() == 0 })
+	testkit.Eventually(t, 5*time.Second, "QUIT to close the server side", func() bool { return srv.Active() == 0 })
 }
 
 func TestSessionTransactionFailures(t *testing.T) {
@@ -271,7 +272,7 @@ func TestSessionRedialsDeadIdleConnection(t *testing.T) {
 			}
 			if tt.kill != nil {
 				tt.kill(srv)
-				waitFor(t, "the server to close the connection", func() bool { return srv.Active() == 0 })
+				testkit.Eventually(t, 5*time.Second, "the server to close the connection", func() bool { return srv.Active() == 0 })
 			}
 			err := s.Send(ctx, simpleJob(t, 2))
 			if tt.wantErr {
@@ -301,7 +302,7 @@ func TestSessionMaxMessagesPerConn(t *testing.T) {
 	if srv.Connections() != 3 {
 		t.Errorf("Connections = %d, want 3 for 7 messages at 3 per connection", srv.Connections())
 	}
-	waitFor(t, "retired connections to be closed", func() bool { return srv.Active() == 1 })
+	testkit.Eventually(t, 5*time.Second, "retired connections to be closed", func() bool { return srv.Active() == 1 })
 	var perConn [4]int
 	for _, m := range srv.Messages() {
 		perConn[m.Conn]++
@@ -351,7 +352,7 @@ func TestSessionAuth(t *testing.T) {
 				if got := value(t, reg, "postline_sender_dials_total", "result", "error"); got != 1 {
 					t.Errorf("dials_total{error} = %v, want 1", got)
 				}
-				waitFor(t, "the failed connection to close", func() bool { return srv.Active() == 0 })
+				testkit.Eventually(t, 5*time.Second, "the failed connection to close", func() bool { return srv.Active() == 0 })
 			}
 			if srv.Count() != 0 {
 				t.Errorf("Count = %d, want 0", srv.Count())
@@ -462,7 +463,7 @@ func TestSessionTLS(t *testing.T) {
 				if !errors.As(err, &se) || se.Stage != tt.wantStage || se.Code != 0 || (failure.Classify(se).Class == failure.Permanent) {
 					t.Fatalf("send: %v, want a non-permanent code 0 error at stage %s", err, tt.wantStage)
 				}
-				waitFor(t, "the failed connection to close", func() bool { return srv.Active() == 0 })
+				testkit.Eventually(t, 5*time.Second, "the failed connection to close", func() bool { return srv.Active() == 0 })
 				return
 			}
 			if err != nil {

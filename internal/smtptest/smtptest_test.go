@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/postline/postline/internal/smtptest"
+	"github.com/postline/postline/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -45,18 +46,6 @@ func dial(t *testing.T, s *smtptest.Server) *smtp.Client {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-// waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestServerRecordsMessages(t *testing.T) {
@@ -92,7 +81,7 @@ func TestServerRecordsMessages(t *testing.T) {
 	if err != nil || h.Get("Subject") != "hi" {
 		t.Errorf("Header: %v, subject %q", err, h.Get("Subject"))
 	}
-	waitFor(t, "the quit connection to close", func() bool { return s.Active() == 1 })
+	testkit.Eventually(t, 5*time.Second, "the quit connection to close", func() bool { return s.Active() == 1 })
 }
 
 func TestServerScript(t *testing.T) {
@@ -187,7 +176,7 @@ func TestServerScriptAttemptsAndConnections(t *testing.T) {
 	if !errors.As(err, &se) || se.Code != 421 {
 		t.Fatalf("first attempt: %v, want 421", err)
 	}
-	waitFor(t, "the server to hang up", func() bool { return s.Active() == 0 })
+	testkit.Eventually(t, 5*time.Second, "the server to hang up", func() bool { return s.Active() == 0 })
 
 	if err := send(dial(t, s), "a@example.com", []string{"x@example.com"}, "m@example.com"); err != nil {
 		t.Fatalf("second attempt: %v", err)
@@ -310,7 +299,7 @@ func TestServerClosesConnections(t *testing.T) {
 		if err := c.Hello("client.example.com"); err != nil {
 			t.Fatalf("hello: %v", err)
 		}
-		waitFor(t, "the idle connection to close", func() bool { return s.Active() == 0 })
+		testkit.Eventually(t, 5*time.Second, "the idle connection to close", func() bool { return s.Active() == 0 })
 		if err := c.Noop(); err == nil {
 			t.Error("NOOP on an idle-closed connection succeeded")
 		}
@@ -321,7 +310,7 @@ func TestServerClosesConnections(t *testing.T) {
 		if err := c.Hello("client.example.com"); err != nil {
 			t.Fatalf("hello: %v", err)
 		}
-		waitFor(t, "the connection to be tracked", func() bool { return s.Active() == 1 })
+		testkit.Eventually(t, 5*time.Second, "the connection to be tracked", func() bool { return s.Active() == 1 })
 		if n := s.DropConnections(); n != 1 {
 			t.Errorf("DropConnections = %d, want 1", n)
 		}

@@ -9,23 +9,13 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/goleak"
 
 	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/internal/topic"
 )
-
-func newFake(t *testing.T, opts ...kfake.Opt) []string {
-	t.Helper()
-	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()
-}
 
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -141,7 +131,7 @@ func TestEnsureDescribeDeleteFake(t *testing.T) {
 	// call must close its transport.
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
-	exercise(t, newFake(t), "mail.jobs", "mail.dlq")
+	exercise(t, testkit.FakeKafka(t), "mail.jobs", "mail.dlq")
 }
 
 func TestEnsureInvalidSpec(t *testing.T) {

@@ -16,37 +16,19 @@ import (
 
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/suppression"
+	"github.com/postline/postline/internal/testkit/writertest"
 )
 
 var t0 = time.Date(2026, 12, 1, 14, 0, 0, 0, time.UTC)
 
-// fakeEvents records what is published, or fails.
+// fakeEvents is the events writer's stand-in, which passes the writers'
+// suite (writertest): it refuses a batch with an event that does not
+// validate, and fails every call while told to.
 type fakeEvents struct {
-	mu   sync.Mutex
-	got  []event.Event
-	fail error
+	*writertest.Recorder[event.Event]
 }
 
-func (f *fakeEvents) Publish(_ context.Context, events ...event.Event) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.fail != nil {
-		return f.fail
-	}
-	for _, e := range events {
-		if err := e.Validate(); err != nil {
-			return err
-		}
-	}
-	f.got = append(f.got, events...)
-	return nil
-}
-
-func (f *fakeEvents) published() []event.Event {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]event.Event(nil), f.got...)
-}
+func (f *fakeEvents) published() []event.Event { return f.All() }
 
 // fakeLists is a suppression list in memory, keyed as the table is, with
 // Add's precedence rule.
@@ -98,7 +80,7 @@ func (f *fakeLists) Add(_ context.Context, entries []suppression.Entry) (int, er
 func newTestApplier(t *testing.T, lists Lists) (*Applier, *Signer, *fakeEvents, *prometheus.Registry, *bytes.Buffer) {
 	t.Helper()
 	s := newSigner(t, key1)
-	ev := &fakeEvents{}
+	ev := &fakeEvents{writertest.Events()}
 	reg := prometheus.NewRegistry()
 	var logs bytes.Buffer
 	a, err := NewApplier(Config{NowFunc: func() time.Time { return t0 }}, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -242,7 +224,7 @@ func TestApplyFailures(t *testing.T) {
 		eventFirst bool // the event went out before the failure
 	}{
 		{"the list cannot be read", func(l *fakeLists, _ *fakeEvents) { l.failList = boom }, false},
-		{"the topic fails", func(_ *fakeLists, e *fakeEvents) { e.fail = boom }, false},
+		{"the topic fails", func(_ *fakeLists, e *fakeEvents) { e.Fail(-1, boom) }, false},
 		{"the entry cannot be added", func(l *fakeLists, _ *fakeEvents) { l.failAdd = boom }, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -260,7 +242,8 @@ func TestApplyFailures(t *testing.T) {
 			if n := len(ev.published()); (n == 1) != tt.eventFirst {
 				t.Fatalf("%d events before the retry", n)
 			}
-			lists.failList, lists.failAdd, ev.fail = nil, nil, nil
+			lists.failList, lists.failAdd = nil, nil
+			ev.Fail(0, nil)
 			if got, err := a.Apply(t.Context(), ChannelPost, token); got != ResultOK || err != nil {
 				t.Fatalf("the retry = %s, %v; want ok", got, err)
 			}

@@ -1,21 +1,16 @@
 package webhook
 
 import (
-	"context"
 	"encoding/base64"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/kafkaclient"
+	"github.com/postline/postline/internal/testkit/writertest"
 	"github.com/postline/postline/kafkaconn"
 )
-
-type nopDLQ struct{}
-
-func (nopDLQ) Publish(context.Context, ...deadletter.Letter) error { return nil }
 
 func testCluster(t testing.TB) *kafkaclient.Cluster {
 	t.Helper()
@@ -54,7 +49,7 @@ func TestConfigValidate(t *testing.T) {
 	long := "whsec_" + base64.StdEncoding.EncodeToString([]byte("sixteen byte key"))
 	valid := func() Config {
 		return Config{
-			Kafka: testCluster(t), DeadLetters: nopDLQ{}, Queue: &Queue{},
+			Kafka: testCluster(t), DeadLetters: writertest.DeadLetters(), Queue: &Queue{},
 			Endpoints: []Endpoint{{ID: "billing", URL: mustURL(t, "https://b.example/h"), SecretEnv: "BILLING_SECRET", Secret: Secret(testSecret)}},
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/postline/postline/event"
+	"github.com/postline/postline/internal/testkit"
 )
 
 // BenchmarkDispatchHealthy measures a lane's cost per event to an endpoint
@@ -26,7 +27,7 @@ func BenchmarkDispatchHealthy(b *testing.B) {
 		h.send(body)
 	}
 	last := h.next - 1
-	waitFor(b, time.Minute, "every event delivered", func() bool { return h.done("bench", last) == 1 })
+	testkit.Eventually(b, time.Minute, "every event delivered", func() bool { return h.done("bench", last) == 1 })
 	b.StopTimer()
 	if _, delivered := rc.total(); delivered != b.N {
 		b.Fatalf("%d delivered of %d", delivered, b.N)

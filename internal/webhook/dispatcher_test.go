@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/postline/postline/event"
+	"github.com/postline/postline/internal/testkit"
 )
 
 // Each event goes to the endpoints whose filters match, body as published;
@@ -45,7 +46,7 @@ func TestDispatchFiltersAndIsolatesEndpoints(t *testing.T) {
 	for _, e := range []event.Event{e1, e2, e3, e4} {
 		offs = append(offs, h.send(mustEncode(t, e)))
 	}
-	waitFor(t, 5*time.Second, "the unblocked endpoints' deliveries", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the unblocked endpoints' deliveries", func() bool {
 		for _, off := range offs {
 			if h.done("all", off) != 1 || h.done("acme", off) != 1 {
 				return false
@@ -53,12 +54,12 @@ func TestDispatchFiltersAndIsolatesEndpoints(t *testing.T) {
 		}
 		return all.delivered(e1.ID) == 1 && all.delivered(e2.ID) == 1 && all.delivered(e3.ID) == 1 && acme.delivered(e1.ID) == 1
 	})
-	waitFor(t, 5*time.Second, "the bounce at the slow endpoint", func() bool { return slow.tries(e2.ID) == 1 })
+	testkit.Eventually(t, 5*time.Second, "the bounce at the slow endpoint", func() bool { return slow.tries(e2.ID) == 1 })
 	if n := h.done("bounces", offs[1]); n != 0 {
 		t.Fatalf("the slow endpoint marked its bounce done %d times while the POST was open", n)
 	}
 	release <- struct{}{}
-	waitFor(t, 5*time.Second, "the bounce to be done", func() bool { return h.done("bounces", offs[1]) == 1 })
+	testkit.Eventually(t, 5*time.Second, "the bounce to be done", func() bool { return h.done("bounces", offs[1]) == 1 })
 
 	if n, _ := all.total(); n != 3 {
 		t.Errorf("endpoint all got %d requests, want 3", n)
@@ -95,9 +96,9 @@ func TestRetryFromTheQueueThenDelivered(t *testing.T) {
 	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "flaky")}})
 	e := newEvent("<r@x>", 0, event.Delivered, "")
 	off := h.send(mustEncode(t, e))
-	waitFor(t, 5*time.Second, "the record done once the event is queued", func() bool { return h.done("flaky", off) == 1 })
-	waitFor(t, 5*time.Second, "delivery after two failures", func() bool { return rc.delivered(e.ID) == 1 })
-	waitFor(t, 5*time.Second, "the queue row gone", func() bool { return h.rows("flaky", statusPending) == 0 })
+	testkit.Eventually(t, 5*time.Second, "the record done once the event is queued", func() bool { return h.done("flaky", off) == 1 })
+	testkit.Eventually(t, 5*time.Second, "delivery after two failures", func() bool { return rc.delivered(e.ID) == 1 })
+	testkit.Eventually(t, 5*time.Second, "the queue row gone", func() bool { return h.rows("flaky", statusPending) == 0 })
 	if rc.tries(e.ID) != 3 {
 		t.Errorf("attempts %d, want 3", rc.tries(e.ID))
 	}
@@ -121,7 +122,7 @@ func TestGoneIsDeadLettered(t *testing.T) {
 	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "gone")}})
 	e := newEvent("<g@x>", 0, event.Bounced, "")
 	off := h.send(mustEncode(t, e))
-	waitFor(t, 5*time.Second, "the record done", func() bool { return h.done("gone", off) == 1 })
+	testkit.Eventually(t, 5*time.Second, "the record done", func() bool { return h.done("gone", off) == 1 })
 	letters := h.dlq.all()
 	if len(letters) != 1 {
 		t.Fatalf("%d dead letters, want 1", len(letters))
@@ -130,7 +131,7 @@ func TestGoneIsDeadLettered(t *testing.T) {
 	for key, want := range map[string]string{
 		HeaderDLQEndpoint: "gone", HeaderDLQLastStatus: "410", HeaderDLQEventID: e.ID, "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
 	} {
-		if got, _ := header(l.Headers, key); got != want {
+		if got := testkit.Header(l.Headers, key); got != want {
 			t.Errorf("header %s = %q, want %q", key, got, want)
 		}
 	}
@@ -151,12 +152,12 @@ func TestUndecodableRecordIsDeadLettered(t *testing.T) {
 	rc := newReceiver(t, nil)
 	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "a")}})
 	off := h.send([]byte(`{"not":"an event"`))
-	waitFor(t, 5*time.Second, "the record done", func() bool { return h.done("a", off) == 1 })
+	testkit.Eventually(t, 5*time.Second, "the record done", func() bool { return h.done("a", off) == 1 })
 	letters := h.dlq.all()
 	if len(letters) != 1 || letters[0].Reason != ReasonUndecodable {
 		t.Fatalf("letters %+v, want one undecodable", letters)
 	}
-	if got, _ := header(letters[0].Headers, HeaderDLQEndpoint); got != "a" {
+	if got := testkit.Header(letters[0].Headers, HeaderDLQEndpoint); got != "a" {
 		t.Errorf("endpoint header %q", got)
 	}
 	if n, _ := rc.total(); n != 0 {
@@ -170,9 +171,9 @@ func TestCopyOfDeliveredEventIsSkipped(t *testing.T) {
 	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "a")}})
 	e := mustEncode(t, newEvent("<c@x>", 0, event.Accepted, ""))
 	first := h.send(e)
-	waitFor(t, 5*time.Second, "the first delivered", func() bool { return h.done("a", first) == 1 })
+	testkit.Eventually(t, 5*time.Second, "the first delivered", func() bool { return h.done("a", first) == 1 })
 	second := h.send(e)
-	waitFor(t, 5*time.Second, "the copy done", func() bool { return h.done("a", second) == 1 })
+	testkit.Eventually(t, 5*time.Second, "the copy done", func() bool { return h.done("a", second) == 1 })
 	if n, _ := rc.total(); n != 1 {
 		t.Errorf("%d requests, want 1", n)
 	}
@@ -209,7 +210,7 @@ func TestRecoveredEndpointCatchesUpAtOnce(t *testing.T) {
 		ids = append(ids, e.ID)
 		h.send(mustEncode(t, e))
 	}
-	waitFor(t, 5*time.Second, "every record done (queued)", func() bool {
+	testkit.Eventually(t, 5*time.Second, "every record done (queued)", func() bool {
 		for off := range int64(n) {
 			if h.done("down", off) != 1 {
 				return false
@@ -235,7 +236,7 @@ func TestRecoveredEndpointCatchesUpAtOnce(t *testing.T) {
 	// Every row waits an hour now; a probe comes due only when a new
 	// event does.
 	h.send(mustEncode(t, newEvent("<d@x>", n, event.Delivered, "")))
-	waitFor(t, 10*time.Second, "every queued event delivered after the recovery", func() bool {
+	testkit.Eventually(t, 10*time.Second, "every queued event delivered after the recovery", func() bool {
 		for _, id := range ids {
 			if rc.delivered(id) != 1 {
 				return false
@@ -243,7 +244,7 @@ func TestRecoveredEndpointCatchesUpAtOnce(t *testing.T) {
 		}
 		return true
 	})
-	waitFor(t, 5*time.Second, "the queue empty", func() bool { return h.rows("down", statusPending) == 0 })
+	testkit.Eventually(t, 5*time.Second, "the queue empty", func() bool { return h.rows("down", statusPending) == 0 })
 	rc.check(t)
 }
 
@@ -266,11 +267,11 @@ func TestQueuedRetriesSurviveARestart(t *testing.T) {
 		ids = append(ids, e.ID)
 		first.send(mustEncode(t, e))
 	}
-	waitFor(t, 5*time.Second, "five events queued", func() bool { return first.rows("ep", statusPending) == 5 })
+	testkit.Eventually(t, 5*time.Second, "five events queued", func() bool { return first.rows("ep", statusPending) == 5 })
 	first.stop()
 	up.Store(true)
 	startHarnessOn(t, cfg, q, pool)
-	waitFor(t, 10*time.Second, "the second dispatcher delivers the first's queue", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the second dispatcher delivers the first's queue", func() bool {
 		for _, id := range ids {
 			if rc.delivered(id) != 1 {
 				return false
@@ -295,7 +296,7 @@ func TestShutdownLeavesCutOffAttemptsUnfinished(t *testing.T) {
 	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "ep")}, DrainTimeout: 50 * time.Millisecond})
 	e := newEvent("<u@x>", 0, event.Accepted, "")
 	off := h.send(mustEncode(t, e))
-	waitFor(t, 5*time.Second, "the POST open", func() bool { return rc.tries(e.ID) == 1 })
+	testkit.Eventually(t, 5*time.Second, "the POST open", func() bool { return rc.tries(e.ID) == 1 })
 	h.stop()
 	if h.done("ep", off) != 0 || len(h.dlq.all()) != 0 || h.rows("ep", statusPending) != 0 {
 		t.Errorf("done %d, letters %d, queued %d; want the event left unfinished", h.done("ep", off), len(h.dlq.all()), h.rows("ep", statusPending))
@@ -311,7 +312,7 @@ func TestBacklogMetrics(t *testing.T) {
 	for i := range 3 {
 		h.send(mustEncode(t, newEvent("<m@x>", i, event.Delivered, "")))
 	}
-	waitFor(t, 5*time.Second, "the backlog gauge at 3", func() bool { return h.gauge("postline_webhook_backlog") == 3 })
+	testkit.Eventually(t, 5*time.Second, "the backlog gauge at 3", func() bool { return h.gauge("postline_webhook_backlog") == 3 })
 	if got := h.gauge("postline_webhook_endpoint_failing"); got != 1 {
 		t.Errorf("endpoint_failing = %v, want 1", got)
 	}
@@ -339,7 +340,7 @@ func TestEveryCopyHasTheSameWebhookID(t *testing.T) {
 	h := startHarness(t, Config{Endpoints: []Endpoint{rc.endpoint(t, "id")}})
 	e := newEvent("<i@x>", 0, event.Complained, "")
 	h.send(mustEncode(t, e))
-	waitFor(t, 5*time.Second, "delivery", func() bool { return rc.delivered(e.ID) == 1 })
+	testkit.Eventually(t, 5*time.Second, "delivery", func() bool { return rc.delivered(e.ID) == 1 })
 	mu <- struct{}{}
 	defer func() { <-mu }()
 	if len(ids) != 3 {
@@ -359,12 +360,12 @@ func TestDeadLetterHeadersCountAttempts(t *testing.T) {
 		Schedule: Schedule{Delays: []time.Duration{5 * time.Millisecond}, Horizon: 60 * time.Millisecond}})
 	e := newEvent("<h@x>", 0, event.Bounced, "")
 	h.send(mustEncode(t, e))
-	waitFor(t, 10*time.Second, "the horizon's dead letter", func() bool { return len(h.dlq.all()) == 1 })
+	testkit.Eventually(t, 10*time.Second, "the horizon's dead letter", func() bool { return len(h.dlq.all()) == 1 })
 	l := h.dlq.all()[0]
 	if l.Reason != ReasonHorizon || l.Attempt != rc.tries(e.ID) || l.Attempt < 2 {
 		t.Errorf("reason %q attempt %d, want horizon and the %d attempts made", l.Reason, l.Attempt, rc.tries(e.ID))
 	}
-	if got, _ := header(l.Headers, HeaderDLQLastStatus); got != strconv.Itoa(http.StatusInternalServerError) {
+	if got := testkit.Header(l.Headers, HeaderDLQLastStatus); got != strconv.Itoa(http.StatusInternalServerError) {
 		t.Errorf("last status header %q", got)
 	}
 }
@@ -375,5 +376,5 @@ func TestNoEndpointsRunsIdle(t *testing.T) {
 	if !h.d.Ready() {
 		t.Error("an idle dispatcher is not ready")
 	}
-	waitFor(t, 5*time.Second, "the warning logged", func() bool { return strings.Contains(h.logs.String(), "no webhook endpoints") })
+	testkit.Eventually(t, 5*time.Second, "the warning logged", func() bool { return strings.Contains(h.logs.String(), "no webhook endpoints") })
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,6 +24,7 @@ import (
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit/writertest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -62,29 +62,13 @@ func (f *fakeSource) doneCount(offset int64) int {
 	return f.done[offset]
 }
 
-// fakeDLQ records dead letters; the first failures writes fail.
+// fakeDLQ is the dead-letter writer's stand-in, which passes the writers'
+// suite (writertest).
 type fakeDLQ struct {
-	mu       sync.Mutex
-	letters  []deadletter.Letter
-	failures int
+	*writertest.Recorder[deadletter.Letter]
 }
 
-func (f *fakeDLQ) Publish(_ context.Context, ls ...deadletter.Letter) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.failures > 0 {
-		f.failures--
-		return errors.New("broker unavailable")
-	}
-	f.letters = append(f.letters, ls...)
-	return nil
-}
-
-func (f *fakeDLQ) all() []deadletter.Letter {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]deadletter.Letter(nil), f.letters...)
-}
+func (f *fakeDLQ) all() []deadletter.Letter { return f.All() }
 
 // syncBuffer is a log sink safe for concurrent writes.
 type syncBuffer struct {
@@ -165,7 +149,7 @@ func startHarnessOn(t testing.TB, cfg Config, q *Queue, pool *pgxpool.Pool) *har
 		// As the dispatcher's own default, with the system's roots only.
 		tr = defaultTransport(cmp.Or(cfg.Concurrency, DefaultConcurrency))
 	}
-	h := &harness{t: t, srcs: map[string]*fakeSource{}, queue: q, pool: pool, dlq: &fakeDLQ{},
+	h := &harness{t: t, srcs: map[string]*fakeSource{}, queue: q, pool: pool, dlq: &fakeDLQ{writertest.DeadLetters()},
 		reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
 	if cfg.DeadLetters == nil {
 		cfg.DeadLetters = h.dlq
@@ -278,18 +262,6 @@ func (h *harness) rows(endpoint, status string) int {
 		h.t.Fatal(err)
 	}
 	return n
-}
-
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond) // poll interval
-	}
 }
 
 // newEvent returns an event of type typ for tenant, recipient i of mail mid.
@@ -408,14 +380,4 @@ func (rc *receiver) check(t *testing.T) {
 	for _, p := range rc.problems {
 		t.Errorf("receiver: %s", p)
 	}
-}
-
-// header returns the value of header key of l, and whether it is there.
-func header(hs []kafka.Header, key string) (string, bool) {
-	for _, h := range hs {
-		if h.Key == key {
-			return string(h.Value), true
-		}
-	}
-	return "", false
 }

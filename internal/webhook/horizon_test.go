@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/postline/postline/event"
+	"github.com/postline/postline/internal/testkit"
 )
 
 // With the default schedule, horizon and disable period, driven by a
@@ -48,7 +49,7 @@ func TestScheduleHorizonAndDisableOnAClock(t *testing.T) {
 		}
 		return attempts, next, status
 	}
-	waitFor(t, 5*time.Second, "the first attempt queued", func() bool { return h.rows("never", statusPending) == 1 })
+	testkit.Eventually(t, 5*time.Second, "the first attempt queued", func() bool { return h.rows("never", statusPending) == 1 })
 	for step := 0; ; step++ {
 		if step > 30 {
 			t.Fatal("no dead letter after 30 attempts")
@@ -64,7 +65,7 @@ func TestScheduleHorizonAndDisableOnAClock(t *testing.T) {
 		}
 		clock.Set(next)
 		attemptsAt = append(attemptsAt, next)
-		waitFor(t, 5*time.Second, "attempt "+time.Duration(n+1).String(), func() bool {
+		testkit.Eventually(t, 5*time.Second, "attempt "+time.Duration(n+1).String(), func() bool {
 			m, _, st := row()
 			return m == n+1 || st == statusDead
 		})
@@ -84,7 +85,7 @@ func TestScheduleHorizonAndDisableOnAClock(t *testing.T) {
 	if len(letters) != 1 || letters[0].Reason != ReasonHorizon || letters[0].Attempt != made {
 		t.Fatalf("dead letters %+v, want one with reason horizon after %d attempts", letters, made)
 	}
-	if got, _ := header(letters[0].Headers, HeaderDLQLastStatus); got != "503" {
+	if got := testkit.Header(letters[0].Headers, HeaderDLQLastStatus); got != "503" {
 		t.Errorf("last status header %q, want 503", got)
 	}
 
@@ -96,7 +97,7 @@ func TestScheduleHorizonAndDisableOnAClock(t *testing.T) {
 	}
 	// ...and disabled once they have.
 	clock.Set(t0.Add(DefaultDisableAfter + time.Minute))
-	waitFor(t, 5*time.Second, "the endpoint disabled", func() bool { return h.gauge("postline_webhook_endpoint_disabled") == 1 })
+	testkit.Eventually(t, 5*time.Second, "the endpoint disabled", func() bool { return h.gauge("postline_webhook_endpoint_disabled") == 1 })
 	if got := testutil.ToFloat64(h.d.metrics.disabledTotal.WithLabelValues("never")); got != 1 {
 		t.Errorf("endpoints_disabled_total = %v, want 1", got)
 	}
@@ -112,7 +113,7 @@ func TestScheduleHorizonAndDisableOnAClock(t *testing.T) {
 	before, _ := rc.total()
 	b := newEvent("<never@x>", 1, event.Bounced, "")
 	off := h.send(mustEncode(t, b))
-	waitFor(t, 5*time.Second, "the event dead-lettered", func() bool { return h.done("never", off) == 1 })
+	testkit.Eventually(t, 5*time.Second, "the event dead-lettered", func() bool { return h.done("never", off) == 1 })
 	if after, _ := rc.total(); after != before {
 		t.Errorf("%d requests to a disabled endpoint", after-before)
 	}
@@ -125,8 +126,8 @@ func TestScheduleHorizonAndDisableOnAClock(t *testing.T) {
 	if changed, err := h.queue.SetDisabled(t.Context(), "never", false, "", "test", clock.Now()); err != nil || !changed {
 		t.Fatalf("enable = %v, %v", changed, err)
 	}
-	waitFor(t, 5*time.Second, "the lane to see the endpoint enabled", func() bool { return !h.d.lanes[0].disabled.Load() })
+	testkit.Eventually(t, 5*time.Second, "the lane to see the endpoint enabled", func() bool { return !h.d.lanes[0].disabled.Load() })
 	c := newEvent("<never@x>", 2, event.Delivered, "")
 	h.send(mustEncode(t, c))
-	waitFor(t, 5*time.Second, "delivery after enabling", func() bool { return rc.delivered(c.ID) == 1 })
+	testkit.Eventually(t, 5*time.Second, "delivery after enabling", func() bool { return rc.delivered(c.ID) == 1 })
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/internal/topic"
 )
 
@@ -144,7 +145,7 @@ func TestIntegrationDispatch(t *testing.T) {
 	}
 
 	// While "down" holds every bounce unanswered, the others get all theirs.
-	waitFor(t, 60*time.Second, "every event at all and acme", func() bool {
+	testkit.Eventually(t, 60*time.Second, "every event at all and acme", func() bool {
 		return deliveredAll(all, want["all"]) && deliveredAll(acme, want["acme"])
 	})
 	if tries, _ := down.total(); tries > DefaultConcurrency {
@@ -211,7 +212,7 @@ func TestIntegrationDispatch(t *testing.T) {
 
 	client, closeClient := testenv.Kafka().Client("lag", 10*time.Second)
 	defer closeClient()
-	waitFor(t, 30*time.Second, "every endpoint's group to commit every record", func() bool {
+	testkit.Eventually(t, 30*time.Second, "every endpoint's group to commit every record", func() bool {
 		for _, ep := range []string{"all", "acme", "down"} {
 			lag, err := consumer.Lag(ctx, client, events, group+"."+ep)
 			if err != nil || len(lag) != 3 {

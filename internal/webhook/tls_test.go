@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/postline/postline/event"
+	"github.com/postline/postline/internal/testkit"
 )
 
 // https endpoints are verified: a certificate the transport does not trust
@@ -23,7 +24,7 @@ func TestTLSCertificateVerified(t *testing.T) {
 	// The harness's transport has the system roots only.
 	h := startHarness(t, Config{Endpoints: []Endpoint{ep}, Schedule: Schedule{Delays: []time.Duration{time.Hour}}})
 	off := h.send(mustEncode(t, newEvent("<t@x>", 0, event.Delivered, "")))
-	waitFor(t, 5*time.Second, "the untrusted endpoint's event queued", func() bool { return h.done("tls", off) == 1 })
+	testkit.Eventually(t, 5*time.Second, "the untrusted endpoint's event queued", func() bool { return h.done("tls", off) == 1 })
 	var lastError string
 	if err := h.pool.QueryRow(t.Context(), `SELECT last_error FROM postline_webhook_queue WHERE endpoint = 'tls'`).Scan(&lastError); err != nil {
 		t.Fatal(err)
@@ -36,7 +37,7 @@ func TestTLSCertificateVerified(t *testing.T) {
 	trusted := srv.Client().Transport.(*http.Transport)
 	d := startHarness(t, Config{Endpoints: []Endpoint{ep}, Transport: trusted})
 	off = d.send(mustEncode(t, newEvent("<t@x>", 1, event.Delivered, "")))
-	waitFor(t, 5*time.Second, "delivery over verified TLS", func() bool { return d.done("tls", off) == 1 })
+	testkit.Eventually(t, 5*time.Second, "delivery over verified TLS", func() bool { return d.done("tls", off) == 1 })
 	if len(d.dlq.all()) != 0 || d.rows("tls", statusPending) != 0 {
 		t.Errorf("dead letters or retries over trusted TLS: %+v", d.dlq.all())
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/postline/postline/internal/jobheader"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/job"
 )
 
@@ -126,12 +127,12 @@ func TestBadInputIsDeadLettered(t *testing.T) {
 		c := cases[i]
 		if l.Reason != string(c.reason) {
 			t.Errorf("%s: dead letter reason %q, want %q (error header: %s)",
-				c.name, l.Reason, c.reason, header(l.Headers, jobheader.KeyDLQError))
+				c.name, l.Reason, c.reason, testkit.Header(l.Headers, jobheader.KeyDLQError))
 		}
 		if !bytes.Equal(l.Value, c.value) {
 			t.Errorf("%s: dead letter value differs from the record published (%d bytes, want %d)", c.name, len(l.Value), len(c.value))
 		}
-		if got := header(l.Headers, jobheader.KeyDLQOriginalTopic); got != s.jobs {
+		if got := testkit.Header(l.Headers, jobheader.KeyDLQOriginalTopic); got != s.jobs {
 			t.Errorf("%s: original topic header %q, want %q", c.name, got, s.jobs)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/job"
 )
 
@@ -193,12 +194,12 @@ func TestBadInputBattery(t *testing.T) {
 			if n := mails[k.sentID]; k.sentID != "" && n > 0 {
 				problems = append(problems, fmt.Sprintf("also sent %d times", n))
 			}
-			if omitted := header(l.Headers, jobheader.KeyDLQOmitted); omitted != "" {
+			if omitted := testkit.Header(l.Headers, jobheader.KeyDLQOmitted); omitted != "" {
 				problems = append(problems, "dead letter shortened: "+omitted)
 			} else if !bytes.Equal(l.Value, k.value) {
 				problems = append(problems, fmt.Sprintf("dead letter value of %d bytes differs from the record's %d", len(l.Value), len(k.value)))
 			}
-			if topic := header(l.Headers, jobheader.KeyDLQOriginalTopic); topic != s.jobs {
+			if topic := testkit.Header(l.Headers, jobheader.KeyDLQOriginalTopic); topic != s.jobs {
 				problems = append(problems, fmt.Sprintf("original topic header %q", topic))
 			}
 		case k.sentID != "" && mails[k.sentID] > 0:
@@ -210,7 +211,7 @@ func TestBadInputBattery(t *testing.T) {
 		if got != k.want {
 			problems = append(problems, "want "+k.want)
 			if lettered {
-				problems = append(problems, "error: "+header(l.Headers, jobheader.KeyDLQError))
+				problems = append(problems, "error: "+testkit.Header(l.Headers, jobheader.KeyDLQError))
 			}
 		}
 		mark := "ok"
@@ -230,7 +231,7 @@ func TestBadInputBattery(t *testing.T) {
 		}
 		p := int64(r.partition)
 		if l, ok := letters[[2]int64{p, r.offset}]; ok {
-			t.Errorf("follower %s at %d/%d was dead-lettered: %s: %s", r.follower, p, r.offset, l.Reason, header(l.Headers, jobheader.KeyDLQError))
+			t.Errorf("follower %s at %d/%d was dead-lettered: %s: %s", r.follower, p, r.offset, l.Reason, testkit.Header(l.Headers, jobheader.KeyDLQError))
 		}
 		if n := mails[r.follower]; n != 1 {
 			t.Errorf("follower %s at %d/%d arrived %d times, want once", r.follower, p, r.offset, n)
@@ -276,12 +277,12 @@ func (s *stack) batteryState(ctx context.Context, wantLetters, wantMails int) (l
 		return letters, mails, false, false, err.Error()
 	}
 	for _, m := range msgs {
-		p, _ := strconv.ParseInt(header(m.Headers, jobheader.KeyDLQOriginalPartition), 10, 64)
-		off, err := strconv.ParseInt(header(m.Headers, jobheader.KeyDLQOriginalOffset), 10, 64)
+		p, _ := strconv.ParseInt(testkit.Header(m.Headers, jobheader.KeyDLQOriginalPartition), 10, 64)
+		off, err := strconv.ParseInt(testkit.Header(m.Headers, jobheader.KeyDLQOriginalOffset), 10, 64)
 		if err != nil {
 			off = -1 - m.Offset // unlocatable: keep it, never matching a record
 		}
-		letters[[2]int64{p, off}] = dlqRecord{Message: m, Reason: header(m.Headers, jobheader.KeyDLQReason)}
+		letters[[2]int64{p, off}] = dlqRecord{Message: m, Reason: testkit.Header(m.Headers, jobheader.KeyDLQReason)}
 	}
 	ids, err := s.mail.MessageIDs(ctx)
 	if err != nil {

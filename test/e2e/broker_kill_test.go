@@ -21,6 +21,7 @@ import (
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/smtptest"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
 )
@@ -149,7 +150,7 @@ func (cs *clusterStack) client() *kafka.Client {
 // bootstrap list: a run must start with the whole cluster.
 func (cs *clusterStack) waitAllBrokers(timeout time.Duration) {
 	cs.t.Helper()
-	eventually(cs.t, timeout, fmt.Sprintf("all %d brokers of %s in the metadata (scripts/stack.sh cluster up starts any that is down)", len(cs.brokers), clusterEnv),
+	testkit.Eventually(cs.t, timeout, fmt.Sprintf("all %d brokers of %s in the metadata (scripts/stack.sh cluster up starts any that is down)", len(cs.brokers), clusterEnv),
 		func(ctx context.Context) (bool, string) {
 			meta, err := cs.client().Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
 			if err != nil {
@@ -421,7 +422,7 @@ func TestBrokerKillMidRun(t *testing.T) {
 
 	ids := cs.publish(newJobs(killFirstJobs, "broker kill")...)
 	published := time.Now()
-	eventually(t, 60*time.Second, "half the first batch at the relay", func(context.Context) (bool, string) {
+	testkit.Eventually(t, 60*time.Second, "half the first batch at the relay", func(context.Context) (bool, string) {
 		n := cs.relay.Count()
 		return n >= killFirstJobs/2, fmt.Sprintf("%d accepted", n)
 	})
@@ -435,7 +436,7 @@ func TestBrokerKillMidRun(t *testing.T) {
 	// first), and at least killDowntime.
 	var leaders []string
 	var newCoordinator int
-	eventually(t, 45*time.Second, fmt.Sprintf("the leaderships and the coordinator of dead broker %d moved", victim), func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 45*time.Second, fmt.Sprintf("the leaderships and the coordinator of dead broker %d moved", victim), func(ctx context.Context) (bool, string) {
 		ps, err := cs.partitions(ctx)
 		if err != nil {
 			return false, err.Error()
@@ -464,7 +465,7 @@ func TestBrokerKillMidRun(t *testing.T) {
 	ids = append(ids, cs.publish(newJobs(killSecondJobs, "after the restart")...)...)
 	secondAt := time.Now()
 
-	eventually(t, 90*time.Second, fmt.Sprintf("%d rows sent", killJobs), func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 90*time.Second, fmt.Sprintf("%d rows sent", killJobs), func(ctx context.Context) (bool, string) {
 		for _, p := range procs {
 			if !p.running() {
 				t.Fatalf("%s exited (%v) while the cluster lost and regained broker %d", p.name, p.state, victim)
@@ -477,7 +478,7 @@ func TestBrokerKillMidRun(t *testing.T) {
 		return counts["sent"] >= killJobs, fmt.Sprintf("rows by status %v", counts)
 	})
 	doneAt := time.Now()
-	eventually(t, 30*time.Second, "the group committed to the end of every jobs partition", cs.committedToEnd)
+	testkit.Eventually(t, 30*time.Second, "the group committed to the end of every jobs partition", cs.committedToEnd)
 
 	// Rates: before the kill, from 2 s after the first acceptance (the
 	// workers' pacing starts up) to the kill; after, from 2 s after the
@@ -584,7 +585,7 @@ func TestBrokerKillMidRun(t *testing.T) {
 		}
 	}
 	waitOwnPartitions(t, workers...)
-	eventually(t, 30*time.Second, fmt.Sprintf("broker %d back in the ISR of every jobs partition", victim), func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 30*time.Second, fmt.Sprintf("broker %d back in the ISR of every jobs partition", victim), func(ctx context.Context) (bool, string) {
 		ps, err := cs.partitions(ctx)
 		if err != nil {
 			return false, err.Error()

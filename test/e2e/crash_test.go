@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/postline/postline/internal/testkit"
 )
 
 // TestKillNineOneOfTwoWorkers runs two workers in one group, kills one with
@@ -31,7 +33,7 @@ func TestKillNineOneOfTwoWorkers(t *testing.T) {
 
 	// Both must own partitions before the load starts, so the kill takes
 	// work away from a member that is really consuming.
-	eventually(t, readyTimeout, "both workers ready with partitions", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, readyTimeout, "both workers ready with partitions", func(ctx context.Context) (bool, string) {
 		var status string
 		for _, w := range []*workerProc{victim, survivor} {
 			if !w.running() {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/postline/postline/internal/dkim"
 	"github.com/postline/postline/internal/smtptest"
+	"github.com/postline/postline/internal/testkit"
 )
 
 // TestDeliveredMailVerifiesDKIM runs a worker with an RSA key for one
@@ -72,7 +73,7 @@ func TestDeliveredMailVerifiesDKIM(t *testing.T) {
 	jobs[1].From = "news@ed.e2e.test"
 	jobs[2].From = "news@unsigned.e2e.test"
 	ids := s.publish(jobs...)
-	eventually(t, 30*time.Second, "three mails at the relay", func(context.Context) (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "three mails at the relay", func(context.Context) (bool, string) {
 		return relay.Count() == 3, fmt.Sprintf("%d received", relay.Count())
 	})
 	lookup := func(name string) ([]string, error) {

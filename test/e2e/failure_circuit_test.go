@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/postline/postline/internal/smtptest"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/job"
 )
 
@@ -47,7 +48,7 @@ func TestFailureCircuitSharedByTwoWorkers(t *testing.T) {
 	ids := s.publish(taggedJobs(40, "down", job.PriorityNormal)...)
 
 	seen := make([]time.Duration, len(workers))
-	eventually(t, 10*time.Second, "a's circuit open on both workers", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "a's circuit open on both workers", func(ctx context.Context) (bool, string) {
 		var status []string
 		for i, w := range workers {
 			if seen[i] == 0 {
@@ -125,7 +126,7 @@ func TestFailureAllProvidersDownPauses(t *testing.T) {
 
 	const wave = 50
 	ids := s.publish(taggedJobs(wave, "down1", job.PriorityNormal)...)
-	eventually(t, 20*time.Second, "the worker paused", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 20*time.Second, "the worker paused", func(ctx context.Context) (bool, string) {
 		v, err := w.Metric(ctx, "postline_delivery_paused")
 		if err != nil {
 			return false, err.Error()
@@ -137,7 +138,7 @@ func TestFailureAllProvidersDownPauses(t *testing.T) {
 	// The second wave is fetched but not sent: lag must grow by it and
 	// stay there while the relays are down.
 	var lag2 int64
-	eventually(t, 10*time.Second, "lag grown by the second wave", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "lag grown by the second wave", func(ctx context.Context) (bool, string) {
 		lag2 = s.lag(t)
 		return lag2 >= lag1+wave, fmt.Sprintf("lag %d after the first wave, %d now", lag1, lag2)
 	})

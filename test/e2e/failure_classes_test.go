@@ -12,6 +12,7 @@ import (
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/smtptest"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/job"
 )
 
@@ -113,7 +114,7 @@ func TestFailureClassesRoute(t *testing.T) {
 	if a := headerInt(tc[0], jobheader.KeyAttempt); a != 2 {
 		t.Errorf("throttled copy attempt header = %d, want 2", a)
 	}
-	if c := header(tc[0].Headers, jobheader.KeyLastClass); c != "throttled" {
+	if c := testkit.Header(tc[0].Headers, jobheader.KeyLastClass); c != "throttled" {
 		t.Errorf("throttled copy last-class header = %q, want throttled", c)
 	}
 	if data := log.times(smtptest.VerbData, throttleID); len(data) != 1 || data[0].Before(notBefore) {
@@ -135,7 +136,7 @@ func TestFailureClassesRoute(t *testing.T) {
 	if len(tr) != 1 {
 		t.Fatalf("transient job: %d retry copies, want 1 after the fast retries", len(tr))
 	}
-	if a, c := headerInt(tr[0], jobheader.KeyAttempt), header(tr[0].Headers, jobheader.KeyLastClass); a != 2 || c != "transient" {
+	if a, c := headerInt(tr[0], jobheader.KeyAttempt), testkit.Header(tr[0].Headers, jobheader.KeyLastClass); a != 2 || c != "transient" {
 		t.Errorf("transient copy: attempt %d, last-class %q; want 2, transient", a, c)
 	}
 	t.Logf("transient: %d RCPTs in %s, copy in %s, delivered %s after the first try",
@@ -189,7 +190,7 @@ func TestFailureAuthFailsOver(t *testing.T) {
 	if c := r1.Count(); c != 0 {
 		t.Errorf("relay 1 accepted %d messages with wrong credentials", c)
 	}
-	eventually(t, 10*time.Second, "r1's circuit open in postline_circuits", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "r1's circuit open in postline_circuits", func(ctx context.Context) (bool, string) {
 		var state, class string
 		err := s.db.QueryRow(ctx, `SELECT state, coalesce(last_class, '') FROM postline_circuits WHERE provider = 'r1'`).Scan(&state, &class)
 		if err != nil {

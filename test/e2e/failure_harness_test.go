@@ -25,6 +25,7 @@ import (
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/smtptest"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
 )
@@ -229,7 +230,7 @@ func (s *stack) rows(ctx context.Context, ids []string) (map[string]msgRow, erro
 func (s *stack) waitRows(ids []string, timeout time.Duration, what string, done func(msgRow) bool) map[string]msgRow {
 	s.t.Helper()
 	var got map[string]msgRow
-	eventually(s.t, timeout, what, func(ctx context.Context) (bool, string) {
+	testkit.Eventually(s.t, timeout, what, func(ctx context.Context) (bool, string) {
 		rows, err := s.rows(ctx, ids)
 		if err != nil {
 			return false, err.Error()
@@ -419,7 +420,7 @@ func (s *failureStack) postctl(args ...string) string {
 
 // headerInt parses an integer header of m; -1 when missing or malformed.
 func headerInt(m kafka.Message, key string) int {
-	n, err := strconv.Atoi(header(m.Headers, key))
+	n, err := strconv.Atoi(testkit.Header(m.Headers, key))
 	if err != nil {
 		return -1
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/postline/postline/internal/smtptest"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/job"
 )
 
@@ -36,7 +37,7 @@ func TestFailureSchedulerKillNine(t *testing.T) {
 
 	ids := s.publish(taggedJobs(n, "kill", job.PriorityNormal)...)
 	var reinjected float64
-	eventually(t, 30*time.Second, "the first scheduler re-injecting", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "the first scheduler re-injecting", func(ctx context.Context) (bool, string) {
 		v, err := first.Metric(ctx, "postline_scheduler_reinjected_total")
 		if err != nil {
 			return false, err.Error()

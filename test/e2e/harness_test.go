@@ -30,6 +30,7 @@ import (
 	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
 )
@@ -66,7 +67,7 @@ const (
 	startTimeout = 30 * time.Second
 	// readyTimeout bounds waiting for a worker to join its group.
 	readyTimeout = 45 * time.Second
-	// pollEvery is how often conditions are polled.
+	// pollEvery is how often the harness's own loops poll (testkit.Eventually paces itself).
 	pollEvery = 25 * time.Millisecond
 )
 
@@ -321,7 +322,7 @@ func (s *stack) statuses(ctx context.Context, ids []string) (map[string]string, 
 // waitSent waits until n rows are sent.
 func (s *stack) waitSent(n int, timeout time.Duration) {
 	s.t.Helper()
-	eventually(s.t, timeout, fmt.Sprintf("%d rows sent", n), func(ctx context.Context) (bool, string) {
+	testkit.Eventually(s.t, timeout, fmt.Sprintf("%d rows sent", n), func(ctx context.Context) (bool, string) {
 		counts, err := s.statusCounts(ctx)
 		if err != nil {
 			return false, err.Error()
@@ -387,7 +388,7 @@ func partitionRanges(ctx context.Context, name string) (map[int]offsetRange, err
 // published record is finished.
 func (s *stack) waitCommittedToEnd(timeout time.Duration) {
 	s.t.Helper()
-	eventually(s.t, timeout, "committed offsets at the end of every partition", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(s.t, timeout, "committed offsets at the end of every partition", func(ctx context.Context) (bool, string) {
 		ranges, err := partitionRanges(ctx, s.jobs)
 		if err != nil {
 			return false, err.Error()
@@ -565,40 +566,9 @@ func (s *stack) readDLQ(n int, timeout time.Duration) []dlqRecord {
 	checkNoSecretHeaders(s.t, s.dlq, msgs)
 	out := make([]dlqRecord, len(msgs))
 	for i, m := range msgs {
-		out[i] = dlqRecord{Message: m, Reason: header(m.Headers, jobheader.KeyDLQReason)}
+		out[i] = dlqRecord{Message: m, Reason: testkit.Header(m.Headers, jobheader.KeyDLQReason)}
 	}
 	return out
-}
-
-// header returns the last value of key in headers.
-func header(headers []kafka.Header, key string) string {
-	for i := len(headers) - 1; i >= 0; i-- {
-		if headers[i].Key == key {
-			return string(headers[i].Value)
-		}
-	}
-	return ""
-}
-
-// eventually polls cond until it reports true, failing t with what and
-// cond's last status once timeout has passed.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		ok, status := cond(ctx)
-		cancel()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last: %s", timeout, what, status)
-		}
-		<-tick.C
-	}
 }
 
 // throughout checks cond on every poll for the whole of d, failing t on the
@@ -814,7 +784,7 @@ func (w *workerProc) Healthy(ctx context.Context) bool {
 // exits or timeout passes.
 func (w *workerProc) WaitReady(timeout time.Duration) {
 	w.t.Helper()
-	eventually(w.t, timeout, "worker "+w.name+" ready", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(w.t, timeout, "worker "+w.name+" ready", func(ctx context.Context) (bool, string) {
 		if !w.running() {
 			w.t.Fatalf("worker %s exited (%v) before it was ready", w.name, w.state)
 		}
@@ -914,7 +884,7 @@ func (w *workerProc) Terminate() (exitCode int, elapsed time.Duration) {
 // jobs topic, so the load that follows is shared by all of them.
 func waitOwnPartitions(t *testing.T, workers ...*workerProc) {
 	t.Helper()
-	eventually(t, readyTimeout, "every worker owns partitions", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, readyTimeout, "every worker owns partitions", func(ctx context.Context) (bool, string) {
 		var status []string
 		for _, w := range workers {
 			parts, err := w.Metric(ctx, "postline_consumer_assigned_partitions")

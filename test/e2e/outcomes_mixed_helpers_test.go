@@ -694,24 +694,3 @@ func (s *stack) describeRecipients(ctx context.Context, m mixedMail) string {
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
 }
-
-// waitFor polls cond like eventually, but returns false and cond's last
-// status once timeout has passed instead of failing the test, so that the
-// checks after it still run.
-func waitFor(timeout time.Duration, cond func(ctx context.Context) (bool, string)) (bool, string) {
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		ok, status := cond(ctx)
-		cancel()
-		if ok {
-			return true, status
-		}
-		if time.Now().After(deadline) {
-			return false, status
-		}
-		<-tick.C
-	}
-}

@@ -21,6 +21,7 @@ import (
 	"github.com/postline/postline/internal/smtptest"
 	"github.com/postline/postline/internal/suppression"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 )
 
 // Sizes of TestThousandMixedOutcomes.
@@ -125,7 +126,7 @@ func TestThousandMixedOutcomes(t *testing.T) {
 		at     time.Time
 		status string
 	}
-	eventually(t, 90*time.Second, "every recipient and mail in its final state", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 90*time.Second, "every recipient and mail in its final state", func(ctx context.Context) (bool, string) {
 		if time.Since(last.at) < 500*time.Millisecond {
 			return false, last.status
 		}
@@ -157,7 +158,7 @@ func TestThousandMixedOutcomes(t *testing.T) {
 		got   map[rcptKey][]event.Event
 		topic []event.Event
 	)
-	eventually(t, mixedWindow+90*time.Second, "every transition on the events topic and at the webhook endpoint", func(context.Context) (bool, string) {
+	testkit.Eventually(t, mixedWindow+90*time.Second, "every transition on the events topic and at the webhook endpoint", func(context.Context) (bool, string) {
 		topic = events.allEvents()
 		got = byRecipient(topic)
 		mm := compareMixedTransitions(plan, got)
@@ -178,7 +179,7 @@ func TestThousandMixedOutcomes(t *testing.T) {
 	// after publishing its unconfirmed events, and reports settled the
 	// others when they resolved their last open recipient.
 	last.at = time.Time{}
-	if ok, status := waitFor(20*time.Second, func(ctx context.Context) (bool, string) {
+	if ok, status := testkit.Poll(20*time.Second, func(ctx context.Context) (bool, string) {
 		if time.Since(last.at) < 500*time.Millisecond {
 			return false, last.status
 		}

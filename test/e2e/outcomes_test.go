@@ -14,6 +14,7 @@ import (
 	"github.com/postline/postline/internal/report"
 	"github.com/postline/postline/internal/smtptest"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 )
 
 // freeAddr returns a loopback address with a port nothing listens on.
@@ -90,7 +91,7 @@ func TestPostfixBounceSuppressesTheAddress(t *testing.T) {
 	ids := s.publish(jobs...)
 	gone, ok := rcptKey{ids[0], 0}, rcptKey{ids[1], 0}
 
-	eventually(t, 90*time.Second, "the bounce and the success notice applied", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 90*time.Second, "the bounce and the success notice applied", func(ctx context.Context) (bool, string) {
 		rows, err := s.recipients(ctx, ids)
 		if err != nil {
 			return false, err.Error()
@@ -114,7 +115,7 @@ func TestPostfixBounceSuppressesTheAddress(t *testing.T) {
 	if err != nil || lives[ids[0]] == 0 {
 		t.Fatalf("lives = %v, %v; want one for %s", lives, err, ids[0])
 	}
-	eventually(t, 30*time.Second, "events and webhooks of both recipients", func(context.Context) (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "events and webhooks of both recipients", func(context.Context) (bool, string) {
 		got := events.transitions(map[string]bool{ids[0]: true, ids[1]: true})
 		want := map[rcptKey][]event.Type{gone: {event.Accepted, event.Bounced}, ok: {event.Accepted, event.Delivered}}
 		bounced := event.NewLifeID(ids[0], lives[ids[0]], 0, event.Bounced, 0)
@@ -138,11 +139,11 @@ func TestPostfixBounceSuppressesTheAddress(t *testing.T) {
 	again := newJobs(1, "postfix-dsn-again")
 	again[0].To = []string{"gone@example.test"}
 	id := s.publish(again...)[0]
-	eventually(t, 30*time.Second, "the next mail to gone@ suppressed", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "the next mail to gone@ suppressed", func(ctx context.Context) (bool, string) {
 		st, err := s.statuses(ctx, []string{id})
 		return err == nil && st[id] == "suppressed", fmt.Sprintf("status %v %v", st, err)
 	})
-	eventually(t, 15*time.Second, "its suppressed event", func(context.Context) (bool, string) {
+	testkit.Eventually(t, 15*time.Second, "its suppressed event", func(context.Context) (bool, string) {
 		got := events.transitions(map[string]bool{id: true})
 		return equalTransitions(got, map[rcptKey][]event.Type{{id, 0}: {event.Suppressed}}), fmt.Sprint(got)
 	})
@@ -196,13 +197,13 @@ func TestComplaintSoftBounceAndForgery(t *testing.T) {
 		jobs[i].To = []string{local + "@example.test"}
 	}
 	ids := s.publish(jobs...)
-	eventually(t, 30*time.Second, "three mails at the relay", func(context.Context) (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "three mails at the relay", func(context.Context) (bool, string) {
 		return relay.Count() == 3, fmt.Sprintf("%d received", relay.Count())
 	})
 	// A report that comes before the worker recorded the send is refused
 	// for now (451) and offered again by a real MTA; this test sends each
 	// report once, after the sends are recorded.
-	eventually(t, 30*time.Second, "the three sends recorded", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "the three sends recorded", func(ctx context.Context) (bool, string) {
 		rows, err := s.recipients(ctx, ids)
 		if err != nil {
 			return false, err.Error()
@@ -251,7 +252,7 @@ func TestComplaintSoftBounceAndForgery(t *testing.T) {
 		}
 	}
 
-	eventually(t, 30*time.Second, "the complaint and the soft bounce applied", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "the complaint and the soft bounce applied", func(ctx context.Context) (bool, string) {
 		rows, err := s.recipients(ctx, ids)
 		if err != nil {
 			return false, err.Error()
@@ -259,7 +260,7 @@ func TestComplaintSoftBounceAndForgery(t *testing.T) {
 		return rows[rcptKey{ids[0], 0}].state == "complained" && rows[rcptKey{ids[1], 0}].state == "bounced",
 			fmt.Sprintf("recipients %v", rows)
 	})
-	eventually(t, 15*time.Second, "the forgery counted", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 15*time.Second, "the forgery counted", func(ctx context.Context) (bool, string) {
 		n, err := recv.Metric(ctx, "postline_outcome_reports_total", "result", "forged")
 		return err == nil && n == 1, fmt.Sprintf("forged reports %v %v", n, err)
 	})
@@ -282,7 +283,7 @@ func TestComplaintSoftBounceAndForgery(t *testing.T) {
 			t.Errorf("%s is suppressed; a soft bounce or a forged report must not suppress", addr)
 		}
 	}
-	eventually(t, 15*time.Second, "exactly the transitions on the events topic", func(context.Context) (bool, string) {
+	testkit.Eventually(t, 15*time.Second, "exactly the transitions on the events topic", func(context.Context) (bool, string) {
 		got := events.transitions(map[string]bool{ids[0]: true, ids[1]: true, ids[2]: true})
 		want := map[rcptKey][]event.Type{
 			{ids[0], 0}: {event.Accepted, event.Complained},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 )
 
 // pgTarget is the host:port of the real Postgres.
@@ -124,7 +125,7 @@ func TestPostgresDownMidRun(t *testing.T) {
 	cancel()
 
 	var reason string
-	eventually(t, 5*time.Second, "readiness false after postgres was cut", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 5*time.Second, "readiness false after postgres was cut", func(ctx context.Context) (bool, string) {
 		var ready bool
 		ready, reason = w.Ready(ctx)
 		return !ready, reason

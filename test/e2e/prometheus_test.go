@@ -26,6 +26,7 @@ import (
 	"github.com/postline/postline/internal/report"
 	"github.com/postline/postline/internal/returnpath"
 	"github.com/postline/postline/internal/templatestore"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/job"
 )
 
@@ -144,7 +145,7 @@ func TestPrometheusSeesEveryDashboardQueryAndAlert(t *testing.T) {
 	loadStart := time.Now()
 	load := append(newJobs(jobs-templated, "prometheus"), tmpl...)
 	ids := s.publish(load...)
-	eventually(t, 90*time.Second, "every job in a terminal state", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 90*time.Second, "every job in a terminal state", func(ctx context.Context) (bool, string) {
 		counts, err := s.statusCounts(ctx)
 		if err != nil {
 			return false, err.Error()
@@ -231,7 +232,7 @@ func TestPrometheusSeesEveryDashboardQueryAndAlert(t *testing.T) {
 
 	// Poll: the last scrapes after the load may still be on their way.
 	pending := checks
-	eventually(t, 20*time.Second, "every dashboard query and alert operand to return data", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 20*time.Second, "every dashboard query and alert operand to return data", func(ctx context.Context) (bool, string) {
 		end := time.Now()
 		var still []check
 		var status []string
@@ -248,7 +249,7 @@ func TestPrometheusSeesEveryDashboardQueryAndAlert(t *testing.T) {
 
 	t.Logf("%d dashboard queries and alert operands returned data", len(checks))
 
-	eventually(t, 10*time.Second, "Prometheus to evaluate every alert rule without error", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 10*time.Second, "Prometheus to evaluate every alert rule without error", func(ctx context.Context) (bool, string) {
 		return prom.rulesHealthy(ctx, rules)
 	})
 }
@@ -307,7 +308,7 @@ func exerciseOutcomes(t *testing.T, s *stack, w, recv *workerProc, sink *webhook
 			t.Fatalf("report to %s: %v", r.rcpt, err)
 		}
 	}
-	eventually(t, 30*time.Second, "the bounce and the complaint applied, the forgery counted", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "the bounce and the complaint applied, the forgery counted", func(ctx context.Context) (bool, string) {
 		rows, err := s.recipients(ctx, ids)
 		if err != nil {
 			return false, err.Error()
@@ -321,11 +322,11 @@ func exerciseOutcomes(t *testing.T, s *stack, w, recv *workerProc, sink *webhook
 	again := newJobs(1, "suppressed")
 	again[0].To = []string{addr(bounced)}
 	s.publish(again...)
-	eventually(t, 30*time.Second, "the job to the bounced address suppressed at claim", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "the job to the bounced address suppressed at claim", func(ctx context.Context) (bool, string) {
 		n, err := w.Metric(ctx, "postline_delivery_suppressed_recipients_total")
 		return err == nil && n >= 1, fmt.Sprintf("suppressed recipients %v (%v)", n, err)
 	})
-	eventually(t, 30*time.Second, "the webhooks of the bounce and the complaint", func(context.Context) (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "the webhooks of the bounce and the complaint", func(context.Context) (bool, string) {
 		got := sink.byType()
 		return got[event.Bounced] >= 1 && got[event.Complained] >= 1 && len(sink.problems()) == 0,
 			fmt.Sprintf("webhooks by type %v, problems %v", got, sink.problems())
@@ -406,7 +407,7 @@ func startPrometheus(t *testing.T, bin, rulesPath string, targets map[string]*wo
 		t.Fatal(err)
 	}
 	httpClient := &http.Client{Timeout: 5 * time.Second}
-	eventually(t, startTimeout, "Prometheus to be ready", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, startTimeout, "Prometheus to be ready", func(ctx context.Context) (bool, string) {
 		select {
 		case <-exited:
 			t.Fatalf("prometheus exited at start:\n%s", tail(logPath, 30))
@@ -445,7 +446,7 @@ func freeLoopbackAddr(t *testing.T) string {
 // successfully.
 func (p *promServer) waitTargetsUp(t *testing.T) {
 	t.Helper()
-	eventually(t, 15*time.Second, "every scrape target up", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 15*time.Second, "every scrape target up", func(ctx context.Context) (bool, string) {
 		res, err := p.api.Targets(ctx)
 		if err != nil {
 			return false, err.Error()

@@ -22,6 +22,7 @@ import (
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/smtptest"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/job"
 )
 
@@ -347,7 +348,7 @@ func TestSecretDeliveryErrors(t *testing.T) {
 	// expected, name their failure and carry the body in their value (so
 	// the header check had something to find).
 	for _, dl := range s.readDLQ(2, 20*time.Second) {
-		errHeader := header(dl.Headers, jobheader.KeyDLQError)
+		errHeader := testkit.Header(dl.Headers, jobheader.KeyDLQError)
 		if errHeader == "" || !bytes.Contains(dl.Value, []byte(bodyToken)) {
 			t.Errorf("dead letter %s: error header %q, value holds the body canary: %v; want an error and the original job",
 				dl.Key, redactSecrets(errHeader), bytes.Contains(dl.Value, []byte(bodyToken)))
@@ -467,7 +468,7 @@ func TestSecretWorkerStartErrors(t *testing.T) {
 	// why, without the password (the harness checks the log and /metrics).
 	t.Run("Postgres URL with a wrong password", func(t *testing.T) {
 		w := startWorker(t, s.workerEnv("wrong-db-password", map[string]string{"POSTLINE_DATABASE_URL": withDBPassword(pgPassword)}))
-		eventually(t, 30*time.Second, "the worker logs the refused password", func(context.Context) (bool, string) {
+		testkit.Eventually(t, 30*time.Second, "the worker logs the refused password", func(context.Context) (bool, string) {
 			log, err := os.ReadFile(w.logPath)
 			return bytes.Contains(log, []byte("password authentication failed")), fmt.Sprint(err)
 		})

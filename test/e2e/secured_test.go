@@ -16,6 +16,7 @@ import (
 	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/job"
 )
 
@@ -127,7 +128,7 @@ func TestSecuredStack(t *testing.T) {
 	// The scheduler counts a re-injection once the broker's acknowledgement
 	// is back, and the worker can read the record, and send it, before
 	// that reply has reached a scheduler on a loaded machine.
-	eventually(t, 30*time.Second, "the scheduler to count the retry copy re-injected", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "the scheduler to count the retry copy re-injected", func(ctx context.Context) (bool, string) {
 		n, err := sched.Metric(ctx, "postline_scheduler_reinjected_total")
 		if err != nil {
 			return false, err.Error()

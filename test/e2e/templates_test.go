@@ -13,6 +13,7 @@ import (
 	"github.com/postline/postline/internal/render"
 	"github.com/postline/postline/internal/smtptest"
 	"github.com/postline/postline/internal/templatestore"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/job"
 )
 
@@ -107,7 +108,7 @@ func TestTemplateCanaryAndFallback(t *testing.T) {
 	check := func(wantCanary, wantFallback int) []string {
 		t.Helper()
 		ids := s.publish(templateJobs(1000, "receipt")...)
-		eventually(t, 90*time.Second, "1,000 template jobs sent", func(ctx context.Context) (bool, string) {
+		testkit.Eventually(t, 90*time.Second, "1,000 template jobs sent", func(ctx context.Context) (bool, string) {
 			st, err := s.statuses(ctx, ids)
 			if err != nil {
 				return false, err.Error()
@@ -151,7 +152,7 @@ func TestTemplateCanaryAndFallback(t *testing.T) {
 	}
 
 	ids := check(v2, 0)
-	eventually(t, 30*time.Second, "accepted events naming the versions", func(context.Context) (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "accepted events naming the versions", func(context.Context) (bool, string) {
 		n := 0
 		for _, id := range ids {
 			if e, ok := events.find(id, 0, event.Accepted); ok && e.Template != nil && e.Template.Name == "receipt" {
@@ -183,7 +184,7 @@ func TestTemplateCanaryAndFallback(t *testing.T) {
 	if got := w.mustMetric("postline_compose_renders_total", "result", "fallback") - before; int(got) != fell {
 		t.Errorf("fallback renders counted %v, want %d", got, fell)
 	}
-	eventually(t, 30*time.Second, "the fallen-back mails' events say so", func(context.Context) (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "the fallen-back mails' events say so", func(context.Context) (bool, string) {
 		n := 0
 		for _, id := range ids {
 			if render.CanaryBucket(id) >= 1000 {
@@ -230,7 +231,7 @@ func TestBrokenTemplateDeadLettersAndReplays(t *testing.T) {
 	for range 2 {
 		fs.postctl("dlq", "replay", "--yes", "--reason", deadletter.ReasonRenderFailed, "--output", "json")
 	}
-	eventually(t, 60*time.Second, "the replayed job delivered", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 60*time.Second, "the replayed job delivered", func(ctx context.Context) (bool, string) {
 		st, err := s.statuses(ctx, []string{id})
 		return err == nil && st[id] == "sent", fmt.Sprint(st, err)
 	})
@@ -251,7 +252,7 @@ func waitReload(t *testing.T, w *workerProc, before float64) {
 	t.Helper()
 	const settled = time.Second
 	last, since := before, time.Now()
-	eventually(t, 15*time.Second, "the worker's template labels reloaded and settled", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 15*time.Second, "the worker's template labels reloaded and settled", func(ctx context.Context) (bool, string) {
 		n, err := w.Metric(ctx, "postline_templatestore_watcher_reloads_total")
 		if err != nil {
 			return false, err.Error()

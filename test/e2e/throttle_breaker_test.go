@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/postline/postline/bench/relay"
 	"github.com/postline/postline/internal/retry"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/postline/postline/internal/testkit"
 )
 
 // TestThrottlingRelayNeverOpensTheBreaker runs two workers with the settings
@@ -133,7 +135,7 @@ func TestThrottlingRelayNeverOpensTheBreaker(t *testing.T) {
 		}
 	})
 	s.publish(newJobs(jobs, "throttle-breaker")...)
-	eventually(t, 4*time.Minute, fmt.Sprintf("%d jobs sent or failed", jobs), func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 4*time.Minute, fmt.Sprintf("%d jobs sent or failed", jobs), func(ctx context.Context) (bool, string) {
 		counts, err := s.statusCounts(ctx)
 		if err != nil {
 			return false, err.Error()

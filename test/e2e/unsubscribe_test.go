@@ -23,6 +23,7 @@ import (
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/dkim"
 	"github.com/postline/postline/internal/smtptest"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/internal/unsubscribe"
 	"github.com/postline/postline/job"
 )
@@ -70,7 +71,7 @@ func TestOneClickUnsubscribe(t *testing.T) {
 	jobs[0].To = []string{"Reader <reader@example.test>"}
 	jobs[1].To = []string{"one@example.test", "Two <two@example.test>"}
 	ids := s.publish(jobs...)
-	eventually(t, 30*time.Second, "three copies at the relay", func(context.Context) (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "three copies at the relay", func(context.Context) (bool, string) {
 		return relay.Count() == 3, fmt.Sprintf("%d received", relay.Count())
 	})
 
@@ -142,7 +143,7 @@ func TestOneClickUnsubscribe(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantID := event.NewLifeID(ids[0], lives[ids[0]], 0, event.Unsubscribed, 0)
-	eventually(t, 30*time.Second, "the unsubscribed event on the topic and at the webhook endpoint", func(context.Context) (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "the unsubscribed event on the topic and at the webhook endpoint", func(context.Context) (bool, string) {
 		e, ok := events.find(ids[0], 0, event.Unsubscribed)
 		return ok && e.ID == wantID && sink.has(wantID), fmt.Sprintf("event %+v (%v); webhooks %v", e, ok, sink.byType())
 	})
@@ -167,7 +168,7 @@ func TestOneClickUnsubscribe(t *testing.T) {
 		t.Fatalf("mail to the unsubscribe address: %v", err)
 	}
 	wantMailID := event.NewLifeID(ids[1], lives[ids[1]], 1, event.Unsubscribed, 0)
-	eventually(t, 30*time.Second, "the mailto's unsubscribed event", func(context.Context) (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "the mailto's unsubscribed event", func(context.Context) (bool, string) {
 		e, ok := events.find(ids[1], 1, event.Unsubscribed)
 		return ok && e.ID == wantMailID && e.Recipient == "two@example.test" && sink.has(wantMailID), fmt.Sprintf("event %+v (%v)", e, ok)
 	})
@@ -188,7 +189,7 @@ func TestOneClickUnsubscribe(t *testing.T) {
 	}
 	after[0].Priority, after[1].Priority = job.PriorityBulk, job.PriorityUrgent
 	afterIDs := s.publish(after...)
-	eventually(t, 30*time.Second, "the bulk mail suppressed and the transactional one sent", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "the bulk mail suppressed and the transactional one sent", func(ctx context.Context) (bool, string) {
 		st, err := s.statuses(ctx, afterIDs)
 		return err == nil && st[afterIDs[0]] == "suppressed" && st[afterIDs[1]] == "sent", fmt.Sprintf("statuses %v %v", st, err)
 	})
@@ -201,7 +202,7 @@ func TestOneClickUnsubscribe(t *testing.T) {
 	}
 
 	// Exactly one event per unsubscribe ever written, none for the rest.
-	eventually(t, 15*time.Second, "the receiver's published unsubscribed events", func(ctx context.Context) (bool, string) {
+	testkit.Eventually(t, 15*time.Second, "the receiver's published unsubscribed events", func(ctx context.Context) (bool, string) {
 		n, err := recv.Metric(ctx, "postline_events_published_total", "type", string(event.Unsubscribed))
 		return err == nil && n == 2, fmt.Sprintf("%v %v", n, err)
 	})

@@ -21,6 +21,7 @@ import (
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/smtptest"
 	"github.com/postline/postline/internal/testenv"
+	"github.com/postline/postline/internal/testkit"
 	"github.com/postline/postline/job"
 )
 
@@ -119,16 +120,16 @@ func TestWebhookOutageLosesNothing(t *testing.T) {
 	ids := <-published
 
 	// Every job's events on the topic, as an application reads them.
-	eventually(t, 120*time.Second, "every job's event on the events topic", func(context.Context) (bool, string) {
+	testkit.Eventually(t, 120*time.Second, "every job's event on the events topic", func(context.Context) (bool, string) {
 		n := events.mailsWithEvents(ids)
 		return n == len(ids), fmt.Sprintf("%d of %d jobs have events", n, len(ids))
 	})
 	all := events.all()
-	eventually(t, 60*time.Second, "every event at the healthy endpoint", func(context.Context) (bool, string) {
+	testkit.Eventually(t, 60*time.Second, "every event at the healthy endpoint", func(context.Context) (bool, string) {
 		missing := healthy.missing(all)
 		return missing == 0, fmt.Sprintf("%d of %d missing", missing, len(all))
 	})
-	eventually(t, 180*time.Second, "every event at the flaky endpoint after its recovery", func(context.Context) (bool, string) {
+	testkit.Eventually(t, 180*time.Second, "every event at the flaky endpoint after its recovery", func(context.Context) (bool, string) {
 		missing := flaky.missing(all)
 		return missing == 0, fmt.Sprintf("%d of %d missing", missing, len(all))
 	})
