@@ -17,6 +17,7 @@ import (
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/ops"
 	"github.com/postline/postline/internal/retry"
+	"github.com/postline/postline/internal/supervisor"
 	"github.com/postline/postline/internal/telemetry"
 	"github.com/postline/postline/job"
 )
@@ -102,15 +103,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// within the drain are re-injected and committed. Phase two: past the
 	// shutdown timeout the process gives up and exits; whatever was not
 	// committed is re-read by the next owner (duplicates, never losses).
-	svc := ops.Service{
+	svc := supervisor.Supervisor{
 		Logger: logger, Listener: listener, Registry: reg, Ready: ready,
 		ShutdownTimeout: s.ShutdownTimeout,
 		Draining:        "re-injecting what falls due, then committing",
 		Abandoned:       "uncommitted records will be re-injected by the next owner",
 	}
-	err = svc.Run(ctx, func(ctx context.Context) error {
-		return startScheduler(ctx, schedCfg, s.DLQTopic, logger, reg, &scheduler)
-	})
+	err = svc.Run(ctx, supervisor.Stage{Run: func(p supervisor.Phases) error {
+		return startScheduler(p.Intake, schedCfg, s.DLQTopic, logger, reg, &scheduler)
+	}})
 	logger.Info("retry-scheduler stopped", "error", err)
 	return err
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/postline/postline/internal/ops"
 	"github.com/postline/postline/internal/pgpool"
 	"github.com/postline/postline/internal/schema"
+	"github.com/postline/postline/internal/supervisor"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/internal/webhook"
 	"github.com/postline/postline/kafkaconn"
@@ -127,18 +128,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	logger.Info("webhook-dispatcher starting", "http_addr", listener.Addr().String(), "events_topic", s.EventsTopic,
 		"dlq_topic", s.DLQTopic, "group", s.Group, "endpoints", ids, "kafka", cluster.String())
 
-	svc := ops.Service{
+	svc := supervisor.Supervisor{
 		Logger: logger, Listener: listener, Registry: reg, Ready: ready,
 		ShutdownTimeout: s.ShutdownTimeout,
 		Draining:        "finishing requests in flight, then committing",
 		Abandoned:       "unfinished events will be sent again by the next owner",
 	}
-	err = svc.Run(ctx, func(ctx context.Context) error {
-		if err := schema.MigrateWhenReady(ctx, pool, logger); err != nil {
+	err = svc.Run(ctx, supervisor.Stage{Run: func(p supervisor.Phases) error {
+		if err := schema.MigrateWhenReady(p.Intake, pool, logger); err != nil {
 			return err
 		}
-		return startDispatcher(ctx, cfg, s.DLQTopic, logger, reg, &dispatcher)
-	})
+		return startDispatcher(p.Intake, cfg, s.DLQTopic, logger, reg, &dispatcher)
+	}})
 	logger.Info("webhook-dispatcher stopped", "error", err)
 	return err
 }
