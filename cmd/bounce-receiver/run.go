@@ -45,34 +45,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	if s.BounceDomain == "" {
-		return errors.New("setting POSTLINE_BOUNCE_DOMAIN: required")
-	}
-	keys, err := returnpath.ParseKeys(s.ReturnPathKeys)
+	keys, err := s.keys()
 	if err != nil {
-		return fmt.Errorf("setting POSTLINE_RETURN_PATH_KEYS: %w", err)
+		return err
 	}
-	signer, err := returnpath.New(s.BounceDomain, keys)
+	rules, tlsConfig, err := s.rulesAndTLS()
 	if err != nil {
-		return fmt.Errorf("setting POSTLINE_BOUNCE_DOMAIN: %w", err)
-	}
-	unsubscribes, err := unsubscribe.NewSigner(keys)
-	if err != nil {
-		return fmt.Errorf("setting POSTLINE_RETURN_PATH_KEYS: %w", err)
-	}
-	rules := failure.Default()
-	if s.RulesFile != "" {
-		if rules, err = failure.LoadRules(s.RulesFile); err != nil {
-			return fmt.Errorf("setting POSTLINE_RULES_FILE: %w", err)
-		}
-	}
-	var tlsConfig *tls.Config
-	if s.TLSCertFile != "" || s.TLSKeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(s.TLSCertFile, s.TLSKeyFile)
-		if err != nil {
-			return fmt.Errorf("settings POSTLINE_BOUNCE_TLS_CERT_FILE and POSTLINE_BOUNCE_TLS_KEY_FILE: %w", err)
-		}
-		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		return err
 	}
 	if s.ShutdownTimeout <= 0 {
 		return fmt.Errorf("setting POSTLINE_SHUTDOWN_TIMEOUT: %s must be positive", s.ShutdownTimeout)
@@ -108,7 +87,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return store.Ping(ctx)
 	}
 	logger.Info("bounce-receiver starting", "http_addr", opsListener.Addr().String(), "smtp_addr", s.SMTPAddr,
-		"bounce_domain", signer.Domain(), "hooks_addr", s.HooksAddr, "kafka", cluster.String())
+		"bounce_domain", keys.signer.Domain(), "hooks_addr", s.HooksAddr, "kafka", cluster.String())
 
 	// Phase one of shutdown: the SMTP server and the hooks server stop
 	// taking connections and finish their sessions and requests within
@@ -119,11 +98,58 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Draining:        "finishing SMTP sessions and webhook requests in flight",
 	}
 	err = svc.Run(ctx, supervisor.Stage{Run: func(p supervisor.Phases) error {
-		return receive(p, s, receiverDeps{cluster: cluster, pool: pool, store: store, lists: lists, signer: signer,
-			unsubscribes: unsubscribes, rules: rules, tlsConfig: tlsConfig, logger: logger, reg: reg, started: &started})
+		return receive(p, s, receiverDeps{cluster: cluster, pool: pool, store: store, lists: lists, signer: keys.signer,
+			unsubscribes: keys.unsubscribes, rules: rules, tlsConfig: tlsConfig, logger: logger, reg: reg, started: &started})
 	}})
 	logger.Info("bounce-receiver stopped", "error", err)
 	return err
+}
+
+// receiverKeys sign and verify the return path and unsubscribe tokens.
+type receiverKeys struct {
+	signer       *returnpath.Signer
+	unsubscribes *unsubscribe.Signer
+}
+
+// keys builds the token signers of the bounce domain from the return path
+// keys.
+func (s settings) keys() (receiverKeys, error) {
+	if s.BounceDomain == "" {
+		return receiverKeys{}, errors.New("setting POSTLINE_BOUNCE_DOMAIN: required")
+	}
+	keys, err := returnpath.ParseKeys(s.ReturnPathKeys)
+	if err != nil {
+		return receiverKeys{}, fmt.Errorf("setting POSTLINE_RETURN_PATH_KEYS: %w", err)
+	}
+	signer, err := returnpath.New(s.BounceDomain, keys)
+	if err != nil {
+		return receiverKeys{}, fmt.Errorf("setting POSTLINE_BOUNCE_DOMAIN: %w", err)
+	}
+	unsubscribes, err := unsubscribe.NewSigner(keys)
+	if err != nil {
+		return receiverKeys{}, fmt.Errorf("setting POSTLINE_RETURN_PATH_KEYS: %w", err)
+	}
+	return receiverKeys{signer: signer, unsubscribes: unsubscribes}, nil
+}
+
+// rulesAndTLS loads the reply classification rules (the built-in ones
+// unless a rules file is set) and the SMTP server's certificate, if set.
+func (s settings) rulesAndTLS() (*failure.RuleSet, *tls.Config, error) {
+	rules := failure.Default()
+	if s.RulesFile != "" {
+		var err error
+		if rules, err = failure.LoadRules(s.RulesFile); err != nil {
+			return nil, nil, fmt.Errorf("setting POSTLINE_RULES_FILE: %w", err)
+		}
+	}
+	if s.TLSCertFile == "" && s.TLSKeyFile == "" {
+		return rules, nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(s.TLSCertFile, s.TLSKeyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("settings POSTLINE_BOUNCE_TLS_CERT_FILE and POSTLINE_BOUNCE_TLS_KEY_FILE: %w", err)
+	}
+	return rules, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // receiverDeps are what receive needs from run.
