@@ -74,7 +74,8 @@ func newWorker(s settings, pool *pgxpool.Pool, logger *slog.Logger, reg *prometh
 	// its outcome is recorded, so the reaper never takes over a live job.
 	w.leases, err = idempotency.NewLeaseKeeper(idempotency.KeeperConfig{Lease: s.Lease}, w.store, logger)
 	if err != nil {
-		return nil, config.NameSetting(err, map[string]string{"Lease": "POSTLINE_LEASE"})
+		// The keeper's interval is a third of the lease: the lease is what to change.
+		return nil, config.NameSetting(err, map[string]string{"Lease": "POSTLINE_LEASE", "Interval": "POSTLINE_LEASE"})
 	}
 	if err := w.buildRelays(); err != nil {
 		return nil, err

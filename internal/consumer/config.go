@@ -8,6 +8,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/configerr"
 	"github.com/postline/postline/kafkaconn"
 )
 
@@ -112,7 +113,7 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(field string, value any, why string) {
-		errs = append(errs, fmt.Errorf("consumer config: %s = %v: %s", field, value, why))
+		errs = append(errs, configerr.Errorf(field, "consumer config: %s = %v: %s", field, value, why))
 	}
 	if c.Kafka == nil {
 		bad("Kafka", "nil", "required")

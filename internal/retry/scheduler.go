@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/postline/postline/internal/configerr"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/delay"
 	"github.com/postline/postline/internal/topic"
@@ -135,7 +136,7 @@ func (c SchedulerConfig) consumerConfig() consumer.Config {
 func (c SchedulerConfig) Validate() error {
 	var errs []error
 	bad := func(field string, value any, why string) {
-		errs = append(errs, fmt.Errorf("retry scheduler config: %s = %v: %s", field, value, why))
+		errs = append(errs, configerr.Errorf(field, "retry scheduler config: %s = %v: %s", field, value, why))
 	}
 	if c.Kafka == nil {
 		bad("Kafka", "nil", "required")
