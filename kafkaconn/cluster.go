@@ -24,6 +24,8 @@ import (
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
+
+	"github.com/postline/postline/internal/backoff"
 )
 
 // Cluster builds connections to one Kafka cluster. It is safe for
@@ -225,28 +227,10 @@ func (c *Cluster) MaxMessageBytes(ctx context.Context, topics ...string) (map[st
 // misconfigured process stops with a clear message instead of waiting
 // forever. onRetry, if not nil, sees each failure that will be retried.
 func (c *Cluster) Await(ctx context.Context, onRetry func(error)) error {
-	backoff := 200 * time.Millisecond
-	for {
-		err := c.Check(ctx)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if !Retryable(err) {
-			return err
-		}
-		if onRetry != nil {
-			onRetry(err)
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-		backoff = min(2*backoff, 5*time.Second)
+	r := backoff.Retry{First: 200 * time.Millisecond, Max: 5 * time.Second,
+		Permanent: func(err error) bool { return !Retryable(err) }}
+	if onRetry != nil {
+		r.OnRetry = func(err error, _ int, _ time.Duration) { onRetry(err) }
 	}
+	return r.Do(ctx, func() error { return c.Check(ctx) })
 }
