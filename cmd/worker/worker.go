@@ -16,6 +16,7 @@ import (
 	"github.com/postline/postline/internal/config"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/delivery"
+	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/returnpath"
@@ -42,6 +43,8 @@ type worker struct {
 	providerNames []string
 	signer        *returnpath.Signer
 	links         *unsubscribe.Links
+	rules         *failure.RuleSet
+	noConfirm     bool
 
 	cluster       *kafkaconn.Cluster
 	cons          *consumer.Consumer
@@ -86,8 +89,9 @@ func newWorker(s settings, pool *pgxpool.Pool, logger *slog.Logger, reg *prometh
 	return w, nil
 }
 
-// buildRelays builds the SMTP relays with their return paths, DSN
-// requests and DKIM keys.
+// buildRelays reads the settings of what a mail carries and what becomes of
+// it (return paths, unsubscribe links, reply rules, confirmation, DKIM keys)
+// and builds the SMTP relays with their DSN requests and keys.
 func (w *worker) buildRelays() error {
 	s := &w.s
 	relayConfigs, err := s.relayConfigs()
@@ -100,10 +104,10 @@ func (w *worker) buildRelays() error {
 	if w.links, err = s.unsubscribeLinks(); err != nil {
 		return err
 	}
-	if w.pipelineCfg.Rules, err = s.rules(); err != nil {
+	if w.rules, err = s.rules(); err != nil {
 		return err
 	}
-	if w.pipelineCfg.NoConfirm, err = s.noConfirm(); err != nil {
+	if w.noConfirm, err = s.noConfirm(); err != nil {
 		return err
 	}
 	keyring, err := s.dkimKeys()
@@ -206,10 +210,10 @@ func (w *worker) buildPipelineConfig() error {
 		Tiers:       w.tiers,
 		RetryLimits: retryLimits,
 		Limits:      w.limits,
-		Rules:       w.pipelineCfg.Rules,
+		Rules:       w.rules,
 
 		ConfirmWindow: s.ConfirmWindow,
-		NoConfirm:     w.pipelineCfg.NoConfirm,
+		NoConfirm:     w.noConfirm,
 	}
 	if err := w.pipelineCfg.WithDefaults().Validate(); err != nil {
 		return config.NameSetting(err, map[string]string{"Senders": "POSTLINE_SENDERS", "BatchSize": "POSTLINE_BATCH_SIZE", "BatchBytes": "POSTLINE_BATCH_BYTES",
