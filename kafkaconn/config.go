@@ -7,11 +7,12 @@ package kafkaconn
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"net"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/postline/postline/internal/configerr"
 )
 
 // Defaults of Config.
@@ -112,41 +113,41 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	var errs []error
 	if len(c.Brokers) == 0 {
-		errs = append(errs, errors.New("kafka: Brokers is empty"))
+		errs = append(errs, configerr.Errorf("Brokers", "kafka: Brokers is empty"))
 	}
 	for _, b := range c.Brokers {
 		if _, _, err := net.SplitHostPort(b); err != nil {
-			errs = append(errs, fmt.Errorf("kafka: Brokers: %q is not host:port", b))
+			errs = append(errs, configerr.Errorf("Brokers", "kafka: Brokers: %q is not host:port", b))
 		}
 	}
 	if c.DialTimeout < 0 {
-		errs = append(errs, fmt.Errorf("kafka: DialTimeout %s is negative", c.DialTimeout))
+		errs = append(errs, configerr.Errorf("DialTimeout", "kafka: DialTimeout %s is negative", c.DialTimeout))
 	}
 	switch c.TLS.Mode {
 	case TLSAuto, TLSOn, TLSOff:
 	default:
-		errs = append(errs, fmt.Errorf("kafka: TLS.Mode %q is not auto, on or off", c.TLS.Mode))
+		errs = append(errs, configerr.Errorf("TLS.Mode", "kafka: TLS.Mode %q is not auto, on or off", c.TLS.Mode))
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
-		errs = append(errs, errors.New("kafka: TLS.CertFile and TLS.KeyFile: set both or neither"))
+		errs = append(errs, configerr.Errorf("TLS.CertFile", "kafka: TLS.CertFile and TLS.KeyFile: set both or neither"))
 	}
 	if !c.TLSEnabled() && (c.TLS.CAFile != "" || c.TLS.CertFile != "" || c.TLS.ServerName != "") {
-		errs = append(errs, errors.New("kafka: TLS files or server name are set but TLS.Mode makes the connection plaintext"))
+		errs = append(errs, configerr.Errorf("TLS.Mode", "kafka: TLS files or server name are set but TLS.Mode makes the connection plaintext"))
 	}
 	switch c.SASL.Mechanism {
 	case MechanismNone:
 		if c.SASL.Username != "" || c.SASL.Password != "" {
-			errs = append(errs, errors.New("kafka: SASL credentials are set but SASL.Mechanism is empty"))
+			errs = append(errs, configerr.Errorf("SASL.Mechanism", "kafka: SASL credentials are set but SASL.Mechanism is empty"))
 		}
 	case MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512:
 		if c.SASL.Username == "" || c.SASL.Password == "" {
-			errs = append(errs, fmt.Errorf("kafka: SASL %s needs Username and Password", c.SASL.Mechanism))
+			errs = append(errs, configerr.Errorf("Username", "kafka: SASL %s needs Username and Password", c.SASL.Mechanism))
 		}
 		if c.SASL.Mechanism == MechanismPlain && !c.TLSEnabled() && !allLoopback(c.Brokers) {
 			errs = append(errs, errors.New("kafka: SASL PLAIN sends the password in clear: enable TLS for brokers off this machine"))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("kafka: SASL.Mechanism %q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.SASL.Mechanism))
+		errs = append(errs, configerr.Errorf("SASL.Mechanism", "kafka: SASL.Mechanism %q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.SASL.Mechanism))
 	}
 	return errors.Join(errs...)
 }

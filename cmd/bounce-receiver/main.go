@@ -11,6 +11,6 @@
 // settings (or run `bounce-receiver -h`).
 package main
 
-import "github.com/postline/postline/internal/ops"
+import "github.com/postline/postline/internal/supervisor"
 
-func main() { ops.Main("bounce-receiver", run) }
+func main() { supervisor.Main("bounce-receiver", run) }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/postline/postline/internal/admission"
 	"github.com/postline/postline/internal/config"
@@ -30,6 +29,7 @@ import (
 	"github.com/postline/postline/internal/providerhook"
 	"github.com/postline/postline/internal/returnpath"
 	"github.com/postline/postline/internal/schema"
+	"github.com/postline/postline/internal/supervisor"
 	"github.com/postline/postline/internal/suppression"
 	"github.com/postline/postline/internal/unsubscribe"
 )
@@ -45,34 +45,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	if s.BounceDomain == "" {
-		return errors.New("setting POSTLINE_BOUNCE_DOMAIN: required")
-	}
-	keys, err := returnpath.ParseKeys(s.ReturnPathKeys)
+	keys, err := s.keys()
 	if err != nil {
-		return fmt.Errorf("setting POSTLINE_RETURN_PATH_KEYS: %w", err)
+		return err
 	}
-	signer, err := returnpath.New(s.BounceDomain, keys)
+	rules, tlsConfig, err := s.rulesAndTLS()
 	if err != nil {
-		return fmt.Errorf("setting POSTLINE_BOUNCE_DOMAIN: %w", err)
-	}
-	unsubscribes, err := unsubscribe.NewSigner(keys)
-	if err != nil {
-		return fmt.Errorf("setting POSTLINE_RETURN_PATH_KEYS: %w", err)
-	}
-	rules := failure.Default()
-	if s.RulesFile != "" {
-		if rules, err = failure.LoadRules(s.RulesFile); err != nil {
-			return fmt.Errorf("setting POSTLINE_RULES_FILE: %w", err)
-		}
-	}
-	var tlsConfig *tls.Config
-	if s.TLSCertFile != "" || s.TLSKeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(s.TLSCertFile, s.TLSKeyFile)
-		if err != nil {
-			return fmt.Errorf("settings POSTLINE_BOUNCE_TLS_CERT_FILE and POSTLINE_BOUNCE_TLS_KEY_FILE: %w", err)
-		}
-		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		return err
 	}
 	if s.ShutdownTimeout <= 0 {
 		return fmt.Errorf("setting POSTLINE_SHUTDOWN_TIMEOUT: %s must be positive", s.ShutdownTimeout)
@@ -100,53 +79,77 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("setting POSTLINE_RECEIVER_HTTP_ADDR: %w", err)
 	}
-	var (
-		started atomic.Bool
-		failed  atomic.Pointer[error]
-	)
+	var started atomic.Bool
 	ready := func(ctx context.Context) error {
 		if !started.Load() {
 			return errors.New("starting: Kafka topic or database migrations not checked yet")
 		}
 		return store.Ping(ctx)
 	}
-	healthy := func() error {
-		if err := failed.Load(); err != nil {
-			return *err
-		}
-		return nil
-	}
-	opsServer := &http.Server{Handler: ops.Handler(reg, ready, healthy), ReadHeaderTimeout: 5 * time.Second}
 	logger.Info("bounce-receiver starting", "http_addr", opsListener.Addr().String(), "smtp_addr", s.SMTPAddr,
-		"bounce_domain", signer.Domain(), "hooks_addr", s.HooksAddr, "kafka", cluster.String())
+		"bounce_domain", keys.signer.Domain(), "hooks_addr", s.HooksAddr, "kafka", cluster.String())
 
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		if err := opsServer.Serve(opsListener); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("http server: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		return opsServer.Shutdown(shutdownCtx)
-	})
-	g.Go(func() error {
-		err := receive(gctx, s, receiverDeps{cluster: cluster, pool: pool, store: store, lists: lists, signer: signer,
-			unsubscribes: unsubscribes, rules: rules, tlsConfig: tlsConfig, logger: logger, reg: reg, started: &started})
-		if err != nil && gctx.Err() == nil {
-			failed.Store(&err)
-		}
-		return err
-	})
-	err = g.Wait()
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		err = nil
+	// Phase one of shutdown: the SMTP server and the hooks server stop
+	// taking connections and finish their sessions and requests within
+	// the shutdown timeout (each bounds its own drain by it).
+	svc := supervisor.Supervisor{
+		Logger: logger, Listener: opsListener, Registry: reg, Ready: ready,
+		ShutdownTimeout: s.ShutdownTimeout,
+		Draining:        "finishing SMTP sessions and webhook requests in flight",
 	}
+	err = svc.Run(ctx, supervisor.Stage{Run: func(p supervisor.Phases) error {
+		return receive(p, s, receiverDeps{cluster: cluster, pool: pool, store: store, lists: lists, signer: keys.signer,
+			unsubscribes: keys.unsubscribes, rules: rules, tlsConfig: tlsConfig, logger: logger, reg: reg, started: &started})
+	}})
 	logger.Info("bounce-receiver stopped", "error", err)
 	return err
+}
+
+// receiverKeys sign and verify the return path and unsubscribe tokens.
+type receiverKeys struct {
+	signer       *returnpath.Signer
+	unsubscribes *unsubscribe.Signer
+}
+
+// keys builds the token signers of the bounce domain from the return path
+// keys.
+func (s settings) keys() (receiverKeys, error) {
+	if s.BounceDomain == "" {
+		return receiverKeys{}, errors.New("setting POSTLINE_BOUNCE_DOMAIN: required")
+	}
+	keys, err := returnpath.ParseKeys(s.ReturnPathKeys)
+	if err != nil {
+		return receiverKeys{}, fmt.Errorf("setting POSTLINE_RETURN_PATH_KEYS: %w", err)
+	}
+	signer, err := returnpath.New(s.BounceDomain, keys)
+	if err != nil {
+		return receiverKeys{}, fmt.Errorf("setting POSTLINE_BOUNCE_DOMAIN: %w", err)
+	}
+	unsubscribes, err := unsubscribe.NewSigner(keys)
+	if err != nil {
+		return receiverKeys{}, fmt.Errorf("setting POSTLINE_RETURN_PATH_KEYS: %w", err)
+	}
+	return receiverKeys{signer: signer, unsubscribes: unsubscribes}, nil
+}
+
+// rulesAndTLS loads the reply classification rules (the built-in ones
+// unless a rules file is set) and the SMTP server's certificate, if set.
+func (s settings) rulesAndTLS() (*failure.RuleSet, *tls.Config, error) {
+	rules := failure.Default()
+	if s.RulesFile != "" {
+		var err error
+		if rules, err = failure.LoadRules(s.RulesFile); err != nil {
+			return nil, nil, fmt.Errorf("setting POSTLINE_RULES_FILE: %w", err)
+		}
+	}
+	if s.TLSCertFile == "" && s.TLSKeyFile == "" {
+		return rules, nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(s.TLSCertFile, s.TLSKeyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("settings POSTLINE_BOUNCE_TLS_CERT_FILE and POSTLINE_BOUNCE_TLS_KEY_FILE: %w", err)
+	}
+	return rules, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // receiverDeps are what receive needs from run.
@@ -167,8 +170,9 @@ type receiverDeps struct {
 }
 
 // receive waits for Kafka and Postgres, then serves the bounce domain's
-// SMTP server and the provider webhooks until ctx ends.
-func receive(ctx context.Context, s settings, d receiverDeps) error {
+// SMTP server and the provider webhooks until the intake ends.
+func receive(p supervisor.Phases, s settings, d receiverDeps) error {
+	ctx := p.Intake
 	warned := false
 	if err := d.cluster.Await(ctx, func(err error) {
 		if !warned {
@@ -216,43 +220,56 @@ func receive(ctx context.Context, s settings, d receiverDeps) error {
 	if hooks == nil {
 		d.logger.Warn("POSTLINE_HOOKS_ADDR is empty: the one-click unsubscribe links the workers put in bulk mail are not answered here (only their mailto is)")
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return smtpServer.Run(gctx) })
-	// Publishes the transitions an applier made but did not finish
-	// publishing (it stopped, or Kafka failed): see outcome.Applier.Drain.
-	g.Go(func() error { return applier.Run(gctx) })
+	stages := []supervisor.Stage{
+		{Run: func(p supervisor.Phases) error { return smtpServer.Run(p.Intake) }},
+		// Publishes the transitions an applier made but did not finish
+		// publishing (it stopped, or Kafka failed): see outcome.Applier.Drain.
+		{Run: func(p supervisor.Phases) error { return applier.Run(p.Intake) }},
+	}
 	if hooks != nil {
-		listener, err := net.Listen("tcp", s.HooksAddr)
+		stage, err := hooksStage(s, d.reg, hooks)
 		if err != nil {
-			return fmt.Errorf("setting POSTLINE_HOOKS_ADDR: %w", err)
-		}
-		server, listener, err := publicServer(s, d.reg, hooks, listener)
-		if err != nil {
-			_ = listener.Close()
 			return err
 		}
-		g.Go(func() error {
-			if err := server.Serve(listener); !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("hooks server: %w", err)
-			}
-			return nil
-		})
-		g.Go(func() error {
-			<-gctx.Done()
-			shutdownCtx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
-			defer cancel()
-			return server.Shutdown(shutdownCtx)
-		})
+		stages = append(stages, stage)
 	}
 	go func() {
 		select {
 		case <-smtpServer.Ready():
 			d.started.Store(true)
 			d.logger.Info("receiving reports", "smtp_addr", smtpServer.Addr().String())
-		case <-gctx.Done():
+		case <-ctx.Done():
 		}
 	}()
-	return g.Wait()
+	return p.Run(stages...)
+}
+
+// hooksStage listens on POSTLINE_HOOKS_ADDR and serves the public HTTP
+// server until the intake ends, then lets its requests finish within the
+// shutdown timeout.
+func hooksStage(s settings, reg prometheus.Registerer, hooks http.Handler) (supervisor.Stage, error) {
+	listener, err := net.Listen("tcp", s.HooksAddr)
+	if err != nil {
+		return supervisor.Stage{}, fmt.Errorf("setting POSTLINE_HOOKS_ADDR: %w", err)
+	}
+	server, listener, err := publicServer(s, reg, hooks, listener)
+	if err != nil {
+		_ = listener.Close()
+		return supervisor.Stage{}, err
+	}
+	return supervisor.Stage{Run: func(p supervisor.Phases) error {
+		stopped := make(chan error, 1)
+		go func() {
+			<-p.Intake.Done()
+			shutdownCtx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
+			defer cancel()
+			stopped <- server.Shutdown(shutdownCtx)
+		}()
+		if err := server.Serve(listener); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("hooks server: %w", err)
+		}
+		return <-stopped
+	}}, nil
 }
 
 // The limit labels of the public HTTP server's limiters

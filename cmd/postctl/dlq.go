@@ -432,84 +432,24 @@ var (
 )
 
 func dlqReplay(ctx context.Context, g *globals, filter dlqFilter, f replayFlags) error {
-	brokers := g.kafka
-	ranges, err := dlqRanges(ctx, brokers, g.dlqTopic)
+	ranges, err := dlqRanges(ctx, g.kafka, g.dlqTopic)
 	if err != nil {
 		return err
 	}
-	total := int64(-1)
-	if !f.yes && !f.dryRun {
-		n, err := countMatches(ctx, brokers, g.dlqTopic, ranges, filter)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return g.print(replaySummary{}, "no dead letters match: nothing to replay")
-		}
-		if !confirm(g, fmt.Sprintf("replay %d %s from %s to %s? [y/N] ", n, plural(n, "dead letter", "dead letters"), g.dlqTopic, g.topic)) {
-			return errors.New("replay not confirmed (use --yes to skip the question)")
-		}
-		total = int64(n)
+	total, proceed, err := confirmReplay(ctx, g, ranges, filter, f)
+	if err != nil || !proceed {
+		return err
 	}
-
 	r := &replayer{g: g, dryRun: f.dryRun, now: time.Now()}
 	if !f.dryRun {
-		pool, err := openPool(ctx, g)
+		closeAll, err := r.open(ctx)
 		if err != nil {
 			return err
 		}
-		defer pool.Close()
-		host, _ := os.Hostname()
-		store, err := idempotency.New(idempotency.Config{Owner: fmt.Sprintf("postctl-%s-%d", host, os.Getpid())}, pool, nil, nil)
-		if err != nil {
-			return err
-		}
-		pub, err := g.kafka.TopicWriter(kafkaclient.WriterConfig{Topic: g.topic, Name: "publisher", Limits: map[string]int{g.topic: topic.MaxMessageBytes}})
-		if err != nil {
-			return err
-		}
-		defer pub.Close()
-		lists, err := suppression.New(suppression.Config{}, pool, nil, nil)
-		if err != nil {
-			return err
-		}
-		r.store, r.pub, r.lists = store, pub, lists
+		defer closeAll()
 	}
-	if f.progress && g.output != "json" {
-		r.bar = progressbar.NewOptions64(total,
-			progressbar.OptionSetWriter(g.stderr),
-			progressbar.OptionSetDescription("replaying"),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("records"),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionSetSpinnerChangeInterval(0), // no render goroutine
-			progressbar.OptionSetRenderBlankState(true),
-			progressbar.OptionOnCompletion(func() { fmt.Fprintln(g.stderr) }),
-		)
-	}
-
-	var batch []kafka.Message
-	err = scanDLQ(ctx, brokers, g.dlqTopic, ranges, func(m kafka.Message) error {
-		if !filter.match(parseDeadLetter(m)) {
-			return nil
-		}
-		r.sum.Matched++
-		batch = append(batch, m)
-		if len(batch) == f.batch {
-			if err := r.replay(ctx, batch); err != nil {
-				return err
-			}
-			batch = batch[:0]
-		}
-		if filter.limit > 0 && r.sum.Matched >= filter.limit {
-			return errStop
-		}
-		return nil
-	})
-	if err == nil {
-		err = r.replay(ctx, batch)
-	}
+	r.bar = newProgressBar(g, f.progress, total, "replaying", "records")
+	err = r.scan(ctx, ranges, filter, f.batch)
 	if r.bar != nil {
 		if err != nil {
 			_ = r.bar.Exit()
@@ -533,6 +473,82 @@ func dlqReplay(ctx context.Context, g *globals, filter dlqFilter, f replayFlags)
 		"suppressions lifted (added by the replayed failures): %d",
 		s.Matched, verb, s.Replayed, s.SkippedInvalid, s.SkippedNotReplayable, s.Unsuppressed)
 	return g.print(s, text)
+}
+
+// confirmReplay asks the operator to confirm the replay of the dead
+// letters filter selects, unless --yes or --dry-run, and returns how many
+// there are (-1: not counted) and whether to go on. With none to replay it
+// says so and does not go on.
+func confirmReplay(ctx context.Context, g *globals, ranges []partitionRange, filter dlqFilter, f replayFlags) (int64, bool, error) {
+	if f.yes || f.dryRun {
+		return -1, true, nil
+	}
+	n, err := countMatches(ctx, g.kafka, g.dlqTopic, ranges, filter)
+	if err != nil {
+		return 0, false, err
+	}
+	if n == 0 {
+		return 0, false, g.print(replaySummary{}, "no dead letters match: nothing to replay")
+	}
+	if !confirm(g, fmt.Sprintf("replay %d %s from %s to %s? [y/N] ", n, plural(n, "dead letter", "dead letters"), g.dlqTopic, g.topic)) {
+		return 0, false, errors.New("replay not confirmed (use --yes to skip the question)")
+	}
+	return int64(n), true, nil
+}
+
+// open connects the replayer to the store, the jobs topic and the
+// suppression lists, and returns what closes them.
+func (r *replayer) open(ctx context.Context) (func(), error) {
+	pool, err := openPool(ctx, r.g)
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	store, err := idempotency.New(idempotency.Config{Owner: fmt.Sprintf("postctl-%s-%d", host, os.Getpid())}, pool, nil, nil)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	pub, err := r.g.kafka.TopicWriter(kafkaclient.WriterConfig{Topic: r.g.topic, Name: "publisher", Limits: map[string]int{r.g.topic: topic.MaxMessageBytes}})
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	lists, err := suppression.New(suppression.Config{}, pool, nil, nil)
+	if err != nil {
+		pub.Close()
+		pool.Close()
+		return nil, err
+	}
+	r.store, r.pub, r.lists = store, pub, lists
+	return func() { pub.Close(); pool.Close() }, nil
+}
+
+// scan replays the dead letters of ranges that filter selects, in batches
+// of batchSize, up to the filter's limit.
+func (r *replayer) scan(ctx context.Context, ranges []partitionRange, filter dlqFilter, batchSize int) error {
+	var batch []kafka.Message
+	err := scanDLQ(ctx, r.g.kafka, r.g.dlqTopic, ranges, func(m kafka.Message) error {
+		if !filter.match(parseDeadLetter(m)) {
+			return nil
+		}
+		r.sum.Matched++
+		batch = append(batch, m)
+		if len(batch) == batchSize {
+			if err := r.replay(ctx, batch); err != nil {
+				return err
+			}
+			batch = batch[:0]
+		}
+		if filter.limit > 0 && r.sum.Matched >= filter.limit {
+			return errStop
+		}
+		return nil
+	})
+	if err == nil {
+		err = r.replay(ctx, batch)
+	}
+	return err
 }
 
 // countMatches counts the dead letters of ranges that filter selects.

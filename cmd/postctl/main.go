@@ -15,23 +15,14 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/postline/postline/internal/supervisor"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := supervisor.SignalContext()
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "postctl:", err)
-		code := exitCode(err)
-		if code == exitUsage {
-			fmt.Fprintln(os.Stderr, "Run 'postctl --help' (or 'postctl <command> --help') for usage.")
-		}
-		os.Exit(code)
-	}
+	supervisor.Exit("postctl", err, "Run 'postctl --help' (or 'postctl <command> --help') for usage.")
 }

@@ -1,19 +1,20 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/postline/postline/internal/supervisor"
 )
 
 // Exit codes of postctl.
 const (
-	exitFailure = 1 // an operation failed, or found what it checks for
-	exitUsage   = 2 // the command line or a setting is invalid
+	exitFailure = supervisor.ExitFailure // an operation failed, or found what it checks for
+	exitUsage   = supervisor.ExitUsage   // the command line or a setting is invalid
 )
 
 // usageError is an error in the command line or the settings: the command
@@ -23,6 +24,9 @@ type usageError struct{ err error }
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
+// ExitCode implements supervisor.ExitCoder.
+func (e usageError) ExitCode() int { return exitUsage }
+
 // usagef returns a usageError with a formatted message; like fmt.Errorf it
 // wraps a %w operand.
 func usagef(format string, args ...any) error {
@@ -31,10 +35,7 @@ func usagef(format string, args ...any) error {
 
 // exitCode is the process exit code for err (not nil).
 func exitCode(err error) int {
-	if errors.As(err, new(usageError)) {
-		return exitUsage
-	}
-	return exitFailure
+	return supervisor.ExitCode(err)
 }
 
 // writeTable writes an aligned table: header, then rows, columns separated

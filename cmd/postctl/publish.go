@@ -78,37 +78,9 @@ Jobs are validated before anything is written; a batch with an invalid job is no
 }
 
 func publish(cmd *cobra.Command, g *globals, f *publishFlags) error {
-	fl := cmd.Flags()
-	var single []string
-	for _, name := range singleJobFlags {
-		if fl.Changed(name) {
-			single = append(single, "--"+name)
-		}
+	if err := f.check(cmd.Flags()); err != nil {
+		return err
 	}
-	bodyLimit := job.Limits{}.WithDefaults().MaxBodyBytes
-	switch {
-	case f.batch < 1:
-		return usagef("--batch %d: must be at least 1", f.batch)
-	case f.count < 0 || fl.Changed("count") && f.count == 0:
-		return usagef("--count %d: must be at least 1", f.count)
-	case f.bodyBytes < 0 || f.bodyBytes > bodyLimit:
-		return usagef("--body-bytes %d: want 0 to %d (the body limit)", f.bodyBytes, bodyLimit)
-	case fl.Changed("body-bytes") && f.count == 0:
-		return usagef("--body-bytes only applies to --count")
-	case f.count > 0 && f.file != "":
-		return usagef("--count and --file are mutually exclusive")
-	case f.count > 0 && len(single) > 0:
-		return usagef("--count publishes synthetic jobs: it cannot be combined with %s", strings.Join(single, ", "))
-	case f.file != "" && len(single) > 0:
-		return usagef("--file reads jobs from the file: it cannot be combined with %s", strings.Join(single, ", "))
-	case f.file != "" && fl.Changed("priority"):
-		return usagef("--file reads jobs from the file: set priority in each line, not with --priority")
-	case f.count == 0 && f.file == "" && f.from == "":
-		return usagef("--from is required to publish one job (or use --file or --count)")
-	case f.count == 0 && f.file == "" && len(f.to)+len(f.cc)+len(f.bcc) == 0:
-		return usagef("--to (or --cc or --bcc) is required to publish one job")
-	}
-
 	pub, err := job.NewPublisher(g.kafka.Config(), job.PublisherConfig{
 		Topic:           g.topic,
 		MessageIDDomain: f.domain,
@@ -118,46 +90,12 @@ func publish(cmd *cobra.Command, g *globals, f *publishFlags) error {
 	}
 	defer pub.Close()
 
-	var src source
-	total := int64(-1)
-	switch {
-	case f.count > 0:
-		src, total = synthetic(f.count, f.bodyBytes, job.Priority(f.priority)), int64(f.count)
-	case f.file != "":
-		r, closeFile, err := openInput(f.file, g.stdin)
-		if err != nil {
-			return err
-		}
-		defer closeFile()
-		src = jsonLines(r, f.file)
-	default:
-		src, total = one(job.Job{
-			MessageID: f.messageID,
-			From:      f.from,
-			To:        f.to,
-			Cc:        f.cc,
-			Bcc:       f.bcc,
-			Subject:   f.subject,
-			Text:      f.text,
-			HTML:      f.html,
-			Priority:  job.Priority(f.priority),
-		}), 1
+	src, total, closeSource, err := f.source(g)
+	if err != nil {
+		return err
 	}
-
-	var bar *progressbar.ProgressBar
-	if f.progress && g.output != "json" {
-		bar = progressbar.NewOptions64(total,
-			progressbar.OptionSetWriter(g.stderr),
-			progressbar.OptionSetDescription("publishing"),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("jobs"),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionSetSpinnerChangeInterval(0), // no render goroutine
-			progressbar.OptionSetRenderBlankState(true),
-			progressbar.OptionOnCompletion(func() { fmt.Fprintln(g.stderr) }),
-		)
-	}
+	defer closeSource()
+	bar := f.progressBar(g, total)
 
 	start := time.Now()
 	published, ids, err := publishAll(cmd.Context(), pub, src, f.batch, bar)
@@ -186,6 +124,104 @@ func publish(cmd *cobra.Command, g *globals, f *publishFlags) error {
 		text += "\nmessage_id: " + strings.Join(ids, " ")
 	}
 	return g.print(s, text)
+}
+
+// changedFlags tells which flags the command line set (a command's
+// pflag.FlagSet).
+type changedFlags interface{ Changed(name string) bool }
+
+// check rejects flags that contradict each other or miss what they need:
+// one job (the single-job flags), a file (--file) or synthetic jobs
+// (--count).
+func (f *publishFlags) check(fl changedFlags) error {
+	var single []string
+	for _, name := range singleJobFlags {
+		if fl.Changed(name) {
+			single = append(single, "--"+name)
+		}
+	}
+	bodyLimit := job.Limits{}.WithDefaults().MaxBodyBytes
+	switch {
+	case f.batch < 1:
+		return usagef("--batch %d: must be at least 1", f.batch)
+	case f.count < 0 || fl.Changed("count") && f.count == 0:
+		return usagef("--count %d: must be at least 1", f.count)
+	case f.bodyBytes < 0 || f.bodyBytes > bodyLimit:
+		return usagef("--body-bytes %d: want 0 to %d (the body limit)", f.bodyBytes, bodyLimit)
+	case fl.Changed("body-bytes") && f.count == 0:
+		return usagef("--body-bytes only applies to --count")
+	case f.count > 0 && f.file != "":
+		return usagef("--count and --file are mutually exclusive")
+	case f.count > 0 && len(single) > 0:
+		return usagef("--count publishes synthetic jobs: it cannot be combined with %s", strings.Join(single, ", "))
+	}
+	return f.checkSingle(fl, single)
+}
+
+// checkSingle is check's part about --file and the single job.
+func (f *publishFlags) checkSingle(fl changedFlags, single []string) error {
+	switch {
+	case f.file != "" && len(single) > 0:
+		return usagef("--file reads jobs from the file: it cannot be combined with %s", strings.Join(single, ", "))
+	case f.file != "" && fl.Changed("priority"):
+		return usagef("--file reads jobs from the file: set priority in each line, not with --priority")
+	case f.count == 0 && f.file == "" && f.from == "":
+		return usagef("--from is required to publish one job (or use --file or --count)")
+	case f.count == 0 && f.file == "" && len(f.to)+len(f.cc)+len(f.bcc) == 0:
+		return usagef("--to (or --cc or --bcc) is required to publish one job")
+	}
+	return nil
+}
+
+// source returns the jobs the flags ask for, how many there are (-1:
+// unknown until the file is read) and what closes the file.
+func (f *publishFlags) source(g *globals) (source, int64, func(), error) {
+	switch {
+	case f.count > 0:
+		return synthetic(f.count, f.bodyBytes, job.Priority(f.priority)), int64(f.count), func() {}, nil
+	case f.file != "":
+		r, closeFile, err := openInput(f.file, g.stdin)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		return jsonLines(r, f.file), -1, closeFile, nil
+	default:
+		return one(job.Job{
+			MessageID: f.messageID,
+			From:      f.from,
+			To:        f.to,
+			Cc:        f.cc,
+			Bcc:       f.bcc,
+			Subject:   f.subject,
+			Text:      f.text,
+			HTML:      f.html,
+			Priority:  job.Priority(f.priority),
+		}), 1, func() {}, nil
+	}
+}
+
+// progressBar is the bar on stderr that --progress asks for, or nil.
+func (f *publishFlags) progressBar(g *globals, total int64) *progressbar.ProgressBar {
+	return newProgressBar(g, f.progress, total, "publishing", "jobs")
+}
+
+// newProgressBar is a bar on stderr counting items up to total (-1:
+// unknown), or nil when progress is off or the output is JSON.
+func newProgressBar(g *globals, progress bool, total int64, description, items string) *progressbar.ProgressBar {
+	if !progress || g.output == "json" {
+		return nil
+	}
+	return progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(g.stderr),
+		progressbar.OptionSetDescription(description),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString(items),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionSetSpinnerChangeInterval(0), // no render goroutine
+		progressbar.OptionSetRenderBlankState(true),
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(g.stderr) }),
+	)
 }
 
 // source yields jobs one at a time. next returns io.EOF at the end; label

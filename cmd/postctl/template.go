@@ -153,21 +153,8 @@ func templatePush(ctx context.Context, g *globals, dir string, dryRun, activate,
 		return err
 	}
 	defer closeDB()
-	// A template stored with another kind would fail its push midway.
-	stored, err := s.List(ctx)
-	if err != nil {
-		return withMigrateHint(err)
-	}
-	var mismatches []string
-	for _, t := range tmpls {
-		for _, st := range stored {
-			if st.Name == t.Draft.Name && st.Kind != t.Draft.Kind {
-				mismatches = append(mismatches, fmt.Sprintf("  %s (%s): stored as a %s, the folder is a %s", t.Draft.Name, t.Dir, st.Kind, t.Draft.Kind))
-			}
-		}
-	}
-	if len(mismatches) > 0 {
-		return fmt.Errorf("%d of %d templates change kind, nothing pushed:\n%s", len(mismatches), len(tmpls), strings.Join(mismatches, "\n"))
+	if err := checkKinds(ctx, s, tmpls); err != nil {
+		return err
 	}
 	// The latest versions: the next one's number names a failure, and a
 	// dry run compares content hashes with them.
@@ -190,51 +177,94 @@ func templatePush(ctx context.Context, g *globals, dir string, dryRun, activate,
 	for i, t := range tmpls {
 		d := t.Draft
 		d.CreatedBy = operator()
-		r := pushResult{Name: d.Name, Kind: d.Kind}
+		var r pushResult
 		if dryRun {
-			hash, err := templatestore.ContentHash(d)
-			if err != nil {
-				return err
-			}
-			r.Version, r.Created = latest[i].Version, !bytes.Equal(hash, latest[i].ContentHash)
-			out.Templates = append(out.Templates, r)
-			continue
+			r, err = wouldPush(d, latest[i])
+		} else {
+			r, err = pushTemplate(ctx, s, d, activate, keepFallback)
 		}
-		if r.Version, r.Created, err = s.Push(ctx, d); err != nil {
-			return withMigrateHint(err)
-		}
-		if activate && r.Created {
-			a, err := s.Activate(ctx, d.Name, r.Version, keepFallback, operator(), "pushed with --activate")
-			if err != nil {
-				return err
-			}
-			r.Activated = true
-			if fb, ok := a.FallbackMoved(); ok {
-				r.Fallback = fb.Version
-			}
+		if err != nil {
+			return err
 		}
 		out.Templates = append(out.Templates, r)
 	}
-	return printReport(g, out, func() error {
-		rows := make([][]string, len(out.Templates))
-		for i, r := range out.Templates {
-			result := "unchanged"
-			switch {
-			case r.Created && dryRun:
-				result = "would add a version"
-			case r.Created:
-				result = "added"
+	return printReport(g, out, func() error { return writePushTable(g, out) })
+}
+
+// checkKinds refuses a push in which a stored template changes kind: it
+// would fail midway.
+func checkKinds(ctx context.Context, s *templatestore.Store, tmpls []templateDir) error {
+	stored, err := s.List(ctx)
+	if err != nil {
+		return withMigrateHint(err)
+	}
+	var mismatches []string
+	for _, t := range tmpls {
+		for _, st := range stored {
+			if st.Name == t.Draft.Name && st.Kind != t.Draft.Kind {
+				mismatches = append(mismatches, fmt.Sprintf("  %s (%s): stored as a %s, the folder is a %s", t.Draft.Name, t.Dir, st.Kind, t.Draft.Kind))
 			}
-			if r.Activated {
-				result += ", activated"
-			}
-			if r.Fallback != 0 {
-				result += fmt.Sprintf(" (fallback: version %d)", r.Fallback)
-			}
-			rows[i] = []string{r.Name, r.Kind, versionCell(r.Version), result}
 		}
-		return writeTable(g.stdout, []string{"TEMPLATE", "KIND", "VERSION", "RESULT"}, rows)
-	})
+	}
+	if len(mismatches) > 0 {
+		return fmt.Errorf("%d of %d templates change kind, nothing pushed:\n%s", len(mismatches), len(tmpls), strings.Join(mismatches, "\n"))
+	}
+	return nil
+}
+
+// wouldPush is a dry run's result for d: whether its content differs from
+// the latest version's.
+func wouldPush(d templatestore.Draft, latest templatestore.Version) (pushResult, error) {
+	r := pushResult{Name: d.Name, Kind: d.Kind}
+	hash, err := templatestore.ContentHash(d)
+	if err != nil {
+		return r, err
+	}
+	r.Version, r.Created = latest.Version, !bytes.Equal(hash, latest.ContentHash)
+	return r, nil
+}
+
+// pushTemplate stores d as a new version when it changed, and with
+// --activate makes that version active.
+func pushTemplate(ctx context.Context, s *templatestore.Store, d templatestore.Draft, activate, keepFallback bool) (pushResult, error) {
+	r := pushResult{Name: d.Name, Kind: d.Kind}
+	var err error
+	if r.Version, r.Created, err = s.Push(ctx, d); err != nil {
+		return r, withMigrateHint(err)
+	}
+	if activate && r.Created {
+		a, err := s.Activate(ctx, d.Name, r.Version, keepFallback, operator(), "pushed with --activate")
+		if err != nil {
+			return r, err
+		}
+		r.Activated = true
+		if fb, ok := a.FallbackMoved(); ok {
+			r.Fallback = fb.Version
+		}
+	}
+	return r, nil
+}
+
+// writePushTable writes a push's results as a table.
+func writePushTable(g *globals, out pushOutput) error {
+	rows := make([][]string, len(out.Templates))
+	for i, r := range out.Templates {
+		result := "unchanged"
+		switch {
+		case r.Created && out.DryRun:
+			result = "would add a version"
+		case r.Created:
+			result = "added"
+		}
+		if r.Activated {
+			result += ", activated"
+		}
+		if r.Fallback != 0 {
+			result += fmt.Sprintf(" (fallback: version %d)", r.Fallback)
+		}
+		rows[i] = []string{r.Name, r.Kind, versionCell(r.Version), result}
+	}
+	return writeTable(g.stdout, []string{"TEMPLATE", "KIND", "VERSION", "RESULT"}, rows)
 }
 
 // layoutLookup finds a layout that is not in the pushed directory; ok is

@@ -106,35 +106,84 @@ func loadTemplateDir(dir string) ([]templateDir, error) {
 func loadTemplate(dir string) (templateDir, error) {
 	name := filepath.Base(dir)
 	t := templateDir{Dir: dir}
-	fail := func(format string, args ...any) (templateDir, error) {
-		return t, fmt.Errorf("template %s: "+format, append([]any{name}, args...)...)
+	d, err := readTemplateDraft(dir, name)
+	if err != nil {
+		return t, fmt.Errorf("template %s: %w", name, err)
 	}
+	t.Draft = d
+	return t, nil
+}
+
+// readTemplateDraft reads and checks the files of the template folder dir.
+func readTemplateDraft(dir, name string) (templatestore.Draft, error) {
+	var d templatestore.Draft
 	if err := templatestore.ValidateName(name); err != nil {
-		return fail("folder name: %w", err)
+		return d, fmt.Errorf("folder name: %w", err)
 	}
+	if err := checkTemplateEntries(dir); err != nil {
+		return d, err
+	}
+	d, err := readTemplateMeta(dir, name)
+	if err != nil {
+		return d, err
+	}
+	if d.Subject, d.TextBody, d.HTMLBody, err = readTemplateParts(dir); err != nil {
+		return d, err
+	}
+	if err := checkTemplateParts(d); err != nil {
+		return d, err
+	}
+	if err := readTemplateData(dir, &d); err != nil {
+		return d, err
+	}
+	locales, err := readTemplateLocales(dir)
+	if err != nil {
+		return d, err
+	}
+	if len(locales) > 0 {
+		if d.Kind == templatestore.KindLayout {
+			return d, fmt.Errorf("a layout has no %s", tmplLocalesDir)
+		}
+		b, err := json.Marshal(locales)
+		if err != nil {
+			return d, fmt.Errorf("locales: %w", err)
+		}
+		d.Locales = b
+	}
+	return d, nil
+}
+
+// checkTemplateEntries rejects what a template folder may not hold.
+func checkTemplateEntries(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return fail("%w", err)
+		return err
 	}
 	known := []string{tmplMetaFile, tmplSubjectFile, tmplTextFile, tmplHTMLFile, tmplSchemaFile, tmplSampleFile, tmplLocalesDir}
 	for _, e := range entries {
 		if !slices.Contains(known, e.Name()) {
-			return fail("unknown file %q (want %s)", e.Name(), strings.Join(known, ", "))
+			return fmt.Errorf("unknown file %q (want %s)", e.Name(), strings.Join(known, ", "))
 		}
 		if e.IsDir() != (e.Name() == tmplLocalesDir) {
-			return fail("%s: want a %s", e.Name(), map[bool]string{true: "folder", false: "file"}[e.Name() == tmplLocalesDir])
+			return fmt.Errorf("%s: want a %s", e.Name(), map[bool]string{true: "folder", false: "file"}[e.Name() == tmplLocalesDir])
 		}
 	}
+	return nil
+}
+
+// readTemplateMeta reads the folder's metadata file (optional) into a
+// draft: its kind, description, default locale and layout.
+func readTemplateMeta(dir, name string) (templatestore.Draft, error) {
 	meta, err := readTemplateFile(dir, tmplMetaFile)
 	if err != nil {
-		return fail("%w", err)
+		return templatestore.Draft{}, err
 	}
 	var m templateMeta
 	if meta != "" {
 		dec := yaml.NewDecoder(strings.NewReader(meta))
 		dec.KnownFields(true)
 		if err := dec.Decode(&m); err != nil && !errors.Is(err, io.EOF) {
-			return fail("%s: %w", tmplMetaFile, err)
+			return templatestore.Draft{}, fmt.Errorf("%s: %w", tmplMetaFile, err)
 		}
 	}
 	d := templatestore.Draft{Name: name, Kind: m.Kind, Description: m.Description, DefaultLocale: m.DefaultLocale, Layout: m.Layout}
@@ -142,75 +191,69 @@ func loadTemplate(dir string) (templateDir, error) {
 		d.Kind = templatestore.KindTemplate
 	}
 	if d.Kind != templatestore.KindTemplate && d.Kind != templatestore.KindLayout {
-		return fail("%s: kind %q is not %s or %s", tmplMetaFile, d.Kind, templatestore.KindTemplate, templatestore.KindLayout)
+		return d, fmt.Errorf("%s: kind %q is not %s or %s", tmplMetaFile, d.Kind, templatestore.KindTemplate, templatestore.KindLayout)
 	}
 	if d.Layout != "" {
 		if d.Kind == templatestore.KindLayout {
-			return fail("%s: a layout cannot have a layout", tmplMetaFile)
+			return d, fmt.Errorf("%s: a layout cannot have a layout", tmplMetaFile)
 		}
 		if err := templatestore.ValidateName(d.Layout); err != nil {
-			return fail("%s: layout: %w", tmplMetaFile, err)
+			return d, fmt.Errorf("%s: layout: %w", tmplMetaFile, err)
 		}
 	}
-	if d.Subject, d.TextBody, d.HTMLBody, err = readTemplateParts(dir); err != nil {
-		return fail("%w", err)
-	}
+	return d, nil
+}
+
+// checkTemplateParts checks the subject and bodies a draft of its kind
+// needs.
+func checkTemplateParts(d templatestore.Draft) error {
 	switch d.Kind {
 	case templatestore.KindLayout:
 		if d.Subject != "" {
-			return fail("%s: a layout has no subject", tmplSubjectFile)
+			return fmt.Errorf("%s: a layout has no subject", tmplSubjectFile)
 		}
 		if d.TextBody == "" && d.HTMLBody == "" {
-			return fail("a layout needs %s or %s", tmplTextFile, tmplHTMLFile)
+			return fmt.Errorf("a layout needs %s or %s", tmplTextFile, tmplHTMLFile)
 		}
 	default:
 		if d.Subject == "" {
-			return fail("%s is missing or empty", tmplSubjectFile)
+			return fmt.Errorf("%s is missing or empty", tmplSubjectFile)
 		}
 		if d.TextBody == "" && d.HTMLBody == "" {
-			return fail("needs %s, %s or both", tmplTextFile, tmplHTMLFile)
+			return fmt.Errorf("needs %s, %s or both", tmplTextFile, tmplHTMLFile)
 		}
 	}
+	return nil
+}
+
+// readTemplateData reads the data schema and the sample data (JSON, both
+// optional; a layout has neither) into d.
+func readTemplateData(dir string, d *templatestore.Draft) error {
 	for _, f := range []struct {
 		file string
 		dst  *json.RawMessage
 	}{{tmplSchemaFile, &d.DataSchema}, {tmplSampleFile, &d.SampleData}} {
 		s, err := readTemplateFile(dir, f.file)
 		if err != nil {
-			return fail("%w", err)
+			return err
 		}
 		if s == "" {
 			continue
 		}
 		if !json.Valid([]byte(s)) {
-			return fail("%s is not valid JSON", f.file)
+			return fmt.Errorf("%s is not valid JSON", f.file)
 		}
 		*f.dst = json.RawMessage(s)
 	}
 	if len(d.SampleData) > 0 {
 		if _, err := decodeTemplateData(d.SampleData); err != nil {
-			return fail("%s: %w", tmplSampleFile, err)
+			return fmt.Errorf("%s: %w", tmplSampleFile, err)
 		}
 	}
 	if d.Kind == templatestore.KindLayout && (len(d.DataSchema) > 0 || len(d.SampleData) > 0) {
-		return fail("a layout has no %s or %s", tmplSchemaFile, tmplSampleFile)
+		return fmt.Errorf("a layout has no %s or %s", tmplSchemaFile, tmplSampleFile)
 	}
-	locales, err := readTemplateLocales(dir)
-	if err != nil {
-		return fail("%w", err)
-	}
-	if len(locales) > 0 {
-		if d.Kind == templatestore.KindLayout {
-			return fail("a layout has no %s", tmplLocalesDir)
-		}
-		b, err := json.Marshal(locales)
-		if err != nil {
-			return fail("locales: %w", err)
-		}
-		d.Locales = b
-	}
-	t.Draft = d
-	return t, nil
+	return nil
 }
 
 // readTemplateParts reads subject.txt, text.txt and html.html of dir, each

@@ -301,15 +301,18 @@ const (
 	replayFromEvents      = "events"
 )
 
+// webhooksReplayFlags are the flags of postctl webhooks replay.
+type webhooksReplayFlags struct {
+	from, to string
+	types    []string
+	tenants  []string
+	source   string
+	rate     float64
+	dryRun   bool
+}
+
 func newWebhooksReplayCmd(g *globals) *cobra.Command {
-	var (
-		from, to string
-		types    []string
-		tenants  []string
-		source   string
-		rate     float64
-		dryRun   bool
-	)
+	var f webhooksReplayFlags
 	cmd := &cobra.Command{
 		Use:   "replay ENDPOINT",
 		Short: "Send an endpoint's dead letters, or events from the topic, again, selected by time and type, at a bounded rate",
@@ -325,66 +328,80 @@ usual retries, with the same webhook-id as before. --dry-run only counts them.
 The replay is written to the endpoint's log.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f := webhook.ReplayFilter{Endpoint: args[0], Tenants: tenants}
-			var err error
-			if f.From, err = parseOptionalTime("--from", from); err != nil {
-				return err
-			}
-			if f.To, err = parseOptionalTime("--to", to); err != nil {
-				return err
-			}
-			if !f.From.IsZero() && !f.To.IsZero() && !f.To.After(f.From) {
-				return usagef("--to %s is not after --from %s", to, from)
-			}
-			for _, t := range types {
-				if !event.Type(t).Valid() {
-					return usagef("--type %q: want one of %v", t, event.Types)
-				}
-				f.Types = append(f.Types, event.Type(t))
-			}
-			if rate <= 0 || rate > maxReplayRate {
-				return usagef("--rate %g: want more than 0 and at most %d", rate, maxReplayRate)
-			}
-			switch {
-			case source != replayFromDeadLetters && source != replayFromEvents:
-				return usagef("--source %q: want %s or %s", source, replayFromDeadLetters, replayFromEvents)
-			case source == replayFromEvents && f.From.IsZero():
-				return usagef("--source events needs --from: the time to read the topic from")
-			}
-			q, closeQueue, err := openQueue(cmd.Context(), g)
-			if err != nil {
-				return err
-			}
-			defer closeQueue()
-			var n int
-			if source == replayFromEvents {
-				n, err = replayEvents(cmd.Context(), g, q, f, rate, dryRun)
-			} else {
-				n, err = q.Replay(cmd.Context(), f, rate, dryRun, operator(), time.Now())
-			}
-			if err != nil {
-				return withMigrateHint(err)
-			}
-			what := "dead letters"
-			if source == replayFromEvents {
-				what = "events"
-			}
-			text := fmt.Sprintf("%d %s of %s queued again, due over %s", n, what, args[0], formatAge(time.Duration(float64(n)/rate*float64(time.Second))))
-			if dryRun {
-				text = fmt.Sprintf("%d %s of %s would be queued again (dry run)", n, what, args[0])
-			}
-			return g.print(map[string]any{"endpoint": args[0], "selected": n, "dry_run": dryRun}, text)
+			return webhooksReplay(cmd.Context(), g, args[0], f)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&from, "from", "", "events at or after this time (RFC 3339)")
-	fl.StringVar(&to, "to", "", "events before this time (RFC 3339)")
-	fl.StringSliceVar(&types, "type", nil, "event types, e.g. bounced,complained (default: every type)")
-	fl.StringSliceVar(&tenants, "tenant", nil, "only these tenants' events (default: every tenant's)")
-	fl.StringVar(&source, "source", replayFromDeadLetters, "what to send again: dead-letters (the endpoint's) or events (the events topic)")
-	fl.Float64Var(&rate, "rate", defaultReplayRate, "events a second the replay makes due")
-	fl.BoolVar(&dryRun, "dry-run", false, "count the dead letters selected, queue nothing")
+	fl.StringVar(&f.from, "from", "", "events at or after this time (RFC 3339)")
+	fl.StringVar(&f.to, "to", "", "events before this time (RFC 3339)")
+	fl.StringSliceVar(&f.types, "type", nil, "event types, e.g. bounced,complained (default: every type)")
+	fl.StringSliceVar(&f.tenants, "tenant", nil, "only these tenants' events (default: every tenant's)")
+	fl.StringVar(&f.source, "source", replayFromDeadLetters, "what to send again: dead-letters (the endpoint's) or events (the events topic)")
+	fl.Float64Var(&f.rate, "rate", defaultReplayRate, "events a second the replay makes due")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "count the dead letters selected, queue nothing")
 	return cmd
+}
+
+// webhooksReplay queues the events the flags select again for endpoint.
+func webhooksReplay(ctx context.Context, g *globals, endpoint string, f webhooksReplayFlags) error {
+	filter, err := f.filter(endpoint)
+	if err != nil {
+		return err
+	}
+	q, closeQueue, err := openQueue(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer closeQueue()
+	var n int
+	if f.source == replayFromEvents {
+		n, err = replayEvents(ctx, g, q, filter, f.rate, f.dryRun)
+	} else {
+		n, err = q.Replay(ctx, filter, f.rate, f.dryRun, operator(), time.Now())
+	}
+	if err != nil {
+		return withMigrateHint(err)
+	}
+	what := "dead letters"
+	if f.source == replayFromEvents {
+		what = "events"
+	}
+	text := fmt.Sprintf("%d %s of %s queued again, due over %s", n, what, endpoint, formatAge(time.Duration(float64(n)/f.rate*float64(time.Second))))
+	if f.dryRun {
+		text = fmt.Sprintf("%d %s of %s would be queued again (dry run)", n, what, endpoint)
+	}
+	return g.print(map[string]any{"endpoint": endpoint, "selected": n, "dry_run": f.dryRun}, text)
+}
+
+// filter checks the flags and returns the selection they make.
+func (f webhooksReplayFlags) filter(endpoint string) (webhook.ReplayFilter, error) {
+	rf := webhook.ReplayFilter{Endpoint: endpoint, Tenants: f.tenants}
+	var err error
+	if rf.From, err = parseOptionalTime("--from", f.from); err != nil {
+		return rf, err
+	}
+	if rf.To, err = parseOptionalTime("--to", f.to); err != nil {
+		return rf, err
+	}
+	if !rf.From.IsZero() && !rf.To.IsZero() && !rf.To.After(rf.From) {
+		return rf, usagef("--to %s is not after --from %s", f.to, f.from)
+	}
+	for _, t := range f.types {
+		if !event.Type(t).Valid() {
+			return rf, usagef("--type %q: want one of %v", t, event.Types)
+		}
+		rf.Types = append(rf.Types, event.Type(t))
+	}
+	if f.rate <= 0 || f.rate > maxReplayRate {
+		return rf, usagef("--rate %g: want more than 0 and at most %d", f.rate, maxReplayRate)
+	}
+	switch {
+	case f.source != replayFromDeadLetters && f.source != replayFromEvents:
+		return rf, usagef("--source %q: want %s or %s", f.source, replayFromDeadLetters, replayFromEvents)
+	case f.source == replayFromEvents && rf.From.IsZero():
+		return rf, usagef("--source events needs --from: the time to read the topic from")
+	}
+	return rf, nil
 }
 
 // parseOptionalTime reads an RFC 3339 time flag; empty is the zero time.

@@ -5,6 +5,6 @@
 // README for the settings (or run `retry-scheduler -h`).
 package main
 
-import "github.com/postline/postline/internal/ops"
+import "github.com/postline/postline/internal/supervisor"
 
-func main() { ops.Main("retry-scheduler", run) }
+func main() { supervisor.Main("retry-scheduler", run) }

@@ -11,36 +11,25 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/postline/postline/internal/config"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/jobheader"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/ops"
 	"github.com/postline/postline/internal/retry"
+	"github.com/postline/postline/internal/supervisor"
 	"github.com/postline/postline/internal/telemetry"
 )
 
 // run starts the scheduler and returns when ctx is cancelled and it has shut
 // down, or when it fails.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	var s settings
-	if err := config.Load(&s, "retry-scheduler", args, getenv, stdout); err != nil {
-		return err
-	}
-	logger, err := ops.NewLogger(stdout, s.LogLevel)
+	s, logger, tiers, err := loadSettings(args, getenv, stdout)
 	if err != nil {
 		return err
-	}
-	tiers, err := retry.ParseTiers(s.Tiers)
-	if err != nil {
-		return fmt.Errorf("setting POSTLINE_RETRY_TIERS: %w", err)
-	}
-	if s.ShutdownTimeout <= 0 {
-		return fmt.Errorf("setting POSTLINE_SHUTDOWN_TIMEOUT: %s must be positive", s.ShutdownTimeout)
-	}
-	if s.MaxJitter < 0 {
-		return fmt.Errorf("setting POSTLINE_SCHEDULER_MAX_JITTER: %s must not be negative", s.MaxJitter)
 	}
 	// Traces are configured by the standard OTEL_* variables, off unless
 	// an exporter or an OTLP endpoint is set.
@@ -49,35 +38,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer shutdownTracing.Flush(logger)
-	// The drain leaves a third of the shutdown timeout for the final commit
-	// and leaving the group; the rebalance timeout must exceed the drain.
-	drain := s.ShutdownTimeout * 2 / 3
 	reg := ops.NewRegistry()
 	cluster, err := s.Kafka.Cluster("retry-scheduler")
 	if err != nil {
 		return err
 	}
-	schedCfg := retry.SchedulerConfig{
-		Kafka:             cluster,
-		Prefix:            s.Prefix,
-		Tiers:             tiers,
-		JobsTopic:         s.JobsTopic,
-		GroupID:           s.Group,
-		MaxJitter:         cmpJitter(s.MaxJitter),
-		SessionTimeout:    s.SessionTimeout,
-		HeartbeatInterval: s.HeartbeatInterval,
-		MaxInFlightBytes:  s.MaxInFlightBytes,
-		DrainTimeout:      drain,
-		RebalanceTimeout:  max(drain+5*time.Second, 15*time.Second),
-		TracerProvider:    tracerProvider,
-		// Replaced once the dead-letter writer exists; checked by Validate.
-		RejectFunc: func(context.Context, consumer.Message, string, string) error { return nil },
-	}
-	if err := schedCfg.WithDefaults().Validate(); err != nil {
-		return config.NameSetting(err, map[string]string{"JobsTopic": "POSTLINE_JOBS_TOPIC",
-			"Prefix": "POSTLINE_RETRY_TOPIC_PREFIX", "Tiers": "POSTLINE_RETRY_TIERS", "GroupID": "POSTLINE_SCHEDULER_GROUP",
-			"MaxJitter": "POSTLINE_SCHEDULER_MAX_JITTER", "SessionTimeout": "POSTLINE_SESSION_TIMEOUT",
-			"HeartbeatInterval": "POSTLINE_HEARTBEAT_INTERVAL", "DrainTimeout": "POSTLINE_SHUTDOWN_TIMEOUT"})
+	schedCfg, err := s.schedulerConfig(cluster, tiers, tracerProvider)
+	if err != nil {
+		return err
 	}
 
 	listener, err := net.Listen("tcp", s.HTTPAddr)
@@ -102,17 +70,72 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// within the drain are re-injected and committed. Phase two: past the
 	// shutdown timeout the process gives up and exits; whatever was not
 	// committed is re-read by the next owner (duplicates, never losses).
-	svc := ops.Service{
+	svc := supervisor.Supervisor{
 		Logger: logger, Listener: listener, Registry: reg, Ready: ready,
 		ShutdownTimeout: s.ShutdownTimeout,
 		Draining:        "re-injecting what falls due, then committing",
 		Abandoned:       "uncommitted records will be re-injected by the next owner",
 	}
-	err = svc.Run(ctx, func(ctx context.Context) error {
-		return startScheduler(ctx, schedCfg, s.DLQTopic, logger, reg, &scheduler)
-	})
+	err = svc.Run(ctx, supervisor.Stage{Run: func(p supervisor.Phases) error {
+		return startScheduler(p.Intake, schedCfg, s.DLQTopic, logger, reg, &scheduler)
+	}})
 	logger.Info("retry-scheduler stopped", "error", err)
 	return err
+}
+
+// loadSettings reads and checks the settings and returns the scheduler's
+// logger and delay tiers.
+func loadSettings(args []string, getenv func(string) string, stdout io.Writer) (settings, *slog.Logger, retry.Tiers, error) {
+	var s settings
+	if err := config.Load(&s, "retry-scheduler", args, getenv, stdout); err != nil {
+		return s, nil, nil, err
+	}
+	logger, err := ops.NewLogger(stdout, s.LogLevel)
+	if err != nil {
+		return s, nil, nil, err
+	}
+	tiers, err := retry.ParseTiers(s.Tiers)
+	if err != nil {
+		return s, nil, nil, fmt.Errorf("setting POSTLINE_RETRY_TIERS: %w", err)
+	}
+	if s.ShutdownTimeout <= 0 {
+		return s, nil, nil, fmt.Errorf("setting POSTLINE_SHUTDOWN_TIMEOUT: %s must be positive", s.ShutdownTimeout)
+	}
+	if s.MaxJitter < 0 {
+		return s, nil, nil, fmt.Errorf("setting POSTLINE_SCHEDULER_MAX_JITTER: %s must not be negative", s.MaxJitter)
+	}
+	return s, logger, tiers, nil
+}
+
+// schedulerConfig is the scheduler's configuration from the settings,
+// checked; its dead-letter function is a stand-in until the writer exists.
+func (s settings) schedulerConfig(cluster *kafkaclient.Cluster, tiers retry.Tiers, tp trace.TracerProvider) (retry.SchedulerConfig, error) {
+	// The drain leaves a third of the shutdown timeout for the final commit
+	// and leaving the group; the rebalance timeout must exceed the drain.
+	drain := s.ShutdownTimeout * 2 / 3
+	cfg := retry.SchedulerConfig{
+		Kafka:             cluster,
+		Prefix:            s.Prefix,
+		Tiers:             tiers,
+		JobsTopic:         s.JobsTopic,
+		GroupID:           s.Group,
+		MaxJitter:         cmpJitter(s.MaxJitter),
+		SessionTimeout:    s.SessionTimeout,
+		HeartbeatInterval: s.HeartbeatInterval,
+		MaxInFlightBytes:  s.MaxInFlightBytes,
+		DrainTimeout:      drain,
+		RebalanceTimeout:  max(drain+5*time.Second, 15*time.Second),
+		TracerProvider:    tp,
+		// Replaced once the dead-letter writer exists; checked by Validate.
+		RejectFunc: func(context.Context, consumer.Message, string, string) error { return nil },
+	}
+	if err := cfg.WithDefaults().Validate(); err != nil {
+		return cfg, config.NameSetting(err, map[string]string{"JobsTopic": "POSTLINE_JOBS_TOPIC",
+			"Prefix": "POSTLINE_RETRY_TOPIC_PREFIX", "Tiers": "POSTLINE_RETRY_TIERS", "GroupID": "POSTLINE_SCHEDULER_GROUP",
+			"MaxJitter": "POSTLINE_SCHEDULER_MAX_JITTER", "SessionTimeout": "POSTLINE_SESSION_TIMEOUT",
+			"HeartbeatInterval": "POSTLINE_HEARTBEAT_INTERVAL", "DrainTimeout": "POSTLINE_SHUTDOWN_TIMEOUT"})
+	}
+	return cfg, nil
 }
 
 // startScheduler waits for Kafka, reads the limits of the jobs, dead-letter

@@ -7,6 +7,6 @@
 // `webhook-dispatcher -h` for the settings.
 package main
 
-import "github.com/postline/postline/internal/ops"
+import "github.com/postline/postline/internal/supervisor"
 
-func main() { ops.Main("webhook-dispatcher", run) }
+func main() { supervisor.Main("webhook-dispatcher", run) }

@@ -20,6 +20,7 @@ import (
 	"github.com/postline/postline/internal/ops"
 	"github.com/postline/postline/internal/pgpool"
 	"github.com/postline/postline/internal/schema"
+	"github.com/postline/postline/internal/supervisor"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/internal/webhook"
 )
@@ -37,64 +38,13 @@ var settingNames = map[string]string{
 // run starts the dispatcher and returns when ctx is cancelled and it has
 // shut down, or when it fails.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	var s settings
-	if err := config.Load(&s, "webhook-dispatcher", args, getenv, stdout); err != nil {
-		return err
-	}
-	logger, err := ops.NewLogger(stdout, s.LogLevel)
+	s, logger, err := loadSettings(args, getenv, stdout)
 	if err != nil {
 		return err
 	}
-	if s.ShutdownTimeout <= 0 {
-		return fmt.Errorf("setting POSTLINE_SHUTDOWN_TIMEOUT: %s must be positive", s.ShutdownTimeout)
-	}
-	if s.DLQTopic == "" || s.DLQTopic == s.EventsTopic {
-		return fmt.Errorf("setting POSTLINE_WEBHOOKS_DLQ_TOPIC: %q must be set and differ from POSTLINE_EVENTS_TOPIC", s.DLQTopic)
-	}
-	if s.EndpointsFile == "" {
-		return errors.New("setting POSTLINE_WEBHOOKS_FILE: required: the file listing the webhook endpoints")
-	}
-	endpoints, err := webhook.LoadEndpoints(s.EndpointsFile)
-	if err != nil {
-		return fmt.Errorf("setting POSTLINE_WEBHOOKS_FILE: %w", err)
-	}
-	// The secrets come from the environment, one variable per endpoint.
-	for i := range endpoints {
-		endpoints[i].Secret = webhook.Secret(getenv(endpoints[i].SecretEnv))
-	}
-	cluster, err := s.Kafka.Cluster("webhook-dispatcher")
+	cfg, err := s.dispatcherConfig(getenv)
 	if err != nil {
 		return err
-	}
-	// The drain leaves a third of the shutdown timeout for the final commit
-	// and leaving the group; the rebalance timeout must exceed the drain.
-	drain := s.ShutdownTimeout * 2 / 3
-	delays, err := parseDelays(s.RetryDelays)
-	if err != nil {
-		return fmt.Errorf("setting POSTLINE_WEBHOOKS_RETRY_DELAYS: %w", err)
-	}
-	cfg := webhook.Config{
-		Kafka:             cluster,
-		Topic:             s.EventsTopic,
-		GroupID:           s.Group,
-		Endpoints:         endpoints,
-		Schedule:          webhook.Schedule{Delays: delays, Horizon: s.RetryHorizon},
-		DisableAfter:      s.DisableAfter,
-		Concurrency:       s.Concurrency,
-		SessionTimeout:    s.SessionTimeout,
-		HeartbeatInterval: s.HeartbeatInterval,
-		DrainTimeout:      drain,
-		RebalanceTimeout:  max(drain+5*time.Second, 15*time.Second),
-		// Replaced once the dead-letter writer and the database exist;
-		// checked by Validate.
-		DeadLetters: pendingWriter{},
-		Queue:       &webhook.Queue{},
-	}
-	if err := checkNonZero(s); err != nil {
-		return err
-	}
-	if err := cfg.WithDefaults().Validate(); err != nil {
-		return config.NameSetting(err, settingNames)
 	}
 
 	pool, err := pgpool.New(ctx, pgpool.Config{URL: s.DatabaseURL, MaxConns: s.DatabaseMaxConns}, logger)
@@ -120,27 +70,100 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		return nil
 	}
-	ids := make([]string, len(endpoints))
-	for i, ep := range endpoints {
+	ids := make([]string, len(cfg.Endpoints))
+	for i, ep := range cfg.Endpoints {
 		ids[i] = ep.ID
 	}
 	logger.Info("webhook-dispatcher starting", "http_addr", listener.Addr().String(), "events_topic", s.EventsTopic,
-		"dlq_topic", s.DLQTopic, "group", s.Group, "endpoints", ids, "kafka", cluster.String())
+		"dlq_topic", s.DLQTopic, "group", s.Group, "endpoints", ids, "kafka", cfg.Kafka.String())
 
-	svc := ops.Service{
+	svc := supervisor.Supervisor{
 		Logger: logger, Listener: listener, Registry: reg, Ready: ready,
 		ShutdownTimeout: s.ShutdownTimeout,
 		Draining:        "finishing requests in flight, then committing",
 		Abandoned:       "unfinished events will be sent again by the next owner",
 	}
-	err = svc.Run(ctx, func(ctx context.Context) error {
-		if err := schema.MigrateWhenReady(ctx, pool, logger); err != nil {
+	err = svc.Run(ctx, supervisor.Stage{Run: func(p supervisor.Phases) error {
+		if err := schema.MigrateWhenReady(p.Intake, pool, logger); err != nil {
 			return err
 		}
-		return startDispatcher(ctx, cfg, s.DLQTopic, logger, reg, &dispatcher)
-	})
+		return startDispatcher(p.Intake, cfg, s.DLQTopic, logger, reg, &dispatcher)
+	}})
 	logger.Info("webhook-dispatcher stopped", "error", err)
 	return err
+}
+
+// loadSettings reads the settings, checks the ones the dispatcher's config
+// does not, and returns the dispatcher's logger.
+func loadSettings(args []string, getenv func(string) string, stdout io.Writer) (settings, *slog.Logger, error) {
+	var s settings
+	if err := config.Load(&s, "webhook-dispatcher", args, getenv, stdout); err != nil {
+		return s, nil, err
+	}
+	logger, err := ops.NewLogger(stdout, s.LogLevel)
+	if err != nil {
+		return s, nil, err
+	}
+	if s.ShutdownTimeout <= 0 {
+		return s, nil, fmt.Errorf("setting POSTLINE_SHUTDOWN_TIMEOUT: %s must be positive", s.ShutdownTimeout)
+	}
+	if s.DLQTopic == "" || s.DLQTopic == s.EventsTopic {
+		return s, nil, fmt.Errorf("setting POSTLINE_WEBHOOKS_DLQ_TOPIC: %q must be set and differ from POSTLINE_EVENTS_TOPIC", s.DLQTopic)
+	}
+	if s.EndpointsFile == "" {
+		return s, nil, errors.New("setting POSTLINE_WEBHOOKS_FILE: required: the file listing the webhook endpoints")
+	}
+	return s, logger, nil
+}
+
+// dispatcherConfig is the dispatcher's configuration from the settings and
+// the endpoints file, with each endpoint's secret from its variable,
+// checked. Its dead-letter writer and queue are stand-ins until Kafka and
+// the database answer.
+func (s settings) dispatcherConfig(getenv func(string) string) (webhook.Config, error) {
+	endpoints, err := webhook.LoadEndpoints(s.EndpointsFile)
+	if err != nil {
+		return webhook.Config{}, fmt.Errorf("setting POSTLINE_WEBHOOKS_FILE: %w", err)
+	}
+	// The secrets come from the environment, one variable per endpoint.
+	for i := range endpoints {
+		endpoints[i].Secret = webhook.Secret(getenv(endpoints[i].SecretEnv))
+	}
+	cluster, err := s.Kafka.Cluster("webhook-dispatcher")
+	if err != nil {
+		return webhook.Config{}, err
+	}
+	// The drain leaves a third of the shutdown timeout for the final commit
+	// and leaving the group; the rebalance timeout must exceed the drain.
+	drain := s.ShutdownTimeout * 2 / 3
+	delays, err := parseDelays(s.RetryDelays)
+	if err != nil {
+		return webhook.Config{}, fmt.Errorf("setting POSTLINE_WEBHOOKS_RETRY_DELAYS: %w", err)
+	}
+	cfg := webhook.Config{
+		Kafka:             cluster,
+		Topic:             s.EventsTopic,
+		GroupID:           s.Group,
+		Endpoints:         endpoints,
+		Schedule:          webhook.Schedule{Delays: delays, Horizon: s.RetryHorizon},
+		DisableAfter:      s.DisableAfter,
+		Concurrency:       s.Concurrency,
+		SessionTimeout:    s.SessionTimeout,
+		HeartbeatInterval: s.HeartbeatInterval,
+		DrainTimeout:      drain,
+		RebalanceTimeout:  max(drain+5*time.Second, 15*time.Second),
+		// Replaced once the dead-letter writer and the database exist;
+		// checked by Validate.
+		DeadLetters: pendingWriter{},
+		Queue:       &webhook.Queue{},
+	}
+	if err := checkNonZero(s); err != nil {
+		return cfg, err
+	}
+	if err := cfg.WithDefaults().Validate(); err != nil {
+		return cfg, config.NameSetting(err, settingNames)
+	}
+	return cfg, nil
 }
 
 // checkNonZero rejects settings whose zero value the config would replace

@@ -3,6 +3,6 @@
 // README for the settings (or run `worker -h`).
 package main
 
-import "github.com/postline/postline/internal/ops"
+import "github.com/postline/postline/internal/supervisor"
 
-func main() { ops.Main("worker", run) }
+func main() { supervisor.Main("worker", run) }

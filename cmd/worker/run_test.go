@@ -36,6 +36,13 @@ func TestRunRejectsInvalidSettings(t *testing.T) {
 		{"drain longer than shutdown", map[string]string{"POSTLINE_DRAIN_TIMEOUT": "40s"}, nil, "POSTLINE_DRAIN_TIMEOUT"},
 		{"zero shutdown timeout", map[string]string{"POSTLINE_SHUTDOWN_TIMEOUT": "0s"}, nil, "POSTLINE_SHUTDOWN_TIMEOUT"},
 		{"no brokers", map[string]string{"POSTLINE_KAFKA_BROKERS": " , "}, nil, "POSTLINE_KAFKA_BROKERS"},
+		// Named by the field in the component's error, not by its text: the
+		// message of the max cooldown's error also mentions BaseCooldown.
+		{"max cooldown below cooldown", map[string]string{"POSTLINE_CIRCUIT_MAX_COOLDOWN": "1s"}, nil, "POSTLINE_CIRCUIT_MAX_COOLDOWN"},
+		{"lease under 1ms", map[string]string{"POSTLINE_LEASE": "500us"}, nil, "setting POSTLINE_LEASE"},
+		{"negative lag interval", map[string]string{"POSTLINE_LAG_INTERVAL": "-1s"}, nil, "setting POSTLINE_LAG_INTERVAL"},
+		{"unknown Kafka TLS mode", map[string]string{"POSTLINE_KAFKA_TLS": "maybe"}, nil, "setting POSTLINE_KAFKA_TLS"},
+		{"heartbeat past the session", map[string]string{"POSTLINE_HEARTBEAT_INTERVAL": "20s"}, nil, "setting POSTLINE_HEARTBEAT_INTERVAL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

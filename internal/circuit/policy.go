@@ -2,8 +2,9 @@ package circuit
 
 import (
 	"cmp"
-	"fmt"
 	"time"
+
+	"github.com/postline/postline/internal/configerr"
 )
 
 // Policy defaults.
@@ -87,25 +88,25 @@ func (p Policy) WithDefaults() Policy {
 func (p Policy) Validate() error {
 	switch {
 	case p.FailureThreshold < 1:
-		return fmt.Errorf("circuit policy: FailureThreshold %d: must be at least 1", p.FailureThreshold)
+		return configerr.Errorf("FailureThreshold", "circuit policy: FailureThreshold %d: must be at least 1", p.FailureThreshold)
 	case p.BaseCooldown < time.Millisecond:
-		return fmt.Errorf("circuit policy: BaseCooldown %v: must be at least 1ms", p.BaseCooldown)
+		return configerr.Errorf("BaseCooldown", "circuit policy: BaseCooldown %v: must be at least 1ms", p.BaseCooldown)
 	case p.MaxCooldown < p.BaseCooldown:
-		return fmt.Errorf("circuit policy: MaxCooldown %v: must be at least BaseCooldown %v", p.MaxCooldown, p.BaseCooldown)
+		return configerr.Errorf("MaxCooldown", "circuit policy: MaxCooldown %v: must be at least BaseCooldown %v", p.MaxCooldown, p.BaseCooldown)
 	case p.Growth < 1:
-		return fmt.Errorf("circuit policy: Growth %d: must be at least 1", p.Growth)
+		return configerr.Errorf("Growth", "circuit policy: Growth %d: must be at least 1", p.Growth)
 	case p.TimeoutGrowth < 1:
-		return fmt.Errorf("circuit policy: TimeoutGrowth %d: must be at least 1", p.TimeoutGrowth)
+		return configerr.Errorf("TimeoutGrowth", "circuit policy: TimeoutGrowth %d: must be at least 1", p.TimeoutGrowth)
 	case p.ProbeTimeout < time.Millisecond:
-		return fmt.Errorf("circuit policy: ProbeTimeout %v: must be at least 1ms", p.ProbeTimeout)
+		return configerr.Errorf("ProbeTimeout", "circuit policy: ProbeTimeout %v: must be at least 1ms", p.ProbeTimeout)
 	case p.RefreshInterval < time.Millisecond:
-		return fmt.Errorf("circuit policy: RefreshInterval %v: must be at least 1ms", p.RefreshInterval)
+		return configerr.Errorf("RefreshInterval", "circuit policy: RefreshInterval %v: must be at least 1ms", p.RefreshInterval)
 	case p.Window < time.Millisecond:
-		return fmt.Errorf("circuit policy: Window %v: must be at least 1ms", p.Window)
+		return configerr.Errorf("Window", "circuit policy: Window %v: must be at least 1ms", p.Window)
 	case !(p.SuccessFloor > 0 && p.SuccessFloor <= 1):
-		return fmt.Errorf("circuit policy: SuccessFloor %v: must be in (0, 1]", p.SuccessFloor)
+		return configerr.Errorf("SuccessFloor", "circuit policy: SuccessFloor %v: must be in (0, 1]", p.SuccessFloor)
 	case p.FlushInterval < time.Millisecond:
-		return fmt.Errorf("circuit policy: FlushInterval %v: must be at least 1ms", p.FlushInterval)
+		return configerr.Errorf("FlushInterval", "circuit policy: FlushInterval %v: must be at least 1ms", p.FlushInterval)
 	}
 	return nil
 }

@@ -22,13 +22,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/postline/postline/internal/configerr"
 )
 
 // Setting describes one loadable field, for usage text and the README.
@@ -229,28 +229,18 @@ func assign(v reflect.Value, raw string) error {
 	return nil
 }
 
-// NameSetting prefixes a package's configuration error with the setting it
-// is about: packages name their Config fields, operators know variables.
-// fields maps Config field names to settings; the first field the error
-// mentions wins (longer names are tried first, so MaxRetryBackoff is not
-// mistaken for RetryBackoff).
+// NameSetting prefixes a component's configuration error with the setting it
+// is about: components name their Config fields (configerr.FieldError),
+// operators know variables. fields maps Config field names to settings; the
+// first field error in err (errors.As order) whose field is mapped wins. An
+// error that names no mapped field is prefixed "settings:".
 func NameSetting(err error, fields map[string]string) error {
-	names := slices.SortedFunc(maps.Keys(fields), func(a, b string) int { return len(b) - len(a) })
-	msg := err.Error()
-	for _, name := range names {
-		if i := strings.Index(msg, name); i >= 0 && !isIdentByte(msg, i-1) && !isIdentByte(msg, i+len(name)) {
-			return fmt.Errorf("setting %s: %w", fields[name], err)
+	for _, fe := range configerr.Fields(err) {
+		if name, ok := fields[fe.Field]; ok {
+			return fmt.Errorf("setting %s: %w", name, err)
 		}
 	}
 	return fmt.Errorf("settings: %w", err)
-}
-
-func isIdentByte(s string, i int) bool {
-	if i < 0 || i >= len(s) {
-		return false
-	}
-	c := s[i]
-	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
 // Undocumented returns the settings of dst that have no row in the table

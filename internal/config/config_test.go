@@ -3,11 +3,14 @@ package config
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/postline/postline/internal/configerr"
 )
 
 type sample struct {
@@ -109,18 +112,26 @@ func withHost(s sample, host string) sample { s.Nested.Host = host; return s }
 func TestNameSetting(t *testing.T) {
 	fields := map[string]string{"RetryBackoff": "POSTLINE_RETRY_BACKOFF", "MaxRetryBackoff": "POSTLINE_MAX_RETRY_BACKOFF", "Senders": "POSTLINE_SENDERS"}
 	tests := []struct {
-		err  string
+		err  error
 		want string
 	}{
-		{"delivery: Senders -1 out of range", "setting POSTLINE_SENDERS: delivery: Senders -1 out of range"},
-		{"delivery: MaxRetryBackoff 1s is less than RetryBackoff", "setting POSTLINE_MAX_RETRY_BACKOFF: "},
-		{"delivery: RetryBackoff 0s must be positive", "setting POSTLINE_RETRY_BACKOFF: "},
-		{"delivery: SendersX is not a field", "settings: delivery: SendersX is not a field"},
+		{configerr.Errorf("Senders", "delivery: Senders -1 out of range"), "setting POSTLINE_SENDERS: delivery: Senders -1 out of range"},
+		{configerr.Errorf("MaxRetryBackoff", "delivery: MaxRetryBackoff 1s is less than RetryBackoff"), "setting POSTLINE_MAX_RETRY_BACKOFF: "},
+		{configerr.Errorf("RetryBackoff", "delivery: RetryBackoff 0s must be positive"), "setting POSTLINE_RETRY_BACKOFF: "},
+		{configerr.Errorf("SendersX", "delivery: SendersX is not a field"), "settings: delivery: SendersX is not a field"},
+		// The text is never read: only the field in the error's type counts.
+		{errors.New("delivery: Senders -1 out of range"), "settings: delivery: Senders -1 out of range"},
+		// Wrapped and joined field errors are found, the first mapped one wins.
+		{fmt.Errorf("pipeline: %w", configerr.Errorf("Senders", "Senders -1")), "setting POSTLINE_SENDERS: pipeline: Senders -1"},
+		{errors.Join(configerr.Errorf("Other", "Other 1"), configerr.Errorf("RetryBackoff", "RetryBackoff 0s")), "setting POSTLINE_RETRY_BACKOFF: "},
 	}
 	for _, tt := range tests {
-		got := NameSetting(errors.New(tt.err), fields).Error()
-		if !strings.HasPrefix(got, tt.want) {
+		err := NameSetting(tt.err, fields)
+		if got := err.Error(); !strings.HasPrefix(got, tt.want) {
 			t.Errorf("NameSetting(%q) = %q, want prefix %q", tt.err, got, tt.want)
+		}
+		if !errors.Is(err, tt.err) {
+			t.Errorf("NameSetting(%q) does not wrap the error", tt.err)
 		}
 	}
 }

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/postline/postline/internal/kafkaclient"
+
+	"github.com/postline/postline/internal/configerr"
 )
 
 // Defaults for Config.
@@ -111,7 +114,7 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(field string, value any, why string) {
-		errs = append(errs, fmt.Errorf("consumer config: %s = %v: %s", field, value, why))
+		errs = append(errs, configerr.Errorf(field, "consumer config: %s = %v: %s", field, value, why))
 	}
 	if c.Kafka == nil {
 		bad("Kafka", "nil", "required")

@@ -3,16 +3,18 @@ package consumer
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/postline/postline/internal/kafkaclient"
+
+	"github.com/postline/postline/internal/configerr"
 )
 
 // DefaultLagInterval is how often a LagMonitor refreshes by default.
@@ -63,11 +65,11 @@ func NewLagMonitor(cfg LagMonitorConfig, logger *slog.Logger, reg prometheus.Reg
 	cfg.Timeout = cmp.Or(cfg.Timeout, cfg.Interval)
 	switch {
 	case cfg.Kafka == nil:
-		return nil, errors.New("lag monitor: Kafka is nil")
+		return nil, configerr.Errorf("Kafka", "lag monitor: Kafka is nil")
 	case cfg.Topic == "" || cfg.GroupID == "":
-		return nil, errors.New("lag monitor: Topic and GroupID are required")
+		return nil, configerr.Errorf("Topic", "lag monitor: Topic and GroupID are required")
 	case cfg.Interval < 0 || cfg.Timeout < 0:
-		return nil, fmt.Errorf("lag monitor: Interval %s and Timeout %s must be positive", cfg.Interval, cfg.Timeout)
+		return nil, configerr.Errorf("Interval", "lag monitor: Interval %s and Timeout %s must be positive", cfg.Interval, cfg.Timeout)
 	}
 	client, closeClient := cfg.Kafka.Client("lag", cfg.Timeout)
 	m := &LagMonitor{

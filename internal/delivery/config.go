@@ -2,10 +2,10 @@ package delivery
 
 import (
 	"cmp"
-	"fmt"
 	"time"
 
 	"github.com/postline/postline/internal/adaptive"
+	"github.com/postline/postline/internal/configerr"
 	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/job"
@@ -143,26 +143,26 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	switch {
 	case c.Senders < 1 || c.Senders > 1024:
-		return fmt.Errorf("delivery: Senders %d out of range 1..1024", c.Senders)
+		return configerr.Errorf("Senders", "delivery: Senders %d out of range 1..1024", c.Senders)
 	case c.BatchBytes < 1:
-		return fmt.Errorf("delivery: BatchBytes %d must be positive", c.BatchBytes)
+		return configerr.Errorf("BatchBytes", "delivery: BatchBytes %d must be positive", c.BatchBytes)
 	case c.BatchSize < 1 || c.BatchSize > 10000:
-		return fmt.Errorf("delivery: BatchSize %d out of range 1..10000", c.BatchSize)
+		return configerr.Errorf("BatchSize", "delivery: BatchSize %d out of range 1..10000", c.BatchSize)
 	case c.BatchLinger < 0:
-		return fmt.Errorf("delivery: BatchLinger %s is negative", c.BatchLinger)
+		return configerr.Errorf("BatchLinger", "delivery: BatchLinger %s is negative", c.BatchLinger)
 	case c.RecheckInterval <= 0:
-		return fmt.Errorf("delivery: RecheckInterval %s must be positive", c.RecheckInterval)
+		return configerr.Errorf("RecheckInterval", "delivery: RecheckInterval %s must be positive", c.RecheckInterval)
 	case c.FastRetries > 10:
-		return fmt.Errorf("delivery: FastRetries %d is more than 10", c.FastRetries)
+		return configerr.Errorf("FastRetries", "delivery: FastRetries %d is more than 10", c.FastRetries)
 	case c.FastRetryBase <= 0 || c.FastRetryBudget <= 0:
-		return fmt.Errorf("delivery: FastRetryBase %s and FastRetryBudget %s must be positive", c.FastRetryBase, c.FastRetryBudget)
+		return configerr.Errorf("FastRetryBase", "delivery: FastRetryBase %s and FastRetryBudget %s must be positive", c.FastRetryBase, c.FastRetryBudget)
 	case c.MaxReleaseWait <= 0 || c.PauseCheck <= 0:
-		return fmt.Errorf("delivery: MaxReleaseWait %s and PauseCheck %s must be positive", c.MaxReleaseWait, c.PauseCheck)
+		return configerr.Errorf("MaxReleaseWait", "delivery: MaxReleaseWait %s and PauseCheck %s must be positive", c.MaxReleaseWait, c.PauseCheck)
 	case c.StoreRetryBackoff <= 0 || c.MaxStoreBackoff < c.StoreRetryBackoff:
-		return fmt.Errorf("delivery: StoreRetryBackoff %s must be positive and at most MaxStoreBackoff %s", c.StoreRetryBackoff, c.MaxStoreBackoff)
+		return configerr.Errorf("StoreRetryBackoff", "delivery: StoreRetryBackoff %s must be positive and at most MaxStoreBackoff %s", c.StoreRetryBackoff, c.MaxStoreBackoff)
 	}
 	if err := c.Tiers.Validate(); err != nil {
-		return fmt.Errorf("delivery: Tiers: %w", err)
+		return configerr.Errorf("Tiers", "delivery: Tiers: %w", err)
 	}
 	return validateRetryLimits(c.RetryLimits)
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/adaptive"
+	"github.com/postline/postline/internal/backoff"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/delay"
@@ -816,36 +817,28 @@ func (p *Pipeline) done(src Source, it *item, outcome string) {
 // dependencyRetryable) is returned, so that the stage fails and the worker
 // stops instead of retrying forever.
 func (p *Pipeline) retry(ctx context.Context, op string, fn func(context.Context) error) error {
-	backoff := p.cfg.StoreRetryBackoff
-	for {
-		err := fn(ctx)
-		if err == nil {
-			if p.degraded.CompareAndSwap(true, false) {
-				p.logger.Info("dependency recovered", "op", op)
+	err := backoff.Retry{First: p.cfg.StoreRetryBackoff, Max: p.cfg.MaxStoreBackoff,
+		Permanent: func(err error) bool { return !dependencyRetryable(op, err) },
+		OnRetry: func(err error, _ int, _ time.Duration) {
+			p.metrics.dependencyErrors.WithLabelValues(op).Inc()
+			if p.degraded.CompareAndSwap(false, true) {
+				p.logger.Error("dependency call failed; retrying until it recovers", "op", op, "error", err)
+			} else {
+				p.logger.Debug("dependency call failed again", "op", op, "error", err)
 			}
-			return nil
+		}}.Do(ctx, func() error { return fn(ctx) })
+	switch {
+	case err == nil:
+		if p.degraded.CompareAndSwap(true, false) {
+			p.logger.Info("dependency recovered", "op", op)
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	default:
 		p.metrics.dependencyErrors.WithLabelValues(op).Inc()
-		if !dependencyRetryable(op, err) {
-			p.degraded.Store(true)
-			return fmt.Errorf("delivery: %s failed and retrying cannot mend it: %w", op, err)
-		}
-		if p.degraded.CompareAndSwap(false, true) {
-			p.logger.Error("dependency call failed; retrying until it recovers", "op", op, "error", err)
-		} else {
-			p.logger.Debug("dependency call failed again", "op", op, "error", err)
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-		backoff = min(2*backoff, p.cfg.MaxStoreBackoff)
+		p.degraded.Store(true)
+		return fmt.Errorf("delivery: %s failed and retrying cannot mend it: %w", op, err)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/postline/postline/internal/configerr"
 )
 
 // LeaseExtender extends leases in one round trip: *Store satisfies it.
@@ -40,9 +42,9 @@ func (cfg KeeperConfig) WithDefaults() KeeperConfig {
 func (cfg KeeperConfig) Validate() error {
 	switch {
 	case cfg.Lease < time.Millisecond:
-		return fmt.Errorf("lease keeper config: Lease %v is shorter than 1ms", cfg.Lease)
+		return configerr.Errorf("Lease", "lease keeper config: Lease %v is shorter than 1ms", cfg.Lease)
 	case cfg.Interval <= 0 || cfg.Interval >= cfg.Lease:
-		return fmt.Errorf("lease keeper config: Interval %v must be positive and shorter than Lease %v", cfg.Interval, cfg.Lease)
+		return configerr.Errorf("Interval", "lease keeper config: Interval %v must be positive and shorter than Lease %v", cfg.Interval, cfg.Lease)
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/postline/postline/internal/configerr"
 )
 
 // DefaultLease is the default for Config.Lease.
@@ -41,10 +43,10 @@ func (cfg Config) WithDefaults() Config {
 // Validate reports the first invalid field of cfg (after WithDefaults).
 func (cfg Config) Validate() error {
 	if cfg.Owner == "" {
-		return errors.New("idempotency config: Owner is required")
+		return configerr.Errorf("Owner", "idempotency config: Owner is required")
 	}
 	if cfg.Lease < time.Millisecond {
-		return fmt.Errorf("idempotency config: Lease %v is shorter than 1ms", cfg.Lease)
+		return configerr.Errorf("Lease", "idempotency config: Lease %v is shorter than 1ms", cfg.Lease)
 	}
 	return nil
 }

@@ -54,6 +54,7 @@ import (
 
 	"github.com/postline/postline/internal/admission"
 	"github.com/postline/postline/internal/bounce"
+	"github.com/postline/postline/internal/configerr"
 	"github.com/postline/postline/internal/report"
 )
 
@@ -152,22 +153,22 @@ func (cfg Config) WithDefaults() Config {
 func (cfg Config) Validate() error {
 	switch {
 	case cfg.Domain == "" || strings.ContainsAny(cfg.Domain, "@ \t\r\n"):
-		return fmt.Errorf("inbound config: Domain %q is not a domain", cfg.Domain)
+		return configerr.Errorf("Domain", "inbound config: Domain %q is not a domain", cfg.Domain)
 	case cfg.FeedbackLocalPart == "" || strings.ContainsAny(cfg.FeedbackLocalPart, "@+ \t\r\n"):
-		return fmt.Errorf("inbound config: FeedbackLocalPart %q is not a plain local part", cfg.FeedbackLocalPart)
+		return configerr.Errorf("FeedbackLocalPart", "inbound config: FeedbackLocalPart %q is not a plain local part", cfg.FeedbackLocalPart)
 	case cfg.MaxMessageBytes < 1 || cfg.MaxMessageBytes > bounce.MaxReportBytes:
-		return fmt.Errorf("inbound config: MaxMessageBytes %d is not in 1..%d", cfg.MaxMessageBytes, bounce.MaxReportBytes)
+		return configerr.Errorf("MaxMessageBytes", "inbound config: MaxMessageBytes %d is not in 1..%d", cfg.MaxMessageBytes, bounce.MaxReportBytes)
 	case cfg.MaxRecipients < 1:
-		return fmt.Errorf("inbound config: MaxRecipients %d is below 1", cfg.MaxRecipients)
+		return configerr.Errorf("MaxRecipients", "inbound config: MaxRecipients %d is below 1", cfg.MaxRecipients)
 	case cfg.ReadTimeout <= 0 || cfg.WriteTimeout <= 0 || cfg.ShutdownTimeout <= 0 || cfg.ApplyTimeout <= 0:
-		return fmt.Errorf("inbound config: ReadTimeout %v, WriteTimeout %v, ShutdownTimeout %v and ApplyTimeout %v must be positive",
+		return configerr.Errorf("ReadTimeout", "inbound config: ReadTimeout %v, WriteTimeout %v, ShutdownTimeout %v and ApplyTimeout %v must be positive",
 			cfg.ReadTimeout, cfg.WriteTimeout, cfg.ShutdownTimeout, cfg.ApplyTimeout)
 	case cfg.MaxSessions < 1:
-		return fmt.Errorf("inbound config: MaxSessions %d is below 1", cfg.MaxSessions)
+		return configerr.Errorf("MaxSessions", "inbound config: MaxSessions %d is below 1", cfg.MaxSessions)
 	case cfg.MaxSessionsPerClient < 1 || cfg.MaxSessionsPerClient > cfg.MaxSessions:
-		return fmt.Errorf("inbound config: MaxSessionsPerClient %d is not in 1..MaxSessions (%d)", cfg.MaxSessionsPerClient, cfg.MaxSessions)
+		return configerr.Errorf("MaxSessionsPerClient", "inbound config: MaxSessionsPerClient %d is not in 1..MaxSessions (%d)", cfg.MaxSessionsPerClient, cfg.MaxSessions)
 	case cfg.MaxParseBytes < 1 || cfg.MaxParseBytes > cfg.MaxMessageBytes:
-		return fmt.Errorf("inbound config: MaxParseBytes %d is not in 1..MaxMessageBytes (%d)", cfg.MaxParseBytes, cfg.MaxMessageBytes)
+		return configerr.Errorf("MaxParseBytes", "inbound config: MaxParseBytes %d is not in 1..MaxMessageBytes (%d)", cfg.MaxParseBytes, cfg.MaxMessageBytes)
 	}
 	return nil
 }

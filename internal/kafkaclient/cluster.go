@@ -28,6 +28,8 @@ import (
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
+	"github.com/postline/postline/internal/backoff"
+	"github.com/postline/postline/internal/configerr"
 	"github.com/postline/postline/kafkaconn"
 )
 
@@ -92,11 +94,11 @@ func tlsConfig(c kafkaconn.Config) (*tls.Config, error) {
 	if c.TLS.CAFile != "" {
 		pem, err := os.ReadFile(c.TLS.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("kafka: TLS.CAFile: %w", err)
+			return nil, configerr.Errorf("TLS.CAFile", "kafka: TLS.CAFile: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("kafka: TLS.CAFile %s holds no PEM certificate", c.TLS.CAFile)
+			return nil, configerr.Errorf("TLS.CAFile", "kafka: TLS.CAFile %s holds no PEM certificate", c.TLS.CAFile)
 		}
 		tc.RootCAs = pool
 	}
@@ -267,28 +269,10 @@ func (c *Cluster) MaxMessageBytes(ctx context.Context, topics ...string) (map[st
 // misconfigured process stops with a clear message instead of waiting
 // forever. onRetry, if not nil, sees each failure that will be retried.
 func (c *Cluster) Await(ctx context.Context, onRetry func(error)) error {
-	backoff := 200 * time.Millisecond
-	for {
-		err := c.Check(ctx)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if !Retryable(err) {
-			return err
-		}
-		if onRetry != nil {
-			onRetry(err)
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-		backoff = min(2*backoff, 5*time.Second)
+	r := backoff.Retry{First: 200 * time.Millisecond, Max: 5 * time.Second,
+		Permanent: func(err error) bool { return !Retryable(err) }}
+	if onRetry != nil {
+		r.OnRetry = func(err error, _ int, _ time.Duration) { onRetry(err) }
 	}
+	return r.Do(ctx, func() error { return c.Check(ctx) })
 }

@@ -1,8 +1,8 @@
-// Package ops owns what every Postline service binary shares with the
-// others: JSON logs at a chosen level, the HTTP endpoints /metrics, /healthz
-// and /readyz, the process entry point (Main: signals, exit status) and the
-// two-phase shutdown around a component's loop (Service). Binaries decide
-// what "ready" means; ops only serves the answer.
+// Package ops owns the observable surface every Postline service binary
+// shares with the others: JSON logs at a chosen level, the metrics registry
+// and the HTTP endpoints /metrics, /healthz and /readyz. Binaries decide what
+// "ready" means; ops only serves the answer (internal/supervisor runs the
+// endpoints beside the service's stages).
 package ops
 
 import (

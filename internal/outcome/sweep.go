@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/postline/postline/event"
+	"github.com/postline/postline/internal/configerr"
 	"github.com/postline/postline/internal/idempotency"
 )
 
@@ -74,7 +75,7 @@ func NewSweeper(cfg SweepConfig, logger *slog.Logger, reg prometheus.Registerer,
 		cfg.NowFunc = time.Now
 	}
 	if cfg.Interval <= 0 || cfg.Batch < 1 || cfg.LateGrace < 0 {
-		return nil, fmt.Errorf("outcome: sweep Interval %v and Batch %d must be positive, LateGrace %v not negative",
+		return nil, configerr.Errorf("Interval", "outcome: sweep Interval %v and Batch %d must be positive, LateGrace %v not negative",
 			cfg.Interval, cfg.Batch, cfg.LateGrace)
 	}
 	if store == nil || events == nil {

@@ -66,6 +66,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/configerr"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/kafkaclient"
@@ -153,17 +154,17 @@ func (cfg Config) WithDefaults() Config {
 func (cfg Config) Validate() error {
 	switch {
 	case cfg.Interval < time.Millisecond || cfg.PurgeInterval < time.Millisecond:
-		return fmt.Errorf("reaper config: Interval %v and PurgeInterval %v must be at least 1ms", cfg.Interval, cfg.PurgeInterval)
+		return configerr.Errorf("Interval", "reaper config: Interval %v and PurgeInterval %v must be at least 1ms", cfg.Interval, cfg.PurgeInterval)
 	case cfg.Grace < 0 || cfg.ReplayGrace < 0:
-		return fmt.Errorf("reaper config: Grace %v and ReplayGrace %v must not be negative", cfg.Grace, cfg.ReplayGrace)
+		return configerr.Errorf("Grace", "reaper config: Grace %v and ReplayGrace %v must not be negative", cfg.Grace, cfg.ReplayGrace)
 	case cfg.Batch < 1:
-		return fmt.Errorf("reaper config: Batch %d is below 1", cfg.Batch)
+		return configerr.Errorf("Batch", "reaper config: Batch %d is below 1", cfg.Batch)
 	case cfg.Retention < MinRetention:
-		return fmt.Errorf("reaper config: Retention %v is shorter than %v", cfg.Retention, MinRetention)
+		return configerr.Errorf("Retention", "reaper config: Retention %v is shorter than %v", cfg.Retention, MinRetention)
 	case cfg.PurgeBatch < 1:
-		return fmt.Errorf("reaper config: PurgeBatch %d is below 1", cfg.PurgeBatch)
+		return configerr.Errorf("PurgeBatch", "reaper config: PurgeBatch %d is below 1", cfg.PurgeBatch)
 	case cfg.PurgePause < 0:
-		return fmt.Errorf("reaper config: PurgePause %v is negative", cfg.PurgePause)
+		return configerr.Errorf("PurgePause", "reaper config: PurgePause %v is negative", cfg.PurgePause)
 	}
 	return nil
 }

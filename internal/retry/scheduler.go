@@ -17,6 +17,8 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/postline/postline/internal/backoff"
+	"github.com/postline/postline/internal/configerr"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/delay"
 	"github.com/postline/postline/internal/jobheader"
@@ -135,7 +137,7 @@ func (c SchedulerConfig) consumerConfig() consumer.Config {
 func (c SchedulerConfig) Validate() error {
 	var errs []error
 	bad := func(field string, value any, why string) {
-		errs = append(errs, fmt.Errorf("retry scheduler config: %s = %v: %s", field, value, why))
+		errs = append(errs, configerr.Errorf(field, "retry scheduler config: %s = %v: %s", field, value, why))
 	}
 	if c.Kafka == nil {
 		bad("Kafka", "nil", "required")
@@ -393,53 +395,62 @@ func (s *Scheduler) produce(ctx context.Context, batch []parked) error {
 		}
 		pending = append(pending, p)
 	}
-	for failures := 0; len(pending) > 0; failures++ {
-		msgs := make([]kafka.Message, len(pending))
-		for i, p := range pending {
-			msgs[i] = kafka.Message{Key: p.msg.Key, Value: p.msg.Value, Headers: p.headers}
-		}
-		err := s.w.WriteMessages(ctx, msgs...)
-		if err == nil {
-			s.acked(pending)
-			s.healthy.Store(true)
-			return nil
-		}
-		var werrs kafka.WriteErrors
-		if errors.As(err, &werrs) && len(werrs) == len(pending) {
-			var failed, written []parked
-			for i, e := range werrs {
-				if e == nil {
-					written = append(written, pending[i])
-				} else {
-					failed = append(failed, pending[i])
-				}
-			}
-			s.acked(written)
-			pending = failed
-		}
-		if ctx.Err() != nil {
-			abandon(pending)
-			return nil
-		}
+	if len(pending) == 0 {
+		return nil
+	}
+	err := backoff.Retry{First: produceBackoffMin, Max: produceBackoffMax, Permanent: notRetryable,
+		OnRetry: func(err error, _ int, wait time.Duration) {
+			s.healthy.Store(false)
+			s.metrics.produceErrors.Inc()
+			s.logger.Warn("re-inject into the jobs topic failed; retrying", "topic", s.cfg.JobsTopic,
+				"records", len(pending), "err", err, "retry_in", wait)
+		}}.Do(ctx, func() error {
+		var err error
+		pending, err = s.write(ctx, pending)
+		return err
+	})
+	switch {
+	case err == nil:
+		s.healthy.Store(true)
+		return nil
+	case ctx.Err() != nil:
+		abandon(pending)
+		return nil
+	default:
 		s.healthy.Store(false)
 		s.metrics.produceErrors.Inc()
-		if !kafkaclient.Retryable(err) {
-			abandon(pending)
-			return fmt.Errorf("re-inject %d records into %s: %w", len(pending), s.cfg.JobsTopic, err)
-		}
-		wait := min(produceBackoffMin<<min(failures, 8), produceBackoffMax)
-		s.logger.Warn("re-inject into the jobs topic failed; retrying", "topic", s.cfg.JobsTopic,
-			"records", len(pending), "err", err, "retry_in", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			abandon(pending)
-			return nil
-		}
+		abandon(pending)
+		return fmt.Errorf("re-inject %d records into %s: %w", len(pending), s.cfg.JobsTopic, err)
 	}
-	return nil
+}
+
+// write writes pending to the jobs topic and marks done what the broker
+// acknowledged; it returns the records still to write and the write's
+// error.
+func (s *Scheduler) write(ctx context.Context, pending []parked) ([]parked, error) {
+	msgs := make([]kafka.Message, len(pending))
+	for i, p := range pending {
+		msgs[i] = kafka.Message{Key: p.msg.Key, Value: p.msg.Value, Headers: p.headers}
+	}
+	err := s.w.WriteMessages(ctx, msgs...)
+	if err == nil {
+		s.acked(pending)
+		return nil, nil
+	}
+	var werrs kafka.WriteErrors
+	if errors.As(err, &werrs) && len(werrs) == len(pending) {
+		var failed, written []parked
+		for i, e := range werrs {
+			if e == nil {
+				written = append(written, pending[i])
+			} else {
+				failed = append(failed, pending[i])
+			}
+		}
+		s.acked(written)
+		pending = failed
+	}
+	return pending, err
 }
 
 // ReasonReinjectOversize is the reason a due record is rejected when it is
@@ -448,31 +459,26 @@ const ReasonReinjectOversize = "reinject_oversize"
 
 // reject hands p to RejectFunc, retrying what may heal, and marks it done.
 func (s *Scheduler) reject(ctx context.Context, p parked, detail string) error {
-	for wait := produceBackoffMin; ; wait = min(2*wait, produceBackoffMax) {
-		err := s.cfg.RejectFunc(ctx, p.msg, ReasonReinjectOversize, detail)
-		if err == nil {
-			s.metrics.rejected.Inc()
-			s.cons.MarkDone(p.msg)
-			endReinject(p.span, 0)
-			return nil
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if !kafkaclient.Retryable(err) {
-			return fmt.Errorf("reject an oversize record of %s: %w", p.msg.Topic, err)
-		}
-		s.logger.Warn("dead-lettering an oversize record failed; retrying", "topic", p.msg.Topic,
-			"partition", p.msg.Partition, "offset", p.msg.Offset, "err", err, "retry_in", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		}
+	err := backoff.Retry{First: produceBackoffMin, Max: produceBackoffMax, Permanent: notRetryable,
+		OnRetry: func(err error, _ int, wait time.Duration) {
+			s.logger.Warn("dead-lettering an oversize record failed; retrying", "topic", p.msg.Topic,
+				"partition", p.msg.Partition, "offset", p.msg.Offset, "err", err, "retry_in", wait)
+		}}.Do(ctx, func() error { return s.cfg.RejectFunc(ctx, p.msg, ReasonReinjectOversize, detail) })
+	switch {
+	case err == nil:
+		s.metrics.rejected.Inc()
+		s.cons.MarkDone(p.msg)
+		endReinject(p.span, 0)
+		return nil
+	case ctx.Err() != nil:
+		return nil
+	default:
+		return fmt.Errorf("reject an oversize record of %s: %w", p.msg.Topic, err)
 	}
 }
+
+// notRetryable is a Kafka failure retrying cannot mend.
+func notRetryable(err error) bool { return !kafkaclient.Retryable(err) }
 
 // acked records the re-injection of written records and marks them done.
 func (s *Scheduler) acked(written []parked) {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/configerr"
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/topic"
@@ -84,18 +85,18 @@ func (c WriterConfig) WithDefaults() WriterConfig {
 func (c WriterConfig) Validate() error {
 	var errs []error
 	if c.Kafka == nil {
-		errs = append(errs, errors.New("retry writer config: Kafka is nil"))
+		errs = append(errs, configerr.Errorf("Kafka", "retry writer config: Kafka is nil"))
 	}
 	for _, name := range c.Tiers.Topics(c.Prefix) {
 		if _, ok := c.Limits[name]; !ok {
-			errs = append(errs, fmt.Errorf("retry writer config: Limits has no max.message.bytes for %s", name))
+			errs = append(errs, configerr.Errorf("Limits", "retry writer config: Limits has no max.message.bytes for %s", name))
 		}
 	}
 	if err := c.Tiers.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("retry writer config: Tiers = %v: %w", c.Tiers, err))
+		errs = append(errs, configerr.Errorf("Tiers", "retry writer config: Tiers = %v: %w", c.Tiers, err))
 	}
 	if c.BatchTimeout < 0 {
-		errs = append(errs, fmt.Errorf("retry writer config: BatchTimeout = %v: must not be negative", c.BatchTimeout))
+		errs = append(errs, configerr.Errorf("BatchTimeout", "retry writer config: BatchTimeout = %v: must not be negative", c.BatchTimeout))
 	}
 	return errors.Join(errs...)
 }

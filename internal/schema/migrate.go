@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postline/postline/internal/backoff"
 )
 
 //go:embed migrations/*.sql
@@ -170,25 +172,11 @@ func Embedded() ([]Migration, error) {
 // PostgreSQL answers or ctx ends: a service that starts before its
 // database waits for it. The first failure is logged.
 func MigrateWhenReady(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
-	backoff := 200 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		err := Migrate(ctx, pool)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err() // stopped: not a database that does not answer
-		}
-		if attempt == 1 {
-			logger.Error("cannot apply migrations; retrying until postgres answers", "error", err)
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
+	// Stopped, it returns ctx's error: not a database that does not answer.
+	return backoff.Retry{First: 200 * time.Millisecond, Max: 5 * time.Second,
+		OnRetry: func(err error, attempt int, _ time.Duration) {
+			if attempt == 1 {
+				logger.Error("cannot apply migrations; retrying until postgres answers", "error", err)
+			}
+		}}.Do(ctx, func() error { return Migrate(ctx, pool) })
 }

@@ -2,12 +2,13 @@ package sender
 
 import (
 	"cmp"
-	"fmt"
 	"math"
 	"net"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/postline/postline/internal/configerr"
 )
 
 // TLSPolicy says how a Relay protects its SMTP connections.
@@ -129,39 +130,39 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	switch {
 	case c.Name == "" || strings.ContainsFunc(c.Name, isSpaceOrControl):
-		return fmt.Errorf("sender config: Name %q must be non-empty without spaces", c.Name)
+		return configerr.Errorf("Name", "sender config: Name %q must be non-empty without spaces", c.Name)
 	case c.Host == "":
-		return fmt.Errorf("sender config: Host is required")
+		return configerr.Errorf("Host", "sender config: Host is required")
 	case strings.ContainsFunc(c.Host, isSpaceOrControl) || strings.ContainsAny(c.Host, "/[]"):
-		return fmt.Errorf("sender config: Host %q is not a host name or IP address", c.Host)
+		return configerr.Errorf("Host", "sender config: Host %q is not a host name or IP address", c.Host)
 	case strings.Contains(c.Host, ":") && net.ParseIP(c.Host) == nil:
-		return fmt.Errorf("sender config: Host %q must not include a port (use Port)", c.Host)
+		return configerr.Errorf("Host", "sender config: Host %q must not include a port (use Port)", c.Host)
 	case c.Port < 1 || c.Port > 65535:
-		return fmt.Errorf("sender config: Port %d is not between 1 and 65535", c.Port)
+		return configerr.Errorf("Port", "sender config: Port %d is not between 1 and 65535", c.Port)
 	case !c.TLS.valid():
-		return fmt.Errorf("sender config: TLS %q is not one of auto, mandatory, opportunistic, none, implicit", c.TLS)
+		return configerr.Errorf("TLS", "sender config: TLS %q is not one of auto, mandatory, opportunistic, none, implicit", c.TLS)
 	case c.Username == "" && c.Password != "":
-		return fmt.Errorf("sender config: Password is set without Username")
+		return configerr.Errorf("Password", "sender config: Password is set without Username")
 	case c.Username != "" && effectiveTLS(c.TLS, c.Host) == TLSNone && !isLoopback(c.Host):
-		return fmt.Errorf("sender config: Username is set with TLS %q to non-loopback host %q: credentials would travel in clear text", c.TLS, c.Host)
+		return configerr.Errorf("Username", "sender config: Username is set with TLS %q to non-loopback host %q: credentials would travel in clear text", c.TLS, c.Host)
 	case strings.ContainsAny(c.Username+c.Password, "\r\n\x00"):
-		return fmt.Errorf("sender config: Username or Password contains CR, LF or NUL")
+		return configerr.Errorf("Username", "sender config: Username or Password contains CR, LF or NUL")
 	case c.HELO == "" || strings.ContainsFunc(c.HELO, isSpaceOrControl):
-		return fmt.Errorf("sender config: HELO %q must be a host name", c.HELO)
+		return configerr.Errorf("HELO", "sender config: HELO %q must be a host name", c.HELO)
 	case !validNotify(c.Notify):
-		return fmt.Errorf("sender config: Notify %q is not NEVER or a comma-separated list of SUCCESS, FAILURE, DELAY", c.Notify)
+		return configerr.Errorf("Notify", "sender config: Notify %q is not NEVER or a comma-separated list of SUCCESS, FAILURE, DELAY", c.Notify)
 	case c.DialTimeout <= 0:
-		return fmt.Errorf("sender config: DialTimeout %s must be positive", c.DialTimeout)
+		return configerr.Errorf("DialTimeout", "sender config: DialTimeout %s must be positive", c.DialTimeout)
 	case c.SendTimeout <= 0:
-		return fmt.Errorf("sender config: SendTimeout %s must be positive", c.SendTimeout)
+		return configerr.Errorf("SendTimeout", "sender config: SendTimeout %s must be positive", c.SendTimeout)
 	case c.IdleTimeout <= 0:
-		return fmt.Errorf("sender config: IdleTimeout %s must be positive", c.IdleTimeout)
+		return configerr.Errorf("IdleTimeout", "sender config: IdleTimeout %s must be positive", c.IdleTimeout)
 	case c.Priority < 0:
-		return fmt.Errorf("sender config: Priority %d must not be negative", c.Priority)
+		return configerr.Errorf("Priority", "sender config: Priority %d must not be negative", c.Priority)
 	case c.MaxConns < 0:
-		return fmt.Errorf("sender config: MaxConns %d must not be negative", c.MaxConns)
+		return configerr.Errorf("MaxConns", "sender config: MaxConns %d must not be negative", c.MaxConns)
 	case c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0):
-		return fmt.Errorf("sender config: Rate %v must be a non-negative number", c.Rate)
+		return configerr.Errorf("Rate", "sender config: Rate %v must be a non-negative number", c.Rate)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/postline/postline/internal/configerr"
 	"github.com/postline/postline/internal/metricreg"
 )
 
@@ -53,7 +54,7 @@ func (cfg WatcherConfig) WithDefaults() WatcherConfig {
 // Validate reports the first invalid field of cfg (after WithDefaults).
 func (cfg WatcherConfig) Validate() error {
 	if cfg.Interval < time.Millisecond {
-		return fmt.Errorf("templatestore watcher config: Interval %v is shorter than 1ms", cfg.Interval)
+		return configerr.Errorf("Interval", "templatestore watcher config: Interval %v is shorter than 1ms", cfg.Interval)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/postline/postline/internal/configerr"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/kafkaclient"
@@ -170,7 +171,7 @@ func (c Config) consumerConfig(endpointID string) consumer.Config {
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(field string, value any, why string) {
-		errs = append(errs, fmt.Errorf("webhook config: %s = %v: %s", field, value, why))
+		errs = append(errs, configerr.Errorf(field, "webhook config: %s = %v: %s", field, value, why))
 	}
 	if c.Kafka == nil {
 		bad("Kafka", "nil", "required")
@@ -188,7 +189,7 @@ func (c Config) Validate() error {
 		bad("Queue", "nil", "required")
 	}
 	if err := c.Schedule.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("webhook config: Schedule.%w", err))
+		errs = append(errs, configerr.Within("Schedule", func(err error) error { return fmt.Errorf("webhook config: Schedule.%w", err) }, err))
 	}
 	if c.FailingAfter < 1 {
 		bad("FailingAfter", c.FailingAfter, "must be at least 1")
@@ -213,10 +214,10 @@ func (c Config) Validate() error {
 	seen := make(map[string]bool, len(c.Endpoints))
 	for i, ep := range c.Endpoints {
 		if err := ep.validate(); err != nil {
-			errs = append(errs, fmt.Errorf("webhook config: Endpoints[%d]: endpoint %s: %w", i, specName(i, ep.ID), err))
+			errs = append(errs, configerr.Errorf("Endpoints", "webhook config: Endpoints[%d]: endpoint %s: %w", i, specName(i, ep.ID), err))
 		}
 		if seen[ep.ID] {
-			bad(fmt.Sprintf("Endpoints[%d].ID", i), fmt.Sprintf("%q", ep.ID), "duplicate endpoint id")
+			errs = append(errs, configerr.Errorf("Endpoints", "webhook config: Endpoints[%d].ID = %q: duplicate endpoint id", i, ep.ID))
 		}
 		seen[ep.ID] = true
 	}

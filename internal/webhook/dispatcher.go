@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/postline/postline/event"
+	"github.com/postline/postline/internal/backoff"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/jobheader"
@@ -282,22 +283,13 @@ func letter(p Pending, m *consumer.Message, reason string) deadletter.Letter {
 // waiting longer after each failure; failed says whether the last try
 // failed, for readiness.
 func retryStore(stop context.Context, logger *slog.Logger, failed *atomic.Bool, what string, op func() error) bool {
-	wait := storeBackoffMin
-	for {
+	err := backoff.Retry{First: storeBackoffMin, Max: storeBackoffMax,
+		OnRetry: func(err error, _ int, wait time.Duration) {
+			logger.Error("webhook "+what+" failed; retrying", "err", err, "retry_in", wait)
+		}}.Do(stop, func() error {
 		err := op()
-		if err == nil {
-			failed.Store(false)
-			return true
-		}
-		failed.Store(true)
-		logger.Error("webhook "+what+" failed; retrying", "err", err, "retry_in", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-stop.Done():
-			t.Stop()
-			return false
-		}
-		wait = min(2*wait, storeBackoffMax)
-	}
+		failed.Store(err != nil)
+		return err
+	})
+	return err == nil
 }

@@ -1,10 +1,11 @@
 package webhook
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/postline/postline/internal/configerr"
 )
 
 // DefaultDelays is the common webhook retry schedule: the wait before each
@@ -60,16 +61,16 @@ func (s Schedule) WithDefaults() Schedule {
 func (s Schedule) Validate() error {
 	for i, d := range s.Delays {
 		if d <= 0 {
-			return fmt.Errorf("Delays[%d] = %s: must be positive", i, d)
+			return configerr.Errorf("Delays", "Delays[%d] = %s: must be positive", i, d)
 		}
 	}
 	switch {
 	case len(s.Delays) == 0:
-		return fmt.Errorf("Delays: at least one wait is required")
+		return configerr.Errorf("Delays", "Delays: at least one wait is required")
 	case s.Horizon <= 0:
-		return fmt.Errorf("Horizon = %s: must be positive", s.Horizon)
+		return configerr.Errorf("Horizon", "Horizon = %s: must be positive", s.Horizon)
 	case s.Jitter < 0 || s.Jitter >= 1:
-		return fmt.Errorf("Jitter = %g: must be at least 0 and less than 1", s.Jitter)
+		return configerr.Errorf("Jitter", "Jitter = %g: must be at least 0 and less than 1", s.Jitter)
 	}
 	return nil
 }

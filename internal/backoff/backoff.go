@@ -1,0 +1,52 @@
+// Package backoff owns the one loop every component uses to call a
+// dependency (Kafka, PostgreSQL) again after a failure: a growing wait
+// between attempts, an end when the context ends, and a stop at the first
+// failure that retrying cannot mend.
+package backoff
+
+import (
+	"context"
+	"time"
+)
+
+// Retry is how a dependency call is retried: the first wait is First, and
+// each failure doubles it up to Max.
+type Retry struct {
+	First, Max time.Duration
+	// Permanent reports a failure that retrying cannot mend (refused
+	// credentials, a record too large); nil: every failure is retried.
+	Permanent func(error) bool
+	// OnRetry, if not nil, sees each failure that will be retried: its
+	// attempt number (1 for the first call) and the wait before the next.
+	OnRetry func(err error, attempt int, wait time.Duration)
+}
+
+// Do calls op until it succeeds (nil), ctx ends (ctx's error: a failure
+// met once ctx has ended is not retried, nor reported to OnRetry), or op
+// fails permanently (that failure).
+func (r Retry) Do(ctx context.Context, op func() error) error {
+	wait := r.First
+	for attempt := 1; ; attempt++ {
+		err := op()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if r.Permanent != nil && r.Permanent(err) {
+			return err
+		}
+		if r.OnRetry != nil {
+			r.OnRetry(err, attempt, wait)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		wait = min(2*wait, r.Max)
+	}
+}
