@@ -95,7 +95,7 @@ func TestAppendEventsIDs(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	outcome := func(life int64, attempt int) *item {
 		it := &item{job: multiJob("m@x", "ok@example.com", "gone@example.com", "full@example.com"), attempt: attempt, life: life,
-			provider: "p1", class: "transient", copy: &retry.Copy{NotBefore: now.Add(time.Minute)}}
+			fate: fate{kind: fateRetried, provider: "p1", class: "transient", copy: &retry.Copy{NotBefore: now.Add(time.Minute)}}}
 		it.initRecipients()
 		it.rcpts[0].state, it.rcpts[0].fresh = idempotency.RecipientAccepted, true
 		it.rcpts[1].state, it.rcpts[1].fresh = idempotency.RecipientBounced, true

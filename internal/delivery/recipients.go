@@ -6,53 +6,11 @@ import (
 	"time"
 
 	"github.com/postline/postline/event"
-	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/job"
 )
-
-// Events publishes the events of recorded outcomes; it returns once they
-// are durable. Safe for concurrent use.
-type Events interface {
-	Publish(ctx context.Context, events ...event.Event) error
-}
-
-// RecipientStates reads what earlier attempts and reports decided for the
-// recipients of mails (idempotency.Store does). Safe for concurrent use.
-type RecipientStates interface {
-	Recipients(ctx context.Context, messageIDs []string) (map[string][]idempotency.Recipient, error)
-}
-
-// SuppressionKey names one address on the suppression lists of a tenant's
-// stream. Address is lower case.
-type SuppressionKey struct {
-	Tenant, Stream, Address string
-}
-
-// Suppression is an address to add to a suppression list after the relay
-// refused it for good.
-type Suppression struct {
-	Key       SuppressionKey
-	MessageID string // the mail it came from
-	Status    string // the refusal's enhanced status
-}
-
-// Suppressions are the suppression lists. Safe for concurrent use.
-type Suppressions interface {
-	// Suppressed returns the keys that are on a list, with the list
-	// entry's reason.
-	Suppressed(ctx context.Context, keys []SuppressionKey) (map[SuppressionKey]string, error)
-	// Suppress adds hard-bounced addresses to the lists.
-	Suppress(ctx context.Context, entries []Suppression) error
-}
-
-// ReturnPaths gives each recipient its own return path, so that reports
-// about it name it (returnpath.Signer does).
-type ReturnPaths interface {
-	Address(messageID string, idx int) string
-}
 
 // rcpt is one recipient of an item.
 type rcpt struct {
@@ -138,38 +96,6 @@ func (it *item) everAccepted() bool {
 		}
 	}
 	return false
-}
-
-// finishWithoutPending sets the outcome of a job none of whose recipients
-// is left to send to: sent if a relay took it for someone, suppressed if
-// the suppression lists dropped the rest, failed otherwise.
-func (p *Pipeline) finishWithoutPending(it *item) {
-	switch {
-	case it.everAccepted():
-		it.outcome = idempotency.StatusSent
-	case it.countState(idempotency.RecipientSuppressed) > 0 && it.countState(idempotency.RecipientBounced) == 0 &&
-		it.countState(idempotency.RecipientFailed) == 0:
-		it.outcome, it.class = idempotency.StatusSuppressed, sourceSuppression
-	default:
-		it.outcome, it.class, it.reason = idempotency.StatusFailed, string(failure.Permanent), deadletter.ReasonSMTPPermanent
-		if it.errText == "" {
-			it.errText = "every recipient was refused or suppressed"
-		}
-	}
-}
-
-// finishRecipients brings the recipients in line with the attempt's
-// outcome: the ones left pending by a failed or dead job fail or die with
-// it, and a job that failed after a relay took it for some recipients is
-// sent (to those), not failed.
-func (it *item) finishRecipients() {
-	if it.outcome == "" {
-		return // a hard stop: nothing is recorded
-	}
-	it.settleRecipients()
-	if it.outcome == idempotency.StatusFailed && it.everAccepted() {
-		it.outcome, it.reason = idempotency.StatusSent, ""
-	}
 }
 
 // loadRecipients applies what earlier attempts recorded to items that
@@ -283,23 +209,6 @@ func (p *Pipeline) applyResult(it *item, sent []*rcpt, res sender.Result, provid
 	return deferred
 }
 
-// settleRecipients gives the recipients still pending after the attempt
-// the state its outcome implies.
-func (it *item) settleRecipients() {
-	var to idempotency.RecipientState
-	switch it.outcome {
-	case idempotency.StatusFailed:
-		to = idempotency.RecipientFailed
-	case idempotency.StatusDead:
-		to = idempotency.RecipientDead
-	default:
-		return
-	}
-	for _, r := range it.pending() {
-		r.state, r.fresh = to, true
-	}
-}
-
 // recipientOutcomes are the recipient rows the outcome writes.
 func (it *item) recipientOutcomes() []idempotency.RecipientOutcome {
 	var out []idempotency.RecipientOutcome
@@ -308,7 +217,7 @@ func (it *item) recipientOutcomes() []idempotency.RecipientOutcome {
 			continue
 		}
 		o := idempotency.RecipientOutcome{Index: r.index, Address: r.address, State: r.state,
-			Attempt: it.attempt, Provider: it.provider, Source: bounceSourceSMTP}
+			Attempt: it.attempt, Provider: it.fate.provider, Source: bounceSourceSMTP}
 		switch {
 		case r.refusal != nil:
 			o.BounceType, o.Status, o.Code, o.Diagnostic, o.Rule = r.bounceType, r.refusal.Enhanced, r.refusal.Code, r.refusal.Text, r.rule
@@ -338,11 +247,11 @@ func (p *Pipeline) appendEvents(dst []event.Event, it *item, now time.Time) []ev
 	// An event is dated when its attempt was settled, not when the batch
 	// is recorded: a deferral's next_attempt_at is a tier after the former.
 	at := now
-	if !it.decidedAt.IsZero() {
-		at = it.decidedAt
+	if !it.fate.decidedAt.IsZero() {
+		at = it.fate.decidedAt
 	}
 	base := event.Event{Schema: event.Schema, At: at.UTC(), MessageID: it.job.MessageID, Tenant: it.job.Tenant,
-		Stream: stream(&it.job), Attempt: it.attempt, Provider: it.provider, Metadata: it.job.Metadata,
+		Stream: stream(&it.job), Attempt: it.attempt, Provider: it.fate.provider, Metadata: it.job.Metadata,
 		Template: it.composed}
 	out := dst
 	// add appends r's event of type t and returns it, for the caller to
@@ -359,12 +268,12 @@ func (p *Pipeline) appendEvents(dst []event.Event, it *item, now time.Time) []ev
 		r := &it.rcpts[i]
 		switch {
 		case r.state == idempotency.RecipientPending:
-			if it.copy == nil {
-				continue // a release or a short hold in the worker: not a deferral
+			if it.fate.kind != fateRetried {
+				continue // a hand-back or a short hold in the worker: not a deferral
 			}
-			next := it.copy.NotBefore.UTC()
+			next := it.fate.copy.NotBefore.UTC()
 			e := add(r, event.Deferred)
-			e.Class, e.NextAttemptAt = it.class, &next
+			e.Class, e.NextAttemptAt = it.fate.class, &next
 		case !r.fresh:
 		case r.state == idempotency.RecipientAccepted:
 			add(r, event.Accepted)
@@ -375,10 +284,10 @@ func (p *Pipeline) appendEvents(dst []event.Event, it *item, now time.Time) []ev
 			add(r, event.Suppressed).Reason = r.reason
 		case r.state == idempotency.RecipientFailed:
 			e := add(r, event.Failed)
-			e.Class, e.Reason = it.class, it.reason
+			e.Class, e.Reason = it.fate.class, it.fate.reason
 		case r.state == idempotency.RecipientDead:
 			e := add(r, event.Dead)
-			e.Class, e.Reason = it.class, it.reason
+			e.Class, e.Reason = it.fate.class, it.fate.reason
 		}
 	}
 	return out

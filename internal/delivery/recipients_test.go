@@ -261,8 +261,8 @@ func TestEventsAreDatedWhenTheAttemptSettled(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			it := &item{job: multiJob("e@x", "ok@example.com", "full@example.com"), attempt: 1, decidedAt: tt.decidedAt,
-				class: "transient", copy: &retry.Copy{Attempt: 2, NotBefore: settled.Add(tier), Tier: tier}}
+			it := &item{job: multiJob("e@x", "ok@example.com", "full@example.com"), attempt: 1, fate: fate{kind: fateRetried,
+				decidedAt: tt.decidedAt, class: "transient", copy: &retry.Copy{Attempt: 2, NotBefore: settled.Add(tier), Tier: tier}}}
 			it.rcpts = []rcpt{
 				{index: 0, address: "ok@example.com", state: idempotency.RecipientAccepted, fresh: true},
 				{index: 1, address: "full@example.com", state: idempotency.RecipientPending, fresh: true},

@@ -93,7 +93,7 @@ func (p *Pipeline) startDeliver(it *item) {
 			semconv.MessagingKafkaOffset(int(it.msg.Offset)),
 			attrAttempt.Int(it.attempt),
 		))
-	if it.rejected == nil && it.span.IsRecording() {
+	if it.fate.kind != fateRejected && it.span.IsRecording() {
 		it.span.SetAttributes(semconv.MessagingMessageID(it.job.MessageID))
 	}
 }
@@ -107,11 +107,8 @@ func endDeliver(it *item, outcome string) {
 		return
 	}
 	it.span.SetAttributes(attrOutcome.String(outcome))
-	switch {
-	case it.rejected != nil:
-		it.span.SetAttributes(attrReason.String(string(it.rejected.Reason)))
-	case it.reason != "":
-		it.span.SetAttributes(attrReason.String(it.reason))
+	if it.fate.kind == fateRejected || it.fate.reason != "" {
+		it.span.SetAttributes(attrReason.String(it.fate.reason))
 	}
 	switch outcome {
 	case string(idempotency.StatusFailed), string(idempotency.StatusDead), "rejected", "conflict":
