@@ -40,114 +40,66 @@ func (p *Pipeline) record(ctx context.Context, src Source, in <-chan *item, dela
 }
 
 // settle applies the fates of a batch of items (fate.go), in one switch
-// over the fate: it gathers what each fate writes, writes it in one round
-// trip per kind of write, then feeds the waiting records back to intake and
-// marks the others done, so their offsets may be committed. The writes go
-// in an order that lets a crash anywhere redeliver the record without
-// losing anything: dead letters and retry copies are durable before the
-// row says where the job went (the claim dedupes the copies), and events
-// go out before the state they report (written again, with the same IDs,
-// on redelivery). Only once the outcome is written (or lost) may the lease
-// lapse.
+// over the fate: it gathers what each fate writes, writes it (see writes),
+// then feeds the waiting records back to intake and marks the others done,
+// so their offsets may be committed.
 func (p *Pipeline) settle(ctx context.Context, src Source, batch []*item, delays *delay.Queue[*item]) error {
 	var (
-		letters    []deadletter.Letter
-		copies     []retry.Copy
-		events     []event.Event
-		suppress   []Suppression
-		rejections []idempotency.Rejection
-		conflicts  []string
-		recorded   []*item
-		outs       []idempotency.Outcome
-		now        = p.cfg.NowFunc()
+		w   writes
+		now = p.cfg.NowFunc()
 	)
 	if p.events != nil {
 		lentEvents := p.eventBufs.get(len(batch)) // most mails have one recipient
-		events = (*lentEvents)[:0]
+		w.events = (*lentEvents)[:0]
 		// appendEvents may outgrow the lent array: what goes back is the
 		// slice as it ended.
-		defer func() { *lentEvents = events; p.eventBufs.put(lentEvents) }()
+		defer func() { *lentEvents = w.events; p.eventBufs.put(lentEvents) }()
 	}
 	for _, it := range batch {
 		f := it.fate
 		switch f.kind {
 		case fateRejected:
-			letters = append(letters, p.letter(it, f.reason, f.class, f.errText))
+			w.letters = append(w.letters, p.letter(it, f.reason, f.class, f.errText))
 			if id := rejectedID(it); id != "" {
-				rejections = append(rejections, idempotency.Rejection{MessageID: id, PayloadHash: rawHash(it.msg.Value),
+				w.rejections = append(w.rejections, idempotency.Rejection{MessageID: id, PayloadHash: rawHash(it.msg.Value),
 					Reason: f.reason, Error: f.errText, EnqueuedAt: firstSeen(it.msg)})
 			}
 			p.logger.Warn("rejected record",
 				"topic", it.msg.Topic, "partition", it.msg.Partition, "offset", it.msg.Offset,
 				"reason", f.reason, "error", f.errText, traceAttr(it.span))
 		case fateConflict:
-			letters = append(letters, p.letter(it, deadletter.ReasonMessageIDConflict, classConflict,
+			w.letters = append(w.letters, p.letter(it, deadletter.ReasonMessageIDConflict, classConflict,
 				"Message-ID "+it.job.MessageID+" was already used for a different payload"))
-			conflicts = append(conflicts, it.job.MessageID)
+			w.conflicts = append(w.conflicts, it.job.MessageID)
 			p.logger.Warn("message-id conflict", "message_id", it.job.MessageID,
 				"topic", it.msg.Topic, "partition", it.msg.Partition, "offset", it.msg.Offset, traceAttr(it.span))
 		case fateDuplicate, fateStale, fateBusy:
 			// Nothing to write: done, or waiting for the lease.
 		case fateFailed, fateDead:
-			letters = append(letters, p.letter(it, f.reason, f.class, f.errText))
+			w.letters = append(w.letters, p.letter(it, f.reason, f.class, f.errText))
 		case fateRetried:
-			copies = append(copies, *f.copy)
+			w.copies = append(w.copies, *f.copy)
 		}
 		if !f.recorded() {
 			continue
 		}
 		if p.events != nil {
-			events = p.appendEvents(events, it, now)
+			w.events = p.appendEvents(w.events, it, now)
 		}
-		suppress = append(suppress, it.suppressions()...)
-		recorded = append(recorded, it)
+		w.suppress = append(w.suppress, it.suppressions()...)
+		w.recorded = append(w.recorded, it)
 	}
-	if len(recorded) > 0 {
-		lentOuts := p.outcomes.get(len(recorded))
+	if len(w.recorded) > 0 {
+		lentOuts := p.outcomes.get(len(w.recorded))
 		defer p.outcomes.put(lentOuts)
-		outs = *lentOuts
-		for i, it := range recorded {
-			outs[i] = p.outcome(it, now)
+		w.outs = *lentOuts
+		for i, it := range w.recorded {
+			w.outs[i] = p.outcome(it, now)
 		}
 	}
-
-	start := time.Now()
-	if len(letters) > 0 {
-		if err := p.retry(ctx, opDeadLetter, func(ctx context.Context) error { return p.dlq.Publish(ctx, letters...) }); err != nil {
-			return err
-		}
+	if err := p.write(ctx, &w); err != nil {
+		return err
 	}
-	if len(copies) > 0 {
-		if err := p.retry(ctx, opRetryPublish, func(ctx context.Context) error { return p.retries.Publish(ctx, copies...) }); err != nil {
-			return err
-		}
-	}
-	if len(events) > 0 {
-		if err := p.retry(ctx, opEvents, func(ctx context.Context) error { return p.events.Publish(ctx, events...) }); err != nil {
-			return err
-		}
-	}
-	if len(suppress) > 0 && p.suppressions != nil {
-		if err := p.retry(ctx, opSuppress, func(ctx context.Context) error { return p.suppressions.Suppress(ctx, suppress) }); err != nil {
-			return err
-		}
-	}
-	if len(rejections) > 0 {
-		if err := p.retry(ctx, opRecordRejected, func(ctx context.Context) error { return p.store.RecordRejected(ctx, rejections) }); err != nil {
-			return err
-		}
-	}
-	if len(conflicts) > 0 {
-		if err := p.retry(ctx, opNoteConflicts, func(ctx context.Context) error { return p.store.NoteConflicts(ctx, conflicts) }); err != nil {
-			return err
-		}
-	}
-	if len(outs) > 0 {
-		if err := p.writeOutcomes(ctx, recorded, outs, start); err != nil {
-			return err
-		}
-	}
-
 	for _, it := range batch {
 		it.recorded()
 		if cause := it.fate.reentryCause(); cause != "" {
@@ -158,6 +110,83 @@ func (p *Pipeline) settle(ctx context.Context, src Source, batch []*item, delays
 			continue
 		}
 		p.done(src, it)
+	}
+	return nil
+}
+
+// writes are what the fates of a batch write, gathered by settle.
+type writes struct {
+	letters    []deadletter.Letter
+	copies     []retry.Copy
+	events     []event.Event
+	suppress   []Suppression
+	rejections []idempotency.Rejection
+	conflicts  []string
+	// recorded are the items whose fate is written to their rows, outs.
+	recorded []*item
+	outs     []idempotency.Outcome
+}
+
+// write makes w's writes, one round trip per kind, in an order that lets a
+// crash anywhere redeliver the record without losing anything: dead
+// letters and retry copies are durable before the row says where the job
+// went (the claim dedupes the copies), and events go out before the state
+// they report (written again, with the same IDs, on redelivery). Only once
+// the outcome is written (or lost) may the lease lapse.
+func (p *Pipeline) write(ctx context.Context, w *writes) error {
+	start := time.Now()
+	if len(w.letters) > 0 {
+		if err := p.retry(ctx, opDeadLetter, func(ctx context.Context) error { return p.dlq.Publish(ctx, w.letters...) }); err != nil {
+			return err
+		}
+	}
+	if len(w.copies) > 0 {
+		if err := p.retry(ctx, opRetryPublish, func(ctx context.Context) error { return p.retries.Publish(ctx, w.copies...) }); err != nil {
+			return err
+		}
+	}
+	if len(w.events) > 0 {
+		if err := p.retry(ctx, opEvents, func(ctx context.Context) error { return p.events.Publish(ctx, w.events...) }); err != nil {
+			return err
+		}
+	}
+	if len(w.suppress) > 0 && p.suppressions != nil {
+		if err := p.retry(ctx, opSuppress, func(ctx context.Context) error { return p.suppressions.Suppress(ctx, w.suppress) }); err != nil {
+			return err
+		}
+	}
+	if len(w.rejections) > 0 {
+		if err := p.retry(ctx, opRecordRejected, func(ctx context.Context) error { return p.store.RecordRejected(ctx, w.rejections) }); err != nil {
+			return err
+		}
+	}
+	if len(w.conflicts) > 0 {
+		if err := p.retry(ctx, opNoteConflicts, func(ctx context.Context) error { return p.store.NoteConflicts(ctx, w.conflicts) }); err != nil {
+			return err
+		}
+	}
+	if len(w.outs) == 0 {
+		return nil
+	}
+	var lost []string
+	if err := p.retry(ctx, opRecord, func(ctx context.Context) (err error) {
+		lost, err = p.store.Record(ctx, w.outs)
+		return err
+	}); err != nil {
+		return err
+	}
+	if p.leases != nil {
+		for _, it := range w.recorded {
+			p.leases.Drop(it.job.MessageID, it.version)
+		}
+	}
+	p.traceRoundTrip(ctx, "record", w.recorded, start, time.Now(), func(i int) []attribute.KeyValue {
+		return []attribute.KeyValue{attrOutcome.String(string(w.recorded[i].fate.status()))}
+	})
+	if len(lost) > 0 {
+		// Another worker took the row over (our lease ran out). Its claim
+		// decides the job's fate; ours is finished either way.
+		p.logger.Warn("outcomes lost a compare-and-set", "count", len(lost), "first_message_id", lost[0])
 	}
 	return nil
 }
@@ -188,32 +217,6 @@ func (p *Pipeline) outcome(it *item, now time.Time) idempotency.Outcome {
 		o.ConfirmBy = now.Add(p.cfg.ConfirmWindow)
 	}
 	return o
-}
-
-// writeOutcomes writes the rows of the recorded items in one round trip,
-// then lets their leases lapse.
-func (p *Pipeline) writeOutcomes(ctx context.Context, recorded []*item, outs []idempotency.Outcome, start time.Time) error {
-	var lost []string
-	if err := p.retry(ctx, opRecord, func(ctx context.Context) (err error) {
-		lost, err = p.store.Record(ctx, outs)
-		return err
-	}); err != nil {
-		return err
-	}
-	if p.leases != nil {
-		for _, it := range recorded {
-			p.leases.Drop(it.job.MessageID, it.version)
-		}
-	}
-	p.traceRoundTrip(ctx, "record", recorded, start, time.Now(), func(i int) []attribute.KeyValue {
-		return []attribute.KeyValue{attrOutcome.String(string(recorded[i].fate.status()))}
-	})
-	if len(lost) > 0 {
-		// Another worker took the row over (our lease ran out). Its claim
-		// decides the job's fate; ours is finished either way.
-		p.logger.Warn("outcomes lost a compare-and-set", "count", len(lost), "first_message_id", lost[0])
-	}
-	return nil
 }
 
 func (p *Pipeline) letter(it *item, reason, class, errText string) deadletter.Letter {
