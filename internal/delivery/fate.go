@@ -180,9 +180,12 @@ func dead(reason, class, errText string) fate {
 }
 
 // panicked is the fate of a job whose handling panicked: dead as
-// internal_error, rather than tried again into the same panic.
-func panicked(perr *panicError) fate {
-	return dead(deadletter.ReasonInternalError, classInternal, perr.Error())
+// internal_error, rather than tried again into the same panic. provider is
+// the relay of the attempt's last send before the panic, if any.
+func panicked(perr *panicError, provider string) fate {
+	f := dead(deadletter.ReasonInternalError, classInternal, perr.Error())
+	f.provider = provider
+	return f
 }
 
 // beforeRelay decides the fate of a claimed job before a relay sees it: a
@@ -234,7 +237,7 @@ func (p *Pipeline) composeFailed(ctx context.Context, it *item, err error) fate 
 		return dead(deadletter.ReasonRenderFailed, classRender, "the job names template "+it.job.Template.Name+
 			" but this worker has no template store")
 	case errors.As(err, &perr):
-		return panicked(perr)
+		return panicked(perr, "")
 	case ctx.Err() != nil:
 		return fate{} // hard stop: the record is left unfinished
 	case errors.Is(err, ErrComposeUnavailable):
@@ -359,11 +362,12 @@ func (p *Pipeline) handBack(provider, errText string) fate {
 	return fate{kind: fateHandedBack, provider: provider, errText: errText, wakeAt: p.cfg.NowFunc().Add(wait)}
 }
 
-// settleAttempt closes the sender's attempt with its fate f: the
-// recipients still pending fail or die with a failed or dead job, and a job
-// that failed after a relay took it for some recipients is sent (to those),
-// not failed. It returns the fate to record.
-func (it *item) settleAttempt(f fate) fate {
+// settleAttempt closes the sender's attempt, settled at now, with its fate
+// f: the recipients still pending fail or die with a failed or dead job,
+// and a job that failed after a relay took it for some recipients is sent
+// (to those), not failed. It returns the fate to record.
+func (it *item) settleAttempt(f fate, now time.Time) fate {
+	f.decidedAt = now
 	var to idempotency.RecipientState
 	switch f.kind {
 	case undecided:

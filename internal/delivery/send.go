@@ -35,8 +35,7 @@ func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- *item) 
 		} else {
 			decided = f.fate
 		}
-		decided.decidedAt = p.cfg.NowFunc()
-		it.fate = it.settleAttempt(decided)
+		it.fate = it.settleAttempt(decided, p.cfg.NowFunc())
 		if ctx.Err() != nil {
 			// Hard stop: the send may have been cut short; leave the record
 			// unfinished so it is redelivered, and the one taken after it.
@@ -112,7 +111,7 @@ func (p *Pipeline) offerNext(ctx context.Context, in <-chan *item, prov *relayPo
 		taken := &follower{it: it}
 		*f = taken
 		if perr := p.contain("preparing", it.msg, func() { taken.fate, taken.due = p.prepare(ctx, it) }); perr != nil {
-			taken.fate, taken.due = panicked(perr), false
+			taken.fate, taken.due = panicked(perr, ""), false
 			return nil, nil, false
 		}
 		if !taken.due {
@@ -147,8 +146,8 @@ type attemptLog struct {
 // and maybe chained); the job deliver returns is the one its own send took.
 func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *follower) (decided fate, next *follower) {
 	if f == nil {
-		if decided, ok := p.prepare(ctx, it); !ok {
-			return decided, nil
+		if early, ok := p.prepare(ctx, it); !ok {
+			return early, nil
 		}
 	}
 	var carried *chain
@@ -172,7 +171,7 @@ func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *fo
 			var ok bool
 			if prov, session, ok = p.pickProvider(ctx, tried.skip); !ok {
 				if ctx.Err() != nil {
-					return fate{}, next
+					return fate{}, next // undecided: a hard stop
 				}
 				return p.handBack(tried.provider, tried.errText), next
 			}
@@ -184,9 +183,7 @@ func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *fo
 		perr, err := p.sendOn(ctx, sendCtx, it, in, prov, session, pend, rcpts, &next)
 		if perr != nil {
 			endSend(span, failure.Verdict{Class: failure.Unknown, Rule: classInternal}, false)
-			decided = panicked(perr)
-			decided.provider = tried.provider
-			return decided, next
+			return panicked(perr, tried.provider), next
 		}
 		end := p.cfg.NowFunc()
 		elapsed := end.Sub(start)
@@ -202,7 +199,7 @@ func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *fo
 			return sentFate(tried.provider, tried.errText), next
 		}
 		if ctx.Err() != nil {
-			return fate{}, next // hard stop; the caller leaves the record unfinished
+			return fate{}, next // undecided: a hard stop; the caller leaves the record unfinished
 		}
 		tried.errText = err.Error()
 		p.metrics.attempts.WithLabelValues(prov.Name, string(v.Class)).Inc()
@@ -212,11 +209,12 @@ func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *fo
 		if v.Class == failure.Throttled {
 			it.throttles++
 		}
-		if again, cut := p.tryAgain(ctx, v, prov, &tried); again {
+		switch again, cut := p.tryAgain(ctx, v, prov, &tried); {
+		case cut:
+			return fate{}, next // a hard stop during the wait
+		case again:
 			next.unchain() // this goroutine is about to wait for another session
 			continue
-		} else if cut {
-			return fate{}, next
 		}
 		return p.afterFailedSend(it, v, tried.errText, limit, prov), next
 	}
