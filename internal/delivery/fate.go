@@ -35,7 +35,7 @@ type fate struct {
 	class, reason, errText string
 	// decidedAt is when the sender settled the attempt: the time of its
 	// events, which may be recorded seconds later when the outcome writes
-	// queue behind a slow batch. Zero for fates decided before a send.
+	// queue behind a slow batch. Zero for fates decided at intake or claim.
 	decidedAt time.Time
 	// copy is the retry copy of a record retried through a delay tier.
 	copy *retry.Copy
@@ -91,7 +91,7 @@ const (
 )
 
 // recorded reports whether the fate is written to the job's row.
-func (f fate) recorded() bool { return f.kind >= fateSent }
+func (f fate) recorded() bool { return f.status() != "" }
 
 // status is the row's status of a recorded fate.
 func (f fate) status() idempotency.Status {
