@@ -22,7 +22,6 @@ type rcpt struct {
 	fresh bool
 	// Set for a refusal at RCPT and for suppression.
 	refusal    *sender.Error
-	verdict    failure.Verdict
 	bounceType string
 	rule       string
 	suppress   bool
@@ -201,7 +200,7 @@ func (p *Pipeline) applyResult(it *item, sent []*rcpt, res sender.Result, provid
 			}
 			continue
 		}
-		r.state, r.fresh, r.refusal, r.verdict = idempotency.RecipientBounced, true, ref.Err, v
+		r.state, r.fresh, r.refusal = idempotency.RecipientBounced, true, ref.Err
 		b := p.cfg.Rules.ClassifyBounce(ref.Err.Code, ref.Err.Enhanced, ref.Err.Text)
 		r.bounceType, r.rule, r.suppress = string(b.Type), b.Rule, b.Suppress
 		p.metrics.rcptRefusals.WithLabelValues(provider, r.bounceType).Inc()
