@@ -19,9 +19,10 @@ import (
 // (sent, suppressed, failed, dead, rejected, a duplicate, a stale copy, a
 // conflict), or where it waits for its next try (a delay tier, a wait in
 // the worker). Every fate is decided in this file, by the stage that meets
-// it; the recorder applies it in one switch (settle, in record.go), so
-// what a record's end writes (row, dead letter, retry copy, events,
-// re-entry, offset) is read in one place.
+// it, and travels beside its item (decided) to the recorder, which applies
+// it in one switch (settle, in record.go): what a record's end writes
+// (row, dead letter, retry copy, events, re-entry, offset) is read in one
+// place.
 type fate struct {
 	kind fateKind
 	// provider is the relay of the attempt's last send, "" when no send
@@ -41,6 +42,13 @@ type fate struct {
 	copy *retry.Copy
 	// wakeAt is when a busy, held or handed-back record re-enters intake.
 	wakeAt time.Time
+}
+
+// decided is an item and the fate a stage decided for it, on its way to
+// settle.
+type decided struct {
+	it   *item
+	fate fate
 }
 
 // A fateKind names a fate.

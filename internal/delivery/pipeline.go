@@ -40,8 +40,9 @@ const (
 )
 
 // item is one consumed record on its way through the pipeline: what the
-// job is and what its attempts so far did. What became of it is its fate
-// (fate.go), decided by the stage that meets it and applied by settle.
+// job is and what its attempts so far did. What becomes of it is not
+// here: it is its fate (fate.go), which the stage that decides it hands to
+// settle beside the item.
 type item struct {
 	msg     consumer.Message
 	job     job.Job
@@ -55,6 +56,9 @@ type item struct {
 	// span is the record's deliver span, from intake until it is done.
 	span trace.Span
 
+	// rejected is set by intake when the record is not a valid job.
+	rejected *job.ValidationError
+
 	// Set by the claimer.
 	version int64
 	// life is the mail's life (idempotency.Claim.Life): its events' IDs
@@ -67,10 +71,6 @@ type item struct {
 	// composed is the template version that rendered a template job, nil
 	// until it is rendered (and for jobs that carry their bodies).
 	composed *event.TemplateUse
-
-	// fate is what became of the record: undecided until a stage decides
-	// it, and again each time the record re-enters intake.
-	fate fate
 }
 
 // Pipeline delivers consumed jobs. Create it with New and start it with Run.
@@ -237,7 +237,7 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	var (
 		claimQ    = make(chan []*item, 2)
 		sendQ     = make(chan *item, p.cfg.Senders)
-		recordQ   = make(chan *item, p.cfg.BatchSize)
+		recordQ   = make(chan decided, p.cfg.BatchSize)
 		reenterQ  = make(chan *item)
 		intakeEnd = make(chan struct{})
 		delays    = delay.New[*item](p.cfg.NowFunc)
@@ -419,7 +419,7 @@ func (p *Pipeline) decode(m consumer.Message) *item {
 	var err error
 	if perr := p.contain("decoding", m, func() { err = job.DecodeInto(&it.job, m.Value, p.cfg.Limits); it.hash = it.job.Hash() }); perr != nil {
 		it.job = job.Job{}
-		it.fate = rejectedFate(&job.ValidationError{Reason: deadletter.ReasonInternalError, Detail: perr.Error()})
+		it.rejected = &job.ValidationError{Reason: deadletter.ReasonInternalError, Detail: perr.Error()}
 		return it
 	}
 	if err != nil {
@@ -428,7 +428,7 @@ func (p *Pipeline) decode(m consumer.Message) *item {
 		if !errors.As(err, &ve) {
 			ve = &job.ValidationError{Reason: job.ReasonMalformedJSON, Detail: err.Error()}
 		}
-		it.fate = rejectedFate(ve)
+		it.rejected = ve
 	}
 	return it
 }
@@ -438,12 +438,12 @@ func (p *Pipeline) decode(m consumer.Message) *item {
 // settling the others (duplicate, stale, busy, conflict: claimFate).
 func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ chan<- *item, delays *delay.Queue[*item]) error {
 	var (
-		rejected []*item
+		rejected []decided
 		valid    []*item
 	)
 	for _, it := range batch {
-		if it.fate.kind == fateRejected {
-			rejected = append(rejected, it)
+		if it.rejected != nil {
+			rejected = append(rejected, decided{it, rejectedFate(it.rejected)})
 		} else {
 			valid = append(valid, it)
 		}
@@ -497,7 +497,10 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 			}
 		}
 	}
-	var unclaimed, conflicts, claimed []*item
+	var (
+		unclaimed, conflicts []decided
+		claimed              []*item
+	)
 	for i, c := range claims {
 		it := valid[i]
 		if c.Result == idempotency.Claimed {
@@ -515,12 +518,11 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 		if err != nil {
 			return err
 		}
-		it.fate = f
 		if f.kind == fateConflict {
 			// Dead-lettered after the claimed jobs are on their way.
-			conflicts = append(conflicts, it)
+			conflicts = append(conflicts, decided{it, f})
 		} else {
-			unclaimed = append(unclaimed, it)
+			unclaimed = append(unclaimed, decided{it, f})
 		}
 	}
 	if len(unclaimed) > 0 {

@@ -208,15 +208,16 @@ func (p *Pipeline) applyResult(it *item, sent []*rcpt, res sender.Result, provid
 	return deferred
 }
 
-// recipientOutcomes are the recipient rows the outcome writes.
-func (it *item) recipientOutcomes() []idempotency.RecipientOutcome {
+// recipientOutcomes are the recipient rows the outcome writes; provider is
+// the relay of the attempt's last send.
+func (it *item) recipientOutcomes(provider string) []idempotency.RecipientOutcome {
 	var out []idempotency.RecipientOutcome
 	for _, r := range it.rcpts {
 		if !r.fresh && r.state != idempotency.RecipientPending {
 			continue
 		}
 		o := idempotency.RecipientOutcome{Index: r.index, Address: r.address, State: r.state,
-			Attempt: it.attempt, Provider: it.fate.provider, Source: bounceSourceSMTP}
+			Attempt: it.attempt, Provider: provider, Source: bounceSourceSMTP}
 		switch {
 		case r.refusal != nil:
 			o.BounceType, o.Status, o.Code, o.Diagnostic, o.Rule = r.bounceType, r.refusal.Enhanced, r.refusal.Code, r.refusal.Text, r.rule
@@ -234,23 +235,23 @@ const (
 	sourceSuppression = "suppression"
 )
 
-// appendEvents appends to dst the events of the outcome about to be
+// appendEvents appends to dst the events of it's fate f, about to be
 // recorded: one per recipient this attempt moved, and a deferral per
 // recipient left pending when the job goes to a delay tier. It appends
 // rather than returns a slice of its own: the batch's events grow in one
 // slice sized for the batch.
-func (p *Pipeline) appendEvents(dst []event.Event, it *item, now time.Time) []event.Event {
+func (p *Pipeline) appendEvents(dst []event.Event, it *item, f fate, now time.Time) []event.Event {
 	if len(it.rcpts) == 0 {
 		return dst
 	}
 	// An event is dated when its attempt was settled, not when the batch
 	// is recorded: a deferral's next_attempt_at is a tier after the former.
 	at := now
-	if !it.fate.decidedAt.IsZero() {
-		at = it.fate.decidedAt
+	if !f.decidedAt.IsZero() {
+		at = f.decidedAt
 	}
 	base := event.Event{Schema: event.Schema, At: at.UTC(), MessageID: it.job.MessageID, Tenant: it.job.Tenant,
-		Stream: stream(&it.job), Attempt: it.attempt, Provider: it.fate.provider, Metadata: it.job.Metadata,
+		Stream: stream(&it.job), Attempt: it.attempt, Provider: f.provider, Metadata: it.job.Metadata,
 		Template: it.composed}
 	out := dst
 	// add appends r's event of type t and returns it, for the caller to
@@ -267,12 +268,12 @@ func (p *Pipeline) appendEvents(dst []event.Event, it *item, now time.Time) []ev
 		r := &it.rcpts[i]
 		switch {
 		case r.state == idempotency.RecipientPending:
-			if it.fate.kind != fateRetried {
+			if f.kind != fateRetried {
 				continue // a hand-back or a short hold in the worker: not a deferral
 			}
-			next := it.fate.copy.NotBefore.UTC()
+			next := f.copy.NotBefore.UTC()
 			e := add(r, event.Deferred)
-			e.Class, e.NextAttemptAt = it.fate.class, &next
+			e.Class, e.NextAttemptAt = f.class, &next
 		case !r.fresh:
 		case r.state == idempotency.RecipientAccepted:
 			add(r, event.Accepted)
@@ -283,10 +284,10 @@ func (p *Pipeline) appendEvents(dst []event.Event, it *item, now time.Time) []ev
 			add(r, event.Suppressed).Reason = r.reason
 		case r.state == idempotency.RecipientFailed:
 			e := add(r, event.Failed)
-			e.Class, e.Reason = it.fate.class, it.fate.reason
+			e.Class, e.Reason = f.class, f.reason
 		case r.state == idempotency.RecipientDead:
 			e := add(r, event.Dead)
-			e.Class, e.Reason = it.fate.class, it.fate.reason
+			e.Class, e.Reason = f.class, f.reason
 		}
 	}
 	return out

@@ -13,22 +13,22 @@ import (
 	"github.com/postline/postline/internal/retry"
 )
 
-// record takes the senders' items in batches and settles them.
-func (p *Pipeline) record(ctx context.Context, src Source, in <-chan *item, delays *delay.Queue[*item]) error {
+// record takes the senders' decided items in batches and settles them.
+func (p *Pipeline) record(ctx context.Context, src Source, in <-chan decided, delays *delay.Queue[*item]) error {
 	for {
 		first, ok := <-in
 		if !ok {
 			return nil
 		}
-		batch := []*item{first}
+		batch := []decided{first}
 	fill:
 		for len(batch) < p.cfg.BatchSize {
 			select {
-			case it, ok := <-in:
+			case d, ok := <-in:
 				if !ok {
 					break fill
 				}
-				batch = append(batch, it)
+				batch = append(batch, d)
 			default:
 				break fill
 			}
@@ -39,11 +39,11 @@ func (p *Pipeline) record(ctx context.Context, src Source, in <-chan *item, dela
 	}
 }
 
-// settle applies the fates of a batch of items (fate.go), in one switch
-// over the fate: it gathers what each fate writes, writes it (see writes),
+// settle applies the fates of a batch of decided items (fate.go), in one
+// switch over the fate: it gathers what each fate writes, writes it (see writes),
 // then feeds the waiting records back to intake and marks the others done,
 // so their offsets may be committed.
-func (p *Pipeline) settle(ctx context.Context, src Source, batch []*item, delays *delay.Queue[*item]) error {
+func (p *Pipeline) settle(ctx context.Context, src Source, batch []decided, delays *delay.Queue[*item]) error {
 	var (
 		w   writes
 		now = p.cfg.NowFunc()
@@ -55,8 +55,8 @@ func (p *Pipeline) settle(ctx context.Context, src Source, batch []*item, delays
 		// slice as it ended.
 		defer func() { *lentEvents = w.events; p.eventBufs.put(lentEvents) }()
 	}
-	for _, it := range batch {
-		f := it.fate
+	for _, d := range batch {
+		it, f := d.it, d.fate
 		switch f.kind {
 		case fateRejected:
 			w.letters = append(w.letters, p.letter(it, f.reason, f.class, f.errText))
@@ -84,32 +84,31 @@ func (p *Pipeline) settle(ctx context.Context, src Source, batch []*item, delays
 			continue
 		}
 		if p.events != nil {
-			w.events = p.appendEvents(w.events, it, now)
+			w.events = p.appendEvents(w.events, it, f, now)
 		}
 		w.suppress = append(w.suppress, it.suppressions()...)
-		w.recorded = append(w.recorded, it)
+		w.recorded = append(w.recorded, d)
 	}
 	if len(w.recorded) > 0 {
 		lentOuts := p.outcomes.get(len(w.recorded))
 		defer p.outcomes.put(lentOuts)
 		w.outs = *lentOuts
-		for i, it := range w.recorded {
-			w.outs[i] = p.outcome(it, now)
+		for i, d := range w.recorded {
+			w.outs[i] = p.outcome(d, now)
 		}
 	}
 	if err := p.write(ctx, &w); err != nil {
 		return err
 	}
-	for _, it := range batch {
-		it.recorded()
-		if cause := it.fate.reentryCause(); cause != "" {
-			at := it.fate.wakeAt
-			it.fate = fate{} // decided again when it is claimed again
+	for _, d := range batch {
+		d.it.recorded()
+		if cause := d.fate.reentryCause(); cause != "" {
+			// Its next fate is decided when it is claimed again.
 			p.metrics.reentries.WithLabelValues(cause).Inc()
-			delays.Add(at, it)
+			delays.Add(d.fate.wakeAt, d.it)
 			continue
 		}
-		p.done(src, it)
+		p.done(src, d)
 	}
 	return nil
 }
@@ -123,7 +122,7 @@ type writes struct {
 	rejections []idempotency.Rejection
 	conflicts  []string
 	// recorded are the items whose fate is written to their rows, outs.
-	recorded []*item
+	recorded []decided
 	outs     []idempotency.Outcome
 }
 
@@ -176,13 +175,19 @@ func (p *Pipeline) write(ctx context.Context, w *writes) error {
 		return err
 	}
 	if p.leases != nil {
-		for _, it := range w.recorded {
-			p.leases.Drop(it.job.MessageID, it.version)
+		for _, d := range w.recorded {
+			p.leases.Drop(d.it.job.MessageID, d.it.version)
 		}
 	}
-	p.traceRoundTrip(ctx, "record", w.recorded, start, time.Now(), func(i int) []attribute.KeyValue {
-		return []attribute.KeyValue{attrOutcome.String(string(w.recorded[i].fate.status()))}
-	})
+	if p.tracing() {
+		items := make([]*item, len(w.recorded))
+		for i, d := range w.recorded {
+			items[i] = d.it
+		}
+		p.traceRoundTrip(ctx, "record", items, start, time.Now(), func(i int) []attribute.KeyValue {
+			return []attribute.KeyValue{attrOutcome.String(string(w.outs[i].Status))}
+		})
+	}
 	if len(lost) > 0 {
 		// Another worker took the row over (our lease ran out). Its claim
 		// decides the job's fate; ours is finished either way.
@@ -192,8 +197,8 @@ func (p *Pipeline) write(ctx context.Context, w *writes) error {
 }
 
 // outcome is the row write of a recorded item's fate.
-func (p *Pipeline) outcome(it *item, now time.Time) idempotency.Outcome {
-	f := it.fate
+func (p *Pipeline) outcome(d decided, now time.Time) idempotency.Outcome {
+	it, f := d.it, d.fate
 	attempt := it.attempt // unchanged for a hold or a hand-back
 	if f.kind == fateRetried {
 		attempt = f.copy.Attempt
@@ -206,7 +211,7 @@ func (p *Pipeline) outcome(it *item, now time.Time) idempotency.Outcome {
 		Provider:   f.provider,
 		ErrorClass: f.class,
 		Error:      f.errText,
-		Recipients: it.recipientOutcomes(),
+		Recipients: it.recipientOutcomes(f.provider),
 		Stream:     stream(&it.job),
 		Metadata:   it.job.Metadata,
 	}
@@ -234,12 +239,12 @@ func (p *Pipeline) letter(it *item, reason, class, errText string) deadletter.Le
 	}
 }
 
-// done marks it's record done, which lets the consumer commit its offset,
+// done marks d's record done, which lets the consumer commit its offset,
 // and ends its deliver span.
-func (p *Pipeline) done(src Source, it *item) {
-	outcome := it.fate.doneLabel()
-	src.MarkDone(it.msg)
+func (p *Pipeline) done(src Source, d decided) {
+	outcome := d.fate.doneLabel()
+	src.MarkDone(d.it.msg)
 	p.metrics.inFlight.Dec()
 	p.metrics.outcomes.WithLabelValues(outcome).Inc()
-	endDeliver(it, outcome)
+	endDeliver(d.it, d.fate, outcome)
 }

@@ -15,7 +15,7 @@ import (
 // send runs one sending goroutine. A send may take the next job from in
 // to chain behind its own (see offerNext): that job is delivered next, by
 // this goroutine, on the session that has its envelope.
-func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- *item) error {
+func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- decided) error {
 	var next *follower
 	for {
 		f := next
@@ -29,13 +29,13 @@ func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- *item) 
 			}
 		}
 		next = nil
-		var decided fate
+		var decision fate
 		if f == nil || f.due {
-			decided, next = p.deliver(ctx, it, in, f)
+			decision, next = p.deliver(ctx, it, in, f)
 		} else {
-			decided = f.fate
+			decision = f.fate
 		}
-		it.fate = it.settleAttempt(decided, p.cfg.NowFunc())
+		d := decided{it, it.settleAttempt(decision, p.cfg.NowFunc())}
 		if ctx.Err() != nil {
 			// Hard stop: the send may have been cut short; leave the record
 			// unfinished so it is redelivered, and the one taken after it.
@@ -43,7 +43,7 @@ func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- *item) 
 			return ctx.Err()
 		}
 		select {
-		case out <- it:
+		case out <- d:
 		case <-ctx.Done():
 			next.hangUp()
 			return ctx.Err()
@@ -144,7 +144,7 @@ type attemptLog struct {
 // failure gets a few fast retries; what still fails is routed by its class
 // (afterFailedSend). f is the job when a send before took it (prepared,
 // and maybe chained); the job deliver returns is the one its own send took.
-func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *follower) (decided fate, next *follower) {
+func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *follower) (_ fate, next *follower) {
 	if f == nil {
 		if early, ok := p.prepare(ctx, it); !ok {
 			return early, nil

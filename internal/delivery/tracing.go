@@ -93,13 +93,14 @@ func (p *Pipeline) startDeliver(it *item) {
 			semconv.MessagingKafkaOffset(int(it.msg.Offset)),
 			attrAttempt.Int(it.attempt),
 		))
-	if it.fate.kind != fateRejected && it.span.IsRecording() {
+	if it.rejected == nil && it.span.IsRecording() {
 		it.span.SetAttributes(semconv.MessagingMessageID(it.job.MessageID))
 	}
 }
 
-// endDeliver ends it's deliver span with the record's outcome.
-func endDeliver(it *item, outcome string) {
+// endDeliver ends it's deliver span with the record's outcome, the label of
+// its fate f.
+func endDeliver(it *item, f fate, outcome string) {
 	if !it.span.IsRecording() {
 		// Attributes and status of a span that records nothing are
 		// dropped: skip building them.
@@ -107,8 +108,8 @@ func endDeliver(it *item, outcome string) {
 		return
 	}
 	it.span.SetAttributes(attrOutcome.String(outcome))
-	if it.fate.kind == fateRejected || it.fate.reason != "" {
-		it.span.SetAttributes(attrReason.String(it.fate.reason))
+	if f.kind == fateRejected || f.reason != "" {
+		it.span.SetAttributes(attrReason.String(f.reason))
 	}
 	switch outcome {
 	case string(idempotency.StatusFailed), string(idempotency.StatusDead), "rejected", "conflict":
