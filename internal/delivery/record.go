@@ -40,9 +40,9 @@ func (p *Pipeline) record(ctx context.Context, src Source, in <-chan decided, de
 }
 
 // settle applies the fates of a batch of decided items (fate.go), in one
-// switch over the fate: it gathers what each fate writes, writes it (see writes),
-// then feeds the waiting records back to intake and marks the others done,
-// so their offsets may be committed.
+// switch over the fate: it gathers what each fate writes, makes the writes
+// (write), then feeds the waiting records back to intake and marks the
+// others done, so their offsets may be committed.
 func (p *Pipeline) settle(ctx context.Context, src Source, batch []decided, delays *delay.Queue[*item]) error {
 	var (
 		w   writes
@@ -75,6 +75,8 @@ func (p *Pipeline) settle(ctx context.Context, src Source, batch []decided, dela
 				"topic", it.msg.Topic, "partition", it.msg.Partition, "offset", it.msg.Offset, traceAttr(it.span))
 		case fateDuplicate, fateStale, fateBusy:
 			// Nothing to write: done, or waiting for the lease.
+		case fateSent, fateSuppressed, fateHeld, fateHandedBack:
+			// The row, below, and nothing else.
 		case fateFailed, fateDead:
 			w.letters = append(w.letters, p.letter(it, f.reason, f.class, f.errText))
 		case fateRetried:
