@@ -16,6 +16,14 @@
 // backoff in the stage that met them, so no record is marked done without a
 // recorded outcome.
 //
+// What became of each record is its fate (fate.go): a value decided by
+// the stage that meets it (intake, claim or a sender) and applied by the
+// recorder in one switch (record.go: settle), which writes the dead
+// letter, retry copy, events and row the fate calls for and then either
+// feeds the record back to intake or marks it done.
+//
 // delivery owns none of the I/O: it talks to Kafka, Postgres and SMTP
-// through the small interfaces declared in this package.
+// through the small interfaces declared in ports.go, under the stage that
+// calls each. docs/design.md ("One job, read to commit") walks one job
+// through these files and the packages around them.
 package delivery

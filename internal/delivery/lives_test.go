@@ -77,19 +77,19 @@ func TestEventsCarryTheMailsLife(t *testing.T) {
 // the same transitions in another life of the mail have others.
 func TestAppendEventsIDs(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	outcome := func(life int64, attempt int) *item {
-		it := &item{job: multiJob("m@x", "ok@example.com", "gone@example.com", "full@example.com"), attempt: attempt, life: life,
-			provider: "p1", class: "transient", copy: &retry.Copy{NotBefore: now.Add(time.Minute)}}
+	outcome := func(life int64, attempt int) decided {
+		it := &item{job: multiJob("m@x", "ok@example.com", "gone@example.com", "full@example.com"), attempt: attempt, life: life}
+		f := fate{kind: fateRetried, provider: "p1", class: "transient", copy: &retry.Copy{NotBefore: now.Add(time.Minute)}}
 		it.initRecipients()
 		it.rcpts[0].state, it.rcpts[0].fresh = idempotency.RecipientAccepted, true
 		it.rcpts[1].state, it.rcpts[1].fresh = idempotency.RecipientBounced, true
 		it.rcpts[1].refusal = &sender.Error{Code: 550, Enhanced: "5.1.1", Text: "no such user"}
 		it.rcpts[1].bounceType = event.BounceHard
-		return it // rcpts[2] stays pending: deferred
+		return decided{it, f} // rcpts[2] stays pending: deferred
 	}
-	ids := func(it *item) []string {
+	ids := func(d decided) []string {
 		var out []string
-		for _, e := range (&Pipeline{}).appendEvents(nil, it, now) {
+		for _, e := range (&Pipeline{}).appendEvents(nil, d.it, d.fate, now) {
 			if err := e.Validate(); err != nil {
 				t.Fatalf("event %+v: %v", e, err)
 			}
@@ -99,7 +99,7 @@ func TestAppendEventsIDs(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		a, b *item
+		a, b decided
 		same bool
 	}{
 		{"the same outcome written twice", outcome(9, 2), outcome(9, 2), true},

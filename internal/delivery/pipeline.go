@@ -24,12 +24,10 @@ import (
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/delay"
-	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/pgpool"
-	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/job"
 )
 
@@ -43,7 +41,10 @@ const (
 	classRender   = "render"
 )
 
-// item is one consumed record on its way through the pipeline.
+// item is one consumed record on its way through the pipeline: what the
+// job is and what its attempts so far did. What becomes of it is not
+// here: it is its fate (fate.go), which the stage that decides it hands to
+// settle beside the item.
 type item struct {
 	msg     consumer.Message
 	job     job.Job
@@ -51,6 +52,9 @@ type item struct {
 	attempt int
 	// throttles counts the attempts so far the relay refused as throttled.
 	throttles int
+	// holds counts the short throttles in a row waited out in the worker
+	// (scheduleRetry).
+	holds int
 	// span is the record's deliver span, from intake until it is done.
 	span trace.Span
 
@@ -69,23 +73,6 @@ type item struct {
 	// composed is the template version that rendered a template job, nil
 	// until it is rendered (and for jobs that carry their bodies).
 	composed *event.TemplateUse
-
-	// Set by the sender.
-	provider    string
-	verdict     failure.Verdict
-	outcome     idempotency.Status
-	class       string
-	reason      string // dead-letter reason for failed and dead outcomes
-	errText     string
-	nextAttempt int         // the attempt the row expects next, for retrying outcomes
-	copy        *retry.Copy // the retry copy to publish, for a retry through a delay tier
-	releaseAt   time.Time   // when a released job (no provider available, a short throttle) is claimed again
-	reentry     string      // why it is released: reentryRelease or reentryThrottled
-	holds       int         // short throttles waited out in the worker (scheduleRetry)
-	// decidedAt is when the sender settled this attempt: the time of its
-	// events, which may be recorded seconds later when the outcome writes
-	// queue behind a slow batch.
-	decidedAt time.Time
 }
 
 // Pipeline delivers consumed jobs. Create it with New and start it with Run.
@@ -123,14 +110,6 @@ type Pipeline struct {
 	claimReqs slicePool[idempotency.ClaimRequest]
 	outcomes  slicePool[idempotency.Outcome]
 	eventBufs slicePool[event.Event]
-}
-
-// Leases keeps the leases of claimed jobs alive from the claim until their
-// outcome is recorded, however long they wait for a relay slot and send
-// (idempotency.LeaseKeeper). Safe for concurrent use.
-type Leases interface {
-	Hold(messageID string, version int64)
-	Drop(messageID string, version int64)
 }
 
 // Deps are the pipeline's collaborators.
@@ -260,7 +239,7 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	var (
 		claimQ    = make(chan []*item, 2)
 		sendQ     = make(chan *item, p.cfg.Senders)
-		recordQ   = make(chan *item, p.cfg.BatchSize)
+		recordQ   = make(chan decided, p.cfg.BatchSize)
 		reenterQ  = make(chan *item)
 		intakeEnd = make(chan struct{})
 		delays    = delay.New[*item](p.cfg.NowFunc)
@@ -435,10 +414,10 @@ func (p *Pipeline) intake(ctx context.Context, in <-chan consumer.Message, reent
 }
 
 // decode turns a consumed record into an item and starts its deliver span.
+// A record that is not a valid job leaves none, and is rejected.
 func (p *Pipeline) decode(m consumer.Message) *item {
 	it := &item{msg: m, attempt: jobheader.Attempt(m.Headers), throttles: jobheader.Throttles(m.Headers)}
 	defer p.startDeliver(it)
-	// The job is decoded in place; a record that is no job leaves none.
 	var err error
 	if perr := p.contain("decoding", m, func() { err = job.DecodeInto(&it.job, m.Value, p.cfg.Limits); it.hash = it.job.Hash() }); perr != nil {
 		it.job = job.Job{}
@@ -452,27 +431,29 @@ func (p *Pipeline) decode(m consumer.Message) *item {
 			ve = &job.ValidationError{Reason: job.ReasonMalformedJSON, Detail: err.Error()}
 		}
 		it.rejected = ve
-		return it
 	}
 	return it
 }
 
-// claim handles one batch: it dead-letters rejected records and claims the
-// rest in one store round trip, passing claimed records to the senders.
+// claim handles one batch: it settles rejected records and claims the rest
+// in one store round trip, passing claimed records to the senders and
+// settling the others (duplicate, stale, busy, conflict: claimFate).
 func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ chan<- *item, delays *delay.Queue[*item]) error {
 	var (
-		rejected []*item
+		rejected []decided
 		valid    []*item
 	)
 	for _, it := range batch {
 		if it.rejected != nil {
-			rejected = append(rejected, it)
+			rejected = append(rejected, decided{it, rejectedFate(it.rejected)})
 		} else {
 			valid = append(valid, it)
 		}
 	}
-	if err := p.reject(ctx, src, rejected); err != nil {
-		return err
+	if len(rejected) > 0 {
+		if err := p.settle(ctx, src, rejected, delays); err != nil {
+			return err
+		}
 	}
 	if len(valid) == 0 {
 		return nil
@@ -518,11 +499,13 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 			}
 		}
 	}
-	var conflicts, claimed []*item
+	var (
+		unclaimed, conflicts []decided
+		claimed              []*item
+	)
 	for i, c := range claims {
 		it := valid[i]
-		switch c.Result {
-		case idempotency.Claimed:
+		if c.Result == idempotency.Claimed {
 			it.version, it.life = c.Version, c.Life
 			// The row's attempt from now on, not the record's header: a
 			// copy without a row is a first attempt whatever it says.
@@ -531,16 +514,22 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 			}
 			it.initRecipients()
 			claimed = append(claimed, it)
-		case idempotency.Duplicate, idempotency.Stale:
-			p.done(src, it, claimResultName(c.Result))
-		case idempotency.Conflict:
-			conflicts = append(conflicts, it)
-		case idempotency.Busy:
-			wait := min(max(c.RetryAt.Sub(p.cfg.NowFunc()), 0), p.cfg.RecheckInterval)
-			p.metrics.reentries.WithLabelValues(reentryBusy).Inc()
-			delays.Add(p.cfg.NowFunc().Add(wait), it)
-		default:
-			return fmt.Errorf("delivery: unknown claim result %d for %s", c.Result, c.MessageID)
+			continue
+		}
+		f, err := p.claimFate(c)
+		if err != nil {
+			return err
+		}
+		if f.kind == fateConflict {
+			// Dead-lettered after the claimed jobs are on their way.
+			conflicts = append(conflicts, decided{it, f})
+		} else {
+			unclaimed = append(unclaimed, decided{it, f})
+		}
+	}
+	if len(unclaimed) > 0 {
+		if err := p.settle(ctx, src, unclaimed, delays); err != nil {
+			return err
 		}
 	}
 	if err := p.loadRecipients(ctx, claimed); err != nil {
@@ -556,258 +545,10 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 			return ctx.Err()
 		}
 	}
-	return p.conflict(ctx, src, conflicts)
-}
-
-// reject dead-letters records that are not valid jobs and, where the record
-// names a Message-ID, leaves a dead row so the job's fate can be queried.
-func (p *Pipeline) reject(ctx context.Context, src Source, items []*item) error {
-	if len(items) == 0 {
-		return nil
-	}
-	letters := make([]deadletter.Letter, len(items))
-	var rows []idempotency.Rejection
-	for i, it := range items {
-		class := classInvalid
-		if it.rejected.Reason == deadletter.ReasonInternalError {
-			class = classInternal
-		}
-		letters[i] = p.letter(it, string(it.rejected.Reason), class, it.rejected.Error())
-		if id := rejectedID(it); id != "" {
-			rows = append(rows, idempotency.Rejection{
-				MessageID:   id,
-				PayloadHash: rawHash(it.msg.Value),
-				Reason:      string(it.rejected.Reason),
-				Error:       it.rejected.Error(),
-				EnqueuedAt:  firstSeen(it.msg),
-			})
-		}
-		p.logger.Warn("rejected record",
-			"topic", it.msg.Topic, "partition", it.msg.Partition, "offset", it.msg.Offset,
-			"reason", it.rejected.Reason, "error", it.rejected.Error(), traceAttr(it.span))
-	}
-	if err := p.retry(ctx, opDeadLetter, func(ctx context.Context) error { return p.dlq.Publish(ctx, letters...) }); err != nil {
-		return err
-	}
-	if len(rows) > 0 {
-		if err := p.retry(ctx, opRecordRejected, func(ctx context.Context) error { return p.store.RecordRejected(ctx, rows) }); err != nil {
-			return err
-		}
-	}
-	for _, it := range items {
-		p.done(src, it, "rejected")
+	if len(conflicts) > 0 {
+		return p.settle(ctx, src, conflicts, delays)
 	}
 	return nil
-}
-
-// conflict dead-letters records that reuse a Message-ID for a different
-// payload and counts the conflict on the row.
-func (p *Pipeline) conflict(ctx context.Context, src Source, items []*item) error {
-	if len(items) == 0 {
-		return nil
-	}
-	letters := make([]deadletter.Letter, len(items))
-	ids := make([]string, len(items))
-	for i, it := range items {
-		letters[i] = p.letter(it, deadletter.ReasonMessageIDConflict, classConflict,
-			"Message-ID "+it.job.MessageID+" was already used for a different payload")
-		ids[i] = it.job.MessageID
-		p.logger.Warn("message-id conflict", "message_id", it.job.MessageID,
-			"topic", it.msg.Topic, "partition", it.msg.Partition, "offset", it.msg.Offset, traceAttr(it.span))
-	}
-	if err := p.retry(ctx, opDeadLetter, func(ctx context.Context) error { return p.dlq.Publish(ctx, letters...) }); err != nil {
-		return err
-	}
-	if err := p.retry(ctx, opNoteConflicts, func(ctx context.Context) error { return p.store.NoteConflicts(ctx, ids) }); err != nil {
-		return err
-	}
-	for _, it := range items {
-		p.done(src, it, "conflict")
-	}
-	return nil
-}
-
-// record writes outcomes in batches: dead letters first (so a terminal row
-// always has its dead letter), then the rows, then marks records done.
-func (p *Pipeline) record(ctx context.Context, src Source, in <-chan *item, delays *delay.Queue[*item]) error {
-	for {
-		first, ok := <-in
-		if !ok {
-			return nil
-		}
-		batch := []*item{first}
-	fill:
-		for len(batch) < p.cfg.BatchSize {
-			select {
-			case it, ok := <-in:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, it)
-			default:
-				break fill
-			}
-		}
-		if err := p.recordBatch(ctx, src, batch, delays); err != nil {
-			return err
-		}
-	}
-}
-
-func (p *Pipeline) recordBatch(ctx context.Context, src Source, batch []*item, delays *delay.Queue[*item]) error {
-	var (
-		letters  []deadletter.Letter
-		copies   []retry.Copy
-		events   []event.Event
-		suppress []Suppression
-		now      = p.cfg.NowFunc()
-	)
-	lentOuts := p.outcomes.get(len(batch))
-	defer p.outcomes.put(lentOuts)
-	outs := *lentOuts
-	if p.events != nil {
-		lentEvents := p.eventBufs.get(len(batch)) // most mails have one recipient
-		events = (*lentEvents)[:0]
-		// appendEvents may outgrow the lent array: what goes back is the
-		// slice as it ended.
-		defer func() { *lentEvents = events; p.eventBufs.put(lentEvents) }()
-	}
-	for i, it := range batch {
-		if p.events != nil {
-			events = p.appendEvents(events, it, now)
-		}
-		suppress = append(suppress, it.suppressions()...)
-		switch {
-		case it.outcome == idempotency.StatusFailed || it.outcome == idempotency.StatusDead:
-			letters = append(letters, p.letter(it, it.reason, it.class, it.errText))
-		case it.copy != nil:
-			copies = append(copies, *it.copy)
-		}
-		attempt := it.attempt
-		if it.outcome == idempotency.StatusRetrying {
-			attempt = it.nextAttempt
-		}
-		outs[i] = idempotency.Outcome{
-			MessageID:  it.job.MessageID,
-			Version:    it.version,
-			Status:     it.outcome,
-			Attempt:    attempt,
-			Provider:   it.provider,
-			ErrorClass: it.class,
-			Error:      it.errText,
-			Recipients: it.recipientOutcomes(),
-			Stream:     stream(&it.job),
-			Metadata:   it.job.Metadata,
-		}
-		if it.composed != nil {
-			outs[i].Template, outs[i].TemplateVersion, outs[i].TemplateWhy = it.composed.Name, it.composed.Version, it.composed.Why
-		}
-		if !p.cfg.NoConfirm && it.countFresh(idempotency.RecipientAccepted) > 0 {
-			outs[i].ConfirmBy = now.Add(p.cfg.ConfirmWindow)
-		}
-	}
-	// Dead letters and retry copies are durable before the row says where
-	// the job went: a crash in between redelivers the record, and the claim
-	// dedupes the copies.
-	start := time.Now()
-	if len(letters) > 0 {
-		if err := p.retry(ctx, opDeadLetter, func(ctx context.Context) error { return p.dlq.Publish(ctx, letters...) }); err != nil {
-			return err
-		}
-	}
-	if len(copies) > 0 {
-		if err := p.retry(ctx, opRetryPublish, func(ctx context.Context) error { return p.retries.Publish(ctx, copies...) }); err != nil {
-			return err
-		}
-	}
-	// Events go out before the state they report: a crash in between
-	// writes them again, with the same IDs, when the record is redelivered.
-	if len(events) > 0 {
-		if err := p.retry(ctx, opEvents, func(ctx context.Context) error { return p.events.Publish(ctx, events...) }); err != nil {
-			return err
-		}
-	}
-	if len(suppress) > 0 && p.suppressions != nil {
-		if err := p.retry(ctx, opSuppress, func(ctx context.Context) error { return p.suppressions.Suppress(ctx, suppress) }); err != nil {
-			return err
-		}
-	}
-	var lost []string
-	if err := p.retry(ctx, opRecord, func(ctx context.Context) (err error) {
-		lost, err = p.store.Record(ctx, outs)
-		return err
-	}); err != nil {
-		return err
-	}
-	// Only once the outcome is written (or lost) may the lease lapse.
-	if p.leases != nil {
-		for _, it := range batch {
-			p.leases.Drop(it.job.MessageID, it.version)
-		}
-	}
-	p.traceRoundTrip(ctx, "record", batch, start, time.Now(), func(i int) []attribute.KeyValue {
-		return []attribute.KeyValue{attrOutcome.String(string(batch[i].outcome))}
-	})
-	if len(lost) > 0 {
-		// Another worker took the row over (our lease ran out). Its claim
-		// decides the job's fate; ours is finished either way.
-		p.logger.Warn("outcomes lost a compare-and-set", "count", len(lost), "first_message_id", lost[0])
-	}
-	for _, it := range batch {
-		it.recorded()
-		if !it.releaseAt.IsZero() {
-			at, cause := it.releaseAt, it.reentry
-			// The row's attempt now: unchanged for a release, the next one
-			// after a throttle, so the claim finds what the row says.
-			it.attempt = it.nextAttempt
-			it.resetOutcome()
-			p.metrics.reentries.WithLabelValues(cause).Inc()
-			delays.Add(at, it)
-			continue
-		}
-		outcome := string(it.outcome)
-		if it.copy != nil {
-			outcome = "retried"
-		}
-		p.done(src, it, outcome)
-	}
-	return nil
-}
-
-// resetOutcome clears what the sender set, before the item is claimed again.
-func (it *item) resetOutcome() {
-	it.provider, it.verdict, it.outcome, it.class, it.reason, it.errText = "", failure.Verdict{}, "", "", "", ""
-	it.nextAttempt, it.copy, it.releaseAt, it.reentry, it.decidedAt = 0, nil, time.Time{}, "", time.Time{}
-}
-
-// The causes of a re-entry (postline_delivery_reentries_total).
-const (
-	reentryBusy      = "busy"
-	reentryRelease   = "release"
-	reentryThrottled = "throttled"
-)
-
-func (p *Pipeline) letter(it *item, reason, class, errText string) deadletter.Letter {
-	return deadletter.Letter{
-		Key:       it.msg.Key,
-		Value:     it.msg.Value,
-		Headers:   it.msg.Headers,
-		Topic:     it.msg.Topic,
-		Partition: it.msg.Partition,
-		Offset:    it.msg.Offset,
-		Reason:    reason,
-		Class:     class,
-		Error:     errText,
-		Attempt:   it.attempt,
-	}
-}
-
-// done marks it's record done and ends its deliver span.
-func (p *Pipeline) done(src Source, it *item, outcome string) {
-	src.MarkDone(it.msg)
-	p.metrics.inFlight.Dec()
-	p.metrics.outcomes.WithLabelValues(outcome).Inc()
-	endDeliver(it, outcome)
 }
 
 // retry calls fn until it succeeds or ctx ends, backing off exponentially.

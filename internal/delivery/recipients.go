@@ -6,53 +6,11 @@ import (
 	"time"
 
 	"github.com/postline/postline/event"
-	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/job"
 )
-
-// Events publishes the events of recorded outcomes; it returns once they
-// are durable. Safe for concurrent use.
-type Events interface {
-	Publish(ctx context.Context, events ...event.Event) error
-}
-
-// RecipientStates reads what earlier attempts and reports decided for the
-// recipients of mails (idempotency.Store does). Safe for concurrent use.
-type RecipientStates interface {
-	Recipients(ctx context.Context, messageIDs []string) (map[string][]idempotency.Recipient, error)
-}
-
-// SuppressionKey names one address on the suppression lists of a tenant's
-// stream. Address is lower case.
-type SuppressionKey struct {
-	Tenant, Stream, Address string
-}
-
-// Suppression is an address to add to a suppression list after the relay
-// refused it for good.
-type Suppression struct {
-	Key       SuppressionKey
-	MessageID string // the mail it came from
-	Status    string // the refusal's enhanced status
-}
-
-// Suppressions are the suppression lists. Safe for concurrent use.
-type Suppressions interface {
-	// Suppressed returns the keys that are on a list, with the list
-	// entry's reason.
-	Suppressed(ctx context.Context, keys []SuppressionKey) (map[SuppressionKey]string, error)
-	// Suppress adds hard-bounced addresses to the lists.
-	Suppress(ctx context.Context, entries []Suppression) error
-}
-
-// ReturnPaths gives each recipient its own return path, so that reports
-// about it name it (returnpath.Signer does).
-type ReturnPaths interface {
-	Address(messageID string, idx int) string
-}
 
 // rcpt is one recipient of an item.
 type rcpt struct {
@@ -64,7 +22,6 @@ type rcpt struct {
 	fresh bool
 	// Set for a refusal at RCPT and for suppression.
 	refusal    *sender.Error
-	verdict    failure.Verdict
 	bounceType string
 	rule       string
 	suppress   bool
@@ -138,38 +95,6 @@ func (it *item) everAccepted() bool {
 		}
 	}
 	return false
-}
-
-// finishWithoutPending sets the outcome of a job none of whose recipients
-// is left to send to: sent if a relay took it for someone, suppressed if
-// the suppression lists dropped the rest, failed otherwise.
-func (p *Pipeline) finishWithoutPending(it *item) {
-	switch {
-	case it.everAccepted():
-		it.outcome = idempotency.StatusSent
-	case it.countState(idempotency.RecipientSuppressed) > 0 && it.countState(idempotency.RecipientBounced) == 0 &&
-		it.countState(idempotency.RecipientFailed) == 0:
-		it.outcome, it.class = idempotency.StatusSuppressed, sourceSuppression
-	default:
-		it.outcome, it.class, it.reason = idempotency.StatusFailed, string(failure.Permanent), deadletter.ReasonSMTPPermanent
-		if it.errText == "" {
-			it.errText = "every recipient was refused or suppressed"
-		}
-	}
-}
-
-// finishRecipients brings the recipients in line with the attempt's
-// outcome: the ones left pending by a failed or dead job fail or die with
-// it, and a job that failed after a relay took it for some recipients is
-// sent (to those), not failed.
-func (it *item) finishRecipients() {
-	if it.outcome == "" {
-		return // a hard stop: nothing is recorded
-	}
-	it.settleRecipients()
-	if it.outcome == idempotency.StatusFailed && it.everAccepted() {
-		it.outcome, it.reason = idempotency.StatusSent, ""
-	}
 }
 
 // loadRecipients applies what earlier attempts recorded to items that
@@ -275,7 +200,7 @@ func (p *Pipeline) applyResult(it *item, sent []*rcpt, res sender.Result, provid
 			}
 			continue
 		}
-		r.state, r.fresh, r.refusal, r.verdict = idempotency.RecipientBounced, true, ref.Err, v
+		r.state, r.fresh, r.refusal = idempotency.RecipientBounced, true, ref.Err
 		b := p.cfg.Rules.ClassifyBounce(ref.Err.Code, ref.Err.Enhanced, ref.Err.Text)
 		r.bounceType, r.rule, r.suppress = string(b.Type), b.Rule, b.Suppress
 		p.metrics.rcptRefusals.WithLabelValues(provider, r.bounceType).Inc()
@@ -283,32 +208,16 @@ func (p *Pipeline) applyResult(it *item, sent []*rcpt, res sender.Result, provid
 	return deferred
 }
 
-// settleRecipients gives the recipients still pending after the attempt
-// the state its outcome implies.
-func (it *item) settleRecipients() {
-	var to idempotency.RecipientState
-	switch it.outcome {
-	case idempotency.StatusFailed:
-		to = idempotency.RecipientFailed
-	case idempotency.StatusDead:
-		to = idempotency.RecipientDead
-	default:
-		return
-	}
-	for _, r := range it.pending() {
-		r.state, r.fresh = to, true
-	}
-}
-
-// recipientOutcomes are the recipient rows the outcome writes.
-func (it *item) recipientOutcomes() []idempotency.RecipientOutcome {
+// recipientOutcomes are the recipient rows the outcome writes; provider is
+// the relay of the attempt's last send.
+func (it *item) recipientOutcomes(provider string) []idempotency.RecipientOutcome {
 	var out []idempotency.RecipientOutcome
 	for _, r := range it.rcpts {
 		if !r.fresh && r.state != idempotency.RecipientPending {
 			continue
 		}
 		o := idempotency.RecipientOutcome{Index: r.index, Address: r.address, State: r.state,
-			Attempt: it.attempt, Provider: it.provider, Source: bounceSourceSMTP}
+			Attempt: it.attempt, Provider: provider, Source: bounceSourceSMTP}
 		switch {
 		case r.refusal != nil:
 			o.BounceType, o.Status, o.Code, o.Diagnostic, o.Rule = r.bounceType, r.refusal.Enhanced, r.refusal.Code, r.refusal.Text, r.rule
@@ -326,23 +235,23 @@ const (
 	sourceSuppression = "suppression"
 )
 
-// appendEvents appends to dst the events of the outcome about to be
+// appendEvents appends to dst the events of it's fate f, about to be
 // recorded: one per recipient this attempt moved, and a deferral per
 // recipient left pending when the job goes to a delay tier. It appends
 // rather than returns a slice of its own: the batch's events grow in one
 // slice sized for the batch.
-func (p *Pipeline) appendEvents(dst []event.Event, it *item, now time.Time) []event.Event {
+func (p *Pipeline) appendEvents(dst []event.Event, it *item, f fate, now time.Time) []event.Event {
 	if len(it.rcpts) == 0 {
 		return dst
 	}
 	// An event is dated when its attempt was settled, not when the batch
 	// is recorded: a deferral's next_attempt_at is a tier after the former.
 	at := now
-	if !it.decidedAt.IsZero() {
-		at = it.decidedAt
+	if !f.decidedAt.IsZero() {
+		at = f.decidedAt
 	}
 	base := event.Event{Schema: event.Schema, At: at.UTC(), MessageID: it.job.MessageID, Tenant: it.job.Tenant,
-		Stream: stream(&it.job), Attempt: it.attempt, Provider: it.provider, Metadata: it.job.Metadata,
+		Stream: stream(&it.job), Attempt: it.attempt, Provider: f.provider, Metadata: it.job.Metadata,
 		Template: it.composed}
 	out := dst
 	// add appends r's event of type t and returns it, for the caller to
@@ -359,12 +268,12 @@ func (p *Pipeline) appendEvents(dst []event.Event, it *item, now time.Time) []ev
 		r := &it.rcpts[i]
 		switch {
 		case r.state == idempotency.RecipientPending:
-			if it.copy == nil {
-				continue // a release or a short hold in the worker: not a deferral
+			if f.kind != fateRetried {
+				continue // a hand-back or a short hold in the worker: not a deferral
 			}
-			next := it.copy.NotBefore.UTC()
+			next := f.copy.NotBefore.UTC()
 			e := add(r, event.Deferred)
-			e.Class, e.NextAttemptAt = it.class, &next
+			e.Class, e.NextAttemptAt = f.class, &next
 		case !r.fresh:
 		case r.state == idempotency.RecipientAccepted:
 			add(r, event.Accepted)
@@ -375,10 +284,10 @@ func (p *Pipeline) appendEvents(dst []event.Event, it *item, now time.Time) []ev
 			add(r, event.Suppressed).Reason = r.reason
 		case r.state == idempotency.RecipientFailed:
 			e := add(r, event.Failed)
-			e.Class, e.Reason = it.class, it.reason
+			e.Class, e.Reason = f.class, f.reason
 		case r.state == idempotency.RecipientDead:
 			e := add(r, event.Dead)
-			e.Class, e.Reason = it.class, it.reason
+			e.Class, e.Reason = f.class, f.reason
 		}
 	}
 	return out

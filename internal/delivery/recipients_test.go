@@ -252,13 +252,14 @@ func TestEventsAreDatedWhenTheAttemptSettled(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			it := &item{job: multiJob("e@x", "ok@example.com", "full@example.com"), attempt: 1, decidedAt: tt.decidedAt,
-				class: "transient", copy: &retry.Copy{Attempt: 2, NotBefore: settled.Add(tier), Tier: tier}}
+			it := &item{job: multiJob("e@x", "ok@example.com", "full@example.com"), attempt: 1}
+			f := fate{kind: fateRetried, decidedAt: tt.decidedAt, class: "transient",
+				copy: &retry.Copy{Attempt: 2, NotBefore: settled.Add(tier), Tier: tier}}
 			it.rcpts = []rcpt{
 				{index: 0, address: "ok@example.com", state: idempotency.RecipientAccepted, fresh: true},
 				{index: 1, address: "full@example.com", state: idempotency.RecipientPending, fresh: true},
 			}
-			events := h.pipeline.appendEvents(nil, it, recorded)
+			events := h.pipeline.appendEvents(nil, it, f, recorded)
 			if len(events) != 2 {
 				t.Fatalf("events = %+v, want an acceptance and a deferral", events)
 			}

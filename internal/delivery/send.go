@@ -6,13 +6,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/circuit"
-	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/failure"
-	"github.com/postline/postline/internal/idempotency"
-	"github.com/postline/postline/internal/jobheader"
-	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/job"
 )
@@ -20,7 +15,7 @@ import (
 // send runs one sending goroutine. A send may take the next job from in
 // to chain behind its own (see offerNext): that job is delivered next, by
 // this goroutine, on the session that has its envelope.
-func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- *item) error {
+func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- decided) error {
 	var next *follower
 	for {
 		f := next
@@ -34,11 +29,13 @@ func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- *item) 
 			}
 		}
 		next = nil
+		var decision fate
 		if f == nil || f.due {
-			next = p.deliver(ctx, it, in, f)
+			decision, next = p.deliver(ctx, it, in, f)
+		} else {
+			decision = f.fate
 		}
-		it.decidedAt = p.cfg.NowFunc()
-		it.finishRecipients()
+		d := decided{it, it.settleAttempt(decision, p.cfg.NowFunc())}
 		if ctx.Err() != nil {
 			// Hard stop: the send may have been cut short; leave the record
 			// unfinished so it is redelivered, and the one taken after it.
@@ -46,7 +43,7 @@ func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- *item) 
 			return ctx.Err()
 		}
 		select {
-		case out <- it:
+		case out <- d:
 		case <-ctx.Done():
 			next.hangUp()
 			return ctx.Err()
@@ -58,8 +55,9 @@ func (p *Pipeline) send(ctx context.Context, in <-chan *item, out chan<- *item) 
 // (see offerNext). Its goroutine delivers it next.
 type follower struct {
 	it *item
-	// due: prepare let it on to a relay. When not, its outcome is set.
-	due bool
+	// due: prepare let it on to a relay. When not, fate is its fate.
+	due  bool
+	fate fate
 	// chain is the session with its envelope on the wire, nil when the
 	// session did not chain it: it is then delivered like any job.
 	chain *chain
@@ -75,42 +73,22 @@ type chain struct {
 	rcpts   []sender.Recipient
 }
 
-// ChainingSession is a Session that can write the next job's envelope
-// behind a message (sender.Session.SendToThen); sessions without it send
-// one job at a time.
-type ChainingSession interface {
-	SendToThen(ctx context.Context, j *job.Job, rcpts []sender.Recipient, then sender.Then) (sender.Result, bool, error)
-}
-
-// prepare decides what a job needs before a relay sees it: a job past its
-// not_after or its priority's max age dies, one with no recipient left
-// pending is finished, a template job is composed. It reports whether the
-// job goes on to a relay; when not, its outcome is set (or, on a hard stop,
-// left unfinished).
-func (p *Pipeline) prepare(ctx context.Context, it *item) bool {
-	now := p.cfg.NowFunc()
+// prepare readies a job for a relay: it decides the fate of a job that
+// does not go on (beforeRelay) and composes a template job. It reports
+// whether the job goes on to a relay; when not, it returns the job's fate
+// (undecided on a hard stop).
+func (p *Pipeline) prepare(ctx context.Context, it *item) (fate, bool) {
 	priority := cmp.Or(it.job.Priority, job.PriorityNormal)
-	limit := p.cfg.RetryLimits[priority]
-	switch {
-	case it.job.Expired(now):
-		p.die(it, string(job.ReasonExpired), classExpired,
-			"not_after "+it.job.NotAfter.UTC().Format(time.RFC3339)+" passed before sending")
-		return false
-	case now.Sub(firstSeen(it.msg)) > limit.MaxAge:
-		p.die(it, deadletter.ReasonMaxAge, it.lastClass(), maxAgeText(priority, limit.MaxAge))
-		return false
+	if f, ok := p.beforeRelay(it, p.cfg.RetryLimits[priority]); !ok {
+		return f, false
 	}
-	if len(it.pending()) == 0 {
-		p.finishWithoutPending(it)
-		return false
-	}
-	if !p.compose(ctx, it) {
-		return false
+	if f, ok := p.compose(ctx, it); !ok {
+		return f, false
 	}
 	if p.budgets != nil && it.attempt <= 1 {
 		p.budgets.Earn(priority) // a first attempt earns a share of a retry
 	}
-	return true
+	return fate{}, true
 }
 
 // offerNext is the sender.Then of a send on prov's session: as the
@@ -132,8 +110,8 @@ func (p *Pipeline) offerNext(ctx context.Context, in <-chan *item, prov *relayPo
 		}
 		taken := &follower{it: it}
 		*f = taken
-		if perr := p.contain("preparing", it.msg, func() { taken.due = p.prepare(ctx, it) }); perr != nil {
-			p.die(it, deadletter.ReasonInternalError, classInternal, perr.Error())
+		if perr := p.contain("preparing", it.msg, func() { taken.fate, taken.due = p.prepare(ctx, it) }); perr != nil {
+			taken.fate, taken.due = panicked(perr, ""), false
 			return nil, nil, false
 		}
 		if !taken.due {
@@ -149,15 +127,28 @@ func (p *Pipeline) offerNext(ctx context.Context, in <-chan *item, prov *relayPo
 	}
 }
 
-// deliver sends one claimed job and sets its outcome. It walks the providers
-// by priority, skipping open circuits; an auth failure moves on to the next
-// provider without charging the job an attempt; a transient failure gets a
-// few fast retries; what still fails is routed by its class. f is the job
-// when a send before took it (prepared, and maybe chained); the job deliver
-// returns is the one its own send took.
-func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *follower) (next *follower) {
-	if f == nil && !p.prepare(ctx, it) {
-		return nil
+// attemptLog is what one attempt at a job has been through so far: the
+// relays that refused our credentials, the fast retries made, and the last
+// send and its failure, which its fate records.
+type attemptLog struct {
+	skip      map[string]bool // providers that refused our credentials in this attempt
+	fast      int
+	fastStart time.Time
+	provider  string
+	errText   string
+}
+
+// deliver sends one claimed job and returns its fate. It walks the
+// providers by priority, skipping open circuits; an auth failure moves on
+// to the next provider without charging the job an attempt; a transient
+// failure gets a few fast retries; what still fails is routed by its class
+// (afterFailedSend). f is the job when a send before took it (prepared,
+// and maybe chained); the job deliver returns is the one its own send took.
+func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *follower) (_ fate, next *follower) {
+	if f == nil {
+		if early, ok := p.prepare(ctx, it); !ok {
+			return early, nil
+		}
 	}
 	var carried *chain
 	if f != nil {
@@ -165,11 +156,7 @@ func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *fo
 	}
 	now := p.cfg.NowFunc()
 	limit := p.cfg.RetryLimits[cmp.Or(it.job.Priority, job.PriorityNormal)]
-	var (
-		skip      map[string]bool // providers that refused our credentials in this attempt
-		fast      int
-		fastStart = now
-	)
+	tried := attemptLog{fastStart: now}
 	for {
 		var (
 			prov    *relayPool
@@ -182,61 +169,21 @@ func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *fo
 			carried = nil
 		} else {
 			var ok bool
-			if prov, session, ok = p.pickProvider(ctx, skip); !ok {
-				if ctx.Err() == nil {
-					p.release(it)
+			if prov, session, ok = p.pickProvider(ctx, tried.skip); !ok {
+				if ctx.Err() != nil {
+					return fate{}, next // undecided: a hard stop
 				}
-				return next
+				return p.handBack(tried.provider, tried.errText), next
 			}
 			pend = it.pending()
 			rcpts = p.envelope(it, pend)
 		}
 		sendCtx, span := p.startSend(ctx, it, prov.Name)
 		start := p.cfg.NowFunc()
-		var (
-			err     error
-			res     sender.Result
-			chained bool
-		)
-		perr := p.contain("sending", it.msg, func() {
-			cs, ok := session.(ChainingSession)
-			if !ok || next != nil {
-				res, err = session.SendTo(sendCtx, &it.job, rcpts)
-				return
-			}
-			res, chained, err = cs.SendToThen(sendCtx, &it.job, rcpts, p.offerNext(ctx, in, prov, &next))
-		})
+		perr, err := p.sendOn(ctx, sendCtx, it, in, prov, session, pend, rcpts, &next)
 		if perr != nil {
-			// The session is in an unknown state: close it rather than
-			// reuse it, and dead-letter the record rather than retry it
-			// into the same panic. A job it took goes on its own.
-			prov.discard(session)
-			if next != nil {
-				next.chain = nil
-			}
 			endSend(span, failure.Verdict{Class: failure.Unknown, Rule: classInternal}, false)
-			p.die(it, deadletter.ReasonInternalError, classInternal, perr.Error())
-			return next
-		}
-		if chained {
-			next.chain.session = session // the session stays in use for it
-		} else {
-			if next != nil {
-				next.chain = nil
-			}
-			prov.release(session)
-		}
-		deferred := p.applyResult(it, pend, res, prov.Name)
-		switch {
-		case err != nil:
-		case deferred != nil:
-			// Some recipients were refused for now: the job is retried
-			// for them, like a failed send.
-			err = deferred
-		case len(res.Accepted) == 0 && len(res.Refused) > 0:
-			// Every recipient was refused for good: the send failed as
-			// its first refusal.
-			err = res.Refused[0].Err
+			return panicked(perr, tried.provider), next
 		}
 		end := p.cfg.NowFunc()
 		elapsed := end.Sub(start)
@@ -244,57 +191,120 @@ func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *fo
 		endSend(span, v, err == nil)
 		p.reportCircuit(ctx, prov.Name, v, err == nil)
 		p.learn(prov, start, end, v, err == nil)
-		it.provider = prov.Name
+		tried.provider = prov.Name
 		if err == nil {
-			it.outcome = idempotency.StatusSent
 			p.metrics.attempts.WithLabelValues(prov.Name, "sent").Inc()
 			p.metrics.sendSeconds.WithLabelValues("sent").Observe(elapsed.Seconds())
 			p.metrics.publishToAccept.Observe(p.cfg.NowFunc().Sub(firstSeen(it.msg)).Seconds())
-			return next
+			return sentFate(tried.provider, tried.errText), next
 		}
 		if ctx.Err() != nil {
-			return next // hard stop; the caller leaves the record unfinished
+			return fate{}, next // undecided: a hard stop; the caller leaves the record unfinished
 		}
-		it.verdict, it.errText = v, err.Error()
+		tried.errText = err.Error()
 		p.metrics.attempts.WithLabelValues(prov.Name, string(v.Class)).Inc()
 		p.metrics.sendSeconds.WithLabelValues(string(v.Class)).Observe(elapsed.Seconds())
 		p.logger.Info("send failed", "message_id", it.job.MessageID, "attempt", it.attempt,
 			"provider", prov.Name, "class", v.Class, "rule", v.Rule, "error", err, traceAttr(span))
-
 		if v.Class == failure.Throttled {
 			it.throttles++
 		}
-		switch v.Class {
-		case failure.Permanent:
-			it.outcome, it.class, it.reason = idempotency.StatusFailed, string(v.Class), deadletter.ReasonSMTPPermanent
-			return next
-		case failure.Auth:
-			if skip == nil {
-				skip = make(map[string]bool)
-			}
-			skip[prov.Name] = true
+		switch again, cut := p.tryAgain(ctx, v, prov, &tried); {
+		case cut:
+			return fate{}, next // a hard stop during the wait
+		case again:
 			next.unchain() // this goroutine is about to wait for another session
 			continue
-		case failure.Transient:
-			// Fast retries are for blips of the relay or the network; a
-			// message-level deferral (a full mailbox) will not clear in
-			// milliseconds.
-			if v.ProviderFault && fast < p.cfg.FastRetries && p.cfg.NowFunc().Sub(fastStart) < p.cfg.FastRetryBudget {
-				// Full jitter: a blip seen by many senders at once must not
-				// come back as one wave.
-				wait := time.Duration(rand.Int64N(int64(p.cfg.FastRetryBase<<fast) + 1))
-				fast++
-				p.metrics.fastRetries.Inc()
-				if !sleep(ctx, wait) {
-					return next
-				}
-				next.unchain() // this goroutine is about to wait for another session
-				continue
-			}
 		}
-		p.scheduleRetry(it, v, limit, prov)
-		return next
+		return p.afterFailedSend(it, v, tried.errText, limit, prov), next
 	}
+}
+
+// sendOn makes one send of it on prov's session: to the recipients pend,
+// whose envelope is rcpts, taking the next job from in behind it when the
+// session can chain (offerNext; the job it took is returned in *next). It
+// returns a panic of the session (which is then discarded), or why the
+// send failed, counting a recipient refused for now as a failure of the
+// send and a send every recipient of which was refused for good as failed
+// by its first refusal.
+func (p *Pipeline) sendOn(ctx, sendCtx context.Context, it *item, in <-chan *item, prov *relayPool, session Session,
+	pend []*rcpt, rcpts []sender.Recipient, next **follower) (perr *panicError, err error) {
+	var (
+		res     sender.Result
+		chained bool
+	)
+	perr = p.contain("sending", it.msg, func() {
+		cs, ok := session.(ChainingSession)
+		if !ok || *next != nil {
+			res, err = session.SendTo(sendCtx, &it.job, rcpts)
+			return
+		}
+		res, chained, err = cs.SendToThen(sendCtx, &it.job, rcpts, p.offerNext(ctx, in, prov, next))
+	})
+	if perr != nil {
+		// The session is in an unknown state: close it rather than reuse
+		// it, and dead-letter the record rather than retry it into the
+		// same panic. A job it took goes on its own.
+		prov.discard(session)
+		if *next != nil {
+			(*next).chain = nil
+		}
+		return perr, nil
+	}
+	if chained {
+		(*next).chain.session = session // the session stays in use for it
+	} else {
+		if *next != nil {
+			(*next).chain = nil
+		}
+		prov.release(session)
+	}
+	deferred := p.applyResult(it, pend, res, prov.Name)
+	switch {
+	case err != nil:
+	case deferred != nil:
+		// Some recipients were refused for now: the job is retried for
+		// them, like a failed send.
+		err = deferred
+	case len(res.Accepted) == 0 && len(res.Refused) > 0:
+		// Every recipient was refused for good: the send failed as its
+		// first refusal.
+		err = res.Refused[0].Err
+	}
+	return nil, err
+}
+
+// tryAgain decides whether a failed send is tried again within the
+// attempt: an auth failure on the next provider (the one that refused us
+// is skipped), a blip of the relay or the network (a transient provider
+// fault) after a short, jittered wait, a few times within a budget. cut
+// reports a hard stop during that wait.
+func (p *Pipeline) tryAgain(ctx context.Context, v failure.Verdict, prov *relayPool, tried *attemptLog) (again, cut bool) {
+	switch v.Class {
+	case failure.Auth:
+		if tried.skip == nil {
+			tried.skip = make(map[string]bool)
+		}
+		tried.skip[prov.Name] = true
+		return true, false
+	case failure.Transient:
+		// Fast retries are for blips of the relay or the network; a
+		// message-level deferral (a full mailbox) will not clear in
+		// milliseconds.
+		if !v.ProviderFault || tried.fast >= p.cfg.FastRetries || p.cfg.NowFunc().Sub(tried.fastStart) >= p.cfg.FastRetryBudget {
+			return false, false
+		}
+		// Full jitter: a blip seen by many senders at once must not come
+		// back as one wave.
+		wait := time.Duration(rand.Int64N(int64(p.cfg.FastRetryBase<<tried.fast) + 1))
+		tried.fast++
+		p.metrics.fastRetries.Inc()
+		if !sleep(ctx, wait) {
+			return false, true
+		}
+		return true, false
+	}
+	return false, false
 }
 
 // hangUp closes the session of f's chain, if any, on a hard stop: its
@@ -417,126 +427,6 @@ func (p *Pipeline) reportCircuit(ctx context.Context, provider string, v failure
 		p.metrics.dependencyErrors.WithLabelValues(opCircuitReport).Inc()
 		p.logger.Debug("circuit report failed", "provider", provider, "error", err)
 	}
-}
-
-// scheduleRetry routes a retryable failure to a delay tier, or makes the job
-// dead when it has used its attempts or its age. The policy decides the
-// delay from the failure and the load; a retry budget that is empty adds
-// the wait for its refill; the result is rounded up to a tier. A job whose
-// age runs out while it waits in a tier dies when it comes back.
-func (p *Pipeline) scheduleRetry(it *item, v failure.Verdict, limit RetryLimit, prov *relayPool) {
-	next := it.attempt + 1
-	if next > limit.MaxAttempts {
-		p.die(it, deadletter.ReasonMaxAttempts, string(v.Class), it.errText)
-		return
-	}
-	now := p.cfg.NowFunc()
-	if now.Sub(firstSeen(it.msg)) > limit.MaxAge {
-		// The last failure stays in the text: it is why the job is not sent.
-		p.die(it, deadletter.ReasonMaxAge, string(v.Class),
-			maxAgeText(cmp.Or(it.job.Priority, job.PriorityNormal), limit.MaxAge)+" (last failure: "+it.errText+")")
-		return
-	}
-	successRate, _ := p.window.Rate(now, prov.Name)
-	d := p.cfg.Policy.Decide(adaptive.Inputs{
-		Class:                 v.Class,
-		Attempt:               it.attempt,
-		Throttles:             it.throttles,
-		RetryAfter:            v.RetryAfter,
-		Lag:                   p.lag(),
-		SuccessRate:           successRate,
-		ProviderCooldownUntil: prov.cooldown(),
-		Now:                   now,
-	})
-	if !d.Retry {
-		// The classes routed here are retryable under every policy; a
-		// policy that still refuses is obeyed rather than overruled.
-		it.outcome, it.class, it.reason = idempotency.StatusFailed, string(v.Class), deadletter.ReasonSMTPPermanent
-		return
-	}
-	delay := d.Delay
-	if v.Class == failure.Throttled && v.ProviderFault && delay < p.cfg.Tiers[0] && it.holds < maxThrottleHolds {
-		// The relay asked us to slow down for less than the shortest tier:
-		// the job waits in the worker, in its place, and the send control
-		// paces it, rather than going round a delay topic to the back of
-		// the jobs topic (which would round a 1 s hint up to 5 s and queue
-		// it behind the whole backlog: the long tail of a throttled burst).
-		// Like a release, the wait is the relay's pacing, not an attempt
-		// at the message, so it is not charged one, nor a retry token (the
-		// send control, not the budget, paces it); after
-		// maxThrottleHolds in a row the job takes the delay tiers, which
-		// charge both, so a relay that throttles for ever cannot keep a
-		// job in the worker.
-		p.metrics.backoffDelay.WithLabelValues(string(v.Class), d.Reason).Observe(delay.Seconds())
-		it.holds++
-		it.outcome, it.class, it.nextAttempt = idempotency.StatusRetrying, string(v.Class), it.attempt
-		it.releaseAt, it.reentry = now.Add(delay), reentryThrottled
-		return
-	}
-	if p.budgets != nil {
-		priority := cmp.Or(it.job.Priority, job.PriorityNormal)
-		if ok, until := p.budgets.Take(now, priority); !ok {
-			delay = max(delay, until.Sub(now))
-			p.metrics.budgetWaits.WithLabelValues(string(priority)).Inc()
-		}
-	}
-	p.metrics.backoffDelay.WithLabelValues(string(v.Class), d.Reason).Observe(delay.Seconds())
-	it.outcome, it.class, it.nextAttempt = idempotency.StatusRetrying, string(v.Class), next
-	tier := p.cfg.Tiers.Pick(delay)
-	it.copy = &retry.Copy{
-		Key:   it.msg.Key,
-		Value: it.msg.Value,
-		// The copy keeps the record's trace context (the publisher's span,
-		// or the reinject span of the previous retry), not this attempt's:
-		// the scheduler's reinject span becomes its child (see tracing.go).
-		Headers:   it.msg.Headers,
-		Attempt:   next,
-		NotBefore: now.Add(tier),
-		FirstSeen: firstSeen(it.msg),
-		LastClass: string(v.Class),
-		Throttles: it.throttles,
-		Tier:      tier,
-	}
-}
-
-// maxThrottleHolds is how many short throttles in a row a job waits out in
-// the worker before it goes to a delay tier.
-const maxThrottleHolds = 3
-
-// release hands a claimed job back without charging an attempt, because no
-// provider can take mail now; it is claimed again when a circuit half-opens.
-func (p *Pipeline) release(it *item) {
-	wait := p.cfg.RecheckInterval
-	if p.breakers != nil {
-		if at, ok := p.breakers.NextProbeAt(); ok {
-			wait = max(at.Sub(p.cfg.NowFunc()), 0)
-		}
-	}
-	wait = min(max(wait, 50*time.Millisecond), p.cfg.MaxReleaseWait)
-	it.outcome, it.nextAttempt = idempotency.StatusRetrying, it.attempt
-	it.releaseAt, it.reentry = p.cfg.NowFunc().Add(wait), reentryRelease
-	p.metrics.releases.Inc()
-}
-
-// maxAgeText is the error of a job dead for its age: it names the limit and
-// the priority it comes from (a job without one counts as normal), since the
-// limits differ per priority.
-func maxAgeText(priority job.Priority, maxAge time.Duration) string {
-	return "older than the " + maxAge.String() + " max age of " + string(priority) + " priority mail"
-}
-
-func (p *Pipeline) die(it *item, reason, class, errText string) {
-	it.outcome, it.reason, it.class, it.errText = idempotency.StatusDead, reason, class, errText
-}
-
-// lastClass is the failure class of the previous attempt, from the record's
-// headers.
-func (it *item) lastClass() string {
-	c := jobheader.Carrier(it.msg.Headers)
-	if v := c.Get(jobheader.KeyLastClass); v != "" {
-		return v
-	}
-	return classExpired
 }
 
 // sleep waits d or until ctx ends; it reports whether the wait completed.

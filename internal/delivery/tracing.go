@@ -98,8 +98,9 @@ func (p *Pipeline) startDeliver(it *item) {
 	}
 }
 
-// endDeliver ends it's deliver span with the record's outcome.
-func endDeliver(it *item, outcome string) {
+// endDeliver ends it's deliver span with the record's outcome, the label of
+// its fate f.
+func endDeliver(it *item, f fate, outcome string) {
 	if !it.span.IsRecording() {
 		// Attributes and status of a span that records nothing are
 		// dropped: skip building them.
@@ -107,11 +108,8 @@ func endDeliver(it *item, outcome string) {
 		return
 	}
 	it.span.SetAttributes(attrOutcome.String(outcome))
-	switch {
-	case it.rejected != nil:
-		it.span.SetAttributes(attrReason.String(string(it.rejected.Reason)))
-	case it.reason != "":
-		it.span.SetAttributes(attrReason.String(it.reason))
+	if f.kind == fateRejected || f.reason != "" {
+		it.span.SetAttributes(attrReason.String(f.reason))
 	}
 	switch outcome {
 	case string(idempotency.StatusFailed), string(idempotency.StatusDead), "rejected", "conflict":

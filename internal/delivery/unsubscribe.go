@@ -7,15 +7,6 @@ import (
 	"github.com/postline/postline/job"
 )
 
-// Unsubscribes give a recipient's copy the URIs of its one-click
-// unsubscribe headers (unsubscribe.Links does): nil when none can be made
-// for it. Safe for concurrent use.
-type Unsubscribes interface {
-	URIs(t unsubscribe.Token) []string
-}
-
-var _ Unsubscribes = (*unsubscribe.Links)(nil)
-
 // wantsUnsubscribe reports whether j's copies get Postline's unsubscribe
 // headers: a job that asks for them, and bulk mail that does not carry a
 // List-Unsubscribe header of its own (its producer takes the unsubscribes
