@@ -81,8 +81,6 @@ import (
 
 	"github.com/postline/postline/bench/internal/benchkafka"
 	"github.com/postline/postline/internal/consumer"
-	"github.com/postline/postline/internal/retry"
-	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
 )
 
@@ -530,9 +528,9 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	if err != nil {
 		return result{}, err
 	}
-	defer f.close()
-	pool, jobsTopic, group := f.pool, f.jobsTopic, f.group
-	env := slices.Concat(f.env, spec.env)
+	defer f.Close()
+	pool, jobsTopic, group := f.Pool, f.JobsTopic, f.Group
+	env := slices.Concat(f.Env, spec.env)
 	if spec.prepare != nil {
 		if err := spec.prepare(ctx, pool); err != nil {
 			return result{}, fmt.Errorf("%s: prepare: %w", spec.name, err)
@@ -669,92 +667,13 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	return res, nil
 }
 
-// fixture is what one worker run gets fresh: a jobs topic with the
-// standard dead-letter and delay topics beside it (topic.Defaults and
-// retry.TopicSpecs, as `postctl topics create` makes them), a consumer
-// group and a PostgreSQL schema, plus the worker environment naming them.
-type fixture struct {
-	jobsTopic, group string
-	// prefix starts the names of the run's topics: bench.<name>.<id>.
-	prefix string
-	// dbURL is the database URL with the run's schema as search_path.
-	dbURL    string
-	pool     *pgxpool.Pool
-	env      []string // POSTLINE_* addresses, topics, group and database
-	cleanups []func()
-}
+type fixture = benchenv.Fixture
 
-// newFixture creates the topics and the schema of a run named name; close
+// newFixture creates the topics and the schema of a run named name; Close
 // removes them unless -keep.
-func newFixture(ctx context.Context, o options, name string, stderr io.Writer) (_ *fixture, err error) {
-	id := benchenv.RandomHex(4)
-	f := &fixture{
-		jobsTopic: fmt.Sprintf("bench.%s.%s.jobs", name, id),
-		group:     fmt.Sprintf("bench-%s-%s", name, id),
-	}
-	defer func() {
-		if err != nil {
-			f.close()
-		}
-	}()
-	f.prefix = fmt.Sprintf("bench.%s.%s", name, id)
-	dlqTopic := f.prefix + ".dlq"
-	schema := strings.ReplaceAll(fmt.Sprintf("bench_%s_%s", name, id), "-", "_")
-	cleanupCtx := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	}
-
-	retryPrefix := fmt.Sprintf("bench.%s.%s.retry", name, id)
-	topics := append([]string{f.jobsTopic, dlqTopic}, retry.DefaultTiers.Topics(retryPrefix)...)
-	specs := append(topic.Defaults(f.jobsTopic, dlqTopic, o.partitions), retry.TopicSpecs(retryPrefix, retry.DefaultTiers, 1)...)
-	if err := topic.Ensure(ctx, benchkafka.Cluster(o.brokers...), specs...); err != nil {
-		return nil, err
-	}
-	if !o.keep {
-		f.cleanups = append(f.cleanups, func() {
-			c, cancel := cleanupCtx()
-			defer cancel()
-			if err := topic.Delete(c, benchkafka.Cluster(o.brokers...), topics...); err != nil {
-				fmt.Fprintf(stderr, "bench: %s: delete topics: %v\n", name, err)
-			}
-		})
-	}
-	dbURL, err := benchenv.CreateSchema(ctx, o.databaseURL, schema)
-	if err != nil {
-		return nil, err
-	}
-	if !o.keep {
-		f.cleanups = append(f.cleanups, func() {
-			c, cancel := cleanupCtx()
-			defer cancel()
-			if err := benchenv.DropSchema(c, o.databaseURL, schema); err != nil {
-				fmt.Fprintf(stderr, "bench: %s: %v\n", name, err)
-			}
-		})
-	}
-	f.dbURL = dbURL
-	if f.pool, err = pgxpool.New(ctx, dbURL); err != nil {
-		return nil, fmt.Errorf("postgres pool: %w", err)
-	}
-	f.cleanups = append(f.cleanups, f.pool.Close)
-	f.env = []string{
-		"POSTLINE_KAFKA_BROKERS=" + strings.Join(o.brokers, ","),
-		"POSTLINE_JOBS_TOPIC=" + f.jobsTopic,
-		"POSTLINE_DLQ_TOPIC=" + dlqTopic,
-		"POSTLINE_RETRY_TOPIC_PREFIX=" + retryPrefix,
-		"POSTLINE_CONSUMER_GROUP=" + f.group,
-		"POSTLINE_DATABASE_URL=" + dbURL,
-	}
-	return f, nil
-}
-
-// close undoes newFixture, newest first: the pool closes before its schema
-// is dropped.
-func (f *fixture) close() {
-	for i := len(f.cleanups) - 1; i >= 0; i-- {
-		f.cleanups[i]()
-	}
-	f.cleanups = nil
+func newFixture(ctx context.Context, o options, name string, stderr io.Writer) (*fixture, error) {
+	return benchenv.NewFixture(ctx, benchenv.FixtureOptions{Name: name, Brokers: o.brokers, DatabaseURL: o.databaseURL,
+		Partitions: o.partitions, Keep: o.keep, Log: stderr})
 }
 
 // waitReady polls until the process answers /readyz (when readyURL is set)

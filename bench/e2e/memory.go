@@ -429,7 +429,7 @@ func runMemory(ctx context.Context, o options, spec memSpec, jobs []job.Job, rec
 	if err != nil {
 		return res, err
 	}
-	defer f.close()
+	defer f.Close()
 	host, port, err := splitHostPort(o.smtpAddr)
 	if err != nil {
 		return res, err
@@ -438,7 +438,7 @@ func runMemory(ctx context.Context, o options, spec memSpec, jobs []job.Job, rec
 	if err != nil {
 		return res, err
 	}
-	env := slices.Concat(f.env, []string{
+	env := slices.Concat(f.Env, []string{
 		"POSTLINE_HTTP_ADDR=" + addr,
 		"POSTLINE_SMTP_HOST=" + host, "POSTLINE_SMTP_PORT=" + port,
 		"GOMEMLIMIT=" + spec.goMemLimit,
@@ -456,7 +456,7 @@ func runMemory(ctx context.Context, o options, spec memSpec, jobs []job.Job, rec
 		return res, fmt.Errorf("%s: %w", name, err)
 	}
 	fmt.Fprintf(stderr, "bench: %s: started pid %d (log %s); waiting for readiness\n", name, pid, p.logPath)
-	if err := waitReady(ctx, p, "http://"+addr+"/readyz", o.brokers, f.group, f.jobsTopic, o.partitions); err != nil {
+	if err := waitReady(ctx, p, "http://"+addr+"/readyz", o.brokers, f.Group, f.JobsTopic, o.partitions); err != nil {
 		return res, err
 	}
 	if !cg.holds(pid) {
@@ -466,14 +466,14 @@ func runMemory(ctx context.Context, o options, spec memSpec, jobs []job.Job, rec
 
 	fmt.Fprintf(stderr, "bench: %s: ready; publishing %d jobs of %d bytes (%.0f MB)\n",
 		name, len(jobs), recordBytes, float64(len(jobs)*recordBytes)/1e6)
-	took, perr := publishJobs(ctx, o.brokers, f.jobsTopic, jobs, memPublishChunk)
+	took, perr := publishJobs(ctx, o.brokers, f.JobsTopic, jobs, memPublishChunk)
 	if perr != nil {
 		rss.close()
 		return res, fmt.Errorf("%s: publish: %w", name, perr)
 	}
 	fmt.Fprintf(stderr, "bench: %s: published in %s (%.0f jobs/s, %.0f MB/s); waiting for delivery\n", name,
 		took.Round(time.Millisecond), float64(len(jobs))/took.Seconds(), float64(len(jobs)*recordBytes)/1e6/took.Seconds())
-	res.err = waitMemory(ctx, f.pool, p, cg, rss, name, len(jobs), o.timeout, stderr)
+	res.err = waitMemory(ctx, f.Pool, p, cg, rss, name, len(jobs), o.timeout, stderr)
 
 	if !p.exited() {
 		if err := p.stop(60 * time.Second); err != nil {
@@ -502,7 +502,7 @@ func runMemory(ctx context.Context, o options, spec memSpec, jobs []job.Job, rec
 		fmt.Fprintf(stderr, "bench: %s: exit status %d (%s), %d OOM kill(s); see %s\n",
 			name, res.exitCode, res.exitNote, res.oomKills, p.logPath)
 	}
-	if err := countDelivered(ctx, f.pool, &res); err != nil {
+	if err := countDelivered(ctx, f.Pool, &res); err != nil {
 		return res, err
 	}
 	fmt.Fprintf(stderr, "bench: %s: %d/%d delivered, %.0f mails/s, %.1f MB/s; peak RSS %.1f MiB (VmHWM), cgroup max %.1f MiB, failcnt %d, exit %d\n",

@@ -64,8 +64,6 @@ import (
 
 	"github.com/postline/postline/bench/internal/benchkafka"
 	"github.com/postline/postline/bench/relay"
-	"github.com/postline/postline/internal/retry"
-	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
 )
 
@@ -240,8 +238,8 @@ func runCount(ctx context.Context, o options, rl *relay.Relay, n, run int, stder
 	if err != nil {
 		return result{}, err
 	}
-	defer f.close()
-	env := concat(f.env, []string{
+	defer f.Close()
+	env := concat(f.Env, []string{
 		"POSTLINE_SMTP_HOST=" + rl.Host(), "POSTLINE_SMTP_PORT=" + strconv.Itoa(rl.Port()),
 	})
 	if o.senders > 0 {
@@ -270,7 +268,7 @@ func runCount(ctx context.Context, o options, rl *relay.Relay, n, run int, stder
 		urls = append(urls, "http://"+addr+"/readyz")
 	}
 	fmt.Fprintf(stderr, "bench: %d workers: started; waiting for readiness\n", n)
-	if err := waitReady(ctx, procs, urls, o.brokers, f.group, f.jobsTopic, o.partitions); err != nil {
+	if err := waitReady(ctx, procs, urls, o.brokers, f.Group, f.JobsTopic, o.partitions); err != nil {
 		return result{}, err
 	}
 	before, err := readCPU()
@@ -278,19 +276,19 @@ func runCount(ctx context.Context, o options, rl *relay.Relay, n, run int, stder
 		return result{}, err
 	}
 	fmt.Fprintf(stderr, "bench: %d workers: ready; publishing %d jobs\n", n, o.jobs)
-	took, err := publishJobs(ctx, o.brokers, f.jobsTopic, plainJobs(o.jobs, o.bodyBytes), 500)
+	took, err := publishJobs(ctx, o.brokers, f.JobsTopic, plainJobs(o.jobs, o.bodyBytes), 500)
 	if err != nil {
 		return result{}, err
 	}
 	fmt.Fprintf(stderr, "bench: %d workers: published in %s; waiting for delivery\n", n, took.Round(time.Millisecond))
-	if err := waitSent(ctx, f.pool, procs, o.jobs, o.timeout, stderr); err != nil {
+	if err := waitSent(ctx, f.Pool, procs, o.jobs, o.timeout, stderr); err != nil {
 		return result{}, err
 	}
 	after, err := readCPU()
 	if err != nil {
 		return result{}, err
 	}
-	res, err := latency(ctx, f.pool)
+	res, err := latency(ctx, f.Pool)
 	if err != nil {
 		return result{}, err
 	}
@@ -390,81 +388,13 @@ func (w *worker) logTail(n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// fixture is what one measurement gets fresh: a jobs topic with the
-// dead-letter and retry topics beside it, a consumer group, a PostgreSQL
-// schema and the worker environment naming them.
-type fixture struct {
-	jobsTopic, group string
-	pool             *pgxpool.Pool
-	env              []string
-	cleanups         []func()
-}
+type fixture = benchenv.Fixture
 
-func newFixture(ctx context.Context, o options, n int, stderr io.Writer) (_ *fixture, err error) {
-	id := benchenv.RandomHex(4)
-	name := fmt.Sprintf("scale%d", n)
-	f := &fixture{
-		jobsTopic: fmt.Sprintf("bench.%s.%s.jobs", name, id),
-		group:     fmt.Sprintf("bench-%s-%s", name, id),
-	}
-	defer func() {
-		if err != nil {
-			f.close()
-		}
-	}()
-	dlqTopic := fmt.Sprintf("bench.%s.%s.dlq", name, id)
-	schema := fmt.Sprintf("bench_%s_%s", name, id)
-	cleanupCtx := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	}
-	retryPrefix := fmt.Sprintf("bench.%s.%s.retry", name, id)
-	topics := append([]string{f.jobsTopic, dlqTopic}, retry.DefaultTiers.Topics(retryPrefix)...)
-	specs := append(topic.Defaults(f.jobsTopic, dlqTopic, o.partitions), retry.TopicSpecs(retryPrefix, retry.DefaultTiers, 1)...)
-	if err := topic.Ensure(ctx, benchkafka.Cluster(o.brokers...), specs...); err != nil {
-		return nil, err
-	}
-	if !o.keep {
-		f.cleanups = append(f.cleanups, func() {
-			c, cancel := cleanupCtx()
-			defer cancel()
-			if err := topic.Delete(c, benchkafka.Cluster(o.brokers...), topics...); err != nil {
-				fmt.Fprintf(stderr, "bench: %s: delete topics: %v\n", name, err)
-			}
-		})
-	}
-	dbURL, err := benchenv.CreateSchema(ctx, o.databaseURL, schema)
-	if err != nil {
-		return nil, err
-	}
-	if !o.keep {
-		f.cleanups = append(f.cleanups, func() {
-			c, cancel := cleanupCtx()
-			defer cancel()
-			if err := benchenv.DropSchema(c, o.databaseURL, schema); err != nil {
-				fmt.Fprintf(stderr, "bench: %s: %v\n", name, err)
-			}
-		})
-	}
-	if f.pool, err = pgxpool.New(ctx, dbURL); err != nil {
-		return nil, fmt.Errorf("postgres pool: %w", err)
-	}
-	f.cleanups = append(f.cleanups, f.pool.Close)
-	f.env = []string{
-		"POSTLINE_KAFKA_BROKERS=" + strings.Join(o.brokers, ","),
-		"POSTLINE_JOBS_TOPIC=" + f.jobsTopic,
-		"POSTLINE_DLQ_TOPIC=" + dlqTopic,
-		"POSTLINE_RETRY_TOPIC_PREFIX=" + retryPrefix,
-		"POSTLINE_CONSUMER_GROUP=" + f.group,
-		"POSTLINE_DATABASE_URL=" + dbURL,
-	}
-	return f, nil
-}
-
-func (f *fixture) close() {
-	for i := len(f.cleanups) - 1; i >= 0; i-- {
-		f.cleanups[i]()
-	}
-	f.cleanups = nil
+// newFixture creates the topics and the schema of the run with n workers;
+// Close removes them unless -keep.
+func newFixture(ctx context.Context, o options, n int, stderr io.Writer) (*fixture, error) {
+	return benchenv.NewFixture(ctx, benchenv.FixtureOptions{Name: fmt.Sprintf("scale%d", n), Brokers: o.brokers,
+		DatabaseURL: o.databaseURL, Partitions: o.partitions, Keep: o.keep, Log: stderr})
 }
 
 // waitReady polls until every worker answers /readyz and the group is

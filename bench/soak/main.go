@@ -88,8 +88,6 @@ import (
 	"github.com/postline/postline/bench/internal/benchkafka"
 	"github.com/postline/postline/bench/internal/benchproc"
 	"github.com/postline/postline/internal/reaper"
-	"github.com/postline/postline/internal/retry"
-	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
 )
 
@@ -291,10 +289,10 @@ func soak(ctx context.Context, o options, command string, stdout, stderr io.Writ
 	if err != nil {
 		return summary{}, err
 	}
-	defer f.close()
+	defer f.Close()
 
 	host, port, _ := net.SplitHostPort(o.sink)
-	env := append(append([]string(nil), f.env...),
+	env := append(append([]string(nil), f.Env...),
 		"POSTLINE_SMTP_HOST="+host, "POSTLINE_SMTP_PORT="+port,
 		"POSTLINE_RETENTION="+o.retention.String(),
 		"POSTLINE_REAPER_INTERVAL="+o.reaperInterval.String())
@@ -324,7 +322,7 @@ func soak(ctx context.Context, o options, command string, stdout, stderr io.Writ
 		readyz, metricsAt = append(readyz, "http://"+addr+"/readyz"), append(metricsAt, "http://"+addr+"/metrics")
 	}
 	fmt.Fprintf(stderr, "soak: %d workers started (logs in %s); waiting for readiness\n", o.workers, o.logDir)
-	if err := waitReady(ctx, procs, readyz, o.brokers, f.group, f.jobsTopic, o.partitions); err != nil {
+	if err := waitReady(ctx, procs, readyz, o.brokers, f.Group, f.JobsTopic, o.partitions); err != nil {
 		return summary{}, err
 	}
 
@@ -334,16 +332,16 @@ func soak(ctx context.Context, o options, command string, stdout, stderr io.Writ
 	// window it falls in more than the table's growth does. The stack's
 	// max_wal_size is large enough that a run of a million jobs does not
 	// bring on the next one; the report counts checkpoints per window.
-	took, err := checkpoint(ctx, f.pool)
+	took, err := checkpoint(ctx, f.Pool)
 	if err != nil {
 		return summary{}, err
 	}
 	fmt.Fprintf(stderr, "soak: PostgreSQL checkpoint before the run took %s\n", took.Round(time.Millisecond))
 
-	m := &monitor{o: o, procs: procs, metricsURLs: metricsAt, pool: f.pool,
+	m := &monitor{o: o, procs: procs, metricsURLs: metricsAt, pool: f.Pool,
 		httpc: &http.Client{Timeout: 5 * time.Second}, stderr: stderr}
 	prodCtx, stopProducer := context.WithCancel(ctx)
-	pr := &producer{o: o, brokers: o.brokers, topic: f.jobsTopic, delivered: &m.delivered}
+	pr := &producer{o: o, brokers: o.brokers, topic: f.JobsTopic, delivered: &m.delivered}
 	prodDone := make(chan struct{})
 	var prodErr error
 	m.start = time.Now()
@@ -722,79 +720,13 @@ func soakJob(i int64, body string) job.Job {
 	}
 }
 
-// fixture is what the soak gets fresh: a jobs topic with its dead-letter,
-// retry and events topics, a consumer group and a PostgreSQL schema, and
-// the worker environment naming them.
-type fixture struct {
-	jobsTopic, group string
-	pool             *pgxpool.Pool
-	env              []string
-	cleanups         []func()
-}
+type fixture = benchenv.Fixture
 
-func newFixture(ctx context.Context, o options, stderr io.Writer) (_ *fixture, err error) {
-	id := benchenv.RandomHex(4)
-	f := &fixture{jobsTopic: "bench.soak." + id + ".jobs", group: "bench-soak-" + id}
-	defer func() {
-		if err != nil {
-			f.close()
-		}
-	}()
-	dlqTopic, eventsTopic := "bench.soak."+id+".dlq", "bench.soak."+id+".events"
-	retryPrefix := "bench.soak." + id + ".retry"
-	schema := "bench_soak_" + id
-	cleanupCtx := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
-	}
-	topics := append([]string{f.jobsTopic, dlqTopic, eventsTopic}, retry.DefaultTiers.Topics(retryPrefix)...)
-	specs := append(topic.Defaults(f.jobsTopic, dlqTopic, o.partitions), retry.TopicSpecs(retryPrefix, retry.DefaultTiers, 1)...)
-	if err := topic.Ensure(ctx, benchkafka.Cluster(o.brokers...), specs...); err != nil {
-		return nil, err
-	}
-	if !o.keep {
-		f.cleanups = append(f.cleanups, func() {
-			c, cancel := cleanupCtx()
-			defer cancel()
-			// The events topic exists once a worker created it.
-			if err := topic.Delete(c, benchkafka.Cluster(o.brokers...), topics...); err != nil {
-				fmt.Fprintf(stderr, "soak: delete topics: %v\n", err)
-			}
-		})
-	}
-	dbURL, err := benchenv.CreateSchema(ctx, o.databaseURL, schema)
-	if err != nil {
-		return nil, err
-	}
-	if !o.keep {
-		f.cleanups = append(f.cleanups, func() {
-			c, cancel := cleanupCtx()
-			defer cancel()
-			if err := benchenv.DropSchema(c, o.databaseURL, schema); err != nil {
-				fmt.Fprintf(stderr, "soak: %v\n", err)
-			}
-		})
-	}
-	if f.pool, err = pgxpool.New(ctx, dbURL); err != nil {
-		return nil, fmt.Errorf("postgres pool: %w", err)
-	}
-	f.cleanups = append(f.cleanups, f.pool.Close)
-	f.env = []string{
-		"POSTLINE_KAFKA_BROKERS=" + strings.Join(o.brokers, ","),
-		"POSTLINE_JOBS_TOPIC=" + f.jobsTopic,
-		"POSTLINE_DLQ_TOPIC=" + dlqTopic,
-		"POSTLINE_RETRY_TOPIC_PREFIX=" + retryPrefix,
-		"POSTLINE_EVENTS_TOPIC=" + eventsTopic,
-		"POSTLINE_CONSUMER_GROUP=" + f.group,
-		"POSTLINE_DATABASE_URL=" + dbURL,
-	}
-	return f, nil
-}
-
-func (f *fixture) close() {
-	for i := len(f.cleanups) - 1; i >= 0; i-- {
-		f.cleanups[i]()
-	}
-	f.cleanups = nil
+// newFixture creates the soak's topics (an events topic among them) and
+// schema; Close removes them unless -keep.
+func newFixture(ctx context.Context, o options, stderr io.Writer) (*fixture, error) {
+	return benchenv.NewFixture(ctx, benchenv.FixtureOptions{Name: "soak", Brokers: o.brokers, DatabaseURL: o.databaseURL,
+		Partitions: o.partitions, Keep: o.keep, Events: true, CleanupTimeout: time.Minute, Log: stderr})
 }
 
 // waitReady polls until every worker answers /readyz and the group is
