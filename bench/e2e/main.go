@@ -62,40 +62,26 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postline/postline/bench/internal/benchcli"
 	"github.com/postline/postline/bench/internal/benchenv"
+	"github.com/postline/postline/bench/internal/benchkafka"
 	"github.com/postline/postline/bench/internal/benchmetrics"
 	"github.com/postline/postline/bench/internal/benchproc"
-
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/segmentio/kafka-go"
-
-	"github.com/postline/postline/bench/internal/benchkafka"
-	"github.com/postline/postline/internal/consumer"
+	"github.com/postline/postline/bench/internal/benchworkers"
 	"github.com/postline/postline/job"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench/e2e:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchcli.Main("bench/e2e", run) }
 
 // options are the command-line flags.
 type options struct {
@@ -562,14 +548,14 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	if err != nil {
 		return result{}, err
 	}
-	defer func() { _ = p.stop(5 * time.Second) }() // on error paths only; the happy path stops it below
+	defer func() { _ = p.Stop(5 * time.Second) }() // on error paths only; the happy path stops it below
 
-	fmt.Fprintf(stderr, "bench: %s: started (log %s); waiting for readiness\n", spec.name, p.logPath)
+	fmt.Fprintf(stderr, "bench: %s: started (log %s); waiting for readiness\n", spec.name, p.LogPath())
 	if err := waitReady(ctx, p, readyURL, o.brokers, group, jobsTopic, o.partitions); err != nil {
 		return result{}, err
 	}
 	jobs := makeJobs(spec.jobs, o.bodyBytes)
-	child, err := childOf(p.cmd.Process.Pid, 2*time.Second)
+	child, err := p.Target()
 	if err != nil {
 		return result{}, err
 	}
@@ -635,7 +621,7 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 			return result{}, err
 		}
 	}
-	if err := p.stop(60 * time.Second); err != nil {
+	if err := p.Stop(60 * time.Second); err != nil {
 		return result{}, err
 	}
 	u, err := p.usage()
@@ -643,7 +629,7 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 		return result{}, err
 	}
 	if u.ExitStatus != 0 {
-		fmt.Fprintf(stderr, "bench: %s: exited with status %d after SIGTERM; see %s\n", spec.name, u.ExitStatus, p.logPath)
+		fmt.Fprintf(stderr, "bench: %s: exited with status %d after SIGTERM; see %s\n", spec.name, u.ExitStatus, p.LogPath())
 	}
 	res, err := latency(ctx, pool)
 	if err != nil {
@@ -679,46 +665,12 @@ func newFixture(ctx context.Context, o options, name string, stderr io.Writer) (
 // waitReady polls until the process answers /readyz (when readyURL is set)
 // and the group is stable with every partition of the topic assigned.
 func waitReady(ctx context.Context, p *proc, readyURL string, brokers []string, group, jobsTopic string, partitions int) error {
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 5 * time.Second}
-	httpc := &http.Client{Timeout: 2 * time.Second}
-	last := errors.New("not polled yet")
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if p.exited() {
-			return fmt.Errorf("%s exited before it was ready:\n%s", p.name, p.logTail(20))
-		}
-		last = readyOnce(ctx, httpc, client, readyURL, group, jobsTopic, partitions)
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready: %w (last: %v)", p.name, ctx.Err(), last)
-		case <-tick.C:
-		}
-	}
-}
-
-func readyOnce(ctx context.Context, httpc *http.Client, client *kafka.Client, readyURL, group, jobsTopic string, partitions int) error {
+	var urls []string
 	if readyURL != "" {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, readyURL, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := httpc.Do(req)
-		if err != nil {
-			return err
-		}
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/readyz: %s: %s", resp.Status, strings.TrimSpace(string(body)))
-		}
+		urls = []string{readyURL}
 	}
-	return consumer.CheckAssigned(ctx, client, group, jobsTopic, partitions)
+	return benchworkers.WaitReady(ctx, []*proc{p}, benchworkers.Ready{What: p.Name(), URLs: urls, Timeout: 90 * time.Second,
+		Group: &benchworkers.Group{Brokers: brokers, ID: group, Topic: jobsTopic, Partitions: partitions}})
 }
 
 // plainJobs are n synthetic jobs that carry their own bodyBytes-byte text
@@ -830,7 +782,7 @@ func waitSent(ctx context.Context, pool *pgxpool.Pool, metricsURL string, p *pro
 		case err != nil && ctx.Err() == nil:
 			return fmt.Errorf("%s: progress: %w", name, err)
 		case failed > 0:
-			return fmt.Errorf("%s: %d mails failed (sent %d); see %s", name, failed, sent, p.logPath)
+			return fmt.Errorf("%s: %d mails failed (sent %d); see %s", name, failed, sent, p.LogPath())
 		case sent >= n && (metricsURL == "" || rowsChecked):
 			return nil
 		case sent >= n:
@@ -839,8 +791,8 @@ func waitSent(ctx context.Context, pool *pgxpool.Pool, metricsURL string, p *pro
 			// read from them.
 			rowsChecked = true
 			continue
-		case p.exited():
-			return fmt.Errorf("%s exited after %d of %d mails:\n%s", name, sent, n, p.logTail(20))
+		case p.Exited():
+			return fmt.Errorf("%s exited after %d of %d mails:\n%s", name, sent, n, p.LogTail(20))
 		}
 		if time.Since(lastReport) >= 5*time.Second {
 			extra := ""
@@ -908,12 +860,8 @@ func runSource(ctx context.Context, o options, reuse bool, run int, stderr io.Wr
 	if err != nil {
 		return result{}, err
 	}
-	if !p.wait(o.timeout) {
-		_ = p.cmd.Process.Kill()
-		if c, ok := findChild(p.cmd.Process.Pid); ok {
-			_ = syscall.Kill(c, syscall.SIGKILL)
-		}
-		<-p.done
+	if !p.Wait(o.timeout) {
+		p.Kill()
 		return result{}, fmt.Errorf("%s did not finish in %s", name, o.timeout)
 	}
 	wall := time.Since(start)
@@ -929,7 +877,7 @@ func runSource(ctx context.Context, o options, reuse bool, run int, stderr io.Wr
 		return result{}, err
 	}
 	if u.ExitStatus != 0 {
-		return result{}, fmt.Errorf("%s exited with status %d:\n%s", name, u.ExitStatus, p.logTail(20))
+		return result{}, fmt.Errorf("%s exited with status %d:\n%s", name, u.ExitStatus, p.LogTail(20))
 	}
 	return result{Variant: name, Mails: o.jobs, Span: wall, CPU: u.CPU(), PeakRSSBytes: u.MaxRSSBytes,
 		Pipeline: pipelineCPU{Measured: true, Own: u.CPU(), Sink: after.since(before)["sink"]}}, nil

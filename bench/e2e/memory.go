@@ -40,10 +40,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/postline/postline/bench/internal/benchenv"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postline/postline/bench/internal/benchenv"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/delivery"
 	"github.com/postline/postline/job"
@@ -450,12 +449,12 @@ func runMemory(ctx context.Context, o options, spec memSpec, jobs []job.Job, rec
 	if err != nil {
 		return res, err
 	}
-	defer func() { _ = p.stop(5 * time.Second) }() // error paths only
-	pid, err := childOf(p.cmd.Process.Pid, 5*time.Second)
+	defer func() { _ = p.Stop(5 * time.Second) }() // error paths only
+	pid, err := p.Target()
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", name, err)
 	}
-	fmt.Fprintf(stderr, "bench: %s: started pid %d (log %s); waiting for readiness\n", name, pid, p.logPath)
+	fmt.Fprintf(stderr, "bench: %s: started pid %d (log %s); waiting for readiness\n", name, pid, p.LogPath())
 	if err := waitReady(ctx, p, "http://"+addr+"/readyz", o.brokers, f.Group, f.JobsTopic, o.partitions); err != nil {
 		return res, err
 	}
@@ -475,8 +474,8 @@ func runMemory(ctx context.Context, o options, spec memSpec, jobs []job.Job, rec
 		took.Round(time.Millisecond), float64(len(jobs))/took.Seconds(), float64(len(jobs)*recordBytes)/1e6/took.Seconds())
 	res.err = waitMemory(ctx, f.Pool, p, cg, rss, name, len(jobs), o.timeout, stderr)
 
-	if !p.exited() {
-		if err := p.stop(60 * time.Second); err != nil {
+	if !p.Exited() {
+		if err := p.Stop(60 * time.Second); err != nil {
 			res.err = cmpErr(res.err, err)
 		}
 	}
@@ -500,7 +499,7 @@ func runMemory(ctx context.Context, o options, spec memSpec, jobs []job.Job, rec
 	}
 	if res.exitCode != 0 || res.oomKills > 0 {
 		fmt.Fprintf(stderr, "bench: %s: exit status %d (%s), %d OOM kill(s); see %s\n",
-			name, res.exitCode, res.exitNote, res.oomKills, p.logPath)
+			name, res.exitCode, res.exitNote, res.oomKills, p.LogPath())
 	}
 	if err := countDelivered(ctx, f.Pool, &res); err != nil {
 		return res, err

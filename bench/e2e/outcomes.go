@@ -182,13 +182,13 @@ func startOutcomeLoop(ctx context.Context, o options, f *fixture, run int, stder
 	if l.disp, err = startProc(o.timeBin, o.logDir, name+"-dispatcher", []string{o.dispatcherBin}, env); err != nil {
 		return nil, err
 	}
-	l.cleanups.Add(func() { _ = l.disp.stop(5 * time.Second) }) // a no-op after finish
-	fmt.Fprintf(stderr, "bench: outcomes: webhook-dispatcher started (log %s); waiting for readiness\n", l.disp.logPath)
+	l.cleanups.Add(func() { _ = l.disp.Stop(5 * time.Second) }) // a no-op after finish
+	fmt.Fprintf(stderr, "bench: outcomes: webhook-dispatcher started (log %s); waiting for readiness\n", l.disp.LogPath())
 	if err := waitReady(ctx, l.disp, "http://"+httpAddr+"/readyz", o.brokers, group+"."+outcomesEndpointID,
 		l.eventsTopic, topic.DefaultEventsPartitions); err != nil {
 		return nil, fmt.Errorf("webhook-dispatcher: %w", err)
 	}
-	if l.dispPID, err = childOf(l.disp.cmd.Process.Pid, 2*time.Second); err != nil {
+	if l.dispPID, err = l.disp.Target(); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -336,12 +336,12 @@ func (l *outcomeLoop) drain(ctx context.Context, stderr io.Writer) error {
 			}
 		}
 		switch {
-		case l.disp.exited():
-			return fmt.Errorf("webhook-dispatcher exited before the endpoint had every event:\n%s", l.disp.logTail(20))
+		case l.disp.Exited():
+			return fmt.Errorf("webhook-dispatcher exited before the endpoint had every event:\n%s", l.disp.LogTail(20))
 		case time.Now().After(deadline):
 			st := l.endpoint.stats()
 			fmt.Fprintf(stderr, "bench: outcomes: the endpoint had %d of %d events %s after the last mail; not waiting longer (see %s)\n",
-				st.Distinct, published, webhookDrainLimit, l.disp.logPath)
+				st.Distinct, published, webhookDrainLimit, l.disp.LogPath())
 			l.drainedAt = time.Now()
 			return nil
 		}
@@ -365,7 +365,7 @@ func (l *outcomeLoop) stopSampling() {
 // it after drain and after the worker has stopped.
 func (l *outcomeLoop) finish(ctx context.Context) (webhookStats, error) {
 	l.stopSampling()
-	if err := l.disp.stop(30 * time.Second); err != nil {
+	if err := l.disp.Stop(30 * time.Second); err != nil {
 		return webhookStats{}, err
 	}
 	u, err := l.disp.usage()

@@ -26,15 +26,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,6 +40,7 @@ import (
 	"github.com/wneessen/go-mail"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/postline/postline/bench/internal/benchcli"
 	"github.com/postline/postline/internal/config"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/sender"
@@ -50,16 +48,9 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
-	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "naive:", err)
-		os.Exit(1)
-	}
+	benchcli.Main("naive", func(ctx context.Context, args []string, stdout, _ io.Writer) error {
+		return run(ctx, args, os.Getenv, stdout)
+	})
 }
 
 // settings share their names with cmd/worker's where they overlap.

@@ -40,45 +40,30 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/postline/postline/bench/internal/benchenv"
-
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/bench/internal/benchcli"
+	"github.com/postline/postline/bench/internal/benchenv"
 	"github.com/postline/postline/bench/internal/benchkafka"
+	"github.com/postline/postline/bench/internal/benchproc"
+	"github.com/postline/postline/bench/internal/benchworkers"
 	"github.com/postline/postline/bench/relay"
 	"github.com/postline/postline/job"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench/scale:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchcli.Main("bench/scale", run) }
 
 // Defaults of the flags.
 const (
@@ -245,30 +230,17 @@ func runCount(ctx context.Context, o options, rl *relay.Relay, n, run int, stder
 	if o.senders > 0 {
 		env = append(env, "POSTLINE_SENDERS="+strconv.Itoa(o.senders))
 	}
-	var (
-		procs []*worker
-		urls  []string
-	)
-	defer func() {
-		for _, p := range procs {
-			_ = p.stop(5 * time.Second) // error paths only; the happy path stops them below
-		}
-	}()
-	for i := range n {
-		addr, err := benchenv.FreeAddr()
-		if err != nil {
-			return result{}, err
-		}
-		p, err := startWorker(o.workerBin, filepath.Join(o.logDir, fmt.Sprintf("workers%d-run%d-%d.log", n, run, i)),
-			append(env, "POSTLINE_HTTP_ADDR="+addr))
-		if err != nil {
-			return result{}, err
-		}
-		procs = append(procs, p)
-		urls = append(urls, "http://"+addr+"/readyz")
+	fleet, err := benchworkers.Start(n, func(i int) benchproc.Spec {
+		return benchproc.Spec{Name: fmt.Sprintf("worker %d", i+1), Bin: o.workerBin, Env: env,
+			LogPath: filepath.Join(o.logDir, fmt.Sprintf("workers%d-run%d-%d.log", n, run, i))}
+	})
+	if err != nil {
+		return result{}, err
 	}
+	defer fleet.Stop(5 * time.Second) // error paths only; the happy path stops them below
 	fmt.Fprintf(stderr, "bench: %d workers: started; waiting for readiness\n", n)
-	if err := waitReady(ctx, procs, urls, o.brokers, f.Group, f.JobsTopic, o.partitions); err != nil {
+	if err := benchworkers.WaitReady(ctx, fleet.Procs, benchworkers.Ready{What: "workers", URLs: fleet.ReadyURLs, Timeout: 120 * time.Second,
+		Group: &benchworkers.Group{Brokers: o.brokers, ID: f.Group, Topic: f.JobsTopic, Partitions: o.partitions, Members: n}}); err != nil {
 		return result{}, err
 	}
 	before, err := readCPU()
@@ -281,7 +253,7 @@ func runCount(ctx context.Context, o options, rl *relay.Relay, n, run int, stder
 		return result{}, err
 	}
 	fmt.Fprintf(stderr, "bench: %d workers: published in %s; waiting for delivery\n", n, took.Round(time.Millisecond))
-	if err := waitSent(ctx, f.Pool, procs, o.jobs, o.timeout, stderr); err != nil {
+	if err := waitSent(ctx, f.Pool, fleet, o.jobs, o.timeout, stderr); err != nil {
 		return result{}, err
 	}
 	after, err := readCPU()
@@ -294,13 +266,10 @@ func runCount(ctx context.Context, o options, rl *relay.Relay, n, run int, stder
 	}
 	res.Workers = n
 	res.MachineBusy, res.MachineCPU = after.since(before, 100) // USER_HZ is 100 on Linux
-	for _, p := range procs {
-		if err := p.stop(60 * time.Second); err != nil {
-			return result{}, err
-		}
-		res.WorkerCPU += p.cpu()
+	if err := fleet.Stop(60 * time.Second); err != nil {
+		return result{}, err
 	}
-	procs = nil
+	res.WorkerCPU = fleet.CPU()
 	return res, nil
 }
 
@@ -314,80 +283,6 @@ func readCPU() (cpuTimes, error) {
 	return parseProcStat(string(b))
 }
 
-// worker is one running worker process.
-type worker struct {
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-}
-
-func startWorker(bin, logPath string, env []string) (*worker, error) {
-	log, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	w := &worker{cmd: exec.Command(bin), logPath: logPath, done: make(chan struct{})}
-	w.cmd.Env = append(os.Environ(), env...)
-	w.cmd.Stdout, w.cmd.Stderr = log, log
-	if err := w.cmd.Start(); err != nil {
-		log.Close()
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	go func() {
-		_ = w.cmd.Wait()
-		log.Close()
-		close(w.done)
-	}()
-	return w, nil
-}
-
-func (w *worker) exited() bool {
-	select {
-	case <-w.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM and waits up to grace, then kills the process.
-func (w *worker) stop(grace time.Duration) error {
-	if w.exited() {
-		return nil
-	}
-	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("stop worker: %w", err)
-	}
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-w.done:
-		return nil
-	case <-t.C:
-		_ = w.cmd.Process.Kill()
-		<-w.done
-		return fmt.Errorf("stop worker: still running %s after SIGTERM; killed (log %s)", grace, w.logPath)
-	}
-}
-
-// cpu is the process's user plus system time; call it after it exited.
-func (w *worker) cpu() time.Duration {
-	s := w.cmd.ProcessState
-	if s == nil {
-		return 0
-	}
-	return s.UserTime() + s.SystemTime()
-}
-
-func (w *worker) logTail(n int) string {
-	b, err := os.ReadFile(w.logPath)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
 type fixture = benchenv.Fixture
 
 // newFixture creates the topics and the schema of the run with n workers;
@@ -395,33 +290,6 @@ type fixture = benchenv.Fixture
 func newFixture(ctx context.Context, o options, n int, stderr io.Writer) (*fixture, error) {
 	return benchenv.NewFixture(ctx, benchenv.FixtureOptions{Name: fmt.Sprintf("scale%d", n), Brokers: o.brokers,
 		DatabaseURL: o.databaseURL, Partitions: o.partitions, Keep: o.keep, Log: stderr})
-}
-
-// waitReady polls until every worker answers /readyz and the group is
-// stable with all of them as members and every partition assigned.
-func waitReady(ctx context.Context, procs []*worker, urls, brokers []string, group, jobsTopic string, partitions int) error {
-	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
-	defer cancel()
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 5 * time.Second}
-	httpc := &http.Client{Timeout: 2 * time.Second}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		for _, p := range procs {
-			if p.exited() {
-				return fmt.Errorf("a worker exited before it was ready:\n%s", p.logTail(20))
-			}
-		}
-		last := benchenv.WorkersReady(ctx, httpc, client, urls, group, jobsTopic, partitions, len(procs))
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("workers not ready: %w (last: %v)", ctx.Err(), last)
-		case <-tick.C:
-		}
-	}
 }
 
 // plainJobs are n synthetic jobs that carry their own bodyBytes-byte text
@@ -488,7 +356,7 @@ const stallAfter = 45 * time.Second
 // waitSent polls postline_messages until n rows are sent; failed or dead
 // rows, an exited worker, stallAfter without progress or the timeout end it
 // with an error.
-func waitSent(ctx context.Context, pool *pgxpool.Pool, procs []*worker, n int, timeout time.Duration, stderr io.Writer) error {
+func waitSent(ctx context.Context, pool *pgxpool.Pool, fleet *benchworkers.Fleet, n int, timeout time.Duration, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -506,10 +374,8 @@ func waitSent(ctx context.Context, pool *pgxpool.Pool, procs []*worker, n int, t
 		case sent >= n:
 			return nil
 		}
-		for _, p := range procs {
-			if p.exited() {
-				return fmt.Errorf("a worker exited after %d of %d mails:\n%s", sent, n, p.logTail(20))
-			}
+		if p := fleet.Exited(); p != nil {
+			return fmt.Errorf("%s exited after %d of %d mails:\n%s", p.Name(), sent, n, p.LogTail(20))
 		}
 		if sent != lastSent {
 			lastSent, lastProgress = sent, time.Now()

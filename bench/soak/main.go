@@ -69,40 +69,27 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
-	"github.com/postline/postline/bench/internal/benchenv"
-	"github.com/postline/postline/bench/internal/benchmetrics"
-
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/bench/internal/benchcli"
+	"github.com/postline/postline/bench/internal/benchenv"
 	"github.com/postline/postline/bench/internal/benchkafka"
+	"github.com/postline/postline/bench/internal/benchmetrics"
 	"github.com/postline/postline/bench/internal/benchproc"
+	"github.com/postline/postline/bench/internal/benchworkers"
 	"github.com/postline/postline/internal/reaper"
 	"github.com/postline/postline/job"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench/soak:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchcli.Main("bench/soak", run) }
 
 // options are the command-line flags.
 type options struct {
@@ -299,30 +286,17 @@ func soak(ctx context.Context, o options, command string, stdout, stderr io.Writ
 	if o.senders > 0 {
 		env = append(env, "POSTLINE_SENDERS="+strconv.Itoa(o.senders))
 	}
-	var (
-		procs             []*benchproc.Proc
-		readyz, metricsAt []string
-	)
-	defer func() {
-		for _, p := range procs {
-			_ = p.Stop(5 * time.Second) // error paths only; the happy path stops them below
-		}
-	}()
-	for i := range o.workers {
-		addr, err := benchenv.FreeAddr()
-		if err != nil {
-			return summary{}, err
-		}
-		p, err := benchproc.Start(o.workerBin, filepath.Join(o.logDir, fmt.Sprintf("worker%d.log", i)),
-			append(env, "POSTLINE_HTTP_ADDR="+addr))
-		if err != nil {
-			return summary{}, err
-		}
-		procs = append(procs, p)
-		readyz, metricsAt = append(readyz, "http://"+addr+"/readyz"), append(metricsAt, "http://"+addr+"/metrics")
+	fleet, err := benchworkers.Start(o.workers, func(i int) benchproc.Spec {
+		return benchproc.Spec{Name: fmt.Sprintf("worker%d", i), Bin: o.workerBin, Env: env,
+			LogPath: filepath.Join(o.logDir, fmt.Sprintf("worker%d.log", i))}
+	})
+	if err != nil {
+		return summary{}, err
 	}
+	defer fleet.Stop(5 * time.Second) // error paths only; the happy path stops them below
 	fmt.Fprintf(stderr, "soak: %d workers started (logs in %s); waiting for readiness\n", o.workers, o.logDir)
-	if err := waitReady(ctx, procs, readyz, o.brokers, f.Group, f.JobsTopic, o.partitions); err != nil {
+	if err := benchworkers.WaitReady(ctx, fleet.Procs, benchworkers.Ready{What: "workers", URLs: fleet.ReadyURLs, Timeout: 120 * time.Second,
+		Group: &benchworkers.Group{Brokers: o.brokers, ID: f.Group, Topic: f.JobsTopic, Partitions: o.partitions, Members: o.workers}}); err != nil {
 		return summary{}, err
 	}
 
@@ -338,7 +312,7 @@ func soak(ctx context.Context, o options, command string, stdout, stderr io.Writ
 	}
 	fmt.Fprintf(stderr, "soak: PostgreSQL checkpoint before the run took %s\n", took.Round(time.Millisecond))
 
-	m := &monitor{o: o, procs: procs, metricsURLs: metricsAt, pool: f.Pool,
+	m := &monitor{o: o, procs: fleet.Procs, metricsURLs: fleet.MetricsURLs, pool: f.Pool,
 		httpc: &http.Client{Timeout: 5 * time.Second}, stderr: stderr}
 	prodCtx, stopProducer := context.WithCancel(ctx)
 	pr := &producer{o: o, brokers: o.brokers, topic: f.JobsTopic, delivered: &m.delivered}
@@ -365,12 +339,7 @@ func soak(ctx context.Context, o options, command string, stdout, stderr io.Writ
 	if watchErr != nil {
 		return summary{}, fmt.Errorf("%w (samples so far in %s)", watchErr, filepath.Join(o.out, "soak.csv"))
 	}
-	var stopErrs []error
-	for _, p := range procs {
-		stopErrs = append(stopErrs, p.Stop(60*time.Second))
-	}
-	procs = nil
-	if err := errors.Join(stopErrs...); err != nil {
+	if err := fleet.Stop(60 * time.Second); err != nil {
 		return summary{}, err
 	}
 
@@ -492,7 +461,7 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 		}
 		for _, p := range m.procs {
 			if p.Exited() {
-				return fmt.Errorf("a worker exited after %s mails:\n%s", thousands(last.Sent), p.LogTail(20))
+				return fmt.Errorf("%s exited after %s mails:\n%s", p.Name(), thousands(last.Sent), p.LogTail(20))
 			}
 		}
 		c, err := benchmetrics.Scrape(ctx, m.httpc, m.metricsURLs)
@@ -727,33 +696,6 @@ type fixture = benchenv.Fixture
 func newFixture(ctx context.Context, o options, stderr io.Writer) (*fixture, error) {
 	return benchenv.NewFixture(ctx, benchenv.FixtureOptions{Name: "soak", Brokers: o.brokers, DatabaseURL: o.databaseURL,
 		Partitions: o.partitions, Keep: o.keep, Events: true, CleanupTimeout: time.Minute, Log: stderr})
-}
-
-// waitReady polls until every worker answers /readyz and the group is
-// stable with all of them as members and every partition assigned.
-func waitReady(ctx context.Context, procs []*benchproc.Proc, urls, brokers []string, group, jobsTopic string, partitions int) error {
-	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
-	defer cancel()
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 5 * time.Second}
-	httpc := &http.Client{Timeout: 2 * time.Second}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		for _, p := range procs {
-			if p.Exited() {
-				return fmt.Errorf("a worker exited before it was ready:\n%s", p.LogTail(20))
-			}
-		}
-		last := benchenv.WorkersReady(ctx, httpc, client, urls, group, jobsTopic, partitions, len(procs))
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("workers not ready: %w (last: %v)", ctx.Err(), last)
-		case <-tick.C:
-		}
-	}
 }
 
 // memTotal is the machine's memory from /proc/meminfo, in GiB.

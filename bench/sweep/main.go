@@ -35,15 +35,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postline/postline/bench/internal/benchcli"
 	"github.com/postline/postline/bench/internal/benchenv"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/schema"
@@ -65,14 +64,7 @@ type options struct {
 	keep        bool
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "sweep:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchcli.Main("sweep", run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)

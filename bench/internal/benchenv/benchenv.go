@@ -1,7 +1,7 @@
 // Package benchenv owns what every benchmark harness needs around the code
-// it measures: a PostgreSQL schema of its own, a free loopback address, a
-// random name suffix, the machine's CPU model, and the readiness check of
-// a group of worker processes.
+// it measures: the fixture of a run (topics, schema, worker settings), a
+// PostgreSQL schema of its own, a free loopback address, a
+// random name suffix, and the machine's CPU model.
 package benchenv
 
 import (
@@ -11,15 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/segmentio/kafka-go"
-
-	"github.com/postline/postline/internal/consumer"
 )
 
 // CreateSchema creates schema in the database at base, a postgres:// URL,
@@ -85,32 +81,4 @@ func CPUModel() string {
 		}
 	}
 	return ""
-}
-
-// WorkersReady checks once that every readiness URL answers 200, that the
-// consumer group has exactly members members, and that they own all
-// partitions of jobsTopic.
-func WorkersReady(ctx context.Context, httpc *http.Client, client *kafka.Client, urls []string, group, jobsTopic string, partitions, members int) error {
-	for _, u := range urls {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := httpc.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", u, resp.Status)
-		}
-	}
-	resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
-	if err != nil {
-		return fmt.Errorf("describe group: %w", err)
-	}
-	if len(resp.Groups) != 1 || len(resp.Groups[0].Members) != members {
-		return fmt.Errorf("group %s does not have %d members yet", group, members)
-	}
-	return consumer.CheckAssigned(ctx, client, group, jobsTopic, partitions)
 }
