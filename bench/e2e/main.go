@@ -67,14 +67,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postline/postline/bench/internal/benchcli"
 	"github.com/postline/postline/bench/internal/benchenv"
-	"github.com/postline/postline/bench/internal/benchkafka"
+	"github.com/postline/postline/bench/internal/benchjobs"
 	"github.com/postline/postline/bench/internal/benchmetrics"
 	"github.com/postline/postline/bench/internal/benchproc"
 	"github.com/postline/postline/bench/internal/benchworkers"
@@ -585,7 +584,7 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	if loop != nil {
 		loop.begin(ctx)
 	}
-	took, err := publishJobs(ctx, o.brokers, jobsTopic, jobs, 500)
+	took, err := benchjobs.Publish(ctx, o.brokers, jobsTopic, jobs, 500)
 	if err != nil {
 		return result{}, err
 	}
@@ -673,75 +672,13 @@ func waitReady(ctx context.Context, p *proc, readyURL string, brokers []string, 
 		Group: &benchworkers.Group{Brokers: brokers, ID: group, Topic: jobsTopic, Partitions: partitions}})
 }
 
+// bodyLine is the text of the synthetic jobs' bodies.
+const bodyLine = "Postline end-to-end benchmark body text, 64 bytes per line ...\n"
+
 // plainJobs are n synthetic jobs that carry their own bodyBytes-byte text
 // body.
 func plainJobs(n, bodyBytes int) []job.Job {
-	body := syntheticBody(bodyBytes)
-	jobs := make([]job.Job, n)
-	for i := range jobs {
-		jobs[i] = job.Job{
-			Version: job.SchemaVersion,
-			From:    "Postline Bench <bench@postline.test>",
-			To:      []string{fmt.Sprintf("rcpt%d@sink.postline.test", i)},
-			Subject: fmt.Sprintf("bench mail %d", i),
-			Text:    body,
-		}
-	}
-	return jobs
-}
-
-// publishJobs writes jobs with job.Publisher, chunk jobs per Publish call
-// from 4 goroutines, and returns how long that took. The chunk bounds what
-// the harness holds encoded at once.
-func publishJobs(ctx context.Context, brokers []string, jobsTopic string, jobs []job.Job, chunk int) (time.Duration, error) {
-	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: benchkafka.Cluster(brokers...), Topic: jobsTopic})
-	if err != nil {
-		return 0, err
-	}
-	defer pub.Close()
-	const publishers = 4
-	n := len(jobs)
-	start := time.Now()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	next := make(chan []job.Job)
-	for range publishers {
-		wg.Go(func() {
-			for batch := range next {
-				if _, err := pub.Publish(ctx, batch...); err != nil {
-					mu.Lock()
-					first = cmpErr(first, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for i := 0; i < n; i += chunk {
-		next <- jobs[i:min(i+chunk, n)]
-	}
-	close(next)
-	wg.Wait()
-	return time.Since(start), first
-}
-
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
-}
-
-// syntheticBody is n bytes of text in 64-byte lines.
-func syntheticBody(n int) string {
-	const line = "Postline end-to-end benchmark body text, 64 bytes per line ...\n"
-	var b strings.Builder
-	for b.Len() < n {
-		b.WriteString(line[:min(len(line), n-b.Len())])
-	}
-	return b.String()
+	return benchjobs.Plain(n, benchjobs.Body(bodyBytes, bodyLine))
 }
 
 // waitSent waits until n mails are sent. With metricsURL set it polls the
@@ -776,7 +713,7 @@ func waitSent(ctx context.Context, pool *pgxpool.Pool, metricsURL string, p *pro
 			c, err = benchmetrics.Scrape(ctx, httpc, []string{metricsURL})
 			sent, failed = int(c.Sent), int(c.Failed)
 		} else {
-			sent, failed, err = countRows(ctx, pool)
+			sent, failed, err = benchjobs.CountRows(ctx, pool)
 		}
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -810,32 +747,13 @@ func waitSent(ctx context.Context, pool *pgxpool.Pool, metricsURL string, p *pro
 	}
 }
 
-// countRows counts the sent and the failed or dead rows of postline_messages.
-func countRows(ctx context.Context, pool *pgxpool.Pool) (sent, failed int, err error) {
-	err = pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'sent'),
-		count(*) FILTER (WHERE status IN ('failed', 'dead')) FROM postline_messages`).Scan(&sent, &failed)
-	return sent, failed, err
-}
-
 // latency reads throughput and latency of the sent rows.
 func latency(ctx context.Context, pool *pgxpool.Pool) (result, error) {
-	var (
-		res         result
-		first, last time.Time
-		p50, p99    float64
-	)
-	err := pool.QueryRow(ctx, `SELECT count(*), min(enqueued_at), max(sent_at),
-		percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM sent_at - enqueued_at)::float8),
-		percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM sent_at - enqueued_at)::float8)
-		FROM postline_messages WHERE status = 'sent'`).Scan(&res.Mails, &first, &last, &p50, &p99)
+	l, err := benchjobs.ReadLatency(ctx, pool)
 	if err != nil {
-		return result{}, fmt.Errorf("latency query: %w", err)
+		return result{}, err
 	}
-	res.Span = last.Sub(first)
-	res.HasLatency = true
-	res.P50 = time.Duration(p50 * float64(time.Second))
-	res.P99 = time.Duration(p99 * float64(time.Second))
-	return res, nil
+	return result{Mails: l.Mails, Span: l.Span, HasLatency: true, P50: l.P50, P99: l.P99}, nil
 }
 
 // runSource runs smtp-source into the sink: jobs mails over senders

@@ -43,6 +43,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postline/postline/bench/internal/benchenv"
+	"github.com/postline/postline/bench/internal/benchjobs"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/delivery"
 	"github.com/postline/postline/job"
@@ -202,7 +203,7 @@ func memJobs(n, recordBytes int) ([]job.Job, int, error) {
 			From:    "Postline Bench <bench@postline.test>",
 			To:      []string{fmt.Sprintf("rcpt%d@sink.postline.test", i)},
 			Subject: fmt.Sprintf("memory bench mail %d", i),
-			Text:    syntheticBody(1024),
+			Text:    benchjobs.Body(1024, bodyLine),
 		}
 		for a := range memAttachments {
 			var c []byte
@@ -465,10 +466,10 @@ func runMemory(ctx context.Context, o options, spec memSpec, jobs []job.Job, rec
 
 	fmt.Fprintf(stderr, "bench: %s: ready; publishing %d jobs of %d bytes (%.0f MB)\n",
 		name, len(jobs), recordBytes, float64(len(jobs)*recordBytes)/1e6)
-	took, perr := publishJobs(ctx, o.brokers, f.JobsTopic, jobs, memPublishChunk)
+	took, perr := benchjobs.Publish(ctx, o.brokers, f.JobsTopic, jobs, memPublishChunk)
 	if perr != nil {
 		rss.close()
-		return res, fmt.Errorf("%s: publish: %w", name, perr)
+		return res, fmt.Errorf("%s: %w", name, perr)
 	}
 	fmt.Fprintf(stderr, "bench: %s: published in %s (%.0f jobs/s, %.0f MB/s); waiting for delivery\n", name,
 		took.Round(time.Millisecond), float64(len(jobs))/took.Seconds(), float64(len(jobs)*recordBytes)/1e6/took.Seconds())
@@ -476,7 +477,7 @@ func runMemory(ctx context.Context, o options, spec memSpec, jobs []job.Job, rec
 
 	if !p.Exited() {
 		if err := p.Stop(60 * time.Second); err != nil {
-			res.err = cmpErr(res.err, err)
+			res.err = cmp.Or(res.err, err)
 		}
 	}
 	rss.close()

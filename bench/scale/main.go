@@ -49,18 +49,16 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postline/postline/bench/internal/benchcli"
 	"github.com/postline/postline/bench/internal/benchenv"
-	"github.com/postline/postline/bench/internal/benchkafka"
+	"github.com/postline/postline/bench/internal/benchjobs"
 	"github.com/postline/postline/bench/internal/benchproc"
 	"github.com/postline/postline/bench/internal/benchworkers"
 	"github.com/postline/postline/bench/relay"
-	"github.com/postline/postline/job"
 )
 
 func main() { benchcli.Main("bench/scale", run) }
@@ -248,7 +246,7 @@ func runCount(ctx context.Context, o options, rl *relay.Relay, n, run int, stder
 		return result{}, err
 	}
 	fmt.Fprintf(stderr, "bench: %d workers: ready; publishing %d jobs\n", n, o.jobs)
-	took, err := publishJobs(ctx, o.brokers, f.JobsTopic, plainJobs(o.jobs, o.bodyBytes), 500)
+	took, err := benchjobs.Publish(ctx, o.brokers, f.JobsTopic, benchjobs.Plain(o.jobs, benchjobs.Body(o.bodyBytes, bodyLine)), 500)
 	if err != nil {
 		return result{}, err
 	}
@@ -292,63 +290,8 @@ func newFixture(ctx context.Context, o options, n int, stderr io.Writer) (*fixtu
 		DatabaseURL: o.databaseURL, Partitions: o.partitions, Keep: o.keep, Log: stderr})
 }
 
-// plainJobs are n synthetic jobs that carry their own bodyBytes-byte text
-// body, one recipient each.
-func plainJobs(n, bodyBytes int) []job.Job {
-	const line = "Postline horizontal scaling benchmark body, 64 bytes per line..\n"
-	var b strings.Builder
-	for b.Len() < bodyBytes {
-		b.WriteString(line[:min(len(line), bodyBytes-b.Len())])
-	}
-	body := b.String()
-	jobs := make([]job.Job, n)
-	for i := range jobs {
-		jobs[i] = job.Job{
-			Version: job.SchemaVersion,
-			From:    "Postline Bench <bench@postline.test>",
-			To:      []string{fmt.Sprintf("rcpt%d@sink.postline.test", i)},
-			Subject: fmt.Sprintf("bench mail %d", i),
-			Text:    body,
-		}
-	}
-	return jobs
-}
-
-// publishJobs writes jobs with job.Publisher, chunk jobs per Publish call
-// from 4 goroutines, and returns how long that took.
-func publishJobs(ctx context.Context, brokers []string, jobsTopic string, jobs []job.Job, chunk int) (time.Duration, error) {
-	pub, err := job.NewPublisher(job.PublisherConfig{Kafka: benchkafka.Cluster(brokers...), Topic: jobsTopic})
-	if err != nil {
-		return 0, err
-	}
-	defer pub.Close()
-	start := time.Now()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	next := make(chan []job.Job)
-	for range 4 {
-		wg.Go(func() {
-			for batch := range next {
-				if _, err := pub.Publish(ctx, batch...); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = fmt.Errorf("publish: %w", err)
-					}
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for i := 0; i < len(jobs); i += chunk {
-		next <- jobs[i:min(i+chunk, len(jobs))]
-	}
-	close(next)
-	wg.Wait()
-	return time.Since(start), first
-}
+// bodyLine is the text of the jobs' bodies.
+const bodyLine = "Postline horizontal scaling benchmark body, 64 bytes per line..\n"
 
 // stallAfter ends a wait in which no mail was sent for this long.
 const stallAfter = 45 * time.Second
@@ -363,9 +306,7 @@ func waitSent(ctx context.Context, pool *pgxpool.Pool, fleet *benchworkers.Fleet
 	defer tick.Stop()
 	lastReport, lastProgress, lastSent := time.Now(), time.Now(), -1
 	for {
-		var sent, failed int
-		err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'sent'),
-			count(*) FILTER (WHERE status IN ('failed', 'dead')) FROM postline_messages`).Scan(&sent, &failed)
+		sent, failed, err := benchjobs.CountRows(ctx, pool)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			return fmt.Errorf("count rows: %w", err)
@@ -396,20 +337,9 @@ func waitSent(ctx context.Context, pool *pgxpool.Pool, fleet *benchworkers.Fleet
 
 // latency reads throughput and latency of the sent rows.
 func latency(ctx context.Context, pool *pgxpool.Pool) (result, error) {
-	var (
-		res         result
-		first, last time.Time
-		p50, p99    float64
-	)
-	err := pool.QueryRow(ctx, `SELECT count(*), min(enqueued_at), max(sent_at),
-		percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM sent_at - enqueued_at)::float8),
-		percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM sent_at - enqueued_at)::float8)
-		FROM postline_messages WHERE status = 'sent'`).Scan(&res.Mails, &first, &last, &p50, &p99)
+	l, err := benchjobs.ReadLatency(ctx, pool)
 	if err != nil {
-		return result{}, fmt.Errorf("latency query: %w", err)
+		return result{}, err
 	}
-	res.Span = last.Sub(first)
-	res.P50 = time.Duration(p50 * float64(time.Second))
-	res.P99 = time.Duration(p99 * float64(time.Second))
-	return res, nil
+	return result{Mails: l.Mails, Span: l.Span, P50: l.P50, P99: l.P99}, nil
 }

@@ -81,6 +81,7 @@ import (
 
 	"github.com/postline/postline/bench/internal/benchcli"
 	"github.com/postline/postline/bench/internal/benchenv"
+	"github.com/postline/postline/bench/internal/benchjobs"
 	"github.com/postline/postline/bench/internal/benchkafka"
 	"github.com/postline/postline/bench/internal/benchmetrics"
 	"github.com/postline/postline/bench/internal/benchproc"
@@ -593,7 +594,7 @@ func (p *producer) run(ctx context.Context) error {
 	}
 	defer pub.Close()
 	start := time.Now()
-	body := bodyOf(p.o.bodyBytes)
+	body := benchjobs.Body(p.o.bodyBytes, bodyLine)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
@@ -668,14 +669,8 @@ func (p *producer) describe() string {
 	return s + fmt.Sprintf(" (publishing took %s, held back by the lead %s times)", p.took.Round(time.Second), thousands(p.waits.Load()))
 }
 
-func bodyOf(n int) string {
-	const line = "Postline soak body: small and plain, 64 bytes to a line........\n"
-	var b strings.Builder
-	for b.Len() < n {
-		b.WriteString(line[:min(len(line), n-b.Len())])
-	}
-	return b.String()
-}
+// bodyLine is the text of the jobs' bodies.
+const bodyLine = "Postline soak body: small and plain, 64 bytes to a line........\n"
 
 // soakJob is job i: one recipient of its own, a message ID the publisher
 // assigns (random, as production's are).
