@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/postline/postline/bench/internal/benchcli"
+	"github.com/postline/postline/bench/internal/benchenv"
 	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/retry"
 )
@@ -175,11 +176,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := rp.validate(); err != nil {
 			return err
 		}
-		if rp.LogDir == "" {
-			if rp.LogDir, err = os.MkdirTemp("", "postline-bench-adaptive-"); err != nil {
-				return err
-			}
-		} else if err := os.MkdirAll(rp.LogDir, 0o755); err != nil {
+		if rp.LogDir, err = benchenv.LogDir(rp.LogDir, "postline-bench-adaptive-"); err != nil {
 			return err
 		}
 	}

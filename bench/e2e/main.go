@@ -76,6 +76,7 @@ import (
 	"github.com/postline/postline/bench/internal/benchjobs"
 	"github.com/postline/postline/bench/internal/benchmetrics"
 	"github.com/postline/postline/bench/internal/benchproc"
+	"github.com/postline/postline/bench/internal/benchstats"
 	"github.com/postline/postline/bench/internal/benchworkers"
 	"github.com/postline/postline/job"
 )
@@ -236,11 +237,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.logDir == "" {
-		if o.logDir, err = os.MkdirTemp("", "postline-bench-"); err != nil {
-			return err
-		}
-	} else if err := os.MkdirAll(o.logDir, 0o755); err != nil {
+	if o.logDir, err = benchenv.LogDir(o.logDir, "postline-bench-"); err != nil {
 		return err
 	}
 	host, port, err := splitHostPort(o.smtpAddr)
@@ -364,17 +361,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func writeBenchFile(path, cpu string, all []result, mem []memResult) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	var b strings.Builder
-	benchHeader(&b, cpu)
+	var lines strings.Builder
 	for _, r := range all {
-		b.WriteString(benchLine(r))
-		b.WriteByte('\n')
+		lines.WriteString(benchLine(r) + "\n")
 	}
-	memBenchLines(&b, mem)
-	return os.WriteFile(path, []byte(b.String()), 0o644)
+	memBenchLines(&lines, mem)
+	return benchstats.WriteFile(path, benchPkg, cpu, lines.String())
 }
 
 // report writes the Markdown report: what ran where, the table, and how to

@@ -40,18 +40,14 @@ import (
 	"github.com/wneessen/go-mail"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/postline/postline/bench/internal/benchcli"
 	"github.com/postline/postline/internal/config"
+	"github.com/postline/postline/internal/ops"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/sender"
 	"github.com/postline/postline/job"
 )
 
-func main() {
-	benchcli.Main("naive", func(ctx context.Context, args []string, stdout, _ io.Writer) error {
-		return run(ctx, args, os.Getenv, stdout)
-	})
-}
+func main() { ops.Main("naive", run) }
 
 // settings share their names with cmd/worker's where they overlap.
 type settings struct {

@@ -57,6 +57,7 @@ import (
 	"github.com/postline/postline/bench/internal/benchenv"
 	"github.com/postline/postline/bench/internal/benchjobs"
 	"github.com/postline/postline/bench/internal/benchproc"
+	"github.com/postline/postline/bench/internal/benchstats"
 	"github.com/postline/postline/bench/internal/benchworkers"
 	"github.com/postline/postline/bench/relay"
 )
@@ -141,11 +142,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.logDir == "" {
-		if o.logDir, err = os.MkdirTemp("", "postline-bench-scale-"); err != nil {
-			return err
-		}
-	} else if err := os.MkdirAll(o.logDir, 0o755); err != nil {
+	if o.logDir, err = benchenv.LogDir(o.logDir, "postline-bench-scale-"); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "bench: worker logs in %s\n", o.logDir)
@@ -173,15 +170,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	cpu := benchenv.CPUModel()
 	if o.out != "" {
-		var b strings.Builder
-		benchHeader(&b, cpu)
+		var lines strings.Builder
 		for _, r := range all {
-			b.WriteString(benchLine(r) + "\n")
+			lines.WriteString(benchLine(r) + "\n")
 		}
-		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(o.out, []byte(b.String()), 0o644); err != nil {
+		if err := benchstats.WriteFile(o.out, benchPkg, cpu, lines.String()); err != nil {
 			return err
 		}
 	}

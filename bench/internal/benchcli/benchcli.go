@@ -1,41 +1,26 @@
-// Package benchcli owns the entry point every benchmark command shares: a
-// context that SIGINT and SIGTERM cancel, and how the command's error
-// becomes its exit status. What a command does stays in its own run.
+// Package benchcli gives the benchmark commands the services' entry point,
+// ops.Main: a context that SIGINT and SIGTERM cancel, exit status 1 with
+// the error after the command's name, 0 after -h. It owns only the
+// harnesses' shape of run, which writes its report to stdout and its
+// progress to stderr.
 package benchcli
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/postline/postline/internal/ops"
 )
 
 // Run is a command's body: its arguments without the program name, and
-// where it writes.
+// where it writes its report (stdout) and its progress (stderr).
 type Run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
-// Main runs run with the process's arguments and standard streams, under a
-// context that SIGINT and SIGTERM cancel, and exits with ExitCode's status.
+// Main runs run as ops.Main runs a service, with the process's standard
+// error as stderr.
 func Main(name string, run Run) {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if code := ExitCode(name, err, os.Stderr); code != 0 {
-		os.Exit(code)
-	}
-}
-
-// ExitCode is the exit status for run's error: 0 for none and for
-// flag.ErrHelp (the flag set has printed the usage already), otherwise 1
-// after writing "name: err" to stderr.
-func ExitCode(name string, err error, stderr io.Writer) int {
-	if err == nil || errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	fmt.Fprintf(stderr, "%s: %v\n", name, err)
-	return 1
+	ops.Main(name, func(ctx context.Context, args []string, _ func(string) string, stdout io.Writer) error {
+		return run(ctx, args, stdout, os.Stderr)
+	})
 }

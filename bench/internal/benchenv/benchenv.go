@@ -1,7 +1,7 @@
 // Package benchenv owns what every benchmark harness needs around the code
 // it measures: the fixture of a run (topics, schema, worker settings), a
 // PostgreSQL schema of its own, a free loopback address, a
-// random name suffix, and the machine's CPU model.
+// random name suffix, a directory for logs, and the machine's CPU model.
 package benchenv
 
 import (
@@ -81,4 +81,14 @@ func CPUModel() string {
 		}
 	}
 	return ""
+}
+
+// LogDir returns dir, made if it does not exist, or a new temporary
+// directory named after prefix when dir is empty: where a harness puts the
+// logs of the processes it runs.
+func LogDir(dir, prefix string) (string, error) {
+	if dir == "" {
+		return os.MkdirTemp("", prefix)
+	}
+	return dir, os.MkdirAll(dir, 0o755)
 }

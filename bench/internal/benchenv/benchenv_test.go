@@ -3,10 +3,13 @@ package benchenv
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/postline/postline/internal/testenv"
 )
 
@@ -59,5 +62,31 @@ func TestCreateAndDropSchema(t *testing.T) {
 	}
 	if err := DropSchema(ctx, base, schema); err == nil {
 		t.Error("dropping the schema a second time succeeded: the first drop did not drop it")
+	}
+}
+
+func TestLogDir(t *testing.T) {
+	given := filepath.Join(t.TempDir(), "logs", "run1")
+	for _, tc := range []struct {
+		name, dir string
+		want      func(got string) bool
+	}{
+		{name: "the given directory, made", dir: given, want: func(got string) bool { return got == given }},
+		{name: "a new temporary directory", dir: "", want: func(got string) bool {
+			return strings.HasPrefix(filepath.Base(got), "postline-bench-test-")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := LogDir(tc.dir, "postline-bench-test-")
+			if err != nil || !tc.want(got) {
+				t.Fatalf("LogDir(%q) = %q, %v", tc.dir, got, err)
+			}
+			if tc.dir == "" {
+				defer os.RemoveAll(got)
+			}
+			if fi, err := os.Stat(got); err != nil || !fi.IsDir() {
+				t.Fatalf("LogDir(%q) = %q, which is not a directory: %v", tc.dir, got, err)
+			}
+		})
 	}
 }

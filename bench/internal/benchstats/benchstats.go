@@ -1,5 +1,6 @@
 // Package benchstats owns the statistics the benchmark harnesses report
-// over repeated runs, so that every table reduces its runs the same way.
+// over repeated runs, so that every table reduces its runs the same way,
+// and the benchstat files they write them to.
 package benchstats
 
 import (
