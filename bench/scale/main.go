@@ -102,9 +102,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", "bin/bench-scale.txt", "file for benchstat-compatible result lines (empty: none)")
 	fs.StringVar(&o.markdown, "md", "", "also write the Markdown report to this file")
 	fs.StringVar(&o.logDir, "log-dir", "", "directory for the workers' logs (default: a new temp dir)")
-	brokers := fs.String("brokers", cmp.Or(os.Getenv("POSTLINE_KAFKA_BROKERS"), "127.0.0.1:9092"), "Kafka brokers, comma-separated")
-	fs.StringVar(&o.databaseURL, "database-url", cmp.Or(os.Getenv("POSTLINE_DATABASE_URL"),
-		"postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable"), "PostgreSQL URL (a schema per run is created in it)")
+	stack := benchenv.AddStackFlags(fs, "PostgreSQL URL (a schema per run is created in it)")
 	fs.BoolVar(&o.keep, "keep", false, "keep topics and schemas after the run")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -133,7 +131,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.workers, err = parseWorkers(*workers, o.partitions); err != nil {
 		return o, err
 	}
-	o.brokers = strings.Split(*brokers, ",")
+	o.brokers, o.databaseURL = stack.Brokers(), stack.DatabaseURL()
 	return o, nil
 }
 

@@ -148,9 +148,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.sink, "sink", cmp.Or(os.Getenv("POSTLINE_TEST_SMTP_SINK"), "127.0.0.1:2525"), "smtp-sink address")
 	fs.StringVar(&o.out, "out", "bin/soak", "directory for soak.csv, soak.svg and soak.md (with -runs, runN/ of each and runs.md)")
 	fs.StringVar(&o.logDir, "log-dir", "", "directory for the workers' logs (default: -out)")
-	brokers := fs.String("brokers", cmp.Or(os.Getenv("POSTLINE_KAFKA_BROKERS"), "127.0.0.1:9092"), "Kafka brokers, comma-separated")
-	fs.StringVar(&o.databaseURL, "database-url", cmp.Or(os.Getenv("POSTLINE_DATABASE_URL"),
-		"postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable"), "PostgreSQL URL (the soak's schema is created in it)")
+	stack := benchenv.AddStackFlags(fs, "PostgreSQL URL (the soak's schema is created in it)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the topics and the schema after the run")
 	fs.StringVar(&o.plotFrom, "plot-from", "", "only draw the plot of this soak.csv into -out/soak.svg, running nothing")
 	if err := fs.Parse(args); err != nil {
@@ -193,7 +191,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-sink %q: %w", o.sink, err)
 	}
 	o.ageShift = cmp.Or(o.ageShift, defaultShift(o.aging, o.retention, o.ageLag))
-	o.brokers = strings.Split(*brokers, ",")
+	o.brokers, o.databaseURL = stack.Brokers(), stack.DatabaseURL()
 	o.logDir = cmp.Or(o.logDir, o.out)
 	return o, nil
 }

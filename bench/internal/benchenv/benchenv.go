@@ -5,10 +5,12 @@
 package benchenv
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/url"
@@ -92,3 +94,32 @@ func LogDir(dir, prefix string) (string, error) {
 	}
 	return dir, os.MkdirAll(dir, 0o755)
 }
+
+// The local stack's addresses (scripts/stack.sh), the defaults of the
+// harnesses' -brokers and -database-url.
+const (
+	DefaultBrokers     = "127.0.0.1:9092"
+	DefaultDatabaseURL = "postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable"
+)
+
+// StackFlags are a harness's -brokers and -database-url flags.
+type StackFlags struct {
+	brokers     string
+	databaseURL string
+}
+
+// AddStackFlags defines -brokers and -database-url on fs, with defaults
+// from $POSTLINE_KAFKA_BROKERS and $POSTLINE_DATABASE_URL, else the local
+// stack's. databaseUsage says what the harness creates in the database.
+func AddStackFlags(fs *flag.FlagSet, databaseUsage string) *StackFlags {
+	s := &StackFlags{}
+	fs.StringVar(&s.brokers, "brokers", cmp.Or(os.Getenv("POSTLINE_KAFKA_BROKERS"), DefaultBrokers), "Kafka brokers, comma-separated")
+	fs.StringVar(&s.databaseURL, "database-url", cmp.Or(os.Getenv("POSTLINE_DATABASE_URL"), DefaultDatabaseURL), databaseUsage)
+	return s
+}
+
+// Brokers are the -brokers, split at the commas.
+func (s *StackFlags) Brokers() []string { return strings.Split(s.brokers, ",") }
+
+// DatabaseURL is the -database-url.
+func (s *StackFlags) DatabaseURL() string { return s.databaseURL }

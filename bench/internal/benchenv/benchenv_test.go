@@ -2,9 +2,11 @@ package benchenv
 
 import (
 	"context"
+	"flag"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,6 +88,35 @@ func TestLogDir(t *testing.T) {
 			}
 			if fi, err := os.Stat(got); err != nil || !fi.IsDir() {
 				t.Fatalf("LogDir(%q) = %q, which is not a directory: %v", tc.dir, got, err)
+			}
+		})
+	}
+}
+
+func TestStackFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		env             map[string]string
+		args            []string
+		wantBrokers     []string
+		wantDatabaseURL string
+	}{
+		{name: "the local stack", wantBrokers: []string{DefaultBrokers}, wantDatabaseURL: DefaultDatabaseURL},
+		{name: "the environment", env: map[string]string{"POSTLINE_KAFKA_BROKERS": "a:1,b:2", "POSTLINE_DATABASE_URL": "postgres://x/y"},
+			wantBrokers: []string{"a:1", "b:2"}, wantDatabaseURL: "postgres://x/y"},
+		{name: "the flags over the environment", env: map[string]string{"POSTLINE_KAFKA_BROKERS": "a:1"},
+			args: []string{"-brokers", "c:3,d:4", "-database-url", "postgres://z/w"}, wantBrokers: []string{"c:3", "d:4"}, wantDatabaseURL: "postgres://z/w"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("POSTLINE_KAFKA_BROKERS", tc.env["POSTLINE_KAFKA_BROKERS"])
+			t.Setenv("POSTLINE_DATABASE_URL", tc.env["POSTLINE_DATABASE_URL"])
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			s := AddStackFlags(fs, "PostgreSQL URL")
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(s.Brokers(), tc.wantBrokers) || s.DatabaseURL() != tc.wantDatabaseURL {
+				t.Fatalf("brokers %q, database URL %q; want %q, %q", s.Brokers(), s.DatabaseURL(), tc.wantBrokers, tc.wantDatabaseURL)
 			}
 		})
 	}
