@@ -359,13 +359,10 @@ type target struct {
 }
 
 func (t target) verdict() string {
-	switch {
-	case !t.Known:
+	if !t.Known {
 		return "not measured"
-	case t.Pass:
-		return "PASS"
 	}
-	return "FAIL"
+	return benchstats.Verdict(t.Pass)
 }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) && x > 0 }

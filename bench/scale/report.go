@@ -123,13 +123,10 @@ func (v verdict) targetCell() string {
 }
 
 func (v verdict) passCell() string {
-	switch {
-	case !v.HasTarget:
+	if !v.HasTarget {
 		return "-"
-	case v.Pass:
-		return "PASS"
 	}
-	return "FAIL"
+	return benchstats.Verdict(v.Pass)
 }
 
 func ratioCell(x float64) string {

@@ -44,6 +44,7 @@ import (
 
 	"github.com/postline/postline/bench/internal/benchcli"
 	"github.com/postline/postline/bench/internal/benchenv"
+	"github.com/postline/postline/bench/internal/benchstats"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/schema"
 )
@@ -320,10 +321,7 @@ func report(w io.Writer, o options, results []result) error {
 		worst = max(worst, ratio)
 		fmt.Fprintf(w, "| %s | %s | %.2fx | %s |\n", count(r.size), ms(median(r.passes)), ratio, ms(median(r.old)))
 	}
-	verdict := "PASS"
-	if worst > o.target {
-		verdict = "FAIL"
-	}
+	verdict := benchstats.Verdict(worst <= o.target)
 	fmt.Fprintf(w, "\nFlat within %.1fx from %s to %s silent recipients: %.2fx, %s\n", o.target, count(results[0].size),
 		count(results[len(results)-1].size), worst, verdict)
 	if verdict == "FAIL" {

@@ -22,3 +22,12 @@ func Median(xs []float64) float64 {
 	}
 	return (s[mid-1] + s[mid]) / 2
 }
+
+// Verdict is the cell of a target that a figure met (PASS) or missed
+// (FAIL), the words every harness's targets are judged in.
+func Verdict(met bool) string {
+	if met {
+		return "PASS"
+	}
+	return "FAIL"
+}
