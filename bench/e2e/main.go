@@ -810,18 +810,10 @@ func kernel() string {
 	return strings.TrimSpace(string(b))
 }
 
+// memTotal is the machine's memory for the report's machine line.
 func memTotal() string {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return "unknown memory"
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
-			f := strings.Fields(v)
-			if kib, err := strconv.ParseFloat(f[0], 64); err == nil {
-				return fmt.Sprintf("%.1f GiB RAM", kib/(1<<20))
-			}
-		}
+	if b, ok := benchenv.MemTotal(); ok {
+		return fmt.Sprintf("%.1f GiB RAM", float64(b)/(1<<30))
 	}
 	return "unknown memory"
 }

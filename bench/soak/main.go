@@ -693,18 +693,8 @@ func newFixture(ctx context.Context, o options, stderr io.Writer) (*fixture, err
 
 // memTotal is the machine's memory from /proc/meminfo, in GiB.
 func memTotal() string {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return "unknown memory"
-	}
-	for line := range strings.Lines(string(b)) {
-		if k, v, ok := strings.Cut(line, ":"); ok && k == "MemTotal" {
-			if f := strings.Fields(v); len(f) == 2 {
-				if kb, err := strconv.ParseFloat(f[0], 64); err == nil {
-					return fmt.Sprintf("%.0f GiB", kb/(1<<20))
-				}
-			}
-		}
+	if b, ok := benchenv.MemTotal(); ok {
+		return fmt.Sprintf("%.0f GiB", float64(b)/(1<<30))
 	}
 	return "unknown memory"
 }

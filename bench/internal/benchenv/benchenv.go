@@ -1,7 +1,8 @@
 // Package benchenv owns what every benchmark harness needs around the code
-// it measures: the fixture of a run (topics, schema, worker settings), a
-// PostgreSQL schema of its own, a free loopback address, a
-// random name suffix, a directory for logs, and the machine's CPU model.
+// it measures: the fixture of a run (topics, schema, worker settings), the
+// -brokers and -database-url flags of the local stack, a PostgreSQL schema
+// of its own, a free loopback address, a random name suffix, a directory
+// for logs, and the machine's CPU model and memory.
 package benchenv
 
 import (
@@ -15,6 +16,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -123,3 +125,27 @@ func (s *StackFlags) Brokers() []string { return strings.Split(s.brokers, ",") }
 
 // DatabaseURL is the -database-url.
 func (s *StackFlags) DatabaseURL() string { return s.databaseURL }
+
+// MemTotal is the machine's memory in bytes, from /proc/meminfo; false
+// when it cannot be read.
+func MemTotal() (int64, bool) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, false
+	}
+	return parseMemTotal(string(b))
+}
+
+// parseMemTotal reads the MemTotal line of a /proc/meminfo, in kB (KiB).
+func parseMemTotal(meminfo string) (int64, bool) {
+	for line := range strings.Lines(meminfo) {
+		if k, v, ok := strings.Cut(line, ":"); ok && k == "MemTotal" {
+			if f := strings.Fields(v); len(f) == 2 && f[1] == "kB" {
+				if kib, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					return kib << 10, true
+				}
+			}
+		}
+	}
+	return 0, false
+}

@@ -121,3 +121,24 @@ func TestStackFlags(t *testing.T) {
 		})
 	}
 }
+
+func TestParseMemTotal(t *testing.T) {
+	for _, tc := range []struct {
+		name, meminfo string
+		want          int64
+		wantOK        bool
+	}{
+		{name: "a machine", meminfo: "MemTotal:        8029656 kB\nMemFree:          123456 kB\n", want: 8029656 << 10, wantOK: true},
+		{name: "not first", meminfo: "MemFree: 1 kB\nMemTotal: 2048 kB\n", want: 2 << 20, wantOK: true},
+		{name: "none", meminfo: "MemFree: 1 kB\n"},
+		{name: "another unit", meminfo: "MemTotal: 2 MB\n"},
+		{name: "not a number", meminfo: "MemTotal: x kB\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := parseMemTotal(tc.meminfo)
+			if got != tc.want || ok != tc.wantOK {
+				t.Fatalf("parseMemTotal = %d, %v; want %d, %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
