@@ -139,7 +139,7 @@ func (p *Proc) Stop(grace time.Duration) error {
 		p.Kill()
 		return fmt.Errorf("stop %s: %w", p.name, err)
 	}
-	if err := syscall.Kill(target, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+	if err := p.terminate(target); err != nil {
 		return fmt.Errorf("stop %s: SIGTERM pid %d: %w", p.name, target, err)
 	}
 	if p.Wait(grace) {
@@ -147,6 +147,22 @@ func (p *Proc) Stop(grace time.Duration) error {
 	}
 	p.Kill()
 	return fmt.Errorf("stop %s (pid %d): still running %s after SIGTERM; killed (log %s)", p.name, target, grace, p.logPath)
+}
+
+// terminate sends SIGTERM to target; one that has already ended is no
+// error.
+func (p *Proc) terminate(target int) error {
+	if !p.wrapper {
+		// Through the process handle: its pid cannot have been reused.
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); !errors.Is(err, os.ErrProcessDone) {
+			return err
+		}
+		return nil
+	}
+	if err := syscall.Kill(target, syscall.SIGTERM); !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	return nil
 }
 
 // Kill kills the process (a Wrapper's child first, giving the wrapper a
