@@ -17,34 +17,22 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/postline/postline/bench/internal/benchcli"
+	"github.com/postline/postline/bench/internal/benchenv"
 	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/retry"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "adaptive:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchcli.Main("adaptive", run) }
 
 // DefaultParams are the main scenario's parameters, chosen once as a
 // plausible shared relay and kept (see defaultsWhy), not tuned per policy.
@@ -188,11 +176,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := rp.validate(); err != nil {
 			return err
 		}
-		if rp.LogDir == "" {
-			if rp.LogDir, err = os.MkdirTemp("", "postline-bench-adaptive-"); err != nil {
-				return err
-			}
-		} else if err := os.MkdirAll(rp.LogDir, 0o755); err != nil {
+		if rp.LogDir, err = benchenv.LogDir(rp.LogDir, "postline-bench-adaptive-"); err != nil {
 			return err
 		}
 	}

@@ -16,15 +16,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/postline/postline/bench/internal/benchenv"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/bench/internal/benchenv"
 	"github.com/postline/postline/bench/internal/benchkafka"
+	"github.com/postline/postline/bench/internal/benchproc"
+	"github.com/postline/postline/bench/internal/benchworkers"
 	"github.com/postline/postline/bench/relay"
-	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/retry"
 	"github.com/postline/postline/internal/topic"
 	"github.com/postline/postline/job"
@@ -235,18 +235,18 @@ func (p RealParams) workerEnv(sc scenario, e runEnv, strategy, httpAddr string) 
 // workerFleet is a run's worker processes, late ones added while it runs.
 type workerFleet struct {
 	mu    sync.Mutex
-	procs []*proc
+	procs []*benchproc.Proc
 	addrs []string // each one's HTTP address
 }
 
-func (f *workerFleet) add(pr *proc, addr string) {
+func (f *workerFleet) add(pr *benchproc.Proc, addr string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.procs = append(f.procs, pr)
 	f.addrs = append(f.addrs, addr)
 }
 
-func (f *workerFleet) list() ([]*proc, []string) {
+func (f *workerFleet) list() ([]*benchproc.Proc, []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.procs), slices.Clone(f.addrs)
@@ -315,7 +315,7 @@ func runOne(ctx context.Context, p RealParams, sc scenario, strategy string, log
 		return res, err
 	}
 
-	sched, err := startProc("retry-scheduler", p.SchedulerBin, e.schedLog, []string{
+	sched, err := benchproc.Start(benchproc.Spec{Name: "retry-scheduler", Bin: p.SchedulerBin, LogPath: e.schedLog, Isolate: true, Env: []string{
 		"POSTLINE_KAFKA_BROKERS=" + strings.Join(p.Brokers, ","),
 		"POSTLINE_JOBS_TOPIC=" + e.jobs,
 		"POSTLINE_DLQ_TOPIC=" + e.dlq,
@@ -323,15 +323,15 @@ func runOne(ctx context.Context, p RealParams, sc scenario, strategy string, log
 		"POSTLINE_RETRY_TIERS=" + p.Tiers,
 		"POSTLINE_SCHEDULER_GROUP=" + e.schedulerGroup,
 		"POSTLINE_SCHEDULER_HTTP_ADDR=" + e.schedHTTP,
-	})
+	}})
 	if err != nil {
 		return res, err
 	}
-	defer func() { _ = sched.stop(15 * time.Second) }()
+	defer func() { _ = sched.Stop(15 * time.Second) }()
 
 	fleet := &workerFleet{}
 	total := sc.Workers + len(sc.Late)
-	startWorker := func(i int) (*proc, string, error) {
+	startWorker := func(i int) (*benchproc.Proc, string, error) {
 		addr, err := benchenv.FreeAddr()
 		if err != nil {
 			return nil, "", err
@@ -340,7 +340,7 @@ func runOne(ctx context.Context, p RealParams, sc scenario, strategy string, log
 		if total > 1 {
 			name, logName = fmt.Sprintf("worker %d", i+1), fmt.Sprintf("%s-%s-worker%d.log", sc.Name, strategy, i+1)
 		}
-		pr, err := startProc(name, p.WorkerBin, filepath.Join(p.LogDir, logName), p.workerEnv(sc, e, strategy, addr))
+		pr, err := benchproc.Start(benchproc.Spec{Name: name, Bin: p.WorkerBin, LogPath: filepath.Join(p.LogDir, logName), Env: p.workerEnv(sc, e, strategy, addr), Isolate: true})
 		if err != nil {
 			return nil, "", err
 		}
@@ -350,12 +350,12 @@ func runOne(ctx context.Context, p RealParams, sc scenario, strategy string, log
 	defer func() {
 		procs, _ := fleet.list()
 		for _, pr := range procs {
-			_ = pr.stop(35 * time.Second)
+			_ = pr.Stop(35 * time.Second)
 		}
 	}()
 	readyCtx, cancelReady := context.WithTimeout(ctx, 90*time.Second)
 	defer cancelReady()
-	if err := sched.waitReady(readyCtx, "http://"+e.schedHTTP+"/readyz"); err != nil {
+	if err := waitReady(readyCtx, sched, "http://"+e.schedHTTP+"/readyz"); err != nil {
 		return res, err
 	}
 	for i := range sc.Workers {
@@ -363,12 +363,14 @@ func runOne(ctx context.Context, p RealParams, sc scenario, strategy string, log
 		if err != nil {
 			return res, err
 		}
-		if err := pr.waitReady(readyCtx, "http://"+addr+"/readyz"); err != nil {
+		if err := waitReady(readyCtx, pr, "http://"+addr+"/readyz"); err != nil {
 			return res, err
 		}
 	}
 	client := &kafka.Client{Addr: kafka.TCP(p.Brokers...), Timeout: 5 * time.Second}
-	if err := waitAssigned(readyCtx, client, e.workerGroup, e.jobs, p.Partitions, sc.Workers); err != nil {
+	workers, _ := fleet.list()
+	if err := benchworkers.WaitReady(readyCtx, workers, benchworkers.Ready{What: "worker group",
+		Group: &benchworkers.Group{Brokers: p.Brokers, ID: e.workerGroup, Topic: e.jobs, Partitions: p.Partitions, Members: sc.Workers}}); err != nil {
 		return res, err
 	}
 	pool, err := pgxpool.New(ctx, e.databaseURL)
@@ -438,14 +440,14 @@ func runOne(ctx context.Context, p RealParams, sc scenario, strategy string, log
 		res.MetricsErr = errors.Join(res.MetricsErr, err)
 	}
 	for _, pr := range procs {
-		if err := pr.stop(35 * time.Second); err != nil {
+		if err := pr.Stop(35 * time.Second); err != nil {
 			logf("%v", err)
 		}
-		opened, err := loggedOpenings(pr.logPath)
+		opened, err := loggedOpenings(pr.LogPath())
 		res.LoggedOpenings += opened
 		res.MetricsErr = errors.Join(res.MetricsErr, err)
 	}
-	if err := sched.stop(15 * time.Second); err != nil {
+	if err := sched.Stop(15 * time.Second); err != nil {
 		logf("%v", err)
 	}
 	for _, rl := range relays {
@@ -698,7 +700,7 @@ func rcptAddr(k int) string { return fmt.Sprintf("rcpt%d@relay.postline.test", k
 // and returns when the last of them got there; past deadline it returns
 // context.DeadlineExceeded, and an error when a process exits or a late
 // worker could not start.
-func waitTerminal(ctx context.Context, pool *pgxpool.Pool, fleet *workerFleet, sched *proc, lateErr <-chan error, n int, deadline time.Time, logf func(string, ...any)) (time.Time, error) {
+func waitTerminal(ctx context.Context, pool *pgxpool.Pool, fleet *workerFleet, sched *benchproc.Proc, lateErr <-chan error, n int, deadline time.Time, logf func(string, ...any)) (time.Time, error) {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -717,8 +719,8 @@ func waitTerminal(ctx context.Context, pool *pgxpool.Pool, fleet *workerFleet, s
 		}
 		procs, _ := fleet.list()
 		for _, p := range append(procs, sched) {
-			if p.exited() {
-				return time.Time{}, fmt.Errorf("%s exited with %d of %d jobs terminal:\n%s", p.name, terminal, n, p.logTail(20))
+			if p.Exited() {
+				return time.Time{}, fmt.Errorf("%s exited with %d of %d jobs terminal:\n%s", p.Name(), terminal, n, p.LogTail(20))
 			}
 		}
 		if time.Since(lastReport) >= 15*time.Second {
@@ -817,43 +819,6 @@ func delayDepth(ctx context.Context, client *kafka.Client, group string, topics 
 	return depth, nil
 }
 
-// waitAssigned polls until group is stable with members members and every
-// partition of jobsTopic assigned, so the burst is consumed from its first
-// record on by the whole starting fleet.
-func waitAssigned(ctx context.Context, client *kafka.Client, group, jobsTopic string, partitions, members int) error {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		last := consumer.CheckAssigned(ctx, client, group, jobsTopic, partitions)
-		if last == nil {
-			var got int
-			if got, last = groupMembers(ctx, client, group); last == nil && got != members {
-				last = fmt.Errorf("group %s has %d of %d members", group, got, members)
-			}
-		}
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("worker group not ready: %w (last: %v)", ctx.Err(), last)
-		case <-tick.C:
-		}
-	}
-}
-
-// groupMembers counts a consumer group's members.
-func groupMembers(ctx context.Context, client *kafka.Client, group string) (int, error) {
-	resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
-	if err != nil {
-		return 0, fmt.Errorf("describe group: %w", err)
-	}
-	if len(resp.Groups) != 1 {
-		return 0, fmt.Errorf("describe group: %d groups in answer", len(resp.Groups))
-	}
-	return len(resp.Groups[0].Members), resp.Groups[0].Error
-}
-
 // realStrategies parses a comma-separated list of strategies.
 func realStrategies(s string) ([]string, error) {
 	var out []string
@@ -933,4 +898,10 @@ func (p RealParams) validate() error {
 		return fmt.Errorf("-tiers: %w", err)
 	}
 	return nil
+}
+
+// waitReady polls url (a /readyz) until it answers 200, p exits or ctx
+// ends.
+func waitReady(ctx context.Context, p *benchproc.Proc, url string) error {
+	return benchworkers.WaitReady(ctx, []*benchproc.Proc{p}, benchworkers.Ready{What: p.Name(), URLs: []string{url}})
 }

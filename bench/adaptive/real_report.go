@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/postline/postline/bench/internal/benchstats"
 )
 
 // realReport writes the real scenarios' parameters, main's and Postfix's
@@ -138,10 +140,7 @@ func realTargets(results []RealResult, bound time.Duration) []realTarget {
 		if !have {
 			return realTarget{name, "-", "n/a"}
 		}
-		res := "FAIL"
-		if ok() {
-			res = "PASS"
-		}
+		res := benchstats.Verdict(ok())
 		for _, r := range runs {
 			if r.TimedOut {
 				res = "TIMEOUT"

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/postline/postline/bench/internal/benchstats"
 	"github.com/postline/postline/bench/relay"
 )
 
@@ -425,13 +426,10 @@ func verdict(r RealResult, ok bool) string { return judgeRun(r, ok, false) }
 func verdictGrowing(r RealResult, ok bool) string { return judgeRun(r, ok, true) }
 
 func judgeRun(r RealResult, ok, growing bool) string {
-	switch {
-	case r.TimedOut && (ok || !growing):
+	if r.TimedOut && (ok || !growing) {
 		return "TIMEOUT"
-	case ok:
-		return "PASS"
 	}
-	return "FAIL"
+	return benchstats.Verdict(ok)
 }
 
 // scenarioTargets judges the adaptive strategy's run r of sc against the

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/postline/postline/bench/internal/benchstats"
 )
 
 // The simulator's harder scenarios, by the names the real runs use too.
@@ -273,13 +275,10 @@ type Target struct {
 
 // Verdict is PASS, FAIL or UNREACHABLE.
 func (t Target) Verdict() string {
-	switch {
-	case !t.Reachable:
+	if !t.Reachable {
 		return "UNREACHABLE"
-	case t.OK:
-		return "PASS"
 	}
-	return "FAIL"
+	return benchstats.Verdict(t.OK)
 }
 
 // Targets are the scenario's targets for one run (the adaptive strategy's).

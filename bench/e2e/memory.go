@@ -40,10 +40,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/postline/postline/bench/internal/benchenv"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postline/postline/bench/internal/benchenv"
+	"github.com/postline/postline/bench/internal/benchjobs"
 	"github.com/postline/postline/internal/consumer"
 	"github.com/postline/postline/internal/delivery"
 	"github.com/postline/postline/job"
@@ -203,7 +203,7 @@ func memJobs(n, recordBytes int) ([]job.Job, int, error) {
 			From:    "Postline Bench <bench@postline.test>",
 			To:      []string{fmt.Sprintf("rcpt%d@sink.postline.test", i)},
 			Subject: fmt.Sprintf("memory bench mail %d", i),
-			Text:    syntheticBody(1024),
+			Text:    benchjobs.Body(1024, bodyLine),
 		}
 		for a := range memAttachments {
 			var c []byte
@@ -429,7 +429,7 @@ func runMemory(ctx context.Context, o options, spec memSpec, jobs []job.Job, rec
 	if err != nil {
 		return res, err
 	}
-	defer f.close()
+	defer f.Close()
 	host, port, err := splitHostPort(o.smtpAddr)
 	if err != nil {
 		return res, err
@@ -438,7 +438,7 @@ func runMemory(ctx context.Context, o options, spec memSpec, jobs []job.Job, rec
 	if err != nil {
 		return res, err
 	}
-	env := slices.Concat(f.env, []string{
+	env := slices.Concat(f.Env, []string{
 		"POSTLINE_HTTP_ADDR=" + addr,
 		"POSTLINE_SMTP_HOST=" + host, "POSTLINE_SMTP_PORT=" + port,
 		"GOMEMLIMIT=" + spec.goMemLimit,
@@ -450,13 +450,13 @@ func runMemory(ctx context.Context, o options, spec memSpec, jobs []job.Job, rec
 	if err != nil {
 		return res, err
 	}
-	defer func() { _ = p.stop(5 * time.Second) }() // error paths only
-	pid, err := childOf(p.cmd.Process.Pid, 5*time.Second)
+	defer func() { _ = p.Stop(5 * time.Second) }() // error paths only
+	pid, err := p.Target()
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", name, err)
 	}
-	fmt.Fprintf(stderr, "bench: %s: started pid %d (log %s); waiting for readiness\n", name, pid, p.logPath)
-	if err := waitReady(ctx, p, "http://"+addr+"/readyz", o.brokers, f.group, f.jobsTopic, o.partitions); err != nil {
+	fmt.Fprintf(stderr, "bench: %s: started pid %d (log %s); waiting for readiness\n", name, pid, p.LogPath())
+	if err := waitReady(ctx, p, "http://"+addr+"/readyz", o.brokers, f.Group, f.JobsTopic, o.partitions); err != nil {
 		return res, err
 	}
 	if !cg.holds(pid) {
@@ -466,18 +466,18 @@ func runMemory(ctx context.Context, o options, spec memSpec, jobs []job.Job, rec
 
 	fmt.Fprintf(stderr, "bench: %s: ready; publishing %d jobs of %d bytes (%.0f MB)\n",
 		name, len(jobs), recordBytes, float64(len(jobs)*recordBytes)/1e6)
-	took, perr := publishJobs(ctx, o.brokers, f.jobsTopic, jobs, memPublishChunk)
+	took, perr := benchjobs.Publish(ctx, o.brokers, f.JobsTopic, jobs, memPublishChunk)
 	if perr != nil {
 		rss.close()
-		return res, fmt.Errorf("%s: publish: %w", name, perr)
+		return res, fmt.Errorf("%s: %w", name, perr)
 	}
 	fmt.Fprintf(stderr, "bench: %s: published in %s (%.0f jobs/s, %.0f MB/s); waiting for delivery\n", name,
 		took.Round(time.Millisecond), float64(len(jobs))/took.Seconds(), float64(len(jobs)*recordBytes)/1e6/took.Seconds())
-	res.err = waitMemory(ctx, f.pool, p, cg, rss, name, len(jobs), o.timeout, stderr)
+	res.err = waitMemory(ctx, f.Pool, p, cg, rss, name, len(jobs), o.timeout, stderr)
 
-	if !p.exited() {
-		if err := p.stop(60 * time.Second); err != nil {
-			res.err = cmpErr(res.err, err)
+	if !p.Exited() {
+		if err := p.Stop(60 * time.Second); err != nil {
+			res.err = cmp.Or(res.err, err)
 		}
 	}
 	rss.close()
@@ -500,9 +500,9 @@ func runMemory(ctx context.Context, o options, spec memSpec, jobs []job.Job, rec
 	}
 	if res.exitCode != 0 || res.oomKills > 0 {
 		fmt.Fprintf(stderr, "bench: %s: exit status %d (%s), %d OOM kill(s); see %s\n",
-			name, res.exitCode, res.exitNote, res.oomKills, p.logPath)
+			name, res.exitCode, res.exitNote, res.oomKills, p.LogPath())
 	}
-	if err := countDelivered(ctx, f.pool, &res); err != nil {
+	if err := countDelivered(ctx, f.Pool, &res); err != nil {
 		return res, err
 	}
 	fmt.Fprintf(stderr, "bench: %s: %d/%d delivered, %.0f mails/s, %.1f MB/s; peak RSS %.1f MiB (VmHWM), cgroup max %.1f MiB, failcnt %d, exit %d\n",

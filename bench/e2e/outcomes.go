@@ -92,7 +92,7 @@ type outcomeLoop struct {
 
 	drained   bool
 	drainedAt time.Time // when the endpoint had every event (drained), or when the wait gave up
-	cleanups  []func()
+	cleanups  benchenv.Cleanups
 }
 
 // startOutcomeLoop creates the run's events topic, serves the endpoint,
@@ -100,20 +100,20 @@ type outcomeLoop struct {
 // consumer group holds every partition of the events topic. The worker
 // starts after it, with workerEnv. close undoes it.
 func startOutcomeLoop(ctx context.Context, o options, f *fixture, run int, stderr io.Writer) (_ *outcomeLoop, err error) {
-	l := &outcomeLoop{o: o, eventsTopic: f.prefix + ".events", pool: f.pool,
+	l := &outcomeLoop{o: o, eventsTopic: f.Prefix + ".events", pool: f.Pool,
 		kafka: &kafka.Client{Addr: kafka.TCP(o.brokers...), Timeout: 5 * time.Second}}
 	defer func() {
 		if err != nil {
 			l.close()
 		}
 	}()
-	dlqTopic := f.prefix + ".webhooks.dlq"
+	dlqTopic := f.Prefix + ".webhooks.dlq"
 	cluster := benchkafka.Cluster(o.brokers...)
 	if err := topic.Ensure(ctx, cluster, topic.EventsSpec(l.eventsTopic)); err != nil {
 		return nil, fmt.Errorf("events topic: %w", err)
 	}
 	if !o.keep {
-		l.cleanups = append(l.cleanups, func() {
+		l.cleanups.Add(func() {
 			c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
 			// The dispatcher creates the dead-letter topic; a missing one is
@@ -141,7 +141,7 @@ func startOutcomeLoop(ctx context.Context, o options, f *fixture, run int, stder
 		defer close(l.served)
 		_ = l.server.Serve(ln) // ErrServerClosed after Shutdown
 	}()
-	l.cleanups = append(l.cleanups, func() {
+	l.cleanups.Add(func() {
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := l.server.Shutdown(c); err != nil {
@@ -163,10 +163,10 @@ func startOutcomeLoop(ctx context.Context, o options, f *fixture, run int, stder
 	if err != nil {
 		return nil, err
 	}
-	group := f.group + "-webhooks"
+	group := f.Group + "-webhooks"
 	env := []string{
 		"POSTLINE_KAFKA_BROKERS=" + strings.Join(o.brokers, ","),
-		"POSTLINE_DATABASE_URL=" + f.dbURL,
+		"POSTLINE_DATABASE_URL=" + f.DatabaseURL,
 		"POSTLINE_EVENTS_TOPIC=" + l.eventsTopic,
 		"POSTLINE_WEBHOOKS_FILE=" + file,
 		outcomesSecretEnv + "=" + secret,
@@ -182,13 +182,13 @@ func startOutcomeLoop(ctx context.Context, o options, f *fixture, run int, stder
 	if l.disp, err = startProc(o.timeBin, o.logDir, name+"-dispatcher", []string{o.dispatcherBin}, env); err != nil {
 		return nil, err
 	}
-	l.cleanups = append(l.cleanups, func() { _ = l.disp.stop(5 * time.Second) }) // a no-op after finish
-	fmt.Fprintf(stderr, "bench: outcomes: webhook-dispatcher started (log %s); waiting for readiness\n", l.disp.logPath)
+	l.cleanups.Add(func() { _ = l.disp.Stop(5 * time.Second) }) // a no-op after finish
+	fmt.Fprintf(stderr, "bench: outcomes: webhook-dispatcher started (log %s); waiting for readiness\n", l.disp.LogPath())
 	if err := waitReady(ctx, l.disp, "http://"+httpAddr+"/readyz", o.brokers, group+"."+outcomesEndpointID,
 		l.eventsTopic, topic.DefaultEventsPartitions); err != nil {
 		return nil, fmt.Errorf("webhook-dispatcher: %w", err)
 	}
-	if l.dispPID, err = childOf(l.disp.cmd.Process.Pid, 2*time.Second); err != nil {
+	if l.dispPID, err = l.disp.Target(); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -336,12 +336,12 @@ func (l *outcomeLoop) drain(ctx context.Context, stderr io.Writer) error {
 			}
 		}
 		switch {
-		case l.disp.exited():
-			return fmt.Errorf("webhook-dispatcher exited before the endpoint had every event:\n%s", l.disp.logTail(20))
+		case l.disp.Exited():
+			return fmt.Errorf("webhook-dispatcher exited before the endpoint had every event:\n%s", l.disp.LogTail(20))
 		case time.Now().After(deadline):
 			st := l.endpoint.stats()
 			fmt.Fprintf(stderr, "bench: outcomes: the endpoint had %d of %d events %s after the last mail; not waiting longer (see %s)\n",
-				st.Distinct, published, webhookDrainLimit, l.disp.logPath)
+				st.Distinct, published, webhookDrainLimit, l.disp.LogPath())
 			l.drainedAt = time.Now()
 			return nil
 		}
@@ -365,7 +365,7 @@ func (l *outcomeLoop) stopSampling() {
 // it after drain and after the worker has stopped.
 func (l *outcomeLoop) finish(ctx context.Context) (webhookStats, error) {
 	l.stopSampling()
-	if err := l.disp.stop(30 * time.Second); err != nil {
+	if err := l.disp.Stop(30 * time.Second); err != nil {
 		return webhookStats{}, err
 	}
 	u, err := l.disp.usage()
@@ -396,10 +396,7 @@ func (l *outcomeLoop) finish(ctx context.Context) (webhookStats, error) {
 // newest first; safe to call more than once.
 func (l *outcomeLoop) close() {
 	l.stopSampling()
-	for i := len(l.cleanups) - 1; i >= 0; i-- {
-		l.cleanups[i]()
-	}
-	l.cleanups = nil
+	l.cleanups.Run()
 }
 
 // lagTracker keeps the webhook lag's samples: the largest, and the one

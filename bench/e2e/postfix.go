@@ -301,12 +301,8 @@ func runPostfix(ctx context.Context, o options, run int, stderr io.Writer) (resu
 		return result{}, err
 	}
 	defer func() {
-		if !src.exited() {
-			_ = src.cmd.Process.Kill()
-			if c, ok := findChild(src.cmd.Process.Pid); ok {
-				_ = syscall.Kill(c, syscall.SIGKILL)
-			}
-			<-src.done
+		if !src.Exited() {
+			src.Kill()
 		}
 	}()
 	deadline := time.Now().Add(o.timeout)
@@ -330,9 +326,9 @@ func runPostfix(ctx context.Context, o options, run int, stderr io.Writer) (resu
 			done = now
 			break
 		}
-		if src.exited() {
+		if src.Exited() {
 			if u, err := src.usage(); err == nil && u.ExitStatus != 0 {
-				return result{}, fmt.Errorf("postfix: smtp-source exited with status %d:\n%s", u.ExitStatus, src.logTail(20))
+				return result{}, fmt.Errorf("postfix: smtp-source exited with status %d:\n%s", u.ExitStatus, src.LogTail(20))
 			}
 		}
 		if now.After(deadline) {
@@ -357,7 +353,7 @@ func runPostfix(ctx context.Context, o options, run int, stderr io.Writer) (resu
 		return result{}, err
 	}
 	// smtp-source has written its last mail before the relay delivered it.
-	if !src.wait(30 * time.Second) {
+	if !src.Wait(30 * time.Second) {
 		return result{}, errors.New("postfix: smtp-source still running after every mail was relayed")
 	}
 	u, err := src.usage()
@@ -365,7 +361,7 @@ func runPostfix(ctx context.Context, o options, run int, stderr io.Writer) (resu
 		return result{}, err
 	}
 	if u.ExitStatus != 0 {
-		return result{}, fmt.Errorf("postfix: smtp-source exited with status %d:\n%s", u.ExitStatus, src.logTail(20))
+		return result{}, fmt.Errorf("postfix: smtp-source exited with status %d:\n%s", u.ExitStatus, src.LogTail(20))
 	}
 	if c.deferred > 0 {
 		fmt.Fprintf(stderr, "bench: postfix: %d deferrals on the way (every mail relayed in the end)\n", c.deferred)

@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"runtime"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/postline/postline/bench/internal/benchstats"
@@ -284,43 +282,33 @@ func pipelineTable(w io.Writer, rows []result) {
 	}
 }
 
-// benchHeader writes the lines benchstat reads as configuration.
-func benchHeader(w io.Writer, cpu string) {
-	fmt.Fprintf(w, "goos: %s\ngoarch: %s\npkg: github.com/postline/postline/bench/e2e\n", runtime.GOOS, runtime.GOARCH)
-	if cpu != "" {
-		fmt.Fprintf(w, "cpu: %s\n", cpu)
-	}
-}
+// benchPkg is the pkg line of the benchstat file.
+const benchPkg = "github.com/postline/postline/bench/e2e"
 
 // benchLine formats r as a Go benchmark result line: one "op" is one mail,
 // so ns/op is wall time per mail over the span.
 func benchLine(r result) string {
-	var b strings.Builder
-	nsPerMail := 0.0
-	if r.Mails > 0 {
-		nsPerMail = float64(r.Span) / float64(r.Mails)
-	}
-	fmt.Fprintf(&b, "BenchmarkE2E/%s %d %.0f ns/op %.1f mails/s", r.Variant, r.Mails, nsPerMail, r.Rate())
+	b := benchstats.MailsLine("BenchmarkE2E/"+r.Variant, r.Mails, r.Span)
 	if r.HasLatency {
-		fmt.Fprintf(&b, " %.3f p50-ms %.3f p99-ms",
+		fmt.Fprintf(b, " %.3f p50-ms %.3f p99-ms",
 			float64(r.P50)/float64(time.Millisecond), float64(r.P99)/float64(time.Millisecond))
 	}
-	fmt.Fprintf(&b, " %.0f cpu-ns/mail", float64(r.CPUPerMail()))
+	fmt.Fprintf(b, " %.0f cpu-ns/mail", float64(r.CPUPerMail()))
 	if r.Pipeline.Measured {
-		fmt.Fprintf(&b, " %.0f pipeline-cpu-ns/mail", float64(r.PipelinePerMail()))
+		fmt.Fprintf(b, " %.0f pipeline-cpu-ns/mail", float64(r.PipelinePerMail()))
 		// The shared services apart: their cost moves between rows of one
 		// run, and a median table hides which row paid it.
 		perMail := func(d time.Duration) float64 { return float64(d) / float64(max(r.Mails, 1)) }
-		fmt.Fprintf(&b, " %.0f kafka-cpu-ns/mail %.0f postgres-cpu-ns/mail %.0f sink-cpu-ns/mail",
+		fmt.Fprintf(b, " %.0f kafka-cpu-ns/mail %.0f postgres-cpu-ns/mail %.0f sink-cpu-ns/mail",
 			perMail(r.Pipeline.Kafka), perMail(r.Pipeline.Postgres), perMail(r.Pipeline.Sink))
 	}
 	if r.HasAllocs {
-		fmt.Fprintf(&b, " %.0f alloc-B/mail %.1f allocs/mail", r.AllocBytesPerMail(), r.AllocsPerMail())
+		fmt.Fprintf(b, " %.0f alloc-B/mail %.1f allocs/mail", r.AllocBytesPerMail(), r.AllocsPerMail())
 	}
 	if r.Hooks.Measured {
 		b.WriteString(hookBenchFields(r.Hooks, r.Mails))
 	}
-	fmt.Fprintf(&b, " %d peak-rss-B", r.PeakRSSBytes)
+	fmt.Fprintf(b, " %d peak-rss-B", r.PeakRSSBytes)
 	return b.String()
 }
 
@@ -371,13 +359,10 @@ type target struct {
 }
 
 func (t target) verdict() string {
-	switch {
-	case !t.Known:
+	if !t.Known {
 		return "not measured"
-	case t.Pass:
-		return "PASS"
 	}
-	return "FAIL"
+	return benchstats.Verdict(t.Pass)
 }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) && x > 0 }

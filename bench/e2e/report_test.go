@@ -274,15 +274,6 @@ func TestBenchLine(t *testing.T) {
 	}
 }
 
-func TestSyntheticBody(t *testing.T) {
-	for _, n := range []int{1, 64, 1024, 1000} {
-		b := syntheticBody(n)
-		if len(b) != n {
-			t.Errorf("syntheticBody(%d) has %d bytes", n, len(b))
-		}
-	}
-}
-
 func TestTemplateLine(t *testing.T) {
 	plain := result{Variant: "postline", Mails: 5000, Span: 2 * time.Second}
 	tmpl := result{Variant: "template", Mails: 5000, Span: 2500 * time.Millisecond}

@@ -108,23 +108,3 @@ func TestUsageCPU(t *testing.T) {
 		t.Errorf("CPU() = %v, want %v", got, want)
 	}
 }
-
-func TestPPIDFromStat(t *testing.T) {
-	tests := []struct {
-		stat    string
-		want    int
-		wantErr bool
-	}{
-		{"4242 (worker) S 4241 4242 4242 0 -1 4194560", 4241, false},
-		{"17 (odd) name (x)) R 1 17 17", 1, false},
-		{"17 no parenthesis", 0, true},
-		{"17 (short) S", 0, true},
-		{"17 (nan) S x", 0, true},
-	}
-	for _, tt := range tests {
-		got, err := ppidFromStat(tt.stat)
-		if (err != nil) != tt.wantErr || got != tt.want {
-			t.Errorf("ppidFromStat(%q) = %d, %v; want %d, error %v", tt.stat, got, err, tt.want, tt.wantErr)
-		}
-	}
-}

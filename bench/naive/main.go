@@ -26,15 +26,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,21 +44,11 @@ import (
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/sender"
+	"github.com/postline/postline/internal/supervisor"
 	"github.com/postline/postline/job"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
-	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "naive:", err)
-		os.Exit(1)
-	}
-}
+func main() { supervisor.Main("naive", run) }
 
 // settings share their names with cmd/worker's where they overlap.
 type settings struct {

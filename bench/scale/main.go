@@ -40,47 +40,29 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
-	"github.com/postline/postline/bench/internal/benchenv"
-
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/segmentio/kafka-go"
 
-	"github.com/postline/postline/bench/internal/benchkafka"
+	"github.com/postline/postline/bench/internal/benchcli"
+	"github.com/postline/postline/bench/internal/benchenv"
+	"github.com/postline/postline/bench/internal/benchjobs"
+	"github.com/postline/postline/bench/internal/benchproc"
+	"github.com/postline/postline/bench/internal/benchstats"
+	"github.com/postline/postline/bench/internal/benchworkers"
 	"github.com/postline/postline/bench/relay"
-	"github.com/postline/postline/internal/retry"
-	"github.com/postline/postline/internal/topic"
-	"github.com/postline/postline/job"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench/scale:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchcli.Main("bench/scale", run) }
 
 // Defaults of the flags.
 const (
@@ -120,9 +102,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", "bin/bench-scale.txt", "file for benchstat-compatible result lines (empty: none)")
 	fs.StringVar(&o.markdown, "md", "", "also write the Markdown report to this file")
 	fs.StringVar(&o.logDir, "log-dir", "", "directory for the workers' logs (default: a new temp dir)")
-	brokers := fs.String("brokers", cmp.Or(os.Getenv("POSTLINE_KAFKA_BROKERS"), "127.0.0.1:9092"), "Kafka brokers, comma-separated")
-	fs.StringVar(&o.databaseURL, "database-url", cmp.Or(os.Getenv("POSTLINE_DATABASE_URL"),
-		"postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable"), "PostgreSQL URL (a schema per run is created in it)")
+	stack := benchenv.AddStackFlags(fs, "PostgreSQL URL (a schema per run is created in it)")
 	fs.BoolVar(&o.keep, "keep", false, "keep topics and schemas after the run")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -151,7 +131,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.workers, err = parseWorkers(*workers, o.partitions); err != nil {
 		return o, err
 	}
-	o.brokers = strings.Split(*brokers, ",")
+	o.brokers, o.databaseURL = stack.Brokers(), stack.DatabaseURL()
 	return o, nil
 }
 
@@ -160,11 +140,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.logDir == "" {
-		if o.logDir, err = os.MkdirTemp("", "postline-bench-scale-"); err != nil {
-			return err
-		}
-	} else if err := os.MkdirAll(o.logDir, 0o755); err != nil {
+	if o.logDir, err = benchenv.LogDir(o.logDir, "postline-bench-scale-"); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "bench: worker logs in %s\n", o.logDir)
@@ -192,15 +168,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	cpu := benchenv.CPUModel()
 	if o.out != "" {
-		var b strings.Builder
-		benchHeader(&b, cpu)
+		var lines strings.Builder
 		for _, r := range all {
-			b.WriteString(benchLine(r) + "\n")
+			lines.WriteString(benchLine(r) + "\n")
 		}
-		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(o.out, []byte(b.String()), 0o644); err != nil {
+		if err := benchstats.WriteFile(o.out, benchPkg, cpu, lines.String()); err != nil {
 			return err
 		}
 	}
@@ -240,37 +212,24 @@ func runCount(ctx context.Context, o options, rl *relay.Relay, n, run int, stder
 	if err != nil {
 		return result{}, err
 	}
-	defer f.close()
-	env := concat(f.env, []string{
+	defer f.Close()
+	env := concat(f.Env, []string{
 		"POSTLINE_SMTP_HOST=" + rl.Host(), "POSTLINE_SMTP_PORT=" + strconv.Itoa(rl.Port()),
 	})
 	if o.senders > 0 {
 		env = append(env, "POSTLINE_SENDERS="+strconv.Itoa(o.senders))
 	}
-	var (
-		procs []*worker
-		urls  []string
-	)
-	defer func() {
-		for _, p := range procs {
-			_ = p.stop(5 * time.Second) // error paths only; the happy path stops them below
-		}
-	}()
-	for i := range n {
-		addr, err := benchenv.FreeAddr()
-		if err != nil {
-			return result{}, err
-		}
-		p, err := startWorker(o.workerBin, filepath.Join(o.logDir, fmt.Sprintf("workers%d-run%d-%d.log", n, run, i)),
-			append(env, "POSTLINE_HTTP_ADDR="+addr))
-		if err != nil {
-			return result{}, err
-		}
-		procs = append(procs, p)
-		urls = append(urls, "http://"+addr+"/readyz")
+	fleet, err := benchworkers.Start(n, func(i int) benchproc.Spec {
+		return benchproc.Spec{Name: fmt.Sprintf("worker %d", i+1), Bin: o.workerBin, Env: env,
+			LogPath: filepath.Join(o.logDir, fmt.Sprintf("workers%d-run%d-%d.log", n, run, i))}
+	})
+	if err != nil {
+		return result{}, err
 	}
+	defer fleet.Stop(5 * time.Second) // error paths only; the happy path stops them below
 	fmt.Fprintf(stderr, "bench: %d workers: started; waiting for readiness\n", n)
-	if err := waitReady(ctx, procs, urls, o.brokers, f.group, f.jobsTopic, o.partitions); err != nil {
+	if err := benchworkers.WaitReady(ctx, fleet.Procs, benchworkers.Ready{What: "workers", URLs: fleet.ReadyURLs, Timeout: 120 * time.Second,
+		Group: &benchworkers.Group{Brokers: o.brokers, ID: f.Group, Topic: f.JobsTopic, Partitions: o.partitions, Members: n}}); err != nil {
 		return result{}, err
 	}
 	before, err := readCPU()
@@ -278,31 +237,28 @@ func runCount(ctx context.Context, o options, rl *relay.Relay, n, run int, stder
 		return result{}, err
 	}
 	fmt.Fprintf(stderr, "bench: %d workers: ready; publishing %d jobs\n", n, o.jobs)
-	took, err := publishJobs(ctx, o.brokers, f.jobsTopic, plainJobs(o.jobs, o.bodyBytes), 500)
+	took, err := benchjobs.Publish(ctx, o.brokers, f.JobsTopic, benchjobs.Plain(o.jobs, benchjobs.Body(o.bodyBytes, bodyLine)), 500)
 	if err != nil {
 		return result{}, err
 	}
 	fmt.Fprintf(stderr, "bench: %d workers: published in %s; waiting for delivery\n", n, took.Round(time.Millisecond))
-	if err := waitSent(ctx, f.pool, procs, o.jobs, o.timeout, stderr); err != nil {
+	if err := waitSent(ctx, f.Pool, fleet, o.jobs, o.timeout, stderr); err != nil {
 		return result{}, err
 	}
 	after, err := readCPU()
 	if err != nil {
 		return result{}, err
 	}
-	res, err := latency(ctx, f.pool)
+	res, err := latency(ctx, f.Pool)
 	if err != nil {
 		return result{}, err
 	}
 	res.Workers = n
 	res.MachineBusy, res.MachineCPU = after.since(before, 100) // USER_HZ is 100 on Linux
-	for _, p := range procs {
-		if err := p.stop(60 * time.Second); err != nil {
-			return result{}, err
-		}
-		res.WorkerCPU += p.cpu()
+	if err := fleet.Stop(60 * time.Second); err != nil {
+		return result{}, err
 	}
-	procs = nil
+	res.WorkerCPU = fleet.CPU()
 	return res, nil
 }
 
@@ -316,241 +272,17 @@ func readCPU() (cpuTimes, error) {
 	return parseProcStat(string(b))
 }
 
-// worker is one running worker process.
-type worker struct {
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
+type fixture = benchenv.Fixture
+
+// newFixture creates the topics and the schema of the run with n workers;
+// Close removes them unless -keep.
+func newFixture(ctx context.Context, o options, n int, stderr io.Writer) (*fixture, error) {
+	return benchenv.NewFixture(ctx, benchenv.FixtureOptions{Name: fmt.Sprintf("scale%d", n), Brokers: o.brokers,
+		DatabaseURL: o.databaseURL, Partitions: o.partitions, Keep: o.keep, Log: stderr})
 }
 
-func startWorker(bin, logPath string, env []string) (*worker, error) {
-	log, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	w := &worker{cmd: exec.Command(bin), logPath: logPath, done: make(chan struct{})}
-	w.cmd.Env = append(os.Environ(), env...)
-	w.cmd.Stdout, w.cmd.Stderr = log, log
-	if err := w.cmd.Start(); err != nil {
-		log.Close()
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	go func() {
-		_ = w.cmd.Wait()
-		log.Close()
-		close(w.done)
-	}()
-	return w, nil
-}
-
-func (w *worker) exited() bool {
-	select {
-	case <-w.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM and waits up to grace, then kills the process.
-func (w *worker) stop(grace time.Duration) error {
-	if w.exited() {
-		return nil
-	}
-	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("stop worker: %w", err)
-	}
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-w.done:
-		return nil
-	case <-t.C:
-		_ = w.cmd.Process.Kill()
-		<-w.done
-		return fmt.Errorf("stop worker: still running %s after SIGTERM; killed (log %s)", grace, w.logPath)
-	}
-}
-
-// cpu is the process's user plus system time; call it after it exited.
-func (w *worker) cpu() time.Duration {
-	s := w.cmd.ProcessState
-	if s == nil {
-		return 0
-	}
-	return s.UserTime() + s.SystemTime()
-}
-
-func (w *worker) logTail(n int) string {
-	b, err := os.ReadFile(w.logPath)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-// fixture is what one measurement gets fresh: a jobs topic with the
-// dead-letter and retry topics beside it, a consumer group, a PostgreSQL
-// schema and the worker environment naming them.
-type fixture struct {
-	jobsTopic, group string
-	pool             *pgxpool.Pool
-	env              []string
-	cleanups         []func()
-}
-
-func newFixture(ctx context.Context, o options, n int, stderr io.Writer) (_ *fixture, err error) {
-	id := benchenv.RandomHex(4)
-	name := fmt.Sprintf("scale%d", n)
-	f := &fixture{
-		jobsTopic: fmt.Sprintf("bench.%s.%s.jobs", name, id),
-		group:     fmt.Sprintf("bench-%s-%s", name, id),
-	}
-	defer func() {
-		if err != nil {
-			f.close()
-		}
-	}()
-	dlqTopic := fmt.Sprintf("bench.%s.%s.dlq", name, id)
-	schema := fmt.Sprintf("bench_%s_%s", name, id)
-	cleanupCtx := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	}
-	retryPrefix := fmt.Sprintf("bench.%s.%s.retry", name, id)
-	topics := append([]string{f.jobsTopic, dlqTopic}, retry.DefaultTiers.Topics(retryPrefix)...)
-	specs := append(topic.Defaults(f.jobsTopic, dlqTopic, o.partitions), retry.TopicSpecs(retryPrefix, retry.DefaultTiers, 1)...)
-	if err := topic.Ensure(ctx, benchkafka.Cluster(o.brokers...), specs...); err != nil {
-		return nil, err
-	}
-	if !o.keep {
-		f.cleanups = append(f.cleanups, func() {
-			c, cancel := cleanupCtx()
-			defer cancel()
-			if err := topic.Delete(c, benchkafka.Cluster(o.brokers...), topics...); err != nil {
-				fmt.Fprintf(stderr, "bench: %s: delete topics: %v\n", name, err)
-			}
-		})
-	}
-	dbURL, err := benchenv.CreateSchema(ctx, o.databaseURL, schema)
-	if err != nil {
-		return nil, err
-	}
-	if !o.keep {
-		f.cleanups = append(f.cleanups, func() {
-			c, cancel := cleanupCtx()
-			defer cancel()
-			if err := benchenv.DropSchema(c, o.databaseURL, schema); err != nil {
-				fmt.Fprintf(stderr, "bench: %s: %v\n", name, err)
-			}
-		})
-	}
-	if f.pool, err = pgxpool.New(ctx, dbURL); err != nil {
-		return nil, fmt.Errorf("postgres pool: %w", err)
-	}
-	f.cleanups = append(f.cleanups, f.pool.Close)
-	f.env = []string{
-		"POSTLINE_KAFKA_BROKERS=" + strings.Join(o.brokers, ","),
-		"POSTLINE_JOBS_TOPIC=" + f.jobsTopic,
-		"POSTLINE_DLQ_TOPIC=" + dlqTopic,
-		"POSTLINE_RETRY_TOPIC_PREFIX=" + retryPrefix,
-		"POSTLINE_CONSUMER_GROUP=" + f.group,
-		"POSTLINE_DATABASE_URL=" + dbURL,
-	}
-	return f, nil
-}
-
-func (f *fixture) close() {
-	for i := len(f.cleanups) - 1; i >= 0; i-- {
-		f.cleanups[i]()
-	}
-	f.cleanups = nil
-}
-
-// waitReady polls until every worker answers /readyz and the group is
-// stable with all of them as members and every partition assigned.
-func waitReady(ctx context.Context, procs []*worker, urls, brokers []string, group, jobsTopic string, partitions int) error {
-	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
-	defer cancel()
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 5 * time.Second}
-	httpc := &http.Client{Timeout: 2 * time.Second}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		for _, p := range procs {
-			if p.exited() {
-				return fmt.Errorf("a worker exited before it was ready:\n%s", p.logTail(20))
-			}
-		}
-		last := benchenv.WorkersReady(ctx, httpc, client, urls, group, jobsTopic, partitions, len(procs))
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("workers not ready: %w (last: %v)", ctx.Err(), last)
-		case <-tick.C:
-		}
-	}
-}
-
-// plainJobs are n synthetic jobs that carry their own bodyBytes-byte text
-// body, one recipient each.
-func plainJobs(n, bodyBytes int) []job.Job {
-	const line = "Postline horizontal scaling benchmark body, 64 bytes per line..\n"
-	var b strings.Builder
-	for b.Len() < bodyBytes {
-		b.WriteString(line[:min(len(line), bodyBytes-b.Len())])
-	}
-	body := b.String()
-	jobs := make([]job.Job, n)
-	for i := range jobs {
-		jobs[i] = job.Job{
-			Version: job.SchemaVersion,
-			From:    "Postline Bench <bench@postline.test>",
-			To:      []string{fmt.Sprintf("rcpt%d@sink.postline.test", i)},
-			Subject: fmt.Sprintf("bench mail %d", i),
-			Text:    body,
-		}
-	}
-	return jobs
-}
-
-// publishJobs writes jobs with job.Publisher, chunk jobs per Publish call
-// from 4 goroutines, and returns how long that took.
-func publishJobs(ctx context.Context, brokers []string, jobsTopic string, jobs []job.Job, chunk int) (time.Duration, error) {
-	pub, err := job.NewPublisher(benchkafka.Cluster(brokers...).Config(), job.PublisherConfig{Topic: jobsTopic})
-	if err != nil {
-		return 0, err
-	}
-	defer pub.Close()
-	start := time.Now()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	next := make(chan []job.Job)
-	for range 4 {
-		wg.Go(func() {
-			for batch := range next {
-				if _, err := pub.Publish(ctx, batch...); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = fmt.Errorf("publish: %w", err)
-					}
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for i := 0; i < len(jobs); i += chunk {
-		next <- jobs[i:min(i+chunk, len(jobs))]
-	}
-	close(next)
-	wg.Wait()
-	return time.Since(start), first
-}
+// bodyLine is the text of the jobs' bodies.
+const bodyLine = "Postline horizontal scaling benchmark body, 64 bytes per line..\n"
 
 // stallAfter ends a wait in which no mail was sent for this long.
 const stallAfter = 45 * time.Second
@@ -558,16 +290,14 @@ const stallAfter = 45 * time.Second
 // waitSent polls postline_messages until n rows are sent; failed or dead
 // rows, an exited worker, stallAfter without progress or the timeout end it
 // with an error.
-func waitSent(ctx context.Context, pool *pgxpool.Pool, procs []*worker, n int, timeout time.Duration, stderr io.Writer) error {
+func waitSent(ctx context.Context, pool *pgxpool.Pool, fleet *benchworkers.Fleet, n int, timeout time.Duration, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	lastReport, lastProgress, lastSent := time.Now(), time.Now(), -1
 	for {
-		var sent, failed int
-		err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'sent'),
-			count(*) FILTER (WHERE status IN ('failed', 'dead')) FROM postline_messages`).Scan(&sent, &failed)
+		sent, failed, err := benchjobs.CountRows(ctx, pool)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			return fmt.Errorf("count rows: %w", err)
@@ -576,10 +306,8 @@ func waitSent(ctx context.Context, pool *pgxpool.Pool, procs []*worker, n int, t
 		case sent >= n:
 			return nil
 		}
-		for _, p := range procs {
-			if p.exited() {
-				return fmt.Errorf("a worker exited after %d of %d mails:\n%s", sent, n, p.logTail(20))
-			}
+		if p := fleet.Exited(); p != nil {
+			return fmt.Errorf("%s exited after %d of %d mails:\n%s", p.Name(), sent, n, p.LogTail(20))
 		}
 		if sent != lastSent {
 			lastSent, lastProgress = sent, time.Now()
@@ -600,20 +328,9 @@ func waitSent(ctx context.Context, pool *pgxpool.Pool, procs []*worker, n int, t
 
 // latency reads throughput and latency of the sent rows.
 func latency(ctx context.Context, pool *pgxpool.Pool) (result, error) {
-	var (
-		res         result
-		first, last time.Time
-		p50, p99    float64
-	)
-	err := pool.QueryRow(ctx, `SELECT count(*), min(enqueued_at), max(sent_at),
-		percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM sent_at - enqueued_at)::float8),
-		percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM sent_at - enqueued_at)::float8)
-		FROM postline_messages WHERE status = 'sent'`).Scan(&res.Mails, &first, &last, &p50, &p99)
+	l, err := benchjobs.ReadLatency(ctx, pool)
 	if err != nil {
-		return result{}, fmt.Errorf("latency query: %w", err)
+		return result{}, err
 	}
-	res.Span = last.Sub(first)
-	res.P50 = time.Duration(p50 * float64(time.Second))
-	res.P99 = time.Duration(p99 * float64(time.Second))
-	return res, nil
+	return result{Mails: l.Mails, Span: l.Span, P50: l.P50, P99: l.P99}, nil
 }

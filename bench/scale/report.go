@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -124,13 +123,10 @@ func (v verdict) targetCell() string {
 }
 
 func (v verdict) passCell() string {
-	switch {
-	case !v.HasTarget:
+	if !v.HasTarget {
 		return "-"
-	case v.Pass:
-		return "PASS"
 	}
-	return "FAIL"
+	return benchstats.Verdict(v.Pass)
 }
 
 func ratioCell(x float64) string {
@@ -171,23 +167,14 @@ func fmtDur(d time.Duration) string {
 	}
 }
 
-func benchHeader(w io.Writer, cpu string) {
-	fmt.Fprintf(w, "goos: %s\ngoarch: %s\npkg: github.com/postline/postline/bench/scale\n", runtime.GOOS, runtime.GOARCH)
-	if cpu != "" {
-		fmt.Fprintf(w, "cpu: %s\n", cpu)
-	}
-}
+// benchPkg is the pkg line of the benchstat file.
+const benchPkg = "github.com/postline/postline/bench/scale"
 
 // benchLine formats one run as a Go benchmark result line: one "op" is one
 // mail, so ns/op is wall time per mail over the span.
 func benchLine(r result) string {
-	var b strings.Builder
-	nsPerMail := 0.0
-	if r.Mails > 0 {
-		nsPerMail = float64(r.Span) / float64(r.Mails)
-	}
-	fmt.Fprintf(&b, "BenchmarkScale/workers=%d %d %.0f ns/op %.1f mails/s %.3f p50-ms %.3f p99-ms %.0f worker-cpu-ns/mail %.0f machine-cpu-ns/mail",
-		r.Workers, r.Mails, nsPerMail, r.Rate(),
+	b := benchstats.MailsLine(fmt.Sprintf("BenchmarkScale/workers=%d", r.Workers), r.Mails, r.Span)
+	fmt.Fprintf(b, " %.3f p50-ms %.3f p99-ms %.0f worker-cpu-ns/mail %.0f machine-cpu-ns/mail",
 		float64(r.P50)/float64(time.Millisecond), float64(r.P99)/float64(time.Millisecond),
 		perMailNs(r.WorkerCPU, r.Mails), perMailNs(r.MachineCPU, r.Mails))
 	return b.String()

@@ -63,154 +63,25 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/postline/postline/bench/internal/benchcli"
 	"github.com/postline/postline/bench/internal/benchenv"
-	"github.com/postline/postline/bench/internal/benchmetrics"
-
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/segmentio/kafka-go"
-
-	"github.com/postline/postline/bench/internal/benchkafka"
 	"github.com/postline/postline/bench/internal/benchproc"
+	"github.com/postline/postline/bench/internal/benchworkers"
 	"github.com/postline/postline/internal/reaper"
-	"github.com/postline/postline/internal/retry"
-	"github.com/postline/postline/internal/topic"
-	"github.com/postline/postline/job"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench/soak:", err)
-		os.Exit(1)
-	}
-}
-
-// options are the command-line flags.
-type options struct {
-	jobs, window, lead, warmupJobs int64
-	workers, partitions, bodyBytes int
-	senders, runs                  int
-	rate, ageFrom                  float64
-	aging                          string
-	ageLag, ageShift               time.Duration
-	purgeWait                      time.Duration
-	retention, reaperInterval      time.Duration
-	sampleEvery, poll, timeout     time.Duration
-	workerBin, sink, out, logDir   string
-	pidFiles                       pidFiles
-	brokers                        []string
-	databaseURL                    string
-	keep                           bool
-	plotFrom                       string
-}
-
-// total is every job the soak publishes: the measured ones and the lead.
-func (o options) total() int64 { return o.jobs + o.lead }
-
-func parseFlags(args []string, stderr io.Writer) (options, error) {
-	var o options
-	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Int64Var(&o.jobs, "jobs", 1_000_000, "jobs to measure (-lead more are delivered: before the first window and after the last)")
-	fs.Int64Var(&o.window, "window", 0, "mails of the first and the last window whose rates are compared (0: a tenth of -jobs)")
-	fs.Int64Var(&o.lead, "lead", 50_000, "most jobs published ahead of the mails sent; as many more than -jobs are published, and the windows leave out the first and the last lead of mails, when the publisher is not yet or no longer publishing one job per mail sent")
-	fs.Int64Var(&o.warmupJobs, "warmup-jobs", 300_000, "jobs of an unmeasured soak without aging or -rate, on fixtures of its own, before the measured one: "+
-		"a freshly started broker runs slow until its JIT has compiled its hot paths, which would make the first window slower and flatter the ratio (0: none)")
-	fs.Float64Var(&o.rate, "rate", 0, "publish at most this many jobs/s (0: as fast as the lead allows); for a soak longer than -retention")
-	fs.StringVar(&o.aging, "aging", agingSteady, "how the retention's passing is simulated so that the workers' purge runs during the soak: "+
-		agingSteady+" (from -age-from on, the rows' timestamps are written -age-shift back by their columns' defaults, so they become purgeable -age-lag after they are sent), "+
-		agingBurst+" (every row sent so far, once, at -age-from) or "+agingOff)
-	fs.Float64Var(&o.ageFrom, "age-from", 0, "share of -jobs sent when the aging begins (default: as the first window ends, so that the purge's first passes are well before the last window)")
-	fs.DurationVar(&o.ageLag, "age-lag", 15*time.Second, "steady aging: how long after it was sent a row becomes purgeable")
-	fs.DurationVar(&o.ageShift, "age-shift", 0, "how far the aging moves the timestamps back (0: steady, -retention less -age-lag; burst, -retention + 1m); a shift that leaves the rows well inside -retention (30m) ages rows the purge never deletes, which measures the aging's own cost")
-	fs.DurationVar(&o.purgeWait, "purge-wait", 5*time.Minute, "burst aging: longest to wait after the last mail for the purge of the aged rows")
-	fs.IntVar(&o.runs, "runs", 1, "measured soaks to run one after another, each on fresh fixtures after the one warm-up; with more than one, run N's files go to runN/ under -out, and runs.md there holds every run's windows and the median ratio, which the rate target is judged on")
-	fs.IntVar(&o.workers, "workers", 2, "worker processes in the group")
-	fs.IntVar(&o.partitions, "partitions", 8, "partitions of the jobs topic")
-	fs.IntVar(&o.bodyBytes, "body-bytes", 256, "text body size of each job")
-	fs.IntVar(&o.senders, "senders", 0, "POSTLINE_SENDERS of every worker (0: the worker's default)")
-	fs.DurationVar(&o.retention, "retention", time.Hour, "POSTLINE_RETENTION of the workers (at least 1h)")
-	fs.DurationVar(&o.reaperInterval, "reaper-interval", 30*time.Second, "POSTLINE_REAPER_INTERVAL of the workers: how often each recovers stuck rows (each purges every reaper.DefaultPurgeInterval)")
-	fs.DurationVar(&o.sampleEvery, "sample", 5*time.Second, "time between samples of RSS and table sizes")
-	fs.DurationVar(&o.poll, "poll", 250*time.Millisecond, "time between progress polls of the workers' counters")
-	fs.DurationVar(&o.timeout, "timeout", 3*time.Hour, "longest the delivery may take")
-	fs.StringVar(&o.workerBin, "worker-bin", "bin/worker", "the Postline worker binary")
-	fs.StringVar(&o.pidFiles.kafka, "kafka-pid-file", "", "Kafka's pid file, for its CPU per mail in the report (make soak passes the stack's)")
-	fs.StringVar(&o.pidFiles.postgres, "postgres-pid-file", "", "PostgreSQL's postmaster.pid, for its CPU per mail, backends included (make soak passes the stack's)")
-	fs.StringVar(&o.pidFiles.sink, "sink-pid-file", "", "smtp-sink's pid file, for its CPU per mail (make soak passes the stack's)")
-	fs.StringVar(&o.sink, "sink", cmp.Or(os.Getenv("POSTLINE_TEST_SMTP_SINK"), "127.0.0.1:2525"), "smtp-sink address")
-	fs.StringVar(&o.out, "out", "bin/soak", "directory for soak.csv, soak.svg and soak.md (with -runs, runN/ of each and runs.md)")
-	fs.StringVar(&o.logDir, "log-dir", "", "directory for the workers' logs (default: -out)")
-	brokers := fs.String("brokers", cmp.Or(os.Getenv("POSTLINE_KAFKA_BROKERS"), "127.0.0.1:9092"), "Kafka brokers, comma-separated")
-	fs.StringVar(&o.databaseURL, "database-url", cmp.Or(os.Getenv("POSTLINE_DATABASE_URL"),
-		"postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable"), "PostgreSQL URL (the soak's schema is created in it)")
-	fs.BoolVar(&o.keep, "keep", false, "keep the topics and the schema after the run")
-	fs.StringVar(&o.plotFrom, "plot-from", "", "only draw the plot of this soak.csv into -out/soak.svg, running nothing")
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if o.window == 0 {
-		o.window = o.jobs / 10
-	}
-	ageFromSet := false
-	fs.Visit(func(f *flag.Flag) { ageFromSet = ageFromSet || f.Name == "age-from" })
-	if !ageFromSet && o.jobs > 0 {
-		o.ageFrom = float64(o.lead+o.window) / float64(o.jobs)
-	}
-	switch {
-	case o.lead < 1:
-		return o, fmt.Errorf("-lead %d must be at least 1", o.lead)
-	case o.window < 1 || o.jobs < o.lead+2*o.window:
-		return o, fmt.Errorf("-jobs %d must be at least -lead %d and twice -window %d (and -window at least 1)", o.jobs, o.lead, o.window)
-	case o.warmupJobs != 0 && o.warmupJobs < minWarmupJobs:
-		return o, fmt.Errorf("-warmup-jobs %d must be 0 or at least %d", o.warmupJobs, minWarmupJobs)
-	case o.runs < 1:
-		return o, fmt.Errorf("-runs %d must be at least 1", o.runs)
-	case o.workers < 1 || o.partitions < o.workers:
-		return o, fmt.Errorf("-workers %d must be between 1 and -partitions %d", o.workers, o.partitions)
-	case o.bodyBytes < 1 || o.senders < 0 || o.rate < 0:
-		return o, errors.New("-body-bytes must be positive, -senders and -rate not negative")
-	case o.aging != agingSteady && o.aging != agingBurst && o.aging != agingOff:
-		return o, fmt.Errorf("-aging %q must be %s, %s or %s", o.aging, agingSteady, agingBurst, agingOff)
-	case o.ageFrom < 0 || o.ageFrom >= 1:
-		return o, fmt.Errorf("-age-from %v must be in [0, 1)", o.ageFrom)
-	case o.ageLag <= 0 || o.ageShift < 0 || o.ageLag >= o.retention:
-		return o, fmt.Errorf("-age-lag %s must be positive and shorter than -retention %s, -age-shift %s not negative", o.ageLag, o.retention, o.ageShift)
-	case o.sampleEvery < o.poll || o.poll <= 0:
-		return o, fmt.Errorf("-sample %s must be at least -poll %s, and -poll positive", o.sampleEvery, o.poll)
-	}
-	if _, _, err := net.SplitHostPort(o.sink); err != nil {
-		return o, fmt.Errorf("-sink %q: %w", o.sink, err)
-	}
-	o.ageShift = cmp.Or(o.ageShift, defaultShift(o.aging, o.retention, o.ageLag))
-	o.brokers = strings.Split(*brokers, ",")
-	o.logDir = cmp.Or(o.logDir, o.out)
-	return o, nil
-}
+func main() { benchcli.Main("bench/soak", run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
@@ -251,33 +122,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-// runOptions are the options of run n (from 1) of several: o's, with its
-// files under runN/ of o's directories.
-func runOptions(o options, n int) options {
-	r := o
-	r.out = filepath.Join(o.out, fmt.Sprintf("run%d", n))
-	r.logDir = filepath.Join(o.logDir, fmt.Sprintf("run%d", n))
-	return r
-}
-
-// minWarmupJobs is the smallest warm-up: its windows must hold a mail.
-const minWarmupJobs = 10
-
-// warmupOptions are the options of the warm-up soak before o: o's fleet
-// and sink, o.warmupJobs jobs without aging and as fast as they go (a
-// -rate is for the measured soak: the JIT only needs the load), its files
-// under o's in warmup/.
-func warmupOptions(o options) options {
-	w := o
-	w.jobs, w.window, w.warmupJobs = o.warmupJobs, o.warmupJobs/10, 0
-	w.lead = min(o.lead, max(1, w.jobs/10))
-	w.aging, w.rate = agingOff, 0
-	w.out = filepath.Join(o.out, "warmup")
-	w.logDir = filepath.Join(o.logDir, "warmup")
-	w.keep = false
-	return w
-}
-
 // soak runs one soak of o, writes its files and returns what it found;
 // command is how it was run, for the report.
 func soak(ctx context.Context, o options, command string, stdout, stderr io.Writer) (summary, error) {
@@ -291,40 +135,27 @@ func soak(ctx context.Context, o options, command string, stdout, stderr io.Writ
 	if err != nil {
 		return summary{}, err
 	}
-	defer f.close()
+	defer f.Close()
 
 	host, port, _ := net.SplitHostPort(o.sink)
-	env := append(append([]string(nil), f.env...),
+	env := append(append([]string(nil), f.Env...),
 		"POSTLINE_SMTP_HOST="+host, "POSTLINE_SMTP_PORT="+port,
 		"POSTLINE_RETENTION="+o.retention.String(),
 		"POSTLINE_REAPER_INTERVAL="+o.reaperInterval.String())
 	if o.senders > 0 {
 		env = append(env, "POSTLINE_SENDERS="+strconv.Itoa(o.senders))
 	}
-	var (
-		procs             []*benchproc.Proc
-		readyz, metricsAt []string
-	)
-	defer func() {
-		for _, p := range procs {
-			_ = p.Stop(5 * time.Second) // error paths only; the happy path stops them below
-		}
-	}()
-	for i := range o.workers {
-		addr, err := benchenv.FreeAddr()
-		if err != nil {
-			return summary{}, err
-		}
-		p, err := benchproc.Start(o.workerBin, filepath.Join(o.logDir, fmt.Sprintf("worker%d.log", i)),
-			append(env, "POSTLINE_HTTP_ADDR="+addr))
-		if err != nil {
-			return summary{}, err
-		}
-		procs = append(procs, p)
-		readyz, metricsAt = append(readyz, "http://"+addr+"/readyz"), append(metricsAt, "http://"+addr+"/metrics")
+	fleet, err := benchworkers.Start(o.workers, func(i int) benchproc.Spec {
+		return benchproc.Spec{Name: fmt.Sprintf("worker%d", i), Bin: o.workerBin, Env: env,
+			LogPath: filepath.Join(o.logDir, fmt.Sprintf("worker%d.log", i))}
+	})
+	if err != nil {
+		return summary{}, err
 	}
+	defer fleet.Stop(5 * time.Second) // error paths only; the happy path stops them below
 	fmt.Fprintf(stderr, "soak: %d workers started (logs in %s); waiting for readiness\n", o.workers, o.logDir)
-	if err := waitReady(ctx, procs, readyz, o.brokers, f.group, f.jobsTopic, o.partitions); err != nil {
+	if err := benchworkers.WaitReady(ctx, fleet.Procs, benchworkers.Ready{What: "workers", URLs: fleet.ReadyURLs, Timeout: 120 * time.Second,
+		Group: &benchworkers.Group{Brokers: o.brokers, ID: f.Group, Topic: f.JobsTopic, Partitions: o.partitions, Members: o.workers}}); err != nil {
 		return summary{}, err
 	}
 
@@ -334,16 +165,16 @@ func soak(ctx context.Context, o options, command string, stdout, stderr io.Writ
 	// window it falls in more than the table's growth does. The stack's
 	// max_wal_size is large enough that a run of a million jobs does not
 	// bring on the next one; the report counts checkpoints per window.
-	took, err := checkpoint(ctx, f.pool)
+	took, err := checkpoint(ctx, f.Pool)
 	if err != nil {
 		return summary{}, err
 	}
 	fmt.Fprintf(stderr, "soak: PostgreSQL checkpoint before the run took %s\n", took.Round(time.Millisecond))
 
-	m := &monitor{o: o, procs: procs, metricsURLs: metricsAt, pool: f.pool,
+	m := &monitor{o: o, procs: fleet.Procs, metricsURLs: fleet.MetricsURLs, pool: f.Pool,
 		httpc: &http.Client{Timeout: 5 * time.Second}, stderr: stderr}
 	prodCtx, stopProducer := context.WithCancel(ctx)
-	pr := &producer{o: o, brokers: o.brokers, topic: f.jobsTopic, delivered: &m.delivered}
+	pr := &producer{o: o, brokers: o.brokers, topic: f.JobsTopic, delivered: &m.delivered}
 	prodDone := make(chan struct{})
 	var prodErr error
 	m.start = time.Now()
@@ -367,12 +198,7 @@ func soak(ctx context.Context, o options, command string, stdout, stderr io.Writ
 	if watchErr != nil {
 		return summary{}, fmt.Errorf("%w (samples so far in %s)", watchErr, filepath.Join(o.out, "soak.csv"))
 	}
-	var stopErrs []error
-	for _, p := range procs {
-		stopErrs = append(stopErrs, p.Stop(60*time.Second))
-	}
-	procs = nil
-	if err := errors.Join(stopErrs...); err != nil {
+	if err := fleet.Stop(60 * time.Second); err != nil {
 		return summary{}, err
 	}
 
@@ -432,412 +258,19 @@ func replot(csvPath, svgPath string) error {
 	return errors.Join(writePlot(out, title, samples, workers), out.Close())
 }
 
-// monitor polls the workers' progress and samples their memory and the
-// tables, and ends the soak when every job is sent or something went wrong.
-type monitor struct {
-	o           options
-	procs       []*benchproc.Proc
-	metricsURLs []string
-	pool        *pgxpool.Pool
-	httpc       *http.Client
-	stderr      io.Writer
+type fixture = benchenv.Fixture
 
-	start     time.Time
-	delivered atomic.Int64 // mails sent so far, for the producer's lead
-	points    []point
-	samples   []sample
-	aged      *aging // set by the aging goroutine before it reports on its channel
-}
-
-// stallAfter ends a soak in which no mail was sent for this long.
-const stallAfter = 60 * time.Second
-
-// watch returns nil once every job is sent. prodErr is the producer's
-// error, to be read once prodDone is closed.
-func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *error) error {
-	ctx, cancel := context.WithTimeout(ctx, m.o.timeout)
-	defer cancel()
-	poll := time.NewTicker(m.o.poll)
-	defer poll.Stop()
-	m.points = append(m.points, point{}) // nothing sent when publishing starts
-	var (
-		last                      benchmetrics.Counters
-		lastSampleT, lastReportAt time.Duration
-		lastProgress              = time.Now()
-		lastSampleDelivered       int64
-		agingStarted, agingDone   bool
-		agedCh                    = make(chan error, 1)
-		allSentAt                 time.Duration
-	)
-	for {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s of %s mails sent: %w", thousands(last.Sent), thousands(m.o.total()), ctx.Err())
-		case err := <-agedCh:
-			if err != nil {
-				return err
-			}
-			agingDone = true
-			if m.o.aging == agingBurst {
-				fmt.Fprintf(m.stderr, "soak: aged %s sent rows past the retention in %s\n", thousands(m.aged.Rows), m.aged.Took.Round(time.Millisecond))
-			} else {
-				fmt.Fprintf(m.stderr, "soak: aging defaults installed in %s: rows written from now on become purgeable %s after they are sent\n",
-					m.aged.Took.Round(time.Millisecond), m.aged.Lag)
-			}
-			continue
-		case <-prodDone:
-			if *prodErr != nil {
-				return *prodErr
-			}
-			prodDone = nil // published everything: keep polling
-		case <-poll.C:
-		}
-		for _, p := range m.procs {
-			if p.Exited() {
-				return fmt.Errorf("a worker exited after %s mails:\n%s", thousands(last.Sent), p.LogTail(20))
-			}
-		}
-		c, err := benchmetrics.Scrape(ctx, m.httpc, m.metricsURLs)
-		if err != nil {
-			if ctx.Err() != nil {
-				continue
-			}
-			return fmt.Errorf("progress: %w", err)
-		}
-		t := time.Since(m.start)
-		m.delivered.Store(c.Sent)
-		if c.Sent != last.Sent {
-			lastProgress = time.Now()
-		} else if c.Sent < m.o.total() && time.Since(lastProgress) >= stallAfter {
-			return fmt.Errorf("%s of %s mails sent and none more for %s (see the worker logs)", thousands(c.Sent), thousands(m.o.total()), stallAfter)
-		}
-		last = c
-		m.points = append(m.points, point{T: t, Delivered: c.Sent})
-		if c.Failed > 0 {
-			return fmt.Errorf("%s jobs failed, dead or rejected (sent %s)", thousands(c.Failed), thousands(c.Sent))
-		}
-		if m.o.aging != agingOff && !agingStarted && c.Sent >= int64(m.o.ageFrom*float64(m.o.jobs)) {
-			// In its own goroutine: polls go on while the aging runs, so
-			// the producer's lead stays current.
-			agingStarted = true
-			go func(t time.Duration, sent int64) {
-				var a *aging
-				var err error
-				if m.o.aging == agingBurst {
-					a, err = burst(ctx, m.pool, m.o.ageShift, t, sent)
-				} else {
-					// A row becomes purgeable once its shifted timestamps are a
-					// retention old: the retention less the shift after it was
-					// sent, at once for a shift past the retention.
-					a, err = steady(ctx, m.pool, m.o.ageShift, max(m.o.retention-m.o.ageShift, 0), t, sent)
-				}
-				m.aged = a
-				agedCh <- err
-			}(t, c.Sent)
-		}
-		if c.Sent >= m.o.total() && allSentAt == 0 {
-			allSentAt = t
-		}
-		// Without aging, and with the steady aging, the soak ends with the
-		// last mail; with the burst, once the aged rows are purged too, or
-		// -purge-wait after the last mail.
-		done := c.Sent >= m.o.total() && (m.o.aging != agingBurst ||
-			(agingDone && (c.Purged >= m.aged.Rows || t-allSentAt >= m.o.purgeWait)))
-		if t-lastSampleT < m.o.sampleEvery && !done {
-			continue
-		}
-		x, err := m.sample(ctx, t, c)
-		if err != nil {
-			return err
-		}
-		x.Rate = float64(c.Sent-lastSampleDelivered) / (t - lastSampleT).Seconds()
-		m.samples = append(m.samples, x)
-		lastSampleT, lastSampleDelivered = t, c.Sent
-		if t-lastReportAt >= 30*time.Second || done {
-			fmt.Fprintf(m.stderr, "soak: %s: %s/%s sent, %.0f/s, RSS %s MiB, %s rows, %.0f MiB, %s purged, load %.2f\n",
-				t.Round(time.Second), thousands(c.Sent), thousands(m.o.total()), x.Rate, mibList(x.RSS),
-				thousands(x.Tables.MessagesRows), mib(x.Tables.AllBytes), thousands(c.Purged), x.Load1)
-			lastReportAt = t
-		}
-		if !done {
-			continue
-		}
-		if agingStarted && !agingDone {
-			if err := <-agedCh; err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-}
-
-func (m *monitor) sample(ctx context.Context, t time.Duration, c benchmetrics.Counters) (sample, error) {
-	rss, peak, err := readRSS(m.procs)
-	if err != nil {
-		return sample{}, err
-	}
-	tables, err := readTableStats(ctx, m.pool)
-	if err != nil {
-		return sample{}, err
-	}
-	wal, err := readWALStats(ctx, m.pool)
-	if err != nil {
-		return sample{}, err
-	}
-	var load float64
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		load = loadAverage(string(b))
-	}
-	cpu, err := readCPU(m.procs, m.o.pidFiles)
-	if err != nil {
-		return sample{}, err
-	}
-	return sample{T: t, Delivered: c.Sent, Failed: c.Failed, Purged: c.Purged, Takeovers: c.Takeovers,
-		Duplicates: c.Duplicates, PurgeStatements: c.PurgeStatements, PurgeSeconds: c.PurgeSeconds, RSS: rss, Peak: peak,
-		Tables: tables, WAL: wal, Load1: load, CPU: cpu}, nil
-}
-
-func (m *monitor) writeCSV(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	return errors.Join(writeCSV(f, m.o.workers, m.samples), f.Close())
-}
-
-// producer publishes the soak's jobs, generated as it goes, in chunks from
-// four goroutines, keeping at most lead jobs ahead of the mails sent.
-type producer struct {
-	o         options
-	brokers   []string
-	topic     string
-	delivered *atomic.Int64
-
-	waits atomic.Int64 // times the lead held the producer back
-	took  time.Duration
-}
-
-const publishChunk = 500
-
-func (p *producer) run(ctx context.Context) error {
-	pub, err := job.NewPublisher(benchkafka.Cluster(p.brokers...).Config(), job.PublisherConfig{Topic: p.topic})
-	if err != nil {
-		return err
-	}
-	defer pub.Close()
-	start := time.Now()
-	body := bodyOf(p.o.bodyBytes)
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
-	next := make(chan []job.Job, 4)
-	for range 4 {
-		wg.Go(func() {
-			for batch := range next {
-				if _, err := pub.Publish(ctx, batch...); err != nil {
-					cancel(fmt.Errorf("publish: %w", err))
-				}
-			}
-		})
-	}
-	var published int64
-	for published < p.o.total() && ctx.Err() == nil {
-		if !p.wait(ctx, start, published) {
-			break
-		}
-		n := min(publishChunk, p.o.total()-published)
-		batch := make([]job.Job, n)
-		for i := range batch {
-			batch[i] = soakJob(published+int64(i), body)
-		}
-		select {
-		case next <- batch:
-			published += n
-		case <-ctx.Done():
-		}
-	}
-	close(next)
-	wg.Wait()
-	p.took = time.Since(start)
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	if published < p.o.total() {
-		return fmt.Errorf("publish: stopped after %s of %s jobs: %w", thousands(published), thousands(p.o.total()), ctx.Err())
-	}
-	return nil
-}
-
-// wait holds the producer while it is lead jobs ahead of the mails sent or
-// ahead of -rate; false when ctx ended.
-func (p *producer) wait(ctx context.Context, start time.Time, published int64) bool {
-	for {
-		ahead := published - p.delivered.Load()
-		var early time.Duration
-		if p.o.rate > 0 {
-			early = time.Until(start.Add(time.Duration(float64(published) / p.o.rate * float64(time.Second))))
-		}
-		if ahead < p.o.lead && early <= 0 {
-			return true
-		}
-		p.waits.Add(1)
-		d := max(early, 50*time.Millisecond) // the lead shrinks with the monitor's polls
-		t := time.NewTimer(min(d, time.Second))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return false
-		case <-t.C:
-		}
-	}
-}
-
-func (p *producer) describe() string {
-	s := fmt.Sprintf("jobs of a %d-byte text body, one recipient, published concurrently with delivery at most %s ahead of the mails sent",
-		p.o.bodyBytes, thousands(p.o.lead))
-	if p.o.rate > 0 {
-		s += fmt.Sprintf(" and at most %.0f/s", p.o.rate)
-	}
-	return s + fmt.Sprintf(" (publishing took %s, held back by the lead %s times)", p.took.Round(time.Second), thousands(p.waits.Load()))
-}
-
-func bodyOf(n int) string {
-	const line = "Postline soak body: small and plain, 64 bytes to a line........\n"
-	var b strings.Builder
-	for b.Len() < n {
-		b.WriteString(line[:min(len(line), n-b.Len())])
-	}
-	return b.String()
-}
-
-// soakJob is job i: one recipient of its own, a message ID the publisher
-// assigns (random, as production's are).
-func soakJob(i int64, body string) job.Job {
-	return job.Job{
-		Version: job.SchemaVersion,
-		From:    "Postline Soak <soak@postline.test>",
-		To:      []string{fmt.Sprintf("rcpt%d@sink.postline.test", i)},
-		Subject: fmt.Sprintf("soak mail %d", i),
-		Text:    body,
-	}
-}
-
-// fixture is what the soak gets fresh: a jobs topic with its dead-letter,
-// retry and events topics, a consumer group and a PostgreSQL schema, and
-// the worker environment naming them.
-type fixture struct {
-	jobsTopic, group string
-	pool             *pgxpool.Pool
-	env              []string
-	cleanups         []func()
-}
-
-func newFixture(ctx context.Context, o options, stderr io.Writer) (_ *fixture, err error) {
-	id := benchenv.RandomHex(4)
-	f := &fixture{jobsTopic: "bench.soak." + id + ".jobs", group: "bench-soak-" + id}
-	defer func() {
-		if err != nil {
-			f.close()
-		}
-	}()
-	dlqTopic, eventsTopic := "bench.soak."+id+".dlq", "bench.soak."+id+".events"
-	retryPrefix := "bench.soak." + id + ".retry"
-	schema := "bench_soak_" + id
-	cleanupCtx := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
-	}
-	topics := append([]string{f.jobsTopic, dlqTopic, eventsTopic}, retry.DefaultTiers.Topics(retryPrefix)...)
-	specs := append(topic.Defaults(f.jobsTopic, dlqTopic, o.partitions), retry.TopicSpecs(retryPrefix, retry.DefaultTiers, 1)...)
-	if err := topic.Ensure(ctx, benchkafka.Cluster(o.brokers...), specs...); err != nil {
-		return nil, err
-	}
-	if !o.keep {
-		f.cleanups = append(f.cleanups, func() {
-			c, cancel := cleanupCtx()
-			defer cancel()
-			// The events topic exists once a worker created it.
-			if err := topic.Delete(c, benchkafka.Cluster(o.brokers...), topics...); err != nil {
-				fmt.Fprintf(stderr, "soak: delete topics: %v\n", err)
-			}
-		})
-	}
-	dbURL, err := benchenv.CreateSchema(ctx, o.databaseURL, schema)
-	if err != nil {
-		return nil, err
-	}
-	if !o.keep {
-		f.cleanups = append(f.cleanups, func() {
-			c, cancel := cleanupCtx()
-			defer cancel()
-			if err := benchenv.DropSchema(c, o.databaseURL, schema); err != nil {
-				fmt.Fprintf(stderr, "soak: %v\n", err)
-			}
-		})
-	}
-	if f.pool, err = pgxpool.New(ctx, dbURL); err != nil {
-		return nil, fmt.Errorf("postgres pool: %w", err)
-	}
-	f.cleanups = append(f.cleanups, f.pool.Close)
-	f.env = []string{
-		"POSTLINE_KAFKA_BROKERS=" + strings.Join(o.brokers, ","),
-		"POSTLINE_JOBS_TOPIC=" + f.jobsTopic,
-		"POSTLINE_DLQ_TOPIC=" + dlqTopic,
-		"POSTLINE_RETRY_TOPIC_PREFIX=" + retryPrefix,
-		"POSTLINE_EVENTS_TOPIC=" + eventsTopic,
-		"POSTLINE_CONSUMER_GROUP=" + f.group,
-		"POSTLINE_DATABASE_URL=" + dbURL,
-	}
-	return f, nil
-}
-
-func (f *fixture) close() {
-	for i := len(f.cleanups) - 1; i >= 0; i-- {
-		f.cleanups[i]()
-	}
-	f.cleanups = nil
-}
-
-// waitReady polls until every worker answers /readyz and the group is
-// stable with all of them as members and every partition assigned.
-func waitReady(ctx context.Context, procs []*benchproc.Proc, urls, brokers []string, group, jobsTopic string, partitions int) error {
-	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
-	defer cancel()
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 5 * time.Second}
-	httpc := &http.Client{Timeout: 2 * time.Second}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		for _, p := range procs {
-			if p.Exited() {
-				return fmt.Errorf("a worker exited before it was ready:\n%s", p.LogTail(20))
-			}
-		}
-		last := benchenv.WorkersReady(ctx, httpc, client, urls, group, jobsTopic, partitions, len(procs))
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("workers not ready: %w (last: %v)", ctx.Err(), last)
-		case <-tick.C:
-		}
-	}
+// newFixture creates the soak's topics (an events topic among them) and
+// schema; Close removes them unless -keep.
+func newFixture(ctx context.Context, o options, stderr io.Writer) (*fixture, error) {
+	return benchenv.NewFixture(ctx, benchenv.FixtureOptions{Name: "soak", Brokers: o.brokers, DatabaseURL: o.databaseURL,
+		Partitions: o.partitions, Keep: o.keep, Events: true, CleanupTimeout: time.Minute, Log: stderr})
 }
 
 // memTotal is the machine's memory from /proc/meminfo, in GiB.
 func memTotal() string {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return "unknown memory"
-	}
-	for line := range strings.Lines(string(b)) {
-		if k, v, ok := strings.Cut(line, ":"); ok && k == "MemTotal" {
-			if f := strings.Fields(v); len(f) == 2 {
-				if kb, err := strconv.ParseFloat(f[0], 64); err == nil {
-					return fmt.Sprintf("%.0f GiB", kb/(1<<20))
-				}
-			}
-		}
+	if b, ok := benchenv.MemTotal(); ok {
+		return fmt.Sprintf("%.0f GiB", float64(b)/(1<<30))
 	}
 	return "unknown memory"
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/postline/postline/bench/internal/benchstats"
 )
 
 // Targets of the soak (issue 13).
@@ -499,13 +501,6 @@ func (p params) firstWindow() string {
 	return fmt.Sprintf("first %s mails after the lead (%s to %s)", thousands(p.Window), thousands(p.Lead+1), thousands(p.Lead+p.Window))
 }
 
-func verdict(ok bool) string {
-	if ok {
-		return "PASS"
-	}
-	return "FAIL"
-}
-
 // markdown writes the soak's report.
 func (s summary) markdown(w io.Writer) {
 	fmt.Fprintf(w, "Command: `%s`\n\n", s.Command)
@@ -515,12 +510,12 @@ func (s summary) markdown(w io.Writer) {
 	fmt.Fprintln(w, "| measure | value | target | verdict |")
 	fmt.Fprintln(w, "|---|---:|---:|:---:|")
 	fmt.Fprintf(w, "| mails sent / failed (rows taken over after their lease ran out, so possibly sent twice; copies deduped) | %s / %s (%s; %s) | all / 0 | %s |\n",
-		thousands(s.Delivered), thousands(s.Failed), thousands(s.Takeovers), thousands(s.Duplicates), verdict(s.deliveredOK()))
+		thousands(s.Delivered), thousands(s.Failed), thousands(s.Takeovers), thousands(s.Duplicates), benchstats.Verdict(s.deliveredOK()))
 	fmt.Fprintf(w, "| first mail to last | %s (%.0f mails/s) | - | - |\n", s.Span.Round(time.Second), s.MeanRate)
 	fmt.Fprintf(w, "| %s | %.0f mails/s | - | - |\n", s.firstWindow(), s.FirstRate)
 	fmt.Fprintf(w, "| last %s measured mails (%s to %s) | %.0f mails/s = %.3f× the first | ≥ %.2f× | %s |\n",
-		thousands(s.Window), thousands(s.Jobs-s.Window+1), thousands(s.Jobs), s.LastRate, s.Ratio, TargetRateRatio, verdict(s.rateOK()))
-	fmt.Fprintf(w, "| worker RSS, most sampled (VmRSS) | %s MiB | ≤ %d MiB | %s |\n", mibList(s.MaxRSS), TargetRSS>>20, verdict(s.rssOK()))
+		thousands(s.Window), thousands(s.Jobs-s.Window+1), thousands(s.Jobs), s.LastRate, s.Ratio, TargetRateRatio, benchstats.Verdict(s.rateOK()))
+	fmt.Fprintf(w, "| worker RSS, most sampled (VmRSS) | %s MiB | ≤ %d MiB | %s |\n", mibList(s.MaxRSS), TargetRSS>>20, benchstats.Verdict(s.rssOK()))
 	fmt.Fprintf(w, "| worker RSS, peak (VmHWM) | %s MiB | ≤ %d MiB | (above) |\n", mibList(s.MaxPeak), TargetRSS>>20)
 	fmt.Fprintf(w, "| postline_messages live rows, at the end / most | %s / %s | - | - |\n", thousands(s.FinalRows), thousands(s.MaxRows))
 	fmt.Fprintf(w, "| every table of the schema on disk, at the end / most | %.0f / %.0f MiB (postline_messages %.0f MiB, its indexes %.0f MiB) | - | - |\n",
@@ -530,7 +525,7 @@ func (s summary) markdown(w io.Writer) {
 		until = "before the aging"
 	}
 	fmt.Fprintf(w, "| bytes per live row, after the first window / %s | %.0f / %.0f | ≤ %.1f× | %s |\n",
-		until, s.BytesPerRowEarly, s.BytesPerRowEnd, TargetBloat, verdict(s.bloatOK()))
+		until, s.BytesPerRowEarly, s.BytesPerRowEnd, TargetBloat, benchstats.Verdict(s.bloatOK()))
 	if cpu := s.cpuMarkdown(); cpu != "" {
 		fmt.Fprintf(w, "| CPU per mail by process, first window / last window (µs; the machine's CPUs are shared by all of them) | %s | - | - |\n", cpu)
 	}
@@ -546,14 +541,14 @@ func (s summary) markdown(w io.Writer) {
 		}
 		fmt.Fprintf(w, "| retention purge, the retention passing simulated at %s mails sent (t = %s): the sent rows' timestamps moved back by %s | %s rows aged in %s; %s; %s live rows at the end | purge rate ≥ delivery rate, rows at the end ≤ jobs - aged + %s | %s |\n",
 			thousands(a.Sent), a.At.Round(time.Second), a.Shift, thousands(a.Rows), a.Took.Round(100*time.Millisecond), purge,
-			thousands(s.FinalRows), thousands(boundSlack), verdict(s.purgeOK()))
+			thousands(s.FinalRows), thousands(boundSlack), benchstats.Verdict(s.purgeOK()))
 		fmt.Fprintf(w, "| tables' growth on disk per mail, first window / last window (just after the aging: %.0f MiB, at the end: %.0f MiB) | %.0f / %.0f bytes = %.2f× | ≤ %.2f× (purged space reused) | %s |\n",
 			mib(a.BytesAfter), mib(s.FinalBytes), s.FirstGrowth, s.LastGrowth,
-			s.LastGrowth/max(1, s.FirstGrowth), TargetSpaceReuse, verdict(s.spaceOK()))
+			s.LastGrowth/max(1, s.FirstGrowth), TargetSpaceReuse, benchstats.Verdict(s.spaceOK()))
 	}
 	if s.RetentionReached {
 		fmt.Fprintf(w, "| rows bounded by the retention window (worst sample: rows / mails sent within retention + 2 purge intervals + %s) | %s / %s, %s purged | rows ≤ bound | %s |\n",
-			thousands(boundSlack), thousands(s.WorstRows), thousands(s.WorstBound), thousands(s.Purged), verdict(s.boundOK()))
+			thousands(boundSlack), thousands(s.WorstRows), thousands(s.WorstBound), thousands(s.Purged), benchstats.Verdict(s.boundOK()))
 	} else {
 		fmt.Fprintf(w, "| rows bounded by a retention that really passed | no sent row reached the %s retention on the clock in a %s run | rows ≤ bound | NOT REACHED |\n",
 			s.Retention, s.Span.Round(time.Second))
@@ -589,13 +584,13 @@ func (s summary) steadyMarkdown(w io.Writer, a *aging) {
 	fmt.Fprintf(w, "| retention purge over the steady part, from the first rows purged (t = %s) to the last mail (t = %s); the last window from t = %s: %s | %.0f rows/s purged against %.0f mails/s sent = %.2f× (least-squares slopes); the workers' purge statements: %s, %.1f s in all (mean %.1f ms) | ≥ %.2f×, the last window inside | %s |\n",
 		s.SteadyFrom.Round(time.Second), s.SteadyTo.Round(time.Second), s.LastWindowFrom.Round(time.Second), inside,
 		s.SteadyPurgeRate, s.SteadyDeliveryRate, s.SteadyPurgeRate/max(s.SteadyDeliveryRate, 1e-9),
-		thousands(s.PurgeStatements), s.PurgeSeconds, meanPurge, TargetSteadyPurge, verdict(s.steadyPurgeOK()))
+		thousands(s.PurgeStatements), s.PurgeSeconds, meanPurge, TargetSteadyPurge, benchstats.Verdict(s.steadyPurgeOK()))
 	fmt.Fprintf(w, "| postline_messages live rows at the last mail / a steady state's (the %s sent before the aging, never aged, + %.0f mails/s × (%s lag + %s purge interval)); the worst sample of the steady part / its bound (the rows sent before the aging + the mails sent within the last %s + %s) | %s / %s; %s / %s | rows ≤ bound | %s |\n",
 		thousands(a.Sent), s.SteadyDeliveryRate, a.Lag, s.PurgeInterval, steadyBoundWindow(a, s.PurgeInterval), thousands(boundSlack),
-		thousands(s.EndRows), thousands(s.PredictedRows), thousands(s.SteadyWorstRows), thousands(s.SteadyWorstBound), verdict(s.steadyBoundOK()))
+		thousands(s.EndRows), thousands(s.PredictedRows), thousands(s.SteadyWorstRows), thousands(s.SteadyWorstBound), benchstats.Verdict(s.steadyBoundOK()))
 	fmt.Fprintf(w, "| tables' growth on disk per mail, first window / last window (at the end: %.0f MiB) | %.0f / %.0f bytes = %.2f× | ≤ %.2f× (purged space reused) | %s |\n",
 		mib(s.FinalBytes), s.FirstGrowth, s.LastGrowth,
-		s.LastGrowth/max(1, s.FirstGrowth), TargetSpaceReuse, verdict(s.spaceOK()))
+		s.LastGrowth/max(1, s.FirstGrowth), TargetSpaceReuse, benchstats.Verdict(s.spaceOK()))
 }
 
 // csvHeader names the columns of writeCSV, one per worker for RSS.

@@ -30,7 +30,7 @@ func runsMarkdown(w io.Writer, command string, runs []summary) {
 		ratios[i] = s.Ratio
 		othersOK = othersOK && s.othersOK()
 		fmt.Fprintf(w, "| %d | %.0f | %.0f | %.3f× | %s | %s | %s |\n",
-			i+1, s.FirstRate, s.LastRate, s.Ratio, verdict(s.rateOK()), mibList(s.MaxRSS), verdict(s.othersOK()))
+			i+1, s.FirstRate, s.LastRate, s.Ratio, benchstats.Verdict(s.rateOK()), mibList(s.MaxRSS), benchstats.Verdict(s.othersOK()))
 	}
 	others := "met in every run"
 	if !othersOK {
@@ -38,5 +38,5 @@ func runsMarkdown(w io.Writer, command string, runs []summary) {
 	}
 	m := benchstats.Median(ratios)
 	fmt.Fprintf(w, "\nMedian ratio of the last window's rate to the first's over %d runs: %.3f× (target ≥ %.2f×): %s. The other targets: %s.\n",
-		len(runs), m, TargetRateRatio, verdict(m >= TargetRateRatio), others)
+		len(runs), m, TargetRateRatio, benchstats.Verdict(m >= TargetRateRatio), others)
 }

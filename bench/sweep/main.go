@@ -35,16 +35,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postline/postline/bench/internal/benchcli"
 	"github.com/postline/postline/bench/internal/benchenv"
+	"github.com/postline/postline/bench/internal/benchstats"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/schema"
 )
@@ -65,14 +65,7 @@ type options struct {
 	keep        bool
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "sweep:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchcli.Main("sweep", run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
@@ -328,10 +321,7 @@ func report(w io.Writer, o options, results []result) error {
 		worst = max(worst, ratio)
 		fmt.Fprintf(w, "| %s | %s | %.2fx | %s |\n", count(r.size), ms(median(r.passes)), ratio, ms(median(r.old)))
 	}
-	verdict := "PASS"
-	if worst > o.target {
-		verdict = "FAIL"
-	}
+	verdict := benchstats.Verdict(worst <= o.target)
 	fmt.Fprintf(w, "\nFlat within %.1fx from %s to %s silent recipients: %.2fx, %s\n", o.target, count(results[0].size),
 		count(results[len(results)-1].size), worst, verdict)
 	if verdict == "FAIL" {

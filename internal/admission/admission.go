@@ -93,19 +93,11 @@ func New(cfg Config, reg prometheus.Registerer) (*Limiter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	open, err := metricreg.Shared(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: "postline", Subsystem: "admission", Name: "open",
-		Help: "Units admitted and not yet released, by limit (smtp_sessions, http_connections, http_requests).",
-	}, []string{"limit"}))
-	if err != nil {
-		return nil, fmt.Errorf("admission: register open: %w", err)
-	}
-	refused, err := metricreg.Shared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "postline", Subsystem: "admission", Name: "refused_total",
-		Help: "Units refused because a limit was reached, by limit and reason (total, per_client).",
-	}, []string{"limit", "reason"}))
-	if err != nil {
-		return nil, fmt.Errorf("admission: register refused_total: %w", err)
+	set := metricreg.NewSet(reg, "admission")
+	open := set.GaugeVec("open", "Units admitted and not yet released, by limit (smtp_sessions, http_connections, http_requests).", "limit")
+	refused := set.CounterVec("refused_total", "Units refused because a limit was reached, by limit and reason (total, per_client).", "limit", "reason")
+	if err := set.Err(); err != nil {
+		return nil, fmt.Errorf("admission: register metrics: %w", err)
 	}
 	return &Limiter{cfg: cfg, perClient: make(map[string]int),
 		gauge:     open.WithLabelValues(cfg.Name),

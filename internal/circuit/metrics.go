@@ -35,46 +35,16 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer, providers []string) (*metrics, error) {
-	const ns, sub = "postline", "circuit"
+	set := metricreg.NewSet(reg, "circuit")
 	m := &metrics{
-		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: ns, Subsystem: sub, Name: "state",
-			Help: "Circuit state per provider as this worker sees it: 1 on the current state (closed, open, half_open), 0 on the others.",
-		}, []string{"provider", "state"}),
-		health: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: ns, Subsystem: sub, Name: "health",
-			Help: "Provider health as this worker sees it: 1 on the current health (healthy, degraded, unavailable), 0 on the others.",
-		}, []string{"provider", "health"}),
-		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "transitions_total",
-			Help: "Circuit state changes this worker wrote, by provider and new state; summed over the fleet, every change once.",
-		}, []string{"provider", "to"}),
-		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "probes_total",
-			Help: "Half-open probes of this worker, by provider and result (claimed, expired = claimed from an owner that never reported, success, failure).",
-		}, []string{"provider", "result"}),
-		dbErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "db_errors_total",
-			Help: "Failed database round trips on postline_circuits, by operation (ensure, refresh, report, claim).",
-		}, []string{"op"}),
+		state:       set.GaugeVec("state", "Circuit state per provider as this worker sees it: 1 on the current state (closed, open, half_open), 0 on the others.", "provider", "state"),
+		health:      set.GaugeVec("health", "Provider health as this worker sees it: 1 on the current health (healthy, degraded, unavailable), 0 on the others.", "provider", "health"),
+		transitions: set.CounterVec("transitions_total", "Circuit state changes this worker wrote, by provider and new state; summed over the fleet, every change once.", "provider", "to"),
+		probes:      set.CounterVec("probes_total", "Half-open probes of this worker, by provider and result (claimed, expired = claimed from an owner that never reported, success, failure).", "provider", "result"),
+		dbErrors:    set.CounterVec("db_errors_total", "Failed database round trips on postline_circuits, by operation (ensure, refresh, report, claim).", "op"),
 	}
-	if reg != nil {
-		var err error
-		if m.state, err = metricreg.Shared(reg, m.state); err != nil {
-			return nil, err
-		}
-		if m.health, err = metricreg.Shared(reg, m.health); err != nil {
-			return nil, err
-		}
-		if m.transitions, err = metricreg.Shared(reg, m.transitions); err != nil {
-			return nil, err
-		}
-		if m.probes, err = metricreg.Shared(reg, m.probes); err != nil {
-			return nil, err
-		}
-		if m.dbErrors, err = metricreg.Shared(reg, m.dbErrors); err != nil {
-			return nil, err
-		}
+	if err := set.Err(); err != nil {
+		return nil, err
 	}
 	// Export every series from the start, so rates and alerts see zeros.
 	for _, p := range providers {

@@ -15,6 +15,7 @@ import (
 	"github.com/postline/postline/internal/kafkaclient"
 
 	"github.com/postline/postline/internal/configerr"
+	"github.com/postline/postline/internal/metricreg"
 )
 
 // DefaultLagInterval is how often a LagMonitor refreshes by default.
@@ -72,35 +73,26 @@ func NewLagMonitor(cfg LagMonitorConfig, logger *slog.Logger, reg prometheus.Reg
 		return nil, configerr.Errorf("Interval", "lag monitor: Interval %s and Timeout %s must be positive", cfg.Interval, cfg.Timeout)
 	}
 	client, closeClient := cfg.Kafka.Client("lag", cfg.Timeout)
+	set := metricreg.NewExclusiveSet(reg, metricsSubsystem)
 	m := &LagMonitor{
 		cfg:         cfg,
 		client:      client,
 		closeClient: closeClient,
 		logger:      logger,
-		lagGauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "postline", Subsystem: "consumer", Name: "group_lag",
-			Help: "Records of the topic the whole consumer group has not committed past, per partition (end offset minus committed offset).",
-		}, []string{"topic", "partition"}),
-		oldestGauge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "postline", Subsystem: "consumer", Name: "oldest_waiting_seconds",
-			Help:        "Age of the oldest record of the topic the whole consumer group has not committed past (its Kafka timestamp), at the last refresh; 0 when caught up.",
-			ConstLabels: prometheus.Labels{"topic": cfg.Topic},
-		}),
-		membersGauge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "postline", Subsystem: "consumer", Name: "group_members",
-			Help: "Live members of the consumer group.",
-		}),
-		errors: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "postline", Subsystem: "consumer", Name: "lag_refresh_errors_total",
-			Help: "Failed refreshes of the group's lag or membership.",
-		}),
+		lagGauge: set.GaugeVec("group_lag",
+			"Records of the topic the whole consumer group has not committed past, per partition (end offset minus committed offset).", "topic", "partition"),
+		membersGauge: set.Gauge("group_members", "Live members of the consumer group."),
+		errors:       set.Counter("lag_refresh_errors_total", "Failed refreshes of the group's lag or membership."),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.lagGauge, m.oldestGauge, m.membersGauge, m.errors} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("lag monitor: register metrics: %w", err)
-			}
-		}
+	// The oldest record's age is one series per topic: the topic is a
+	// constant label.
+	m.oldestGauge = metricreg.Add(set, prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "oldest_waiting_seconds",
+		Help:        "Age of the oldest record of the topic the whole consumer group has not committed past (its Kafka timestamp), at the last refresh; 0 when caught up.",
+		ConstLabels: prometheus.Labels{"topic": cfg.Topic},
+	}))
+	if err := set.Err(); err != nil {
+		return nil, fmt.Errorf("lag monitor: register metrics: %w", err)
 	}
 	return m, nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/kafkaclient"
+	"github.com/postline/postline/internal/metricreg"
 	"github.com/postline/postline/internal/topic"
 )
 
@@ -132,28 +133,16 @@ func New(cfg Config, reg prometheus.Registerer) (*Writer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	letters := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "postline",
-		Subsystem: "deadletter",
-		Name:      "records_total",
-		Help:      "Records written to the dead-letter topic, by reason.",
-	}, []string{"reason"})
-	if err := reg.Register(letters); err != nil {
+	set := metricreg.NewExclusiveSet(reg, "deadletter")
+	letters := set.CounterVec("records_total", "Records written to the dead-letter topic, by reason.", "reason")
+	shortened := set.Counter("shortened_total", "Dead letters whose original value or headers were left out because the dead-letter topic could not take them whole.")
+	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("deadletter: register metrics: %w", err)
 	}
 	// Export the delivery reasons from the start, so rates and alerts see
 	// zeros; the many validation reasons of package job appear when used.
 	for _, reason := range []string{ReasonSMTPPermanent, ReasonMessageIDConflict, ReasonMaxAttempts, ReasonMaxAge, ReasonInternalError} {
 		letters.WithLabelValues(reason)
-	}
-	shortened := prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: "postline",
-		Subsystem: "deadletter",
-		Name:      "shortened_total",
-		Help:      "Dead letters whose original value or headers were left out because the dead-letter topic could not take them whole.",
-	})
-	if err := reg.Register(shortened); err != nil {
-		return nil, fmt.Errorf("deadletter: register metrics: %w", err)
 	}
 	w, closeConn, err := cfg.Kafka.Writer(kafkaclient.WriterConfig{
 		Topic:        cfg.Topic,

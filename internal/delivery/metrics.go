@@ -8,6 +8,7 @@ import (
 
 	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/failure"
+	"github.com/postline/postline/internal/metricreg"
 	"github.com/postline/postline/job"
 )
 
@@ -48,85 +49,44 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	const ns, sub = "postline", "delivery"
+	set := metricreg.NewExclusiveSet(reg, "delivery")
+	adaptiveSet := set.In("adaptive")
 	m := &metrics{
-		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "records_total",
-			Help: "Records finished by the pipeline, by outcome: sent, failed, dead, retried (to a delay tier), duplicate, stale, conflict, rejected.",
-		}, []string{"outcome"}),
-		reentries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "reentries_total",
-			Help: "Records parked and fed back into the pipeline, by cause: busy (leased elsewhere), release (no provider available), throttled (a short throttle waited out in the worker instead of a delay tier).",
-		}, []string{"cause"}),
-		dependencyErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "dependency_errors_total",
-			Help: "Failed store or dead-letter calls that the pipeline retried, by operation.",
-		}, []string{"op"}),
-		sendSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: ns, Subsystem: sub, Name: "send_duration_seconds",
-			Help:    "Time of one send attempt, by result: sent or the failure class.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
-		}, []string{"result"}),
-		publishToAccept: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: ns, Subsystem: sub, Name: "publish_to_accept_seconds",
-			Help:    "Time from a job's first publication to the relay accepting it.",
-			Buckets: prometheus.ExponentialBuckets(0.005, 2, 18),
-		}),
-		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: ns, Subsystem: sub, Name: "in_flight",
-			Help: "Records taken from the consumer and not yet finished.",
-		}),
-		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "attempts_total",
-			Help: "Send attempts by provider and result: sent or the failure class (transient, throttled, permanent, auth, unknown).",
-		}, []string{"provider", "result"}),
-		fastRetries: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "fast_retries_total",
-			Help: "In-process retries of transient failures before a delay tier.",
-		}),
-		backoffDelay: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: ns, Subsystem: sub, Name: "backoff_delay_seconds",
-			Help:    "Computed wait before the next attempt (the policy's delay, raised by an empty retry budget; before rounding up to a tier), by failure class and the policy's rule.",
-			Buckets: prometheus.ExponentialBuckets(0.125, 2, 18),
-		}, []string{"class", "reason"}),
-		releases: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "releases_total",
-			Help: "Claimed jobs handed back without charging an attempt because no provider could take them.",
-		}),
-		paused: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: ns, Subsystem: sub, Name: "paused",
-			Help: "1 while consumption is paused because every provider's circuit is open.",
-		}),
-		decreases: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: "adaptive", Name: "decreases_total",
-			Help: "Cuts of a relay's send control on throttling, by provider and controller: concurrency (too many connections) or rate (too many messages).",
-		}, []string{"provider", "controller"}),
-		budgetWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: "adaptive", Name: "budget_waits_total",
-			Help: "Retries that found their priority's retry budget empty and wait for its refill.",
-		}, []string{"priority"}),
-		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "panics_total",
-			Help: "Panics recovered while handling one record, by stage (decoding, sending); each record is dead-lettered as internal_error.",
-		}, []string{"stage"}),
-		renderFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "render_failures_total",
-			Help: "Template jobs no version of their template could render, dead-lettered as render_failed.",
-		}),
-		suppressed: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "suppressed_recipients_total",
-			Help: "Recipients dropped from an envelope at claim because they are on a suppression list.",
-		}),
-		rcptRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "recipient_refusals_total",
-			Help: "Recipients a relay refused for good at RCPT while the transaction went on, by provider and bounce type (hard, soft, policy).",
-		}, []string{"provider", "bounce_type"}),
+		outcomes: set.CounterVec("records_total",
+			"Records finished by the pipeline, by outcome: sent, failed, dead, retried (to a delay tier), duplicate, stale, conflict, rejected.", "outcome"),
+		reentries: set.CounterVec("reentries_total",
+			"Records parked and fed back into the pipeline, by cause: busy (leased elsewhere), release (no provider available), throttled (a short throttle waited out in the worker instead of a delay tier).", "cause"),
+		dependencyErrors: set.CounterVec("dependency_errors_total",
+			"Failed store or dead-letter calls that the pipeline retried, by operation.", "op"),
+		sendSeconds: set.HistogramVec("send_duration_seconds",
+			"Time of one send attempt, by result: sent or the failure class.", prometheus.ExponentialBuckets(0.0005, 2, 16), "result"),
+		publishToAccept: set.Histogram("publish_to_accept_seconds",
+			"Time from a job's first publication to the relay accepting it.", prometheus.ExponentialBuckets(0.005, 2, 18)),
+		inFlight: set.Gauge("in_flight", "Records taken from the consumer and not yet finished."),
+		attempts: set.CounterVec("attempts_total",
+			"Send attempts by provider and result: sent or the failure class (transient, throttled, permanent, auth, unknown).", "provider", "result"),
+		fastRetries: set.Counter("fast_retries_total", "In-process retries of transient failures before a delay tier."),
+		backoffDelay: set.HistogramVec("backoff_delay_seconds",
+			"Computed wait before the next attempt (the policy's delay, raised by an empty retry budget; before rounding up to a tier), by failure class and the policy's rule.",
+			prometheus.ExponentialBuckets(0.125, 2, 18), "class", "reason"),
+		releases: set.Counter("releases_total",
+			"Claimed jobs handed back without charging an attempt because no provider could take them."),
+		paused: set.Gauge("paused", "1 while consumption is paused because every provider's circuit is open."),
+		decreases: adaptiveSet.CounterVec("decreases_total",
+			"Cuts of a relay's send control on throttling, by provider and controller: concurrency (too many connections) or rate (too many messages).", "provider", "controller"),
+		budgetWaits: adaptiveSet.CounterVec("budget_waits_total",
+			"Retries that found their priority's retry budget empty and wait for its refill.", "priority"),
+		panics: set.CounterVec("panics_total",
+			"Panics recovered while handling one record, by stage (decoding, sending); each record is dead-lettered as internal_error.", "stage"),
+		renderFailures: set.Counter("render_failures_total",
+			"Template jobs no version of their template could render, dead-lettered as render_failed."),
+		suppressed: set.Counter("suppressed_recipients_total",
+			"Recipients dropped from an envelope at claim because they are on a suppression list."),
+		rcptRefusals: set.CounterVec("recipient_refusals_total",
+			"Recipients a relay refused for good at RCPT while the transaction went on, by provider and bounce type (hard, soft, policy).", "provider", "bounce_type"),
 	}
-	for _, c := range []prometheus.Collector{m.renderFailures, m.suppressed, m.rcptRefusals, m.panics, m.decreases, m.budgetWaits, m.outcomes, m.reentries, m.dependencyErrors, m.sendSeconds, m.publishToAccept, m.inFlight,
-		m.attempts, m.fastRetries, m.backoffDelay, m.releases, m.paused} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("delivery: register metrics: %w", err)
-		}
+	if err := set.Err(); err != nil {
+		return nil, fmt.Errorf("delivery: register metrics: %w", err)
 	}
 	// Export every known series from the start, so rates, dashboards and
 	// alerts see zeros instead of nothing before the first event. The

@@ -23,6 +23,7 @@ import (
 
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/kafkaclient"
+	"github.com/postline/postline/internal/metricreg"
 	"github.com/postline/postline/internal/topic"
 )
 
@@ -91,13 +92,9 @@ func New(cfg Config, reg prometheus.Registerer) (*Writer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	published := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "postline",
-		Subsystem: "events",
-		Name:      "published_total",
-		Help:      "Events written to the events topic, by type (copies written again after a crash included).",
-	}, []string{"type"})
-	if err := reg.Register(published); err != nil {
+	set := metricreg.NewExclusiveSet(reg, "events")
+	published := set.CounterVec("published_total", "Events written to the events topic, by type (copies written again after a crash included).", "type")
+	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("eventstream: register metrics: %w", err)
 	}
 	for _, t := range event.Types {

@@ -55,6 +55,7 @@ import (
 	"github.com/postline/postline/internal/admission"
 	"github.com/postline/postline/internal/bounce"
 	"github.com/postline/postline/internal/configerr"
+	"github.com/postline/postline/internal/metricreg"
 	"github.com/postline/postline/internal/report"
 )
 
@@ -245,27 +246,19 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, tokens Toke
 	if tokens == nil || reports == nil {
 		return nil, errors.New("inbound: TokenFunc and Reports are required")
 	}
+	set := metricreg.NewExclusiveSet(reg, "inbound")
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, logger: logger, tokens: tokens, reports: reports, ready: make(chan struct{}),
-		messages: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "postline", Subsystem: "inbound",
-			Name: "messages_total", Help: "Messages whose data the bounce server read, by result."}, []string{"result"}),
-		kinds: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "postline", Subsystem: "inbound",
-			Name: "reports_total", Help: "Reports read from messages, by kind and source."}, []string{"kind", "source"}),
-		rcpts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "postline", Subsystem: "inbound",
-			Name: "recipients_total", Help: "RCPT commands, by result (bounce, feedback, unsubscribe, refused)."}, []string{"result"}),
-		parse: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "postline", Subsystem: "inbound",
-			Name: "parse_seconds", Help: "Time to parse one message.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 8)}),
-		cut: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "postline", Subsystem: "inbound",
-			Name: "messages_cut_total", Help: "Messages longer than MaxParseBytes, of which only the start was held and parsed."}),
+		messages: set.CounterVec("messages_total", "Messages whose data the bounce server read, by result.", "result"),
+		kinds:    set.CounterVec("reports_total", "Reports read from messages, by kind and source.", "kind", "source"),
+		rcpts:    set.CounterVec("recipients_total", "RCPT commands, by result (bounce, feedback, unsubscribe, refused).", "result"),
+		parse:    set.Histogram("parse_seconds", "Time to parse one message.", prometheus.ExponentialBuckets(0.0001, 4, 8)),
+		cut:      set.Counter("messages_cut_total", "Messages longer than MaxParseBytes, of which only the start was held and parsed."),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{s.messages, s.kinds, s.rcpts, s.parse, s.cut} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("inbound: register metrics: %w", err)
-			}
-		}
+	if err := set.Err(); err != nil {
+		return nil, fmt.Errorf("inbound: register metrics: %w", err)
 	}
 	var err error
 	if s.limiter, err = admission.New(admission.Config{Name: SessionsLimit, Max: cfg.MaxSessions,

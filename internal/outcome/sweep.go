@@ -13,6 +13,7 @@ import (
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/configerr"
 	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/metricreg"
 )
 
 // Defaults of SweepConfig.
@@ -81,11 +82,9 @@ func NewSweeper(cfg SweepConfig, logger *slog.Logger, reg prometheus.Registerer,
 	if store == nil || events == nil {
 		return nil, errors.New("outcome: the sweep needs a store and events")
 	}
-	marked := prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: "postline", Subsystem: "outcome", Name: "unconfirmed_total",
-		Help: "Mail marked unconfirmed: its confirmation window passed with recipients no report resolved.",
-	})
-	if err := reg.Register(marked); err != nil {
+	set := metricreg.NewExclusiveSet(reg, "outcome")
+	marked := set.Counter("unconfirmed_total", "Mail marked unconfirmed: its confirmation window passed with recipients no report resolved.")
+	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("outcome: register metrics: %w", err)
 	}
 	return &Sweeper{cfg: cfg, logger: logger, store: store, events: events, marked: marked}, nil

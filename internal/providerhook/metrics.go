@@ -25,26 +25,14 @@ type metrics struct {
 // registered, so an SES and a Mailgun handler share one registry) and
 // exports every series of provider from the start.
 func newMetrics(reg prometheus.Registerer, provider string) (*metrics, error) {
-	const ns, sub = "postline", "providerhook"
+	set := metricreg.NewSet(reg, "providerhook")
 	m := &metrics{
 		provider: provider,
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "requests_total",
-			Help: "Provider webhook requests by provider (ses, mailgun) and result (ok, ignored, bad_request, bad_signature, expired, replayed, forbidden, cert_error, confirm_error, apply_error).",
-		}, []string{"provider", "result"}),
-		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "reports_total",
-			Help: "Recipient reports handed on from verified provider events, by provider and kind (delivered, bounced, delayed, complained).",
-		}, []string{"provider", "kind"}),
+		requests: set.CounterVec("requests_total", "Provider webhook requests by provider (ses, mailgun) and result (ok, ignored, bad_request, bad_signature, expired, replayed, forbidden, cert_error, confirm_error, apply_error).", "provider", "result"),
+		reports:  set.CounterVec("reports_total", "Recipient reports handed on from verified provider events, by provider and kind (delivered, bounced, delayed, complained).", "provider", "kind"),
 	}
-	if reg != nil {
-		var err error
-		if m.requests, err = metricreg.Shared(reg, m.requests); err != nil {
-			return nil, fmt.Errorf("providerhook: register requests_total: %w", err)
-		}
-		if m.reports, err = metricreg.Shared(reg, m.reports); err != nil {
-			return nil, fmt.Errorf("providerhook: register reports_total: %w", err)
-		}
+	if err := set.Err(); err != nil {
+		return nil, fmt.Errorf("providerhook: register reports_total: %w", err)
 	}
 	for _, r := range results {
 		m.requests.WithLabelValues(provider, r)

@@ -70,6 +70,7 @@ import (
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/kafkaclient"
+	"github.com/postline/postline/internal/metricreg"
 	"github.com/postline/postline/internal/suppression"
 )
 
@@ -254,33 +255,15 @@ func New(cfg Config, store Store, pub Publisher, logger *slog.Logger, reg promet
 	if tr, ok := pub.(topicReporter); ok && tr.Topic() != "" {
 		cfg.JobsTopic = tr.Topic()
 	}
-	const ns, sub = "postline", "reaper"
+	set := metricreg.NewExclusiveSet(reg, "reaper")
 	r := &Reaper{
 		cfg: cfg, store: store, pub: pub, logger: logger,
-		republished: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "republished_total",
-			Help: "Records re-published to the jobs topic: rows stuck in sending, and replays stalled in pending.",
-		}),
-		takeovers: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "takeovers_total",
-			Help: "Rows stuck in sending re-published because their lease had expired past the grace: the owner stopped extending it (crashed or stalled).",
-		}),
-		purged: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "purged_total",
-			Help: "Terminal rows deleted because their outcome was older than the retention (the dedupe window).",
-		}),
-		released: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "releases_total",
-			Help: "Stuck rows handed back after re-publishing, by result (released, lost: another reaper or a claim came first).",
-		}, []string{"result"}),
-		suppressionsGone: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "suppressions_purged_total",
-			Help: "Expired suppression entries deleted.",
-		}),
-		errors: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "pass_errors_total",
-			Help: "Reaper passes that failed on the store or the publisher (retried next interval).",
-		}),
+		republished:      set.Counter("republished_total", "Records re-published to the jobs topic: rows stuck in sending, and replays stalled in pending."),
+		takeovers:        set.Counter("takeovers_total", "Rows stuck in sending re-published because their lease had expired past the grace: the owner stopped extending it (crashed or stalled)."),
+		purged:           set.Counter("purged_total", "Terminal rows deleted because their outcome was older than the retention (the dedupe window)."),
+		released:         set.CounterVec("releases_total", "Stuck rows handed back after re-publishing, by result (released, lost: another reaper or a claim came first).", "result"),
+		suppressionsGone: set.Counter("suppressions_purged_total", "Expired suppression entries deleted."),
+		errors:           set.Counter("pass_errors_total", "Reaper passes that failed on the store or the publisher (retried next interval)."),
 	}
 	for _, opt := range opts {
 		opt(r)
@@ -288,12 +271,8 @@ func New(cfg Config, store Store, pub Publisher, logger *slog.Logger, reg promet
 	for _, res := range []string{"released", "lost"} {
 		r.released.WithLabelValues(res)
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{r.republished, r.takeovers, r.released, r.purged, r.suppressionsGone, r.errors} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("reaper: register metrics: %w", err)
-			}
-		}
+	if err := set.Err(); err != nil {
+		return nil, fmt.Errorf("reaper: register metrics: %w", err)
 	}
 	return r, nil
 }

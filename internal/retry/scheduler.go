@@ -23,6 +23,7 @@ import (
 	"github.com/postline/postline/internal/delay"
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/kafkaclient"
+	"github.com/postline/postline/internal/metricreg"
 	"github.com/postline/postline/internal/topic"
 )
 
@@ -508,40 +509,15 @@ type schedulerMetrics struct {
 }
 
 func newSchedulerMetrics(reg prometheus.Registerer, tiers Tiers) (*schedulerMetrics, error) {
-	const ns, sub = "postline", "scheduler"
+	set := metricreg.NewExclusiveSet(reg, "scheduler")
 	m := &schedulerMetrics{
-		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: ns, Subsystem: sub,
-			Name: "lateness_seconds",
-			Help: "How much later than planned (not-before plus jitter) a record was re-injected, by tier.",
-			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
-				300, 900, 3600},
-		}, []string{"tier"}),
-		reinjected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub,
-			Name: "reinjected_total",
-			Help: "Records re-injected into the jobs topic, by tier.",
-		}, []string{"tier"}),
-		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: ns, Subsystem: sub,
-			Name: "waiting",
-			Help: "Records read from a delay topic and waiting for their time, by tier.",
-		}, []string{"tier"}),
-		invalid: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub,
-			Name: "invalid_not_before_total",
-			Help: "Records without a valid not-before header, re-injected at once.",
-		}),
-		produceErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub,
-			Name: "produce_errors_total",
-			Help: "Failed writes to the jobs topic (retried).",
-		}),
-		rejected: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub,
-			Name: "rejected_total",
-			Help: "Due records dead-lettered instead of re-injected: larger than the jobs topic accepts.",
-		}),
+		lateness: set.HistogramVec("lateness_seconds", "How much later than planned (not-before plus jitter) a record was re-injected, by tier.", []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+			300, 900, 3600}, "tier"),
+		reinjected:    set.CounterVec("reinjected_total", "Records re-injected into the jobs topic, by tier.", "tier"),
+		waiting:       set.GaugeVec("waiting", "Records read from a delay topic and waiting for their time, by tier.", "tier"),
+		invalid:       set.Counter("invalid_not_before_total", "Records without a valid not-before header, re-injected at once."),
+		produceErrors: set.Counter("produce_errors_total", "Failed writes to the jobs topic (retried)."),
+		rejected:      set.Counter("rejected_total", "Due records dead-lettered instead of re-injected: larger than the jobs topic accepts."),
 	}
 	for _, d := range tiers {
 		l := tierName(d)
@@ -549,13 +525,8 @@ func newSchedulerMetrics(reg prometheus.Registerer, tiers Tiers) (*schedulerMetr
 		m.reinjected.WithLabelValues(l)
 		m.waiting.WithLabelValues(l)
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.lateness, m.reinjected, m.waiting, m.invalid, m.produceErrors, m.rejected} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("retry scheduler: register metrics: %w", err)
-		}
+	if err := set.Err(); err != nil {
+		return nil, fmt.Errorf("retry scheduler: register metrics: %w", err)
 	}
 	return m, nil
 }

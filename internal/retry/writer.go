@@ -15,6 +15,7 @@ import (
 	"github.com/postline/postline/internal/configerr"
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/kafkaclient"
+	"github.com/postline/postline/internal/metricreg"
 	"github.com/postline/postline/internal/topic"
 )
 
@@ -120,16 +121,10 @@ func NewWriter(cfg WriterConfig, reg prometheus.Registerer) (*Writer, error) {
 		return nil, err
 	}
 	cfg.Tiers = slices.Clone(cfg.Tiers)
-	records := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "postline",
-		Subsystem: "retry",
-		Name:      "records_total",
-		Help:      "Retry copies written to the delay topics, by tier.",
-	}, []string{"tier"})
-	if reg != nil {
-		if err := reg.Register(records); err != nil {
-			return nil, fmt.Errorf("retry: register metrics: %w", err)
-		}
+	set := metricreg.NewExclusiveSet(reg, "retry")
+	records := set.CounterVec("records_total", "Retry copies written to the delay topics, by tier.", "tier")
+	if err := set.Err(); err != nil {
+		return nil, fmt.Errorf("retry: register metrics: %w", err)
 	}
 	for _, d := range cfg.Tiers {
 		records.WithLabelValues(tierName(d))

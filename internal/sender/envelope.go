@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/postline/postline/internal/mailaddr"
+	"github.com/postline/postline/internal/metricreg"
 	"github.com/postline/postline/job"
 )
 
@@ -131,13 +132,10 @@ type dkimMetrics struct {
 }
 
 func newDKIMMetrics(reg prometheus.Registerer) (*dkimMetrics, error) {
-	v, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "postline",
-		Subsystem: "sender",
-		Name:      "dkim_total",
-		Help:      "Messages rendered with DKIM signing configured, by result: signed, no_key (no key for the From domain: sent unsigned) or error (not sent).",
-	}, []string{"result"}))
-	if err != nil {
+	set := metricreg.NewSet(reg, "sender")
+	v := set.CounterVec("dkim_total",
+		"Messages rendered with DKIM signing configured, by result: signed, no_key (no key for the From domain: sent unsigned) or error (not sent).", "result")
+	if err := set.Err(); err != nil {
 		return nil, err
 	}
 	return &dkimMetrics{

@@ -1,10 +1,11 @@
 package sender
 
 import (
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/postline/postline/internal/metricreg"
 )
 
 // Metric label values for result.
@@ -23,50 +24,15 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer, provider string) (*metrics, error) {
-	dials, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "postline",
-		Subsystem: "sender",
-		Name:      "dials_total",
-		Help:      "SMTP connections dialled, including greeting, STARTTLS and AUTH, by provider and result (ok or error).",
-	}, []string{"provider", "result"}))
-	if err != nil {
-		return nil, err
-	}
-	sends, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: "postline",
-		Subsystem: "sender",
-		Name:      "send_duration_seconds",
-		Help:      "Time to send one message, including any dial, by provider and result (ok or error).",
-		Buckets:   []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-	}, []string{"provider", "result"}))
-	if err != nil {
-		return nil, err
-	}
-	open, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: "postline",
-		Subsystem: "sender",
-		Name:      "connections_open",
-		Help:      "SMTP connections currently open, by provider.",
-	}, []string{"provider"}))
-	if err != nil {
-		return nil, err
-	}
-	ambiguous, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "postline",
-		Subsystem: "sender",
-		Name:      "ambiguous_data_end_total",
-		Help:      "Sends that wrote the whole message but got no reply to its final dot (timeout, dropped connection), by provider: possible duplicates, since the relay may have accepted them.",
-	}, []string{"provider"}))
-	if err != nil {
-		return nil, err
-	}
-	chained, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "postline",
-		Subsystem: "sender",
-		Name:      "chained_envelopes_total",
-		Help:      "Envelopes written in the same write as the end of the message before them on a connection (pipelining across mails), by provider.",
-	}, []string{"provider"}))
-	if err != nil {
+	// Several relays (providers) share one vector per metric.
+	set := metricreg.NewSet(reg, "sender")
+	dials := set.CounterVec("dials_total", "SMTP connections dialled, including greeting, STARTTLS and AUTH, by provider and result (ok or error).", "provider", "result")
+	sends := set.HistogramVec("send_duration_seconds", "Time to send one message, including any dial, by provider and result (ok or error).",
+		[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}, "provider", "result")
+	open := set.GaugeVec("connections_open", "SMTP connections currently open, by provider.", "provider")
+	ambiguous := set.CounterVec("ambiguous_data_end_total", "Sends that wrote the whole message but got no reply to its final dot (timeout, dropped connection), by provider: possible duplicates, since the relay may have accepted them.", "provider")
+	chained := set.CounterVec("chained_envelopes_total", "Envelopes written in the same write as the end of the message before them on a connection (pipelining across mails), by provider.", "provider")
+	if err := set.Err(); err != nil {
 		return nil, err
 	}
 	// WithLabelValues creates every series at zero now, so a relay that
@@ -88,22 +54,4 @@ func (m *metrics) observeSend(d time.Duration, err error) {
 		return
 	}
 	m.sendOK.Observe(d.Seconds())
-}
-
-// register registers c, or returns the collector already registered under
-// the same name, so several relays (providers) share one vector.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if reg == nil {
-		return c, nil
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, err
-	}
-	return c, nil
 }

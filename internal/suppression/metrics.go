@@ -27,40 +27,15 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	const ns, sub = "postline", "suppression"
+	set := metricreg.NewSet(reg, "suppression")
 	m := &metrics{
-		checks: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "checks_total",
-			Help: "Keys (tenant, stream, address) checked against the suppression lists.",
-		}),
-		hits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "hits_total",
-			Help: "Checked keys found suppressed, by the reason of the entry that suppressed them.",
-		}, []string{"reason"}),
-		dbErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "db_errors_total",
-			Help: "Failed suppression list round trips, by operation.",
-		}, []string{"op"}),
-		roundTrip: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: ns, Subsystem: sub, Name: "round_trip_seconds",
-			Help:    "Duration of suppression list round trips (one per call), by operation.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5ms to ~4s
-		}, []string{"op"}),
+		checks:    set.Counter("checks_total", "Keys (tenant, stream, address) checked against the suppression lists."),
+		hits:      set.CounterVec("hits_total", "Checked keys found suppressed, by the reason of the entry that suppressed them.", "reason"),
+		dbErrors:  set.CounterVec("db_errors_total", "Failed suppression list round trips, by operation.", "op"),
+		roundTrip: set.HistogramVec("round_trip_seconds", "Duration of suppression list round trips (one per call), by operation.", prometheus.ExponentialBuckets(0.0005, 2, 14), "op"), // 0.5ms to ~4s
 	}
-	if reg != nil {
-		var err error
-		if m.checks, err = metricreg.Shared(reg, m.checks); err != nil {
-			return nil, err
-		}
-		if m.hits, err = metricreg.Shared(reg, m.hits); err != nil {
-			return nil, err
-		}
-		if m.dbErrors, err = metricreg.Shared(reg, m.dbErrors); err != nil {
-			return nil, err
-		}
-		if m.roundTrip, err = metricreg.Shared(reg, m.roundTrip); err != nil {
-			return nil, err
-		}
+	if err := set.Err(); err != nil {
+		return nil, err
 	}
 	// Export every series from the start, so rates and alerts see zeros.
 	for _, r := range Reasons() {

@@ -36,40 +36,15 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	const ns, sub = "postline", "templatestore"
+	set := metricreg.NewSet(reg, "templatestore")
 	m := &metrics{
-		roundTrips: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "round_trips_total",
-			Help: "Database round trips, by operation.",
-		}, []string{"op"}),
-		dbErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "db_errors_total",
-			Help: "Failed database round trips, by operation (refusals such as a missing version count too).",
-		}, []string{"op"}),
-		roundTrip: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: ns, Subsystem: sub, Name: "round_trip_seconds",
-			Help:    "Duration of database round trips, by operation.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5ms to ~4s
-		}, []string{"op"}),
-		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "pushes_total",
-			Help: "Pushed drafts, by result (created: a new version; unchanged: same content as the latest).",
-		}, []string{"result"}),
+		roundTrips: set.CounterVec("round_trips_total", "Database round trips, by operation.", "op"),
+		dbErrors:   set.CounterVec("db_errors_total", "Failed database round trips, by operation (refusals such as a missing version count too).", "op"),
+		roundTrip:  set.HistogramVec("round_trip_seconds", "Duration of database round trips, by operation.", prometheus.ExponentialBuckets(0.0005, 2, 14), "op"), // 0.5ms to ~4s
+		pushes:     set.CounterVec("pushes_total", "Pushed drafts, by result (created: a new version; unchanged: same content as the latest).", "result"),
 	}
-	if reg != nil {
-		var err error
-		if m.roundTrips, err = metricreg.Shared(reg, m.roundTrips); err != nil {
-			return nil, fmt.Errorf("templatestore: register metrics: %w", err)
-		}
-		if m.dbErrors, err = metricreg.Shared(reg, m.dbErrors); err != nil {
-			return nil, fmt.Errorf("templatestore: register metrics: %w", err)
-		}
-		if m.roundTrip, err = metricreg.Shared(reg, m.roundTrip); err != nil {
-			return nil, fmt.Errorf("templatestore: register metrics: %w", err)
-		}
-		if m.pushes, err = metricreg.Shared(reg, m.pushes); err != nil {
-			return nil, fmt.Errorf("templatestore: register metrics: %w", err)
-		}
+	if err := set.Err(); err != nil {
+		return nil, fmt.Errorf("templatestore: register metrics: %w", err)
 	}
 	// Export every series from the start, so rates and alerts see zeros.
 	for _, op := range ops {

@@ -120,29 +120,17 @@ func NewWatcher(cfg WatcherConfig, src LabelSource, logger *slog.Logger, reg pro
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	const ns, sub = "postline", "templatestore"
+	set := metricreg.NewSet(reg, "templatestore")
 	w := &Watcher{
 		cfg: cfg, src: src, logger: logger,
-		reloads: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "watcher_reloads_total",
-			Help: "Label snapshots loaded by watchers (the first, and one per revision change seen).",
-		}),
-		pollErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "watcher_poll_errors_total",
-			Help: "Watcher polls that failed; the snapshot is kept until a poll succeeds.",
-		}),
-		snap:    &Snapshot{},
-		changed: make(chan struct{}),
-		ready:   make(chan struct{}),
+		reloads:    set.Counter("watcher_reloads_total", "Label snapshots loaded by watchers (the first, and one per revision change seen)."),
+		pollErrors: set.Counter("watcher_poll_errors_total", "Watcher polls that failed; the snapshot is kept until a poll succeeds."),
+		snap:       &Snapshot{},
+		changed:    make(chan struct{}),
+		ready:      make(chan struct{}),
 	}
-	if reg != nil {
-		var err error
-		if w.reloads, err = metricreg.Shared(reg, w.reloads); err != nil {
-			return nil, fmt.Errorf("templatestore: register metrics: %w", err)
-		}
-		if w.pollErrors, err = metricreg.Shared(reg, w.pollErrors); err != nil {
-			return nil, fmt.Errorf("templatestore: register metrics: %w", err)
-		}
+	if err := set.Err(); err != nil {
+		return nil, fmt.Errorf("templatestore: register metrics: %w", err)
 	}
 	return w, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/postline/postline/event"
+	"github.com/postline/postline/internal/metricreg"
 	"github.com/postline/postline/internal/suppression"
 )
 
@@ -114,16 +115,10 @@ func NewApplier(cfg Config, logger *slog.Logger, reg prometheus.Registerer, sign
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "postline",
-		Subsystem: "unsubscribe",
-		Name:      "requests_total",
-		Help:      "Unsubscribe requests (one-click POSTs, GETs of the links, mail to the unsubscribe addresses), by channel and result.",
-	}, []string{"channel", "result"})
-	if reg != nil {
-		if err := reg.Register(requests); err != nil {
-			return nil, fmt.Errorf("unsubscribe: register metrics: %w", err)
-		}
+	set := metricreg.NewExclusiveSet(reg, "unsubscribe")
+	requests := set.CounterVec("requests_total", "Unsubscribe requests (one-click POSTs, GETs of the links, mail to the unsubscribe addresses), by channel and result.", "channel", "result")
+	if err := set.Err(); err != nil {
+		return nil, fmt.Errorf("unsubscribe: register metrics: %w", err)
 	}
 	for _, c := range Channels {
 		for _, r := range Results {

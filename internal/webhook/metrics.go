@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/postline/postline/internal/metricreg"
 )
 
 const (
@@ -46,42 +48,35 @@ type metrics struct {
 var deadLetterReasons = []string{ReasonGone, ReasonHorizon, ReasonDisabled, ReasonUndecodable}
 
 func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
-	opts := func(name, help string) prometheus.Opts {
-		return prometheus.Opts{Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: name, Help: help}
-	}
-	endpoint := []string{"endpoint"}
+	set := metricreg.NewExclusiveSet(reg, metricsSubsystem)
 	m := &metrics{
-		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts(opts("deliveries_total",
-			"Events finished per endpoint: delivered (a 2xx reply) or dead_lettered (410 Gone, the retry horizon passed, endpoint disabled, not an event).")),
-			[]string{"endpoint", "result"}),
-		delivery: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "delivery_seconds",
-			Help:    "Time from an event's first attempt (or its queueing) for an endpoint to its end (delivered or dead-lettered), retries included.",
-			Buckets: prometheus.ExponentialBuckets(0.01, 3, 16), // 10ms to about 40h
-		}, []string{"endpoint", "result"}),
-		attempts: prometheus.NewCounterVec(prometheus.CounterOpts(opts("attempts_total",
-			"POSTs to endpoints, by the status class of the reply (2xx, 3xx, 4xx, 5xx) or timeout or error (no reply).")),
-			[]string{"endpoint", "result"}),
-		request: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "request_seconds",
-			Help:    "Duration of one POST to an endpoint, failed ones included.",
-			Buckets: prometheus.ExponentialBuckets(0.005, 2, 15), // 5ms to about 80s
-		}, endpoint),
-		queued: prometheus.NewCounterVec(prometheus.CounterOpts(opts("queued_total",
-			"Events an endpoint did not take at once (or that came while it was failing), written to its durable queue for a later attempt.")),
-			endpoint),
-		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts(opts("dead_letters_total",
-			"Events an endpoint gave up on, written to the webhook dead-letter topic and kept in the queue for replay, by reason.")),
-			[]string{"endpoint", "reason"}),
-		disabledTotal: prometheus.NewCounterVec(prometheus.CounterOpts(opts("endpoints_disabled_total",
-			"Endpoints this dispatcher disabled because they failed every attempt for the disable period.")),
-			endpoint),
-		undecodable: prometheus.NewCounterVec(prometheus.CounterOpts(opts("undecodable_total",
-			"Records of the events topic that are not valid events; they go to the dead-letter topic, once per endpoint.")),
-			endpoint),
-		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts(opts("duplicates_total",
-			"Copies of events an endpoint got lately, not sent again.")),
-			endpoint),
+		deliveries: set.CounterVec("deliveries_total",
+			"Events finished per endpoint: delivered (a 2xx reply) or dead_lettered (410 Gone, the retry horizon passed, endpoint disabled, not an event).",
+			"endpoint", "result"),
+		delivery: set.HistogramVec("delivery_seconds",
+			"Time from an event's first attempt (or its queueing) for an endpoint to its end (delivered or dead-lettered), retries included.",
+			prometheus.ExponentialBuckets(0.01, 3, 16), // 10ms to about 40h
+			"endpoint", "result"),
+		attempts: set.CounterVec("attempts_total",
+			"POSTs to endpoints, by the status class of the reply (2xx, 3xx, 4xx, 5xx) or timeout or error (no reply).",
+			"endpoint", "result"),
+		request: set.HistogramVec("request_seconds", "Duration of one POST to an endpoint, failed ones included.",
+			prometheus.ExponentialBuckets(0.005, 2, 15), // 5ms to about 80s
+			"endpoint"),
+		queued: set.CounterVec("queued_total",
+			"Events an endpoint did not take at once (or that came while it was failing), written to its durable queue for a later attempt.",
+			"endpoint"),
+		deadLetters: set.CounterVec("dead_letters_total",
+			"Events an endpoint gave up on, written to the webhook dead-letter topic and kept in the queue for replay, by reason.",
+			"endpoint", "reason"),
+		disabledTotal: set.CounterVec("endpoints_disabled_total",
+			"Endpoints this dispatcher disabled because they failed every attempt for the disable period.", "endpoint"),
+		undecodable: set.CounterVec("undecodable_total",
+			"Records of the events topic that are not valid events; they go to the dead-letter topic, once per endpoint.", "endpoint"),
+		duplicates: set.CounterVec("duplicates_total", "Copies of events an endpoint got lately, not sent again.", "endpoint"),
+	}
+	if err := set.Err(); err != nil {
+		return nil, fmt.Errorf("webhook: register metrics: %w", err)
 	}
 	// Export every endpoint's series from the start, so rates and alerts
 	// see zeros.
@@ -104,11 +99,8 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.deliveries, m.delivery, m.attempts, m.request, m.queued, m.deadLetters,
-		m.disabledTotal, m.undecodable, m.duplicates, laneCollector{d}} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("webhook: register metrics: %w", err)
-		}
+	if err := reg.Register(laneCollector{d}); err != nil {
+		return nil, fmt.Errorf("webhook: register metrics: %w", err)
 	}
 	return m, nil
 }

@@ -1,25 +1,25 @@
 // Package benchenv owns what every benchmark harness needs around the code
-// it measures: a PostgreSQL schema of its own, a free loopback address, a
-// random name suffix, the machine's CPU model, and the readiness check of
-// a group of worker processes.
+// it measures: the fixture of a run (topics, schema, worker settings), the
+// -brokers and -database-url flags of the local stack, a PostgreSQL schema
+// of its own, a free loopback address, a random name suffix, a directory
+// for logs, and the machine's CPU model and memory.
 package benchenv
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/segmentio/kafka-go"
-
-	"github.com/postline/postline/internal/consumer"
 )
 
 // CreateSchema creates schema in the database at base, a postgres:// URL,
@@ -87,30 +87,65 @@ func CPUModel() string {
 	return ""
 }
 
-// WorkersReady checks once that every readiness URL answers 200, that the
-// consumer group has exactly members members, and that they own all
-// partitions of jobsTopic.
-func WorkersReady(ctx context.Context, httpc *http.Client, client *kafka.Client, urls []string, group, jobsTopic string, partitions, members int) error {
-	for _, u := range urls {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := httpc.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", u, resp.Status)
-		}
+// LogDir returns dir, made if it does not exist, or a new temporary
+// directory named after prefix when dir is empty: where a harness puts the
+// logs of the processes it runs.
+func LogDir(dir, prefix string) (string, error) {
+	if dir == "" {
+		return os.MkdirTemp("", prefix)
 	}
-	resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+// The local stack's addresses (scripts/stack.sh), the defaults of the
+// harnesses' -brokers and -database-url.
+const (
+	DefaultBrokers     = "127.0.0.1:9092"
+	DefaultDatabaseURL = "postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable"
+)
+
+// StackFlags are a harness's -brokers and -database-url flags.
+type StackFlags struct {
+	brokers     string
+	databaseURL string
+}
+
+// AddStackFlags defines -brokers and -database-url on fs, with defaults
+// from $POSTLINE_KAFKA_BROKERS and $POSTLINE_DATABASE_URL, else the local
+// stack's. databaseUsage says what the harness creates in the database.
+func AddStackFlags(fs *flag.FlagSet, databaseUsage string) *StackFlags {
+	s := &StackFlags{}
+	fs.StringVar(&s.brokers, "brokers", cmp.Or(os.Getenv("POSTLINE_KAFKA_BROKERS"), DefaultBrokers), "Kafka brokers, comma-separated")
+	fs.StringVar(&s.databaseURL, "database-url", cmp.Or(os.Getenv("POSTLINE_DATABASE_URL"), DefaultDatabaseURL), databaseUsage)
+	return s
+}
+
+// Brokers are the -brokers, split at the commas.
+func (s *StackFlags) Brokers() []string { return strings.Split(s.brokers, ",") }
+
+// DatabaseURL is the -database-url.
+func (s *StackFlags) DatabaseURL() string { return s.databaseURL }
+
+// MemTotal is the machine's memory in bytes, from /proc/meminfo; false
+// when it cannot be read.
+func MemTotal() (int64, bool) {
+	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
-		return fmt.Errorf("describe group: %w", err)
+		return 0, false
 	}
-	if len(resp.Groups) != 1 || len(resp.Groups[0].Members) != members {
-		return fmt.Errorf("group %s does not have %d members yet", group, members)
+	return parseMemTotal(string(b))
+}
+
+// parseMemTotal reads the MemTotal line of a /proc/meminfo, in kB (KiB).
+func parseMemTotal(meminfo string) (int64, bool) {
+	for line := range strings.Lines(meminfo) {
+		if k, v, ok := strings.Cut(line, ":"); ok && k == "MemTotal" {
+			if f := strings.Fields(v); len(f) == 2 && f[1] == "kB" {
+				if kib, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					return kib << 10, true
+				}
+			}
+		}
 	}
-	return consumer.CheckAssigned(ctx, client, group, jobsTopic, partitions)
+	return 0, false
 }

@@ -6,6 +6,7 @@
 package benchproc
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -18,32 +19,72 @@ import (
 
 // Proc is one running process.
 type Proc struct {
+	name    string
 	cmd     *exec.Cmd
 	logPath string
-	done    chan struct{} // closed when the process has exited
+	wrapper bool
+	done    chan struct{} // closed when the process has exited and the log is closed
 }
 
-// Start runs bin with env added to the harness's environment (later entries
-// win) and its stdout and stderr in logPath.
-func Start(bin, logPath string, env []string) (*Proc, error) {
-	log, err := os.Create(logPath)
+// Spec says what Start runs.
+type Spec struct {
+	// Name names the process in errors; empty means Bin.
+	Name string
+	Bin  string
+	Args []string
+	// Env is added to the harness's environment; later entries win.
+	Env []string
+	// Isolate leaves the harness's own POSTLINE_* variables out of the
+	// environment, so that a run's settings cannot leak in from the shell.
+	Isolate bool
+	// LogPath is the file that receives the process's stdout and stderr.
+	LogPath string
+	// Wrapper says that Bin runs the measured binary as its one child and
+	// must be let exit on its own: GNU time dies on SIGTERM without writing
+	// its report. Stop then signals the child, Target names it, and Kill
+	// kills both.
+	Wrapper bool
+}
+
+// Start runs the process of spec.
+func Start(spec Spec) (*Proc, error) {
+	log, err := os.Create(spec.LogPath)
 	if err != nil {
 		return nil, err
 	}
-	p := &Proc{cmd: exec.Command(bin), logPath: logPath, done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
+	p := &Proc{name: cmp.Or(spec.Name, spec.Bin), cmd: exec.Command(spec.Bin, spec.Args...), logPath: spec.LogPath,
+		wrapper: spec.Wrapper, done: make(chan struct{})}
+	p.cmd.Env = append(environ(os.Environ(), spec.Isolate), spec.Env...)
 	p.cmd.Stdout, p.cmd.Stderr = log, log
 	if err := p.cmd.Start(); err != nil {
 		log.Close()
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+		return nil, fmt.Errorf("start %s: %w", p.name, err)
 	}
 	go func() {
-		_ = p.cmd.Wait()
+		_ = p.cmd.Wait() // the exit status is in the log; Stop reports a kill
 		log.Close()
 		close(p.done)
 	}()
 	return p, nil
 }
+
+// environ is the harness's environment env, without its POSTLINE_*
+// variables when isolate is set.
+func environ(env []string, isolate bool) []string {
+	if !isolate {
+		return env
+	}
+	var kept []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "POSTLINE_") {
+			kept = append(kept, kv)
+		}
+	}
+	return kept
+}
+
+// Name is the name the process goes by in errors.
+func (p *Proc) Name() string { return p.name }
 
 // Pid is the process id.
 func (p *Proc) Pid() int { return p.cmd.Process.Pid }
@@ -61,25 +102,82 @@ func (p *Proc) Exited() bool {
 	}
 }
 
-// Stop sends SIGTERM and waits up to grace, then kills the process. It is
-// safe to call more than once.
+// childWait bounds how long Target waits for a wrapper's child: the
+// wrapper forks it at once.
+const childWait = 5 * time.Second
+
+// Target is the pid of the measured binary: the process itself, or a
+// Wrapper's child.
+func (p *Proc) Target() (int, error) {
+	if !p.wrapper {
+		return p.Pid(), nil
+	}
+	return childOf(p.Pid(), childWait)
+}
+
+// Wait waits at most d for the process to end and reports whether it did.
+func (p *Proc) Wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// Stop sends SIGTERM to the measured binary (see Target) and waits up to
+// grace for the process to end, then kills it. It is safe to call more
+// than once.
 func (p *Proc) Stop(grace time.Duration) error {
 	if p.Exited() {
 		return nil
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("stop pid %d: %w", p.Pid(), err)
+	target, err := p.Target()
+	if err != nil {
+		p.Kill()
+		return fmt.Errorf("stop %s: %w", p.name, err)
 	}
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-p.done:
+	if err := p.terminate(target); err != nil {
+		return fmt.Errorf("stop %s: SIGTERM pid %d: %w", p.name, target, err)
+	}
+	if p.Wait(grace) {
 		return nil
-	case <-t.C:
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		return fmt.Errorf("stop pid %d: still running %s after SIGTERM; killed (log %s)", p.Pid(), grace, p.logPath)
 	}
+	p.Kill()
+	return fmt.Errorf("stop %s (pid %d): still running %s after SIGTERM; killed (log %s)", p.name, target, grace, p.logPath)
+}
+
+// terminate sends SIGTERM to target; one that has already ended is no
+// error.
+func (p *Proc) terminate(target int) error {
+	if !p.wrapper {
+		// Through the process handle: its pid cannot have been reused.
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); !errors.Is(err, os.ErrProcessDone) {
+			return err
+		}
+		return nil
+	}
+	if err := syscall.Kill(target, syscall.SIGTERM); !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	return nil
+}
+
+// Kill kills the process (a Wrapper's child first, giving the wrapper a
+// moment to exit after it) and waits until it has ended.
+func (p *Proc) Kill() {
+	if p.wrapper {
+		if c, ok := findChild(p.Pid()); ok {
+			_ = syscall.Kill(c, syscall.SIGKILL)
+			if p.Wait(5 * time.Second) {
+				return
+			}
+		}
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
 }
 
 // CPU is the process's user plus system time; zero before it exited.

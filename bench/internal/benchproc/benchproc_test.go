@@ -3,6 +3,7 @@ package benchproc
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,7 +51,7 @@ func TestProcLifecycle(t *testing.T) {
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho started $GREETING\nexec sleep 30\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p, err := Start(script, filepath.Join(t.TempDir(), "run.log"), []string{"GREETING=hello"})
+	p, err := Start(Spec{Bin: script, LogPath: filepath.Join(t.TempDir(), "run.log"), Env: []string{"GREETING=hello"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,5 +75,44 @@ func TestProcLifecycle(t *testing.T) {
 	}
 	if _, err := ReadMemory(p.Pid()); err == nil {
 		t.Fatal("ReadMemory of an exited process succeeded")
+	}
+}
+
+func TestEnviron(t *testing.T) {
+	harness := []string{"PATH=/bin", "POSTLINE_SENDERS=64", "HOME=/root", "POSTLINE_KAFKA_BROKERS=x:9092"}
+	for _, tc := range []struct {
+		name    string
+		isolate bool
+		want    []string
+	}{
+		{name: "the harness's environment as it is", isolate: false, want: harness},
+		{name: "isolated: no POSTLINE_ variable leaks in", isolate: true, want: []string{"PATH=/bin", "HOME=/root"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := environ(harness, tc.isolate); !slices.Equal(got, tc.want) {
+				t.Fatalf("environ = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestStartNamesTheProcess checks that a spec without a name goes by its
+// binary, and that a binary that cannot start is named in the error.
+func TestStartNamesTheProcess(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Start(Spec{Name: "worker1", Bin: filepath.Join(dir, "missing"), LogPath: filepath.Join(dir, "w.log")})
+	if err == nil || !strings.HasPrefix(err.Error(), "start worker1: ") {
+		t.Fatalf("Start of a missing binary: %v, want an error naming worker1", err)
+	}
+	if _, err := os.Stat("/bin/true"); err != nil {
+		t.Skip("no /bin/true")
+	}
+	p, err := Start(Spec{Bin: "/bin/true", LogPath: filepath.Join(dir, "true.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(time.Second)
+	if p.Name() != "/bin/true" {
+		t.Fatalf("Name = %q, want the binary", p.Name())
 	}
 }

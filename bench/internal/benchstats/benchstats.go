@@ -1,5 +1,6 @@
 // Package benchstats owns the statistics the benchmark harnesses report
-// over repeated runs, so that every table reduces its runs the same way.
+// over repeated runs, so that every table reduces its runs the same way,
+// and the benchstat files they write them to.
 package benchstats
 
 import (
@@ -20,4 +21,13 @@ func Median(xs []float64) float64 {
 		return s[mid]
 	}
 	return (s[mid-1] + s[mid]) / 2
+}
+
+// Verdict is the cell of a target that a figure met (PASS) or missed
+// (FAIL), the words every harness's targets are judged in.
+func Verdict(met bool) string {
+	if met {
+		return "PASS"
+	}
+	return "FAIL"
 }

@@ -28,3 +28,14 @@ func TestMedian(t *testing.T) {
 		t.Errorf("Median sorted its argument in place: %v", xs)
 	}
 }
+
+func TestVerdict(t *testing.T) {
+	for _, tc := range []struct {
+		met  bool
+		want string
+	}{{true, "PASS"}, {false, "FAIL"}} {
+		if got := Verdict(tc.met); got != tc.want {
+			t.Errorf("Verdict(%v) = %q, want %q", tc.met, got, tc.want)
+		}
+	}
+}

@@ -10,32 +10,18 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/postline/postline/bench/internal/benchcli"
 	"github.com/postline/postline/bench/relay"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "relay:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchcli.Main("relay", run) }
 
 // options are the command's flags besides the relay's Config.
 type options struct {

@@ -1,0 +1,325 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postline/postline/bench/internal/benchenv"
+	"github.com/postline/postline/bench/internal/benchjobs"
+	"github.com/postline/postline/bench/internal/benchmetrics"
+	"github.com/postline/postline/bench/internal/benchproc"
+	"github.com/postline/postline/bench/internal/benchworkers"
+	"github.com/postline/postline/job"
+)
+
+// plainSpec is the postline row's spec (the baseline row's with the
+// baseline binary): plain jobs, -senders SMTP sessions to the sink.
+func plainSpec(o options, name, bin string, jobs, run int, host, port string) workerSpec {
+	return workerSpec{
+		name: name, bin: bin, jobs: jobs, run: run, http: true,
+		env: []string{
+			"POSTLINE_SENDERS=" + strconv.Itoa(o.senders),
+			"POSTLINE_SMTP_HOST=" + host, "POSTLINE_SMTP_PORT=" + port,
+		},
+	}
+}
+
+// warmUp delivers -warmup-jobs plain jobs through the postline worker, in
+// rows of -jobs like the measured ones (fresh topics, group and schema
+// each), before anything is measured, when a row that goes through Kafka is
+// to run. A broker that has just started runs its produce and fetch paths
+// in slower code until its JIT has compiled them; the rows measured first
+// would pay for that and the later ones not, so a row's place in the run
+// would decide its figures. The warm-up rows are printed, not reported.
+func warmUp(ctx context.Context, o options, host, port string, stderr io.Writer) error {
+	throughKafka := slices.ContainsFunc(o.variants, func(v string) bool {
+		return v == variantPostline || v == variantBaseline || v == variantTemplate || v == variantOutcomes || v == variantNaive || v == variantMemory
+	})
+	if o.warmupJobs == 0 || !throughKafka {
+		return nil
+	}
+	fmt.Fprintf(stderr, "bench: warm-up: %d jobs through %s in rows of %d, not measured\n", o.warmupJobs, o.workerBin, o.jobs)
+	for row, left := 1, o.warmupJobs; left > 0; row++ {
+		n := min(left, o.jobs)
+		res, err := runWorker(ctx, o, plainSpec(o, "warmup", o.workerBin, n, row, host, port), stderr)
+		if err != nil {
+			return fmt.Errorf("warm-up row %d: %w", row, err)
+		}
+		fmt.Fprintf(stderr, "bench: warm-up %d: %s\n", row, benchLine(res))
+		left -= n
+	}
+	return nil
+}
+
+// workerSpec says how to run one worker variant.
+type workerSpec struct {
+	name string
+	bin  string
+	jobs int
+	run  int
+	http bool     // serves /readyz on POSTLINE_HTTP_ADDR
+	env  []string // variant-specific settings
+	// prepare, when set, runs on the fresh schema before the binary starts.
+	prepare func(ctx context.Context, pool *pgxpool.Pool) error
+	// makeJobs, when set, makes the n jobs to publish; nil means plainJobs.
+	makeJobs func(n, bodyBytes int) []job.Job
+	// outcomes runs the outcome loop beside the worker (outcomes.go): its
+	// settings, the webhook dispatcher and the harness's endpoint.
+	outcomes bool
+}
+
+// runWorker measures one worker binary on fresh topics, group and schema.
+func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer) (result, error) {
+	f, err := newFixture(ctx, o, spec.name, stderr)
+	if err != nil {
+		return result{}, err
+	}
+	defer f.Close()
+	pool, jobsTopic, group := f.Pool, f.JobsTopic, f.Group
+	env := slices.Concat(f.Env, spec.env)
+	if spec.prepare != nil {
+		if err := spec.prepare(ctx, pool); err != nil {
+			return result{}, fmt.Errorf("%s: prepare: %w", spec.name, err)
+		}
+	}
+	makeJobs := spec.makeJobs
+	if makeJobs == nil {
+		makeJobs = plainJobs
+	}
+	var loop *outcomeLoop
+	if spec.outcomes {
+		if loop, err = startOutcomeLoop(ctx, o, f, spec.run, stderr); err != nil {
+			return result{}, fmt.Errorf("%s: %w", spec.name, err)
+		}
+		defer loop.close()
+		env = append(env, loop.workerEnv...)
+	}
+	var readyURL, metricsURL string
+	if spec.http {
+		addr, err := benchenv.FreeAddr()
+		if err != nil {
+			return result{}, err
+		}
+		env = append(env, "POSTLINE_HTTP_ADDR="+addr)
+		readyURL = "http://" + addr + "/readyz"
+		metricsURL = "http://" + addr + "/metrics"
+	}
+	p, err := startProc(o.timeBin, o.logDir, fmt.Sprintf("%s-run%d", spec.name, spec.run), []string{spec.bin}, env)
+	if err != nil {
+		return result{}, err
+	}
+	defer func() { _ = p.Stop(5 * time.Second) }() // on error paths only; the happy path stops it below
+
+	fmt.Fprintf(stderr, "bench: %s: started (log %s); waiting for readiness\n", spec.name, p.LogPath())
+	if err := waitReady(ctx, p, readyURL, o.brokers, group, jobsTopic, o.partitions); err != nil {
+		return result{}, err
+	}
+	jobs := makeJobs(spec.jobs, o.bodyBytes)
+	child, err := p.Target()
+	if err != nil {
+		return result{}, err
+	}
+	cs := o.components()
+	before, err := sampleComponents(cs)
+	if err != nil {
+		return result{}, err
+	}
+	ownBefore, err := benchproc.CPU(child)
+	if err != nil {
+		return result{}, err
+	}
+	selfBefore := selfCPU()
+	var loopBefore time.Duration
+	if loop != nil {
+		if loopBefore, err = loop.cpu(); err != nil {
+			return result{}, err
+		}
+	}
+	var allocsBefore benchmetrics.Counters
+	if spec.http {
+		if allocsBefore, err = scrapeGoAllocs(ctx, metricsURL); err != nil {
+			return result{}, fmt.Errorf("%s: %w", spec.name, err)
+		}
+	}
+	fmt.Fprintf(stderr, "bench: %s: ready; publishing %d jobs\n", spec.name, spec.jobs)
+	if loop != nil {
+		loop.begin(ctx)
+	}
+	took, err := benchjobs.Publish(ctx, o.brokers, jobsTopic, jobs, 500)
+	if err != nil {
+		return result{}, err
+	}
+	fmt.Fprintf(stderr, "bench: %s: published %d jobs in %s (%.0f/s); waiting for delivery\n",
+		spec.name, spec.jobs, took.Round(time.Millisecond), float64(spec.jobs)/took.Seconds())
+	if err := waitSent(ctx, pool, metricsURL, p, spec.name, spec.jobs, o.timeout, stderr, nil); err != nil {
+		return result{}, err
+	}
+	if loop != nil {
+		loop.lastMail(ctx)
+	}
+	var allocsAfter benchmetrics.Counters
+	if spec.http {
+		if allocsAfter, err = scrapeGoAllocs(ctx, metricsURL); err != nil {
+			return result{}, fmt.Errorf("%s: %w", spec.name, err)
+		}
+	}
+	ownAfter, err := benchproc.CPU(child)
+	if err != nil {
+		return result{}, err
+	}
+	selfAfter := selfCPU()
+	after, err := sampleComponents(cs)
+	if err != nil {
+		return result{}, err
+	}
+	var loopAfter time.Duration
+	if loop != nil {
+		if loopAfter, err = loop.cpu(); err != nil {
+			return result{}, err
+		}
+		if err := loop.drain(ctx, stderr); err != nil {
+			return result{}, err
+		}
+	}
+	if err := p.Stop(60 * time.Second); err != nil {
+		return result{}, err
+	}
+	u, err := p.usage()
+	if err != nil {
+		return result{}, err
+	}
+	if u.ExitStatus != 0 {
+		fmt.Fprintf(stderr, "bench: %s: exited with status %d after SIGTERM; see %s\n", spec.name, u.ExitStatus, p.LogPath())
+	}
+	res, err := latency(ctx, pool)
+	if err != nil {
+		return result{}, err
+	}
+	res.Variant = spec.name
+	res.CPU, res.PeakRSSBytes = u.CPU(), u.MaxRSSBytes
+	d := after.since(before)
+	res.Pipeline = pipelineCPU{Measured: true, Own: ownAfter - ownBefore + loopAfter - loopBefore, Injector: selfAfter - selfBefore,
+		Kafka: d["kafka"], Postgres: d["postgres"], Sink: d["sink"]}
+	if loop != nil {
+		if res.Hooks, err = loop.finish(ctx); err != nil {
+			return result{}, fmt.Errorf("%s: %w", spec.name, err)
+		}
+	}
+	if spec.http {
+		res.HasAllocs = true
+		res.AllocBytes = allocsAfter.AllocBytes - allocsBefore.AllocBytes
+		res.Allocs = allocsAfter.Mallocs - allocsBefore.Mallocs
+	}
+	return res, nil
+}
+
+type fixture = benchenv.Fixture
+
+// newFixture creates the topics and the schema of a run named name; Close
+// removes them unless -keep.
+func newFixture(ctx context.Context, o options, name string, stderr io.Writer) (*fixture, error) {
+	return benchenv.NewFixture(ctx, benchenv.FixtureOptions{Name: name, Brokers: o.brokers, DatabaseURL: o.databaseURL,
+		Partitions: o.partitions, Keep: o.keep, Log: stderr})
+}
+
+// waitReady polls until the process answers /readyz (when readyURL is set)
+// and the group is stable with every partition of the topic assigned.
+func waitReady(ctx context.Context, p *proc, readyURL string, brokers []string, group, jobsTopic string, partitions int) error {
+	var urls []string
+	if readyURL != "" {
+		urls = []string{readyURL}
+	}
+	return benchworkers.WaitReady(ctx, []*proc{p}, benchworkers.Ready{What: p.Name(), URLs: urls, Timeout: 90 * time.Second,
+		Group: &benchworkers.Group{Brokers: brokers, ID: group, Topic: jobsTopic, Partitions: partitions}})
+}
+
+// bodyLine is the text of the synthetic jobs' bodies.
+const bodyLine = "Postline end-to-end benchmark body text, 64 bytes per line ...\n"
+
+// plainJobs are n synthetic jobs that carry their own bodyBytes-byte text
+// body.
+func plainJobs(n, bodyBytes int) []job.Job {
+	return benchjobs.Plain(n, benchjobs.Body(bodyBytes, bodyLine))
+}
+
+// waitSent waits until n mails are sent. With metricsURL set it polls the
+// worker's own counters every 250 ms, which puts no load on PostgreSQL (its
+// CPU is part of the pipeline's figure) and costs the same however many rows
+// the table holds, and then checks the rows once; without it (the naive
+// worker has no /metrics) it counts the rows, every 100 ms. The rates come
+// from the rows' timestamps, not from when the wait ends; the 250 ms keep
+// the scrapes' own allocations (about 0.1 KB per mail at 100 ms) out of the
+// worker's figure. Failed or dead
+// mails, an exited process or the timeout end the wait with an error. Every
+// 5 s it prints the count, followed by progress() when that is not nil.
+func waitSent(ctx context.Context, pool *pgxpool.Pool, metricsURL string, p *proc, name string, n int, timeout time.Duration, stderr io.Writer, progress func() string) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	httpc := &http.Client{Timeout: 2 * time.Second}
+	every := 100 * time.Millisecond
+	if metricsURL != "" {
+		every = 250 * time.Millisecond
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	lastReport := time.Now()
+	rowsChecked := false
+	for {
+		var (
+			sent, failed int
+			err          error
+		)
+		if metricsURL != "" && !rowsChecked {
+			var c benchmetrics.Counters
+			c, err = benchmetrics.Scrape(ctx, httpc, []string{metricsURL})
+			sent, failed = int(c.Sent), int(c.Failed)
+		} else {
+			sent, failed, err = benchjobs.CountRows(ctx, pool)
+		}
+		switch {
+		case err != nil && ctx.Err() == nil:
+			return fmt.Errorf("%s: progress: %w", name, err)
+		case failed > 0:
+			return fmt.Errorf("%s: %d mails failed (sent %d); see %s", name, failed, sent, p.LogPath())
+		case sent >= n && (metricsURL == "" || rowsChecked):
+			return nil
+		case sent >= n:
+			// The counter moves after the outcome is committed, so the
+			// rows are there; the count says so before the figures are
+			// read from them.
+			rowsChecked = true
+			continue
+		case p.Exited():
+			return fmt.Errorf("%s exited after %d of %d mails:\n%s", name, sent, n, p.LogTail(20))
+		}
+		if time.Since(lastReport) >= 5*time.Second {
+			extra := ""
+			if progress != nil {
+				extra = "; " + progress()
+			}
+			fmt.Fprintf(stderr, "bench: %s: %d/%d sent%s\n", name, sent, n, extra)
+			lastReport = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %d of %d mails sent: %w", name, sent, n, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// latency reads throughput and latency of the sent rows.
+func latency(ctx context.Context, pool *pgxpool.Pool) (result, error) {
+	l, err := benchjobs.ReadLatency(ctx, pool)
+	if err != nil {
+		return result{}, err
+	}
+	return result{Mails: l.Mails, Span: l.Span, HasLatency: true, P50: l.P50, P99: l.P99}, nil
+}
