@@ -19,231 +19,251 @@ func overviewDashboard() dashboardSpec {
 			"Postline workers. Relay details, limits and retries are on \"Postline relays & retries\".",
 		tags: []string{"postline"},
 		rows: []rowSpec{
-			{title: "Delivery", panels: []panelSpec{
-				{
-					title: "Throughput by result",
-					description: "Records the workers finished per second, by outcome: sent (a relay accepted it), " +
-						"retried (a copy went to a delay tier), dead (dead-lettered: out of attempts, too old or " +
-						"invalid), failed (rejected permanently by a relay), duplicate and stale (already handled, " +
-						"skipped), conflict (Message-ID reused for another payload), rejected (the record is not a " +
-						"valid job). What to do: sent falling while retried or dead rise points at a relay: look at " +
-						"success ratio and circuit state. Rejected or conflict above zero means a producer " +
-						"publishes bad jobs: read the dead letters' reasons.",
-					unit: unitPerSecond, stacked: true,
-					targets: []target{{
-						expr:   "sum by (outcome) (" + rate("postline_delivery_records_total") + ")",
-						legend: "{{outcome}}",
-					}},
-				},
-				{
-					title: "Success ratio per provider",
-					description: "Share of send attempts each relay accepted over the rate interval (1 = every " +
-						"attempt sent), and over all relays. What to do: a relay below about 0.9 is failing " +
-						"or throttling; check its circuit state and its attempts by result on the relays " +
-						"dashboard. All relays low at once points at the mail itself (content, recipients) or at " +
-						"the network.",
-					unit: unitRatio,
-					targets: []target{
-						{
-							expr: "sum by (provider) (" + rate("postline_delivery_attempts_total", `result="sent"`) + ")" +
-								" / sum by (provider) (" + rate("postline_delivery_attempts_total") + ")",
-							legend: "{{provider}}",
-						},
-						{
-							expr: "sum(" + rate("postline_delivery_attempts_total", `result="sent"`) + ")" +
-								" / sum(" + rate("postline_delivery_attempts_total") + ")",
-							legend: "all relays",
-						},
-					},
-				},
-				{
-					title: "Send latency p50/p99",
-					description: "Time of one send attempt to a relay (SMTP conversation, dial excluded when a " +
-						"session is reused), median and 99th percentile over all relays and results. What to do: " +
-						"a p99 rising toward the send timeout means a relay is slow or overloaded: fewer sends fit " +
-						"in flight and throughput falls; compare relays on \"Relay send latency\".",
-					unit: unitSeconds,
-					targets: []target{
-						{expr: quantile("0.5", "postline_delivery_send_duration_seconds"), legend: "p50"},
-						{expr: quantile("0.99", "postline_delivery_send_duration_seconds"), legend: "p99"},
-					},
-				},
-				{
-					title: "Concurrency limit and in flight",
-					description: "Sends the adaptive limit allows in flight per relay, summed over the workers, and " +
-						"the records inside the pipelines. What to do: in flight pinned at the limit while lag " +
-						"grows means the relays, not the workers, bound throughput: adding workers will not help; " +
-						"raise the relay's capacity or its configured limits. The detail is on the relays " +
-						"dashboard.",
-					unit: unitCount,
-					targets: []target{
-						{expr: "sum by (provider) (" + sel("postline_adaptive_concurrency_limit") + ")", legend: "limit {{provider}}"},
-						{expr: "sum(" + sel("postline_delivery_in_flight") + ")", legend: "in flight"},
-					},
-				},
-			}},
-			{title: "Backlog", panels: []panelSpec{
-				{
-					title: "Consumer lag per partition",
-					description: "Records of each partition the consumer group has not committed past (end offset " +
-						"minus committed offset), as the workers read it every lag interval. Every worker reports " +
-						"the whole group's lag, so the panel takes the maximum over workers. What to do: one " +
-						"partition far above the others means a hot key or a stuck owner: check rebalances and the " +
-						"worker that owns it; all partitions growing means the fleet is too slow: see \"Age of the " +
-						"oldest waiting job\".",
-					unit: unitCount, width: 8,
-					targets: []target{{
-						expr:   "max by (topic, partition) (" + sel("postline_consumer_group_lag") + ")",
-						legend: "{{topic}}/{{partition}}",
-					}},
-				},
-				{
-					title: "Consumer lag total",
-					description: "Records the consumer group has not committed past, summed over the partitions of " +
-						"each topic. What to do: lag that stays high and keeps growing means jobs arrive faster " +
-						"than they are sent: scale workers up to the partition count if the relays have spare " +
-						"capacity (the concurrency panels say so), otherwise the relay is the bottleneck.",
-					unit: unitCount, width: 8,
-					targets: []target{{
-						expr:   "sum by (topic) (max by (topic, partition) (" + sel("postline_consumer_group_lag") + "))",
-						legend: "{{topic}}",
-					}},
-				},
-				{
-					title: "Age of the oldest waiting job",
-					description: "Oldest waiting: how long ago the oldest job the worker group has not finished " +
-						"was published (the Kafka timestamp of the record at the group's committed offset, read " +
-						"with the lag; 0 when caught up). p99 publish to accept: the time from a job's first " +
-						"publication to relay acceptance, retries included. What to do: an oldest-waiting age " +
-						"past the delivery SLO means mail will be late: scale workers or relay capacity; a rising " +
-						"p99 while the oldest waiting job is young means retries, not backlog, make mail late: " +
-						"look at retries and circuit state.",
-					unit: unitSeconds, width: 8,
-					targets: []target{
-						{
-							expr:   "max by (topic) (" + sel("postline_consumer_oldest_waiting_seconds") + ")",
-							legend: "oldest waiting: {{topic}}",
-						},
-						{expr: quantile("0.99", "postline_delivery_publish_to_accept_seconds"), legend: "p99 publish to accept"},
-					},
-				},
-			}},
-			{title: "Failures", panels: []panelSpec{
-				{
-					title: "Retries per tier",
-					description: "Retry copies written to each delay tier per second. What to do: a surge in the " +
-						"short tiers is usually a relay blip and drains by itself; growth in the long tiers means " +
-						"jobs keep failing: check the success ratio and circuit state, and the DLQ panel for what " +
-						"gives up.",
-					unit: unitPerSecond, stacked: true, width: 8,
-					targets: []target{{
-						expr:   "sum by (tier) (" + rate("postline_retry_records_total") + ")",
-						legend: "{{tier}}",
-					}},
-				},
-				{
-					title: "Dead letters by reason",
-					description: "Records written to the dead-letter topic per second, by reason: smtp_permanent " +
-						"(a relay refused the mail), max_attempts, max_age, message_id_conflict, or a validation " +
-						"reason for invalid jobs. What to do: permanent refusals and invalid jobs need the " +
-						"producer fixed; max_attempts or max_age after an outage can be replayed from the DLQ " +
-						"with postctl once the relay is back.",
-					unit: unitPerSecond, stacked: true, width: 8,
-					targets: []target{{
-						expr:   "sum by (reason) (" + rate("postline_deadletter_records_total") + ")",
-						legend: "{{reason}}",
-					}},
-				},
-				{
-					title: "Duplicates and optimistic-lock conflicts",
-					description: "Claims the idempotency store turned down, by result (duplicate: already sent; " +
-						"stale: an older copy; busy: another worker holds the lease; conflict: same Message-ID, " +
-						"other payload), and outcome writes that lost their compare-and-set because another " +
-						"worker took the job over. What to do: duplicates after a rebalance or a replay are " +
-						"expected and harmless; busy or lost compare-and-sets that persist mean leases expire " +
-						"before sends finish: raise the lease or look for slow relays; conflicts need the " +
-						"producer fixed.",
-					unit: unitPerSecond, width: 8,
-					targets: []target{
-						{
-							expr:   "sum by (result) (" + rate("postline_idempotency_claims_total", `result=~"duplicate|stale|busy|conflict"`) + ")",
-							legend: "claim {{result}}",
-						},
-						{expr: "sum(" + rate("postline_idempotency_cas_conflicts_total") + ")", legend: "lost compare-and-set"},
-					},
-				},
-				{
-					kind:  stateTimeline,
-					title: "Circuit state per provider",
-					description: "Each relay's circuit breaker, shared by the fleet through Postgres: closed (sending), " +
-						"half-open (probing) or open (no sends; jobs wait or fail over). Shows the worst state any " +
-						"worker reports. What to do: a circuit open for more than a few minutes means the relay is " +
-						"down or refuses us: check the relay's status and credentials; if every circuit is open, " +
-						"consumption pauses and lag grows until one closes.",
-					unit: unitNone, width: 24,
-					targets: []target{{expr: circuitStateExpr(), legend: "{{provider}}"}},
-				},
-			}},
-			{title: "Fleet", panels: []panelSpec{
-				{
-					title: "Worker count",
-					description: "Live members of the consumer group as Kafka reports them, and the scraped targets " +
-						"that are up, per job. What to do: members below the workers you run means some are " +
-						"crash-looping or cannot reach Kafka; members above the partition count of mail.jobs sit " +
-						"idle; a target down is a worker Prometheus cannot scrape.",
-					unit: unitCount,
-					targets: []target{
-						{expr: "max(" + sel("postline_consumer_group_members") + ")", legend: "consumer group members"},
-						{expr: "count by (job) (" + sel("up") + " == 1)", legend: "{{job}} up"},
-					},
-				},
-				{
-					title: "Partitions per worker",
-					description: "Partitions of mail.jobs each worker owns now, and rebalances per second. What to " +
-						"do: frequent rebalances stall consumption: look for workers restarting or missing " +
-						"heartbeats; a worker with no partitions is idle (more workers than partitions).",
-					unit: unitCount,
-					targets: []target{
-						{expr: "sum by (instance) (" + sel("postline_consumer_assigned_partitions") + ")", legend: "{{instance}}"},
-						{expr: "sum(" + rate("postline_consumer_rebalances_total") + ")", legend: "rebalances/s"},
-					},
-				},
-			}},
-			{title: "Templates", panels: []panelSpec{
-				{
-					title: "Template compositions by result",
-					description: "Templated mails the workers composed per second, by result: rendered (the version " +
-						"the labels chose), fallback (a later version of the plan rendered because the chosen one " +
-						"failed), builtin (no stored version rendered and the built-in template of that name did), " +
-						"failed (nothing rendered, or the template store could not be read). What to do: fallback " +
-						"or builtin above zero means a stored version fails to render, usually a canary or a new " +
-						"active version: the rows' template_why names it; end the canary or run postctl template " +
-						"rollback, then fix and push the template. Failed above zero dead-letters mail with reason " +
-						"render_failed (replay it once fixed) or, when the store is unreachable, retries it.",
-					unit: unitPerSecond, stacked: true,
-					targets: []target{{
-						expr:   "sum by (result) (" + rate("postline_compose_renders_total") + ")",
-						legend: "{{result}}",
-					}},
-				},
-				{
-					title: "Template compose time p50/p99",
-					description: "Time to compose one templated mail: reading a version from the template store " +
-						"when it is not cached, compiling it, checking the data against its schema and rendering " +
-						"every part; median and 99th percentile over the workers. What to do: a p99 that stays far " +
-						"above the p50 means versions keep being fetched and compiled: many templates or versions " +
-						"in use at once, or the store slow to answer (its round trips are in " +
-						"postline_templatestore_round_trip_seconds); a p50 that rises with the mails' size means " +
-						"the templates themselves got heavier.",
-					unit: unitSeconds,
-					targets: []target{
-						{expr: quantile("0.5", "postline_compose_render_seconds"), legend: "p50"},
-						{expr: quantile("0.99", "postline_compose_render_seconds"), legend: "p99"},
-					},
-				},
-			}},
+			overviewDeliveryRow(),
+			overviewBacklogRow(),
+			overviewFailuresRow(),
+			overviewFleetRow(),
+			overviewTemplatesRow(),
 		},
 	}
+}
+
+func overviewDeliveryRow() rowSpec {
+	return rowSpec{title: "Delivery", panels: []panelSpec{
+		{
+			title: "Throughput by result",
+			description: "Records the workers finished per second, by outcome: sent (a relay accepted it), " +
+				"retried (a copy went to a delay tier), dead (dead-lettered: out of attempts, too old or " +
+				"invalid), failed (rejected permanently by a relay), duplicate and stale (already handled, " +
+				"skipped), conflict (Message-ID reused for another payload), rejected (the record is not a " +
+				"valid job). What to do: sent falling while retried or dead rise points at a relay: look at " +
+				"success ratio and circuit state. Rejected or conflict above zero means a producer " +
+				"publishes bad jobs: read the dead letters' reasons.",
+			unit: unitPerSecond, stacked: true,
+			targets: []target{{
+				expr:   "sum by (outcome) (" + rate("postline_delivery_records_total") + ")",
+				legend: "{{outcome}}",
+			}},
+		},
+		{
+			title: "Success ratio per provider",
+			description: "Share of send attempts each relay accepted over the rate interval (1 = every " +
+				"attempt sent), and over all relays. What to do: a relay below about 0.9 is failing " +
+				"or throttling; check its circuit state and its attempts by result on the relays " +
+				"dashboard. All relays low at once points at the mail itself (content, recipients) or at " +
+				"the network.",
+			unit: unitRatio,
+			targets: []target{
+				{
+					expr: "sum by (provider) (" + rate("postline_delivery_attempts_total", `result="sent"`) + ")" +
+						" / sum by (provider) (" + rate("postline_delivery_attempts_total") + ")",
+					legend: "{{provider}}",
+				},
+				{
+					expr: "sum(" + rate("postline_delivery_attempts_total", `result="sent"`) + ")" +
+						" / sum(" + rate("postline_delivery_attempts_total") + ")",
+					legend: "all relays",
+				},
+			},
+		},
+		{
+			title: "Send latency p50/p99",
+			description: "Time of one send attempt to a relay (SMTP conversation, dial excluded when a " +
+				"session is reused), median and 99th percentile over all relays and results. What to do: " +
+				"a p99 rising toward the send timeout means a relay is slow or overloaded: fewer sends fit " +
+				"in flight and throughput falls; compare relays on \"Relay send latency\".",
+			unit: unitSeconds,
+			targets: []target{
+				{expr: quantile("0.5", "postline_delivery_send_duration_seconds"), legend: "p50"},
+				{expr: quantile("0.99", "postline_delivery_send_duration_seconds"), legend: "p99"},
+			},
+		},
+		{
+			title: "Concurrency limit and in flight",
+			description: "Sends the adaptive limit allows in flight per relay, summed over the workers, and " +
+				"the records inside the pipelines. What to do: in flight pinned at the limit while lag " +
+				"grows means the relays, not the workers, bound throughput: adding workers will not help; " +
+				"raise the relay's capacity or its configured limits. The detail is on the relays " +
+				"dashboard.",
+			unit: unitCount,
+			targets: []target{
+				{expr: "sum by (provider) (" + sel("postline_adaptive_concurrency_limit") + ")", legend: "limit {{provider}}"},
+				{expr: "sum(" + sel("postline_delivery_in_flight") + ")", legend: "in flight"},
+			},
+		},
+	}}
+}
+
+func overviewBacklogRow() rowSpec {
+	return rowSpec{title: "Backlog", panels: []panelSpec{
+		{
+			title: "Consumer lag per partition",
+			description: "Records of each partition the consumer group has not committed past (end offset " +
+				"minus committed offset), as the workers read it every lag interval. Every worker reports " +
+				"the whole group's lag, so the panel takes the maximum over workers. What to do: one " +
+				"partition far above the others means a hot key or a stuck owner: check rebalances and the " +
+				"worker that owns it; all partitions growing means the fleet is too slow: see \"Age of the " +
+				"oldest waiting job\".",
+			unit: unitCount, width: 8,
+			targets: []target{{
+				expr:   "max by (topic, partition) (" + sel("postline_consumer_group_lag") + ")",
+				legend: "{{topic}}/{{partition}}",
+			}},
+		},
+		{
+			title: "Consumer lag total",
+			description: "Records the consumer group has not committed past, summed over the partitions of " +
+				"each topic. What to do: lag that stays high and keeps growing means jobs arrive faster " +
+				"than they are sent: scale workers up to the partition count if the relays have spare " +
+				"capacity (the concurrency panels say so), otherwise the relay is the bottleneck.",
+			unit: unitCount, width: 8,
+			targets: []target{{
+				expr:   "sum by (topic) (max by (topic, partition) (" + sel("postline_consumer_group_lag") + "))",
+				legend: "{{topic}}",
+			}},
+		},
+		{
+			title: "Age of the oldest waiting job",
+			description: "Oldest waiting: how long ago the oldest job the worker group has not finished " +
+				"was published (the Kafka timestamp of the record at the group's committed offset, read " +
+				"with the lag; 0 when caught up). p99 publish to accept: the time from a job's first " +
+				"publication to relay acceptance, retries included. What to do: an oldest-waiting age " +
+				"past the delivery SLO means mail will be late: scale workers or relay capacity; a rising " +
+				"p99 while the oldest waiting job is young means retries, not backlog, make mail late: " +
+				"look at retries and circuit state.",
+			unit: unitSeconds, width: 8,
+			targets: []target{
+				{
+					expr:   "max by (topic) (" + sel("postline_consumer_oldest_waiting_seconds") + ")",
+					legend: "oldest waiting: {{topic}}",
+				},
+				{expr: quantile("0.99", "postline_delivery_publish_to_accept_seconds"), legend: "p99 publish to accept"},
+			},
+		},
+	}}
+}
+
+func overviewFailuresRow() rowSpec {
+	return rowSpec{title: "Failures", panels: []panelSpec{
+		{
+			title: "Retries per tier",
+			description: "Retry copies written to each delay tier per second. What to do: a surge in the " +
+				"short tiers is usually a relay blip and drains by itself; growth in the long tiers means " +
+				"jobs keep failing: check the success ratio and circuit state, and the DLQ panel for what " +
+				"gives up.",
+			unit: unitPerSecond, stacked: true, width: 8,
+			targets: []target{{
+				expr:   "sum by (tier) (" + rate("postline_retry_records_total") + ")",
+				legend: "{{tier}}",
+			}},
+		},
+		{
+			title: "Dead letters by reason",
+			description: "Records written to the dead-letter topic per second, by reason: smtp_permanent " +
+				"(a relay refused the mail), max_attempts, max_age, message_id_conflict, or a validation " +
+				"reason for invalid jobs. What to do: permanent refusals and invalid jobs need the " +
+				"producer fixed; max_attempts or max_age after an outage can be replayed from the DLQ " +
+				"with postctl once the relay is back.",
+			unit: unitPerSecond, stacked: true, width: 8,
+			targets: []target{{
+				expr:   "sum by (reason) (" + rate("postline_deadletter_records_total") + ")",
+				legend: "{{reason}}",
+			}},
+		},
+		{
+			title: "Duplicates and optimistic-lock conflicts",
+			description: "Claims the idempotency store turned down, by result (duplicate: already sent; " +
+				"stale: an older copy; busy: another worker holds the lease; conflict: same Message-ID, " +
+				"other payload), and outcome writes that lost their compare-and-set because another " +
+				"worker took the job over. What to do: duplicates after a rebalance or a replay are " +
+				"expected and harmless; busy or lost compare-and-sets that persist mean leases expire " +
+				"before sends finish: raise the lease or look for slow relays; conflicts need the " +
+				"producer fixed.",
+			unit: unitPerSecond, width: 8,
+			targets: []target{
+				{
+					expr:   "sum by (result) (" + rate("postline_idempotency_claims_total", `result=~"duplicate|stale|busy|conflict"`) + ")",
+					legend: "claim {{result}}",
+				},
+				{expr: "sum(" + rate("postline_idempotency_cas_conflicts_total") + ")", legend: "lost compare-and-set"},
+			},
+		},
+		{
+			kind:  stateTimeline,
+			title: "Circuit state per provider",
+			description: "Each relay's circuit breaker, shared by the fleet through Postgres: closed (sending), " +
+				"half-open (probing) or open (no sends; jobs wait or fail over). Shows the worst state any " +
+				"worker reports. What to do: a circuit open for more than a few minutes means the relay is " +
+				"down or refuses us: check the relay's status and credentials; if every circuit is open, " +
+				"consumption pauses and lag grows until one closes.",
+			unit: unitNone, width: 24,
+			targets: []target{{expr: circuitStateExpr(), legend: "{{provider}}"}},
+		},
+	}}
+}
+
+func overviewFleetRow() rowSpec {
+	return rowSpec{title: "Fleet", panels: []panelSpec{
+		{
+			title: "Worker count",
+			description: "Live members of the consumer group as Kafka reports them, and the scraped targets " +
+				"that are up, per job. What to do: members below the workers you run means some are " +
+				"crash-looping or cannot reach Kafka; members above the partition count of mail.jobs sit " +
+				"idle; a target down is a worker Prometheus cannot scrape.",
+			unit: unitCount,
+			targets: []target{
+				{expr: "max(" + sel("postline_consumer_group_members") + ")", legend: "consumer group members"},
+				{expr: "count by (job) (" + sel("up") + " == 1)", legend: "{{job}} up"},
+			},
+		},
+		{
+			title: "Partitions per worker",
+			description: "Partitions of mail.jobs each worker owns now, and rebalances per second. What to " +
+				"do: frequent rebalances stall consumption: look for workers restarting or missing " +
+				"heartbeats; a worker with no partitions is idle (more workers than partitions).",
+			unit: unitCount,
+			targets: []target{
+				{expr: "sum by (instance) (" + sel("postline_consumer_assigned_partitions") + ")", legend: "{{instance}}"},
+				{expr: "sum(" + rate("postline_consumer_rebalances_total") + ")", legend: "rebalances/s"},
+			},
+		},
+	}}
+}
+
+func overviewTemplatesRow() rowSpec {
+	return rowSpec{title: "Templates", panels: []panelSpec{
+		{
+			title: "Template compositions by result",
+			description: "Templated mails the workers composed per second, by result: rendered (the version " +
+				"the labels chose), fallback (a later version of the plan rendered because the chosen one " +
+				"failed), builtin (no stored version rendered and the built-in template of that name did), " +
+				"failed (nothing rendered, or the template store could not be read). What to do: fallback " +
+				"or builtin above zero means a stored version fails to render, usually a canary or a new " +
+				"active version: the rows' template_why names it; end the canary or run postctl template " +
+				"rollback, then fix and push the template. Failed above zero dead-letters mail with reason " +
+				"render_failed (replay it once fixed) or, when the store is unreachable, retries it.",
+			unit: unitPerSecond, stacked: true,
+			targets: []target{{
+				expr:   "sum by (result) (" + rate("postline_compose_renders_total") + ")",
+				legend: "{{result}}",
+			}},
+		},
+		{
+			title: "Template compose time p50/p99",
+			description: "Time to compose one templated mail: reading a version from the template store " +
+				"when it is not cached, compiling it, checking the data against its schema and rendering " +
+				"every part; median and 99th percentile over the workers. What to do: a p99 that stays far " +
+				"above the p50 means versions keep being fetched and compiled: many templates or versions " +
+				"in use at once, or the store slow to answer (its round trips are in " +
+				"postline_templatestore_round_trip_seconds); a p50 that rises with the mails' size means " +
+				"the templates themselves got heavier.",
+			unit: unitSeconds,
+			targets: []target{
+				{expr: quantile("0.5", "postline_compose_render_seconds"), legend: "p50"},
+				{expr: quantile("0.99", "postline_compose_render_seconds"), legend: "p99"},
+			},
+		},
+	}}
 }
 
 func relaysDashboard() dashboardSpec {
@@ -255,256 +275,272 @@ func relaysDashboard() dashboardSpec {
 			"retry scheduler and the dependencies (Postgres, Kafka).",
 		tags: []string{"postline"},
 		rows: []rowSpec{
-			{title: "Relays", panels: []panelSpec{
-				{
-					title: "Attempts by relay and result",
-					description: "Send attempts per second per relay, by result: sent or the failure class " +
-						"(transient, throttled, permanent, auth, unknown). What to do: throttled means the relay " +
-						"asks us to slow down and the adaptive limits should follow; auth means credentials are " +
-						"wrong; permanent means the relay refuses the mail itself; transient that persists " +
-						"means the relay is unhealthy.",
-					unit: unitPerSecond, stacked: true,
-					targets: []target{{
-						expr:   "sum by (provider, result) (" + rate("postline_delivery_attempts_total") + ")",
-						legend: "{{provider}} {{result}}",
-					}},
-				},
-				{
-					title: "Rolling success ratio (retry policy)",
-					description: "The success ratio the retry policy decides with: a rolling 30 s window per " +
-						"relay and over all relays, averaged over the workers. What to do: when it falls the " +
-						"policy backs off harder and spends less retry budget; if it stays low, check the relay " +
-						"and its circuit.",
-					unit: unitRatio,
-					targets: []target{
-						{expr: "avg by (provider) (" + sel("postline_adaptive_success_ratio") + ")", legend: "{{provider}}"},
-						{expr: "avg(" + sel("postline_adaptive_success_ratio_overall") + ")", legend: "all relays"},
-					},
-				},
-				{
-					title: "Relay send latency",
-					description: "Time of one send per relay, dial included, median and 99th percentile. What to " +
-						"do: one relay much slower than the others holds connections longer and lowers its " +
-						"useful concurrency; ask its operator or move traffic with the provider weights.",
-					unit: unitSeconds,
-					targets: []target{
-						{expr: quantile("0.5", "postline_sender_send_duration_seconds", "provider"), legend: "p50 {{provider}}"},
-						{expr: quantile("0.99", "postline_sender_send_duration_seconds", "provider"), legend: "p99 {{provider}}"},
-					},
-				},
-				{
-					title: "SMTP connections and dials",
-					description: "Open SMTP connections per relay over all workers, and new connections per " +
-						"second by result. What to do: a high dial rate with few open connections means sessions " +
-						"are dropped (relay limits or idle timeouts); dial errors mean the relay is unreachable.",
-					unit: unitCount,
-					targets: []target{
-						{expr: "sum by (provider) (" + sel("postline_sender_connections_open") + ")", legend: "open {{provider}}"},
-						{expr: "sum by (provider, result) (" + rate("postline_sender_dials_total") + ")", legend: "dials/s {{provider}} {{result}}"},
-					},
-				},
-				{
-					title: "Circuit transitions and probes",
-					description: "Circuit state changes per second by relay and new state, and half-open probes " +
-						"by result. What to do: a circuit flapping between open and closed means the relay " +
-						"fails intermittently: look at its attempts by result; failed probes keep it open.",
-					unit: unitPerSecond, width: 24,
-					targets: []target{
-						{expr: "sum by (provider, to) (" + rate("postline_circuit_transitions_total") + ")", legend: "{{provider}} to {{to}}"},
-						{expr: "sum by (provider, result) (" + rate("postline_circuit_probes_total") + ")", legend: "{{provider}} probe {{result}}"},
-					},
-				},
-			}},
-			{title: "Concurrency limits", panels: []panelSpec{
-				{
-					title: "AIMD concurrency limit per relay",
-					description: "Sends each relay may have in flight now, summed over the workers: the AIMD limit " +
-						"(grows while sends succeed, cut on throttling) times the runtime pressure factor. What " +
-						"to do: a limit stuck at its floor means the relay keeps throttling: lower the offered " +
-						"load or ask for a higher quota; at its ceiling with lag growing, raise the configured " +
-						"maximum.",
-					unit: unitCount, width: 8,
-					targets: []target{{
-						expr:   "sum by (provider) (" + sel("postline_adaptive_concurrency_limit") + ")",
-						legend: "{{provider}}",
-					}},
-				},
-				{
-					title: "Learned send rate per relay",
-					description: "Sends per second the pacer has learned each relay accepts, summed over the " +
-						"workers (0 while the relay has never refused a send for its rate: unpaced), next to " +
-						"the attempts actually made. What to do: attempts pressed against the " +
-						"learned rate with lag growing means the relay's rate is the bottleneck; more workers " +
-						"will not send faster.",
-					unit: unitPerSecond, width: 8,
-					targets: []target{
-						{expr: "sum by (provider) (" + sel("postline_adaptive_send_rate") + ")", legend: "learned {{provider}}"},
-						{expr: "sum by (provider) (" + rate("postline_delivery_attempts_total") + ")", legend: "attempts {{provider}}"},
-					},
-				},
-				{
-					title: "Fleet rate share per relay",
-					description: "Each worker's share of the fleet-wide rate limit of a relay (POSTLINE_SMTP_RATE), " +
-						"summed over the workers; no series when no fleet rate is set. What to do: the sum should equal the " +
-						"configured fleet rate; if it is far off, workers disagree on the fleet size: check " +
-						"the worker count.",
-					unit: unitPerSecond, width: 8,
-					targets: []target{{
-						expr:   "sum by (provider) (" + sel("postline_adaptive_fleet_rate") + ")",
-						legend: "{{provider}}",
-					}},
-				},
-				{
-					title: "Throttling cuts",
-					description: "Times per second the concurrency limit or the learned rate was cut because a " +
-						"relay throttled us, by relay and controller. What to do: steady cuts mean the relay's " +
-						"quota is below the offered load: expect growing lag and ask for a higher quota or add a " +
-						"relay.",
-					unit: unitPerSecond, width: 8,
-					targets: []target{{
-						expr:   "sum by (provider, controller) (" + rate("postline_adaptive_decreases_total") + ")",
-						legend: "{{provider}} {{controller}}",
-					}},
-				},
-				{
-					title: "Retry budget",
-					description: "Retry budget tokens left per priority on the emptiest worker (negative: retries " +
-						"already booked ahead of the refill), and retries per second that found the budget " +
-						"empty and wait for its refill. What to do: an empty budget means " +
-						"retries are capped to protect the relays during an incident; bulk is starved first by " +
-						"design. If urgent runs dry, fix the failing relay rather than raise the budget.",
-					unit: unitCount, width: 8,
-					targets: []target{
-						{expr: "min by (priority) (" + sel("postline_adaptive_budget_tokens") + ")", legend: "tokens {{priority}}"},
-						{expr: "sum by (priority) (" + rate("postline_adaptive_budget_waits_total") + ")", legend: "waits/s {{priority}}"},
-					},
-				},
-				{
-					title: "Runtime pressure factor",
-					description: "Per worker, the factor (0.1 to 1) by which the Go runtime pressure guard scales " +
-						"the concurrency limits; 1 means no pressure. What to do: below 1 for long means the " +
-						"worker is short of memory or CPU: give it more resources or run more workers.",
-					unit: unitRatio, width: 8,
-					targets: []target{{
-						expr:   "min by (instance) (" + sel("postline_adaptive_pressure_factor") + ")",
-						legend: "{{instance}}",
-					}},
-				},
-			}},
-			{title: "Retries and scheduler", panels: []panelSpec{
-				{
-					title: "Scheduler lateness",
-					description: "How much later than planned (not-before plus jitter) the retry scheduler " +
-						"re-injected copies into mail.jobs, median and 99th percentile per tier. What to do: " +
-						"lateness growing beyond a few seconds means the scheduler is behind: check its produce " +
-						"errors and its lag on the delay topics, or run a second replica.",
-					unit: unitSeconds,
-					targets: []target{
-						{expr: quantile("0.5", "postline_scheduler_lateness_seconds", "tier"), legend: "p50 {{tier}}"},
-						{expr: quantile("0.99", "postline_scheduler_lateness_seconds", "tier"), legend: "p99 {{tier}}"},
-					},
-				},
-				{
-					title: "Scheduler waiting and re-injected",
-					description: "Copies the scheduler has read and holds until their time, per tier, and copies " +
-						"re-injected per second. What to do: waiting copies grow during a relay outage and " +
-						"drain afterwards; waiting that grows while re-injection stays at zero means the " +
-						"scheduler cannot write to mail.jobs.",
-					unit: unitCount,
-					targets: []target{
-						{expr: "sum by (tier) (" + sel("postline_scheduler_waiting") + ")", legend: "waiting {{tier}}"},
-						{expr: "sum by (tier) (" + rate("postline_scheduler_reinjected_total") + ")", legend: "re-injected/s {{tier}}"},
-					},
-				},
-				{
-					title: "Backoff delay by class",
-					description: "The wait the retry policy computed before the next attempt (raised by an empty " +
-						"retry budget; before rounding up to a tier), median and 99th percentile per failure " +
-						"class. What to do: throttled " +
-						"delays at their cap mean the relay keeps refusing: check its quota; nothing to do " +
-						"while delays stay short.",
-					unit: unitSeconds,
-					targets: []target{
-						{expr: quantile("0.5", "postline_delivery_backoff_delay_seconds", "class"), legend: "p50 {{class}}"},
-						{expr: quantile("0.99", "postline_delivery_backoff_delay_seconds", "class"), legend: "p99 {{class}}"},
-					},
-				},
-				{
-					title: "Re-entries, releases and fast retries",
-					description: "Records parked and fed back into the pipeline (busy: another worker holds the " +
-						"lease; release: no relay could take it), claimed jobs handed back without charging an " +
-						"attempt, and in-process retries of short blips, per second. What to do: releases " +
-						"that persist mean every relay is closed or saturated: look at circuit state and the " +
-						"concurrency limits.",
-					unit: unitPerSecond,
-					targets: []target{
-						{expr: "sum by (cause) (" + rate("postline_delivery_reentries_total") + ")", legend: "re-entry {{cause}}"},
-						{expr: "sum(" + rate("postline_delivery_releases_total") + ")", legend: "releases"},
-						{expr: "sum(" + rate("postline_delivery_fast_retries_total") + ")", legend: "fast retries"},
-					},
-				},
-			}},
-			{title: "Dependencies", panels: []panelSpec{
-				{
-					title: "Dependency errors",
-					description: "Failed calls to the workers' dependencies per second: pipeline store, " +
-						"dead-letter, retry and circuit calls (retried), idempotency and circuit Postgres " +
-						"calls, lag refreshes, reaper passes, scheduler writes and offset commits. What to do: " +
-						"any sustained rate means Postgres or Kafka is failing or unreachable: check their " +
-						"health first; jobs wait rather than get lost, so lag grows meanwhile.",
-					unit: unitPerSecond, width: 24,
-					targets: []target{
-						{expr: "sum by (op) (" + rate("postline_delivery_dependency_errors_total") + ")", legend: "pipeline {{op}}"},
-						{expr: "sum by (op) (" + rate("postline_idempotency_db_errors_total") + ")", legend: "idempotency {{op}}"},
-						{expr: "sum by (op) (" + rate("postline_circuit_db_errors_total") + ")", legend: "circuit {{op}}"},
-						{expr: "sum(" + rate("postline_consumer_lag_refresh_errors_total") + ")", legend: "lag refresh"},
-						{expr: "sum(" + rate("postline_reaper_pass_errors_total") + ")", legend: "reaper pass"},
-						{expr: "sum(" + rate("postline_scheduler_produce_errors_total") + ")", legend: "scheduler produce"},
-						{expr: "sum(" + rate("postline_scheduler_invalid_not_before_total") + ")", legend: "scheduler invalid not-before"},
-						{expr: "sum(" + rate("postline_consumer_commits_total", `result="error"`) + ")", legend: "offset commit"},
-					},
-				},
-				{
-					title: "Postgres round trip",
-					description: "Time of one Postgres round trip of the idempotency store per operation (a batch " +
-						"of claims or outcomes), median and 99th percentile. What to do: a rising p99 slows " +
-						"every record: check Postgres load, locks and connection limits.",
-					unit: unitSeconds, width: 8,
-					targets: []target{
-						{expr: quantile("0.5", "postline_idempotency_round_trip_seconds", "op"), legend: "p50 {{op}}"},
-						{expr: quantile("0.99", "postline_idempotency_round_trip_seconds", "op"), legend: "p99 {{op}}"},
-					},
-				},
-				{
-					title: "Reaper",
-					description: "Stuck jobs with a stored record (replayed jobs claimed by a worker that died " +
-						"before recording an outcome) the reaper re-published per second, and their rows handed " +
-						"back by result. A worker's other crashed claims are not re-published: Kafka redelivers " +
-						"their uncommitted records, which claim the rows again once the lease has expired. What to do: a " +
-						"steady rate means workers die mid-send (OOM kills, hard restarts): check their logs " +
-						"and shutdown grace period; lost means another worker took the row first, harmless.",
-					unit: unitPerSecond, width: 8,
-					targets: []target{
-						{expr: "sum(" + rate("postline_reaper_republished_total") + ")", legend: "re-published"},
-						{expr: "sum by (result) (" + rate("postline_reaper_releases_total") + ")", legend: "release {{result}}"},
-					},
-				},
-				{
-					title: "Pauses and offsets",
-					description: "Workers whose consumption is paused (by the consumer, or by the pipeline " +
-						"because every circuit is open), and offset commits per second. What to do: paused " +
-						"workers with open circuits recover by themselves when a relay comes back; paused with " +
-						"closed circuits means the pipeline is full: look at the concurrency limits.",
-					unit: unitCount, width: 8,
-					targets: []target{
-						{expr: "sum(" + sel("postline_consumer_paused") + ")", legend: "consumer paused"},
-						{expr: "sum(" + sel("postline_delivery_paused") + ")", legend: "pipeline paused"},
-						{expr: "sum by (result) (" + rate("postline_consumer_commits_total") + ")", legend: "commits/s {{result}}"},
-					},
-				},
-			}},
+			relaysRelaysRow(),
+			relaysConcurrencyLimitsRow(),
+			relaysRetriesAndSchedulerRow(),
+			relaysDependenciesRow(),
 		},
 	}
+}
+
+func relaysRelaysRow() rowSpec {
+	return rowSpec{title: "Relays", panels: []panelSpec{
+		{
+			title: "Attempts by relay and result",
+			description: "Send attempts per second per relay, by result: sent or the failure class " +
+				"(transient, throttled, permanent, auth, unknown). What to do: throttled means the relay " +
+				"asks us to slow down and the adaptive limits should follow; auth means credentials are " +
+				"wrong; permanent means the relay refuses the mail itself; transient that persists " +
+				"means the relay is unhealthy.",
+			unit: unitPerSecond, stacked: true,
+			targets: []target{{
+				expr:   "sum by (provider, result) (" + rate("postline_delivery_attempts_total") + ")",
+				legend: "{{provider}} {{result}}",
+			}},
+		},
+		{
+			title: "Rolling success ratio (retry policy)",
+			description: "The success ratio the retry policy decides with: a rolling 30 s window per " +
+				"relay and over all relays, averaged over the workers. What to do: when it falls the " +
+				"policy backs off harder and spends less retry budget; if it stays low, check the relay " +
+				"and its circuit.",
+			unit: unitRatio,
+			targets: []target{
+				{expr: "avg by (provider) (" + sel("postline_adaptive_success_ratio") + ")", legend: "{{provider}}"},
+				{expr: "avg(" + sel("postline_adaptive_success_ratio_overall") + ")", legend: "all relays"},
+			},
+		},
+		{
+			title: "Relay send latency",
+			description: "Time of one send per relay, dial included, median and 99th percentile. What to " +
+				"do: one relay much slower than the others holds connections longer and lowers its " +
+				"useful concurrency; ask its operator or move traffic with the provider weights.",
+			unit: unitSeconds,
+			targets: []target{
+				{expr: quantile("0.5", "postline_sender_send_duration_seconds", "provider"), legend: "p50 {{provider}}"},
+				{expr: quantile("0.99", "postline_sender_send_duration_seconds", "provider"), legend: "p99 {{provider}}"},
+			},
+		},
+		{
+			title: "SMTP connections and dials",
+			description: "Open SMTP connections per relay over all workers, and new connections per " +
+				"second by result. What to do: a high dial rate with few open connections means sessions " +
+				"are dropped (relay limits or idle timeouts); dial errors mean the relay is unreachable.",
+			unit: unitCount,
+			targets: []target{
+				{expr: "sum by (provider) (" + sel("postline_sender_connections_open") + ")", legend: "open {{provider}}"},
+				{expr: "sum by (provider, result) (" + rate("postline_sender_dials_total") + ")", legend: "dials/s {{provider}} {{result}}"},
+			},
+		},
+		{
+			title: "Circuit transitions and probes",
+			description: "Circuit state changes per second by relay and new state, and half-open probes " +
+				"by result. What to do: a circuit flapping between open and closed means the relay " +
+				"fails intermittently: look at its attempts by result; failed probes keep it open.",
+			unit: unitPerSecond, width: 24,
+			targets: []target{
+				{expr: "sum by (provider, to) (" + rate("postline_circuit_transitions_total") + ")", legend: "{{provider}} to {{to}}"},
+				{expr: "sum by (provider, result) (" + rate("postline_circuit_probes_total") + ")", legend: "{{provider}} probe {{result}}"},
+			},
+		},
+	}}
+}
+
+func relaysConcurrencyLimitsRow() rowSpec {
+	return rowSpec{title: "Concurrency limits", panels: []panelSpec{
+		{
+			title: "AIMD concurrency limit per relay",
+			description: "Sends each relay may have in flight now, summed over the workers: the AIMD limit " +
+				"(grows while sends succeed, cut on throttling) times the runtime pressure factor. What " +
+				"to do: a limit stuck at its floor means the relay keeps throttling: lower the offered " +
+				"load or ask for a higher quota; at its ceiling with lag growing, raise the configured " +
+				"maximum.",
+			unit: unitCount, width: 8,
+			targets: []target{{
+				expr:   "sum by (provider) (" + sel("postline_adaptive_concurrency_limit") + ")",
+				legend: "{{provider}}",
+			}},
+		},
+		{
+			title: "Learned send rate per relay",
+			description: "Sends per second the pacer has learned each relay accepts, summed over the " +
+				"workers (0 while the relay has never refused a send for its rate: unpaced), next to " +
+				"the attempts actually made. What to do: attempts pressed against the " +
+				"learned rate with lag growing means the relay's rate is the bottleneck; more workers " +
+				"will not send faster.",
+			unit: unitPerSecond, width: 8,
+			targets: []target{
+				{expr: "sum by (provider) (" + sel("postline_adaptive_send_rate") + ")", legend: "learned {{provider}}"},
+				{expr: "sum by (provider) (" + rate("postline_delivery_attempts_total") + ")", legend: "attempts {{provider}}"},
+			},
+		},
+		{
+			title: "Fleet rate share per relay",
+			description: "Each worker's share of the fleet-wide rate limit of a relay (POSTLINE_SMTP_RATE), " +
+				"summed over the workers; no series when no fleet rate is set. What to do: the sum should equal the " +
+				"configured fleet rate; if it is far off, workers disagree on the fleet size: check " +
+				"the worker count.",
+			unit: unitPerSecond, width: 8,
+			targets: []target{{
+				expr:   "sum by (provider) (" + sel("postline_adaptive_fleet_rate") + ")",
+				legend: "{{provider}}",
+			}},
+		},
+		{
+			title: "Throttling cuts",
+			description: "Times per second the concurrency limit or the learned rate was cut because a " +
+				"relay throttled us, by relay and controller. What to do: steady cuts mean the relay's " +
+				"quota is below the offered load: expect growing lag and ask for a higher quota or add a " +
+				"relay.",
+			unit: unitPerSecond, width: 8,
+			targets: []target{{
+				expr:   "sum by (provider, controller) (" + rate("postline_adaptive_decreases_total") + ")",
+				legend: "{{provider}} {{controller}}",
+			}},
+		},
+		{
+			title: "Retry budget",
+			description: "Retry budget tokens left per priority on the emptiest worker (negative: retries " +
+				"already booked ahead of the refill), and retries per second that found the budget " +
+				"empty and wait for its refill. What to do: an empty budget means " +
+				"retries are capped to protect the relays during an incident; bulk is starved first by " +
+				"design. If urgent runs dry, fix the failing relay rather than raise the budget.",
+			unit: unitCount, width: 8,
+			targets: []target{
+				{expr: "min by (priority) (" + sel("postline_adaptive_budget_tokens") + ")", legend: "tokens {{priority}}"},
+				{expr: "sum by (priority) (" + rate("postline_adaptive_budget_waits_total") + ")", legend: "waits/s {{priority}}"},
+			},
+		},
+		{
+			title: "Runtime pressure factor",
+			description: "Per worker, the factor (0.1 to 1) by which the Go runtime pressure guard scales " +
+				"the concurrency limits; 1 means no pressure. What to do: below 1 for long means the " +
+				"worker is short of memory or CPU: give it more resources or run more workers.",
+			unit: unitRatio, width: 8,
+			targets: []target{{
+				expr:   "min by (instance) (" + sel("postline_adaptive_pressure_factor") + ")",
+				legend: "{{instance}}",
+			}},
+		},
+	}}
+}
+
+func relaysRetriesAndSchedulerRow() rowSpec {
+	return rowSpec{title: "Retries and scheduler", panels: []panelSpec{
+		{
+			title: "Scheduler lateness",
+			description: "How much later than planned (not-before plus jitter) the retry scheduler " +
+				"re-injected copies into mail.jobs, median and 99th percentile per tier. What to do: " +
+				"lateness growing beyond a few seconds means the scheduler is behind: check its produce " +
+				"errors and its lag on the delay topics, or run a second replica.",
+			unit: unitSeconds,
+			targets: []target{
+				{expr: quantile("0.5", "postline_scheduler_lateness_seconds", "tier"), legend: "p50 {{tier}}"},
+				{expr: quantile("0.99", "postline_scheduler_lateness_seconds", "tier"), legend: "p99 {{tier}}"},
+			},
+		},
+		{
+			title: "Scheduler waiting and re-injected",
+			description: "Copies the scheduler has read and holds until their time, per tier, and copies " +
+				"re-injected per second. What to do: waiting copies grow during a relay outage and " +
+				"drain afterwards; waiting that grows while re-injection stays at zero means the " +
+				"scheduler cannot write to mail.jobs.",
+			unit: unitCount,
+			targets: []target{
+				{expr: "sum by (tier) (" + sel("postline_scheduler_waiting") + ")", legend: "waiting {{tier}}"},
+				{expr: "sum by (tier) (" + rate("postline_scheduler_reinjected_total") + ")", legend: "re-injected/s {{tier}}"},
+			},
+		},
+		{
+			title: "Backoff delay by class",
+			description: "The wait the retry policy computed before the next attempt (raised by an empty " +
+				"retry budget; before rounding up to a tier), median and 99th percentile per failure " +
+				"class. What to do: throttled " +
+				"delays at their cap mean the relay keeps refusing: check its quota; nothing to do " +
+				"while delays stay short.",
+			unit: unitSeconds,
+			targets: []target{
+				{expr: quantile("0.5", "postline_delivery_backoff_delay_seconds", "class"), legend: "p50 {{class}}"},
+				{expr: quantile("0.99", "postline_delivery_backoff_delay_seconds", "class"), legend: "p99 {{class}}"},
+			},
+		},
+		{
+			title: "Re-entries, releases and fast retries",
+			description: "Records parked and fed back into the pipeline (busy: another worker holds the " +
+				"lease; release: no relay could take it), claimed jobs handed back without charging an " +
+				"attempt, and in-process retries of short blips, per second. What to do: releases " +
+				"that persist mean every relay is closed or saturated: look at circuit state and the " +
+				"concurrency limits.",
+			unit: unitPerSecond,
+			targets: []target{
+				{expr: "sum by (cause) (" + rate("postline_delivery_reentries_total") + ")", legend: "re-entry {{cause}}"},
+				{expr: "sum(" + rate("postline_delivery_releases_total") + ")", legend: "releases"},
+				{expr: "sum(" + rate("postline_delivery_fast_retries_total") + ")", legend: "fast retries"},
+			},
+		},
+	}}
+}
+
+func relaysDependenciesRow() rowSpec {
+	return rowSpec{title: "Dependencies", panels: []panelSpec{
+		{
+			title: "Dependency errors",
+			description: "Failed calls to the workers' dependencies per second: pipeline store, " +
+				"dead-letter, retry and circuit calls (retried), idempotency and circuit Postgres " +
+				"calls, lag refreshes, reaper passes, scheduler writes and offset commits. What to do: " +
+				"any sustained rate means Postgres or Kafka is failing or unreachable: check their " +
+				"health first; jobs wait rather than get lost, so lag grows meanwhile.",
+			unit: unitPerSecond, width: 24,
+			targets: []target{
+				{expr: "sum by (op) (" + rate("postline_delivery_dependency_errors_total") + ")", legend: "pipeline {{op}}"},
+				{expr: "sum by (op) (" + rate("postline_idempotency_db_errors_total") + ")", legend: "idempotency {{op}}"},
+				{expr: "sum by (op) (" + rate("postline_circuit_db_errors_total") + ")", legend: "circuit {{op}}"},
+				{expr: "sum(" + rate("postline_consumer_lag_refresh_errors_total") + ")", legend: "lag refresh"},
+				{expr: "sum(" + rate("postline_reaper_pass_errors_total") + ")", legend: "reaper pass"},
+				{expr: "sum(" + rate("postline_scheduler_produce_errors_total") + ")", legend: "scheduler produce"},
+				{expr: "sum(" + rate("postline_scheduler_invalid_not_before_total") + ")", legend: "scheduler invalid not-before"},
+				{expr: "sum(" + rate("postline_consumer_commits_total", `result="error"`) + ")", legend: "offset commit"},
+			},
+		},
+		{
+			title: "Postgres round trip",
+			description: "Time of one Postgres round trip of the idempotency store per operation (a batch " +
+				"of claims or outcomes), median and 99th percentile. What to do: a rising p99 slows " +
+				"every record: check Postgres load, locks and connection limits.",
+			unit: unitSeconds, width: 8,
+			targets: []target{
+				{expr: quantile("0.5", "postline_idempotency_round_trip_seconds", "op"), legend: "p50 {{op}}"},
+				{expr: quantile("0.99", "postline_idempotency_round_trip_seconds", "op"), legend: "p99 {{op}}"},
+			},
+		},
+		{
+			title: "Reaper",
+			description: "Stuck jobs with a stored record (replayed jobs claimed by a worker that died " +
+				"before recording an outcome) the reaper re-published per second, and their rows handed " +
+				"back by result. A worker's other crashed claims are not re-published: Kafka redelivers " +
+				"their uncommitted records, which claim the rows again once the lease has expired. What to do: a " +
+				"steady rate means workers die mid-send (OOM kills, hard restarts): check their logs " +
+				"and shutdown grace period; lost means another worker took the row first, harmless.",
+			unit: unitPerSecond, width: 8,
+			targets: []target{
+				{expr: "sum(" + rate("postline_reaper_republished_total") + ")", legend: "re-published"},
+				{expr: "sum by (result) (" + rate("postline_reaper_releases_total") + ")", legend: "release {{result}}"},
+			},
+		},
+		{
+			title: "Pauses and offsets",
+			description: "Workers whose consumption is paused (by the consumer, or by the pipeline " +
+				"because every circuit is open), and offset commits per second. What to do: paused " +
+				"workers with open circuits recover by themselves when a relay comes back; paused with " +
+				"closed circuits means the pipeline is full: look at the concurrency limits.",
+			unit: unitCount, width: 8,
+			targets: []target{
+				{expr: "sum(" + sel("postline_consumer_paused") + ")", legend: "consumer paused"},
+				{expr: "sum(" + sel("postline_delivery_paused") + ")", legend: "pipeline paused"},
+				{expr: "sum by (result) (" + rate("postline_consumer_commits_total") + ")", legend: "commits/s {{result}}"},
+			},
+		},
+	}}
 }
 
 // Thresholds the outcomes dashboard draws; the alert rules use the same.
@@ -547,237 +583,253 @@ func outcomesDashboard() dashboardSpec {
 			"the events to their endpoints.",
 		tags: []string{"postline"},
 		rows: []rowSpec{
-			{title: "Reputation", panels: []panelSpec{
-				{
-					title: "Bounce rate by bounce type",
-					description: "Recipients a report marked bounced over the last hour, per recipient a relay " +
-						"accepted in that hour, by bounce type: hard (the address does not exist: suppressed), " +
-						"soft (a temporary condition the remote gave up on), policy (refused for content or " +
-						"reputation). Fleet-wide: the job and instance filters do not apply. The dashed line is the hard-bounce alert's 5 %. What to do: hard bounces " +
-						"above a few percent mean a list with stale or bought addresses: find the stream or " +
-						"tenant that sends it and stop it; policy bounces rising together at one mailbox " +
-						"provider mean it distrusts us: look at the complaint rate and at authentication " +
-						"(SPF, DKIM, DMARC).",
-					unit:       unitRatio,
-					thresholds: []threshold{{hardBounceRateWarning, "red"}},
-					targets: []target{{
-						expr:   perAccepted(fleetRateOver(reputationWindow, "postline_outcome_transitions_total", `type="bounced"`), "bounce_type"),
-						legend: "{{bounce_type}}",
-					}},
-				},
-				{
-					title: "Complaint rate",
-					description: "Recipients who reported the mail as unwanted (feedback loops, provider " +
-						"complaint events) over the last hour, per recipient a relay accepted in that hour, " +
-						"fleet-wide (the job and instance filters do not apply). The dashed lines are 0.1 %, where mailbox providers start filtering a sender, and 0.3 %, " +
-						"where they block it; the complaint alert fires at both. What to do: above 0.1 % find " +
-						"the stream or campaign that draws the complaints and pause it; complained addresses " +
-						"are suppressed already, so the rate falls only when the mail people do not want stops.",
-					unit:       unitRatio,
-					thresholds: []threshold{{complaintRateWarning, "orange"}, {complaintRateCritical, "red"}},
-					targets: []target{{
-						expr:   perAccepted(fleetRateOver(reputationWindow, "postline_outcome_transitions_total", `type="complained"`)),
-						legend: "complaint rate",
-					}},
-				},
-				{
-					title: "Recipient events published",
-					description: "Events written to the events topic per second, by type: accepted, deferred, " +
-						"failed, dead, suppressed, unconfirmed and bounced (refused at RCPT) from the " +
-						"workers, delivered, bounced and complained from reports. What to do: accepted at zero while mail is sent means the " +
-						"workers cannot write events: check their logs and Kafka; every webhook and every rate " +
-						"on this dashboard reads these events.",
-					unit: unitPerSecond, stacked: true,
-					targets: []target{{
-						expr:   "sum by (type) (" + rate("postline_events_published_total") + ")",
-						legend: "{{type}}",
-					}},
-				},
-				{
-					title: "Relay refusals at RCPT",
-					description: "Recipients a relay refused for good at RCPT while the rest of the envelope was " +
-						"sent, per second, by relay and bounce type (hard, soft, policy). What to do: hard " +
-						"refusals are bad addresses, suppressed as the bounce rules say; policy refusals concentrated at one " +
-						"relay mean it rejects us for reputation or content: compare with the complaint rate.",
-					unit: unitPerSecond,
-					targets: []target{{
-						expr:   "sum by (provider, bounce_type) (" + rate("postline_delivery_recipient_refusals_total") + ")",
-						legend: "{{provider}} {{bounce_type}}",
-					}},
-				},
-			}},
-			{title: "Reports", panels: []panelSpec{
-				{
-					title: "Reports by source and result",
-					description: "Delivery reports and complaints the bounce-receiver applied per second, by " +
-						"source (dsn, arf, unstructured, ses, mailgun) and result: applied (a recipient moved " +
-						"on), forged (its return-path token did not verify: dropped), unknown (no such " +
-						"recipient), early (it came before the worker recorded the send: refused for now, so its " +
-						"sender offers it again), stale (the recipient had moved past it), delayed (still being " +
-						"retried). " +
-						"Forged reports of all sources are also drawn on their own. What to do: forged reports " +
-						"that keep coming mean someone sends fake bounces to the bounce domain (backscatter or " +
-						"an attempt to get addresses suppressed): they are harmless while dropped, but check " +
-						"that every worker and bounce-receiver shares the return-path keys, since a key " +
-						"missing on one side makes genuine reports look forged.",
-					unit: unitPerSecond,
-					targets: []target{
-						{
-							expr:   "sum by (source, result) (" + rate("postline_outcome_reports_total") + ")",
-							legend: "{{source}} {{result}}",
-						},
-						{
-							expr:   "sum(" + rate("postline_outcome_reports_total", `result="forged"`) + ")",
-							legend: "forged (all sources)",
-						},
-					},
-				},
-				{
-					title: "Bounce server messages and recipients",
-					description: "Messages the bounce-receiver's SMTP server read per second, by result (report, " +
-						"not_report, unreadable, too_large, apply_error), and RCPT commands by result (bounce, " +
-						"feedback, refused). What to do: apply_error means the outcome store failed and the " +
-						"sender was told to retry: check Postgres and Kafka; many refused recipients mean mail " +
-						"to addresses that are not return paths (spam to the bounce domain), harmless.",
-					unit: unitPerSecond,
-					targets: []target{
-						{expr: "sum by (result) (" + rate("postline_inbound_messages_total") + ")", legend: "messages {{result}}"},
-						{expr: "sum by (result) (" + rate("postline_inbound_recipients_total") + ")", legend: "RCPT {{result}}"},
-					},
-				},
-				{
-					title: "Provider webhook requests",
-					description: "Requests the provider webhooks (Amazon SES through SNS, Mailgun) answered per " +
-						"second, by provider and result, and the recipient reports they handed on by kind. " +
-						"What to do: bad_signature, expired or cert_error mean the provider's signing setup and " +
-						"ours disagree (a rotated Mailgun key, a changed SNS topic): fix the configuration, " +
-						"since the provider gives up retrying after a while; apply_error means the outcome " +
-						"store failed.",
-					unit: unitPerSecond,
-					targets: []target{
-						{expr: "sum by (provider, result) (" + rate("postline_providerhook_requests_total") + ")", legend: "{{provider}} {{result}}"},
-						{expr: "sum by (provider, kind) (" + rate("postline_providerhook_reports_total") + ")", legend: "{{provider}} report {{kind}}"},
-					},
-				},
-				{
-					title: "Unconfirmed and settled mail",
-					description: "Mail the workers marked unconfirmed per second (its confirmation window passed " +
-						"with recipients no report resolved), and mail a report settled once every recipient " +
-						"was resolved, by confirmation (confirmed, cancelled). What to do: unconfirmed mail " +
-						"means reports stopped arriving: check that the bounce domain's MX reaches the " +
-						"bounce-receiver and that the relays return DSNs; a report that comes later still " +
-						"resolves the recipient.",
-					unit: unitPerSecond,
-					targets: []target{
-						{expr: "sum(" + rate("postline_outcome_unconfirmed_total") + ")", legend: "marked unconfirmed"},
-						{expr: "sum by (confirmation) (" + rate("postline_outcome_confirmations_total") + ")", legend: "{{confirmation}}"},
-					},
-				},
-			}},
-			{title: "Suppression", panels: []panelSpec{
-				{
-					title: "Suppressions added by reason",
-					description: "Addresses reports put on a suppression list per second, by reason (hard_bounce, " +
-						"complaint). What to do: a burst of hard_bounce entries follows a stale list; a burst " +
-						"of complaint entries follows a campaign people did not want: find its sender; " +
-						"entries added by mistake are removed with postctl.",
-					unit: unitPerSecond, stacked: true, width: 8,
-					targets: []target{{
-						expr:   "sum by (reason) (" + rate("postline_outcome_suppressions_total") + ")",
-						legend: "{{reason}}",
-					}},
-				},
-				{
-					title: "Recipients suppressed at claim",
-					description: "Recipients the workers dropped from an envelope per second because they are on " +
-						"a suppression list, and the suppression checks that found an entry, by the entry's " +
-						"reason. What to do: nothing while it is a small share of sends; a sudden rise means a " +
-						"producer mails a list that bounced or complained before: tell its owner to clean it.",
-					unit: unitPerSecond, width: 8,
-					targets: []target{
-						{expr: "sum(" + rate("postline_delivery_suppressed_recipients_total") + ")", legend: "suppressed at claim"},
-						{expr: "sum by (reason) (" + rate("postline_suppression_hits_total") + ")", legend: "hits {{reason}}"},
-					},
-				},
-				{
-					title: "Suppression list round trip",
-					description: "Time of one round trip of the suppression lists to Postgres per operation, 99th " +
-						"percentile, and failed round trips per second. What to do: a rising p99 slows every " +
-						"claim; errors mean Postgres is failing: check its health and connection limits.",
-					unit: unitSeconds, width: 8,
-					targets: []target{
-						{expr: quantile("0.99", "postline_suppression_round_trip_seconds", "op"), legend: "p99 {{op}}"},
-						{expr: "sum by (op) (" + rate("postline_suppression_db_errors_total") + ")", legend: "errors/s {{op}}"},
-					},
-				},
-			}},
-			{title: "Webhooks", panels: []panelSpec{
-				{
-					title: "Webhook backlog per endpoint",
-					description: "Events queued for each endpoint and not finished (waiting, being sent or " +
-						"waiting for a retry), summed over the dispatchers. What to do: a backlog that keeps " +
-						"growing means the endpoint is down or slower than the events: look at its attempts " +
-						"and at the oldest pending age.",
-					unit: unitCount,
-					targets: []target{{
-						expr:   "max by (endpoint) (" + sel("postline_webhook_backlog") + ")",
-						legend: "{{endpoint}}",
-					}},
-				},
-				{
-					title: "Oldest pending webhook event",
-					description: "Age of the oldest unfinished event of each endpoint's backlog, the oldest any " +
-						"dispatcher holds; 0 when the backlog is empty. The dashed line is the backlog alert's " +
-						"10 minutes. What to do: past 10 minutes the endpoint's owner sees events late: check " +
-						"the endpoint's replies on \"Webhook deliveries and attempts\" and tell its owner; " +
-						"events past their age limit are dead-lettered.",
-					unit:       unitSeconds,
-					thresholds: []threshold{{webhookOldestPendingMax, "red"}},
-					targets: []target{{
-						expr:   "max by (endpoint) (" + sel("postline_webhook_oldest_pending_age_seconds") + ")",
-						legend: "{{endpoint}}",
-					}},
-				},
-				{
-					title: "Webhook deliveries and attempts",
-					description: "Events finished per second per endpoint, by result (delivered, dead_lettered), " +
-						"and POSTs by the status class of the reply (2xx, 3xx, 4xx, 5xx) or timeout and error " +
-						"(no reply). What to do: 4xx replies are the endpoint refusing our requests (often a " +
-						"wrong signing secret on its side); 5xx, timeout and error mean the endpoint is down: " +
-						"the dispatcher retries with backoff until the event's limits.",
-					unit: unitPerSecond, width: 8,
-					targets: []target{
-						{expr: "sum by (endpoint, result) (" + rate("postline_webhook_deliveries_total") + ")", legend: "{{endpoint}} {{result}}"},
-						{expr: "sum by (endpoint, result) (" + rate("postline_webhook_attempts_total") + ")", legend: "POST {{endpoint}} {{result}}"},
-					},
-				},
-				{
-					title: "Webhook dead letters",
-					description: "Events written to the webhook dead-letter topic per second per endpoint (410 " +
-						"Gone, attempts or age used up), and records of the events topic that are not valid " +
-						"events. What to do: dead letters are events the endpoint's owner never received: fix " +
-						"the endpoint; the events stay on the webhook dead-letter topic. Undecodable records " +
-						"mean something writes bad events to the events topic.",
-					unit: unitPerSecond, width: 8,
-					targets: []target{
-						{expr: "sum by (endpoint) (" + rate("postline_webhook_dead_letters_total") + ")", legend: "{{endpoint}}"},
-						{expr: "sum(" + rate("postline_webhook_undecodable_total") + ")", legend: "undecodable"},
-					},
-				},
-				{
-					title: "Webhook delivery time",
-					description: "Time from queueing an event for an endpoint to its delivery, retries included, " +
-						"median and 99th percentile per endpoint. What to do: a p99 of minutes means the " +
-						"endpoint fails and events wait for retries: look at its attempts by result.",
-					unit: unitSeconds, width: 8,
-					targets: []target{
-						{expr: quantileOf("0.5", "postline_webhook_delivery_seconds", []string{`result="delivered"`}, "endpoint"), legend: "p50 {{endpoint}}"},
-						{expr: quantileOf("0.99", "postline_webhook_delivery_seconds", []string{`result="delivered"`}, "endpoint"), legend: "p99 {{endpoint}}"},
-					},
-				},
-			}},
+			outcomesReputationRow(),
+			outcomesReportsRow(),
+			outcomesSuppressionRow(),
+			outcomesWebhooksRow(),
 		},
 	}
+}
+
+func outcomesReputationRow() rowSpec {
+	return rowSpec{title: "Reputation", panels: []panelSpec{
+		{
+			title: "Bounce rate by bounce type",
+			description: "Recipients a report marked bounced over the last hour, per recipient a relay " +
+				"accepted in that hour, by bounce type: hard (the address does not exist: suppressed), " +
+				"soft (a temporary condition the remote gave up on), policy (refused for content or " +
+				"reputation). Fleet-wide: the job and instance filters do not apply. The dashed line is the hard-bounce alert's 5 %. What to do: hard bounces " +
+				"above a few percent mean a list with stale or bought addresses: find the stream or " +
+				"tenant that sends it and stop it; policy bounces rising together at one mailbox " +
+				"provider mean it distrusts us: look at the complaint rate and at authentication " +
+				"(SPF, DKIM, DMARC).",
+			unit:       unitRatio,
+			thresholds: []threshold{{hardBounceRateWarning, "red"}},
+			targets: []target{{
+				expr:   perAccepted(fleetRateOver(reputationWindow, "postline_outcome_transitions_total", `type="bounced"`), "bounce_type"),
+				legend: "{{bounce_type}}",
+			}},
+		},
+		{
+			title: "Complaint rate",
+			description: "Recipients who reported the mail as unwanted (feedback loops, provider " +
+				"complaint events) over the last hour, per recipient a relay accepted in that hour, " +
+				"fleet-wide (the job and instance filters do not apply). The dashed lines are 0.1 %, where mailbox providers start filtering a sender, and 0.3 %, " +
+				"where they block it; the complaint alert fires at both. What to do: above 0.1 % find " +
+				"the stream or campaign that draws the complaints and pause it; complained addresses " +
+				"are suppressed already, so the rate falls only when the mail people do not want stops.",
+			unit:       unitRatio,
+			thresholds: []threshold{{complaintRateWarning, "orange"}, {complaintRateCritical, "red"}},
+			targets: []target{{
+				expr:   perAccepted(fleetRateOver(reputationWindow, "postline_outcome_transitions_total", `type="complained"`)),
+				legend: "complaint rate",
+			}},
+		},
+		{
+			title: "Recipient events published",
+			description: "Events written to the events topic per second, by type: accepted, deferred, " +
+				"failed, dead, suppressed, unconfirmed and bounced (refused at RCPT) from the " +
+				"workers, delivered, bounced and complained from reports. What to do: accepted at zero while mail is sent means the " +
+				"workers cannot write events: check their logs and Kafka; every webhook and every rate " +
+				"on this dashboard reads these events.",
+			unit: unitPerSecond, stacked: true,
+			targets: []target{{
+				expr:   "sum by (type) (" + rate("postline_events_published_total") + ")",
+				legend: "{{type}}",
+			}},
+		},
+		{
+			title: "Relay refusals at RCPT",
+			description: "Recipients a relay refused for good at RCPT while the rest of the envelope was " +
+				"sent, per second, by relay and bounce type (hard, soft, policy). What to do: hard " +
+				"refusals are bad addresses, suppressed as the bounce rules say; policy refusals concentrated at one " +
+				"relay mean it rejects us for reputation or content: compare with the complaint rate.",
+			unit: unitPerSecond,
+			targets: []target{{
+				expr:   "sum by (provider, bounce_type) (" + rate("postline_delivery_recipient_refusals_total") + ")",
+				legend: "{{provider}} {{bounce_type}}",
+			}},
+		},
+	}}
+}
+
+func outcomesReportsRow() rowSpec {
+	return rowSpec{title: "Reports", panels: []panelSpec{
+		{
+			title: "Reports by source and result",
+			description: "Delivery reports and complaints the bounce-receiver applied per second, by " +
+				"source (dsn, arf, unstructured, ses, mailgun) and result: applied (a recipient moved " +
+				"on), forged (its return-path token did not verify: dropped), unknown (no such " +
+				"recipient), early (it came before the worker recorded the send: refused for now, so its " +
+				"sender offers it again), stale (the recipient had moved past it), delayed (still being " +
+				"retried). " +
+				"Forged reports of all sources are also drawn on their own. What to do: forged reports " +
+				"that keep coming mean someone sends fake bounces to the bounce domain (backscatter or " +
+				"an attempt to get addresses suppressed): they are harmless while dropped, but check " +
+				"that every worker and bounce-receiver shares the return-path keys, since a key " +
+				"missing on one side makes genuine reports look forged.",
+			unit: unitPerSecond,
+			targets: []target{
+				{
+					expr:   "sum by (source, result) (" + rate("postline_outcome_reports_total") + ")",
+					legend: "{{source}} {{result}}",
+				},
+				{
+					expr:   "sum(" + rate("postline_outcome_reports_total", `result="forged"`) + ")",
+					legend: "forged (all sources)",
+				},
+			},
+		},
+		{
+			title: "Bounce server messages and recipients",
+			description: "Messages the bounce-receiver's SMTP server read per second, by result (report, " +
+				"not_report, unreadable, too_large, apply_error), and RCPT commands by result (bounce, " +
+				"feedback, refused). What to do: apply_error means the outcome store failed and the " +
+				"sender was told to retry: check Postgres and Kafka; many refused recipients mean mail " +
+				"to addresses that are not return paths (spam to the bounce domain), harmless.",
+			unit: unitPerSecond,
+			targets: []target{
+				{expr: "sum by (result) (" + rate("postline_inbound_messages_total") + ")", legend: "messages {{result}}"},
+				{expr: "sum by (result) (" + rate("postline_inbound_recipients_total") + ")", legend: "RCPT {{result}}"},
+			},
+		},
+		{
+			title: "Provider webhook requests",
+			description: "Requests the provider webhooks (Amazon SES through SNS, Mailgun) answered per " +
+				"second, by provider and result, and the recipient reports they handed on by kind. " +
+				"What to do: bad_signature, expired or cert_error mean the provider's signing setup and " +
+				"ours disagree (a rotated Mailgun key, a changed SNS topic): fix the configuration, " +
+				"since the provider gives up retrying after a while; apply_error means the outcome " +
+				"store failed.",
+			unit: unitPerSecond,
+			targets: []target{
+				{expr: "sum by (provider, result) (" + rate("postline_providerhook_requests_total") + ")", legend: "{{provider}} {{result}}"},
+				{expr: "sum by (provider, kind) (" + rate("postline_providerhook_reports_total") + ")", legend: "{{provider}} report {{kind}}"},
+			},
+		},
+		{
+			title: "Unconfirmed and settled mail",
+			description: "Mail the workers marked unconfirmed per second (its confirmation window passed " +
+				"with recipients no report resolved), and mail a report settled once every recipient " +
+				"was resolved, by confirmation (confirmed, cancelled). What to do: unconfirmed mail " +
+				"means reports stopped arriving: check that the bounce domain's MX reaches the " +
+				"bounce-receiver and that the relays return DSNs; a report that comes later still " +
+				"resolves the recipient.",
+			unit: unitPerSecond,
+			targets: []target{
+				{expr: "sum(" + rate("postline_outcome_unconfirmed_total") + ")", legend: "marked unconfirmed"},
+				{expr: "sum by (confirmation) (" + rate("postline_outcome_confirmations_total") + ")", legend: "{{confirmation}}"},
+			},
+		},
+	}}
+}
+
+func outcomesSuppressionRow() rowSpec {
+	return rowSpec{title: "Suppression", panels: []panelSpec{
+		{
+			title: "Suppressions added by reason",
+			description: "Addresses reports put on a suppression list per second, by reason (hard_bounce, " +
+				"complaint). What to do: a burst of hard_bounce entries follows a stale list; a burst " +
+				"of complaint entries follows a campaign people did not want: find its sender; " +
+				"entries added by mistake are removed with postctl.",
+			unit: unitPerSecond, stacked: true, width: 8,
+			targets: []target{{
+				expr:   "sum by (reason) (" + rate("postline_outcome_suppressions_total") + ")",
+				legend: "{{reason}}",
+			}},
+		},
+		{
+			title: "Recipients suppressed at claim",
+			description: "Recipients the workers dropped from an envelope per second because they are on " +
+				"a suppression list, and the suppression checks that found an entry, by the entry's " +
+				"reason. What to do: nothing while it is a small share of sends; a sudden rise means a " +
+				"producer mails a list that bounced or complained before: tell its owner to clean it.",
+			unit: unitPerSecond, width: 8,
+			targets: []target{
+				{expr: "sum(" + rate("postline_delivery_suppressed_recipients_total") + ")", legend: "suppressed at claim"},
+				{expr: "sum by (reason) (" + rate("postline_suppression_hits_total") + ")", legend: "hits {{reason}}"},
+			},
+		},
+		{
+			title: "Suppression list round trip",
+			description: "Time of one round trip of the suppression lists to Postgres per operation, 99th " +
+				"percentile, and failed round trips per second. What to do: a rising p99 slows every " +
+				"claim; errors mean Postgres is failing: check its health and connection limits.",
+			unit: unitSeconds, width: 8,
+			targets: []target{
+				{expr: quantile("0.99", "postline_suppression_round_trip_seconds", "op"), legend: "p99 {{op}}"},
+				{expr: "sum by (op) (" + rate("postline_suppression_db_errors_total") + ")", legend: "errors/s {{op}}"},
+			},
+		},
+	}}
+}
+
+func outcomesWebhooksRow() rowSpec {
+	return rowSpec{title: "Webhooks", panels: []panelSpec{
+		{
+			title: "Webhook backlog per endpoint",
+			description: "Events queued for each endpoint and not finished (waiting, being sent or " +
+				"waiting for a retry), summed over the dispatchers. What to do: a backlog that keeps " +
+				"growing means the endpoint is down or slower than the events: look at its attempts " +
+				"and at the oldest pending age.",
+			unit: unitCount,
+			targets: []target{{
+				expr:   "max by (endpoint) (" + sel("postline_webhook_backlog") + ")",
+				legend: "{{endpoint}}",
+			}},
+		},
+		{
+			title: "Oldest pending webhook event",
+			description: "Age of the oldest unfinished event of each endpoint's backlog, the oldest any " +
+				"dispatcher holds; 0 when the backlog is empty. The dashed line is the backlog alert's " +
+				"10 minutes. What to do: past 10 minutes the endpoint's owner sees events late: check " +
+				"the endpoint's replies on \"Webhook deliveries and attempts\" and tell its owner; " +
+				"events past their age limit are dead-lettered.",
+			unit:       unitSeconds,
+			thresholds: []threshold{{webhookOldestPendingMax, "red"}},
+			targets: []target{{
+				expr:   "max by (endpoint) (" + sel("postline_webhook_oldest_pending_age_seconds") + ")",
+				legend: "{{endpoint}}",
+			}},
+		},
+		{
+			title: "Webhook deliveries and attempts",
+			description: "Events finished per second per endpoint, by result (delivered, dead_lettered), " +
+				"and POSTs by the status class of the reply (2xx, 3xx, 4xx, 5xx) or timeout and error " +
+				"(no reply). What to do: 4xx replies are the endpoint refusing our requests (often a " +
+				"wrong signing secret on its side); 5xx, timeout and error mean the endpoint is down: " +
+				"the dispatcher retries with backoff until the event's limits.",
+			unit: unitPerSecond, width: 8,
+			targets: []target{
+				{expr: "sum by (endpoint, result) (" + rate("postline_webhook_deliveries_total") + ")", legend: "{{endpoint}} {{result}}"},
+				{expr: "sum by (endpoint, result) (" + rate("postline_webhook_attempts_total") + ")", legend: "POST {{endpoint}} {{result}}"},
+			},
+		},
+		{
+			title: "Webhook dead letters",
+			description: "Events written to the webhook dead-letter topic per second per endpoint (410 " +
+				"Gone, attempts or age used up), and records of the events topic that are not valid " +
+				"events. What to do: dead letters are events the endpoint's owner never received: fix " +
+				"the endpoint; the events stay on the webhook dead-letter topic. Undecodable records " +
+				"mean something writes bad events to the events topic.",
+			unit: unitPerSecond, width: 8,
+			targets: []target{
+				{expr: "sum by (endpoint) (" + rate("postline_webhook_dead_letters_total") + ")", legend: "{{endpoint}}"},
+				{expr: "sum(" + rate("postline_webhook_undecodable_total") + ")", legend: "undecodable"},
+			},
+		},
+		{
+			title: "Webhook delivery time",
+			description: "Time from queueing an event for an endpoint to its delivery, retries included, " +
+				"median and 99th percentile per endpoint. What to do: a p99 of minutes means the " +
+				"endpoint fails and events wait for retries: look at its attempts by result.",
+			unit: unitSeconds, width: 8,
+			targets: []target{
+				{expr: quantileOf("0.5", "postline_webhook_delivery_seconds", []string{`result="delivered"`}, "endpoint"), legend: "p50 {{endpoint}}"},
+				{expr: quantileOf("0.99", "postline_webhook_delivery_seconds", []string{`result="delivered"`}, "endpoint"), legend: "p99 {{endpoint}}"},
+			},
+		},
+	}}
 }
 
 // circuitStateExpr encodes each relay's circuit as 0 closed, 1 half-open or
