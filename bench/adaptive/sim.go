@@ -505,214 +505,262 @@ func Run(p Params, strategy string) Result {
 // A worker sends to the relay of the group whose control admits the send,
 // preferring the most headroom. There is no circuit breaker.
 func RunScenario(sc Scenario, strategy string) Result {
-	p := sc.Params
-	now := simStart
-	srnd := rand.New(rand.NewPCG(p.Seed, 3)) // scheduler jitter
-	bad := sc.badRecipients()
-	relays := make([]*Relay, len(sc.Relays))
-	for i, s := range sc.Relays {
-		relays[i] = newRelay(s, p, now, rand.New(rand.NewPCG(p.Seed, 1+100*uint64(i)))) // relay 0 keeps stream 1
+	s := newSimulation(sc, strategy)
+	s.dispatch()
+	for s.evs.Len() > 0 {
+		e := heap.Pop(&s.evs).(event)
+		s.now = e.at
+		s.handle(e)
+		s.dispatch()
 	}
-	workers := make([]*worker, sc.workers())
-	for i := range workers {
-		workers[i] = newWorker(sc, strategy, i, now)
-		workers[i].active = i < max(sc.Workers, 1)
+	return s.result()
+}
+
+// simulation is the state of one RunScenario: the clock, the relays, the
+// group's workers, mail.jobs and the pending events.
+type simulation struct {
+	p       Params
+	now     time.Time
+	srnd    *rand.Rand // scheduler jitter
+	bad     []bool
+	relays  []*Relay
+	workers []*worker
+	res     Result
+	queue   []simJob // mail.jobs, FIFO, shared by the group
+	head    int
+	evs     events
+	seq     int
+	depth   int // retry copies waiting in the delay tiers
+	rr      int // the worker dispatch tries first
+}
+
+func newSimulation(sc Scenario, strategy string) *simulation {
+	p := sc.Params
+	s := &simulation{p: p, now: simStart, srnd: rand.New(rand.NewPCG(p.Seed, 3)), bad: sc.badRecipients()}
+	s.relays = make([]*Relay, len(sc.Relays))
+	for i, rs := range sc.Relays {
+		s.relays[i] = newRelay(rs, p, s.now, rand.New(rand.NewPCG(p.Seed, 1+100*uint64(i)))) // relay 0 keeps stream 1
+	}
+	s.workers = make([]*worker, sc.workers())
+	for i := range s.workers {
+		s.workers[i] = newWorker(sc, strategy, i, s.now)
+		s.workers[i].active = i < max(sc.Workers, 1)
 	}
 	if sc.Workers > 1 {
 		// The worker tells its controls the group's size before each send.
-		for _, w := range workers[:sc.Workers] {
+		for _, w := range s.workers[:sc.Workers] {
 			for _, pl := range w.pools {
 				if pl.control != nil {
-					pl.control.SetMembers(now, sc.Workers)
+					pl.control.SetMembers(s.now, sc.Workers)
 				}
 			}
 		}
 	}
-
-	res := Result{Strategy: strategy, PerRelay: make([]int, len(relays))}
-	queue := make([]simJob, 0, p.Jobs) // mail.jobs, FIFO, shared by the group
+	s.res = Result{Strategy: strategy, PerRelay: make([]int, len(s.relays))}
+	s.queue = make([]simJob, 0, p.Jobs)
 	for i := range p.Jobs {
-		queue = append(queue, simJob{id: i, attempt: 1})
+		s.queue = append(s.queue, simJob{id: i, attempt: 1})
 	}
-	head := 0
-	var evs events
-	seq := 0
-	push := func(e event) { seq++; e.seq = seq; heap.Push(&evs, e) }
 	for i, at := range sc.JoinAt {
-		push(event{at: now.Add(at), kind: evJoin, worker: max(sc.Workers, 1) + i})
+		s.push(event{at: s.now.Add(at), kind: evJoin, worker: max(sc.Workers, 1) + i})
 	}
-	depth, rr := 0, 0
+	return s
+}
 
-	// trySend starts one send on worker w, or reports false.
-	trySend := func(wi int) bool {
-		w := workers[wi]
-		retrying := len(w.waiting) > 0 // a sender already holds the job
-		if !w.active || (!retrying && (w.busy >= p.Senders || (len(w.held) == 0 && head >= len(queue)))) {
-			return false
-		}
-		ri, at := w.pick(now)
-		if ri < 0 {
-			if !at.IsZero() && (!w.wakeAt.After(now) || at.Before(w.wakeAt)) {
-				w.wakeAt = at
-				push(event{at: at, kind: evWake})
-			}
-			return false
-		}
-		var j simJob
-		switch {
-		case retrying:
-			j, w.waiting = w.waiting[0], w.waiting[1:]
-		case len(w.held) > 0:
-			j, w.held = w.held[0], w.held[1:]
-		default:
-			j = queue[head]
-			head++
-			if head > 4096 && head*2 > len(queue) {
-				queue = append(queue[:0], queue[head:]...)
-				head = 0
-			}
-		}
-		if !retrying {
-			w.busy++
-			j.fast, j.fastStart = 0, now
-		}
-		if j.attempt == 1 && !retrying && w.budgets != nil {
-			w.budgets.Earn(job.PriorityNormal) // a first attempt earns a share of a retry
-		}
-		a := relays[ri].Attempt(now, bad[j.id])
-		res.Attempts++
-		if a.kind != answerBusy && a.kind != answerRate {
-			res.Sessions = append(res.Sessions, now.Sub(simStart))
-		}
-		w.pools[ri].inFlight++
-		push(event{at: now.Add(a.hold), kind: evDone, job: j, worker: wi, relay: ri, ans: a, sent: now})
-		return true
-	}
-	dispatch := func() {
-		for {
-			sent := false
-			for k := range workers {
-				if wi := (rr + k) % len(workers); trySend(wi) {
-					rr, sent = (wi+1)%len(workers), true
-					break
-				}
-			}
-			if !sent {
-				return
-			}
-		}
-	}
+func (s *simulation) push(e event) { s.seq++; e.seq = s.seq; heap.Push(&s.evs, e) }
 
-	dispatch()
-	for evs.Len() > 0 {
-		e := heap.Pop(&evs).(event)
-		now = e.at
-		switch e.kind {
-		case evJoin:
-			res.Seeded = join(workers, e.worker, now) || res.Seeded
-		case evDue:
-			depth--
-			queue = append(queue, e.job)
-		case evHeld:
-			workers[e.worker].held = append(workers[e.worker].held, e.job)
-		case evFast:
-			workers[e.worker].waiting = append(workers[e.worker].waiting, e.job)
-		case evDone:
-			w, pl := workers[e.worker], workers[e.worker].pools[e.relay]
-			w.busy--
-			pl.inFlight--
-			if e.ans.conn {
-				relays[e.relay].Release()
-			}
-			countWaste(&res, e)
-			v := classify(e.ans)
-			ok := e.ans.kind == answerAccepted
-			// learn, as the worker: the window, the cool-down, the control.
-			w.window.Observe(now, pl.name, ok)
-			if v.Class == failure.Throttled && v.ProviderFault && v.RetryAfter > 0 {
-				if until := now.Add(v.RetryAfter); until.After(pl.cooldown) {
-					pl.cooldown = until
-				}
-			}
-			if pl.control != nil {
-				pl.control.Done(now, e.sent, ok, v.Limit)
-			}
-			j := e.job
-			switch {
-			case ok:
-				res.Delivered++
-				res.PerRelay[e.relay]++
-				res.Latencies = append(res.Latencies, now.Sub(simStart))
-				res.Timeline = append(res.Timeline, now.Sub(simStart))
-			case v.Class == failure.Transient && v.ProviderFault && j.fast < delivery.DefaultFastRetries &&
-				now.Sub(j.fastStart) < delivery.DefaultFastRetryBudget:
-				// As delivery's deliver: a blip of the relay gets a fast
-				// retry after a full-jitter wait, in the same sender and
-				// the same attempt.
-				wait := time.Duration(w.frnd.Int64N(int64(delivery.DefaultFastRetryBase<<j.fast) + 1))
-				j.fast++
-				w.busy++
-				res.FastRetries++
-				push(event{at: now.Add(wait), kind: evFast, job: j, worker: e.worker})
-			case v.Class == failure.Permanent:
-				// The worker routes a permanent failure to failed before
-				// any delay policy is consulted, so no strategy retries
-				// one, class-blind or not.
-				res.Rejected++
-				res.Lost += lost(bad[j.id])
-			default:
-				if v.Class == failure.Throttled {
-					j.throttles++
-				}
-				sr, _ := w.window.Rate(now, pl.name)
-				d := w.policy.Decide(adaptive.Inputs{
-					Class: v.Class, Attempt: j.attempt, Throttles: j.throttles,
-					RetryAfter: v.RetryAfter, Lag: int64(len(queue) - head),
-					SuccessRate: sr, ProviderCooldownUntil: pl.cooldown, Now: now,
-				})
-				if !d.Retry {
-					res.Rejected++ // given up on: not delivered
-					res.Lost += lost(bad[j.id])
-					break
-				}
-				delay := d.Delay
-				if p.Tiers != nil && v.Class == failure.Throttled && v.ProviderFault && delay < p.Tiers[0] && j.holds < maxThrottleHolds {
-					// As delivery's scheduleRetry: a relay throttle shorter
-					// than the shortest tier is waited out in the worker,
-					// in the job's place, without an attempt charged or a
-					// retry token taken.
-					j.holds++
-					res.Held++
-					push(event{at: now.Add(delay), kind: evHeld, job: j, worker: e.worker})
-					break
-				}
-				j.holds = 0
-				if w.budgets != nil {
-					if ok, until := w.budgets.Take(now, job.PriorityNormal); !ok {
-						delay = max(delay, until.Sub(now))
-					}
-				}
-				if p.Tiers != nil {
-					tier := p.Tiers.Pick(delay)
-					delay = tier + schedulerJitter(tier, srnd)
-				}
-				j.attempt++
-				depth++
-				res.PeakDepth = max(res.PeakDepth, depth)
-				push(event{at: now.Add(delay), kind: evDue, job: j})
+// trySend starts one send on worker wi, or reports false.
+func (s *simulation) trySend(wi int) bool {
+	w := s.workers[wi]
+	retrying := len(w.waiting) > 0 // a sender already holds the job
+	if !w.active || (!retrying && (w.busy >= s.p.Senders || (len(w.held) == 0 && s.head >= len(s.queue)))) {
+		return false
+	}
+	ri, at := w.pick(s.now)
+	if ri < 0 {
+		if !at.IsZero() && (!w.wakeAt.After(s.now) || at.Before(w.wakeAt)) {
+			w.wakeAt = at
+			s.push(event{at: at, kind: evWake})
+		}
+		return false
+	}
+	j := s.nextJob(w, retrying)
+	if !retrying {
+		w.busy++
+		j.fast, j.fastStart = 0, s.now
+	}
+	if j.attempt == 1 && !retrying && w.budgets != nil {
+		w.budgets.Earn(job.PriorityNormal) // a first attempt earns a share of a retry
+	}
+	a := s.relays[ri].Attempt(s.now, s.bad[j.id])
+	s.res.Attempts++
+	if a.kind != answerBusy && a.kind != answerRate {
+		s.res.Sessions = append(s.res.Sessions, s.now.Sub(simStart))
+	}
+	w.pools[ri].inFlight++
+	s.push(event{at: s.now.Add(a.hold), kind: evDone, job: j, worker: wi, relay: ri, ans: a, sent: s.now})
+	return true
+}
+
+// nextJob takes the job w sends next: the one its sender holds for a fast
+// retry, a throttled job it held, or the head of mail.jobs.
+func (s *simulation) nextJob(w *worker, retrying bool) simJob {
+	var j simJob
+	switch {
+	case retrying:
+		j, w.waiting = w.waiting[0], w.waiting[1:]
+	case len(w.held) > 0:
+		j, w.held = w.held[0], w.held[1:]
+	default:
+		j = s.queue[s.head]
+		s.head++
+		if s.head > 4096 && s.head*2 > len(s.queue) {
+			s.queue = append(s.queue[:0], s.queue[s.head:]...)
+			s.head = 0
+		}
+	}
+	return j
+}
+
+// dispatch starts sends, round robin over the workers, until none can.
+func (s *simulation) dispatch() {
+	for {
+		sent := false
+		for k := range s.workers {
+			if wi := (s.rr + k) % len(s.workers); s.trySend(wi) {
+				s.rr, sent = (wi+1)%len(s.workers), true
+				break
 			}
 		}
-		dispatch()
+		if !sent {
+			return
+		}
 	}
-	res.Makespan = now.Sub(simStart)
-	for _, w := range workers {
+}
+
+// handle applies one event at s.now.
+func (s *simulation) handle(e event) {
+	switch e.kind {
+	case evJoin:
+		s.res.Seeded = join(s.workers, e.worker, s.now) || s.res.Seeded
+	case evDue:
+		s.depth--
+		s.queue = append(s.queue, e.job)
+	case evHeld:
+		s.workers[e.worker].held = append(s.workers[e.worker].held, e.job)
+	case evFast:
+		s.workers[e.worker].waiting = append(s.workers[e.worker].waiting, e.job)
+	case evDone:
+		s.done(e)
+	}
+}
+
+// done ends a send: the worker learns from the answer, then the job is
+// delivered, retried fast, rejected or routed to a delay tier.
+func (s *simulation) done(e event) {
+	w, pl := s.workers[e.worker], s.workers[e.worker].pools[e.relay]
+	w.busy--
+	pl.inFlight--
+	if e.ans.conn {
+		s.relays[e.relay].Release()
+	}
+	countWaste(&s.res, e)
+	v := classify(e.ans)
+	ok := e.ans.kind == answerAccepted
+	// learn, as the worker: the window, the cool-down, the control.
+	w.window.Observe(s.now, pl.name, ok)
+	if v.Class == failure.Throttled && v.ProviderFault && v.RetryAfter > 0 {
+		if until := s.now.Add(v.RetryAfter); until.After(pl.cooldown) {
+			pl.cooldown = until
+		}
+	}
+	if pl.control != nil {
+		pl.control.Done(s.now, e.sent, ok, v.Limit)
+	}
+	j := e.job
+	switch {
+	case ok:
+		s.res.Delivered++
+		s.res.PerRelay[e.relay]++
+		s.res.Latencies = append(s.res.Latencies, s.now.Sub(simStart))
+		s.res.Timeline = append(s.res.Timeline, s.now.Sub(simStart))
+	case v.Class == failure.Transient && v.ProviderFault && j.fast < delivery.DefaultFastRetries &&
+		s.now.Sub(j.fastStart) < delivery.DefaultFastRetryBudget:
+		// As delivery's deliver: a blip of the relay gets a fast
+		// retry after a full-jitter wait, in the same sender and
+		// the same attempt.
+		wait := time.Duration(w.frnd.Int64N(int64(delivery.DefaultFastRetryBase<<j.fast) + 1))
+		j.fast++
+		w.busy++
+		s.res.FastRetries++
+		s.push(event{at: s.now.Add(wait), kind: evFast, job: j, worker: e.worker})
+	case v.Class == failure.Permanent:
+		// The worker routes a permanent failure to failed before
+		// any delay policy is consulted, so no strategy retries
+		// one, class-blind or not.
+		s.res.Rejected++
+		s.res.Lost += lost(s.bad[j.id])
+	default:
+		s.retry(e, w, pl, v, j)
+	}
+}
+
+// retry asks w's policy about a failed job and, as the worker does, gives
+// up on it, holds a short throttle in the worker, or routes it to a tier.
+func (s *simulation) retry(e event, w *worker, pl *pool, v failure.Verdict, j simJob) {
+	if v.Class == failure.Throttled {
+		j.throttles++
+	}
+	sr, _ := w.window.Rate(s.now, pl.name)
+	d := w.policy.Decide(adaptive.Inputs{
+		Class: v.Class, Attempt: j.attempt, Throttles: j.throttles,
+		RetryAfter: v.RetryAfter, Lag: int64(len(s.queue) - s.head),
+		SuccessRate: sr, ProviderCooldownUntil: pl.cooldown, Now: s.now,
+	})
+	if !d.Retry {
+		s.res.Rejected++ // given up on: not delivered
+		s.res.Lost += lost(s.bad[j.id])
+		return
+	}
+	delay := d.Delay
+	if s.p.Tiers != nil && v.Class == failure.Throttled && v.ProviderFault && delay < s.p.Tiers[0] && j.holds < maxThrottleHolds {
+		// As delivery's scheduleRetry: a relay throttle shorter
+		// than the shortest tier is waited out in the worker,
+		// in the job's place, without an attempt charged or a
+		// retry token taken.
+		j.holds++
+		s.res.Held++
+		s.push(event{at: s.now.Add(delay), kind: evHeld, job: j, worker: e.worker})
+		return
+	}
+	j.holds = 0
+	if w.budgets != nil {
+		if ok, until := w.budgets.Take(s.now, job.PriorityNormal); !ok {
+			delay = max(delay, until.Sub(s.now))
+		}
+	}
+	if s.p.Tiers != nil {
+		tier := s.p.Tiers.Pick(delay)
+		delay = tier + schedulerJitter(tier, s.srnd)
+	}
+	j.attempt++
+	s.depth++
+	s.res.PeakDepth = max(s.res.PeakDepth, s.depth)
+	s.push(event{at: s.now.Add(delay), kind: evDue, job: j})
+}
+
+// result completes the run's Result once no event is left.
+func (s *simulation) result() Result {
+	res := s.res
+	res.Makespan = s.now.Sub(simStart)
+	for _, w := range s.workers {
 		for _, pl := range w.pools {
 			if pl.control != nil {
 				res.RateDecreases += pl.control.Decreases(adaptive.ControllerRate)
 			}
 		}
 	}
-	if c := workers[0].pools[0].control; c != nil {
+	if c := s.workers[0].pools[0].control; c != nil {
 		res.FinalRate, res.FinalLimit = c.Rate(), c.Limit()
 	}
 	return res
