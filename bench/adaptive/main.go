@@ -74,13 +74,75 @@ func PostfixParams(p Params) Params {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	p := DefaultParams()
+	rp := defaultRealParams()
+	fs, f := newFlagSet(&p, &rp, stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := f.applySim(&p); err != nil {
+		return err
+	}
+	if *f.realRun {
+		if err := f.applyReal(p, &rp); err != nil {
+			return err
+		}
+	}
+
+	// The main and Postfix scenarios come first, with every strategy.
+	scs, err := pickScenarios(Scenarios(p), *f.scenarioNames)
+	if err != nil {
+		return err
+	}
+	runs := RunScenarios(scs)
+	main, postfix := runs[0].Results, runs[1].Results
+	var b strings.Builder
+	fmt.Fprintf(&b, "Command: `go run ./bench/adaptive %s`\n\n", commandLine(args))
+	report(&b, p, *f.tiers, main, postfix)
+	scenarioReport(&b, runs)
+	if _, err := io.WriteString(stdout, b.String()); err != nil {
+		return err
+	}
+	if err := f.plotSim(runs); err != nil {
+		return err
+	}
+	if *f.realRun {
+		if err := f.runReal(ctx, rp, &b, stdout, stderr); err != nil {
+			return err
+		}
+	}
+	if *f.md != "" {
+		if err := os.WriteFile(*f.md, []byte(b.String()), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", *f.md, err)
+		}
+	}
+	return nil
+}
+
+// cliFlags are the command's flags that are not fields of Params or
+// RealParams.
+type cliFlags struct {
+	hint                                   *time.Duration
+	tiers, png, scenarioNames, scenarioPNG *string
+	md                                     *string
+	realRun                                *bool
+	realStrats, realScenarios              *string
+	workerEnv, brokers, realPNG            *string
+}
+
+// newFlagSet declares the command's flags: those of p and rp set them
+// directly, the others land in the returned cliFlags.
+func newFlagSet(p *Params, rp *RealParams, stderr io.Writer) (*flag.FlagSet, cliFlags) {
+	var f cliFlags
 	fs := flag.NewFlagSet("adaptive", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.IntVar(&p.Jobs, "jobs", p.Jobs, "burst of jobs offered at t=0")
 	fs.Float64Var(&p.Rate, "rate", p.Rate, "relay capacity in mails/s (0 = unlimited)")
 	fs.IntVar(&p.Burst, "burst", p.Burst, "relay token bucket size")
 	fs.IntVar(&p.Conns, "conns", p.Conns, "relay concurrent connections")
-	hint := fs.Duration("hint", 0, "retry hint in the relay's 421/450 replies (0 = the bucket's refill time, rounded up to seconds)")
+	f.hint = fs.Duration("hint", 0, "retry hint in the relay's 421/450 replies (0 = the bucket's refill time, rounded up to seconds)")
 	fs.DurationVar(&p.SendTime, "send-time", p.SendTime, "duration of an accepted session")
 	fs.DurationVar(&p.RejectTime, "reject-time", p.RejectTime, "duration of a session refused for rate")
 	fs.DurationVar(&p.ConnectTime, "connect-time", p.ConnectTime, "duration of a connection refused at the greeting")
@@ -93,13 +155,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&p.Pacer.Probe, "pace-probe", adaptive.DefaultPacerProbe, "adaptive only: the pacer's probe near the rate of its last cut, share of the rate per second")
 	fs.Float64Var(&p.Pacer.Factor, "pace-factor", adaptive.DefaultPacerFactor, "adaptive only: pacer multiplicative decrease")
 	fs.Uint64Var(&p.Seed, "seed", p.Seed, "random seed")
-	tiers := fs.String("tiers", p.Tiers.String(), "delay tiers, as the worker rounds them; \"none\" disables rounding")
-	png := fs.String("png", "bin/adaptive-sim.png", "plot of delivered-over-time (\"\" = none)")
-	scenarioNames := fs.String("scenarios", strings.Join(scenarioNames(Scenarios(p)), ","), "simulator scenarios to run, comma-separated (main and postfix always run)")
-	scenarioPNG := fs.String("scenario-png", "bin/adaptive-sim-{scenario}.png", "plot of each harder scenario's delivered-over-time, {scenario} replaced by its name (\"\" = none)")
-	md := fs.String("md", "", "also write the Markdown report to this file")
-	rp := defaultRealParams()
-	realRun := fs.Bool("real", true, "after the simulator, run the real scenario: cmd/worker and cmd/retry-scheduler against Kafka, PostgreSQL and bench/relay "+
+	f.tiers = fs.String("tiers", p.Tiers.String(), "delay tiers, as the worker rounds them; \"none\" disables rounding")
+	f.png = fs.String("png", "bin/adaptive-sim.png", "plot of delivered-over-time (\"\" = none)")
+	f.scenarioNames = fs.String("scenarios", strings.Join(scenarioNames(Scenarios(*p)), ","), "simulator scenarios to run, comma-separated (main and postfix always run)")
+	f.scenarioPNG = fs.String("scenario-png", "bin/adaptive-sim-{scenario}.png", "plot of each harder scenario's delivered-over-time, {scenario} replaced by its name (\"\" = none)")
+	f.md = fs.String("md", "", "also write the Markdown report to this file")
+	f.realRun = fs.Bool("real", true, "after the simulator, run the real scenario: cmd/worker and cmd/retry-scheduler against Kafka, PostgreSQL and bench/relay "+
 		"(relay rate, burst, connections, faults and senders as the simulator's flags)")
 	fs.IntVar(&rp.Jobs, "real-jobs", rp.Jobs, "real scenario: burst of jobs")
 	fs.IntVar(&rp.PostfixJobs, "real-postfix-jobs", rp.PostfixJobs, "real scenario: burst of jobs in Postfix's scenario (0 = skip it)")
@@ -112,8 +173,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"(0 = min(-real-timeout, 2x the scenario's minimum makespan + 3m))")
 	fs.DurationVar(&rp.Sample, "real-sample", rp.Sample, "real scenario: delay-depth sampling interval")
 	fs.BoolVar(&rp.Parallel, "real-parallel", rp.Parallel, "real scenario: run every strategy and scenario at once (each on its own relay, topics and schema)")
-	realStrats := fs.String("real-strategies", strings.Join(rp.Strategies, ","), "real scenario: strategies to run, comma-separated")
-	realScenarios := fs.String("real-scenarios", strings.Join(rp.Scenarios, ","), "real scenarios to run, comma-separated: main and postfix run every -real-strategies "+
+	f.realStrats = fs.String("real-strategies", strings.Join(rp.Strategies, ","), "real scenario: strategies to run, comma-separated")
+	f.realScenarios = fs.String("real-scenarios", strings.Join(rp.Scenarios, ","), "real scenarios to run, comma-separated: main and postfix run every -real-strategies "+
 		"(at once with -real-parallel); drop, two-relays, three-workers, fivexx and fleet200 run the adaptive strategy only, each alone")
 	for _, name := range []string{ScenarioDrop, ScenarioTwoRelays, ScenarioThreeWorkers, ScenarioFivexx, ScenarioFleet200} {
 		n := rp.ScenarioJobs[name]
@@ -123,29 +184,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		})
 	}
-	workerEnv := fs.String("worker-env", strings.Join(rp.WorkerEnv, ","), "real scenario: extra worker settings for every strategy, comma-separated KEY=VALUE (default: none, every strategy runs the defaults a user gets)")
+	f.workerEnv = fs.String("worker-env", strings.Join(rp.WorkerEnv, ","), "real scenario: extra worker settings for every strategy, comma-separated KEY=VALUE (default: none, every strategy runs the defaults a user gets)")
 	fs.StringVar(&rp.WorkerBin, "worker-bin", rp.WorkerBin, "the worker binary (go build -o bin/ ./cmd/worker)")
 	fs.StringVar(&rp.SchedulerBin, "scheduler-bin", rp.SchedulerBin, "the retry-scheduler binary (go build -o bin/ ./cmd/retry-scheduler)")
-	brokers := fs.String("brokers", cmp.Or(os.Getenv("POSTLINE_TEST_KAFKA"), testenvKafka), "Kafka brokers, comma-separated")
+	f.brokers = fs.String("brokers", cmp.Or(os.Getenv("POSTLINE_TEST_KAFKA"), testenvKafka), "Kafka brokers, comma-separated")
 	fs.StringVar(&rp.DatabaseURL, "database-url", cmp.Or(os.Getenv("POSTLINE_TEST_DATABASE_URL"), testenvDatabaseURL), "PostgreSQL URL (a schema per run is created in it)")
 	fs.StringVar(&rp.LogDir, "log-dir", "", "real scenario: directory for the binaries' logs (default: a new temp dir)")
 	fs.BoolVar(&rp.Keep, "keep", false, "real scenario: keep topics and schemas after the run")
-	realPNG := fs.String("real-png", "bin/adaptive-real.png", "plot of the real main scenario's delivered-over-time; each scenario's goes to this path "+
+	f.realPNG = fs.String("real-png", "bin/adaptive-real.png", "plot of the real main scenario's delivered-over-time; each scenario's goes to this path "+
 		"without .png plus -<scenario>.png (\"\" = none)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	p.Hint = *hint
+	return fs, f
+}
+
+// applySim sets the simulator's hint and tiers from the flags and checks p.
+func (f cliFlags) applySim(p *Params) error {
+	p.Hint = *f.hint
 	if p.Hint == 0 {
-		p.Hint = refillHint(p)
+		p.Hint = refillHint(*p)
 	}
-	if *tiers == "none" {
+	if *f.tiers == "none" {
 		p.Tiers = nil
 	} else {
-		t, err := retry.ParseTiers(*tiers)
+		t, err := retry.ParseTiers(*f.tiers)
 		if err != nil {
 			return err
 		}
@@ -154,90 +214,78 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if p.Jobs < 1 || p.Senders < 1 || p.Conns < 1 || p.SendTime <= 0 {
 		return fmt.Errorf("jobs %d, senders %d, conns %d and send-time %v must be positive", p.Jobs, p.Senders, p.Conns, p.SendTime)
 	}
-	if err := p.Pacer.WithDefaults().Validate(); err != nil {
-		return err
-	}
-	if *realRun {
-		rp.Rate, rp.Burst, rp.Conns, rp.Transient, rp.Permanent, rp.Senders = p.Rate, p.Burst, p.Conns, p.Transient, p.Permanent, p.Senders
-		rp.Brokers = strings.Split(*brokers, ",")
-		if *workerEnv != "" {
-			rp.WorkerEnv = strings.Split(*workerEnv, ",")
-		}
-		var err error
-		if rp.Strategies, err = realStrategies(*realStrats); err != nil {
-			return err
-		}
-		if rp.Scenarios, err = parseScenarios(*realScenarios); err != nil {
-			return err
-		}
-		if *tiers != "none" {
-			rp.Tiers = *tiers
-		}
-		if err := rp.validate(); err != nil {
-			return err
-		}
-		if rp.LogDir, err = benchenv.LogDir(rp.LogDir, "postline-bench-adaptive-"); err != nil {
-			return err
-		}
-	}
+	return p.Pacer.WithDefaults().Validate()
+}
 
-	// The main and Postfix scenarios come first, with every strategy.
-	scs, err := pickScenarios(Scenarios(p), *scenarioNames)
-	if err != nil {
+// applyReal sets the real scenario's relay from the simulator's p and the
+// rest from the flags, checks rp and makes its log directory.
+func (f cliFlags) applyReal(p Params, rp *RealParams) error {
+	rp.Rate, rp.Burst, rp.Conns, rp.Transient, rp.Permanent, rp.Senders = p.Rate, p.Burst, p.Conns, p.Transient, p.Permanent, p.Senders
+	rp.Brokers = strings.Split(*f.brokers, ",")
+	if *f.workerEnv != "" {
+		rp.WorkerEnv = strings.Split(*f.workerEnv, ",")
+	}
+	var err error
+	if rp.Strategies, err = realStrategies(*f.realStrats); err != nil {
 		return err
 	}
-	runs := RunScenarios(scs)
-	main, postfix := runs[0].Results, runs[1].Results
-	var b strings.Builder
-	fmt.Fprintf(&b, "Command: `go run ./bench/adaptive %s`\n\n", commandLine(args))
-	report(&b, p, *tiers, main, postfix)
-	scenarioReport(&b, runs)
-	if _, err := io.WriteString(stdout, b.String()); err != nil {
+	if rp.Scenarios, err = parseScenarios(*f.realScenarios); err != nil {
 		return err
 	}
-	if *png != "" {
-		if err := plotTimeline(*png, "Delivered over time (simulator)", main); err != nil {
-			return fmt.Errorf("plot %s: %w", *png, err)
+	if *f.tiers != "none" {
+		rp.Tiers = *f.tiers
+	}
+	if err := rp.validate(); err != nil {
+		return err
+	}
+	rp.LogDir, err = benchenv.LogDir(rp.LogDir, "postline-bench-adaptive-")
+	return err
+}
+
+// plotSim draws the simulator's main scenario and each harder one.
+func (f cliFlags) plotSim(runs []ScenarioRun) error {
+	if *f.png != "" {
+		if err := plotTimeline(*f.png, "Delivered over time (simulator)", runs[0].Results); err != nil {
+			return fmt.Errorf("plot %s: %w", *f.png, err)
 		}
 	}
-	if *scenarioPNG != "" {
+	if *f.scenarioPNG != "" {
 		for _, r := range runs[2:] {
-			path := strings.ReplaceAll(*scenarioPNG, "{scenario}", r.Scenario.Name)
+			path := strings.ReplaceAll(*f.scenarioPNG, "{scenario}", r.Scenario.Name)
 			if err := plotTimeline(path, "Delivered over time (simulator, "+r.Scenario.Name+")", r.Results); err != nil {
 				return fmt.Errorf("plot %s: %w", path, err)
 			}
 		}
 	}
-	if *realRun {
-		fmt.Fprintf(stderr, "bench-adaptive: real scenario; logs in %s\n", rp.LogDir)
-		results, runErr := RunReal(ctx, rp, stderr)
-		done := completed(results) // a run that failed has no figures
-		start := b.Len()
-		realReport(&b, rp, done)
-		if _, err := io.WriteString(stdout, b.String()[start:]); err != nil {
+	return nil
+}
+
+// runReal runs the real scenarios, adds their report to b, prints it and
+// draws their plots. When a run fails it still writes the report to -md.
+func (f cliFlags) runReal(ctx context.Context, rp RealParams, b *strings.Builder, stdout, stderr io.Writer) error {
+	fmt.Fprintf(stderr, "bench-adaptive: real scenario; logs in %s\n", rp.LogDir)
+	results, runErr := RunReal(ctx, rp, stderr)
+	done := completed(results) // a run that failed has no figures
+	start := b.Len()
+	realReport(b, rp, done)
+	if _, err := io.WriteString(stdout, b.String()[start:]); err != nil {
+		return err
+	}
+	if *f.realPNG != "" {
+		if mainRuns := realTimelines(done); len(mainRuns) > 0 {
+			if err := plotTimeline(*f.realPNG, "Delivered over time (real worker and relay)", mainRuns); err != nil {
+				return fmt.Errorf("plot %s: %w", *f.realPNG, err)
+			}
+		}
+		if err := plotScenarios(strings.TrimSuffix(*f.realPNG, ".png"), rp, done); err != nil {
 			return err
 		}
-		if *realPNG != "" {
-			if mainRuns := realTimelines(done); len(mainRuns) > 0 {
-				if err := plotTimeline(*realPNG, "Delivered over time (real worker and relay)", mainRuns); err != nil {
-					return fmt.Errorf("plot %s: %w", *realPNG, err)
-				}
-			}
-			if err := plotScenarios(strings.TrimSuffix(*realPNG, ".png"), rp, done); err != nil {
-				return err
-			}
-		}
-		if runErr != nil {
-			if *md != "" {
-				_ = os.WriteFile(*md, []byte(b.String()), 0o644)
-			}
-			return runErr
-		}
 	}
-	if *md != "" {
-		if err := os.WriteFile(*md, []byte(b.String()), 0o644); err != nil {
-			return fmt.Errorf("write %s: %w", *md, err)
+	if runErr != nil {
+		if *f.md != "" {
+			_ = os.WriteFile(*f.md, []byte(b.String()), 0o644)
 		}
+		return runErr
 	}
 	return nil
 }

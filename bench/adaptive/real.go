@@ -261,118 +261,42 @@ func runOne(ctx context.Context, p RealParams, sc scenario, strategy string, log
 	if err != nil {
 		return res, err
 	}
-	id := benchenv.RandomHex(4)
-	base := fmt.Sprintf("bench.adaptive.%s.%s.%s", sc.Name, strategy, id)
-	e := runEnv{
-		jobs: base + ".jobs", dlq: base + ".dlq", prefix: base + ".retry",
-		workerGroup:    strings.ReplaceAll(base, ".", "-") + "-worker",
-		schedulerGroup: strings.ReplaceAll(base, ".", "-") + "-scheduler",
-		schema:         strings.ReplaceAll(strings.ReplaceAll(base, ".", "_"), "-", "_"),
-		schedLog:       filepath.Join(p.LogDir, sc.Name+"-"+strategy+"-scheduler.log"),
-	}
-	e.delayTopics = tiers.Topics(e.prefix)
-	cleanup := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	}
-
-	specs := append(topic.Defaults(e.jobs, e.dlq, p.Partitions), retry.TopicSpecs(e.prefix, tiers, p.Partitions)...)
-	if err := topic.Ensure(ctx, benchkafka.Cluster(p.Brokers...), specs...); err != nil {
+	r := &oneRun{p: p, sc: sc, strategy: strategy, e: newRunEnv(p, sc, strategy, tiers), fleet: &workerFleet{}, logf: logf}
+	e := &r.e
+	teardown, err := r.provision(ctx, tiers)
+	defer teardown()
+	if err != nil {
 		return res, err
 	}
-	if !p.Keep {
-		defer func() {
-			c, cancel := cleanup()
-			defer cancel()
-			if err := topic.Delete(c, benchkafka.Cluster(p.Brokers...), append([]string{e.jobs, e.dlq}, e.delayTopics...)...); err != nil {
-				logf("delete topics: %v", err)
-			}
-		}()
-	}
-	if e.databaseURL, err = benchenv.CreateSchema(ctx, p.DatabaseURL, e.schema); err != nil {
-		return res, err
-	}
-	if !p.Keep {
-		defer func() {
-			c, cancel := cleanup()
-			defer cancel()
-			if err := benchenv.DropSchema(c, p.DatabaseURL, e.schema); err != nil {
-				logf("%v", err)
-			}
-		}()
-	}
-	relays := make([]*relay.Relay, len(sc.Relays))
-	for i, spec := range sc.Relays {
-		rl, err := relay.Start(spec.Config, slog.New(slog.DiscardHandler))
-		if err != nil {
-			return res, err
+	relays, err := r.startRelays(&res)
+	defer func() {
+		for i := len(relays) - 1; i >= 0; i-- {
+			relays[i].Close()
 		}
-		defer rl.Close()
-		relays[i] = rl
-		e.relayAddrs = append(e.relayAddrs, rl.Addr())
-		res.RelayNames = append(res.RelayNames, spec.Name)
+	}()
+	if err != nil {
+		return res, err
 	}
 	if e.schedHTTP, err = benchenv.FreeAddr(); err != nil {
 		return res, err
 	}
-
-	sched, err := benchproc.Start(benchproc.Spec{Name: "retry-scheduler", Bin: p.SchedulerBin, LogPath: e.schedLog, Isolate: true, Env: []string{
-		"POSTLINE_KAFKA_BROKERS=" + strings.Join(p.Brokers, ","),
-		"POSTLINE_JOBS_TOPIC=" + e.jobs,
-		"POSTLINE_DLQ_TOPIC=" + e.dlq,
-		"POSTLINE_RETRY_TOPIC_PREFIX=" + e.prefix,
-		"POSTLINE_RETRY_TIERS=" + p.Tiers,
-		"POSTLINE_SCHEDULER_GROUP=" + e.schedulerGroup,
-		"POSTLINE_SCHEDULER_HTTP_ADDR=" + e.schedHTTP,
-	}})
+	sched, err := r.startScheduler()
 	if err != nil {
 		return res, err
 	}
 	defer func() { _ = sched.Stop(15 * time.Second) }()
-
-	fleet := &workerFleet{}
-	total := sc.Workers + len(sc.Late)
-	startWorker := func(i int) (*benchproc.Proc, string, error) {
-		addr, err := benchenv.FreeAddr()
-		if err != nil {
-			return nil, "", err
-		}
-		name, logName := "worker", sc.Name+"-"+strategy+"-worker.log"
-		if total > 1 {
-			name, logName = fmt.Sprintf("worker %d", i+1), fmt.Sprintf("%s-%s-worker%d.log", sc.Name, strategy, i+1)
-		}
-		pr, err := benchproc.Start(benchproc.Spec{Name: name, Bin: p.WorkerBin, LogPath: filepath.Join(p.LogDir, logName), Env: p.workerEnv(sc, e, strategy, addr), Isolate: true})
-		if err != nil {
-			return nil, "", err
-		}
-		fleet.add(pr, addr)
-		return pr, addr, nil
-	}
 	defer func() {
-		procs, _ := fleet.list()
+		procs, _ := r.fleet.list()
 		for _, pr := range procs {
 			_ = pr.Stop(35 * time.Second)
 		}
 	}()
 	readyCtx, cancelReady := context.WithTimeout(ctx, 90*time.Second)
 	defer cancelReady()
-	if err := waitReady(readyCtx, sched, "http://"+e.schedHTTP+"/readyz"); err != nil {
+	if err := r.startFleet(readyCtx, sched); err != nil {
 		return res, err
-	}
-	for i := range sc.Workers {
-		pr, addr, err := startWorker(i)
-		if err != nil {
-			return res, err
-		}
-		if err := waitReady(readyCtx, pr, "http://"+addr+"/readyz"); err != nil {
-			return res, err
-		}
 	}
 	client := &kafka.Client{Addr: kafka.TCP(p.Brokers...), Timeout: 5 * time.Second}
-	workers, _ := fleet.list()
-	if err := benchworkers.WaitReady(readyCtx, workers, benchworkers.Ready{What: "worker group",
-		Group: &benchworkers.Group{Brokers: p.Brokers, ID: e.workerGroup, Topic: e.jobs, Partitions: p.Partitions, Members: sc.Workers}}); err != nil {
-		return res, err
-	}
 	pool, err := pgxpool.New(ctx, e.databaseURL)
 	if err != nil {
 		return res, fmt.Errorf("postgres pool: %w", err)
@@ -394,25 +318,14 @@ func runOne(ctx context.Context, p RealParams, sc scenario, strategy string, log
 		side.Go(func() { runSchedule(runCtx, relays[i], spec.Schedule, res.Start, logf) })
 	}
 	lateErr := make(chan error, len(sc.Late))
-	for k, at := range sc.Late {
-		side.Go(func() {
-			select {
-			case <-runCtx.Done():
-				return
-			case <-time.After(time.Until(res.Start.Add(at))):
-			}
-			if _, _, err := startWorker(sc.Workers + k); err != nil {
-				lateErr <- err
-				return
-			}
-			logf("worker %d started at t=%s", sc.Workers+k+1, secs(time.Since(res.Start)))
-		})
+	for k := range sc.Late {
+		side.Go(func() { r.startLateWorker(runCtx, k, res.Start, lateErr) })
 	}
 	published, err := publishBurst(ctx, p.Brokers, e.jobs, n)
 	res.Publish = time.Since(res.Start)
 	var done time.Time
 	if err == nil {
-		done, err = waitTerminal(runCtx, pool, fleet, sched, lateErr, n, res.Start.Add(p.scenarioTimeout(sc)), logf)
+		done, err = waitTerminal(runCtx, pool, r.fleet, sched, lateErr, n, res.Start.Add(p.scenarioTimeout(sc)), logf)
 	}
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		res.TimedOut, err = true, nil
@@ -429,9 +342,175 @@ func runOne(ctx context.Context, p RealParams, sc scenario, strategy string, log
 	if err != nil {
 		return res, err
 	}
-	procs, addrs := fleet.list()
+	r.stopAndCount(ctx, &res, sched, relays)
+	counts, err := statusCounts(ctx, pool)
+	if err != nil {
+		return res, err
+	}
+	fill(&res, published, res.Start, done, counts)
+	res.Complete = true
+	logf("done: %d delivered, %d failed, %d dead, %d unfinished in %s", res.Delivered, res.Failed, res.Dead, res.Unfinished, secs(res.Makespan))
+	return res, nil
+}
+
+// oneRun is what the steps of one runOne share.
+type oneRun struct {
+	p        RealParams
+	sc       scenario
+	strategy string
+	e        runEnv
+	fleet    *workerFleet
+	logf     func(string, ...any)
+}
+
+// newRunEnv names the topics, groups, schema and scheduler log of one run
+// of strategy in sc, unique to the run.
+func newRunEnv(p RealParams, sc scenario, strategy string, tiers retry.Tiers) runEnv {
+	id := benchenv.RandomHex(4)
+	base := fmt.Sprintf("bench.adaptive.%s.%s.%s", sc.Name, strategy, id)
+	e := runEnv{
+		jobs: base + ".jobs", dlq: base + ".dlq", prefix: base + ".retry",
+		workerGroup:    strings.ReplaceAll(base, ".", "-") + "-worker",
+		schedulerGroup: strings.ReplaceAll(base, ".", "-") + "-scheduler",
+		schema:         strings.ReplaceAll(strings.ReplaceAll(base, ".", "_"), "-", "_"),
+		schedLog:       filepath.Join(p.LogDir, sc.Name+"-"+strategy+"-scheduler.log"),
+	}
+	e.delayTopics = tiers.Topics(e.prefix)
+	return e
+}
+
+// provision creates the run's topics and schema and sets r.e.databaseURL.
+// teardown, never nil, deletes what was created (unless -keep), even when
+// err is not nil.
+func (r *oneRun) provision(ctx context.Context, tiers retry.Tiers) (teardown func(), err error) {
+	var undo []func()
+	teardown = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	cleanup := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	}
+	p, e := r.p, &r.e
+	specs := append(topic.Defaults(e.jobs, e.dlq, p.Partitions), retry.TopicSpecs(e.prefix, tiers, p.Partitions)...)
+	if err := topic.Ensure(ctx, benchkafka.Cluster(p.Brokers...), specs...); err != nil {
+		return teardown, err
+	}
+	if !p.Keep {
+		undo = append(undo, func() {
+			c, cancel := cleanup()
+			defer cancel()
+			if err := topic.Delete(c, benchkafka.Cluster(p.Brokers...), append([]string{e.jobs, e.dlq}, e.delayTopics...)...); err != nil {
+				r.logf("delete topics: %v", err)
+			}
+		})
+	}
+	if e.databaseURL, err = benchenv.CreateSchema(ctx, p.DatabaseURL, e.schema); err != nil {
+		return teardown, err
+	}
+	if !p.Keep {
+		undo = append(undo, func() {
+			c, cancel := cleanup()
+			defer cancel()
+			if err := benchenv.DropSchema(c, p.DatabaseURL, e.schema); err != nil {
+				r.logf("%v", err)
+			}
+		})
+	}
+	return teardown, nil
+}
+
+// startRelays starts the scenario's relays, noting their addresses in r.e
+// and their names in res. It returns those it started, even with an error.
+func (r *oneRun) startRelays(res *RealResult) ([]*relay.Relay, error) {
+	relays := make([]*relay.Relay, 0, len(r.sc.Relays))
+	for _, spec := range r.sc.Relays {
+		rl, err := relay.Start(spec.Config, slog.New(slog.DiscardHandler))
+		if err != nil {
+			return relays, err
+		}
+		relays = append(relays, rl)
+		r.e.relayAddrs = append(r.e.relayAddrs, rl.Addr())
+		res.RelayNames = append(res.RelayNames, spec.Name)
+	}
+	return relays, nil
+}
+
+// startScheduler starts the run's retry scheduler.
+func (r *oneRun) startScheduler() (*benchproc.Proc, error) {
+	p, e := r.p, r.e
+	return benchproc.Start(benchproc.Spec{Name: "retry-scheduler", Bin: p.SchedulerBin, LogPath: e.schedLog, Isolate: true, Env: []string{
+		"POSTLINE_KAFKA_BROKERS=" + strings.Join(p.Brokers, ","),
+		"POSTLINE_JOBS_TOPIC=" + e.jobs,
+		"POSTLINE_DLQ_TOPIC=" + e.dlq,
+		"POSTLINE_RETRY_TOPIC_PREFIX=" + e.prefix,
+		"POSTLINE_RETRY_TIERS=" + p.Tiers,
+		"POSTLINE_SCHEDULER_GROUP=" + e.schedulerGroup,
+		"POSTLINE_SCHEDULER_HTTP_ADDR=" + e.schedHTTP,
+	}})
+}
+
+// startWorker starts worker i (from 0) and adds it to the fleet.
+func (r *oneRun) startWorker(i int) (*benchproc.Proc, string, error) {
+	addr, err := benchenv.FreeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	sc, strategy := r.sc, r.strategy
+	name, logName := "worker", sc.Name+"-"+strategy+"-worker.log"
+	if sc.Workers+len(sc.Late) > 1 {
+		name, logName = fmt.Sprintf("worker %d", i+1), fmt.Sprintf("%s-%s-worker%d.log", sc.Name, strategy, i+1)
+	}
+	pr, err := benchproc.Start(benchproc.Spec{Name: name, Bin: r.p.WorkerBin, LogPath: filepath.Join(r.p.LogDir, logName), Env: r.p.workerEnv(sc, r.e, strategy, addr), Isolate: true})
+	if err != nil {
+		return nil, "", err
+	}
+	r.fleet.add(pr, addr)
+	return pr, addr, nil
+}
+
+// startFleet waits for the scheduler, starts the scenario's first workers
+// one by one and waits until they have joined the worker group.
+func (r *oneRun) startFleet(readyCtx context.Context, sched *benchproc.Proc) error {
+	if err := waitReady(readyCtx, sched, "http://"+r.e.schedHTTP+"/readyz"); err != nil {
+		return err
+	}
+	for i := range r.sc.Workers {
+		pr, addr, err := r.startWorker(i)
+		if err != nil {
+			return err
+		}
+		if err := waitReady(readyCtx, pr, "http://"+addr+"/readyz"); err != nil {
+			return err
+		}
+	}
+	workers, _ := r.fleet.list()
+	return benchworkers.WaitReady(readyCtx, workers, benchworkers.Ready{What: "worker group",
+		Group: &benchworkers.Group{Brokers: r.p.Brokers, ID: r.e.workerGroup, Topic: r.e.jobs, Partitions: r.p.Partitions, Members: r.sc.Workers}})
+}
+
+// startLateWorker starts the scenario's late worker k at its time after
+// start, unless the run ends first; a failure to start goes to lateErr.
+func (r *oneRun) startLateWorker(runCtx context.Context, k int, start time.Time, lateErr chan<- error) {
+	select {
+	case <-runCtx.Done():
+		return
+	case <-time.After(time.Until(start.Add(r.sc.Late[k]))):
+	}
+	if _, _, err := r.startWorker(r.sc.Workers + k); err != nil {
+		lateErr <- err
+		return
+	}
+	r.logf("worker %d started at t=%s", r.sc.Workers+k+1, secs(time.Since(start)))
+}
+
+// stopAndCount stops the workers and the scheduler once every job is
+// terminal and adds to res what they and the relays counted.
+func (r *oneRun) stopAndCount(ctx context.Context, res *RealResult, sched *benchproc.Proc, relays []*relay.Relay) {
+	procs, addrs := r.fleet.list()
 	res.Workers = len(procs)
-	for _, at := range sc.Late[:min(len(sc.Late), len(procs)-sc.Workers)] {
+	for _, at := range r.sc.Late[:min(len(r.sc.Late), len(procs)-r.sc.Workers)] {
 		res.Joined = append(res.Joined, at)
 	}
 	for _, addr := range addrs {
@@ -441,27 +520,19 @@ func runOne(ctx context.Context, p RealParams, sc scenario, strategy string, log
 	}
 	for _, pr := range procs {
 		if err := pr.Stop(35 * time.Second); err != nil {
-			logf("%v", err)
+			r.logf("%v", err)
 		}
 		opened, err := loggedOpenings(pr.LogPath())
 		res.LoggedOpenings += opened
 		res.MetricsErr = errors.Join(res.MetricsErr, err)
 	}
 	if err := sched.Stop(15 * time.Second); err != nil {
-		logf("%v", err)
+		r.logf("%v", err)
 	}
 	for _, rl := range relays {
 		res.Relays = append(res.Relays, rl.Stats())
 	}
 	res.Relay = mergeStats(res.Relays)
-	counts, err := statusCounts(ctx, pool)
-	if err != nil {
-		return res, err
-	}
-	fill(&res, published, res.Start, done, counts)
-	res.Complete = true
-	logf("done: %d delivered, %d failed, %d dead, %d unfinished in %s", res.Delivered, res.Failed, res.Dead, res.Unfinished, secs(res.Makespan))
-	return res, nil
 }
 
 // tierCounts reads the end offsets of the delay topics: the records each
