@@ -86,11 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "bench: logs and time reports in %s\n", o.logDir)
 	if slices.Contains(o.variants, variantMemory) {
 		// Fail before the other variants run, not minutes later.
-		probe, err := newMemCgroup(o.mem.cgroupRoot, "postline-bench-probe-"+benchenv.RandomHex(4), int64(o.mem.limit))
-		if err != nil {
-			return err
-		}
-		if err := probe.remove(); err != nil {
+		if err := probeMemCgroup(o); err != nil {
 			return err
 		}
 	}
@@ -104,65 +100,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	)
 	for r := 1; r <= o.runs; r++ {
 		for _, v := range o.variants {
-			var rs []result
-			switch v {
-			case variantMemory:
-				var ms []memResult
-				ms, err = runMemoryVariant(ctx, o, stderr)
-				memAll = append(memAll, ms...)
-			case variantPostline, variantBaseline:
-				bin := o.workerBin
-				if v == variantBaseline {
-					bin = o.baselineBin
-				}
-				var res result
-				res, err = runWorker(ctx, o, plainSpec(o, v, bin, o.jobs, r, host, port), stderr)
-				rs = []result{res}
-			case variantTemplate:
-				var res result
-				res, err = runWorker(ctx, o, workerSpec{
-					name: variantTemplate, bin: o.workerBin, jobs: o.jobs, run: r, http: true,
-					env: []string{
-						"POSTLINE_SENDERS=" + strconv.Itoa(o.senders),
-						"POSTLINE_SMTP_HOST=" + host, "POSTLINE_SMTP_PORT=" + port,
-					},
-					prepare:  prepareTemplate,
-					makeJobs: templateJobs,
-				}, stderr)
-				rs = []result{res}
-			case variantOutcomes:
-				spec := plainSpec(o, variantOutcomes, o.workerBin, o.jobs, r, host, port)
-				spec.outcomes = true
-				var res result
-				res, err = runWorker(ctx, o, spec, stderr)
-				rs = []result{res}
-			case variantNaive:
-				var res result
-				res, err = runWorker(ctx, o, workerSpec{
-					name: variantNaive, bin: o.naiveBin, jobs: o.naiveJobs, run: r,
-					env: []string{
-						"POSTLINE_NAIVE_CONCURRENCY=" + strconv.Itoa(o.naiveConcurrency),
-						"POSTLINE_SMTP_HOST=" + host, "POSTLINE_SMTP_PORT=" + port,
-					},
-				}, stderr)
-				rs = []result{res}
-			case variantPostfix:
-				var res result
-				res, err = runPostfix(ctx, o, r, stderr)
-				rs = []result{res}
-			case variantSource, variantSourceD:
-				modes := []bool{false, true}
-				if v == variantSourceD {
-					modes = []bool{true}
-				}
-				for _, reuse := range modes {
-					var res result
-					if res, err = runSource(ctx, o, reuse, r, stderr); err != nil {
-						break
-					}
-					rs = append(rs, res)
-				}
-			}
+			rs, ms, err := runVariant(ctx, o, v, r, host, port, stderr)
+			memAll = append(memAll, ms...)
 			if err != nil {
 				return fmt.Errorf("run %d, %s: %w", r, v, err)
 			}
@@ -197,6 +136,72 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// probeMemCgroup creates and removes a cgroup like the memory variant's,
+// to learn up front whether this machine lets the harness make one.
+func probeMemCgroup(o options) error {
+	probe, err := newMemCgroup(o.mem.cgroupRoot, "postline-bench-probe-"+benchenv.RandomHex(4), int64(o.mem.limit))
+	if err != nil {
+		return err
+	}
+	return probe.remove()
+}
+
+// runVariant runs variant v once, as run r, against the sink at host:port:
+// its rows, or the memory variant's results.
+func runVariant(ctx context.Context, o options, v string, r int, host, port string, stderr io.Writer) ([]result, []memResult, error) {
+	one := func(res result, err error) ([]result, []memResult, error) { return []result{res}, nil, err }
+	switch v {
+	case variantMemory:
+		ms, err := runMemoryVariant(ctx, o, stderr)
+		return nil, ms, err
+	case variantPostline, variantBaseline:
+		bin := o.workerBin
+		if v == variantBaseline {
+			bin = o.baselineBin
+		}
+		return one(runWorker(ctx, o, plainSpec(o, v, bin, o.jobs, r, host, port), stderr))
+	case variantTemplate:
+		return one(runWorker(ctx, o, workerSpec{
+			name: variantTemplate, bin: o.workerBin, jobs: o.jobs, run: r, http: true,
+			env: []string{
+				"POSTLINE_SENDERS=" + strconv.Itoa(o.senders),
+				"POSTLINE_SMTP_HOST=" + host, "POSTLINE_SMTP_PORT=" + port,
+			},
+			prepare:  prepareTemplate,
+			makeJobs: templateJobs,
+		}, stderr))
+	case variantOutcomes:
+		spec := plainSpec(o, variantOutcomes, o.workerBin, o.jobs, r, host, port)
+		spec.outcomes = true
+		return one(runWorker(ctx, o, spec, stderr))
+	case variantNaive:
+		return one(runWorker(ctx, o, workerSpec{
+			name: variantNaive, bin: o.naiveBin, jobs: o.naiveJobs, run: r,
+			env: []string{
+				"POSTLINE_NAIVE_CONCURRENCY=" + strconv.Itoa(o.naiveConcurrency),
+				"POSTLINE_SMTP_HOST=" + host, "POSTLINE_SMTP_PORT=" + port,
+			},
+		}, stderr))
+	case variantPostfix:
+		return one(runPostfix(ctx, o, r, stderr))
+	case variantSource, variantSourceD:
+		modes := []bool{false, true}
+		if v == variantSourceD {
+			modes = []bool{true}
+		}
+		var rs []result
+		for _, reuse := range modes {
+			res, err := runSource(ctx, o, reuse, r, stderr)
+			if err != nil {
+				return rs, nil, err
+			}
+			rs = append(rs, res)
+		}
+		return rs, nil, nil
+	}
+	return nil, nil, nil
 }
 
 func writeBenchFile(path, cpu string, all []result, mem []memResult) error {

@@ -89,10 +89,6 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 			return result{}, fmt.Errorf("%s: prepare: %w", spec.name, err)
 		}
 	}
-	makeJobs := spec.makeJobs
-	if makeJobs == nil {
-		makeJobs = plainJobs
-	}
 	var loop *outcomeLoop
 	if spec.outcomes {
 		if loop, err = startOutcomeLoop(ctx, o, f, spec.run, stderr); err != nil {
@@ -121,32 +117,15 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	if err := waitReady(ctx, p, readyURL, o.brokers, group, jobsTopic, o.partitions); err != nil {
 		return result{}, err
 	}
-	jobs := makeJobs(spec.jobs, o.bodyBytes)
+	jobs := spec.jobsToPublish(o.bodyBytes)
 	child, err := p.Target()
 	if err != nil {
 		return result{}, err
 	}
-	cs := o.components()
-	before, err := sampleComponents(cs)
+	w := deliveryWindow{name: spec.name, components: o.components(), child: child, loop: loop, metricsURL: metricsURL}
+	before, err := w.open(ctx)
 	if err != nil {
 		return result{}, err
-	}
-	ownBefore, err := benchproc.CPU(child)
-	if err != nil {
-		return result{}, err
-	}
-	selfBefore := selfCPU()
-	var loopBefore time.Duration
-	if loop != nil {
-		if loopBefore, err = loop.cpu(); err != nil {
-			return result{}, err
-		}
-	}
-	var allocsBefore benchmetrics.Counters
-	if spec.http {
-		if allocsBefore, err = scrapeGoAllocs(ctx, metricsURL); err != nil {
-			return result{}, fmt.Errorf("%s: %w", spec.name, err)
-		}
 	}
 	fmt.Fprintf(stderr, "bench: %s: ready; publishing %d jobs\n", spec.name, spec.jobs)
 	if loop != nil {
@@ -164,29 +143,9 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	if loop != nil {
 		loop.lastMail(ctx)
 	}
-	var allocsAfter benchmetrics.Counters
-	if spec.http {
-		if allocsAfter, err = scrapeGoAllocs(ctx, metricsURL); err != nil {
-			return result{}, fmt.Errorf("%s: %w", spec.name, err)
-		}
-	}
-	ownAfter, err := benchproc.CPU(child)
+	after, err := w.close(ctx, stderr)
 	if err != nil {
 		return result{}, err
-	}
-	selfAfter := selfCPU()
-	after, err := sampleComponents(cs)
-	if err != nil {
-		return result{}, err
-	}
-	var loopAfter time.Duration
-	if loop != nil {
-		if loopAfter, err = loop.cpu(); err != nil {
-			return result{}, err
-		}
-		if err := loop.drain(ctx, stderr); err != nil {
-			return result{}, err
-		}
 	}
 	if err := p.Stop(60 * time.Second); err != nil {
 		return result{}, err
@@ -204,20 +163,102 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	}
 	res.Variant = spec.name
 	res.CPU, res.PeakRSSBytes = u.CPU(), u.MaxRSSBytes
-	d := after.since(before)
-	res.Pipeline = pipelineCPU{Measured: true, Own: ownAfter - ownBefore + loopAfter - loopBefore, Injector: selfAfter - selfBefore,
-		Kafka: d["kafka"], Postgres: d["postgres"], Sink: d["sink"]}
+	w.fill(&res, before, after)
 	if loop != nil {
 		if res.Hooks, err = loop.finish(ctx); err != nil {
 			return result{}, fmt.Errorf("%s: %w", spec.name, err)
 		}
 	}
-	if spec.http {
-		res.HasAllocs = true
-		res.AllocBytes = allocsAfter.AllocBytes - allocsBefore.AllocBytes
-		res.Allocs = allocsAfter.Mallocs - allocsBefore.Mallocs
-	}
 	return res, nil
+}
+
+// jobsToPublish makes the row's jobs: spec.makeJobs's, or plain ones.
+func (spec workerSpec) jobsToPublish(bodyBytes int) []job.Job {
+	if spec.makeJobs == nil {
+		return plainJobs(spec.jobs, bodyBytes)
+	}
+	return spec.makeJobs(spec.jobs, bodyBytes)
+}
+
+// deliveryWindow reads a worker row's CPU and allocations at the two ends
+// of its delivery window (ready to last sent).
+type deliveryWindow struct {
+	name       string
+	components []component
+	child      int          // the worker's pid
+	loop       *outcomeLoop // nil unless the row runs the outcome loop
+	metricsURL string       // the worker's metrics; "" when it serves none
+}
+
+// windowMark is one end of a delivery window.
+type windowMark struct {
+	components             cpuSample
+	own, self, outcomeLoop time.Duration
+	allocs                 benchmetrics.Counters
+}
+
+// open reads the window's start.
+func (w deliveryWindow) open(ctx context.Context) (windowMark, error) {
+	var m windowMark
+	var err error
+	if m.components, err = sampleComponents(w.components); err != nil {
+		return m, err
+	}
+	if m.own, err = benchproc.CPU(w.child); err != nil {
+		return m, err
+	}
+	m.self = selfCPU()
+	if w.loop != nil {
+		if m.outcomeLoop, err = w.loop.cpu(); err != nil {
+			return m, err
+		}
+	}
+	if w.metricsURL != "" {
+		if m.allocs, err = scrapeGoAllocs(ctx, w.metricsURL); err != nil {
+			return m, fmt.Errorf("%s: %w", w.name, err)
+		}
+	}
+	return m, nil
+}
+
+// close reads the window's end, in the reverse order of open, and then
+// lets the outcome loop's webhooks drain.
+func (w deliveryWindow) close(ctx context.Context, stderr io.Writer) (windowMark, error) {
+	var m windowMark
+	var err error
+	if w.metricsURL != "" {
+		if m.allocs, err = scrapeGoAllocs(ctx, w.metricsURL); err != nil {
+			return m, fmt.Errorf("%s: %w", w.name, err)
+		}
+	}
+	if m.own, err = benchproc.CPU(w.child); err != nil {
+		return m, err
+	}
+	m.self = selfCPU()
+	if m.components, err = sampleComponents(w.components); err != nil {
+		return m, err
+	}
+	if w.loop != nil {
+		if m.outcomeLoop, err = w.loop.cpu(); err != nil {
+			return m, err
+		}
+		if err := w.loop.drain(ctx, stderr); err != nil {
+			return m, err
+		}
+	}
+	return m, nil
+}
+
+// fill sets res's whole-stack CPU and allocations from the window's ends.
+func (w deliveryWindow) fill(res *result, before, after windowMark) {
+	d := after.components.since(before.components)
+	res.Pipeline = pipelineCPU{Measured: true, Own: after.own - before.own + after.outcomeLoop - before.outcomeLoop, Injector: after.self - before.self,
+		Kafka: d["kafka"], Postgres: d["postgres"], Sink: d["sink"]}
+	if w.metricsURL != "" {
+		res.HasAllocs = true
+		res.AllocBytes = after.allocs.AllocBytes - before.allocs.AllocBytes
+		res.Allocs = after.allocs.Mallocs - before.allocs.Mallocs
+	}
 }
 
 type fixture = benchenv.Fixture
