@@ -62,12 +62,7 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 				return err
 			}
 			agingDone = true
-			if m.o.aging == agingBurst {
-				fmt.Fprintf(m.stderr, "soak: aged %s sent rows past the retention in %s\n", thousands(m.aged.Rows), m.aged.Took.Round(time.Millisecond))
-			} else {
-				fmt.Fprintf(m.stderr, "soak: aging defaults installed in %s: rows written from now on become purgeable %s after they are sent\n",
-					m.aged.Took.Round(time.Millisecond), m.aged.Lag)
-			}
+			m.reportAged()
 			continue
 		case <-prodDone:
 			if *prodErr != nil {
@@ -76,10 +71,8 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 			prodDone = nil // published everything: keep polling
 		case <-poll.C:
 		}
-		for _, p := range m.procs {
-			if p.Exited() {
-				return fmt.Errorf("%s exited after %s mails:\n%s", p.Name(), thousands(last.Sent), p.LogTail(20))
-			}
+		if err := m.exited(last.Sent); err != nil {
+			return err
 		}
 		c, err := benchmetrics.Scrape(ctx, m.httpc, m.metricsURLs)
 		if err != nil {
@@ -100,33 +93,16 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 		if c.Failed > 0 {
 			return fmt.Errorf("%s jobs failed, dead or rejected (sent %s)", thousands(c.Failed), thousands(c.Sent))
 		}
-		if m.o.aging != agingOff && !agingStarted && c.Sent >= int64(m.o.ageFrom*float64(m.o.jobs)) {
+		if !agingStarted && m.agingDue(c.Sent) {
 			// In its own goroutine: polls go on while the aging runs, so
 			// the producer's lead stays current.
 			agingStarted = true
-			go func(t time.Duration, sent int64) {
-				var a *aging
-				var err error
-				if m.o.aging == agingBurst {
-					a, err = burst(ctx, m.pool, m.o.ageShift, t, sent)
-				} else {
-					// A row becomes purgeable once its shifted timestamps are a
-					// retention old: the retention less the shift after it was
-					// sent, at once for a shift past the retention.
-					a, err = steady(ctx, m.pool, m.o.ageShift, max(m.o.retention-m.o.ageShift, 0), t, sent)
-				}
-				m.aged = a
-				agedCh <- err
-			}(t, c.Sent)
+			go m.age(ctx, t, c.Sent, agedCh)
 		}
 		if c.Sent >= m.o.total() && allSentAt == 0 {
 			allSentAt = t
 		}
-		// Without aging, and with the steady aging, the soak ends with the
-		// last mail; with the burst, once the aged rows are purged too, or
-		// -purge-wait after the last mail.
-		done := c.Sent >= m.o.total() && (m.o.aging != agingBurst ||
-			(agingDone && (c.Purged >= m.aged.Rows || t-allSentAt >= m.o.purgeWait)))
+		done := m.finished(t, c, agingDone, allSentAt)
 		if t-lastSampleT < m.o.sampleEvery && !done {
 			continue
 		}
@@ -138,9 +114,7 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 		m.samples = append(m.samples, x)
 		lastSampleT, lastSampleDelivered = t, c.Sent
 		if t-lastReportAt >= 30*time.Second || done {
-			fmt.Fprintf(m.stderr, "soak: %s: %s/%s sent, %.0f/s, RSS %s MiB, %s rows, %.0f MiB, %s purged, load %.2f\n",
-				t.Round(time.Second), thousands(c.Sent), thousands(m.o.total()), x.Rate, mibList(x.RSS),
-				thousands(x.Tables.MessagesRows), mib(x.Tables.AllBytes), thousands(c.Purged), x.Load1)
+			m.reportProgress(t, c, x)
 			lastReportAt = t
 		}
 		if !done {
@@ -153,6 +127,65 @@ func (m *monitor) watch(ctx context.Context, prodDone <-chan struct{}, prodErr *
 		}
 		return nil
 	}
+}
+
+// agingDue reports whether the -aging mode, if any, starts once sent mails
+// are sent.
+func (m *monitor) agingDue(sent int64) bool {
+	return m.o.aging != agingOff && sent >= int64(m.o.ageFrom*float64(m.o.jobs))
+}
+
+// finished reports whether the soak is over at t with the counters c.
+// Without aging, and with the steady aging, the soak ends with the last
+// mail; with the burst, once the aged rows are purged too, or -purge-wait
+// after the last mail (sent at allSentAt).
+func (m *monitor) finished(t time.Duration, c benchmetrics.Counters, agingDone bool, allSentAt time.Duration) bool {
+	return c.Sent >= m.o.total() && (m.o.aging != agingBurst ||
+		(agingDone && (c.Purged >= m.aged.Rows || t-allSentAt >= m.o.purgeWait)))
+}
+
+// reportAged says what the aging did, once it is done.
+func (m *monitor) reportAged() {
+	if m.o.aging == agingBurst {
+		fmt.Fprintf(m.stderr, "soak: aged %s sent rows past the retention in %s\n", thousands(m.aged.Rows), m.aged.Took.Round(time.Millisecond))
+	} else {
+		fmt.Fprintf(m.stderr, "soak: aging defaults installed in %s: rows written from now on become purgeable %s after they are sent\n",
+			m.aged.Took.Round(time.Millisecond), m.aged.Lag)
+	}
+}
+
+// exited reports a worker that has exited, with the tail of its log.
+func (m *monitor) exited(sent int64) error {
+	for _, p := range m.procs {
+		if p.Exited() {
+			return fmt.Errorf("%s exited after %s mails:\n%s", p.Name(), thousands(sent), p.LogTail(20))
+		}
+	}
+	return nil
+}
+
+// age runs the -aging mode once sent mails were sent at t, sets m.aged and
+// sends its error (nil when done) on agedCh.
+func (m *monitor) age(ctx context.Context, t time.Duration, sent int64, agedCh chan<- error) {
+	var a *aging
+	var err error
+	if m.o.aging == agingBurst {
+		a, err = burst(ctx, m.pool, m.o.ageShift, t, sent)
+	} else {
+		// A row becomes purgeable once its shifted timestamps are a
+		// retention old: the retention less the shift after it was
+		// sent, at once for a shift past the retention.
+		a, err = steady(ctx, m.pool, m.o.ageShift, max(m.o.retention-m.o.ageShift, 0), t, sent)
+	}
+	m.aged = a
+	agedCh <- err
+}
+
+// reportProgress prints one progress line at t.
+func (m *monitor) reportProgress(t time.Duration, c benchmetrics.Counters, x sample) {
+	fmt.Fprintf(m.stderr, "soak: %s: %s/%s sent, %.0f/s, RSS %s MiB, %s rows, %.0f MiB, %s purged, load %.2f\n",
+		t.Round(time.Second), thousands(c.Sent), thousands(m.o.total()), x.Rate, mibList(x.RSS),
+		thousands(x.Tables.MessagesRows), mib(x.Tables.AllBytes), thousands(c.Purged), x.Load1)
 }
 
 func (m *monitor) sample(ctx context.Context, t time.Duration, c benchmetrics.Counters) (sample, error) {
