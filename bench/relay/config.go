@@ -160,6 +160,16 @@ var enhancedStatus = regexp.MustCompile(`^([45])\.\d{1,3}\.\d{1,3}$`)
 // Validate reports the first invalid field. It expects a config that went
 // through WithDefaults.
 func (c Config) Validate() error {
+	for _, check := range []func() error{c.validateAddr, c.validateLimits, c.validateThrottle, c.validateFaults, c.validateSession} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateAddr checks where the relay listens.
+func (c Config) validateAddr() error {
 	host, _, err := net.SplitHostPort(c.Addr)
 	switch {
 	case err != nil:
@@ -167,6 +177,13 @@ func (c Config) Validate() error {
 	case !isLoopback(host):
 		// It accepts mail from anyone and drops it: keep it off the network.
 		return fmt.Errorf("relay config: Addr %q is not a loopback address", c.Addr)
+	}
+	return nil
+}
+
+// validateLimits checks the rate and connection limits.
+func (c Config) validateLimits() error {
+	switch {
 	case math.IsNaN(c.Rate) || c.Rate < 0:
 		return fmt.Errorf("relay config: Rate %v must not be negative", c.Rate)
 	case c.Burst < 0 || c.Rate > 0 && !math.IsInf(c.Rate, 1) && c.Burst < 1:
@@ -175,6 +192,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("relay config: MaxConns %d must not be negative", c.MaxConns)
 	case c.HangUpAbove < 0:
 		return fmt.Errorf("relay config: HangUpAbove %d must not be negative", c.HangUpAbove)
+	}
+	return nil
+}
+
+// validateThrottle checks the reply to a send over the limits.
+func (c Config) validateThrottle() error {
+	switch {
 	case c.ThrottleCode < 400 || c.ThrottleCode > 599:
 		return fmt.Errorf("relay config: ThrottleCode %d is not a 4xx or 5xx reply", c.ThrottleCode)
 	case !enhancedStatus.MatchString(c.ThrottleEnhanced) || c.ThrottleEnhanced[:1] != strconv.Itoa(c.ThrottleCode/100):
@@ -183,6 +207,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("relay config: ThrottleText %q contains a line break", c.ThrottleText)
 	case c.ThrottleAt != AtRcpt && c.ThrottleAt != AtData:
 		return fmt.Errorf("relay config: ThrottleAt %q is not %s or %s", c.ThrottleAt, AtRcpt, AtData)
+	}
+	return nil
+}
+
+// validateFaults checks the injected transient and permanent failures.
+func (c Config) validateFaults() error {
+	switch {
 	case !isShare(c.TransientDrop):
 		return fmt.Errorf("relay config: TransientDrop %v is not between 0 and 1", c.TransientDrop)
 	case !isShare(c.TransientReply) || !isShare(c.TransientDrop+c.TransientReply):
@@ -195,6 +226,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("relay config: TransientReplyText %q contains a line break", c.TransientReplyText)
 	case !isShare(c.PermanentReject):
 		return fmt.Errorf("relay config: PermanentReject %v is not between 0 and 1", c.PermanentReject)
+	}
+	return nil
+}
+
+// validateSession checks the SMTP session's name, idle timeout and delays.
+func (c Config) validateSession() error {
+	switch {
 	case c.Domain == "" || strings.ContainsFunc(c.Domain, func(r rune) bool { return r <= ' ' || r == 0x7f }):
 		return fmt.Errorf("relay config: Domain %q must be a host name", c.Domain)
 	case c.IdleTimeout <= 0:
