@@ -47,10 +47,21 @@ func ParseRelayURL(raw string) (Config, error) {
 	if u.Host != "" {
 		where += " " + u.Scheme + "://" + u.Host
 	}
-	fail := func(format string, args ...any) (Config, error) {
-		return Config{}, fmt.Errorf("%s: "+format, append([]any{where}, args...)...)
+	cfg, err := relayURLServer(u)
+	if err == nil {
+		err = relayURLQuery(u, &cfg)
 	}
+	if err == nil {
+		err = cfg.WithDefaults().Validate()
+	}
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", where, err)
+	}
+	return cfg, nil
+}
 
+// relayURLServer reads a relay URL's scheme, host, port, user and password.
+func relayURLServer(u *url.URL) (Config, error) {
 	var cfg Config
 	switch u.Scheme {
 	case "smtp":
@@ -58,26 +69,26 @@ func ParseRelayURL(raw string) (Config, error) {
 	case "smtps":
 		cfg.Port, cfg.TLS = DefaultImplicitTLSPort, TLSImplicit
 	default:
-		return fail("scheme %q is not smtp or smtps", u.Scheme)
+		return Config{}, fmt.Errorf("scheme %q is not smtp or smtps", u.Scheme)
 	}
 	if u.Opaque != "" {
-		return fail("want %s://host, not %s:host", u.Scheme, u.Scheme)
+		return Config{}, fmt.Errorf("want %s://host, not %s:host", u.Scheme, u.Scheme)
 	}
 	// Neither the path nor the fragment is shown: a password with an
 	// unencoded '/' or '#' and no user before it ends up there.
 	if u.Path != "" && u.Path != "/" {
-		return fail("a path is not allowed (percent-encode '/' in a password as %%2F)")
+		return Config{}, fmt.Errorf("a path is not allowed (percent-encode '/' in a password as %%2F)")
 	}
 	if u.Fragment != "" {
-		return fail("a fragment is not allowed (percent-encode '#' in a password as %%23)")
+		return Config{}, fmt.Errorf("a fragment is not allowed (percent-encode '#' in a password as %%23)")
 	}
 	if cfg.Host = u.Hostname(); cfg.Host == "" {
-		return fail("host is missing")
+		return Config{}, fmt.Errorf("host is missing")
 	}
 	if p := u.Port(); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 || n > 65535 {
-			return fail("port %q is not between 1 and 65535", p)
+			return Config{}, fmt.Errorf("port %q is not between 1 and 65535", p)
 		}
 		cfg.Port = n
 	}
@@ -85,69 +96,70 @@ func ParseRelayURL(raw string) (Config, error) {
 		cfg.Username = u.User.Username()
 		cfg.Password, _ = u.User.Password()
 		if cfg.Username == "" {
-			return fail("user is empty")
+			return Config{}, fmt.Errorf("user is empty")
 		}
 	}
+	return cfg, nil
+}
 
+// relayURLQuery reads a relay URL's query parameters into cfg.
+func relayURLQuery(u *url.URL, cfg *Config) error {
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return fail("query: %s", urlParseProblem(err))
+		return fmt.Errorf("query: %s", urlParseProblem(err))
 	}
 	// In order, so the same URL always gets the same error.
 	for _, key := range slices.Sorted(maps.Keys(q)) {
 		vals := q[key]
 		if !slices.Contains(relayURLParams, key) {
-			return fail("unknown parameter %q (want one of %s)", key, strings.Join(relayURLParams, ", "))
+			return fmt.Errorf("unknown parameter %q (want one of %s)", key, strings.Join(relayURLParams, ", "))
 		}
 		if len(vals) > 1 {
-			return fail("parameter %q is given %d times", key, len(vals))
+			return fmt.Errorf("parameter %q is given %d times", key, len(vals))
 		}
 	}
 	cfg.Name = cmp.Or(q.Get("name"), cfg.Host)
 	cfg.HELO = q.Get("helo")
 	if v := q.Get("priority"); v != "" {
 		if cfg.Priority, err = strconv.Atoi(v); err != nil {
-			return fail("priority %q is not an integer", v)
+			return fmt.Errorf("priority %q is not an integer", v)
 		}
 	}
 	if v := q.Get("max_conns"); v != "" {
 		if cfg.MaxConns, err = strconv.Atoi(v); err != nil {
-			return fail("max_conns %q is not an integer", v)
+			return fmt.Errorf("max_conns %q is not an integer", v)
 		}
 	}
 	if v := q.Get("rate"); v != "" {
 		if cfg.Rate, err = strconv.ParseFloat(v, 64); err != nil {
-			return fail("rate %q is not a number of messages per second", v)
+			return fmt.Errorf("rate %q is not a number of messages per second", v)
 		}
 	}
 	if v := q.Get("insecure_skip_verify"); v != "" {
 		if cfg.InsecureSkipVerify, err = strconv.ParseBool(v); err != nil {
-			return fail("insecure_skip_verify %q is not true or false", v)
+			return fmt.Errorf("insecure_skip_verify %q is not true or false", v)
 		}
 	}
 	if v := q.Get("pipelining"); v != "" {
 		on, err := strconv.ParseBool(v)
 		if err != nil {
-			return fail("pipelining %q is not true or false", v)
+			return fmt.Errorf("pipelining %q is not true or false", v)
 		}
 		cfg.NoPipelining = !on
 	}
 	if v := q.Get("tls"); v != "" {
 		switch p := TLSPolicy(strings.ToLower(v)); {
 		case u.Scheme == "smtps" && p != TLSImplicit:
-			return fail("tls=%s conflicts with smtps:// (implicit TLS); use smtp:// for STARTTLS", v)
+			return fmt.Errorf("tls=%s conflicts with smtps:// (implicit TLS); use smtp:// for STARTTLS", v)
 		case u.Scheme == "smtp" && p == TLSImplicit:
-			return fail("tls=implicit: use smtps:// for implicit TLS")
+			return fmt.Errorf("tls=implicit: use smtps:// for implicit TLS")
 		case !p.valid():
-			return fail("tls %q is not one of auto, mandatory, opportunistic, none", v)
+			return fmt.Errorf("tls %q is not one of auto, mandatory, opportunistic, none", v)
 		default:
 			cfg.TLS = p
 		}
 	}
-	if err := cfg.WithDefaults().Validate(); err != nil {
-		return fail("%w", err)
-	}
-	return cfg, nil
+	return nil
 }
 
 // urlParseProblem describes a url.Parse error without the URL, which may
