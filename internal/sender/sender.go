@@ -281,38 +281,16 @@ func (s *Session) SendToThen(ctx context.Context, j *job.Job, rcpts []Recipient,
 		if i == len(txs)-1 {
 			next = then
 		}
-		txBody := shared
-		if len(tx.unsubscribe) > 0 {
-			var e *Error
-			if txBody, e = s.relay.copyFor(j, body, tx.unsubscribe, &s.copy); e != nil {
-				if s.ahead != nil {
-					s.closeConn() // the relay waits in DATA for a message that will not come
-				}
-				return res, false, e
+		txBody, e := s.bodyFor(j, body, tx, &shared)
+		if e != nil {
+			if s.ahead != nil {
+				s.closeConn() // the relay waits in DATA for a message that will not come
 			}
-		} else if shared == nil {
-			var e *Error
-			if shared, e = s.relay.sign(j, body); e != nil {
-				if s.ahead != nil {
-					s.closeConn()
-				}
-				return res, false, e
-			}
-			txBody = shared
+			return res, false, e
 		}
-		fresh := s.sc == nil
-		if fresh {
-			if e := s.dial(ctx); e != nil {
-				return res, false, e
-			}
-		}
-		accepted, refused, e := s.transact(ctx, j.MessageID, txBody, tx.from, tx.addrs(rcpts), next)
-		if e != nil && first && !fresh && e.staleConnection() && ctx.Err() == nil {
-			s.relay.logger.Debug("smtp connection died while idle; redialling", "error", e.Error())
-			if e := s.dial(ctx); e != nil {
-				return res, false, e
-			}
-			accepted, refused, e = s.transact(ctx, j.MessageID, txBody, tx.from, tx.addrs(rcpts), next)
+		accepted, refused, e, dialErr := s.transactDialling(ctx, j.MessageID, txBody, tx, rcpts, next, first)
+		if dialErr != nil {
+			return res, false, dialErr
 		}
 		first = false
 		for _, k := range accepted {
@@ -326,6 +304,43 @@ func (s *Session) SendToThen(ctx context.Context, j *job.Job, rcpts []Recipient,
 		}
 	}
 	return res, s.ahead != nil, nil
+}
+
+// bodyFor is the signed message of tx: a copy of its own when tx has
+// List-Unsubscribe URIs, else the shared copy, signed on first use.
+func (s *Session) bodyFor(j *job.Job, body []byte, tx transaction, shared *[]byte) ([]byte, *Error) {
+	if len(tx.unsubscribe) > 0 {
+		return s.relay.copyFor(j, body, tx.unsubscribe, &s.copy)
+	}
+	if *shared == nil {
+		var e *Error
+		if *shared, e = s.relay.sign(j, body); e != nil {
+			return nil, e
+		}
+	}
+	return *shared, nil
+}
+
+// transactDialling runs tx, dialling first when the session has no
+// connection. When the first transaction of a send finds a kept connection
+// dead (it died while idle), it dials again and retries once. dialErr is a
+// failed dial, in which case nothing was sent.
+func (s *Session) transactDialling(ctx context.Context, messageID string, body []byte, tx transaction, rcpts []Recipient, next Then, first bool) (accepted []int, refused []Refusal, e, dialErr *Error) {
+	fresh := s.sc == nil
+	if fresh {
+		if e := s.dial(ctx); e != nil {
+			return nil, nil, nil, e
+		}
+	}
+	accepted, refused, e = s.transact(ctx, messageID, body, tx.from, tx.addrs(rcpts), next)
+	if e != nil && first && !fresh && e.staleConnection() && ctx.Err() == nil {
+		s.relay.logger.Debug("smtp connection died while idle; redialling", "error", e.Error())
+		if e := s.dial(ctx); e != nil {
+			return nil, nil, nil, e
+		}
+		accepted, refused, e = s.transact(ctx, messageID, body, tx.from, tx.addrs(rcpts), next)
+	}
+	return accepted, refused, e, nil
 }
 
 // Close says QUIT and closes the connection, if any. The session may be
