@@ -226,110 +226,135 @@ func parseHTML(src, layout string, fm map[string]any) (*htmltemplate.Template, e
 // and calls of undefined templates. With a layout, the
 // root must call the content template.
 func checkTrees(trees map[string]*parse.Tree, root string, layout bool) error {
-	// cost counts the nodes a template executes once expanded, calls
-	// included, range bodies once each.
-	type depth struct{ calls, ranges, cost int }
-	memo := map[string]depth{}
-	state := map[string]int{} // 1 visiting, 2 done
-	calledContent := false
-	var visit func(name string) (depth, error)
-	var walk func(n parse.Node, from string, ranges int, d *depth) error
-	walk = func(n parse.Node, from string, ranges int, d *depth) error {
-		if n == nil {
-			return nil
-		}
-		if d.cost++; d.cost > MaxExpandedNodes {
-			return fmt.Errorf("%w: templates expand to over %d nodes", ErrRecursion, MaxExpandedNodes)
-		}
-		switch x := n.(type) {
-		case *parse.ListNode:
-			if x == nil {
-				return nil
-			}
-			for _, c := range x.Nodes {
-				if err := walk(c, from, ranges, d); err != nil {
-					return err
-				}
-			}
-		case *parse.IfNode:
-			if err := walk(x.List, from, ranges, d); err != nil {
-				return err
-			}
-			return walk(x.ElseList, from, ranges, d)
-		case *parse.WithNode:
-			if err := walk(x.List, from, ranges, d); err != nil {
-				return err
-			}
-			return walk(x.ElseList, from, ranges, d)
-		case *parse.RangeNode:
-			if x.Pipe != nil && len(x.Pipe.Cmds) == 1 && len(x.Pipe.Cmds[0].Args) == 1 {
-				if _, ok := x.Pipe.Cmds[0].Args[0].(*parse.NumberNode); ok {
-					return fmt.Errorf("%w: range over a number literal in %q", ErrRecursion, from)
-				}
-			}
-			if ranges+1 > MaxRangeDepth {
-				return fmt.Errorf("%w: range nested deeper than %d in %q", ErrRecursion, MaxRangeDepth, from)
-			}
-			if ranges+1 > d.ranges {
-				d.ranges = ranges + 1
-			}
-			if err := walk(x.List, from, ranges+1, d); err != nil {
-				return err
-			}
-			return walk(x.ElseList, from, ranges, d)
-		case *parse.TemplateNode:
-			if _, ok := trees[x.Name]; !ok {
-				return fmt.Errorf("%q calls undefined template %q", from, x.Name)
-			}
-			if from == root && x.Name == contentName {
-				calledContent = true
-			}
-			cd, err := visit(x.Name)
-			if err != nil {
-				return err
-			}
-			if d.cost += cd.cost; d.cost > MaxExpandedNodes {
-				return fmt.Errorf("%w: templates expand to over %d nodes", ErrRecursion, MaxExpandedNodes)
-			}
-			if cd.calls+1 > d.calls {
-				d.calls = cd.calls + 1
-			}
-			if ranges+cd.ranges > MaxRangeDepth {
-				return fmt.Errorf("%w: range nested deeper than %d through %q", ErrRecursion, MaxRangeDepth, x.Name)
-			}
-			if ranges+cd.ranges > d.ranges {
-				d.ranges = ranges + cd.ranges
-			}
-		}
-		return nil
-	}
-	visit = func(name string) (depth, error) {
-		switch state[name] {
-		case 1:
-			return depth{}, fmt.Errorf("%w: %q calls itself", ErrRecursion, name)
-		case 2:
-			return memo[name], nil
-		}
-		state[name] = 1
-		var d depth
-		if err := walk(trees[name].Root, name, 0, &d); err != nil {
-			return d, err
-		}
-		if d.calls > MaxTemplateDepth {
-			return d, fmt.Errorf("%w: template calls nested deeper than %d", ErrRecursion, MaxTemplateDepth)
-		}
-		state[name] = 2
-		memo[name] = d
-		return d, nil
-	}
+	c := &treeChecker{trees: trees, root: root, memo: map[string]treeDepth{}, state: map[string]int{}}
 	if _, ok := trees[root]; !ok {
 		return fmt.Errorf("template %q is empty", root)
 	}
-	if _, err := visit(root); err != nil {
+	if _, err := c.visit(root); err != nil {
 		return err
 	}
-	if layout && !calledContent {
+	if layout && !c.calledContent {
 		return fmt.Errorf("layout does not call {{template %q .}}", contentName)
+	}
+	return nil
+}
+
+// treeDepth is what a template reaches: its call and range nesting, and
+// its cost, the nodes it executes once expanded, calls included, range
+// bodies once each.
+type treeDepth struct{ calls, ranges, cost int }
+
+// treeChecker is the state of one checkTrees: a depth-first walk of the
+// templates from the root, each template's depth computed once.
+type treeChecker struct {
+	trees         map[string]*parse.Tree
+	root          string
+	memo          map[string]treeDepth
+	state         map[string]int // 1 visiting, 2 done
+	calledContent bool           // the root calls the content template
+}
+
+// visit computes the depth of template name, refusing a call cycle.
+func (c *treeChecker) visit(name string) (treeDepth, error) {
+	switch c.state[name] {
+	case 1:
+		return treeDepth{}, fmt.Errorf("%w: %q calls itself", ErrRecursion, name)
+	case 2:
+		return c.memo[name], nil
+	}
+	c.state[name] = 1
+	var d treeDepth
+	if err := c.walk(c.trees[name].Root, name, 0, &d); err != nil {
+		return d, err
+	}
+	if d.calls > MaxTemplateDepth {
+		return d, fmt.Errorf("%w: template calls nested deeper than %d", ErrRecursion, MaxTemplateDepth)
+	}
+	c.state[name] = 2
+	c.memo[name] = d
+	return d, nil
+}
+
+// walk adds node n of template from, inside ranges ranges, to d.
+func (c *treeChecker) walk(n parse.Node, from string, ranges int, d *treeDepth) error {
+	if n == nil {
+		return nil
+	}
+	if d.cost++; d.cost > MaxExpandedNodes {
+		return fmt.Errorf("%w: templates expand to over %d nodes", ErrRecursion, MaxExpandedNodes)
+	}
+	switch x := n.(type) {
+	case *parse.ListNode:
+		if x == nil {
+			return nil
+		}
+		for _, child := range x.Nodes {
+			if err := c.walk(child, from, ranges, d); err != nil {
+				return err
+			}
+		}
+	case *parse.IfNode:
+		if err := c.walk(x.List, from, ranges, d); err != nil {
+			return err
+		}
+		return c.walk(x.ElseList, from, ranges, d)
+	case *parse.WithNode:
+		if err := c.walk(x.List, from, ranges, d); err != nil {
+			return err
+		}
+		return c.walk(x.ElseList, from, ranges, d)
+	case *parse.RangeNode:
+		return c.walkRange(x, from, ranges, d)
+	case *parse.TemplateNode:
+		return c.walkCall(x, from, ranges, d)
+	}
+	return nil
+}
+
+// walkRange adds a range, refusing one over a number literal or nested
+// deeper than MaxRangeDepth.
+func (c *treeChecker) walkRange(x *parse.RangeNode, from string, ranges int, d *treeDepth) error {
+	if x.Pipe != nil && len(x.Pipe.Cmds) == 1 && len(x.Pipe.Cmds[0].Args) == 1 {
+		if _, ok := x.Pipe.Cmds[0].Args[0].(*parse.NumberNode); ok {
+			return fmt.Errorf("%w: range over a number literal in %q", ErrRecursion, from)
+		}
+	}
+	if ranges+1 > MaxRangeDepth {
+		return fmt.Errorf("%w: range nested deeper than %d in %q", ErrRecursion, MaxRangeDepth, from)
+	}
+	if ranges+1 > d.ranges {
+		d.ranges = ranges + 1
+	}
+	if err := c.walk(x.List, from, ranges+1, d); err != nil {
+		return err
+	}
+	return c.walk(x.ElseList, from, ranges, d)
+}
+
+// walkCall adds a call of another template: its cost, one more call
+// level and its ranges on top of the caller's.
+func (c *treeChecker) walkCall(x *parse.TemplateNode, from string, ranges int, d *treeDepth) error {
+	if _, ok := c.trees[x.Name]; !ok {
+		return fmt.Errorf("%q calls undefined template %q", from, x.Name)
+	}
+	if from == c.root && x.Name == contentName {
+		c.calledContent = true
+	}
+	cd, err := c.visit(x.Name)
+	if err != nil {
+		return err
+	}
+	if d.cost += cd.cost; d.cost > MaxExpandedNodes {
+		return fmt.Errorf("%w: templates expand to over %d nodes", ErrRecursion, MaxExpandedNodes)
+	}
+	if cd.calls+1 > d.calls {
+		d.calls = cd.calls + 1
+	}
+	if ranges+cd.ranges > MaxRangeDepth {
+		return fmt.Errorf("%w: range nested deeper than %d through %q", ErrRecursion, MaxRangeDepth, x.Name)
+	}
+	if ranges+cd.ranges > d.ranges {
+		d.ranges = ranges + cd.ranges
 	}
 	return nil
 }
