@@ -164,15 +164,7 @@ func (s *RuleSet) Classify(err error) Verdict {
 	if code, enhanced, text := reply(err); code != 0 {
 		v := s.ClassifyReply(code, enhanced, text)
 		if stage == stageHello || stage == stageTLS || stage == stageAuth {
-			v.ProviderFault = true
-			if v.Class == Permanent {
-				v.Class, v.Rule = Auth, RuleRelayRefused
-			}
-			if v.Class == Throttled {
-				// Refused before any transaction: the relay will not
-				// take another connection, whatever the text says.
-				v.Limit = LimitConnections
-			}
+			v = whileConnecting(v)
 		}
 		return v
 	}
@@ -230,6 +222,21 @@ func (s *RuleSet) Classify(err error) Verdict {
 		return provider(RuleNetwork)
 	}
 	return Verdict{Class: Unknown, Rule: RuleUnmatched}
+}
+
+// whileConnecting turns the verdict on a reply that came while connecting
+// into the relay's fault: the relay refuses us, not the message.
+func whileConnecting(v Verdict) Verdict {
+	v.ProviderFault = true
+	if v.Class == Permanent {
+		v.Class, v.Rule = Auth, RuleRelayRefused
+	}
+	if v.Class == Throttled {
+		// Refused before any transaction: the relay will not
+		// take another connection, whatever the text says.
+		v.Limit = LimitConnections
+	}
+	return v
 }
 
 // reply finds an SMTP reply in err's chain.

@@ -163,59 +163,21 @@ func NewRuleSet(rules []Rule) (*RuleSet, error) {
 	var errs []error
 	seen := map[string]int{}
 	for i, r := range s.rules {
-		bad := func(format string, args ...any) {
-			errs = append(errs, fmt.Errorf("rule %d (%q): %s", i+1, r.Name, fmt.Sprintf(format, args...)))
-		}
-		if !ruleName.MatchString(r.Name) {
-			bad("name must be 1-64 letters, digits, '.', '_' or '-'")
-		} else if slices.Contains(reservedRuleNames, r.Name) {
-			bad("name is reserved for failures without a reply")
-		} else if j, dup := seen[r.Name]; dup {
-			bad("name is already used by rule %d", j+1)
-		} else {
-			seen[r.Name] = i
-		}
-		if r.Code != 0 && (r.Code < 400 || r.Code > 599) {
-			bad("code %d out of range (400-599)", r.Code)
-		}
-		if r.CodeClass != 0 && r.CodeClass != 4 && r.CodeClass != 5 {
-			bad("code_class %d must be 4 or 5", r.CodeClass)
-		}
-		if r.Code != 0 && r.CodeClass != 0 && r.Code/100 != r.CodeClass {
-			bad("code %d is not in code_class %d", r.Code, r.CodeClass)
-		}
-		if r.Code == 0 && r.CodeClass == 0 {
-			bad("sets neither code nor code_class")
-		}
-		statuses := r.NotEnhanced
-		if r.Enhanced != "" {
-			statuses = append([]string{r.Enhanced}, statuses...)
-		}
-		for _, e := range statuses {
-			if !enhancedPrefix.MatchString(e) {
-				bad("enhanced status %q is not an RFC 3463 prefix (\"5\", \"5.7\", \"5.7.1\")", e)
-			} else if c := ruleCodeClass(r); c != 0 && int(e[0]-'0') != c {
-				bad("enhanced status %q disagrees with the code class %d", e, c)
-			}
-		}
+		problems := ruleNameProblems(r, i, seen)
+		problems = append(problems, ruleReplyProblems(r)...)
 		if r.Text != "" {
 			re, err := compileText(r.Text)
 			if err != nil {
-				bad("text: %v", err)
+				problems = append(problems, fmt.Sprintf("text: %v", err))
 			}
 			s.texts[i] = re
 		}
-		if !slices.Contains(classes, r.Class) {
-			bad("class %q must be one of %v", r.Class, classes)
-		}
-		if !slices.Contains(bounceTypes, r.Bounce) {
-			bad("bounce %q must be one of %v", r.Bounce, bounceTypes)
-		}
-		if r.Suppress && r.Bounce != BounceHard {
-			bad("suppress is only for bounce %q rows, not %q", BounceHard, r.Bounce)
-		}
+		problems = append(problems, ruleVerdictProblems(r)...)
 		if j := s.shadowedBy(i); j >= 0 {
-			bad("comes after rule %d (%q), which matches every reply it could", j+1, s.rules[j].Name)
+			problems = append(problems, fmt.Sprintf("comes after rule %d (%q), which matches every reply it could", j+1, s.rules[j].Name))
+		}
+		for _, p := range problems {
+			errs = append(errs, fmt.Errorf("rule %d (%q): %s", i+1, r.Name, p))
 		}
 	}
 	for _, class := range []int{4, 5} {
@@ -227,6 +189,68 @@ func NewRuleSet(rules []Rule) (*RuleSet, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// ruleNameProblems checks row i's name and, when it is good and new, notes
+// it in seen.
+func ruleNameProblems(r Rule, i int, seen map[string]int) []string {
+	if !ruleName.MatchString(r.Name) {
+		return []string{"name must be 1-64 letters, digits, '.', '_' or '-'"}
+	}
+	if slices.Contains(reservedRuleNames, r.Name) {
+		return []string{"name is reserved for failures without a reply"}
+	}
+	if j, dup := seen[r.Name]; dup {
+		return []string{fmt.Sprintf("name is already used by rule %d", j+1)}
+	}
+	seen[r.Name] = i
+	return nil
+}
+
+// ruleReplyProblems checks the reply a row matches: its code, code class
+// and enhanced statuses.
+func ruleReplyProblems(r Rule) []string {
+	var problems []string
+	if r.Code != 0 && (r.Code < 400 || r.Code > 599) {
+		problems = append(problems, fmt.Sprintf("code %d out of range (400-599)", r.Code))
+	}
+	if r.CodeClass != 0 && r.CodeClass != 4 && r.CodeClass != 5 {
+		problems = append(problems, fmt.Sprintf("code_class %d must be 4 or 5", r.CodeClass))
+	}
+	if r.Code != 0 && r.CodeClass != 0 && r.Code/100 != r.CodeClass {
+		problems = append(problems, fmt.Sprintf("code %d is not in code_class %d", r.Code, r.CodeClass))
+	}
+	if r.Code == 0 && r.CodeClass == 0 {
+		problems = append(problems, "sets neither code nor code_class")
+	}
+	statuses := r.NotEnhanced
+	if r.Enhanced != "" {
+		statuses = append([]string{r.Enhanced}, statuses...)
+	}
+	for _, e := range statuses {
+		if !enhancedPrefix.MatchString(e) {
+			problems = append(problems, fmt.Sprintf("enhanced status %q is not an RFC 3463 prefix (\"5\", \"5.7\", \"5.7.1\")", e))
+		} else if c := ruleCodeClass(r); c != 0 && int(e[0]-'0') != c {
+			problems = append(problems, fmt.Sprintf("enhanced status %q disagrees with the code class %d", e, c))
+		}
+	}
+	return problems
+}
+
+// ruleVerdictProblems checks what a row decides: its class, bounce type
+// and suppression.
+func ruleVerdictProblems(r Rule) []string {
+	var problems []string
+	if !slices.Contains(classes, r.Class) {
+		problems = append(problems, fmt.Sprintf("class %q must be one of %v", r.Class, classes))
+	}
+	if !slices.Contains(bounceTypes, r.Bounce) {
+		problems = append(problems, fmt.Sprintf("bounce %q must be one of %v", r.Bounce, bounceTypes))
+	}
+	if r.Suppress && r.Bounce != BounceHard {
+		problems = append(problems, fmt.Sprintf("suppress is only for bounce %q rows, not %q", BounceHard, r.Bounce))
+	}
+	return problems
 }
 
 // Rules returns a copy of the rule set's rows, in order.
