@@ -622,6 +622,13 @@ func recipientsWritten(t *testing.T, s *suite) {
 		r.Diagnostic != "no such user" || r.Source != "smtp" || r.ResolvedAt.IsZero() || !r.AcceptedAt.IsZero() {
 		t.Errorf("bounced recipient = %+v", r)
 	}
+	recipientLookups(t, st, id)
+	claimedMailHasNoRecipients(t, s, st)
+}
+
+// recipientLookups checks the lookups of mail id's recipients by
+// return-path reference and by address.
+func recipientLookups(t *testing.T, st Store, id string) {
 	ref := returnpath.RefOf(id)
 	if list, err := st.RecipientsByRef(t.Context(), ref[:], 2); err != nil || len(list) != 0 {
 		t.Errorf("RecipientsByRef of an index the mail lacks = %+v, %v; want none", list, err)
@@ -633,7 +640,11 @@ func recipientsWritten(t *testing.T, s *suite) {
 	if _, ok, err := st.RecipientByAddress(t.Context(), id, "nobody@example.com"); err != nil || ok {
 		t.Errorf("RecipientByAddress of a stranger = %v, %v; want none", ok, err)
 	}
-	// A mail claimed and not yet recorded exists, with no recipients.
+}
+
+// claimedMailHasNoRecipients checks that a mail claimed and not yet
+// recorded exists, with no recipients.
+func claimedMailHasNoRecipients(t *testing.T, s *suite, st Store) {
 	claimed := s.id("claimed")
 	s.want(st, req(claimed, "body", 1), idempotency.Claimed)
 	for want, id := range map[bool]string{true: claimed, false: s.id("never")} {
