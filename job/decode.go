@@ -182,6 +182,17 @@ var errTooDeep = errors.New("nested too deep")
 // the current value as a stack of segments rendered only when it notes a
 // problem, and reuses one duplicate-key set per depth and its unescaping
 // and base64 buffers.
+//
+// It is a hand-written parser, not encoding/json plus checks afterwards,
+// for speed and a bounded cost per byte: the worker decodes every record it
+// reads, and one pass that looks at each byte once, decodes into the Job
+// directly and allocates only what the Job keeps does less work than
+// unmarshalling and then re-reading the document for the checks above, and
+// keeps a hostile document's cost linear in its size. Its
+// recursive-descent methods value and object are therefore long switches
+// over the JSON grammar and the schema's types, kept whole so that the
+// byte-by-byte flow stays readable in one place; they are the stated
+// exception to the house limit on a function's length and complexity.
 type scanner struct {
 	data        []byte
 	pos         int
@@ -364,7 +375,8 @@ func (s *scanner) noteType(format string, args ...any) {
 // value reads one value that the schema says has type t (nil: unknown) and
 // returns its kind and where it starts. dst, when not nil, is a pointer to
 // where the value goes: a field of the Job (*string, *[]string, ...), an
-// element of a list, or an *any in template data.
+// element of a list, or an *any in template data. It is one switch over the
+// value's first byte and dst's type: see scanner for why it is not split.
 func (s *scanner) value(t reflect.Type, dst any) (kind, int, error) {
 	if t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -631,7 +643,9 @@ func (s *scanner) number() error {
 // object reads the members of an object whose '{' has been read, into dst
 // when not nil: a *Job, *Attachment or **TemplateRef for the schema's
 // objects, a *map[string]string, a *map[string]any (template data) or an
-// *any (an object inside template data).
+// *any (an object inside template data). Keys, duplicates, the version and
+// the template data's limits are checked here in the one pass: see scanner
+// for why it is not split.
 func (s *scanner) object(t reflect.Type, dst any) error {
 	info := schemaObjects()[t]
 	isMap := t != nil && t.Kind() == reflect.Map
