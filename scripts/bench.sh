@@ -16,7 +16,7 @@
 # loop on (bounce domain, return paths, confirm phase, events) and the webhook dispatcher sending
 # every event to an endpoint of the harness (mails/s and the webhook lag), the naive worker, raw
 # smtp-source into the same sink, and a Postfix relay that bench/e2e configures and starts itself in
-# front of that sink, side by side in one run; every row with its whole-pipeline CPU (the pid files
+# front of that sink, side by side in one run; every row with its whole-stack CPU (the pid files
 # of Kafka, PostgreSQL and smtp-sink below), then the memory burst (2,000 ~900 KB jobs through one
 # worker in a 512 MiB cgroup v1 memory group, beside the same burst with the byte bounds lifted and
 # through the worker of MEMORY_OLD_REV, before the byte bounds, which it builds into

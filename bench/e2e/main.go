@@ -36,14 +36,14 @@
 // puts a Postfix relay that it configures and starts itself in front of the
 // same sink and injects the mails into it with smtp-source -d.
 //
-// Every row also gets its whole-pipeline CPU (pipeline.go): every process
+// Every row also gets its whole-stack CPU (stack.go): every process
 // its mails pass through (Kafka, PostgreSQL and the sink by their pid files,
 // the injector, the binary) sampled from /proc over the delivery window.
 //
 // It prints a verdict table for the targets (vs the Postfix relay, share of
 // smtp-source-d, CPU vs baseline, allocations per mail), the Markdown table
 // with ratios against the naive and postfix rows and the share of the
-// smtp-source-d rate, and the pipeline CPU by process, and writes
+// smtp-source-d rate, and the whole-stack CPU by process, and writes
 // benchstat-compatible lines to -out.
 //
 // The memory variant (memory.go) pushes a burst of ~900 KB jobs through one
@@ -244,15 +244,15 @@ func report(w io.Writer, o options, args []string, cpu string, all []result) {
 	fmt.Fprintf(w, "\n")
 	templateLine(w, rows, variantTemplate, variantPostline)
 	outcomeTable(w, rows)
-	fmt.Fprintf(w, "Whole-pipeline CPU by process, CPU-s / 1,000 mails:\n\n")
-	pipelineTable(w, rows)
+	fmt.Fprintf(w, "Whole-stack CPU by process, CPU-s / 1,000 mails:\n\n")
+	stackTable(w, rows)
 	fmt.Fprintf(w, "\n")
 	if o.naiveJobs != o.jobs {
 		fmt.Fprintf(w, "- The naive worker delivered %d mails instead of %d to keep the run short; every rate and CPU figure is per mail.\n", o.naiveJobs, o.jobs)
 	}
 	fmt.Fprintf(w, "- mails/s = mails / (last sent_at - first enqueued_at); p50/p99 = sent_at - enqueued_at per mail (percentile_cont in SQL).\n")
 	fmt.Fprintf(w, "- own CPU and peak RSS are the binary's own (`/usr/bin/time -v`, start to SIGTERM), excluding Kafka, PostgreSQL and the sink; for postfix, own CPU is every Postfix process (below) and peak RSS is not measured.\n")
-	fmt.Fprintf(w, "- pipeline CPU, the same method for every row: utime+stime from /proc/<pid>/stat of every process the mails pass through, sampled at the start and the end of the delivery window (the worker rows: ready to last sent; postfix: smtp-source start to the last status=sent; smtp-source: its whole run). A process tree (PostgreSQL's postmaster, Postfix's master) counts the parent, its live children and its reaped children (cutime+cstime), so backends and Postfix daemons that start or exit in the window are counted once. Worker rows: the worker + the harness as publisher (injector) + Kafka + PostgreSQL + smtp-sink; postfix: all Postfix processes + smtp-source + smtp-sink; smtp-source rows: smtp-source + smtp-sink.")
+	fmt.Fprintf(w, "- whole-stack CPU, the same method for every row: utime+stime from /proc/<pid>/stat of every process the mails pass through, sampled at the start and the end of the delivery window (the worker rows: ready to last sent; postfix: smtp-source start to the last status=sent; smtp-source: its whole run). A process tree (PostgreSQL's postmaster, Postfix's master) counts the parent, its live children and its reaped children (cutime+cstime), so backends and Postfix daemons that start or exit in the window are counted once. Worker rows: the worker + the harness as publisher (injector) + Kafka + PostgreSQL + smtp-sink; postfix: all Postfix processes + smtp-source + smtp-sink; smtp-source rows: smtp-source + smtp-sink.")
 	if len(o.components()) < 3 {
 		fmt.Fprintf(w, " Not counted here (no pid file given):")
 		for _, c := range []struct{ name, file string }{{"Kafka", o.kafkaPIDFile}, {"PostgreSQL", o.postgresPIDFile}, {"smtp-sink", o.sinkPIDFile}} {
@@ -278,7 +278,7 @@ func report(w io.Writer, o options, args []string, cpu string, all []result) {
 		fmt.Fprintf(w, "- template: the postline worker with the same settings; each job names a stored template (subject, text and HTML parts in a stored layout, a data schema, 3 line items under range) with its own data, and the worker renders it (label refresh at its default).\n")
 	}
 	if slices.ContainsFunc(rows, func(r result) bool { return r.Variant == variantOutcomes }) {
-		fmt.Fprintf(w, "- outcomes: the postline worker with the same settings plus POSTLINE_BOUNCE_DOMAIN=%s and POSTLINE_RETURN_PATH_KEYS (the outcome loop on: a return path per recipient, NOTIFY=SUCCESS,FAILURE asked of a sink that announces DSN, the confirm phase at its defaults), its events on a fresh topic, and %s (its defaults) with one endpoint that the harness serves on loopback: it verifies every request's Standard Webhooks signature, counts the distinct events and answers 204. No bounce-receiver runs: smtp-sink sends no DSNs, so every recipient stays accepted. Webhook lag = records on the events topic (end offsets) minus distinct events received, sampled every %s from the publish, once when the last mail is sent (\"lag at the last mail\"), and until the endpoint has every event (at most %s). The pipeline CPU's own column holds the worker and the dispatcher; the endpoint is the harness's, counted as the injector.\n",
+		fmt.Fprintf(w, "- outcomes: the postline worker with the same settings plus POSTLINE_BOUNCE_DOMAIN=%s and POSTLINE_RETURN_PATH_KEYS (the outcome loop on: a return path per recipient, NOTIFY=SUCCESS,FAILURE asked of a sink that announces DSN, the confirm phase at its defaults), its events on a fresh topic, and %s (its defaults) with one endpoint that the harness serves on loopback: it verifies every request's Standard Webhooks signature, counts the distinct events and answers 204. No bounce-receiver runs: smtp-sink sends no DSNs, so every recipient stays accepted. Webhook lag = records on the events topic (end offsets) minus distinct events received, sampled every %s from the publish, once when the last mail is sent (\"lag at the last mail\"), and until the endpoint has every event (at most %s). The whole-stack CPU's own column holds the worker and the dispatcher; the endpoint is the harness's, counted as the injector.\n",
 			outcomesBounceDomain, o.dispatcherBin, lagSampleEvery, webhookDrainLimit)
 	}
 	fmt.Fprintf(w, "- smtp-source opens a new connection per mail; smtp-source-d (`-d`) reuses connections: the sink's ceiling here. For smtp-source rows mails/s is wall time of the whole command.\n")

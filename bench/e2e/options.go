@@ -41,7 +41,7 @@ type options struct {
 	// run as the baseline row beside the postline row.
 	baselineBin, baselineRev string
 	workerRev                string
-	// The pid files of the shared services whose CPU the pipeline figure
+	// The pid files of the shared services whose CPU the whole-stack figure
 	// counts (empty: not counted).
 	kafkaPIDFile, postgresPIDFile, sinkPIDFile string
 }
@@ -96,9 +96,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.baselineBin, "baseline-bin", "", "a worker built from an earlier commit, run with the postline row's settings as the baseline row (empty: no baseline row)")
 	fs.StringVar(&o.baselineRev, "baseline-rev", "", "the commit -baseline-bin was built from, for the table")
 	fs.StringVar(&o.workerRev, "worker-rev", "", "what -worker-bin was built from (a commit, +uncommitted for a dirty tree), for the report")
-	fs.StringVar(&o.kafkaPIDFile, "kafka-pid-file", "", "pid file of the Kafka broker, counted in the pipeline CPU of the worker rows (empty: not counted)")
+	fs.StringVar(&o.kafkaPIDFile, "kafka-pid-file", "", "pid file of the Kafka broker, counted in the whole-stack CPU of the worker rows (empty: not counted)")
 	fs.StringVar(&o.postgresPIDFile, "postgres-pid-file", "", "PostgreSQL's postmaster.pid; the postmaster, its live backends and its reaped children are counted in the worker rows (empty: not counted)")
-	fs.StringVar(&o.sinkPIDFile, "sink-pid-file", "", "pid file of the smtp-sink, counted in every row's pipeline CPU (empty: not counted)")
+	fs.StringVar(&o.sinkPIDFile, "sink-pid-file", "", "pid file of the smtp-sink, counted in every row's whole-stack CPU (empty: not counted)")
 	fs.IntVar(&o.mem.jobs, "memory-jobs", 2000, "memory variant: jobs in the burst")
 	fs.IntVar(&o.mem.recordBytes, "memory-record-bytes", 900_000, "memory variant: encoded size of each job record; the attachments (base64 in JSON) fill it")
 	o.mem.limit = 512 << 20

@@ -116,12 +116,12 @@ func outcomeTargets(rows []result, outcomes, plain string) []target {
 			t.Known, t.Pass = true, x >= outcomesMinRatio
 			t.Measured = fmt.Sprintf("%s (%.0f vs %.0f mails/s", formatRatio(x), o.Rate(), p.Rate())
 			// Where the rate went: the worker's own CPU per mail, and the
-			// whole pipeline's, which holds the dispatcher and the endpoint
+			// whole stack's, which holds the dispatcher and the endpoint
 			// on the same cores.
 			if c := ratio(float64(o.CPUPerMail()), float64(p.CPUPerMail())); finite(c) {
 				t.Measured += fmt.Sprintf("; CPU per mail: worker %s", formatRatio(c))
-				if c := ratio(float64(o.PipelinePerMail()), float64(p.PipelinePerMail())); o.Pipeline.Measured && p.Pipeline.Measured && finite(c) {
-					t.Measured += fmt.Sprintf(", pipeline %s", formatRatio(c))
+				if c := ratio(float64(o.StackPerMail()), float64(p.StackPerMail())); o.Stack.Measured && p.Stack.Measured && finite(c) {
+					t.Measured += fmt.Sprintf(", whole stack %s", formatRatio(c))
 				}
 			}
 			t.Measured += ")"

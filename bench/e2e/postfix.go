@@ -370,7 +370,7 @@ func runPostfix(ctx context.Context, o options, run int, stderr io.Writer) (resu
 	d := after.since(before)
 	return result{
 		Variant: variantPostfix, Mails: o.jobs, Span: done.Sub(start), CPU: relay,
-		Pipeline: pipelineCPU{Measured: true, Own: relay, Injector: u.CPU(), Sink: d["sink"]},
+		Stack: stackCPU{Measured: true, Own: relay, Injector: u.CPU(), Sink: d["sink"]},
 	}, nil
 }
 

@@ -28,9 +28,9 @@ type result struct {
 	// PeakRSSBytes is the process's maximum resident set size (0: not
 	// measured, as for the postfix row's many processes).
 	PeakRSSBytes int64
-	// Pipeline is the CPU of every process the row's mails pass through,
-	// over its delivery window (pipeline.go).
-	Pipeline pipelineCPU
+	// Stack is the CPU of every process the row's mails pass through,
+	// over its delivery window (stack.go).
+	Stack stackCPU
 	// HasAllocs says AllocBytes and Allocs were read: the Go runtime's
 	// allocation counters of the worker over the delivery window, from its
 	// /metrics (go_memstats_alloc_bytes_total, go_memstats_mallocs_total).
@@ -40,8 +40,9 @@ type result struct {
 	Hooks webhookStats
 }
 
-// pipelineCPU is the CPU time of a row's whole pipeline, by process.
-type pipelineCPU struct {
+// stackCPU is the CPU time of a row's whole stack, by process: every
+// process its mails pass through, not only the worker's pipeline.
+type stackCPU struct {
 	// Measured is false when the row was not sampled.
 	Measured bool
 	// Own is the binary under test over the window: the worker, the
@@ -54,17 +55,17 @@ type pipelineCPU struct {
 	Kafka, Postgres, Sink time.Duration
 }
 
-// Total is the CPU of the whole pipeline.
-func (p pipelineCPU) Total() time.Duration {
+// Total is the CPU of the whole stack.
+func (p stackCPU) Total() time.Duration {
 	return p.Own + p.Injector + p.Kafka + p.Postgres + p.Sink
 }
 
-// PipelinePerMail is the whole pipeline's CPU divided by the mails.
-func (r result) PipelinePerMail() time.Duration {
-	if r.Mails == 0 || !r.Pipeline.Measured {
+// StackPerMail is the whole stack's CPU divided by the mails.
+func (r result) StackPerMail() time.Duration {
+	if r.Mails == 0 || !r.Stack.Measured {
 		return 0
 	}
-	return r.Pipeline.Total() / time.Duration(r.Mails)
+	return r.Stack.Total() / time.Duration(r.Mails)
 }
 
 // AllocBytesPerMail and AllocsPerMail are the worker's allocations per
@@ -138,12 +139,12 @@ func summarize(all []result) []result {
 		perMail := func(f func(result) time.Duration) time.Duration {
 			return time.Duration(pick(func(r result) float64 { return float64(f(r)) / float64(max(r.Mails, 1)) }) * float64(m.Mails))
 		}
-		if m.Pipeline.Measured = rs[0].Pipeline.Measured; m.Pipeline.Measured {
-			m.Pipeline.Own = perMail(func(r result) time.Duration { return r.Pipeline.Own })
-			m.Pipeline.Injector = perMail(func(r result) time.Duration { return r.Pipeline.Injector })
-			m.Pipeline.Kafka = perMail(func(r result) time.Duration { return r.Pipeline.Kafka })
-			m.Pipeline.Postgres = perMail(func(r result) time.Duration { return r.Pipeline.Postgres })
-			m.Pipeline.Sink = perMail(func(r result) time.Duration { return r.Pipeline.Sink })
+		if m.Stack.Measured = rs[0].Stack.Measured; m.Stack.Measured {
+			m.Stack.Own = perMail(func(r result) time.Duration { return r.Stack.Own })
+			m.Stack.Injector = perMail(func(r result) time.Duration { return r.Stack.Injector })
+			m.Stack.Kafka = perMail(func(r result) time.Duration { return r.Stack.Kafka })
+			m.Stack.Postgres = perMail(func(r result) time.Duration { return r.Stack.Postgres })
+			m.Stack.Sink = perMail(func(r result) time.Duration { return r.Stack.Sink })
 		}
 		if m.HasAllocs = rs[0].HasAllocs; m.HasAllocs {
 			m.AllocBytes = pick(result.AllocBytesPerMail) * float64(m.Mails)
@@ -236,7 +237,7 @@ func table(w io.Writer, rows []result, baseline, relay, raw string) {
 	base, haveBase := findRow(rows, baseline)
 	rel, haveRelay := findRow(rows, relay)
 	sink, haveSink := findRow(rows, raw)
-	fmt.Fprintf(w, "| variant | mails | mails/s | p50 | p99 | own CPU-s / 1,000 mails | pipeline CPU-s / 1,000 mails | alloc KB / mail | allocs / mail | peak RSS MiB | throughput vs %s | throughput vs %s | pipeline CPU per mail vs %s | share of %s rate |\n",
+	fmt.Fprintf(w, "| variant | mails | mails/s | p50 | p99 | own CPU-s / 1,000 mails | whole-stack CPU-s / 1,000 mails | alloc KB / mail | allocs / mail | peak RSS MiB | throughput vs %s | throughput vs %s | whole-stack CPU per mail vs %s | share of %s rate |\n",
 		baseline, relay, relay, raw)
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
@@ -246,8 +247,8 @@ func table(w io.Writer, rows []result, baseline, relay, raw string) {
 		}
 		if haveRelay {
 			thrRelay = ratio(r.Rate(), rel.Rate())
-			if r.Pipeline.Measured && rel.Pipeline.Measured {
-				cpuRelay = ratio(float64(r.PipelinePerMail()), float64(rel.PipelinePerMail()))
+			if r.Stack.Measured && rel.Stack.Measured {
+				cpuRelay = ratio(float64(r.StackPerMail()), float64(rel.StackPerMail()))
 			}
 		}
 		if haveSink {
@@ -260,23 +261,23 @@ func table(w io.Writer, rows []result, baseline, relay, raw string) {
 		fmt.Fprintf(w, "| %s | %d | %.0f | %s | %s | %.3f | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.Variant, r.Mails, r.Rate(),
 			formatLatency(r.P50, r.HasLatency), formatLatency(r.P99, r.HasLatency),
-			r.CPUPerMail().Seconds()*1000, perThousand(r.PipelinePerMail(), r.Pipeline.Measured),
+			r.CPUPerMail().Seconds()*1000, perThousand(r.StackPerMail(), r.Stack.Measured),
 			formatCount(r.AllocBytesPerMail(), 1000, "%.1f"), formatCount(r.AllocsPerMail(), 1, "%.0f"), rss,
 			formatRatio(thr), formatRatio(thrRelay), formatRatio(cpuRelay), formatShare(share))
 	}
 }
 
-// pipelineTable writes where each row's pipeline CPU went, per 1,000
-// mails; rows without a pipeline sample are left out.
-func pipelineTable(w io.Writer, rows []result) {
-	fmt.Fprintln(w, "| variant | own | injector | Kafka | PostgreSQL | smtp-sink | whole pipeline |")
+// stackTable writes where each row's whole-stack CPU went, per 1,000
+// mails; rows without a whole-stack sample are left out.
+func stackTable(w io.Writer, rows []result) {
+	fmt.Fprintln(w, "| variant | own | injector | Kafka | PostgreSQL | smtp-sink | whole stack |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
-		if !r.Pipeline.Measured || r.Mails == 0 {
+		if !r.Stack.Measured || r.Mails == 0 {
 			continue
 		}
 		per := func(d time.Duration) string { return perThousand(d/time.Duration(r.Mails), true) }
-		p := r.Pipeline
+		p := r.Stack
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Variant,
 			per(p.Own), per(p.Injector), per(p.Kafka), per(p.Postgres), per(p.Sink), per(p.Total()))
 	}
@@ -294,13 +295,13 @@ func benchLine(r result) string {
 			float64(r.P50)/float64(time.Millisecond), float64(r.P99)/float64(time.Millisecond))
 	}
 	fmt.Fprintf(b, " %.0f cpu-ns/mail", float64(r.CPUPerMail()))
-	if r.Pipeline.Measured {
-		fmt.Fprintf(b, " %.0f pipeline-cpu-ns/mail", float64(r.PipelinePerMail()))
+	if r.Stack.Measured {
+		fmt.Fprintf(b, " %.0f stack-cpu-ns/mail", float64(r.StackPerMail()))
 		// The shared services apart: their cost moves between rows of one
 		// run, and a median table hides which row paid it.
 		perMail := func(d time.Duration) float64 { return float64(d) / float64(max(r.Mails, 1)) }
 		fmt.Fprintf(b, " %.0f kafka-cpu-ns/mail %.0f postgres-cpu-ns/mail %.0f sink-cpu-ns/mail",
-			perMail(r.Pipeline.Kafka), perMail(r.Pipeline.Postgres), perMail(r.Pipeline.Sink))
+			perMail(r.Stack.Kafka), perMail(r.Stack.Postgres), perMail(r.Stack.Sink))
 	}
 	if r.HasAllocs {
 		fmt.Fprintf(b, " %.0f alloc-B/mail %.1f allocs/mail", r.AllocBytesPerMail(), r.AllocsPerMail())
@@ -379,8 +380,8 @@ func targets(rows []result, worker, relay, raw, baseline, baselineRev string) []
 		if x := ratio(w.Rate(), r.Rate()); finite(x) {
 			t.Known, t.Pass = true, x >= relayMinRatio
 			t.Measured = fmt.Sprintf("%s (%.0f vs %.0f mails/s", formatRatio(x), w.Rate(), r.Rate())
-			if c := ratio(float64(r.PipelinePerMail()), float64(w.PipelinePerMail())); w.Pipeline.Measured && r.Pipeline.Measured && finite(c) {
-				t.Measured += fmt.Sprintf("; the relay's pipeline uses %s the CPU per mail", formatRatio(c))
+			if c := ratio(float64(r.StackPerMail()), float64(w.StackPerMail())); w.Stack.Measured && r.Stack.Measured && finite(c) {
+				t.Measured += fmt.Sprintf("; the relay's whole stack uses %s the CPU per mail", formatRatio(c))
 			}
 			t.Measured += ")"
 		}

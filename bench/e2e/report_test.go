@@ -107,12 +107,12 @@ func TestTable(t *testing.T) {
 	rows := []result{
 		{Variant: "postline", Mails: 20000, Span: 16 * time.Second, HasLatency: true,
 			P50: 8 * time.Second, P99: 15 * time.Second, CPU: 8 * time.Second, PeakRSSBytes: 32 << 20,
-			Pipeline:  pipelineCPU{Measured: true, Own: 7 * time.Second, Injector: time.Second, Kafka: 4 * time.Second, Postgres: 3 * time.Second, Sink: time.Second},
+			Stack:     stackCPU{Measured: true, Own: 7 * time.Second, Injector: time.Second, Kafka: 4 * time.Second, Postgres: 3 * time.Second, Sink: time.Second},
 			HasAllocs: true, AllocBytes: 20000 * 12_345, Allocs: 20000 * 150},
 		{Variant: "naive", Mails: 5000, Span: 80 * time.Second, HasLatency: true,
 			P50: 40 * time.Second, P99: 79 * time.Second, CPU: 10 * time.Second, PeakRSSBytes: 20 << 20},
 		{Variant: "postfix", Mails: 20000, Span: 100 * time.Second, CPU: 40 * time.Second,
-			Pipeline: pipelineCPU{Measured: true, Own: 40 * time.Second, Injector: 2 * time.Second, Sink: 6 * time.Second}},
+			Stack: stackCPU{Measured: true, Own: 40 * time.Second, Injector: 2 * time.Second, Sink: 6 * time.Second}},
 		{Variant: "smtp-source-d", Mails: 20000, Span: 4 * time.Second, CPU: time.Second, PeakRSSBytes: 9 << 20},
 	}
 	var b strings.Builder
@@ -122,7 +122,7 @@ func TestTable(t *testing.T) {
 		t.Fatalf("table has %d lines, want header, rule and 4 rows:\n%s", len(lines), b.String())
 	}
 	want := []string{
-		// 1250/s vs 62.5/s = 20x and vs 200/s = 6.25x; pipeline 16 s vs 48 s for
+		// 1250/s vs 62.5/s = 20x and vs 200/s = 6.25x; whole stack 16 s vs 48 s for
 		// the same mails = 0.33x; 1250 vs 5000/s = 25%.
 		"| postline | 20000 | 1250 | 8.00 s | 15.00 s | 0.400 | 0.800 | 12.3 | 150 | 32.0 | 20.0x | 6.25x | 0.33x | 25% |",
 		"| naive | 5000 | 62 | 40.00 s | 79.00 s | 2.000 | n/a | n/a | n/a | 20.0 | 1.00x | 0.31x | n/a | 1.2% |",
@@ -142,17 +142,17 @@ func TestTable(t *testing.T) {
 	}
 }
 
-func TestPipelineTable(t *testing.T) {
+func TestStackTable(t *testing.T) {
 	rows := []result{
 		{Variant: "postline", Mails: 2000,
-			Pipeline: pipelineCPU{Measured: true, Own: 800 * time.Millisecond, Injector: 200 * time.Millisecond, Kafka: 600 * time.Millisecond, Postgres: 400 * time.Millisecond, Sink: 100 * time.Millisecond}},
+			Stack: stackCPU{Measured: true, Own: 800 * time.Millisecond, Injector: 200 * time.Millisecond, Kafka: 600 * time.Millisecond, Postgres: 400 * time.Millisecond, Sink: 100 * time.Millisecond}},
 		{Variant: "naive", Mails: 100},
 	}
 	var b strings.Builder
-	pipelineTable(&b, rows)
+	stackTable(&b, rows)
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	if len(lines) != 3 {
-		t.Fatalf("pipeline table has %d lines, want header, rule and the one measured row:\n%s", len(lines), b.String())
+		t.Fatalf("whole-stack table has %d lines, want header, rule and the one measured row:\n%s", len(lines), b.String())
 	}
 	if want := "| postline | 0.400 | 0.100 | 0.300 | 0.200 | 0.050 | 1.050 |"; lines[2] != want {
 		t.Errorf("row:\n got %s\nwant %s", lines[2], want)
@@ -161,10 +161,10 @@ func TestPipelineTable(t *testing.T) {
 
 func TestTargets(t *testing.T) {
 	postline := result{Variant: "postline", Mails: 10000, Span: 4 * time.Second, CPU: 3 * time.Second,
-		Pipeline:  pipelineCPU{Measured: true, Own: 3 * time.Second, Kafka: 2 * time.Second},
+		Stack:     stackCPU{Measured: true, Own: 3 * time.Second, Kafka: 2 * time.Second},
 		HasAllocs: true, AllocBytes: 10000 * 14_999, Allocs: 10000 * 120}
 	postfix := result{Variant: "postfix", Mails: 10000, Span: 40 * time.Second, CPU: 20 * time.Second,
-		Pipeline: pipelineCPU{Measured: true, Own: 20 * time.Second, Injector: 5 * time.Second}}
+		Stack: stackCPU{Measured: true, Own: 20 * time.Second, Injector: 5 * time.Second}}
 	raw := result{Variant: "smtp-source-d", Mails: 10000, Span: 2 * time.Second}
 	baseline := result{Variant: "baseline", Mails: 10000, Span: 5 * time.Second, CPU: 5 * time.Second}
 
@@ -179,7 +179,7 @@ func TestTargets(t *testing.T) {
 			name:     "all met",
 			rows:     []result{baseline, postline, postfix, raw},
 			want:     []string{"PASS", "PASS", "PASS", "PASS"},
-			measured: []string{"10.0x (2500 vs 250 mails/s; the relay's pipeline uses 5.00x the CPU per mail)", "50% (2500 vs 5000 mails/s)", "0.60x (0.300 vs 0.500 ms)", "15.0 KB (120 allocs)"},
+			measured: []string{"10.0x (2500 vs 250 mails/s; the relay's whole stack uses 5.00x the CPU per mail)", "50% (2500 vs 5000 mails/s)", "0.60x (0.300 vs 0.500 ms)", "15.0 KB (120 allocs)"},
 		},
 		{
 			name: "all missed",
@@ -220,7 +220,7 @@ func TestTargets(t *testing.T) {
 	var b strings.Builder
 	targetTable(&b, targets([]result{baseline, postline, postfix, raw}, "postline", "postfix", "smtp-source-d", "baseline", "4c91515"))
 	for _, want := range []string{
-		"| postline vs postfix relay, mails/s | 10.0x (2500 vs 250 mails/s; the relay's pipeline uses 5.00x the CPU per mail) | ≥ 10x | PASS |",
+		"| postline vs postfix relay, mails/s | 10.0x (2500 vs 250 mails/s; the relay's whole stack uses 5.00x the CPU per mail) | ≥ 10x | PASS |",
 		"| postline worker CPU per mail vs baseline (4c91515) | 0.60x (0.300 vs 0.500 ms) | ≤ 0.6x | PASS |",
 		"| postline worker allocation per mail | 15.0 KB (120 allocs) | ≤ 15 KB | PASS |",
 	} {
@@ -230,16 +230,16 @@ func TestTargets(t *testing.T) {
 	}
 }
 
-func TestSummarizePipelineAndAllocs(t *testing.T) {
+func TestSummarizeStackAndAllocs(t *testing.T) {
 	all := []result{
-		{Variant: "postline", Mails: 1000, Span: time.Second, Pipeline: pipelineCPU{Measured: true, Own: time.Second, Kafka: 3 * time.Second}, HasAllocs: true, AllocBytes: 1e7, Allocs: 1e5},
-		{Variant: "postline", Mails: 2000, Span: time.Second, Pipeline: pipelineCPU{Measured: true, Own: 4 * time.Second, Kafka: 2 * time.Second}, HasAllocs: true, AllocBytes: 4e7, Allocs: 2e5},
-		{Variant: "postline", Mails: 1000, Span: time.Second, Pipeline: pipelineCPU{Measured: true, Own: 3 * time.Second, Kafka: 2 * time.Second}, HasAllocs: true, AllocBytes: 3e7, Allocs: 3e5},
+		{Variant: "postline", Mails: 1000, Span: time.Second, Stack: stackCPU{Measured: true, Own: time.Second, Kafka: 3 * time.Second}, HasAllocs: true, AllocBytes: 1e7, Allocs: 1e5},
+		{Variant: "postline", Mails: 2000, Span: time.Second, Stack: stackCPU{Measured: true, Own: 4 * time.Second, Kafka: 2 * time.Second}, HasAllocs: true, AllocBytes: 4e7, Allocs: 2e5},
+		{Variant: "postline", Mails: 1000, Span: time.Second, Stack: stackCPU{Measured: true, Own: 3 * time.Second, Kafka: 2 * time.Second}, HasAllocs: true, AllocBytes: 3e7, Allocs: 3e5},
 	}
 	got := summarize(all)[0]
 	// Per mail: own 1, 2, 3 ms -> 2 ms; Kafka 3, 1, 2 ms -> 2 ms; bytes 10, 20, 30 KB -> 20 KB; allocs 100, 100, 300 -> 100.
-	if got.Mails != 1000 || got.Pipeline.Own != 2*time.Second || got.Pipeline.Kafka != 2*time.Second || !got.Pipeline.Measured {
-		t.Errorf("pipeline median = %+v over %d mails, want own 2s, kafka 2s over 1000", got.Pipeline, got.Mails)
+	if got.Mails != 1000 || got.Stack.Own != 2*time.Second || got.Stack.Kafka != 2*time.Second || !got.Stack.Measured {
+		t.Errorf("whole-stack median = %+v over %d mails, want own 2s, kafka 2s over 1000", got.Stack, got.Mails)
 	}
 	if got.AllocBytesPerMail() != 20_000 || got.AllocsPerMail() != 100 {
 		t.Errorf("alloc medians = %v B, %v allocs per mail; want 20000, 100", got.AllocBytesPerMail(), got.AllocsPerMail())
@@ -262,9 +262,9 @@ func TestBenchLine(t *testing.T) {
 		},
 		{
 			result{Variant: "baseline", Mails: 1000, Span: time.Second, CPU: time.Second,
-				Pipeline:  pipelineCPU{Measured: true, Own: time.Second, Kafka: time.Second},
+				Stack:     stackCPU{Measured: true, Own: time.Second, Kafka: time.Second},
 				HasAllocs: true, AllocBytes: 12_345_000, Allocs: 150_500},
-			"BenchmarkE2E/baseline 1000 1000000 ns/op 1000.0 mails/s 1000000 cpu-ns/mail 2000000 pipeline-cpu-ns/mail 1000000 kafka-cpu-ns/mail 0 postgres-cpu-ns/mail 0 sink-cpu-ns/mail 12345 alloc-B/mail 150.5 allocs/mail 0 peak-rss-B",
+			"BenchmarkE2E/baseline 1000 1000000 ns/op 1000.0 mails/s 1000000 cpu-ns/mail 2000000 stack-cpu-ns/mail 1000000 kafka-cpu-ns/mail 0 postgres-cpu-ns/mail 0 sink-cpu-ns/mail 12345 alloc-B/mail 150.5 allocs/mail 0 peak-rss-B",
 		},
 	}
 	for _, tt := range tests {

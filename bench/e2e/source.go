@@ -51,5 +51,5 @@ func runSource(ctx context.Context, o options, reuse bool, run int, stderr io.Wr
 		return result{}, fmt.Errorf("%s exited with status %d:\n%s", name, u.ExitStatus, p.LogTail(20))
 	}
 	return result{Variant: name, Mails: o.jobs, Span: wall, CPU: u.CPU(), PeakRSSBytes: u.MaxRSSBytes,
-		Pipeline: pipelineCPU{Measured: true, Own: u.CPU(), Sink: after.since(before)["sink"]}}, nil
+		Stack: stackCPU{Measured: true, Own: u.CPU(), Sink: after.since(before)["sink"]}}, nil
 }

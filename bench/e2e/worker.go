@@ -252,7 +252,7 @@ func (w deliveryWindow) close(ctx context.Context, stderr io.Writer) (windowMark
 // fill sets res's whole-stack CPU and allocations from the window's ends.
 func (w deliveryWindow) fill(res *result, before, after windowMark) {
 	d := after.components.since(before.components)
-	res.Pipeline = pipelineCPU{Measured: true, Own: after.own - before.own + after.outcomeLoop - before.outcomeLoop, Injector: after.self - before.self,
+	res.Stack = stackCPU{Measured: true, Own: after.own - before.own + after.outcomeLoop - before.outcomeLoop, Injector: after.self - before.self,
 		Kafka: d["kafka"], Postgres: d["postgres"], Sink: d["sink"]}
 	if w.metricsURL != "" {
 		res.HasAllocs = true
@@ -292,7 +292,7 @@ func plainJobs(n, bodyBytes int) []job.Job {
 
 // waitSent waits until n mails are sent. With metricsURL set it polls the
 // worker's own counters every 250 ms, which puts no load on PostgreSQL (its
-// CPU is part of the pipeline's figure) and costs the same however many rows
+// CPU is part of the whole-stack figure) and costs the same however many rows
 // the table holds, and then checks the rows once; without it (the naive
 // worker has no /metrics) it counts the rows, every 100 ms. The rates come
 // from the rows' timestamps, not from when the wait ends; the 250 ms keep

@@ -108,7 +108,7 @@ func readRSS(procs []*benchproc.Proc) (rss, peak []int64, err error) {
 	return rss, peak, nil
 }
 
-// cpuTimes are the CPU time the processes of the pipeline have used so
+// cpuTimes are the CPU time the processes of the whole stack have used so
 // far, from /proc: the workers together, PostgreSQL with its backends (the
 // postmaster's tree, reaped backends included), Kafka, smtp-sink, and the
 // harness itself (the publisher, and these readings). A shared service

@@ -12,7 +12,7 @@ import (
 	"github.com/postline/postline/bench/internal/benchproc"
 )
 
-// component is one shared process of the pipeline, found by its pid file.
+// component is one shared process of the stack, found by its pid file.
 type component struct {
 	name    string // kafka, postgres, sink
 	pidFile string
@@ -20,7 +20,7 @@ type component struct {
 }
 
 // components are the shared processes whose CPU every row of the table
-// counts in its pipeline figure, as far as the options name them.
+// counts in its whole-stack figure, as far as the options name them.
 func (o options) components() []component {
 	var cs []component
 	for _, c := range []component{
@@ -50,14 +50,14 @@ func sampleComponents(cs []component) (cpuSample, error) {
 	for _, c := range cs {
 		pid, err := benchproc.PIDFromFile(c.pidFile)
 		if err != nil {
-			return nil, fmt.Errorf("pipeline CPU: %s: %w", c.name, err)
+			return nil, fmt.Errorf("whole-stack CPU: %s: %w", c.name, err)
 		}
 		read := benchproc.CPU
 		if c.tree {
 			read = benchproc.TreeCPU
 		}
 		if s[c.name], err = read(pid); err != nil {
-			return nil, fmt.Errorf("pipeline CPU: %s (pid %d): %w", c.name, pid, err)
+			return nil, fmt.Errorf("whole-stack CPU: %s (pid %d): %w", c.name, pid, err)
 		}
 	}
 	return s, nil
