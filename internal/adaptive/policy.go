@@ -171,7 +171,7 @@ type AdaptiveConfig struct {
 	// hint and no cool-down is known. Defaults to 5s.
 	ThrottleWait time.Duration
 	// ThrottleSpread is the largest random spread added to a throttled
-	// wait, so jobs released by one cool-down do not return at one instant.
+	// wait, so jobs handed back by one cool-down do not return at one instant.
 	// Defaults to 0: in the worker the delay is rounded up to a tier and
 	// the retry-scheduler spreads each tier's re-injections, and a spread
 	// here would push a hint that equals a tier into the next one.

@@ -21,7 +21,7 @@ const (
 	DefaultFastRetries       = 3
 	DefaultFastRetryBase     = 100 * time.Millisecond
 	DefaultFastRetryBudget   = 2 * time.Second
-	DefaultMaxReleaseWait    = 30 * time.Second
+	DefaultMaxHandBackWait   = 30 * time.Second
 	DefaultPauseCheck        = time.Second
 	DefaultStoreRetryBackoff = 100 * time.Millisecond
 	DefaultMaxStoreBackoff   = 5 * time.Second
@@ -77,9 +77,9 @@ type Config struct {
 	// RetryLimits bound attempts and age per priority. Defaults to
 	// DefaultRetryLimits.
 	RetryLimits map[job.Priority]RetryLimit
-	// MaxReleaseWait caps how long a job waits in process when no provider
+	// MaxHandBackWait caps how long a job waits in process when no provider
 	// can take it (every circuit open). Defaults to 30s.
-	MaxReleaseWait time.Duration
+	MaxHandBackWait time.Duration
 	// PauseCheck is how often the pipeline re-checks, besides on circuit
 	// changes, whether consumption must pause. Defaults to 1s.
 	PauseCheck time.Duration
@@ -125,7 +125,7 @@ func (c Config) WithDefaults() Config {
 	if c.RetryLimits == nil {
 		c.RetryLimits = DefaultRetryLimits
 	}
-	c.MaxReleaseWait = cmp.Or(c.MaxReleaseWait, DefaultMaxReleaseWait)
+	c.MaxHandBackWait = cmp.Or(c.MaxHandBackWait, DefaultMaxHandBackWait)
 	c.PauseCheck = cmp.Or(c.PauseCheck, DefaultPauseCheck)
 	c.StoreRetryBackoff = cmp.Or(c.StoreRetryBackoff, DefaultStoreRetryBackoff)
 	c.MaxStoreBackoff = cmp.Or(c.MaxStoreBackoff, DefaultMaxStoreBackoff)
@@ -156,8 +156,8 @@ func (c Config) Validate() error {
 		return configerr.Errorf("FastRetries", "delivery: FastRetries %d is more than 10", c.FastRetries)
 	case c.FastRetryBase <= 0 || c.FastRetryBudget <= 0:
 		return configerr.Errorf("FastRetryBase", "delivery: FastRetryBase %s and FastRetryBudget %s must be positive", c.FastRetryBase, c.FastRetryBudget)
-	case c.MaxReleaseWait <= 0 || c.PauseCheck <= 0:
-		return configerr.Errorf("MaxReleaseWait", "delivery: MaxReleaseWait %s and PauseCheck %s must be positive", c.MaxReleaseWait, c.PauseCheck)
+	case c.MaxHandBackWait <= 0 || c.PauseCheck <= 0:
+		return configerr.Errorf("MaxHandBackWait", "delivery: MaxHandBackWait %s and PauseCheck %s must be positive", c.MaxHandBackWait, c.PauseCheck)
 	case c.StoreRetryBackoff <= 0 || c.MaxStoreBackoff < c.StoreRetryBackoff:
 		return configerr.Errorf("StoreRetryBackoff", "delivery: StoreRetryBackoff %s must be positive and at most MaxStoreBackoff %s", c.StoreRetryBackoff, c.MaxStoreBackoff)
 	}

@@ -146,7 +146,7 @@ func (f fate) reentryCause() string {
 	case fateHeld:
 		return reentryThrottled
 	case fateHandedBack:
-		return reentryRelease
+		return reentryHandBack
 	}
 	return ""
 }
@@ -154,7 +154,7 @@ func (f fate) reentryCause() string {
 // The causes of a re-entry (postline_delivery_reentries_total).
 const (
 	reentryBusy      = "busy"
-	reentryRelease   = "release"
+	reentryHandBack  = "release"
 	reentryThrottled = "throttled"
 )
 
@@ -366,8 +366,8 @@ func (p *Pipeline) handBack(provider, errText string) fate {
 			wait = max(at.Sub(p.cfg.NowFunc()), 0)
 		}
 	}
-	wait = min(max(wait, 50*time.Millisecond), p.cfg.MaxReleaseWait)
-	p.metrics.releases.Inc()
+	wait = min(max(wait, 50*time.Millisecond), p.cfg.MaxHandBackWait)
+	p.metrics.handBacks.Inc()
 	return fate{kind: fateHandedBack, provider: provider, errText: errText, wakeAt: p.cfg.NowFunc().Add(wait)}
 }
 

@@ -39,7 +39,7 @@ func (l *fakeLeases) Drop(id string, version int64) {
 
 // TestPipelineHoldsLeasesUntilTheOutcomeIsRecorded checks the wiring of the
 // lease keeper: every claimed job's lease is held from the claim and dropped
-// once its outcome is recorded, whatever the outcome, and a job released for
+// once its outcome is recorded, whatever the outcome, and a job handed back for
 // lack of a relay is held again when re-claimed.
 func TestPipelineHoldsLeasesUntilTheOutcomeIsRecorded(t *testing.T) {
 	h := newHarnessWith(t, func(j *job.Job, _ int) error {

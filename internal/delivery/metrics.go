@@ -38,7 +38,7 @@ type metrics struct {
 	attempts         *prometheus.CounterVec
 	fastRetries      prometheus.Counter
 	backoffDelay     *prometheus.HistogramVec
-	releases         prometheus.Counter
+	handBacks        prometheus.Counter
 	paused           prometheus.Gauge
 	decreases        *prometheus.CounterVec
 	budgetWaits      *prometheus.CounterVec
@@ -55,7 +55,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		outcomes: set.CounterVec("records_total",
 			"Records finished by the pipeline, by outcome: sent, failed, dead, retried (to a delay tier), duplicate, stale, conflict, rejected.", "outcome"),
 		reentries: set.CounterVec("reentries_total",
-			"Records parked and fed back into the pipeline, by cause: busy (leased elsewhere), release (no provider available), throttled (a short throttle waited out in the worker instead of a delay tier).", "cause"),
+			"Records parked and fed back into the pipeline, by cause: busy (leased elsewhere), release (handed back: no relay available), throttled (a short throttle waited out in the worker instead of a delay tier).", "cause"),
 		dependencyErrors: set.CounterVec("dependency_errors_total",
 			"Failed store or dead-letter calls that the pipeline retried, by operation.", "op"),
 		sendSeconds: set.HistogramVec("send_duration_seconds",
@@ -69,7 +69,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		backoffDelay: set.HistogramVec("backoff_delay_seconds",
 			"Computed wait before the next attempt (the policy's delay, raised by an empty retry budget; before rounding up to a tier), by failure class and the policy's rule.",
 			prometheus.ExponentialBuckets(0.125, 2, 18), "class", "reason"),
-		releases: set.Counter("releases_total",
+		handBacks: set.Counter("releases_total",
 			"Claimed jobs handed back without charging an attempt because no provider could take them."),
 		paused: set.Gauge("paused", "1 while consumption is paused because every provider's circuit is open."),
 		decreases: adaptiveSet.CounterVec("decreases_total",
@@ -97,7 +97,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, stage := range []string{"decoding", "sending"} {
 		m.panics.WithLabelValues(stage)
 	}
-	for _, cause := range []string{reentryBusy, reentryRelease, reentryThrottled} {
+	for _, cause := range []string{reentryBusy, reentryHandBack, reentryThrottled} {
 		m.reentries.WithLabelValues(cause)
 	}
 	for _, op := range []string{opClaim, opRecord, opRecordRejected, opNoteConflicts, opDeadLetter, opRetryPublish, opCircuitReport,

@@ -231,7 +231,7 @@ func newHarnessWith(t *testing.T, sendErr, backupErr func(*job.Job, int) error, 
 		FastRetryBase:     time.Millisecond,
 		StoreRetryBackoff: time.Millisecond,
 		MaxStoreBackoff:   2 * time.Millisecond,
-		MaxReleaseWait:    20 * time.Millisecond,
+		MaxHandBackWait:   20 * time.Millisecond,
 		PauseCheck:        5 * time.Millisecond,
 		RetryLimits: map[job.Priority]RetryLimit{
 			job.PriorityUrgent: {MaxAttempts: 3, MaxAge: time.Hour},
@@ -728,7 +728,7 @@ func TestPipelinePausesWhileEveryCircuitIsOpen(t *testing.T) {
 	go func() { errc <- h.pipeline.Run(ctx, h.src) }()
 
 	testkit.Eventually(t, 5*time.Second, "consumption paused", func() bool { return h.src.isPaused() })
-	testkit.Eventually(t, 5*time.Second, "both jobs released at least once", func() bool { return h.store.claimCalls("a@x") >= 2 && h.store.claimCalls("b@x") >= 2 })
+	testkit.Eventually(t, 5*time.Second, "both jobs handed back at least once", func() bool { return h.store.claimCalls("a@x") >= 2 && h.store.claimCalls("b@x") >= 2 })
 	if n := h.smtp.sendCount() + h.backup.sendCount(); n != 0 {
 		t.Fatalf("%d sends while every circuit was open", n)
 	}
@@ -741,7 +741,7 @@ func TestPipelinePausesWhileEveryCircuitIsOpen(t *testing.T) {
 	}
 	for _, id := range []string{"a@x", "b@x"} {
 		if r := h.store.row(id); r.status != idempotency.StatusSent || r.attempt != 1 {
-			t.Errorf("%s: %s attempt %d, want sent attempt 1 (releases charge no attempt)", id, r.status, r.attempt)
+			t.Errorf("%s: %s attempt %d, want sent attempt 1 (hand-backs charge no attempt)", id, r.status, r.attempt)
 		}
 	}
 }

@@ -310,7 +310,7 @@ func newComposeHarness(t *testing.T, c Composer) *outcomeHarness {
 	h := &outcomeHarness{harness: &harness{store: newFakeStore(), dlq: newFakeDLQ(), retries: newFakeRetries()},
 		session: &scriptedSession{refuse: func(string) *sender.Error { return nil }}, events: newFakeEvents()}
 	p, err := New(Config{Senders: 1, BatchSize: 4, BatchLinger: time.Millisecond, RecheckInterval: 5 * time.Millisecond,
-		MaxReleaseWait: 20 * time.Millisecond},
+		MaxHandBackWait: 20 * time.Millisecond},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 			Store:       h.store,
 			Providers:   []Provider{{Name: "p1", NewSession: func() Session { return h.session }}},
@@ -366,9 +366,9 @@ func TestBrokenTemplateIsDeadLettered(t *testing.T) {
 	}
 }
 
-// TestUnavailableTemplateStoreReleases: a store that does not answer
+// TestUnavailableTemplateStoreHandsBack: a store that does not answer
 // makes the job wait in the worker, not die.
-func TestUnavailableTemplateStoreReleases(t *testing.T) {
+func TestUnavailableTemplateStoreHandsBack(t *testing.T) {
 	c := &fakeComposer{fail: fmt.Errorf("templates: %w", ErrComposeUnavailable)}
 	h := newComposeHarness(t, c)
 	h.src = newFakeSource([][]byte{mustJSON(t, templateJob("u@x"))}, true)
@@ -389,7 +389,7 @@ func TestUnavailableTemplateStoreReleases(t *testing.T) {
 	cancel()
 	<-done
 	if c.calls < 2 {
-		t.Fatalf("composer called %d times, want the job tried again after a release", c.calls)
+		t.Fatalf("composer called %d times, want the job tried again after a hand-back", c.calls)
 	}
 	if got := h.dlq.reasons(); len(got) != 0 {
 		t.Errorf("dead letters %v for a store outage", got)

@@ -22,7 +22,7 @@ import (
 // parent is the W3C trace context in the record's headers: the publisher's
 // span for a first attempt, the retry scheduler's "reinject" span for a
 // retry. It lasts from intake until the record is marked done, across the
-// re-checks of a busy Message-ID and the releases while no provider is
+// re-checks of a busy Message-ID and the hand-backs while no provider is
 // open, and ends with the record's outcome. Its children are:
 //
 //   - "claim", one per claim of the record. A claim is one store round trip

@@ -100,7 +100,7 @@ func TestBatchInsertsEveryNewRowAtAttemptOne(t *testing.T) {
 }
 
 // claimAt claims r at r.Attempt the way a real job gets there: a new row
-// starts at attempt 1, so it is claimed at 1 and released as retrying at
+// starts at attempt 1, so it is claimed at 1 and handed back as retrying at
 // r.Attempt first.
 func claimAt(t *testing.T, s *idempotency.Store, r idempotency.ClaimRequest) idempotency.Claim {
 	t.Helper()

@@ -205,7 +205,7 @@ func classify(in claimInput) Claim {
 		c.Result, c.RetryAt = Busy, row.LeaseExpiresAt
 	default:
 		// Claimable, yet not claimed by this statement: another worker
-		// took and released it concurrently, or this is a later copy in
+		// took it and handed it back concurrently, or this is a later copy in
 		// the batch. Re-check right away.
 		c.Result, c.RetryAt = Busy, in.Now
 	}

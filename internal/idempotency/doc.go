@@ -30,7 +30,7 @@
 // [Store.Claim]. [Store.StalledReplays] finds replays left pending with
 // nothing on their way and [Store.Stuck] rows with a copy left in sending
 // past their lease; the reaper re-publishes them (and hands stuck ones back
-// with [Store.Release]). Both scans start from the copies, which are few.
+// with [Store.HandBack]). Both scans start from the copies, which are few.
 //
 // A claimed job can wait long for a relay before it is sent, so its owner
 // keeps the lease alive: a [LeaseKeeper] holds the leases of the jobs in

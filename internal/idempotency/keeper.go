@@ -109,7 +109,7 @@ func NewLeaseKeeper(cfg KeeperConfig, ext LeaseExtender, logger *slog.Logger) (*
 }
 
 // Hold starts keeping the lease of id, claimed at version. Holding an ID
-// again replaces its version (a re-claim after a release).
+// again replaces its version (a re-claim after a hand-back).
 func (k *LeaseKeeper) Hold(id string, version int64) {
 	k.mu.Lock()
 	k.held[id] = heldLease{version: version}

@@ -58,7 +58,7 @@ func TestBatchStatementsStayLinearInGenericPlans(t *testing.T) {
 
 // runBatchStatements takes three sets of planBatch mails through the
 // store's batch operations: one claimed, extended, noted, sent and
-// delivered; one whose lease runs out and is released; one that fails and
+// delivered; one whose lease runs out and is handed back; one that fails and
 // is reset for a replay.
 func runBatchStatements(t *testing.T, pool *pgxpool.Pool) {
 	ctx := t.Context()
@@ -126,8 +126,8 @@ func runBatchStatements(t *testing.T, pool *pgxpool.Pool) {
 	short, _ := newStore(t, pool, "w2", time.Millisecond)
 	ids, versions = claimAll(short, "released", false)
 	time.Sleep(20 * time.Millisecond) // the leases run out
-	if lost, err := s.Release(ctx, ids, versions); err != nil || len(lost) > 0 {
-		t.Fatalf("Release: lost %d, %v", len(lost), err)
+	if lost, err := s.HandBack(ctx, ids, versions); err != nil || len(lost) > 0 {
+		t.Fatalf("HandBack: lost %d, %v", len(lost), err)
 	}
 
 	ids, versions = claimAll(s, "failed", false)

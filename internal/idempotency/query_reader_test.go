@@ -13,7 +13,7 @@ import (
 //
 //	sent@x      sent by relay-a
 //	failed@x    failed permanently
-//	retrying@x  released for attempt 2, first seen a minute ago
+//	retrying@x  handed back for attempt 2, first seen a minute ago
 //	old@x       retrying, first seen 3 days ago (past the default max age)
 //	stuck@x     sending under a lease that expired at once (past any grace)
 //	live@x      sending under a live lease

@@ -20,7 +20,7 @@ type Outcome struct {
 	// Version is the version returned by Claim: the write is a
 	// compare-and-set on it.
 	Version int64
-	// Status is sent, failed, dead, or retrying (released for a later
+	// Status is sent, failed, dead, or retrying (handed back for a later
 	// re-claim; the lease is cleared).
 	Status Status
 	// Attempt is the attempt to store: for retrying, the attempt the next
@@ -296,7 +296,7 @@ RETURNING m.message_id`
 // from the database's now, in one round trip; the version is not bumped, so
 // the Claim's version stays valid for Record (a LeaseKeeper calls it for
 // every job held). An expired lease nobody took over is extended too: the
-// row is still ours, and the reaper's Release, which requires an expired
+// row is still ours, and the reaper's HandBack, which requires an expired
 // lease, then loses. It returns the IDs that are no
 // longer ours at that version (lost, counted like Record's). ids and versions
 // are parallel.

@@ -128,7 +128,7 @@ func TestStuck(t *testing.T) {
 	}
 }
 
-func TestRelease(t *testing.T) {
+func TestHandBack(t *testing.T) {
 	t.Parallel()
 	_, pool := migrated(t)
 	crashed, reg := newStore(t, pool, "crashed", time.Millisecond)
@@ -141,34 +141,34 @@ func TestRelease(t *testing.T) {
 	lr := req("<live@x>", "body", 1)
 	lc := claimOne(t, live, lr)
 
-	lost, err := crashed.Release(t.Context(), []string{r.MessageID, lr.MessageID, "<none@x>"}, []int64{st.Version, lc.Version, 1})
+	lost, err := crashed.HandBack(t.Context(), []string{r.MessageID, lr.MessageID, "<none@x>"}, []int64{st.Version, lc.Version, 1})
 	if err != nil {
-		t.Fatalf("Release: %v", err)
+		t.Fatalf("HandBack: %v", err)
 	}
 	if !slices.Equal(lost, []string{lr.MessageID, "<none@x>"}) {
-		t.Errorf("Release lost %v, want the live row and the missing one", lost)
+		t.Errorf("HandBack lost %v, want the live row and the missing one", lost)
 	}
 	row := get(t, crashed, r.MessageID)
 	if row.Status != idempotency.StatusRetrying || row.Attempt != 3 || row.Version != st.Version+1 ||
 		row.LeaseOwner != "" || !row.LeaseExpiresAt.IsZero() {
-		t.Errorf("released row = %+v, want retrying, attempt 3, version %d, no lease", row, st.Version+1)
+		t.Errorf("handed back row = %+v, want retrying, attempt 3, version %d, no lease", row, st.Version+1)
 	}
 	if row := get(t, live, lr.MessageID); row.Status != idempotency.StatusSending || row.LeaseOwner != "live" {
-		t.Errorf("Release took a live lease: %+v", row)
+		t.Errorf("HandBack took a live lease: %+v", row)
 	}
 	// A second reaper with the same snapshot loses.
-	lost, err = crashed.Release(t.Context(), []string{r.MessageID}, []int64{st.Version})
+	lost, err = crashed.HandBack(t.Context(), []string{r.MessageID}, []int64{st.Version})
 	if err != nil || !slices.Equal(lost, []string{r.MessageID}) {
-		t.Errorf("second Release = %v, %v; want it lost", lost, err)
+		t.Errorf("second HandBack = %v, %v; want it lost", lost, err)
 	}
 	if got := metricValue(t, reg, "postline_idempotency_cas_conflicts_total"); got != 3 {
 		t.Errorf("cas_conflicts_total = %v, want 3", got)
 	}
-	// The re-published copy (same attempt) claims the released row.
+	// The re-published copy (same attempt) claims the handed-back row.
 	wantResult(t, claimOne(t, live, req(r.MessageID, "body", 3)), idempotency.Claimed)
 
-	if _, err := crashed.Release(t.Context(), []string{"a"}, nil); err == nil {
-		t.Error("Release with mismatched slices succeeded")
+	if _, err := crashed.HandBack(t.Context(), []string{"a"}, nil); err == nil {
+		t.Error("HandBack with mismatched slices succeeded")
 	}
 }
 

@@ -696,7 +696,7 @@ func TestClaimRejectsBadRequests(t *testing.T) {
 	}
 }
 
-// TestMixedConcurrentTraffic has workers claim, extend, release and note
+// TestMixedConcurrentTraffic has workers claim, extend, hand back and note
 // conflicts on overlapping IDs in random orders: no deadlock (an error), never
 // two holders of one ID, and every version bump accounted for.
 func TestMixedConcurrentTraffic(t *testing.T) {
@@ -757,7 +757,7 @@ func TestMixedConcurrentTraffic(t *testing.T) {
 				rand.Shuffle(len(outs), func(i, j int) { outs[i], outs[j] = outs[j], outs[i] })
 				mu.Lock()
 				for _, o := range outs {
-					delete(holder, o.MessageID) // released once Record commits
+					delete(holder, o.MessageID) // handed back once Record commits
 				}
 				mu.Unlock()
 				lost, err := s.Record(t.Context(), outs)

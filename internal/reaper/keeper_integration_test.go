@@ -119,7 +119,7 @@ func TestKeptLeaseIsNeverTakenOver(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	// The takeover is counted when the copy is published, just before the
-	// row is released: wait for the release itself.
+	// row is handed back: wait for the hand-back itself.
 	for {
 		row, err := owner.Get(t.Context(), j.MessageID)
 		if err != nil {
@@ -129,7 +129,7 @@ func TestKeptLeaseIsNeverTakenOver(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the reaper counted a takeover but never released the row")
+			t.Fatal("the reaper counted a takeover but never handed back the row")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

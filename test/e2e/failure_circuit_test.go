@@ -145,7 +145,7 @@ func TestFailureAllProvidersDownPauses(t *testing.T) {
 	// The worker resumes for a moment whenever a circuit's cool-down ends
 	// (the half-open probe) and pauses again when the probe fails, so it is
 	// paused most of the time, not all of it. The lag must not fall: jobs
-	// are released, not pushed through the delay topics.
+	// are handed back, not pushed through the delay topics.
 	var polls, paused int
 	throughout(t, 3*time.Second, "lag kept while every relay is down", func(ctx context.Context) error {
 		v, err := w.Metric(ctx, "postline_delivery_paused")

@@ -48,7 +48,7 @@ func TestLeaseKeptWhileJobsWaitForAThrottledRelay(t *testing.T) {
 			"POSTLINE_REAPER_INTERVAL": "1s",
 			"POSTLINE_REAPER_GRACE":    "1s",
 			// This test is about leases, not the breaker: throttling must
-			// not open the circuit and release the jobs instead.
+			// not open the circuit and hand back the jobs instead.
 			"POSTLINE_CIRCUIT_THRESHOLD": "1000",
 		})
 		delete(env, "POSTLINE_SENDERS") // the default pool, as in production

@@ -99,7 +99,7 @@ func (m *Memory) Row(id string) (MemoryRow, bool) {
 }
 
 // Put stores row as it is, replacing any row of its ID: the state an
-// earlier attempt, another worker or an older release left.
+// earlier attempt, another worker or an older hand-back left.
 func (m *Memory) Put(row MemoryRow) {
 	m.t.mu.Lock()
 	defer m.t.mu.Unlock()
