@@ -686,7 +686,7 @@ func (c *Consumer) commit(g *generation, failed *bool) {
 	}
 }
 
-// endGeneration makes MarkDone ignore g's messages and releases g's state.
+// endGeneration makes MarkDone ignore g's messages and drops g's state.
 func (c *Consumer) endGeneration(g *generation) {
 	abandoned := 0
 	for _, p := range g.parts {

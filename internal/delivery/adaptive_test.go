@@ -85,7 +85,7 @@ func TestRelayPoolFollowsItsSendControl(t *testing.T) {
 				sc.Done(now, now, false, tt.refuse)
 			}
 			for _, s := range held {
-				rp.release(s)
+				rp.putBack(s)
 			}
 			if closed != tt.wantClosed {
 				t.Errorf("closed %d sessions, want %d", closed, tt.wantClosed)

@@ -232,7 +232,7 @@ func waitOne(ctx context.Context, changed <-chan struct{}, retryAt, now time.Tim
 }
 
 // admitNext decides whether a session in use may carry one more send
-// straight after its current one, as if it were released and acquired
+// straight after its current one, as if it were put back and acquired
 // again: the relay's concurrency limit and rates apply as to any send, and
 // a sender waiting for one of the relay's sessions goes first.
 func (rp *relayPool) admitNext() bool {
@@ -248,9 +248,9 @@ func (rp *relayPool) admitNext() bool {
 	return ok
 }
 
-// release takes back a session after a send; the session is closed when
+// putBack takes back a session after a send; the session is closed when
 // the relay is past its concurrency limit.
-func (rp *relayPool) release(s Session) {
+func (rp *relayPool) putBack(s Session) {
 	rp.mu.Lock()
 	rp.inUse--
 	rp.idle = append(rp.idle, s)

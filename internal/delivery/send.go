@@ -257,7 +257,7 @@ func (p *Pipeline) sendOn(ctx, sendCtx context.Context, it *item, in <-chan *ite
 		if *next != nil {
 			(*next).chain = nil
 		}
-		prov.release(session)
+		prov.putBack(session)
 	}
 	deferred := p.applyResult(it, pend, res, prov.Name)
 	switch {
@@ -325,7 +325,7 @@ func (f *follower) unchain() {
 		return
 	}
 	_ = f.chain.session.Close() // a hang-up: nothing to report
-	f.chain.prov.release(f.chain.session)
+	f.chain.prov.putBack(f.chain.session)
 	f.chain = nil
 }
 

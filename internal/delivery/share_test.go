@@ -91,7 +91,7 @@ func TestAcquireAnyWakesWhenAnyRelayFrees(t *testing.T) {
 		}
 	}()
 	time.Sleep(20 * time.Millisecond)
-	pools[1].release(held["b"]) // the second relay frees first
+	pools[1].putBack(held["b"]) // the second relay frees first
 	select {
 	case name := <-got:
 		if name != "b" {

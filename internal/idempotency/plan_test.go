@@ -124,7 +124,7 @@ func runBatchStatements(t *testing.T, pool *pgxpool.Pool) {
 	}
 
 	short, _ := newStore(t, pool, "w2", time.Millisecond)
-	ids, versions = claimAll(short, "released", false)
+	ids, versions = claimAll(short, "handedback", false)
 	time.Sleep(20 * time.Millisecond) // the leases run out
 	if lost, err := s.HandBack(ctx, ids, versions); err != nil || len(lost) > 0 {
 		t.Fatalf("HandBack: lost %d, %v", len(lost), err)

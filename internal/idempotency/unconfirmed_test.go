@@ -214,7 +214,7 @@ func TestSweepOnePassAtATime(t *testing.T) {
 	b, _ := newStore(t, openPool(t, url, 2, nil), "worker-b", 0)
 	sendMail(t, a, "<m@x>", time.Now().Add(-time.Minute), 2)
 
-	inside, release := make(chan struct{}), make(chan struct{})
+	inside, unblock := make(chan struct{}), make(chan struct{})
 	type result struct {
 		pass idempotency.UnconfirmedPass
 		err  error
@@ -229,7 +229,7 @@ func TestSweepOnePassAtATime(t *testing.T) {
 				}
 				close(inside)
 				select {
-				case <-release:
+				case <-unblock:
 					return nil
 				case <-ctx.Done():
 					return ctx.Err()
@@ -254,7 +254,7 @@ func TestSweepOnePassAtATime(t *testing.T) {
 	if err != nil || pass.Swept || pass.Recipients != 0 {
 		t.Fatalf("worker b's pass during a's = %+v, %v; want it skipped", pass, err)
 	}
-	close(release)
+	close(unblock)
 	r := <-done
 	if r.err != nil || !r.pass.Swept || r.pass.Marked != 1 || !slices.Equal(published, []string{"<m@x>/0", "<m@x>/1"}) {
 		t.Fatalf("worker a's pass = %+v, %v publishing %v; want both recipients and the mail marked", r.pass, r.err, published)

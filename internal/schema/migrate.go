@@ -93,7 +93,7 @@ func migrateTo(ctx context.Context, pool *pgxpool.Pool, last int) error {
 	if err != nil {
 		return fmt.Errorf("migrate: begin: %w", err)
 	}
-	// Rollback after Commit is a no-op; on failure it also releases the lock.
+	// Rollback after Commit is a no-op; on failure it also unlocks.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
 	var schema *string

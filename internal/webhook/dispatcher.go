@@ -84,7 +84,7 @@ type store interface {
 	Claim(ctx context.Context, endpoint string, now time.Time, lease time.Duration, limit int) ([]Pending, error)
 	Delivered(ctx context.Context, endpoint, eventID string) error
 	Reschedule(ctx context.Context, p Pending) error
-	Release(ctx context.Context, endpoint, eventID string, now time.Time) error
+	Unclaim(ctx context.Context, endpoint, eventID string, now time.Time) error
 	Bury(ctx context.Context, p Pending, reason string, at time.Time) error
 	PullForward(ctx context.Context, endpoint string, now time.Time) (int64, error)
 	PurgeDead(ctx context.Context, endpoint string, cutoff time.Time, limit int) (int64, error)

@@ -19,11 +19,11 @@ import (
 // each endpoint finishes its records on its own: a blocked endpoint holds
 // only its own.
 func TestDispatchFiltersAndIsolatesEndpoints(t *testing.T) {
-	release := make(chan struct{})
+	unblock := make(chan struct{})
 	all := newReceiver(t, nil)
 	slow := newReceiver(t, func(r *http.Request, _ string, _ int) int {
 		select {
-		case <-release:
+		case <-unblock:
 		case <-r.Context().Done():
 		}
 		return http.StatusOK
@@ -36,7 +36,7 @@ func TestDispatchFiltersAndIsolatesEndpoints(t *testing.T) {
 	epAcme := acme.endpoint(t, "acme")
 	epAcme.Tenants = []string{"acme"}
 	h := startHarness(t, Config{Endpoints: []Endpoint{epAll, epSlow, epAcme}})
-	defer close(release)
+	defer close(unblock)
 
 	e1 := newEvent("<1@x>", 0, event.Accepted, "acme")
 	e2 := newEvent("<2@x>", 0, event.Bounced, "globex")
@@ -58,7 +58,7 @@ func TestDispatchFiltersAndIsolatesEndpoints(t *testing.T) {
 	if n := h.done("bounces", offs[1]); n != 0 {
 		t.Fatalf("the slow endpoint marked its bounce done %d times while the POST was open", n)
 	}
-	release <- struct{}{}
+	unblock <- struct{}{}
 	testkit.Eventually(t, 5*time.Second, "the bounce to be done", func() bool { return h.done("bounces", offs[1]) == 1 })
 
 	if n, _ := all.total(); n != 3 {

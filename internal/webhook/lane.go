@@ -21,10 +21,10 @@ import (
 // purgeBatch bounds the dead letters one state pass deletes.
 const purgeBatch = 1000
 
-// Bounds of a claim, and of handing one back at shutdown.
+// Bounds of a claim, and of unclaiming one at shutdown.
 const (
 	claimTimeout   = 10 * time.Second
-	releaseTimeout = 2 * time.Second
+	unclaimTimeout = 2 * time.Second
 )
 
 // lane delivers the events to one endpoint. It reads the events topic
@@ -307,7 +307,7 @@ func (l *lane) retryOnce(stop, work context.Context) int {
 			defer func() { <-l.sem }()
 			a := l.d.post(work, l, p.EventID, p.Payload)
 			if work.Err() != nil {
-				l.release(p)
+				l.unclaim(p)
 				return
 			}
 			p.Attempts++
@@ -317,14 +317,14 @@ func (l *lane) retryOnce(stop, work context.Context) int {
 	return len(rows)
 }
 
-// release hands back the claim of p, whose attempt a shutdown cut off, so
+// unclaim gives up the claim of p, whose attempt a shutdown cut off, so
 // that the next dispatcher need not wait out the lease. A failure is only
 // logged: the lease then runs out as after a crash.
-func (l *lane) release(p Pending) {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+func (l *lane) unclaim(p Pending) {
+	ctx, cancel := context.WithTimeout(context.Background(), unclaimTimeout)
 	defer cancel()
-	if err := l.store.Release(ctx, l.ep.ID, p.EventID, l.d.cfg.NowFunc()); err != nil {
-		l.logger.Warn("handing back a cut-off webhook retry failed; it comes due when its claim expires", "err", err)
+	if err := l.store.Unclaim(ctx, l.ep.ID, p.EventID, l.d.cfg.NowFunc()); err != nil {
+		l.logger.Warn("unclaiming a cut-off webhook redelivery failed; it comes due when its claim expires", "err", err)
 	}
 }
 
