@@ -629,7 +629,7 @@ func RunScenario(sc Scenario, strategy string) Result {
 			ok := e.ans.kind == answerAccepted
 			// learn, as the worker: the window, the cool-down, the control.
 			w.window.Observe(now, pl.name, ok)
-			if v.Class == failure.Throttled && v.ProviderFault && v.RetryAfter > 0 {
+			if v.Class == failure.Throttled && v.RelayFault && v.RetryAfter > 0 {
 				if until := now.Add(v.RetryAfter); until.After(pl.cooldown) {
 					pl.cooldown = until
 				}
@@ -644,7 +644,7 @@ func RunScenario(sc Scenario, strategy string) Result {
 				res.PerRelay[e.relay]++
 				res.Latencies = append(res.Latencies, now.Sub(simStart))
 				res.Timeline = append(res.Timeline, now.Sub(simStart))
-			case v.Class == failure.Transient && v.ProviderFault && j.fast < delivery.DefaultFastRetries &&
+			case v.Class == failure.Transient && v.RelayFault && j.fast < delivery.DefaultFastRetries &&
 				now.Sub(j.fastStart) < delivery.DefaultFastRetryBudget:
 				// As delivery's deliver: a blip of the relay gets a fast
 				// retry after a full-jitter wait, in the same sender and
@@ -668,7 +668,7 @@ func RunScenario(sc Scenario, strategy string) Result {
 				d := w.policy.Decide(adaptive.Inputs{
 					Class: v.Class, Attempt: j.attempt, Throttles: j.throttles,
 					RetryAfter: v.RetryAfter, Lag: int64(len(queue) - head),
-					SuccessRate: sr, ProviderCooldownUntil: pl.cooldown, Now: now,
+					SuccessRate: sr, RelayCooldownUntil: pl.cooldown, Now: now,
 				})
 				if !d.Retry {
 					res.Rejected++ // given up on: not delivered
@@ -676,7 +676,7 @@ func RunScenario(sc Scenario, strategy string) Result {
 					break
 				}
 				delay := d.Delay
-				if p.Tiers != nil && v.Class == failure.Throttled && v.ProviderFault && delay < p.Tiers[0] && j.holds < maxThrottleHolds {
+				if p.Tiers != nil && v.Class == failure.Throttled && v.RelayFault && delay < p.Tiers[0] && j.holds < maxThrottleHolds {
 					// As delivery's scheduleRetry: a relay throttle shorter
 					// than the shortest tier is waited out in the worker,
 					// in the job's place, without an attempt charged or a

@@ -66,7 +66,7 @@ type fakeRelaySource struct {
 }
 
 func (s *fakeRelaySource) RelayStates() []delivery.RelayState {
-	return []delivery.RelayState{{Provider: "mx", Priority: 1, InFlight: 2, Limit: 5, Rate: 30, FleetShare: math.Inf(1),
+	return []delivery.RelayState{{Relay: "mx", Priority: 1, InFlight: 2, Limit: 5, Rate: 30, FleetShare: math.Inf(1),
 		Members: 1, RateCuts: 1, LastCut: delivery.Cut{Controller: "rate", Reason: "throttle-text 450 4.7.1", At: time.Unix(100, 0)}}}
 }
 

@@ -49,7 +49,7 @@ type settings struct {
 	RetryBudgets string        `env:"POSTLINE_RETRY_BUDGETS" default:"urgent=100+5/s+20%,normal=30+1/s+10%,bulk=5+0.2/s+5%" usage:"retry budgets per priority (adaptive policy): burst+refill/s+share% token buckets; a retry takes a token, every first attempt earns share% of one, and a retry without one waits for the refill"`
 	MaxAge       string        `env:"POSTLINE_MAX_AGE" default:"urgent=6h,normal=24h,bulk=48h" usage:"age after first publication past which a job is dead, per priority"`
 
-	CircuitThreshold   int           `env:"POSTLINE_CIRCUIT_THRESHOLD" default:"5" usage:"relay faults (refused or lost connections, timeouts, 421 service not available; never throttles) within 10s, fleet-wide, that open a provider's circuit when under 5% of that window's sends succeeded"`
+	CircuitThreshold   int           `env:"POSTLINE_CIRCUIT_THRESHOLD" default:"5" usage:"relay faults (refused or lost connections, timeouts, 421 service not available; never throttles) within 10s, fleet-wide, that open a relay's circuit when under 5% of that window's sends succeeded"`
 	CircuitCooldown    time.Duration `env:"POSTLINE_CIRCUIT_COOLDOWN" default:"30s" usage:"first open period of a circuit; doubles per failed probe (x4 after timeouts)"`
 	CircuitMaxCooldown time.Duration `env:"POSTLINE_CIRCUIT_MAX_COOLDOWN" default:"1h" usage:"cap of a circuit's open period"`
 	CircuitRefresh     time.Duration `env:"POSTLINE_CIRCUIT_REFRESH" default:"1s" usage:"how often the fleet's shared circuit state is re-read"`

@@ -39,12 +39,12 @@ type worker struct {
 	store  *idempotency.Store
 	leases *idempotency.LeaseKeeper
 
-	providers     []delivery.Provider
-	providerNames []string
-	signer        *returnpath.Signer
-	links         *unsubscribe.Links
-	rules         *failure.RuleSet
-	noConfirm     bool
+	relays     []delivery.Relay
+	relayNames []string
+	signer     *returnpath.Signer
+	links      *unsubscribe.Links
+	rules      *failure.RuleSet
+	noConfirm  bool
 
 	cluster       *kafkaclient.Cluster
 	cons          *consumer.Consumer
@@ -135,7 +135,7 @@ func (w *worker) buildRelays() error {
 	return nil
 }
 
-// addRelay builds one relay and adds it to the providers.
+// addRelay builds one relay and adds it to the relays.
 func (w *worker) addRelay(rc sender.Config) error {
 	relay, err := sender.New(rc, w.logger, w.reg)
 	if err != nil {
@@ -145,14 +145,14 @@ func (w *worker) addRelay(rc sender.Config) error {
 		return config.NameSetting(err, map[string]string{"Name": "POSTLINE_SMTP_NAME", "Host": "POSTLINE_SMTP_HOST", "Port": "POSTLINE_SMTP_PORT",
 			"TLS": "POSTLINE_SMTP_TLS", "Username": "POSTLINE_SMTP_USERNAME", "Password": "POSTLINE_SMTP_PASSWORD", "HELO": "POSTLINE_SMTP_HELO"})
 	}
-	w.providers = append(w.providers, delivery.Provider{
+	w.relays = append(w.relays, delivery.Relay{
 		Name:       relay.Name(),
 		Priority:   rc.Priority,
 		NewSession: func() delivery.Session { return relay.NewSession() },
 		MaxConns:   rc.MaxConns,
 		FleetRate:  rc.Rate,
 	})
-	w.providerNames = append(w.providerNames, relay.Name())
+	w.relayNames = append(w.relayNames, relay.Name())
 	return nil
 }
 

@@ -29,9 +29,9 @@ type Inputs struct {
 	Lag int64
 	// SuccessRate is the rolling success rate in [0,1] (Window.Rate).
 	SuccessRate float64
-	// ProviderCooldownUntil is when the provider said it takes mail again;
+	// RelayCooldownUntil is when the provider said it takes mail again;
 	// zero when it did not.
-	ProviderCooldownUntil time.Time
+	RelayCooldownUntil time.Time
 	// Now is the current time.
 	Now time.Time
 }
@@ -227,7 +227,7 @@ func (c AdaptiveConfig) Validate() error {
 //   - permanent: no retry (ReasonPermanent);
 //   - auth: no retry on this provider (ReasonFailover: another provider may
 //     take it);
-//   - throttled: wait until max(Now+RetryAfter, ProviderCooldownUntil), or
+//   - throttled: wait until max(Now+RetryAfter, RelayCooldownUntil), or
 //     ThrottleWait scaled by the success multiplier when neither is known,
 //     plus a random spread below ThrottleSpread; the attempt number plays
 //     no part (ReasonThrottled);
@@ -261,7 +261,7 @@ func (a *Adaptive) Decide(in Inputs) Decision {
 	case failure.Auth:
 		return noRetry(in, ReasonFailover)
 	case failure.Throttled:
-		until := in.ProviderCooldownUntil
+		until := in.RelayCooldownUntil
 		if in.RetryAfter > 0 {
 			until = later(until, in.Now.Add(in.RetryAfter))
 		}

@@ -52,7 +52,7 @@ func TestPipelineChainsJobsOnAConnection(t *testing.T) {
 	p, err := New(Config{Senders: 1, BatchSize: 8, BatchLinger: time.Millisecond, FastRetryBase: time.Millisecond},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 			Store:       store,
-			Providers:   []Provider{{Name: "p1", MaxConns: 1, NewSession: func() Session { return relay.NewSession() }}},
+			Relays:      []Relay{{Name: "p1", MaxConns: 1, NewSession: func() Session { return relay.NewSession() }}},
 			DeadLetters: dlq,
 			Retries:     newFakeRetries(),
 		})
@@ -147,7 +147,7 @@ func TestAdmitNext(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rp := newRelayPool(Provider{Name: "p1"}, 4, tt.control, nowFunc)
+			rp := newRelayPool(Relay{Name: "p1"}, 4, tt.control, nowFunc)
 			rp.inUse, rp.waiting = tt.inUse, tt.waiting
 			if got := rp.admitNext(); got != tt.want {
 				t.Errorf("admitNext = %v, want %v", got, tt.want)
@@ -185,7 +185,7 @@ func TestHardStopDropsAChain(t *testing.T) {
 	p, err := New(Config{Senders: 1, BatchSize: 2, BatchLinger: time.Millisecond},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 			Store:       newFakeStore(),
-			Providers:   []Provider{{Name: "p1", NewSession: func() Session { return fake }}},
+			Relays:      []Relay{{Name: "p1", NewSession: func() Session { return fake }}},
 			DeadLetters: newFakeDLQ(),
 			Retries:     newFakeRetries(),
 		})

@@ -69,15 +69,15 @@ type Config struct {
 	// one that finds its bucket empty waits for the refill on top of its
 	// delay. nil means no budgets.
 	Budgets map[job.Priority]adaptive.Bucket
-	// SendControl adapts each provider's send concurrency and rate to its
+	// SendControl adapts each relay's send concurrency and rate to its
 	// throttling (AIMD on connection refusals, a learned rate on rate
-	// refusals, a share of Provider.FleetRate). Its AIMD.Max is capped at
-	// the provider's connections. nil sends at the pool's full size.
+	// refusals, a share of Relay.FleetRate). Its AIMD.Max is capped at
+	// the relay's connections. nil sends at the pool's full size.
 	SendControl *adaptive.SendControlConfig
 	// RetryLimits bound attempts and age per priority. Defaults to
 	// DefaultRetryLimits.
 	RetryLimits map[job.Priority]RetryLimit
-	// MaxHandBackWait caps how long a job waits in process when no provider
+	// MaxHandBackWait caps how long a job waits in process when no relay
 	// can take it (every circuit open). Defaults to 30s.
 	MaxHandBackWait time.Duration
 	// PauseCheck is how often the pipeline re-checks, besides on circuit

@@ -24,9 +24,9 @@ func TestEventsCarryTheMailsLife(t *testing.T) {
 	h := newOutcomeHarness(t, func(addr string) *sender.Error {
 		switch addr {
 		case "gone@example.com":
-			return &sender.Error{Provider: "p1", Stage: sender.StageRcpt, Code: 550, Enhanced: "5.1.1", Text: "no such user"}
+			return &sender.Error{Relay: "p1", Stage: sender.StageRcpt, Code: 550, Enhanced: "5.1.1", Text: "no such user"}
 		case "full@example.com":
-			return &sender.Error{Provider: "p1", Stage: sender.StageRcpt, Code: 452, Enhanced: "4.2.2", Text: "mailbox full"}
+			return &sender.Error{Relay: "p1", Stage: sender.StageRcpt, Code: 452, Enhanced: "4.2.2", Text: "mailbox full"}
 		}
 		return nil
 	}, nil)
@@ -34,7 +34,7 @@ func TestEventsCarryTheMailsLife(t *testing.T) {
 		ConfirmWindow: time.Hour},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 			Store:        h.store,
-			Providers:    []Provider{{Name: "p1", NewSession: func() Session { return h.session }}},
+			Relays:       []Relay{{Name: "p1", NewSession: func() Session { return h.session }}},
 			DeadLetters:  h.dlq,
 			Retries:      h.retries,
 			Events:       h.events,
@@ -79,7 +79,7 @@ func TestAppendEventsIDs(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	outcome := func(life int64, attempt int) decided {
 		it := &item{job: multiJob("m@x", "ok@example.com", "gone@example.com", "full@example.com"), attempt: attempt, life: life}
-		f := fate{kind: fateRetried, provider: "p1", class: "transient", copy: &retry.Copy{NotBefore: now.Add(time.Minute)}}
+		f := fate{kind: fateRetried, relay: "p1", class: "transient", copy: &retry.Copy{NotBefore: now.Add(time.Minute)}}
 		it.initRecipients()
 		it.rcpts[0].state, it.rcpts[0].fresh = idempotency.RecipientAccepted, true
 		it.rcpts[1].state, it.rcpts[1].fresh = idempotency.RecipientBounced, true

@@ -64,16 +64,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"Time from a job's first publication to the relay accepting it.", prometheus.ExponentialBuckets(0.005, 2, 18)),
 		inFlight: set.Gauge("in_flight", "Records taken from the consumer and not yet finished."),
 		attempts: set.CounterVec("attempts_total",
-			"Send attempts by provider and result: sent or the failure class (transient, throttled, permanent, auth, unknown).", "provider", "result"),
+			"Send attempts by relay and result: sent or the failure class (transient, throttled, permanent, auth, unknown).", "provider", "result"),
 		fastRetries: set.Counter("fast_retries_total", "In-process retries of transient failures before a delay tier."),
 		backoffDelay: set.HistogramVec("backoff_delay_seconds",
 			"Computed wait before the next attempt (the policy's delay, raised by an empty retry budget; before rounding up to a tier), by failure class and the policy's rule.",
 			prometheus.ExponentialBuckets(0.125, 2, 18), "class", "reason"),
 		handBacks: set.Counter("releases_total",
-			"Claimed jobs handed back without charging an attempt because no provider could take them."),
-		paused: set.Gauge("paused", "1 while consumption is paused because every provider's circuit is open."),
+			"Claimed jobs handed back without charging an attempt because no relay could take them."),
+		paused: set.Gauge("paused", "1 while consumption is paused because every relay's circuit is open."),
 		decreases: adaptiveSet.CounterVec("decreases_total",
-			"Cuts of a relay's send control on throttling, by provider and controller: concurrency (too many connections) or rate (too many messages).", "provider", "controller"),
+			"Cuts of a relay's send control on throttling, by relay and controller: concurrency (too many connections) or rate (too many messages).", "provider", "controller"),
 		budgetWaits: adaptiveSet.CounterVec("budget_waits_total",
 			"Retries that found their priority's retry budget empty and wait for its refill.", "priority"),
 		panics: set.CounterVec("panics_total",
@@ -83,7 +83,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		suppressed: set.Counter("suppressed_recipients_total",
 			"Recipients dropped from an envelope at claim because they are on a suppression list."),
 		rcptRefusals: set.CounterVec("recipient_refusals_total",
-			"Recipients a relay refused for good at RCPT while the transaction went on, by provider and bounce type (hard, soft, policy).", "provider", "bounce_type"),
+			"Recipients a relay refused for good at RCPT while the transaction went on, by relay and bounce type (hard, soft, policy).", "provider", "bounce_type"),
 	}
 	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("delivery: register metrics: %w", err)
@@ -109,16 +109,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 // initSeries exports the counters' series that depend on the configuration
 // from the start, like newMetrics does for the others: attempts by result
-// and send-control cuts per provider, retry budget waits per priority.
+// and send-control cuts per relay, retry budget waits per priority.
 func (p *Pipeline) initSeries() {
-	for _, prov := range p.providers {
+	for _, relay := range p.relays {
 		for _, result := range []string{"sent", string(failure.Transient), string(failure.Throttled), string(failure.Permanent),
 			string(failure.Auth), string(failure.Unknown)} {
-			p.metrics.attempts.WithLabelValues(prov.Name, result)
+			p.metrics.attempts.WithLabelValues(relay.Name, result)
 		}
-		if prov.control != nil {
+		if relay.control != nil {
 			for _, controller := range []string{adaptive.ControllerConcurrency, adaptive.ControllerRate} {
-				p.metrics.decreases.WithLabelValues(prov.Name, controller)
+				p.metrics.decreases.WithLabelValues(relay.Name, controller)
 			}
 		}
 	}
@@ -152,24 +152,24 @@ func (p *Pipeline) registerAdaptiveMetrics(reg prometheus.Registerer) error {
 				prometheus.Labels{"priority": string(prio)}, func() float64 { return p.budgets.Tokens(p.cfg.NowFunc(), prio) }))
 		}
 	}
-	for _, prov := range p.providers {
-		labels := prometheus.Labels{"provider": prov.Name}
+	for _, relay := range p.relays {
+		labels := prometheus.Labels{"provider": relay.Name}
 		cs = append(cs, gauge("success_ratio", "Rolling success ratio of send attempts per relay (1 with too few attempts to judge).", labels,
-			func() float64 { r, _ := p.window.Rate(p.cfg.NowFunc(), prov.Name); return r }))
+			func() float64 { r, _ := p.window.Rate(p.cfg.NowFunc(), relay.Name); return r }))
 		cs = append(cs, gauge("concurrency_limit", "Sends allowed in flight to the relay now: the adaptive limit times the pressure factor, or the pool size without send control.", labels,
 			func() float64 {
-				prov.mu.Lock()
-				defer prov.mu.Unlock()
-				return float64(prov.limit())
+				relay.mu.Lock()
+				defer relay.mu.Unlock()
+				return float64(relay.limit())
 			}))
-		if prov.control == nil {
+		if relay.control == nil {
 			continue
 		}
 		cs = append(cs, gauge("send_rate", "Learned send rate to the relay in sends per second; 0 while the relay has not refused a send for its rate (unpaced).", labels,
-			func() float64 { return finite(prov.control.Rate()) }))
-		if prov.FleetRate > 0 {
+			func() float64 { return finite(relay.control.Rate()) }))
+		if relay.FleetRate > 0 {
 			cs = append(cs, gauge("fleet_rate", "This worker's share of the relay's fleet-wide rate in sends per second.", labels,
-				func() float64 { return finite(prov.control.FleetShare()) }))
+				func() float64 { return finite(relay.control.FleetShare()) }))
 		}
 	}
 	for _, c := range cs {

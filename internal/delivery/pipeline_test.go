@@ -192,8 +192,8 @@ type harness struct {
 	pipeline *Pipeline
 	src      *fakeSource
 	store    *fakeStore
-	smtp     *fakeSMTP // the first provider, "p1"
-	backup   *fakeSMTP // the second provider, "p2"
+	smtp     *fakeSMTP // the first relay, "p1"
+	backup   *fakeSMTP // the second relay, "p2"
 	dlq      *fakeDLQ
 	retries  *fakeRetries
 	breakers *fakeBreakers
@@ -204,7 +204,7 @@ func newHarness(t *testing.T, sendErr func(*job.Job, int) error) *harness {
 	return newHarnessWith(t, sendErr, nil, nil)
 }
 
-// newHarnessWith builds a pipeline with two providers (p1 fails with
+// newHarnessWith builds a pipeline with two relays (p1 fails with
 // sendErr, p2 with backupErr) and, when breakers is not nil, circuit
 // breakers.
 func newHarnessWith(t *testing.T, sendErr, backupErr func(*job.Job, int) error, breakers *fakeBreakers) *harness {
@@ -213,7 +213,7 @@ func newHarnessWith(t *testing.T, sendErr, backupErr func(*job.Job, int) error, 
 		dlq: newFakeDLQ(), retries: newFakeRetries(), breakers: breakers}
 	deps := Deps{
 		Store: h.store,
-		Providers: []Provider{
+		Relays: []Relay{
 			{Name: "p1", NewSession: func() Session { return h.smtp }},
 			{Name: "p2", Priority: 1, NewSession: func() Session { return h.backup }},
 		},
@@ -627,7 +627,7 @@ func TestPipelineRoutesFailuresByClass(t *testing.T) {
 			wantSends:   [2]int{1 + DefaultFastRetries, 0},
 		},
 		{
-			name:        "auth fails over to the next provider without charging an attempt",
+			name:        "auth fails over to the next relay without charging an attempt",
 			p1:          always(smtpErr(535, "5.7.8", "authentication failed")),
 			wantStatus:  idempotency.StatusSent,
 			wantAttempt: 1,
@@ -778,7 +778,7 @@ func newFakeRetries() *fakeRetries { return &fakeRetries{writertest.Retries(retr
 func (r *fakeRetries) all() []retry.Copy { return r.All() }
 
 // fakeBreakers either lets everything through or nothing (setOpen), and
-// records the outcomes reported per provider.
+// records the outcomes reported per relay.
 type fakeBreakers struct {
 	mu      sync.Mutex
 	open    bool
@@ -806,10 +806,10 @@ func (b *fakeBreakers) Allow(context.Context, string) (circuit.Decision, error) 
 	return circuit.Decision{Allowed: !b.open}, nil
 }
 
-func (b *fakeBreakers) Report(_ context.Context, provider string, o circuit.Outcome, _ string) error {
+func (b *fakeBreakers) Report(_ context.Context, relay string, o circuit.Outcome, _ string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.got[provider] = append(b.got[provider], o)
+	b.got[relay] = append(b.got[relay], o)
 	return nil
 }
 
@@ -824,10 +824,10 @@ func (b *fakeBreakers) NextProbeAt() (time.Time, bool) {
 }
 func (b *fakeBreakers) Changed() <-chan struct{} { return b.changed }
 
-func (b *fakeBreakers) reports(provider string) []circuit.Outcome {
+func (b *fakeBreakers) reports(relay string) []circuit.Outcome {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return slices.Clone(b.got[provider])
+	return slices.Clone(b.got[relay])
 }
 
 // A relay's MaxConns caps its concurrent sessions even with more senders.
@@ -836,7 +836,7 @@ func TestPipelineCapsConnectionsPerRelay(t *testing.T) {
 	p, err := New(Config{Senders: 6, BatchSize: 8, BatchLinger: time.Millisecond}, slog.New(slog.NewTextHandler(io.Discard, nil)),
 		prometheus.NewRegistry(), Deps{
 			Store:       newFakeStore(),
-			Providers:   []Provider{{Name: "p1", MaxConns: 2, NewSession: func() Session { return slow.newSession() }}},
+			Relays:      []Relay{{Name: "p1", MaxConns: 2, NewSession: func() Session { return slow.newSession() }}},
 			DeadLetters: newFakeDLQ(),
 			Retries:     newFakeRetries(),
 		})

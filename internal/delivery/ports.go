@@ -23,7 +23,7 @@ import (
 // them; Deps hands it the implementations, which the assertions at the end
 // tie to this module's own.
 
-// Intake (pipeline.go: Run, intake, pauseWhileNoProvider) reads records
+// Intake (pipeline.go: Run, intake, pauseWhileNoRelay) reads records
 // from a Source and pauses it while every circuit is open.
 
 // Source hands out consumed records and takes them back when finished. The
@@ -117,13 +117,13 @@ type Composed struct {
 // the template store did not answer.
 var ErrComposeUnavailable = errors.New("delivery: the template store is unavailable")
 
-// Breakers are the providers' circuit breakers, shared by the fleet. Safe
+// Breakers are the relays' circuit breakers, shared by the fleet. Safe
 // for concurrent use. Allow answers from a local cache except when it claims
 // a half-open probe.
 type Breakers interface {
-	Allow(ctx context.Context, provider string) (circuit.Decision, error)
-	Report(ctx context.Context, provider string, o circuit.Outcome, class string) error
-	// AnyAllowed reports whether some provider can take mail now.
+	Allow(ctx context.Context, relay string) (circuit.Decision, error)
+	Report(ctx context.Context, relay string, o circuit.Outcome, class string) error
+	// AnyAllowed reports whether some relay can take mail now.
 	AnyAllowed() bool
 	// NextProbeAt is the earliest time an open circuit may half-open.
 	NextProbeAt() (time.Time, bool)

@@ -112,7 +112,7 @@ func newOutcomeHarness(t *testing.T, refuse func(string) *sender.Error, listed m
 		ConfirmWindow: time.Hour},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 			Store:        h.store,
-			Providers:    []Provider{{Name: "p1", NewSession: func() Session { return h.session }}},
+			Relays:       []Relay{{Name: "p1", NewSession: func() Session { return h.session }}},
 			DeadLetters:  h.dlq,
 			Retries:      h.retries,
 			Events:       h.events,
@@ -140,7 +140,7 @@ func multiJob(id string, to ...string) job.Job {
 func TestRecipientsTakeTheirOwnPaths(t *testing.T) {
 	h := newOutcomeHarness(t, func(addr string) *sender.Error {
 		if addr == "gone@example.com" {
-			return &sender.Error{Provider: "p1", Stage: sender.StageRcpt, Code: 550, Enhanced: "5.1.1", Text: "no such user"}
+			return &sender.Error{Relay: "p1", Stage: sender.StageRcpt, Code: 550, Enhanced: "5.1.1", Text: "no such user"}
 		}
 		return nil
 	}, map[SuppressionKey]string{{Tenant: "acme", Stream: "transactional", Address: "listed@example.com"}: "complaint"})
@@ -212,7 +212,7 @@ func TestEverySuppressedJobEndsSuppressed(t *testing.T) {
 func TestDeferredRecipientIsRetriedAlone(t *testing.T) {
 	h := newOutcomeHarness(t, func(addr string) *sender.Error {
 		if addr == "full@example.com" {
-			return &sender.Error{Provider: "p1", Stage: sender.StageRcpt, Code: 452, Enhanced: "4.2.2", Text: "mailbox full"}
+			return &sender.Error{Relay: "p1", Stage: sender.StageRcpt, Code: 452, Enhanced: "4.2.2", Text: "mailbox full"}
 		}
 		return nil
 	}, nil)
@@ -313,7 +313,7 @@ func newComposeHarness(t *testing.T, c Composer) *outcomeHarness {
 		MaxHandBackWait: 20 * time.Millisecond},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 			Store:       h.store,
-			Providers:   []Provider{{Name: "p1", NewSession: func() Session { return h.session }}},
+			Relays:      []Relay{{Name: "p1", NewSession: func() Session { return h.session }}},
 			DeadLetters: h.dlq, Retries: h.retries, Events: h.events, Composer: c,
 		})
 	if err != nil {

@@ -210,10 +210,10 @@ func (p *Pipeline) outcome(d decided, now time.Time) idempotency.Outcome {
 		Version:    it.version,
 		Status:     f.status(),
 		Attempt:    attempt,
-		Provider:   f.provider,
+		Provider:   f.relay,
 		ErrorClass: f.class,
 		Error:      f.errText,
-		Recipients: it.recipientOutcomes(f.provider),
+		Recipients: it.recipientOutcomes(f.relay),
 		Stream:     stream(&it.job),
 		Metadata:   it.job.Metadata,
 	}

@@ -22,7 +22,7 @@ import (
 // parent is the W3C trace context in the record's headers: the publisher's
 // span for a first attempt, the retry scheduler's "reinject" span for a
 // retry. It lasts from intake until the record is marked done, across the
-// re-checks of a busy Message-ID and the hand-backs while no provider is
+// re-checks of a busy Message-ID and the hand-backs while no relay is
 // open, and ends with the record's outcome. Its children are:
 //
 //   - "claim", one per claim of the record. A claim is one store round trip
@@ -30,7 +30,7 @@ import (
 //     round trip, with the batch size as an attribute, so one record's
 //     trace reads top to bottom without links.
 //   - "send" (kind client), one per SMTP transaction: a fast retry or a
-//     failover to the next provider is another send span.
+//     failover to the next relay is another send span.
 //   - "record", over the batch's dead-letter, retry-copy and store writes,
 //     again one span per record with the batch size.
 //
@@ -40,7 +40,7 @@ import (
 // producer -> reinject -> deliver (attempt 2); a third attempt's reinject
 // is a child of the second's.
 //
-// Spans carry the provider, the attempt, the result or failure class and
+// Spans carry the relay, the attempt, the result or failure class and
 // the SMTP reply code; never recipients, bodies or error texts, which may
 // quote addresses. A record abandoned by a hard stop leaves its span
 // unended (it is not exported); its redelivery starts a new one.
@@ -50,7 +50,7 @@ const tracerName = "github.com/postline/postline/internal/delivery"
 // semantic conventions.
 const (
 	attrAttempt      = attribute.Key("postline.attempt")
-	attrProvider     = attribute.Key("postline.provider")
+	attrRelay        = attribute.Key("postline.provider")
 	attrResult       = attribute.Key("postline.result")
 	attrSMTPCode     = attribute.Key("postline.smtp.code")
 	attrSMTPEnhanced = attribute.Key("postline.smtp.enhanced")
@@ -71,7 +71,7 @@ func (p *Pipeline) tracing() bool {
 }
 
 // startDeliver starts it's deliver span as a child of the trace context in
-// its record's headers. Without tracing (a no-op provider) the span is the
+// its record's headers. Without tracing (a no-op tracer provider) the span is the
 // parent's context only, so the options, which a no-op tracer drops, are
 // not built: they were a good part of a mail's allocations.
 func (p *Pipeline) startDeliver(it *item) {
@@ -141,7 +141,7 @@ func (p *Pipeline) traceRoundTrip(ctx context.Context, name string, items []*ite
 }
 
 // startSend starts the span of one SMTP transaction of it.
-func (p *Pipeline) startSend(ctx context.Context, it *item, provider string) (context.Context, trace.Span) {
+func (p *Pipeline) startSend(ctx context.Context, it *item, relay string) (context.Context, trace.Span) {
 	if !p.tracing() {
 		// Nothing reads the span from the send's context: without
 		// tracing it need not carry one.
@@ -149,7 +149,7 @@ func (p *Pipeline) startSend(ctx context.Context, it *item, provider string) (co
 	}
 	return p.tracer.Start(childContext(ctx, it), "send",
 		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrProvider.String(provider), attrAttempt.Int(it.attempt)))
+		trace.WithAttributes(attrRelay.String(relay), attrAttempt.Int(it.attempt)))
 }
 
 // endSend ends a send span with the transaction's result: "sent", or the

@@ -94,7 +94,7 @@ func TestTraceFollowsAJobThroughKafkaAndARetry(t *testing.T) {
 	}
 	pipeline, err := delivery.New(delivery.Config{Senders: 1, FastRetries: -1, Tiers: tiers}, logger, reg, delivery.Deps{
 		Store:          store,
-		Providers:      []delivery.Provider{{Name: relay.Name(), NewSession: func() delivery.Session { return relay.NewSession() }}},
+		Relays:         []delivery.Relay{{Name: relay.Name(), NewSession: func() delivery.Session { return relay.NewSession() }}},
 		DeadLetters:    dlq,
 		Retries:        retries,
 		TracerProvider: tp,

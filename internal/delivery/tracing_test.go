@@ -115,7 +115,7 @@ func TestPipelineTracesEachRecord(t *testing.T) {
 			record:       mustJSON(t, testJob("a@x", "hi")),
 			wantOutcome:  "sent",
 			wantChildren: []string{"claim", "record", "send"},
-			wantSend:     map[attribute.Key]string{attrProvider: "p1", attrAttempt: "1", attrResult: "sent"},
+			wantSend:     map[attribute.Key]string{attrRelay: "p1", attrAttempt: "1", attrResult: "sent"},
 		},
 		{
 			name:         "permanent failure",
@@ -125,7 +125,7 @@ func TestPipelineTracesEachRecord(t *testing.T) {
 			wantReason:   "smtp_permanent",
 			wantStatus:   codes.Error,
 			wantChildren: []string{"claim", "record", "send"},
-			wantSend: map[attribute.Key]string{attrProvider: "p1", attrAttempt: "1", attrResult: "permanent",
+			wantSend: map[attribute.Key]string{attrRelay: "p1", attrAttempt: "1", attrResult: "permanent",
 				attrSMTPCode: "550", attrSMTPEnhanced: "5.1.1"},
 		},
 		{
@@ -134,7 +134,7 @@ func TestPipelineTracesEachRecord(t *testing.T) {
 			sendErr:      func(*job.Job, int) error { return smtpErr(450, "4.7.1", "rate limit exceeded") },
 			wantOutcome:  "retried",
 			wantChildren: []string{"claim", "record", "send"},
-			wantSend: map[attribute.Key]string{attrProvider: "p1", attrAttempt: "1", attrResult: "throttled",
+			wantSend: map[attribute.Key]string{attrRelay: "p1", attrAttempt: "1", attrResult: "throttled",
 				attrSMTPCode: "450", attrSMTPEnhanced: "4.7.1"},
 			wantCopies: 1,
 		},
@@ -251,7 +251,7 @@ func TestTraceAttr(t *testing.T) {
 	}
 }
 
-// tracedHarness is a pipeline with one provider failing with sendErr, no
+// tracedHarness is a pipeline with one relay failing with sendErr, no
 // fast retries, and spans going to tp.
 func tracedHarness(t *testing.T, sendErr func(*job.Job, int) error, tp trace.TracerProvider) *harness {
 	t.Helper()
@@ -259,7 +259,7 @@ func tracedHarness(t *testing.T, sendErr func(*job.Job, int) error, tp trace.Tra
 	p, err := New(Config{Senders: 1, BatchSize: 4, BatchLinger: time.Millisecond, FastRetries: -1},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 			Store:          h.store,
-			Providers:      []Provider{{Name: "p1", NewSession: func() Session { return h.smtp }}},
+			Relays:         []Relay{{Name: "p1", NewSession: func() Session { return h.smtp }}},
 			DeadLetters:    h.dlq,
 			Retries:        h.retries,
 			TracerProvider: tp,

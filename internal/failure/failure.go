@@ -31,13 +31,13 @@ const (
 
 // Verdict is the classification of one failure.
 type Verdict struct {
-	Class         Class
-	RetryAfter    time.Duration // hint parsed from the reply text ("try again in 92 seconds"); 0 = none
-	Timeout       bool          // a network timeout (circuit breakers escalate faster)
-	ProviderFault bool          // the relay, not this message, is the problem: counts toward the breaker, except a Throttled one (the send control's)
-	Code          int           // SMTP reply code, 0 for network errors
-	Enhanced      string        // RFC 3463 code, "" if none
-	Rule          string        // name of the table row that matched (for logs and tests)
+	Class      Class
+	RetryAfter time.Duration // hint parsed from the reply text ("try again in 92 seconds"); 0 = none
+	Timeout    bool          // a network timeout (circuit breakers escalate faster)
+	RelayFault bool          // the relay, not this message, is the problem: counts toward the breaker, except a Throttled one (the send control's)
+	Code       int           // SMTP reply code, 0 for network errors
+	Enhanced   string        // RFC 3463 code, "" if none
+	Rule       string        // name of the table row that matched (for logs and tests)
 	// Limit says which of the relay's limits a throttled failure hit, so
 	// the sender slows down the right way: fewer connections, or fewer
 	// sends per second. Empty for every other failure, and for a throttle
@@ -164,7 +164,7 @@ func (s *RuleSet) Classify(err error) Verdict {
 	if code, enhanced, text := reply(err); code != 0 {
 		v := s.ClassifyReply(code, enhanced, text)
 		if stage == stageHello || stage == stageTLS || stage == stageAuth {
-			v.ProviderFault = true
+			v.RelayFault = true
 			if v.Class == Permanent {
 				v.Class, v.Rule = Auth, RuleRelayRefused
 			}
@@ -177,7 +177,7 @@ func (s *RuleSet) Classify(err error) Verdict {
 		return v
 	}
 	provider := func(rule string) Verdict {
-		return Verdict{Class: Transient, ProviderFault: true, Rule: rule}
+		return Verdict{Class: Transient, RelayFault: true, Rule: rule}
 	}
 	se, isSendErr := errors.AsType[*mail.SendError](err)
 	switch {
@@ -190,7 +190,7 @@ func (s *RuleSet) Classify(err error) Verdict {
 	case ambiguousDataEnd(err, se):
 		// Before timeouts and lost connections, which are Transient and
 		// would be retried at once: this message may have gone out.
-		return Verdict{Class: Unknown, ProviderFault: true, Timeout: isTimeout(err), Rule: RuleAmbiguousDataEnd}
+		return Verdict{Class: Unknown, RelayFault: true, Timeout: isTimeout(err), Rule: RuleAmbiguousDataEnd}
 	case isTimeout(err):
 		v := provider(RuleTimeout)
 		v.Timeout = true
@@ -210,7 +210,7 @@ func (s *RuleSet) Classify(err error) Verdict {
 	case isConnectionLost(err):
 		return provider(RuleConnectionLost)
 	case stage == stageAuth || isAuthError(err):
-		return Verdict{Class: Auth, ProviderFault: true, Rule: RuleAuthFailed}
+		return Verdict{Class: Auth, RelayFault: true, Rule: RuleAuthFailed}
 	case isSendErr:
 		// A SendError without a code hides its cause's type: a
 		// transaction cut short by the network (go-mail returns a timeout

@@ -36,7 +36,7 @@ const (
 
 // Config describes one SMTP relay.
 type Config struct {
-	// Name is the provider name used in metrics and logs; keep it short
+	// Name is the relay name used in metrics and logs; keep it short
 	// and stable (it is a label value). Defaults to "primary".
 	Name string
 	// Host is the relay's host name or IP address, without a port. Required.

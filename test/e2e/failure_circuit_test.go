@@ -103,13 +103,13 @@ func TestFailureCircuitSharedByTwoWorkers(t *testing.T) {
 	}
 }
 
-// TestFailureAllProvidersDownPauses starts a worker whose two relays answer
+// TestFailureAllRelaysDownPauses starts a worker whose two relays answer
 // 421 to every MAIL. Once both circuits open the worker pauses
 // (postline_delivery_paused 1); the consumer lag of the jobs topic grows
 // with every job published while the delay topics stay nearly empty (only
 // the failures before the circuits opened). When the relays recover, every
 // job is delivered exactly once.
-func TestFailureAllProvidersDownPauses(t *testing.T) {
+func TestFailureAllRelaysDownPauses(t *testing.T) {
 	t.Parallel()
 	s := newFailureStack(t, fastTiers)
 	down := func(smtptest.Command) *smtptest.Reply {
