@@ -400,9 +400,9 @@ func seedSent(t *testing.T, store *idempotency.Store, n int) []sentMail {
 		if err != nil || len(cs) != 1 {
 			t.Fatalf("Claim(%s) = %+v, %v", m.id, cs, err)
 		}
-		if _, err := store.Record(t.Context(), []idempotency.Outcome{{MessageID: m.id, Version: cs[0].Version,
+		if _, err := store.Record(t.Context(), []idempotency.Fate{{MessageID: m.id, Version: cs[0].Version,
 			Status: idempotency.StatusSent, Attempt: 1, Provider: "primary", Stream: "transactional",
-			ConfirmBy: time.Now().Add(time.Hour), Recipients: []idempotency.RecipientOutcome{{Index: 0, Address: m.rcpt,
+			ConfirmBy: time.Now().Add(time.Hour), Recipients: []idempotency.RecipientFate{{Index: 0, Address: m.rcpt,
 				State: idempotency.RecipientAccepted, Attempt: 1, Provider: "primary", Source: "smtp"}}}}); err != nil {
 			t.Fatalf("Record(%s): %v", m.id, err)
 		}

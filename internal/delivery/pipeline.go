@@ -108,7 +108,7 @@ type Pipeline struct {
 
 	// The per-batch slices of the claim and record round trips.
 	claimReqs slicePool[idempotency.ClaimRequest]
-	outcomes  slicePool[idempotency.Outcome]
+	outcomes  slicePool[idempotency.Fate]
 	eventBufs slicePool[event.Event]
 }
 

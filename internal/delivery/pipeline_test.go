@@ -331,7 +331,7 @@ type fakeRow struct {
 	hash     []byte
 	version  int64
 	attempt  int
-	outcomes []idempotency.Outcome // recorded, in order
+	outcomes []idempotency.Fate // recorded, in order
 }
 
 // fakeStore is the claim store's in-memory stand-in (idempotencytest.Memory,
@@ -385,7 +385,7 @@ func (s *fakeStore) Claim(ctx context.Context, reqs []idempotency.ClaimRequest) 
 	return out, nil
 }
 
-func (s *fakeStore) Record(ctx context.Context, outs []idempotency.Outcome) ([]string, error) {
+func (s *fakeStore) Record(ctx context.Context, outs []idempotency.Fate) ([]string, error) {
 	s.mu.Lock()
 	s.records++
 	if s.recordFails > 0 {
@@ -425,7 +425,7 @@ func (s *fakeStore) seedLives(lives map[string]int64, records ...[]byte) {
 
 func (s *fakeStore) row(id string) fakeRow {
 	r, _ := s.Row(id)
-	return fakeRow{status: r.Status, hash: r.PayloadHash, version: r.Version, attempt: r.Attempt, outcomes: r.Outcomes}
+	return fakeRow{status: r.Status, hash: r.PayloadHash, version: r.Version, attempt: r.Attempt, outcomes: r.Fates}
 }
 
 func (s *fakeStore) status(id string) idempotency.Status { return s.row(id).status }

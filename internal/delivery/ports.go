@@ -50,7 +50,7 @@ type Pauser interface {
 // batch; results are in input order. Safe for concurrent use.
 type Store interface {
 	Claim(ctx context.Context, reqs []idempotency.ClaimRequest) ([]idempotency.Claim, error)
-	Record(ctx context.Context, outs []idempotency.Outcome) (lost []string, err error)
+	Record(ctx context.Context, outs []idempotency.Fate) (lost []string, err error)
 	RecordRejected(ctx context.Context, rejs []idempotency.Rejection) error
 	NoteConflicts(ctx context.Context, ids []string) error
 }

@@ -210,13 +210,13 @@ func (p *Pipeline) applyResult(it *item, sent []*rcpt, res sender.Result, relay 
 
 // recipientOutcomes are the recipient rows the outcome writes; relay is
 // the relay of the attempt's last send.
-func (it *item) recipientOutcomes(relay string) []idempotency.RecipientOutcome {
-	var out []idempotency.RecipientOutcome
+func (it *item) recipientOutcomes(relay string) []idempotency.RecipientFate {
+	var out []idempotency.RecipientFate
 	for _, r := range it.rcpts {
 		if !r.fresh && r.state != idempotency.RecipientPending {
 			continue
 		}
-		o := idempotency.RecipientOutcome{Index: r.index, Address: r.address, State: r.state,
+		o := idempotency.RecipientFate{Index: r.index, Address: r.address, State: r.state,
 			Attempt: it.attempt, Provider: relay, Source: bounceSourceSMTP}
 		switch {
 		case r.refusal != nil:

@@ -125,7 +125,7 @@ type writes struct {
 	conflicts  []string
 	// recorded are the items whose fate is written to their rows, outs.
 	recorded []decided
-	outs     []idempotency.Outcome
+	outs     []idempotency.Fate
 }
 
 // write makes w's writes, one round trip per kind, in an order that lets a
@@ -199,13 +199,13 @@ func (p *Pipeline) write(ctx context.Context, w *writes) error {
 }
 
 // outcome is the row write of a recorded item's fate.
-func (p *Pipeline) outcome(d decided, now time.Time) idempotency.Outcome {
+func (p *Pipeline) outcome(d decided, now time.Time) idempotency.Fate {
 	it, f := d.it, d.fate
 	attempt := it.attempt // unchanged for a hold or a hand-back
 	if f.kind == fateRetried {
 		attempt = f.copy.Attempt
 	}
-	o := idempotency.Outcome{
+	o := idempotency.Fate{
 		MessageID:  it.job.MessageID,
 		Version:    it.version,
 		Status:     f.status(),

@@ -46,7 +46,7 @@ func parseTraceHeaders(b []byte) (map[string]string, error) {
 }
 
 // Stuck is a row left in sending by an owner whose lease expired: the
-// owner crashed (or stalled) between claiming and recording an outcome.
+// owner crashed (or stalled) between claiming and recording a fate.
 type Stuck struct {
 	// MessageID is the row's key.
 	MessageID string
@@ -275,7 +275,7 @@ type Reset struct {
 	// record's claim must present it.
 	PayloadHash []byte
 	// Payload is the replayed record value, stored for the reaper (as the
-	// row's record copy, which its terminal outcome deletes); nil keeps the
+	// row's record copy, which its terminal fate deletes); nil keeps the
 	// stored copy, if any.
 	Payload []byte
 }
@@ -334,7 +334,7 @@ WHERE NOT EXISTS (SELECT 1 FROM postline_messages m WHERE m.message_id = u.messa
 // A row in failed or dead becomes pending with attempt 1, the given hash and
 // payload, a cleared lease, first_seen and replayed_at set to now and its
 // version bumped; error_class and last_error are kept, so the row still says
-// what it was replayed from until the next outcome overwrites them. Its
+// what it was replayed from until the next fate overwrites them. Its
 // recipient rows and confirmation are cleared: the replay sends to every
 // recipient again. It gets a new life (Claim.Life), so the replay's events
 // are not taken for copies of the first life's. An ID

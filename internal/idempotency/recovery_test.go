@@ -31,7 +31,7 @@ func TestClaimStoresRecord(t *testing.T) {
 	}
 
 	// A re-claim keeps what the insert stored.
-	record(t, s, idempotency.Outcome{MessageID: r.MessageID, Version: c.Version, Status: idempotency.StatusRetrying, Attempt: 2})
+	record(t, s, idempotency.Fate{MessageID: r.MessageID, Version: c.Version, Status: idempotency.StatusRetrying, Attempt: 2})
 	r2 := req(r.MessageID, "body", 2)
 	r2.Payload, r2.FirstSeen = []byte(`{"other":1}`), seen.Add(time.Hour)
 	wantResult(t, claimOne(t, s, r2), idempotency.Claimed)
@@ -105,7 +105,7 @@ func TestStuck(t *testing.T) {
 	// Neither a live lease, nor a terminal row, nor a row without payload is stuck.
 	wantResult(t, claimOne(t, live, withRecord("<live@x>", 1)), idempotency.Claimed)
 	sent := claimOne(t, crashed, withRecord("<sent@x>", 1))
-	record(t, crashed, idempotency.Outcome{MessageID: "<sent@x>", Version: sent.Version, Status: idempotency.StatusSent})
+	record(t, crashed, idempotency.Fate{MessageID: "<sent@x>", Version: sent.Version, Status: idempotency.StatusSent})
 	wantResult(t, claimOne(t, crashed, req("<nopayload@x>", "body", 1)), idempotency.Claimed)
 
 	got := stuckIDs(t, crashed, 0, 10, "<old@x>", "<newer@x>")
@@ -191,7 +191,7 @@ func TestResetForReplay(t *testing.T) {
 			if st == idempotency.StatusRetrying {
 				attempt = 2
 			}
-			record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: st, Attempt: attempt,
+			record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: st, Attempt: attempt,
 				ErrorClass: "permanent", Error: "550 5.1.1 no such user"})
 		}
 	}

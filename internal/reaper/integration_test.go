@@ -65,7 +65,7 @@ func newFixture(t *testing.T) fixture {
 	if err != nil || cs[0].Result != idempotency.Claimed {
 		t.Fatalf("claim = %+v, %v", cs, err)
 	}
-	if lost, err := crashed.Record(t.Context(), []idempotency.Outcome{{MessageID: f.id, Version: cs[0].Version,
+	if lost, err := crashed.Record(t.Context(), []idempotency.Fate{{MessageID: f.id, Version: cs[0].Version,
 		Status: idempotency.StatusRetrying, Attempt: 2}}); err != nil || len(lost) != 0 {
 		t.Fatalf("record retrying = %v, %v", lost, err)
 	}
