@@ -27,7 +27,7 @@ import (
 // (421: retried on a new connection, the job chained behind it with it),
 // fails one for a moment (451 4.3.0: a fast retry, which gives up the chain
 // rather than wait for the connection it holds), refuses a recipient, and
-// one job has expired. Every job ends in its one outcome and the server
+// one job has expired. Every job ends in its one fate and the server
 // takes every message it accepted exactly once.
 func TestPipelineChainsJobsOnAConnection(t *testing.T) {
 	srv := smtptest.NewServer(t, smtptest.WithScript(func(c smtptest.Command) *smtptest.Reply {

@@ -36,7 +36,7 @@ type fate struct {
 	// last error.
 	class, reason, errText string
 	// decidedAt is when the sender settled the attempt: the time of its
-	// events, which may be recorded seconds later when the outcome writes
+	// events, which may be recorded seconds later when the fate rows
 	// queue behind a slow batch. Zero for fates decided at intake or claim.
 	decidedAt time.Time
 	// copy is the retry copy of a record retried through a delay tier.

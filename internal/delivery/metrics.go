@@ -29,7 +29,7 @@ const (
 )
 
 type metrics struct {
-	outcomes         *prometheus.CounterVec
+	records          *prometheus.CounterVec
 	reentries        *prometheus.CounterVec
 	dependencyErrors *prometheus.CounterVec
 	sendSeconds      *prometheus.HistogramVec
@@ -52,7 +52,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	set := metricreg.NewExclusiveSet(reg, "delivery")
 	adaptiveSet := set.In("adaptive")
 	m := &metrics{
-		outcomes: set.CounterVec("records_total",
+		records: set.CounterVec("records_total",
 			"Records finished by the pipeline, by outcome: sent, failed, dead, retried (to a delay tier), duplicate, stale, conflict, rejected.", "outcome"),
 		reentries: set.CounterVec("reentries_total",
 			"Records parked and fed back into the pipeline, by cause: busy (leased elsewhere), release (handed back: no relay available), throttled (a short throttle waited out in the worker instead of a delay tier).", "cause"),
@@ -91,8 +91,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	// Export every known series from the start, so rates, dashboards and
 	// alerts see zeros instead of nothing before the first event. The
 	// values are the ones pipeline.go and send.go pass.
-	for _, outcome := range []string{"sent", "failed", "dead", "retried", "duplicate", "stale", "conflict", "rejected"} {
-		m.outcomes.WithLabelValues(outcome)
+	for _, label := range []string{"sent", "failed", "dead", "retried", "duplicate", "stale", "conflict", "rejected"} {
+		m.records.WithLabelValues(label)
 	}
 	for _, stage := range []string{"decoding", "sending"} {
 		m.panics.WithLabelValues(stage)

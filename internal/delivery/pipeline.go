@@ -108,7 +108,7 @@ type Pipeline struct {
 
 	// The per-batch slices of the claim and record round trips.
 	claimReqs slicePool[idempotency.ClaimRequest]
-	outcomes  slicePool[idempotency.Fate]
+	fateRows  slicePool[idempotency.Fate]
 	eventBufs slicePool[event.Event]
 }
 
@@ -131,7 +131,7 @@ type Deps struct {
 	// Pressure scales the send concurrency down under Go runtime pressure
 	// when Config.SendControl is set; nil means none.
 	Pressure *adaptive.PressureGuard
-	// Events receives the events of every recorded outcome; nil publishes
+	// Events receives the events of every recorded fate; nil publishes
 	// none.
 	Events Events
 	// Recipients reads what earlier attempts recorded for the recipients
@@ -553,7 +553,7 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 
 // retry calls fn until it succeeds or ctx ends, backing off exponentially.
 // Store and dead-letter calls are not given up on while they may heal: a
-// record is only done once its outcome is durable. An error that retrying
+// record is only done once its fate is durable. An error that retrying
 // cannot mend (refused credentials, a missing topic or table: see
 // dependencyRetryable) is returned, so that the stage fails and the worker
 // stops instead of retrying forever.

@@ -36,7 +36,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestPipelineRoutesEveryRecordToOneOutcome(t *testing.T) {
+func TestPipelineRoutesEveryRecordToOneFate(t *testing.T) {
 	valid := func(id string) []byte { return mustJSON(t, testJob(id, "hello")) }
 	tests := []struct {
 		name        string
@@ -134,7 +134,7 @@ func TestPipelineRoutesEveryRecordToOneOutcome(t *testing.T) {
 	}
 }
 
-func TestPipelineMarksDoneOnlyAfterTheOutcomeIsRecorded(t *testing.T) {
+func TestPipelineMarksDoneOnlyAfterTheFateIsRecorded(t *testing.T) {
 	h := newHarness(t, nil)
 	h.store.failRecords(3) // Postgres "down" for the first three Record calls
 	h.run(t, [][]byte{mustJSON(t, testJob("a@x", "hi"))})
@@ -143,7 +143,7 @@ func TestPipelineMarksDoneOnlyAfterTheOutcomeIsRecorded(t *testing.T) {
 		t.Fatalf("Record calls = %d, want 4 (3 failures, then success)", got)
 	}
 	if h.src.doneBeforeRecorded() {
-		t.Fatal("a record was marked done before its outcome was recorded")
+		t.Fatal("a record was marked done before its fate was recorded")
 	}
 	if got := h.smtp.sendCount(); got != 1 {
 		t.Fatalf("SMTP sends = %d, want 1: a failed Record must not resend", got)
@@ -327,11 +327,11 @@ func (s *fakeSource) doneBeforeRecorded() bool {
 
 // fakeRow is the part of a claim row the tests read.
 type fakeRow struct {
-	status   idempotency.Status
-	hash     []byte
-	version  int64
-	attempt  int
-	outcomes []idempotency.Fate // recorded, in order
+	status  idempotency.Status
+	hash    []byte
+	version int64
+	attempt int
+	fates   []idempotency.Fate // recorded, in order
 }
 
 // fakeStore is the claim store's in-memory stand-in (idempotencytest.Memory,
@@ -425,7 +425,7 @@ func (s *fakeStore) seedLives(lives map[string]int64, records ...[]byte) {
 
 func (s *fakeStore) row(id string) fakeRow {
 	r, _ := s.Row(id)
-	return fakeRow{status: r.Status, hash: r.PayloadHash, version: r.Version, attempt: r.Attempt, outcomes: r.Fates}
+	return fakeRow{status: r.Status, hash: r.PayloadHash, version: r.Version, attempt: r.Attempt, fates: r.Fates}
 }
 
 func (s *fakeStore) status(id string) idempotency.Status { return s.row(id).status }
@@ -581,7 +581,7 @@ func TestMetricsLint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.outcomes.WithLabelValues("sent").Inc()
+	m.records.WithLabelValues("sent").Inc()
 	m.reentries.WithLabelValues("busy").Inc()
 	m.dependencyErrors.WithLabelValues("claim").Inc()
 	m.sendSeconds.WithLabelValues("sent").Observe(0.01)
@@ -605,7 +605,7 @@ func TestPipelineRoutesFailuresByClass(t *testing.T) {
 		headers     []kafka.Header
 		p1, p2      func(*job.Job, int) error
 		wantStatus  idempotency.Status
-		wantAttempt int // the row's attempt after the outcome
+		wantAttempt int // the row's attempt after the fate
 		wantTier    time.Duration
 		wantReason  string
 		wantSends   [2]int // sends on p1, p2
@@ -778,7 +778,7 @@ func newFakeRetries() *fakeRetries { return &fakeRetries{writertest.Retries(retr
 func (r *fakeRetries) all() []retry.Copy { return r.All() }
 
 // fakeBreakers either lets everything through or nothing (setOpen), and
-// records the outcomes reported per relay.
+// records the results reported per relay.
 type fakeBreakers struct {
 	mu      sync.Mutex
 	open    bool

@@ -28,7 +28,7 @@ import (
 
 // Source hands out consumed records and takes them back when finished. The
 // source owns offset commits: the pipeline calls MarkDone exactly once per
-// record whose outcome is durably recorded, from any goroutine, in any order.
+// record whose fate is durably recorded, from any goroutine, in any order.
 // Messages must be closed by the source when it stops.
 type Source interface {
 	Messages() <-chan consumer.Message
@@ -56,7 +56,7 @@ type Store interface {
 }
 
 // Leases keeps the leases of claimed jobs alive from the claim until their
-// outcome is recorded, however long they wait for a relay slot and send
+// fate is recorded, however long they wait for a relay slot and send
 // (idempotency.LeaseKeeper). Safe for concurrent use.
 type Leases interface {
 	Hold(messageID string, version int64)
@@ -186,7 +186,7 @@ type Retries interface {
 	Publish(ctx context.Context, copies ...retry.Copy) error
 }
 
-// Events publishes the events of recorded outcomes; it returns once they
+// Events publishes the events of recorded fates; it returns once they
 // are durable. Safe for concurrent use.
 type Events interface {
 	Publish(ctx context.Context, events ...event.Event) error

@@ -18,7 +18,7 @@ type rcpt struct {
 	address string
 	state   idempotency.RecipientState
 	// fresh says this attempt (or the claim before it) decided state:
-	// it is recorded, and its event published, with the outcome.
+	// it is recorded, and its event published, with the fate.
 	fresh bool
 	// Set for a refusal at RCPT and for suppression.
 	refusal    *sender.Error
@@ -208,9 +208,9 @@ func (p *Pipeline) applyResult(it *item, sent []*rcpt, res sender.Result, relay 
 	return deferred
 }
 
-// recipientOutcomes are the recipient rows the outcome writes; relay is
+// recipientFates are the recipient rows the fate row writes; relay is
 // the relay of the attempt's last send.
-func (it *item) recipientOutcomes(relay string) []idempotency.RecipientFate {
+func (it *item) recipientFates(relay string) []idempotency.RecipientFate {
 	var out []idempotency.RecipientFate
 	for _, r := range it.rcpts {
 		if !r.fresh && r.state != idempotency.RecipientPending {
@@ -293,7 +293,7 @@ func (p *Pipeline) appendEvents(dst []event.Event, it *item, f fate, now time.Ti
 	return out
 }
 
-// suppressions are the hard-bounced addresses the outcome adds to the
+// suppressions are the hard-bounced addresses the fate adds to the
 // suppression lists.
 func (it *item) suppressions() []Suppression {
 	var out []Suppression

@@ -329,7 +329,7 @@ func (f *follower) unchain() {
 	f.chain = nil
 }
 
-// learn feeds a send's outcome to the retry policy's inputs and to the
+// learn feeds a send's result to the retry policy's inputs and to the
 // relay's send control. A hard stop says nothing about the relay.
 func (p *Pipeline) learn(relay *relayPool, start, end time.Time, v failure.Verdict, ok bool) {
 	if v.Rule == failure.RuleCanceled {
@@ -410,20 +410,20 @@ func (p *Pipeline) reportCircuit(ctx context.Context, relay string, v failure.Ve
 	if p.breakers == nil || ctx.Err() != nil {
 		return
 	}
-	var outcome circuit.Outcome
+	var result circuit.Outcome
 	switch {
 	case ok || !v.RelayFault:
-		outcome = circuit.Success
+		result = circuit.Success
 	case v.Class == failure.Throttled:
-		outcome = circuit.Throttle
+		result = circuit.Throttle
 	case v.Class == failure.Auth:
-		outcome = circuit.AuthFailure
+		result = circuit.AuthFailure
 	case v.Timeout:
-		outcome = circuit.TimeoutFailure
+		result = circuit.TimeoutFailure
 	default:
-		outcome = circuit.Failure
+		result = circuit.Failure
 	}
-	if err := p.breakers.Report(ctx, relay, outcome, string(v.Class)); err != nil {
+	if err := p.breakers.Report(ctx, relay, result, string(v.Class)); err != nil {
 		p.metrics.dependencyErrors.WithLabelValues(opCircuitReport).Inc()
 		p.logger.Debug("circuit report failed", "relay", relay, "error", err)
 	}

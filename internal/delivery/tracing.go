@@ -23,7 +23,7 @@ import (
 // span for a first attempt, the retry scheduler's "reinject" span for a
 // retry. It lasts from intake until the record is marked done, across the
 // re-checks of a busy Message-ID and the hand-backs while no relay is
-// open, and ends with the record's outcome. Its children are:
+// open, and ends with the record's fate. Its children are:
 //
 //   - "claim", one per claim of the record. A claim is one store round trip
 //     for a whole batch; each record still gets its own span over that
@@ -55,7 +55,7 @@ const (
 	attrSMTPCode     = attribute.Key("postline.smtp.code")
 	attrSMTPEnhanced = attribute.Key("postline.smtp.enhanced")
 	attrBatchSize    = attribute.Key("postline.batch_size")
-	attrOutcome      = attribute.Key("postline.outcome")
+	attrFate         = attribute.Key("postline.outcome")
 	attrReason       = attribute.Key("postline.reason")
 )
 
@@ -98,22 +98,22 @@ func (p *Pipeline) startDeliver(it *item) {
 	}
 }
 
-// endDeliver ends it's deliver span with the record's outcome, the label of
+// endDeliver ends it's deliver span with the record's fate, the label of
 // its fate f.
-func endDeliver(it *item, f fate, outcome string) {
+func endDeliver(it *item, f fate, label string) {
 	if !it.span.IsRecording() {
 		// Attributes and status of a span that records nothing are
 		// dropped: skip building them.
 		it.span.End()
 		return
 	}
-	it.span.SetAttributes(attrOutcome.String(outcome))
+	it.span.SetAttributes(attrFate.String(label))
 	if f.kind == fateRejected || f.reason != "" {
 		it.span.SetAttributes(attrReason.String(f.reason))
 	}
-	switch outcome {
+	switch label {
 	case string(idempotency.StatusFailed), string(idempotency.StatusDead), "rejected", "conflict":
-		it.span.SetStatus(codes.Error, outcome)
+		it.span.SetStatus(codes.Error, label)
 	}
 	it.span.End()
 }

@@ -103,7 +103,7 @@ func TestPipelineTracesEachRecord(t *testing.T) {
 		name         string
 		record       []byte
 		sendErr      func(*job.Job, int) error
-		wantOutcome  string
+		wantFate     string
 		wantReason   string
 		wantStatus   codes.Code
 		wantChildren []string // names, sorted
@@ -113,7 +113,7 @@ func TestPipelineTracesEachRecord(t *testing.T) {
 		{
 			name:         "sent",
 			record:       mustJSON(t, testJob("a@x", "hi")),
-			wantOutcome:  "sent",
+			wantFate:     "sent",
 			wantChildren: []string{"claim", "record", "send"},
 			wantSend:     map[attribute.Key]string{attrRelay: "p1", attrAttempt: "1", attrResult: "sent"},
 		},
@@ -121,7 +121,7 @@ func TestPipelineTracesEachRecord(t *testing.T) {
 			name:         "permanent failure",
 			record:       mustJSON(t, testJob("a@x", "hi")),
 			sendErr:      func(*job.Job, int) error { return smtpErr(550, "5.1.1", "<"+recipient+">: no such user") },
-			wantOutcome:  "failed",
+			wantFate:     "failed",
 			wantReason:   "smtp_permanent",
 			wantStatus:   codes.Error,
 			wantChildren: []string{"claim", "record", "send"},
@@ -132,18 +132,18 @@ func TestPipelineTracesEachRecord(t *testing.T) {
 			name:         "throttled goes to a delay tier",
 			record:       mustJSON(t, testJob("a@x", "hi")),
 			sendErr:      func(*job.Job, int) error { return smtpErr(450, "4.7.1", "rate limit exceeded") },
-			wantOutcome:  "retried",
+			wantFate:     "retried",
 			wantChildren: []string{"claim", "record", "send"},
 			wantSend: map[attribute.Key]string{attrRelay: "p1", attrAttempt: "1", attrResult: "throttled",
 				attrSMTPCode: "450", attrSMTPEnhanced: "4.7.1"},
 			wantCopies: 1,
 		},
 		{
-			name:        "rejected",
-			record:      []byte("{not json"),
-			wantOutcome: "rejected",
-			wantReason:  string(job.ReasonMalformedJSON),
-			wantStatus:  codes.Error,
+			name:       "rejected",
+			record:     []byte("{not json"),
+			wantFate:   "rejected",
+			wantReason: string(job.ReasonMalformedJSON),
+			wantStatus: codes.Error,
 		},
 	}
 	for _, tt := range tests {
@@ -175,8 +175,8 @@ func TestPipelineTracesEachRecord(t *testing.T) {
 				t.Errorf("deliver's parent = %v, want the producer's span", deliver.Parent().SpanID())
 			}
 			attrs := attrMap(deliver)
-			if attrs[attrOutcome] != tt.wantOutcome || attrs[attrReason] != tt.wantReason {
-				t.Errorf("deliver outcome, reason = %q, %q; want %q, %q", attrs[attrOutcome], attrs[attrReason], tt.wantOutcome, tt.wantReason)
+			if attrs[attrFate] != tt.wantFate || attrs[attrReason] != tt.wantReason {
+				t.Errorf("deliver fate, reason = %q, %q; want %q, %q", attrs[attrFate], attrs[attrReason], tt.wantFate, tt.wantReason)
 			}
 			if deliver.Status().Code != tt.wantStatus {
 				t.Errorf("deliver status = %v, want %v", deliver.Status().Code, tt.wantStatus)
