@@ -74,7 +74,7 @@ func newWorker(s settings, pool *pgxpool.Pool, logger *slog.Logger, reg *prometh
 		return nil, config.NameSetting(err, map[string]string{"Lease": "POSTLINE_LEASE", "Owner": "POSTLINE_WORKER_ID"})
 	}
 	// A claimed job may wait long for a relay slot: its lease is kept until
-	// its outcome is recorded, so the reaper never takes over a live job.
+	// its fate is recorded, so the reaper never takes over a live job.
 	w.leases, err = idempotency.NewLeaseKeeper(idempotency.KeeperConfig{Lease: s.Lease}, w.store, logger)
 	if err != nil {
 		// The keeper's interval is a third of the lease: the lease is what to change.

@@ -33,7 +33,7 @@ type SendControlConfig struct {
 // SendControl decides when a send to one provider may start: the AIMD
 // concurrency limit (scaled by the runtime pressure guard), the learned
 // send rate and this worker's share of the fleet-wide rate must all let it
-// through. It learns from each send's outcome: a refusal for too many
+// through. It learns from each send's result: a refusal for too many
 // connections cuts the concurrency, one for too many messages cuts the
 // rate, and successes let both grow back. Safe for concurrent use; the
 // caller counts the sends in flight.
@@ -42,12 +42,12 @@ type SendControl struct {
 	cfg    SendControlConfig
 	aimd   *AIMD
 	pacer  *Pacer  // nil until the first rate refusal, when Pacer.Initial is 0
-	recent *Window // outcomes over the last second, to seed the pacer
-	// firstOutcome is when Done was first called: the start of the
+	recent *Window // results over the last second, to seed the pacer
+	// firstResult is when Done was first called: the start of the
 	// traffic the recent window has seen.
-	firstOutcome time.Time
-	fleet        *RateLimiter
-	members      int
+	firstResult time.Time
+	fleet       *RateLimiter
+	members     int
 	// membersKnown is set once the group's size was given (SetMembers or
 	// Seed): only later changes rescale a learned rate.
 	membersKnown bool
@@ -281,14 +281,14 @@ func (c *SendControl) Admit(now time.Time, inFlight int) (ok bool, retryAt time.
 	return true, time.Time{}
 }
 
-// Done records the outcome of a send that started at sent and ended at
+// Done records the result of a send that started at sent and ended at
 // now: ok, or refused for the relay limit limit ("" for any other
 // failure). It returns the controller it cut, or "".
 func (c *SendControl) Done(now, sent time.Time, ok bool, limit failure.Limit) (cut string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.firstOutcome.IsZero() {
-		c.firstOutcome = now
+	if c.firstResult.IsZero() {
+		c.firstResult = now
 	}
 	c.recent.Observe(now, "", ok)
 	switch {
@@ -331,14 +331,14 @@ func (c *SendControl) rationing(now time.Time) bool {
 // +Inf within the first second of traffic, when the window says nothing
 // about it. c.mu is held.
 func (c *SendControl) acceptedRate(now time.Time) float64 {
-	if now.Sub(c.firstOutcome) < time.Second {
+	if now.Sub(c.firstResult) < time.Second {
 		return math.Inf(1)
 	}
 	ratio, n := c.recent.Overall(now)
 	return ratio * float64(n) / time.Second.Seconds()
 }
 
-// paceMinSamples is the fewest outcomes in the last second for which a rate
+// paceMinSamples is the fewest results in the last second for which a rate
 // refusal starts the pacer: below it the sample says nothing about the
 // relay's rate (one refused job among a trickle), and the refused job's
 // own wait for the relay's hint is answer enough.
@@ -365,7 +365,7 @@ func (c *SendControl) startPacer(now time.Time) bool {
 	seen := ratio * float64(n)
 	cfg.Initial = math.Min(cfg.Max, math.Max(cfg.Min, seen/time.Second.Seconds()))
 	c.pacer, _ = NewPacer(cfg, now) // cfg was validated by NewSendControl
-	if now.Sub(c.firstOutcome) < time.Second {
+	if now.Sub(c.firstResult) < time.Second {
 		c.pacer.startSlow(now)
 		return true
 	}

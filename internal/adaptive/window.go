@@ -21,7 +21,7 @@ type WindowConfig struct {
 	// Buckets is how many buckets the span is cut into; older buckets drop
 	// out whole. Defaults to 10.
 	Buckets int
-	// MinSamples is the fewest outcomes for which a rate is computed; with
+	// MinSamples is the fewest results for which a rate is computed; with
 	// fewer the rate is 1. Defaults to 20.
 	MinSamples int
 }
@@ -48,7 +48,7 @@ func (c WindowConfig) Validate() error {
 }
 
 // Window is a rolling success rate over the last Span, per provider and
-// overall, kept in a ring of buckets. With fewer than MinSamples outcomes in
+// overall, kept in a ring of buckets. With fewer than MinSamples results in
 // the window the rate is 1: a quiet provider is presumed healthy, so a
 // single early failure does not stretch delays (optimistic by design; the
 // circuit breaker, not this, handles a provider that is down).
@@ -81,7 +81,7 @@ func NewWindow(cfg WindowConfig) (*Window, error) {
 	}, nil
 }
 
-// Observe records one outcome of a send to provider at now.
+// Observe records one result of a send to provider at now.
 func (w *Window) Observe(now time.Time, provider string, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -96,7 +96,7 @@ func (w *Window) Observe(now time.Time, provider string, ok bool) {
 }
 
 // Rate returns the success rate of provider over the window and the number
-// of outcomes it is based on; the rate is 1 below MinSamples outcomes.
+// of results it is based on; the rate is 1 below MinSamples results.
 func (w *Window) Rate(now time.Time, provider string) (rate float64, samples int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

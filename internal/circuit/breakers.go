@@ -18,7 +18,7 @@ type Decision struct {
 	// Allowed: the send may go to the provider.
 	Allowed bool
 	// Probe: the send is the circuit's half-open probe, claimed by this
-	// worker; report its outcome with Report, or it expires after
+	// worker; report its result with Report, or it expires after
 	// Policy.ProbeTimeout and another worker probes.
 	Probe bool
 }
@@ -285,9 +285,9 @@ func (b *Breakers) Allow(ctx context.Context, provider string) (Decision, error)
 	return Decision{Allowed: true, Probe: true}, nil
 }
 
-// Report records the outcome of a send to provider; class is the failure
+// Report records the result of a send to provider; class is the failure
 // class (empty for Success and Throttle). It writes to the table only when
-// the outcome changes the shared circuit:
+// the result changes the shared circuit:
 //
 //   - a success while no counting window runs (the healthy path), a
 //     throttle while closed, and any report while open (or half-open with
@@ -302,12 +302,12 @@ func (b *Breakers) Allow(ctx context.Context, provider string) (Decision, error)
 // provider decides the probe (Allow refuses every other send to it
 // meanwhile, so that report is the probe's). A probe that is never reported,
 // say because the job was not sent after all, expires after ProbeTimeout.
-func (b *Breakers) Report(ctx context.Context, provider string, o Outcome, class string) error {
+func (b *Breakers) Report(ctx context.Context, provider string, o SendResult, class string) error {
 	if !o.valid() {
-		return fmt.Errorf("circuit: report %s: invalid outcome %d", provider, int(o))
+		return fmt.Errorf("circuit: report %s: invalid result %d", provider, int(o))
 	}
 	now := b.policy.NowFunc()
-	ev := Event{Outcome: o, Class: class, Owner: b.owner}
+	ev := Event{Result: o, Class: class, Owner: b.owner}
 	b.mu.Lock()
 	e, ok := b.entries[provider]
 	if !ok {

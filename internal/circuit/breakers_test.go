@@ -145,7 +145,7 @@ func (w *worker) count(name string, labels prometheus.Labels) float64 {
 	return 0
 }
 
-func report(t *testing.T, w *worker, provider string, o circuit.Outcome, class string, n int) {
+func report(t *testing.T, w *worker, provider string, o circuit.SendResult, class string, n int) {
 	t.Helper()
 	for range n {
 		if err := w.Report(t.Context(), provider, o, class); err != nil {
@@ -591,8 +591,8 @@ func TestReportRejects(t *testing.T) {
 	if err := a.Report(t.Context(), "nope", circuit.Failure, "transient"); err == nil || !strings.Contains(err.Error(), "unknown provider") {
 		t.Errorf("Report(unknown provider) = %v", err)
 	}
-	if err := a.Report(t.Context(), "p", circuit.Outcome(42), ""); err == nil || !strings.Contains(err.Error(), "invalid outcome") {
-		t.Errorf("Report(invalid outcome) = %v", err)
+	if err := a.Report(t.Context(), "p", circuit.SendResult(42), ""); err == nil || !strings.Contains(err.Error(), "invalid result") {
+		t.Errorf("Report(invalid result) = %v", err)
 	}
 	if _, err := a.Allow(t.Context(), "nope"); err == nil {
 		t.Error("Allow(unknown provider) succeeded")

@@ -40,6 +40,6 @@
 //
 // The package does not classify errors (internal/failure does), choose
 // providers or pause consumption: the delivery pipeline asks Allow, reports
-// outcomes, and waits on Changed when AnyAllowed is false. The table's DDL
+// results, and waits on Changed when AnyAllowed is false. The table's DDL
 // lives in internal/schema.
 package circuit

@@ -707,10 +707,10 @@ func TestPipelineAuthFailureOpensTheCircuit(t *testing.T) {
 	b := newFakeBreakers()
 	h := newHarnessWith(t, always(smtpErr(535, "5.7.8", "authentication failed")), nil, b)
 	h.run(t, [][]byte{mustJSON(t, testJob("a@x", "hi"))})
-	if got := b.reports("p1"); fmt.Sprint(got) != fmt.Sprint([]circuit.Outcome{circuit.AuthFailure}) {
+	if got := b.reports("p1"); fmt.Sprint(got) != fmt.Sprint([]circuit.SendResult{circuit.AuthFailure}) {
 		t.Errorf("p1 reports = %v, want one auth failure", got)
 	}
-	if got := b.reports("p2"); fmt.Sprint(got) != fmt.Sprint([]circuit.Outcome{circuit.Success}) {
+	if got := b.reports("p2"); fmt.Sprint(got) != fmt.Sprint([]circuit.SendResult{circuit.Success}) {
 		t.Errorf("p2 reports = %v, want one success", got)
 	}
 }
@@ -782,12 +782,12 @@ func (r *fakeRetries) all() []retry.Copy { return r.All() }
 type fakeBreakers struct {
 	mu      sync.Mutex
 	open    bool
-	got     map[string][]circuit.Outcome
+	got     map[string][]circuit.SendResult
 	changed chan struct{}
 }
 
 func newFakeBreakers() *fakeBreakers {
-	return &fakeBreakers{got: map[string][]circuit.Outcome{}, changed: make(chan struct{}, 1)}
+	return &fakeBreakers{got: map[string][]circuit.SendResult{}, changed: make(chan struct{}, 1)}
 }
 
 func (b *fakeBreakers) setOpen(open bool) {
@@ -806,7 +806,7 @@ func (b *fakeBreakers) Allow(context.Context, string) (circuit.Decision, error) 
 	return circuit.Decision{Allowed: !b.open}, nil
 }
 
-func (b *fakeBreakers) Report(_ context.Context, relay string, o circuit.Outcome, _ string) error {
+func (b *fakeBreakers) Report(_ context.Context, relay string, o circuit.SendResult, _ string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.got[relay] = append(b.got[relay], o)
@@ -824,7 +824,7 @@ func (b *fakeBreakers) NextProbeAt() (time.Time, bool) {
 }
 func (b *fakeBreakers) Changed() <-chan struct{} { return b.changed }
 
-func (b *fakeBreakers) reports(relay string) []circuit.Outcome {
+func (b *fakeBreakers) reports(relay string) []circuit.SendResult {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return slices.Clone(b.got[relay])
@@ -919,7 +919,7 @@ func TestPipelineReportsWhatTheBreakerCounts(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
-		want circuit.Outcome
+		want circuit.SendResult
 	}{
 		{"450 4.7.1 rate limit", smtpErr(450, "4.7.1", "rate limit exceeded, try again in 1 seconds"), circuit.Throttle},
 		{"421 4.7.0 too many connections", smtpErr(421, "4.7.0", "too many connections"), circuit.Throttle},

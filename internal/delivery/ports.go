@@ -122,7 +122,7 @@ var ErrComposeUnavailable = errors.New("delivery: the template store is unavaila
 // a half-open probe.
 type Breakers interface {
 	Allow(ctx context.Context, relay string) (circuit.Decision, error)
-	Report(ctx context.Context, relay string, o circuit.Outcome, class string) error
+	Report(ctx context.Context, relay string, o circuit.SendResult, class string) error
 	// AnyAllowed reports whether some relay can take mail now.
 	AnyAllowed() bool
 	// NextProbeAt is the earliest time an open circuit may half-open.

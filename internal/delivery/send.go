@@ -410,7 +410,7 @@ func (p *Pipeline) reportCircuit(ctx context.Context, relay string, v failure.Ve
 	if p.breakers == nil || ctx.Err() != nil {
 		return
 	}
-	var result circuit.Outcome
+	var result circuit.SendResult
 	switch {
 	case ok || !v.RelayFault:
 		result = circuit.Success

@@ -1,12 +1,12 @@
 // Package reaper owns recovering jobs whose row is stuck in sending and that
 // have a stored record copy: the worker that claimed the row crashed (or
-// stalled) after the claim and before recording an outcome, and its lease
+// stalled) after the claim and before recording a fate, and its lease
 // expired. Every Interval the reaper reads such rows (their lease expired
 // more than Grace ago), re-publishes the stored record to the jobs topic with
 // the row's attempt, first-seen time and trace context, and only then
 // hands back the row (sending -> retrying, same attempt) so the re-published
 // copy is claimable. The worker stores no copy of the records it claims (see
-// package idempotency): their offsets are not committed before the outcome
+// package idempotency): their offsets are not committed before the fate
 // is recorded, so Kafka redelivers them and they re-claim their rows; the
 // copies the reaper works from are the ones a replay stored.
 //
@@ -35,7 +35,7 @@
 // then restart their grace (TouchReplays) rather than hand them back.
 //
 // The retention is enforced on a clock of its own: every PurgeInterval,
-// terminal rows (sent, failed, dead) whose outcome is older than Retention,
+// terminal rows (sent, failed, dead) whose fate is older than Retention,
 // the dedupe window, are deleted in statements of at most PurgeBatch rows
 // with PurgePause between them, until one comes back short or the interval
 // has passed. Rows come due at the rate mail was sent one retention
@@ -107,7 +107,7 @@ type Config struct {
 	// Interval is the time between passes. Defaults to DefaultInterval (30s).
 	Interval time.Duration
 	// Grace is how long past its lease expiry a row must be before it is
-	// reaped, so that a worker finishing late records its outcome first.
+	// reaped, so that a worker finishing late records its fate first.
 	// Defaults to DefaultGrace (10s).
 	Grace time.Duration
 	// ReplayGrace is how long a row a replay made pending may wait
@@ -122,7 +122,7 @@ type Config struct {
 	// does) overrides it. Defaults to DefaultJobsTopic (mail.jobs).
 	JobsTopic string
 	// Retention is how long a terminal row (sent, failed, dead) is kept
-	// after its outcome; older ones are deleted, and a duplicate arriving
+	// after its fate; older ones are deleted, and a duplicate arriving
 	// later is delivered as a new message. Defaults to DefaultRetention
 	// (30 days); at least MinRetention (1h).
 	Retention time.Duration
@@ -182,7 +182,7 @@ type Store interface {
 	HandBack(ctx context.Context, ids []string, versions []int64) (lost []string, err error)
 	StalledReplays(ctx context.Context, grace time.Duration, limit int) ([]idempotency.Stuck, error)
 	TouchReplays(ctx context.Context, ids []string, versions []int64) (lost []string, err error)
-	// Purge deletes up to limit terminal rows whose outcome is older than
+	// Purge deletes up to limit terminal rows whose fate is older than
 	// olderThan and returns how many it deleted.
 	Purge(ctx context.Context, olderThan time.Duration, limit int) (int, error)
 }
@@ -260,7 +260,7 @@ func New(cfg Config, store Store, pub Publisher, logger *slog.Logger, reg promet
 		cfg: cfg, store: store, pub: pub, logger: logger,
 		republished:      set.Counter("republished_total", "Records re-published to the jobs topic: rows stuck in sending, and replays stalled in pending."),
 		takeovers:        set.Counter("takeovers_total", "Rows stuck in sending re-published because their lease had expired past the grace: the owner stopped extending it (crashed or stalled)."),
-		purged:           set.Counter("purged_total", "Terminal rows deleted because their outcome was older than the retention (the dedupe window)."),
+		purged:           set.Counter("purged_total", "Terminal rows deleted because their fate was older than the retention (the dedupe window)."),
 		handedBack:       set.CounterVec("releases_total", "Stuck rows handed back after re-publishing, by result (released: handed back; lost: another reaper or a claim came first).", "result"),
 		suppressionsGone: set.Counter("suppressions_purged_total", "Expired suppression entries deleted."),
 		errors:           set.Counter("pass_errors_total", "Reaper passes that failed on the store or the publisher (retried next interval)."),
