@@ -126,7 +126,7 @@ const (
 	dkimError  = "error"
 )
 
-// dkimMetrics counts signing outcomes, one series per result.
+// dkimMetrics counts signing results, one series per result.
 type dkimMetrics struct {
 	signed, noKey, failed prometheus.Counter
 }

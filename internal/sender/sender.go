@@ -490,7 +490,7 @@ func (s *Session) transact(ctx context.Context, messageID string, body []byte, f
 
 // exchange says the commands of one transaction (see transact), one
 // command per round trip, or grouped when the relay advertised PIPELINING
-// (see exchangePipelined).
+// (see exchangeWithPipelining).
 func (s *Session) exchange(body []byte, from string, to []string, next Then) (accepted []int, refused []Refusal, e *Error) {
 	name := s.relay.cfg.Name
 	// SendTimeout bounds each transaction, not the connection's life: a
@@ -499,7 +499,7 @@ func (s *Session) exchange(body []byte, from string, to []string, next Then) (ac
 		return nil, nil, replyError(name, StageConn, err)
 	}
 	if s.pipelining() {
-		return s.exchangePipelined(body, from, to, next)
+		return s.exchangeWithPipelining(body, from, to, next)
 	}
 	if err := s.sc.Mail("<" + from + ">"); err != nil {
 		return nil, nil, replyError(name, StageMail, err)
