@@ -644,12 +644,12 @@ func RunScenario(sc Scenario, strategy string) Result {
 				res.PerRelay[e.relay]++
 				res.Latencies = append(res.Latencies, now.Sub(simStart))
 				res.Timeline = append(res.Timeline, now.Sub(simStart))
-			case v.Class == failure.Transient && v.RelayFault && j.fast < delivery.DefaultFastRetries &&
-				now.Sub(j.fastStart) < delivery.DefaultFastRetryBudget:
+			case v.Class == failure.Transient && v.RelayFault && j.fast < delivery.DefaultResends &&
+				now.Sub(j.fastStart) < delivery.DefaultResendBudget:
 				// As delivery's deliver: a blip of the relay gets a fast
 				// retry after a full-jitter wait, in the same sender and
 				// the same attempt.
-				wait := time.Duration(w.frnd.Int64N(int64(delivery.DefaultFastRetryBase<<j.fast) + 1))
+				wait := time.Duration(w.frnd.Int64N(int64(delivery.DefaultResendBase<<j.fast) + 1))
 				j.fast++
 				w.busy++
 				res.FastRetries++

@@ -41,7 +41,7 @@ type settings struct {
 	BatchSize    int           `env:"POSTLINE_BATCH_SIZE" default:"256" usage:"records per Postgres round trip"`
 	BatchBytes   int           `env:"POSTLINE_BATCH_BYTES" default:"8388608" usage:"record bytes gathered into one batch (one Postgres round trip)"`
 	BatchLinger  time.Duration `env:"POSTLINE_BATCH_LINGER" default:"5ms" usage:"how long a partial batch waits to fill"`
-	FastRetries  int           `env:"POSTLINE_FAST_RETRIES" default:"3" usage:"in-process retries of a transient failure before a delay tier (-1: none)"`
+	FastRetries  int           `env:"POSTLINE_FAST_RETRIES" default:"3" usage:"in-attempt resends of a transient failure (a blip) before a delay tier (-1: none)"`
 	RetryPrefix  string        `env:"POSTLINE_RETRY_TOPIC_PREFIX" default:"mail.retry" usage:"delay topics are <prefix>.<tier>"`
 	RetryTiers   string        `env:"POSTLINE_RETRY_TIERS" default:"5s,30s,2m,10m,1h,6h" usage:"delay tiers; a computed delay is rounded up to one"`
 	MaxAttempts  string        `env:"POSTLINE_MAX_ATTEMPTS" default:"urgent=10,normal=8,bulk=5" usage:"attempts allowed per priority"`

@@ -206,7 +206,7 @@ func (w *worker) buildPipelineConfig() error {
 		BatchSize:   s.BatchSize,
 		BatchLinger: s.BatchLinger,
 		BatchBytes:  s.BatchBytes,
-		FastRetries: s.FastRetries,
+		Resends:     s.FastRetries,
 		Tiers:       w.tiers,
 		RetryLimits: retryLimits,
 		Limits:      w.limits,
@@ -217,7 +217,7 @@ func (w *worker) buildPipelineConfig() error {
 	}
 	if err := w.pipelineCfg.WithDefaults().Validate(); err != nil {
 		return config.NameSetting(err, map[string]string{"Senders": "POSTLINE_SENDERS", "BatchSize": "POSTLINE_BATCH_SIZE", "BatchBytes": "POSTLINE_BATCH_BYTES",
-			"BatchLinger": "POSTLINE_BATCH_LINGER", "FastRetries": "POSTLINE_FAST_RETRIES",
+			"BatchLinger": "POSTLINE_BATCH_LINGER", "Resends": "POSTLINE_FAST_RETRIES",
 			"MaxMessageBytes": "POSTLINE_MAX_MESSAGE_BYTES", "MaxBodyBytes": "POSTLINE_MAX_BODY_BYTES",
 			"MaxAttachmentBytes": "POSTLINE_MAX_ATTACHMENT_BYTES", "ConfirmWindow": "POSTLINE_CONFIRM_WINDOW"})
 	}

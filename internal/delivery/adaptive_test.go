@@ -129,7 +129,7 @@ func adaptiveHarness(t *testing.T, sendErr func(*job.Job, int) error, policy ada
 	}
 	reg := prometheus.NewRegistry()
 	p, err := New(Config{
-		Senders: 2, BatchSize: 4, BatchLinger: time.Millisecond, FastRetries: -1,
+		Senders: 2, BatchSize: 4, BatchLinger: time.Millisecond, Resends: -1,
 		Policy: policy, Budgets: budgets, SendControl: &adaptive.SendControlConfig{},
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)), reg, Deps{
 		Store:       h.store,

@@ -25,7 +25,7 @@ import (
 // goes out behind the message before it. Around the chained jobs the
 // server refuses a message at its final dot (554: failed), hangs up at one
 // (421: retried on a new connection, the job chained behind it with it),
-// fails one for a moment (451 4.3.0: a fast retry, which gives up the chain
+// fails one for a moment (451 4.3.0: a resend, which gives up the chain
 // rather than wait for the connection it holds), refuses a recipient, and
 // one job has expired. Every job ends in its one fate and the server
 // takes every message it accepted exactly once.
@@ -49,7 +49,7 @@ func TestPipelineChainsJobsOnAConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	store, dlq := newFakeStore(), newFakeDLQ()
-	p, err := New(Config{Senders: 1, BatchSize: 8, BatchLinger: time.Millisecond, FastRetryBase: time.Millisecond},
+	p, err := New(Config{Senders: 1, BatchSize: 8, BatchLinger: time.Millisecond, ResendBase: time.Millisecond},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 			Store:       store,
 			Relays:      []Relay{{Name: "p1", MaxConns: 1, NewSession: func() Session { return relay.NewSession() }}},

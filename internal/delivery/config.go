@@ -18,9 +18,9 @@ const (
 	DefaultBatchLinger       = 5 * time.Millisecond
 	DefaultBatchBytes        = 8 << 20
 	DefaultRecheckInterval   = time.Second
-	DefaultFastRetries       = 3
-	DefaultFastRetryBase     = 100 * time.Millisecond
-	DefaultFastRetryBudget   = 2 * time.Second
+	DefaultResends           = 3
+	DefaultResendBase        = 100 * time.Millisecond
+	DefaultResendBudget      = 2 * time.Second
 	DefaultMaxHandBackWait   = 30 * time.Second
 	DefaultPauseCheck        = time.Second
 	DefaultStoreRetryBackoff = 100 * time.Millisecond
@@ -48,16 +48,16 @@ type Config struct {
 	// RecheckInterval caps how long a record whose Message-ID is leased by
 	// another worker waits before it is claimed again. Defaults to 1s.
 	RecheckInterval time.Duration
-	// FastRetries is how many times a transient failure (a network blip)
+	// Resends is how many times a transient failure (a network blip)
 	// is retried in process before the job goes to a delay tier. Defaults
 	// to 3; negative means none.
-	FastRetries int
-	// FastRetryBase is the first fast retry's maximum wait (full jitter,
+	Resends int
+	// ResendBase is the first resend's maximum wait (full jitter,
 	// doubling). Defaults to 100ms.
-	FastRetryBase time.Duration
-	// FastRetryBudget bounds the time spent on fast retries of one job.
+	ResendBase time.Duration
+	// ResendBudget bounds the time spent on resends of one job.
 	// Defaults to 2s.
-	FastRetryBudget time.Duration
+	ResendBudget time.Duration
 	// Tiers are the delay tiers a retry is rounded up to. Defaults to
 	// retry.DefaultTiers.
 	Tiers retry.Tiers
@@ -113,9 +113,9 @@ func (c Config) WithDefaults() Config {
 	c.BatchBytes = cmp.Or(c.BatchBytes, DefaultBatchBytes)
 	c.Limits = c.Limits.WithDefaults()
 	c.RecheckInterval = cmp.Or(c.RecheckInterval, DefaultRecheckInterval)
-	c.FastRetries = cmp.Or(c.FastRetries, DefaultFastRetries)
-	c.FastRetryBase = cmp.Or(c.FastRetryBase, DefaultFastRetryBase)
-	c.FastRetryBudget = cmp.Or(c.FastRetryBudget, DefaultFastRetryBudget)
+	c.Resends = cmp.Or(c.Resends, DefaultResends)
+	c.ResendBase = cmp.Or(c.ResendBase, DefaultResendBase)
+	c.ResendBudget = cmp.Or(c.ResendBudget, DefaultResendBudget)
 	if len(c.Tiers) == 0 {
 		c.Tiers = retry.DefaultTiers
 	}
@@ -152,10 +152,10 @@ func (c Config) Validate() error {
 		return configerr.Errorf("BatchLinger", "delivery: BatchLinger %s is negative", c.BatchLinger)
 	case c.RecheckInterval <= 0:
 		return configerr.Errorf("RecheckInterval", "delivery: RecheckInterval %s must be positive", c.RecheckInterval)
-	case c.FastRetries > 10:
-		return configerr.Errorf("FastRetries", "delivery: FastRetries %d is more than 10", c.FastRetries)
-	case c.FastRetryBase <= 0 || c.FastRetryBudget <= 0:
-		return configerr.Errorf("FastRetryBase", "delivery: FastRetryBase %s and FastRetryBudget %s must be positive", c.FastRetryBase, c.FastRetryBudget)
+	case c.Resends > 10:
+		return configerr.Errorf("Resends", "delivery: Resends %d is more than 10", c.Resends)
+	case c.ResendBase <= 0 || c.ResendBudget <= 0:
+		return configerr.Errorf("ResendBase", "delivery: ResendBase %s and ResendBudget %s must be positive", c.ResendBase, c.ResendBudget)
 	case c.MaxHandBackWait <= 0 || c.PauseCheck <= 0:
 		return configerr.Errorf("MaxHandBackWait", "delivery: MaxHandBackWait %s and PauseCheck %s must be positive", c.MaxHandBackWait, c.PauseCheck)
 	case c.StoreRetryBackoff <= 0 || c.MaxStoreBackoff < c.StoreRetryBackoff:

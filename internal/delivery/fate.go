@@ -32,7 +32,7 @@ type fate struct {
 	// class is the failure class written to the row, the dead letter and
 	// the events; reason the dead-letter reason of a rejected, failed or
 	// dead record; errText the error they carry. A record sent after a
-	// failover or a fast retry keeps its last failure's text, as the row's
+	// failover or a resend keeps its last failure's text, as the row's
 	// last error.
 	class, reason, errText string
 	// decidedAt is when the sender settled the attempt: the time of its
@@ -260,7 +260,7 @@ func (p *Pipeline) composeFailed(ctx context.Context, it *item, err error) fate 
 }
 
 // sentFate is the fate of a job a relay took; errText is the attempt's
-// last failure before it (a failover or a fast retry), if any.
+// last failure before it (a failover or a resend), if any.
 func sentFate(relay, errText string) fate {
 	return fate{kind: fateSent, relay: relay, errText: errText}
 }

@@ -36,7 +36,7 @@ type metrics struct {
 	publishToAccept  prometheus.Histogram
 	inFlight         prometheus.Gauge
 	attempts         *prometheus.CounterVec
-	fastRetries      prometheus.Counter
+	resends          prometheus.Counter
 	backoffDelay     *prometheus.HistogramVec
 	handBacks        prometheus.Counter
 	paused           prometheus.Gauge
@@ -65,7 +65,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		inFlight: set.Gauge("in_flight", "Records taken from the consumer and not yet finished."),
 		attempts: set.CounterVec("attempts_total",
 			"Send attempts by relay and result: sent or the failure class (transient, throttled, permanent, auth, unknown).", "provider", "result"),
-		fastRetries: set.Counter("fast_retries_total", "In-process retries of transient failures before a delay tier."),
+		resends: set.Counter("fast_retries_total", "In-attempt resends of transient failures (blips) before a delay tier."),
 		backoffDelay: set.HistogramVec("backoff_delay_seconds",
 			"Computed wait before the next attempt (the policy's delay, raised by an empty retry budget; before rounding up to a tier), by failure class and the policy's rule.",
 			prometheus.ExponentialBuckets(0.125, 2, 18), "class", "reason"),

@@ -88,7 +88,7 @@ func TestPipelineRoutesEveryRecordToOneFate(t *testing.T) {
 			wantSends:   1,
 		},
 		{
-			name:    "a transient failure gets fast retries",
+			name:    "a transient failure gets resends",
 			records: [][]byte{valid("r@x")},
 			sendErr: func(_ *job.Job, n int) error {
 				if n < 3 {
@@ -228,7 +228,7 @@ func newHarnessWith(t *testing.T, sendErr, backupErr func(*job.Job, int) error, 
 		BatchSize:         4,
 		BatchLinger:       time.Millisecond,
 		RecheckInterval:   5 * time.Millisecond,
-		FastRetryBase:     time.Millisecond,
+		ResendBase:        time.Millisecond,
 		StoreRetryBackoff: time.Millisecond,
 		MaxStoreBackoff:   2 * time.Millisecond,
 		MaxHandBackWait:   20 * time.Millisecond,
@@ -619,12 +619,12 @@ func TestPipelineRoutesFailuresByClass(t *testing.T) {
 			wantSends:   [2]int{1, 0},
 		},
 		{
-			name:        "transient gets fast retries, then a tier",
+			name:        "transient gets resends, then a tier",
 			p1:          always(smtpErr(421, "", "closing channel")),
 			wantStatus:  idempotency.StatusRetrying,
 			wantAttempt: 2,
 			wantTier:    5 * time.Second,
-			wantSends:   [2]int{1 + DefaultFastRetries, 0},
+			wantSends:   [2]int{1 + DefaultResends, 0},
 		},
 		{
 			name:        "auth fails over to the next relay without charging an attempt",

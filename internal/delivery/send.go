@@ -128,20 +128,20 @@ func (p *Pipeline) offerNext(ctx context.Context, in <-chan *item, relay *relayP
 }
 
 // attemptLog is what one attempt at a job has been through so far: the
-// relays that refused our credentials, the fast retries made, and the last
+// relays that refused our credentials, the resends made, and the last
 // send and its failure, which its fate records.
 type attemptLog struct {
-	skip      map[string]bool // relays that refused our credentials in this attempt
-	fast      int
-	fastStart time.Time
-	relay     string
-	errText   string
+	skip        map[string]bool // relays that refused our credentials in this attempt
+	resends     int
+	resendStart time.Time
+	relay       string
+	errText     string
 }
 
 // deliver sends one claimed job and returns its fate. It walks the
 // relays by priority, skipping open circuits; an auth failure moves on
 // to the next relay without charging the job an attempt; a transient
-// failure gets a few fast retries; what still fails is routed by its class
+// failure gets a few resends; what still fails is routed by its class
 // (afterFailedSend). f is the job when a send before took it (prepared,
 // and maybe chained); the job deliver returns is the one its own send took.
 func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *follower) (_ fate, next *follower) {
@@ -156,7 +156,7 @@ func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *fo
 	}
 	now := p.cfg.NowFunc()
 	limit := p.cfg.RetryLimits[cmp.Or(it.job.Priority, job.PriorityNormal)]
-	tried := attemptLog{fastStart: now}
+	tried := attemptLog{resendStart: now}
 	for {
 		var (
 			relay   *relayPool
@@ -288,17 +288,17 @@ func (p *Pipeline) tryAgain(ctx context.Context, v failure.Verdict, relay *relay
 		tried.skip[relay.Name] = true
 		return true, false
 	case failure.Transient:
-		// Fast retries are for blips of the relay or the network; a
+		// Resends are for blips of the relay or the network; a
 		// message-level deferral (a full mailbox) will not clear in
 		// milliseconds.
-		if !v.RelayFault || tried.fast >= p.cfg.FastRetries || p.cfg.NowFunc().Sub(tried.fastStart) >= p.cfg.FastRetryBudget {
+		if !v.RelayFault || tried.resends >= p.cfg.Resends || p.cfg.NowFunc().Sub(tried.resendStart) >= p.cfg.ResendBudget {
 			return false, false
 		}
 		// Full jitter: a blip seen by many senders at once must not come
 		// back as one wave.
-		wait := time.Duration(rand.Int64N(int64(p.cfg.FastRetryBase<<tried.fast) + 1))
-		tried.fast++
-		p.metrics.fastRetries.Inc()
+		wait := time.Duration(rand.Int64N(int64(p.cfg.ResendBase<<tried.resends) + 1))
+		tried.resends++
+		p.metrics.resends.Inc()
 		if !sleep(ctx, wait) {
 			return false, true
 		}

@@ -29,7 +29,7 @@ import (
 //     for a whole batch; each record still gets its own span over that
 //     round trip, with the batch size as an attribute, so one record's
 //     trace reads top to bottom without links.
-//   - "send" (kind client), one per SMTP transaction: a fast retry or a
+//   - "send" (kind client), one per SMTP transaction: a resend or a
 //     failover to the next relay is another send span.
 //   - "record", over the batch's dead-letter, retry-copy and store writes,
 //     again one span per record with the batch size.

@@ -252,11 +252,11 @@ func TestTraceAttr(t *testing.T) {
 }
 
 // tracedHarness is a pipeline with one relay failing with sendErr, no
-// fast retries, and spans going to tp.
+// resends, and spans going to tp.
 func tracedHarness(t *testing.T, sendErr func(*job.Job, int) error, tp trace.TracerProvider) *harness {
 	t.Helper()
 	h := &harness{store: newFakeStore(), smtp: newFakeSMTP(sendErr), dlq: newFakeDLQ(), retries: newFakeRetries()}
-	p, err := New(Config{Senders: 1, BatchSize: 4, BatchLinger: time.Millisecond, FastRetries: -1},
+	p, err := New(Config{Senders: 1, BatchSize: 4, BatchLinger: time.Millisecond, Resends: -1},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 			Store:          h.store,
 			Relays:         []Relay{{Name: "p1", NewSession: func() Session { return h.smtp }}},

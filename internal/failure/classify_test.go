@@ -259,7 +259,7 @@ func TestClassifyThroughSender(t *testing.T) {
 			want: want{failure.Auth, true, false, failure.RuleRelayRefused}, code: 554, enhanced: "5.7.1",
 		},
 		// The server has the whole message when the script sees DATA: a
-		// failure now may follow a delivery, and must not be fast-retried.
+		// failure now may follow a delivery, and must not be resent.
 		{
 			name: "connection dropped without a reply to the final dot",
 			opts: []smtptest.Option{reply(smtptest.VerbData, smtptest.Reply{Disconnect: true})},

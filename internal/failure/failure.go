@@ -80,7 +80,7 @@ type Staged interface {
 // to the dot never came (a timeout, a dropped connection, a reply that was
 // not SMTP). Sending such a message again at once would likely deliver it
 // twice, so Classify makes it Unknown (RuleAmbiguousDataEnd), which callers
-// retry only after a delay, never in a fast retry.
+// retry only after a delay, never in a resend.
 //
 // An error that implements Ambiguous is believed either way; a go-mail
 // SendError without one that failed at the end of DATA without a reply is
@@ -124,7 +124,7 @@ const (
 // RuleAmbiguousDataEnd is a send that got no reply to the dot ending the
 // message after writing all of it (see Ambiguous): Unknown, because the
 // relay may have accepted the message, and the relay's fault. It is never
-// Transient, so it is never fast-retried.
+// Transient, so it is never resent.
 const RuleAmbiguousDataEnd = "ambiguous-data-end"
 
 // RuleProviderHard is the rule of a bounce a provider (SES, Mailgun) itself
