@@ -147,7 +147,7 @@ func (r *relayStatePublisher) note(ctx context.Context, op string, err error) bo
 	}
 	r.failures.WithLabelValues(op).Inc()
 	if pgpool.Retryable(err) && !errors.Is(err, relaystate.ErrInvalid) {
-		r.logger.Debug("relay state: failed; retrying at the next publication", "op", op, "error", err)
+		r.logger.Debug("relay state: failed; trying again at the next publication", "op", op, "error", err)
 		return false
 	}
 	if !r.broken[op] {

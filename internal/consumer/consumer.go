@@ -358,8 +358,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 			failures++
 			delay := backoff(failures)
-			c.logger.Warn("join consumer group failed; retrying",
-				"err", err, "attempt", failures, "retry_in", delay)
+			c.logger.Warn("join consumer group failed; trying again",
+				"err", err, "attempt", failures, "wait", delay)
 			if !sleep(ctx, delay) {
 				break
 			}
@@ -544,7 +544,7 @@ func (c *Consumer) fetchLoop(runCtx, genCtx context.Context, p *partition, log *
 			if ctx.Err() != nil {
 				return
 			}
-			log.Warn("fetch failed; retrying", "err", err, "retry_in", fetchBackoff)
+			log.Warn("fetch failed; trying again", "err", err, "wait", fetchBackoff)
 			if !sleep(ctx, fetchBackoff) {
 				return
 			}

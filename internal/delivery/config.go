@@ -13,19 +13,19 @@ import (
 
 // Default values of Config.
 const (
-	DefaultSenders           = 16
-	DefaultBatchSize         = 256
-	DefaultBatchLinger       = 5 * time.Millisecond
-	DefaultBatchBytes        = 8 << 20
-	DefaultRecheckInterval   = time.Second
-	DefaultResends           = 3
-	DefaultResendBase        = 100 * time.Millisecond
-	DefaultResendBudget      = 2 * time.Second
-	DefaultMaxHandBackWait   = 30 * time.Second
-	DefaultPauseCheck        = time.Second
-	DefaultStoreRetryBackoff = 100 * time.Millisecond
-	DefaultMaxStoreBackoff   = 5 * time.Second
-	DefaultConfirmWindow     = 24 * time.Hour
+	DefaultSenders         = 16
+	DefaultBatchSize       = 256
+	DefaultBatchLinger     = 5 * time.Millisecond
+	DefaultBatchBytes      = 8 << 20
+	DefaultRecheckInterval = time.Second
+	DefaultResends         = 3
+	DefaultResendBase      = 100 * time.Millisecond
+	DefaultResendBudget    = 2 * time.Second
+	DefaultMaxHandBackWait = 30 * time.Second
+	DefaultPauseCheck      = time.Second
+	DefaultStoreBackoff    = 100 * time.Millisecond
+	DefaultMaxStoreBackoff = 5 * time.Second
+	DefaultConfirmWindow   = 24 * time.Hour
 )
 
 // Config configures a Pipeline.
@@ -83,10 +83,10 @@ type Config struct {
 	// PauseCheck is how often the pipeline re-checks, besides on circuit
 	// changes, whether consumption must pause. Defaults to 1s.
 	PauseCheck time.Duration
-	// StoreRetryBackoff is the first wait after a failed store or
+	// StoreBackoff is the first wait after a failed store or
 	// dead-letter call; it doubles per failure. Defaults to 100ms.
-	StoreRetryBackoff time.Duration
-	// MaxStoreBackoff caps StoreRetryBackoff's growth. Defaults to 5s.
+	StoreBackoff time.Duration
+	// MaxStoreBackoff caps StoreBackoff's growth. Defaults to 5s.
 	MaxStoreBackoff time.Duration
 	// ConfirmWindow is how long after the relay took a mail a report may
 	// take to confirm it before it is listed as unconfirmed. Defaults to
@@ -127,7 +127,7 @@ func (c Config) WithDefaults() Config {
 	}
 	c.MaxHandBackWait = cmp.Or(c.MaxHandBackWait, DefaultMaxHandBackWait)
 	c.PauseCheck = cmp.Or(c.PauseCheck, DefaultPauseCheck)
-	c.StoreRetryBackoff = cmp.Or(c.StoreRetryBackoff, DefaultStoreRetryBackoff)
+	c.StoreBackoff = cmp.Or(c.StoreBackoff, DefaultStoreBackoff)
 	c.MaxStoreBackoff = cmp.Or(c.MaxStoreBackoff, DefaultMaxStoreBackoff)
 	c.ConfirmWindow = cmp.Or(c.ConfirmWindow, DefaultConfirmWindow)
 	if c.Rules == nil {
@@ -158,8 +158,8 @@ func (c Config) Validate() error {
 		return configerr.Errorf("ResendBase", "delivery: ResendBase %s and ResendBudget %s must be positive", c.ResendBase, c.ResendBudget)
 	case c.MaxHandBackWait <= 0 || c.PauseCheck <= 0:
 		return configerr.Errorf("MaxHandBackWait", "delivery: MaxHandBackWait %s and PauseCheck %s must be positive", c.MaxHandBackWait, c.PauseCheck)
-	case c.StoreRetryBackoff <= 0 || c.MaxStoreBackoff < c.StoreRetryBackoff:
-		return configerr.Errorf("StoreRetryBackoff", "delivery: StoreRetryBackoff %s must be positive and at most MaxStoreBackoff %s", c.StoreRetryBackoff, c.MaxStoreBackoff)
+	case c.StoreBackoff <= 0 || c.MaxStoreBackoff < c.StoreBackoff:
+		return configerr.Errorf("StoreBackoff", "delivery: StoreBackoff %s must be positive and at most MaxStoreBackoff %s", c.StoreBackoff, c.MaxStoreBackoff)
 	}
 	if err := c.Tiers.Validate(); err != nil {
 		return configerr.Errorf("Tiers", "delivery: Tiers: %w", err)

@@ -556,14 +556,14 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 // record is only done once its fate is durable. An error that retrying
 // cannot mend (refused credentials, a missing topic or table: see
 // dependencyRetryable) is returned, so that the stage fails and the worker
-// stops instead of retrying forever.
+// stops instead of trying again forever.
 func (p *Pipeline) retry(ctx context.Context, op string, fn func(context.Context) error) error {
-	err := backoff.Retry{First: p.cfg.StoreRetryBackoff, Max: p.cfg.MaxStoreBackoff,
+	err := backoff.Policy{First: p.cfg.StoreBackoff, Max: p.cfg.MaxStoreBackoff,
 		Permanent: func(err error) bool { return !dependencyRetryable(op, err) },
-		OnRetry: func(err error, _ int, _ time.Duration) {
+		OnWait: func(err error, _ int, _ time.Duration) {
 			p.metrics.dependencyErrors.WithLabelValues(op).Inc()
 			if p.degraded.CompareAndSwap(false, true) {
-				p.logger.Error("dependency call failed; retrying until it recovers", "op", op, "error", err)
+				p.logger.Error("dependency call failed; backing off until it recovers", "op", op, "error", err)
 			} else {
 				p.logger.Debug("dependency call failed again", "op", op, "error", err)
 			}
@@ -579,7 +579,7 @@ func (p *Pipeline) retry(ctx context.Context, op string, fn func(context.Context
 	default:
 		p.metrics.dependencyErrors.WithLabelValues(op).Inc()
 		p.degraded.Store(true)
-		return fmt.Errorf("delivery: %s failed and retrying cannot mend it: %w", op, err)
+		return fmt.Errorf("delivery: %s failed and trying again cannot mend it: %w", op, err)
 	}
 }
 

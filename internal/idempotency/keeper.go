@@ -154,7 +154,7 @@ func (k *LeaseKeeper) Run(ctx context.Context) error {
 		case <-tick:
 		}
 		if _, _, err := k.Extend(ctx); err != nil && ctx.Err() == nil {
-			k.logger.WarnContext(ctx, "lease extension failed; retrying next round", "error", err,
+			k.logger.WarnContext(ctx, "lease extension failed; trying again next round", "error", err,
 				"interval", k.cfg.Interval, "lease", k.cfg.Lease)
 		}
 		if k.onRound != nil {

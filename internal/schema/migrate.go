@@ -173,10 +173,10 @@ func Embedded() ([]Migration, error) {
 // database waits for it. The first failure is logged.
 func MigrateWhenReady(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
 	// Stopped, it returns ctx's error: not a database that does not answer.
-	return backoff.Retry{First: 200 * time.Millisecond, Max: 5 * time.Second,
-		OnRetry: func(err error, attempt int, _ time.Duration) {
+	return backoff.Policy{First: 200 * time.Millisecond, Max: 5 * time.Second,
+		OnWait: func(err error, attempt int, _ time.Duration) {
 			if attempt == 1 {
-				logger.Error("cannot apply migrations; retrying until postgres answers", "error", err)
+				logger.Error("cannot apply migrations; trying again until postgres answers", "error", err)
 			}
 		}}.Do(ctx, func() error { return Migrate(ctx, pool) })
 }

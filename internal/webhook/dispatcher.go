@@ -279,13 +279,13 @@ func letter(p Pending, m *consumer.Message, reason string) deadletter.Letter {
 	return l
 }
 
-// retryStore runs op until it succeeds (true) or stop ends (false),
+// storeWithBackoff runs op until it succeeds (true) or stop ends (false),
 // waiting longer after each failure; failed says whether the last try
 // failed, for readiness.
-func retryStore(stop context.Context, logger *slog.Logger, failed *atomic.Bool, what string, op func() error) bool {
-	err := backoff.Retry{First: storeBackoffMin, Max: storeBackoffMax,
-		OnRetry: func(err error, _ int, wait time.Duration) {
-			logger.Error("webhook "+what+" failed; retrying", "err", err, "retry_in", wait)
+func storeWithBackoff(stop context.Context, logger *slog.Logger, failed *atomic.Bool, what string, op func() error) bool {
+	err := backoff.Policy{First: storeBackoffMin, Max: storeBackoffMax,
+		OnWait: func(err error, _ int, wait time.Duration) {
+			logger.Error("webhook "+what+" failed; trying again", "err", err, "wait", wait)
 		}}.Do(stop, func() error {
 		err := op()
 		failed.Store(err != nil)

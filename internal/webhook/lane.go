@@ -253,7 +253,7 @@ func (l *lane) retryOnce(stop, work context.Context) int {
 	now := l.d.cfg.NowFunc()
 	if l.recovered.Swap(false) {
 		var n int64
-		if !retryStore(stop, l.logger, &l.storeFailed, "pull forward", func() (err error) {
+		if !storeWithBackoff(stop, l.logger, &l.storeFailed, "pull forward", func() (err error) {
 			n, err = l.store.PullForward(work, l.ep.ID, now)
 			return err
 		}) {
@@ -335,7 +335,7 @@ func (l *lane) settle(stop, work context.Context, p Pending, m *consumer.Message
 	now := l.d.cfg.NowFunc()
 	l.note(a, now)
 	if a.ok() {
-		if queued && !retryStore(stop, l.logger, &l.storeFailed, "queue write", func() error {
+		if queued && !storeWithBackoff(stop, l.logger, &l.storeFailed, "queue write", func() error {
 			return l.store.Delivered(work, l.ep.ID, p.EventID)
 		}) {
 			return false
@@ -356,14 +356,14 @@ func (l *lane) settle(stop, work context.Context, p Pending, m *consumer.Message
 	l.logger.Debug("webhook attempt failed; queued for another", "event_id", p.EventID, "attempt", p.Attempts,
 		"status", a.status, "detail", a.detail, "next_attempt_at", next)
 	if queued {
-		return retryStore(stop, l.logger, &l.storeFailed, "queue write", func() error { return l.store.Reschedule(work, p) })
+		return storeWithBackoff(stop, l.logger, &l.storeFailed, "queue write", func() error { return l.store.Reschedule(work, p) })
 	}
 	return l.enqueue(stop, work, p)
 }
 
 // enqueue puts p in the queue.
 func (l *lane) enqueue(stop, work context.Context, p Pending) bool {
-	if !retryStore(stop, l.logger, &l.storeFailed, "queue write", func() error { return l.store.Enqueue(work, p) }) {
+	if !storeWithBackoff(stop, l.logger, &l.storeFailed, "queue write", func() error { return l.store.Enqueue(work, p) }) {
 		return false
 	}
 	l.seen.Add(p.EventID, struct{}{}) // the queue has it now
@@ -378,7 +378,7 @@ func (l *lane) bury(stop, work context.Context, p Pending, m *consumer.Message, 
 		return false
 	}
 	now := l.d.cfg.NowFunc()
-	if !retryStore(stop, l.logger, &l.storeFailed, "queue write", func() error { return l.store.Bury(work, p, reason, now) }) {
+	if !storeWithBackoff(stop, l.logger, &l.storeFailed, "queue write", func() error { return l.store.Bury(work, p, reason, now) }) {
 		return false
 	}
 	if p.EventID != "" {
@@ -394,7 +394,7 @@ func (l *lane) bury(stop, work context.Context, p Pending, m *consumer.Message, 
 // publishLetter writes p's dead letter to the topic.
 func (l *lane) publishLetter(stop, work context.Context, p Pending, m *consumer.Message, reason string) bool {
 	dl := letter(p, m, reason)
-	return retryStore(stop, l.logger, &l.storeFailed, "dead letter", func() error {
+	return storeWithBackoff(stop, l.logger, &l.storeFailed, "dead letter", func() error {
 		return l.d.cfg.DeadLetters.Publish(work, dl)
 	})
 }
