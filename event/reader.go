@@ -26,7 +26,7 @@ type ReaderConfig struct {
 	// DedupeWindow is how many of the most recent event IDs are remembered
 	// to drop copies; a copy that arrives after more distinct events than
 	// this is handed out again. Copies of one event are written close
-	// together (a producer retrying a write), so a window of minutes of
+	// together (a producer repeating a write), so a window of minutes of
 	// traffic is enough. Defaults to 100,000.
 	DedupeWindow int
 	// MaxWait bounds how long one fetch waits at the end of the topic

@@ -86,7 +86,7 @@ func TestDispatchFiltersAndIsolatesEndpoints(t *testing.T) {
 
 // A failed first attempt queues the event durably and finishes the record
 // at once; the queue then delivers it and forgets it.
-func TestRetryFromTheQueueThenDelivered(t *testing.T) {
+func TestRedeliveryFromTheQueueThenDelivered(t *testing.T) {
 	rc := newReceiver(t, func(_ *http.Request, _ string, n int) int {
 		if n <= 2 {
 			return http.StatusServiceUnavailable
@@ -248,9 +248,9 @@ func TestRecoveredEndpointCatchesUpAtOnce(t *testing.T) {
 	rc.check(t)
 }
 
-// Events queued by one dispatcher are delivered by the next: retries live
+// Events queued by one dispatcher are delivered by the next: redeliveries live
 // in PostgreSQL, not in the process.
-func TestQueuedRetriesSurviveARestart(t *testing.T) {
+func TestQueuedRedeliveriesSurviveARestart(t *testing.T) {
 	var up atomic.Bool
 	rc := newReceiver(t, func(*http.Request, string, int) int {
 		if up.Load() {
@@ -324,7 +324,7 @@ func TestBacklogMetrics(t *testing.T) {
 	}
 }
 
-// A retried event carries the same webhook-id on every attempt.
+// A redelivered event carries the same webhook-id on every attempt.
 func TestEveryCopyHasTheSameWebhookID(t *testing.T) {
 	var ids []string
 	var mu = make(chan struct{}, 1)

@@ -50,7 +50,7 @@ type lane struct {
 	store  store
 	seen   *lru.Cache[string, struct{}] // IDs finished lately (delivered, queued, dead): copies are not sent again
 	sem    chan struct{}                // one per POST in flight: Concurrency
-	wake   chan struct{}                // the retry loop has work
+	wake   chan struct{}                // the redelivery loop has work
 
 	consecutive atomic.Int64 // attempts in a row that failed
 	recovered   atomic.Bool  // a success ended a failing spell: pull the queue forward
@@ -112,7 +112,7 @@ func (l *lane) run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error {
-		l.retryLoop(ctx, work)
+		l.redeliveryLoop(ctx, work)
 		return nil
 	})
 	g.Go(func() error {
@@ -228,10 +228,10 @@ func (l *lane) takeCopies(id string) []consumer.Message {
 	return copies
 }
 
-// retryLoop claims the queue's due events and attempts them, as many at
+// redeliveryLoop claims the queue's due events and attempts them, as many at
 // once as there are free slots, or one at a time while the endpoint is
 // failing.
-func (l *lane) retryLoop(stop, work context.Context) {
+func (l *lane) redeliveryLoop(stop, work context.Context) {
 	idle := time.NewTimer(0)
 	defer idle.Stop()
 	for {
@@ -241,15 +241,15 @@ func (l *lane) retryLoop(stop, work context.Context) {
 		case <-idle.C:
 		case <-l.wake:
 		}
-		for l.retryOnce(stop, work) > 0 && stop.Err() == nil {
+		for l.redeliverOnce(stop, work) > 0 && stop.Err() == nil {
 		}
 		idle.Reset(l.d.cfg.PollInterval)
 	}
 }
 
-// retryOnce claims and starts the attempts of one batch of due events and
+// redeliverOnce claims and starts the attempts of one batch of due events and
 // returns how many it claimed.
-func (l *lane) retryOnce(stop, work context.Context) int {
+func (l *lane) redeliverOnce(stop, work context.Context) int {
 	now := l.d.cfg.NowFunc()
 	if l.recovered.Swap(false) {
 		var n int64
@@ -296,7 +296,7 @@ func (l *lane) retryOnce(stop, work context.Context) int {
 		l.storeFailed.Store(err != nil)
 	}
 	if err != nil {
-		l.logger.Error("claiming due webhook retries failed", "err", err)
+		l.logger.Error("claiming due webhook redeliveries failed", "err", err)
 		rows = nil
 	}
 	for range slots - len(rows) {
