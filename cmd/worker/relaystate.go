@@ -163,7 +163,7 @@ func snapshots(states []delivery.RelayState) []relaystate.Snapshot {
 	out := make([]relaystate.Snapshot, len(states))
 	for i, s := range states {
 		out[i] = relaystate.Snapshot{
-			Provider: s.Relay, Priority: s.Priority, Limit: s.Limit, InFlight: s.InFlight,
+			Relay: s.Relay, Priority: s.Priority, Limit: s.Limit, InFlight: s.InFlight,
 			Rate: s.Rate, FleetShare: s.FleetShare, Members: s.Members,
 			ConcurrencyCuts: s.ConcurrencyCuts, RateCuts: s.RateCuts,
 			LastCut: relaystate.Cut{Controller: s.LastCut.Controller, Reason: s.LastCut.Reason, At: s.LastCut.At},

@@ -29,7 +29,7 @@ type Inputs struct {
 	Lag int64
 	// SuccessRate is the rolling success rate in [0,1] (Window.Rate).
 	SuccessRate float64
-	// RelayCooldownUntil is when the provider said it takes mail again;
+	// RelayCooldownUntil is when the relay said it takes mail again;
 	// zero when it did not.
 	RelayCooldownUntil time.Time
 	// Now is the current time.
@@ -38,7 +38,7 @@ type Inputs struct {
 
 // Decision is what a Policy decides for a failed job.
 type Decision struct {
-	// Retry is false when the job must not be tried again on this provider.
+	// Retry is false when the job must not be tried again on this relay.
 	Retry bool
 	// Delay is how long the job waits before its next attempt.
 	Delay time.Duration
@@ -52,8 +52,8 @@ type Decision struct {
 // The reasons a Decision carries.
 const (
 	ReasonPermanent = "permanent"        // never accepted: no retry
-	ReasonFailover  = "failover"         // auth or relay policy: no retry on this provider
-	ReasonThrottled = "throttled: wait"  // wait until the provider takes mail again
+	ReasonFailover  = "failover"         // auth or relay policy: no retry on this relay
+	ReasonThrottled = "throttled: wait"  // wait until the relay takes mail again
 	ReasonFailed    = "failed: backoff"  // exponential backoff by attempt
 	ReasonModel     = "reference: model" // the reference formula
 )
@@ -225,7 +225,7 @@ func (c AdaptiveConfig) Validate() error {
 
 // Adaptive is the project's policy. Its rules, by class:
 //   - permanent: no retry (ReasonPermanent);
-//   - auth: no retry on this provider (ReasonFailover: another provider may
+//   - auth: no retry on this relay (ReasonFailover: another relay may
 //     take it);
 //   - throttled: wait until max(Now+RetryAfter, RelayCooldownUntil), or
 //     ThrottleWait scaled by the success multiplier when neither is known,

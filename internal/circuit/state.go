@@ -43,7 +43,7 @@ func parseState(s string) (State, error) {
 	return 0, fmt.Errorf("unknown circuit state %q", s)
 }
 
-// Health is a provider's health as one worker sees it.
+// Health is a relay's health as one worker sees it.
 type Health uint8
 
 // The health values.
@@ -77,17 +77,17 @@ type SendResult int
 
 // The results.
 const (
-	// Success: the provider accepted the mail, or refused it for a reason
-	// that is not the provider's fault (a permanent recipient error).
+	// Success: the relay accepted the mail, or refused it for a reason
+	// that is not the relay's fault (a permanent recipient error).
 	Success SendResult = iota + 1
-	// Failure: a provider fault that says the relay is down or refuses us
+	// Failure: a relay fault that says the relay is down or refuses us
 	// (a refused or reset connection, 421 service not available).
 	Failure
-	// TimeoutFailure: a provider fault that was a timeout.
+	// TimeoutFailure: a relay fault that was a timeout.
 	TimeoutFailure
-	// AuthFailure: the provider refused our credentials; opens at once.
+	// AuthFailure: the relay refused our credentials; opens at once.
 	AuthFailure
-	// Throttle: the provider asked us to slow down (421/450 4.7.x, rate
+	// Throttle: the relay asked us to slow down (421/450 4.7.x, rate
 	// texts). That is the send control's business (pacing, concurrency),
 	// not an outage: a closed circuit ignores it, and a half-open probe
 	// that meets it closes the circuit, because the relay is answering.
@@ -116,11 +116,11 @@ func (o SendResult) valid() bool { return o >= Success && o <= Throttle }
 // fault reports whether o counts toward opening a closed circuit.
 func (o SendResult) fault() bool { return o == Failure || o == TimeoutFailure || o == AuthFailure }
 
-// Circuit is the whole state of one provider's breaker: a row of
+// Circuit is the whole state of one relay's breaker: a row of
 // postline_circuits without its bookkeeping columns.
 type Circuit struct {
 	State State
-	// Failures counts the provider faults of the current window (see
+	// Failures counts the relay faults of the current window (see
 	// WindowStart); it is kept when the circuit opens, for logs, and grows
 	// with every failed probe.
 	Failures int
