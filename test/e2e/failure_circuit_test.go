@@ -179,7 +179,7 @@ func TestFailureAllRelaysDownPauses(t *testing.T) {
 	t.Logf("while down: lag %d -> %d of %d published; delay topics hold %d records %v; relays saw %d and %d connections",
 		lag1, lag2, 2*wave, retried, volume, a.Connections(), b.Connections())
 	if retried > 2*senders {
-		t.Errorf("delay topics hold %d records while every provider is down, want at most %d (the failures before the circuits opened)", retried, 2*senders)
+		t.Errorf("delay topics hold %d records while every relay is down, want at most %d (the failures before the circuits opened)", retried, 2*senders)
 	}
 
 	swA.Set(acceptAll)
