@@ -103,7 +103,7 @@ type fetcher interface {
 // An event's ID is remembered when Next returns it, by this Reader only: a
 // new Reader (a restart, another member of the group) starts with an empty
 // window, so applications whose handling is not idempotent still dedupe
-// by ID where they record the outcome. A dropped copy is not
+// by ID where they record what they did. A dropped copy is not
 // committed on its own: committing it could commit past an earlier record
 // still being handled. It is committed with the next record of its
 // partition that the caller commits (Kafka commits offsets, not records).
