@@ -55,7 +55,7 @@ type relayStatePublisher struct {
 	failures *prometheus.CounterVec
 	now      func() time.Time
 	// broken holds the operations whose last failure will not mend by
-	// itself (pgpool.Retryable): logged once at Warn until they succeed.
+	// itself (pgpool.MayHeal): logged once at Warn until they succeed.
 	broken map[string]bool
 }
 
@@ -146,7 +146,7 @@ func (r *relayStatePublisher) note(ctx context.Context, op string, err error) bo
 		return false
 	}
 	r.failures.WithLabelValues(op).Inc()
-	if pgpool.Retryable(err) && !errors.Is(err, relaystate.ErrInvalid) {
+	if pgpool.MayHeal(err) && !errors.Is(err, relaystate.ErrInvalid) {
 		r.logger.Debug("relay state: failed; trying again at the next publication", "op", op, "error", err)
 		return false
 	}

@@ -555,11 +555,11 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 // Store and dead-letter calls are not given up on while they may heal: a
 // record is only done once its fate is durable. An error that retrying
 // cannot mend (refused credentials, a missing topic or table: see
-// dependencyRetryable) is returned, so that the stage fails and the worker
+// dependencyMayHeal) is returned, so that the stage fails and the worker
 // stops instead of trying again forever.
 func (p *Pipeline) retry(ctx context.Context, op string, fn func(context.Context) error) error {
 	err := backoff.Policy{First: p.cfg.StoreBackoff, Max: p.cfg.MaxStoreBackoff,
-		Permanent: func(err error) bool { return !dependencyRetryable(op, err) },
+		Permanent: func(err error) bool { return !dependencyMayHeal(op, err) },
 		OnWait: func(err error, _ int, _ time.Duration) {
 			p.metrics.dependencyErrors.WithLabelValues(op).Inc()
 			if p.degraded.CompareAndSwap(false, true) {
@@ -583,15 +583,15 @@ func (p *Pipeline) retry(ctx context.Context, op string, fn func(context.Context
 	}
 }
 
-// dependencyRetryable decides, per dependency, whether a failed call is
+// dependencyMayHeal decides, per dependency, whether a failed call is
 // worth making again: the Kafka calls by kafkaconn's rule, the Postgres
 // ones by pgpool's.
-func dependencyRetryable(op string, err error) bool {
+func dependencyMayHeal(op string, err error) bool {
 	switch op {
 	case opDeadLetter, opRetryPublish, opEvents:
-		return kafkaclient.Retryable(err)
+		return kafkaclient.MayHeal(err)
 	}
-	return pgpool.Retryable(err)
+	return pgpool.MayHeal(err)
 }
 
 // claimResultName names a claim result in outcome labels and span

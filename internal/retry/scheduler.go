@@ -384,7 +384,7 @@ func (s *Scheduler) produceLoop(ctx context.Context, due <-chan parked) error {
 // Records too large for the jobs topic go to RejectFunc instead. It returns
 // nil when the batch is done or ctx ended first (the unwritten records stay
 // uncommitted), and the error when a write fails in a way trying again cannot
-// mend (kafkaclient.Retryable).
+// mend (kafkaclient.MayHeal).
 func (s *Scheduler) produce(ctx context.Context, batch []parked) error {
 	pending := make([]parked, 0, len(batch))
 	for _, p := range batch {
@@ -399,7 +399,7 @@ func (s *Scheduler) produce(ctx context.Context, batch []parked) error {
 	if len(pending) == 0 {
 		return nil
 	}
-	err := backoff.Policy{First: produceBackoffMin, Max: produceBackoffMax, Permanent: notRetryable,
+	err := backoff.Policy{First: produceBackoffMin, Max: produceBackoffMax, Permanent: cannotHeal,
 		OnWait: func(err error, _ int, wait time.Duration) {
 			s.healthy.Store(false)
 			s.metrics.produceErrors.Inc()
@@ -460,7 +460,7 @@ const ReasonReinjectOversize = "reinject_oversize"
 
 // reject hands p to RejectFunc, retrying what may heal, and marks it done.
 func (s *Scheduler) reject(ctx context.Context, p parked, detail string) error {
-	err := backoff.Policy{First: produceBackoffMin, Max: produceBackoffMax, Permanent: notRetryable,
+	err := backoff.Policy{First: produceBackoffMin, Max: produceBackoffMax, Permanent: cannotHeal,
 		OnWait: func(err error, _ int, wait time.Duration) {
 			s.logger.Warn("dead-lettering an oversize record failed; trying again", "topic", p.msg.Topic,
 				"partition", p.msg.Partition, "offset", p.msg.Offset, "err", err, "wait", wait)
@@ -478,8 +478,8 @@ func (s *Scheduler) reject(ctx context.Context, p parked, detail string) error {
 	}
 }
 
-// notRetryable is a Kafka failure trying again cannot mend.
-func notRetryable(err error) bool { return !kafkaclient.Retryable(err) }
+// cannotHeal is a Kafka failure trying again cannot mend.
+func cannotHeal(err error) bool { return !kafkaclient.MayHeal(err) }
 
 // acked records the re-injection of written records and marks them done.
 func (s *Scheduler) acked(written []parked) {
