@@ -317,7 +317,7 @@ func (c *Consumer) takeBytes(ctx context.Context, p *partition, n int64) bool {
 // fetching, waits up to DrainTimeout for in-flight messages, commits, leaves
 // the group and returns nil (or the error that stopped it). Callers keep
 // processing Messages() and calling MarkDone until Run returns. An
-// unreachable coordinator does not stop Run: it retries with backoff until
+// unreachable coordinator does not stop Run: it tries again with backoff until
 // ctx is cancelled. Run may be called once.
 func (c *Consumer) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {

@@ -49,7 +49,7 @@ type Config struct {
 	// another worker waits before it is claimed again. Defaults to 1s.
 	RecheckInterval time.Duration
 	// Resends is how many times a transient failure (a network blip)
-	// is retried in process before the job goes to a delay tier. Defaults
+	// is sent again inside the attempt before the job goes to a delay tier. Defaults
 	// to 3; negative means none.
 	Resends int
 	// ResendBase is the first resend's maximum wait (full jitter,

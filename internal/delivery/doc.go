@@ -12,7 +12,7 @@
 // Records that cannot go on now wait in a delay queue and re-enter intake:
 // a Message-ID leased by another live worker is re-checked when the lease
 // ends, and a send that failed with a retryable error is retried with
-// exponential backoff. Store errors (Postgres down) are retried with
+// exponential backoff. Store calls that fail (Postgres down) are made again with
 // backoff in the stage that met them, so no record is marked done without a
 // recorded fate.
 //

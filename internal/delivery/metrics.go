@@ -12,7 +12,7 @@ import (
 	"github.com/postline/postline/job"
 )
 
-// The dependency calls the pipeline retries, the op label of
+// The dependency calls the pipeline makes again with backoff, the op label of
 // postline_delivery_dependency_errors_total.
 const (
 	opClaim            = "claim"
@@ -57,7 +57,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		reentries: set.CounterVec("reentries_total",
 			"Records parked and fed back into the pipeline, by cause: busy (leased elsewhere), release (handed back: no relay available), throttled (a short throttle waited out in the worker instead of a delay tier).", "cause"),
 		dependencyErrors: set.CounterVec("dependency_errors_total",
-			"Failed store or dead-letter calls that the pipeline retried, by operation.", "op"),
+			"Failed store or dead-letter calls, made again with backoff, by operation.", "op"),
 		sendSeconds: set.HistogramVec("send_duration_seconds",
 			"Time of one send attempt, by result: sent or the failure class.", prometheus.ExponentialBuckets(0.0005, 2, 16), "result"),
 		publishToAccept: set.Histogram("publish_to_accept_seconds",

@@ -58,5 +58,5 @@
 //
 // The package knows rows, not SMTP or Kafka: it takes plain values (IDs,
 // hashes, attempt numbers, opaque payload bytes) and decides nothing about
-// retries or providers. It does not publish anything itself.
+// retries or relays. It does not publish anything itself.
 package idempotency

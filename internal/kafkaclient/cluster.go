@@ -267,7 +267,7 @@ func (c *Cluster) MaxMessageBytes(ctx context.Context, topics ...string) (map[st
 // trying again cannot mend (MayHeal false): refused credentials or an
 // untrusted certificate end it at once with the explained error, so a
 // misconfigured process stops with a clear message instead of waiting
-// forever. onWait, if not nil, sees each failure that will be retried.
+// forever. onWait, if not nil, sees each failure that will be tried again.
 func (c *Cluster) Await(ctx context.Context, onWait func(error)) error {
 	r := backoff.Policy{First: 200 * time.Millisecond, Max: 5 * time.Second,
 		Permanent: func(err error) bool { return !MayHeal(err) }}

@@ -263,7 +263,7 @@ func New(cfg Config, store Store, pub Publisher, logger *slog.Logger, reg promet
 		purged:           set.Counter("purged_total", "Terminal rows deleted because their fate was older than the retention (the dedupe window)."),
 		handedBack:       set.CounterVec("releases_total", "Stuck rows handed back after re-publishing, by result (released: handed back; lost: another reaper or a claim came first).", "result"),
 		suppressionsGone: set.Counter("suppressions_purged_total", "Expired suppression entries deleted."),
-		errors:           set.Counter("pass_errors_total", "Reaper passes that failed on the store or the publisher (retried next interval)."),
+		errors:           set.Counter("pass_errors_total", "Reaper passes that failed on the store or the publisher (tried again next interval)."),
 	}
 	for _, opt := range opts {
 		opt(r)

@@ -168,7 +168,7 @@ func Embedded() ([]Migration, error) {
 	return out, nil
 }
 
-// MigrateWhenReady is Migrate, retried with a growing wait until
+// MigrateWhenReady is Migrate, made again with a growing wait until
 // PostgreSQL answers or ctx ends: a service that starts before its
 // database waits for it. The first failure is logged.
 func MigrateWhenReady(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
