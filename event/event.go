@@ -199,7 +199,7 @@ func NewID(messageID string, recipientIndex int, t Type, attempt int) string {
 // call it so that a transition written twice has one ID.
 //
 // A life is one journey of the Message-ID from its first claim to its
-// outcome: a dead letter replayed (postctl dlq replay), or the same
+// fate: a dead letter replayed (postctl dlq replay), or the same
 // Message-ID sent again after its row was purged, starts another, with a
 // life value of its own (idempotency.Claim.Life), so its transitions get
 // IDs of their own and consumers that dedupe by ID do not drop them as

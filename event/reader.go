@@ -26,7 +26,7 @@ type ReaderConfig struct {
 	// DedupeWindow is how many of the most recent event IDs are remembered
 	// to drop copies; a copy that arrives after more distinct events than
 	// this is handed out again. Copies of one event are written close
-	// together (a producer retrying a write), so a window of minutes of
+	// together (a producer repeating a write), so a window of minutes of
 	// traffic is enough. Defaults to 100,000.
 	DedupeWindow int
 	// MaxWait bounds how long one fetch waits at the end of the topic
@@ -103,7 +103,7 @@ type fetcher interface {
 // An event's ID is remembered when Next returns it, by this Reader only: a
 // new Reader (a restart, another member of the group) starts with an empty
 // window, so applications whose handling is not idempotent still dedupe
-// by ID where they record the outcome. A dropped copy is not
+// by ID where they record what they did. A dropped copy is not
 // committed on its own: committing it could commit past an earlier record
 // still being handled. It is committed with the next record of its
 // partition that the caller commits (Kafka commits offsets, not records).

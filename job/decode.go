@@ -90,7 +90,7 @@ func DecodeInto(j *Job, data []byte, limits Limits) error {
 // scanner, whose path and buffers are reused from mail to mail.
 func scan(data []byte, maxDepth int, j *Job) *ValidationError {
 	s := scanners.Get().(*scanner)
-	defer s.release()
+	defer s.putBack()
 	*s = scanner{data: data, maxDepth: maxDepth, job: j, path: s.path[:0], scratch: s.scratch[:0]}
 	if err := s.document(); err != nil {
 		if errors.Is(err, errTooDeep) {
@@ -118,9 +118,9 @@ var scanners = sync.Pool{New: func() any { return new(scanner) }}
 // maxPooledScratch bounds the base64 buffer a pooled scanner keeps.
 const maxPooledScratch = 64 << 10
 
-// release returns s to the pool without what points into the document or
+// putBack returns s to the pool without what points into the document or
 // the Job.
-func (s *scanner) release() {
+func (s *scanner) putBack() {
 	clear(s.path[:cap(s.path)]) // the keys point into the document
 	scratch := s.scratch
 	if cap(scratch) > maxPooledScratch {

@@ -21,7 +21,7 @@ import (
 // that differ only in their data are two jobs.
 //
 // The canonical encoding is what json.Marshal writes for the normalised job
-// (so hashes stored by earlier releases still match), but it is written
+// (so hashes stored by earlier versions still match), but it is written
 // here by hand into a pooled buffer: json.Marshal's reflection and copies
 // were a large share of the worker's per-mail cost. A job holding what
 // Decode never produces (template data of other Go types than JSON's, a

@@ -669,7 +669,7 @@ func (s *simulation) done(e event) {
 	ok := e.ans.kind == answerAccepted
 	// learn, as the worker: the window, the cool-down, the control.
 	w.window.Observe(s.now, pl.name, ok)
-	if v.Class == failure.Throttled && v.ProviderFault && v.RetryAfter > 0 {
+	if v.Class == failure.Throttled && v.RelayFault && v.RetryAfter > 0 {
 		if until := s.now.Add(v.RetryAfter); until.After(pl.cooldown) {
 			pl.cooldown = until
 		}
@@ -684,12 +684,12 @@ func (s *simulation) done(e event) {
 		s.res.PerRelay[e.relay]++
 		s.res.Latencies = append(s.res.Latencies, s.now.Sub(simStart))
 		s.res.Timeline = append(s.res.Timeline, s.now.Sub(simStart))
-	case v.Class == failure.Transient && v.ProviderFault && j.fast < delivery.DefaultFastRetries &&
-		s.now.Sub(j.fastStart) < delivery.DefaultFastRetryBudget:
+	case v.Class == failure.Transient && v.RelayFault && j.fast < delivery.DefaultResends &&
+		s.now.Sub(j.fastStart) < delivery.DefaultResendBudget:
 		// As delivery's deliver: a blip of the relay gets a fast
 		// retry after a full-jitter wait, in the same sender and
 		// the same attempt.
-		wait := time.Duration(w.frnd.Int64N(int64(delivery.DefaultFastRetryBase<<j.fast) + 1))
+		wait := time.Duration(w.frnd.Int64N(int64(delivery.DefaultResendBase<<j.fast) + 1))
 		j.fast++
 		w.busy++
 		s.res.FastRetries++
@@ -715,7 +715,7 @@ func (s *simulation) retry(e event, w *worker, pl *pool, v failure.Verdict, j si
 	d := w.policy.Decide(adaptive.Inputs{
 		Class: v.Class, Attempt: j.attempt, Throttles: j.throttles,
 		RetryAfter: v.RetryAfter, Lag: int64(len(s.queue) - s.head),
-		SuccessRate: sr, ProviderCooldownUntil: pl.cooldown, Now: s.now,
+		SuccessRate: sr, RelayCooldownUntil: pl.cooldown, Now: s.now,
 	})
 	if !d.Retry {
 		s.res.Rejected++ // given up on: not delivered
@@ -723,7 +723,7 @@ func (s *simulation) retry(e event, w *worker, pl *pool, v failure.Verdict, j si
 		return
 	}
 	delay := d.Delay
-	if s.p.Tiers != nil && v.Class == failure.Throttled && v.ProviderFault && delay < s.p.Tiers[0] && j.holds < maxThrottleHolds {
+	if s.p.Tiers != nil && v.Class == failure.Throttled && v.RelayFault && delay < s.p.Tiers[0] && j.holds < maxThrottleHolds {
 		// As delivery's scheduleRetry: a relay throttle shorter
 		// than the shortest tier is waited out in the worker,
 		// in the job's place, without an attempt charged or a

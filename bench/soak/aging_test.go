@@ -52,7 +52,7 @@ func TestSteadyAging(t *testing.T) {
 	}
 	send := func(id string, version int64) {
 		t.Helper()
-		lost, err := store.Record(ctx, []idempotency.Outcome{{MessageID: id, Version: version, Status: idempotency.StatusSent, Attempt: 1}})
+		lost, err := store.Record(ctx, []idempotency.Fate{{MessageID: id, Version: version, Status: idempotency.StatusSent, Attempt: 1}})
 		if err != nil || len(lost) > 0 {
 			t.Fatalf("Record %s: %v (lost %v)", id, err, lost)
 		}

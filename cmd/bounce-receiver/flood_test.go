@@ -138,7 +138,7 @@ func TestFloodUnderMemoryLimit(t *testing.T) {
 	var (
 		wg       sync.WaitGroup
 		arrived  sync.WaitGroup // every flood session refused, or at DATA
-		release  = make(chan struct{})
+		unblock  = make(chan struct{})
 		sessions = make([]floodResult, floodSessions)
 		requests = make([]floodResult, floodRequests)
 		reports  = make([]reportResult, floodReports)
@@ -151,21 +151,21 @@ func TestFloodUnderMemoryLimit(t *testing.T) {
 		}
 		local := fmt.Sprintf("127.0.1.%d", 1+i%floodClients)
 		wg.Go(func() {
-			sessions[i] = floodSession(fctx, smtpAddr, local, domain, size, arrived.Done, release)
+			sessions[i] = floodSession(fctx, smtpAddr, local, domain, size, arrived.Done, unblock)
 		})
 	}
 	body := bytes.Repeat([]byte("x"), floodBodyBytes)
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: floodTimeout}
 	for i := range floodRequests {
 		wg.Go(func() {
-			<-release
+			<-unblock
 			requests[i] = floodRequest(fctx, client, "http://"+hooksAddr+"/hooks/mailgun", body)
 		})
 	}
 	var next atomic.Int64
 	for range floodReporters {
 		wg.Go(func() {
-			<-release // while the admitted sessions send their data
+			<-unblock // while the admitted sessions send their data
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= floodReports {
@@ -177,7 +177,7 @@ func TestFloodUnderMemoryLimit(t *testing.T) {
 	}
 	go func() {
 		arrived.Wait()
-		close(release)
+		close(unblock)
 	}()
 	wg.Wait()
 	took := time.Since(started)
@@ -303,9 +303,9 @@ type floodResult struct {
 }
 
 // floodSession opens an SMTP session from local and, if admitted, sends a
-// message of size bytes to the feedback address once release is closed.
+// message of size bytes to the feedback address once unblock is closed.
 // arrived is called once the session is refused or has DATA's 354.
-func floodSession(ctx context.Context, addr, local, domain string, size int, arrived func(), release <-chan struct{}) (res floodResult) {
+func floodSession(ctx context.Context, addr, local, domain string, size int, arrived func(), unblock <-chan struct{}) (res floodResult) {
 	var once sync.Once
 	arrive := func() { once.Do(arrived) }
 	defer arrive()
@@ -343,7 +343,7 @@ func floodSession(ctx context.Context, addr, local, domain string, size int, arr
 	}
 	arrive()
 	select {
-	case <-release:
+	case <-unblock:
 	case <-ctx.Done():
 		return floodResult{err: ctx.Err()}
 	}
@@ -400,9 +400,9 @@ func seedSent(t *testing.T, store *idempotency.Store, n int) []sentMail {
 		if err != nil || len(cs) != 1 {
 			t.Fatalf("Claim(%s) = %+v, %v", m.id, cs, err)
 		}
-		if _, err := store.Record(t.Context(), []idempotency.Outcome{{MessageID: m.id, Version: cs[0].Version,
+		if _, err := store.Record(t.Context(), []idempotency.Fate{{MessageID: m.id, Version: cs[0].Version,
 			Status: idempotency.StatusSent, Attempt: 1, Provider: "primary", Stream: "transactional",
-			ConfirmBy: time.Now().Add(time.Hour), Recipients: []idempotency.RecipientOutcome{{Index: 0, Address: m.rcpt,
+			ConfirmBy: time.Now().Add(time.Hour), Recipients: []idempotency.RecipientFate{{Index: 0, Address: m.rcpt,
 				State: idempotency.RecipientAccepted, Attempt: 1, Provider: "primary", Source: "smtp"}}}}); err != nil {
 			t.Fatalf("Record(%s): %v", m.id, err)
 		}

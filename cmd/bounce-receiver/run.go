@@ -176,7 +176,7 @@ func receive(p supervisor.Phases, s settings, d receiverDeps) error {
 	warned := false
 	if err := d.cluster.Await(ctx, func(err error) {
 		if !warned {
-			d.logger.Error("cannot reach Kafka; retrying until it answers", "kafka", d.cluster.String(), "error", err)
+			d.logger.Error("cannot reach Kafka; trying again until it answers", "kafka", d.cluster.String(), "error", err)
 			warned = true
 		}
 	}); err != nil {

@@ -188,7 +188,7 @@ func TestDLQLsAndReplay(t *testing.T) {
 		if err != nil || cs[0].Result != idempotency.Claimed {
 			t.Fatalf("claim %s: %+v, %v", j.MessageID, cs, err)
 		}
-		if _, err := store.Record(ctx, []idempotency.Outcome{{MessageID: j.MessageID, Version: cs[0].Version, Status: st,
+		if _, err := store.Record(ctx, []idempotency.Fate{{MessageID: j.MessageID, Version: cs[0].Version, Status: st,
 			Attempt: 3, ErrorClass: "permanent", Error: "550 5.1.1"}}); err != nil {
 			t.Fatal(err)
 		}

@@ -42,7 +42,7 @@ func seedRows(t *testing.T, stuck bool) string {
 	}
 	long := newTestStore(t, pool, "worker-long", time.Hour)
 	sent := claim(long, "sent@x")
-	if _, err := long.Record(ctx, []idempotency.Outcome{{MessageID: "sent@x", Version: sent.Version,
+	if _, err := long.Record(ctx, []idempotency.Fate{{MessageID: "sent@x", Version: sent.Version,
 		Status: idempotency.StatusSent, Provider: "relay-a"}}); err != nil {
 		t.Fatal(err)
 	}

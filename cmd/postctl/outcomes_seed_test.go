@@ -44,10 +44,10 @@ func (s *outcomeSeed) claim(id, tenant string) int64 {
 
 // sent claims id and records it sent with the given recipients and
 // confirmation window.
-func (s *outcomeSeed) sent(id, tenant, stream string, confirmBy time.Time, rs ...idempotency.RecipientOutcome) {
+func (s *outcomeSeed) sent(id, tenant, stream string, confirmBy time.Time, rs ...idempotency.RecipientFate) {
 	s.t.Helper()
 	v := s.claim(id, tenant)
-	lost, err := s.store.Record(s.t.Context(), []idempotency.Outcome{{MessageID: id, Version: v,
+	lost, err := s.store.Record(s.t.Context(), []idempotency.Fate{{MessageID: id, Version: v,
 		Status: idempotency.StatusSent, Attempt: 1, Provider: "relay-a", Stream: stream, ConfirmBy: confirmBy,
 		Metadata: map[string]string{"campaign": "c-1"}, Recipients: rs}})
 	if err != nil || len(lost) != 0 {
@@ -70,6 +70,6 @@ func (s *outcomeSeed) resolve(res ...idempotency.Resolution) map[string]string {
 	return settled
 }
 
-func seedRcpt(idx int, addr string, state idempotency.RecipientState, provider string) idempotency.RecipientOutcome {
-	return idempotency.RecipientOutcome{Index: idx, Address: addr, State: state, Attempt: 1, Provider: provider, Source: "smtp"}
+func seedRcpt(idx int, addr string, state idempotency.RecipientState, provider string) idempotency.RecipientFate {
+	return idempotency.RecipientFate{Index: idx, Address: addr, State: state, Attempt: 1, Provider: provider, Source: "smtp"}
 }

@@ -116,7 +116,7 @@ func newRelaysReport(l relaystate.Listing, breakers []breakerRow, staleAfter tim
 		view(b.Provider).Breaker = newBreakerView(b)
 	}
 	for _, r := range l.Rows {
-		v := view(r.Provider)
+		v := view(r.Relay)
 		age := l.At.Sub(r.UpdatedAt)
 		w := relayWorker{
 			WorkerID: r.WorkerID, Stale: age > staleAfter, Priority: r.Priority, Limit: r.Limit, InFlight: r.InFlight,

@@ -24,16 +24,16 @@ var relaysAt = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 func relaysFixture() (relaystate.Listing, []breakerRow) {
 	inf := math.Inf(1)
 	l := relaystate.Listing{At: relaysAt, Rows: []relaystate.Row{
-		{WorkerID: "w1", UpdatedAt: relaysAt.Add(-time.Second), Snapshot: relaystate.Snapshot{Provider: "primary", Priority: 1,
+		{WorkerID: "w1", UpdatedAt: relaysAt.Add(-time.Second), Snapshot: relaystate.Snapshot{Relay: "primary", Priority: 1,
 			Limit: 6, InFlight: 4, Rate: 42.25, FleetShare: inf, ConcurrencyCuts: 1, RateCuts: 3,
 			LastCut: relaystate.Cut{Controller: "rate", Reason: "throttle 450", At: relaysAt.Add(-5 * time.Second)}}},
-		{WorkerID: "w2", UpdatedAt: relaysAt.Add(-2 * time.Second), Snapshot: relaystate.Snapshot{Provider: "primary", Priority: 1,
+		{WorkerID: "w2", UpdatedAt: relaysAt.Add(-2 * time.Second), Snapshot: relaystate.Snapshot{Relay: "primary", Priority: 1,
 			Limit: 16, Rate: inf, FleetShare: inf}},
-		{WorkerID: "w3", UpdatedAt: relaysAt.Add(-time.Minute), Snapshot: relaystate.Snapshot{Provider: "primary", Priority: 1,
+		{WorkerID: "w3", UpdatedAt: relaysAt.Add(-time.Minute), Snapshot: relaystate.Snapshot{Relay: "primary", Priority: 1,
 			Limit: 2, Rate: 500, FleetShare: inf}},
-		{WorkerID: "w1", UpdatedAt: relaysAt.Add(-time.Second), Snapshot: relaystate.Snapshot{Provider: "backup", Priority: 2,
+		{WorkerID: "w1", UpdatedAt: relaysAt.Add(-time.Second), Snapshot: relaystate.Snapshot{Relay: "backup", Priority: 2,
 			Limit: 8, InFlight: 1, Rate: 10, FleetShare: 25, Members: 2}},
-		{WorkerID: "w1", UpdatedAt: relaysAt.Add(-time.Second), Snapshot: relaystate.Snapshot{Provider: "new", Priority: 3,
+		{WorkerID: "w1", UpdatedAt: relaysAt.Add(-time.Second), Snapshot: relaystate.Snapshot{Relay: "new", Priority: 3,
 			Limit: 1, Rate: inf, FleetShare: inf}},
 	}}
 	breakers := []breakerRow{
@@ -189,13 +189,13 @@ func TestRelaysPostgres(t *testing.T) {
 	now := time.Now()
 	cut := relaystate.Cut{Controller: adaptive.ControllerRate, Reason: "throttle 450", At: now.Add(-time.Second)}
 	if err := store.Publish(ctx, "worker-a", now, []relaystate.Snapshot{
-		{Provider: "mx-main", Priority: 1, Limit: 5, InFlight: 2, Rate: 30, FleetShare: math.Inf(1), RateCuts: 1, LastCut: cut},
-		{Provider: "mx-spare", Priority: 2, Limit: 16, Rate: math.Inf(1), FleetShare: math.Inf(1)},
+		{Relay: "mx-main", Priority: 1, Limit: 5, InFlight: 2, Rate: 30, FleetShare: math.Inf(1), RateCuts: 1, LastCut: cut},
+		{Relay: "mx-spare", Priority: 2, Limit: 16, Rate: math.Inf(1), FleetShare: math.Inf(1)},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.Publish(ctx, "worker-b", now, []relaystate.Snapshot{
-		{Provider: "mx-main", Priority: 1, Limit: 7, Rate: 20.5, FleetShare: math.Inf(1)},
+		{Relay: "mx-main", Priority: 1, Limit: 7, Rate: 20.5, FleetShare: math.Inf(1)},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -126,7 +126,7 @@ func TestStatusRecipientsPostgres(t *testing.T) {
 	confirmBy := time.Now().Add(time.Hour).Truncate(time.Second)
 	s.sent("open@x", "acme", "transactional", confirmBy,
 		seedRcpt(0, "ada@example.com", idempotency.RecipientAccepted, "relay-a"),
-		idempotency.RecipientOutcome{Index: 1, Address: "bob@example.com", State: idempotency.RecipientBounced, Attempt: 1,
+		idempotency.RecipientFate{Index: 1, Address: "bob@example.com", State: idempotency.RecipientBounced, Attempt: 1,
 			Provider: "relay-a", BounceType: "hard", Status: "5.1.1", Code: 550, Diagnostic: "no such user", Rule: "user-unknown", Source: "smtp"},
 		seedRcpt(2, "cy@example.com", idempotency.RecipientSuppressed, ""))
 	s.sent("done@x", "", "bulk", confirmBy, seedRcpt(0, "di@example.com", idempotency.RecipientAccepted, "relay-b"))

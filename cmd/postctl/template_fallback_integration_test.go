@@ -135,7 +135,7 @@ func TestTemplateFallbackPostgres(t *testing.T) {
 		t.Errorf("history before any label: %q", out)
 	}
 	must("template", "activate", "base", "1")
-	must("template", "activate", "receipt", "1", "--reason", "first release")
+	must("template", "activate", "receipt", "1", "--reason", "first version")
 	if got := labels(); got != "active=1" {
 		t.Fatalf("after activating 1: %s, want active=1 (no version before it to fall back to)", got)
 	}
@@ -230,7 +230,7 @@ func TestTemplateFallbackPostgres(t *testing.T) {
 	if want := "active:->1 fallback:->1 active:1>2 active:2>3 fallback:1>3"; h.moves() != want {
 		t.Fatalf("history %s, want %s", h.moves(), want)
 	}
-	reasons := []string{"first release", "kept as the last known good version when version 2 was activated", "",
+	reasons := []string{"first version", "kept as the last known good version when version 2 was activated", "",
 		"order link optional", "3 verified"}
 	for i, ch := range h.Changes {
 		if ch.Reason != reasons[i] || ch.By != "postctl:ada" || ch.At.IsZero() || (i > 0 && ch.Revision <= h.Changes[i-1].Revision) {

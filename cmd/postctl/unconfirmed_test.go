@@ -181,7 +181,7 @@ func TestUnconfirmedPostgres(t *testing.T) {
 	s.sent("future@x", "acme", "transactional", now.Add(time.Hour),
 		seedRcpt(0, "fay@example.com", idempotency.RecipientAccepted, "relay-a"))
 	s.sent("settled@x", "acme", "transactional", now.Add(-3*time.Hour),
-		idempotency.RecipientOutcome{Index: 0, Address: "gus@example.com", State: idempotency.RecipientBounced, Attempt: 1,
+		idempotency.RecipientFate{Index: 0, Address: "gus@example.com", State: idempotency.RecipientBounced, Attempt: 1,
 			Provider: "relay-a", BounceType: "hard", Status: "5.1.1", Code: 550, Source: "smtp"})
 
 	out, _, err = postctl(t, nil, "", "--database-url", s.url, "-o", "json", "unconfirmed")

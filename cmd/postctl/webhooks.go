@@ -324,7 +324,7 @@ in the time range, whether or not the endpoint had them (say it lost them);
 --to exclusive), --type and --tenant select event types and tenants (repeat or
 comma-separate). The selected events become due one after another at --rate a
 second, so the endpoint is not flooded; the dispatchers then send them with the
-usual retries, with the same webhook-id as before. --dry-run only counts them.
+usual redeliveries, with the same webhook-id as before. --dry-run only counts them.
 The replay is written to the endpoint's log.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -147,7 +147,7 @@ func startScheduler(ctx context.Context, cfg retry.SchedulerConfig, dlqTopic str
 	warned := false
 	if err := cfg.Kafka.Await(ctx, func(err error) {
 		if !warned {
-			logger.Error("cannot reach Kafka; retrying until it answers", "kafka", cfg.Kafka.String(), "error", err)
+			logger.Error("cannot reach Kafka; trying again until it answers", "kafka", cfg.Kafka.String(), "error", err)
 			warned = true
 		}
 	}); err != nil {

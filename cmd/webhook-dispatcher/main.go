@@ -1,5 +1,5 @@
 // Command webhook-dispatcher sends the events of mail.events to operators'
-// HTTP endpoints as signed webhooks (Standard Webhooks), retrying failed
+// HTTP endpoints as signed webhooks (Standard Webhooks), redelivering failed
 // deliveries with backoff and dead-lettering what an endpoint gives up on
 // to mail.webhooks.dlq. The endpoints are read from the file
 // POSTLINE_WEBHOOKS_FILE; each names the environment variable holding its

@@ -215,7 +215,7 @@ func startDispatcher(ctx context.Context, cfg webhook.Config, dlqTopic string, l
 	warned := false
 	if err := cfg.Kafka.Await(ctx, func(err error) {
 		if !warned {
-			logger.Error("cannot reach Kafka; retrying until it answers", "kafka", cfg.Kafka.String(), "error", err)
+			logger.Error("cannot reach Kafka; trying again until it answers", "kafka", cfg.Kafka.String(), "error", err)
 			warned = true
 		}
 	}); err != nil {

@@ -27,7 +27,7 @@ func checkKafka(ctx context.Context, cluster *kafkaclient.Cluster, topics worker
 	warned := false
 	err := cluster.Await(ctx, func(err error) {
 		if !warned {
-			logger.Error("cannot reach Kafka; retrying until it answers", "kafka", cluster.String(), "error", err)
+			logger.Error("cannot reach Kafka; trying again until it answers", "kafka", cluster.String(), "error", err)
 			warned = true
 		}
 	})

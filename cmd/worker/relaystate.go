@@ -55,7 +55,7 @@ type relayStatePublisher struct {
 	failures *prometheus.CounterVec
 	now      func() time.Time
 	// broken holds the operations whose last failure will not mend by
-	// itself (pgpool.Retryable): logged once at Warn until they succeed.
+	// itself (pgpool.MayHeal): logged once at Warn until they succeed.
 	broken map[string]bool
 }
 
@@ -146,8 +146,8 @@ func (r *relayStatePublisher) note(ctx context.Context, op string, err error) bo
 		return false
 	}
 	r.failures.WithLabelValues(op).Inc()
-	if pgpool.Retryable(err) && !errors.Is(err, relaystate.ErrInvalid) {
-		r.logger.Debug("relay state: failed; retrying at the next publication", "op", op, "error", err)
+	if pgpool.MayHeal(err) && !errors.Is(err, relaystate.ErrInvalid) {
+		r.logger.Debug("relay state: failed; trying again at the next publication", "op", op, "error", err)
 		return false
 	}
 	if !r.broken[op] {
@@ -163,7 +163,7 @@ func snapshots(states []delivery.RelayState) []relaystate.Snapshot {
 	out := make([]relaystate.Snapshot, len(states))
 	for i, s := range states {
 		out[i] = relaystate.Snapshot{
-			Provider: s.Provider, Priority: s.Priority, Limit: s.Limit, InFlight: s.InFlight,
+			Relay: s.Relay, Priority: s.Priority, Limit: s.Limit, InFlight: s.InFlight,
 			Rate: s.Rate, FleetShare: s.FleetShare, Members: s.Members,
 			ConcurrencyCuts: s.ConcurrencyCuts, RateCuts: s.RateCuts,
 			LastCut: relaystate.Cut{Controller: s.LastCut.Controller, Reason: s.LastCut.Reason, At: s.LastCut.At},

@@ -66,7 +66,7 @@ type fakeRelaySource struct {
 }
 
 func (s *fakeRelaySource) RelayStates() []delivery.RelayState {
-	return []delivery.RelayState{{Provider: "mx", Priority: 1, InFlight: 2, Limit: 5, Rate: 30, FleetShare: math.Inf(1),
+	return []delivery.RelayState{{Relay: "mx", Priority: 1, InFlight: 2, Limit: 5, Rate: 30, FleetShare: math.Inf(1),
 		Members: 1, RateCuts: 1, LastCut: delivery.Cut{Controller: "rate", Reason: "throttle-text 450 4.7.1", At: time.Unix(100, 0)}}}
 }
 
@@ -115,7 +115,7 @@ func TestRelayStatePublisher(t *testing.T) {
 			if n < 4 {
 				t.Fatalf("%d publications in 100ms every 10ms, want several", n)
 			}
-			if got := store.published[0]; len(got) != 1 || got[0].Provider != "mx" || got[0].Rate != 30 ||
+			if got := store.published[0]; len(got) != 1 || got[0].Relay != "mx" || got[0].Rate != 30 ||
 				got[0].LastCut.Reason != "throttle-text 450 4.7.1" || got[0].InFlight != 2 {
 				t.Errorf("first publication %+v, want the pipeline's relay state", got)
 			}

@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("setting POSTLINE_HTTP_ADDR: %w", err)
 	}
 	logger.Info("worker starting", "http_addr", listener.Addr().String(), "topic", s.JobsTopic,
-		"group", s.Group, "kafka", w.cluster.String(), "retry_policy", s.RetryPolicy, "relays", w.providerNames, "senders", s.Senders, "bounce_domain", s.BounceDomain,
+		"group", s.Group, "kafka", w.cluster.String(), "retry_policy", s.RetryPolicy, "relays", w.relayNames, "senders", s.Senders, "bounce_domain", s.BounceDomain,
 		"unsubscribe_url", unsubscribeURL(w.links))
 
 	// Phase one of shutdown: the signal stops consumption; the consumer

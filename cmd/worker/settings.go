@@ -41,7 +41,7 @@ type settings struct {
 	BatchSize    int           `env:"POSTLINE_BATCH_SIZE" default:"256" usage:"records per Postgres round trip"`
 	BatchBytes   int           `env:"POSTLINE_BATCH_BYTES" default:"8388608" usage:"record bytes gathered into one batch (one Postgres round trip)"`
 	BatchLinger  time.Duration `env:"POSTLINE_BATCH_LINGER" default:"5ms" usage:"how long a partial batch waits to fill"`
-	FastRetries  int           `env:"POSTLINE_FAST_RETRIES" default:"3" usage:"in-process retries of a transient failure before a delay tier (-1: none)"`
+	FastRetries  int           `env:"POSTLINE_FAST_RETRIES" default:"3" usage:"in-attempt resends of a transient failure (a blip) before a delay tier (-1: none)"`
 	RetryPrefix  string        `env:"POSTLINE_RETRY_TOPIC_PREFIX" default:"mail.retry" usage:"delay topics are <prefix>.<tier>"`
 	RetryTiers   string        `env:"POSTLINE_RETRY_TIERS" default:"5s,30s,2m,10m,1h,6h" usage:"delay tiers; a computed delay is rounded up to one"`
 	MaxAttempts  string        `env:"POSTLINE_MAX_ATTEMPTS" default:"urgent=10,normal=8,bulk=5" usage:"attempts allowed per priority"`
@@ -49,7 +49,7 @@ type settings struct {
 	RetryBudgets string        `env:"POSTLINE_RETRY_BUDGETS" default:"urgent=100+5/s+20%,normal=30+1/s+10%,bulk=5+0.2/s+5%" usage:"retry budgets per priority (adaptive policy): burst+refill/s+share% token buckets; a retry takes a token, every first attempt earns share% of one, and a retry without one waits for the refill"`
 	MaxAge       string        `env:"POSTLINE_MAX_AGE" default:"urgent=6h,normal=24h,bulk=48h" usage:"age after first publication past which a job is dead, per priority"`
 
-	CircuitThreshold   int           `env:"POSTLINE_CIRCUIT_THRESHOLD" default:"5" usage:"relay faults (refused or lost connections, timeouts, 421 service not available; never throttles) within 10s, fleet-wide, that open a provider's circuit when under 5% of that window's sends succeeded"`
+	CircuitThreshold   int           `env:"POSTLINE_CIRCUIT_THRESHOLD" default:"5" usage:"relay faults (refused or lost connections, timeouts, 421 service not available; never throttles) within 10s, fleet-wide, that open a relay's circuit when under 5% of that window's sends succeeded"`
 	CircuitCooldown    time.Duration `env:"POSTLINE_CIRCUIT_COOLDOWN" default:"30s" usage:"first open period of a circuit; doubles per failed probe (x4 after timeouts)"`
 	CircuitMaxCooldown time.Duration `env:"POSTLINE_CIRCUIT_MAX_COOLDOWN" default:"1h" usage:"cap of a circuit's open period"`
 	CircuitRefresh     time.Duration `env:"POSTLINE_CIRCUIT_REFRESH" default:"1s" usage:"how often the fleet's shared circuit state is re-read"`

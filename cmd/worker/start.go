@@ -109,7 +109,7 @@ func (w *worker) buildStages(ctx context.Context, st *started) error {
 		return err // stopped before the database came up: nothing consumed
 	}
 	var err error
-	if st.breakers, err = circuit.New(w.pool, s.WorkerID, w.providerNames, w.circuitPolicy, w.logger, w.reg); err != nil {
+	if st.breakers, err = circuit.New(w.pool, s.WorkerID, w.relayNames, w.circuitPolicy, w.logger, w.reg); err != nil {
 		return fmt.Errorf("circuit breakers: %w", err)
 	}
 	eventsLimit, err := eventstream.EnsureTopic(ctx, w.cluster, s.EventsTopic, w.logger)
@@ -154,7 +154,7 @@ func (w *worker) pipelineDeps(st *started, comp *compose.Composer) delivery.Deps
 	return delivery.Deps{
 		Store:          w.store,
 		Leases:         w.leases,
-		Providers:      w.providers,
+		Relays:         w.relays,
 		Breakers:       st.breakers,
 		DeadLetters:    st.dlq,
 		Retries:        st.retries,

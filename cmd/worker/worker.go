@@ -39,12 +39,12 @@ type worker struct {
 	store  *idempotency.Store
 	leases *idempotency.LeaseKeeper
 
-	providers     []delivery.Provider
-	providerNames []string
-	signer        *returnpath.Signer
-	links         *unsubscribe.Links
-	rules         *failure.RuleSet
-	noConfirm     bool
+	relays     []delivery.Relay
+	relayNames []string
+	signer     *returnpath.Signer
+	links      *unsubscribe.Links
+	rules      *failure.RuleSet
+	noConfirm  bool
 
 	cluster       *kafkaclient.Cluster
 	cons          *consumer.Consumer
@@ -74,7 +74,7 @@ func newWorker(s settings, pool *pgxpool.Pool, logger *slog.Logger, reg *prometh
 		return nil, config.NameSetting(err, map[string]string{"Lease": "POSTLINE_LEASE", "Owner": "POSTLINE_WORKER_ID"})
 	}
 	// A claimed job may wait long for a relay slot: its lease is kept until
-	// its outcome is recorded, so the reaper never takes over a live job.
+	// its fate is recorded, so the reaper never takes over a live job.
 	w.leases, err = idempotency.NewLeaseKeeper(idempotency.KeeperConfig{Lease: s.Lease}, w.store, logger)
 	if err != nil {
 		// The keeper's interval is a third of the lease: the lease is what to change.
@@ -135,7 +135,7 @@ func (w *worker) buildRelays() error {
 	return nil
 }
 
-// addRelay builds one relay and adds it to the providers.
+// addRelay builds one relay and adds it to the relays.
 func (w *worker) addRelay(rc sender.Config) error {
 	relay, err := sender.New(rc, w.logger, w.reg)
 	if err != nil {
@@ -145,14 +145,14 @@ func (w *worker) addRelay(rc sender.Config) error {
 		return config.NameSetting(err, map[string]string{"Name": "POSTLINE_SMTP_NAME", "Host": "POSTLINE_SMTP_HOST", "Port": "POSTLINE_SMTP_PORT",
 			"TLS": "POSTLINE_SMTP_TLS", "Username": "POSTLINE_SMTP_USERNAME", "Password": "POSTLINE_SMTP_PASSWORD", "HELO": "POSTLINE_SMTP_HELO"})
 	}
-	w.providers = append(w.providers, delivery.Provider{
+	w.relays = append(w.relays, delivery.Relay{
 		Name:       relay.Name(),
 		Priority:   rc.Priority,
 		NewSession: func() delivery.Session { return relay.NewSession() },
 		MaxConns:   rc.MaxConns,
 		FleetRate:  rc.Rate,
 	})
-	w.providerNames = append(w.providerNames, relay.Name())
+	w.relayNames = append(w.relayNames, relay.Name())
 	return nil
 }
 
@@ -206,7 +206,7 @@ func (w *worker) buildPipelineConfig() error {
 		BatchSize:   s.BatchSize,
 		BatchLinger: s.BatchLinger,
 		BatchBytes:  s.BatchBytes,
-		FastRetries: s.FastRetries,
+		Resends:     s.FastRetries,
 		Tiers:       w.tiers,
 		RetryLimits: retryLimits,
 		Limits:      w.limits,
@@ -217,7 +217,7 @@ func (w *worker) buildPipelineConfig() error {
 	}
 	if err := w.pipelineCfg.WithDefaults().Validate(); err != nil {
 		return config.NameSetting(err, map[string]string{"Senders": "POSTLINE_SENDERS", "BatchSize": "POSTLINE_BATCH_SIZE", "BatchBytes": "POSTLINE_BATCH_BYTES",
-			"BatchLinger": "POSTLINE_BATCH_LINGER", "FastRetries": "POSTLINE_FAST_RETRIES",
+			"BatchLinger": "POSTLINE_BATCH_LINGER", "Resends": "POSTLINE_FAST_RETRIES",
 			"MaxMessageBytes": "POSTLINE_MAX_MESSAGE_BYTES", "MaxBodyBytes": "POSTLINE_MAX_BODY_BYTES",
 			"MaxAttachmentBytes": "POSTLINE_MAX_ATTACHMENT_BYTES", "ConfirmWindow": "POSTLINE_CONFIRM_WINDOW"})
 	}

@@ -82,8 +82,8 @@ func TestAdaptive(t *testing.T) {
 		{"permanent: no retry", Inputs{Class: failure.Permanent, Attempt: 1}, false, ReasonPermanent, 0},
 		{"auth: failover", Inputs{Class: failure.Auth, Attempt: 1}, false, ReasonFailover, 0},
 		{"throttled honours retry-after", Inputs{Class: failure.Throttled, Attempt: 1, RetryAfter: 30 * time.Second, SuccessRate: 1}, true, ReasonThrottled, 30*time.Second + 500*time.Millisecond},
-		{"throttled waits for a later cool-down", Inputs{Class: failure.Throttled, Attempt: 1, RetryAfter: 10 * time.Second, ProviderCooldownUntil: t0.Add(time.Minute), SuccessRate: 1}, true, ReasonThrottled, time.Minute + 500*time.Millisecond},
-		{"throttled: hint beats an earlier cool-down", Inputs{Class: failure.Throttled, Attempt: 1, RetryAfter: 2 * time.Minute, ProviderCooldownUntil: t0.Add(time.Minute), SuccessRate: 1}, true, ReasonThrottled, 2*time.Minute + 500*time.Millisecond},
+		{"throttled waits for a later cool-down", Inputs{Class: failure.Throttled, Attempt: 1, RetryAfter: 10 * time.Second, RelayCooldownUntil: t0.Add(time.Minute), SuccessRate: 1}, true, ReasonThrottled, time.Minute + 500*time.Millisecond},
+		{"throttled: hint beats an earlier cool-down", Inputs{Class: failure.Throttled, Attempt: 1, RetryAfter: 2 * time.Minute, RelayCooldownUntil: t0.Add(time.Minute), SuccessRate: 1}, true, ReasonThrottled, 2*time.Minute + 500*time.Millisecond},
 		{"throttled: attempt does not grow the wait", Inputs{Class: failure.Throttled, Attempt: 9, RetryAfter: 30 * time.Second, SuccessRate: 1}, true, ReasonThrottled, 30*time.Second + 500*time.Millisecond},
 		{"throttled without hint: default wait", Inputs{Class: failure.Throttled, Attempt: 3, SuccessRate: 1}, true, ReasonThrottled, 5*time.Second + 500*time.Millisecond},
 		{"throttled without hint, low success: bounded x2", Inputs{Class: failure.Throttled, Attempt: 3, SuccessRate: 0.01}, true, ReasonThrottled, 10*time.Second + 500*time.Millisecond},
@@ -144,19 +144,19 @@ func TestWindow(t *testing.T) {
 	tests := []struct {
 		name   string
 		events []struct {
-			at       time.Duration
-			provider string
-			ok       bool
+			at    time.Duration
+			relay string
+			ok    bool
 		}
-		at       time.Duration
-		provider string
-		rate     float64
-		samples  int
+		at      time.Duration
+		relay   string
+		rate    float64
+		samples int
 	}{
 		{"empty is optimistic", nil, 0, "a", 1, 0},
 		{"few samples are optimistic", repeat(5, 0, "a", false), time.Second, "a", 1, 5},
 		{"rate over window", append(repeat(15, 0, "a", true), repeat(5, 0, "a", false)...), time.Second, "a", 0.75, 20},
-		{"other provider not counted", append(repeat(20, 0, "a", false), repeat(20, 0, "b", true)...), time.Second, "b", 1, 20},
+		{"other relay not counted", append(repeat(20, 0, "a", false), repeat(20, 0, "b", true)...), time.Second, "b", 1, 20},
 		{"old buckets drop out", append(repeat(20, 0, "a", false), repeat(20, 20*time.Second, "a", true)...), 31 * time.Second, "a", 1, 20},
 		{"both buckets inside window", append(repeat(20, 0, "a", false), repeat(20, 20*time.Second, "a", true)...), 25 * time.Second, "a", 0.5, 40},
 		{"ring slot reused after wrap", append(repeat(20, 0, "a", false), repeat(20, 30*time.Second, "a", true)...), 30 * time.Second, "a", 1, 20},
@@ -168,9 +168,9 @@ func TestWindow(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, e := range tt.events {
-				w.Observe(t0.Add(e.at), e.provider, e.ok)
+				w.Observe(t0.Add(e.at), e.relay, e.ok)
 			}
-			r, n := w.Rate(t0.Add(tt.at), tt.provider)
+			r, n := w.Rate(t0.Add(tt.at), tt.relay)
 			if r != tt.rate || n != tt.samples {
 				t.Errorf("Rate = %v, %d; want %v, %d", r, n, tt.rate, tt.samples)
 			}
@@ -185,18 +185,18 @@ func TestWindow(t *testing.T) {
 	}
 }
 
-func repeat(n int, at time.Duration, provider string, ok bool) []struct {
-	at       time.Duration
-	provider string
-	ok       bool
+func repeat(n int, at time.Duration, relay string, ok bool) []struct {
+	at    time.Duration
+	relay string
+	ok    bool
 } {
 	out := make([]struct {
-		at       time.Duration
-		provider string
-		ok       bool
+		at    time.Duration
+		relay string
+		ok    bool
 	}, n)
 	for i := range out {
-		out[i].at, out[i].provider, out[i].ok = at, provider, ok
+		out[i].at, out[i].relay, out[i].ok = at, relay, ok
 	}
 	return out
 }
@@ -524,14 +524,14 @@ func TestPacer(t *testing.T) {
 			p.OnSuccess(t0) // + 0.5/5, not 0.04*5/5
 			return nil
 		}, nil, 5 + 0.5/5},
-		{"a refusal while the provider accepts less than the rate cuts from what it accepts", PacerConfig{Initial: 50}, func(p *Pacer) any {
+		{"a refusal while the relay accepts less than the rate cuts from what it accepts", PacerConfig{Initial: 50}, func(p *Pacer) any {
 			return p.OnThrottleAccepted(t0, t0, 10) // the relay fell to 10/s
 		}, true, 7},
 		{"after a first cut, an accepted rate above the pacer's is the usual cut", PacerConfig{Initial: 50}, func(p *Pacer) any {
 			p.OnThrottle(t0.Add(-2 * time.Second)) // 35
 			return p.OnThrottleAccepted(t0, t0, 80)
 		}, true, 24.5},
-		{"in slow start, a refusal while the provider accepts more is someone else's burst", PacerConfig{Initial: 50}, func(p *Pacer) any {
+		{"in slow start, a refusal while the relay accepts more is someone else's burst", PacerConfig{Initial: 50}, func(p *Pacer) any {
 			return p.OnThrottleAccepted(t0, t0, 80)
 		}, false, 50},
 		{"in slow start, an accepted rate not known yet holds the rate", PacerConfig{Initial: 50}, func(p *Pacer) any {

@@ -32,9 +32,9 @@ type AIMDConfig struct {
 	// of one burst of sends count once. Defaults to 1s.
 	Interval time.Duration
 	// Probe scales the additive increase within one step of the limit at
-	// which the provider last throttled, in (0,1]: the limit climbs
+	// which the relay last throttled, in (0,1]: the limit climbs
 	// back quickly after a decrease, then probes the known ceiling slowly
-	// (as TCP BIC/CUBIC plateau near their last maximum), so a provider
+	// (as TCP BIC/CUBIC plateau near their last maximum), so a relay
 	// with a fixed connection cap is not refused every few sends. 1
 	// disables the plateau. Defaults to 0.1.
 	Probe float64
@@ -70,7 +70,7 @@ func (c AIMDConfig) Validate() error {
 	return nil
 }
 
-// AIMD is the send concurrency for one provider: each success adds
+// AIMD is the send concurrency for one relay: each success adds
 // 1/Limit() (about one per round of sends, as TCP's congestion window), or
 // Probe/Limit() within one step either side of the limit at the last
 // decrease; each
@@ -103,7 +103,7 @@ func (a *AIMD) Limit() int {
 
 // Blocked records that a send waited at now because Limit() were in
 // flight. The limit grows only while it holds sends back: successes at a
-// limit that is not reached do not show the provider would take more.
+// limit that is not reached do not show the relay would take more.
 func (a *AIMD) Blocked(now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -128,7 +128,7 @@ func (a *AIMD) OnSuccess(now time.Time) {
 	a.limit = math.Min(float64(a.cfg.Max), a.limit+step)
 }
 
-// OnThrottle records a send the provider refused for load, and reports
+// OnThrottle records a send the relay refused for load, and reports
 // whether the limit was decreased (false within Interval of the last one).
 // Callers that know when the refused send started should use
 // OnThrottleSent.

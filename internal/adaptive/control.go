@@ -17,23 +17,23 @@ const (
 // SendControlConfig configures a SendControl.
 type SendControlConfig struct {
 	// AIMD is the concurrency limit. Its Max should be the most sends the
-	// caller can have in flight (the provider's connection pool).
+	// caller can have in flight (the relay's connection pool).
 	AIMD AIMDConfig
 	// Pacer is the learned rate. A zero Initial leaves sends unpaced until
-	// the provider first refuses one for its rate; the pacer then starts at
-	// the rate the provider was accepting over the last second, cut by
+	// the relay first refuses one for its rate; the pacer then starts at
+	// the rate the relay was accepting over the last second, cut by
 	// Factor, so a relay that never pushes back is never slowed down.
 	Pacer PacerConfig
-	// FleetRate is the provider's rate for the whole fleet in sends per
+	// FleetRate is the relay's rate for the whole fleet in sends per
 	// second, split over the consumer group's members that have mail to send (FleetShare);
 	// 0 means none.
 	FleetRate float64
 }
 
-// SendControl decides when a send to one provider may start: the AIMD
+// SendControl decides when a send to one relay may start: the AIMD
 // concurrency limit (scaled by the runtime pressure guard), the learned
 // send rate and this worker's share of the fleet-wide rate must all let it
-// through. It learns from each send's outcome: a refusal for too many
+// through. It learns from each send's result: a refusal for too many
 // connections cuts the concurrency, one for too many messages cuts the
 // rate, and successes let both grow back. Safe for concurrent use; the
 // caller counts the sends in flight.
@@ -42,16 +42,16 @@ type SendControl struct {
 	cfg    SendControlConfig
 	aimd   *AIMD
 	pacer  *Pacer  // nil until the first rate refusal, when Pacer.Initial is 0
-	recent *Window // outcomes over the last second, to seed the pacer
-	// firstOutcome is when Done was first called: the start of the
+	recent *Window // results over the last second, to seed the pacer
+	// firstResult is when Done was first called: the start of the
 	// traffic the recent window has seen.
-	firstOutcome time.Time
-	fleet        *RateLimiter
-	members      int
+	firstResult time.Time
+	fleet       *RateLimiter
+	members     int
 	// membersKnown is set once the group's size was given (SetMembers or
 	// Seed): only later changes rescale a learned rate.
 	membersKnown bool
-	// others is what the other live workers learned for the provider, as
+	// others is what the other live workers learned for the relay, as
 	// last heard at othersAt (Seed).
 	others    LearnedRates
 	othersAt  time.Time
@@ -97,7 +97,7 @@ func (c *SendControl) Limit() int {
 }
 
 // Rate returns the learned send rate in sends per second, or +Inf while
-// the provider has not refused a send for its rate.
+// the relay has not refused a send for its rate.
 func (c *SendControl) Rate() float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -126,9 +126,9 @@ func (c *SendControl) Decreases(controller string) int {
 	return c.decreases[controller]
 }
 
-// SetMembers sets the number of live workers sharing the provider. The
+// SetMembers sets the number of live workers sharing the relay. The
 // fleet-wide rate is split over them, and a learned rate is rescaled: the
-// provider's rate was learned as this worker's share, and a worker joining
+// relay's rate was learned as this worker's share, and a worker joining
 // (or leaving) changes the share at once rather than after the refusals
 // that would teach it. A worker joining scales the rate by old/new members.
 // One leaving (or running out of mail) frees the share it was sending at,
@@ -163,7 +163,7 @@ func (c *SendControl) SetMembers(now time.Time, members int) {
 const othersMaxAge = 10 * time.Second
 
 // shareScale is the factor by which the learned rate changes when the
-// members sharing the provider go from old to members; callers hold mu and
+// members sharing the relay go from old to members; callers hold mu and
 // c.pacer is set.
 func (c *SendControl) shareScale(now time.Time, old, members int) float64 {
 	f := float64(old) / float64(members)
@@ -177,7 +177,7 @@ func (c *SendControl) shareScale(now time.Time, old, members int) float64 {
 }
 
 // Members returns the number of live workers the control shares the
-// provider with (itself included).
+// relay with (itself included).
 func (c *SendControl) Members() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -203,25 +203,25 @@ func (c *SendControl) catchUp(others LearnedRates) {
 	}
 }
 
-// LearnedRates is what the other live workers learned for one provider:
+// LearnedRates is what the other live workers learned for one relay:
 // the sum of their rates and how many of them pace it.
 type LearnedRates struct {
 	Sum     float64
 	Workers int
 }
 
-// paced reports whether r says anything: some worker paces the provider at
+// paced reports whether r says anything: some worker paces the relay at
 // a finite rate.
 func (r LearnedRates) paced() bool {
 	return r.Workers > 0 && r.Sum > 0 && !math.IsInf(r.Sum, 1)
 }
 
-// Seed hears others, what the other live workers learned for the provider
+// Seed hears others, what the other live workers learned for the relay
 // (zero when none paces it), which SetMembers shares out when a worker
 // leaves; a pacing control far below its fair share of it catches up
 // (catchUp). It starts pacing at this worker's share of their sum when this
 // control is still unpaced: a worker joining a fleet that has learned the
-// provider's rate starts at its share instead of at full speed, so adding a
+// relay's rate starts at its share instead of at full speed, so adding a
 // worker does not add refusals. The share is the sum split over the
 // members, this worker included (at least two, since other workers
 // reported). Seeding does nothing once the control paces or for a sum <= 0.
@@ -281,14 +281,14 @@ func (c *SendControl) Admit(now time.Time, inFlight int) (ok bool, retryAt time.
 	return true, time.Time{}
 }
 
-// Done records the outcome of a send that started at sent and ended at
+// Done records the result of a send that started at sent and ended at
 // now: ok, or refused for the relay limit limit ("" for any other
 // failure). It returns the controller it cut, or "".
 func (c *SendControl) Done(now, sent time.Time, ok bool, limit failure.Limit) (cut string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.firstOutcome.IsZero() {
-		c.firstOutcome = now
+	if c.firstResult.IsZero() {
+		c.firstResult = now
 	}
 	c.recent.Observe(now, "", ok)
 	switch {
@@ -331,14 +331,14 @@ func (c *SendControl) rationing(now time.Time) bool {
 // +Inf within the first second of traffic, when the window says nothing
 // about it. c.mu is held.
 func (c *SendControl) acceptedRate(now time.Time) float64 {
-	if now.Sub(c.firstOutcome) < time.Second {
+	if now.Sub(c.firstResult) < time.Second {
 		return math.Inf(1)
 	}
 	ratio, n := c.recent.Overall(now)
 	return ratio * float64(n) / time.Second.Seconds()
 }
 
-// paceMinSamples is the fewest outcomes in the last second for which a rate
+// paceMinSamples is the fewest results in the last second for which a rate
 // refusal starts the pacer: below it the sample says nothing about the
 // relay's rate (one refused job among a trickle), and the refused job's
 // own wait for the relay's hint is answer enough.
@@ -365,7 +365,7 @@ func (c *SendControl) startPacer(now time.Time) bool {
 	seen := ratio * float64(n)
 	cfg.Initial = math.Min(cfg.Max, math.Max(cfg.Min, seen/time.Second.Seconds()))
 	c.pacer, _ = NewPacer(cfg, now) // cfg was validated by NewSendControl
-	if now.Sub(c.firstOutcome) < time.Second {
+	if now.Sub(c.firstResult) < time.Second {
 		c.pacer.startSlow(now)
 		return true
 	}

@@ -1,8 +1,8 @@
 // Package adaptive owns the retry and pacing policy of the delivery worker:
 // how long a failed job waits (Policy and its three implementations Uniform,
 // Reference and Adaptive), the rolling success rate (Window), retry budgets
-// per priority (Budgets), send concurrency per provider (AIMD), a learned
-// send rate per provider (Pacer), a provider rate shared by the fleet
+// per priority (Budgets), send concurrency per relay (AIMD), a learned
+// send rate per relay (Pacer), a relay rate shared by the fleet
 // (FleetShare, RateLimiter) and a guard on Go runtime pressure
 // (PressureGuard).
 //

@@ -85,26 +85,26 @@ func (c PacerConfig) Validate() error {
 	return nil
 }
 
-// Pacer paces sends to one provider at a learned rate: a token bucket whose
+// Pacer paces sends to one relay at a learned rate: a token bucket whose
 // rate grows on success and shrinks on throttling, as TCP's congestion
 // window does. It starts in slow start (each success adds 1/s, so the rate
 // doubles every second) until the first throttle; each throttle multiplies
 // the rate by Factor, at most once per Interval, and remembers the rate it
-// cut from as the provider's ceiling. Growth after that has the shape of
+// cut from as the relay's ceiling. Growth after that has the shape of
 // TCP CUBIC's window, so a short dip costs seconds, not minutes, while the
-// pacer lingers just under the rate the provider last refused:
+// pacer lingers just under the rate the relay last refused:
 //   - below a plateau 5 % under the ceiling the rate climbs back by half
 //     the remaining distance per second (a cut of 0.7 is 90 % recovered in
 //     about 3 s);
 //   - on the plateau it probes by Probe of itself per second (at least
 //     Increase);
 //   - above the ceiling the gain doubles every second, up to a tenth of
-//     the rate per second, so a provider whose capacity came back (a drop
+//     the rate per second, so a relay whose capacity came back (a drop
 //     from 50/s to 10/s that ended) is found again in seconds rather than
 //     at Increase per second, and one whose token bucket hides an
 //     overshoot for a while is not met at twice its rate.
 //
-// Unlike a pause for the whole retry hint, the provider keeps receiving mail
+// Unlike a pause for the whole retry hint, the relay keeps receiving mail
 // just below the rate it was last seen to take.
 type Pacer struct {
 	mu        sync.Mutex
@@ -186,7 +186,7 @@ func (p *Pacer) gain() float64 {
 		return p.rate // slow start: +1 per success
 	}
 	// Half the distance to the plateau below it; the probe on the
-	// plateau, just under the ceiling, where the provider last said no;
+	// plateau, just under the ceiling, where the relay last said no;
 	// above the ceiling the distance itself (doubling every second).
 	probe := max(p.cfg.Increase, p.cfg.Probe*p.rate)
 	plateau := p.ceiling * (1 - plateauWidth)
@@ -200,17 +200,17 @@ func (p *Pacer) gain() float64 {
 }
 
 // maxGainShare bounds the gain above the ceiling to this share of the rate
-// per second: a provider's token bucket hides an overshoot until it is
+// per second: a relay's token bucket hides an overshoot until it is
 // empty, and a rate that kept doubling meanwhile would meet it far above
-// the provider's rate, with a burst of refusals.
+// the relay's rate, with a burst of refusals.
 const maxGainShare = 0.1
 
 // plateauWidth is the share of the ceiling below it where the pacer only
-// probes: the rate of the last cut was too much for the provider, so the
+// probes: the rate of the last cut was too much for the relay, so the
 // pacer comes back quickly to just under it and lingers there.
 const plateauWidth = 0.05
 
-// OnThrottle records a send the provider refused for its rate, and reports
+// OnThrottle records a send the relay refused for its rate, and reports
 // whether the rate was decreased (false within Interval of the last one).
 // Callers that know when the refused send started should use
 // OnThrottleSent.
@@ -235,17 +235,17 @@ func (p *Pacer) OnThrottleSent(now, sent time.Time) bool {
 }
 
 // OnThrottleAccepted is OnThrottleSent for a caller that knows the rate
-// the provider accepted over the last second: 0 when it does not, +Inf
+// the relay accepted over the last second: 0 when it does not, +Inf
 // when it cannot know yet (less than a second of traffic).
 //
-// In slow start, a refusal while the provider accepts more than the
+// In slow start, a refusal while the relay accepts more than the
 // pacer's rate (or may, +Inf) is not this pacer's to answer: it answers
 // someone else's burst, such as an unpaced worker starting beside this one.
 // The pacer holds its rate for an Interval instead of cutting it. Once
 // known, when the accepted rate is below what one cut would leave
-// (rate*Factor), the cut is from it: a provider whose capacity fell (from
+// (rate*Factor), the cut is from it: a relay whose capacity fell (from
 // 50/s to 10/s) is followed in one cut instead of one a second (50, 35,
-// 24.5, 17, 12 while it refuses most of them); in steady state the provider
+// 24.5, 17, 12 while it refuses most of them); in steady state the relay
 // accepts about the pacer's rate and the cut is the usual one.
 func (p *Pacer) OnThrottleAccepted(now, sent time.Time, accepted float64) bool {
 	p.mu.Lock()
@@ -267,7 +267,7 @@ func (p *Pacer) OnThrottleAccepted(now, sent time.Time, accepted float64) bool {
 
 // startSlow makes refusals of sends that started before now answered by
 // the pacer's start, keeping the slow start: the rate doubles each second
-// until the provider refuses a send made at it.
+// until the relay refuses a send made at it.
 func (p *Pacer) startSlow(now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -275,7 +275,7 @@ func (p *Pacer) startSlow(now time.Time) {
 }
 
 // learned ends the slow start without a cut: the current rate is known to
-// be the provider's (a share the fleet learned), so the pacer probes from
+// be the relay's (a share the fleet learned), so the pacer probes from
 // it.
 func (p *Pacer) learned(now time.Time) {
 	p.mu.Lock()
@@ -304,7 +304,7 @@ func (p *Pacer) decrease(now time.Time) {
 }
 
 // Scale multiplies the rate and the ceiling by f > 0 from now on: the
-// provider's rate is shared with more (f < 1) or fewer (f > 1) workers.
+// relay's rate is shared with more (f < 1) or fewer (f > 1) workers.
 func (p *Pacer) Scale(now time.Time, f float64) {
 	if !(f > 0) {
 		return

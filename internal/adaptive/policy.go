@@ -29,16 +29,16 @@ type Inputs struct {
 	Lag int64
 	// SuccessRate is the rolling success rate in [0,1] (Window.Rate).
 	SuccessRate float64
-	// ProviderCooldownUntil is when the provider said it takes mail again;
+	// RelayCooldownUntil is when the relay said it takes mail again;
 	// zero when it did not.
-	ProviderCooldownUntil time.Time
+	RelayCooldownUntil time.Time
 	// Now is the current time.
 	Now time.Time
 }
 
 // Decision is what a Policy decides for a failed job.
 type Decision struct {
-	// Retry is false when the job must not be tried again on this provider.
+	// Retry is false when the job must not be tried again on this relay.
 	Retry bool
 	// Delay is how long the job waits before its next attempt.
 	Delay time.Duration
@@ -52,8 +52,8 @@ type Decision struct {
 // The reasons a Decision carries.
 const (
 	ReasonPermanent = "permanent"        // never accepted: no retry
-	ReasonFailover  = "failover"         // auth or relay policy: no retry on this provider
-	ReasonThrottled = "throttled: wait"  // wait until the provider takes mail again
+	ReasonFailover  = "failover"         // auth or relay policy: no retry on this relay
+	ReasonThrottled = "throttled: wait"  // wait until the relay takes mail again
 	ReasonFailed    = "failed: backoff"  // exponential backoff by attempt
 	ReasonModel     = "reference: model" // the reference formula
 )
@@ -171,7 +171,7 @@ type AdaptiveConfig struct {
 	// hint and no cool-down is known. Defaults to 5s.
 	ThrottleWait time.Duration
 	// ThrottleSpread is the largest random spread added to a throttled
-	// wait, so jobs released by one cool-down do not return at one instant.
+	// wait, so jobs handed back by one cool-down do not return at one instant.
 	// Defaults to 0: in the worker the delay is rounded up to a tier and
 	// the retry-scheduler spreads each tier's re-injections, and a spread
 	// here would push a hint that equals a tier into the next one.
@@ -225,9 +225,9 @@ func (c AdaptiveConfig) Validate() error {
 
 // Adaptive is the project's policy. Its rules, by class:
 //   - permanent: no retry (ReasonPermanent);
-//   - auth: no retry on this provider (ReasonFailover: another provider may
+//   - auth: no retry on this relay (ReasonFailover: another relay may
 //     take it);
-//   - throttled: wait until max(Now+RetryAfter, ProviderCooldownUntil), or
+//   - throttled: wait until max(Now+RetryAfter, RelayCooldownUntil), or
 //     ThrottleWait scaled by the success multiplier when neither is known,
 //     plus a random spread below ThrottleSpread; the attempt number plays
 //     no part (ReasonThrottled);
@@ -261,7 +261,7 @@ func (a *Adaptive) Decide(in Inputs) Decision {
 	case failure.Auth:
 		return noRetry(in, ReasonFailover)
 	case failure.Throttled:
-		until := in.ProviderCooldownUntil
+		until := in.RelayCooldownUntil
 		if in.RetryAfter > 0 {
 			until = later(until, in.Now.Add(in.RetryAfter))
 		}

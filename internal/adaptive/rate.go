@@ -18,7 +18,7 @@ func FleetShare(totalRate float64, members int) float64 {
 	return totalRate / float64(max(members, 1))
 }
 
-// RateLimiter paces sends to one provider with a token bucket whose rate
+// RateLimiter paces sends to one relay with a token bucket whose rate
 // can be set again (when group membership changes). All methods take the
 // time explicitly so a virtual clock drives it. A rate of 0 or less means
 // unlimited.

@@ -21,7 +21,7 @@ type WindowConfig struct {
 	// Buckets is how many buckets the span is cut into; older buckets drop
 	// out whole. Defaults to 10.
 	Buckets int
-	// MinSamples is the fewest outcomes for which a rate is computed; with
+	// MinSamples is the fewest results for which a rate is computed; with
 	// fewer the rate is 1. Defaults to 20.
 	MinSamples int
 }
@@ -47,17 +47,17 @@ func (c WindowConfig) Validate() error {
 	return nil
 }
 
-// Window is a rolling success rate over the last Span, per provider and
-// overall, kept in a ring of buckets. With fewer than MinSamples outcomes in
-// the window the rate is 1: a quiet provider is presumed healthy, so a
+// Window is a rolling success rate over the last Span, per relay and
+// overall, kept in a ring of buckets. With fewer than MinSamples results in
+// the window the rate is 1: a quiet relay is presumed healthy, so a
 // single early failure does not stretch delays (optimistic by design; the
-// circuit breaker, not this, handles a provider that is down).
+// circuit breaker, not this, handles a relay that is down).
 type Window struct {
-	mu        sync.Mutex
-	cfg       WindowConfig
-	width     time.Duration
-	overall   *ring
-	providers map[string]*ring
+	mu      sync.Mutex
+	cfg     WindowConfig
+	width   time.Duration
+	overall *ring
+	relays  map[string]*ring
 }
 
 type bucket struct {
@@ -74,36 +74,36 @@ func NewWindow(cfg WindowConfig) (*Window, error) {
 		return nil, err
 	}
 	return &Window{
-		cfg:       cfg,
-		width:     cfg.Span / time.Duration(cfg.Buckets),
-		overall:   &ring{b: make([]bucket, cfg.Buckets)},
-		providers: map[string]*ring{},
+		cfg:     cfg,
+		width:   cfg.Span / time.Duration(cfg.Buckets),
+		overall: &ring{b: make([]bucket, cfg.Buckets)},
+		relays:  map[string]*ring{},
 	}, nil
 }
 
-// Observe records one outcome of a send to provider at now.
-func (w *Window) Observe(now time.Time, provider string, ok bool) {
+// Observe records one result of a send to relay at now.
+func (w *Window) Observe(now time.Time, relay string, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	r := w.providers[provider]
+	r := w.relays[relay]
 	if r == nil {
 		r = &ring{b: make([]bucket, w.cfg.Buckets)}
-		w.providers[provider] = r
+		w.relays[relay] = r
 	}
 	slot := now.UnixNano() / int64(w.width)
 	r.add(slot, ok)
 	w.overall.add(slot, ok)
 }
 
-// Rate returns the success rate of provider over the window and the number
-// of outcomes it is based on; the rate is 1 below MinSamples outcomes.
-func (w *Window) Rate(now time.Time, provider string) (rate float64, samples int) {
+// Rate returns the success rate of relay over the window and the number
+// of results it is based on; the rate is 1 below MinSamples results.
+func (w *Window) Rate(now time.Time, relay string) (rate float64, samples int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.rate(w.providers[provider], now)
+	return w.rate(w.relays[relay], now)
 }
 
-// Overall returns the success rate over all providers, as Rate does.
+// Overall returns the success rate over all relays, as Rate does.
 func (w *Window) Overall(now time.Time) (rate float64, samples int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -71,8 +71,8 @@ func (cfg Config) Validate() error {
 }
 
 // Limiter counts admitted units in total and per client. It is safe for
-// concurrent use; each admitted unit must be released once (Admit's
-// release may be called more than once: only the first counts).
+// concurrent use; each admitted unit must be freed once (Admit's
+// free may be called more than once: only the first counts).
 type Limiter struct {
 	cfg Config
 
@@ -94,7 +94,7 @@ func New(cfg Config, reg prometheus.Registerer) (*Limiter, error) {
 		return nil, err
 	}
 	set := metricreg.NewSet(reg, "admission")
-	open := set.GaugeVec("open", "Units admitted and not yet released, by limit (smtp_sessions, http_connections, http_requests).", "limit")
+	open := set.GaugeVec("open", "Units admitted and not yet freed, by limit (smtp_sessions, http_connections, http_requests).", "limit")
 	refused := set.CounterVec("refused_total", "Units refused because a limit was reached, by limit and reason (total, per_client).", "limit", "reason")
 	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("admission: register metrics: %w", err)
@@ -107,8 +107,8 @@ func New(cfg Config, reg prometheus.Registerer) (*Limiter, error) {
 }
 
 // Admit admits one unit for client, or refuses it with ErrFull or
-// ErrClientFull. release gives the unit back; it is nil when refused.
-func (l *Limiter) Admit(client string) (release func(), err error) {
+// ErrClientFull. free gives the unit back; it is nil when refused.
+func (l *Limiter) Admit(client string) (free func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -123,10 +123,10 @@ func (l *Limiter) Admit(client string) (release func(), err error) {
 	l.perClient[client]++
 	l.gauge.Inc()
 	var once sync.Once
-	return func() { once.Do(func() { l.release(client) }) }, nil
+	return func() { once.Do(func() { l.free(client) }) }, nil
 }
 
-func (l *Limiter) release(client string) {
+func (l *Limiter) free(client string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.open--
@@ -138,7 +138,7 @@ func (l *Limiter) release(client string) {
 	l.gauge.Dec()
 }
 
-// Open returns the units admitted and not released, in total and for
+// Open returns the units admitted and not freed, in total and for
 // client.
 func (l *Limiter) Open(client string) (total, ofClient int) {
 	l.mu.Lock()
@@ -170,7 +170,7 @@ func Client(remote string) string {
 // Listener returns ln with its Accept admitting each connection through l:
 // a connection over a limit is passed to refuse (with ErrFull or
 // ErrClientFull), then closed, and Accept goes on to the next one; an
-// admitted connection releases its unit when it is closed. refuse runs on
+// admitted connection frees its unit when it is closed. refuse runs on
 // the accepting goroutine: it must not block (a short write with a
 // deadline is fine).
 func (l *Limiter) Listener(ln net.Listener, refuse func(c net.Conn, err error)) net.Listener {
@@ -189,7 +189,7 @@ func (ln *listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		release, err := ln.l.Admit(Client(c.RemoteAddr().String()))
+		free, err := ln.l.Admit(Client(c.RemoteAddr().String()))
 		if err != nil {
 			if ln.refuse != nil {
 				ln.refuse(c, err)
@@ -197,19 +197,19 @@ func (ln *listener) Accept() (net.Conn, error) {
 			_ = c.Close()
 			continue
 		}
-		return &conn{Conn: c, release: release}, nil
+		return &conn{Conn: c, free: free}, nil
 	}
 }
 
 // conn gives its unit back when closed.
 type conn struct {
 	net.Conn
-	release func()
+	free func()
 }
 
 func (c *conn) Close() error {
 	err := c.Conn.Close()
-	c.release()
+	c.free()
 	return err
 }
 
@@ -219,13 +219,13 @@ func (c *conn) Close() error {
 // serves post such a request again) and next does not see it.
 func (l *Limiter) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		release, err := l.Admit(Client(r.RemoteAddr))
+		free, err := l.Admit(Client(r.RemoteAddr))
 		if err != nil {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "too many requests in progress, try again later", http.StatusServiceUnavailable)
 			return
 		}
-		defer release()
+		defer free()
 		next.ServeHTTP(w, r)
 	})
 }

@@ -22,11 +22,11 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // step is one call on a limiter: admit a unit for client (want the error
-// want), or release the n-th unit admitted so far.
+// want), or free the n-th unit admitted so far.
 type step struct {
-	admit   string
-	want    error
-	release int // index into the units admitted, when admit is ""
+	admit string
+	want  error
+	free  int // index into the units admitted, when admit is ""
 }
 
 func TestLimiter(t *testing.T) {
@@ -54,19 +54,19 @@ func TestLimiter(t *testing.T) {
 			wantOpen: 2, wantTotal: 1,
 		},
 		{
-			name: "a release frees a total slot", max: 1,
-			steps:    []step{{admit: "a"}, {admit: "b", want: admission.ErrFull}, {release: 0}, {admit: "b"}},
+			name: "a free frees a total slot", max: 1,
+			steps:    []step{{admit: "a"}, {admit: "b", want: admission.ErrFull}, {free: 0}, {admit: "b"}},
 			wantOpen: 1, wantTotal: 1,
 		},
 		{
-			name: "a release frees the client's slot", max: 4, per: 2,
+			name: "a free frees the client's slot", max: 4, per: 2,
 			steps: []step{{admit: "a"}, {admit: "a"}, {admit: "a", want: admission.ErrClientFull},
-				{release: 1}, {admit: "a"}, {admit: "a", want: admission.ErrClientFull}},
+				{free: 1}, {admit: "a"}, {admit: "a", want: admission.ErrClientFull}},
 			wantOpen: 2, wantPer: 2,
 		},
 		{
-			name: "releasing twice counts once", max: 2,
-			steps:    []step{{admit: "a"}, {admit: "b"}, {release: 0}, {release: 0}, {admit: "c"}, {admit: "d", want: admission.ErrFull}},
+			name: "freeing twice counts once", max: 2,
+			steps:    []step{{admit: "a"}, {admit: "b"}, {free: 0}, {free: 0}, {admit: "c"}, {admit: "d", want: admission.ErrFull}},
 			wantOpen: 2, wantTotal: 1,
 		},
 		{
@@ -85,18 +85,18 @@ func TestLimiter(t *testing.T) {
 			var units []func()
 			for i, s := range tt.steps {
 				if s.admit == "" {
-					units[s.release]()
+					units[s.free]()
 					continue
 				}
-				release, err := l.Admit(s.admit)
+				free, err := l.Admit(s.admit)
 				if !errors.Is(err, s.want) || (s.want == nil) != (err == nil) {
 					t.Fatalf("step %d: Admit(%q) = %v, want %v", i, s.admit, err, s.want)
 				}
-				if (release == nil) != (err != nil) {
-					t.Fatalf("step %d: Admit(%q) returned release %v with error %v", i, s.admit, release != nil, err)
+				if (free == nil) != (err != nil) {
+					t.Fatalf("step %d: Admit(%q) returned free %v with error %v", i, s.admit, free != nil, err)
 				}
-				if release != nil {
-					units = append(units, release)
+				if free != nil {
+					units = append(units, free)
 				}
 			}
 			if open, _ := l.Open(""); open != tt.wantOpen {
@@ -111,20 +111,20 @@ func TestLimiter(t *testing.T) {
 			if got := refused(t, reg, "test", admission.ReasonPerClient); got != tt.wantPer {
 				t.Errorf("refused{reason=per_client} = %v, want %v", got, tt.wantPer)
 			}
-			// Releasing everything leaves nothing counted, for any client.
+			// Freeing everything leaves nothing counted, for any client.
 			for _, r := range units {
 				r()
 			}
 			for _, c := range []string{"a", "b", "c", "d"} {
 				if total, of := l.Open(c); total != 0 || of != 0 {
-					t.Errorf("after every release Open(%q) = %d, %d; want 0, 0", c, total, of)
+					t.Errorf("after every free Open(%q) = %d, %d; want 0, 0", c, total, of)
 				}
 			}
 		})
 	}
 }
 
-// TestLimiterConcurrent admits and releases from many goroutines: the
+// TestLimiterConcurrent admits and frees from many goroutines: the
 // counts never pass the limits and end at zero.
 func TestLimiterConcurrent(t *testing.T) {
 	l, err := admission.New(admission.Config{Name: "test", Max: 5, MaxPerClient: 2}, nil)
@@ -137,7 +137,7 @@ func TestLimiterConcurrent(t *testing.T) {
 		client := fmt.Sprintf("c%d", g%4)
 		wg.Go(func() {
 			for range 500 {
-				release, err := l.Admit(client)
+				free, err := l.Admit(client)
 				if err != nil {
 					continue
 				}
@@ -147,7 +147,7 @@ func TestLimiterConcurrent(t *testing.T) {
 					default:
 					}
 				}
-				release()
+				free()
 			}
 		})
 	}
@@ -157,7 +157,7 @@ func TestLimiterConcurrent(t *testing.T) {
 		t.Error(err)
 	}
 	if total, _ := l.Open(""); total != 0 {
-		t.Errorf("Open = %d after every release, want 0", total)
+		t.Errorf("Open = %d after every free, want 0", total)
 	}
 }
 
@@ -260,7 +260,7 @@ func TestListener(t *testing.T) {
 		t.Errorf("refused{reason=total} = %v, want 1", n)
 	}
 
-	// Closing an admitted connection (server side) releases its slot.
+	// Closing an admitted connection (server side) frees its slot.
 	_ = s1.Close()
 	_ = c1.Close()
 	c4, got := dial()
@@ -332,7 +332,7 @@ func TestMiddleware(t *testing.T) {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
-		t.Errorf("a request after the slot was released: %d, want 204", resp.StatusCode)
+		t.Errorf("a request after the slot was freed: %d, want 204", resp.StatusCode)
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -1,7 +1,7 @@
 // Package backoff owns the one loop every component uses to call a
 // dependency (Kafka, PostgreSQL) again after a failure: a growing wait
 // between attempts, an end when the context ends, and a stop at the first
-// failure that retrying cannot mend.
+// failure that trying again cannot mend.
 package backoff
 
 import (
@@ -9,24 +9,24 @@ import (
 	"time"
 )
 
-// Retry is how a dependency call is retried: the first wait is First, and
+// Policy is how a dependency call is made again: the first wait is First, and
 // each failure doubles it up to Max.
-type Retry struct {
+type Policy struct {
 	First, Max time.Duration
-	// Permanent reports a failure that retrying cannot mend (refused
-	// credentials, a record too large); nil: every failure is retried.
+	// Permanent reports a failure that trying again cannot mend (refused
+	// credentials, a record too large); nil: every failure is tried again.
 	Permanent func(error) bool
-	// OnRetry, if not nil, sees each failure that will be retried: its
-	// attempt number (1 for the first call) and the wait before the next.
-	OnRetry func(err error, attempt int, wait time.Duration)
+	// OnWait, if not nil, sees each failure that will be tried again: its
+	// call number (1 for the first) and the wait before the next.
+	OnWait func(err error, call int, wait time.Duration)
 }
 
 // Do calls op until it succeeds (nil), ctx ends (ctx's error: a failure
-// met once ctx has ended is not retried, nor reported to OnRetry), or op
+// met once ctx has ended is not tried again, nor reported to OnWait), or op
 // fails permanently (that failure).
-func (r Retry) Do(ctx context.Context, op func() error) error {
+func (r Policy) Do(ctx context.Context, op func() error) error {
 	wait := r.First
-	for attempt := 1; ; attempt++ {
+	for call := 1; ; call++ {
 		err := op()
 		if err == nil {
 			return nil
@@ -37,8 +37,8 @@ func (r Retry) Do(ctx context.Context, op func() error) error {
 		if r.Permanent != nil && r.Permanent(err) {
 			return err
 		}
-		if r.OnRetry != nil {
-			r.OnRetry(err, attempt, wait)
+		if r.OnWait != nil {
+			r.OnWait(err, call, wait)
 		}
 		t := time.NewTimer(wait)
 		select {

@@ -18,7 +18,7 @@ func TestDo(t *testing.T) {
 		cancelAt  int     // cancel ctx during this attempt (0: never)
 		want      error
 		wantCalls int
-		wantWaits []time.Duration // the waits OnRetry saw
+		wantWaits []time.Duration // the waits OnWait saw
 	}{
 		{name: "first call succeeds", results: []error{nil}, wantCalls: 1},
 		{name: "succeeds on the fourth call, the wait doubling to its cap",
@@ -26,7 +26,7 @@ func TestDo(t *testing.T) {
 			wantWaits: []time.Duration{time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond}},
 		{name: "a permanent failure ends it at once", results: []error{flaky, fatal, nil}, want: fatal, wantCalls: 2,
 			wantWaits: []time.Duration{time.Millisecond}},
-		{name: "a failure once ctx ended is not retried", results: []error{flaky, flaky, flaky}, cancelAt: 2,
+		{name: "a failure once ctx ended is not tried again", results: []error{flaky, flaky, flaky}, cancelAt: 2,
 			want: context.Canceled, wantCalls: 2, wantWaits: []time.Duration{time.Millisecond}},
 	}
 	for _, tt := range tests {
@@ -35,12 +35,12 @@ func TestDo(t *testing.T) {
 			defer cancel()
 			var waits []time.Duration
 			calls := 0
-			r := backoff.Retry{
+			r := backoff.Policy{
 				First: time.Millisecond, Max: 3 * time.Millisecond,
 				Permanent: func(err error) bool { return errors.Is(err, fatal) },
-				OnRetry: func(_ error, attempt int, wait time.Duration) {
-					if attempt != len(waits)+1 {
-						t.Errorf("OnRetry attempt %d, want %d", attempt, len(waits)+1)
+				OnWait: func(_ error, call int, wait time.Duration) {
+					if call != len(waits)+1 {
+						t.Errorf("OnWait call %d, want %d", call, len(waits)+1)
 					}
 					waits = append(waits, wait)
 				},
@@ -73,7 +73,7 @@ func TestDoStopsWaitingWhenCtxEnds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err := backoff.Retry{First: time.Hour, Max: time.Hour}.Do(ctx, func() error { return errors.New("down") })
+	err := backoff.Policy{First: time.Hour, Max: time.Hour}.Do(ctx, func() error { return errors.New("down") })
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Do = %v, want the context's error", err)
 	}

@@ -15,17 +15,17 @@ import (
 
 // Decision is Allow's answer for one send.
 type Decision struct {
-	// Allowed: the send may go to the provider.
+	// Allowed: the send may go to the relay.
 	Allowed bool
 	// Probe: the send is the circuit's half-open probe, claimed by this
-	// worker; report its outcome with Report, or it expires after
+	// worker; report its result with Report, or it expires after
 	// Policy.ProbeTimeout and another worker probes.
 	Probe bool
 }
 
-// Snapshot is one provider's circuit as this worker's cache sees it.
+// Snapshot is one relay's circuit as this worker's cache sees it.
 type Snapshot struct {
-	Provider  string
+	Relay     string
 	State     State
 	Health    Health
 	Failures  int // faults in the counting window (or when it opened)
@@ -35,17 +35,17 @@ type Snapshot struct {
 	LastClass string
 }
 
-// Breakers holds the circuit breakers of a fixed set of providers for one
+// Breakers holds the circuit breakers of a fixed set of relays for one
 // worker (owner), backed by postline_circuits. Its methods are safe for
 // concurrent use. Run must be running for the worker to see other
 // replicas' changes.
 type Breakers struct {
-	pool      *pgxpool.Pool
-	owner     string
-	providers []string
-	policy    Policy
-	logger    *slog.Logger
-	metrics   *metrics
+	pool    *pgxpool.Pool
+	owner   string
+	relays  []string
+	policy  Policy
+	logger  *slog.Logger
+	metrics *metrics
 
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -53,7 +53,7 @@ type Breakers struct {
 	refresh error         // last refresh error, to log transitions only
 }
 
-// entry is the cached circuit of one provider.
+// entry is the cached circuit of one relay.
 type entry struct {
 	c         Circuit
 	version   int64
@@ -64,10 +64,10 @@ type entry struct {
 	flushed   time.Time // when pending was last written
 }
 
-// New returns the breakers of providers for the worker named owner (unique
+// New returns the breakers of relays for the worker named owner (unique
 // per replica: it owns probes). It creates the missing rows, closed, and
 // loads the cache; logger and reg may be nil.
-func New(pool *pgxpool.Pool, owner string, providers []string, p Policy, logger *slog.Logger, reg prometheus.Registerer) (*Breakers, error) {
+func New(pool *pgxpool.Pool, owner string, relays []string, p Policy, logger *slog.Logger, reg prometheus.Registerer) (*Breakers, error) {
 	p = p.WithDefaults()
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -77,39 +77,39 @@ func New(pool *pgxpool.Pool, owner string, providers []string, p Policy, logger 
 		return nil, errors.New("circuit: nil pool")
 	case owner == "":
 		return nil, errors.New("circuit: owner is required")
-	case len(providers) == 0:
-		return nil, errors.New("circuit: no providers")
+	case len(relays) == 0:
+		return nil, errors.New("circuit: no relays")
 	}
-	entries := make(map[string]*entry, len(providers))
-	for _, name := range providers {
+	entries := make(map[string]*entry, len(relays))
+	for _, name := range relays {
 		if name == "" {
-			return nil, errors.New("circuit: empty provider name")
+			return nil, errors.New("circuit: empty relay name")
 		}
 		if _, dup := entries[name]; dup {
-			return nil, fmt.Errorf("circuit: provider %s listed twice", name)
+			return nil, fmt.Errorf("circuit: relay %s listed twice", name)
 		}
 		entries[name] = &entry{version: -1}
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	m, err := newMetrics(reg, providers)
+	m, err := newMetrics(reg, relays)
 	if err != nil {
 		return nil, fmt.Errorf("circuit: metrics: %w", err)
 	}
 	b := &Breakers{
-		pool:      pool,
-		owner:     owner,
-		providers: slices.Clone(providers),
-		policy:    p,
-		logger:    logger,
-		metrics:   m,
-		entries:   entries,
-		changed:   make(chan struct{}),
+		pool:    pool,
+		owner:   owner,
+		relays:  slices.Clone(relays),
+		policy:  p,
+		logger:  logger,
+		metrics: m,
+		entries: entries,
+		changed: make(chan struct{}),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := ensureRows(ctx, pool, b.providers, p.BaseCooldown); err != nil {
+	if err := ensureRows(ctx, pool, b.relays, p.BaseCooldown); err != nil {
 		m.dbErrors.WithLabelValues(opEnsure).Inc()
 		return nil, fmt.Errorf("circuit: create rows: %w", err)
 	}
@@ -174,16 +174,16 @@ func (b *Breakers) noteRefresh(err error) {
 	}
 }
 
-// load reads every provider's row into the cache.
+// load reads every relay's row into the cache.
 func (b *Breakers) load(ctx context.Context) error {
-	rows, err := loadRows(ctx, b.pool, b.providers)
+	rows, err := loadRows(ctx, b.pool, b.relays)
 	if err != nil {
 		b.metrics.dbErrors.WithLabelValues(opRefresh).Inc()
 		return fmt.Errorf("circuit: refresh: %w", err)
 	}
 	for _, r := range rows {
 		if prev, ok := b.cache(r); ok && prev.State != r.c.State {
-			b.logger.Debug("circuit state observed", "provider", r.provider, "from", prev.State.String(), "to", r.c.State.String())
+			b.logger.Debug("circuit state observed", "relay", r.relay, "from", prev.State.String(), "to", r.c.State.String())
 		}
 	}
 	return nil
@@ -194,19 +194,19 @@ func (b *Breakers) load(ctx context.Context) error {
 func (b *Breakers) cache(r row) (prev Circuit, replaced bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e, ok := b.entries[r.provider]
+	e, ok := b.entries[r.relay]
 	if !ok || r.version <= e.version {
 		return Circuit{}, false
 	}
 	prev = e.c
 	e.c, e.version = r.c, r.version
-	b.metrics.show(r.provider, r.c.State, r.c.Health(b.owner))
+	b.metrics.show(r.relay, r.c.State, r.c.Health(b.owner))
 	e.allowable = allowable(r.c, b.policy.NowFunc())
 	b.notifyLocked()
 	return prev, true
 }
 
-// recheck wakes Changed when time made a provider allowed (a cooldown
+// recheck wakes Changed when time made a relay allowed (a cooldown
 // ended) or no longer allowed.
 func (b *Breakers) recheck() {
 	now := b.policy.NowFunc()
@@ -234,19 +234,19 @@ func allowable(c Circuit, now time.Time) bool {
 	return c.State == Closed || c.Claimable(now)
 }
 
-// Allow reports whether a send to provider may go now. It answers from the
-// cache, except when the provider's cooldown (or another worker's probe
+// Allow reports whether a send to relay may go now. It answers from the
+// cache, except when the relay's cooldown (or another worker's probe
 // deadline) has passed: then it tries to claim the probe in the table, and
 // exactly one worker, one call, gets Decision{Allowed: true, Probe: true}.
 // While a probe is in flight, every other call, this worker's included, is
 // refused.
-func (b *Breakers) Allow(ctx context.Context, provider string) (Decision, error) {
+func (b *Breakers) Allow(ctx context.Context, relay string) (Decision, error) {
 	now := b.policy.NowFunc()
 	b.mu.Lock()
-	e, ok := b.entries[provider]
+	e, ok := b.entries[relay]
 	if !ok {
 		b.mu.Unlock()
-		return Decision{}, fmt.Errorf("circuit: unknown provider %q", provider)
+		return Decision{}, fmt.Errorf("circuit: unknown relay %q", relay)
 	}
 	if e.c.State == Closed {
 		b.mu.Unlock()
@@ -259,7 +259,7 @@ func (b *Breakers) Allow(ctx context.Context, provider string) (Decision, error)
 	e.claiming = true
 	b.mu.Unlock()
 
-	before, after, err := apply(ctx, b.pool, provider, Event{Claim: true, Owner: b.owner}, b.policy)
+	before, after, err := apply(ctx, b.pool, relay, Event{Claim: true, Owner: b.owner}, b.policy)
 
 	b.mu.Lock()
 	e.claiming = false
@@ -272,22 +272,22 @@ func (b *Breakers) Allow(ctx context.Context, provider string) (Decision, error)
 	b.mu.Unlock()
 	if err != nil {
 		b.metrics.dbErrors.WithLabelValues(opClaim).Inc()
-		return Decision{}, fmt.Errorf("circuit: claim probe of %s: %w", provider, err)
+		return Decision{}, fmt.Errorf("circuit: claim probe of %s: %w", relay, err)
 	}
 	b.wrote(before, after, Event{Claim: true})
 	if !won {
 		return Decision{}, nil
 	}
-	b.metrics.probes.WithLabelValues(provider, probeClaimed).Inc()
+	b.metrics.probes.WithLabelValues(relay, probeClaimed).Inc()
 	if before.c.State == HalfOpen {
-		b.metrics.probes.WithLabelValues(provider, probeExpired).Inc()
+		b.metrics.probes.WithLabelValues(relay, probeExpired).Inc()
 	}
 	return Decision{Allowed: true, Probe: true}, nil
 }
 
-// Report records the outcome of a send to provider; class is the failure
+// Report records the result of a send to relay; class is the failure
 // class (empty for Success and Throttle). It writes to the table only when
-// the outcome changes the shared circuit:
+// the result changes the shared circuit:
 //
 //   - a success while no counting window runs (the healthy path), a
 //     throttle while closed, and any report while open (or half-open with
@@ -298,21 +298,21 @@ func (b *Breakers) Allow(ctx context.Context, provider string) (Decision, error)
 //     of every other (one success, say, does not need a write of its own);
 //   - a fault is written at once, with the batch.
 //
-// While this worker holds a provider's probe, its next report for that
-// provider decides the probe (Allow refuses every other send to it
+// While this worker holds a relay's probe, its next report for that
+// relay decides the probe (Allow refuses every other send to it
 // meanwhile, so that report is the probe's). A probe that is never reported,
 // say because the job was not sent after all, expires after ProbeTimeout.
-func (b *Breakers) Report(ctx context.Context, provider string, o Outcome, class string) error {
+func (b *Breakers) Report(ctx context.Context, relay string, o SendResult, class string) error {
 	if !o.valid() {
-		return fmt.Errorf("circuit: report %s: invalid outcome %d", provider, int(o))
+		return fmt.Errorf("circuit: report %s: invalid result %d", relay, int(o))
 	}
 	now := b.policy.NowFunc()
-	ev := Event{Outcome: o, Class: class, Owner: b.owner}
+	ev := Event{Result: o, Class: class, Owner: b.owner}
 	b.mu.Lock()
-	e, ok := b.entries[provider]
+	e, ok := b.entries[relay]
 	if !ok {
 		b.mu.Unlock()
-		return fmt.Errorf("circuit: unknown provider %q", provider)
+		return fmt.Errorf("circuit: unknown relay %q", relay)
 	}
 	cached := e.c
 	switch {
@@ -335,10 +335,10 @@ func (b *Breakers) Report(ctx context.Context, provider string, o Outcome, class
 	if Next(cached, ev, now, b.policy).Equal(cached) {
 		return nil
 	}
-	before, after, err := apply(ctx, b.pool, provider, ev, b.policy)
+	before, after, err := apply(ctx, b.pool, relay, ev, b.policy)
 	if err != nil {
 		b.metrics.dbErrors.WithLabelValues(opReport).Inc()
-		return fmt.Errorf("circuit: report %s %s: %w", o, provider, err)
+		return fmt.Errorf("circuit: report %s %s: %w", o, relay, err)
 	}
 	b.wrote(before, after, ev)
 	return nil
@@ -351,19 +351,19 @@ func (b *Breakers) wrote(before, after row, ev Event) {
 		return
 	}
 	b.cache(after)
-	provider := after.provider
+	relay := after.relay
 	if !ev.Claim && before.c.State == HalfOpen {
 		result := probeSuccess
 		if after.c.State != Closed {
 			result = probeFailure
 		}
-		b.metrics.probes.WithLabelValues(provider, result).Inc()
+		b.metrics.probes.WithLabelValues(relay, result).Inc()
 	}
 	if before.c.State == after.c.State {
 		return
 	}
-	b.metrics.transitions.WithLabelValues(provider, after.c.State.String()).Inc()
-	attrs := []any{"provider", provider, "from", before.c.State.String(), "to", after.c.State.String(),
+	b.metrics.transitions.WithLabelValues(relay, after.c.State.String()).Inc()
+	attrs := []any{"relay", relay, "from", before.c.State.String(), "to", after.c.State.String(),
 		"failures", after.c.Failures, "successes", after.c.Successes}
 	if after.c.State == Open {
 		attrs = append(attrs, "class", after.c.LastClass, "cooldown", after.c.Cooldown.String(),
@@ -372,16 +372,16 @@ func (b *Breakers) wrote(before, after row, ev Event) {
 	b.logger.Info("circuit transition", attrs...)
 }
 
-// Snapshot returns every provider's cached circuit, in the order given to
+// Snapshot returns every relay's cached circuit, in the order given to
 // New.
 func (b *Breakers) Snapshot() []Snapshot {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]Snapshot, 0, len(b.providers))
-	for _, name := range b.providers {
+	out := make([]Snapshot, 0, len(b.relays))
+	for _, name := range b.relays {
 		c := b.entries[name].c
 		out = append(out, Snapshot{
-			Provider:  name,
+			Relay:     name,
 			State:     c.State,
 			Health:    c.Health(b.owner),
 			Failures:  c.Failures,
@@ -394,7 +394,7 @@ func (b *Breakers) Snapshot() []Snapshot {
 	return out
 }
 
-// AnyAllowed reports, from the cache, whether some provider is closed or
+// AnyAllowed reports, from the cache, whether some relay is closed or
 // has a probe to claim. When it is false the worker should pause
 // consumption and wait on Changed.
 func (b *Breakers) AnyAllowed() bool {

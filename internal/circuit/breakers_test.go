@@ -52,7 +52,7 @@ func (counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) 
 
 // worker starts a replica named owner; with run, its refresh loop runs until
 // the test ends.
-func (f *fleet) worker(owner string, providers []string, p circuit.Policy, run bool) *worker {
+func (f *fleet) worker(owner string, relays []string, p circuit.Policy, run bool) *worker {
 	f.t.Helper()
 	cfg, err := pgxpool.ParseConfig(f.url)
 	if err != nil {
@@ -66,7 +66,7 @@ func (f *fleet) worker(owner string, providers []string, p circuit.Policy, run b
 	}
 	f.t.Cleanup(pool.Close)
 	reg := prometheus.NewPedanticRegistry()
-	b, err := circuit.New(pool, owner, providers, p, nil, reg)
+	b, err := circuit.New(pool, owner, relays, p, nil, reg)
 	if err != nil {
 		f.t.Fatalf("New(%s): %v", owner, err)
 	}
@@ -84,7 +84,7 @@ func (f *fleet) worker(owner string, providers []string, p circuit.Policy, run b
 	return &worker{Breakers: b, reg: reg, queries: n}
 }
 
-// row reads the shared row of provider.
+// row reads the shared row of relay.
 type dbRow struct {
 	state     string
 	failures  int
@@ -94,28 +94,28 @@ type dbRow struct {
 	owner     *string
 }
 
-func (f *fleet) row(provider string) dbRow {
+func (f *fleet) row(relay string) dbRow {
 	f.t.Helper()
 	var r dbRow
 	var opened, until *time.Time
 	if err := f.db.QueryRow(f.t.Context(), `SELECT state, failures, successes, cooldown, version, probe_owner, opened_at, open_until
-		FROM postline_circuits WHERE provider = $1`, provider).Scan(&r.state, &r.failures, &r.successes, &r.cooldown, &r.version, &r.owner, &opened, &until); err != nil {
-		f.t.Fatalf("read row %s: %v", provider, err)
+		FROM postline_circuits WHERE provider = $1`, relay).Scan(&r.state, &r.failures, &r.successes, &r.cooldown, &r.version, &r.owner, &opened, &until); err != nil {
+		f.t.Fatalf("read row %s: %v", relay, err)
 	}
 	if r.state != "closed" && (opened == nil || until == nil || until.Sub(*opened) != r.cooldown) {
-		f.t.Errorf("row %s: open from %v to %v, want a period of its cooldown %v", provider, opened, until, r.cooldown)
+		f.t.Errorf("row %s: open from %v to %v, want a period of its cooldown %v", relay, opened, until, r.cooldown)
 	}
 	return r
 }
 
-func (w *worker) snapshot(t *testing.T, provider string) circuit.Snapshot {
+func (w *worker) snapshot(t *testing.T, relay string) circuit.Snapshot {
 	t.Helper()
 	for _, s := range w.Snapshot() {
-		if s.Provider == provider {
+		if s.Relay == relay {
 			return s
 		}
 	}
-	t.Fatalf("no snapshot of %s", provider)
+	t.Fatalf("no snapshot of %s", relay)
 	return circuit.Snapshot{}
 }
 
@@ -145,11 +145,11 @@ func (w *worker) count(name string, labels prometheus.Labels) float64 {
 	return 0
 }
 
-func report(t *testing.T, w *worker, provider string, o circuit.Outcome, class string, n int) {
+func report(t *testing.T, w *worker, relay string, o circuit.SendResult, class string, n int) {
 	t.Helper()
 	for range n {
-		if err := w.Report(t.Context(), provider, o, class); err != nil {
-			t.Fatalf("Report(%s, %v): %v", provider, o, err)
+		if err := w.Report(t.Context(), relay, o, class); err != nil {
+			t.Fatalf("Report(%s, %v): %v", relay, o, err)
 		}
 	}
 }
@@ -157,12 +157,12 @@ func report(t *testing.T, w *worker, provider string, o circuit.Outcome, class s
 // claimProbe has every worker call Allow from 4 goroutines each, for window
 // or until the probe is won and window has passed, and checks that exactly
 // one call won it. It returns the winner.
-func claimProbe(t *testing.T, provider string, window time.Duration, ws ...*worker) *worker {
+func claimProbe(t *testing.T, relay string, window time.Duration, ws ...*worker) *worker {
 	t.Helper()
 	// A worker's cache says closed until its next refresh.
-	testkit.Eventually(t, 3*time.Second, "every worker sees "+provider+" open", func() bool {
+	testkit.Eventually(t, 3*time.Second, "every worker sees "+relay+" open", func() bool {
 		for _, w := range ws {
-			if w.snapshot(t, provider).State == circuit.Closed {
+			if w.snapshot(t, relay).State == circuit.Closed {
 				return false
 			}
 		}
@@ -178,13 +178,13 @@ func claimProbe(t *testing.T, provider string, window time.Duration, ws ...*work
 		for range 4 {
 			wg.Go(func() {
 				for time.Now().Before(deadline) {
-					d, err := w.Allow(t.Context(), provider)
+					d, err := w.Allow(t.Context(), relay)
 					if err != nil {
-						t.Errorf("Allow(%s): %v", provider, err)
+						t.Errorf("Allow(%s): %v", relay, err)
 						return
 					}
 					if d.Probe != d.Allowed {
-						t.Errorf("Allow(%s) = %+v while not closed, want a probe or nothing", provider, d)
+						t.Errorf("Allow(%s) = %+v while not closed, want a probe or nothing", relay, d)
 					}
 					if d.Probe {
 						mu.Lock()
@@ -198,7 +198,7 @@ func claimProbe(t *testing.T, provider string, window time.Duration, ws ...*work
 	}
 	wg.Wait()
 	if len(winners) != 1 {
-		t.Fatalf("%d Allow calls won the probe of %s, want exactly 1", len(winners), provider)
+		t.Fatalf("%d Allow calls won the probe of %s, want exactly 1", len(winners), relay)
 	}
 	return winners[0]
 }
@@ -206,10 +206,10 @@ func claimProbe(t *testing.T, provider string, window time.Duration, ws ...*work
 func TestTwoWorkersSeeOpenCircuit(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
-	providers := []string{"primary", "backup"}
+	relays := []string{"primary", "backup"}
 	p := circuit.Policy{RefreshInterval: time.Second}
-	a := f.worker("worker-a", providers, p, true)
-	b := f.worker("worker-b", providers, p, true)
+	a := f.worker("worker-a", relays, p, true)
+	b := f.worker("worker-b", relays, p, true)
 	changed := b.Changed()
 
 	report(t, a, "primary", circuit.Failure, "throttled", 5)
@@ -588,13 +588,13 @@ func TestReportRejects(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
 	a := f.worker("worker-a", []string{"p"}, circuit.Policy{}, false)
-	if err := a.Report(t.Context(), "nope", circuit.Failure, "transient"); err == nil || !strings.Contains(err.Error(), "unknown provider") {
-		t.Errorf("Report(unknown provider) = %v", err)
+	if err := a.Report(t.Context(), "nope", circuit.Failure, "transient"); err == nil || !strings.Contains(err.Error(), "unknown relay") {
+		t.Errorf("Report(unknown relay) = %v", err)
 	}
-	if err := a.Report(t.Context(), "p", circuit.Outcome(42), ""); err == nil || !strings.Contains(err.Error(), "invalid outcome") {
-		t.Errorf("Report(invalid outcome) = %v", err)
+	if err := a.Report(t.Context(), "p", circuit.SendResult(42), ""); err == nil || !strings.Contains(err.Error(), "invalid result") {
+		t.Errorf("Report(invalid result) = %v", err)
 	}
 	if _, err := a.Allow(t.Context(), "nope"); err == nil {
-		t.Error("Allow(unknown provider) succeeded")
+		t.Error("Allow(unknown relay) succeeded")
 	}
 }

@@ -1,7 +1,7 @@
-// Package circuit owns the per-provider circuit breakers of the SMTP relays
+// Package circuit owns the per-relay circuit breakers of the SMTP relays
 // and their health (healthy, degraded, unavailable), shared by every worker
 // replica through the postline_circuits table, so the fleet backs off a
-// failing provider together.
+// failing relay together.
 //
 // Throttling is not an outage. A relay that says slow down (421/450 4.7.x,
 // rate texts) is still accepting mail; the send control paces for it
@@ -34,12 +34,12 @@
 // that locks the row (SELECT ... FOR UPDATE), applies Next with the database
 // clock and writes the result, so concurrent reports never lose an update and
 // exactly one worker wins a probe. Each worker answers Allow from a local
-// cache refreshed every RefreshInterval (one query for all providers) and
+// cache refreshed every RefreshInterval (one query for all relays) and
 // after its own writes; the hot path (a success or a throttle while closed
 // and no window runs) does no I/O at all.
 //
 // The package does not classify errors (internal/failure does), choose
-// providers or pause consumption: the delivery pipeline asks Allow, reports
-// outcomes, and waits on Changed when AnyAllowed is false. The table's DDL
+// relays or pause consumption: the delivery pipeline asks Allow, reports
+// results, and waits on Changed when AnyAllowed is false. The table's DDL
 // lives in internal/schema.
 package circuit

@@ -34,20 +34,20 @@ type metrics struct {
 	dbErrors    *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer, providers []string) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, relays []string) (*metrics, error) {
 	set := metricreg.NewSet(reg, "circuit")
 	m := &metrics{
-		state:       set.GaugeVec("state", "Circuit state per provider as this worker sees it: 1 on the current state (closed, open, half_open), 0 on the others.", "provider", "state"),
-		health:      set.GaugeVec("health", "Provider health as this worker sees it: 1 on the current health (healthy, degraded, unavailable), 0 on the others.", "provider", "health"),
-		transitions: set.CounterVec("transitions_total", "Circuit state changes this worker wrote, by provider and new state; summed over the fleet, every change once.", "provider", "to"),
-		probes:      set.CounterVec("probes_total", "Half-open probes of this worker, by provider and result (claimed, expired = claimed from an owner that never reported, success, failure).", "provider", "result"),
+		state:       set.GaugeVec("state", "Circuit state per relay as this worker sees it: 1 on the current state (closed, open, half_open), 0 on the others.", "provider", "state"),
+		health:      set.GaugeVec("health", "Relay health as this worker sees it: 1 on the current health (healthy, degraded, unavailable), 0 on the others.", "provider", "health"),
+		transitions: set.CounterVec("transitions_total", "Circuit state changes this worker wrote, by relay and new state; summed over the fleet, every change once.", "provider", "to"),
+		probes:      set.CounterVec("probes_total", "Half-open probes of this worker, by relay and result (claimed, expired = claimed from an owner that never reported, success, failure).", "provider", "result"),
 		dbErrors:    set.CounterVec("db_errors_total", "Failed database round trips on postline_circuits, by operation (ensure, refresh, report, claim).", "op"),
 	}
 	if err := set.Err(); err != nil {
 		return nil, err
 	}
 	// Export every series from the start, so rates and alerts see zeros.
-	for _, p := range providers {
+	for _, p := range relays {
 		for _, s := range states {
 			m.state.WithLabelValues(p, s.String())
 			m.transitions.WithLabelValues(p, s.String())
@@ -65,13 +65,13 @@ func newMetrics(reg prometheus.Registerer, providers []string) (*metrics, error)
 	return m, nil
 }
 
-// show sets the state and health gauges of provider.
-func (m *metrics) show(provider string, s State, h Health) {
+// show sets the state and health gauges of relay.
+func (m *metrics) show(relay string, s State, h Health) {
 	for _, st := range states {
-		m.state.WithLabelValues(provider, st.String()).Set(b2f(st == s))
+		m.state.WithLabelValues(relay, st.String()).Set(b2f(st == s))
 	}
 	for _, hh := range healths {
-		m.health.WithLabelValues(provider, hh.String()).Set(b2f(hh == h))
+		m.health.WithLabelValues(relay, hh.String()).Set(b2f(hh == h))
 	}
 }
 

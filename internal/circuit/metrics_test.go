@@ -28,7 +28,7 @@ func TestMetricsLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
-	// Every series exists from the start: 2 providers x 3 states, ...
+	// Every series exists from the start: 2 relays x 3 states, ...
 	for _, tt := range []struct {
 		c    prometheus.Collector
 		want int
@@ -38,7 +38,7 @@ func TestMetricsLint(t *testing.T) {
 		}
 	}
 	want := `
-# HELP postline_circuit_state Circuit state per provider as this worker sees it: 1 on the current state (closed, open, half_open), 0 on the others.
+# HELP postline_circuit_state Circuit state per relay as this worker sees it: 1 on the current state (closed, open, half_open), 0 on the others.
 # TYPE postline_circuit_state gauge
 postline_circuit_state{provider="backup",state="closed"} 0
 postline_circuit_state{provider="backup",state="half_open"} 0
@@ -54,17 +54,17 @@ postline_circuit_state{provider="primary",state="open"} 1
 
 func TestNewRejects(t *testing.T) {
 	tests := []struct {
-		name      string
-		owner     string
-		providers []string
-		p         Policy
-		wantErr   string
+		name    string
+		owner   string
+		relays  []string
+		p       Policy
+		wantErr string
 	}{
 		{"policy", "w", []string{"a"}, Policy{Growth: -1}, "Growth -1"},
 		{"owner", "", []string{"a"}, Policy{}, "owner is required"},
-		{"no providers", "w", nil, Policy{}, "no providers"},
-		{"empty provider", "w", []string{"a", ""}, Policy{}, "empty provider"},
-		{"duplicate provider", "w", []string{"a", "b", "a"}, Policy{}, "provider a listed twice"},
+		{"no relays", "w", nil, Policy{}, "no relays"},
+		{"empty relay", "w", []string{"a", ""}, Policy{}, "empty relay"},
+		{"duplicate relay", "w", []string{"a", "b", "a"}, Policy{}, "relay a listed twice"},
 	}
 	if _, err := New(nil, "w", []string{"a"}, Policy{}, nil, nil); err == nil || !strings.Contains(err.Error(), "nil pool") {
 		t.Errorf("New without a pool: %v, want a nil pool error", err)
@@ -77,7 +77,7 @@ func TestNewRejects(t *testing.T) {
 	defer pool.Close()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := New(pool, tt.owner, tt.providers, tt.p, nil, nil)
+			_, err := New(pool, tt.owner, tt.relays, tt.p, nil, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("New: %v, want error containing %q", err, tt.wantErr)
 			}

@@ -25,7 +25,7 @@ const (
 // should use the same Policy: the shared row records the cooldown, but the
 // thresholds and multipliers are applied by whichever replica reports.
 type Policy struct {
-	// FailureThreshold is the number of provider faults, counted over the
+	// FailureThreshold is the number of relay faults, counted over the
 	// whole fleet within Window, that opens a closed circuit, provided the
 	// successes counted in that window are below SuccessFloor of all the
 	// sends counted: a relay still accepting mail is never opened, however

@@ -43,7 +43,7 @@ func parseState(s string) (State, error) {
 	return 0, fmt.Errorf("unknown circuit state %q", s)
 }
 
-// Health is a provider's health as one worker sees it.
+// Health is a relay's health as one worker sees it.
 type Health uint8
 
 // The health values.
@@ -72,30 +72,30 @@ func (h Health) String() string {
 	return fmt.Sprintf("Health(%d)", uint8(h))
 }
 
-// Outcome is what a worker reports about one send to a provider.
-type Outcome int
+// SendResult is what a worker reports about one send to a relay.
+type SendResult int
 
-// The outcomes.
+// The results.
 const (
-	// Success: the provider accepted the mail, or refused it for a reason
-	// that is not the provider's fault (a permanent recipient error).
-	Success Outcome = iota + 1
-	// Failure: a provider fault that says the relay is down or refuses us
+	// Success: the relay accepted the mail, or refused it for a reason
+	// that is not the relay's fault (a permanent recipient error).
+	Success SendResult = iota + 1
+	// Failure: a relay fault that says the relay is down or refuses us
 	// (a refused or reset connection, 421 service not available).
 	Failure
-	// TimeoutFailure: a provider fault that was a timeout.
+	// TimeoutFailure: a relay fault that was a timeout.
 	TimeoutFailure
-	// AuthFailure: the provider refused our credentials; opens at once.
+	// AuthFailure: the relay refused our credentials; opens at once.
 	AuthFailure
-	// Throttle: the provider asked us to slow down (421/450 4.7.x, rate
+	// Throttle: the relay asked us to slow down (421/450 4.7.x, rate
 	// texts). That is the send control's business (pacing, concurrency),
 	// not an outage: a closed circuit ignores it, and a half-open probe
 	// that meets it closes the circuit, because the relay is answering.
 	Throttle
 )
 
-// String returns the outcome's name.
-func (o Outcome) String() string {
+// String returns the result's name.
+func (o SendResult) String() string {
 	switch o {
 	case Success:
 		return "success"
@@ -108,19 +108,19 @@ func (o Outcome) String() string {
 	case Throttle:
 		return "throttle"
 	}
-	return fmt.Sprintf("Outcome(%d)", int(o))
+	return fmt.Sprintf("SendResult(%d)", int(o))
 }
 
-func (o Outcome) valid() bool { return o >= Success && o <= Throttle }
+func (o SendResult) valid() bool { return o >= Success && o <= Throttle }
 
 // fault reports whether o counts toward opening a closed circuit.
-func (o Outcome) fault() bool { return o == Failure || o == TimeoutFailure || o == AuthFailure }
+func (o SendResult) fault() bool { return o == Failure || o == TimeoutFailure || o == AuthFailure }
 
-// Circuit is the whole state of one provider's breaker: a row of
+// Circuit is the whole state of one relay's breaker: a row of
 // postline_circuits without its bookkeeping columns.
 type Circuit struct {
 	State State
-	// Failures counts the provider faults of the current window (see
+	// Failures counts the relay faults of the current window (see
 	// WindowStart); it is kept when the circuit opens, for logs, and grows
 	// with every failed probe.
 	Failures int
@@ -146,10 +146,10 @@ type Circuit struct {
 // Event is something that happens to a circuit: a worker's report of one
 // send, or its request to claim the half-open probe.
 type Event struct {
-	// Claim asks for the probe; Outcome and Class are then ignored.
+	// Claim asks for the probe; Result and Class are then ignored.
 	Claim bool
-	// Outcome is the result of the send reported.
-	Outcome Outcome
+	// Result is what the reported send did.
+	Result SendResult
 	// Class is the failure class of a failed send (internal/failure's name),
 	// recorded as LastClass.
 	Class string
@@ -157,7 +157,7 @@ type Event struct {
 	Owner string
 	// Successes is how many accepted sends the report carries: a worker
 	// batches its successes and writes them with its next fault, or on its
-	// own at most once per Policy.FlushInterval. For a Success outcome, 0
+	// own at most once per Policy.FlushInterval. For a Success result, 0
 	// counts as 1. They count only in a window that is already running:
 	// successes from before a relay's first fault say nothing about
 	// whether it is down now.
@@ -187,41 +187,41 @@ func (c Circuit) refusing(p Policy) bool {
 // Next returns the circuit after ev happened at now under p (zero fields of
 // p take their defaults). It returns c unchanged when ev does not apply: a
 // claim that is not due, a report while open, a report in half-open from a
-// worker that does not hold the probe, an invalid outcome.
+// worker that does not hold the probe, an invalid result.
 func Next(c Circuit, ev Event, now time.Time, p Policy) Circuit {
 	p = p.WithDefaults()
 	if ev.Claim {
 		return claim(c, ev.Owner, now, p)
 	}
-	if !ev.Outcome.valid() {
+	if !ev.Result.valid() {
 		return c
 	}
 	switch c.State {
 	case Closed:
-		if ev.Outcome == Throttle {
+		if ev.Result == Throttle {
 			return c // the send control's business
 		}
 		if !c.windowActive(now, p) {
-			if c.WindowStart.IsZero() && c.Failures == 0 && ev.Outcome == Success {
+			if c.WindowStart.IsZero() && c.Failures == 0 && ev.Result == Success {
 				return c // the healthy path: nothing is being counted
 			}
 			// The window ended (or none runs): the successes carried were
 			// seen before this window and do not count in it.
 			c.Failures, c.Successes, c.WindowStart = 0, 0, time.Time{}
 			ev.Successes = 0
-			if ev.Outcome == Success {
+			if ev.Result == Success {
 				return c
 			}
 			c.WindowStart = now
 		}
-		if ev.Outcome == Success {
+		if ev.Result == Success {
 			c.Successes += max(ev.Successes, 1)
 			return c
 		}
 		c.Successes += max(ev.Successes, 0)
 		c.Failures++
 		c.LastClass = ev.Class
-		if ev.Outcome == AuthFailure || c.refusing(p) {
+		if ev.Result == AuthFailure || c.refusing(p) {
 			return open(c, p.BaseCooldown, now)
 		}
 		return c
@@ -229,12 +229,12 @@ func Next(c Circuit, ev Event, now time.Time, p Policy) Circuit {
 		if ev.Owner == "" || ev.Owner != c.ProbeOwner {
 			return c // a straggler's report says nothing about the probe
 		}
-		if !ev.Outcome.fault() {
+		if !ev.Result.fault() {
 			// A success, or a throttle: the relay is answering again.
 			return Circuit{State: Closed, Cooldown: p.BaseCooldown, LastClass: c.LastClass}
 		}
 		factor := p.Growth
-		if ev.Outcome == TimeoutFailure {
+		if ev.Result == TimeoutFailure {
 			factor = p.TimeoutGrowth
 		}
 		c.Failures++

@@ -34,10 +34,10 @@ func TestNext(t *testing.T) {
 		c.State, c.Cooldown, c.OpenedAt, c.OpenUntil = Open, cooldown, since, since.Add(cooldown)
 		return c
 	}
-	fail := func(owner string) Event { return Event{Outcome: Failure, Class: "transient", Owner: owner} }
-	ok := func(owner string) Event { return Event{Outcome: Success, Owner: owner} }
-	oks := func(owner string, n int) Event { return Event{Outcome: Success, Owner: owner, Successes: n} }
-	throttle := func(owner string) Event { return Event{Outcome: Throttle, Class: "throttled", Owner: owner} }
+	fail := func(owner string) Event { return Event{Result: Failure, Class: "transient", Owner: owner} }
+	ok := func(owner string) Event { return Event{Result: Success, Owner: owner} }
+	oks := func(owner string, n int) Event { return Event{Result: Success, Owner: owner, Successes: n} }
+	throttle := func(owner string) Event { return Event{Result: Throttle, Class: "throttled", Owner: owner} }
 	claim := func(owner string) Event { return Event{Claim: true, Owner: owner} }
 	open1 := openAt(3, 30*time.Second, t0, "transient")
 
@@ -56,13 +56,13 @@ func TestNext(t *testing.T) {
 			counting(2, 0, t0, "transient")},
 		{"closed: a fault begins a window", closed, fail("a"), at(time.Second), counting(1, 0, at(time.Second), "transient")},
 		{"closed: the successes a window-beginning fault carries are from before it", closed,
-			Event{Outcome: Failure, Class: "transient", Owner: "a", Successes: 40}, t0, counting(1, 0, t0, "transient")},
+			Event{Result: Failure, Class: "transient", Owner: "a", Successes: 40}, t0, counting(1, 0, t0, "transient")},
 		{"closed: a success in the window counts", counting(1, 0, t0, "transient"), ok("b"), at(time.Second),
 			counting(1, 1, t0, "transient")},
 		{"closed: a batch of successes counts", counting(1, 0, t0, "transient"), oks("b", 40), at(time.Second),
 			counting(1, 40, t0, "transient")},
 		{"closed: a fault in the window counts with the successes it carries", counting(1, 3, t0, "transient"),
-			Event{Outcome: TimeoutFailure, Class: "transient", Owner: "a", Successes: 7}, at(time.Second),
+			Event{Result: TimeoutFailure, Class: "transient", Owner: "a", Successes: 7}, at(time.Second),
 			counting(2, 10, t0, "transient")},
 		{"closed: the threshold-th fault without successes opens with the base cooldown", counting(2, 0, t0, "transient"), fail("b"),
 			at(2 * time.Second), opened(counting(3, 0, t0, "transient"), 30*time.Second, at(2*time.Second))},
@@ -73,7 +73,7 @@ func TestNext(t *testing.T) {
 		{"closed: at the success floor does not open", counting(37, 2, t0, "transient"), fail("b"), at(2 * time.Second),
 			counting(38, 2, t0, "transient")},
 		{"closed: timeouts count like faults", counting(2, 0, t0, "transient"),
-			Event{Outcome: TimeoutFailure, Class: "transient", Owner: "a"}, t0,
+			Event{Result: TimeoutFailure, Class: "transient", Owner: "a"}, t0,
 			opened(counting(3, 0, t0, "transient"), 30*time.Second, t0)},
 		{"closed: first opening uses the base even after a long cooldown",
 			Circuit{State: Closed, Failures: 2, WindowStart: t0, Cooldown: time.Hour}, fail("a"), t0,
@@ -84,18 +84,18 @@ func TestNext(t *testing.T) {
 			Circuit{State: Closed, Cooldown: 30 * time.Second, LastClass: "transient"}},
 		{"closed: a success clears a count without a window (a row from before windows)",
 			Circuit{State: Closed, Failures: 3, Cooldown: 30 * time.Second}, ok("a"), t0, closed},
-		{"closed: auth opens at once", closed, Event{Outcome: AuthFailure, Class: "auth", Owner: "a"}, t0,
+		{"closed: auth opens at once", closed, Event{Result: AuthFailure, Class: "auth", Owner: "a"}, t0,
 			opened(counting(1, 0, t0, "auth"), 30*time.Second, t0)},
 		{"closed: auth opens even while the relay accepts mail", counting(1, 100, t0, "transient"),
-			Event{Outcome: AuthFailure, Class: "auth", Owner: "a"}, at(time.Second),
+			Event{Result: AuthFailure, Class: "auth", Owner: "a"}, at(time.Second),
 			opened(counting(2, 100, t0, "auth"), 30*time.Second, at(time.Second))},
 		{"closed: a claim changes nothing", closed, claim("a"), t0, closed},
-		{"closed: an invalid outcome changes nothing", closed, Event{Outcome: 0, Owner: "a"}, t0, closed},
-		{"closed: an outcome past Throttle is invalid", closed, Event{Outcome: Throttle + 1, Owner: "a"}, t0, closed},
+		{"closed: an invalid result changes nothing", closed, Event{Result: 0, Owner: "a"}, t0, closed},
+		{"closed: a result past Throttle is invalid", closed, Event{Result: Throttle + 1, Owner: "a"}, t0, closed},
 		// open
 		{"open: failures are ignored", open1, fail("a"), at(time.Second), open1},
-		{"open: timeouts are ignored", open1, Event{Outcome: TimeoutFailure, Owner: "a"}, at(time.Second), open1},
-		{"open: auth failures are ignored", open1, Event{Outcome: AuthFailure, Owner: "a"}, at(time.Second), open1},
+		{"open: timeouts are ignored", open1, Event{Result: TimeoutFailure, Owner: "a"}, at(time.Second), open1},
+		{"open: auth failures are ignored", open1, Event{Result: AuthFailure, Owner: "a"}, at(time.Second), open1},
 		{"open: successes are ignored", open1, ok("a"), at(time.Second), open1},
 		{"open: throttles are ignored", open1, throttle("a"), at(time.Second), open1},
 		{"open: no claim before the cooldown ends", open1, claim("a"), at(29 * time.Second), open1},
@@ -118,15 +118,15 @@ func TestNext(t *testing.T) {
 		{"half-open: probe failure doubles the cooldown", halfOpen(open1, "a", at(40*time.Second)), fail("a"), at(35 * time.Second),
 			openAt(4, time.Minute, at(35*time.Second), "transient")},
 		{"half-open: probe timeout multiplies by TimeoutGrowth", halfOpen(open1, "a", at(40*time.Second)),
-			Event{Outcome: TimeoutFailure, Class: "transient", Owner: "a"}, at(35 * time.Second),
+			Event{Result: TimeoutFailure, Class: "transient", Owner: "a"}, at(35 * time.Second),
 			openAt(4, 2*time.Minute, at(35*time.Second), "transient")},
 		{"half-open: probe auth failure grows like a failure", halfOpen(open1, "a", at(40*time.Second)),
-			Event{Outcome: AuthFailure, Class: "auth", Owner: "a"}, at(35 * time.Second),
+			Event{Result: AuthFailure, Class: "auth", Owner: "a"}, at(35 * time.Second),
 			openAt(4, time.Minute, at(35*time.Second), "auth")},
 		{"half-open: growth stops at MaxCooldown", halfOpen(openAt(9, 40*time.Minute, t0, "transient"), "a", at(41*time.Minute)),
 			fail("a"), at(40*time.Minute + time.Second), openAt(10, time.Hour, at(40*time.Minute+time.Second), "transient")},
 		{"half-open: a timeout at MaxCooldown stays there", halfOpen(openAt(9, time.Hour, t0, "transient"), "a", at(61*time.Minute)),
-			Event{Outcome: TimeoutFailure, Class: "transient", Owner: "a"}, at(60*time.Minute + time.Second),
+			Event{Result: TimeoutFailure, Class: "transient", Owner: "a"}, at(60*time.Minute + time.Second),
 			openAt(10, time.Hour, at(60*time.Minute+time.Second), "transient")},
 		{"half-open: another worker's failure is a straggler", halfOpen(open1, "a", at(40*time.Second)), fail("b"), at(35 * time.Second),
 			halfOpen(open1, "a", at(40*time.Second))},
@@ -158,7 +158,7 @@ func TestNextDefaults(t *testing.T) {
 		if c.State != Closed {
 			t.Fatalf("open after %d faults, want %d", i, DefaultFailureThreshold)
 		}
-		c = Next(c, Event{Outcome: Failure, Owner: "a"}, t0, Policy{})
+		c = Next(c, Event{Result: Failure, Owner: "a"}, t0, Policy{})
 	}
 	if c.State != Open || c.Cooldown != DefaultBaseCooldown || !c.OpenUntil.Equal(t0.Add(DefaultBaseCooldown)) {
 		t.Errorf("after %d faults: %+v, want open for %v", DefaultFailureThreshold, c, DefaultBaseCooldown)
@@ -167,7 +167,7 @@ func TestNextDefaults(t *testing.T) {
 	now := c.OpenUntil
 	for range 8 {
 		c = Next(c, Event{Claim: true, Owner: "a"}, now, Policy{})
-		c = Next(c, Event{Outcome: Failure, Owner: "a"}, now, Policy{})
+		c = Next(c, Event{Result: Failure, Owner: "a"}, now, Policy{})
 		now = c.OpenUntil
 	}
 	if c.Cooldown != DefaultMaxCooldown {
@@ -200,11 +200,11 @@ func TestNextOverTime(t *testing.T) {
 		slices.SortStableFunc(all, func(a, b timed) int { return cmp.Compare(a.at, b.at) })
 		return all
 	}
-	fault := func(owner string) Event { return Event{Outcome: Failure, Class: "transient", Owner: owner} }
-	refused := func(owner string) Event { return Event{Outcome: Failure, Class: "transient", Owner: owner} }
-	throttle := func(owner string) Event { return Event{Outcome: Throttle, Class: "throttled", Owner: owner} }
-	success := func(owner string) Event { return Event{Outcome: Success, Owner: owner} }
-	batch := func(owner string, n int) Event { return Event{Outcome: Success, Owner: owner, Successes: n} }
+	fault := func(owner string) Event { return Event{Result: Failure, Class: "transient", Owner: owner} }
+	refused := func(owner string) Event { return Event{Result: Failure, Class: "transient", Owner: owner} }
+	throttle := func(owner string) Event { return Event{Result: Throttle, Class: "throttled", Owner: owner} }
+	success := func(owner string) Event { return Event{Result: Success, Owner: owner} }
+	batch := func(owner string, n int) Event { return Event{Result: Success, Owner: owner, Successes: n} }
 	tests := []struct {
 		name     string
 		events   []timed
@@ -223,7 +223,7 @@ func TestNextOverTime(t *testing.T) {
 			// b flushes 100 successes a second; a's faults, 2 a second,
 			// carry a's own few successes.
 			every(500*time.Millisecond, time.Second, 30, batch("b", 100)),
-			every(100*time.Millisecond, 500*time.Millisecond, 60, Event{Outcome: Failure, Class: "transient", Owner: "a", Successes: 3})), false},
+			every(100*time.Millisecond, 500*time.Millisecond, 60, Event{Result: Failure, Class: "transient", Owner: "a", Successes: 3})), false},
 		{"faults spread wider than the window do not open",
 			every(0, 3*time.Second, 20, fault("a")), false},
 		{"a relay refusing everything opens", merge(

@@ -317,7 +317,7 @@ func (c *Consumer) takeBytes(ctx context.Context, p *partition, n int64) bool {
 // fetching, waits up to DrainTimeout for in-flight messages, commits, leaves
 // the group and returns nil (or the error that stopped it). Callers keep
 // processing Messages() and calling MarkDone until Run returns. An
-// unreachable coordinator does not stop Run: it retries with backoff until
+// unreachable coordinator does not stop Run: it tries again with backoff until
 // ctx is cancelled. Run may be called once.
 func (c *Consumer) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
@@ -358,8 +358,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 			failures++
 			delay := backoff(failures)
-			c.logger.Warn("join consumer group failed; retrying",
-				"err", err, "attempt", failures, "retry_in", delay)
+			c.logger.Warn("join consumer group failed; trying again",
+				"err", err, "attempt", failures, "wait", delay)
 			if !sleep(ctx, delay) {
 				break
 			}
@@ -544,7 +544,7 @@ func (c *Consumer) fetchLoop(runCtx, genCtx context.Context, p *partition, log *
 			if ctx.Err() != nil {
 				return
 			}
-			log.Warn("fetch failed; retrying", "err", err, "retry_in", fetchBackoff)
+			log.Warn("fetch failed; trying again", "err", err, "wait", fetchBackoff)
 			if !sleep(ctx, fetchBackoff) {
 				return
 			}
@@ -686,7 +686,7 @@ func (c *Consumer) commit(g *generation, failed *bool) {
 	}
 }
 
-// endGeneration makes MarkDone ignore g's messages and releases g's state.
+// endGeneration makes MarkDone ignore g's messages and drops g's state.
 func (c *Consumer) endGeneration(g *generation) {
 	abandoned := 0
 	for _, p := range g.parts {

@@ -367,7 +367,7 @@ func TestRunKeepsRetryingUnreachableCoordinator(t *testing.T) {
 	go func() { done <- c.Run(ctx) }()
 
 	testkit.Eventually(t, 15*time.Second, "two warnings about the failed join", func() bool {
-		return rec.count("join consumer group failed; retrying") >= 2
+		return rec.count("join consumer group failed; trying again") >= 2
 	})
 	select {
 	case err := <-done:

@@ -55,7 +55,7 @@ func TestRelayPoolFollowsItsSendControl(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			closed := 0
 			now := t0
-			prov := Provider{Name: "r", MaxConns: tt.maxConns, NewSession: func() Session { return closeCounter{&closed} }}
+			relay := Relay{Name: "r", MaxConns: tt.maxConns, NewSession: func() Session { return closeCounter{&closed} }}
 			var sc *adaptive.SendControl
 			if tt.control != nil {
 				var err error
@@ -63,7 +63,7 @@ func TestRelayPoolFollowsItsSendControl(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rp := newRelayPool(prov, 16, sc, func() time.Time { return now })
+			rp := newRelayPool(relay, 16, sc, func() time.Time { return now })
 			drain := func() []Session {
 				var got []Session
 				for {
@@ -85,7 +85,7 @@ func TestRelayPoolFollowsItsSendControl(t *testing.T) {
 				sc.Done(now, now, false, tt.refuse)
 			}
 			for _, s := range held {
-				rp.release(s)
+				rp.putBack(s)
 			}
 			if closed != tt.wantClosed {
 				t.Errorf("closed %d sessions, want %d", closed, tt.wantClosed)
@@ -116,7 +116,7 @@ type fakeGroup struct{ lag int64 }
 func (g fakeGroup) Lag() (int64, map[int]int64, time.Time) { return g.lag, nil, time.Time{} }
 func (g fakeGroup) SendingMembers() int                    { return 2 }
 
-// adaptiveHarness is a pipeline with one provider whose sends fail with
+// adaptiveHarness is a pipeline with one relay whose sends fail with
 // sendErr, the given policy and budgets, a group with a lag of 42 and a
 // pressure guard.
 func adaptiveHarness(t *testing.T, sendErr func(*job.Job, int) error, policy adaptive.Policy,
@@ -129,11 +129,11 @@ func adaptiveHarness(t *testing.T, sendErr func(*job.Job, int) error, policy ada
 	}
 	reg := prometheus.NewRegistry()
 	p, err := New(Config{
-		Senders: 2, BatchSize: 4, BatchLinger: time.Millisecond, FastRetries: -1,
+		Senders: 2, BatchSize: 4, BatchLinger: time.Millisecond, Resends: -1,
 		Policy: policy, Budgets: budgets, SendControl: &adaptive.SendControlConfig{},
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)), reg, Deps{
 		Store:       h.store,
-		Providers:   []Provider{{Name: "p1", NewSession: func() Session { return h.smtp }, FleetRate: 50}},
+		Relays:      []Relay{{Name: "p1", NewSession: func() Session { return h.smtp }, FleetRate: 50}},
 		DeadLetters: h.dlq,
 		Retries:     h.retries,
 		Group:       fakeGroup{lag: 42},
@@ -172,8 +172,8 @@ func TestPipelineFeedsThePolicyItsInputs(t *testing.T) {
 		t.Errorf("inputs = class %s attempt %d throttles %d retry-after %v lag %d; want throttled 3 2 7s 42",
 			in.Class, in.Attempt, in.Throttles, in.RetryAfter, in.Lag)
 	}
-	if want := in.Now.Add(7 * time.Second); !in.ProviderCooldownUntil.Equal(want) && in.ProviderCooldownUntil.Sub(want).Abs() > time.Second {
-		t.Errorf("ProviderCooldownUntil = %v, want about %v (the relay's hint)", in.ProviderCooldownUntil, want)
+	if want := in.Now.Add(7 * time.Second); !in.RelayCooldownUntil.Equal(want) && in.RelayCooldownUntil.Sub(want).Abs() > time.Second {
+		t.Errorf("RelayCooldownUntil = %v, want about %v (the relay's hint)", in.RelayCooldownUntil, want)
 	}
 	copies := h.retries.all()
 	if len(copies) != 1 || copies[0].Throttles != 2 || copies[0].Attempt != 4 || copies[0].Tier != 5*time.Second {

@@ -25,9 +25,9 @@ import (
 // goes out behind the message before it. Around the chained jobs the
 // server refuses a message at its final dot (554: failed), hangs up at one
 // (421: retried on a new connection, the job chained behind it with it),
-// fails one for a moment (451 4.3.0: a fast retry, which gives up the chain
+// fails one for a moment (451 4.3.0: a resend, which gives up the chain
 // rather than wait for the connection it holds), refuses a recipient, and
-// one job has expired. Every job ends in its one outcome and the server
+// one job has expired. Every job ends in its one fate and the server
 // takes every message it accepted exactly once.
 func TestPipelineChainsJobsOnAConnection(t *testing.T) {
 	srv := smtptest.NewServer(t, smtptest.WithScript(func(c smtptest.Command) *smtptest.Reply {
@@ -49,10 +49,10 @@ func TestPipelineChainsJobsOnAConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	store, dlq := newFakeStore(), newFakeDLQ()
-	p, err := New(Config{Senders: 1, BatchSize: 8, BatchLinger: time.Millisecond, FastRetryBase: time.Millisecond},
+	p, err := New(Config{Senders: 1, BatchSize: 8, BatchLinger: time.Millisecond, ResendBase: time.Millisecond},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 			Store:       store,
-			Providers:   []Provider{{Name: "p1", MaxConns: 1, NewSession: func() Session { return relay.NewSession() }}},
+			Relays:      []Relay{{Name: "p1", MaxConns: 1, NewSession: func() Session { return relay.NewSession() }}},
 			DeadLetters: dlq,
 			Retries:     newFakeRetries(),
 		})
@@ -147,7 +147,7 @@ func TestAdmitNext(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rp := newRelayPool(Provider{Name: "p1"}, 4, tt.control, nowFunc)
+			rp := newRelayPool(Relay{Name: "p1"}, 4, tt.control, nowFunc)
 			rp.inUse, rp.waiting = tt.inUse, tt.waiting
 			if got := rp.admitNext(); got != tt.want {
 				t.Errorf("admitNext = %v, want %v", got, tt.want)
@@ -185,7 +185,7 @@ func TestHardStopDropsAChain(t *testing.T) {
 	p, err := New(Config{Senders: 1, BatchSize: 2, BatchLinger: time.Millisecond},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 			Store:       newFakeStore(),
-			Providers:   []Provider{{Name: "p1", NewSession: func() Session { return fake }}},
+			Relays:      []Relay{{Name: "p1", NewSession: func() Session { return fake }}},
 			DeadLetters: newFakeDLQ(),
 			Retries:     newFakeRetries(),
 		})

@@ -13,19 +13,19 @@ import (
 
 // Default values of Config.
 const (
-	DefaultSenders           = 16
-	DefaultBatchSize         = 256
-	DefaultBatchLinger       = 5 * time.Millisecond
-	DefaultBatchBytes        = 8 << 20
-	DefaultRecheckInterval   = time.Second
-	DefaultFastRetries       = 3
-	DefaultFastRetryBase     = 100 * time.Millisecond
-	DefaultFastRetryBudget   = 2 * time.Second
-	DefaultMaxReleaseWait    = 30 * time.Second
-	DefaultPauseCheck        = time.Second
-	DefaultStoreRetryBackoff = 100 * time.Millisecond
-	DefaultMaxStoreBackoff   = 5 * time.Second
-	DefaultConfirmWindow     = 24 * time.Hour
+	DefaultSenders         = 16
+	DefaultBatchSize       = 256
+	DefaultBatchLinger     = 5 * time.Millisecond
+	DefaultBatchBytes      = 8 << 20
+	DefaultRecheckInterval = time.Second
+	DefaultResends         = 3
+	DefaultResendBase      = 100 * time.Millisecond
+	DefaultResendBudget    = 2 * time.Second
+	DefaultMaxHandBackWait = 30 * time.Second
+	DefaultPauseCheck      = time.Second
+	DefaultStoreBackoff    = 100 * time.Millisecond
+	DefaultMaxStoreBackoff = 5 * time.Second
+	DefaultConfirmWindow   = 24 * time.Hour
 )
 
 // Config configures a Pipeline.
@@ -48,16 +48,16 @@ type Config struct {
 	// RecheckInterval caps how long a record whose Message-ID is leased by
 	// another worker waits before it is claimed again. Defaults to 1s.
 	RecheckInterval time.Duration
-	// FastRetries is how many times a transient failure (a network blip)
-	// is retried in process before the job goes to a delay tier. Defaults
+	// Resends is how many times a transient failure (a network blip)
+	// is sent again inside the attempt before the job goes to a delay tier. Defaults
 	// to 3; negative means none.
-	FastRetries int
-	// FastRetryBase is the first fast retry's maximum wait (full jitter,
+	Resends int
+	// ResendBase is the first resend's maximum wait (full jitter,
 	// doubling). Defaults to 100ms.
-	FastRetryBase time.Duration
-	// FastRetryBudget bounds the time spent on fast retries of one job.
+	ResendBase time.Duration
+	// ResendBudget bounds the time spent on resends of one job.
 	// Defaults to 2s.
-	FastRetryBudget time.Duration
+	ResendBudget time.Duration
 	// Tiers are the delay tiers a retry is rounded up to. Defaults to
 	// retry.DefaultTiers.
 	Tiers retry.Tiers
@@ -69,24 +69,24 @@ type Config struct {
 	// one that finds its bucket empty waits for the refill on top of its
 	// delay. nil means no budgets.
 	Budgets map[job.Priority]adaptive.Bucket
-	// SendControl adapts each provider's send concurrency and rate to its
+	// SendControl adapts each relay's send concurrency and rate to its
 	// throttling (AIMD on connection refusals, a learned rate on rate
-	// refusals, a share of Provider.FleetRate). Its AIMD.Max is capped at
-	// the provider's connections. nil sends at the pool's full size.
+	// refusals, a share of Relay.FleetRate). Its AIMD.Max is capped at
+	// the relay's connections. nil sends at the pool's full size.
 	SendControl *adaptive.SendControlConfig
 	// RetryLimits bound attempts and age per priority. Defaults to
 	// DefaultRetryLimits.
 	RetryLimits map[job.Priority]RetryLimit
-	// MaxReleaseWait caps how long a job waits in process when no provider
+	// MaxHandBackWait caps how long a job waits in process when no relay
 	// can take it (every circuit open). Defaults to 30s.
-	MaxReleaseWait time.Duration
+	MaxHandBackWait time.Duration
 	// PauseCheck is how often the pipeline re-checks, besides on circuit
 	// changes, whether consumption must pause. Defaults to 1s.
 	PauseCheck time.Duration
-	// StoreRetryBackoff is the first wait after a failed store or
+	// StoreBackoff is the first wait after a failed store or
 	// dead-letter call; it doubles per failure. Defaults to 100ms.
-	StoreRetryBackoff time.Duration
-	// MaxStoreBackoff caps StoreRetryBackoff's growth. Defaults to 5s.
+	StoreBackoff time.Duration
+	// MaxStoreBackoff caps StoreBackoff's growth. Defaults to 5s.
 	MaxStoreBackoff time.Duration
 	// ConfirmWindow is how long after the relay took a mail a report may
 	// take to confirm it before it is listed as unconfirmed. Defaults to
@@ -113,9 +113,9 @@ func (c Config) WithDefaults() Config {
 	c.BatchBytes = cmp.Or(c.BatchBytes, DefaultBatchBytes)
 	c.Limits = c.Limits.WithDefaults()
 	c.RecheckInterval = cmp.Or(c.RecheckInterval, DefaultRecheckInterval)
-	c.FastRetries = cmp.Or(c.FastRetries, DefaultFastRetries)
-	c.FastRetryBase = cmp.Or(c.FastRetryBase, DefaultFastRetryBase)
-	c.FastRetryBudget = cmp.Or(c.FastRetryBudget, DefaultFastRetryBudget)
+	c.Resends = cmp.Or(c.Resends, DefaultResends)
+	c.ResendBase = cmp.Or(c.ResendBase, DefaultResendBase)
+	c.ResendBudget = cmp.Or(c.ResendBudget, DefaultResendBudget)
 	if len(c.Tiers) == 0 {
 		c.Tiers = retry.DefaultTiers
 	}
@@ -125,9 +125,9 @@ func (c Config) WithDefaults() Config {
 	if c.RetryLimits == nil {
 		c.RetryLimits = DefaultRetryLimits
 	}
-	c.MaxReleaseWait = cmp.Or(c.MaxReleaseWait, DefaultMaxReleaseWait)
+	c.MaxHandBackWait = cmp.Or(c.MaxHandBackWait, DefaultMaxHandBackWait)
 	c.PauseCheck = cmp.Or(c.PauseCheck, DefaultPauseCheck)
-	c.StoreRetryBackoff = cmp.Or(c.StoreRetryBackoff, DefaultStoreRetryBackoff)
+	c.StoreBackoff = cmp.Or(c.StoreBackoff, DefaultStoreBackoff)
 	c.MaxStoreBackoff = cmp.Or(c.MaxStoreBackoff, DefaultMaxStoreBackoff)
 	c.ConfirmWindow = cmp.Or(c.ConfirmWindow, DefaultConfirmWindow)
 	if c.Rules == nil {
@@ -152,14 +152,14 @@ func (c Config) Validate() error {
 		return configerr.Errorf("BatchLinger", "delivery: BatchLinger %s is negative", c.BatchLinger)
 	case c.RecheckInterval <= 0:
 		return configerr.Errorf("RecheckInterval", "delivery: RecheckInterval %s must be positive", c.RecheckInterval)
-	case c.FastRetries > 10:
-		return configerr.Errorf("FastRetries", "delivery: FastRetries %d is more than 10", c.FastRetries)
-	case c.FastRetryBase <= 0 || c.FastRetryBudget <= 0:
-		return configerr.Errorf("FastRetryBase", "delivery: FastRetryBase %s and FastRetryBudget %s must be positive", c.FastRetryBase, c.FastRetryBudget)
-	case c.MaxReleaseWait <= 0 || c.PauseCheck <= 0:
-		return configerr.Errorf("MaxReleaseWait", "delivery: MaxReleaseWait %s and PauseCheck %s must be positive", c.MaxReleaseWait, c.PauseCheck)
-	case c.StoreRetryBackoff <= 0 || c.MaxStoreBackoff < c.StoreRetryBackoff:
-		return configerr.Errorf("StoreRetryBackoff", "delivery: StoreRetryBackoff %s must be positive and at most MaxStoreBackoff %s", c.StoreRetryBackoff, c.MaxStoreBackoff)
+	case c.Resends > 10:
+		return configerr.Errorf("Resends", "delivery: Resends %d is more than 10", c.Resends)
+	case c.ResendBase <= 0 || c.ResendBudget <= 0:
+		return configerr.Errorf("ResendBase", "delivery: ResendBase %s and ResendBudget %s must be positive", c.ResendBase, c.ResendBudget)
+	case c.MaxHandBackWait <= 0 || c.PauseCheck <= 0:
+		return configerr.Errorf("MaxHandBackWait", "delivery: MaxHandBackWait %s and PauseCheck %s must be positive", c.MaxHandBackWait, c.PauseCheck)
+	case c.StoreBackoff <= 0 || c.MaxStoreBackoff < c.StoreBackoff:
+		return configerr.Errorf("StoreBackoff", "delivery: StoreBackoff %s must be positive and at most MaxStoreBackoff %s", c.StoreBackoff, c.MaxStoreBackoff)
 	}
 	if err := c.Tiers.Validate(); err != nil {
 		return configerr.Errorf("Tiers", "delivery: Tiers: %w", err)

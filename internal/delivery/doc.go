@@ -1,6 +1,6 @@
 // Package delivery wires a mail job from the consumer to the relay and back:
 // decode and validate, claim the Message-ID in the idempotency store, send,
-// dead-letter what cannot be delivered, record the outcome, and only then
+// dead-letter what cannot be delivered, record the fate, and only then
 // tell the consumer the record is done so its offset may be committed.
 //
 // It is a streaming pipeline of small stages joined by bounded channels:
@@ -12,9 +12,9 @@
 // Records that cannot go on now wait in a delay queue and re-enter intake:
 // a Message-ID leased by another live worker is re-checked when the lease
 // ends, and a send that failed with a retryable error is retried with
-// exponential backoff. Store errors (Postgres down) are retried with
+// exponential backoff. Store calls that fail (Postgres down) are made again with
 // backoff in the stage that met them, so no record is marked done without a
-// recorded outcome.
+// recorded fate.
 //
 // What became of each record is its fate (fate.go): a value decided by
 // the stage that meets it (intake, claim or a sender) and applied by the

@@ -26,17 +26,17 @@ import (
 // place.
 type fate struct {
 	kind fateKind
-	// provider is the relay of the attempt's last send, "" when no send
+	// relay is the relay of the attempt's last send, "" when no send
 	// was made.
-	provider string
+	relay string
 	// class is the failure class written to the row, the dead letter and
 	// the events; reason the dead-letter reason of a rejected, failed or
 	// dead record; errText the error they carry. A record sent after a
-	// failover or a fast retry keeps its last failure's text, as the row's
+	// failover or a resend keeps its last failure's text, as the row's
 	// last error.
 	class, reason, errText string
 	// decidedAt is when the sender settled the attempt: the time of its
-	// events, which may be recorded seconds later when the outcome writes
+	// events, which may be recorded seconds later when the fate rows
 	// queue behind a slow batch. Zero for fates decided at intake or claim.
 	decidedAt time.Time
 	// copy is the retry copy of a record retried through a delay tier.
@@ -146,7 +146,7 @@ func (f fate) reentryCause() string {
 	case fateHeld:
 		return reentryThrottled
 	case fateHandedBack:
-		return reentryRelease
+		return reentryHandBack
 	}
 	return ""
 }
@@ -154,7 +154,7 @@ func (f fate) reentryCause() string {
 // The causes of a re-entry (postline_delivery_reentries_total).
 const (
 	reentryBusy      = "busy"
-	reentryRelease   = "release"
+	reentryHandBack  = "release"
 	reentryThrottled = "throttled"
 )
 
@@ -189,11 +189,11 @@ func dead(reason, class, errText string) fate {
 }
 
 // panicked is the fate of a job whose handling panicked: dead as
-// internal_error, rather than tried again into the same panic. provider is
+// internal_error, rather than tried again into the same panic. relay is
 // the relay of the attempt's last send before the panic, if any.
-func panicked(perr *panicError, provider string) fate {
+func panicked(perr *panicError, relay string) fate {
 	f := dead(deadletter.ReasonInternalError, classInternal, perr.Error())
-	f.provider = provider
+	f.relay = relay
 	return f
 }
 
@@ -260,20 +260,20 @@ func (p *Pipeline) composeFailed(ctx context.Context, it *item, err error) fate 
 }
 
 // sentFate is the fate of a job a relay took; errText is the attempt's
-// last failure before it (a failover or a fast retry), if any.
-func sentFate(provider, errText string) fate {
-	return fate{kind: fateSent, provider: provider, errText: errText}
+// last failure before it (a failover or a resend), if any.
+func sentFate(relay, errText string) fate {
+	return fate{kind: fateSent, relay: relay, errText: errText}
 }
 
 // afterFailedSend decides the fate of a job whose send failed for a reason
 // the sender does not try again within the attempt: a permanent failure
 // fails it, any other is retried (scheduleRetry).
-func (p *Pipeline) afterFailedSend(it *item, v failure.Verdict, errText string, limit RetryLimit, prov *relayPool) fate {
+func (p *Pipeline) afterFailedSend(it *item, v failure.Verdict, errText string, limit RetryLimit, relay *relayPool) fate {
 	if v.Class == failure.Permanent {
-		return fate{kind: fateFailed, provider: prov.Name, class: string(v.Class), reason: deadletter.ReasonSMTPPermanent, errText: errText}
+		return fate{kind: fateFailed, relay: relay.Name, class: string(v.Class), reason: deadletter.ReasonSMTPPermanent, errText: errText}
 	}
-	f := p.scheduleRetry(it, v, errText, limit, prov)
-	f.provider = prov.Name
+	f := p.scheduleRetry(it, v, errText, limit, relay)
+	f.relay = relay.Name
 	return f
 }
 
@@ -282,7 +282,7 @@ func (p *Pipeline) afterFailedSend(it *item, v failure.Verdict, errText string, 
 // delay from the failure and the load; a retry budget that is empty adds
 // the wait for its refill; the result is rounded up to a tier. A job whose
 // age runs out while it waits in a tier dies when it comes back.
-func (p *Pipeline) scheduleRetry(it *item, v failure.Verdict, errText string, limit RetryLimit, prov *relayPool) fate {
+func (p *Pipeline) scheduleRetry(it *item, v failure.Verdict, errText string, limit RetryLimit, relay *relayPool) fate {
 	next := it.attempt + 1
 	if next > limit.MaxAttempts {
 		return dead(deadletter.ReasonMaxAttempts, string(v.Class), errText)
@@ -293,16 +293,16 @@ func (p *Pipeline) scheduleRetry(it *item, v failure.Verdict, errText string, li
 		return dead(deadletter.ReasonMaxAge, string(v.Class),
 			maxAgeText(cmp.Or(it.job.Priority, job.PriorityNormal), limit.MaxAge)+" (last failure: "+errText+")")
 	}
-	successRate, _ := p.window.Rate(now, prov.Name)
+	successRate, _ := p.window.Rate(now, relay.Name)
 	d := p.cfg.Policy.Decide(adaptive.Inputs{
-		Class:                 v.Class,
-		Attempt:               it.attempt,
-		Throttles:             it.throttles,
-		RetryAfter:            v.RetryAfter,
-		Lag:                   p.lag(),
-		SuccessRate:           successRate,
-		ProviderCooldownUntil: prov.cooldown(),
-		Now:                   now,
+		Class:              v.Class,
+		Attempt:            it.attempt,
+		Throttles:          it.throttles,
+		RetryAfter:         v.RetryAfter,
+		Lag:                p.lag(),
+		SuccessRate:        successRate,
+		RelayCooldownUntil: relay.cooldown(),
+		Now:                now,
 	})
 	if !d.Retry {
 		// The classes routed here are retryable under every policy; a
@@ -310,7 +310,7 @@ func (p *Pipeline) scheduleRetry(it *item, v failure.Verdict, errText string, li
 		return fate{kind: fateFailed, class: string(v.Class), reason: deadletter.ReasonSMTPPermanent, errText: errText}
 	}
 	delay := d.Delay
-	if v.Class == failure.Throttled && v.ProviderFault && delay < p.cfg.Tiers[0] && it.holds < maxThrottleHolds {
+	if v.Class == failure.Throttled && v.RelayFault && delay < p.cfg.Tiers[0] && it.holds < maxThrottleHolds {
 		// The relay asked us to slow down for less than the shortest tier:
 		// the job waits in the worker, in its place, and the send control
 		// paces it, rather than going round a delay topic to the back of
@@ -355,20 +355,20 @@ func (p *Pipeline) scheduleRetry(it *item, v failure.Verdict, errText string, li
 // the worker before it goes to a delay tier.
 const maxThrottleHolds = 3
 
-// handBack is the fate of a claimed job no provider (or template store)
+// handBack is the fate of a claimed job no relay (or template store)
 // can take now: handed back without charging an attempt, it is claimed
-// again when a circuit half-opens. provider and errText are the attempt's
+// again when a circuit half-opens. relay and errText are the attempt's
 // last send and failure, if it made one.
-func (p *Pipeline) handBack(provider, errText string) fate {
+func (p *Pipeline) handBack(relay, errText string) fate {
 	wait := p.cfg.RecheckInterval
 	if p.breakers != nil {
 		if at, ok := p.breakers.NextProbeAt(); ok {
 			wait = max(at.Sub(p.cfg.NowFunc()), 0)
 		}
 	}
-	wait = min(max(wait, 50*time.Millisecond), p.cfg.MaxReleaseWait)
-	p.metrics.releases.Inc()
-	return fate{kind: fateHandedBack, provider: provider, errText: errText, wakeAt: p.cfg.NowFunc().Add(wait)}
+	wait = min(max(wait, 50*time.Millisecond), p.cfg.MaxHandBackWait)
+	p.metrics.handBacks.Inc()
+	return fate{kind: fateHandedBack, relay: relay, errText: errText, wakeAt: p.cfg.NowFunc().Add(wait)}
 }
 
 // settleAttempt closes the sender's attempt, settled at now, with its fate

@@ -32,7 +32,7 @@ func TestFateLabels(t *testing.T) {
 		{kind: fateDead, done: "dead", status: idempotency.StatusDead, hasStatus: true},
 		{kind: fateRetried, done: "retried", status: idempotency.StatusRetrying, hasStatus: true},
 		{kind: fateHeld, reentry: reentryThrottled, status: idempotency.StatusRetrying, hasStatus: true},
-		{kind: fateHandedBack, reentry: reentryRelease, status: idempotency.StatusRetrying, hasStatus: true},
+		{kind: fateHandedBack, reentry: reentryHandBack, status: idempotency.StatusRetrying, hasStatus: true},
 	}
 	for _, tt := range tests {
 		f := fate{kind: tt.kind}

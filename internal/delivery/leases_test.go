@@ -37,11 +37,11 @@ func (l *fakeLeases) Drop(id string, version int64) {
 	l.events = append(l.events, "drop "+id)
 }
 
-// TestPipelineHoldsLeasesUntilTheOutcomeIsRecorded checks the wiring of the
+// TestPipelineHoldsLeasesUntilTheFateIsRecorded checks the wiring of the
 // lease keeper: every claimed job's lease is held from the claim and dropped
-// once its outcome is recorded, whatever the outcome, and a job released for
+// once its fate is recorded, whatever the fate, and a job handed back for
 // lack of a relay is held again when re-claimed.
-func TestPipelineHoldsLeasesUntilTheOutcomeIsRecorded(t *testing.T) {
+func TestPipelineHoldsLeasesUntilTheFateIsRecorded(t *testing.T) {
 	h := newHarnessWith(t, func(j *job.Job, _ int) error {
 		if j.MessageID == "fail@x" {
 			return smtpErr(550, "5.1.1", "no such user")
@@ -57,7 +57,7 @@ func TestPipelineHoldsLeasesUntilTheOutcomeIsRecorded(t *testing.T) {
 	leases.mu.Lock()
 	defer leases.mu.Unlock()
 	if len(leases.held) != 0 {
-		t.Errorf("leases still held after every outcome was recorded: %v", leases.held)
+		t.Errorf("leases still held after every fate was recorded: %v", leases.held)
 	}
 	for _, id := range []string{"ok@x", "fail@x"} {
 		hold, drop := -1, -1

@@ -21,12 +21,12 @@ import (
 // the IDs it always had.
 func TestEventsCarryTheMailsLife(t *testing.T) {
 	lives := map[string]int64{"a@x": 41, "b@x": 0, "d@x": 1 << 50}
-	h := newOutcomeHarness(t, func(addr string) *sender.Error {
+	h := newFateHarness(t, func(addr string) *sender.Error {
 		switch addr {
 		case "gone@example.com":
-			return &sender.Error{Provider: "p1", Stage: sender.StageRcpt, Code: 550, Enhanced: "5.1.1", Text: "no such user"}
+			return &sender.Error{Relay: "p1", Stage: sender.StageRcpt, Code: 550, Enhanced: "5.1.1", Text: "no such user"}
 		case "full@example.com":
-			return &sender.Error{Provider: "p1", Stage: sender.StageRcpt, Code: 452, Enhanced: "4.2.2", Text: "mailbox full"}
+			return &sender.Error{Relay: "p1", Stage: sender.StageRcpt, Code: 452, Enhanced: "4.2.2", Text: "mailbox full"}
 		}
 		return nil
 	}, nil)
@@ -34,7 +34,7 @@ func TestEventsCarryTheMailsLife(t *testing.T) {
 		ConfirmWindow: time.Hour},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 			Store:        h.store,
-			Providers:    []Provider{{Name: "p1", NewSession: func() Session { return h.session }}},
+			Relays:       []Relay{{Name: "p1", NewSession: func() Session { return h.session }}},
 			DeadLetters:  h.dlq,
 			Retries:      h.retries,
 			Events:       h.events,
@@ -72,14 +72,14 @@ func TestEventsCarryTheMailsLife(t *testing.T) {
 	}
 }
 
-// TestAppendEventsIDs checks the IDs of the events an outcome writes: the
-// same outcome written again (a crash before the record) has the same IDs,
+// TestAppendEventsIDs checks the IDs of the events a fate writes: the
+// same fate written again (a crash before the record) has the same IDs,
 // the same transitions in another life of the mail have others.
 func TestAppendEventsIDs(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	outcome := func(life int64, attempt int) decided {
+	fateOf := func(life int64, attempt int) decided {
 		it := &item{job: multiJob("m@x", "ok@example.com", "gone@example.com", "full@example.com"), attempt: attempt, life: life}
-		f := fate{kind: fateRetried, provider: "p1", class: "transient", copy: &retry.Copy{NotBefore: now.Add(time.Minute)}}
+		f := fate{kind: fateRetried, relay: "p1", class: "transient", copy: &retry.Copy{NotBefore: now.Add(time.Minute)}}
 		it.initRecipients()
 		it.rcpts[0].state, it.rcpts[0].fresh = idempotency.RecipientAccepted, true
 		it.rcpts[1].state, it.rcpts[1].fresh = idempotency.RecipientBounced, true
@@ -102,9 +102,9 @@ func TestAppendEventsIDs(t *testing.T) {
 		a, b decided
 		same bool
 	}{
-		{"the same outcome written twice", outcome(9, 2), outcome(9, 2), true},
-		{"the same transitions in a replayed life", outcome(9, 2), outcome(10, 2), false},
-		{"a row without a life against one with", outcome(0, 2), outcome(9, 2), false},
+		{"the same fate written twice", fateOf(9, 2), fateOf(9, 2), true},
+		{"the same transitions in a replayed life", fateOf(9, 2), fateOf(10, 2), false},
+		{"a row without a life against one with", fateOf(0, 2), fateOf(9, 2), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,7 +120,7 @@ func TestAppendEventsIDs(t *testing.T) {
 		})
 	}
 	// The deferral is the attempt's: the next attempt's is another.
-	if a, b := ids(outcome(9, 2)), ids(outcome(9, 3)); a[0] != b[0] || a[2] == b[2] {
+	if a, b := ids(fateOf(9, 2)), ids(fateOf(9, 3)); a[0] != b[0] || a[2] == b[2] {
 		t.Errorf("attempts 2 and 3: %v and %v; want the acceptance's ID equal and the deferrals' not", a, b)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/postline/postline/job"
 )
 
-// The dependency calls the pipeline retries, the op label of
+// The dependency calls the pipeline makes again with backoff, the op label of
 // postline_delivery_dependency_errors_total.
 const (
 	opClaim            = "claim"
@@ -29,16 +29,16 @@ const (
 )
 
 type metrics struct {
-	outcomes         *prometheus.CounterVec
+	records          *prometheus.CounterVec
 	reentries        *prometheus.CounterVec
 	dependencyErrors *prometheus.CounterVec
 	sendSeconds      *prometheus.HistogramVec
 	publishToAccept  prometheus.Histogram
 	inFlight         prometheus.Gauge
 	attempts         *prometheus.CounterVec
-	fastRetries      prometheus.Counter
+	resends          prometheus.Counter
 	backoffDelay     *prometheus.HistogramVec
-	releases         prometheus.Counter
+	handBacks        prometheus.Counter
 	paused           prometheus.Gauge
 	decreases        *prometheus.CounterVec
 	budgetWaits      *prometheus.CounterVec
@@ -52,28 +52,28 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	set := metricreg.NewExclusiveSet(reg, "delivery")
 	adaptiveSet := set.In("adaptive")
 	m := &metrics{
-		outcomes: set.CounterVec("records_total",
+		records: set.CounterVec("records_total",
 			"Records finished by the pipeline, by outcome: sent, failed, dead, retried (to a delay tier), duplicate, stale, conflict, rejected.", "outcome"),
 		reentries: set.CounterVec("reentries_total",
-			"Records parked and fed back into the pipeline, by cause: busy (leased elsewhere), release (no provider available), throttled (a short throttle waited out in the worker instead of a delay tier).", "cause"),
+			"Records parked and fed back into the pipeline, by cause: busy (leased elsewhere), release (handed back: no relay available), throttled (a short throttle waited out in the worker instead of a delay tier).", "cause"),
 		dependencyErrors: set.CounterVec("dependency_errors_total",
-			"Failed store or dead-letter calls that the pipeline retried, by operation.", "op"),
+			"Failed store or dead-letter calls, made again with backoff, by operation.", "op"),
 		sendSeconds: set.HistogramVec("send_duration_seconds",
 			"Time of one send attempt, by result: sent or the failure class.", prometheus.ExponentialBuckets(0.0005, 2, 16), "result"),
 		publishToAccept: set.Histogram("publish_to_accept_seconds",
 			"Time from a job's first publication to the relay accepting it.", prometheus.ExponentialBuckets(0.005, 2, 18)),
 		inFlight: set.Gauge("in_flight", "Records taken from the consumer and not yet finished."),
 		attempts: set.CounterVec("attempts_total",
-			"Send attempts by provider and result: sent or the failure class (transient, throttled, permanent, auth, unknown).", "provider", "result"),
-		fastRetries: set.Counter("fast_retries_total", "In-process retries of transient failures before a delay tier."),
+			"Send attempts by relay and result: sent or the failure class (transient, throttled, permanent, auth, unknown).", "provider", "result"),
+		resends: set.Counter("fast_retries_total", "In-attempt resends of transient failures (blips) before a delay tier."),
 		backoffDelay: set.HistogramVec("backoff_delay_seconds",
 			"Computed wait before the next attempt (the policy's delay, raised by an empty retry budget; before rounding up to a tier), by failure class and the policy's rule.",
 			prometheus.ExponentialBuckets(0.125, 2, 18), "class", "reason"),
-		releases: set.Counter("releases_total",
-			"Claimed jobs handed back without charging an attempt because no provider could take them."),
-		paused: set.Gauge("paused", "1 while consumption is paused because every provider's circuit is open."),
+		handBacks: set.Counter("releases_total",
+			"Claimed jobs handed back without charging an attempt because no relay could take them."),
+		paused: set.Gauge("paused", "1 while consumption is paused because every relay's circuit is open."),
 		decreases: adaptiveSet.CounterVec("decreases_total",
-			"Cuts of a relay's send control on throttling, by provider and controller: concurrency (too many connections) or rate (too many messages).", "provider", "controller"),
+			"Cuts of a relay's send control on throttling, by relay and controller: concurrency (too many connections) or rate (too many messages).", "provider", "controller"),
 		budgetWaits: adaptiveSet.CounterVec("budget_waits_total",
 			"Retries that found their priority's retry budget empty and wait for its refill.", "priority"),
 		panics: set.CounterVec("panics_total",
@@ -83,7 +83,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		suppressed: set.Counter("suppressed_recipients_total",
 			"Recipients dropped from an envelope at claim because they are on a suppression list."),
 		rcptRefusals: set.CounterVec("recipient_refusals_total",
-			"Recipients a relay refused for good at RCPT while the transaction went on, by provider and bounce type (hard, soft, policy).", "provider", "bounce_type"),
+			"Recipients a relay refused for good at RCPT while the transaction went on, by relay and bounce type (hard, soft, policy).", "provider", "bounce_type"),
 	}
 	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("delivery: register metrics: %w", err)
@@ -91,13 +91,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	// Export every known series from the start, so rates, dashboards and
 	// alerts see zeros instead of nothing before the first event. The
 	// values are the ones pipeline.go and send.go pass.
-	for _, outcome := range []string{"sent", "failed", "dead", "retried", "duplicate", "stale", "conflict", "rejected"} {
-		m.outcomes.WithLabelValues(outcome)
+	for _, label := range []string{"sent", "failed", "dead", "retried", "duplicate", "stale", "conflict", "rejected"} {
+		m.records.WithLabelValues(label)
 	}
 	for _, stage := range []string{"decoding", "sending"} {
 		m.panics.WithLabelValues(stage)
 	}
-	for _, cause := range []string{reentryBusy, reentryRelease, reentryThrottled} {
+	for _, cause := range []string{reentryBusy, reentryHandBack, reentryThrottled} {
 		m.reentries.WithLabelValues(cause)
 	}
 	for _, op := range []string{opClaim, opRecord, opRecordRejected, opNoteConflicts, opDeadLetter, opRetryPublish, opCircuitReport,
@@ -109,16 +109,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 // initSeries exports the counters' series that depend on the configuration
 // from the start, like newMetrics does for the others: attempts by result
-// and send-control cuts per provider, retry budget waits per priority.
+// and send-control cuts per relay, retry budget waits per priority.
 func (p *Pipeline) initSeries() {
-	for _, prov := range p.providers {
+	for _, relay := range p.relays {
 		for _, result := range []string{"sent", string(failure.Transient), string(failure.Throttled), string(failure.Permanent),
 			string(failure.Auth), string(failure.Unknown)} {
-			p.metrics.attempts.WithLabelValues(prov.Name, result)
+			p.metrics.attempts.WithLabelValues(relay.Name, result)
 		}
-		if prov.control != nil {
+		if relay.control != nil {
 			for _, controller := range []string{adaptive.ControllerConcurrency, adaptive.ControllerRate} {
-				p.metrics.decreases.WithLabelValues(prov.Name, controller)
+				p.metrics.decreases.WithLabelValues(relay.Name, controller)
 			}
 		}
 	}
@@ -152,24 +152,24 @@ func (p *Pipeline) registerAdaptiveMetrics(reg prometheus.Registerer) error {
 				prometheus.Labels{"priority": string(prio)}, func() float64 { return p.budgets.Tokens(p.cfg.NowFunc(), prio) }))
 		}
 	}
-	for _, prov := range p.providers {
-		labels := prometheus.Labels{"provider": prov.Name}
+	for _, relay := range p.relays {
+		labels := prometheus.Labels{"provider": relay.Name}
 		cs = append(cs, gauge("success_ratio", "Rolling success ratio of send attempts per relay (1 with too few attempts to judge).", labels,
-			func() float64 { r, _ := p.window.Rate(p.cfg.NowFunc(), prov.Name); return r }))
+			func() float64 { r, _ := p.window.Rate(p.cfg.NowFunc(), relay.Name); return r }))
 		cs = append(cs, gauge("concurrency_limit", "Sends allowed in flight to the relay now: the adaptive limit times the pressure factor, or the pool size without send control.", labels,
 			func() float64 {
-				prov.mu.Lock()
-				defer prov.mu.Unlock()
-				return float64(prov.limit())
+				relay.mu.Lock()
+				defer relay.mu.Unlock()
+				return float64(relay.limit())
 			}))
-		if prov.control == nil {
+		if relay.control == nil {
 			continue
 		}
 		cs = append(cs, gauge("send_rate", "Learned send rate to the relay in sends per second; 0 while the relay has not refused a send for its rate (unpaced).", labels,
-			func() float64 { return finite(prov.control.Rate()) }))
-		if prov.FleetRate > 0 {
+			func() float64 { return finite(relay.control.Rate()) }))
+		if relay.FleetRate > 0 {
 			cs = append(cs, gauge("fleet_rate", "This worker's share of the relay's fleet-wide rate in sends per second.", labels,
-				func() float64 { return finite(prov.control.FleetShare()) }))
+				func() float64 { return finite(relay.control.FleetShare()) }))
 		}
 	}
 	for _, c := range cs {

@@ -76,7 +76,7 @@ func BenchmarkPipelinePerMail(b *testing.B) {
 		},
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 		Store:       store,
-		Providers:   []Provider{{Name: "sink", NewSession: func() Session { return relay.NewSession() }}},
+		Relays:      []Relay{{Name: "sink", NewSession: func() Session { return relay.NewSession() }}},
 		DeadLetters: newFakeDLQ(),
 		Retries:     newFakeRetries(),
 	})

@@ -77,15 +77,15 @@ type item struct {
 
 // Pipeline delivers consumed jobs. Create it with New and start it with Run.
 type Pipeline struct {
-	cfg       Config
-	logger    *slog.Logger
-	store     Store
-	leases    Leases // nil: leases are not extended
-	providers []*relayPool
-	breakers  Breakers
-	dlq       DeadLetters
-	retries   Retries
-	metrics   *metrics
+	cfg      Config
+	logger   *slog.Logger
+	store    Store
+	leases   Leases // nil: leases are not extended
+	relays   []*relayPool
+	breakers Breakers
+	dlq      DeadLetters
+	retries  Retries
+	metrics  *metrics
 
 	// The outcome loop's ports; nil disables each.
 	events       Events
@@ -108,7 +108,7 @@ type Pipeline struct {
 
 	// The per-batch slices of the claim and record round trips.
 	claimReqs slicePool[idempotency.ClaimRequest]
-	outcomes  slicePool[idempotency.Outcome]
+	fateRows  slicePool[idempotency.Fate]
 	eventBufs slicePool[event.Event]
 }
 
@@ -118,9 +118,9 @@ type Deps struct {
 	// Leases extends the leases of claimed jobs; nil means a job must be
 	// sent and recorded within one lease, or the reaper may take it over.
 	Leases Leases
-	// Providers are the SMTP relays in priority order. At least one.
-	Providers []Provider
-	// Breakers guard the providers; nil lets every send through.
+	// Relays are the SMTP relays in priority order. At least one.
+	Relays []Relay
+	// Breakers guard the relays; nil lets every send through.
 	Breakers    Breakers
 	DeadLetters DeadLetters
 	Retries     Retries
@@ -131,7 +131,7 @@ type Deps struct {
 	// Pressure scales the send concurrency down under Go runtime pressure
 	// when Config.SendControl is set; nil means none.
 	Pressure *adaptive.PressureGuard
-	// Events receives the events of every recorded outcome; nil publishes
+	// Events receives the events of every recorded fate; nil publishes
 	// none.
 	Events Events
 	// Recipients reads what earlier attempts recorded for the recipients
@@ -162,15 +162,15 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, deps Deps) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if deps.Store == nil || deps.DeadLetters == nil || deps.Retries == nil || len(deps.Providers) == 0 {
-		return nil, errors.New("delivery: Store, DeadLetters, Retries and at least one Provider are required")
+	if deps.Store == nil || deps.DeadLetters == nil || deps.Retries == nil || len(deps.Relays) == 0 {
+		return nil, errors.New("delivery: Store, DeadLetters, Retries and at least one Relay are required")
 	}
 	seen := map[string]bool{}
-	for _, prov := range deps.Providers {
-		if prov.Name == "" || prov.NewSession == nil || seen[prov.Name] || prov.MaxConns < 0 {
-			return nil, fmt.Errorf("delivery: provider %q needs a unique name, a NewSession and MaxConns >= 0", prov.Name)
+	for _, relay := range deps.Relays {
+		if relay.Name == "" || relay.NewSession == nil || seen[relay.Name] || relay.MaxConns < 0 {
+			return nil, fmt.Errorf("delivery: relay %q needs a unique name, a NewSession and MaxConns >= 0", relay.Name)
 		}
-		seen[prov.Name] = true
+		seen[relay.Name] = true
 	}
 	window, err := adaptive.NewWindow(adaptive.WindowConfig{})
 	if err != nil {
@@ -182,27 +182,27 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer, deps Deps) 
 			return nil, fmt.Errorf("delivery: Budgets: %w", err)
 		}
 	}
-	providers := slices.Clone(deps.Providers)
-	slices.SortStableFunc(providers, func(a, b Provider) int { return cmp.Compare(a.Priority, b.Priority) })
-	pools := make([]*relayPool, len(providers))
-	for i, prov := range providers {
-		pools[i] = newRelayPool(prov, cfg.Senders, nil, cfg.NowFunc)
+	relays := slices.Clone(deps.Relays)
+	slices.SortStableFunc(relays, func(a, b Relay) int { return cmp.Compare(a.Priority, b.Priority) })
+	pools := make([]*relayPool, len(relays))
+	for i, relay := range relays {
+		pools[i] = newRelayPool(relay, cfg.Senders, nil, cfg.NowFunc)
 		if cfg.SendControl == nil {
 			continue
 		}
 		sc := *cfg.SendControl
 		sc.AIMD.Max = min(cmp.Or(sc.AIMD.Max, pools[i].size), pools[i].size)
 		sc.AIMD.Initial = min(cmp.Or(sc.AIMD.Initial, adaptive.DefaultAIMDInitial), sc.AIMD.Max)
-		sc.FleetRate = prov.FleetRate
+		sc.FleetRate = relay.FleetRate
 		if pools[i].control, err = adaptive.NewSendControl(sc, deps.Pressure, cfg.NowFunc()); err != nil {
-			return nil, fmt.Errorf("delivery: SendControl for provider %s: %w", prov.Name, err)
+			return nil, fmt.Errorf("delivery: SendControl for relay %s: %w", relay.Name, err)
 		}
 	}
 	tracerProvider := deps.TracerProvider
 	if tracerProvider == nil {
 		tracerProvider = noop.NewTracerProvider()
 	}
-	p := &Pipeline{cfg: cfg, logger: logger, store: deps.Store, leases: deps.Leases, providers: pools,
+	p := &Pipeline{cfg: cfg, logger: logger, store: deps.Store, leases: deps.Leases, relays: pools,
 		breakers: deps.Breakers, dlq: deps.DeadLetters, retries: deps.Retries,
 		events: deps.Events, recipients: deps.Recipients, suppressions: deps.Suppressions, returnPaths: deps.ReturnPaths,
 		unsubscribes: deps.Unsubscribes, composer: deps.Composer,
@@ -284,9 +284,9 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	g.Go(func() error {
 		senders.Wait()
 		close(recordQ)
-		for _, prov := range p.providers {
-			for _, err := range prov.close() {
-				p.logger.Debug("close smtp session", "provider", prov.Name, "error", err)
+		for _, relay := range p.relays {
+			for _, err := range relay.close() {
+				p.logger.Debug("close smtp session", "relay", relay.Name, "error", err)
 			}
 		}
 		return nil
@@ -296,7 +296,7 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 
 	if pauser, ok := src.(Pauser); ok && p.breakers != nil {
 		g.Go(func() error {
-			p.pauseWhileNoProvider(ctx, intakeEnd, pauser)
+			p.pauseWhileNoRelay(ctx, intakeEnd, pauser)
 			return nil
 		})
 	}
@@ -308,10 +308,10 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	return err
 }
 
-// pauseWhileNoProvider pauses consumption while every provider's circuit is
+// pauseWhileNoRelay pauses consumption while every relay's circuit is
 // open, so the backlog waits in Kafka (as lag) instead of being pushed
 // through the delay topics, and resumes when a circuit lets mail through.
-func (p *Pipeline) pauseWhileNoProvider(ctx context.Context, stop <-chan struct{}, src Pauser) {
+func (p *Pipeline) pauseWhileNoRelay(ctx context.Context, stop <-chan struct{}, src Pauser) {
 	tick := time.NewTicker(p.cfg.PauseCheck)
 	defer tick.Stop()
 	paused := false
@@ -330,12 +330,12 @@ func (p *Pipeline) pauseWhileNoProvider(ctx context.Context, stop <-chan struct{
 			src.Pause()
 			paused = true
 			p.metrics.paused.Set(1)
-			p.logger.Warn("every provider's circuit is open: consumption paused")
+			p.logger.Warn("every relay's circuit is open: consumption paused")
 		case allowed && paused:
 			src.Resume()
 			paused = false
 			p.metrics.paused.Set(0)
-			p.logger.Info("a provider accepts mail again: consumption resumed")
+			p.logger.Info("a relay accepts mail again: consumption resumed")
 		}
 		select {
 		case <-tick.C:
@@ -553,17 +553,17 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 
 // retry calls fn until it succeeds or ctx ends, backing off exponentially.
 // Store and dead-letter calls are not given up on while they may heal: a
-// record is only done once its outcome is durable. An error that retrying
+// record is only done once its fate is durable. An error that retrying
 // cannot mend (refused credentials, a missing topic or table: see
-// dependencyRetryable) is returned, so that the stage fails and the worker
-// stops instead of retrying forever.
+// dependencyMayHeal) is returned, so that the stage fails and the worker
+// stops instead of trying again forever.
 func (p *Pipeline) retry(ctx context.Context, op string, fn func(context.Context) error) error {
-	err := backoff.Retry{First: p.cfg.StoreRetryBackoff, Max: p.cfg.MaxStoreBackoff,
-		Permanent: func(err error) bool { return !dependencyRetryable(op, err) },
-		OnRetry: func(err error, _ int, _ time.Duration) {
+	err := backoff.Policy{First: p.cfg.StoreBackoff, Max: p.cfg.MaxStoreBackoff,
+		Permanent: func(err error) bool { return !dependencyMayHeal(op, err) },
+		OnWait: func(err error, _ int, _ time.Duration) {
 			p.metrics.dependencyErrors.WithLabelValues(op).Inc()
 			if p.degraded.CompareAndSwap(false, true) {
-				p.logger.Error("dependency call failed; retrying until it recovers", "op", op, "error", err)
+				p.logger.Error("dependency call failed; backing off until it recovers", "op", op, "error", err)
 			} else {
 				p.logger.Debug("dependency call failed again", "op", op, "error", err)
 			}
@@ -579,19 +579,19 @@ func (p *Pipeline) retry(ctx context.Context, op string, fn func(context.Context
 	default:
 		p.metrics.dependencyErrors.WithLabelValues(op).Inc()
 		p.degraded.Store(true)
-		return fmt.Errorf("delivery: %s failed and retrying cannot mend it: %w", op, err)
+		return fmt.Errorf("delivery: %s failed and trying again cannot mend it: %w", op, err)
 	}
 }
 
-// dependencyRetryable decides, per dependency, whether a failed call is
+// dependencyMayHeal decides, per dependency, whether a failed call is
 // worth making again: the Kafka calls by kafkaconn's rule, the Postgres
 // ones by pgpool's.
-func dependencyRetryable(op string, err error) bool {
+func dependencyMayHeal(op string, err error) bool {
 	switch op {
 	case opDeadLetter, opRetryPublish, opEvents:
-		return kafkaclient.Retryable(err)
+		return kafkaclient.MayHeal(err)
 	}
-	return pgpool.Retryable(err)
+	return pgpool.MayHeal(err)
 }
 
 // claimResultName names a claim result in outcome labels and span

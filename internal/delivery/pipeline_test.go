@@ -36,7 +36,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestPipelineRoutesEveryRecordToOneOutcome(t *testing.T) {
+func TestPipelineRoutesEveryRecordToOneFate(t *testing.T) {
 	valid := func(id string) []byte { return mustJSON(t, testJob(id, "hello")) }
 	tests := []struct {
 		name        string
@@ -88,7 +88,7 @@ func TestPipelineRoutesEveryRecordToOneOutcome(t *testing.T) {
 			wantSends:   1,
 		},
 		{
-			name:    "a transient failure gets fast retries",
+			name:    "a transient failure gets resends",
 			records: [][]byte{valid("r@x")},
 			sendErr: func(_ *job.Job, n int) error {
 				if n < 3 {
@@ -134,7 +134,7 @@ func TestPipelineRoutesEveryRecordToOneOutcome(t *testing.T) {
 	}
 }
 
-func TestPipelineMarksDoneOnlyAfterTheOutcomeIsRecorded(t *testing.T) {
+func TestPipelineMarksDoneOnlyAfterTheFateIsRecorded(t *testing.T) {
 	h := newHarness(t, nil)
 	h.store.failRecords(3) // Postgres "down" for the first three Record calls
 	h.run(t, [][]byte{mustJSON(t, testJob("a@x", "hi"))})
@@ -143,7 +143,7 @@ func TestPipelineMarksDoneOnlyAfterTheOutcomeIsRecorded(t *testing.T) {
 		t.Fatalf("Record calls = %d, want 4 (3 failures, then success)", got)
 	}
 	if h.src.doneBeforeRecorded() {
-		t.Fatal("a record was marked done before its outcome was recorded")
+		t.Fatal("a record was marked done before its fate was recorded")
 	}
 	if got := h.smtp.sendCount(); got != 1 {
 		t.Fatalf("SMTP sends = %d, want 1: a failed Record must not resend", got)
@@ -192,8 +192,8 @@ type harness struct {
 	pipeline *Pipeline
 	src      *fakeSource
 	store    *fakeStore
-	smtp     *fakeSMTP // the first provider, "p1"
-	backup   *fakeSMTP // the second provider, "p2"
+	smtp     *fakeSMTP // the first relay, "p1"
+	backup   *fakeSMTP // the second relay, "p2"
 	dlq      *fakeDLQ
 	retries  *fakeRetries
 	breakers *fakeBreakers
@@ -204,7 +204,7 @@ func newHarness(t *testing.T, sendErr func(*job.Job, int) error) *harness {
 	return newHarnessWith(t, sendErr, nil, nil)
 }
 
-// newHarnessWith builds a pipeline with two providers (p1 fails with
+// newHarnessWith builds a pipeline with two relays (p1 fails with
 // sendErr, p2 with backupErr) and, when breakers is not nil, circuit
 // breakers.
 func newHarnessWith(t *testing.T, sendErr, backupErr func(*job.Job, int) error, breakers *fakeBreakers) *harness {
@@ -213,7 +213,7 @@ func newHarnessWith(t *testing.T, sendErr, backupErr func(*job.Job, int) error, 
 		dlq: newFakeDLQ(), retries: newFakeRetries(), breakers: breakers}
 	deps := Deps{
 		Store: h.store,
-		Providers: []Provider{
+		Relays: []Relay{
 			{Name: "p1", NewSession: func() Session { return h.smtp }},
 			{Name: "p2", Priority: 1, NewSession: func() Session { return h.backup }},
 		},
@@ -224,15 +224,15 @@ func newHarnessWith(t *testing.T, sendErr, backupErr func(*job.Job, int) error, 
 		deps.Breakers = breakers
 	}
 	p, err := New(Config{
-		Senders:           3,
-		BatchSize:         4,
-		BatchLinger:       time.Millisecond,
-		RecheckInterval:   5 * time.Millisecond,
-		FastRetryBase:     time.Millisecond,
-		StoreRetryBackoff: time.Millisecond,
-		MaxStoreBackoff:   2 * time.Millisecond,
-		MaxReleaseWait:    20 * time.Millisecond,
-		PauseCheck:        5 * time.Millisecond,
+		Senders:         3,
+		BatchSize:       4,
+		BatchLinger:     time.Millisecond,
+		RecheckInterval: 5 * time.Millisecond,
+		ResendBase:      time.Millisecond,
+		StoreBackoff:    time.Millisecond,
+		MaxStoreBackoff: 2 * time.Millisecond,
+		MaxHandBackWait: 20 * time.Millisecond,
+		PauseCheck:      5 * time.Millisecond,
 		RetryLimits: map[job.Priority]RetryLimit{
 			job.PriorityUrgent: {MaxAttempts: 3, MaxAge: time.Hour},
 			job.PriorityNormal: {MaxAttempts: 3, MaxAge: time.Hour},
@@ -327,11 +327,11 @@ func (s *fakeSource) doneBeforeRecorded() bool {
 
 // fakeRow is the part of a claim row the tests read.
 type fakeRow struct {
-	status   idempotency.Status
-	hash     []byte
-	version  int64
-	attempt  int
-	outcomes []idempotency.Outcome // recorded, in order
+	status  idempotency.Status
+	hash    []byte
+	version int64
+	attempt int
+	fates   []idempotency.Fate // recorded, in order
 }
 
 // fakeStore is the claim store's in-memory stand-in (idempotencytest.Memory,
@@ -385,7 +385,7 @@ func (s *fakeStore) Claim(ctx context.Context, reqs []idempotency.ClaimRequest) 
 	return out, nil
 }
 
-func (s *fakeStore) Record(ctx context.Context, outs []idempotency.Outcome) ([]string, error) {
+func (s *fakeStore) Record(ctx context.Context, outs []idempotency.Fate) ([]string, error) {
 	s.mu.Lock()
 	s.records++
 	if s.recordFails > 0 {
@@ -425,7 +425,7 @@ func (s *fakeStore) seedLives(lives map[string]int64, records ...[]byte) {
 
 func (s *fakeStore) row(id string) fakeRow {
 	r, _ := s.Row(id)
-	return fakeRow{status: r.Status, hash: r.PayloadHash, version: r.Version, attempt: r.Attempt, outcomes: r.Outcomes}
+	return fakeRow{status: r.Status, hash: r.PayloadHash, version: r.Version, attempt: r.Attempt, fates: r.Fates}
 }
 
 func (s *fakeStore) status(id string) idempotency.Status { return s.row(id).status }
@@ -581,7 +581,7 @@ func TestMetricsLint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.outcomes.WithLabelValues("sent").Inc()
+	m.records.WithLabelValues("sent").Inc()
 	m.reentries.WithLabelValues("busy").Inc()
 	m.dependencyErrors.WithLabelValues("claim").Inc()
 	m.sendSeconds.WithLabelValues("sent").Observe(0.01)
@@ -605,7 +605,7 @@ func TestPipelineRoutesFailuresByClass(t *testing.T) {
 		headers     []kafka.Header
 		p1, p2      func(*job.Job, int) error
 		wantStatus  idempotency.Status
-		wantAttempt int // the row's attempt after the outcome
+		wantAttempt int // the row's attempt after the fate
 		wantTier    time.Duration
 		wantReason  string
 		wantSends   [2]int // sends on p1, p2
@@ -619,15 +619,15 @@ func TestPipelineRoutesFailuresByClass(t *testing.T) {
 			wantSends:   [2]int{1, 0},
 		},
 		{
-			name:        "transient gets fast retries, then a tier",
+			name:        "transient gets resends, then a tier",
 			p1:          always(smtpErr(421, "", "closing channel")),
 			wantStatus:  idempotency.StatusRetrying,
 			wantAttempt: 2,
 			wantTier:    5 * time.Second,
-			wantSends:   [2]int{1 + DefaultFastRetries, 0},
+			wantSends:   [2]int{1 + DefaultResends, 0},
 		},
 		{
-			name:        "auth fails over to the next provider without charging an attempt",
+			name:        "auth fails over to the next relay without charging an attempt",
 			p1:          always(smtpErr(535, "5.7.8", "authentication failed")),
 			wantStatus:  idempotency.StatusSent,
 			wantAttempt: 1,
@@ -707,10 +707,10 @@ func TestPipelineAuthFailureOpensTheCircuit(t *testing.T) {
 	b := newFakeBreakers()
 	h := newHarnessWith(t, always(smtpErr(535, "5.7.8", "authentication failed")), nil, b)
 	h.run(t, [][]byte{mustJSON(t, testJob("a@x", "hi"))})
-	if got := b.reports("p1"); fmt.Sprint(got) != fmt.Sprint([]circuit.Outcome{circuit.AuthFailure}) {
+	if got := b.reports("p1"); fmt.Sprint(got) != fmt.Sprint([]circuit.SendResult{circuit.AuthFailure}) {
 		t.Errorf("p1 reports = %v, want one auth failure", got)
 	}
-	if got := b.reports("p2"); fmt.Sprint(got) != fmt.Sprint([]circuit.Outcome{circuit.Success}) {
+	if got := b.reports("p2"); fmt.Sprint(got) != fmt.Sprint([]circuit.SendResult{circuit.Success}) {
 		t.Errorf("p2 reports = %v, want one success", got)
 	}
 }
@@ -728,7 +728,7 @@ func TestPipelinePausesWhileEveryCircuitIsOpen(t *testing.T) {
 	go func() { errc <- h.pipeline.Run(ctx, h.src) }()
 
 	testkit.Eventually(t, 5*time.Second, "consumption paused", func() bool { return h.src.isPaused() })
-	testkit.Eventually(t, 5*time.Second, "both jobs released at least once", func() bool { return h.store.claimCalls("a@x") >= 2 && h.store.claimCalls("b@x") >= 2 })
+	testkit.Eventually(t, 5*time.Second, "both jobs handed back at least once", func() bool { return h.store.claimCalls("a@x") >= 2 && h.store.claimCalls("b@x") >= 2 })
 	if n := h.smtp.sendCount() + h.backup.sendCount(); n != 0 {
 		t.Fatalf("%d sends while every circuit was open", n)
 	}
@@ -741,7 +741,7 @@ func TestPipelinePausesWhileEveryCircuitIsOpen(t *testing.T) {
 	}
 	for _, id := range []string{"a@x", "b@x"} {
 		if r := h.store.row(id); r.status != idempotency.StatusSent || r.attempt != 1 {
-			t.Errorf("%s: %s attempt %d, want sent attempt 1 (releases charge no attempt)", id, r.status, r.attempt)
+			t.Errorf("%s: %s attempt %d, want sent attempt 1 (hand-backs charge no attempt)", id, r.status, r.attempt)
 		}
 	}
 }
@@ -778,16 +778,16 @@ func newFakeRetries() *fakeRetries { return &fakeRetries{writertest.Retries(retr
 func (r *fakeRetries) all() []retry.Copy { return r.All() }
 
 // fakeBreakers either lets everything through or nothing (setOpen), and
-// records the outcomes reported per provider.
+// records the results reported per relay.
 type fakeBreakers struct {
 	mu      sync.Mutex
 	open    bool
-	got     map[string][]circuit.Outcome
+	got     map[string][]circuit.SendResult
 	changed chan struct{}
 }
 
 func newFakeBreakers() *fakeBreakers {
-	return &fakeBreakers{got: map[string][]circuit.Outcome{}, changed: make(chan struct{}, 1)}
+	return &fakeBreakers{got: map[string][]circuit.SendResult{}, changed: make(chan struct{}, 1)}
 }
 
 func (b *fakeBreakers) setOpen(open bool) {
@@ -806,10 +806,10 @@ func (b *fakeBreakers) Allow(context.Context, string) (circuit.Decision, error) 
 	return circuit.Decision{Allowed: !b.open}, nil
 }
 
-func (b *fakeBreakers) Report(_ context.Context, provider string, o circuit.Outcome, _ string) error {
+func (b *fakeBreakers) Report(_ context.Context, relay string, o circuit.SendResult, _ string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.got[provider] = append(b.got[provider], o)
+	b.got[relay] = append(b.got[relay], o)
 	return nil
 }
 
@@ -824,10 +824,10 @@ func (b *fakeBreakers) NextProbeAt() (time.Time, bool) {
 }
 func (b *fakeBreakers) Changed() <-chan struct{} { return b.changed }
 
-func (b *fakeBreakers) reports(provider string) []circuit.Outcome {
+func (b *fakeBreakers) reports(relay string) []circuit.SendResult {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return slices.Clone(b.got[provider])
+	return slices.Clone(b.got[relay])
 }
 
 // A relay's MaxConns caps its concurrent sessions even with more senders.
@@ -836,7 +836,7 @@ func TestPipelineCapsConnectionsPerRelay(t *testing.T) {
 	p, err := New(Config{Senders: 6, BatchSize: 8, BatchLinger: time.Millisecond}, slog.New(slog.NewTextHandler(io.Discard, nil)),
 		prometheus.NewRegistry(), Deps{
 			Store:       newFakeStore(),
-			Providers:   []Provider{{Name: "p1", MaxConns: 2, NewSession: func() Session { return slow.newSession() }}},
+			Relays:      []Relay{{Name: "p1", MaxConns: 2, NewSession: func() Session { return slow.newSession() }}},
 			DeadLetters: newFakeDLQ(),
 			Retries:     newFakeRetries(),
 		})
@@ -919,7 +919,7 @@ func TestPipelineReportsWhatTheBreakerCounts(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
-		want circuit.Outcome
+		want circuit.SendResult
 	}{
 		{"450 4.7.1 rate limit", smtpErr(450, "4.7.1", "rate limit exceeded, try again in 1 seconds"), circuit.Throttle},
 		{"421 4.7.0 too many connections", smtpErr(421, "4.7.0", "too many connections"), circuit.Throttle},

@@ -23,12 +23,12 @@ import (
 // them; Deps hands it the implementations, which the assertions at the end
 // tie to this module's own.
 
-// Intake (pipeline.go: Run, intake, pauseWhileNoProvider) reads records
+// Intake (pipeline.go: Run, intake, pauseWhileNoRelay) reads records
 // from a Source and pauses it while every circuit is open.
 
 // Source hands out consumed records and takes them back when finished. The
 // source owns offset commits: the pipeline calls MarkDone exactly once per
-// record whose outcome is durably recorded, from any goroutine, in any order.
+// record whose fate is durably recorded, from any goroutine, in any order.
 // Messages must be closed by the source when it stops.
 type Source interface {
 	Messages() <-chan consumer.Message
@@ -50,13 +50,13 @@ type Pauser interface {
 // batch; results are in input order. Safe for concurrent use.
 type Store interface {
 	Claim(ctx context.Context, reqs []idempotency.ClaimRequest) ([]idempotency.Claim, error)
-	Record(ctx context.Context, outs []idempotency.Outcome) (lost []string, err error)
+	Record(ctx context.Context, outs []idempotency.Fate) (lost []string, err error)
 	RecordRejected(ctx context.Context, rejs []idempotency.Rejection) error
 	NoteConflicts(ctx context.Context, ids []string) error
 }
 
 // Leases keeps the leases of claimed jobs alive from the claim until their
-// outcome is recorded, however long they wait for a relay slot and send
+// fate is recorded, however long they wait for a relay slot and send
 // (idempotency.LeaseKeeper). Safe for concurrent use.
 type Leases interface {
 	Hold(messageID string, version int64)
@@ -117,13 +117,13 @@ type Composed struct {
 // the template store did not answer.
 var ErrComposeUnavailable = errors.New("delivery: the template store is unavailable")
 
-// Breakers are the providers' circuit breakers, shared by the fleet. Safe
+// Breakers are the relays' circuit breakers, shared by the fleet. Safe
 // for concurrent use. Allow answers from a local cache except when it claims
 // a half-open probe.
 type Breakers interface {
-	Allow(ctx context.Context, provider string) (circuit.Decision, error)
-	Report(ctx context.Context, provider string, o circuit.Outcome, class string) error
-	// AnyAllowed reports whether some provider can take mail now.
+	Allow(ctx context.Context, relay string) (circuit.Decision, error)
+	Report(ctx context.Context, relay string, o circuit.SendResult, class string) error
+	// AnyAllowed reports whether some relay can take mail now.
 	AnyAllowed() bool
 	// NextProbeAt is the earliest time an open circuit may half-open.
 	NextProbeAt() (time.Time, bool)
@@ -186,7 +186,7 @@ type Retries interface {
 	Publish(ctx context.Context, copies ...retry.Copy) error
 }
 
-// Events publishes the events of recorded outcomes; it returns once they
+// Events publishes the events of recorded fates; it returns once they
 // are durable. Safe for concurrent use.
 type Events interface {
 	Publish(ctx context.Context, events ...event.Event) error

@@ -18,7 +18,7 @@ type rcpt struct {
 	address string
 	state   idempotency.RecipientState
 	// fresh says this attempt (or the claim before it) decided state:
-	// it is recorded, and its event published, with the outcome.
+	// it is recorded, and its event published, with the fate.
 	fresh bool
 	// Set for a refusal at RCPT and for suppression.
 	refusal    *sender.Error
@@ -185,7 +185,7 @@ func (p *Pipeline) envelope(it *item, rcpts []*rcpt) []sender.Recipient {
 // accepted, the ones refused for good to bounced. It returns the error of
 // a recipient refused for now when the send itself had none, so that the
 // job is retried for it.
-func (p *Pipeline) applyResult(it *item, sent []*rcpt, res sender.Result, provider string) error {
+func (p *Pipeline) applyResult(it *item, sent []*rcpt, res sender.Result, relay string) error {
 	for _, k := range res.Accepted {
 		r := sent[k]
 		r.state, r.fresh = idempotency.RecipientAccepted, true
@@ -203,21 +203,21 @@ func (p *Pipeline) applyResult(it *item, sent []*rcpt, res sender.Result, provid
 		r.state, r.fresh, r.refusal = idempotency.RecipientBounced, true, ref.Err
 		b := p.cfg.Rules.ClassifyBounce(ref.Err.Code, ref.Err.Enhanced, ref.Err.Text)
 		r.bounceType, r.rule, r.suppress = string(b.Type), b.Rule, b.Suppress
-		p.metrics.rcptRefusals.WithLabelValues(provider, r.bounceType).Inc()
+		p.metrics.rcptRefusals.WithLabelValues(relay, r.bounceType).Inc()
 	}
 	return deferred
 }
 
-// recipientOutcomes are the recipient rows the outcome writes; provider is
+// recipientFates are the recipient rows the fate row writes; relay is
 // the relay of the attempt's last send.
-func (it *item) recipientOutcomes(provider string) []idempotency.RecipientOutcome {
-	var out []idempotency.RecipientOutcome
+func (it *item) recipientFates(relay string) []idempotency.RecipientFate {
+	var out []idempotency.RecipientFate
 	for _, r := range it.rcpts {
 		if !r.fresh && r.state != idempotency.RecipientPending {
 			continue
 		}
-		o := idempotency.RecipientOutcome{Index: r.index, Address: r.address, State: r.state,
-			Attempt: it.attempt, Provider: provider, Source: bounceSourceSMTP}
+		o := idempotency.RecipientFate{Index: r.index, Address: r.address, State: r.state,
+			Attempt: it.attempt, Provider: relay, Source: bounceSourceSMTP}
 		switch {
 		case r.refusal != nil:
 			o.BounceType, o.Status, o.Code, o.Diagnostic, o.Rule = r.bounceType, r.refusal.Enhanced, r.refusal.Code, r.refusal.Text, r.rule
@@ -251,7 +251,7 @@ func (p *Pipeline) appendEvents(dst []event.Event, it *item, f fate, now time.Ti
 		at = f.decidedAt
 	}
 	base := event.Event{Schema: event.Schema, At: at.UTC(), MessageID: it.job.MessageID, Tenant: it.job.Tenant,
-		Stream: stream(&it.job), Attempt: it.attempt, Provider: f.provider, Metadata: it.job.Metadata,
+		Stream: stream(&it.job), Attempt: it.attempt, Provider: f.relay, Metadata: it.job.Metadata,
 		Template: it.composed}
 	out := dst
 	// add appends r's event of type t and returns it, for the caller to
@@ -293,7 +293,7 @@ func (p *Pipeline) appendEvents(dst []event.Event, it *item, f fate, now time.Ti
 	return out
 }
 
-// suppressions are the hard-bounced addresses the outcome adds to the
+// suppressions are the hard-bounced addresses the fate adds to the
 // suppression lists.
 func (it *item) suppressions() []Suppression {
 	var out []Suppression

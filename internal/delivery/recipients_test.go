@@ -97,22 +97,22 @@ func (fakeReturnPaths) Address(id string, idx int) string {
 	return "bounce+" + strings.Trim(id, "<>@.") + "-" + string(rune('a'+idx)) + "@bounces.test"
 }
 
-type outcomeHarness struct {
+type fateHarness struct {
 	*harness
 	session *scriptedSession
 	events  *fakeEvents
 	sup     *fakeSuppressions
 }
 
-func newOutcomeHarness(t *testing.T, refuse func(string) *sender.Error, listed map[SuppressionKey]string) *outcomeHarness {
+func newFateHarness(t *testing.T, refuse func(string) *sender.Error, listed map[SuppressionKey]string) *fateHarness {
 	t.Helper()
-	h := &outcomeHarness{harness: &harness{store: newFakeStore(), dlq: newFakeDLQ(), retries: newFakeRetries()},
+	h := &fateHarness{harness: &harness{store: newFakeStore(), dlq: newFakeDLQ(), retries: newFakeRetries()},
 		session: &scriptedSession{refuse: refuse}, events: newFakeEvents(), sup: &fakeSuppressions{listed: listed}}
 	p, err := New(Config{Senders: 1, BatchSize: 4, BatchLinger: time.Millisecond, RecheckInterval: 5 * time.Millisecond,
 		ConfirmWindow: time.Hour},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 			Store:        h.store,
-			Providers:    []Provider{{Name: "p1", NewSession: func() Session { return h.session }}},
+			Relays:       []Relay{{Name: "p1", NewSession: func() Session { return h.session }}},
 			DeadLetters:  h.dlq,
 			Retries:      h.retries,
 			Events:       h.events,
@@ -138,9 +138,9 @@ func multiJob(id string, to ...string) job.Job {
 // suppressed address and one accepted recipient in one job: each ends in
 // its own state with its own event, and the job is sent.
 func TestRecipientsTakeTheirOwnPaths(t *testing.T) {
-	h := newOutcomeHarness(t, func(addr string) *sender.Error {
+	h := newFateHarness(t, func(addr string) *sender.Error {
 		if addr == "gone@example.com" {
-			return &sender.Error{Provider: "p1", Stage: sender.StageRcpt, Code: 550, Enhanced: "5.1.1", Text: "no such user"}
+			return &sender.Error{Relay: "p1", Stage: sender.StageRcpt, Code: 550, Enhanced: "5.1.1", Text: "no such user"}
 		}
 		return nil
 	}, map[SuppressionKey]string{{Tenant: "acme", Stream: "transactional", Address: "listed@example.com"}: "complaint"})
@@ -172,9 +172,9 @@ func TestRecipientsTakeTheirOwnPaths(t *testing.T) {
 	if len(h.sup.added) != 1 || h.sup.added[0].Key.Address != "gone@example.com" {
 		t.Errorf("suppressions added = %+v, want gone@example.com", h.sup.added)
 	}
-	outs := h.store.row("m@x").outcomes
+	outs := h.store.row("m@x").fates
 	if len(outs) != 1 || outs[0].ConfirmBy.IsZero() || len(outs[0].Recipients) != 3 {
-		t.Fatalf("outcome = %+v, want one with a confirmation window and three recipients", outs)
+		t.Fatalf("fate = %+v, want one with a confirmation window and three recipients", outs)
 	}
 	states := map[int]idempotency.RecipientState{}
 	for _, r := range outs[0].Recipients {
@@ -188,7 +188,7 @@ func TestRecipientsTakeTheirOwnPaths(t *testing.T) {
 // TestEverySuppressedJobEndsSuppressed: nothing is sent and the job ends
 // suppressed, one event per recipient.
 func TestEverySuppressedJobEndsSuppressed(t *testing.T) {
-	h := newOutcomeHarness(t, func(string) *sender.Error { return nil }, map[SuppressionKey]string{
+	h := newFateHarness(t, func(string) *sender.Error { return nil }, map[SuppressionKey]string{
 		{Tenant: "acme", Stream: "transactional", Address: "a@example.com"}: "hard_bounce",
 		{Tenant: "acme", Stream: "transactional", Address: "b@example.com"}: "manual",
 	})
@@ -210,9 +210,9 @@ func TestEverySuppressedJobEndsSuppressed(t *testing.T) {
 // TestDeferredRecipientIsRetriedAlone: a 4xx at RCPT for one recipient
 // sends the job to a delay tier for it; the other is accepted now.
 func TestDeferredRecipientIsRetriedAlone(t *testing.T) {
-	h := newOutcomeHarness(t, func(addr string) *sender.Error {
+	h := newFateHarness(t, func(addr string) *sender.Error {
 		if addr == "full@example.com" {
-			return &sender.Error{Provider: "p1", Stage: sender.StageRcpt, Code: 452, Enhanced: "4.2.2", Text: "mailbox full"}
+			return &sender.Error{Relay: "p1", Stage: sender.StageRcpt, Code: 452, Enhanced: "4.2.2", Text: "mailbox full"}
 		}
 		return nil
 	}, nil)
@@ -238,7 +238,7 @@ func TestDeferredRecipientIsRetriedAlone(t *testing.T) {
 // dates their events at the settling, so a deferral's next_attempt_at is one
 // tier after its at rather than before it.
 func TestEventsAreDatedWhenTheAttemptSettled(t *testing.T) {
-	h := newOutcomeHarness(t, func(string) *sender.Error { return nil }, nil)
+	h := newFateHarness(t, func(string) *sender.Error { return nil }, nil)
 	settled := time.Date(2026, 12, 3, 7, 14, 20, 0, time.UTC)
 	recorded := settled.Add(3 * time.Second)
 	tier := time.Second
@@ -305,15 +305,15 @@ func (f *fakeComposer) Compose(_ context.Context, j *job.Job) (Composed, error) 
 		Template: event.TemplateUse{Name: j.Template.Name, Version: 3, Why: "canary"}}, nil
 }
 
-func newComposeHarness(t *testing.T, c Composer) *outcomeHarness {
+func newComposeHarness(t *testing.T, c Composer) *fateHarness {
 	t.Helper()
-	h := &outcomeHarness{harness: &harness{store: newFakeStore(), dlq: newFakeDLQ(), retries: newFakeRetries()},
+	h := &fateHarness{harness: &harness{store: newFakeStore(), dlq: newFakeDLQ(), retries: newFakeRetries()},
 		session: &scriptedSession{refuse: func(string) *sender.Error { return nil }}, events: newFakeEvents()}
 	p, err := New(Config{Senders: 1, BatchSize: 4, BatchLinger: time.Millisecond, RecheckInterval: 5 * time.Millisecond,
-		MaxReleaseWait: 20 * time.Millisecond},
+		MaxHandBackWait: 20 * time.Millisecond},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 			Store:       h.store,
-			Providers:   []Provider{{Name: "p1", NewSession: func() Session { return h.session }}},
+			Relays:      []Relay{{Name: "p1", NewSession: func() Session { return h.session }}},
 			DeadLetters: h.dlq, Retries: h.retries, Events: h.events, Composer: c,
 		})
 	if err != nil {
@@ -339,9 +339,9 @@ func TestTemplateJobIsRenderedBeforeSending(t *testing.T) {
 	if got := h.store.status("t@x"); got != idempotency.StatusSent {
 		t.Fatalf("status = %s, want sent", got)
 	}
-	outs := h.store.row("t@x").outcomes
+	outs := h.store.row("t@x").fates
 	if len(outs) != 1 || outs[0].Template != "receipt" || outs[0].TemplateVersion != 3 || outs[0].TemplateWhy != "canary" {
-		t.Errorf("outcome = %+v, want the template version that rendered it", outs)
+		t.Errorf("fate = %+v, want the template version that rendered it", outs)
 	}
 	for _, e := range h.events.All() {
 		if e.Template == nil || e.Template.Version != 3 {
@@ -366,9 +366,9 @@ func TestBrokenTemplateIsDeadLettered(t *testing.T) {
 	}
 }
 
-// TestUnavailableTemplateStoreReleases: a store that does not answer
+// TestUnavailableTemplateStoreHandsBack: a store that does not answer
 // makes the job wait in the worker, not die.
-func TestUnavailableTemplateStoreReleases(t *testing.T) {
+func TestUnavailableTemplateStoreHandsBack(t *testing.T) {
 	c := &fakeComposer{fail: fmt.Errorf("templates: %w", ErrComposeUnavailable)}
 	h := newComposeHarness(t, c)
 	h.src = newFakeSource([][]byte{mustJSON(t, templateJob("u@x"))}, true)
@@ -389,7 +389,7 @@ func TestUnavailableTemplateStoreReleases(t *testing.T) {
 	cancel()
 	<-done
 	if c.calls < 2 {
-		t.Fatalf("composer called %d times, want the job tried again after a release", c.calls)
+		t.Fatalf("composer called %d times, want the job tried again after a hand-back", c.calls)
 	}
 	if got := h.dlq.reasons(); len(got) != 0 {
 		t.Errorf("dead letters %v for a store outage", got)

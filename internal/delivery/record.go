@@ -92,11 +92,11 @@ func (p *Pipeline) settle(ctx context.Context, src Source, batch []decided, dela
 		w.recorded = append(w.recorded, d)
 	}
 	if len(w.recorded) > 0 {
-		lentOuts := p.outcomes.get(len(w.recorded))
-		defer p.outcomes.put(lentOuts)
+		lentOuts := p.fateRows.get(len(w.recorded))
+		defer p.fateRows.put(lentOuts)
 		w.outs = *lentOuts
 		for i, d := range w.recorded {
-			w.outs[i] = p.outcome(d, now)
+			w.outs[i] = p.fateRow(d, now)
 		}
 	}
 	if err := p.write(ctx, &w); err != nil {
@@ -125,7 +125,7 @@ type writes struct {
 	conflicts  []string
 	// recorded are the items whose fate is written to their rows, outs.
 	recorded []decided
-	outs     []idempotency.Outcome
+	outs     []idempotency.Fate
 }
 
 // write makes w's writes, one round trip per kind, in an order that lets a
@@ -133,7 +133,7 @@ type writes struct {
 // letters and retry copies are durable before the row says where the job
 // went (the claim dedupes the copies), and events go out before the state
 // they report (written again, with the same IDs, on redelivery). Only once
-// the outcome is written (or lost) may the lease lapse.
+// the fate is written (or lost) may the lease lapse.
 func (p *Pipeline) write(ctx context.Context, w *writes) error {
 	start := time.Now()
 	if len(w.letters) > 0 {
@@ -187,33 +187,33 @@ func (p *Pipeline) write(ctx context.Context, w *writes) error {
 			items[i] = d.it
 		}
 		p.traceRoundTrip(ctx, "record", items, start, time.Now(), func(i int) []attribute.KeyValue {
-			return []attribute.KeyValue{attrOutcome.String(string(w.outs[i].Status))}
+			return []attribute.KeyValue{attrFate.String(string(w.outs[i].Status))}
 		})
 	}
 	if len(lost) > 0 {
 		// Another worker took the row over (our lease ran out). Its claim
 		// decides the job's fate; ours is finished either way.
-		p.logger.Warn("outcomes lost a compare-and-set", "count", len(lost), "first_message_id", lost[0])
+		p.logger.Warn("fates lost a compare-and-set", "count", len(lost), "first_message_id", lost[0])
 	}
 	return nil
 }
 
-// outcome is the row write of a recorded item's fate.
-func (p *Pipeline) outcome(d decided, now time.Time) idempotency.Outcome {
+// fateRow is the row write of a recorded item's fate.
+func (p *Pipeline) fateRow(d decided, now time.Time) idempotency.Fate {
 	it, f := d.it, d.fate
 	attempt := it.attempt // unchanged for a hold or a hand-back
 	if f.kind == fateRetried {
 		attempt = f.copy.Attempt
 	}
-	o := idempotency.Outcome{
+	o := idempotency.Fate{
 		MessageID:  it.job.MessageID,
 		Version:    it.version,
 		Status:     f.status(),
 		Attempt:    attempt,
-		Provider:   f.provider,
+		Provider:   f.relay,
 		ErrorClass: f.class,
 		Error:      f.errText,
-		Recipients: it.recipientOutcomes(f.provider),
+		Recipients: it.recipientFates(f.relay),
 		Stream:     stream(&it.job),
 		Metadata:   it.job.Metadata,
 	}
@@ -244,9 +244,9 @@ func (p *Pipeline) letter(it *item, reason, class, errText string) deadletter.Le
 // done marks d's record done, which lets the consumer commit its offset,
 // and ends its deliver span.
 func (p *Pipeline) done(src Source, d decided) {
-	outcome := d.fate.doneLabel()
+	label := d.fate.doneLabel()
 	src.MarkDone(d.it.msg)
 	p.metrics.inFlight.Dec()
-	p.metrics.outcomes.WithLabelValues(outcome).Inc()
-	endDeliver(d.it, d.fate, outcome)
+	p.metrics.records.WithLabelValues(label).Inc()
+	endDeliver(d.it, d.fate, label)
 }

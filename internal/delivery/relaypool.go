@@ -12,8 +12,8 @@ import (
 	"github.com/postline/postline/internal/adaptive"
 )
 
-// Provider is one SMTP relay. Providers are given in priority order.
-type Provider struct {
+// Relay is one SMTP relay. Relays are given in priority order.
+type Relay struct {
 	Name string
 	// Priority orders relays for failover: lower is preferred. Relays of
 	// one priority share the load (see acquireAny); the next priority is
@@ -38,7 +38,7 @@ type Provider struct {
 // first use and kept; sessions beyond the limit are closed when they come
 // back, so a relay that refuses connections sees fewer of them.
 type relayPool struct {
-	Provider
+	Relay
 	size    int
 	control *adaptive.SendControl // nil: size sessions, no pacing
 	nowFunc func() time.Time
@@ -54,12 +54,12 @@ type relayPool struct {
 	lastCut       Cut
 }
 
-func newRelayPool(p Provider, senders int, control *adaptive.SendControl, nowFunc func() time.Time) *relayPool {
+func newRelayPool(p Relay, senders int, control *adaptive.SendControl, nowFunc func() time.Time) *relayPool {
 	size := senders
 	if p.MaxConns > 0 {
 		size = min(p.MaxConns, senders)
 	}
-	return &relayPool{Provider: p, size: size, control: control, nowFunc: nowFunc, changed: make(chan struct{})}
+	return &relayPool{Relay: p, size: size, control: control, nowFunc: nowFunc, changed: make(chan struct{})}
 }
 
 // limit is how many sessions may be in use now; rp.mu is held.
@@ -232,7 +232,7 @@ func waitOne(ctx context.Context, changed <-chan struct{}, retryAt, now time.Tim
 }
 
 // admitNext decides whether a session in use may carry one more send
-// straight after its current one, as if it were released and acquired
+// straight after its current one, as if it were put back and acquired
 // again: the relay's concurrency limit and rates apply as to any send, and
 // a sender waiting for one of the relay's sessions goes first.
 func (rp *relayPool) admitNext() bool {
@@ -248,9 +248,9 @@ func (rp *relayPool) admitNext() bool {
 	return ok
 }
 
-// release takes back a session after a send; the session is closed when
+// putBack takes back a session after a send; the session is closed when
 // the relay is past its concurrency limit.
-func (rp *relayPool) release(s Session) {
+func (rp *relayPool) putBack(s Session) {
 	rp.mu.Lock()
 	rp.inUse--
 	rp.idle = append(rp.idle, s)
@@ -340,7 +340,7 @@ func (rp *relayPool) noteCut(c Cut) {
 // state is the relay's RelayState.
 func (rp *relayPool) state() RelayState {
 	rp.mu.Lock()
-	st := RelayState{Provider: rp.Name, Priority: rp.Priority, InFlight: rp.inUse, Limit: rp.limit(),
+	st := RelayState{Relay: rp.Name, Priority: rp.Priority, InFlight: rp.inUse, Limit: rp.limit(),
 		Rate: math.Inf(1), FleetShare: math.Inf(1), Members: 1, LastCut: rp.lastCut}
 	rp.mu.Unlock()
 	if c := rp.control; c != nil {

@@ -12,7 +12,7 @@ import (
 // fleet's shared view of its relays (postctl relays) and for seeding a
 // joining worker's pacing.
 type RelayState struct {
-	Provider string
+	Relay    string
 	Priority int
 	InFlight int // sends in flight now
 	Limit    int // the concurrency limit now
@@ -55,9 +55,9 @@ func cutReason(v failure.Verdict) string {
 
 // RelayStates returns the send control of every relay, in priority order.
 func (p *Pipeline) RelayStates() []RelayState {
-	out := make([]RelayState, len(p.providers))
-	for i, prov := range p.providers {
-		out[i] = prov.state()
+	out := make([]RelayState, len(p.relays))
+	for i, relay := range p.relays {
+		out[i] = relay.state()
 	}
 	return out
 }
@@ -69,13 +69,13 @@ func (p *Pipeline) RelayStates() []RelayState {
 // fleet's total when a worker leaves (adaptive.SendControl.SetMembers).
 // Relays without a send control are left alone.
 func (p *Pipeline) SeedRates(now time.Time, fleetRates map[string]adaptive.LearnedRates) {
-	for _, prov := range p.providers {
-		if prov.control == nil {
+	for _, relay := range p.relays {
+		if relay.control == nil {
 			continue
 		}
-		if r := fleetRates[prov.Name]; prov.control.Seed(now, r) {
-			p.logger.Info("relay paced at the fleet's learned rate", "provider", prov.Name,
-				"fleet_rate", r.Sum, "workers", r.Workers, "rate", prov.control.Rate())
+		if r := fleetRates[relay.Name]; relay.control.Seed(now, r) {
+			p.logger.Info("relay paced at the fleet's learned rate", "relay", relay.Name,
+				"fleet_rate", r.Sum, "workers", r.Workers, "rate", relay.control.Rate())
 		}
 	}
 }

@@ -67,7 +67,7 @@ type follower struct {
 // before it (sender.Session.SendToThen), and the recipients it wrote: the
 // job must go next on that session.
 type chain struct {
-	prov    *relayPool
+	relay   *relayPool
 	session Session
 	pend    []*rcpt
 	rcpts   []sender.Recipient
@@ -91,14 +91,14 @@ func (p *Pipeline) prepare(ctx context.Context, it *item) (fate, bool) {
 	return fate{}, true
 }
 
-// offerNext is the sender.Then of a send on prov's session: as the
+// offerNext is the sender.Then of a send on relay's session: as the
 // message ends it takes the next job from in, if one waits (a sender
 // waiting on in would have had it first), and offers it to the session when
 // it may go on the same relay now: prepared for a relay, one return path
 // (sender.Chainable), the relay's circuit and send control letting one
 // more send through and no other sender waiting for the relay's sessions.
 // The job it took is returned through f, chained or not.
-func (p *Pipeline) offerNext(ctx context.Context, in <-chan *item, prov *relayPool, f **follower) sender.Then {
+func (p *Pipeline) offerNext(ctx context.Context, in <-chan *item, relay *relayPool, f **follower) sender.Then {
 	return func() (*job.Job, []sender.Recipient, bool) {
 		var it *item
 		select {
@@ -119,29 +119,29 @@ func (p *Pipeline) offerNext(ctx context.Context, in <-chan *item, prov *relayPo
 		}
 		pend := it.pending()
 		rcpts := p.envelope(it, pend)
-		if !sender.Chainable(&it.job, rcpts) || !p.circuitAllows(ctx, prov.Name) || !prov.admitNext() {
+		if !sender.Chainable(&it.job, rcpts) || !p.circuitAllows(ctx, relay.Name) || !relay.admitNext() {
 			return nil, nil, false
 		}
-		taken.chain = &chain{prov: prov, pend: pend, rcpts: rcpts}
+		taken.chain = &chain{relay: relay, pend: pend, rcpts: rcpts}
 		return &it.job, rcpts, true
 	}
 }
 
 // attemptLog is what one attempt at a job has been through so far: the
-// relays that refused our credentials, the fast retries made, and the last
+// relays that refused our credentials, the resends made, and the last
 // send and its failure, which its fate records.
 type attemptLog struct {
-	skip      map[string]bool // providers that refused our credentials in this attempt
-	fast      int
-	fastStart time.Time
-	provider  string
-	errText   string
+	skip        map[string]bool // relays that refused our credentials in this attempt
+	resends     int
+	resendStart time.Time
+	relay       string
+	errText     string
 }
 
 // deliver sends one claimed job and returns its fate. It walks the
-// providers by priority, skipping open circuits; an auth failure moves on
-// to the next provider without charging the job an attempt; a transient
-// failure gets a few fast retries; what still fails is routed by its class
+// relays by priority, skipping open circuits; an auth failure moves on
+// to the next relay without charging the job an attempt; a transient
+// failure gets a few resends; what still fails is routed by its class
 // (afterFailedSend). f is the job when a send before took it (prepared,
 // and maybe chained); the job deliver returns is the one its own send took.
 func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *follower) (_ fate, next *follower) {
@@ -156,78 +156,78 @@ func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *fo
 	}
 	now := p.cfg.NowFunc()
 	limit := p.cfg.RetryLimits[cmp.Or(it.job.Priority, job.PriorityNormal)]
-	tried := attemptLog{fastStart: now}
+	tried := attemptLog{resendStart: now}
 	for {
 		var (
-			prov    *relayPool
+			relay   *relayPool
 			session Session
 			pend    []*rcpt
 			rcpts   []sender.Recipient
 		)
 		if carried != nil {
-			prov, session, pend, rcpts = carried.prov, carried.session, carried.pend, carried.rcpts
+			relay, session, pend, rcpts = carried.relay, carried.session, carried.pend, carried.rcpts
 			carried = nil
 		} else {
 			var ok bool
-			if prov, session, ok = p.pickProvider(ctx, tried.skip); !ok {
+			if relay, session, ok = p.pickRelay(ctx, tried.skip); !ok {
 				if ctx.Err() != nil {
 					return fate{}, next // undecided: a hard stop
 				}
-				return p.handBack(tried.provider, tried.errText), next
+				return p.handBack(tried.relay, tried.errText), next
 			}
 			pend = it.pending()
 			rcpts = p.envelope(it, pend)
 		}
-		sendCtx, span := p.startSend(ctx, it, prov.Name)
+		sendCtx, span := p.startSend(ctx, it, relay.Name)
 		start := p.cfg.NowFunc()
-		perr, err := p.sendOn(ctx, sendCtx, it, in, prov, session, pend, rcpts, &next)
+		perr, err := p.sendOn(ctx, sendCtx, it, in, relay, session, pend, rcpts, &next)
 		if perr != nil {
 			endSend(span, failure.Verdict{Class: failure.Unknown, Rule: classInternal}, false)
-			return panicked(perr, tried.provider), next
+			return panicked(perr, tried.relay), next
 		}
 		end := p.cfg.NowFunc()
 		elapsed := end.Sub(start)
 		v := p.cfg.Rules.Classify(err)
 		endSend(span, v, err == nil)
-		p.reportCircuit(ctx, prov.Name, v, err == nil)
-		p.learn(prov, start, end, v, err == nil)
-		tried.provider = prov.Name
+		p.reportCircuit(ctx, relay.Name, v, err == nil)
+		p.learn(relay, start, end, v, err == nil)
+		tried.relay = relay.Name
 		if err == nil {
-			p.metrics.attempts.WithLabelValues(prov.Name, "sent").Inc()
+			p.metrics.attempts.WithLabelValues(relay.Name, "sent").Inc()
 			p.metrics.sendSeconds.WithLabelValues("sent").Observe(elapsed.Seconds())
 			p.metrics.publishToAccept.Observe(p.cfg.NowFunc().Sub(firstSeen(it.msg)).Seconds())
-			return sentFate(tried.provider, tried.errText), next
+			return sentFate(tried.relay, tried.errText), next
 		}
 		if ctx.Err() != nil {
 			return fate{}, next // undecided: a hard stop; the caller leaves the record unfinished
 		}
 		tried.errText = err.Error()
-		p.metrics.attempts.WithLabelValues(prov.Name, string(v.Class)).Inc()
+		p.metrics.attempts.WithLabelValues(relay.Name, string(v.Class)).Inc()
 		p.metrics.sendSeconds.WithLabelValues(string(v.Class)).Observe(elapsed.Seconds())
 		p.logger.Info("send failed", "message_id", it.job.MessageID, "attempt", it.attempt,
-			"provider", prov.Name, "class", v.Class, "rule", v.Rule, "error", err, traceAttr(span))
+			"relay", relay.Name, "class", v.Class, "rule", v.Rule, "error", err, traceAttr(span))
 		if v.Class == failure.Throttled {
 			it.throttles++
 		}
-		switch again, cut := p.tryAgain(ctx, v, prov, &tried); {
+		switch again, cut := p.tryAgain(ctx, v, relay, &tried); {
 		case cut:
 			return fate{}, next // a hard stop during the wait
 		case again:
 			next.unchain() // this goroutine is about to wait for another session
 			continue
 		}
-		return p.afterFailedSend(it, v, tried.errText, limit, prov), next
+		return p.afterFailedSend(it, v, tried.errText, limit, relay), next
 	}
 }
 
-// sendOn makes one send of it on prov's session: to the recipients pend,
+// sendOn makes one send of it on relay's session: to the recipients pend,
 // whose envelope is rcpts, taking the next job from in behind it when the
 // session can chain (offerNext; the job it took is returned in *next). It
 // returns a panic of the session (which is then discarded), or why the
 // send failed, counting a recipient refused for now as a failure of the
 // send and a send every recipient of which was refused for good as failed
 // by its first refusal.
-func (p *Pipeline) sendOn(ctx, sendCtx context.Context, it *item, in <-chan *item, prov *relayPool, session Session,
+func (p *Pipeline) sendOn(ctx, sendCtx context.Context, it *item, in <-chan *item, relay *relayPool, session Session,
 	pend []*rcpt, rcpts []sender.Recipient, next **follower) (perr *panicError, err error) {
 	var (
 		res     sender.Result
@@ -239,13 +239,13 @@ func (p *Pipeline) sendOn(ctx, sendCtx context.Context, it *item, in <-chan *ite
 			res, err = session.SendTo(sendCtx, &it.job, rcpts)
 			return
 		}
-		res, chained, err = cs.SendToThen(sendCtx, &it.job, rcpts, p.offerNext(ctx, in, prov, next))
+		res, chained, err = cs.SendToThen(sendCtx, &it.job, rcpts, p.offerNext(ctx, in, relay, next))
 	})
 	if perr != nil {
 		// The session is in an unknown state: close it rather than reuse
 		// it, and dead-letter the record rather than retry it into the
 		// same panic. A job it took goes on its own.
-		prov.discard(session)
+		relay.discard(session)
 		if *next != nil {
 			(*next).chain = nil
 		}
@@ -257,9 +257,9 @@ func (p *Pipeline) sendOn(ctx, sendCtx context.Context, it *item, in <-chan *ite
 		if *next != nil {
 			(*next).chain = nil
 		}
-		prov.release(session)
+		relay.putBack(session)
 	}
-	deferred := p.applyResult(it, pend, res, prov.Name)
+	deferred := p.applyResult(it, pend, res, relay.Name)
 	switch {
 	case err != nil:
 	case deferred != nil:
@@ -275,30 +275,30 @@ func (p *Pipeline) sendOn(ctx, sendCtx context.Context, it *item, in <-chan *ite
 }
 
 // tryAgain decides whether a failed send is tried again within the
-// attempt: an auth failure on the next provider (the one that refused us
-// is skipped), a blip of the relay or the network (a transient provider
+// attempt: an auth failure on the next relay (the one that refused us
+// is skipped), a blip of the relay or the network (a transient relay
 // fault) after a short, jittered wait, a few times within a budget. cut
 // reports a hard stop during that wait.
-func (p *Pipeline) tryAgain(ctx context.Context, v failure.Verdict, prov *relayPool, tried *attemptLog) (again, cut bool) {
+func (p *Pipeline) tryAgain(ctx context.Context, v failure.Verdict, relay *relayPool, tried *attemptLog) (again, cut bool) {
 	switch v.Class {
 	case failure.Auth:
 		if tried.skip == nil {
 			tried.skip = make(map[string]bool)
 		}
-		tried.skip[prov.Name] = true
+		tried.skip[relay.Name] = true
 		return true, false
 	case failure.Transient:
-		// Fast retries are for blips of the relay or the network; a
+		// Resends are for blips of the relay or the network; a
 		// message-level deferral (a full mailbox) will not clear in
 		// milliseconds.
-		if !v.ProviderFault || tried.fast >= p.cfg.FastRetries || p.cfg.NowFunc().Sub(tried.fastStart) >= p.cfg.FastRetryBudget {
+		if !v.RelayFault || tried.resends >= p.cfg.Resends || p.cfg.NowFunc().Sub(tried.resendStart) >= p.cfg.ResendBudget {
 			return false, false
 		}
 		// Full jitter: a blip seen by many senders at once must not come
 		// back as one wave.
-		wait := time.Duration(rand.Int64N(int64(p.cfg.FastRetryBase<<tried.fast) + 1))
-		tried.fast++
-		p.metrics.fastRetries.Inc()
+		wait := time.Duration(rand.Int64N(int64(p.cfg.ResendBase<<tried.resends) + 1))
+		tried.resends++
+		p.metrics.resends.Inc()
 		if !sleep(ctx, wait) {
 			return false, true
 		}
@@ -311,7 +311,7 @@ func (p *Pipeline) tryAgain(ctx context.Context, v failure.Verdict, prov *relayP
 // envelope is on the wire, so the session is not given back for reuse.
 func (f *follower) hangUp() {
 	if f != nil && f.chain != nil {
-		f.chain.prov.discard(f.chain.session)
+		f.chain.relay.discard(f.chain.session)
 	}
 }
 
@@ -325,70 +325,70 @@ func (f *follower) unchain() {
 		return
 	}
 	_ = f.chain.session.Close() // a hang-up: nothing to report
-	f.chain.prov.release(f.chain.session)
+	f.chain.relay.putBack(f.chain.session)
 	f.chain = nil
 }
 
-// learn feeds a send's outcome to the retry policy's inputs and to the
-// provider's send control. A hard stop says nothing about the relay.
-func (p *Pipeline) learn(prov *relayPool, start, end time.Time, v failure.Verdict, ok bool) {
+// learn feeds a send's result to the retry policy's inputs and to the
+// relay's send control. A hard stop says nothing about the relay.
+func (p *Pipeline) learn(relay *relayPool, start, end time.Time, v failure.Verdict, ok bool) {
 	if v.Rule == failure.RuleCanceled {
 		return
 	}
-	p.window.Observe(end, prov.Name, ok)
-	if v.Class == failure.Throttled && v.ProviderFault {
-		prov.throttled(end, v.RetryAfter)
+	p.window.Observe(end, relay.Name, ok)
+	if v.Class == failure.Throttled && v.RelayFault {
+		relay.throttled(end, v.RetryAfter)
 	}
-	if prov.control == nil {
+	if relay.control == nil {
 		return
 	}
-	if cut := prov.control.Done(end, start, ok, v.Limit); cut != "" {
-		prov.noteCut(Cut{Controller: cut, Reason: cutReason(v), At: end})
-		p.metrics.decreases.WithLabelValues(prov.Name, cut).Inc()
-		p.logger.Debug("relay throttled: slowing down", "provider", prov.Name, "controller", cut,
-			"limit", prov.control.Limit(), "rate", prov.control.Rate())
+	if cut := relay.control.Done(end, start, ok, v.Limit); cut != "" {
+		relay.noteCut(Cut{Controller: cut, Reason: cutReason(v), At: end})
+		p.metrics.decreases.WithLabelValues(relay.Name, cut).Inc()
+		p.logger.Debug("relay throttled: slowing down", "relay", relay.Name, "controller", cut,
+			"limit", relay.control.Limit(), "rate", relay.control.Rate())
 	}
 }
 
-// pickProvider returns a provider of the best priority that has one whose
+// pickRelay returns a relay of the best priority that has one whose
 // circuit lets a send through and that skip does not exclude, with one of
 // its sessions. Relays of that priority share the load; it waits while all
 // of their connections are busy or their send controls hold sends back: a
 // busy primary is not a reason to fail over to a backup relay.
-func (p *Pipeline) pickProvider(ctx context.Context, skip map[string]bool) (*relayPool, Session, bool) {
-	for i := 0; i < len(p.providers); {
-		prio := p.providers[i].Priority
+func (p *Pipeline) pickRelay(ctx context.Context, skip map[string]bool) (*relayPool, Session, bool) {
+	for i := 0; i < len(p.relays); {
+		prio := p.relays[i].Priority
 		var group []*relayPool
-		for ; i < len(p.providers) && p.providers[i].Priority == prio; i++ {
-			if prov := p.providers[i]; !skip[prov.Name] && p.circuitAllows(ctx, prov.Name) {
-				group = append(group, prov)
+		for ; i < len(p.relays) && p.relays[i].Priority == prio; i++ {
+			if relay := p.relays[i]; !skip[relay.Name] && p.circuitAllows(ctx, relay.Name) {
+				group = append(group, relay)
 			}
 		}
 		if len(group) == 0 {
 			continue
 		}
 		if p.group != nil {
-			for _, prov := range group {
-				if prov.control != nil {
-					prov.control.SetMembers(p.cfg.NowFunc(), p.group.SendingMembers())
+			for _, relay := range group {
+				if relay.control != nil {
+					relay.control.SetMembers(p.cfg.NowFunc(), p.group.SendingMembers())
 				}
 			}
 		}
-		s, prov, ok := acquireAny(ctx, group)
-		return prov, s, ok
+		s, relay, ok := acquireAny(ctx, group)
+		return relay, s, ok
 	}
 	return nil, nil, false
 }
 
-// circuitAllows reports whether provider's circuit lets a send through; a
-// failed check skips the provider.
-func (p *Pipeline) circuitAllows(ctx context.Context, provider string) bool {
+// circuitAllows reports whether relay's circuit lets a send through; a
+// failed check skips the relay.
+func (p *Pipeline) circuitAllows(ctx context.Context, relay string) bool {
 	if p.breakers == nil {
 		return true
 	}
-	d, err := p.breakers.Allow(ctx, provider)
+	d, err := p.breakers.Allow(ctx, relay)
 	if err != nil {
-		p.logger.Debug("circuit check failed; skipping provider", "provider", provider, "error", err)
+		p.logger.Debug("circuit check failed; skipping relay", "relay", relay, "error", err)
 		return false
 	}
 	return d.Allowed
@@ -406,26 +406,26 @@ func (p *Pipeline) circuitAllows(ctx context.Context, provider string) bool {
 // ("service not available" at the greeting or later) or 4.3.x, the relay's
 // own trouble. The breakers open on those only when the fleet's successes
 // in the window are near zero.
-func (p *Pipeline) reportCircuit(ctx context.Context, provider string, v failure.Verdict, ok bool) {
+func (p *Pipeline) reportCircuit(ctx context.Context, relay string, v failure.Verdict, ok bool) {
 	if p.breakers == nil || ctx.Err() != nil {
 		return
 	}
-	var outcome circuit.Outcome
+	var result circuit.SendResult
 	switch {
-	case ok || !v.ProviderFault:
-		outcome = circuit.Success
+	case ok || !v.RelayFault:
+		result = circuit.Success
 	case v.Class == failure.Throttled:
-		outcome = circuit.Throttle
+		result = circuit.Throttle
 	case v.Class == failure.Auth:
-		outcome = circuit.AuthFailure
+		result = circuit.AuthFailure
 	case v.Timeout:
-		outcome = circuit.TimeoutFailure
+		result = circuit.TimeoutFailure
 	default:
-		outcome = circuit.Failure
+		result = circuit.Failure
 	}
-	if err := p.breakers.Report(ctx, provider, outcome, string(v.Class)); err != nil {
+	if err := p.breakers.Report(ctx, relay, result, string(v.Class)); err != nil {
 		p.metrics.dependencyErrors.WithLabelValues(opCircuitReport).Inc()
-		p.logger.Debug("circuit report failed", "provider", provider, "error", err)
+		p.logger.Debug("circuit report failed", "relay", relay, "error", err)
 	}
 }
 

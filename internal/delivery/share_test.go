@@ -43,7 +43,7 @@ func TestRelaysOfOnePriorityShareTheLoad(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				pools = append(pools, newRelayPool(Provider{Name: name, MaxConns: tt.sizes[i],
+				pools = append(pools, newRelayPool(Relay{Name: name, MaxConns: tt.sizes[i],
 					NewSession: func() Session { return closeCounter{new(int)} }}, 16, sc, func() time.Time { return now }))
 			}
 			got := map[string]int{}
@@ -72,7 +72,7 @@ func TestAcquireAnyWakesWhenAnyRelayFrees(t *testing.T) {
 	now := time.Now()
 	var pools []*relayPool
 	for _, name := range []string{"a", "b"} {
-		pools = append(pools, newRelayPool(Provider{Name: name, MaxConns: 1,
+		pools = append(pools, newRelayPool(Relay{Name: name, MaxConns: 1,
 			NewSession: func() Session { return closeCounter{new(int)} }}, 16, nil, time.Now))
 	}
 	held := map[string]Session{}
@@ -91,7 +91,7 @@ func TestAcquireAnyWakesWhenAnyRelayFrees(t *testing.T) {
 		}
 	}()
 	time.Sleep(20 * time.Millisecond)
-	pools[1].release(held["b"]) // the second relay frees first
+	pools[1].putBack(held["b"]) // the second relay frees first
 	select {
 	case name := <-got:
 		if name != "b" {
@@ -111,7 +111,7 @@ func TestRelayStatesAndSeeding(t *testing.T) {
 		t.Fatalf("RelayStates = %+v, want one relay", states)
 	}
 	st := states[0]
-	if st.Provider != "p1" || !math.IsInf(st.Rate, 1) || st.Limit < 1 || !st.LastCut.At.IsZero() {
+	if st.Relay != "p1" || !math.IsInf(st.Rate, 1) || st.Limit < 1 || !st.LastCut.At.IsZero() {
 		t.Errorf("fresh state = %+v, want p1 unpaced, never cut", st)
 	}
 
@@ -126,13 +126,13 @@ func TestRelayStatesAndSeeding(t *testing.T) {
 	}
 
 	// A rate refusal records the cut and its reason, without the text.
-	prov := p.providers[0]
+	relay := p.relays[0]
 	v := failure.ClassifyReply(450, "4.7.1", "rate limit exceeded for <someone@example.com>, try again in 1 seconds")
 	at := t0.Add(2 * time.Second)
 	for range 5 { // the relay is accepting mail: a rate refusal now is rationing
-		p.learn(prov, at, at, failure.Verdict{}, true)
+		p.learn(relay, at, at, failure.Verdict{}, true)
 	}
-	p.learn(prov, at, at, v, false)
+	p.learn(relay, at, at, v, false)
 	st = p.RelayStates()[0]
 	if st.LastCut.Controller != adaptive.ControllerRate || st.LastCut.Reason != "throttle-text 450 4.7.1" || st.RateCuts == 0 {
 		t.Errorf("after rate refusals: last cut %+v, rate cuts %d; want rate / throttle-text 450 4.7.1", st.LastCut, st.RateCuts)

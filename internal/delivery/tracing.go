@@ -22,15 +22,15 @@ import (
 // parent is the W3C trace context in the record's headers: the publisher's
 // span for a first attempt, the retry scheduler's "reinject" span for a
 // retry. It lasts from intake until the record is marked done, across the
-// re-checks of a busy Message-ID and the releases while no provider is
-// open, and ends with the record's outcome. Its children are:
+// re-checks of a busy Message-ID and the hand-backs while no relay is
+// open, and ends with the record's fate. Its children are:
 //
 //   - "claim", one per claim of the record. A claim is one store round trip
 //     for a whole batch; each record still gets its own span over that
 //     round trip, with the batch size as an attribute, so one record's
 //     trace reads top to bottom without links.
-//   - "send" (kind client), one per SMTP transaction: a fast retry or a
-//     failover to the next provider is another send span.
+//   - "send" (kind client), one per SMTP transaction: a resend or a
+//     failover to the next relay is another send span.
 //   - "record", over the batch's dead-letter, retry-copy and store writes,
 //     again one span per record with the batch size.
 //
@@ -40,7 +40,7 @@ import (
 // producer -> reinject -> deliver (attempt 2); a third attempt's reinject
 // is a child of the second's.
 //
-// Spans carry the provider, the attempt, the result or failure class and
+// Spans carry the relay, the attempt, the result or failure class and
 // the SMTP reply code; never recipients, bodies or error texts, which may
 // quote addresses. A record abandoned by a hard stop leaves its span
 // unended (it is not exported); its redelivery starts a new one.
@@ -50,12 +50,12 @@ const tracerName = "github.com/postline/postline/internal/delivery"
 // semantic conventions.
 const (
 	attrAttempt      = attribute.Key("postline.attempt")
-	attrProvider     = attribute.Key("postline.provider")
+	attrRelay        = attribute.Key("postline.provider")
 	attrResult       = attribute.Key("postline.result")
 	attrSMTPCode     = attribute.Key("postline.smtp.code")
 	attrSMTPEnhanced = attribute.Key("postline.smtp.enhanced")
 	attrBatchSize    = attribute.Key("postline.batch_size")
-	attrOutcome      = attribute.Key("postline.outcome")
+	attrFate         = attribute.Key("postline.outcome")
 	attrReason       = attribute.Key("postline.reason")
 )
 
@@ -71,7 +71,7 @@ func (p *Pipeline) tracing() bool {
 }
 
 // startDeliver starts it's deliver span as a child of the trace context in
-// its record's headers. Without tracing (a no-op provider) the span is the
+// its record's headers. Without tracing (a no-op tracer provider) the span is the
 // parent's context only, so the options, which a no-op tracer drops, are
 // not built: they were a good part of a mail's allocations.
 func (p *Pipeline) startDeliver(it *item) {
@@ -98,22 +98,22 @@ func (p *Pipeline) startDeliver(it *item) {
 	}
 }
 
-// endDeliver ends it's deliver span with the record's outcome, the label of
+// endDeliver ends it's deliver span with the record's fate, the label of
 // its fate f.
-func endDeliver(it *item, f fate, outcome string) {
+func endDeliver(it *item, f fate, label string) {
 	if !it.span.IsRecording() {
 		// Attributes and status of a span that records nothing are
 		// dropped: skip building them.
 		it.span.End()
 		return
 	}
-	it.span.SetAttributes(attrOutcome.String(outcome))
+	it.span.SetAttributes(attrFate.String(label))
 	if f.kind == fateRejected || f.reason != "" {
 		it.span.SetAttributes(attrReason.String(f.reason))
 	}
-	switch outcome {
+	switch label {
 	case string(idempotency.StatusFailed), string(idempotency.StatusDead), "rejected", "conflict":
-		it.span.SetStatus(codes.Error, outcome)
+		it.span.SetStatus(codes.Error, label)
 	}
 	it.span.End()
 }
@@ -141,7 +141,7 @@ func (p *Pipeline) traceRoundTrip(ctx context.Context, name string, items []*ite
 }
 
 // startSend starts the span of one SMTP transaction of it.
-func (p *Pipeline) startSend(ctx context.Context, it *item, provider string) (context.Context, trace.Span) {
+func (p *Pipeline) startSend(ctx context.Context, it *item, relay string) (context.Context, trace.Span) {
 	if !p.tracing() {
 		// Nothing reads the span from the send's context: without
 		// tracing it need not carry one.
@@ -149,7 +149,7 @@ func (p *Pipeline) startSend(ctx context.Context, it *item, provider string) (co
 	}
 	return p.tracer.Start(childContext(ctx, it), "send",
 		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrProvider.String(provider), attrAttempt.Int(it.attempt)))
+		trace.WithAttributes(attrRelay.String(relay), attrAttempt.Int(it.attempt)))
 }
 
 // endSend ends a send span with the transaction's result: "sent", or the

@@ -92,9 +92,9 @@ func TestTraceFollowsAJobThroughKafkaAndARetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pipeline, err := delivery.New(delivery.Config{Senders: 1, FastRetries: -1, Tiers: tiers}, logger, reg, delivery.Deps{
+	pipeline, err := delivery.New(delivery.Config{Senders: 1, Resends: -1, Tiers: tiers}, logger, reg, delivery.Deps{
 		Store:          store,
-		Providers:      []delivery.Provider{{Name: relay.Name(), NewSession: func() delivery.Session { return relay.NewSession() }}},
+		Relays:         []delivery.Relay{{Name: relay.Name(), NewSession: func() delivery.Session { return relay.NewSession() }}},
 		DeadLetters:    dlq,
 		Retries:        retries,
 		TracerProvider: tp,

@@ -103,7 +103,7 @@ func TestPipelineTracesEachRecord(t *testing.T) {
 		name         string
 		record       []byte
 		sendErr      func(*job.Job, int) error
-		wantOutcome  string
+		wantFate     string
 		wantReason   string
 		wantStatus   codes.Code
 		wantChildren []string // names, sorted
@@ -113,37 +113,37 @@ func TestPipelineTracesEachRecord(t *testing.T) {
 		{
 			name:         "sent",
 			record:       mustJSON(t, testJob("a@x", "hi")),
-			wantOutcome:  "sent",
+			wantFate:     "sent",
 			wantChildren: []string{"claim", "record", "send"},
-			wantSend:     map[attribute.Key]string{attrProvider: "p1", attrAttempt: "1", attrResult: "sent"},
+			wantSend:     map[attribute.Key]string{attrRelay: "p1", attrAttempt: "1", attrResult: "sent"},
 		},
 		{
 			name:         "permanent failure",
 			record:       mustJSON(t, testJob("a@x", "hi")),
 			sendErr:      func(*job.Job, int) error { return smtpErr(550, "5.1.1", "<"+recipient+">: no such user") },
-			wantOutcome:  "failed",
+			wantFate:     "failed",
 			wantReason:   "smtp_permanent",
 			wantStatus:   codes.Error,
 			wantChildren: []string{"claim", "record", "send"},
-			wantSend: map[attribute.Key]string{attrProvider: "p1", attrAttempt: "1", attrResult: "permanent",
+			wantSend: map[attribute.Key]string{attrRelay: "p1", attrAttempt: "1", attrResult: "permanent",
 				attrSMTPCode: "550", attrSMTPEnhanced: "5.1.1"},
 		},
 		{
 			name:         "throttled goes to a delay tier",
 			record:       mustJSON(t, testJob("a@x", "hi")),
 			sendErr:      func(*job.Job, int) error { return smtpErr(450, "4.7.1", "rate limit exceeded") },
-			wantOutcome:  "retried",
+			wantFate:     "retried",
 			wantChildren: []string{"claim", "record", "send"},
-			wantSend: map[attribute.Key]string{attrProvider: "p1", attrAttempt: "1", attrResult: "throttled",
+			wantSend: map[attribute.Key]string{attrRelay: "p1", attrAttempt: "1", attrResult: "throttled",
 				attrSMTPCode: "450", attrSMTPEnhanced: "4.7.1"},
 			wantCopies: 1,
 		},
 		{
-			name:        "rejected",
-			record:      []byte("{not json"),
-			wantOutcome: "rejected",
-			wantReason:  string(job.ReasonMalformedJSON),
-			wantStatus:  codes.Error,
+			name:       "rejected",
+			record:     []byte("{not json"),
+			wantFate:   "rejected",
+			wantReason: string(job.ReasonMalformedJSON),
+			wantStatus: codes.Error,
 		},
 	}
 	for _, tt := range tests {
@@ -175,8 +175,8 @@ func TestPipelineTracesEachRecord(t *testing.T) {
 				t.Errorf("deliver's parent = %v, want the producer's span", deliver.Parent().SpanID())
 			}
 			attrs := attrMap(deliver)
-			if attrs[attrOutcome] != tt.wantOutcome || attrs[attrReason] != tt.wantReason {
-				t.Errorf("deliver outcome, reason = %q, %q; want %q, %q", attrs[attrOutcome], attrs[attrReason], tt.wantOutcome, tt.wantReason)
+			if attrs[attrFate] != tt.wantFate || attrs[attrReason] != tt.wantReason {
+				t.Errorf("deliver fate, reason = %q, %q; want %q, %q", attrs[attrFate], attrs[attrReason], tt.wantFate, tt.wantReason)
 			}
 			if deliver.Status().Code != tt.wantStatus {
 				t.Errorf("deliver status = %v, want %v", deliver.Status().Code, tt.wantStatus)
@@ -251,15 +251,15 @@ func TestTraceAttr(t *testing.T) {
 	}
 }
 
-// tracedHarness is a pipeline with one provider failing with sendErr, no
-// fast retries, and spans going to tp.
+// tracedHarness is a pipeline with one relay failing with sendErr, no
+// resends, and spans going to tp.
 func tracedHarness(t *testing.T, sendErr func(*job.Job, int) error, tp trace.TracerProvider) *harness {
 	t.Helper()
 	h := &harness{store: newFakeStore(), smtp: newFakeSMTP(sendErr), dlq: newFakeDLQ(), retries: newFakeRetries()}
-	p, err := New(Config{Senders: 1, BatchSize: 4, BatchLinger: time.Millisecond, FastRetries: -1},
+	p, err := New(Config{Senders: 1, BatchSize: 4, BatchLinger: time.Millisecond, Resends: -1},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 			Store:          h.store,
-			Providers:      []Provider{{Name: "p1", NewSession: func() Session { return h.smtp }}},
+			Relays:         []Relay{{Name: "p1", NewSession: func() Session { return h.smtp }}},
 			DeadLetters:    h.dlq,
 			Retries:        h.retries,
 			TracerProvider: tp,

@@ -10,7 +10,7 @@ import (
 // wantsUnsubscribe reports whether j's copies get Postline's unsubscribe
 // headers: a job that asks for them, and bulk mail that does not carry a
 // List-Unsubscribe header of its own (its producer takes the unsubscribes
-// in itself). Mailbox providers require one-click unsubscribe of bulk
+// in itself). Mailbox relays require one-click unsubscribe of bulk
 // senders.
 func wantsUnsubscribe(j *job.Job) bool {
 	if j.Unsubscribe {

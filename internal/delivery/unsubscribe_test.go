@@ -42,12 +42,12 @@ func TestUnsubscribeHeaders(t *testing.T) {
 	want := map[string]string{"bulk@x": event.StreamBulk, "asks@x": event.StreamTransactional} // the mails with links, by stream
 	lives := map[string]int64{"bulk@x": 7, "asks@x": 9}
 
-	h := newOutcomeHarness(t, func(string) *sender.Error { return nil }, nil)
+	h := newFateHarness(t, func(string) *sender.Error { return nil }, nil)
 	p, err := New(Config{Senders: 1, BatchSize: 4, BatchLinger: time.Millisecond, RecheckInterval: 5 * time.Millisecond,
 		ConfirmWindow: time.Hour},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry(), Deps{
 			Store:        h.store,
-			Providers:    []Provider{{Name: "p1", NewSession: func() Session { return h.session }}},
+			Relays:       []Relay{{Name: "p1", NewSession: func() Session { return h.session }}},
 			DeadLetters:  h.dlq,
 			Retries:      h.retries,
 			Events:       h.events,

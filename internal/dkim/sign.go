@@ -36,7 +36,7 @@ func (k *Key) Sign(msg []byte) ([]byte, error) {
 		return nil, errors.New("dkim sign: message has no end of header (CRLF CRLF)")
 	}
 	sc := scratchPool.Get().(*scratch)
-	defer sc.release()
+	defer sc.putBack()
 	sc.fields = parseFields(sc.fields[:0], header)
 	fields := sc.fields
 	if !hasField(fields, "From") {
@@ -145,7 +145,7 @@ const maxPooledScratch = 256 << 10
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
-func (sc *scratch) release() {
+func (sc *scratch) putBack() {
 	if cap(sc.canon) > maxPooledScratch {
 		sc.canon = nil
 	}

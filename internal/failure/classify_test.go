@@ -37,9 +37,9 @@ func check(t *testing.T, err error, w want) failure.Verdict {
 		t.Fatal("no error to classify")
 	}
 	v := failure.Classify(err)
-	if v.Class != w.class || v.ProviderFault != w.provider || v.Timeout != w.timeout || v.Rule != w.rule {
-		t.Errorf("Classify(%v) = {Class:%s ProviderFault:%v Timeout:%v Rule:%s}, want {%s %v %v %s}",
-			err, v.Class, v.ProviderFault, v.Timeout, v.Rule, w.class, w.provider, w.timeout, w.rule)
+	if v.Class != w.class || v.RelayFault != w.provider || v.Timeout != w.timeout || v.Rule != w.rule {
+		t.Errorf("Classify(%v) = {Class:%s RelayFault:%v Timeout:%v Rule:%s}, want {%s %v %v %s}",
+			err, v.Class, v.RelayFault, v.Timeout, v.Rule, w.class, w.provider, w.timeout, w.rule)
 	}
 	if loaded := loadedDefault(t).Classify(err); loaded != v {
 		t.Errorf("the rules loaded from a copy of the default file give %+v, the default %+v", loaded, v)
@@ -259,7 +259,7 @@ func TestClassifyThroughSender(t *testing.T) {
 			want: want{failure.Auth, true, false, failure.RuleRelayRefused}, code: 554, enhanced: "5.7.1",
 		},
 		// The server has the whole message when the script sees DATA: a
-		// failure now may follow a delivery, and must not be fast-retried.
+		// failure now may follow a delivery, and must not be resent.
 		{
 			name: "connection dropped without a reply to the final dot",
 			opts: []smtptest.Option{reply(smtptest.VerbData, smtptest.Reply{Disconnect: true})},

@@ -27,7 +27,7 @@
 //
 // The package does no I/O but LoadRules' read of the file, and keeps no
 // state: a RuleSet is immutable. It does not decide what to do with a
-// verdict or a bounce (fast retry, delay tier, dead letter, failover,
+// verdict or a bounce (resend, delay tier, dead letter, failover,
 // breaker transitions, suppression): internal/delivery, internal/retry,
 // internal/circuit and the bounce and suppression packages do. It knows
 // the sender package only through the small interfaces Reply, Staged and

@@ -31,13 +31,13 @@ const (
 
 // Verdict is the classification of one failure.
 type Verdict struct {
-	Class         Class
-	RetryAfter    time.Duration // hint parsed from the reply text ("try again in 92 seconds"); 0 = none
-	Timeout       bool          // a network timeout (circuit breakers escalate faster)
-	ProviderFault bool          // the relay, not this message, is the problem: counts toward the breaker, except a Throttled one (the send control's)
-	Code          int           // SMTP reply code, 0 for network errors
-	Enhanced      string        // RFC 3463 code, "" if none
-	Rule          string        // name of the table row that matched (for logs and tests)
+	Class      Class
+	RetryAfter time.Duration // hint parsed from the reply text ("try again in 92 seconds"); 0 = none
+	Timeout    bool          // a network timeout (circuit breakers escalate faster)
+	RelayFault bool          // the relay, not this message, is the problem: counts toward the breaker, except a Throttled one (the send control's)
+	Code       int           // SMTP reply code, 0 for network errors
+	Enhanced   string        // RFC 3463 code, "" if none
+	Rule       string        // name of the table row that matched (for logs and tests)
 	// Limit says which of the relay's limits a throttled failure hit, so
 	// the sender slows down the right way: fewer connections, or fewer
 	// sends per second. Empty for every other failure, and for a throttle
@@ -80,7 +80,7 @@ type Staged interface {
 // to the dot never came (a timeout, a dropped connection, a reply that was
 // not SMTP). Sending such a message again at once would likely deliver it
 // twice, so Classify makes it Unknown (RuleAmbiguousDataEnd), which callers
-// retry only after a delay, never in a fast retry.
+// retry only after a delay, never in a resend.
 //
 // An error that implements Ambiguous is believed either way; a go-mail
 // SendError without one that failed at the end of DATA without a reply is
@@ -124,7 +124,7 @@ const (
 // RuleAmbiguousDataEnd is a send that got no reply to the dot ending the
 // message after writing all of it (see Ambiguous): Unknown, because the
 // relay may have accepted the message, and the relay's fault. It is never
-// Transient, so it is never fast-retried.
+// Transient, so it is never resent.
 const RuleAmbiguousDataEnd = "ambiguous-data-end"
 
 // RuleProviderHard is the rule of a bounce a provider (SES, Mailgun) itself
@@ -169,7 +169,7 @@ func (s *RuleSet) Classify(err error) Verdict {
 		return v
 	}
 	provider := func(rule string) Verdict {
-		return Verdict{Class: Transient, ProviderFault: true, Rule: rule}
+		return Verdict{Class: Transient, RelayFault: true, Rule: rule}
 	}
 	se, isSendErr := errors.AsType[*mail.SendError](err)
 	switch {
@@ -182,7 +182,7 @@ func (s *RuleSet) Classify(err error) Verdict {
 	case ambiguousDataEnd(err, se):
 		// Before timeouts and lost connections, which are Transient and
 		// would be retried at once: this message may have gone out.
-		return Verdict{Class: Unknown, ProviderFault: true, Timeout: isTimeout(err), Rule: RuleAmbiguousDataEnd}
+		return Verdict{Class: Unknown, RelayFault: true, Timeout: isTimeout(err), Rule: RuleAmbiguousDataEnd}
 	case isTimeout(err):
 		v := provider(RuleTimeout)
 		v.Timeout = true
@@ -202,7 +202,7 @@ func (s *RuleSet) Classify(err error) Verdict {
 	case isConnectionLost(err):
 		return provider(RuleConnectionLost)
 	case stage == stageAuth || isAuthError(err):
-		return Verdict{Class: Auth, ProviderFault: true, Rule: RuleAuthFailed}
+		return Verdict{Class: Auth, RelayFault: true, Rule: RuleAuthFailed}
 	case isSendErr:
 		// A SendError without a code hides its cause's type: a
 		// transaction cut short by the network (go-mail returns a timeout
@@ -227,7 +227,7 @@ func (s *RuleSet) Classify(err error) Verdict {
 // whileConnecting turns the verdict on a reply that came while connecting
 // into the relay's fault: the relay refuses us, not the message.
 func whileConnecting(v Verdict) Verdict {
-	v.ProviderFault = true
+	v.RelayFault = true
 	if v.Class == Permanent {
 		v.Class, v.Rule = Auth, RuleRelayRefused
 	}

@@ -86,9 +86,9 @@ func TestClassifyReply(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(fmt.Sprintf("%s/%d %s %s", set, tt.code, tt.enhanced, tt.text), func(t *testing.T) {
 				v := classify(tt.code, tt.enhanced, tt.text)
-				if v.Class != tt.class || v.ProviderFault != tt.provider || v.Rule != tt.rule || v.RetryAfter != tt.retryAfter {
-					t.Errorf("ClassifyReply = {Class:%s ProviderFault:%v Rule:%s RetryAfter:%s}, want {%s %v %s %s}",
-						v.Class, v.ProviderFault, v.Rule, v.RetryAfter, tt.class, tt.provider, tt.rule, tt.retryAfter)
+				if v.Class != tt.class || v.RelayFault != tt.provider || v.Rule != tt.rule || v.RetryAfter != tt.retryAfter {
+					t.Errorf("ClassifyReply = {Class:%s RelayFault:%v Rule:%s RetryAfter:%s}, want {%s %v %s %s}",
+						v.Class, v.RelayFault, v.Rule, v.RetryAfter, tt.class, tt.provider, tt.rule, tt.retryAfter)
 				}
 				if v.Code != tt.code || v.Timeout {
 					t.Errorf("Code %d Timeout %v, want %d false", v.Code, v.Timeout, tt.code)
@@ -155,8 +155,8 @@ func TestRulesAllReachable(t *testing.T) {
 			t.Errorf("rule %q has no example here", r.Name)
 			continue
 		}
-		if v := ClassifyReply(ex[0].(int), ex[1].(string), ex[2].(string)); v.Rule != r.Name || v.Class != r.Class || v.ProviderFault != r.ProviderFault {
-			t.Errorf("example for %q matched %q (%s, provider %v)", r.Name, v.Rule, v.Class, v.ProviderFault)
+		if v := ClassifyReply(ex[0].(int), ex[1].(string), ex[2].(string)); v.Rule != r.Name || v.Class != r.Class || v.RelayFault != r.RelayFault {
+			t.Errorf("example for %q matched %q (%s, provider %v)", r.Name, v.Rule, v.Class, v.RelayFault)
 		}
 		if b := Default().ClassifyBounce(ex[0].(int), ex[1].(string), ex[2].(string)); b != (Bounce{Type: r.Bounce, Rule: r.Name, Suppress: r.Suppress}) {
 			t.Errorf("example for %q as a bounce = %+v, want the row's %s/%v", r.Name, b, r.Bounce, r.Suppress)
@@ -310,9 +310,9 @@ func TestClassifyErrors(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(set+"/"+tt.name, func(t *testing.T) {
 				v := classify(tt.err)
-				if v.Class != tt.class || v.ProviderFault != tt.provider || v.Timeout != tt.timeout || v.Rule != tt.rule {
-					t.Errorf("Classify = {Class:%s ProviderFault:%v Timeout:%v Rule:%s}, want {%s %v %v %s}",
-						v.Class, v.ProviderFault, v.Timeout, v.Rule, tt.class, tt.provider, tt.timeout, tt.rule)
+				if v.Class != tt.class || v.RelayFault != tt.provider || v.Timeout != tt.timeout || v.Rule != tt.rule {
+					t.Errorf("Classify = {Class:%s RelayFault:%v Timeout:%v Rule:%s}, want {%s %v %v %s}",
+						v.Class, v.RelayFault, v.Timeout, v.Rule, tt.class, tt.provider, tt.timeout, tt.rule)
 				}
 			})
 		}

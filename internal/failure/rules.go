@@ -68,8 +68,8 @@ type Rule struct {
 	Text string `yaml:"text,omitempty"`
 	// Class is the verdict for a failed send with a matching reply.
 	Class Class `yaml:"class"`
-	// ProviderFault says the relay, not the message, is the problem.
-	ProviderFault bool `yaml:"provider_fault,omitempty"`
+	// RelayFault says the relay, not the message, is the problem.
+	RelayFault bool `yaml:"provider_fault,omitempty"`
 	// Bounce is the type of a bounce report with a matching reply.
 	Bounce BounceType `yaml:"bounce"`
 	// Suppress says a matching bounce report suppresses the recipient;
@@ -371,12 +371,12 @@ func (s *RuleSet) ClassifyReply(code int, enhanced, text string) Verdict {
 	v := Verdict{Class: Unknown, Code: code, Enhanced: enhanced, Rule: RuleUnmatched}
 	if i := s.find(code, code/100, false, enhanced, text); i >= 0 {
 		r := &s.rules[i]
-		v.Class, v.ProviderFault, v.Rule = r.Class, r.ProviderFault, r.Name
+		v.Class, v.RelayFault, v.Rule = r.Class, r.RelayFault, r.Name
 	}
 	if v.Class == Transient || v.Class == Throttled {
 		v.RetryAfter, _ = ParseRetryAfter(text)
 	}
-	if v.Class == Throttled && v.ProviderFault {
+	if v.Class == Throttled && v.RelayFault {
 		v.Limit = LimitRate
 		if code == 421 || connectionLimitText.MatchString(text) {
 			v.Limit = LimitConnections

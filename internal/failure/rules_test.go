@@ -293,14 +293,14 @@ func TestOneRowDecidesBoth(t *testing.T) {
 	i := slices.IndexFunc(rules, func(r Rule) bool { return r.Name == "policy-5xx" })
 	// An operator who treats a Spamhaus listing as worth retrying later
 	// and as a soft bounce.
-	custom := Rule{Name: "spamhaus", CodeClass: 5, Text: `spamhaus`, Class: Throttled, ProviderFault: true, Bounce: BounceSoft}
+	custom := Rule{Name: "spamhaus", CodeClass: 5, Text: `spamhaus`, Class: Throttled, RelayFault: true, Bounce: BounceSoft}
 	rules = slices.Insert(rules, i, custom)
 	s, err := NewRuleSet(rules)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const text = "Service unavailable; Client host [192.0.2.1] blocked using zen.spamhaus.org"
-	if v := s.ClassifyReply(554, "5.7.1", text); v.Rule != "spamhaus" || v.Class != Throttled || !v.ProviderFault || v.Limit != LimitRate {
+	if v := s.ClassifyReply(554, "5.7.1", text); v.Rule != "spamhaus" || v.Class != Throttled || !v.RelayFault || v.Limit != LimitRate {
 		t.Errorf("ClassifyReply = %+v, want the spamhaus row: throttled, provider fault, rate limit", v)
 	}
 	if b := s.ClassifyBounce(554, "5.7.1", text); b != (Bounce{Type: BounceSoft, Rule: "spamhaus"}) {

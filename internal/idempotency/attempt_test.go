@@ -27,7 +27,7 @@ func TestProducerAttemptHeaderWithoutRow(t *testing.T) {
 
 	// The job goes on at attempt 2 after a retryable failure: the copy of
 	// attempt 2 claims it, the redelivered producer copy (5) is stale.
-	if lost := record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version,
+	if lost := record(t, s, idempotency.Fate{MessageID: id, Version: c.Version,
 		Status: idempotency.StatusRetrying, Attempt: c.Attempt + 1}); len(lost) != 0 {
 		t.Fatalf("Record lost %v", lost)
 	}
@@ -52,7 +52,7 @@ func TestExistingRowAttemptMismatchStaysStale(t *testing.T) {
 	s, _ := newStore(t, pool, "worker-1", 0)
 	const id = "<existing-attempt@example.com>"
 	c := claimOne(t, s, req(id, "body", 1))
-	if lost := record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version,
+	if lost := record(t, s, idempotency.Fate{MessageID: id, Version: c.Version,
 		Status: idempotency.StatusRetrying, Attempt: 1}); len(lost) != 0 {
 		t.Fatalf("Record lost %v", lost)
 	}
@@ -72,7 +72,7 @@ func TestBatchInsertsEveryNewRowAtAttemptOne(t *testing.T) {
 	_, pool := migrated(t)
 	s, _ := newStore(t, pool, "worker-1", 0)
 	c := claimOne(t, s, req("<old@x>", "body", 1))
-	if lost := record(t, s, idempotency.Outcome{MessageID: "<old@x>", Version: c.Version,
+	if lost := record(t, s, idempotency.Fate{MessageID: "<old@x>", Version: c.Version,
 		Status: idempotency.StatusRetrying, Attempt: 3}); len(lost) != 0 {
 		t.Fatalf("Record lost %v", lost)
 	}
@@ -100,7 +100,7 @@ func TestBatchInsertsEveryNewRowAtAttemptOne(t *testing.T) {
 }
 
 // claimAt claims r at r.Attempt the way a real job gets there: a new row
-// starts at attempt 1, so it is claimed at 1 and released as retrying at
+// starts at attempt 1, so it is claimed at 1 and handed back as retrying at
 // r.Attempt first.
 func claimAt(t *testing.T, s *idempotency.Store, r idempotency.ClaimRequest) idempotency.Claim {
 	t.Helper()
@@ -109,7 +109,7 @@ func claimAt(t *testing.T, s *idempotency.Store, r idempotency.ClaimRequest) ide
 		first.Attempt = 1
 		c := claimOne(t, s, first)
 		wantResult(t, c, idempotency.Claimed)
-		if lost := record(t, s, idempotency.Outcome{MessageID: r.MessageID, Version: c.Version,
+		if lost := record(t, s, idempotency.Fate{MessageID: r.MessageID, Version: c.Version,
 			Status: idempotency.StatusRetrying, Attempt: r.Attempt}); len(lost) != 0 {
 			t.Fatalf("Record lost %v", lost)
 		}

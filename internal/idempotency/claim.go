@@ -41,7 +41,7 @@ type ClaimRequest struct {
 	// Payload, Key and TraceHeaders are an optional copy of the record,
 	// for a caller whose record Kafka will not redeliver: the reaper
 	// re-publishes it when the row is stuck in sending. The worker passes
-	// none (its record's offset is not committed before the outcome is
+	// none (its record's offset is not committed before the fate is
 	// recorded, so Kafka redelivers it after a crash), which keeps the
 	// claim from writing the mail's body to Postgres. Payload is the record
 	// value, byte for byte; nil stores no copy. Key is the record key (nil:
@@ -92,7 +92,7 @@ func (r ClaimResult) String() string {
 	return fmt.Sprintf("ClaimResult(%d)", int(r))
 }
 
-// Claim is the outcome of one ClaimRequest.
+// Claim is the result of one ClaimRequest.
 type Claim struct {
 	// MessageID is the request's ID.
 	MessageID string
@@ -175,7 +175,7 @@ func classify(in claimInput) Claim {
 		}
 		if bytes.Equal(in.Req.PayloadHash, in.First.PayloadHash) && in.Req.Attempt == in.First.Attempt {
 			// A redelivered copy of an earlier entry: that entry carries
-			// the outcome for both.
+			// the fate for both.
 			c.Result = Duplicate
 			return c
 		}
@@ -192,7 +192,7 @@ func classify(in claimInput) Claim {
 	case row.Status.Terminal():
 		c.Result = Duplicate
 	case in.Req.Attempt == row.Attempt+1 && row.Status == StatusSending && row.LeaseExpiresAt.After(in.Now):
-		// The next attempt's copy overtook the outcome of this one: a
+		// The next attempt's copy overtook the fate of this one: a
 		// sender publishes the retry copy before it records the row, and a
 		// short delay tier can bring the copy back before that write lands.
 		// Wait for the row, which the live lease says is coming; once the
@@ -205,7 +205,7 @@ func classify(in claimInput) Claim {
 		c.Result, c.RetryAt = Busy, row.LeaseExpiresAt
 	default:
 		// Claimable, yet not claimed by this statement: another worker
-		// took and released it concurrently, or this is a later copy in
+		// took it and handed it back concurrently, or this is a later copy in
 		// the batch. Re-check right away.
 		c.Result, c.RetryAt = Busy, in.Now
 	}
@@ -224,7 +224,7 @@ WITH u AS (
 			payload, record_key, record_headers, first_seen, pos)
 ), claimed AS (
 	-- created_at and updated_at take their columns' default, now(), as the
-	-- outcome's updated_at does (see recordSQL).
+	-- fate's updated_at does (see recordSQL).
 	INSERT INTO postline_messages AS m (
 		message_id, status, version, attempt, payload_hash, lease_owner, lease_expires_at,
 		priority, tenant, enqueued_at, first_seen)
@@ -298,7 +298,7 @@ FROM postline_messages WHERE message_id = ANY($1::text[])`
 // attempt and no live lease (a sending row with an expired lease belongs to a
 // crashed owner). Otherwise: a different hash is Conflict whatever the
 // status, a terminal row is Duplicate, the copy of the next attempt of a row
-// still sending under a live lease is Busy until RetryAt (the outcome that
+// still sending under a live lease is Busy until RetryAt (the fate that
 // moves the row to that attempt is on its way), any other attempt mismatch
 // is Stale, and a live lease (anyone's, ours included) is Busy until
 // RetryAt. Leases are

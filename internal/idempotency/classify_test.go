@@ -87,7 +87,7 @@ func TestClassify(t *testing.T) {
 			want: Stale, wantStatus: StatusSending, wantVersion: 7,
 		},
 		{
-			name: "next attempt under a live lease is busy: its outcome is still being recorded",
+			name: "next attempt under a live lease is busy: its fate is still being recorded",
 			in:   claimInput{Req: req(hashA, 2), Row: row(StatusSending, hashA, 1, live), Now: now},
 			want: Busy, wantStatus: StatusSending, wantVersion: 7, wantRetryAt: live,
 		},

@@ -15,7 +15,7 @@
 // current schema.
 //
 // The row is kept lean and its common updates HOT (migration 0011): it holds
-// no copy of the record, since until the outcome is recorded the record's
+// no copy of the record, since until the fate is recorded the record's
 // offset is not committed and Kafka redelivers it after a crash, and the
 // redelivered copy re-claims the row once the lease has expired. No index
 // covers a column a status or lease update changes (the table's indexes are
@@ -30,18 +30,18 @@
 // [Store.Claim]. [Store.StalledReplays] finds replays left pending with
 // nothing on their way and [Store.Stuck] rows with a copy left in sending
 // past their lease; the reaper re-publishes them (and hands stuck ones back
-// with [Store.Release]). Both scans start from the copies, which are few.
+// with [Store.HandBack]). Both scans start from the copies, which are few.
 //
 // A claimed job can wait long for a relay before it is sent, so its owner
 // keeps the lease alive: a [LeaseKeeper] holds the leases of the jobs in
 // hand and extends all of them in one ExtendLease round trip every lease/3,
-// without bumping the version, until each outcome is recorded. A row is
+// without bumping the version, until each fate is recorded. A row is
 // therefore only stuck when its owner stopped extending it.
 //
 // A row that becomes terminal (sent, failed, dead, suppressed) loses its
-// record copy, if it has one, in the statement that records the outcome; its
+// record copy, if it has one, in the statement that records the fate; its
 // hash stays for deduplication until [Store.Purge] deletes it, once its
-// outcome is older than the retention (the dedupe window; the reaper purges
+// fate is older than the retention (the dedupe window; the reaper purges
 // in small batches).
 //
 // Each row carries the life of its mail: a random number drawn when the row
@@ -58,5 +58,5 @@
 //
 // The package knows rows, not SMTP or Kafka: it takes plain values (IDs,
 // hashes, attempt numbers, opaque payload bytes) and decides nothing about
-// retries or providers. It does not publish anything itself.
+// retries or relays. It does not publish anything itself.
 package idempotency

@@ -18,7 +18,7 @@ import (
 // update costs.
 //
 // The rows go through the store in batches, as the worker sends them, with
-// the outcomes the worker records (a recipient taken by the relay and a
+// the fates the worker records (a recipient taken by the relay and a
 // confirmation window for sent, a deferred recipient for retrying).
 //
 // The later updates of a retried row (claimed again, its lease extended,
@@ -47,13 +47,13 @@ func TestStatusTransitionsAreHOT(t *testing.T) {
 		}
 		versions := claimAll(t, s, reqs)
 		// One row in four fails transiently; the others are sent.
-		outs := make([]idempotency.Outcome, len(reqs))
+		outs := make([]idempotency.Fate, len(reqs))
 		for i, r := range reqs {
 			if i%4 == 0 {
-				outs[i] = testOutcome(r.MessageID, versions[i], idempotency.StatusRetrying, 2)
+				outs[i] = testFate(r.MessageID, versions[i], idempotency.StatusRetrying, 2)
 				retried = append(retried, held{r.MessageID, versions[i] + 1})
 			} else {
-				outs[i] = testOutcome(r.MessageID, versions[i], idempotency.StatusSent, 0)
+				outs[i] = testFate(r.MessageID, versions[i], idempotency.StatusSent, 0)
 			}
 		}
 		recordAll(t, s, outs...)
@@ -75,9 +75,9 @@ func TestStatusTransitionsAreHOT(t *testing.T) {
 	if lost, err := s.ExtendLease(ctx, ids, versions); err != nil || len(lost) > 0 {
 		t.Fatalf("ExtendLease: %v (%d lost)", err, len(lost))
 	}
-	outs := make([]idempotency.Outcome, len(ids))
+	outs := make([]idempotency.Fate, len(ids))
 	for i, id := range ids {
-		outs[i] = testOutcome(id, versions[i], idempotency.StatusSent, 0)
+		outs[i] = testFate(id, versions[i], idempotency.StatusSent, 0)
 	}
 	recordAll(t, s, outs...)
 	later = 3 * int64(len(ids))
@@ -88,11 +88,11 @@ func TestStatusTransitionsAreHOT(t *testing.T) {
 	t.Logf("attempt 2 (claim, extend, sent): %d of %d updates HOT", hot2-hot, later)
 }
 
-// testOutcome is the outcome the worker records for a row: see benchRecord.
-func testOutcome(id string, version int64, st idempotency.Status, attempt int) idempotency.Outcome {
-	o := idempotency.Outcome{MessageID: id, Version: version, Status: st, Attempt: attempt,
+// testFate is the fate the worker records for a row: see benchRecord.
+func testFate(id string, version int64, st idempotency.Status, attempt int) idempotency.Fate {
+	o := idempotency.Fate{MessageID: id, Version: version, Status: st, Attempt: attempt,
 		Provider: "relay-a", Stream: "transactional", Metadata: map[string]string{"order": "42"}}
-	rcpt := idempotency.RecipientOutcome{Index: 0, Address: "a@example.net", State: idempotency.RecipientAccepted,
+	rcpt := idempotency.RecipientFate{Index: 0, Address: "a@example.net", State: idempotency.RecipientAccepted,
 		Attempt: max(attempt-1, 1), Provider: "relay-a", Source: "smtp"}
 	if st == idempotency.StatusRetrying {
 		rcpt.State, rcpt.Code, rcpt.Status = idempotency.RecipientPending, 451, "4.3.0"
@@ -100,7 +100,7 @@ func testOutcome(id string, version int64, st idempotency.Status, attempt int) i
 	} else {
 		o.ConfirmBy = time.Now().Add(24 * time.Hour)
 	}
-	o.Recipients = []idempotency.RecipientOutcome{rcpt}
+	o.Recipients = []idempotency.RecipientFate{rcpt}
 	return o
 }
 
@@ -118,7 +118,7 @@ func claimAll(t *testing.T, s *idempotency.Store, reqs []idempotency.ClaimReques
 	return versions
 }
 
-func recordAll(t *testing.T, s *idempotency.Store, outs ...idempotency.Outcome) {
+func recordAll(t *testing.T, s *idempotency.Store, outs ...idempotency.Fate) {
 	t.Helper()
 	if lost := record(t, s, outs...); len(lost) > 0 {
 		t.Fatalf("Record lost %v", lost)

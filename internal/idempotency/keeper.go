@@ -55,7 +55,7 @@ func (cfg KeeperConfig) Validate() error {
 // the SMTP transaction, and under throttling that can outlast the lease; the
 // reaper would then take the row over and re-publish it while the first
 // worker still sends, a duplicate delivery. The owner Holds a lease when the
-// claim succeeds and Drops it once the outcome is recorded; every Interval
+// claim succeeds and Drops it once the fate is recorded; every Interval
 // the keeper extends every held lease in one ExtendLease round trip.
 //
 // Extensions do not bump the row version (see Store.ExtendLease): the
@@ -64,7 +64,7 @@ func (cfg KeeperConfig) Validate() error {
 // takeover (which does bump it) still makes both the next extension and the
 // late Record lose. A lease the extension lost is no longer extended, and
 // Held reports false for it. Drop after Record, not before: a lease must
-// stay alive while the outcome is being written; an extension racing with
+// stay alive while the fate is being written; an extension racing with
 // that write loses harmlessly (counted in cas_conflicts_total).
 //
 // A LeaseKeeper is safe for concurrent use. Run it in one goroutine for as
@@ -109,7 +109,7 @@ func NewLeaseKeeper(cfg KeeperConfig, ext LeaseExtender, logger *slog.Logger) (*
 }
 
 // Hold starts keeping the lease of id, claimed at version. Holding an ID
-// again replaces its version (a re-claim after a release).
+// again replaces its version (a re-claim after a hand-back).
 func (k *LeaseKeeper) Hold(id string, version int64) {
 	k.mu.Lock()
 	k.held[id] = heldLease{version: version}
@@ -154,7 +154,7 @@ func (k *LeaseKeeper) Run(ctx context.Context) error {
 		case <-tick:
 		}
 		if _, _, err := k.Extend(ctx); err != nil && ctx.Err() == nil {
-			k.logger.WarnContext(ctx, "lease extension failed; retrying next round", "error", err,
+			k.logger.WarnContext(ctx, "lease extension failed; trying again next round", "error", err,
 				"interval", k.cfg.Interval, "lease", k.cfg.Lease)
 		}
 		if k.onRound != nil {

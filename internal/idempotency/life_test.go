@@ -49,14 +49,14 @@ func TestLives(t *testing.T) {
 	if first == 0 || first != lifeOf(t, pool, id) {
 		t.Fatalf("first claim's life = %d, row's %d; want the row's, not 0", first, lifeOf(t, pool, id))
 	}
-	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusRetrying, Attempt: 2,
-		Recipients: []idempotency.RecipientOutcome{rcpt(0, "a@example.com", idempotency.RecipientPending)}})
+	record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusRetrying, Attempt: 2,
+		Recipients: []idempotency.RecipientFate{rcpt(0, "a@example.com", idempotency.RecipientPending)}})
 	c = claimOne(t, s, req(id, "a", 2))
 	if c.Life != first {
 		t.Fatalf("the retry's claim has life %d, want the first attempt's %d", c.Life, first)
 	}
-	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusDead, Attempt: 2,
-		Recipients: []idempotency.RecipientOutcome{rcpt(0, "a@example.com", idempotency.RecipientDead)}})
+	record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusDead, Attempt: 2,
+		Recipients: []idempotency.RecipientFate{rcpt(0, "a@example.com", idempotency.RecipientDead)}})
 	if lives := recipientLives(t, s, id); len(lives) != 1 || lives[0] != first {
 		t.Fatalf("recipient lives = %v, want [%d]", lives, first)
 	}
@@ -75,8 +75,8 @@ func TestLives(t *testing.T) {
 	if second == 0 || second == first {
 		t.Fatalf("the replay's claim has life %d, want a new one (the first was %d)", second, first)
 	}
-	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
-		Recipients: []idempotency.RecipientOutcome{rcpt(0, "a@example.com", idempotency.RecipientAccepted)}})
+	record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
+		Recipients: []idempotency.RecipientFate{rcpt(0, "a@example.com", idempotency.RecipientAccepted)}})
 	if lives := recipientLives(t, s, id); len(lives) != 1 || lives[0] != second {
 		t.Fatalf("recipient lives after the replay = %v, want [%d]", lives, second)
 	}
@@ -105,8 +105,8 @@ func TestLifeOfRowsFromBefore(t *testing.T) {
 	ctx := t.Context()
 	const id = "<old@x>"
 	c := claimOne(t, s, req(id, "a", 1))
-	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusRetrying, Attempt: 2,
-		Recipients: []idempotency.RecipientOutcome{rcpt(0, "a@example.com", idempotency.RecipientPending)}})
+	record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusRetrying, Attempt: 2,
+		Recipients: []idempotency.RecipientFate{rcpt(0, "a@example.com", idempotency.RecipientPending)}})
 	if _, err := pool.Exec(ctx, `UPDATE postline_messages SET life = NULL WHERE message_id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
@@ -114,8 +114,8 @@ func TestLifeOfRowsFromBefore(t *testing.T) {
 	if c.Life != 0 {
 		t.Fatalf("claim of a row without a life = %d, want 0", c.Life)
 	}
-	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusFailed, Attempt: 2,
-		Recipients: []idempotency.RecipientOutcome{rcpt(0, "a@example.com", idempotency.RecipientFailed)}})
+	record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusFailed, Attempt: 2,
+		Recipients: []idempotency.RecipientFate{rcpt(0, "a@example.com", idempotency.RecipientFailed)}})
 	if lives := recipientLives(t, s, id); len(lives) != 1 || lives[0] != 0 {
 		t.Fatalf("recipient lives = %v, want [0]", lives)
 	}
@@ -156,8 +156,8 @@ func TestResolveLifeAndOutbox(t *testing.T) {
 	ctx := t.Context()
 	const id = "<outbox@x>"
 	c := claimOne(t, s, req(id, "a", 1))
-	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
-		ConfirmBy: time.Now().Add(time.Hour), Recipients: []idempotency.RecipientOutcome{
+	record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
+		ConfirmBy: time.Now().Add(time.Hour), Recipients: []idempotency.RecipientFate{
 			rcpt(0, "a@example.com", idempotency.RecipientAccepted), rcpt(1, "b@example.com", idempotency.RecipientAccepted)}})
 	res := func(idx int, life int64, to idempotency.RecipientState, eventID string) idempotency.Resolution {
 		return idempotency.Resolution{MessageID: id, Index: idx, Life: life, From: idempotency.RecipientAccepted, To: to,

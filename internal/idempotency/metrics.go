@@ -17,7 +17,7 @@ const (
 	opCountByStatus  = "count_by_status"
 	opPing           = "ping"
 	opStuck          = "stuck"
-	opRelease        = "release"
+	opHandBack       = "release"
 	opResetForReplay = "reset_for_replay"
 	opStalledReplays = "stalled_replays"
 	opTouchReplays   = "touch_replays"
@@ -29,7 +29,7 @@ const (
 )
 
 var ops = []string{opClaim, opRecord, opRecordRejected, opNoteConflicts, opExtendLease, opGet, opCountByStatus, opPing,
-	opStuck, opRelease, opResetForReplay, opStalledReplays, opTouchReplays, opPurge, opRecipients, opResolve, opUnconfirmed,
+	opStuck, opHandBack, opResetForReplay, opStalledReplays, opTouchReplays, opPurge, opRecipients, opResolve, opUnconfirmed,
 	opOutbox}
 
 type metrics struct {

@@ -23,7 +23,7 @@ const planBatch = 400
 // the store on a batch of planBatch rows and, just before each one runs,
 // explains it on a second connection with PostgreSQL's generic plan: the
 // plan a prepared statement gets after its fifth run, in which an unnest of
-// a parameter is guessed at 10 rows. That guess once made the outcome
+// a parameter is guessed at 10 rows. That guess once made the fate
 // statement nest a join of two of its own row sets, 65,000 row comparisons
 // for a batch of 256, most of PostgreSQL's CPU per mail. No node of any plan
 // may visit more than a few rows per row of the batch, on a table autovacuum
@@ -58,7 +58,7 @@ func TestBatchStatementsStayLinearInGenericPlans(t *testing.T) {
 
 // runBatchStatements takes three sets of planBatch mails through the
 // store's batch operations: one claimed, extended, noted, sent and
-// delivered; one whose lease runs out and is released; one that fails and
+// delivered; one whose lease runs out and is handed back; one that fails and
 // is reset for a replay.
 func runBatchStatements(t *testing.T, pool *pgxpool.Pool) {
 	ctx := t.Context()
@@ -91,13 +91,13 @@ func runBatchStatements(t *testing.T, pool *pgxpool.Pool) {
 		}
 		return ids, versions
 	}
-	outcomes := func(ids []string, versions []int64, status idempotency.Status, state idempotency.RecipientState) []idempotency.Outcome {
-		outs := make([]idempotency.Outcome, len(ids))
+	fates := func(ids []string, versions []int64, status idempotency.Status, state idempotency.RecipientState) []idempotency.Fate {
+		outs := make([]idempotency.Fate, len(ids))
 		for i, id := range ids {
-			outs[i] = idempotency.Outcome{
+			outs[i] = idempotency.Fate{
 				MessageID: id, Version: versions[i], Status: status, Provider: "relay",
 				Stream: "transactional", ConfirmBy: time.Now().Add(time.Hour),
-				Recipients: []idempotency.RecipientOutcome{{Index: 0, Address: fmt.Sprintf("r%d@example.test", i),
+				Recipients: []idempotency.RecipientFate{{Index: 0, Address: fmt.Sprintf("r%d@example.test", i),
 					State: state, Attempt: 1, Provider: "relay"}},
 			}
 		}
@@ -111,7 +111,7 @@ func runBatchStatements(t *testing.T, pool *pgxpool.Pool) {
 	if err := s.NoteConflicts(ctx, ids); err != nil {
 		t.Fatalf("NoteConflicts: %v", err)
 	}
-	if lost, err := s.Record(ctx, outcomes(ids, versions, idempotency.StatusSent, idempotency.RecipientAccepted)); err != nil || len(lost) > 0 {
+	if lost, err := s.Record(ctx, fates(ids, versions, idempotency.StatusSent, idempotency.RecipientAccepted)); err != nil || len(lost) > 0 {
 		t.Fatalf("Record: lost %d, %v", len(lost), err)
 	}
 	res := make([]idempotency.Resolution, planBatch)
@@ -124,14 +124,14 @@ func runBatchStatements(t *testing.T, pool *pgxpool.Pool) {
 	}
 
 	short, _ := newStore(t, pool, "w2", time.Millisecond)
-	ids, versions = claimAll(short, "released", false)
+	ids, versions = claimAll(short, "handedback", false)
 	time.Sleep(20 * time.Millisecond) // the leases run out
-	if lost, err := s.Release(ctx, ids, versions); err != nil || len(lost) > 0 {
-		t.Fatalf("Release: lost %d, %v", len(lost), err)
+	if lost, err := s.HandBack(ctx, ids, versions); err != nil || len(lost) > 0 {
+		t.Fatalf("HandBack: lost %d, %v", len(lost), err)
 	}
 
 	ids, versions = claimAll(s, "failed", false)
-	if lost, err := s.Record(ctx, outcomes(ids, versions, idempotency.StatusFailed, idempotency.RecipientFailed)); err != nil || len(lost) > 0 {
+	if lost, err := s.Record(ctx, fates(ids, versions, idempotency.StatusFailed, idempotency.RecipientFailed)); err != nil || len(lost) > 0 {
 		t.Fatalf("Record failed: lost %d, %v", len(lost), err)
 	}
 	resets := make([]idempotency.Reset, len(ids))

@@ -13,7 +13,7 @@ import (
 //
 //	sent@x      sent by relay-a
 //	failed@x    failed permanently
-//	retrying@x  released for attempt 2, first seen a minute ago
+//	retrying@x  handed back for attempt 2, first seen a minute ago
 //	old@x       retrying, first seen 3 days ago (past the default max age)
 //	stuck@x     sending under a lease that expired at once (past any grace)
 //	live@x      sending under a live lease
@@ -42,12 +42,12 @@ func seedAudit(t *testing.T) *idempotency.Reader {
 		wantResult(t, c, idempotency.Claimed)
 	}
 	record(t, longLease,
-		idempotency.Outcome{MessageID: "sent@x", Version: claims[0].Version, Status: idempotency.StatusSent, Provider: "relay-a"},
-		idempotency.Outcome{MessageID: "failed@x", Version: claims[1].Version, Status: idempotency.StatusFailed,
+		idempotency.Fate{MessageID: "sent@x", Version: claims[0].Version, Status: idempotency.StatusSent, Provider: "relay-a"},
+		idempotency.Fate{MessageID: "failed@x", Version: claims[1].Version, Status: idempotency.StatusFailed,
 			Provider: "relay-a", ErrorClass: "permanent", Error: "550 5.1.1 no such user"},
-		idempotency.Outcome{MessageID: "retrying@x", Version: claims[2].Version, Status: idempotency.StatusRetrying,
+		idempotency.Fate{MessageID: "retrying@x", Version: claims[2].Version, Status: idempotency.StatusRetrying,
 			Attempt: 2, ErrorClass: "transient", Error: "421 try later"},
-		idempotency.Outcome{MessageID: "old@x", Version: claims[3].Version, Status: idempotency.StatusRetrying,
+		idempotency.Fate{MessageID: "old@x", Version: claims[3].Version, Status: idempotency.StatusRetrying,
 			Attempt: 2, ErrorClass: "throttled"},
 	)
 	wantResult(t, claimOne(t, shortLease, first("stuck@x", now.Add(-2*time.Minute))), idempotency.Claimed)

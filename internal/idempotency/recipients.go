@@ -72,8 +72,8 @@ func (s RecipientState) CanBecome(next RecipientState) bool {
 	return false
 }
 
-// RecipientOutcome is what one attempt decided for one recipient.
-type RecipientOutcome struct {
+// RecipientFate is what one attempt decided for one recipient.
+type RecipientFate struct {
 	// Index is the recipient's place in the job (job.Job.Recipients).
 	Index int
 	// Address is the bare address.
@@ -112,9 +112,9 @@ WHERE m.message_id = ANY($1::text[]) AND m.confirm_by IS NOT NULL
 		SELECT 1 FROM postline_recipients r
 		WHERE r.message_id = m.message_id AND r.state IN ('pending', 'accepted'))`
 
-// recipientColumns gathers RecipientOutcomes into the columns recordSQL
+// recipientColumns gathers RecipientFates into the columns recordSQL
 // unnests. A recipient names its mail by the mail's position in the
-// outcome columns (1-based, unnest's ordinality), not by its Message-ID:
+// fate columns (1-based, unnest's ordinality), not by its Message-ID:
 // the ID is already sent once, and was most of a recipient's bytes.
 type recipientColumns struct {
 	positions                                                              []int32
@@ -144,7 +144,7 @@ func newRecipientColumns(n int) recipientColumns {
 	}
 }
 
-func (c *recipientColumns) add(position int, rs []RecipientOutcome) error {
+func (c *recipientColumns) add(position int, rs []RecipientFate) error {
 	for _, r := range rs {
 		switch {
 		case r.Index < 0 || r.Index >= 100:

@@ -9,8 +9,8 @@ import (
 	"github.com/postline/postline/internal/returnpath"
 )
 
-func rcpt(idx int, addr string, state idempotency.RecipientState) idempotency.RecipientOutcome {
-	return idempotency.RecipientOutcome{Index: idx, Address: addr, State: state, Attempt: 1, Provider: "primary", Source: "smtp"}
+func rcpt(idx int, addr string, state idempotency.RecipientState) idempotency.RecipientFate {
+	return idempotency.RecipientFate{Index: idx, Address: addr, State: state, Attempt: 1, Provider: "primary", Source: "smtp"}
 }
 
 // TestRecipientsLifecycle walks a two-recipient mail through the confirm
@@ -25,17 +25,17 @@ func TestRecipientsLifecycle(t *testing.T) {
 
 	c := claimOne(t, s, req(id, "a", 1))
 	confirmBy := time.Now().Add(time.Hour)
-	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusRetrying, Attempt: 2,
+	record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusRetrying, Attempt: 2,
 		Stream: "transactional", Metadata: map[string]string{"order": "42"}, ConfirmBy: confirmBy,
-		Recipients: []idempotency.RecipientOutcome{
+		Recipients: []idempotency.RecipientFate{
 			rcpt(0, "a@example.com", idempotency.RecipientAccepted),
 			rcpt(1, "b@example.com", idempotency.RecipientPending),
 		}})
 	c = claimOne(t, s, req(id, "a", 2))
 	// The second attempt sends to b only; a stale attempt's view of a
 	// (pending) must not undo its acceptance.
-	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 2,
-		ConfirmBy: confirmBy.Add(time.Hour), Recipients: []idempotency.RecipientOutcome{
+	record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 2,
+		ConfirmBy: confirmBy.Add(time.Hour), Recipients: []idempotency.RecipientFate{
 			rcpt(0, "a@example.com", idempotency.RecipientPending),
 			rcpt(1, "b@example.com", idempotency.RecipientAccepted),
 		}})
@@ -88,8 +88,8 @@ func TestAllBouncedMailIsCancelled(t *testing.T) {
 	s, _ := newStore(t, pool, "worker-1", 0)
 	const id = "<cancel@x>"
 	c := claimOne(t, s, req(id, "a", 1))
-	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
-		ConfirmBy: time.Now().Add(time.Hour), Recipients: []idempotency.RecipientOutcome{
+	record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
+		ConfirmBy: time.Now().Add(time.Hour), Recipients: []idempotency.RecipientFate{
 			rcpt(0, "a@example.com", idempotency.RecipientAccepted),
 			rcpt(1, "b@example.com", idempotency.RecipientBounced),
 		}})
@@ -115,8 +115,8 @@ func TestUnconfirmedAfterTheWindow(t *testing.T) {
 		if id == "<early@x>" {
 			by = time.Now().Add(time.Hour)
 		}
-		record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
-			ConfirmBy: by, Recipients: []idempotency.RecipientOutcome{rcpt(0, "a@example.com", idempotency.RecipientAccepted)}})
+		record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
+			ConfirmBy: by, Recipients: []idempotency.RecipientFate{rcpt(0, "a@example.com", idempotency.RecipientAccepted)}})
 	}
 	var due []idempotency.Recipient
 	pass, err := s.SweepUnconfirmed(ctx, idempotency.UnconfirmedSweep{Limit: 10}, func(_ context.Context, rs []idempotency.Recipient) error {
@@ -190,8 +190,8 @@ func TestConcurrentResolutionsSettleTheMail(t *testing.T) {
 	for i := range ids {
 		ids[i] = "<race-" + string(rune('a'+i%26)) + string(rune('a'+i/26)) + "@x>"
 		c := claimOne(t, s, req(ids[i], "a", 1))
-		record(t, s, idempotency.Outcome{MessageID: ids[i], Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
-			ConfirmBy: time.Now().Add(time.Hour), Recipients: []idempotency.RecipientOutcome{
+		record(t, s, idempotency.Fate{MessageID: ids[i], Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
+			ConfirmBy: time.Now().Add(time.Hour), Recipients: []idempotency.RecipientFate{
 				rcpt(0, "a@example.com", idempotency.RecipientAccepted),
 				rcpt(1, "b@example.com", idempotency.RecipientAccepted),
 			}})
@@ -226,7 +226,7 @@ func TestConcurrentResolutionsSettleTheMail(t *testing.T) {
 
 // TestReplayForgetsTheRecipients: a replayed mail starts its life again,
 // so the recipient rows of the attempt that failed are gone and its next
-// outcome records them afresh.
+// fate records them afresh.
 func TestReplayForgetsTheRecipients(t *testing.T) {
 	t.Parallel()
 	_, pool := migrated(t)
@@ -234,8 +234,8 @@ func TestReplayForgetsTheRecipients(t *testing.T) {
 	ctx := t.Context()
 	const id = "<replayed@x>"
 	c := claimOne(t, s, req(id, "a", 1))
-	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusFailed, Attempt: 1,
-		Recipients: []idempotency.RecipientOutcome{rcpt(0, "a@example.com", idempotency.RecipientBounced)}})
+	record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusFailed, Attempt: 1,
+		Recipients: []idempotency.RecipientFate{rcpt(0, "a@example.com", idempotency.RecipientBounced)}})
 	if _, err := s.ResetForReplay(ctx, []idempotency.Reset{{MessageID: id, PayloadHash: hash("a")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -243,17 +243,17 @@ func TestReplayForgetsTheRecipients(t *testing.T) {
 		t.Fatalf("recipients after the replay = %+v, %v; want none", got, err)
 	}
 	c = claimOne(t, s, req(id, "a", 1))
-	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
-		Recipients: []idempotency.RecipientOutcome{rcpt(0, "a@example.com", idempotency.RecipientAccepted)}})
+	record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
+		Recipients: []idempotency.RecipientFate{rcpt(0, "a@example.com", idempotency.RecipientAccepted)}})
 	if got, _ := s.Recipients(ctx, []string{id}); len(got[id]) != 1 || got[id][0].State != idempotency.RecipientAccepted {
 		t.Errorf("recipients after the replayed send = %+v, want accepted", got[id])
 	}
 }
 
-// TestRecordSettlesWhenItResolvesTheLastRecipient: a retry whose outcome
+// TestRecordSettlesWhenItResolvesTheLastRecipient: a retry whose fate
 // ends the last open recipient (refused for good at the relay) settles the
 // mail in the same round trip, confirmed because the other recipient was
-// delivered; the outcome before it, which only accepted, settled nothing.
+// delivered; the fate before it, which only accepted, settled nothing.
 func TestRecordSettlesWhenItResolvesTheLastRecipient(t *testing.T) {
 	t.Parallel()
 	_, pool := migrated(t)
@@ -270,8 +270,8 @@ func TestRecordSettlesWhenItResolvesTheLastRecipient(t *testing.T) {
 	}
 
 	c := claimOne(t, s, req(id, "a", 1))
-	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusRetrying, Attempt: 2,
-		ConfirmBy: time.Now().Add(time.Hour), Recipients: []idempotency.RecipientOutcome{
+	record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusRetrying, Attempt: 2,
+		ConfirmBy: time.Now().Add(time.Hour), Recipients: []idempotency.RecipientFate{
 			rcpt(0, "a@example.com", idempotency.RecipientAccepted),
 			rcpt(1, "b@example.com", idempotency.RecipientPending),
 		}})
@@ -285,8 +285,8 @@ func TestRecordSettlesWhenItResolvesTheLastRecipient(t *testing.T) {
 	c = claimOne(t, s, req(id, "a", 2))
 	bounced := rcpt(1, "b@example.com", idempotency.RecipientBounced)
 	bounced.BounceType, bounced.Status, bounced.Code = "hard", "5.1.1", 550
-	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 2,
-		Recipients: []idempotency.RecipientOutcome{bounced}})
+	record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 2,
+		Recipients: []idempotency.RecipientFate{bounced}})
 	if got := confirmation(); got != "confirmed" {
 		t.Fatalf("confirmation after the last recipient bounced = %q, want confirmed", got)
 	}

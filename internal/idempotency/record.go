@@ -13,14 +13,14 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// Outcome is the result of handling one claimed message.
-type Outcome struct {
+// Fate is what became of one claimed message in one attempt, as its row records it.
+type Fate struct {
 	// MessageID is the row's key.
 	MessageID string
 	// Version is the version returned by Claim: the write is a
 	// compare-and-set on it.
 	Version int64
-	// Status is sent, failed, dead, or retrying (released for a later
+	// Status is sent, failed, dead, or retrying (handed back for a later
 	// re-claim; the lease is cleared).
 	Status Status
 	// Attempt is the attempt to store: for retrying, the attempt the next
@@ -36,9 +36,9 @@ type Outcome struct {
 	Error string
 
 	// Recipients are the recipients whose state this attempt decided
-	// (see RecipientOutcome); rows of recipients a previous attempt or a
+	// (see RecipientFate); rows of recipients a previous attempt or a
 	// report already moved past pending are left as they are.
-	Recipients []RecipientOutcome
+	Recipients []RecipientFate
 	// Stream is the job's stream (transactional or bulk); empty keeps the
 	// row's.
 	Stream string
@@ -79,8 +79,8 @@ WITH u AS (
 		AS u(message_id, version, status, attempt, provider, error_class, last_error, stream, metadata, confirm_by,
 			template, template_version, template_why, pos)
 ), locked AS MATERIALIZED (
-	-- The rows, locked in key order, each with its outcome. The update
-	-- reads the outcomes from here, not from u: a join of two of this
+	-- The rows, locked in key order, each with its fate. The update
+	-- reads the fates from here, not from u: a join of two of this
 	-- statement's own row sets has no index, and in the generic plan,
 	-- which guesses 10 rows for an unnest, PostgreSQL nests it, scanning
 	-- one set once per row of the other (a batch of 256 cost 65,000 row
@@ -154,22 +154,22 @@ WITH u AS (
 )
 SELECT pos FROM upd`
 
-// Record writes a batch of outcomes in one round trip, each as a
+// Record writes a batch of fates in one round trip, each as a
 // compare-and-set on its version: the version is bumped, the lease cleared,
-// and sent_at set for sent. A terminal outcome (sent, failed, dead, suppressed)
+// and sent_at set for sent. A terminal fate (sent, failed, dead, suppressed)
 // also deletes the row's record copy, if it has one, in the same statement; the payload hash stays,
 // so duplicates are still recognised until the row is purged (Purge). It returns the IDs whose compare-and-set was lost
 // (the row changed under us, for example after our lease expired and another
 // worker claimed it): they are counted in cas_conflicts_total, logged at
 // debug, and otherwise harmless. When an ID appears twice only its first
-// outcome is written; the others are reported lost.
-func (s *Store) Record(ctx context.Context, outs []Outcome) (lost []string, err error) {
+// fate is written; the others are reported lost.
+func (s *Store) Record(ctx context.Context, outs []Fate) (lost []string, err error) {
 	if len(outs) == 0 {
 		return nil, nil
 	}
 	firstAt := make(map[string]int, len(outs))
 	// The columns are cut from one array per type, each with room for
-	// every outcome: a handful of allocations per batch, not a growing
+	// every fate: a handful of allocations per batch, not a growing
 	// slice per column.
 	n := len(outs)
 	strs := make([]string, 9*n)
@@ -190,7 +190,7 @@ func (s *Store) Record(ctx context.Context, outs []Outcome) (lost []string, err 
 	rcpts := newRecipientColumns(nRcpts)
 	for i, o := range outs {
 		if o.MessageID == "" {
-			return nil, fmt.Errorf("record: outcome %d: empty message ID", i)
+			return nil, fmt.Errorf("record: fate %d: empty message ID", i)
 		}
 		switch o.Status {
 		case StatusSent, StatusFailed, StatusDead, StatusRetrying, StatusSuppressed:
@@ -253,7 +253,7 @@ func (s *Store) Record(ctx context.Context, outs []Outcome) (lost []string, err 
 	}
 	s.observe(ctx, opRecord, start, err)
 	if err != nil {
-		return nil, fmt.Errorf("record %d outcomes: %w", len(ids), err)
+		return nil, fmt.Errorf("record %d fates: %w", len(ids), err)
 	}
 	// Every input ID not written lost its compare-and-set, duplicates
 	// included. ids holds the first occurrences in order: the k-th one is
@@ -296,7 +296,7 @@ RETURNING m.message_id`
 // from the database's now, in one round trip; the version is not bumped, so
 // the Claim's version stays valid for Record (a LeaseKeeper calls it for
 // every job held). An expired lease nobody took over is extended too: the
-// row is still ours, and the reaper's Release, which requires an expired
+// row is still ours, and the reaper's HandBack, which requires an expired
 // lease, then loses. It returns the IDs that are no
 // longer ours at that version (lost, counted like Record's). ids and versions
 // are parallel.

@@ -46,11 +46,11 @@ func parseTraceHeaders(b []byte) (map[string]string, error) {
 }
 
 // Stuck is a row left in sending by an owner whose lease expired: the
-// owner crashed (or stalled) between claiming and recording an outcome.
+// owner crashed (or stalled) between claiming and recording a fate.
 type Stuck struct {
 	// MessageID is the row's key.
 	MessageID string
-	// Version is the row version: Release compare-and-sets on it.
+	// Version is the row version: HandBack compare-and-sets on it.
 	Version int64
 	// Attempt is the attempt the row expects; a re-published copy must
 	// carry it to be claimable.
@@ -202,7 +202,7 @@ func (s *Store) TouchReplays(ctx context.Context, ids []string, versions []int64
 	return lost, nil
 }
 
-const releaseSQL = `
+const handBackSQL = `
 WITH u AS (
 	SELECT * FROM unnest($1::text[], $2::int8[]) AS u(message_id, version)
 ), locked AS MATERIALIZED (
@@ -222,17 +222,17 @@ WHERE m.message_id = u.message_id AND m.version = u.version
 	AND m.status = 'sending' AND m.lease_expires_at <= now()
 RETURNING m.message_id`
 
-// Release moves stuck rows from sending to retrying in one round trip, each
+// HandBack moves stuck rows from sending to retrying in one round trip, each
 // as a compare-and-set on its version (from Stuck) that also requires the
 // lease to still be expired: the attempt is unchanged and the lease cleared,
 // so the copy the reaper re-published is claimable. It returns the IDs whose
-// compare-and-set was lost (another reaper released the row first, the
+// compare-and-set was lost (another reaper handed back the row first, the
 // re-published copy was already claimed, or the owner came back and extended
 // its lease), counted like Record's. ids and versions are parallel; an ID
 // that appears twice is written once and its later occurrences are lost.
-func (s *Store) Release(ctx context.Context, ids []string, versions []int64) (lost []string, err error) {
+func (s *Store) HandBack(ctx context.Context, ids []string, versions []int64) (lost []string, err error) {
 	if len(ids) != len(versions) {
-		return nil, fmt.Errorf("release: %d IDs but %d versions", len(ids), len(versions))
+		return nil, fmt.Errorf("hand back: %d IDs but %d versions", len(ids), len(versions))
 	}
 	if len(ids) == 0 {
 		return nil, nil
@@ -244,7 +244,7 @@ func (s *Store) Release(ctx context.Context, ids []string, versions []int64) (lo
 	)
 	for i, id := range ids {
 		if id == "" {
-			return nil, fmt.Errorf("release: ID %d is empty", i)
+			return nil, fmt.Errorf("hand back: ID %d is empty", i)
 		}
 		if _, dup := firstAt[id]; dup {
 			continue
@@ -253,17 +253,17 @@ func (s *Store) Release(ctx context.Context, ids []string, versions []int64) (lo
 		uids, uvers = append(uids, id), append(uvers, versions[i])
 	}
 	start := time.Now()
-	won, err := s.updateReturningIDs(ctx, releaseSQL, uids, uvers)
-	s.observe(ctx, opRelease, start, err)
+	won, err := s.updateReturningIDs(ctx, handBackSQL, uids, uvers)
+	s.observe(ctx, opHandBack, start, err)
 	if err != nil {
-		return nil, fmt.Errorf("release %d messages: %w", len(uids), err)
+		return nil, fmt.Errorf("hand back %d messages: %w", len(uids), err)
 	}
 	for i, id := range ids {
 		if !won[id] || firstAt[id] != i {
 			lost = append(lost, id)
 		}
 	}
-	s.noteLost(ctx, opRelease, lost)
+	s.noteLost(ctx, opHandBack, lost)
 	return lost, nil
 }
 
@@ -275,7 +275,7 @@ type Reset struct {
 	// record's claim must present it.
 	PayloadHash []byte
 	// Payload is the replayed record value, stored for the reaper (as the
-	// row's record copy, which its terminal outcome deletes); nil keeps the
+	// row's record copy, which its terminal fate deletes); nil keeps the
 	// stored copy, if any.
 	Payload []byte
 }
@@ -334,7 +334,7 @@ WHERE NOT EXISTS (SELECT 1 FROM postline_messages m WHERE m.message_id = u.messa
 // A row in failed or dead becomes pending with attempt 1, the given hash and
 // payload, a cleared lease, first_seen and replayed_at set to now and its
 // version bumped; error_class and last_error are kept, so the row still says
-// what it was replayed from until the next outcome overwrites them. Its
+// what it was replayed from until the next fate overwrites them. Its
 // recipient rows and confirmation are cleared: the replay sends to every
 // recipient again. It gets a new life (Claim.Life), so the replay's events
 // are not taken for copies of the first life's. An ID

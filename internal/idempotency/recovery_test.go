@@ -31,7 +31,7 @@ func TestClaimStoresRecord(t *testing.T) {
 	}
 
 	// A re-claim keeps what the insert stored.
-	record(t, s, idempotency.Outcome{MessageID: r.MessageID, Version: c.Version, Status: idempotency.StatusRetrying, Attempt: 2})
+	record(t, s, idempotency.Fate{MessageID: r.MessageID, Version: c.Version, Status: idempotency.StatusRetrying, Attempt: 2})
 	r2 := req(r.MessageID, "body", 2)
 	r2.Payload, r2.FirstSeen = []byte(`{"other":1}`), seen.Add(time.Hour)
 	wantResult(t, claimOne(t, s, r2), idempotency.Claimed)
@@ -105,7 +105,7 @@ func TestStuck(t *testing.T) {
 	// Neither a live lease, nor a terminal row, nor a row without payload is stuck.
 	wantResult(t, claimOne(t, live, withRecord("<live@x>", 1)), idempotency.Claimed)
 	sent := claimOne(t, crashed, withRecord("<sent@x>", 1))
-	record(t, crashed, idempotency.Outcome{MessageID: "<sent@x>", Version: sent.Version, Status: idempotency.StatusSent})
+	record(t, crashed, idempotency.Fate{MessageID: "<sent@x>", Version: sent.Version, Status: idempotency.StatusSent})
 	wantResult(t, claimOne(t, crashed, req("<nopayload@x>", "body", 1)), idempotency.Claimed)
 
 	got := stuckIDs(t, crashed, 0, 10, "<old@x>", "<newer@x>")
@@ -128,7 +128,7 @@ func TestStuck(t *testing.T) {
 	}
 }
 
-func TestRelease(t *testing.T) {
+func TestHandBack(t *testing.T) {
 	t.Parallel()
 	_, pool := migrated(t)
 	crashed, reg := newStore(t, pool, "crashed", time.Millisecond)
@@ -141,34 +141,34 @@ func TestRelease(t *testing.T) {
 	lr := req("<live@x>", "body", 1)
 	lc := claimOne(t, live, lr)
 
-	lost, err := crashed.Release(t.Context(), []string{r.MessageID, lr.MessageID, "<none@x>"}, []int64{st.Version, lc.Version, 1})
+	lost, err := crashed.HandBack(t.Context(), []string{r.MessageID, lr.MessageID, "<none@x>"}, []int64{st.Version, lc.Version, 1})
 	if err != nil {
-		t.Fatalf("Release: %v", err)
+		t.Fatalf("HandBack: %v", err)
 	}
 	if !slices.Equal(lost, []string{lr.MessageID, "<none@x>"}) {
-		t.Errorf("Release lost %v, want the live row and the missing one", lost)
+		t.Errorf("HandBack lost %v, want the live row and the missing one", lost)
 	}
 	row := get(t, crashed, r.MessageID)
 	if row.Status != idempotency.StatusRetrying || row.Attempt != 3 || row.Version != st.Version+1 ||
 		row.LeaseOwner != "" || !row.LeaseExpiresAt.IsZero() {
-		t.Errorf("released row = %+v, want retrying, attempt 3, version %d, no lease", row, st.Version+1)
+		t.Errorf("handed back row = %+v, want retrying, attempt 3, version %d, no lease", row, st.Version+1)
 	}
 	if row := get(t, live, lr.MessageID); row.Status != idempotency.StatusSending || row.LeaseOwner != "live" {
-		t.Errorf("Release took a live lease: %+v", row)
+		t.Errorf("HandBack took a live lease: %+v", row)
 	}
 	// A second reaper with the same snapshot loses.
-	lost, err = crashed.Release(t.Context(), []string{r.MessageID}, []int64{st.Version})
+	lost, err = crashed.HandBack(t.Context(), []string{r.MessageID}, []int64{st.Version})
 	if err != nil || !slices.Equal(lost, []string{r.MessageID}) {
-		t.Errorf("second Release = %v, %v; want it lost", lost, err)
+		t.Errorf("second HandBack = %v, %v; want it lost", lost, err)
 	}
 	if got := metricValue(t, reg, "postline_idempotency_cas_conflicts_total"); got != 3 {
 		t.Errorf("cas_conflicts_total = %v, want 3", got)
 	}
-	// The re-published copy (same attempt) claims the released row.
+	// The re-published copy (same attempt) claims the handed-back row.
 	wantResult(t, claimOne(t, live, req(r.MessageID, "body", 3)), idempotency.Claimed)
 
-	if _, err := crashed.Release(t.Context(), []string{"a"}, nil); err == nil {
-		t.Error("Release with mismatched slices succeeded")
+	if _, err := crashed.HandBack(t.Context(), []string{"a"}, nil); err == nil {
+		t.Error("HandBack with mismatched slices succeeded")
 	}
 }
 
@@ -191,7 +191,7 @@ func TestResetForReplay(t *testing.T) {
 			if st == idempotency.StatusRetrying {
 				attempt = 2
 			}
-			record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: st, Attempt: attempt,
+			record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: st, Attempt: attempt,
 				ErrorClass: "permanent", Error: "550 5.1.1 no such user"})
 		}
 	}

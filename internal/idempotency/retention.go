@@ -10,9 +10,9 @@ import (
 
 // purgeSQL scans the rows by created_at, the one indexed column besides the
 // key (an index on status or updated_at would keep status updates from
-// being HOT, see migration 0011): a row's outcome is never older than the
+// being HOT, see migration 0011): a row's fate is never older than the
 // row, so every row due was created before the cut-off. The rows created
-// before it that are not due yet (in flight, or an outcome recorded
+// before it that are not due yet (in flight, or a fate recorded
 // recently) are read again by every purge; they are few.
 //
 // The delete finds the rows it locked by their ctid, a TID scan, rather
@@ -42,7 +42,7 @@ WITH doomed AS (
 	-- 0012 and 0013): a cascade is a trigger and a query per row deleted.
 	DELETE FROM postline_recipients r USING gone WHERE r.message_id = gone.message_id
 ), copies AS (
-	-- A terminal row's copy went with its outcome; this only finds one a
+	-- A terminal row's copy went with its fate; this only finds one a
 	-- caller left behind, by a probe of the copies' small primary key. The
 	-- table is empty unless a replay or a caller stored copies, and then
 	-- the one-time check skips a probe per row deleted.
@@ -63,7 +63,7 @@ SELECT count(*) FROM gone`
 const purgeTurnSQL = `SELECT pg_advisory_xact_lock('postline_messages'::regclass::oid::int, 1)`
 
 // Purge deletes up to limit terminal rows (sent, failed, dead, suppressed),
-// with their recipients and any record copy, whose outcome
+// with their recipients and any record copy, whose fate
 // was recorded more than olderThan ago on the database's clock, the oldest
 // rows (by creation) first, in one statement after its turn (purgeTurnSQL),
 // and returns how many it deleted. Rows in flight

@@ -30,11 +30,11 @@ func TestTerminalOutcomeClearsPayload(t *testing.T) {
 	}
 	ids := []string{"<sent@x>", "<failed@x>", "<dead@x>", "<retrying@x>"}
 	statuses := []idempotency.Status{idempotency.StatusSent, idempotency.StatusFailed, idempotency.StatusDead, idempotency.StatusRetrying}
-	var outs []idempotency.Outcome
+	var outs []idempotency.Fate
 	for i, id := range ids {
 		c := claimOne(t, s, withBody(id))
 		wantResult(t, c, idempotency.Claimed)
-		outs = append(outs, idempotency.Outcome{MessageID: id, Version: c.Version, Status: statuses[i], Attempt: 2})
+		outs = append(outs, idempotency.Fate{MessageID: id, Version: c.Version, Status: statuses[i], Attempt: 2})
 	}
 	if lost := record(t, s, outs...); len(lost) != 0 {
 		t.Fatalf("Record lost %v", lost)
@@ -45,7 +45,7 @@ func TestTerminalOutcomeClearsPayload(t *testing.T) {
 		cleared := row.Payload == nil && row.RecordKey == nil && row.TraceHeaders == nil
 		kept := len(row.Payload) > 0 && string(row.RecordKey) == id && row.TraceHeaders["traceparent"] == "tp-"+id
 		if terminal && !cleared || !terminal && !kept {
-			t.Errorf("%s (%s): record copy %q, key %q, headers %v; want it cleared only for a terminal outcome",
+			t.Errorf("%s (%s): record copy %q, key %q, headers %v; want it cleared only for a terminal fate",
 				id, row.Status, row.Payload, row.RecordKey, row.TraceHeaders)
 		}
 		if !bytes.Equal(row.PayloadHash, hash("body of "+id)) {
@@ -62,7 +62,7 @@ func TestTerminalOutcomeClearsPayload(t *testing.T) {
 	}
 }
 
-// TestPurge checks the retention: only terminal rows whose outcome is
+// TestPurge checks the retention: only terminal rows whose fate is
 // older than the retention go, at most limit per statement, oldest first;
 // in-flight rows stay whatever their age; a purged row's recipients and
 // record copy go with it.
@@ -78,12 +78,12 @@ func TestPurge(t *testing.T) {
 		idempotency.StatusRetrying: idempotency.RecipientPending}
 	for id, st := range terminal {
 		c := claimOne(t, s, req(id, "b", 1))
-		record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: st, Attempt: 1,
-			Recipients: []idempotency.RecipientOutcome{rcpt(0, "r@example.com", rcptState[st])}})
+		record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: st, Attempt: 1,
+			Recipients: []idempotency.RecipientFate{rcpt(0, "r@example.com", rcptState[st])}})
 	}
 	wantResult(t, claimOne(t, s, req("<old-sending@x>", "b", 1)), idempotency.Claimed)
 	// Age every row but one; the oldest is old-dead. A row is never
-	// younger than its outcome.
+	// younger than its fate.
 	if _, err := pool.Exec(ctx, `UPDATE postline_messages SET updated_at = now() - interval '40 days',
 		created_at = now() - interval '41 days' WHERE message_id LIKE '<old-%'`); err != nil {
 		t.Fatal(err)
@@ -92,10 +92,10 @@ func TestPurge(t *testing.T) {
 		created_at = now() - interval '51 days' WHERE message_id = '<old-dead@x>'`); err != nil {
 		t.Fatal(err)
 	}
-	// An old row whose outcome is recent stays: its created_at passes the
+	// An old row whose fate is recent stays: its created_at passes the
 	// index's cut-off, its updated_at does not.
 	c := claimOne(t, s, req("<old-recent@x>", "b", 1))
-	record(t, s, idempotency.Outcome{MessageID: "<old-recent@x>", Version: c.Version, Status: idempotency.StatusSent})
+	record(t, s, idempotency.Fate{MessageID: "<old-recent@x>", Version: c.Version, Status: idempotency.StatusSent})
 	if _, err := pool.Exec(ctx, `UPDATE postline_messages SET created_at = now() - interval '60 days' WHERE message_id = '<old-recent@x>'`); err != nil {
 		t.Fatal(err)
 	}
@@ -211,9 +211,9 @@ func TestConcurrentPurgesShareTheRows(t *testing.T) {
 	if err != nil || len(cs) != rows {
 		t.Fatalf("Claim = %d claims, %v; want %d", len(cs), err, rows)
 	}
-	outs := make([]idempotency.Outcome, rows)
+	outs := make([]idempotency.Fate, rows)
 	for i, c := range cs {
-		outs[i] = idempotency.Outcome{MessageID: c.MessageID, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1}
+		outs[i] = idempotency.Fate{MessageID: c.MessageID, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1}
 	}
 	record(t, s, outs...)
 	if _, err := pool.Exec(ctx, `UPDATE postline_messages SET updated_at = now() - interval '2 hours',
@@ -264,7 +264,7 @@ func TestPurgesTakeTurns(t *testing.T) {
 	const turn = `SELECT pg_advisory_xact_lock('postline_messages'::regclass::oid::int, 1)`
 	dueRow := func(s *idempotency.Store, pool *pgxpool.Pool, id string) {
 		c := claimOne(t, s, req(id, "b", 1))
-		record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1})
+		record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1})
 		if _, err := pool.Exec(ctx, `UPDATE postline_messages SET updated_at = now() - interval '2 hours',
 			created_at = now() - interval '2 hours'`); err != nil {
 			t.Fatal(err)

@@ -10,7 +10,7 @@ const (
 	StatusPending Status = "pending"
 	// StatusSending is a row claimed by a worker under a lease.
 	StatusSending Status = "sending"
-	// StatusRetrying is a row released for a later attempt.
+	// StatusRetrying is a row handed back for a later attempt.
 	StatusRetrying Status = "retrying"
 	// StatusSent is a message accepted by a provider.
 	StatusSent Status = "sent"

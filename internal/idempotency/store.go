@@ -17,7 +17,7 @@ import (
 // DefaultLease is the default for Config.Lease.
 const DefaultLease = 30 * time.Second
 
-// MaxErrorBytes is how much of an outcome's error text is stored.
+// MaxErrorBytes is how much of a fate's error text is stored.
 const MaxErrorBytes = 1024
 
 // ErrNotFound is returned by Store.Get when no row exists for the ID.

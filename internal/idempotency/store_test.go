@@ -99,7 +99,7 @@ func get(t *testing.T, s *idempotency.Store, id string) idempotency.Row {
 	return row
 }
 
-func record(t *testing.T, s *idempotency.Store, outs ...idempotency.Outcome) []string {
+func record(t *testing.T, s *idempotency.Store, outs ...idempotency.Fate) []string {
 	t.Helper()
 	lost, err := s.Record(t.Context(), outs)
 	if err != nil {
@@ -189,7 +189,7 @@ func TestDuplicateAfterSent(t *testing.T) {
 	r := req("<dup@example.com>", "body", 1)
 	c := claimOne(t, s, r)
 	wantResult(t, c, idempotency.Claimed)
-	if lost := record(t, s, idempotency.Outcome{MessageID: r.MessageID, Version: c.Version,
+	if lost := record(t, s, idempotency.Fate{MessageID: r.MessageID, Version: c.Version,
 		Status: idempotency.StatusSent, Attempt: 1, Provider: "relay-a"}); len(lost) != 0 {
 		t.Fatalf("Record lost %v", lost)
 	}
@@ -239,7 +239,7 @@ func TestConflictCounted(t *testing.T) {
 		t.Errorf("conflicts = %d, want 3", row.Conflicts)
 	}
 	// Counting conflicts must not break the owner's compare-and-set.
-	if lost := record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1}); len(lost) != 0 {
+	if lost := record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1}); len(lost) != 0 {
 		t.Errorf("Record after NoteConflicts lost %v", lost)
 	}
 	// A conflict stays a conflict on a terminal row.
@@ -313,7 +313,7 @@ func TestBusyUntilLeaseExpires(t *testing.T) {
 	}
 
 	// The old owner wakes up: its writes lose the compare-and-set.
-	lost := record(t, a, idempotency.Outcome{MessageID: r.MessageID, Version: ca.Version, Status: idempotency.StatusSent, Attempt: 1})
+	lost := record(t, a, idempotency.Fate{MessageID: r.MessageID, Version: ca.Version, Status: idempotency.StatusSent, Attempt: 1})
 	if len(lost) != 1 || lost[0] != r.MessageID {
 		t.Errorf("stale Record lost = %v, want [%s]", lost, r.MessageID)
 	}
@@ -323,7 +323,7 @@ func TestBusyUntilLeaseExpires(t *testing.T) {
 	if got := metricValue(t, regA, "postline_idempotency_cas_conflicts_total"); got != 2 {
 		t.Errorf("cas_conflicts_total = %v, want 2", got)
 	}
-	if lost := record(t, b, idempotency.Outcome{MessageID: r.MessageID, Version: cb.Version, Status: idempotency.StatusSent, Attempt: 1}); len(lost) != 0 {
+	if lost := record(t, b, idempotency.Fate{MessageID: r.MessageID, Version: cb.Version, Status: idempotency.StatusSent, Attempt: 1}); len(lost) != 0 {
 		t.Errorf("new owner's Record lost %v", lost)
 	}
 }
@@ -331,8 +331,8 @@ func TestBusyUntilLeaseExpires(t *testing.T) {
 // TestRetryCopyOvertakingItsOutcome is the race of a short delay tier: the
 // retry copy of attempt 2 is back from the scheduler while the row is still
 // sending at attempt 1, because the sender publishes the copy before it
-// records the outcome. The copy waits for the row instead of being dropped as
-// stale, and is claimed once the outcome lands.
+// records the fate. The copy waits for the row instead of being dropped as
+// stale, and is claimed once the fate lands.
 func TestRetryCopyOvertakingItsOutcome(t *testing.T) {
 	t.Parallel()
 	_, pool := migrated(t)
@@ -350,7 +350,7 @@ func TestRetryCopyOvertakingItsOutcome(t *testing.T) {
 	// Two attempts ahead is no copy a sender makes: stale, as before.
 	wantResult(t, claimOne(t, s, req(id, "body", 3)), idempotency.Stale)
 
-	if lost := record(t, s, idempotency.Outcome{MessageID: id, Version: first.Version, Status: idempotency.StatusRetrying,
+	if lost := record(t, s, idempotency.Fate{MessageID: id, Version: first.Version, Status: idempotency.StatusRetrying,
 		Attempt: 2, Provider: "relay-a", ErrorClass: "transient", Error: "452 4.2.2 mailbox full"}); len(lost) != 0 {
 		t.Fatalf("Record retrying lost %v", lost)
 	}
@@ -366,7 +366,7 @@ func TestRetryCopyOvertakingItsOutcome(t *testing.T) {
 
 // TestRetryCopyAfterItsOwnerDied: the copy of attempt 2 finds the row still
 // sending at attempt 1 under a lapsed lease. The owner died between
-// publishing the copy and recording the outcome; its record is redelivered
+// publishing the copy and recording the fate; its record is redelivered
 // and makes attempt 1 again, so the copy is stale rather than waiting for a
 // write that never comes.
 func TestRetryCopyAfterItsOwnerDied(t *testing.T) {
@@ -400,7 +400,7 @@ func TestStaleAttemptAndRetryReclaim(t *testing.T) {
 	id := "<retry@example.com>"
 	c := claimOne(t, s, req(id, "body", 1))
 	wantResult(t, c, idempotency.Claimed)
-	if lost := record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusRetrying,
+	if lost := record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusRetrying,
 		Attempt: 2, Provider: "relay-a", ErrorClass: "transient", Error: "421 4.4.2 timeout"}); len(lost) != 0 {
 		t.Fatalf("Record retrying lost %v", lost)
 	}
@@ -426,7 +426,7 @@ func TestStaleAttemptAndRetryReclaim(t *testing.T) {
 	}
 	// A stale copy of attempt 1 arriving while attempt 2 is leased is still stale.
 	wantResult(t, claimOne(t, s, req(id, "body", 1)), idempotency.Stale)
-	if lost := record(t, s, idempotency.Outcome{MessageID: id, Version: re.Version, Status: idempotency.StatusFailed,
+	if lost := record(t, s, idempotency.Fate{MessageID: id, Version: re.Version, Status: idempotency.StatusFailed,
 		ErrorClass: "permanent", Error: strings.Repeat("5", 5000)}); len(lost) != 0 {
 		t.Fatalf("Record failed lost %v", lost)
 	}
@@ -447,10 +447,10 @@ func TestRecordCASLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := record(t, s,
-		idempotency.Outcome{MessageID: "<a@x>", Version: cs[0].Version + 1, Status: idempotency.StatusSent}, // moved
-		idempotency.Outcome{MessageID: "<b@x>", Version: cs[1].Version, Status: idempotency.StatusSent},
-		idempotency.Outcome{MessageID: "<b@x>", Version: cs[1].Version, Status: idempotency.StatusFailed}, // twice
-		idempotency.Outcome{MessageID: "<none@x>", Version: 1, Status: idempotency.StatusSent},            // no row
+		idempotency.Fate{MessageID: "<a@x>", Version: cs[0].Version + 1, Status: idempotency.StatusSent}, // moved
+		idempotency.Fate{MessageID: "<b@x>", Version: cs[1].Version, Status: idempotency.StatusSent},
+		idempotency.Fate{MessageID: "<b@x>", Version: cs[1].Version, Status: idempotency.StatusFailed}, // twice
+		idempotency.Fate{MessageID: "<none@x>", Version: 1, Status: idempotency.StatusSent},            // no row
 	)
 	want := []string{"<a@x>", "<b@x>", "<none@x>"}
 	if strings.Join(lost, " ") != strings.Join(want, " ") {
@@ -463,9 +463,9 @@ func TestRecordCASLost(t *testing.T) {
 		t.Errorf("row a changed by a lost CAS: %+v", row)
 	}
 	if row := get(t, s, "<b@x>"); row.Status != idempotency.StatusSent {
-		t.Errorf("row b = %q, want the first outcome (sent)", row.Status)
+		t.Errorf("row b = %q, want the first fate (sent)", row.Status)
 	}
-	if _, err := s.Record(t.Context(), []idempotency.Outcome{{MessageID: "<a@x>", Version: 1, Status: idempotency.StatusSending}}); err == nil {
+	if _, err := s.Record(t.Context(), []idempotency.Fate{{MessageID: "<a@x>", Version: 1, Status: idempotency.StatusSending}}); err == nil {
 		t.Error("Record accepted status sending")
 	}
 }
@@ -500,7 +500,7 @@ func TestRecordRejected(t *testing.T) {
 	s, _ := newStore(t, pool, "worker-1", 0)
 	sent := "<sent@x>"
 	c := claimOne(t, s, req(sent, "body", 1))
-	record(t, s, idempotency.Outcome{MessageID: sent, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1})
+	record(t, s, idempotency.Fate{MessageID: sent, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1})
 	enq := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
 	err := s.RecordRejected(t.Context(), []idempotency.Rejection{
 		{MessageID: sent, PayloadHash: hash("evil"), Reason: "invalid_address", Error: "bad"},
@@ -530,7 +530,7 @@ func TestRecordRejected(t *testing.T) {
 	}
 	// From then on it is that job's row: another payload is a conflict.
 	wantResult(t, claimOne(t, s, req("<bad@x>", "other", 1)), idempotency.Conflict)
-	record(t, s, idempotency.Outcome{MessageID: "<bad@x>", Version: c.Version, Status: idempotency.StatusSent, Attempt: 1})
+	record(t, s, idempotency.Fate{MessageID: "<bad@x>", Version: c.Version, Status: idempotency.StatusSent, Attempt: 1})
 
 	counts, err := s.CountByStatus(t.Context())
 	if err != nil {
@@ -603,10 +603,10 @@ func TestConcurrentClaimers(t *testing.T) {
 	// Round 1 races on INSERT; round 2 races on the conditional UPDATE of
 	// retrying rows.
 	winner := claimAll("insert race")
-	var outs []idempotency.Outcome
+	var outs []idempotency.Fate
 	for i := range reqs {
 		reqs[i].Attempt = 2
-		outs = append(outs, idempotency.Outcome{MessageID: reqs[i].MessageID, Version: 1, Status: idempotency.StatusRetrying, Attempt: 2})
+		outs = append(outs, idempotency.Fate{MessageID: reqs[i].MessageID, Version: 1, Status: idempotency.StatusRetrying, Attempt: 2})
 	}
 	// Each worker records its own winners; all in one go via any store is
 	// equivalent for the CAS (version 1).
@@ -659,12 +659,12 @@ func TestBatchOfThousandIsOneRoundTrip(t *testing.T) {
 	if got := metricValue(t, reg, "postline_idempotency_round_trip_seconds", "op", "claim"); got != 1 {
 		t.Errorf("round trips for claim = %v, want 1", got)
 	}
-	outs := make([]idempotency.Outcome, len(cs))
+	outs := make([]idempotency.Fate, len(cs))
 	for i, c := range cs {
 		if c.Result != idempotency.Claimed || c.MessageID != reqs[i].MessageID {
 			t.Fatalf("claim %d = %+v, want claimed %s", i, c, reqs[i].MessageID)
 		}
-		outs[i] = idempotency.Outcome{MessageID: c.MessageID, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1}
+		outs[i] = idempotency.Fate{MessageID: c.MessageID, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1}
 	}
 	before := tracer.queries.Load()
 	if lost := record(t, s, outs...); len(lost) != 0 {
@@ -696,7 +696,7 @@ func TestClaimRejectsBadRequests(t *testing.T) {
 	}
 }
 
-// TestMixedConcurrentTraffic has workers claim, extend, release and note
+// TestMixedConcurrentTraffic has workers claim, extend, hand back and note
 // conflicts on overlapping IDs in random orders: no deadlock (an error), never
 // two holders of one ID, and every version bump accounted for.
 func TestMixedConcurrentTraffic(t *testing.T) {
@@ -725,7 +725,7 @@ func TestMixedConcurrentTraffic(t *testing.T) {
 				if err != nil {
 					return fmt.Errorf("worker %d: claim: %w", w, err)
 				}
-				var outs []idempotency.Outcome
+				var outs []idempotency.Fate
 				var held []string
 				var versions []int64
 				mu.Lock()
@@ -741,7 +741,7 @@ func TestMixedConcurrentTraffic(t *testing.T) {
 					claimed[c.MessageID]++
 					held = append(held, c.MessageID)
 					versions = append(versions, c.Version)
-					outs = append(outs, idempotency.Outcome{MessageID: c.MessageID, Version: c.Version, Status: idempotency.StatusRetrying, Attempt: 1})
+					outs = append(outs, idempotency.Fate{MessageID: c.MessageID, Version: c.Version, Status: idempotency.StatusRetrying, Attempt: 1})
 				}
 				mu.Unlock()
 				conflicts := make([]string, 0, ids/2)
@@ -757,7 +757,7 @@ func TestMixedConcurrentTraffic(t *testing.T) {
 				rand.Shuffle(len(outs), func(i, j int) { outs[i], outs[j] = outs[j], outs[i] })
 				mu.Lock()
 				for _, o := range outs {
-					delete(holder, o.MessageID) // released once Record commits
+					delete(holder, o.MessageID) // handed back once Record commits
 				}
 				mu.Unlock()
 				lost, err := s.Record(t.Context(), outs)

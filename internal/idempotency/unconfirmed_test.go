@@ -18,11 +18,11 @@ import (
 func sendMail(t *testing.T, s *idempotency.Store, id string, confirmBy time.Time, recipients int) {
 	t.Helper()
 	c := claimOne(t, s, req(id, "content "+id, 1))
-	rs := make([]idempotency.RecipientOutcome, recipients)
+	rs := make([]idempotency.RecipientFate, recipients)
 	for i := range rs {
 		rs[i] = rcpt(i, fmt.Sprintf("r%d@example.com", i), idempotency.RecipientAccepted)
 	}
-	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
+	record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
 		ConfirmBy: confirmBy, Recipients: rs})
 }
 
@@ -160,8 +160,8 @@ func TestSweepLateRecipient(t *testing.T) {
 	// Attempt 1: the relay takes recipient 0 and defers recipient 1; a
 	// report then delivers recipient 0.
 	c := claimOne(t, s, req(id, "a", 1))
-	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusRetrying, Attempt: 2,
-		ConfirmBy: time.Now().Add(time.Hour), Recipients: []idempotency.RecipientOutcome{
+	record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusRetrying, Attempt: 2,
+		ConfirmBy: time.Now().Add(time.Hour), Recipients: []idempotency.RecipientFate{
 			rcpt(0, "a@example.com", idempotency.RecipientAccepted),
 			rcpt(1, "b@example.com", idempotency.RecipientPending),
 		}})
@@ -185,8 +185,8 @@ func TestSweepLateRecipient(t *testing.T) {
 	// Attempt 2, past the window: the relay takes recipient 1, which
 	// carries the mail's window, behind the walk's place.
 	c = claimOne(t, s, req(id, "a", 2))
-	record(t, s, idempotency.Outcome{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 2,
-		Recipients: []idempotency.RecipientOutcome{rcpt(1, "b@example.com", idempotency.RecipientAccepted)}})
+	record(t, s, idempotency.Fate{MessageID: id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 2,
+		Recipients: []idempotency.RecipientFate{rcpt(1, "b@example.com", idempotency.RecipientAccepted)}})
 	if pages := lateIndexPages(t, pool); pages != 2 {
 		t.Errorf("postline_recipients_late_idx has %d pages after a late acceptance, want 2 (one leaf)", pages)
 	}
@@ -214,7 +214,7 @@ func TestSweepOnePassAtATime(t *testing.T) {
 	b, _ := newStore(t, openPool(t, url, 2, nil), "worker-b", 0)
 	sendMail(t, a, "<m@x>", time.Now().Add(-time.Minute), 2)
 
-	inside, release := make(chan struct{}), make(chan struct{})
+	inside, unblock := make(chan struct{}), make(chan struct{})
 	type result struct {
 		pass idempotency.UnconfirmedPass
 		err  error
@@ -229,7 +229,7 @@ func TestSweepOnePassAtATime(t *testing.T) {
 				}
 				close(inside)
 				select {
-				case <-release:
+				case <-unblock:
 					return nil
 				case <-ctx.Done():
 					return ctx.Err()
@@ -254,7 +254,7 @@ func TestSweepOnePassAtATime(t *testing.T) {
 	if err != nil || pass.Swept || pass.Recipients != 0 {
 		t.Fatalf("worker b's pass during a's = %+v, %v; want it skipped", pass, err)
 	}
-	close(release)
+	close(unblock)
 	r := <-done
 	if r.err != nil || !r.pass.Swept || r.pass.Marked != 1 || !slices.Equal(published, []string{"<m@x>/0", "<m@x>/1"}) {
 		t.Fatalf("worker a's pass = %+v, %v publishing %v; want both recipients and the mail marked", r.pass, r.err, published)

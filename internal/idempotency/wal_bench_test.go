@@ -21,7 +21,7 @@ import (
 )
 
 // benchBatch is the worker's default POSTLINE_BATCH_SIZE: claims and
-// outcomes go to Postgres in batches of this many.
+// fates go to Postgres in batches of this many.
 const benchBatch = 256
 
 // benchPayload stands for a job record of about 1 KiB (a short
@@ -271,14 +271,14 @@ func workerClaim(id string, attempt int, now time.Time, withCopy bool) idempoten
 	return r
 }
 
-// benchRecord records one outcome per row as the worker's recorder does
-// (see testOutcome).
+// benchRecord records one fate per row as the worker's recorder does
+// (see testFate).
 func benchRecord(b *testing.B, ctx context.Context, s *idempotency.Store, ids []string, versions []int64,
 	st idempotency.Status, attempt int,
 ) {
-	outs := make([]idempotency.Outcome, len(ids))
+	outs := make([]idempotency.Fate, len(ids))
 	for i, id := range ids {
-		outs[i] = testOutcome(id, versions[i], st, attempt)
+		outs[i] = testFate(id, versions[i], st, attempt)
 	}
 	lost, err := s.Record(ctx, outs)
 	if err != nil || len(lost) > 0 {

@@ -7,7 +7,7 @@
 //
 // It also owns two decisions every caller needs: how many bytes a writer may
 // put in one batch for a topic, taken from the topic's max.message.bytes, and
-// whether a Kafka error may heal on retry (Retryable). It knows connections
+// whether a Kafka error may heal when the call is made again (MayHeal). It knows connections
 // and topic limits, not mail. It is internal because its API is kafka-go's
 // types; applications configure a connection with kafkaconn.Config only.
 package kafkaclient
@@ -179,7 +179,7 @@ func (c *Cluster) tlsClone() *tls.Config {
 
 // Check connects to the cluster and reads its metadata: it proves the
 // brokers answer, the certificate is trusted and the credentials are
-// accepted. An error that retrying cannot mend (Retryable false) says
+// accepted. An error that trying again cannot mend (MayHeal false) says
 // which of those failed.
 func (c *Cluster) Check(ctx context.Context) error {
 	client, closeFn := c.Client("check", c.cfg.DialTimeout)
@@ -264,15 +264,15 @@ func (c *Cluster) MaxMessageBytes(ctx context.Context, topics ...string) (map[st
 }
 
 // Await calls Check until it succeeds, ctx ends, or it fails in a way
-// retrying cannot mend (Retryable false): refused credentials or an
+// trying again cannot mend (MayHeal false): refused credentials or an
 // untrusted certificate end it at once with the explained error, so a
 // misconfigured process stops with a clear message instead of waiting
-// forever. onRetry, if not nil, sees each failure that will be retried.
-func (c *Cluster) Await(ctx context.Context, onRetry func(error)) error {
-	r := backoff.Retry{First: 200 * time.Millisecond, Max: 5 * time.Second,
-		Permanent: func(err error) bool { return !Retryable(err) }}
-	if onRetry != nil {
-		r.OnRetry = func(err error, _ int, _ time.Duration) { onRetry(err) }
+// forever. onWait, if not nil, sees each failure that will be tried again.
+func (c *Cluster) Await(ctx context.Context, onWait func(error)) error {
+	r := backoff.Policy{First: 200 * time.Millisecond, Max: 5 * time.Second,
+		Permanent: func(err error) bool { return !MayHeal(err) }}
+	if onWait != nil {
+		r.OnWait = func(err error, _ int, _ time.Duration) { onWait(err) }
 	}
 	return r.Do(ctx, func() error { return c.Check(ctx) })
 }

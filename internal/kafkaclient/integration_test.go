@@ -64,10 +64,10 @@ func TestSecuredListenerRoundTrip(t *testing.T) {
 		}
 	}
 	// One record over the limit fails at once, before anything is sent,
-	// and is not retryable.
+	// and may not heal.
 	err = w.WriteMessages(ctx, kafka.Message{Value: make([]byte, 250_000)})
-	if err == nil || kafkaclient.Retryable(err) {
-		t.Fatalf("write of a record over the limit = %v, want a non-retryable error", err)
+	if err == nil || kafkaclient.MayHeal(err) {
+		t.Fatalf("write of a record over the limit = %v, want an error that may not heal", err)
 	}
 }
 
@@ -83,10 +83,10 @@ func TestSecuredListenerRefusals(t *testing.T) {
 	plaintext.TLS = kafkaconn.TLSConfig{Mode: kafkaconn.TLSOff}
 	plaintext.DialTimeout = 2 * time.Second
 	tests := []struct {
-		name      string
-		cfg       kafkaconn.Config
-		want      string
-		retryable bool
+		name    string
+		cfg     kafkaconn.Config
+		want    string
+		mayHeal bool
 	}{
 		{"wrong password", wrongPass, "refused the SASL credentials", false},
 		{"untrusted certificate", untrusted, "certificate is not trusted", false},
@@ -100,9 +100,9 @@ func TestSecuredListenerRefusals(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
 			start := time.Now()
-			err = c.Await(ctx, func(err error) { t.Logf("retrying after: %v", err) })
-			if err == nil || !strings.Contains(err.Error(), tt.want) || kafkaclient.Retryable(err) != tt.retryable {
-				t.Fatalf("Await = %v (retryable %t), want an error containing %q, retryable %t", err, kafkaclient.Retryable(err), tt.want, tt.retryable)
+			err = c.Await(ctx, func(err error) { t.Logf("trying again after: %v", err) })
+			if err == nil || !strings.Contains(err.Error(), tt.want) || kafkaclient.MayHeal(err) != tt.mayHeal {
+				t.Fatalf("Await = %v (may heal %t), want an error containing %q, may heal %t", err, kafkaclient.MayHeal(err), tt.want, tt.mayHeal)
 			}
 			if took := time.Since(start); took > 15*time.Second {
 				t.Errorf("Await took %v to give up: a permanent refusal must end it at once", took)

@@ -58,7 +58,7 @@ func TestBatchBytesAndCopyFits(t *testing.T) {
 	}
 }
 
-func TestRetryable(t *testing.T) {
+func TestMayHeal(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
@@ -84,8 +84,8 @@ func TestRetryable(t *testing.T) {
 		{"anything else", errors.New("mystery"), true},
 	}
 	for _, tt := range tests {
-		if got := Retryable(tt.err); got != tt.want {
-			t.Errorf("%s: Retryable(%v) = %t, want %t", tt.name, tt.err, got, tt.want)
+		if got := MayHeal(tt.err); got != tt.want {
+			t.Errorf("%s: MayHeal(%v) = %t, want %t", tt.name, tt.err, got, tt.want)
 		}
 	}
 }

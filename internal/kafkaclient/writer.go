@@ -159,15 +159,15 @@ func mapValues(m map[string]int) []int {
 	return out
 }
 
-// Retryable reports whether a Kafka call that failed with err may succeed
+// MayHeal reports whether a Kafka call that failed with err may succeed
 // if made again unchanged: a broker restarting, a leader moving, a network
 // blip. It is false for what only an operator can mend: a record too large
 // for the topic, refused credentials or ACLs, an untrusted certificate, a
 // topic that does not exist (Postline checks its topics at start, so one
 // that vanishes later is a configuration change), or an invalid request.
-// A cancelled context is not retryable: the caller is stopping. Errors it
-// does not know (network failures, timeouts) are retryable.
-func Retryable(err error) bool {
+// A cancelled context may not heal: the caller is stopping. Errors it
+// does not know (network failures, timeouts) may heal.
+func MayHeal(err error) bool {
 	if err == nil {
 		return false
 	}
@@ -198,7 +198,7 @@ func Retryable(err error) bool {
 	var we kafka.WriteErrors
 	if errors.As(err, &we) {
 		for _, e := range we {
-			if e != nil && !Retryable(e) {
+			if e != nil && !MayHeal(e) {
 				return false
 			}
 		}

@@ -198,7 +198,7 @@ func (g *Group) Stats() (Stats, error) {
 }
 
 // Remove deletes the group; its processes must have exited. The kernel
-// lets go of an exited process a moment later, so it retries for up to
+// lets go of an exited process a moment later, so it tries again for up to
 // five seconds.
 func (g *Group) Remove() error {
 	var err error

@@ -16,7 +16,7 @@ import (
 //	go build -tags pprof -o bin/worker-pprof ./cmd/worker
 //	go tool pprof -sample_index=alloc_space http://127.0.0.1:6060/debug/pprof/allocs
 //
-// Release builds leave it out: the profiles show code paths and timings
+// Production builds leave it out: the profiles show code paths and timings
 // that an ops port reachable by scrapers should not.
 func init() {
 	addr := os.Getenv("POSTLINE_PPROF_ADDR")

@@ -62,22 +62,22 @@ func newPGOn(t *testing.T, pool *pgxpool.Pool) *pgEnv {
 
 // send claims a mail and records its attempt with the given recipients,
 // as the worker does once a relay took it.
-func (e *pgEnv) send(t *testing.T, id, stream string, confirmBy time.Time, rcpts ...idempotency.RecipientOutcome) {
+func (e *pgEnv) send(t *testing.T, id, stream string, confirmBy time.Time, rcpts ...idempotency.RecipientFate) {
 	t.Helper()
 	h := sha256.Sum256([]byte(id))
 	cs, err := e.ids.Claim(t.Context(), []idempotency.ClaimRequest{{MessageID: id, PayloadHash: h[:], Attempt: 1, Tenant: "acme"}})
 	if err != nil || len(cs) != 1 {
 		t.Fatalf("Claim(%s) = %+v, %v", id, cs, err)
 	}
-	if _, err := e.ids.Record(t.Context(), []idempotency.Outcome{{MessageID: id, Version: cs[0].Version,
+	if _, err := e.ids.Record(t.Context(), []idempotency.Fate{{MessageID: id, Version: cs[0].Version,
 		Status: idempotency.StatusSent, Attempt: 1, Provider: "primary", Stream: stream,
 		Metadata: map[string]string{"order": "42"}, ConfirmBy: confirmBy, Recipients: rcpts}}); err != nil {
 		t.Fatalf("Record(%s): %v", id, err)
 	}
 }
 
-func accepted(idx int, addr string) idempotency.RecipientOutcome {
-	return idempotency.RecipientOutcome{Index: idx, Address: addr, State: idempotency.RecipientAccepted, Attempt: 1,
+func accepted(idx int, addr string) idempotency.RecipientFate {
+	return idempotency.RecipientFate{Index: idx, Address: addr, State: idempotency.RecipientAccepted, Attempt: 1,
 		Provider: "primary", Source: "smtp"}
 }
 
@@ -378,7 +378,7 @@ func TestIntegrationSweep(t *testing.T) {
 	e := newPG(t)
 	ctx := t.Context()
 	const late, early = "late-1@postline.test", "early-1@postline.test"
-	refused := idempotency.RecipientOutcome{Index: 1, Address: "bob@example.com", State: idempotency.RecipientBounced, Attempt: 1,
+	refused := idempotency.RecipientFate{Index: 1, Address: "bob@example.com", State: idempotency.RecipientBounced, Attempt: 1,
 		Provider: "primary", BounceType: "hard", Status: "5.1.1", Code: 550, Source: "smtp"}
 	e.send(t, late, event.StreamTransactional, time.Now().Add(-time.Minute), accepted(0, "ada@example.com"), refused, accepted(2, "cy@example.com"))
 	e.send(t, early, event.StreamTransactional, time.Now().Add(time.Hour), accepted(0, "ada@example.com"))

@@ -100,9 +100,9 @@ func TestIntegrationReplayedMailGetsNewEventIDs(t *testing.T) {
 	sendAndBounce := func() (idempotency.Claim, event.Event) {
 		t.Helper()
 		c := claim()
-		if _, err := e.ids.Record(ctx, []idempotency.Outcome{{MessageID: id, Version: c.Version, Status: idempotency.StatusSent,
+		if _, err := e.ids.Record(ctx, []idempotency.Fate{{MessageID: id, Version: c.Version, Status: idempotency.StatusSent,
 			Attempt: 1, Provider: "primary", Stream: event.StreamTransactional, ConfirmBy: time.Now().Add(time.Hour),
-			Recipients: []idempotency.RecipientOutcome{accepted(0, addr)}}}); err != nil {
+			Recipients: []idempotency.RecipientFate{accepted(0, addr)}}}); err != nil {
 			t.Fatal(err)
 		}
 		worker(c, event.Accepted)
@@ -115,10 +115,10 @@ func TestIntegrationReplayedMailGetsNewEventIDs(t *testing.T) {
 
 	// Life 1: the relay refuses the recipient for good; the job fails.
 	c1 := claim()
-	refused := idempotency.RecipientOutcome{Index: 0, Address: addr, State: idempotency.RecipientBounced, Attempt: 1,
+	refused := idempotency.RecipientFate{Index: 0, Address: addr, State: idempotency.RecipientBounced, Attempt: 1,
 		Provider: "primary", BounceType: "hard", Status: "5.1.1", Code: 550, Source: "smtp"}
-	if _, err := e.ids.Record(ctx, []idempotency.Outcome{{MessageID: id, Version: c1.Version, Status: idempotency.StatusFailed,
-		Attempt: 1, Provider: "primary", Stream: event.StreamTransactional, Recipients: []idempotency.RecipientOutcome{refused}}}); err != nil {
+	if _, err := e.ids.Record(ctx, []idempotency.Fate{{MessageID: id, Version: c1.Version, Status: idempotency.StatusFailed,
+		Attempt: 1, Provider: "primary", Stream: event.StreamTransactional, Recipients: []idempotency.RecipientFate{refused}}}); err != nil {
 		t.Fatal(err)
 	}
 	bounced1 := worker(c1, event.Bounced)

@@ -346,11 +346,11 @@ func TestSweeperRun(t *testing.T) {
 	})
 }
 
-// gatedEvents holds its first Publish until release is closed, after
+// gatedEvents holds its first Publish until unblock is closed, after
 // telling entered.
 type gatedEvents struct {
 	*fakeEvents
-	entered, release chan struct{}
+	entered, unblock chan struct{}
 	once             sync.Once
 }
 
@@ -360,7 +360,7 @@ func (e *gatedEvents) Publish(ctx context.Context, events ...event.Event) error 
 	if first {
 		close(e.entered)
 		select {
-		case <-e.release:
+		case <-e.unblock:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -401,7 +401,7 @@ func TestIntegrationSweepOncePerFleet(t *testing.T) {
 	const id = "fleet-1@postline.test"
 	e.send(t, id, event.StreamBulk, time.Now().Add(-time.Minute), accepted(0, "ada@example.com"), accepted(1, "bob@example.com"))
 
-	gated := &gatedEvents{fakeEvents: newFakeEvents(), entered: make(chan struct{}), release: make(chan struct{})}
+	gated := &gatedEvents{fakeEvents: newFakeEvents(), entered: make(chan struct{}), unblock: make(chan struct{})}
 	a := sweeperOn(t, url, SweepConfig{}, gated)
 	bEvents := newFakeEvents()
 	b := sweeperOn(t, url, SweepConfig{}, bEvents)
@@ -427,7 +427,7 @@ func TestIntegrationSweepOncePerFleet(t *testing.T) {
 	if n, err := b.Sweep(ctx); n != 0 || err != nil || bEvents.Calls() != 0 {
 		t.Fatalf("b's pass while a's publishes = %d, %v with %d publications; want it skipped", n, err, bEvents.Calls())
 	}
-	close(gated.release)
+	close(gated.unblock)
 	if r := <-done; r.n != 2 || r.err != nil {
 		t.Fatalf("a's pass = %d, %v; want both recipients", r.n, r.err)
 	}

@@ -74,12 +74,12 @@ func (e *applierEnv) send(t *testing.T, id string, addrs ...string) {
 	if err != nil || len(cs) != 1 {
 		t.Fatalf("Claim(%s) = %+v, %v", id, cs, err)
 	}
-	var rcpts []idempotency.RecipientOutcome
+	var rcpts []idempotency.RecipientFate
 	for i, a := range addrs {
-		rcpts = append(rcpts, idempotency.RecipientOutcome{Index: i, Address: a, State: idempotency.RecipientAccepted,
+		rcpts = append(rcpts, idempotency.RecipientFate{Index: i, Address: a, State: idempotency.RecipientAccepted,
 			Attempt: 1, Provider: "ses", Source: "smtp"})
 	}
-	if _, err := e.ids.Record(t.Context(), []idempotency.Outcome{{MessageID: id, Version: cs[0].Version,
+	if _, err := e.ids.Record(t.Context(), []idempotency.Fate{{MessageID: id, Version: cs[0].Version,
 		Status: idempotency.StatusSent, Attempt: 1, Provider: "ses", Stream: event.StreamTransactional,
 		ConfirmBy: time.Now().Add(time.Hour), Recipients: rcpts}}); err != nil {
 		t.Fatalf("Record(%s): %v", id, err)

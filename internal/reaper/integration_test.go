@@ -65,7 +65,7 @@ func newFixture(t *testing.T) fixture {
 	if err != nil || cs[0].Result != idempotency.Claimed {
 		t.Fatalf("claim = %+v, %v", cs, err)
 	}
-	if lost, err := crashed.Record(t.Context(), []idempotency.Outcome{{MessageID: f.id, Version: cs[0].Version,
+	if lost, err := crashed.Record(t.Context(), []idempotency.Fate{{MessageID: f.id, Version: cs[0].Version,
 		Status: idempotency.StatusRetrying, Attempt: 2}}); err != nil || len(lost) != 0 {
 		t.Fatalf("record retrying = %v, %v", lost, err)
 	}
@@ -124,7 +124,7 @@ func waitStuck(t *testing.T, s *idempotency.Store) {
 	}
 }
 
-func TestReaperRepublishesAndReleases(t *testing.T) {
+func TestReaperRepublishesAndHandsBack(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	waitStuck(t, f.store)
@@ -135,7 +135,7 @@ func TestReaperRepublishesAndReleases(t *testing.T) {
 	}
 	n, err := r.Once(t.Context())
 	if err != nil || n != 1 {
-		t.Fatalf("Once() = %d, %v; want 1 released", n, err)
+		t.Fatalf("Once() = %d, %v; want 1 handed back", n, err)
 	}
 	msgs := readAll(t, f.topic)
 	if len(msgs) != 1 {
@@ -182,14 +182,14 @@ func (b barrierStore) Stuck(ctx context.Context, grace time.Duration, limit int)
 	return st, err
 }
 
-func TestConcurrentReapersReleaseOnce(t *testing.T) {
+func TestConcurrentReapersHandBackOnce(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	waitStuck(t, f.store)
 	const reapers = 2
 	var wg sync.WaitGroup
 	wg.Add(reapers)
-	released := make([]int, reapers)
+	handedBack := make([]int, reapers)
 	g, ctx := errgroup.WithContext(t.Context())
 	for i := range reapers {
 		r, err := reaper.New(reaper.Config{Grace: time.Nanosecond, Batch: 10}, barrierStore{f.store, &wg}, f.pub, nil, nil)
@@ -197,15 +197,15 @@ func TestConcurrentReapersReleaseOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		g.Go(func() (err error) {
-			released[i], err = r.Once(ctx)
+			handedBack[i], err = r.Once(ctx)
 			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if released[0]+released[1] != 1 {
-		t.Errorf("reapers released %v, want exactly one release in all", released)
+	if handedBack[0]+handedBack[1] != 1 {
+		t.Errorf("reapers handed back %v, want exactly one hand-back in all", handedBack)
 	}
 	// Both published (the loser's copy is deduped by the claim).
 	if msgs := readAll(t, f.topic); len(msgs) != reapers {
@@ -215,9 +215,9 @@ func TestConcurrentReapersReleaseOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Versions: inserted 1, retrying 2, re-claimed 3, released 4.
+	// Versions: inserted 1, retrying 2, re-claimed 3, handed back 4.
 	if row.Status != idempotency.StatusRetrying || row.Version != 4 {
-		t.Errorf("row = %+v, want retrying at version 4 (released once)", row)
+		t.Errorf("row = %+v, want retrying at version 4 (handed back once)", row)
 	}
 	reqs := []idempotency.ClaimRequest{{MessageID: f.id, PayloadHash: f.hash, Attempt: 2}, {MessageID: f.id, PayloadHash: f.hash, Attempt: 2}}
 	cs, err := f.store.Claim(t.Context(), reqs)

@@ -119,7 +119,7 @@ func TestKeptLeaseIsNeverTakenOver(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	// The takeover is counted when the copy is published, just before the
-	// row is released: wait for the release itself.
+	// row is handed back: wait for the hand-back itself.
 	for {
 		row, err := owner.Get(t.Context(), j.MessageID)
 		if err != nil {
@@ -129,7 +129,7 @@ func TestKeptLeaseIsNeverTakenOver(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the reaper counted a takeover but never released the row")
+			t.Fatal("the reaper counted a takeover but never handed back the row")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -138,7 +138,7 @@ func TestKeptLeaseIsNeverTakenOver(t *testing.T) {
 		t.Fatalf("reaper Run = %v", err)
 	}
 	// The late owner's Record now loses its compare-and-set.
-	lost, err := owner.Record(t.Context(), []idempotency.Outcome{{MessageID: j.MessageID, Version: claimed.Version, Status: idempotency.StatusSent}})
+	lost, err := owner.Record(t.Context(), []idempotency.Fate{{MessageID: j.MessageID, Version: claimed.Version, Status: idempotency.StatusSent}})
 	if err != nil || len(lost) != 1 {
 		t.Errorf("Record after the takeover = %v, %v; want it lost", lost, err)
 	}
@@ -171,7 +171,7 @@ func TestKeptLeaseStillRecords(t *testing.T) {
 			t.Fatalf("Extend = %d, %d, %v; want 1 extended", n, lost, err)
 		}
 	}
-	lost, err := owner.Record(t.Context(), []idempotency.Outcome{{MessageID: "rec@x", Version: cs[0].Version, Status: idempotency.StatusSent}})
+	lost, err := owner.Record(t.Context(), []idempotency.Fate{{MessageID: "rec@x", Version: cs[0].Version, Status: idempotency.StatusSent}})
 	if err != nil || len(lost) != 0 {
 		t.Fatalf("Record after extensions = %v, %v; want it written", lost, err)
 	}

@@ -44,7 +44,7 @@ func TestReaperPurgesPastRetention(t *testing.T) {
 		if id == "retrying@x" {
 			status = idempotency.StatusRetrying
 		}
-		if lost, err := store.Record(ctx, []idempotency.Outcome{{MessageID: id, Version: cs[0].Version, Status: status, Attempt: 1}}); err != nil || len(lost) != 0 {
+		if lost, err := store.Record(ctx, []idempotency.Fate{{MessageID: id, Version: cs[0].Version, Status: status, Attempt: 1}}); err != nil || len(lost) != 0 {
 			t.Fatalf("record %s = %v, %v", id, lost, err)
 		}
 	}

@@ -119,7 +119,7 @@ func TestTakeoversCountStuckRowsRepublished(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Three stuck rows were re-published with their lease expired (one
-	// release lost to another reaper); the stalled replay is no takeover.
+	// hand-back lost to another reaper); the stalled replay is no takeover.
 	if got := testutil.ToFloat64(r.takeovers); got != 3 {
 		t.Errorf("takeovers_total = %v, want 3", got)
 	}

@@ -1,27 +1,27 @@
 // Package reaper owns recovering jobs whose row is stuck in sending and that
 // have a stored record copy: the worker that claimed the row crashed (or
-// stalled) after the claim and before recording an outcome, and its lease
+// stalled) after the claim and before recording a fate, and its lease
 // expired. Every Interval the reaper reads such rows (their lease expired
 // more than Grace ago), re-publishes the stored record to the jobs topic with
 // the row's attempt, first-seen time and trace context, and only then
-// releases the row (sending -> retrying, same attempt) so the re-published
+// hands back the row (sending -> retrying, same attempt) so the re-published
 // copy is claimable. The worker stores no copy of the records it claims (see
-// package idempotency): their offsets are not committed before the outcome
+// package idempotency): their offsets are not committed before the fate
 // is recorded, so Kafka redelivers them and they re-claim their rows; the
 // copies the reaper works from are the ones a replay stored.
 //
-// Publish comes before Release: a crash between the two leaves the row stuck,
+// Publish comes before HandBack: a crash between the two leaves the row stuck,
 // so the next pass publishes it again, and the duplicate copy is deduped by
 // the claim (the first copy claims the row; later ones find it leased, sent
-// or at another attempt). Releasing first could lose the job: a released row
+// or at another attempt). Handing back first could lose the job: a handed-back row
 // with no record on its way would never be claimed.
 //
 // Several workers may run reapers at once. They may all read the same stuck
-// row and all publish it, but Release is a compare-and-set on the row version
-// that also requires the lease to be expired, so exactly one release wins;
+// row and all publish it, but HandBack is a compare-and-set on the row version
+// that also requires the lease to be expired, so exactly one hand-back wins;
 // the copies the losers published are deduped by the claim like any
-// redelivery. A copy consumed before the release still claims the row (an
-// expired lease is claimable), and the release then simply loses.
+// redelivery. A copy consumed before the hand-back still claims the row (an
+// expired lease is claimable), and the hand-back then simply loses.
 //
 // A live owner never loses its row: a worker's lease keeper
 // (idempotency.LeaseKeeper) extends the lease of every job it holds, queued
@@ -32,10 +32,10 @@
 // The same passes re-publish stalled replays: rows a dead-letter replay made
 // pending more than ReplayGrace ago that no worker has claimed since (the
 // replay's publish failed after its reset, so nothing is on its way), and
-// then restart their grace (TouchReplays) rather than release them.
+// then restart their grace (TouchReplays) rather than hand them back.
 //
 // The retention is enforced on a clock of its own: every PurgeInterval,
-// terminal rows (sent, failed, dead) whose outcome is older than Retention,
+// terminal rows (sent, failed, dead) whose fate is older than Retention,
 // the dedupe window, are deleted in statements of at most PurgeBatch rows
 // with PurgePause between them, until one comes back short or the interval
 // has passed. Rows come due at the rate mail was sent one retention
@@ -107,7 +107,7 @@ type Config struct {
 	// Interval is the time between passes. Defaults to DefaultInterval (30s).
 	Interval time.Duration
 	// Grace is how long past its lease expiry a row must be before it is
-	// reaped, so that a worker finishing late records its outcome first.
+	// reaped, so that a worker finishing late records its fate first.
 	// Defaults to DefaultGrace (10s).
 	Grace time.Duration
 	// ReplayGrace is how long a row a replay made pending may wait
@@ -122,7 +122,7 @@ type Config struct {
 	// does) overrides it. Defaults to DefaultJobsTopic (mail.jobs).
 	JobsTopic string
 	// Retention is how long a terminal row (sent, failed, dead) is kept
-	// after its outcome; older ones are deleted, and a duplicate arriving
+	// after its fate; older ones are deleted, and a duplicate arriving
 	// later is delivered as a new message. Defaults to DefaultRetention
 	// (30 days); at least MinRetention (1h).
 	Retention time.Duration
@@ -171,18 +171,18 @@ func (cfg Config) Validate() error {
 }
 
 // Store is the part of the idempotency store the reaper uses. It must be
-// safe for concurrent use; Release must be a compare-and-set that lets at
+// safe for concurrent use; HandBack must be a compare-and-set that lets at
 // most one of several concurrent callers win per row version.
 type Store interface {
 	// Stuck returns rows in sending whose lease expired more than grace
 	// ago, oldest first.
 	Stuck(ctx context.Context, grace time.Duration, limit int) ([]idempotency.Stuck, error)
-	// Release moves rows from sending to retrying and returns the IDs whose
+	// HandBack moves rows from sending to retrying and returns the IDs whose
 	// compare-and-set was lost.
-	Release(ctx context.Context, ids []string, versions []int64) (lost []string, err error)
+	HandBack(ctx context.Context, ids []string, versions []int64) (lost []string, err error)
 	StalledReplays(ctx context.Context, grace time.Duration, limit int) ([]idempotency.Stuck, error)
 	TouchReplays(ctx context.Context, ids []string, versions []int64) (lost []string, err error)
-	// Purge deletes up to limit terminal rows whose outcome is older than
+	// Purge deletes up to limit terminal rows whose fate is older than
 	// olderThan and returns how many it deleted.
 	Purge(ctx context.Context, olderThan time.Duration, limit int) (int, error)
 }
@@ -229,7 +229,7 @@ type Reaper struct {
 
 	republished      prometheus.Counter
 	takeovers        prometheus.Counter
-	released         *prometheus.CounterVec
+	handedBack       *prometheus.CounterVec
 	purged           prometheus.Counter
 	suppressionsGone prometheus.Counter
 	errors           prometheus.Counter
@@ -260,16 +260,16 @@ func New(cfg Config, store Store, pub Publisher, logger *slog.Logger, reg promet
 		cfg: cfg, store: store, pub: pub, logger: logger,
 		republished:      set.Counter("republished_total", "Records re-published to the jobs topic: rows stuck in sending, and replays stalled in pending."),
 		takeovers:        set.Counter("takeovers_total", "Rows stuck in sending re-published because their lease had expired past the grace: the owner stopped extending it (crashed or stalled)."),
-		purged:           set.Counter("purged_total", "Terminal rows deleted because their outcome was older than the retention (the dedupe window)."),
-		released:         set.CounterVec("releases_total", "Stuck rows handed back after re-publishing, by result (released, lost: another reaper or a claim came first).", "result"),
+		purged:           set.Counter("purged_total", "Terminal rows deleted because their fate was older than the retention (the dedupe window)."),
+		handedBack:       set.CounterVec("releases_total", "Stuck rows handed back after re-publishing, by result (released: handed back; lost: another reaper or a claim came first).", "result"),
 		suppressionsGone: set.Counter("suppressions_purged_total", "Expired suppression entries deleted."),
-		errors:           set.Counter("pass_errors_total", "Reaper passes that failed on the store or the publisher (retried next interval)."),
+		errors:           set.Counter("pass_errors_total", "Reaper passes that failed on the store or the publisher (tried again next interval)."),
 	}
 	for _, opt := range opts {
 		opt(r)
 	}
 	for _, res := range []string{"released", "lost"} {
-		r.released.WithLabelValues(res)
+		r.handedBack.WithLabelValues(res)
 	}
 	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("reaper: register metrics: %w", err)
@@ -314,7 +314,7 @@ func (r *Reaper) every(ctx context.Context, interval time.Duration, pass func(co
 	}
 }
 
-// Once makes one pass of each kind: rounds of Stuck -> publish -> Release,
+// Once makes one pass of each kind: rounds of Stuck -> publish -> HandBack,
 // then rounds of StalledReplays -> publish -> TouchReplays, each while
 // rounds come back full, then the purge (see Purge) and that of expired
 // suppression entries (PurgeSuppressions). Run makes them on their own
@@ -452,7 +452,7 @@ func (r *Reaper) replayRound(ctx context.Context) (touched int, full bool, err e
 
 // round handles one batch of stuck rows; full reports that the batch was
 // full, so more may be waiting.
-func (r *Reaper) round(ctx context.Context) (released int, full bool, err error) {
+func (r *Reaper) round(ctx context.Context) (handedBack int, full bool, err error) {
 	stuck, err := r.store.Stuck(ctx, r.cfg.Grace, r.cfg.Batch)
 	if err != nil {
 		return 0, false, err
@@ -472,11 +472,11 @@ func (r *Reaper) round(ctx context.Context) (released int, full bool, err error)
 	}
 	r.republished.Add(float64(len(msgs)))
 	r.takeovers.Add(float64(len(msgs)))
-	lost, err := r.store.Release(ctx, ids, versions)
+	lost, err := r.store.HandBack(ctx, ids, versions)
 	if err != nil {
 		// The copies are published: the rows stay stuck and are published
 		// again next pass, and the claim dedupes the extra copies.
-		return 0, false, fmt.Errorf("release %d re-published jobs: %w", len(ids), err)
+		return 0, false, fmt.Errorf("hand back %d re-published jobs: %w", len(ids), err)
 	}
 	lostSet := make(map[string]bool, len(lost))
 	for _, id := range lost {
@@ -486,13 +486,13 @@ func (r *Reaper) round(ctx context.Context) (released int, full bool, err error)
 		if lostSet[st.MessageID] {
 			continue
 		}
-		released++
+		handedBack++
 		r.logger.InfoContext(ctx, "re-published stuck job", "message_id", st.MessageID, "attempt", st.Attempt,
 			"topic", r.cfg.JobsTopic, "lease_owner", st.LeaseOwner, "lease_expired_at", st.LeaseExpiresAt)
 	}
-	r.released.WithLabelValues("released").Add(float64(released))
-	r.released.WithLabelValues("lost").Add(float64(len(lost)))
-	return released, len(stuck) == r.cfg.Batch, nil
+	r.handedBack.WithLabelValues("released").Add(float64(handedBack))
+	r.handedBack.WithLabelValues("lost").Add(float64(len(lost)))
+	return handedBack, len(stuck) == r.cfg.Batch, nil
 }
 
 // Message is the record re-published for a stuck row: the stored key (the

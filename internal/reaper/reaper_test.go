@@ -103,15 +103,15 @@ func TestMessage(t *testing.T) {
 	}
 }
 
-// fakeStore serves stuck rows from a list; Release wins for IDs not in lose.
+// fakeStore serves stuck rows from a list; HandBack wins for IDs not in lose.
 type fakeStore struct {
-	stuck      []idempotency.Stuck
-	stuckErr   error
-	releaseErr error
-	lose       map[string]bool
-	released   []string
-	stalled    []idempotency.Stuck
-	touched    []string
+	stuck       []idempotency.Stuck
+	stuckErr    error
+	handBackErr error
+	lose        map[string]bool
+	handedBack  []string
+	stalled     []idempotency.Stuck
+	touched     []string
 	// terminal is how many rows Purge can delete; purges records each
 	// call's limit.
 	terminal int
@@ -157,9 +157,9 @@ func (f *fakeStore) Stuck(_ context.Context, _ time.Duration, limit int) ([]idem
 	return f.stuck[:min(limit, len(f.stuck))], nil
 }
 
-func (f *fakeStore) Release(_ context.Context, ids []string, _ []int64) ([]string, error) {
-	if f.releaseErr != nil {
-		return nil, f.releaseErr
+func (f *fakeStore) HandBack(_ context.Context, ids []string, _ []int64) ([]string, error) {
+	if f.handBackErr != nil {
+		return nil, f.handBackErr
 	}
 	var lost []string
 	for _, id := range ids {
@@ -167,7 +167,7 @@ func (f *fakeStore) Release(_ context.Context, ids []string, _ []int64) ([]strin
 			lost = append(lost, id)
 			continue
 		}
-		f.released = append(f.released, id)
+		f.handedBack = append(f.handedBack, id)
 		f.stuck = slices.DeleteFunc(f.stuck, func(st idempotency.Stuck) bool { return st.MessageID == id })
 	}
 	return lost, nil
@@ -197,25 +197,25 @@ func stuckRows(ids ...string) []idempotency.Stuck {
 func TestOnce(t *testing.T) {
 	boom := errors.New("boom")
 	tests := []struct {
-		name         string
-		store        *fakeStore
-		pub          *fakePub
-		wantN        int
-		wantErr      error
-		wantPub      int
-		wantReleased []string
-		wantTouched  []string
+		name           string
+		store          *fakeStore
+		pub            *fakePub
+		wantN          int
+		wantErr        error
+		wantPub        int
+		wantHandedBack []string
+		wantTouched    []string
 	}{
 		{"nothing stuck", &fakeStore{}, &fakePub{}, 0, nil, 0, nil, nil},
-		{"all released over several rounds", &fakeStore{stuck: stuckRows("a", "b", "c", "d", "e")}, &fakePub{},
+		{"all handed back over several rounds", &fakeStore{stuck: stuckRows("a", "b", "c", "d", "e")}, &fakePub{},
 			5, nil, 5, []string{"a", "b", "c", "d", "e"}, nil},
-		{"lost releases are not counted", &fakeStore{stuck: stuckRows("a", "b", "c"), lose: map[string]bool{"c": true}}, &fakePub{},
+		{"lost hand-backs are not counted", &fakeStore{stuck: stuckRows("a", "b", "c"), lose: map[string]bool{"c": true}}, &fakePub{},
 			2, nil, 3, []string{"a", "b"}, nil},
-		{"a full round that releases nothing ends the pass", &fakeStore{stuck: stuckRows("a", "b"), lose: map[string]bool{"a": true, "b": true}}, &fakePub{},
+		{"a full round that hands back nothing ends the pass", &fakeStore{stuck: stuckRows("a", "b"), lose: map[string]bool{"a": true, "b": true}}, &fakePub{},
 			0, nil, 2, nil, nil},
 		{"stuck fails", &fakeStore{stuckErr: boom}, &fakePub{}, 0, boom, 0, nil, nil},
-		{"publish fails: nothing released", &fakeStore{stuck: stuckRows("a")}, &fakePub{err: boom}, 0, boom, 0, nil, nil},
-		{"release fails after publishing", &fakeStore{stuck: stuckRows("a"), releaseErr: boom}, &fakePub{}, 0, boom, 1, nil, nil},
+		{"publish fails: nothing handed back", &fakeStore{stuck: stuckRows("a")}, &fakePub{err: boom}, 0, boom, 0, nil, nil},
+		{"hand back fails after publishing", &fakeStore{stuck: stuckRows("a"), handBackErr: boom}, &fakePub{}, 0, boom, 1, nil, nil},
 		{"stalled replays are re-published and touched", &fakeStore{stalled: stuckRows("r1", "r2", "r3")}, &fakePub{},
 			3, nil, 3, nil, []string{"r1", "r2", "r3"}},
 		{"stuck rows first, then stalled replays", &fakeStore{stuck: stuckRows("a"), stalled: stuckRows("r1", "r2"), lose: map[string]bool{"r2": true}}, &fakePub{},
@@ -233,15 +233,15 @@ func TestOnce(t *testing.T) {
 			if n != tt.wantN || !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Once() = %d, %v; want %d, %v", n, err, tt.wantN, tt.wantErr)
 			}
-			if len(tt.pub.msgs) != tt.wantPub || !slices.Equal(tt.store.released, tt.wantReleased) || !slices.Equal(tt.store.touched, tt.wantTouched) {
-				t.Errorf("published %d, released %v, touched %v; want %d, %v, %v", len(tt.pub.msgs), tt.store.released, tt.store.touched,
-					tt.wantPub, tt.wantReleased, tt.wantTouched)
+			if len(tt.pub.msgs) != tt.wantPub || !slices.Equal(tt.store.handedBack, tt.wantHandedBack) || !slices.Equal(tt.store.touched, tt.wantTouched) {
+				t.Errorf("published %d, handed back %v, touched %v; want %d, %v, %v", len(tt.pub.msgs), tt.store.handedBack, tt.store.touched,
+					tt.wantPub, tt.wantHandedBack, tt.wantTouched)
 			}
 			if got := testutil.ToFloat64(r.republished); got != float64(tt.wantPub) {
 				t.Errorf("republished_total = %v, want %d", got, tt.wantPub)
 			}
-			if got := testutil.ToFloat64(r.released.WithLabelValues("released")); got != float64(len(tt.wantReleased)) {
-				t.Errorf("releases_total{released} = %v, want %d", got, len(tt.wantReleased))
+			if got := testutil.ToFloat64(r.handedBack.WithLabelValues("released")); got != float64(len(tt.wantHandedBack)) {
+				t.Errorf("releases_total{released} = %v, want %d", got, len(tt.wantHandedBack))
 			}
 			problems, err := testutil.GatherAndLint(reg)
 			if err != nil {

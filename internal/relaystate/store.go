@@ -30,8 +30,8 @@ type Cut struct {
 
 // Snapshot is one relay's send control as one worker sees it.
 type Snapshot struct {
-	// Provider is the relay's configured name (never its URL).
-	Provider string
+	// Relay is the relay's configured name (never its URL).
+	Relay    string
 	Priority int
 	// Limit is the concurrency limit, InFlight the sends under way.
 	Limit, InFlight int
@@ -59,16 +59,16 @@ func (s Snapshot) Shared() bool { return !math.IsInf(s.FleetShare, 1) }
 // bug of the caller, not "unpaced".
 func (s Snapshot) validate() error {
 	switch {
-	case s.Provider == "":
-		return errors.New("empty provider")
+	case s.Relay == "":
+		return errors.New("empty relay")
 	case s.Limit < 0 || s.InFlight < 0 || s.Members < 0 || s.ConcurrencyCuts < 0 || s.RateCuts < 0:
-		return fmt.Errorf("provider %s: negative count", s.Provider)
+		return fmt.Errorf("relay %s: negative count", s.Relay)
 	case !(s.Rate >= 0):
-		return fmt.Errorf("provider %s: rate %v: want >= 0 or +Inf (unpaced)", s.Provider, s.Rate)
+		return fmt.Errorf("relay %s: rate %v: want >= 0 or +Inf (unpaced)", s.Relay, s.Rate)
 	case !(s.FleetShare >= 0):
-		return fmt.Errorf("provider %s: fleet share %v: want >= 0 or +Inf (none)", s.Provider, s.FleetShare)
+		return fmt.Errorf("relay %s: fleet share %v: want >= 0 or +Inf (none)", s.Relay, s.FleetShare)
 	case (s.LastCut.Controller == "") != s.LastCut.At.IsZero():
-		return fmt.Errorf("provider %s: last cut needs both a controller and a time", s.Provider)
+		return fmt.Errorf("relay %s: last cut needs both a controller and a time", s.Relay)
 	}
 	return nil
 }
@@ -85,7 +85,7 @@ type Row struct {
 type Listing struct {
 	// At is the database's clock when it was read.
 	At time.Time
-	// Rows are ordered by provider, then worker.
+	// Rows are ordered by relay, then worker.
 	Rows []Row
 }
 
@@ -117,7 +117,7 @@ func (s *Store) Publish(ctx context.Context, workerID string, at time.Time, stat
 	}
 	n := len(states)
 	var (
-		providers            = make([]string, n)
+		relays               = make([]string, n)
 		priorities, limits   = make([]int32, n), make([]int32, n)
 		inFlight, members    = make([]int32, n), make([]int32, n)
 		rates, shares        = make([]*float64, n), make([]*float64, n)
@@ -130,11 +130,11 @@ func (s *Store) Publish(ctx context.Context, workerID string, at time.Time, stat
 		if err := st.validate(); err != nil {
 			return fmt.Errorf("relaystate: publish: %w: %w", ErrInvalid, err)
 		}
-		if seen[st.Provider] {
-			return fmt.Errorf("relaystate: publish: %w: provider %s twice", ErrInvalid, st.Provider)
+		if seen[st.Relay] {
+			return fmt.Errorf("relaystate: publish: %w: relay %s twice", ErrInvalid, st.Relay)
 		}
-		seen[st.Provider] = true
-		providers[i] = st.Provider
+		seen[st.Relay] = true
+		relays[i] = st.Relay
 		priorities[i], limits[i], inFlight[i], members[i] = int32(st.Priority), int32(st.Limit), int32(st.InFlight), int32(st.Members)
 		concCuts[i], rateCuts[i] = int64(st.ConcurrencyCuts), int64(st.RateCuts)
 		if st.Paced() {
@@ -163,7 +163,7 @@ func (s *Store) Publish(ctx context.Context, workerID string, at time.Time, stat
 			last_cut_reason = EXCLUDED.last_cut_reason, last_cut_at = EXCLUDED.last_cut_at,
 			updated_at = EXCLUDED.updated_at
 		WHERE postline_relay_state.updated_at <= EXCLUDED.updated_at`,
-		workerID, providers, priorities, limits, inFlight, rates, shares, members, concCuts, rateCuts,
+		workerID, relays, priorities, limits, inFlight, rates, shares, members, concCuts, rateCuts,
 		controllers, reasons, cutAts, at)
 	if err != nil {
 		return fmt.Errorf("relaystate: publish: %w", err)
@@ -171,7 +171,7 @@ func (s *Store) Publish(ctx context.Context, workerID string, at time.Time, stat
 	return nil
 }
 
-// List reads every row, ordered by provider then worker, and the
+// List reads every row, ordered by relay then worker, and the
 // database's clock, in one round trip.
 func (s *Store) List(ctx context.Context) (Listing, error) {
 	var b pgx.Batch
@@ -198,7 +198,7 @@ func scanRow(r pgx.CollectableRow) (Row, error) {
 		controller, reason *string
 		cutAt              *time.Time
 	)
-	if err := r.Scan(&out.WorkerID, &out.Provider, &priority, &limit, &inFlight, &rate, &share, &members,
+	if err := r.Scan(&out.WorkerID, &out.Relay, &priority, &limit, &inFlight, &rate, &share, &members,
 		&concCuts, &rateCuts, &controller, &reason, &cutAt, &out.UpdatedAt); err != nil {
 		return Row{}, err
 	}
@@ -225,9 +225,9 @@ func orInf(p *float64) float64 {
 	return *p
 }
 
-// FleetRates returns, per provider, the sum of the learned rates of the
+// FleetRates returns, per relay, the sum of the learned rates of the
 // workers other than exceptWorker that published at or after freshAfter
-// and are paced for it, and how many they are. A provider no such worker
+// and are paced for it, and how many they are. A relay no such worker
 // paces is absent.
 func (s *Store) FleetRates(ctx context.Context, exceptWorker string, freshAfter time.Time) (map[string]adaptive.LearnedRates, error) {
 	rows, err := s.pool.Query(ctx, `SELECT provider, sum(rate), count(*) FROM postline_relay_state
@@ -238,11 +238,11 @@ func (s *Store) FleetRates(ctx context.Context, exceptWorker string, freshAfter 
 	}
 	out := make(map[string]adaptive.LearnedRates)
 	var (
-		provider string
-		r        adaptive.LearnedRates
+		relay string
+		r     adaptive.LearnedRates
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&provider, &r.Sum, &r.Workers}, func() error {
-		out[provider] = r
+	if _, err := pgx.ForEachRow(rows, []any{&relay, &r.Sum, &r.Workers}, func() error {
+		out[relay] = r
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("relaystate: fleet rates: %w", err)

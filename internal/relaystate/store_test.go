@@ -37,19 +37,19 @@ func TestPublishListFleetRatesPrune(t *testing.T) {
 	// w1 is paced on a and unpaced on b; w2 is paced on both; w3 stopped
 	// publishing a minute ago.
 	if err := store.Publish(ctx, "w1", now, []relaystate.Snapshot{
-		{Provider: "a", Priority: 1, Limit: 8, InFlight: 3, Rate: 40, FleetShare: 50, Members: 2, RateCuts: 2, LastCut: cut},
-		{Provider: "b", Priority: 2, Limit: 16, Rate: unpaced, FleetShare: unpaced},
+		{Relay: "a", Priority: 1, Limit: 8, InFlight: 3, Rate: 40, FleetShare: 50, Members: 2, RateCuts: 2, LastCut: cut},
+		{Relay: "b", Priority: 2, Limit: 16, Rate: unpaced, FleetShare: unpaced},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.Publish(ctx, "w2", now, []relaystate.Snapshot{
-		{Provider: "a", Priority: 1, Limit: 4, Rate: 35.5, FleetShare: 50, Members: 2},
-		{Provider: "b", Priority: 2, Limit: 16, Rate: 10, FleetShare: unpaced},
+		{Relay: "a", Priority: 1, Limit: 4, Rate: 35.5, FleetShare: 50, Members: 2},
+		{Relay: "b", Priority: 2, Limit: 16, Rate: 10, FleetShare: unpaced},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.Publish(ctx, "w3", now.Add(-time.Minute), []relaystate.Snapshot{
-		{Provider: "a", Priority: 1, Limit: 2, Rate: 1000, FleetShare: unpaced},
+		{Relay: "a", Priority: 1, Limit: 2, Rate: 1000, FleetShare: unpaced},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -63,13 +63,13 @@ func TestPublishListFleetRatesPrune(t *testing.T) {
 	}
 	var keys []string
 	for _, r := range l.Rows {
-		keys = append(keys, r.Provider+"/"+r.WorkerID)
+		keys = append(keys, r.Relay+"/"+r.WorkerID)
 	}
 	if got, want := strings.Join(keys, " "), "a/w1 a/w2 a/w3 b/w1 b/w2"; got != want {
 		t.Fatalf("rows %s, want %s", got, want)
 	}
 	a1, b1 := l.Rows[0], l.Rows[3]
-	want := relaystate.Row{WorkerID: "w1", UpdatedAt: now, Snapshot: relaystate.Snapshot{Provider: "a", Priority: 1, Limit: 8,
+	want := relaystate.Row{WorkerID: "w1", UpdatedAt: now, Snapshot: relaystate.Snapshot{Relay: "a", Priority: 1, Limit: 8,
 		InFlight: 3, Rate: 40, FleetShare: 50, Members: 2, RateCuts: 2, LastCut: cut}}
 	if !equalRow(a1, want) {
 		t.Errorf("a/w1 read back as %+v, want %+v", a1, want)
@@ -103,12 +103,12 @@ func TestPublishListFleetRatesPrune(t *testing.T) {
 	// older publication afterwards changes nothing.
 	later := now.Add(2 * time.Second)
 	if err := store.Publish(ctx, "w1", later, []relaystate.Snapshot{
-		{Provider: "a", Priority: 1, Limit: 9, Rate: 42, FleetShare: 50, Members: 2, RateCuts: 2, LastCut: cut},
+		{Relay: "a", Priority: 1, Limit: 9, Rate: 42, FleetShare: 50, Members: 2, RateCuts: 2, LastCut: cut},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.Publish(ctx, "w1", now, []relaystate.Snapshot{
-		{Provider: "a", Priority: 1, Limit: 1, Rate: 1, FleetShare: 50, Members: 2},
+		{Relay: "a", Priority: 1, Limit: 1, Rate: 1, FleetShare: 50, Members: 2},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestPublishListFleetRatesPrune(t *testing.T) {
 func TestPublishRejects(t *testing.T) {
 	t.Parallel()
 	store, _ := newStore(t)
-	ok := relaystate.Snapshot{Provider: "a", Limit: 1, Rate: unpaced, FleetShare: unpaced}
+	ok := relaystate.Snapshot{Relay: "a", Limit: 1, Rate: unpaced, FleetShare: unpaced}
 	with := func(f func(*relaystate.Snapshot)) relaystate.Snapshot { s := ok; f(&s); return s }
 	now := time.Now()
 	tests := []struct {
@@ -165,8 +165,8 @@ func TestPublishRejects(t *testing.T) {
 	}{
 		{"empty worker", "", now, []relaystate.Snapshot{ok}, "empty worker ID"},
 		{"zero time", "w", time.Time{}, []relaystate.Snapshot{ok}, "zero time"},
-		{"empty provider", "w", now, []relaystate.Snapshot{with(func(s *relaystate.Snapshot) { s.Provider = "" })}, "empty provider"},
-		{"provider twice", "w", now, []relaystate.Snapshot{ok, ok}, "provider a twice"},
+		{"empty relay", "w", now, []relaystate.Snapshot{with(func(s *relaystate.Snapshot) { s.Relay = "" })}, "empty relay"},
+		{"relay twice", "w", now, []relaystate.Snapshot{ok, ok}, "relay a twice"},
 		{"NaN rate", "w", now, []relaystate.Snapshot{with(func(s *relaystate.Snapshot) { s.Rate = math.NaN() })}, "rate NaN"},
 		{"negative rate", "w", now, []relaystate.Snapshot{with(func(s *relaystate.Snapshot) { s.Rate = -1 })}, "rate -1"},
 		{"negative share", "w", now, []relaystate.Snapshot{with(func(s *relaystate.Snapshot) { s.FleetShare = -1 })}, "fleet share -1"},
@@ -191,7 +191,7 @@ func TestPublishRejects(t *testing.T) {
 func equalRow(a, b relaystate.Row) bool {
 	return a.WorkerID == b.WorkerID && a.UpdatedAt.Equal(b.UpdatedAt) && a.LastCut.At.Equal(b.LastCut.At) &&
 		a.LastCut.Controller == b.LastCut.Controller && a.LastCut.Reason == b.LastCut.Reason &&
-		a.Provider == b.Provider && a.Priority == b.Priority && a.Limit == b.Limit && a.InFlight == b.InFlight &&
+		a.Relay == b.Relay && a.Priority == b.Priority && a.Limit == b.Limit && a.InFlight == b.InFlight &&
 		a.Rate == b.Rate && a.FleetShare == b.FleetShare && a.Members == b.Members &&
 		a.ConcurrencyCuts == b.ConcurrencyCuts && a.RateCuts == b.RateCuts
 }

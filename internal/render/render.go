@@ -36,9 +36,9 @@ var outputBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // rendering does not pin its size in the pool.
 const maxPooledOutput = 256 << 10
 
-// releaseOutput empties buf, which held a recipient's rendered mail, and
+// putBackOutput empties buf, which held a recipient's rendered mail, and
 // returns it to the pool unless it grew large.
-func releaseOutput(buf *bytes.Buffer) {
+func putBackOutput(buf *bytes.Buffer) {
 	if buf.Cap() > maxPooledOutput {
 		return
 	}
@@ -95,7 +95,7 @@ func (c *Compiled) Render(locale string, data map[string]any) (r Rendered, err e
 	// their size: a builder per part would grow by doubling through
 	// template's many small writes, for every mail.
 	buf := outputBuffers.Get().(*bytes.Buffer)
-	defer releaseOutput(buf)
+	defer putBackOutput(buf)
 	w := &limitWriter{left: MaxOutputBytes, w: buf}
 	exec := func(part, loc string, t executor) (string, error) {
 		buf.Reset()

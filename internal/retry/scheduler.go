@@ -344,7 +344,7 @@ func randomJitter(n time.Duration) time.Duration {
 }
 
 // produceLoop cuts batches of due records and re-injects them until ctx
-// ends, or until a write fails in a way retrying cannot mend: then it
+// ends, or until a write fails in a way trying again cannot mend: then it
 // returns that error.
 func (s *Scheduler) produceLoop(ctx context.Context, due <-chan parked) error {
 	batch := make([]parked, 0, s.cfg.BatchSize)
@@ -383,8 +383,8 @@ func (s *Scheduler) produceLoop(ctx context.Context, due <-chan parked) error {
 // backoff, and marks each record done once the broker acknowledged it.
 // Records too large for the jobs topic go to RejectFunc instead. It returns
 // nil when the batch is done or ctx ended first (the unwritten records stay
-// uncommitted), and the error when a write fails in a way retrying cannot
-// mend (kafkaclient.Retryable).
+// uncommitted), and the error when a write fails in a way trying again cannot
+// mend (kafkaclient.MayHeal).
 func (s *Scheduler) produce(ctx context.Context, batch []parked) error {
 	pending := make([]parked, 0, len(batch))
 	for _, p := range batch {
@@ -399,12 +399,12 @@ func (s *Scheduler) produce(ctx context.Context, batch []parked) error {
 	if len(pending) == 0 {
 		return nil
 	}
-	err := backoff.Retry{First: produceBackoffMin, Max: produceBackoffMax, Permanent: notRetryable,
-		OnRetry: func(err error, _ int, wait time.Duration) {
+	err := backoff.Policy{First: produceBackoffMin, Max: produceBackoffMax, Permanent: cannotHeal,
+		OnWait: func(err error, _ int, wait time.Duration) {
 			s.healthy.Store(false)
 			s.metrics.produceErrors.Inc()
-			s.logger.Warn("re-inject into the jobs topic failed; retrying", "topic", s.cfg.JobsTopic,
-				"records", len(pending), "err", err, "retry_in", wait)
+			s.logger.Warn("re-inject into the jobs topic failed; trying again", "topic", s.cfg.JobsTopic,
+				"records", len(pending), "err", err, "wait", wait)
 		}}.Do(ctx, func() error {
 		var err error
 		pending, err = s.write(ctx, pending)
@@ -460,10 +460,10 @@ const ReasonReinjectOversize = "reinject_oversize"
 
 // reject hands p to RejectFunc, retrying what may heal, and marks it done.
 func (s *Scheduler) reject(ctx context.Context, p parked, detail string) error {
-	err := backoff.Retry{First: produceBackoffMin, Max: produceBackoffMax, Permanent: notRetryable,
-		OnRetry: func(err error, _ int, wait time.Duration) {
-			s.logger.Warn("dead-lettering an oversize record failed; retrying", "topic", p.msg.Topic,
-				"partition", p.msg.Partition, "offset", p.msg.Offset, "err", err, "retry_in", wait)
+	err := backoff.Policy{First: produceBackoffMin, Max: produceBackoffMax, Permanent: cannotHeal,
+		OnWait: func(err error, _ int, wait time.Duration) {
+			s.logger.Warn("dead-lettering an oversize record failed; trying again", "topic", p.msg.Topic,
+				"partition", p.msg.Partition, "offset", p.msg.Offset, "err", err, "wait", wait)
 		}}.Do(ctx, func() error { return s.cfg.RejectFunc(ctx, p.msg, ReasonReinjectOversize, detail) })
 	switch {
 	case err == nil:
@@ -478,8 +478,8 @@ func (s *Scheduler) reject(ctx context.Context, p parked, detail string) error {
 	}
 }
 
-// notRetryable is a Kafka failure retrying cannot mend.
-func notRetryable(err error) bool { return !kafkaclient.Retryable(err) }
+// cannotHeal is a Kafka failure trying again cannot mend.
+func cannotHeal(err error) bool { return !kafkaclient.MayHeal(err) }
 
 // acked records the re-injection of written records and marks them done.
 func (s *Scheduler) acked(written []parked) {

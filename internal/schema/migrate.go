@@ -93,7 +93,7 @@ func migrateTo(ctx context.Context, pool *pgxpool.Pool, last int) error {
 	if err != nil {
 		return fmt.Errorf("migrate: begin: %w", err)
 	}
-	// Rollback after Commit is a no-op; on failure it also releases the lock.
+	// Rollback after Commit is a no-op; on failure it also unlocks.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
 	var schema *string
@@ -168,15 +168,15 @@ func Embedded() ([]Migration, error) {
 	return out, nil
 }
 
-// MigrateWhenReady is Migrate, retried with a growing wait until
+// MigrateWhenReady is Migrate, made again with a growing wait until
 // PostgreSQL answers or ctx ends: a service that starts before its
 // database waits for it. The first failure is logged.
 func MigrateWhenReady(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
 	// Stopped, it returns ctx's error: not a database that does not answer.
-	return backoff.Retry{First: 200 * time.Millisecond, Max: 5 * time.Second,
-		OnRetry: func(err error, attempt int, _ time.Duration) {
+	return backoff.Policy{First: 200 * time.Millisecond, Max: 5 * time.Second,
+		OnWait: func(err error, attempt int, _ time.Duration) {
 			if attempt == 1 {
-				logger.Error("cannot apply migrations; retrying until postgres answers", "error", err)
+				logger.Error("cannot apply migrations; trying again until postgres answers", "error", err)
 			}
 		}}.Do(ctx, func() error { return Migrate(ctx, pool) })
 }

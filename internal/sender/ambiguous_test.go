@@ -21,7 +21,7 @@ const ambiguousMetric = "postline_sender_ambiguous_data_end_total"
 // TestSessionAmbiguousDataEnd fails the reply to the final dot after the
 // server has read the whole message (the script sees DATA only then): a
 // hang-up or a stall there may follow a delivery, so the error must say
-// Ambiguous, classify as Unknown (never a fast-retried Transient) and count
+// Ambiguous, classify as Unknown (never a resent Transient) and count
 // as a possible duplicate. Failures before the message is complete, or with
 // a reply, must not.
 func TestSessionAmbiguousDataEnd(t *testing.T) {
@@ -126,7 +126,7 @@ func TestSessionAmbiguousDataEnd(t *testing.T) {
 				t.Errorf("Classify = {Class:%s Rule:%s Timeout:%v}, want {%s %s %v}", v.Class, v.Rule, v.Timeout, tt.class, tt.rule, tt.isTimeout)
 			}
 			if tt.ambiguous && v.Class == failure.Transient {
-				t.Errorf("an ambiguous end of DATA is Transient: it would be fast-retried and likely duplicated")
+				t.Errorf("an ambiguous end of DATA is Transient: it would be resent and likely duplicated")
 			}
 			if got := strings.Contains(err.Error(), "may have accepted"); got != tt.ambiguous {
 				t.Errorf("Error() %q: says the relay may have the message = %v, want %v", err, got, tt.ambiguous)

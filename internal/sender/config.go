@@ -36,7 +36,7 @@ const (
 
 // Config describes one SMTP relay.
 type Config struct {
-	// Name is the provider name used in metrics and logs; keep it short
+	// Name is the relay name used in metrics and logs; keep it short
 	// and stable (it is a label value). Defaults to "primary".
 	Name string
 	// Host is the relay's host name or IP address, without a port. Required.
@@ -87,7 +87,7 @@ type Config struct {
 	// NoPipelining sends the envelope one command per round trip even to a
 	// relay that advertises PIPELINING (RFC 2920): for a relay, or a proxy
 	// in front of it, that advertises the extension and mishandles grouped
-	// commands. Defaults to false: pipelined whenever advertised.
+	// commands. Defaults to false: pipelining whenever advertised.
 	NoPipelining bool
 	// IdleTimeout: a connection idle longer than this is closed and
 	// redialled before the next send, rather than failing it. Keep it below

@@ -148,10 +148,10 @@ func TestErrorString(t *testing.T) {
 		err  *Error
 		want string
 	}{
-		{&Error{Provider: "p", Stage: StageRcpt, Code: 550, Enhanced: "5.1.1", Text: "no such user", Err: cause}, "smtp p: rcpt: 550 5.1.1 no such user"},
-		{&Error{Provider: "p", Stage: StageMail, Code: 451, Text: "later"}, "smtp p: mail: 451 later"},
-		{&Error{Provider: "p", Stage: StageDial, Err: cause}, "smtp p: dial: " + cause.Error()},
-		{&Error{Provider: "p", Stage: StageBody, Err: cause, detail: "EOF"}, "smtp p: body: EOF"},
+		{&Error{Relay: "p", Stage: StageRcpt, Code: 550, Enhanced: "5.1.1", Text: "no such user", Err: cause}, "smtp p: rcpt: 550 5.1.1 no such user"},
+		{&Error{Relay: "p", Stage: StageMail, Code: 451, Text: "later"}, "smtp p: mail: 451 later"},
+		{&Error{Relay: "p", Stage: StageDial, Err: cause}, "smtp p: dial: " + cause.Error()},
+		{&Error{Relay: "p", Stage: StageBody, Err: cause, detail: "EOF"}, "smtp p: body: EOF"},
 	}
 	for _, tt := range tests {
 		if got := tt.err.Error(); got != tt.want {

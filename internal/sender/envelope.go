@@ -126,7 +126,7 @@ const (
 	dkimError  = "error"
 )
 
-// dkimMetrics counts signing outcomes, one series per result.
+// dkimMetrics counts signing results, one series per result.
 type dkimMetrics struct {
 	signed, noKey, failed prometheus.Counter
 }
@@ -166,15 +166,15 @@ func (r *Relay) build(j *job.Job, buf *bytes.Buffer, ownUnsubscribe bool) ([]byt
 	}
 	msg, part, err := message(j, true)
 	if err != nil {
-		return nil, &Error{Provider: name, Stage: StageBuild, Err: err}
+		return nil, &Error{Relay: name, Stage: StageBuild, Err: err}
 	}
 	buf.Reset()
 	if _, err := msg.WriteTo(buf); err != nil {
-		return nil, &Error{Provider: name, Stage: StageBuild, Err: err}
+		return nil, &Error{Relay: name, Stage: StageBuild, Err: err}
 	}
 	if part != nil {
 		if err := part.appendTo(buf); err != nil {
-			return nil, &Error{Provider: name, Stage: StageBuild, Err: err}
+			return nil, &Error{Relay: name, Stage: StageBuild, Err: err}
 		}
 	}
 	return buf.Bytes(), nil
@@ -201,7 +201,7 @@ func (r *Relay) sign(j *job.Job, msg []byte) ([]byte, *Error) {
 	switch {
 	case err != nil:
 		r.dkim.failed.Inc()
-		return nil, &Error{Provider: r.cfg.Name, Stage: StageSign, Err: err}
+		return nil, &Error{Relay: r.cfg.Name, Stage: StageSign, Err: err}
 	case !ok:
 		r.dkim.noKey.Inc()
 		return msg, nil
@@ -241,7 +241,7 @@ func (r *Relay) checkUnsubscribe(rcpts []Recipient) *Error {
 	for _, rc := range rcpts {
 		for _, u := range rc.ListUnsubscribe {
 			if u == "" || len(u) > MaxListUnsubscribeURI || strings.ContainsAny(u, "<>, \t\r\n\x00") {
-				return &Error{Provider: r.cfg.Name, Stage: StageBuild,
+				return &Error{Relay: r.cfg.Name, Stage: StageBuild,
 					Err: errors.New("build message: a List-Unsubscribe URI is empty, too long, or holds whitespace, an angle bracket or a comma")}
 			}
 		}
@@ -281,8 +281,8 @@ func fromDomain(from string) string {
 
 // replyError maps the error of one SMTP command at stage: the relay's
 // reply when there is one, else the network error.
-func replyError(provider, stage string, err error) *Error {
-	e := &Error{Provider: provider, Stage: stage, Err: err, detail: err.Error()}
+func replyError(relay, stage string, err error) *Error {
+	e := &Error{Relay: relay, Stage: stage, Err: err, detail: err.Error()}
 	var te *textproto.Error
 	if errors.As(err, &te) {
 		e.Code = te.Code

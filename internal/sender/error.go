@@ -30,7 +30,7 @@ const (
 
 // Error is a failed send.
 type Error struct {
-	Provider string
+	Relay    string
 	Code     int    // SMTP reply code, 0 for network/TLS errors
 	Enhanced string // RFC 3463 enhanced status, e.g. "5.1.1", "" if none
 	Text     string // reply text
@@ -52,7 +52,7 @@ type Error struct {
 // "smtp primary: rcpt: 550 5.1.1 no such user".
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "smtp %s: %s", e.Provider, e.Stage)
+	fmt.Fprintf(&b, "smtp %s: %s", e.Relay, e.Stage)
 	switch {
 	case e.Code != 0:
 		fmt.Fprintf(&b, ": %d", e.Code)
@@ -124,8 +124,8 @@ func splitReply(code int, known, text string) (enhanced, rest string) {
 // stage is what the session's dial function saw fail (StageDial or
 // StageTLS), "" when the TCP (and implicit TLS) connection succeeded;
 // failedCmd is the last SMTP command that got an error reply.
-func dialError(provider string, err error, stage, failedCmd string) *Error {
-	e := &Error{Provider: provider, Stage: stage, Err: err, detail: err.Error()}
+func dialError(relay string, err error, stage, failedCmd string) *Error {
+	e := &Error{Relay: relay, Stage: stage, Err: err, detail: err.Error()}
 	if e.Stage == "" {
 		switch {
 		case failedCmd == "starttls" || isTLSError(err):

@@ -14,7 +14,7 @@ const (
 	resultError = "error"
 )
 
-// metrics are one relay's series, curried with its provider label.
+// metrics are one relay's series, curried with its relay name as the provider label.
 type metrics struct {
 	dialOK, dialError prometheus.Counter
 	sendOK, sendError prometheus.Observer
@@ -23,8 +23,8 @@ type metrics struct {
 	chained           prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer, provider string) (*metrics, error) {
-	// Several relays (providers) share one vector per metric.
+func newMetrics(reg prometheus.Registerer, relay string) (*metrics, error) {
+	// Several relays share one vector per metric.
 	set := metricreg.NewSet(reg, "sender")
 	dials := set.CounterVec("dials_total", "SMTP connections dialled, including greeting, STARTTLS and AUTH, by provider and result (ok or error).", "provider", "result")
 	sends := set.HistogramVec("send_duration_seconds", "Time to send one message, including any dial, by provider and result (ok or error).",
@@ -38,13 +38,13 @@ func newMetrics(reg prometheus.Registerer, provider string) (*metrics, error) {
 	// WithLabelValues creates every series at zero now, so a relay that
 	// never saw one still exports it.
 	return &metrics{
-		dialOK:           dials.WithLabelValues(provider, resultOK),
-		dialError:        dials.WithLabelValues(provider, resultError),
-		sendOK:           sends.WithLabelValues(provider, resultOK),
-		sendError:        sends.WithLabelValues(provider, resultError),
-		open:             open.WithLabelValues(provider),
-		ambiguousDataEnd: ambiguous.WithLabelValues(provider),
-		chained:          chained.WithLabelValues(provider),
+		dialOK:           dials.WithLabelValues(relay, resultOK),
+		dialError:        dials.WithLabelValues(relay, resultError),
+		sendOK:           sends.WithLabelValues(relay, resultOK),
+		sendError:        sends.WithLabelValues(relay, resultError),
+		open:             open.WithLabelValues(relay),
+		ambiguousDataEnd: ambiguous.WithLabelValues(relay),
+		chained:          chained.WithLabelValues(relay),
 	}, nil
 }
 

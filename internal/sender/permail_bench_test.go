@@ -24,7 +24,7 @@ import (
 // rendering and DKIM signing (Ed25519, so that the key's arithmetic does not
 // drown the rest). cpu-ns/op is the process's CPU time per mail, steadier
 // than ns/op on a shared machine. It leaves out the network and the SMTP commands, whose
-// cost is the relay's, and the pipeline's bookkeeping. Compare B/op and
+// cost is the relay's, and the delivery pipeline's bookkeeping. Compare B/op and
 // allocs/op, which the machine's load does not change, before ns/op.
 func BenchmarkPerMail(b *testing.B) {
 	kr := benchKeyring(b, "postline.test")

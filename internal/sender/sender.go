@@ -67,7 +67,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Relay, er
 			InsecureSkipVerify: cfg.InsecureSkipVerify, //nolint:gosec // opt-in for test relays, documented on Config
 			MinVersion:         tls.VersionTLS12,
 		},
-		logger:  logger.With("provider", cfg.Name),
+		logger:  logger.With("relay", cfg.Name),
 		metrics: m,
 		dkim:    dm,
 		now:     time.Now,
@@ -111,7 +111,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Relay, er
 	return r, nil
 }
 
-// Name returns the provider name (Config.Name).
+// Name returns the relay name (Config.Name).
 func (r *Relay) Name() string { return r.cfg.Name }
 
 // NewSession returns a session: one SMTP connection, dialled lazily and
@@ -241,7 +241,7 @@ func (s *Session) SendToThen(ctx context.Context, j *job.Job, rcpts []Recipient,
 		s.closeConn()
 	}
 	if len(rcpts) == 0 {
-		return Result{}, false, &Error{Provider: name, Stage: StageBuild, Err: errNoRecipients}
+		return Result{}, false, &Error{Relay: name, Stage: StageBuild, Err: errNoRecipients}
 	}
 	// Recipients with List-Unsubscribe URIs of their own get copies of
 	// their own (one transaction each: the URIs name one recipient), the
@@ -265,7 +265,7 @@ func (s *Session) SendToThen(ctx context.Context, j *job.Job, rcpts []Recipient,
 		}
 	}()
 	if buildErr == nil && ctx.Err() != nil {
-		buildErr = withContext(ctx, &Error{Provider: name, Stage: StageConn, Err: ctx.Err()})
+		buildErr = withContext(ctx, &Error{Relay: name, Stage: StageConn, Err: ctx.Err()})
 	}
 	if buildErr != nil {
 		if s.ahead != nil {
@@ -391,7 +391,7 @@ func (s *Session) dial(ctx context.Context) *Error {
 	name := s.relay.cfg.Name
 	if s.clientErr != nil {
 		s.relay.metrics.dialError.Inc()
-		return &Error{Provider: name, Stage: StageDial, Err: s.clientErr}
+		return &Error{Relay: name, Stage: StageDial, Err: s.clientErr}
 	}
 	dctx, cancel := context.WithTimeout(ctx, s.relay.cfg.DialTimeout)
 	defer cancel()
@@ -505,7 +505,7 @@ func (s *Session) transact(ctx context.Context, messageID string, body []byte, f
 
 // exchange says the commands of one transaction (see transact), one
 // command per round trip, or grouped when the relay advertised PIPELINING
-// (see exchangePipelined).
+// (see exchangeWithPipelining).
 func (s *Session) exchange(body []byte, from string, to []string, next Then) (accepted []int, refused []Refusal, e *Error) {
 	name := s.relay.cfg.Name
 	// SendTimeout bounds each transaction, not the connection's life: a
@@ -514,7 +514,7 @@ func (s *Session) exchange(body []byte, from string, to []string, next Then) (ac
 		return nil, nil, replyError(name, StageConn, err)
 	}
 	if s.pipelining() {
-		return s.exchangePipelined(body, from, to, next)
+		return s.exchangeWithPipelining(body, from, to, next)
 	}
 	if err := s.sc.Mail("<" + from + ">"); err != nil {
 		return nil, nil, replyError(name, StageMail, err)

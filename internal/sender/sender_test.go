@@ -192,7 +192,7 @@ func TestSessionTransactionFailures(t *testing.T) {
 			if !errors.As(err, &se) {
 				t.Fatalf("second send: %v, want *sender.Error", err)
 			}
-			if se.Provider != "relay1" || se.Code != tt.wantCode || se.Enhanced != tt.wantEnhanced ||
+			if se.Relay != "relay1" || se.Code != tt.wantCode || se.Enhanced != tt.wantEnhanced ||
 				se.Text != tt.wantText || se.Stage != tt.wantStage || (failure.Classify(se).Class == failure.Permanent) != tt.wantPermanent {
 				t.Errorf("error %+v (permanent %v), want code %d enhanced %q text %q stage %s permanent %v",
 					se, (failure.Classify(se).Class == failure.Permanent), tt.wantCode, tt.wantEnhanced, tt.wantText, tt.wantStage, tt.wantPermanent)
@@ -597,7 +597,7 @@ func TestMetricsLint(t *testing.T) {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
 	if n := testutil.CollectAndCount(reg, "postline_sender_dials_total"); n != 4 {
-		t.Errorf("dials_total has %d series, want 4 (2 providers x ok, error)", n)
+		t.Errorf("dials_total has %d series, want 4 (2 relays x ok, error)", n)
 	}
 }
 

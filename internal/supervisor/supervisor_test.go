@@ -124,7 +124,7 @@ func newSupervisor(t *testing.T, timeout time.Duration) (supervisor.Supervisor, 
 func TestStageFailureStopsTheService(t *testing.T) {
 	svc, base := newSupervisor(t, time.Minute)
 	boom := errors.New("boom")
-	release := make(chan struct{})
+	unblock := make(chan struct{})
 	unhealthy := make(chan int, 1)
 	err := svc.Run(context.Background(), supervisor.Stage{Name: "outer", Run: func(p supervisor.Phases) error {
 		return p.Run(
@@ -140,11 +140,11 @@ func TestStageFailureStopsTheService(t *testing.T) {
 				return p.Work.Err()
 			}},
 			supervisor.Stage{Name: "sweeper", Run: func(supervisor.Phases) error {
-				<-release
+				<-unblock
 				return boom
 			}},
 			supervisor.Stage{Name: "starter", Run: func(supervisor.Phases) error {
-				close(release)
+				close(unblock)
 				return nil
 			}},
 		)

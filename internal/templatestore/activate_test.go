@@ -55,7 +55,7 @@ func TestActivateKeepsLastKnownGood(t *testing.T) {
 		labels  string // the labels after it
 	}{
 		// No active version before: nothing to keep.
-		{1, false, "first release", "active:0>1", "active=1"},
+		{1, false, "first version", "active:0>1", "active=1"},
 		{2, false, "new footer", "fallback:0>1 active:1>2", "active=2,fallback=1"},
 		// Already active: nothing changes.
 		{2, false, "", "", "active=2,fallback=1"},
@@ -150,7 +150,7 @@ func TestActivateKeepsLastKnownGood(t *testing.T) {
 			t.Errorf("history entry %d: %+v", i, c)
 		}
 	}
-	reasons := []string{"first release", "", "new footer", "try three, keep one", "", "three is broken", "", "two is the safest"}
+	reasons := []string{"first version", "", "new footer", "try three, keep one", "", "three is broken", "", "two is the safest"}
 	for i, c := range hist {
 		if reasons[i] != "" && c.Reason != reasons[i] {
 			t.Errorf("history entry %d (%s) says %q, want %q", i, c.Label, c.Reason, reasons[i])

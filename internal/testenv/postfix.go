@@ -30,7 +30,7 @@ const (
 const postfixProbeTimeout = 3 * time.Second
 
 // postfixLockTimeout bounds how long Postfix waits for another test (in this
-// or another test binary) to release the relay.
+// or another test binary) to unlock the relay.
 const postfixLockTimeout = 5 * time.Minute
 
 // postfixLogTail caps what LogSince returns.
@@ -265,7 +265,7 @@ func describeQueue(msgs []QueuedMessage) string {
 	return strings.Join(parts, "; ")
 }
 
-// lockPostfix takes an exclusive lock named after addr, released when t
+// lockPostfix takes an exclusive lock named after addr, dropped when t
 // ends. flock locks belong to an open file, so the lock excludes other
 // tests of this binary as well as other binaries.
 func lockPostfix(t testing.TB, addr string) {
@@ -299,9 +299,9 @@ func lockPostfix(t testing.TB, addr string) {
 		time.Sleep(50 * time.Millisecond) // polling a lock another process holds: no event to wait on
 	}
 	if waited := time.Since(start); waited > time.Second {
-		t.Logf("testenv: waited %s for another test to release the Postfix relay", waited.Round(100*time.Millisecond))
+		t.Logf("testenv: waited %s for another test to unlock the Postfix relay", waited.Round(100*time.Millisecond))
 	}
-	t.Cleanup(func() { _ = f.Close() }) // closing the file releases the lock
+	t.Cleanup(func() { _ = f.Close() }) // closing the file drops the lock
 }
 
 // listenFixed listens on addr, a fixed port that Postfix delivers to.

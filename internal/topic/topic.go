@@ -165,7 +165,7 @@ type PartitionInfo struct {
 // topic whose max.message.bytes is below its spec's is raised to it (never
 // lowered), so that topics made by an older Postline pass the worker's start
 // check. Transient errors (no broker reachable yet, controller moving) are
-// retried until ctx is done or DefaultWaitTimeout has passed.
+// tried again until ctx is done or DefaultWaitTimeout has passed.
 func Ensure(ctx context.Context, k *kafkaclient.Cluster, specs ...Spec) error {
 	specs = slices.Clone(specs)
 	for i := range specs {

@@ -90,7 +90,7 @@ type Config struct {
 	// once. Defaults to 8.
 	Concurrency int
 	// DedupeWindow is how many recently delivered event IDs each endpoint
-	// remembers: a copy of one of them (a producer's retried write) is not
+	// remembers: a copy of one of them (a producer's repeated write) is not
 	// sent again. Defaults to 100000.
 	DedupeWindow int
 	// SessionTimeout, HeartbeatInterval, DrainTimeout and RebalanceTimeout

@@ -43,7 +43,7 @@ const (
 const (
 	// ReasonGone: the endpoint answered 410 Gone: it wants no more events.
 	ReasonGone = "gone"
-	// ReasonHorizon: an attempt made at or past the retry horizon failed.
+	// ReasonHorizon: an attempt made at or past the redelivery horizon failed.
 	ReasonHorizon = "horizon"
 	// ReasonDisabled: the endpoint was disabled when the event came.
 	ReasonDisabled = "endpoint_disabled"
@@ -77,14 +77,14 @@ type source interface {
 	Joined() bool
 }
 
-// store is the durable queue a lane keeps its retries and dead letters in;
+// store is the durable queue a lane keeps its redeliveries and dead letters in;
 // *Queue is one.
 type store interface {
 	Enqueue(ctx context.Context, p Pending) error
 	Claim(ctx context.Context, endpoint string, now time.Time, lease time.Duration, limit int) ([]Pending, error)
 	Delivered(ctx context.Context, endpoint, eventID string) error
 	Reschedule(ctx context.Context, p Pending) error
-	Release(ctx context.Context, endpoint, eventID string, now time.Time) error
+	Unclaim(ctx context.Context, endpoint, eventID string, now time.Time) error
 	Bury(ctx context.Context, p Pending, reason string, at time.Time) error
 	PullForward(ctx context.Context, endpoint string, now time.Time) (int64, error)
 	PurgeDead(ctx context.Context, endpoint string, cutoff time.Time, limit int) (int64, error)
@@ -186,7 +186,7 @@ func (d *Dispatcher) Ready() bool {
 // lets the POSTs in flight finish within the consumer's DrainTimeout,
 // commits what is finished, leaves its group and returns. Events not
 // finished by then are sent again by the next owner of their partition;
-// retries wait in PostgreSQL. Run may be called once.
+// redeliveries wait in PostgreSQL. Run may be called once.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	d.logger.Info("webhook dispatcher starting", "endpoints", len(d.lanes), "topic", d.cfg.Topic, "group_prefix", d.cfg.GroupID)
 	if len(d.lanes) == 0 {
@@ -268,7 +268,7 @@ func letter(p Pending, m *consumer.Message, reason string) deadletter.Letter {
 	if m != nil {
 		l.Key, l.Headers = m.Key, slices.Clone(m.Headers)
 	} else if ev, err := event.Decode(p.Payload); err == nil {
-		// A retry from the queue: the record's key was the Message-ID.
+		// A redelivery from the queue: the record's key was the Message-ID.
 		l.Key = []byte(ev.MessageID)
 	}
 	l.Headers = jobheader.Set(l.Headers, HeaderDLQEndpoint, p.Endpoint)
@@ -279,13 +279,13 @@ func letter(p Pending, m *consumer.Message, reason string) deadletter.Letter {
 	return l
 }
 
-// retryStore runs op until it succeeds (true) or stop ends (false),
+// storeWithBackoff runs op until it succeeds (true) or stop ends (false),
 // waiting longer after each failure; failed says whether the last try
 // failed, for readiness.
-func retryStore(stop context.Context, logger *slog.Logger, failed *atomic.Bool, what string, op func() error) bool {
-	err := backoff.Retry{First: storeBackoffMin, Max: storeBackoffMax,
-		OnRetry: func(err error, _ int, wait time.Duration) {
-			logger.Error("webhook "+what+" failed; retrying", "err", err, "retry_in", wait)
+func storeWithBackoff(stop context.Context, logger *slog.Logger, failed *atomic.Bool, what string, op func() error) bool {
+	err := backoff.Policy{First: storeBackoffMin, Max: storeBackoffMax,
+		OnWait: func(err error, _ int, wait time.Duration) {
+			logger.Error("webhook "+what+" failed; trying again", "err", err, "wait", wait)
 		}}.Do(stop, func() error {
 		err := op()
 		failed.Store(err != nil)

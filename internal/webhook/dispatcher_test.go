@@ -19,11 +19,11 @@ import (
 // each endpoint finishes its records on its own: a blocked endpoint holds
 // only its own.
 func TestDispatchFiltersAndIsolatesEndpoints(t *testing.T) {
-	release := make(chan struct{})
+	unblock := make(chan struct{})
 	all := newReceiver(t, nil)
 	slow := newReceiver(t, func(r *http.Request, _ string, _ int) int {
 		select {
-		case <-release:
+		case <-unblock:
 		case <-r.Context().Done():
 		}
 		return http.StatusOK
@@ -36,7 +36,7 @@ func TestDispatchFiltersAndIsolatesEndpoints(t *testing.T) {
 	epAcme := acme.endpoint(t, "acme")
 	epAcme.Tenants = []string{"acme"}
 	h := startHarness(t, Config{Endpoints: []Endpoint{epAll, epSlow, epAcme}})
-	defer close(release)
+	defer close(unblock)
 
 	e1 := newEvent("<1@x>", 0, event.Accepted, "acme")
 	e2 := newEvent("<2@x>", 0, event.Bounced, "globex")
@@ -58,7 +58,7 @@ func TestDispatchFiltersAndIsolatesEndpoints(t *testing.T) {
 	if n := h.done("bounces", offs[1]); n != 0 {
 		t.Fatalf("the slow endpoint marked its bounce done %d times while the POST was open", n)
 	}
-	release <- struct{}{}
+	unblock <- struct{}{}
 	testkit.Eventually(t, 5*time.Second, "the bounce to be done", func() bool { return h.done("bounces", offs[1]) == 1 })
 
 	if n, _ := all.total(); n != 3 {
@@ -86,7 +86,7 @@ func TestDispatchFiltersAndIsolatesEndpoints(t *testing.T) {
 
 // A failed first attempt queues the event durably and finishes the record
 // at once; the queue then delivers it and forgets it.
-func TestRetryFromTheQueueThenDelivered(t *testing.T) {
+func TestRedeliveryFromTheQueueThenDelivered(t *testing.T) {
 	rc := newReceiver(t, func(_ *http.Request, _ string, n int) int {
 		if n <= 2 {
 			return http.StatusServiceUnavailable
@@ -248,9 +248,9 @@ func TestRecoveredEndpointCatchesUpAtOnce(t *testing.T) {
 	rc.check(t)
 }
 
-// Events queued by one dispatcher are delivered by the next: retries live
+// Events queued by one dispatcher are delivered by the next: redeliveries live
 // in PostgreSQL, not in the process.
-func TestQueuedRetriesSurviveARestart(t *testing.T) {
+func TestQueuedRedeliveriesSurviveARestart(t *testing.T) {
 	var up atomic.Bool
 	rc := newReceiver(t, func(*http.Request, string, int) int {
 		if up.Load() {
@@ -324,7 +324,7 @@ func TestBacklogMetrics(t *testing.T) {
 	}
 }
 
-// A retried event carries the same webhook-id on every attempt.
+// A redelivered event carries the same webhook-id on every attempt.
 func TestEveryCopyHasTheSameWebhookID(t *testing.T) {
 	var ids []string
 	var mu = make(chan struct{}, 1)

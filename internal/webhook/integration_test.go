@@ -80,7 +80,7 @@ func TestIntegrationDispatch(t *testing.T) {
 	epDown.Types = []event.Type{event.Bounced}
 
 	// 60 events of 20 mails: four types, three tenants; every fifth
-	// event is written twice, as a producer retrying a write leaves it.
+	// event is written twice, as a producer repeating a write leaves it.
 	types := []event.Type{event.Accepted, event.Deferred, event.Delivered, event.Bounced}
 	tenants := []string{"acme", "globex", ""}
 	var msgs []kafka.Message

@@ -21,10 +21,10 @@ import (
 // purgeBatch bounds the dead letters one state pass deletes.
 const purgeBatch = 1000
 
-// Bounds of a claim, and of handing one back at shutdown.
+// Bounds of a claim, and of unclaiming one at shutdown.
 const (
 	claimTimeout   = 10 * time.Second
-	releaseTimeout = 2 * time.Second
+	unclaimTimeout = 2 * time.Second
 )
 
 // lane delivers the events to one endpoint. It reads the events topic
@@ -50,7 +50,7 @@ type lane struct {
 	store  store
 	seen   *lru.Cache[string, struct{}] // IDs finished lately (delivered, queued, dead): copies are not sent again
 	sem    chan struct{}                // one per POST in flight: Concurrency
-	wake   chan struct{}                // the retry loop has work
+	wake   chan struct{}                // the redelivery loop has work
 
 	consecutive atomic.Int64 // attempts in a row that failed
 	recovered   atomic.Bool  // a success ended a failing spell: pull the queue forward
@@ -112,7 +112,7 @@ func (l *lane) run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error {
-		l.retryLoop(ctx, work)
+		l.redeliveryLoop(ctx, work)
 		return nil
 	})
 	g.Go(func() error {
@@ -228,10 +228,10 @@ func (l *lane) takeCopies(id string) []consumer.Message {
 	return copies
 }
 
-// retryLoop claims the queue's due events and attempts them, as many at
+// redeliveryLoop claims the queue's due events and attempts them, as many at
 // once as there are free slots, or one at a time while the endpoint is
 // failing.
-func (l *lane) retryLoop(stop, work context.Context) {
+func (l *lane) redeliveryLoop(stop, work context.Context) {
 	idle := time.NewTimer(0)
 	defer idle.Stop()
 	for {
@@ -241,19 +241,19 @@ func (l *lane) retryLoop(stop, work context.Context) {
 		case <-idle.C:
 		case <-l.wake:
 		}
-		for l.retryOnce(stop, work) > 0 && stop.Err() == nil {
+		for l.redeliverOnce(stop, work) > 0 && stop.Err() == nil {
 		}
 		idle.Reset(l.d.cfg.PollInterval)
 	}
 }
 
-// retryOnce claims and starts the attempts of one batch of due events and
+// redeliverOnce claims and starts the attempts of one batch of due events and
 // returns how many it claimed.
-func (l *lane) retryOnce(stop, work context.Context) int {
+func (l *lane) redeliverOnce(stop, work context.Context) int {
 	now := l.d.cfg.NowFunc()
 	if l.recovered.Swap(false) {
 		var n int64
-		if !retryStore(stop, l.logger, &l.storeFailed, "pull forward", func() (err error) {
+		if !storeWithBackoff(stop, l.logger, &l.storeFailed, "pull forward", func() (err error) {
 			n, err = l.store.PullForward(work, l.ep.ID, now)
 			return err
 		}) {
@@ -296,7 +296,7 @@ func (l *lane) retryOnce(stop, work context.Context) int {
 		l.storeFailed.Store(err != nil)
 	}
 	if err != nil {
-		l.logger.Error("claiming due webhook retries failed", "err", err)
+		l.logger.Error("claiming due webhook redeliveries failed", "err", err)
 		rows = nil
 	}
 	for range slots - len(rows) {
@@ -307,7 +307,7 @@ func (l *lane) retryOnce(stop, work context.Context) int {
 			defer func() { <-l.sem }()
 			a := l.d.post(work, l, p.EventID, p.Payload)
 			if work.Err() != nil {
-				l.release(p)
+				l.unclaim(p)
 				return
 			}
 			p.Attempts++
@@ -317,14 +317,14 @@ func (l *lane) retryOnce(stop, work context.Context) int {
 	return len(rows)
 }
 
-// release hands back the claim of p, whose attempt a shutdown cut off, so
+// unclaim gives up the claim of p, whose attempt a shutdown cut off, so
 // that the next dispatcher need not wait out the lease. A failure is only
 // logged: the lease then runs out as after a crash.
-func (l *lane) release(p Pending) {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+func (l *lane) unclaim(p Pending) {
+	ctx, cancel := context.WithTimeout(context.Background(), unclaimTimeout)
 	defer cancel()
-	if err := l.store.Release(ctx, l.ep.ID, p.EventID, l.d.cfg.NowFunc()); err != nil {
-		l.logger.Warn("handing back a cut-off webhook retry failed; it comes due when its claim expires", "err", err)
+	if err := l.store.Unclaim(ctx, l.ep.ID, p.EventID, l.d.cfg.NowFunc()); err != nil {
+		l.logger.Warn("unclaiming a cut-off webhook redelivery failed; it comes due when its claim expires", "err", err)
 	}
 }
 
@@ -335,7 +335,7 @@ func (l *lane) settle(stop, work context.Context, p Pending, m *consumer.Message
 	now := l.d.cfg.NowFunc()
 	l.note(a, now)
 	if a.ok() {
-		if queued && !retryStore(stop, l.logger, &l.storeFailed, "queue write", func() error {
+		if queued && !storeWithBackoff(stop, l.logger, &l.storeFailed, "queue write", func() error {
 			return l.store.Delivered(work, l.ep.ID, p.EventID)
 		}) {
 			return false
@@ -356,14 +356,14 @@ func (l *lane) settle(stop, work context.Context, p Pending, m *consumer.Message
 	l.logger.Debug("webhook attempt failed; queued for another", "event_id", p.EventID, "attempt", p.Attempts,
 		"status", a.status, "detail", a.detail, "next_attempt_at", next)
 	if queued {
-		return retryStore(stop, l.logger, &l.storeFailed, "queue write", func() error { return l.store.Reschedule(work, p) })
+		return storeWithBackoff(stop, l.logger, &l.storeFailed, "queue write", func() error { return l.store.Reschedule(work, p) })
 	}
 	return l.enqueue(stop, work, p)
 }
 
 // enqueue puts p in the queue.
 func (l *lane) enqueue(stop, work context.Context, p Pending) bool {
-	if !retryStore(stop, l.logger, &l.storeFailed, "queue write", func() error { return l.store.Enqueue(work, p) }) {
+	if !storeWithBackoff(stop, l.logger, &l.storeFailed, "queue write", func() error { return l.store.Enqueue(work, p) }) {
 		return false
 	}
 	l.seen.Add(p.EventID, struct{}{}) // the queue has it now
@@ -378,7 +378,7 @@ func (l *lane) bury(stop, work context.Context, p Pending, m *consumer.Message, 
 		return false
 	}
 	now := l.d.cfg.NowFunc()
-	if !retryStore(stop, l.logger, &l.storeFailed, "queue write", func() error { return l.store.Bury(work, p, reason, now) }) {
+	if !storeWithBackoff(stop, l.logger, &l.storeFailed, "queue write", func() error { return l.store.Bury(work, p, reason, now) }) {
 		return false
 	}
 	if p.EventID != "" {
@@ -394,7 +394,7 @@ func (l *lane) bury(stop, work context.Context, p Pending, m *consumer.Message, 
 // publishLetter writes p's dead letter to the topic.
 func (l *lane) publishLetter(stop, work context.Context, p Pending, m *consumer.Message, reason string) bool {
 	dl := letter(p, m, reason)
-	return retryStore(stop, l.logger, &l.storeFailed, "dead letter", func() error {
+	return storeWithBackoff(stop, l.logger, &l.storeFailed, "dead letter", func() error {
 		return l.d.cfg.DeadLetters.Publish(work, dl)
 	})
 }

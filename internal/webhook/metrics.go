@@ -51,10 +51,10 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 	set := metricreg.NewExclusiveSet(reg, metricsSubsystem)
 	m := &metrics{
 		deliveries: set.CounterVec("deliveries_total",
-			"Events finished per endpoint: delivered (a 2xx reply) or dead_lettered (410 Gone, the retry horizon passed, endpoint disabled, not an event).",
+			"Events finished per endpoint: delivered (a 2xx reply) or dead_lettered (410 Gone, the redelivery horizon passed, endpoint disabled, not an event).",
 			"endpoint", "result"),
 		delivery: set.HistogramVec("delivery_seconds",
-			"Time from an event's first attempt (or its queueing) for an endpoint to its end (delivered or dead-lettered), retries included.",
+			"Time from an event's first attempt (or its queueing) for an endpoint to its end (delivered or dead-lettered), redeliveries included.",
 			prometheus.ExponentialBuckets(0.01, 3, 16), // 10ms to about 40h
 			"endpoint", "result"),
 		attempts: set.CounterVec("attempts_total",

@@ -118,12 +118,12 @@ func (q *Queue) Delivered(ctx context.Context, endpoint, eventID string) error {
 	return nil
 }
 
-// Release makes a claimed row due again at now: its attempt was cut off
+// Unclaim makes a claimed row due again at now: its attempt was cut off
 // by a shutdown and was not made, as far as anyone knows.
-func (q *Queue) Release(ctx context.Context, endpoint, eventID string, now time.Time) error {
+func (q *Queue) Unclaim(ctx context.Context, endpoint, eventID string, now time.Time) error {
 	if _, err := q.pool.Exec(ctx, `UPDATE postline_webhook_queue SET next_at = $3
 		WHERE endpoint = $1 AND event_id = $2 AND status = 'pending'`, endpoint, eventID, now); err != nil {
-		return fmt.Errorf("webhook queue: release for %s: %w", endpoint, err)
+		return fmt.Errorf("webhook queue: unclaim for %s: %w", endpoint, err)
 	}
 	return nil
 }

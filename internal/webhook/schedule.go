@@ -8,7 +8,7 @@ import (
 	"github.com/postline/postline/internal/configerr"
 )
 
-// DefaultDelays is the common webhook retry schedule: the wait before each
+// DefaultDelays is the common webhook redelivery schedule: the wait before each
 // attempt after the first, which is made at once. Past its end the last
 // wait repeats until the horizon.
 var DefaultDelays = []time.Duration{

@@ -16,7 +16,7 @@ func TestScheduleFollowsTheCommonDelays(t *testing.T) {
 	for i, w := range want {
 		next, ok := s.Next(i+1, first, now, 0, mid)
 		if !ok {
-			t.Fatalf("attempt %d at +%s: given up, want a retry in %s", i+1, now.Sub(first), w)
+			t.Fatalf("attempt %d at +%s: given up, want a redelivery in %s", i+1, now.Sub(first), w)
 		}
 		if got := next.Sub(now); got != w {
 			t.Errorf("after attempt %d: wait %s, want %s", i+1, got, w)

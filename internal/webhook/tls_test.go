@@ -39,6 +39,6 @@ func TestTLSCertificateVerified(t *testing.T) {
 	off = d.send(mustEncode(t, newEvent("<t@x>", 1, event.Delivered, "")))
 	testkit.Eventually(t, 5*time.Second, "delivery over verified TLS", func() bool { return d.done("tls", off) == 1 })
 	if len(d.dlq.all()) != 0 || d.rows("tls", statusPending) != 0 {
-		t.Errorf("dead letters or retries over trusted TLS: %+v", d.dlq.all())
+		t.Errorf("dead letters or redeliveries over trusted TLS: %+v", d.dlq.all())
 	}
 }

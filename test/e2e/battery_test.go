@@ -26,7 +26,7 @@ import (
 	"github.com/postline/postline/job"
 )
 
-// wantSent is the expected outcome of a battery kind that is a valid job
+// wantSent is the expected fate of a battery kind that is a valid job
 // after all: it must arrive at the relay exactly once and never be
 // dead-lettered.
 const wantSent = "sent"
@@ -139,7 +139,7 @@ func TestBadInputBattery(t *testing.T) {
 			expectLetters++
 		}
 	}
-	// A record is committed only once its outcome is recorded: its dead
+	// A record is committed only once its fate is recorded: its dead
 	// letter written or its mail accepted by the relay. So once every
 	// partition is committed to its end the picture is complete, unless a
 	// kind went to a retry topic (no scheduler runs here): then its mail

@@ -4,7 +4,7 @@
 // Mailpit per test and scripted go-smtp servers for fault injection) and
 // prove the guarantees from the outside: each Message-ID is sent once, bad
 // input is dead-lettered with a reason, offsets are committed only for
-// recorded outcomes, kill -9, SIGTERM and a Postgres outage lose nothing
+// recorded fates, kill -9, SIGTERM and a Postgres outage lose nothing
 // (tests without the failure_ prefix), and failures are routed by class
 // through delay tiers, limits, shared circuit breakers, failover, pausing
 // and DLQ replay (failure_*_test.go).

@@ -103,13 +103,13 @@ func TestFailureCircuitSharedByTwoWorkers(t *testing.T) {
 	}
 }
 
-// TestFailureAllProvidersDownPauses starts a worker whose two relays answer
+// TestFailureAllRelaysDownPauses starts a worker whose two relays answer
 // 421 to every MAIL. Once both circuits open the worker pauses
 // (postline_delivery_paused 1); the consumer lag of the jobs topic grows
 // with every job published while the delay topics stay nearly empty (only
 // the failures before the circuits opened). When the relays recover, every
 // job is delivered exactly once.
-func TestFailureAllProvidersDownPauses(t *testing.T) {
+func TestFailureAllRelaysDownPauses(t *testing.T) {
 	t.Parallel()
 	s := newFailureStack(t, fastTiers)
 	down := func(smtptest.Command) *smtptest.Reply {
@@ -145,7 +145,7 @@ func TestFailureAllProvidersDownPauses(t *testing.T) {
 	// The worker resumes for a moment whenever a circuit's cool-down ends
 	// (the half-open probe) and pauses again when the probe fails, so it is
 	// paused most of the time, not all of it. The lag must not fall: jobs
-	// are released, not pushed through the delay topics.
+	// are handed back, not pushed through the delay topics.
 	var polls, paused int
 	throughout(t, 3*time.Second, "lag kept while every relay is down", func(ctx context.Context) error {
 		v, err := w.Metric(ctx, "postline_delivery_paused")
@@ -179,7 +179,7 @@ func TestFailureAllProvidersDownPauses(t *testing.T) {
 	t.Logf("while down: lag %d -> %d of %d published; delay topics hold %d records %v; relays saw %d and %d connections",
 		lag1, lag2, 2*wave, retried, volume, a.Connections(), b.Connections())
 	if retried > 2*senders {
-		t.Errorf("delay topics hold %d records while every provider is down, want at most %d (the failures before the circuits opened)", retried, 2*senders)
+		t.Errorf("delay topics hold %d records while every relay is down, want at most %d (the failures before the circuits opened)", retried, 2*senders)
 	}
 
 	swA.Set(acceptAll)

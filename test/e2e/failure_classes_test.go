@@ -24,13 +24,13 @@ import (
 //   - throttled (452 4.4.5 "try again in 2 seconds", once): a copy in the 2s
 //     tier with attempt 2, not-before at least the hint after the failure
 //     and last-class throttled, delivered after not-before;
-//   - transient (421 without an enhanced code, four times): the fast
-//     retries (1 + POSTLINE_FAST_RETRIES RCPTs within about 2 s), then a
+//   - transient (421 without an enhanced code, four times): the
+//     resends (1 + POSTLINE_FAST_RETRIES RCPTs within about 2 s), then a
 //     copy in a tier, then delivered.
 func TestFailureClassesRoute(t *testing.T) {
 	t.Parallel()
 	s := newFailureStack(t, fastTiers)
-	const fastRetries = 3
+	const resends = 3
 
 	perm := taggedJobs(1, "perm", job.PriorityNormal)
 	throttled := taggedJobs(1, "throttle", job.PriorityNormal)
@@ -53,7 +53,7 @@ func TestFailureClassesRoute(t *testing.T) {
 				return &smtptest.Reply{Code: 452, Enhanced: "4.4.5", Text: "too busy, try again in 2 seconds"}
 			}
 		case transient[0].To[0]:
-			if c.Attempt <= 1+fastRetries {
+			if c.Attempt <= 1+resends {
 				return &smtptest.Reply{Code: 421, Text: "service not available, closing channel"}
 			}
 		}
@@ -121,26 +121,26 @@ func TestFailureClassesRoute(t *testing.T) {
 		t.Errorf("throttled job: DATA at %v, want once, not before %s", data, notBefore.Format(time.RFC3339Nano))
 	}
 
-	// Transient: the fast retries, then a tier.
+	// Transient: the resends, then a tier.
 	if r := rows[transientID]; r.Status != "sent" || r.Attempt != 2 {
 		t.Errorf("transient job's row = %+v, want sent at attempt 2", r)
 	}
 	rcpts := log.times(smtptest.VerbRcpt, transient[0].To[0])
-	if len(rcpts) != 2+fastRetries {
-		t.Fatalf("transient job: relay saw %d RCPTs, want %d (1 + %d fast retries failing, 1 accepted)", len(rcpts), 2+fastRetries, fastRetries)
+	if len(rcpts) != 2+resends {
+		t.Fatalf("transient job: relay saw %d RCPTs, want %d (1 + %d resends failing, 1 accepted)", len(rcpts), 2+resends, resends)
 	}
-	if burst := rcpts[fastRetries].Sub(rcpts[0]); burst > 2500*time.Millisecond {
-		t.Errorf("transient job: the %d fast attempts took %s, want about 2 s at most", 1+fastRetries, burst)
+	if burst := rcpts[resends].Sub(rcpts[0]); burst > 2500*time.Millisecond {
+		t.Errorf("transient job: the %d sends took %s, want about 2 s at most", 1+resends, burst)
 	}
 	tr := copies[transientID]
 	if len(tr) != 1 {
-		t.Fatalf("transient job: %d retry copies, want 1 after the fast retries", len(tr))
+		t.Fatalf("transient job: %d retry copies, want 1 after the resends", len(tr))
 	}
 	if a, c := headerInt(tr[0], jobheader.KeyAttempt), testkit.Header(tr[0].Headers, jobheader.KeyLastClass); a != 2 || c != "transient" {
 		t.Errorf("transient copy: attempt %d, last-class %q; want 2, transient", a, c)
 	}
 	t.Logf("transient: %d RCPTs in %s, copy in %s, delivered %s after the first try",
-		len(rcpts), rcpts[fastRetries].Sub(rcpts[0]).Round(time.Millisecond), tr[0].Topic,
+		len(rcpts), rcpts[resends].Sub(rcpts[0]).Round(time.Millisecond), tr[0].Topic,
 		rcpts[len(rcpts)-1].Sub(rcpts[0]).Round(time.Millisecond))
 	checkOnce(t, []string{throttleID, transientID}, srv)
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // TestFailureTransientThriceThenDelivered fails one job transiently on its
-// first three attempts (no fast retries, so each failure is one attempt
+// first three attempts (no resends, so each failure is one attempt
 // through a delay tier and the scheduler) and accepts the fourth: the job is
 // delivered exactly once and its row records 4 attempts. It logs the p99 of
 // the scheduler's lateness histogram on this quiet run.

@@ -464,7 +464,7 @@ func (s *stack) indexJobs() offsetIndex {
 
 // checkCommittedRecorded reads the group's committed offsets and checks, in
 // Postgres directly, that every record below them has a terminal row:
-// nothing was committed without a recorded outcome. It returns the offsets.
+// nothing was committed without a recorded fate. It returns the offsets.
 func (s *stack) checkCommittedRecorded(ctx context.Context, idx offsetIndex) (map[int]int64, error) {
 	committed, err := s.committed(ctx)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 // TestLeaseKeptWhileJobsWaitForAThrottledRelay is the regression test of
 // leases lapsing under throttling. A worker claims a batch of jobs (up to
 // POSTLINE_BATCH_SIZE, 256) at once and then feeds them to its senders,
-// which wait for a relay slot: pacing, adaptive concurrency, fast retries
+// which wait for a relay slot: pacing, adaptive concurrency, resends
 // of throttled sends. Against a relay of 20 mails/s, 1,000 jobs take at
 // least 50 s, so a claimed job waits many seconds before its transaction;
 // with a 2 s lease and a reaper that takes over rows 1 s past their lease,
@@ -36,7 +36,7 @@ func TestLeaseKeptWhileJobsWaitForAThrottledRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close() })
-	// Throttled jobs that exhaust their fast retries come back through the
+	// Throttled jobs that exhaust their resends come back through the
 	// delay tiers.
 	s.startScheduler("scheduler")
 
@@ -48,7 +48,7 @@ func TestLeaseKeptWhileJobsWaitForAThrottledRelay(t *testing.T) {
 			"POSTLINE_REAPER_INTERVAL": "1s",
 			"POSTLINE_REAPER_GRACE":    "1s",
 			// This test is about leases, not the breaker: throttling must
-			// not open the circuit and release the jobs instead.
+			// not open the circuit and hand back the jobs instead.
 			"POSTLINE_CIRCUIT_THRESHOLD": "1000",
 		})
 		delete(env, "POSTLINE_SENDERS") // the default pool, as in production

@@ -174,7 +174,7 @@ func equalTransitions(got, want map[rcptKey][]event.Type) bool {
 }
 
 // TestComplaintSoftBounceAndForgery sends three mails through a scripted
-// relay, then reports on them as mailbox providers would, over SMTP to the
+// relay, then reports on them as mailbox services would, over SMTP to the
 // receiver: a complaint (ARF) to the feedback address, a soft bounce (a
 // DSN after the remote gave up on a full mailbox) to the return path, and
 // a bounce to a return path whose token was made with another key. The

@@ -71,7 +71,7 @@ func TestPostgresDownAtStart(t *testing.T) {
 		}
 		for p, off := range committed {
 			if off >= 0 {
-				return fmt.Errorf("partition %d committed at %d before any outcome could be recorded", p, off)
+				return fmt.Errorf("partition %d committed at %d before any fate could be recorded", p, off)
 			}
 		}
 		return nil
@@ -92,7 +92,7 @@ func TestPostgresDownAtStart(t *testing.T) {
 }
 
 // TestPostgresDownMidRun cuts Postgres under load: readiness turns false,
-// committed offsets cover only records whose outcome is in Postgres and stop
+// committed offsets cover only records whose fate is in Postgres and stop
 // moving, and once Postgres is back the worker recovers by itself and every
 // job ends sent, each delivered once.
 func TestPostgresDownMidRun(t *testing.T) {
@@ -102,7 +102,7 @@ func TestPostgresDownMidRun(t *testing.T) {
 	const (
 		n       = 3000
 		senders = 4
-		// settle is how long after the cut a commit of outcomes recorded
+		// settle is how long after the cut a commit of fates recorded
 		// just before it may still land: a commit interval (500ms) and a
 		// round trip, with room.
 		settle = 1500 * time.Millisecond
@@ -173,7 +173,7 @@ func TestPostgresDownMidRun(t *testing.T) {
 		t.Errorf("postline_delivery_dependency_errors_total = 0: the pipeline never met the outage")
 	}
 	got := s.mailbox(ids)
-	// A send whose outcome could not be recorded is recorded later, not
+	// A send whose fate could not be recorded is recorded later, not
 	// sent again, so the outage causes no duplicates.
 	t.Logf("SMTP duplicates across the postgres outage: %d (%v failed store calls retried); mailpit: %s",
 		got.Duplicates, errs, got)

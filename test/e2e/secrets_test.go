@@ -28,7 +28,7 @@ import (
 
 // The secrets canary: the harness knows a set of secrets the processes it
 // starts hold (mail bodies, passwords), and fails a test when any of them
-// shows up where an operator or a log pipeline would see it: a process's
+// shows up where an operator or a log collector would see it: a process's
 // log, its /metrics, a dead letter's headers (the dead letter's value is the
 // original record by design), a retry copy's headers, or postctl's output.
 // The secrets are chosen once per test binary, so every suite runs with

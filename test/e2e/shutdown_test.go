@@ -7,7 +7,7 @@ import (
 )
 
 // TestSIGTERMUnderLoad sends SIGTERM to a busy worker: it exits 0 within its
-// shutdown timeout, having committed only recorded outcomes, and a fresh
+// shutdown timeout, having committed only recorded fates, and a fresh
 // worker in the same group finishes the rest with nothing lost or sent twice.
 func TestSIGTERMUnderLoad(t *testing.T) {
 	t.Parallel()

@@ -30,7 +30,7 @@ import (
 // of the relay's circuit on either worker, open never seen on /metrics),
 // although 451 4.3.0 is a fault of the relay's. From 10 s after the first
 // acceptance until 90 % of the mail is accepted, the fleet holds at least
-// 90 % of the relay's rate. Before, throttles counted as provider faults:
+// 90 % of the relay's rate. Before, throttles counted as relay faults:
 // five in a row on one worker opened the circuit for the whole fleet for
 // 30 s, and the pacer took 20 s to climb back from a cut.
 //

@@ -44,8 +44,8 @@ type MemoryRow struct {
 	LeaseExpiresAt time.Time
 	// Conflicts counts NoteConflicts calls naming the row.
 	Conflicts int
-	// Outcomes are the outcomes recorded on the row, in order.
-	Outcomes []idempotency.Outcome
+	// Fates are the fates recorded on the row, in order.
+	Fates []idempotency.Fate
 
 	// Tenant, Stream, Metadata, ConfirmBy and Confirmation are the mail's
 	// (see idempotency.Recipient).
@@ -94,16 +94,16 @@ func (m *Memory) Row(id string) (MemoryRow, bool) {
 		return MemoryRow{}, false
 	}
 	c := *r
-	c.PayloadHash, c.Outcomes, c.Metadata = slices.Clone(r.PayloadHash), slices.Clone(r.Outcomes), maps.Clone(r.Metadata)
+	c.PayloadHash, c.Fates, c.Metadata = slices.Clone(r.PayloadHash), slices.Clone(r.Fates), maps.Clone(r.Metadata)
 	return c, true
 }
 
 // Put stores row as it is, replacing any row of its ID: the state an
-// earlier attempt, another worker or an older release left.
+// earlier attempt, another worker or an older hand-back left.
 func (m *Memory) Put(row MemoryRow) {
 	m.t.mu.Lock()
 	defer m.t.mu.Unlock()
-	row.PayloadHash, row.Outcomes, row.Metadata = slices.Clone(row.PayloadHash), slices.Clone(row.Outcomes), maps.Clone(row.Metadata)
+	row.PayloadHash, row.Fates, row.Metadata = slices.Clone(row.PayloadHash), slices.Clone(row.Fates), maps.Clone(row.Metadata)
 	m.t.rows[row.MessageID] = &row
 }
 
@@ -211,7 +211,7 @@ func classify(q idempotency.ClaimRequest, first *idempotency.ClaimRequest, row *
 	case row.Status.Terminal():
 		c.Result = idempotency.Duplicate
 	case q.Attempt == row.Attempt+1 && row.Status == idempotency.StatusSending && row.leased(now):
-		// The next attempt's copy overtook this attempt's outcome.
+		// The next attempt's copy overtook this attempt's fate.
 		c.Result, c.RetryAt = idempotency.Busy, row.LeaseExpiresAt
 	case q.Attempt != row.Attempt:
 		c.Result = idempotency.Stale
@@ -223,16 +223,16 @@ func classify(q idempotency.ClaimRequest, first *idempotency.ClaimRequest, row *
 	return c
 }
 
-// Record writes outcomes as compare-and-sets on their versions, as
-// idempotency.Store.Record does; only the first outcome of an ID is
+// Record writes fates as compare-and-sets on their versions, as
+// idempotency.Store.Record does; only the first fate of an ID is
 // written, the others are reported lost.
-func (m *Memory) Record(_ context.Context, outs []idempotency.Outcome) ([]string, error) {
+func (m *Memory) Record(_ context.Context, outs []idempotency.Fate) ([]string, error) {
 	if len(outs) == 0 {
 		return nil, nil
 	}
 	for i, o := range outs {
 		if o.MessageID == "" {
-			return nil, fmt.Errorf("record: outcome %d: empty message ID", i)
+			return nil, fmt.Errorf("record: fate %d: empty message ID", i)
 		}
 		switch o.Status {
 		case idempotency.StatusSent, idempotency.StatusFailed, idempotency.StatusDead, idempotency.StatusRetrying, idempotency.StatusSuppressed:
@@ -279,7 +279,7 @@ func (m *Memory) Record(_ context.Context, outs []idempotency.Outcome) ([]string
 			row.Attempt = o.Attempt
 		}
 		row.LeaseOwner, row.LeaseExpiresAt = "", time.Time{}
-		row.Outcomes = append(row.Outcomes, o)
+		row.Fates = append(row.Fates, o)
 		row.Stream = cmp.Or(o.Stream, row.Stream)
 		if o.Metadata != nil {
 			row.Metadata = maps.Clone(o.Metadata)
@@ -305,7 +305,7 @@ const maxRecipients = 100
 
 // recordRecipient writes what an attempt decided for one recipient of row,
 // unless an earlier attempt or a report already moved it past pending.
-func (t *table) recordRecipient(row *MemoryRow, r idempotency.RecipientOutcome, now time.Time) {
+func (t *table) recordRecipient(row *MemoryRow, r idempotency.RecipientFate, now time.Time) {
 	k := recipientKey{row.MessageID, r.Index}
 	if old := t.rcpts[k]; old != nil && old.State != idempotency.RecipientPending {
 		return

@@ -15,12 +15,12 @@ import (
 )
 
 // ClaimStore is what a worker needs of the claim store: claim a batch of
-// jobs before sending them, record their outcomes, keep the leases of the
+// jobs before sending them, record their fates, keep the leases of the
 // jobs in hand alive, store rejected input and count conflicts. Each call
 // is one batch; results are in input order.
 type ClaimStore interface {
 	Claim(ctx context.Context, reqs []idempotency.ClaimRequest) ([]idempotency.Claim, error)
-	Record(ctx context.Context, outs []idempotency.Outcome) (lost []string, err error)
+	Record(ctx context.Context, outs []idempotency.Fate) (lost []string, err error)
 	ExtendLease(ctx context.Context, ids []string, versions []int64) (lost []string, err error)
 	RecordRejected(ctx context.Context, rejs []idempotency.Rejection) error
 	NoteConflicts(ctx context.Context, ids []string) error
@@ -150,7 +150,7 @@ func (s *suite) want(st ClaimStore, r idempotency.ClaimRequest, want idempotency
 	return c
 }
 
-func (s *suite) record(st ClaimStore, outs ...idempotency.Outcome) []string {
+func (s *suite) record(st ClaimStore, outs ...idempotency.Fate) []string {
 	s.t.Helper()
 	lost, err := st.Record(s.t.Context(), outs)
 	if err != nil {
@@ -159,15 +159,15 @@ func (s *suite) record(st ClaimStore, outs ...idempotency.Outcome) []string {
 	return lost
 }
 
-func (s *suite) recordWon(st ClaimStore, outs ...idempotency.Outcome) {
+func (s *suite) recordWon(st ClaimStore, outs ...idempotency.Fate) {
 	s.t.Helper()
 	if lost := s.record(st, outs...); len(lost) != 0 {
 		s.t.Fatalf("Record lost %v", lost)
 	}
 }
 
-func outcome(c idempotency.Claim, status idempotency.Status, attempt int) idempotency.Outcome {
-	return idempotency.Outcome{MessageID: c.MessageID, Version: c.Version, Status: status, Attempt: attempt}
+func fate(c idempotency.Claim, status idempotency.Status, attempt int) idempotency.Fate {
+	return idempotency.Fate{MessageID: c.MessageID, Version: c.Version, Status: status, Attempt: attempt}
 }
 
 // until claims r every few milliseconds while the result is busy, for at
@@ -192,7 +192,7 @@ func newRowAtAttemptOne(t *testing.T, s *suite) {
 	}
 	// The job goes on at attempt 2: that copy claims it, the producer's
 	// copy (5) is stale.
-	s.recordWon(st, outcome(c, idempotency.StatusRetrying, c.Attempt+1))
+	s.recordWon(st, fate(c, idempotency.StatusRetrying, c.Attempt+1))
 	if stale := s.want(st, req(c.MessageID, "body", 5), idempotency.Stale); stale.Attempt != 2 || stale.Status != idempotency.StatusRetrying {
 		t.Errorf("stale claim = %+v, want the row's attempt 2, retrying", stale)
 	}
@@ -217,7 +217,7 @@ func duplicateAfterTerminal(t *testing.T, s *suite) {
 		idempotency.StatusDead, idempotency.StatusSuppressed} {
 		id := s.id(string(status))
 		c := s.want(st, req(id, "body", 1), idempotency.Claimed)
-		s.recordWon(st, outcome(c, status, 1))
+		s.recordWon(st, fate(c, status, 1))
 		for _, attempt := range []int{1, 2} {
 			dup := s.want(st, req(id, "body", attempt), idempotency.Duplicate)
 			if dup.Status != status || dup.Version != 2 || dup.Attempt != 1 {
@@ -238,10 +238,10 @@ func conflict(t *testing.T, s *suite) {
 	if other := s.want(st, req(id, "different", 1), idempotency.Conflict); other.Status != idempotency.StatusSending {
 		t.Errorf("conflict under a lease = %+v, want status sending", other)
 	}
-	s.recordWon(st, outcome(c, idempotency.StatusRetrying, 2))
+	s.recordWon(st, fate(c, idempotency.StatusRetrying, 2))
 	s.want(st, req(id, "different", 2), idempotency.Conflict)
 	c = s.want(st, req(id, "original", 2), idempotency.Claimed)
-	s.recordWon(st, outcome(c, idempotency.StatusSent, 2))
+	s.recordWon(st, fate(c, idempotency.StatusSent, 2))
 	s.want(st, req(id, "different", 2), idempotency.Conflict)
 }
 
@@ -294,13 +294,13 @@ func busyUntilTheLeaseExpires(t *testing.T, s *suite) {
 		t.Fatalf("claim after the lease = %+v, want claimed at version 2, attempt 1", cb)
 	}
 	// The old owner wakes up: its writes lose the compare-and-set.
-	if lost := s.record(a, outcome(ca, idempotency.StatusSent, 1)); !slices.Equal(lost, []string{r.MessageID}) {
+	if lost := s.record(a, fate(ca, idempotency.StatusSent, 1)); !slices.Equal(lost, []string{r.MessageID}) {
 		t.Errorf("stale Record lost %v, want [%s]", lost, r.MessageID)
 	}
 	if lost, err := a.ExtendLease(t.Context(), []string{r.MessageID}, []int64{ca.Version}); err != nil || len(lost) != 1 {
 		t.Errorf("stale ExtendLease = %v, %v; want the ID lost", lost, err)
 	}
-	s.recordWon(b, outcome(cb, idempotency.StatusSent, 1))
+	s.recordWon(b, fate(cb, idempotency.StatusSent, 1))
 }
 
 func nextAttemptWaitsForTheLease(t *testing.T, s *suite) {
@@ -313,7 +313,7 @@ func nextAttemptWaitsForTheLease(t *testing.T, s *suite) {
 	}
 	// Two attempts ahead is no copy a sender makes: stale.
 	s.want(st, req(id, "body", 3), idempotency.Stale)
-	s.recordWon(st, outcome(first, idempotency.StatusRetrying, 2))
+	s.recordWon(st, fate(first, idempotency.StatusRetrying, 2))
 	if again := s.want(st, req(id, "body", 2), idempotency.Claimed); again.Attempt != 2 {
 		t.Errorf("claimed attempt = %d, want 2", again.Attempt)
 	}
@@ -335,7 +335,7 @@ func staleAttemptAndReclaim(t *testing.T, s *suite) {
 	st := s.store("w", longLease)
 	id := s.id("retry")
 	c := s.want(st, req(id, "body", 1), idempotency.Claimed)
-	s.recordWon(st, outcome(c, idempotency.StatusRetrying, 2))
+	s.recordWon(st, fate(c, idempotency.StatusRetrying, 2))
 	for _, attempt := range []int{1, 3} {
 		if stale := s.want(st, req(id, "body", attempt), idempotency.Stale); stale.Status != idempotency.StatusRetrying || stale.Attempt != 2 {
 			t.Errorf("stale claim = %+v, want retrying at attempt 2", stale)
@@ -354,24 +354,24 @@ func recordCompareAndSet(t *testing.T, s *suite) {
 	a, b, none := s.id("a"), s.id("b"), s.id("none")
 	cs := s.claim(st, req(a, "a", 1), req(b, "b", 1))
 	lost := s.record(st,
-		idempotency.Outcome{MessageID: a, Version: cs[0].Version + 1, Status: idempotency.StatusSent}, // moved
-		idempotency.Outcome{MessageID: b, Version: cs[1].Version, Status: idempotency.StatusSent},
-		idempotency.Outcome{MessageID: b, Version: cs[1].Version, Status: idempotency.StatusFailed}, // twice
-		idempotency.Outcome{MessageID: none, Version: 1, Status: idempotency.StatusSent},            // no row
+		idempotency.Fate{MessageID: a, Version: cs[0].Version + 1, Status: idempotency.StatusSent}, // moved
+		idempotency.Fate{MessageID: b, Version: cs[1].Version, Status: idempotency.StatusSent},
+		idempotency.Fate{MessageID: b, Version: cs[1].Version, Status: idempotency.StatusFailed}, // twice
+		idempotency.Fate{MessageID: none, Version: 1, Status: idempotency.StatusSent},            // no row
 	)
 	if want := []string{a, b, none}; !slices.Equal(lost, want) {
 		t.Errorf("lost = %v, want %v", lost, want)
 	}
-	// a is unchanged (still ours, leased); b took its first outcome.
+	// a is unchanged (still ours, leased); b took its first fate.
 	if c := s.want(st, req(a, "a", 1), idempotency.Busy); c.Version != 1 || c.Status != idempotency.StatusSending {
 		t.Errorf("row a after a lost compare-and-set = %+v, want sending at version 1", c)
 	}
 	if c := s.want(st, req(b, "b", 1), idempotency.Duplicate); c.Status != idempotency.StatusSent {
-		t.Errorf("row b = %q, want the first outcome (sent)", c.Status)
+		t.Errorf("row b = %q, want the first fate (sent)", c.Status)
 	}
-	// A terminal row takes no second outcome at the old version.
-	if lost := s.record(st, idempotency.Outcome{MessageID: b, Version: cs[1].Version, Status: idempotency.StatusFailed}); len(lost) != 1 {
-		t.Errorf("second outcome at the claim's version lost %v, want [%s]", lost, b)
+	// A terminal row takes no second fate at the old version.
+	if lost := s.record(st, idempotency.Fate{MessageID: b, Version: cs[1].Version, Status: idempotency.StatusFailed}); len(lost) != 1 {
+		t.Errorf("second fate at the claim's version lost %v, want [%s]", lost, b)
 	}
 }
 
@@ -379,11 +379,11 @@ func recordKeepsTheAttempt(t *testing.T, s *suite) {
 	st := s.store("w", longLease)
 	id := s.id("keep")
 	c := s.want(st, req(id, "body", 1), idempotency.Claimed)
-	s.recordWon(st, outcome(c, idempotency.StatusRetrying, 3))
+	s.recordWon(st, fate(c, idempotency.StatusRetrying, 3))
 	c = s.want(st, req(id, "body", 3), idempotency.Claimed)
-	s.recordWon(st, outcome(c, idempotency.StatusFailed, 0))
+	s.recordWon(st, fate(c, idempotency.StatusFailed, 0))
 	if dup := s.want(st, req(id, "body", 3), idempotency.Duplicate); dup.Attempt != 3 || dup.Status != idempotency.StatusFailed {
-		t.Errorf("row after an outcome without attempt = %+v, want failed at attempt 3", dup)
+		t.Errorf("row after a fate without attempt = %+v, want failed at attempt 3", dup)
 	}
 }
 
@@ -401,8 +401,8 @@ func extendLease(t *testing.T, s *suite) {
 			t.Fatalf("busy row at version %d, want the claim's %d: extending must not bump it", busy.Version, c.Version)
 		}
 	}
-	// The claim's version is still good for the outcome.
-	s.recordWon(owner, outcome(c, idempotency.StatusSent, 1))
+	// The claim's version is still good for the fate.
+	s.recordWon(owner, fate(c, idempotency.StatusSent, 1))
 	if lost, err := owner.ExtendLease(t.Context(), []string{id}, []int64{c.Version}); err != nil || len(lost) != 1 {
 		t.Errorf("ExtendLease of a recorded row = %v, %v; want it lost", lost, err)
 	}
@@ -436,7 +436,7 @@ func recordRejected(t *testing.T, s *suite) {
 	st := s.store("w", longLease)
 	sent, bad := s.id("sent"), s.id("bad")
 	c := s.want(st, req(sent, "body", 1), idempotency.Claimed)
-	s.recordWon(st, outcome(c, idempotency.StatusSent, 1))
+	s.recordWon(st, fate(c, idempotency.StatusSent, 1))
 	err := st.RecordRejected(t.Context(), []idempotency.Rejection{
 		{MessageID: sent, PayloadHash: hash("evil"), Reason: "invalid_address", Error: "bad"},
 		{MessageID: bad, Reason: "header_injection", Error: "CR in Subject"},
@@ -458,7 +458,7 @@ func recordRejected(t *testing.T, s *suite) {
 	}
 	// From then on it is that job's row.
 	s.want(st, req(bad, "other", 1), idempotency.Conflict)
-	s.recordWon(st, outcome(c, idempotency.StatusSent, 1))
+	s.recordWon(st, fate(c, idempotency.StatusSent, 1))
 	s.want(st, req(bad, "body", 1), idempotency.Duplicate)
 
 	// A rejection of an ID being sent does not touch the claim.
@@ -467,7 +467,7 @@ func recordRejected(t *testing.T, s *suite) {
 	if err := st.RecordRejected(t.Context(), []idempotency.Rejection{{MessageID: id, Reason: "late"}}); err != nil {
 		t.Fatal(err)
 	}
-	s.recordWon(st, outcome(c, idempotency.StatusSent, 1))
+	s.recordWon(st, fate(c, idempotency.StatusSent, 1))
 }
 
 func noteConflicts(t *testing.T, s *suite) {
@@ -481,7 +481,7 @@ func noteConflicts(t *testing.T, s *suite) {
 	if busy := s.want(st, req(id, "original", 1), idempotency.Busy); busy.Version != c.Version {
 		t.Errorf("NoteConflicts moved the version from %d to %d", c.Version, busy.Version)
 	}
-	s.recordWon(st, outcome(c, idempotency.StatusSent, 1))
+	s.recordWon(st, fate(c, idempotency.StatusSent, 1))
 }
 
 func lives(t *testing.T, s *suite) {
@@ -492,7 +492,7 @@ func lives(t *testing.T, s *suite) {
 	if first == 0 {
 		t.Fatal("a new row's claim has life 0, want one drawn for it")
 	}
-	s.recordWon(st, outcome(c, idempotency.StatusRetrying, 2))
+	s.recordWon(st, fate(c, idempotency.StatusRetrying, 2))
 	if c = s.want(st, req(id, "a", 2), idempotency.Claimed); c.Life != first {
 		t.Errorf("the retry's claim has life %d, want the first attempt's %d", c.Life, first)
 	}
@@ -522,20 +522,20 @@ func badRequests(t *testing.T, s *suite) {
 	}
 	// Nothing of a refused batch was claimed.
 	s.want(st, good, idempotency.Claimed)
-	for _, bad := range []idempotency.Outcome{
+	for _, bad := range []idempotency.Fate{
 		{MessageID: "", Version: 1, Status: idempotency.StatusSent},
 		{MessageID: good.MessageID, Version: 1, Status: idempotency.StatusSending},
 		{MessageID: good.MessageID, Version: 1, Status: idempotency.StatusPending},
 		{MessageID: good.MessageID, Version: 1, Status: idempotency.StatusRetrying, Attempt: 0},
 		{MessageID: good.MessageID, Version: 1, Status: idempotency.StatusSent, Attempt: -1},
 	} {
-		ok := idempotency.Outcome{MessageID: s.id("other"), Version: 1, Status: idempotency.StatusSent}
-		if _, err := st.Record(t.Context(), []idempotency.Outcome{ok, bad}); err == nil {
+		ok := idempotency.Fate{MessageID: s.id("other"), Version: 1, Status: idempotency.StatusSent}
+		if _, err := st.Record(t.Context(), []idempotency.Fate{ok, bad}); err == nil {
 			t.Errorf("Record(%+v) succeeded, want an error", bad)
 		}
 	}
-	// The claim is untouched by the refused outcomes.
-	s.recordWon(st, idempotency.Outcome{MessageID: good.MessageID, Version: 1, Status: idempotency.StatusSent, Attempt: 1})
+	// The claim is untouched by the refused fates.
+	s.recordWon(st, idempotency.Fate{MessageID: good.MessageID, Version: 1, Status: idempotency.StatusSent, Attempt: 1})
 }
 
 func emptyBatches(t *testing.T, s *suite) {
@@ -557,17 +557,17 @@ func emptyBatches(t *testing.T, s *suite) {
 	}
 }
 
-func rcpt(idx int, state idempotency.RecipientState) idempotency.RecipientOutcome {
-	return idempotency.RecipientOutcome{Index: idx, Address: fmt.Sprintf("R%d@Example.com", idx), State: state,
+func rcpt(idx int, state idempotency.RecipientState) idempotency.RecipientFate {
+	return idempotency.RecipientFate{Index: idx, Address: fmt.Sprintf("R%d@Example.com", idx), State: state,
 		Attempt: 1, Provider: "relay-a", Source: "smtp"}
 }
 
 // sent claims id and records it sent to rcpts, to be confirmed within an
 // hour when confirm, and returns the claim.
-func (s *suite) sent(st Store, id string, confirm bool, rcpts ...idempotency.RecipientOutcome) idempotency.Claim {
+func (s *suite) sent(st Store, id string, confirm bool, rcpts ...idempotency.RecipientFate) idempotency.Claim {
 	s.t.Helper()
 	c := s.want(st, req(id, "body", 1), idempotency.Claimed)
-	o := outcome(c, idempotency.StatusSent, 1)
+	o := fate(c, idempotency.StatusSent, 1)
 	o.Stream, o.Recipients = "bulk", rcpts
 	if confirm {
 		o.ConfirmBy = time.Now().Add(time.Hour)
@@ -661,16 +661,16 @@ func earlierAttemptStays(t *testing.T, s *suite) {
 	st := s.store("w", longLease)
 	id := s.id("two")
 	c := s.want(st, req(id, "body", 1), idempotency.Claimed)
-	o := outcome(c, idempotency.StatusRetrying, 2)
-	o.Recipients = []idempotency.RecipientOutcome{rcpt(0, idempotency.RecipientAccepted), rcpt(1, idempotency.RecipientPending)}
+	o := fate(c, idempotency.StatusRetrying, 2)
+	o.Recipients = []idempotency.RecipientFate{rcpt(0, idempotency.RecipientAccepted), rcpt(1, idempotency.RecipientPending)}
 	s.recordWon(st, o)
 	c = s.want(st, req(id, "body", 2), idempotency.Claimed)
 	second := rcpt(0, idempotency.RecipientBounced)
 	second.Attempt = 2
 	last := rcpt(1, idempotency.RecipientAccepted)
 	last.Attempt = 2
-	o = outcome(c, idempotency.StatusSent, 2)
-	o.Recipients = []idempotency.RecipientOutcome{second, last}
+	o = fate(c, idempotency.StatusSent, 2)
+	o.Recipients = []idempotency.RecipientFate{second, last}
 	s.recordWon(st, o)
 	if r := s.byRef(st, id, 0); r.State != idempotency.RecipientAccepted || r.Attempt != 1 {
 		t.Errorf("recipient 0 = %s at attempt %d, want the first attempt's accepted", r.State, r.Attempt)
@@ -825,19 +825,19 @@ func settle(t *testing.T, s *suite) {
 func badRecipients(t *testing.T, s *suite) {
 	st := s.store("w", longLease)
 	c := s.want(st, req(s.id("bad"), "body", 1), idempotency.Claimed)
-	for _, bad := range []idempotency.RecipientOutcome{
+	for _, bad := range []idempotency.RecipientFate{
 		{Index: -1, Address: "a@example.com", State: idempotency.RecipientAccepted},
 		{Index: 100, Address: "a@example.com", State: idempotency.RecipientAccepted},
 		{Index: 0, Address: "", State: idempotency.RecipientAccepted},
 		{Index: 0, Address: "a@example.com", State: "lost"},
 	} {
-		o := outcome(c, idempotency.StatusSent, 1)
-		o.Recipients = []idempotency.RecipientOutcome{bad}
-		if _, err := st.Record(t.Context(), []idempotency.Outcome{o}); err == nil {
+		o := fate(c, idempotency.StatusSent, 1)
+		o.Recipients = []idempotency.RecipientFate{bad}
+		if _, err := st.Record(t.Context(), []idempotency.Fate{o}); err == nil {
 			t.Errorf("Record of recipient %+v succeeded, want an error", bad)
 		}
 	}
-	s.recordWon(st, outcome(c, idempotency.StatusSent, 1)) // still at the claim's version
+	s.recordWon(st, fate(c, idempotency.StatusSent, 1)) // still at the claim's version
 	for _, bad := range []idempotency.Resolution{
 		{MessageID: c.MessageID, Index: 100, From: idempotency.RecipientAccepted, To: idempotency.RecipientDelivered},
 		{MessageID: c.MessageID, Index: 0, From: "sent", To: idempotency.RecipientDelivered},

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-func TestRetryable(t *testing.T) {
+func TestMayHeal(t *testing.T) {
 	pg := func(code string) error { return fmt.Errorf("claim: %w", &pgconn.PgError{Code: code}) }
 	tests := []struct {
 		name string
@@ -33,8 +33,8 @@ func TestRetryable(t *testing.T) {
 		{"other", errors.New("mystery"), true},
 	}
 	for _, tt := range tests {
-		if got := Retryable(tt.err); got != tt.want {
-			t.Errorf("%s: Retryable(%v) = %t, want %t", tt.name, tt.err, got, tt.want)
+		if got := MayHeal(tt.err); got != tt.want {
+			t.Errorf("%s: MayHeal(%v) = %t, want %t", tt.name, tt.err, got, tt.want)
 		}
 	}
 }

@@ -15,16 +15,16 @@ import (
 	"github.com/postline/postline/job"
 )
 
-// TestPipelinedSendThroughPostfix sends a mail with three recipients, one
+// TestPipeliningSendThroughPostfix sends a mail with three recipients, one
 // of them with its own return path, through the stack's Postfix, which
-// advertises PIPELINING: the session pipelines its envelopes, Postfix takes
+// advertises PIPELINING: the session sends its envelopes with pipelining, Postfix takes
 // them, and every recipient reaches the destination Postfix relays to.
 // Postfix, unlike go-smtp, checks a client's pipelining against RFC 2920:
 // it logs "improper command pipelining" (and refuses it with
 // reject_unauth_pipelining), which must not show in its log. The same
 // mail goes through a second session with pipelining turned off in its
 // relay's config (NoPipelining), which sends one command per round trip.
-func TestPipelinedSendThroughPostfix(t *testing.T) {
+func TestPipeliningSendThroughPostfix(t *testing.T) {
 	for _, off := range []bool{false, true} {
 		t.Run("NoPipelining="+strconv.FormatBool(off), func(t *testing.T) { sendThroughPostfix(t, off) })
 	}
@@ -37,11 +37,11 @@ func sendThroughPostfix(t *testing.T, noPipelining bool) {
 
 	j := &job.Job{
 		Version:   job.SchemaVersion,
-		MessageID: testenv.UniqueName("pipelined") + "@test.postline",
+		MessageID: testenv.UniqueName("pipelining") + "@test.postline",
 		From:      "sender@example.com",
 		To:        []string{"ada@example.test", "grace@example.test"},
 		Cc:        []string{"edsger@example.test"},
-		Subject:   "pipelined",
+		Subject:   "pipelining",
 		Text:      "hello\r\n.leading dot, stuffed on the wire\r\n",
 	}
 	rcpts := Recipients(j, "")
@@ -59,7 +59,7 @@ func sendThroughPostfix(t *testing.T, noPipelining bool) {
 		t.Fatal("Postfix did not offer PIPELINING")
 	}
 	if s.pipelining() == noPipelining {
-		t.Fatalf("the session pipelines: %v, with NoPipelining %v", s.pipelining(), noPipelining)
+		t.Fatalf("the session uses pipelining: %v, with NoPipelining %v", s.pipelining(), noPipelining)
 	}
 
 	want := []string{"ada@example.test", "edsger@example.test", "grace@example.test"}

@@ -20,7 +20,7 @@ import (
 	"github.com/postline/postline/internal/smtptest"
 )
 
-// TestSessionPipelinedTransactions runs the envelope's outcomes against a
+// TestSessionTransactionsWithPipelining runs the envelope's cases against a
 // server that advertises PIPELINING, one that does not, and one that does
 // to a relay configured with pipelining off: the results are the same, and
 // only with PIPELINING advertised and not turned off does the envelope go
@@ -28,7 +28,7 @@ import (
 // Each case sends one mail to good@, bad@ and other@ that the script
 // answers, then a clean mail on the same session that must not inherit
 // anything of the first.
-func TestSessionPipelinedTransactions(t *testing.T) {
+func TestSessionTransactionsWithPipelining(t *testing.T) {
 	const (
 		good  = "good@example.com"
 		bad   = "bad@example.com"
@@ -296,11 +296,11 @@ func (c *pipeliningConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// TestPipelinedEnvelopeMatchesGoMail checks that the pipelined envelope
+// TestPipeliningEnvelopeMatchesGoMail checks that the envelope written with PIPELINING
 // says what go-mail's Mail and Rcpt say, parameters included, against a
 // server offering 8BITMIME, SMTPUTF8 and DSN (as Postfix does) with NOTIFY
 // configured.
-func TestPipelinedEnvelopeMatchesGoMail(t *testing.T) {
+func TestPipeliningEnvelopeMatchesGoMail(t *testing.T) {
 	commands := map[bool][]string{}
 	for _, pipelining := range []bool{false, true} {
 		ln := newPipeliningListener(t, pipelining)
@@ -332,7 +332,7 @@ func TestPipelinedEnvelopeMatchesGoMail(t *testing.T) {
 		ln.mu.Unlock()
 	}
 	if len(commands[false]) != 3 || !slices.Equal(commands[true], commands[false]) {
-		t.Errorf("pipelined envelope %q, go-mail's %q: want the same three commands", commands[true], commands[false])
+		t.Errorf("envelope with PIPELINING %q, go-mail's %q: want the same three commands", commands[true], commands[false])
 	}
 	if !strings.Contains(commands[true][0], "RET=HDRS") || !strings.Contains(commands[true][1], "NOTIFY=SUCCESS,FAILURE") {
 		t.Errorf("envelope %q lacks the DSN parameters", commands[true])

@@ -26,7 +26,7 @@ import (
 // A mail with several return paths is not chained: its transactions go one
 // after the other as before.
 //
-// Not pipelined, on purpose: RSET before the next MAIL. It is only sent
+// Not sent with PIPELINING, on purpose: RSET before the next MAIL. It is only sent
 // after a failed transaction, and waiting for its reply is what tells a
 // connection still fit for the next message from one to drop.
 
@@ -135,7 +135,7 @@ func (s *Session) rcptCommand(to string) string {
 	return cmd
 }
 
-// exchangePipelined is exchange for a relay that advertised PIPELINING,
+// exchangeWithPipelining is exchange for a relay that advertised PIPELINING,
 // with the same results: a refused RCPT refuses that recipient only, a
 // refused MAIL FROM refuses the transaction, 421 or no reply ends it and
 // drops the connection. When the relay refused every recipient, the reply to
@@ -143,7 +143,7 @@ func (s *Session) rcptCommand(to string) string {
 // after exchange. The envelope is already on the wire when it was chained
 // behind the previous message (s.ahead); next, when set, is asked for the
 // mail to chain behind this one.
-func (s *Session) exchangePipelined(body []byte, from string, to []string, next Then) (accepted []int, refused []Refusal, e *Error) {
+func (s *Session) exchangeWithPipelining(body []byte, from string, to []string, next Then) (accepted []int, refused []Refusal, e *Error) {
 	name := s.relay.cfg.Name
 	if strings.ContainsAny(from, "\r\n") {
 		return nil, nil, replyError(name, StageMail, errLineBreak)

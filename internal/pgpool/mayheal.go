@@ -7,15 +7,15 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Retryable reports whether a Postgres call that failed with err may
+// MayHeal reports whether a Postgres call that failed with err may
 // succeed if made again unchanged: the server restarting or failing over,
 // a dropped connection, a serialization failure or deadlock, a server out
 // of connections or memory. It is false for what only a change of code or
 // configuration mends: refused credentials, a missing table or column, a
-// value out of range, a violated constraint. A cancelled context is not
-// retryable: the caller is stopping. Errors without a SQLSTATE (network
-// errors, timeouts) are retryable.
-func Retryable(err error) bool {
+// value out of range, a violated constraint. A cancelled context may not
+// heal: the caller is stopping. Errors without a SQLSTATE (network
+// errors, timeouts) may heal.
+func MayHeal(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
