@@ -144,13 +144,7 @@ func (s settings) schedulerConfig(cluster *kafkaclient.Cluster, tiers retry.Tier
 func startScheduler(ctx context.Context, cfg retry.SchedulerConfig, dlqTopic string, logger *slog.Logger,
 	reg *prometheus.Registry, published *atomic.Pointer[retry.Scheduler],
 ) error {
-	warned := false
-	if err := cfg.Kafka.Await(ctx, func(err error) {
-		if !warned {
-			logger.Error("cannot reach Kafka; retrying until it answers", "kafka", cfg.Kafka.String(), "error", err)
-			warned = true
-		}
-	}); err != nil {
+	if err := cfg.Kafka.AwaitLogged(ctx, logger); err != nil {
 		return err
 	}
 	cfg = cfg.WithDefaults()

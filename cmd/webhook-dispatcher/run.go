@@ -212,13 +212,7 @@ func (pendingWriter) Publish(context.Context, ...deadletter.Letter) error {
 func startDispatcher(ctx context.Context, cfg webhook.Config, dlqTopic string, logger *slog.Logger,
 	reg *prometheus.Registry, published *atomic.Pointer[webhook.Dispatcher],
 ) error {
-	warned := false
-	if err := cfg.Kafka.Await(ctx, func(err error) {
-		if !warned {
-			logger.Error("cannot reach Kafka; retrying until it answers", "kafka", cfg.Kafka.String(), "error", err)
-			warned = true
-		}
-	}); err != nil {
+	if err := cfg.Kafka.AwaitLogged(ctx, logger); err != nil {
 		return err
 	}
 	cfg = cfg.WithDefaults()
