@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/postline/postline/internal/render"
@@ -44,20 +45,9 @@ postctl:$USER; history lists them.
 // openTemplates connects to --database-url and returns a template store and
 // a func that closes the connections.
 func openTemplates(ctx context.Context, g *globals) (*templatestore.Store, func(), error) {
-	pool, err := openPool(ctx, g)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, nil, fmt.Errorf("--database-url: connect: %w", err)
-	}
-	s, err := templatestore.New(templatestore.Config{}, pool, nil, nil)
-	if err != nil {
-		pool.Close()
-		return nil, nil, err
-	}
-	return s, pool.Close, nil
+	return openOnPool(ctx, g, func(pool *pgxpool.Pool) (*templatestore.Store, error) {
+		return templatestore.New(templatestore.Config{}, pool, nil, nil)
+	})
 }
 
 // storeLayout returns the layout name: its active version (what mail is
