@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -53,16 +52,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("setting POSTLINE_SCHEDULER_HTTP_ADDR: %w", err)
 	}
 	var scheduler atomic.Pointer[retry.Scheduler]
-	ready := func(context.Context) error {
-		sched := scheduler.Load()
-		if sched == nil {
-			return errors.New("starting: Kafka topics not checked yet")
-		}
-		if !sched.Ready() {
-			return errors.New("not a member of the consumer group, or writes to the jobs topic are failing")
-		}
-		return nil
-	}
+	ready := supervisor.ReadyWhenStarted(&scheduler, "not a member of the consumer group, or writes to the jobs topic are failing")
 	logger.Info("retry-scheduler starting", "http_addr", listener.Addr().String(), "jobs_topic", s.JobsTopic,
 		"delay_topics", tiers.Topics(s.Prefix), "group", s.Group, "kafka", cluster.String())
 

@@ -60,16 +60,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	reg := ops.NewRegistry()
 	var dispatcher atomic.Pointer[webhook.Dispatcher]
-	ready := func(context.Context) error {
-		d := dispatcher.Load()
-		if d == nil {
-			return errors.New("starting: Kafka topics not checked yet")
-		}
-		if !d.Ready() {
-			return errors.New("not a member of the consumer group, or writes to the dead-letter topic are failing")
-		}
-		return nil
-	}
+	ready := supervisor.ReadyWhenStarted(&dispatcher, "not a member of the consumer group, or writes to the dead-letter topic are failing")
 	ids := make([]string, len(cfg.Endpoints))
 	for i, ep := range cfg.Endpoints {
 		ids[i] = ep.ID
