@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/postline/postline/internal/backoff"
 	"github.com/postline/postline/internal/circuit"
 	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/sender"
@@ -299,7 +300,7 @@ func (p *Pipeline) tryAgain(ctx context.Context, v failure.Verdict, prov *relayP
 		wait := time.Duration(rand.Int64N(int64(p.cfg.FastRetryBase<<tried.fast) + 1))
 		tried.fast++
 		p.metrics.fastRetries.Inc()
-		if !sleep(ctx, wait) {
+		if backoff.Sleep(ctx, wait) != nil {
 			return false, true
 		}
 		return true, false
@@ -426,17 +427,5 @@ func (p *Pipeline) reportCircuit(ctx context.Context, provider string, v failure
 	if err := p.breakers.Report(ctx, provider, outcome, string(v.Class)); err != nil {
 		p.metrics.dependencyErrors.WithLabelValues(opCircuitReport).Inc()
 		p.logger.Debug("circuit report failed", "provider", provider, "error", err)
-	}
-}
-
-// sleep waits d or until ctx ends; it reports whether the wait completed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

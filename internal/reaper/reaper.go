@@ -66,6 +66,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/backoff"
 	"github.com/postline/postline/internal/configerr"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/jobheader"
@@ -391,12 +392,8 @@ func (r *Reaper) purgeBatches(ctx context.Context, batch func(context.Context) (
 		if err != nil || last(n) || !time.Now().Add(r.cfg.PurgePause).Before(deadline) {
 			return total, err
 		}
-		t := time.NewTimer(r.cfg.PurgePause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return total, ctx.Err()
-		case <-t.C:
+		if err := backoff.Sleep(ctx, r.cfg.PurgePause); err != nil {
+			return total, err
 		}
 	}
 }
