@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -68,14 +69,7 @@ const (
 var Types = []Type{Accepted, Deferred, Failed, Dead, Delivered, Bounced, Complained, Suppressed, Unconfirmed, Unsubscribed}
 
 // Valid reports whether t is one of Types.
-func (t Type) Valid() bool {
-	for _, v := range Types {
-		if t == v {
-			return true
-		}
-	}
-	return false
-}
+func (t Type) Valid() bool { return slices.Contains(Types, t) }
 
 // Terminal reports whether t ends the recipient's life: nothing but a
 // later report (for Unconfirmed) follows it.

@@ -173,13 +173,7 @@ type receiverDeps struct {
 // SMTP server and the provider webhooks until the intake ends.
 func receive(p supervisor.Phases, s settings, d receiverDeps) error {
 	ctx := p.Intake
-	warned := false
-	if err := d.cluster.Await(ctx, func(err error) {
-		if !warned {
-			d.logger.Error("cannot reach Kafka; trying again until it answers", "kafka", d.cluster.String(), "error", err)
-			warned = true
-		}
-	}); err != nil {
+	if err := d.cluster.AwaitLogged(ctx, d.logger); err != nil {
 		return err
 	}
 	if err := schema.MigrateWhenReady(ctx, d.pool, d.logger); err != nil {

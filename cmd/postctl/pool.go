@@ -26,3 +26,34 @@ func openPool(ctx context.Context, g *globals) (*pgxpool.Pool, error) {
 	}
 	return pool, nil
 }
+
+// connectPool is openPool followed by a ping, so that an unreachable
+// database is reported as a --database-url error before a command starts.
+func connectPool(ctx context.Context, g *globals) (*pgxpool.Pool, error) {
+	pool, err := openPool(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("--database-url: connect: %w", err)
+	}
+	return pool, nil
+}
+
+// openOnPool connects to --database-url and builds what a command reads and
+// writes on the pool with build; it returns that and a func that closes the
+// connections.
+func openOnPool[T any](ctx context.Context, g *globals, build func(*pgxpool.Pool) (T, error)) (T, func(), error) {
+	var zero T
+	pool, err := connectPool(ctx, g)
+	if err != nil {
+		return zero, nil, err
+	}
+	v, err := build(pool)
+	if err != nil {
+		pool.Close()
+		return zero, nil, err
+	}
+	return v, pool.Close, nil
+}

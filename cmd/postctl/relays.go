@@ -325,14 +325,11 @@ out when empty.`,
 }
 
 func relays(ctx context.Context, g *globals, staleAfter time.Duration) error {
-	pool, err := openPool(ctx, g)
+	pool, err := connectPool(ctx, g)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if err := pool.Ping(ctx); err != nil {
-		return fmt.Errorf("--database-url: connect: %w", err)
-	}
 	l, err := relaystate.New(pool).List(ctx)
 	if err != nil {
 		return withMigrateHint(err)

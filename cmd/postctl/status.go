@@ -334,18 +334,5 @@ func printReport(g *globals, v any, text func() error) error {
 // openReader connects to --database-url and returns a row reader and a func
 // that closes the connections.
 func openReader(ctx context.Context, g *globals) (*idempotency.Reader, func(), error) {
-	pool, err := openPool(ctx, g)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, nil, fmt.Errorf("--database-url: connect: %w", err)
-	}
-	reader, err := idempotency.NewReader(pool)
-	if err != nil {
-		pool.Close()
-		return nil, nil, err
-	}
-	return reader, pool.Close, nil
+	return openOnPool(ctx, g, idempotency.NewReader)
 }

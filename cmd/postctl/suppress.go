@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/postline/postline/internal/suppression"
@@ -148,20 +149,9 @@ entry with reason manual (the default of add) replaces whatever was there.`,
 // openSuppressions connects to --database-url and returns a store and a
 // func that closes the connections.
 func openSuppressions(ctx context.Context, g *globals) (*suppression.Store, func(), error) {
-	pool, err := openPool(ctx, g)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, nil, fmt.Errorf("--database-url: connect: %w", err)
-	}
-	s, err := suppression.New(suppression.Config{}, pool, nil, nil)
-	if err != nil {
-		pool.Close()
-		return nil, nil, err
-	}
-	return s, pool.Close, nil
+	return openOnPool(ctx, g, func(pool *pgxpool.Pool) (*suppression.Store, error) {
+		return suppression.New(suppression.Config{}, pool, nil, nil)
+	})
 }
 
 // encodeCursor and decodeCursor turn a page's last key into the --after

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/postline/postline/internal/render"
@@ -44,20 +45,9 @@ postctl:$USER; history lists them.
 // openTemplates connects to --database-url and returns a template store and
 // a func that closes the connections.
 func openTemplates(ctx context.Context, g *globals) (*templatestore.Store, func(), error) {
-	pool, err := openPool(ctx, g)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, nil, fmt.Errorf("--database-url: connect: %w", err)
-	}
-	s, err := templatestore.New(templatestore.Config{}, pool, nil, nil)
-	if err != nil {
-		pool.Close()
-		return nil, nil, err
-	}
-	return s, pool.Close, nil
+	return openOnPool(ctx, g, func(pool *pgxpool.Pool) (*templatestore.Store, error) {
+		return templatestore.New(templatestore.Config{}, pool, nil, nil)
+	})
 }
 
 // storeLayout returns the layout name: its active version (what mail is
@@ -703,23 +693,17 @@ func printLabel(g *globals, l templatestore.Label, text string) error {
 }
 
 func setTemplateLabel(ctx context.Context, g *globals, name, label string, version, percent int) error {
-	if err := templatestore.ValidateName(name); err != nil {
-		return usageError{err}
-	}
-	s, closeDB, err := openTemplates(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer closeDB()
-	l, err := s.SetLabel(ctx, name, label, version, percent, operator())
-	if err != nil {
-		return withMigrateHint(err)
-	}
-	text := fmt.Sprintf("%s: %s is version %d", name, label, version)
-	if label == templatestore.LabelCanary {
-		text += fmt.Sprintf(" for %d%% of mail", percent)
-	}
-	return printLabel(g, l, text)
+	return onNamedTemplate(ctx, g, name, func(s *templatestore.Store) error {
+		l, err := s.SetLabel(ctx, name, label, version, percent, operator())
+		if err != nil {
+			return withMigrateHint(err)
+		}
+		text := fmt.Sprintf("%s: %s is version %d", name, label, version)
+		if label == templatestore.LabelCanary {
+			text += fmt.Sprintf(" for %d%% of mail", percent)
+		}
+		return printLabel(g, l, text)
+	})
 }
 
 func newTemplateCanaryCmd(g *globals) *cobra.Command {
@@ -741,24 +725,18 @@ or with --off {"name", "label", "removed"}.`,
 				if len(args) != 1 || cmd.Flags().Changed("percent") {
 					return usagef("--off takes the template's name only")
 				}
-				if err := templatestore.ValidateName(args[0]); err != nil {
-					return usageError{err}
-				}
 				ctx := cmd.Context()
-				s, closeDB, err := openTemplates(ctx, g)
-				if err != nil {
-					return err
-				}
-				defer closeDB()
-				removed, err := s.ClearLabel(ctx, args[0], templatestore.LabelCanary, operator())
-				if err != nil {
-					return withMigrateHint(err)
-				}
-				text := args[0] + ": canary removed"
-				if !removed {
-					text = args[0] + ": no canary to remove"
-				}
-				return g.print(map[string]any{"name": args[0], "label": templatestore.LabelCanary, "removed": removed}, text)
+				return onNamedTemplate(ctx, g, args[0], func(s *templatestore.Store) error {
+					removed, err := s.ClearLabel(ctx, args[0], templatestore.LabelCanary, operator())
+					if err != nil {
+						return withMigrateHint(err)
+					}
+					text := args[0] + ": canary removed"
+					if !removed {
+						text = args[0] + ": no canary to remove"
+					}
+					return g.print(map[string]any{"name": args[0], "label": templatestore.LabelCanary, "removed": removed}, text)
+				})
 			}
 			if len(args) != 2 {
 				return usagef("want NAME VERSION --percent P, or NAME --off")
@@ -788,20 +766,14 @@ fallback (or when active already is it), to the version active was before.
 --output json prints {"name", "label", "version", "updated_at", "updated_by"}.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := templatestore.ValidateName(args[0]); err != nil {
-				return usageError{err}
-			}
 			ctx := cmd.Context()
-			s, closeDB, err := openTemplates(ctx, g)
-			if err != nil {
-				return err
-			}
-			defer closeDB()
-			l, err := s.Rollback(ctx, args[0], operator())
-			if err != nil {
-				return withMigrateHint(err)
-			}
-			return printLabel(g, l, fmt.Sprintf("%s: active is version %d", args[0], l.Version))
+			return onNamedTemplate(ctx, g, args[0], func(s *templatestore.Store) error {
+				l, err := s.Rollback(ctx, args[0], operator())
+				if err != nil {
+					return withMigrateHint(err)
+				}
+				return printLabel(g, l, fmt.Sprintf("%s: active is version %d", args[0], l.Version))
+			})
 		},
 	}
 }
@@ -932,4 +904,18 @@ func templatePreview(ctx context.Context, g *globals, name string, version int, 
 		}
 		return nil
 	})
+}
+
+// onNamedTemplate checks name, opens the template store and runs fn on it,
+// closing the store after.
+func onNamedTemplate(ctx context.Context, g *globals, name string, fn func(*templatestore.Store) error) error {
+	if err := templatestore.ValidateName(name); err != nil {
+		return usageError{err}
+	}
+	s, closeDB, err := openTemplates(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	return fn(s)
 }

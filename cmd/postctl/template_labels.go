@@ -151,38 +151,32 @@ with an activation).
 "percent"? (canary), "by", "reason"}]}; from and to are null when not set.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := templatestore.ValidateName(args[0]); err != nil {
-				return usageError{err}
-			}
 			ctx := cmd.Context()
-			s, closeDB, err := openTemplates(ctx, g)
-			if err != nil {
-				return err
-			}
-			defer closeDB()
-			hist, err := s.History(ctx, args[0])
-			if err != nil {
-				return withMigrateHint(err)
-			}
-			out := struct {
-				Name    string         `json:"name"`
-				Changes []changeRecord `json:"changes"`
-			}{args[0], newChangeRecords(hist)}
-			return printReport(g, out, func() error {
-				if len(hist) == 0 {
-					_, err := fmt.Fprintf(g.stdout, "%s: no label has moved\n", args[0])
-					return err
+			return onNamedTemplate(ctx, g, args[0], func(s *templatestore.Store) error {
+				hist, err := s.History(ctx, args[0])
+				if err != nil {
+					return withMigrateHint(err)
 				}
-				rows := make([][]string, len(hist))
-				for i, c := range hist {
-					to := versionCell(c.Version)
-					if c.Label == templatestore.LabelCanary && c.Percent != 0 {
-						to += " (" + strconv.Itoa(c.Percent) + "%)"
+				out := struct {
+					Name    string         `json:"name"`
+					Changes []changeRecord `json:"changes"`
+				}{args[0], newChangeRecords(hist)}
+				return printReport(g, out, func() error {
+					if len(hist) == 0 {
+						_, err := fmt.Fprintf(g.stdout, "%s: no label has moved\n", args[0])
+						return err
 					}
-					rows[i] = []string{formatTime(c.ChangedAt), c.Label, versionCell(c.From), to, cmp0(c.ChangedBy, "-"),
-						cmp0(strings.TrimSpace(c.Reason), "-")}
-				}
-				return writeTable(g.stdout, []string{"AT", "LABEL", "FROM", "TO", "BY", "REASON"}, rows)
+					rows := make([][]string, len(hist))
+					for i, c := range hist {
+						to := versionCell(c.Version)
+						if c.Label == templatestore.LabelCanary && c.Percent != 0 {
+							to += " (" + strconv.Itoa(c.Percent) + "%)"
+						}
+						rows[i] = []string{formatTime(c.ChangedAt), c.Label, versionCell(c.From), to, cmp0(c.ChangedBy, "-"),
+							cmp0(strings.TrimSpace(c.Reason), "-")}
+					}
+					return writeTable(g.stdout, []string{"AT", "LABEL", "FROM", "TO", "BY", "REASON"}, rows)
+				})
 			})
 		},
 	}

@@ -187,13 +187,9 @@ func unconfirmed(ctx context.Context, g *globals, limit int) error {
 // openRecipientStore connects to --database-url and returns a store that
 // only reads recipient rows, and its pool, which the caller closes.
 func openRecipientStore(ctx context.Context, g *globals) (*idempotency.Store, *pgxpool.Pool, error) {
-	pool, err := openPool(ctx, g)
+	pool, err := connectPool(ctx, g)
 	if err != nil {
 		return nil, nil, err
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, nil, fmt.Errorf("--database-url: connect: %w", err)
 	}
 	// The owner names lease holders; postctl claims nothing.
 	store, err := idempotency.New(idempotency.Config{Owner: "postctl"}, pool, nil, nil)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -53,16 +52,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("setting POSTLINE_SCHEDULER_HTTP_ADDR: %w", err)
 	}
 	var scheduler atomic.Pointer[retry.Scheduler]
-	ready := func(context.Context) error {
-		sched := scheduler.Load()
-		if sched == nil {
-			return errors.New("starting: Kafka topics not checked yet")
-		}
-		if !sched.Ready() {
-			return errors.New("not a member of the consumer group, or writes to the jobs topic are failing")
-		}
-		return nil
-	}
+	ready := supervisor.ReadyWhenStarted(&scheduler, "not a member of the consumer group, or writes to the jobs topic are failing")
 	logger.Info("retry-scheduler starting", "http_addr", listener.Addr().String(), "jobs_topic", s.JobsTopic,
 		"delay_topics", tiers.Topics(s.Prefix), "group", s.Group, "kafka", cluster.String())
 
@@ -144,13 +134,7 @@ func (s settings) schedulerConfig(cluster *kafkaclient.Cluster, tiers retry.Tier
 func startScheduler(ctx context.Context, cfg retry.SchedulerConfig, dlqTopic string, logger *slog.Logger,
 	reg *prometheus.Registry, published *atomic.Pointer[retry.Scheduler],
 ) error {
-	warned := false
-	if err := cfg.Kafka.Await(ctx, func(err error) {
-		if !warned {
-			logger.Error("cannot reach Kafka; trying again until it answers", "kafka", cfg.Kafka.String(), "error", err)
-			warned = true
-		}
-	}); err != nil {
+	if err := cfg.Kafka.AwaitLogged(ctx, logger); err != nil {
 		return err
 	}
 	cfg = cfg.WithDefaults()

@@ -60,16 +60,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	reg := ops.NewRegistry()
 	var dispatcher atomic.Pointer[webhook.Dispatcher]
-	ready := func(context.Context) error {
-		d := dispatcher.Load()
-		if d == nil {
-			return errors.New("starting: Kafka topics not checked yet")
-		}
-		if !d.Ready() {
-			return errors.New("not a member of the consumer group, or writes to the dead-letter topic are failing")
-		}
-		return nil
-	}
+	ready := supervisor.ReadyWhenStarted(&dispatcher, "not a member of the consumer group, or writes to the dead-letter topic are failing")
 	ids := make([]string, len(cfg.Endpoints))
 	for i, ep := range cfg.Endpoints {
 		ids[i] = ep.ID
@@ -212,13 +203,7 @@ func (pendingWriter) Publish(context.Context, ...deadletter.Letter) error {
 func startDispatcher(ctx context.Context, cfg webhook.Config, dlqTopic string, logger *slog.Logger,
 	reg *prometheus.Registry, published *atomic.Pointer[webhook.Dispatcher],
 ) error {
-	warned := false
-	if err := cfg.Kafka.Await(ctx, func(err error) {
-		if !warned {
-			logger.Error("cannot reach Kafka; trying again until it answers", "kafka", cfg.Kafka.String(), "error", err)
-			warned = true
-		}
-	}); err != nil {
+	if err := cfg.Kafka.AwaitLogged(ctx, logger); err != nil {
 		return err
 	}
 	cfg = cfg.WithDefaults()

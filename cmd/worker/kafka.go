@@ -24,13 +24,7 @@ type workerTopics struct {
 // first large record, so the worker refuses to start and names the topic.
 // Refused credentials and untrusted certificates end the wait at once.
 func checkKafka(ctx context.Context, cluster *kafkaclient.Cluster, topics workerTopics, limits job.Limits, logger *slog.Logger) (map[string]int, error) {
-	warned := false
-	err := cluster.Await(ctx, func(err error) {
-		if !warned {
-			logger.Error("cannot reach Kafka; trying again until it answers", "kafka", cluster.String(), "error", err)
-			warned = true
-		}
-	})
+	err := cluster.AwaitLogged(ctx, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -13,18 +13,28 @@ import (
 	"github.com/postline/postline/internal/unsubscribe"
 )
 
+// bounceKeys returns the return path keys, and on false when no bounce
+// domain is set: then setting, whose value needs one, must be empty.
+func (s *settings) bounceKeys(setting, value string) (keys [][]byte, on bool, err error) {
+	if s.BounceDomain == "" {
+		if value != "" {
+			return nil, false, fmt.Errorf("setting %s: set without POSTLINE_BOUNCE_DOMAIN", setting)
+		}
+		return nil, false, nil
+	}
+	keys, err = returnpath.ParseKeys(s.ReturnPathKeys)
+	if err != nil {
+		return nil, true, fmt.Errorf("setting POSTLINE_RETURN_PATH_KEYS: %w", err)
+	}
+	return keys, true, nil
+}
+
 // returnPaths returns the signer of per-recipient return paths, nil when
 // no bounce domain is set.
 func (s *settings) returnPaths() (*returnpath.Signer, error) {
-	if s.BounceDomain == "" {
-		if s.ReturnPathKeys != "" {
-			return nil, fmt.Errorf("setting POSTLINE_RETURN_PATH_KEYS: set without POSTLINE_BOUNCE_DOMAIN")
-		}
-		return nil, nil
-	}
-	keys, err := returnpath.ParseKeys(s.ReturnPathKeys)
-	if err != nil {
-		return nil, fmt.Errorf("setting POSTLINE_RETURN_PATH_KEYS: %w", err)
+	keys, on, err := s.bounceKeys("POSTLINE_RETURN_PATH_KEYS", s.ReturnPathKeys)
+	if !on || err != nil {
+		return nil, err
 	}
 	signer, err := returnpath.New(s.BounceDomain, keys)
 	if err != nil {
@@ -38,15 +48,9 @@ func (s *settings) returnPaths() (*returnpath.Signer, error) {
 // alone turns them on (the links default to https://<bounce
 // domain>/unsubscribe, and the mailto address is on the bounce domain).
 func (s *settings) unsubscribeLinks() (*unsubscribe.Links, error) {
-	if s.BounceDomain == "" {
-		if s.UnsubscribeURL != "" {
-			return nil, fmt.Errorf("setting POSTLINE_UNSUBSCRIBE_URL: set without POSTLINE_BOUNCE_DOMAIN")
-		}
-		return nil, nil
-	}
-	keys, err := returnpath.ParseKeys(s.ReturnPathKeys)
-	if err != nil {
-		return nil, fmt.Errorf("setting POSTLINE_RETURN_PATH_KEYS: %w", err)
+	keys, on, err := s.bounceKeys("POSTLINE_UNSUBSCRIBE_URL", s.UnsubscribeURL)
+	if !on || err != nil {
+		return nil, err
 	}
 	signer, err := unsubscribe.NewSigner(keys)
 	if err != nil {

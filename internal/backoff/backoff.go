@@ -40,13 +40,21 @@ func (r Policy) Do(ctx context.Context, op func() error) error {
 		if r.OnWait != nil {
 			r.OnWait(err, call, wait)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
+		if err := Sleep(ctx, wait); err != nil {
+			return err
 		}
 		wait = min(2*wait, r.Max)
+	}
+}
+
+// Sleep waits d, or until ctx ends: then it returns ctx's error at once.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

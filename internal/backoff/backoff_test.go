@@ -81,3 +81,18 @@ func TestDoStopsWaitingWhenCtxEnds(t *testing.T) {
 		t.Errorf("Do returned after %s, want soon after ctx ended", d)
 	}
 }
+
+func TestSleep(t *testing.T) {
+	if err := backoff.Sleep(context.Background(), time.Millisecond); err != nil {
+		t.Errorf("Sleep(1ms) = %v, want nil", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	if err := backoff.Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sleep on an ended context = %v, want context.Canceled", err)
+	}
+	if waited := time.Since(start); waited > time.Second {
+		t.Errorf("Sleep on an ended context waited %v", waited)
+	}
+}

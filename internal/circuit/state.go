@@ -20,16 +20,13 @@ const (
 
 var states = []State{Closed, Open, HalfOpen}
 
+var stateNames = map[State]string{Closed: "closed", Open: "open", HalfOpen: "half_open"}
+
 // String returns the state's name as stored in postline_circuits.state and
 // used in metric labels: closed, open or half_open.
 func (s State) String() string {
-	switch s {
-	case Closed:
-		return "closed"
-	case Open:
-		return "open"
-	case HalfOpen:
-		return "half_open"
+	if name, ok := stateNames[s]; ok {
+		return name
 	}
 	return fmt.Sprintf("State(%d)", uint8(s))
 }
@@ -59,15 +56,12 @@ const (
 
 var healths = []Health{Healthy, Degraded, Unavailable}
 
+var healthNames = map[Health]string{Healthy: "healthy", Degraded: "degraded", Unavailable: "unavailable"}
+
 // String returns the health's name as used in metric labels.
 func (h Health) String() string {
-	switch h {
-	case Healthy:
-		return "healthy"
-	case Degraded:
-		return "degraded"
-	case Unavailable:
-		return "unavailable"
+	if name, ok := healthNames[h]; ok {
+		return name
 	}
 	return fmt.Sprintf("Health(%d)", uint8(h))
 }
@@ -94,19 +88,14 @@ const (
 	Throttle
 )
 
+var sendResultNames = map[SendResult]string{
+	Success: "success", Failure: "failure", TimeoutFailure: "timeout_failure", AuthFailure: "auth_failure", Throttle: "throttle",
+}
+
 // String returns the result's name.
 func (o SendResult) String() string {
-	switch o {
-	case Success:
-		return "success"
-	case Failure:
-		return "failure"
-	case TimeoutFailure:
-		return "timeout_failure"
-	case AuthFailure:
-		return "auth_failure"
-	case Throttle:
-		return "throttle"
+	if name, ok := sendResultNames[o]; ok {
+		return name
 	}
 	return fmt.Sprintf("SendResult(%d)", int(o))
 }

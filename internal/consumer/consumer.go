@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/postline/postline/internal/backoff"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 )
@@ -357,10 +358,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 				continue
 			}
 			failures++
-			delay := backoff(failures)
+			delay := joinBackoff(failures)
 			c.logger.Warn("join consumer group failed; trying again",
 				"err", err, "attempt", failures, "wait", delay)
-			if !sleep(ctx, delay) {
+			if backoff.Sleep(ctx, delay) != nil {
 				break
 			}
 			continue
@@ -545,7 +546,7 @@ func (c *Consumer) fetchLoop(runCtx, genCtx context.Context, p *partition, log *
 				return
 			}
 			log.Warn("fetch failed; trying again", "err", err, "wait", fetchBackoff)
-			if !sleep(ctx, fetchBackoff) {
+			if backoff.Sleep(ctx, fetchBackoff) != nil {
 				return
 			}
 			continue
@@ -726,25 +727,13 @@ func partitionList(parts []*partition, withTopic bool) any {
 	return out
 }
 
-// backoff returns the pause after the n-th consecutive failure (n >= 1).
-func backoff(n int) time.Duration {
+// joinBackoff returns the pause after the n-th consecutive failure (n >= 1).
+func joinBackoff(n int) time.Duration {
 	d := joinBackoffMin
 	for i := 1; i < n && d < joinBackoffMax; i++ {
 		d *= 2
 	}
 	return min(d, joinBackoffMax)
-}
-
-// sleep waits d or until ctx is done; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // debugLogger adapts kafka-go's printf logging to slog at debug level: what

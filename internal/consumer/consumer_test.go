@@ -96,8 +96,8 @@ func TestBackoff(t *testing.T) {
 		{6, 10 * time.Second}, {100, 10 * time.Second},
 	}
 	for _, tt := range tests {
-		if got := backoff(tt.n); got != tt.want {
-			t.Errorf("backoff(%d) = %v, want %v", tt.n, got, tt.want)
+		if got := joinBackoff(tt.n); got != tt.want {
+			t.Errorf("joinBackoff(%d) = %v, want %v", tt.n, got, tt.want)
 		}
 	}
 }

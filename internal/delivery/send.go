@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/postline/postline/internal/backoff"
 	"github.com/postline/postline/internal/circuit"
 	"github.com/postline/postline/internal/failure"
 	"github.com/postline/postline/internal/sender"
@@ -299,7 +300,7 @@ func (p *Pipeline) tryAgain(ctx context.Context, v failure.Verdict, relay *relay
 		wait := time.Duration(rand.Int64N(int64(p.cfg.ResendBase<<tried.resends) + 1))
 		tried.resends++
 		p.metrics.resends.Inc()
-		if !sleep(ctx, wait) {
+		if backoff.Sleep(ctx, wait) != nil {
 			return false, true
 		}
 		return true, false
@@ -426,17 +427,5 @@ func (p *Pipeline) reportCircuit(ctx context.Context, relay string, v failure.Ve
 	if err := p.breakers.Report(ctx, relay, result, string(v.Class)); err != nil {
 		p.metrics.dependencyErrors.WithLabelValues(opCircuitReport).Inc()
 		p.logger.Debug("circuit report failed", "relay", relay, "error", err)
-	}
-}
-
-// sleep waits d or until ctx ends; it reports whether the wait completed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

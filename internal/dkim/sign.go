@@ -305,23 +305,7 @@ func appendRelaxedHeader(b, raw []byte) []byte {
 	// Unfolded, trimmed and collapsed: collapsing first leaves at most
 	// one space at either end to trim.
 	start := len(b)
-	inWSP := false
-	for i := 0; i < len(value); i++ {
-		c := value[i]
-		if c == '\r' && i+1 < len(value) && value[i+1] == '\n' {
-			i++
-			continue
-		}
-		if c == ' ' || c == '\t' {
-			if !inWSP {
-				b = append(b, ' ')
-			}
-			inWSP = true
-			continue
-		}
-		inWSP = false
-		b = append(b, c)
-	}
+	b = appendCollapsed(b, value)
 	if len(b) > start && b[start] == ' ' {
 		b = append(b[:start], b[start+1:]...)
 	}
@@ -370,11 +354,16 @@ func appendRelaxedBody(b, body []byte) []byte {
 	}
 }
 
-// appendCollapsed appends s with each run of spaces and tabs made one
-// space.
+// appendCollapsed appends s unfolded (each CRLF dropped; a body line has
+// none) with each run of spaces and tabs made one space.
 func appendCollapsed(b, s []byte) []byte {
 	inWSP := false
-	for _, c := range s {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\r' && i+1 < len(s) && s[i+1] == '\n' {
+			i++
+			continue
+		}
 		if c == ' ' || c == '\t' {
 			if !inWSP {
 				b = append(b, ' ')

@@ -36,8 +36,7 @@ type metrics struct {
 	claims       *prometheus.CounterVec
 	casConflicts prometheus.Counter
 	extensions   prometheus.Counter
-	dbErrors     *prometheus.CounterVec
-	roundTrip    *prometheus.HistogramVec
+	db           metricreg.RoundTrips
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -46,8 +45,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		claims:       set.CounterVec("claims_total", "Claim results per message, by result (claimed, duplicate, conflict, busy, stale).", "result"),
 		casConflicts: set.Counter("cas_conflicts_total", "Row updates whose compare-and-set on version was lost because the row changed under the writer."),
 		extensions:   set.Counter("lease_extensions_total", "Leases extended (one per row per extension) while their claimed jobs wait for a relay or are sent."),
-		dbErrors:     set.CounterVec("db_errors_total", "Failed database round trips, by operation.", "op"),
-		roundTrip:    set.HistogramVec("round_trip_seconds", "Duration of database round trips (one per batch), by operation.", prometheus.ExponentialBuckets(0.0005, 2, 14), "op"), // 0.5ms to ~4s
+		db: set.RoundTrips("Duration of database round trips (one per batch), by operation.",
+			"Failed database round trips, by operation.", ops),
 	}
 	if err := set.Err(); err != nil {
 		return nil, err
@@ -55,9 +54,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	// Export every series from the start, so rates and alerts see zeros.
 	for r := Claimed; r <= Stale; r++ {
 		m.claims.WithLabelValues(r.String())
-	}
-	for _, op := range ops {
-		m.dbErrors.WithLabelValues(op)
 	}
 	return m, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -40,14 +41,7 @@ var RecipientStates = []RecipientState{RecipientPending, RecipientAccepted, Reci
 	RecipientComplained, RecipientSuppressed, RecipientFailed, RecipientDead}
 
 // Valid reports whether s is one of RecipientStates.
-func (s RecipientState) Valid() bool {
-	for _, v := range RecipientStates {
-		if s == v {
-			return true
-		}
-	}
-	return false
-}
+func (s RecipientState) Valid() bool { return slices.Contains(RecipientStates, s) }
 
 // Resolved reports whether s is a resolution: neither pending nor
 // accepted.

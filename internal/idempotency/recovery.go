@@ -87,23 +87,25 @@ LIMIT $2`
 // returned: the others have nothing to re-publish, and need nothing, as
 // their uncommitted Kafka record is redelivered and re-claims them.
 func (s *Store) Stuck(ctx context.Context, grace time.Duration, limit int) ([]Stuck, error) {
-	if grace < 0 {
-		return nil, fmt.Errorf("stuck rows: negative grace %v", grace)
-	}
-	if limit < 1 {
-		return nil, fmt.Errorf("stuck rows: limit %d is below 1", limit)
-	}
-	start := time.Now()
-	out, err := s.stuck(ctx, grace, limit)
-	s.observe(ctx, opStuck, start, err)
-	if err != nil {
-		return nil, fmt.Errorf("stuck rows: %w", err)
-	}
-	return out, nil
+	return s.listStuck(ctx, "stuck rows", opStuck, stuckSQL, grace, limit)
 }
 
-func (s *Store) stuck(ctx context.Context, grace time.Duration, limit int) ([]Stuck, error) {
-	return s.queryStuck(ctx, stuckSQL, grace, limit)
+// listStuck checks grace and limit, runs query (stuckSQL or
+// stalledReplaysSQL) as op and names what it lists in its errors.
+func (s *Store) listStuck(ctx context.Context, what, op, query string, grace time.Duration, limit int) ([]Stuck, error) {
+	if grace < 0 {
+		return nil, fmt.Errorf("%s: negative grace %v", what, grace)
+	}
+	if limit < 1 {
+		return nil, fmt.Errorf("%s: limit %d is below 1", what, limit)
+	}
+	start := time.Now()
+	out, err := s.queryStuck(ctx, query, grace, limit)
+	s.observe(ctx, op, start, err)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
 }
 
 func (s *Store) queryStuck(ctx context.Context, sql string, grace time.Duration, limit int) ([]Stuck, error) {
@@ -147,19 +149,7 @@ LIMIT $2`
 // empty. Re-publishing one whose record is merely waiting in the topic is
 // harmless: the claim lets one copy through.
 func (s *Store) StalledReplays(ctx context.Context, grace time.Duration, limit int) ([]Stuck, error) {
-	if grace < 0 {
-		return nil, fmt.Errorf("stalled replays: negative grace %v", grace)
-	}
-	if limit < 1 {
-		return nil, fmt.Errorf("stalled replays: limit %d is below 1", limit)
-	}
-	start := time.Now()
-	out, err := s.queryStuck(ctx, stalledReplaysSQL, grace, limit)
-	s.observe(ctx, opStalledReplays, start, err)
-	if err != nil {
-		return nil, fmt.Errorf("stalled replays: %w", err)
-	}
-	return out, nil
+	return s.listStuck(ctx, "stalled replays", opStalledReplays, stalledReplaysSQL, grace, limit)
 }
 
 const touchReplaysSQL = `

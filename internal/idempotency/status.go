@@ -1,5 +1,7 @@
 package idempotency
 
+import "slices"
+
 // Status is the state of a message's row.
 type Status string
 
@@ -38,10 +40,4 @@ func (s Status) Terminal() bool {
 }
 
 // Valid reports whether s is one of the known statuses.
-func (s Status) Valid() bool {
-	switch s {
-	case StatusPending, StatusSending, StatusRetrying, StatusSent, StatusFailed, StatusDead, StatusSuppressed:
-		return true
-	}
-	return false
-}
+func (s Status) Valid() bool { return slices.Contains(Statuses, s) }

@@ -97,10 +97,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // observe records one round trip of op and counts its failure, unless the
 // failure is the caller's context ending (shutdown is not a database error).
 func (s *Store) observe(ctx context.Context, op string, start time.Time, err error) {
-	s.m.roundTrip.WithLabelValues(op).Observe(time.Since(start).Seconds())
-	if err != nil && ctx.Err() == nil {
-		s.m.dbErrors.WithLabelValues(op).Inc()
-	}
+	s.m.db.Observe(ctx, op, start, err)
 }
 
 // noteLost counts and logs the IDs whose compare-and-set was lost.

@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func TestMetricsLint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.roundTrip.WithLabelValues(opClaim).Observe(0.01)
+	m.db.Observe(context.Background(), opClaim, time.Now().Add(-10*time.Millisecond), nil)
 	m.casConflicts.Inc()
 	problems, err := promlint.NewWithMetricFamilies(mustGather(t, reg)).Lint()
 	if err != nil {
@@ -79,8 +80,8 @@ func TestMetricsLint(t *testing.T) {
 	if got := testutil.CollectAndCount(m.claims); got != 5 {
 		t.Errorf("claims_total has %d series, want 5", got)
 	}
-	if got := testutil.CollectAndCount(m.dbErrors); got != len(ops) {
-		t.Errorf("db_errors_total has %d series, want %d", got, len(ops))
+	if got, err := testutil.GatherAndCount(reg, "postline_idempotency_db_errors_total"); err != nil || got != len(ops) {
+		t.Errorf("db_errors_total has %d series (%v), want %d", got, err, len(ops))
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -275,4 +276,17 @@ func (c *Cluster) Await(ctx context.Context, onWait func(error)) error {
 		r.OnWait = func(err error, _ int, _ time.Duration) { onWait(err) }
 	}
 	return r.Do(ctx, func() error { return c.Check(ctx) })
+}
+
+// AwaitLogged is Await as a program waits for Kafka at start: the first
+// failure that will be retried is logged on logger, once, and the rest wait
+// quietly.
+func (c *Cluster) AwaitLogged(ctx context.Context, logger *slog.Logger) error {
+	warned := false
+	return c.Await(ctx, func(err error) {
+		if !warned {
+			logger.Error("cannot reach Kafka; trying again until it answers", "kafka", c.String(), "error", err)
+			warned = true
+		}
+	})
 }

@@ -2,7 +2,9 @@
 // registers its Prometheus collectors: a collector already registered under
 // the same description is shared, not an error. Components built twice in one
 // process (two relays, two appliers, a test that builds several) then count
-// into the same series instead of failing at start.
+// into the same series instead of failing at start. It also owns the
+// round-trip metrics the PostgreSQL stores share (RoundTrips), so that they
+// count a failure by one rule.
 package metricreg
 
 import (

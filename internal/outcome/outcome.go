@@ -403,19 +403,30 @@ func decodeEffect(b []byte) (event.Event, *suppression.Entry, error) {
 // Run drains the outbox every DrainInterval until ctx ends (see Drain). A
 // failed pass is logged and tried again at the next tick.
 func (a *Applier) Run(ctx context.Context) error {
-	t := time.NewTicker(a.cfg.DrainInterval)
+	return runPasses(ctx, a.cfg.DrainInterval, a.logger, "outbox drain failed; trying again later",
+		func(ctx context.Context) (bool, error) {
+			n, err := a.Drain(ctx)
+			return n >= a.cfg.DrainBatch, err
+		})
+}
+
+// runPasses calls pass every interval until ctx ends, again at once while
+// it reports more to do. A failed pass is logged as failed and tried again
+// at the next tick; a failure because ctx ended ends the run.
+func runPasses(ctx context.Context, interval time.Duration, logger *slog.Logger, failed string, pass func(context.Context) (more bool, err error)) error {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		for {
-			n, err := a.Drain(ctx)
+			more, err := pass(ctx)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
-				a.logger.Warn("outbox drain failed; trying again later", "error", err)
+				logger.Warn(failed, "error", err)
 				break
 			}
-			if n < a.cfg.DrainBatch {
+			if !more {
 				break
 			}
 		}

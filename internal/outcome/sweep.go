@@ -94,28 +94,11 @@ func NewSweeper(cfg SweepConfig, logger *slog.Logger, reg prometheus.Registerer,
 // tried again at the next tick; a pass skipped because another worker's
 // holds the turn waits for the next tick too.
 func (s *Sweeper) Run(ctx context.Context) error {
-	t := time.NewTicker(s.cfg.Interval)
-	defer t.Stop()
-	for {
-		for {
+	return runPasses(ctx, s.cfg.Interval, s.logger, "unconfirmed sweep failed; trying again later",
+		func(ctx context.Context) (bool, error) {
 			pass, err := s.pass(ctx)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				s.logger.Warn("unconfirmed sweep failed; trying again later", "error", err)
-				break
-			}
-			if !pass.More {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+			return pass.More, err
+		})
 }
 
 // Sweep makes one pass and returns how many recipients it found: 0 when

@@ -66,6 +66,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/backoff"
 	"github.com/postline/postline/internal/configerr"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/jobheader"
@@ -343,29 +344,18 @@ func (r *Reaper) PurgeSuppressions(ctx context.Context) (int, error) {
 	if r.suppressions == nil {
 		return 0, nil
 	}
-	total := 0
-	deadline := time.Now().Add(r.cfg.PurgeInterval)
-	for {
+	total, err := r.purgeBatches(ctx, func(ctx context.Context) (int, error) {
 		n, err := r.suppressions.PurgeExpired(ctx)
-		total += n
 		r.suppressionsGone.Add(float64(n))
 		if err != nil {
-			return total, fmt.Errorf("purge expired suppression entries: %w", err)
+			return n, fmt.Errorf("purge expired suppression entries: %w", err)
 		}
-		if n == 0 || !time.Now().Add(r.cfg.PurgePause).Before(deadline) {
-			if total > 0 {
-				r.logger.DebugContext(ctx, "purged expired suppression entries", "entries", total)
-			}
-			return total, nil
-		}
-		t := time.NewTimer(r.cfg.PurgePause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return total, ctx.Err()
-		case <-t.C:
-		}
+		return n, nil
+	}, func(n int) bool { return n == 0 })
+	if err == nil && total > 0 {
+		r.logger.DebugContext(ctx, "purged expired suppression entries", "entries", total)
 	}
+	return total, err
 }
 
 // Purge deletes terminal rows older than Retention: statements of at most
@@ -373,29 +363,37 @@ func (r *Reaper) PurgeSuppressions(ctx context.Context) (int, error) {
 // PurgeInterval has passed (the rest waits for the next pass). It returns
 // how many rows it deleted.
 func (r *Reaper) Purge(ctx context.Context) (int, error) {
+	total, err := r.purgeBatches(ctx, func(ctx context.Context) (int, error) {
+		n, err := r.store.Purge(ctx, r.cfg.Retention, r.cfg.PurgeBatch)
+		r.purged.Add(float64(n))
+		if err != nil {
+			return n, fmt.Errorf("purge rows older than %v: %w", r.cfg.Retention, err)
+		}
+		return n, nil
+	}, func(n int) bool { return n < r.cfg.PurgeBatch })
+	// A pass every few seconds: the count is in purged_total, and the log
+	// only for debugging.
+	if err == nil && total > 0 {
+		r.logger.DebugContext(ctx, "purged terminal rows past the retention", "rows", total, "retention", r.cfg.Retention)
+	}
+	return total, err
+}
+
+// purgeBatches runs batch, PurgePause apart, until last says a batch's
+// count means nothing is left or PurgeInterval has passed, and returns the
+// total batch deleted. An error, or ctx ending, stops it with the total so
+// far.
+func (r *Reaper) purgeBatches(ctx context.Context, batch func(context.Context) (int, error), last func(n int) bool) (int, error) {
 	total := 0
 	deadline := time.Now().Add(r.cfg.PurgeInterval)
 	for {
-		n, err := r.store.Purge(ctx, r.cfg.Retention, r.cfg.PurgeBatch)
+		n, err := batch(ctx)
 		total += n
-		r.purged.Add(float64(n))
-		if err != nil {
-			return total, fmt.Errorf("purge rows older than %v: %w", r.cfg.Retention, err)
+		if err != nil || last(n) || !time.Now().Add(r.cfg.PurgePause).Before(deadline) {
+			return total, err
 		}
-		if n < r.cfg.PurgeBatch || !time.Now().Add(r.cfg.PurgePause).Before(deadline) {
-			// A pass every few seconds: the count is in purged_total, and
-			// the log only for debugging.
-			if total > 0 {
-				r.logger.DebugContext(ctx, "purged terminal rows past the retention", "rows", total, "retention", r.cfg.Retention)
-			}
-			return total, nil
-		}
-		t := time.NewTimer(r.cfg.PurgePause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return total, ctx.Err()
-		case <-t.C:
+		if err := backoff.Sleep(ctx, r.cfg.PurgePause); err != nil {
+			return total, err
 		}
 	}
 }

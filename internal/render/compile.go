@@ -157,62 +157,67 @@ func classifyParse(part, locale string, err error, fail func(part, locale, stage
 	}
 }
 
-func parseText(src, layout string, fm map[string]any) (*texttemplate.Template, error) {
+// templateSet is what parseSet needs of text/template's and html/template's
+// Template, so that both kinds are parsed and checked by one function.
+type templateSet[T any] interface {
+	New(name string) T
+	Parse(text string) (T, error)
+	Templates() []T
+	Lookup(name string) T
+	Name() string
+}
+
+// parseSet parses src, inside layout when there is one, into a set made by
+// newSet, refuses what checkTrees refuses and returns the set's root.
+// treeOf reads a template's parse tree, a field the interface cannot name.
+func parseSet[T templateSet[T]](newSet func(name string) T, treeOf func(T) *parse.Tree, src, layout string) (T, error) {
+	var zero T
 	root := contentName
-	t := texttemplate.New(contentName).Option("missingkey=error").Funcs(fm)
+	var t T
 	if layout != "" {
 		root = layoutName
-		t = texttemplate.New(layoutName).Option("missingkey=error").Funcs(fm)
+		t = newSet(layoutName)
 		if _, err := t.Parse(layout); err != nil {
-			return nil, fmt.Errorf("layout: %w", err)
+			return zero, fmt.Errorf("layout: %w", err)
 		}
 		if _, err := t.New(contentName).Parse(src); err != nil {
-			return nil, err
+			return zero, err
 		}
-	} else if _, err := t.Parse(src); err != nil {
-		return nil, err
+	} else {
+		t = newSet(contentName)
+		if _, err := t.Parse(src); err != nil {
+			return zero, err
+		}
 	}
 	trees := map[string]*parse.Tree{}
 	for _, x := range t.Templates() {
-		if x.Tree != nil {
-			trees[x.Name()] = x.Tree
+		if tree := treeOf(x); tree != nil {
+			trees[x.Name()] = tree
 		}
 	}
 	if err := checkTrees(trees, root, layout != ""); err != nil {
-		return nil, err
+		return zero, err
 	}
 	return t.Lookup(root), nil
 }
 
+func parseText(src, layout string, fm map[string]any) (*texttemplate.Template, error) {
+	return parseSet(func(name string) *texttemplate.Template {
+		return texttemplate.New(name).Option("missingkey=error").Funcs(fm)
+	}, func(t *texttemplate.Template) *parse.Tree { return t.Tree }, src, layout)
+}
+
 func parseHTML(src, layout string, fm map[string]any) (*htmltemplate.Template, error) {
-	root := contentName
-	t := htmltemplate.New(contentName).Option("missingkey=error").Funcs(fm)
-	if layout != "" {
-		root = layoutName
-		t = htmltemplate.New(layoutName).Option("missingkey=error").Funcs(fm)
-		if _, err := t.Parse(layout); err != nil {
-			return nil, fmt.Errorf("layout: %w", err)
-		}
-		if _, err := t.New(contentName).Parse(src); err != nil {
-			return nil, err
-		}
-	} else if _, err := t.Parse(src); err != nil {
+	rt, err := parseSet(func(name string) *htmltemplate.Template {
+		return htmltemplate.New(name).Option("missingkey=error").Funcs(fm)
+	}, func(t *htmltemplate.Template) *parse.Tree { return t.Tree }, src, layout)
+	if err != nil {
 		return nil, err
 	}
-	trees := map[string]*parse.Tree{}
-	for _, x := range t.Templates() {
-		if x.Tree != nil {
-			trees[x.Name()] = x.Tree
-		}
-	}
-	if err := checkTrees(trees, root, layout != ""); err != nil {
-		return nil, err
-	}
-	rt := t.Lookup(root)
 	// html/template escapes a set on its first execution; run it once on
 	// no data so that an escaping error is a compile error, not a render
 	// error. Errors of execution on no data are expected and ignored.
-	err := rt.Execute(&limitWriter{left: MaxOutputBytes, w: io.Discard}, nil)
+	err = rt.Execute(&limitWriter{left: MaxOutputBytes, w: io.Discard}, nil)
 	var he *htmltemplate.Error
 	if errors.As(err, &he) {
 		return nil, err

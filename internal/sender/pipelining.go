@@ -174,20 +174,12 @@ func (s *Session) exchangeWithPipelining(body []byte, from string, to []string, 
 		}
 		return nil, nil, e
 	}
-	for i := range to {
+	accepted, refused, e = rcptReplies(name, len(to), func(int) error {
 		_, _, err := text.ReadResponse(25)
-		if err == nil {
-			accepted = append(accepted, i)
-			continue
-		}
-		re := replyError(name, StageRcpt, err)
-		if re.dropsConnection() {
-			// As in exchange: 421 or no reply is about the relay, the
-			// replies after it will not come, and the recipients taken so
-			// far never got the message.
-			return nil, refused, re
-		}
-		refused = append(refused, Refusal{Index: i, Err: re})
+		return err
+	})
+	if e != nil {
+		return nil, refused, e
 	}
 	_, _, dataErr := text.ReadResponse(354)
 	if len(accepted) == 0 {

@@ -503,6 +503,29 @@ func (s *Session) transact(ctx context.Context, messageID string, body []byte, f
 	return accepted, refused, e
 }
 
+// rcptReplies takes the reply to each of n RCPT commands from reply, in
+// order, and sorts the recipients into accepted (their indexes) and
+// refused. No reply, or 421, means the relay is closing the connection,
+// which is about the relay, not that recipient: the replies after it will
+// not come and the recipients it took never got the message, so none is
+// accepted and that reply is returned as e. exchange and exchangePipelined
+// share it.
+func rcptReplies(name string, n int, reply func(i int) error) (accepted []int, refused []Refusal, e *Error) {
+	for i := range n {
+		err := reply(i)
+		if err == nil {
+			accepted = append(accepted, i)
+			continue
+		}
+		re := replyError(name, StageRcpt, err)
+		if re.dropsConnection() {
+			return nil, refused, re
+		}
+		refused = append(refused, Refusal{Index: i, Err: re})
+	}
+	return accepted, refused, nil
+}
+
 // exchange says the commands of one transaction (see transact), one
 // command per round trip, or grouped when the relay advertised PIPELINING
 // (see exchangeWithPipelining).
@@ -519,20 +542,11 @@ func (s *Session) exchange(body []byte, from string, to []string, next Then) (ac
 	if err := s.sc.Mail("<" + from + ">"); err != nil {
 		return nil, nil, replyError(name, StageMail, err)
 	}
-	for i, addr := range to {
-		err := s.sc.Rcpt("<" + addr + ">")
-		if err == nil {
-			accepted = append(accepted, i)
-			continue
-		}
-		re := replyError(name, StageRcpt, err)
-		if re.dropsConnection() {
-			// No reply, or 421: the relay is closing the connection, and
-			// that is about the relay, not this recipient. The recipients
-			// it took at RCPT never got the message: none is accepted.
-			return nil, refused, re
-		}
-		refused = append(refused, Refusal{Index: i, Err: re})
+	accepted, refused, e = rcptReplies(name, len(to), func(i int) error {
+		return s.sc.Rcpt("<" + to[i] + ">")
+	})
+	if e != nil {
+		return nil, refused, e
 	}
 	if len(accepted) == 0 {
 		return nil, refused, nil

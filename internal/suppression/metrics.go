@@ -20,19 +20,18 @@ const (
 var ops = []string{opCheck, opAdd, opRemove, opList, opExport, opPurge, opLift}
 
 type metrics struct {
-	checks    prometheus.Counter
-	hits      *prometheus.CounterVec
-	dbErrors  *prometheus.CounterVec
-	roundTrip *prometheus.HistogramVec
+	checks prometheus.Counter
+	hits   *prometheus.CounterVec
+	db     metricreg.RoundTrips
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	set := metricreg.NewSet(reg, "suppression")
 	m := &metrics{
-		checks:    set.Counter("checks_total", "Keys (tenant, stream, address) checked against the suppression lists."),
-		hits:      set.CounterVec("hits_total", "Checked keys found suppressed, by the reason of the entry that suppressed them.", "reason"),
-		dbErrors:  set.CounterVec("db_errors_total", "Failed suppression list round trips, by operation.", "op"),
-		roundTrip: set.HistogramVec("round_trip_seconds", "Duration of suppression list round trips (one per call), by operation.", prometheus.ExponentialBuckets(0.0005, 2, 14), "op"), // 0.5ms to ~4s
+		checks: set.Counter("checks_total", "Keys (tenant, stream, address) checked against the suppression lists."),
+		hits:   set.CounterVec("hits_total", "Checked keys found suppressed, by the reason of the entry that suppressed them.", "reason"),
+		db: set.RoundTrips("Duration of suppression list round trips (one per call), by operation.",
+			"Failed suppression list round trips, by operation.", ops),
 	}
 	if err := set.Err(); err != nil {
 		return nil, err
@@ -40,9 +39,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	// Export every series from the start, so rates and alerts see zeros.
 	for _, r := range Reasons() {
 		m.hits.WithLabelValues(string(r))
-	}
-	for _, op := range ops {
-		m.dbErrors.WithLabelValues(op)
 	}
 	return m, nil
 }

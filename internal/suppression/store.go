@@ -115,10 +115,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Store) error) error {
 // observe records one round trip of op and counts its failure, unless the
 // failure is the caller's context ending.
 func (s *Store) observe(ctx context.Context, op string, start time.Time, err error) {
-	s.m.roundTrip.WithLabelValues(op).Observe(time.Since(start).Seconds())
-	if err != nil && ctx.Err() == nil {
-		s.m.dbErrors.WithLabelValues(op).Inc()
-	}
+	s.m.db.Observe(ctx, op, start, err)
 }
 
 // compareKeys orders keys as the primary key does: tenant, address,

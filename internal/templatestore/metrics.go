@@ -30,8 +30,7 @@ var ops = []string{opPush, opGet, opLatest, opList, opVersions, opSetLabel, opCl
 
 type metrics struct {
 	roundTrips *prometheus.CounterVec
-	dbErrors   *prometheus.CounterVec
-	roundTrip  *prometheus.HistogramVec
+	db         metricreg.RoundTrips
 	pushes     *prometheus.CounterVec
 }
 
@@ -39,9 +38,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	set := metricreg.NewSet(reg, "templatestore")
 	m := &metrics{
 		roundTrips: set.CounterVec("round_trips_total", "Database round trips, by operation.", "op"),
-		dbErrors:   set.CounterVec("db_errors_total", "Failed database round trips, by operation (refusals such as a missing version count too).", "op"),
-		roundTrip:  set.HistogramVec("round_trip_seconds", "Duration of database round trips, by operation.", prometheus.ExponentialBuckets(0.0005, 2, 14), "op"), // 0.5ms to ~4s
-		pushes:     set.CounterVec("pushes_total", "Pushed drafts, by result (created: a new version; unchanged: same content as the latest).", "result"),
+		db: set.RoundTrips("Duration of database round trips, by operation.",
+			"Failed database round trips, by operation (refusals such as a missing version count too).", ops),
+		pushes: set.CounterVec("pushes_total", "Pushed drafts, by result (created: a new version; unchanged: same content as the latest).", "result"),
 	}
 	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("templatestore: register metrics: %w", err)
@@ -49,7 +48,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	// Export every series from the start, so rates and alerts see zeros.
 	for _, op := range ops {
 		m.roundTrips.WithLabelValues(op)
-		m.dbErrors.WithLabelValues(op)
 	}
 	for _, r := range []string{"created", "unchanged"} {
 		m.pushes.WithLabelValues(r)

@@ -80,10 +80,7 @@ func New(cfg Config, db DB, logger *slog.Logger, reg prometheus.Registerer) (*St
 // failure is the caller's context ending (shutdown is not a database error).
 func (s *Store) observe(ctx context.Context, op string, start time.Time, err error) {
 	s.m.roundTrips.WithLabelValues(op).Inc()
-	s.m.roundTrip.WithLabelValues(op).Observe(time.Since(start).Seconds())
-	if err != nil && ctx.Err() == nil {
-		s.m.dbErrors.WithLabelValues(op).Inc()
-	}
+	s.m.db.Observe(ctx, op, start, err)
 }
 
 // Push adds d as a new version of its template, creating the template on its

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -236,24 +235,7 @@ func (m *Mailpit) waitReady(ctx context.Context, exited <-chan error) error {
 }
 
 func (m *Mailpit) smtpGreets(ctx context.Context) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", m.SMTPAddr())
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(2 * time.Second)); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return fmt.Errorf("read SMTP banner: %w", err)
-	}
-	if !strings.HasPrefix(line, "220") {
-		return fmt.Errorf("unexpected SMTP banner %q", strings.TrimSpace(line))
-	}
-	_, _ = conn.Write([]byte("QUIT\r\n"))
-	return nil
+	return smtpBanner(ctx, m.SMTPAddr(), 2*time.Second)
 }
 
 // mailpitBinary finds the mailpit executable (see StartMailpit).

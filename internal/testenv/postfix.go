@@ -97,7 +97,7 @@ func Postfix(t testing.TB) PostfixEnv {
 		ConfigDir:    os.Getenv("POSTLINE_TEST_POSTFIX_CONFIG"),
 		LogFile:      os.Getenv("POSTLINE_TEST_POSTFIX_LOG"),
 	}
-	if err := smtpBanner(p.Addr, postfixProbeTimeout); err != nil {
+	if err := smtpBanner(context.Background(), p.Addr, postfixProbeTimeout); err != nil {
 		msg := fmt.Sprintf("Postfix is not answering on %s: %v (scripts/stack.sh postfix starts it)", p.Addr, err)
 		if os.Getenv("POSTLINE_TEST_POSTFIX") != "" {
 			t.Fatal(msg)
@@ -315,9 +315,11 @@ func listenFixed(t testing.TB, addr, what string) net.Listener {
 	return ln
 }
 
-// smtpBanner dials addr and reads a 220 greeting within timeout.
-func smtpBanner(addr string, timeout time.Duration) error {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
+// smtpBanner dials addr and reads a 220 greeting within timeout, or until
+// ctx ends. Postfix's and Mailpit's readiness checks share it.
+func smtpBanner(ctx context.Context, addr string, timeout time.Duration) error {
+	d := net.Dialer{Timeout: timeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}

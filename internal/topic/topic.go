@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/postline/postline/internal/backoff"
 	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/segmentio/kafka-go"
 )
@@ -278,7 +279,7 @@ func create(ctx context.Context, c *kafka.Client, specs []Spec) (map[string]bool
 		if len(retry) == 0 {
 			return existed, nil
 		}
-		if err := wait(ctx, pollInterval); err != nil {
+		if err := backoff.Sleep(ctx, pollInterval); err != nil {
 			return nil, fmt.Errorf("create topics: %w (last error: %w)", err, lastErr)
 		}
 		pending = retry
@@ -323,7 +324,7 @@ func waitReady(ctx context.Context, c *kafka.Client, specs []Spec, existed map[s
 		if lastProblem == nil {
 			return nil
 		}
-		if err := wait(ctx, pollInterval); err != nil {
+		if err := backoff.Sleep(ctx, pollInterval); err != nil {
 			return fmt.Errorf("wait for topics %v: %w (last problem: %w)", names, err, lastProblem)
 		}
 	}
@@ -493,15 +494,4 @@ func brokerIDs(bs []kafka.Broker) []int {
 func isTemporary(err error) bool {
 	var ke kafka.Error
 	return errors.As(err, &ke) && ke.Temporary()
-}
-
-func wait(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
