@@ -79,11 +79,7 @@ func (r result) lagSeconds(lag int64) float64 {
 // are summed, so that one bad signature in any run shows.
 func summarizeHooks(rs []result) webhookStats {
 	pick := func(f func(webhookStats) float64) float64 {
-		xs := make([]float64, len(rs))
-		for i, r := range rs {
-			xs[i] = f(r.Hooks)
-		}
-		return benchstats.Median(xs)
+		return benchstats.MedianOf(rs, func(r result) float64 { return f(r.Hooks) })
 	}
 	h := webhookStats{Measured: true, Drained: true}
 	h.Events = int64(pick(func(h webhookStats) float64 { return float64(h.Events) }))

@@ -119,13 +119,7 @@ func summarize(all []result) []result {
 			out = append(out, rs[0])
 			continue
 		}
-		pick := func(f func(result) float64) float64 {
-			xs := make([]float64, len(rs))
-			for i, r := range rs {
-				xs[i] = f(r)
-			}
-			return benchstats.Median(xs)
-		}
+		pick := func(f func(result) float64) float64 { return benchstats.MedianOf(rs, f) }
 		m := result{Variant: name, HasLatency: rs[0].HasLatency}
 		m.Mails = int(pick(func(r result) float64 { return float64(r.Mails) }))
 		if rate := pick(result.Rate); rate > 0 {

@@ -69,13 +69,7 @@ func summarize(all []result) []result {
 	out := make([]result, 0, len(counts))
 	for _, n := range counts {
 		rs := by[n]
-		pick := func(f func(result) float64) float64 {
-			xs := make([]float64, len(rs))
-			for i, r := range rs {
-				xs[i] = f(r)
-			}
-			return benchstats.Median(xs)
-		}
+		pick := func(f func(result) float64) float64 { return benchstats.MedianOf(rs, f) }
 		mails := int(pick(func(r result) float64 { return float64(r.Mails) }))
 		rate := pick(result.Rate)
 		row := result{

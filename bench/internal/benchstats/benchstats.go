@@ -23,6 +23,16 @@ func Median(xs []float64) float64 {
 	return (s[mid-1] + s[mid]) / 2
 }
 
+// MedianOf returns the median of figure over runs: the value a table row
+// shows for one figure of several runs of the same row.
+func MedianOf[T any](runs []T, figure func(T) float64) float64 {
+	xs := make([]float64, len(runs))
+	for i, r := range runs {
+		xs[i] = figure(r)
+	}
+	return Median(xs)
+}
+
 // Verdict is the cell of a target that a figure met (PASS) or missed
 // (FAIL), the words every harness's targets are judged in.
 func Verdict(met bool) string {

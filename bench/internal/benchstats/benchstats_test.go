@@ -29,6 +29,26 @@ func TestMedian(t *testing.T) {
 	}
 }
 
+func TestMedianOf(t *testing.T) {
+	type run struct{ mails int }
+	tests := []struct {
+		runs []run
+		want float64
+	}{
+		{[]run{{7}}, 7},
+		{[]run{{9}, {1}, {4}}, 4},
+		{[]run{{4}, {1}, {3}, {2}}, 2.5},
+	}
+	for _, tt := range tests {
+		if got := MedianOf(tt.runs, func(r run) float64 { return float64(r.mails) }); got != tt.want {
+			t.Errorf("MedianOf(%v) = %v, want %v", tt.runs, got, tt.want)
+		}
+	}
+	if got := MedianOf([]run(nil), func(r run) float64 { return float64(r.mails) }); !math.IsNaN(got) {
+		t.Errorf("MedianOf(nil) = %v, want NaN", got)
+	}
+}
+
 func TestVerdict(t *testing.T) {
 	for _, tc := range []struct {
 		met  bool
