@@ -76,11 +76,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	p := DefaultParams()
 	rp := defaultRealParams()
 	fs, f := newFlagSet(&p, &rp, stderr)
-	if err := fs.Parse(args); err != nil {
+	if err := benchcli.ParseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err := f.applySim(&p); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/postline/postline/bench/internal/benchcli"
 	"github.com/postline/postline/bench/internal/benchenv"
 )
 
@@ -113,11 +114,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "longest a variant may take to deliver its jobs")
 	fs.StringVar(&o.logDir, "log-dir", "", "directory for the binaries' logs and time reports (default: a new temp dir)")
 	fs.BoolVar(&o.keep, "keep", false, "keep topics, schemas and the Postfix relay's directory (config, log) after the run")
-	if err := fs.Parse(args); err != nil {
+	if err := benchcli.ParseFlags(fs, args); err != nil {
 		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	o.brokers, o.databaseURL = stack.Brokers(), stack.DatabaseURL()
 	o.variants = strings.Split(*variants, ",")

@@ -104,11 +104,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.logDir, "log-dir", "", "directory for the workers' logs (default: a new temp dir)")
 	stack := benchenv.AddStackFlags(fs, "PostgreSQL URL (a schema per run is created in it)")
 	fs.BoolVar(&o.keep, "keep", false, "keep topics and schemas after the run")
-	if err := fs.Parse(args); err != nil {
+	if err := benchcli.ParseFlags(fs, args); err != nil {
 		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	for _, v := range []struct {
 		name string

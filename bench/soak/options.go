@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/postline/postline/bench/internal/benchcli"
 	"github.com/postline/postline/bench/internal/benchenv"
 )
 
@@ -73,11 +74,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	stack := benchenv.AddStackFlags(fs, "PostgreSQL URL (the soak's schema is created in it)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the topics and the schema after the run")
 	fs.StringVar(&o.plotFrom, "plot-from", "", "only draw the plot of this soak.csv into -out/soak.svg, running nothing")
-	if err := fs.Parse(args); err != nil {
+	if err := benchcli.ParseFlags(fs, args); err != nil {
 		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if o.window == 0 {
 		o.window = o.jobs / 10

@@ -2,11 +2,13 @@
 // ops.Main: a context that SIGINT and SIGTERM cancel, exit status 1 with
 // the error after the command's name, 0 after -h. It owns only the
 // harnesses' shape of run, which writes its report to stdout and its
-// progress to stderr.
+// progress to stderr, and their flags-only command line.
 package benchcli
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"io"
 	"os"
 
@@ -23,4 +25,16 @@ func Main(name string, run Run) {
 	supervisor.Main(name, func(ctx context.Context, args []string, _ func(string) string, stdout io.Writer) error {
 		return run(ctx, args, stdout, os.Stderr)
 	})
+}
+
+// ParseFlags parses args into fs and refuses a positional argument: the
+// harnesses take flags only, so a stray word is a mistyped flag.
+func ParseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
 }
