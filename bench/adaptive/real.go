@@ -383,12 +383,8 @@ func newRunEnv(p RealParams, sc scenario, strategy string, tiers retry.Tiers) ru
 // teardown, never nil, deletes what was created (unless -keep), even when
 // err is not nil.
 func (r *oneRun) provision(ctx context.Context, tiers retry.Tiers) (teardown func(), err error) {
-	var undo []func()
-	teardown = func() {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
-		}
-	}
+	var undo benchenv.Cleanups
+	teardown = undo.Run
 	cleanup := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	}
@@ -398,7 +394,7 @@ func (r *oneRun) provision(ctx context.Context, tiers retry.Tiers) (teardown fun
 		return teardown, err
 	}
 	if !p.Keep {
-		undo = append(undo, func() {
+		undo.Add(func() {
 			c, cancel := cleanup()
 			defer cancel()
 			if err := topic.Delete(c, benchkafka.Cluster(p.Brokers...), append([]string{e.jobs, e.dlq}, e.delayTopics...)...); err != nil {
@@ -410,7 +406,7 @@ func (r *oneRun) provision(ctx context.Context, tiers retry.Tiers) (teardown fun
 		return teardown, err
 	}
 	if !p.Keep {
-		undo = append(undo, func() {
+		undo.Add(func() {
 			c, cancel := cleanup()
 			defer cancel()
 			if err := benchenv.DropSchema(c, p.DatabaseURL, e.schema); err != nil {
