@@ -385,36 +385,14 @@ func newRunEnv(p RealParams, sc scenario, strategy string, tiers retry.Tiers) ru
 func (r *oneRun) provision(ctx context.Context, tiers retry.Tiers) (teardown func(), err error) {
 	var undo benchenv.Cleanups
 	teardown = undo.Run
-	cleanup := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	}
 	p, e := r.p, &r.e
+	scratch := benchenv.Scratch{Brokers: p.Brokers, DatabaseURL: p.DatabaseURL, Keep: p.Keep, Logf: r.logf}
 	specs := append(topic.Defaults(e.jobs, e.dlq, p.Partitions), retry.TopicSpecs(e.prefix, tiers, p.Partitions)...)
-	if err := topic.Ensure(ctx, benchkafka.Cluster(p.Brokers...), specs...); err != nil {
+	if err := scratch.EnsureTopics(ctx, &undo, specs, append([]string{e.jobs, e.dlq}, e.delayTopics...)); err != nil {
 		return teardown, err
 	}
-	if !p.Keep {
-		undo.Add(func() {
-			c, cancel := cleanup()
-			defer cancel()
-			if err := topic.Delete(c, benchkafka.Cluster(p.Brokers...), append([]string{e.jobs, e.dlq}, e.delayTopics...)...); err != nil {
-				r.logf("delete topics: %v", err)
-			}
-		})
-	}
-	if e.databaseURL, err = benchenv.CreateSchema(ctx, p.DatabaseURL, e.schema); err != nil {
-		return teardown, err
-	}
-	if !p.Keep {
-		undo.Add(func() {
-			c, cancel := cleanup()
-			defer cancel()
-			if err := benchenv.DropSchema(c, p.DatabaseURL, e.schema); err != nil {
-				r.logf("%v", err)
-			}
-		})
-	}
-	return teardown, nil
+	e.databaseURL, err = scratch.EnsureSchema(ctx, &undo, e.schema)
+	return teardown, err
 }
 
 // startRelays starts the scenario's relays, noting their addresses in r.e

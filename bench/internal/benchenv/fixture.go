@@ -30,6 +30,62 @@ func (c *Cleanups) Run() {
 	*c = nil
 }
 
+// Scratch is where a run creates the topics and schemas it owns, and how
+// it removes them: unless Keep, each creation adds its removal to the
+// run's Cleanups, bounded by CleanupTimeout and logged to Logf when it
+// fails.
+type Scratch struct {
+	Brokers     []string
+	DatabaseURL string
+	// Keep leaves what was created in place.
+	Keep bool
+	// CleanupTimeout bounds each removal. Defaults to 30 s.
+	CleanupTimeout time.Duration
+	// Logf gets the removals' failures; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// EnsureTopics creates the topics of specs; at cleanup it deletes names,
+// which may also name topics the run's binaries create later.
+func (s Scratch) EnsureTopics(ctx context.Context, c *Cleanups, specs []topic.Spec, names []string) error {
+	if err := topic.Ensure(ctx, benchkafka.Cluster(s.Brokers...), specs...); err != nil {
+		return err
+	}
+	s.removeLater(ctx, c, "delete topics: %v", func(ctx context.Context) error {
+		return topic.Delete(ctx, benchkafka.Cluster(s.Brokers...), names...)
+	})
+	return nil
+}
+
+// EnsureSchema creates schema in DatabaseURL, as CreateSchema does, and
+// drops it at cleanup.
+func (s Scratch) EnsureSchema(ctx context.Context, c *Cleanups, schema string) (string, error) {
+	url, err := CreateSchema(ctx, s.DatabaseURL, schema)
+	if err != nil {
+		return "", err
+	}
+	s.removeLater(ctx, c, "%v", func(ctx context.Context) error {
+		return DropSchema(ctx, s.DatabaseURL, schema)
+	})
+	return url, nil
+}
+
+// removeLater adds remove to c unless s.Keep. It runs with a context that
+// outlives ctx's cancellation, since cleanup also follows an interrupted
+// run, and its failure goes to Logf with format.
+func (s Scratch) removeLater(ctx context.Context, c *Cleanups, format string, remove func(context.Context) error) {
+	if s.Keep {
+		return
+	}
+	c.Add(func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(s.CleanupTimeout, 30*time.Second))
+		defer cancel()
+		if err := remove(rctx); err != nil && s.Logf != nil {
+			s.Logf(format, err)
+		}
+	})
+}
+
 // FixtureOptions say where a run's fixture lives and what it is called.
 type FixtureOptions struct {
 	// Name names the run: topics bench.<Name>.<id>.*, the consumer group
@@ -76,39 +132,22 @@ func NewFixture(ctx context.Context, o FixtureOptions) (_ *Fixture, err error) {
 		}
 	}()
 	logw := cmp.Or[io.Writer](o.Log, io.Discard)
-	cleanupCtx := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(o.CleanupTimeout, 30*time.Second))
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(logw, "bench: %s: %s\n", o.Name, fmt.Sprintf(format, args...))
 	}
+	scratch := Scratch{Brokers: o.Brokers, DatabaseURL: o.DatabaseURL, Keep: o.Keep, CleanupTimeout: o.CleanupTimeout, Logf: logf}
 	topics := append([]string{f.JobsTopic, f.DLQTopic}, retry.DefaultTiers.Topics(f.RetryPrefix)...)
 	if o.Events {
 		f.EventsTopic = f.Prefix + ".events"
 		topics = append(topics, f.EventsTopic)
 	}
 	specs := append(topic.Defaults(f.JobsTopic, f.DLQTopic, o.Partitions), retry.TopicSpecs(f.RetryPrefix, retry.DefaultTiers, 1)...)
-	if err := topic.Ensure(ctx, benchkafka.Cluster(o.Brokers...), specs...); err != nil {
+	if err := scratch.EnsureTopics(ctx, &f.Cleanups, specs, topics); err != nil {
 		return nil, err
-	}
-	if !o.Keep {
-		f.Add(func() {
-			c, cancel := cleanupCtx()
-			defer cancel()
-			if err := topic.Delete(c, benchkafka.Cluster(o.Brokers...), topics...); err != nil {
-				fmt.Fprintf(logw, "bench: %s: delete topics: %v\n", o.Name, err)
-			}
-		})
 	}
 	schema := strings.ReplaceAll(fmt.Sprintf("bench_%s_%s", o.Name, id), "-", "_")
-	if f.DatabaseURL, err = CreateSchema(ctx, o.DatabaseURL, schema); err != nil {
+	if f.DatabaseURL, err = scratch.EnsureSchema(ctx, &f.Cleanups, schema); err != nil {
 		return nil, err
-	}
-	if !o.Keep {
-		f.Add(func() {
-			c, cancel := cleanupCtx()
-			defer cancel()
-			if err := DropSchema(c, o.DatabaseURL, schema); err != nil {
-				fmt.Fprintf(logw, "bench: %s: %v\n", o.Name, err)
-			}
-		})
 	}
 	if f.Pool, err = pgxpool.New(ctx, f.DatabaseURL); err != nil {
 		return nil, fmt.Errorf("postgres pool: %w", err)

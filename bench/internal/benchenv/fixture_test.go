@@ -3,6 +3,7 @@ package benchenv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -22,6 +23,41 @@ func TestCleanupsRunNewestFirst(t *testing.T) {
 	c.Run() // forgotten after the first run
 	if !slices.Equal(order, []int{2, 1, 0}) {
 		t.Errorf("ran %v, want [2 1 0] once", order)
+	}
+}
+
+func TestScratchRemoveLater(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // an interrupted run still cleans up
+	tests := []struct {
+		name    string
+		keep    bool
+		err     error
+		wantRan bool
+		wantLog []string
+	}{
+		{name: "removed", wantRan: true},
+		{name: "failure logged", err: errors.New("boom"), wantRan: true, wantLog: []string{"remove: boom"}},
+		{name: "kept", keep: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logged []string
+			s := Scratch{Keep: tt.keep, Logf: func(format string, args ...any) { logged = append(logged, fmt.Sprintf(format, args...)) }}
+			var c Cleanups
+			ran := false
+			s.removeLater(ctx, &c, "remove: %v", func(ctx context.Context) error {
+				ran = true
+				if ctx.Err() != nil {
+					t.Errorf("removal context: %v", ctx.Err())
+				}
+				return tt.err
+			})
+			c.Run()
+			if ran != tt.wantRan || !slices.Equal(logged, tt.wantLog) {
+				t.Errorf("ran %v, logged %q; want %v, %q", ran, logged, tt.wantRan, tt.wantLog)
+			}
+		})
 	}
 }
 
