@@ -86,23 +86,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		return store.Ping(ctx)
 	}
-	logger.Info("bounce-receiver starting", "http_addr", opsListener.Addr().String(), "smtp_addr", s.SMTPAddr,
-		"bounce_domain", keys.signer.Domain(), "hooks_addr", s.HooksAddr, "kafka", cluster.String())
 
 	// Phase one of shutdown: the SMTP server and the hooks server stop
 	// taking connections and finish their sessions and requests within
 	// the shutdown timeout (each bounds its own drain by it).
 	svc := supervisor.Supervisor{
+		Name: "bounce-receiver",
+		Starting: []any{"smtp_addr", s.SMTPAddr, "bounce_domain", keys.signer.Domain(), "hooks_addr", s.HooksAddr,
+			"kafka", cluster.String()},
 		Logger: logger, Listener: opsListener, Registry: reg, Ready: ready,
 		ShutdownTimeout: s.ShutdownTimeout,
 		Draining:        "finishing SMTP sessions and webhook requests in flight",
 	}
-	err = svc.Run(ctx, supervisor.Stage{Run: func(p supervisor.Phases) error {
+	return svc.Run(ctx, supervisor.Stage{Run: func(p supervisor.Phases) error {
 		return receive(p, s, receiverDeps{cluster: cluster, pool: pool, store: store, lists: lists, signer: keys.signer,
 			unsubscribes: keys.unsubscribes, rules: rules, tlsConfig: tlsConfig, logger: logger, reg: reg, started: &started})
 	}})
-	logger.Info("bounce-receiver stopped", "error", err)
-	return err
 }
 
 // receiverKeys sign and verify the return path and unsubscribe tokens.

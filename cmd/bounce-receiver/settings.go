@@ -34,5 +34,5 @@ type settings struct {
 
 	HTTPAddr        string        `env:"POSTLINE_RECEIVER_HTTP_ADDR" default:":8083" usage:"address of /metrics, /healthz and /readyz"`
 	ShutdownTimeout time.Duration `env:"POSTLINE_SHUTDOWN_TIMEOUT" default:"30s" usage:"how long SIGTERM waits for open SMTP sessions and webhook requests"`
-	LogLevel        string        `env:"POSTLINE_LOG_LEVEL" default:"info" usage:"debug, info, warn or error"`
+	config.Logging
 }

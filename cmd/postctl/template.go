@@ -393,28 +393,25 @@ func newTemplateLsCmd(g *globals) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			s, closeDB, err := openTemplates(ctx, g)
-			if err != nil {
-				return err
-			}
-			defer closeDB()
-			ts, err := s.List(ctx)
-			if err != nil {
-				return withMigrateHint(err)
-			}
-			out := struct {
-				Templates []templateRecord `json:"templates"`
-			}{Templates: []templateRecord{}}
-			rows := make([][]string, len(ts))
-			for i, t := range ts {
-				out.Templates = append(out.Templates, templateRecord{Name: t.Name, Kind: t.Kind, Description: t.Description,
-					DefaultLocale: t.DefaultLocale, LatestVersion: t.LatestVersion, Labels: newLabelRecords(t.Labels),
-					UpdatedAt: t.UpdatedAt.UTC()})
-				rows[i] = []string{t.Name, t.Kind, versionCell(t.LatestVersion), labelCell(t.Labels, templatestore.LabelActive),
-					labelCell(t.Labels, templatestore.LabelCanary), labelCell(t.Labels, templatestore.LabelFallback), t.Description}
-			}
-			return printReport(g, out, func() error {
-				return writeTable(g.stdout, []string{"TEMPLATE", "KIND", "LATEST", "ACTIVE", "CANARY", "FALLBACK", "DESCRIPTION"}, rows)
+			return onTemplates(ctx, g, func(s *templatestore.Store) error {
+				ts, err := s.List(ctx)
+				if err != nil {
+					return withMigrateHint(err)
+				}
+				out := struct {
+					Templates []templateRecord `json:"templates"`
+				}{Templates: []templateRecord{}}
+				rows := make([][]string, len(ts))
+				for i, t := range ts {
+					out.Templates = append(out.Templates, templateRecord{Name: t.Name, Kind: t.Kind, Description: t.Description,
+						DefaultLocale: t.DefaultLocale, LatestVersion: t.LatestVersion, Labels: newLabelRecords(t.Labels),
+						UpdatedAt: t.UpdatedAt.UTC()})
+					rows[i] = []string{t.Name, t.Kind, versionCell(t.LatestVersion), labelCell(t.Labels, templatestore.LabelActive),
+						labelCell(t.Labels, templatestore.LabelCanary), labelCell(t.Labels, templatestore.LabelFallback), t.Description}
+				}
+				return printReport(g, out, func() error {
+					return writeTable(g.stdout, []string{"TEMPLATE", "KIND", "LATEST", "ACTIVE", "CANARY", "FALLBACK", "DESCRIPTION"}, rows)
+				})
 			})
 		},
 	}
@@ -648,20 +645,21 @@ Prints nothing when the versions have the same content.`,
 				return err
 			}
 			ctx := cmd.Context()
-			s, closeDB, err := openTemplates(ctx, g)
+			var parts [2]map[string]string
+			err = onTemplates(ctx, g, func(s *templatestore.Store) error {
+				for i, n := range []int{v1, v2} {
+					v, err := s.Get(ctx, args[0], n)
+					if err != nil {
+						return withMigrateHint(err)
+					}
+					if parts[i], err = versionParts(v); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
 			if err != nil {
 				return err
-			}
-			defer closeDB()
-			var parts [2]map[string]string
-			for i, n := range []int{v1, v2} {
-				v, err := s.Get(ctx, args[0], n)
-				if err != nil {
-					return withMigrateHint(err)
-				}
-				if parts[i], err = versionParts(v); err != nil {
-					return err
-				}
 			}
 			union := map[string]string{}
 			for _, p := range parts {
@@ -912,6 +910,12 @@ func onNamedTemplate(ctx context.Context, g *globals, name string, fn func(*temp
 	if err := templatestore.ValidateName(name); err != nil {
 		return usageError{err}
 	}
+	return onTemplates(ctx, g, fn)
+}
+
+// onTemplates opens the template store and runs fn on it, closing the store
+// after.
+func onTemplates(ctx context.Context, g *globals, fn func(*templatestore.Store) error) error {
 	s, closeDB, err := openTemplates(ctx, g)
 	if err != nil {
 		return err

@@ -79,28 +79,25 @@ changes made, the fallback's first.`,
 }
 
 func templateActivate(ctx context.Context, g *globals, name string, version int, keepFallback bool, reason string) error {
-	s, closeDB, err := openTemplates(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer closeDB()
-	a, err := s.Activate(ctx, name, version, keepFallback, operator(), reason)
-	if err != nil {
-		return withMigrateHint(err)
-	}
-	text := fmt.Sprintf("%s: active is version %d", name, version)
-	switch fb, ok := a.FallbackMoved(); {
-	case len(a.Changes) == 0:
-		text += " already; nothing changed"
-	case ok:
-		text += fmt.Sprintf("; fallback is version %d, the one active before", fb.Version)
-	}
-	out := struct {
-		Name string `json:"name"`
-		labelRecord
-		Changes []changeRecord `json:"changes"`
-	}{name, newLabelRecords([]templatestore.Label{a.Active})[0], newChangeRecords(a.Changes)}
-	return g.print(out, text)
+	return onTemplates(ctx, g, func(s *templatestore.Store) error {
+		a, err := s.Activate(ctx, name, version, keepFallback, operator(), reason)
+		if err != nil {
+			return withMigrateHint(err)
+		}
+		text := fmt.Sprintf("%s: active is version %d", name, version)
+		switch fb, ok := a.FallbackMoved(); {
+		case len(a.Changes) == 0:
+			text += " already; nothing changed"
+		case ok:
+			text += fmt.Sprintf("; fallback is version %d, the one active before", fb.Version)
+		}
+		out := struct {
+			Name string `json:"name"`
+			labelRecord
+			Changes []changeRecord `json:"changes"`
+		}{name, newLabelRecords([]templatestore.Label{a.Active})[0], newChangeRecords(a.Changes)}
+		return g.print(out, text)
+	})
 }
 
 func newTemplateFallbackCmd(g *globals) *cobra.Command {
@@ -121,16 +118,13 @@ before; this sets it by hand, to a version known to be good.
 				return err
 			}
 			ctx := cmd.Context()
-			s, closeDB, err := openTemplates(ctx, g)
-			if err != nil {
-				return err
-			}
-			defer closeDB()
-			l, err := s.SetFallback(ctx, args[0], n, operator(), reason)
-			if err != nil {
-				return withMigrateHint(err)
-			}
-			return printLabel(g, l, fmt.Sprintf("%s: fallback is version %d", args[0], n))
+			return onTemplates(ctx, g, func(s *templatestore.Store) error {
+				l, err := s.SetFallback(ctx, args[0], n, operator(), reason)
+				if err != nil {
+					return withMigrateHint(err)
+				}
+				return printLabel(g, l, fmt.Sprintf("%s: fallback is version %d", args[0], n))
+			})
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the template's history")

@@ -53,24 +53,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	var scheduler atomic.Pointer[retry.Scheduler]
 	ready := supervisor.ReadyWhenStarted(&scheduler, "not a member of the consumer group, or writes to the jobs topic are failing")
-	logger.Info("retry-scheduler starting", "http_addr", listener.Addr().String(), "jobs_topic", s.JobsTopic,
-		"delay_topics", tiers.Topics(s.Prefix), "group", s.Group, "kafka", cluster.String())
 
 	// Phase one of shutdown: the signal stops fetching; records falling due
 	// within the drain are re-injected and committed. Phase two: past the
 	// shutdown timeout the process gives up and exits; whatever was not
 	// committed is re-read by the next owner (duplicates, never losses).
 	svc := supervisor.Supervisor{
+		Name: "retry-scheduler",
+		Starting: []any{"jobs_topic", s.JobsTopic, "delay_topics", tiers.Topics(s.Prefix), "group", s.Group,
+			"kafka", cluster.String()},
 		Logger: logger, Listener: listener, Registry: reg, Ready: ready,
 		ShutdownTimeout: s.ShutdownTimeout,
 		Draining:        "re-injecting what falls due, then committing",
 		Abandoned:       "uncommitted records will be re-injected by the next owner",
 	}
-	err = svc.Run(ctx, supervisor.Stage{Run: func(p supervisor.Phases) error {
+	return svc.Run(ctx, supervisor.Stage{Run: func(p supervisor.Phases) error {
 		return startScheduler(p.Intake, schedCfg, s.DLQTopic, logger, reg, &scheduler)
 	}})
-	logger.Info("retry-scheduler stopped", "error", err)
-	return err
 }
 
 // loadSettings reads and checks the settings and returns the scheduler's

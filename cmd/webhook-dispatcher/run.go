@@ -65,23 +65,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	for i, ep := range cfg.Endpoints {
 		ids[i] = ep.ID
 	}
-	logger.Info("webhook-dispatcher starting", "http_addr", listener.Addr().String(), "events_topic", s.EventsTopic,
-		"dlq_topic", s.DLQTopic, "group", s.Group, "endpoints", ids, "kafka", cfg.Kafka.String())
 
 	svc := supervisor.Supervisor{
+		Name: "webhook-dispatcher",
+		Starting: []any{"events_topic", s.EventsTopic, "dlq_topic", s.DLQTopic, "group", s.Group, "endpoints", ids,
+			"kafka", cfg.Kafka.String()},
 		Logger: logger, Listener: listener, Registry: reg, Ready: ready,
 		ShutdownTimeout: s.ShutdownTimeout,
 		Draining:        "finishing requests in flight, then committing",
 		Abandoned:       "unfinished events will be sent again by the next owner",
 	}
-	err = svc.Run(ctx, supervisor.Stage{Run: func(p supervisor.Phases) error {
+	return svc.Run(ctx, supervisor.Stage{Run: func(p supervisor.Phases) error {
 		if err := schema.MigrateWhenReady(p.Intake, pool, logger); err != nil {
 			return err
 		}
 		return startDispatcher(p.Intake, cfg, s.DLQTopic, logger, reg, &dispatcher)
 	}})
-	logger.Info("webhook-dispatcher stopped", "error", err)
-	return err
 }
 
 // loadSettings reads the settings, checks the ones the dispatcher's config

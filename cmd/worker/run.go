@@ -51,22 +51,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("setting POSTLINE_HTTP_ADDR: %w", err)
 	}
-	logger.Info("worker starting", "http_addr", listener.Addr().String(), "topic", s.JobsTopic,
-		"group", s.Group, "kafka", w.cluster.String(), "retry_policy", s.RetryPolicy, "relays", w.relayNames, "senders", s.Senders, "bounce_domain", s.BounceDomain,
-		"unsubscribe_url", unsubscribeURL(w.links))
 
 	// Phase one of shutdown: the signal stops consumption; the consumer
 	// drains and commits. Phase two: past ShutdownTimeout, in-flight sends
 	// are aborted and left uncommitted for redelivery.
 	svc := supervisor.Supervisor{
+		Name: "worker",
+		Starting: []any{"topic", s.JobsTopic, "group", s.Group, "kafka", w.cluster.String(), "retry_policy", s.RetryPolicy,
+			"relays", w.relayNames, "senders", s.Senders, "bounce_domain", s.BounceDomain, "unsubscribe_url", unsubscribeURL(w.links)},
 		Logger: logger, Listener: listener, Registry: w.reg, Ready: w.ready,
 		ShutdownTimeout: s.ShutdownTimeout,
 		Draining:        "no new records; finishing in-flight mail",
 		Aborting:        "aborting in-flight mail (it will be redelivered)",
 	}
-	err = svc.Run(ctx, supervisor.Stage{Run: w.start})
-	logger.Info("worker stopped", "error", err)
-	return err
+	return svc.Run(ctx, supervisor.Stage{Run: w.start})
 }
 
 // loadSettings reads the settings, fills in the derived defaults, checks the

@@ -10,17 +10,16 @@ import (
 // variable and a flag (see internal/config).
 type settings struct {
 	config.Kafka
-	JobsTopic         string        `env:"POSTLINE_JOBS_TOPIC" default:"mail.jobs" usage:"topic the jobs are consumed from"`
-	DLQTopic          string        `env:"POSTLINE_DLQ_TOPIC" default:"mail.dlq" usage:"dead-letter topic"`
-	Group             string        `env:"POSTLINE_CONSUMER_GROUP" default:"postline-worker" usage:"Kafka consumer group shared by all worker replicas"`
-	SessionTimeout    time.Duration `env:"POSTLINE_SESSION_TIMEOUT" default:"10s" usage:"consumer-group session timeout: how long a dead replica keeps its partitions"`
-	HeartbeatInterval time.Duration `env:"POSTLINE_HEARTBEAT_INTERVAL" default:"1s" usage:"consumer-group heartbeat interval"`
-	CommitInterval    time.Duration `env:"POSTLINE_COMMIT_INTERVAL" default:"500ms" usage:"how often finished offsets are committed"`
-	RebalanceTimeout  time.Duration `env:"POSTLINE_REBALANCE_TIMEOUT" default:"30s" usage:"how long the group waits for members to rejoin a rebalance; must exceed the drain timeout"`
-	DrainTimeout      time.Duration `env:"POSTLINE_DRAIN_TIMEOUT" default:"" usage:"how long a revoked or stopping partition waits for its in-flight mail; defaults to 2/3 of the shutdown timeout"`
-	LagInterval       time.Duration `env:"POSTLINE_LAG_INTERVAL" default:"2s" usage:"how often the whole group's lag and membership are read (metrics; adaptive backoff input; which members share a relay's rate)"`
-	MaxInFlight       int           `env:"POSTLINE_MAX_IN_FLIGHT_PER_PARTITION" default:"2000" usage:"records fetched but not finished, per partition"`
-	MaxInFlightBytes  int64         `env:"POSTLINE_MAX_IN_FLIGHT_BYTES" default:"100663296" usage:"bytes of the records fetched but not finished, across partitions (each gets an equal share); bounds memory: the default (96 MiB) suits a 512 MiB container"`
+	JobsTopic string `env:"POSTLINE_JOBS_TOPIC" default:"mail.jobs" usage:"topic the jobs are consumed from"`
+	DLQTopic  string `env:"POSTLINE_DLQ_TOPIC" default:"mail.dlq" usage:"dead-letter topic"`
+	Group     string `env:"POSTLINE_CONSUMER_GROUP" default:"postline-worker" usage:"Kafka consumer group shared by all worker replicas"`
+	config.ConsumerGroup
+	CommitInterval   time.Duration `env:"POSTLINE_COMMIT_INTERVAL" default:"500ms" usage:"how often finished offsets are committed"`
+	RebalanceTimeout time.Duration `env:"POSTLINE_REBALANCE_TIMEOUT" default:"30s" usage:"how long the group waits for members to rejoin a rebalance; must exceed the drain timeout"`
+	DrainTimeout     time.Duration `env:"POSTLINE_DRAIN_TIMEOUT" default:"" usage:"how long a revoked or stopping partition waits for its in-flight mail; defaults to 2/3 of the shutdown timeout"`
+	LagInterval      time.Duration `env:"POSTLINE_LAG_INTERVAL" default:"2s" usage:"how often the whole group's lag and membership are read (metrics; adaptive backoff input; which members share a relay's rate)"`
+	MaxInFlight      int           `env:"POSTLINE_MAX_IN_FLIGHT_PER_PARTITION" default:"2000" usage:"records fetched but not finished, per partition"`
+	MaxInFlightBytes int64         `env:"POSTLINE_MAX_IN_FLIGHT_BYTES" default:"100663296" usage:"bytes of the records fetched but not finished, across partitions (each gets an equal share); bounds memory: the default (96 MiB) suits a 512 MiB container"`
 
 	DatabaseURL      string        `env:"POSTLINE_DATABASE_URL" default:"postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable" usage:"PostgreSQL URL of the idempotency store"`
 	DatabaseMaxConns int           `env:"POSTLINE_DATABASE_MAX_CONNS" default:"8" usage:"maximum PostgreSQL connections"`
@@ -78,5 +77,5 @@ type settings struct {
 
 	HTTPAddr        string        `env:"POSTLINE_HTTP_ADDR" default:":8081" usage:"address of /metrics, /healthz and /readyz"`
 	ShutdownTimeout time.Duration `env:"POSTLINE_SHUTDOWN_TIMEOUT" default:"30s" usage:"how long SIGTERM waits for in-flight mail before aborting it"`
-	LogLevel        string        `env:"POSTLINE_LOG_LEVEL" default:"info" usage:"debug, info, warn or error"`
+	config.Logging
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/cog/variants"
 	"github.com/grafana/grafana-foundation-sdk/go/common"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
@@ -193,41 +194,17 @@ func filterVariable(name, label, query string) *dashboard.QueryVariableBuilder {
 }
 
 func (p panelSpec) builder(id uint32) cog.Builder[dashboard.Panel] {
-	width := p.width
-	if width == 0 {
-		width = defaultPanelWidth
-	}
 	switch p.kind {
 	case stateTimeline:
-		b := statetimeline.NewPanelBuilder().
-			Id(id).
-			Title(p.title).
-			Description(p.description).
-			Datasource(panelDatasource()).
-			Unit(p.unit).
-			Span(width).
-			Height(defaultPanelHeight).
+		return withPanelSpec(statetimeline.NewPanelBuilder(), p, id).
 			Mappings(circuitStateMappings()).
 			ShowValue(common.VisibilityModeAuto).
-			MergeValues(true).
-			Legend(legend())
-		for i, t := range p.targets {
-			b.WithTarget(t.query(i))
-		}
-		return b
+			MergeValues(true)
 	default:
-		b := timeseries.NewPanelBuilder().
-			Id(id).
-			Title(p.title).
-			Description(p.description).
-			Datasource(panelDatasource()).
-			Unit(p.unit).
-			Span(width).
-			Height(defaultPanelHeight).
+		b := withPanelSpec(timeseries.NewPanelBuilder(), p, id).
 			Min(0).
 			FillOpacity(10).
 			ShowPoints(common.VisibilityModeNever).
-			Legend(legend()).
 			Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending))
 		if p.unit == unitRatio && len(p.thresholds) == 0 {
 			b.Max(1)
@@ -239,11 +216,43 @@ func (p panelSpec) builder(id uint32) cog.Builder[dashboard.Panel] {
 		if p.stacked {
 			b.Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)).FillOpacity(40)
 		}
-		for i, t := range p.targets {
-			b.WithTarget(t.query(i))
-		}
 		return b
 	}
+}
+
+// panelBuilder is what every kind of panel builder in the SDK offers; each
+// method returns the builder itself, B.
+type panelBuilder[B any] interface {
+	Id(id uint32) B
+	Title(title string) B
+	Description(description string) B
+	Datasource(datasource common.DataSourceRef) B
+	Unit(unit string) B
+	Span(w uint32) B
+	Height(h uint32) B
+	Legend(legend cog.Builder[common.VizLegendOptions]) B
+	WithTarget(target cog.Builder[variants.Dataquery]) B
+}
+
+// withPanelSpec sets what p says of any panel, whatever its kind, on b: its
+// id, title, description, datasource, unit, size, legend and queries.
+func withPanelSpec[B panelBuilder[B]](b B, p panelSpec, id uint32) B {
+	width := p.width
+	if width == 0 {
+		width = defaultPanelWidth
+	}
+	b.Id(id).
+		Title(p.title).
+		Description(p.description).
+		Datasource(panelDatasource()).
+		Unit(p.unit).
+		Span(width).
+		Height(defaultPanelHeight).
+		Legend(legend())
+	for i, t := range p.targets {
+		b.WithTarget(t.query(i))
+	}
+	return b
 }
 
 func legend() *common.VizLegendOptionsBuilder {

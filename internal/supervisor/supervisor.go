@@ -35,6 +35,13 @@ const serverShutdownTimeout = 2 * time.Second
 // Run either waits for the stages to return or, when Abandoned is set,
 // returns at once with an error saying what is left behind.
 type Supervisor struct {
+	// Name is the service's name. When set, Run logs "<Name> starting"
+	// with the ops endpoints' address (http_addr) and Starting, and
+	// "<Name> stopped" with its result.
+	Name string
+	// Starting are the attributes of the "starting" line: what the service
+	// reads, writes and talks to.
+	Starting []any
 	Logger   *slog.Logger
 	Listener net.Listener // of the ops endpoints
 	Registry *prometheus.Registry
@@ -129,6 +136,17 @@ func (l *lifecycle) settle(name string, err error) error {
 // or ctx ends and the two-phase shutdown is over (see Supervisor). It
 // returns the first failure: a stage's, or the ops endpoints' own.
 func (s Supervisor) Run(ctx context.Context, stages ...Stage) error {
+	if s.Name == "" {
+		return s.run(ctx, stages)
+	}
+	s.Logger.Info(s.Name+" starting", append([]any{"http_addr", s.Listener.Addr().String()}, s.Starting...)...)
+	err := s.run(ctx, stages)
+	s.Logger.Info(s.Name+" stopped", "error", err)
+	return err
+}
+
+// run is Run without the starting and stopped lines.
+func (s Supervisor) run(ctx context.Context, stages []Stage) error {
 	// The stages' contexts keep ctx's values but not its cancellation:
 	// the phases decide when they end.
 	base := context.WithoutCancel(ctx)

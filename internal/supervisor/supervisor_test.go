@@ -208,3 +208,60 @@ type usage struct{}
 
 func (usage) Error() string { return "bad flag" }
 func (usage) ExitCode() int { return supervisor.ExitUsage }
+
+// A named service's Run logs its start, with the ops endpoints' address and
+// the service's own attributes, and its stop, with the result.
+func TestNamedServiceLogsStartAndStop(t *testing.T) {
+	tests := []struct {
+		name      string
+		svcName   string
+		stage     error
+		wantLines []string
+	}{
+		{
+			name:    "clean stop",
+			svcName: "worker",
+			wantLines: []string{
+				`level=INFO msg="worker starting" http_addr=ADDR topic=mail.jobs`,
+				`level=INFO msg="worker stopped" error=<nil>`,
+			},
+		},
+		{
+			name:    "failure",
+			svcName: "worker",
+			stage:   errors.New("boom"),
+			wantLines: []string{
+				`level=INFO msg="worker starting" http_addr=ADDR topic=mail.jobs`,
+				`level=ERROR msg="stage failed for good; stopping" stage="" error=boom`,
+				`level=INFO msg="worker stopped" error=boom`,
+			},
+		},
+		{
+			name: "no name, no lines",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			svc, base := newSupervisor(t, time.Minute)
+			var buf strings.Builder
+			svc.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+				ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+					if a.Key == slog.TimeKey {
+						return slog.Attr{}
+					}
+					return a
+				},
+			}))
+			svc.Name, svc.Starting = tc.svcName, []any{"topic", "mail.jobs"}
+			err := svc.Run(context.Background(), supervisor.Stage{Run: func(supervisor.Phases) error { return tc.stage }})
+			if !errors.Is(err, tc.stage) {
+				t.Fatalf("Run = %v, want %v", err, tc.stage)
+			}
+			got := strings.Fields(strings.TrimSpace(buf.String()))
+			want := strings.Fields(strings.ReplaceAll(strings.Join(tc.wantLines, "\n"), "ADDR", strings.TrimPrefix(base, "http://")))
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("log:\n%s\nwant:\n%s", buf.String(), strings.Join(tc.wantLines, "\n"))
+			}
+		})
+	}
+}
