@@ -301,26 +301,40 @@ RETURNING m.message_id`
 // longer ours at that version (lost, counted like Record's). ids and versions
 // are parallel.
 func (s *Store) ExtendLease(ctx context.Context, ids []string, versions []int64) (lost []string, err error) {
+	won, lost, err := s.setByVersion(ctx, "extend lease", opExtendLease, extendLeaseSQL, ids, versions,
+		s.cfg.Owner, s.leaseSeconds())
+	if err != nil {
+		return nil, err
+	}
+	s.m.extensions.Add(float64(len(won)))
+	s.noteLost(ctx, opExtendLease, lost)
+	return lost, nil
+}
+
+// setByVersion runs sql, a compare-and-set of the rows ids at versions ($1
+// and $2, parallel; args follow from $3) that returns the IDs it won, as one
+// round trip of op; what names the call in errors. It returns the IDs won
+// and, in input order, those lost. No IDs make no round trip.
+func (s *Store) setByVersion(ctx context.Context, what, op, sql string, ids []string, versions []int64,
+	args ...any) (won map[string]bool, lost []string, err error) {
 	if len(ids) != len(versions) {
-		return nil, fmt.Errorf("extend lease: %d IDs but %d versions", len(ids), len(versions))
+		return nil, nil, fmt.Errorf("%s: %d IDs but %d versions", what, len(ids), len(versions))
 	}
 	if len(ids) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	start := time.Now()
-	won, err := s.updateReturningIDs(ctx, extendLeaseSQL, ids, versions, s.cfg.Owner, s.leaseSeconds())
-	s.observe(ctx, opExtendLease, start, err)
+	won, err = s.updateReturningIDs(ctx, sql, append([]any{ids, versions}, args...)...)
+	s.observe(ctx, op, start, err)
 	if err != nil {
-		return nil, fmt.Errorf("extend lease of %d messages: %w", len(ids), err)
+		return nil, nil, fmt.Errorf("%s of %d messages: %w", what, len(ids), err)
 	}
 	for _, id := range ids {
 		if !won[id] {
 			lost = append(lost, id)
 		}
 	}
-	s.m.extensions.Add(float64(len(won)))
-	s.noteLost(ctx, opExtendLease, lost)
-	return lost, nil
+	return won, lost, nil
 }
 
 // updateReturningIDs runs a statement returning message IDs and collects
