@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -322,6 +321,9 @@ func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 	if len(reqs) == 0 {
 		return nil, nil
 	}
+	if err := ValidateClaims(reqs); err != nil {
+		return nil, err
+	}
 	firstIdx := make(map[string]int, len(reqs))
 	var reread []string // IDs given more than once: classify needs their rows
 	// The columns are cut from one array per type, each with room for
@@ -341,12 +343,6 @@ func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 		seen:     times[n : n : 2*n],
 	}
 	for i, r := range reqs {
-		if r.MessageID == "" {
-			return nil, fmt.Errorf("claim: request %d: empty message ID", i)
-		}
-		if r.Attempt < 1 || r.Attempt > math.MaxInt32 {
-			return nil, fmt.Errorf("claim %s: attempt %d out of range", r.MessageID, r.Attempt)
-		}
 		if _, dup := firstIdx[r.MessageID]; dup {
 			reread = append(reread, r.MessageID)
 			continue

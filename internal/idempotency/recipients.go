@@ -158,16 +158,10 @@ func (d *detailColumns) add(bounceType, status string, code int, diagnostic, rul
 	d.sources = append(d.sources, cleanText(source, 32))
 }
 
-func (c *recipientColumns) add(position int, rs []RecipientFate) error {
+// add appends the recipients of the fate at position, checked by
+// ValidateFates.
+func (c *recipientColumns) add(position int, rs []RecipientFate) {
 	for _, r := range rs {
-		switch {
-		case r.Index < 0 || r.Index >= 100:
-			return fmt.Errorf("recipient index %d out of range", r.Index)
-		case r.Address == "":
-			return fmt.Errorf("recipient %d: empty address", r.Index)
-		case !r.State.Valid():
-			return fmt.Errorf("recipient %d: state %q", r.Index, r.State)
-		}
 		c.positions = append(c.positions, int32(position))
 		c.idxs = append(c.idxs, int16(r.Index))
 		c.addrs = append(c.addrs, cleanText(r.Address, MaxErrorBytes))
@@ -177,7 +171,6 @@ func (c *recipientColumns) add(position int, rs []RecipientFate) error {
 		c.detailColumns.add(r.BounceType, r.Status, r.Code, r.Diagnostic, r.Rule, r.Source)
 		c.resolves = c.resolves || (r.State != RecipientPending && r.State != RecipientAccepted)
 	}
-	return nil
 }
 
 func (c *recipientColumns) any() bool { return len(c.positions) > 0 }
@@ -444,11 +437,11 @@ func (s *Store) Resolve(ctx context.Context, res []Resolution) (applied []bool, 
 		id  string
 		idx int16
 	}
+	if err := ValidateResolutions(res); err != nil {
+		return nil, nil, err
+	}
 	firstAt := make(map[key]int, len(res))
 	for i, r := range res {
-		if r.Index < 0 || r.Index >= 100 || !r.From.Valid() || !r.To.Valid() {
-			return nil, nil, fmt.Errorf("resolve %s recipient %d: %s to %s is not a transition", r.MessageID, r.Index, r.From, r.To)
-		}
 		// One UPDATE changes a row once: a second resolution of the same
 		// recipient in the batch is decided on a state that is gone.
 		if _, dup := firstAt[key{r.MessageID, int16(r.Index)}]; dup {

@@ -167,6 +167,9 @@ func (s *Store) Record(ctx context.Context, outs []Fate) (lost []string, err err
 	if len(outs) == 0 {
 		return nil, nil
 	}
+	if err := ValidateFates(outs); err != nil {
+		return nil, err
+	}
 	firstAt := make(map[string]int, len(outs))
 	// The columns are cut from one array per type, each with room for
 	// every fate: a handful of allocations per batch, not a growing
@@ -189,17 +192,6 @@ func (s *Store) Record(ctx context.Context, outs []Fate) (lost []string, err err
 	}
 	rcpts := newRecipientColumns(nRcpts)
 	for i, o := range outs {
-		if o.MessageID == "" {
-			return nil, fmt.Errorf("record: fate %d: empty message ID", i)
-		}
-		switch o.Status {
-		case StatusSent, StatusFailed, StatusDead, StatusRetrying, StatusSuppressed:
-		default:
-			return nil, fmt.Errorf("record %s: status %q is not sent, failed, dead, suppressed or retrying", o.MessageID, o.Status)
-		}
-		if o.Attempt < 0 || o.Attempt > math.MaxInt32 || (o.Status == StatusRetrying && o.Attempt < 1) {
-			return nil, fmt.Errorf("record %s: attempt %d out of range for %s", o.MessageID, o.Attempt, o.Status)
-		}
 		if _, dup := firstAt[o.MessageID]; dup {
 			continue
 		}
@@ -217,9 +209,7 @@ func (s *Store) Record(ctx context.Context, outs []Fate) (lost []string, err err
 		templates = append(templates, cleanText(o.Template, 128))
 		templateVersions = append(templateVersions, int32(min(max(o.TemplateVersion, 0), math.MaxInt32)))
 		whys = append(whys, cleanText(o.TemplateWhy, MaxErrorBytes))
-		if err := rcpts.add(len(ids), o.Recipients); err != nil {
-			return nil, fmt.Errorf("record %s: %w", o.MessageID, err)
-		}
+		rcpts.add(len(ids), o.Recipients)
 	}
 
 	start := time.Now()
