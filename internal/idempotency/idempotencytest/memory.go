@@ -171,50 +171,18 @@ func (m *Memory) Claim(_ context.Context, reqs []idempotency.ClaimRequest) ([]id
 		if fi := first[q.MessageID]; fi != i {
 			firstReq = &reqs[fi]
 		}
-		out[i] = classify(q, firstReq, m.t.rows[q.MessageID], now)
+		out[i] = idempotency.Unclaimed(q, firstReq, m.t.rows[q.MessageID].claimRow(), now)
 	}
 	return out, nil
 }
 
-// classify explains why q was not claimed, in the order of the PostgreSQL
-// store's checks: content, terminal state, attempt, lease.
-func classify(q idempotency.ClaimRequest, first *idempotency.ClaimRequest, row *MemoryRow, now time.Time) idempotency.Claim {
-	c := idempotency.Claim{MessageID: q.MessageID}
-	if row != nil {
-		c.Status, c.Version, c.Attempt = row.Status, row.Version, row.Attempt
+// claimRow is what idempotency.Unclaimed needs of row; nil for none.
+func (r *MemoryRow) claimRow() *idempotency.ClaimRow {
+	if r == nil {
+		return nil
 	}
-	if first != nil {
-		ref := first.PayloadHash
-		if row != nil {
-			ref = row.PayloadHash
-		}
-		if !bytes.Equal(q.PayloadHash, ref) {
-			c.Result = idempotency.Conflict
-			return c
-		}
-		if bytes.Equal(q.PayloadHash, first.PayloadHash) && q.Attempt == first.Attempt {
-			c.Result = idempotency.Duplicate
-			return c
-		}
-	}
-	switch {
-	case row == nil:
-		c.Result, c.RetryAt = idempotency.Busy, now
-	case !bytes.Equal(q.PayloadHash, row.PayloadHash):
-		c.Result = idempotency.Conflict
-	case row.Status.Terminal():
-		c.Result = idempotency.Duplicate
-	case q.Attempt == row.Attempt+1 && row.Status == idempotency.StatusSending && row.leased(now):
-		// The next attempt's copy overtook this attempt's fate.
-		c.Result, c.RetryAt = idempotency.Busy, row.LeaseExpiresAt
-	case q.Attempt != row.Attempt:
-		c.Result = idempotency.Stale
-	case row.leased(now):
-		c.Result, c.RetryAt = idempotency.Busy, row.LeaseExpiresAt
-	default:
-		c.Result, c.RetryAt = idempotency.Busy, now
-	}
-	return c
+	return &idempotency.ClaimRow{Status: r.Status, Version: r.Version, Attempt: r.Attempt, PayloadHash: r.PayloadHash,
+		LeaseExpiresAt: r.LeaseExpiresAt}
 }
 
 // Record writes fates as compare-and-sets on their versions, as
