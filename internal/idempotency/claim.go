@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -119,8 +118,8 @@ type Claim struct {
 	Life int64
 }
 
-// observedRow is the part of a row that claim classification looks at.
-type observedRow struct {
+// ClaimRow is the part of a row that decides a claim (see Unclaimed).
+type ClaimRow struct {
 	Status         Status
 	Version        int64
 	Attempt        int
@@ -142,38 +141,46 @@ type claimInput struct {
 	ClaimedAttempt int
 	ClaimedLife    int64
 	// Row is the row read back after the upsert; nil if there is none.
-	Row *observedRow
+	Row *ClaimRow
 	// Now is the database's clock during the claim.
 	Now time.Time
 }
 
 // classify decides the result of one claim request. It is pure: the claim
 // statement already took whichever leases could be taken, so classify only
-// explains why the others were not. The order of the checks matters: content
-// first (conflict), then terminal state (duplicate), then attempt (stale),
-// then the lease (busy), except that the copy of the attempt after a live
-// lease's waits for that lease.
+// explains (Unclaimed) why the others were not.
 func classify(in claimInput) Claim {
-	c := Claim{MessageID: in.Req.MessageID}
-	if in.Row != nil {
-		c.Status = in.Row.Status
-		c.Version = in.Row.Version
-		c.Attempt = in.Row.Attempt
-	}
 	if in.First == nil && in.Claimed {
-		c.Result, c.Status, c.Version, c.Attempt, c.Life = Claimed, StatusSending, in.ClaimedVersion, in.ClaimedAttempt, in.ClaimedLife
-		return c
+		return Claim{MessageID: in.Req.MessageID, Result: Claimed, Status: StatusSending, Version: in.ClaimedVersion,
+			Attempt: in.ClaimedAttempt, Life: in.ClaimedLife}
 	}
-	if in.First != nil {
-		ref := in.First.PayloadHash
-		if in.Row != nil {
-			ref = in.Row.PayloadHash
+	return Unclaimed(in.Req, in.First, in.Row, in.Now)
+}
+
+// Unclaimed explains why req was not claimed, for every request whose
+// lease the claim statement did not take: first is the earlier request
+// with the same ID in the batch (nil for the first occurrence), row the row
+// as the batch's claims left it (nil for none) and now the database's
+// clock. The order of the checks matters: content first (conflict), then
+// terminal state (duplicate), then attempt (stale), then the lease (busy),
+// except that the copy of the attempt after a live lease's waits for that
+// lease. It is exported so that an in-memory stand-in
+// (idempotencytest.Memory) answers as the Store does.
+func Unclaimed(req ClaimRequest, first *ClaimRequest, row *ClaimRow, now time.Time) Claim {
+	c := Claim{MessageID: req.MessageID}
+	if row != nil {
+		c.Status, c.Version, c.Attempt = row.Status, row.Version, row.Attempt
+	}
+	if first != nil {
+		ref := first.PayloadHash
+		if row != nil {
+			ref = row.PayloadHash
 		}
-		if !bytes.Equal(in.Req.PayloadHash, ref) {
+		if !bytes.Equal(req.PayloadHash, ref) {
 			c.Result = Conflict
 			return c
 		}
-		if bytes.Equal(in.Req.PayloadHash, in.First.PayloadHash) && in.Req.Attempt == in.First.Attempt {
+		if bytes.Equal(req.PayloadHash, first.PayloadHash) && req.Attempt == first.Attempt {
 			// A redelivered copy of an earlier entry: that entry carries
 			// the fate for both.
 			c.Result = Duplicate
@@ -182,16 +189,15 @@ func classify(in claimInput) Claim {
 		// Same content, another attempt (or the first entry conflicted):
 		// judge this copy on the row alone, but it cannot be claimed here.
 	}
-	row := in.Row
 	switch {
 	case row == nil:
 		// The row vanished between the statements: look again.
-		c.Result, c.RetryAt = Busy, in.Now
-	case !bytes.Equal(in.Req.PayloadHash, row.PayloadHash):
+		c.Result, c.RetryAt = Busy, now
+	case !bytes.Equal(req.PayloadHash, row.PayloadHash):
 		c.Result = Conflict
 	case row.Status.Terminal():
 		c.Result = Duplicate
-	case in.Req.Attempt == row.Attempt+1 && row.Status == StatusSending && row.LeaseExpiresAt.After(in.Now):
+	case req.Attempt == row.Attempt+1 && row.Status == StatusSending && row.LeaseExpiresAt.After(now):
 		// The next attempt's copy overtook the fate of this one: a
 		// sender publishes the retry copy before it records the row, and a
 		// short delay tier can bring the copy back before that write lands.
@@ -199,15 +205,15 @@ func classify(in claimInput) Claim {
 		// lease lapses its owner is gone, its record is redelivered and
 		// makes the attempt again, and this copy is stale.
 		c.Result, c.RetryAt = Busy, row.LeaseExpiresAt
-	case in.Req.Attempt != row.Attempt:
+	case req.Attempt != row.Attempt:
 		c.Result = Stale
-	case row.LeaseExpiresAt.After(in.Now):
+	case row.LeaseExpiresAt.After(now):
 		c.Result, c.RetryAt = Busy, row.LeaseExpiresAt
 	default:
 		// Claimable, yet not claimed by this statement: another worker
 		// took it and handed it back concurrently, or this is a later copy in
 		// the batch. Re-check right away.
-		c.Result, c.RetryAt = Busy, in.Now
+		c.Result, c.RetryAt = Busy, now
 	}
 	return c
 }
@@ -322,6 +328,9 @@ func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 	if len(reqs) == 0 {
 		return nil, nil
 	}
+	if err := ValidateClaims(reqs); err != nil {
+		return nil, err
+	}
 	firstIdx := make(map[string]int, len(reqs))
 	var reread []string // IDs given more than once: classify needs their rows
 	// The columns are cut from one array per type, each with room for
@@ -341,12 +350,6 @@ func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 		seen:     times[n : n : 2*n],
 	}
 	for i, r := range reqs {
-		if r.MessageID == "" {
-			return nil, fmt.Errorf("claim: request %d: empty message ID", i)
-		}
-		if r.Attempt < 1 || r.Attempt > math.MaxInt32 {
-			return nil, fmt.Errorf("claim %s: attempt %d out of range", r.MessageID, r.Attempt)
-		}
 		if _, dup := firstIdx[r.MessageID]; dup {
 			reread = append(reread, r.MessageID)
 			continue
@@ -418,7 +421,7 @@ func (s *Store) Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 // transaction's read would be.
 func (s *Store) claimRoundTrip(ctx context.Context, ids []string, hashes [][]byte, attempts []int32,
 	priorities, tenants []string, enqueued []pgtype.Timestamptz, rec recordColumns, reread []string,
-) (claimed []claimedRow, rows map[string]observedRow, now time.Time, err error) {
+) (claimed []claimedRow, rows map[string]ClaimRow, now time.Time, err error) {
 	b := &pgx.Batch{}
 	// The columns claimSQL reads through NULLIF or COALESCE, and the
 	// record copies the worker never passes, go padded (see padded).
@@ -477,21 +480,21 @@ func readClaimed(br pgx.BatchResults, n int) ([]claimedRow, time.Time, error) {
 }
 
 // readRows reads the rows of ids as claim classification sees them.
-func (s *Store) readRows(ctx context.Context, ids []string) (map[string]observedRow, error) {
+func (s *Store) readRows(ctx context.Context, ids []string) (map[string]ClaimRow, error) {
 	res, err := s.pool.Query(ctx, claimReadSQL, ids)
 	if err != nil {
 		return nil, fmt.Errorf("read rows: %w", err)
 	}
-	rows := make(map[string]observedRow, len(ids))
+	rows := make(map[string]ClaimRow, len(ids))
 	var (
 		id    string
-		row   observedRow
+		row   ClaimRow
 		lease pgtype.Timestamptz
 	)
 	if _, err := pgx.ForEachRow(res, []any{&id, &row.Status, &row.Version, &row.Attempt, &row.PayloadHash, &lease}, func() error {
 		row.LeaseExpiresAt = timeOf(lease)
 		rows[id] = row
-		row = observedRow{}
+		row = ClaimRow{}
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("read rows: %w", err)
@@ -502,7 +505,7 @@ func (s *Store) readRows(ctx context.Context, ids []string) (map[string]observed
 // heapRow returns a pointer to a copy of row. A helper, so that only a
 // request with a row pays the allocation: a variable whose address is
 // taken in the loop moved to the heap for every request.
-func heapRow(row observedRow) *observedRow { return &row }
+func heapRow(row ClaimRow) *ClaimRow { return &row }
 
 // claimedRow is what the upsert returns for a row whose lease it took.
 type claimedRow struct {

@@ -13,8 +13,8 @@ func TestClassify(t *testing.T) {
 	req := func(hash []byte, attempt int) ClaimRequest {
 		return ClaimRequest{MessageID: "m1", PayloadHash: hash, Attempt: attempt}
 	}
-	row := func(st Status, hash []byte, attempt int, lease time.Time) *observedRow {
-		return &observedRow{Status: st, Version: 7, Attempt: attempt, PayloadHash: hash, LeaseExpiresAt: lease}
+	row := func(st Status, hash []byte, attempt int, lease time.Time) *ClaimRow {
+		return &ClaimRow{Status: st, Version: 7, Attempt: attempt, PayloadHash: hash, LeaseExpiresAt: lease}
 	}
 	first := func(hash []byte, attempt int) *ClaimRequest { r := req(hash, attempt); return &r }
 
@@ -275,7 +275,7 @@ func TestClassifyAttempt(t *testing.T) {
 			name: "inserted for a copy claiming attempt 5 is attempt 1",
 			in: claimInput{Req: ClaimRequest{MessageID: "m1", PayloadHash: hash, Attempt: 5},
 				Claimed: true, ClaimedVersion: 1, ClaimedAttempt: 1,
-				Row: &observedRow{Status: StatusSending, Version: 1, Attempt: 1, PayloadHash: hash}, Now: now},
+				Row: &ClaimRow{Status: StatusSending, Version: 1, Attempt: 1, PayloadHash: hash}, Now: now},
 			wantResult: Claimed, wantAttempt: 1,
 		},
 		{
@@ -287,7 +287,7 @@ func TestClassifyAttempt(t *testing.T) {
 		{
 			name: "stale reports the row's attempt",
 			in: claimInput{Req: ClaimRequest{MessageID: "m1", PayloadHash: hash, Attempt: 5},
-				Row: &observedRow{Status: StatusRetrying, Version: 2, Attempt: 2, PayloadHash: hash}, Now: now},
+				Row: &ClaimRow{Status: StatusRetrying, Version: 2, Attempt: 2, PayloadHash: hash}, Now: now},
 			wantResult: Stale, wantAttempt: 2,
 		},
 		{

@@ -111,10 +111,11 @@ WHERE m.message_id = ANY($1::text[]) AND m.confirm_by IS NOT NULL
 // fate columns (1-based, unnest's ordinality), not by its Message-ID:
 // the ID is already sent once, and was most of a recipient's bytes.
 type recipientColumns struct {
-	positions                                                              []int32
-	addrs, states, providers, bounceTypes, statuses, diags, rules, sources []string
-	idxs                                                                   []int16
-	attempts, codes                                                        []int32
+	positions                []int32
+	addrs, states, providers []string
+	idxs                     []int16
+	attempts                 []int32
+	detailColumns
 	// resolves is whether a recipient's state is one that ends its part
 	// (neither pending nor accepted): only then can the batch leave a mail
 	// with no recipient open, for settleSQL to confirm or cancel.
@@ -131,38 +132,45 @@ func newRecipientColumns(n int) recipientColumns {
 	col := func(k int) []string { return strs[k*n : k*n : (k+1)*n] }
 	ints := make([]int32, 3*n)
 	return recipientColumns{
-		positions: ints[0:0:n], attempts: ints[n : n : 2*n], codes: ints[2*n : 2*n : 3*n],
+		positions: ints[0:0:n], attempts: ints[n : n : 2*n],
 		idxs:  make([]int16, 0, n),
-		addrs: col(0), states: col(1), providers: col(2), bounceTypes: col(3), statuses: col(4), diags: col(5),
-		rules: col(6), sources: col(7),
+		addrs: col(0), states: col(1), providers: col(2),
+		detailColumns: detailColumns{bounceTypes: col(3), statuses: col(4), codes: ints[2*n : 2*n : 3*n],
+			diags: col(5), rules: col(6), sources: col(7)},
 	}
 }
 
-func (c *recipientColumns) add(position int, rs []RecipientFate) error {
+// detailColumns are the columns that say what decided a recipient's state,
+// each value cut to its column: what Record (RecipientFate) and Resolve
+// (Resolution) both write.
+type detailColumns struct {
+	bounceTypes, statuses, diags, rules, sources []string
+	codes                                        []int32
+}
+
+// add appends one recipient's detail, cut to the columns.
+func (d *detailColumns) add(bounceType, status string, code int, diagnostic, rule, source string) {
+	d.bounceTypes = append(d.bounceTypes, bounceType)
+	d.statuses = append(d.statuses, cleanText(status, 32))
+	d.codes = append(d.codes, int32(min(max(code, 0), 999)))
+	d.diags = append(d.diags, cleanText(diagnostic, MaxErrorBytes))
+	d.rules = append(d.rules, cleanText(rule, 128))
+	d.sources = append(d.sources, cleanText(source, 32))
+}
+
+// add appends the recipients of the fate at position, checked by
+// ValidateFates.
+func (c *recipientColumns) add(position int, rs []RecipientFate) {
 	for _, r := range rs {
-		switch {
-		case r.Index < 0 || r.Index >= 100:
-			return fmt.Errorf("recipient index %d out of range", r.Index)
-		case r.Address == "":
-			return fmt.Errorf("recipient %d: empty address", r.Index)
-		case !r.State.Valid():
-			return fmt.Errorf("recipient %d: state %q", r.Index, r.State)
-		}
 		c.positions = append(c.positions, int32(position))
 		c.idxs = append(c.idxs, int16(r.Index))
 		c.addrs = append(c.addrs, cleanText(r.Address, MaxErrorBytes))
 		c.states = append(c.states, string(r.State))
 		c.attempts = append(c.attempts, int32(min(max(r.Attempt, 0), 1<<30)))
 		c.providers = append(c.providers, cleanText(r.Provider, MaxErrorBytes))
-		c.bounceTypes = append(c.bounceTypes, r.BounceType)
-		c.statuses = append(c.statuses, cleanText(r.Status, 32))
-		c.codes = append(c.codes, int32(min(max(r.Code, 0), 999)))
-		c.diags = append(c.diags, cleanText(r.Diagnostic, MaxErrorBytes))
-		c.rules = append(c.rules, cleanText(r.Rule, 128))
-		c.sources = append(c.sources, cleanText(r.Source, 32))
+		c.detailColumns.add(r.BounceType, r.Status, r.Code, r.Diagnostic, r.Rule, r.Source)
 		c.resolves = c.resolves || (r.State != RecipientPending && r.State != RecipientAccepted)
 	}
-	return nil
 }
 
 func (c *recipientColumns) any() bool { return len(c.positions) > 0 }
@@ -419,22 +427,21 @@ func (s *Store) Resolve(ctx context.Context, res []Resolution) (applied []bool, 
 		return nil, nil, nil
 	}
 	var (
-		ids, froms, tos, bounceTypes, statuses, diags, rules, sources, feedback []string
-		eventIDs                                                                []string
-		effects                                                                 [][]byte
-		idxs                                                                    []int16
-		codes                                                                   []int32
-		lives                                                                   []int64
+		ids, froms, tos, feedback, eventIDs []string
+		details                             detailColumns
+		effects                             [][]byte
+		idxs                                []int16
+		lives                               []int64
 	)
 	type key struct {
 		id  string
 		idx int16
 	}
+	if err := ValidateResolutions(res); err != nil {
+		return nil, nil, err
+	}
 	firstAt := make(map[key]int, len(res))
 	for i, r := range res {
-		if r.Index < 0 || r.Index >= 100 || !r.From.Valid() || !r.To.Valid() {
-			return nil, nil, fmt.Errorf("resolve %s recipient %d: %s to %s is not a transition", r.MessageID, r.Index, r.From, r.To)
-		}
 		// One UPDATE changes a row once: a second resolution of the same
 		// recipient in the batch is decided on a state that is gone.
 		if _, dup := firstAt[key{r.MessageID, int16(r.Index)}]; dup {
@@ -445,12 +452,7 @@ func (s *Store) Resolve(ctx context.Context, res []Resolution) (applied []bool, 
 		idxs = append(idxs, int16(r.Index))
 		froms = append(froms, string(r.From))
 		tos = append(tos, string(r.To))
-		bounceTypes = append(bounceTypes, r.BounceType)
-		statuses = append(statuses, cleanText(r.Status, 32))
-		codes = append(codes, int32(min(max(r.Code, 0), 999)))
-		diags = append(diags, cleanText(r.Diagnostic, MaxErrorBytes))
-		rules = append(rules, cleanText(r.Rule, 128))
-		sources = append(sources, cleanText(r.Source, 32))
+		details.add(r.BounceType, r.Status, r.Code, r.Diagnostic, r.Rule, r.Source)
 		feedback = append(feedback, cleanText(r.FeedbackType, 64))
 		lives = append(lives, r.Life)
 		eventIDs = append(eventIDs, r.EventID)
@@ -468,8 +470,8 @@ func (s *Store) Resolve(ctx context.Context, res []Resolution) (applied []bool, 
 	// recipient open and neither would settle the mail). The worker's
 	// record locks the same rows before it settles.
 	b.Queue(lockMessagesSQL, ids).Exec(func(pgconn.CommandTag) error { return nil })
-	b.Queue(resolveSQL, ids, idxs, froms, tos, bounceTypes, statuses, codes, diags, rules, sources, feedback,
-		lives, padded(eventIDs), paddedBytes(effects)).
+	b.Queue(resolveSQL, ids, idxs, froms, tos, details.bounceTypes, details.statuses, details.codes, details.diags,
+		details.rules, details.sources, feedback, lives, padded(eventIDs), paddedBytes(effects)).
 		Query(func(rows pgx.Rows) error {
 			var k key
 			_, err := pgx.ForEachRow(rows, []any{&k.id, &k.idx}, func() error { moved[k] = true; return nil })

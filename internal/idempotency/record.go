@@ -167,6 +167,9 @@ func (s *Store) Record(ctx context.Context, outs []Fate) (lost []string, err err
 	if len(outs) == 0 {
 		return nil, nil
 	}
+	if err := ValidateFates(outs); err != nil {
+		return nil, err
+	}
 	firstAt := make(map[string]int, len(outs))
 	// The columns are cut from one array per type, each with room for
 	// every fate: a handful of allocations per batch, not a growing
@@ -189,17 +192,6 @@ func (s *Store) Record(ctx context.Context, outs []Fate) (lost []string, err err
 	}
 	rcpts := newRecipientColumns(nRcpts)
 	for i, o := range outs {
-		if o.MessageID == "" {
-			return nil, fmt.Errorf("record: fate %d: empty message ID", i)
-		}
-		switch o.Status {
-		case StatusSent, StatusFailed, StatusDead, StatusRetrying, StatusSuppressed:
-		default:
-			return nil, fmt.Errorf("record %s: status %q is not sent, failed, dead, suppressed or retrying", o.MessageID, o.Status)
-		}
-		if o.Attempt < 0 || o.Attempt > math.MaxInt32 || (o.Status == StatusRetrying && o.Attempt < 1) {
-			return nil, fmt.Errorf("record %s: attempt %d out of range for %s", o.MessageID, o.Attempt, o.Status)
-		}
 		if _, dup := firstAt[o.MessageID]; dup {
 			continue
 		}
@@ -217,9 +209,7 @@ func (s *Store) Record(ctx context.Context, outs []Fate) (lost []string, err err
 		templates = append(templates, cleanText(o.Template, 128))
 		templateVersions = append(templateVersions, int32(min(max(o.TemplateVersion, 0), math.MaxInt32)))
 		whys = append(whys, cleanText(o.TemplateWhy, MaxErrorBytes))
-		if err := rcpts.add(len(ids), o.Recipients); err != nil {
-			return nil, fmt.Errorf("record %s: %w", o.MessageID, err)
-		}
+		rcpts.add(len(ids), o.Recipients)
 	}
 
 	start := time.Now()
@@ -301,26 +291,40 @@ RETURNING m.message_id`
 // longer ours at that version (lost, counted like Record's). ids and versions
 // are parallel.
 func (s *Store) ExtendLease(ctx context.Context, ids []string, versions []int64) (lost []string, err error) {
+	won, lost, err := s.setByVersion(ctx, "extend lease", opExtendLease, extendLeaseSQL, ids, versions,
+		s.cfg.Owner, s.leaseSeconds())
+	if err != nil {
+		return nil, err
+	}
+	s.m.extensions.Add(float64(len(won)))
+	s.noteLost(ctx, opExtendLease, lost)
+	return lost, nil
+}
+
+// setByVersion runs sql, a compare-and-set of the rows ids at versions ($1
+// and $2, parallel; args follow from $3) that returns the IDs it won, as one
+// round trip of op; what names the call in errors. It returns the IDs won
+// and, in input order, those lost. No IDs make no round trip.
+func (s *Store) setByVersion(ctx context.Context, what, op, sql string, ids []string, versions []int64,
+	args ...any) (won map[string]bool, lost []string, err error) {
 	if len(ids) != len(versions) {
-		return nil, fmt.Errorf("extend lease: %d IDs but %d versions", len(ids), len(versions))
+		return nil, nil, fmt.Errorf("%s: %d IDs but %d versions", what, len(ids), len(versions))
 	}
 	if len(ids) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	start := time.Now()
-	won, err := s.updateReturningIDs(ctx, extendLeaseSQL, ids, versions, s.cfg.Owner, s.leaseSeconds())
-	s.observe(ctx, opExtendLease, start, err)
+	won, err = s.updateReturningIDs(ctx, sql, append([]any{ids, versions}, args...)...)
+	s.observe(ctx, op, start, err)
 	if err != nil {
-		return nil, fmt.Errorf("extend lease of %d messages: %w", len(ids), err)
+		return nil, nil, fmt.Errorf("%s of %d messages: %w", what, len(ids), err)
 	}
 	for _, id := range ids {
 		if !won[id] {
 			lost = append(lost, id)
 		}
 	}
-	s.m.extensions.Add(float64(len(won)))
-	s.noteLost(ctx, opExtendLease, lost)
-	return lost, nil
+	return won, lost, nil
 }
 
 // updateReturningIDs runs a statement returning message IDs and collects

@@ -172,24 +172,8 @@ SELECT message_id FROM upd`
 // copies wait in the topic. It compare-and-sets on version and returns the
 // IDs it did not touch (claimed meanwhile).
 func (s *Store) TouchReplays(ctx context.Context, ids []string, versions []int64) (lost []string, err error) {
-	if len(ids) != len(versions) {
-		return nil, fmt.Errorf("touch replays: %d IDs but %d versions", len(ids), len(versions))
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	start := time.Now()
-	won, err := s.updateReturningIDs(ctx, touchReplaysSQL, ids, versions)
-	s.observe(ctx, opTouchReplays, start, err)
-	if err != nil {
-		return nil, fmt.Errorf("touch %d replays: %w", len(ids), err)
-	}
-	for _, id := range ids {
-		if !won[id] {
-			lost = append(lost, id)
-		}
-	}
-	return lost, nil
+	_, lost, err = s.setByVersion(ctx, "touch replays", opTouchReplays, touchReplaysSQL, ids, versions)
+	return lost, err
 }
 
 const handBackSQL = `

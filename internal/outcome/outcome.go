@@ -348,16 +348,8 @@ func (a *Applier) perform(ctx context.Context, events []event.Event, entries []s
 	if len(events) == 0 {
 		return nil
 	}
-	if err := a.events.Publish(ctx, events...); err != nil {
-		return fmt.Errorf("outcome: publish %d events: %w", len(events), err)
-	}
-	if len(entries) > 0 && a.lists != nil {
-		if _, err := a.lists.Add(ctx, entries); err != nil {
-			return fmt.Errorf("outcome: suppress %d addresses: %w", len(entries), err)
-		}
-		for _, e := range entries {
-			a.metrics.suppressed.WithLabelValues(string(e.Reason)).Inc()
-		}
+	if err := a.publishEffects(ctx, events, entries); err != nil {
+		return fmt.Errorf("outcome: %w", err)
 	}
 	if err := a.store.OutboxDone(ctx, ids); err != nil {
 		// Everything is out: the drain will publish the same events (same
@@ -365,6 +357,24 @@ func (a *Applier) perform(ctx context.Context, events []event.Event, entries []s
 		// failure.
 		a.logger.Warn("outbox entries of published transitions not deleted; the drain will publish them again",
 			"events", len(ids), "error", err)
+	}
+	return nil
+}
+
+// publishEffects publishes the events of transitions and adds their
+// suppression entries: what perform and Drain owe before the outbox entries
+// may go.
+func (a *Applier) publishEffects(ctx context.Context, events []event.Event, entries []suppression.Entry) error {
+	if err := a.events.Publish(ctx, events...); err != nil {
+		return fmt.Errorf("publish %d events: %w", len(events), err)
+	}
+	if len(entries) > 0 && a.lists != nil {
+		if _, err := a.lists.Add(ctx, entries); err != nil {
+			return fmt.Errorf("suppress %d addresses: %w", len(entries), err)
+		}
+		for _, e := range entries {
+			a.metrics.suppressed.WithLabelValues(string(e.Reason)).Inc()
+		}
 	}
 	return nil
 }
@@ -471,16 +481,8 @@ func (a *Applier) Drain(ctx context.Context) (int, error) {
 		}
 	}
 	if len(events) > 0 {
-		if err := a.events.Publish(ctx, events...); err != nil {
-			return 0, fmt.Errorf("outcome: drain: publish %d events: %w", len(events), err)
-		}
-		if len(suppress) > 0 && a.lists != nil {
-			if _, err := a.lists.Add(ctx, suppress); err != nil {
-				return 0, fmt.Errorf("outcome: drain: suppress %d addresses: %w", len(suppress), err)
-			}
-			for _, e := range suppress {
-				a.metrics.suppressed.WithLabelValues(string(e.Reason)).Inc()
-			}
+		if err := a.publishEffects(ctx, events, suppress); err != nil {
+			return 0, fmt.Errorf("outcome: drain: %w", err)
 		}
 		if err := a.store.OutboxDone(ctx, ids); err != nil {
 			return 0, fmt.Errorf("outcome: drain: %w", err)

@@ -425,17 +425,10 @@ func (r *Reaper) replayRound(ctx context.Context) (touched int, full bool, err e
 	if err != nil || len(stalled) == 0 {
 		return 0, false, err
 	}
-	msgs := make([]kafka.Message, len(stalled))
-	ids := make([]string, len(stalled))
-	versions := make([]int64, len(stalled))
-	for i, st := range stalled {
-		msgs[i] = Message(st)
-		ids[i], versions[i] = st.MessageID, st.Version
+	ids, versions, err := r.republish(ctx, stalled, "stalled replays")
+	if err != nil {
+		return 0, false, err
 	}
-	if err := r.pub.PublishRaw(ctx, msgs); err != nil {
-		return 0, false, fmt.Errorf("re-publish %d stalled replays to %s: %w", len(msgs), r.cfg.JobsTopic, err)
-	}
-	r.republished.Add(float64(len(msgs)))
 	lost, err := r.store.TouchReplays(ctx, ids, versions)
 	if err != nil {
 		// Published but not touched: the next pass publishes them again,
@@ -458,18 +451,11 @@ func (r *Reaper) round(ctx context.Context) (handedBack int, full bool, err erro
 	if len(stuck) == 0 {
 		return 0, false, nil
 	}
-	msgs := make([]kafka.Message, len(stuck))
-	ids := make([]string, len(stuck))
-	versions := make([]int64, len(stuck))
-	for i, st := range stuck {
-		msgs[i] = Message(st)
-		ids[i], versions[i] = st.MessageID, st.Version
+	ids, versions, err := r.republish(ctx, stuck, "stuck jobs")
+	if err != nil {
+		return 0, false, err
 	}
-	if err := r.pub.PublishRaw(ctx, msgs); err != nil {
-		return 0, false, fmt.Errorf("re-publish %d stuck jobs to %s: %w", len(msgs), r.cfg.JobsTopic, err)
-	}
-	r.republished.Add(float64(len(msgs)))
-	r.takeovers.Add(float64(len(msgs)))
+	r.takeovers.Add(float64(len(stuck)))
 	lost, err := r.store.HandBack(ctx, ids, versions)
 	if err != nil {
 		// The copies are published: the rows stay stuck and are published
@@ -491,6 +477,24 @@ func (r *Reaper) round(ctx context.Context) (handedBack int, full bool, err erro
 	r.handedBack.WithLabelValues("released").Add(float64(handedBack))
 	r.handedBack.WithLabelValues("lost").Add(float64(len(lost)))
 	return handedBack, len(stuck) == r.cfg.Batch, nil
+}
+
+// republish publishes the stored records of rows (what names them in an
+// error) to the jobs topic and returns their IDs and versions, parallel,
+// for the compare-and-set that follows the publish.
+func (r *Reaper) republish(ctx context.Context, rows []idempotency.Stuck, what string) (ids []string, versions []int64, err error) {
+	msgs := make([]kafka.Message, len(rows))
+	ids = make([]string, len(rows))
+	versions = make([]int64, len(rows))
+	for i, st := range rows {
+		msgs[i] = Message(st)
+		ids[i], versions[i] = st.MessageID, st.Version
+	}
+	if err := r.pub.PublishRaw(ctx, msgs); err != nil {
+		return nil, nil, fmt.Errorf("re-publish %d %s to %s: %w", len(msgs), what, r.cfg.JobsTopic, err)
+	}
+	r.republished.Add(float64(len(msgs)))
+	return ids, versions, nil
 }
 
 // Message is the record re-published for a stuck row: the stored key (the

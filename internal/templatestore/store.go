@@ -144,18 +144,8 @@ func (s *Store) Get(ctx context.Context, name string, version int) (Version, err
 	if err := ValidateName(name); err != nil {
 		return Version{}, err
 	}
-	start := time.Now()
-	v, err := scanVersion(s.db.QueryRow(ctx, `SELECT `+versionColumns+`
-		FROM postline_template_versions WHERE name = $1 AND version = $2`, name, version))
-	if errors.Is(err, pgx.ErrNoRows) {
-		s.observe(ctx, opGet, start, nil)
-		return Version{}, fmt.Errorf("get template %s version %d: %w", name, version, ErrNotFound)
-	}
-	s.observe(ctx, opGet, start, err)
-	if err != nil {
-		return Version{}, fmt.Errorf("get template %s version %d: %w", name, version, err)
-	}
-	return v, nil
+	return s.readVersion(ctx, opGet, fmt.Sprintf("get template %s version %d", name, version),
+		`WHERE name = $1 AND version = $2`, name, version)
 }
 
 // Latest returns the highest version of the template name; ErrNotFound if
@@ -164,16 +154,24 @@ func (s *Store) Latest(ctx context.Context, name string) (Version, error) {
 	if err := ValidateName(name); err != nil {
 		return Version{}, err
 	}
+	return s.readVersion(ctx, opLatest, fmt.Sprintf("latest version of template %s", name),
+		`WHERE name = $1 ORDER BY version DESC LIMIT 1`, name)
+}
+
+// readVersion reads the first version that where (and args) select, in one
+// round trip of op; what names the read in errors. No version is
+// ErrNotFound, which is not counted as a failed round trip.
+func (s *Store) readVersion(ctx context.Context, op, what, where string, args ...any) (Version, error) {
 	start := time.Now()
 	v, err := scanVersion(s.db.QueryRow(ctx, `SELECT `+versionColumns+`
-		FROM postline_template_versions WHERE name = $1 ORDER BY version DESC LIMIT 1`, name))
+		FROM postline_template_versions `+where, args...))
 	if errors.Is(err, pgx.ErrNoRows) {
-		s.observe(ctx, opLatest, start, nil)
-		return Version{}, fmt.Errorf("latest version of template %s: %w", name, ErrNotFound)
+		s.observe(ctx, op, start, nil)
+		return Version{}, fmt.Errorf("%s: %w", what, ErrNotFound)
 	}
-	s.observe(ctx, opLatest, start, err)
+	s.observe(ctx, op, start, err)
 	if err != nil {
-		return Version{}, fmt.Errorf("latest version of template %s: %w", name, err)
+		return Version{}, fmt.Errorf("%s: %w", what, err)
 	}
 	return v, nil
 }

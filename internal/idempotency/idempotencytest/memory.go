@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -132,13 +131,8 @@ func (m *Memory) Claim(_ context.Context, reqs []idempotency.ClaimRequest) ([]id
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	for i, r := range reqs {
-		if r.MessageID == "" {
-			return nil, fmt.Errorf("claim: request %d: empty message ID", i)
-		}
-		if r.Attempt < 1 || r.Attempt > math.MaxInt32 {
-			return nil, fmt.Errorf("claim %s: attempt %d out of range", r.MessageID, r.Attempt)
-		}
+	if err := idempotency.ValidateClaims(reqs); err != nil {
+		return nil, err
 	}
 	m.t.mu.Lock()
 	defer m.t.mu.Unlock()
@@ -177,50 +171,18 @@ func (m *Memory) Claim(_ context.Context, reqs []idempotency.ClaimRequest) ([]id
 		if fi := first[q.MessageID]; fi != i {
 			firstReq = &reqs[fi]
 		}
-		out[i] = classify(q, firstReq, m.t.rows[q.MessageID], now)
+		out[i] = idempotency.Unclaimed(q, firstReq, m.t.rows[q.MessageID].claimRow(), now)
 	}
 	return out, nil
 }
 
-// classify explains why q was not claimed, in the order of the PostgreSQL
-// store's checks: content, terminal state, attempt, lease.
-func classify(q idempotency.ClaimRequest, first *idempotency.ClaimRequest, row *MemoryRow, now time.Time) idempotency.Claim {
-	c := idempotency.Claim{MessageID: q.MessageID}
-	if row != nil {
-		c.Status, c.Version, c.Attempt = row.Status, row.Version, row.Attempt
+// claimRow is what idempotency.Unclaimed needs of row; nil for none.
+func (r *MemoryRow) claimRow() *idempotency.ClaimRow {
+	if r == nil {
+		return nil
 	}
-	if first != nil {
-		ref := first.PayloadHash
-		if row != nil {
-			ref = row.PayloadHash
-		}
-		if !bytes.Equal(q.PayloadHash, ref) {
-			c.Result = idempotency.Conflict
-			return c
-		}
-		if bytes.Equal(q.PayloadHash, first.PayloadHash) && q.Attempt == first.Attempt {
-			c.Result = idempotency.Duplicate
-			return c
-		}
-	}
-	switch {
-	case row == nil:
-		c.Result, c.RetryAt = idempotency.Busy, now
-	case !bytes.Equal(q.PayloadHash, row.PayloadHash):
-		c.Result = idempotency.Conflict
-	case row.Status.Terminal():
-		c.Result = idempotency.Duplicate
-	case q.Attempt == row.Attempt+1 && row.Status == idempotency.StatusSending && row.leased(now):
-		// The next attempt's copy overtook this attempt's fate.
-		c.Result, c.RetryAt = idempotency.Busy, row.LeaseExpiresAt
-	case q.Attempt != row.Attempt:
-		c.Result = idempotency.Stale
-	case row.leased(now):
-		c.Result, c.RetryAt = idempotency.Busy, row.LeaseExpiresAt
-	default:
-		c.Result, c.RetryAt = idempotency.Busy, now
-	}
-	return c
+	return &idempotency.ClaimRow{Status: r.Status, Version: r.Version, Attempt: r.Attempt, PayloadHash: r.PayloadHash,
+		LeaseExpiresAt: r.LeaseExpiresAt}
 }
 
 // Record writes fates as compare-and-sets on their versions, as
@@ -230,35 +192,8 @@ func (m *Memory) Record(_ context.Context, outs []idempotency.Fate) ([]string, e
 	if len(outs) == 0 {
 		return nil, nil
 	}
-	for i, o := range outs {
-		if o.MessageID == "" {
-			return nil, fmt.Errorf("record: fate %d: empty message ID", i)
-		}
-		switch o.Status {
-		case idempotency.StatusSent, idempotency.StatusFailed, idempotency.StatusDead, idempotency.StatusRetrying, idempotency.StatusSuppressed:
-		default:
-			return nil, fmt.Errorf("record %s: status %q is not sent, failed, dead, suppressed or retrying", o.MessageID, o.Status)
-		}
-		if o.Attempt < 0 || o.Attempt > math.MaxInt32 || (o.Status == idempotency.StatusRetrying && o.Attempt < 1) {
-			return nil, fmt.Errorf("record %s: attempt %d out of range for %s", o.MessageID, o.Attempt, o.Status)
-		}
-	}
-	firsts := map[string]bool{}
-	for _, o := range outs {
-		if firsts[o.MessageID] {
-			continue // not written: its recipients are not looked at
-		}
-		firsts[o.MessageID] = true
-		for _, r := range o.Recipients {
-			switch {
-			case r.Index < 0 || r.Index >= maxRecipients:
-				return nil, fmt.Errorf("record %s: recipient index %d out of range", o.MessageID, r.Index)
-			case r.Address == "":
-				return nil, fmt.Errorf("record %s: recipient %d: empty address", o.MessageID, r.Index)
-			case !r.State.Valid():
-				return nil, fmt.Errorf("record %s: recipient %d: state %q", o.MessageID, r.Index, r.State)
-			}
-		}
+	if err := idempotency.ValidateFates(outs); err != nil {
+		return nil, err
 	}
 	m.t.mu.Lock()
 	defer m.t.mu.Unlock()
@@ -298,10 +233,6 @@ func (m *Memory) Record(_ context.Context, outs []idempotency.Fate) ([]string, e
 	}
 	return lost, nil
 }
-
-// maxRecipients bounds a recipient's index, as the table's smallint and
-// Resolve's check do.
-const maxRecipients = 100
 
 // recordRecipient writes what an attempt decided for one recipient of row,
 // unless an earlier attempt or a report already moved it past pending.
@@ -506,10 +437,8 @@ func (m *Memory) Resolve(_ context.Context, res []idempotency.Resolution) ([]boo
 	if len(res) == 0 {
 		return nil, nil, nil
 	}
-	for _, r := range res {
-		if r.Index < 0 || r.Index >= maxRecipients || !r.From.Valid() || !r.To.Valid() {
-			return nil, nil, fmt.Errorf("resolve %s recipient %d: %s to %s is not a transition", r.MessageID, r.Index, r.From, r.To)
-		}
+	if err := idempotency.ValidateResolutions(res); err != nil {
+		return nil, nil, err
 	}
 	m.t.mu.Lock()
 	defer m.t.mu.Unlock()
