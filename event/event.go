@@ -168,6 +168,10 @@ type Event struct {
 	// Template says which template version rendered a template job, and
 	// why that one; set on the worker's events of template jobs.
 	Template *TemplateUse `json:"template,omitempty"`
+	// DKIMDomain is the domain whose key signed the mail (the d= of its
+	// DKIM-Signature), on the worker's accepted events of a signed mail;
+	// optional: "" when the mail went out unsigned.
+	DKIMDomain string `json:"dkim_domain,omitempty"`
 	// Metadata is the job's metadata, echoed so applications can route the
 	// event without a lookup; optional.
 	Metadata map[string]string `json:"metadata,omitempty"`

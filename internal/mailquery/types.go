@@ -60,6 +60,19 @@ type Mail struct {
 	UpdatedAt    time.Time
 	SentAt       time.Time // zero: not sent
 	Recipients   []Recipient
+	// LastError is the text of the last failure (a relay's reply), "" if
+	// none.
+	LastError string
+	// ConfirmBy is when the mail's confirmation window ends; zero when no
+	// relay took it or no window is set.
+	ConfirmBy time.Time
+	// ReplayedAt is when postctl dlq replay last re-opened the row; zero if
+	// never.
+	ReplayedAt time.Time
+	// Purged says the row is gone (retention purges rows past the dedupe
+	// window) and only the indexed events are left: Life shows them, with
+	// MessageID, Tenant and Stream taken from them.
+	Purged bool
 }
 
 // Recipient is one recipient of a mail and what decided its state.
@@ -128,19 +141,42 @@ type Entry struct {
 	Code           int
 	Status         string
 	Diagnostic     string
+	// BounceType, Rule and Source are a bounce's (Source also says where a
+	// report came from); FeedbackType is a complaint's.
+	BounceType   string
+	Rule         string
+	Source       string
+	FeedbackType string
+	// DKIMDomain is the domain that signed the mail, on an accepted entry.
+	DKIMDomain string
 	// Note is an operator's note (a re-drive's).
 	Note string
 }
 
-// WebhookDelivery is the delivery of one event to one endpoint.
+// WebhookDelivery is the delivery of one event to one endpoint, as the
+// dispatcher's queue (postline_webhook_queue) records it.
+//
+// The queue holds a row only for an event an endpoint did not take at once
+// (pending, waiting for its next attempt) or gave up on (dead, until
+// postctl webhooks replay or the dead letters' retention). An event taken
+// at the first attempt, or later (its row is deleted then), leaves nothing:
+// Postline keeps no record of successful deliveries, so Life reports no
+// "delivered" state. An event without a row was delivered, or is not for
+// that endpoint (its type or tenant is filtered out), or was not yet read
+// by the dispatcher; the endpoint's own log is the witness of a delivery.
 type WebhookDelivery struct {
 	Endpoint  string
 	EventID   string
 	EventType string
-	// State is "pending", "dead" or "delivered".
+	// State is "pending" or "dead" (see above: never "delivered").
 	State      string
 	Attempts   int
-	LastStatus int
+	LastStatus int // the HTTP status of the last attempt, 0: no reply
 	LastError  string
-	NextAt     time.Time
+	NextAt     time.Time // when a pending row is due
+	DeadAt     time.Time // when it was given up on
+	DeadReason string
+	// EndpointDisabledAt is when the endpoint was disabled (by the
+	// dispatcher or an operator); zero while it is enabled.
+	EndpointDisabledAt time.Time
 }
