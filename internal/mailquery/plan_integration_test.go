@@ -1,0 +1,72 @@
+package mailquery_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/postline/postline/internal/mailquery"
+)
+
+// TestRecipientSearchUsesTheAddressIndex checks, on a table of 20,000
+// mails, that the planner finds an address and a domain's mail through
+// postline_recipients_address_idx (migration 0019) rather than by reading
+// the recipients: the index is what keeps the search fast on 10,000,000.
+func TestRecipientSearchUsesTheAddressIndex(t *testing.T) {
+	pool := migrated(t)
+	ctx := t.Context()
+	// Most mail goes to a few big domains; rare.example gets a handful.
+	if _, err := pool.Exec(ctx, `
+INSERT INTO postline_messages (message_id, status, version, attempt, payload_hash, tenant, created_at)
+SELECT 'plan-' || i || '@x', 'sent', 1, 1, '\x00', 'tenant-' || (i % 7), now() - make_interval(secs => i)
+FROM generate_series(1, 20000) i;
+INSERT INTO postline_recipients (message_id, idx, ref, address, state)
+SELECT 'plan-' || i || '@x', k, '\x00',
+	CASE WHEN i % 5000 = 0 AND k = 0 THEN 'Someone' || i || '@Rare.Example'
+		ELSE 'user' || (i * 7 + k) || '@' || (ARRAY['big.example', 'huge.example', 'mail.example'])[1 + (i + k) % 3] END,
+	'accepted'
+FROM generate_series(1, 20000) i, generate_series(0, 1) k;
+ANALYZE postline_messages;
+ANALYZE postline_recipients;`); err != nil {
+		t.Fatal(err)
+	}
+	r := newReader(t, pool)
+	for _, tt := range []struct {
+		name, recipient string
+		want            int
+	}{
+		{"address", "Someone5000@rare.example", 1},
+		{"domain", "@RARE.example", 4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := mailquery.Filter{Recipient: tt.recipient}
+			sql, args := mailquery.FindSQL(f)
+			rows, err := pool.Query(ctx, "EXPLAIN "+sql, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var lines []string
+			for rows.Next() {
+				var line string
+				if err := rows.Scan(&line); err != nil {
+					t.Fatal(err)
+				}
+				lines = append(lines, line)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			text := strings.Join(lines, "\n")
+			if !strings.Contains(text, "postline_recipients_address_idx") {
+				t.Errorf("the plan does not use postline_recipients_address_idx:\n%s", text)
+			}
+			if strings.Contains(text, "Seq Scan on postline_recipients") {
+				t.Errorf("the plan reads all recipients:\n%s", text)
+			}
+			page, err := r.Find(ctx, f)
+			if err != nil || len(page.Mails) != tt.want {
+				t.Errorf("Find(%s) = %d mails, %v; want %d", tt.recipient, len(page.Mails), err, tt.want)
+			}
+			t.Logf("plan:\n%s", text)
+		})
+	}
+}
