@@ -26,6 +26,8 @@ type rcpt struct {
 	rule       string
 	suppress   bool
 	reason     string // suppression list reason
+	// dkimDomain is the domain that signed the copy the relay accepted.
+	dkimDomain string
 }
 
 // stream is the suppression and event stream of a job.
@@ -188,7 +190,7 @@ func (p *Pipeline) envelope(it *item, rcpts []*rcpt) []sender.Recipient {
 func (p *Pipeline) applyResult(it *item, sent []*rcpt, res sender.Result, relay string) error {
 	for _, k := range res.Accepted {
 		r := sent[k]
-		r.state, r.fresh = idempotency.RecipientAccepted, true
+		r.state, r.fresh, r.dkimDomain = idempotency.RecipientAccepted, true, res.DKIMDomain
 	}
 	var deferred error
 	for _, ref := range res.Refused {
@@ -276,7 +278,7 @@ func (p *Pipeline) appendEvents(dst []event.Event, it *item, f fate, now time.Ti
 			e.Class, e.NextAttemptAt = f.class, &next
 		case !r.fresh:
 		case r.state == idempotency.RecipientAccepted:
-			add(r, event.Accepted)
+			add(r, event.Accepted).DKIMDomain = r.dkimDomain
 		case r.state == idempotency.RecipientBounced:
 			add(r, event.Bounced).Bounce = &event.Bounce{Type: r.bounceType, Status: r.refusal.Enhanced, Code: r.refusal.Code,
 				Diagnostic: truncateDiagnostic(r.refusal.Text), Rule: r.rule, Source: bounceSourceSMTP}

@@ -29,6 +29,8 @@ type scriptedSession struct {
 	mu        sync.Mutex
 	refuse    func(addr string) *sender.Error
 	envelopes [][]sender.Recipient
+	// dkimDomain is the domain the session says signed what it accepted.
+	dkimDomain string
 }
 
 func (s *scriptedSession) SendTo(_ context.Context, _ *job.Job, rcpts []sender.Recipient) (sender.Result, error) {
@@ -42,6 +44,9 @@ func (s *scriptedSession) SendTo(_ context.Context, _ *job.Job, rcpts []sender.R
 		} else {
 			res.Accepted = append(res.Accepted, i)
 		}
+	}
+	if len(res.Accepted) > 0 {
+		res.DKIMDomain = s.dkimDomain
 	}
 	return res, nil
 }
@@ -182,6 +187,32 @@ func TestRecipientsTakeTheirOwnPaths(t *testing.T) {
 	}
 	if states[0] != idempotency.RecipientAccepted || states[1] != idempotency.RecipientBounced || states[2] != idempotency.RecipientSuppressed {
 		t.Errorf("recorded recipient states = %v", states)
+	}
+}
+
+// TestAcceptedEventsNameTheDKIMDomain: the domain that signed the copy a
+// relay took is on the accepted events, and on no other.
+func TestAcceptedEventsNameTheDKIMDomain(t *testing.T) {
+	h := newFateHarness(t, func(addr string) *sender.Error {
+		if addr == "gone@example.com" {
+			return &sender.Error{Relay: "p1", Stage: sender.StageRcpt, Code: 550, Enhanced: "5.1.1", Text: "no such user"}
+		}
+		return nil
+	}, nil)
+	h.session.dkimDomain = "shop.example"
+	h.run(t, [][]byte{mustJSON(t, multiJob("d@x", "ok@example.com", "gone@example.com"))})
+	events := h.events.All()
+	if len(events) != 2 {
+		t.Fatalf("events = %+v, want an accepted and a bounced one", events)
+	}
+	for _, e := range events {
+		want := ""
+		if e.Type == event.Accepted {
+			want = "shop.example"
+		}
+		if e.DKIMDomain != want {
+			t.Errorf("%s event's DKIMDomain = %q, want %q", e.Type, e.DKIMDomain, want)
+		}
 	}
 }
 

@@ -126,6 +126,9 @@ func TestSendToDKIM(t *testing.T) {
 			if err != nil || len(res.Accepted) != 2 {
 				t.Fatalf("SendTo = %+v, %v", res, err)
 			}
+			if res.DKIMDomain != "example.com" {
+				t.Errorf("Result.DKIMDomain = %q, want example.com (the accepted event names it)", res.DKIMDomain)
+			}
 			msgs := srv.Messages()
 			if len(msgs) != 2 {
 				t.Fatalf("server got %d messages, want 2 (one per return path)", len(msgs))
@@ -188,8 +191,12 @@ func TestSendToDKIMNoKey(t *testing.T) {
 	sess := newSession(t, relay)
 	j := simpleJob(t, 1)
 	j.From = "Sender <sender@mail.other.org>" // a subdomain: no parent-domain fallback
-	if err := sess.Send(context.Background(), j); err != nil {
-		t.Fatalf("Send: %v", err)
+	res, err := sess.SendTo(context.Background(), j, sender.Recipients(j, ""))
+	if err != nil || len(res.Accepted) == 0 {
+		t.Fatalf("SendTo = %+v, %v", res, err)
+	}
+	if res.DKIMDomain != "" {
+		t.Errorf("Result.DKIMDomain = %q for an unsigned message, want empty", res.DKIMDomain)
 	}
 	msgs := srv.Messages()
 	if len(msgs) != 1 {
@@ -279,8 +286,8 @@ func TestSendToListUnsubscribe(t *testing.T) {
 		{Address: "bcc@example.com", ReturnPath: "bounce+c@b.example.com", ListUnsubscribe: []string{"https://b.example.com/unsubscribe/tc"}},
 	}
 	res, err := sess.SendTo(context.Background(), j, rcpts)
-	if err != nil || len(res.Accepted) != 3 {
-		t.Fatalf("SendTo = %+v, %v", res, err)
+	if err != nil || len(res.Accepted) != 3 || res.DKIMDomain != "example.com" {
+		t.Fatalf("SendTo = %+v, %v; want 3 accepted, signed by example.com", res, err)
 	}
 	msgs := srv.Messages()
 	if len(msgs) != 3 {

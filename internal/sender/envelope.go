@@ -55,6 +55,10 @@ type Result struct {
 	Accepted []int
 	// Refused are the recipients the relay refused at RCPT.
 	Refused []Refusal
+	// DKIMDomain is the domain whose key signed the message the relay
+	// accepted (the From address's domain, lowercased, without a trailing
+	// dot); "" when it went out unsigned or nothing was accepted.
+	DKIMDomain string
 }
 
 // Refusal is one recipient the relay refused at RCPT TO.
@@ -188,33 +192,36 @@ func (r *Relay) render(j *job.Job, buf *bytes.Buffer) ([]byte, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	return r.sign(j, msg)
+	msg, _, e = r.sign(j, msg)
+	return msg, e
 }
 
 // sign signs msg, when DKIM is configured, with the key of the From
-// address's domain, when there is one; it returns msg as it is otherwise.
-func (r *Relay) sign(j *job.Job, msg []byte) ([]byte, *Error) {
+// address's domain, when there is one, and returns the signed message and
+// that domain; it returns msg as it is and "" otherwise.
+func (r *Relay) sign(j *job.Job, msg []byte) (signed []byte, domain string, e *Error) {
 	if r.cfg.DKIM == nil {
-		return msg, nil
+		return msg, "", nil
 	}
-	signed, ok, err := r.cfg.DKIM.Sign(fromDomain(j.From), msg)
+	domain = fromDomain(j.From)
+	signed, ok, err := r.cfg.DKIM.Sign(domain, msg)
 	switch {
 	case err != nil:
 		r.dkim.failed.Inc()
-		return nil, &Error{Relay: r.cfg.Name, Stage: StageSign, Err: err}
+		return nil, "", &Error{Relay: r.cfg.Name, Stage: StageSign, Err: err}
 	case !ok:
 		r.dkim.noKey.Inc()
-		return msg, nil
+		return msg, "", nil
 	}
 	r.dkim.signed.Inc()
-	return signed, nil
+	return signed, strings.TrimSuffix(strings.ToLower(domain), "."), nil
 }
 
 // copyFor returns the copy of the message base for recipients with the
 // List-Unsubscribe URIs uris: their headers, then base, signed as a whole,
-// so that the signature covers them. The copy is written into buf, reset
-// first.
-func (r *Relay) copyFor(j *job.Job, base []byte, uris []string, buf *bytes.Buffer) ([]byte, *Error) {
+// so that the signature covers them, and the domain that signed it. The
+// copy is written into buf, reset first.
+func (r *Relay) copyFor(j *job.Job, base []byte, uris []string, buf *bytes.Buffer) ([]byte, string, *Error) {
 	buf.Reset()
 	buf.Grow(len(base) + 128 + 8*len(uris))
 	for i, u := range uris {

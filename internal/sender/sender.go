@@ -252,9 +252,12 @@ func (s *Session) SendToThen(ctx context.Context, j *job.Job, rcpts []Recipient,
 	if buildErr == nil {
 		body, buildErr = s.relay.build(j, &s.rendered, !copies)
 	}
-	var shared []byte // the signed copy of the transactions without URIs
+	var (
+		shared   []byte // the signed copy of the transactions without URIs
+		sharedBy string // the domain that signed it
+	)
 	if buildErr == nil && !copies {
-		shared, buildErr = s.relay.sign(j, body)
+		shared, sharedBy, buildErr = s.relay.sign(j, body)
 	}
 	defer func() {
 		if s.rendered.Cap() > keptRenderBytes {
@@ -281,7 +284,7 @@ func (s *Session) SendToThen(ctx context.Context, j *job.Job, rcpts []Recipient,
 		if i == len(txs)-1 {
 			next = then
 		}
-		txBody, e := s.bodyFor(j, body, tx, &shared)
+		txBody, signedBy, e := s.bodyFor(j, body, tx, &shared, &sharedBy)
 		if e != nil {
 			if s.ahead != nil {
 				s.closeConn() // the relay waits in DATA for a message that will not come
@@ -296,6 +299,9 @@ func (s *Session) SendToThen(ctx context.Context, j *job.Job, rcpts []Recipient,
 		for _, k := range accepted {
 			res.Accepted = append(res.Accepted, tx.indexes[k])
 		}
+		if len(accepted) > 0 && signedBy != "" {
+			res.DKIMDomain = signedBy // every copy of a mail is signed by its From domain's key
+		}
 		for _, r := range refused {
 			res.Refused = append(res.Refused, Refusal{Index: tx.indexes[r.Index], Err: r.Err})
 		}
@@ -306,19 +312,20 @@ func (s *Session) SendToThen(ctx context.Context, j *job.Job, rcpts []Recipient,
 	return res, s.ahead != nil, nil
 }
 
-// bodyFor is the signed message of tx: a copy of its own when tx has
-// List-Unsubscribe URIs, else the shared copy, signed on first use.
-func (s *Session) bodyFor(j *job.Job, body []byte, tx transaction, shared *[]byte) ([]byte, *Error) {
+// bodyFor is the signed message of tx and the domain that signed it: a
+// copy of its own when tx has List-Unsubscribe URIs, else the shared copy
+// (signed by *sharedBy), signed on first use.
+func (s *Session) bodyFor(j *job.Job, body []byte, tx transaction, shared *[]byte, sharedBy *string) ([]byte, string, *Error) {
 	if len(tx.unsubscribe) > 0 {
 		return s.relay.copyFor(j, body, tx.unsubscribe, &s.copy)
 	}
 	if *shared == nil {
 		var e *Error
-		if *shared, e = s.relay.sign(j, body); e != nil {
-			return nil, e
+		if *shared, *sharedBy, e = s.relay.sign(j, body); e != nil {
+			return nil, "", e
 		}
 	}
-	return *shared, nil
+	return *shared, *sharedBy, nil
 }
 
 // transactDialling runs tx, dialling first when the session has no
