@@ -39,9 +39,23 @@ var States = func() []string {
 func isMailStatus(s string) bool     { return idempotency.Status(s).Valid() }
 func isRecipientState(s string) bool { return idempotency.RecipientState(s).Valid() }
 
+// FilterError is an invalid field of a Filter; it wraps ErrInvalidFilter.
+type FilterError struct {
+	// Field is the Filter field's name ("State", "Cursor").
+	Field string
+	// Problem says what is wrong with it.
+	Problem string
+}
+
+func (e *FilterError) Error() string {
+	return ErrInvalidFilter.Error() + ": " + e.Field + ": " + e.Problem
+}
+
+func (e *FilterError) Unwrap() error { return ErrInvalidFilter }
+
 // filterError is an error naming the invalid field.
 func filterError(field, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalidFilter, field, fmt.Sprintf(format, args...))
+	return &FilterError{Field: field, Problem: fmt.Sprintf(format, args...)}
 }
 
 // Validate reports the first invalid field of f by name. A valid filter

@@ -79,7 +79,9 @@ func TestFilterValidate(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !errors.Is(err, ErrInvalidFilter) || !strings.Contains(err.Error(), ": "+tt.wantField+": ") {
+			var fe *FilterError
+			if !errors.Is(err, ErrInvalidFilter) || !errors.As(err, &fe) || fe.Field != tt.wantField ||
+				!strings.Contains(err.Error(), ": "+tt.wantField+": ") {
 				t.Fatalf("Validate() = %v, want an ErrInvalidFilter naming %s", err, tt.wantField)
 			}
 		})
