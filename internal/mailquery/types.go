@@ -18,7 +18,8 @@ type Filter struct {
 	MessageID string
 	// Recipient is an address, matched exactly in its local part and
 	// case-insensitively in its domain, or "@domain" for every address of
-	// a domain.
+	// a domain. Recipient rows are written with a mail's first recorded
+	// attempt, so a mail claimed and not yet tried is not found by it.
 	Recipient string
 	// Tenant selects one tenant's mail.
 	Tenant string
@@ -27,7 +28,9 @@ type Filter struct {
 	// complained, ...): a mail matches when it or one of its recipients is
 	// in it.
 	State string
-	// Reason is a failure reason or class a mail ended with.
+	// Reason is a failure reason or class a mail ended with: the mail's
+	// failure class (transient, throttled, permanent, expired, ...) or a
+	// recipient's bounce type (hard, soft, policy) or bounce rule.
 	Reason string
 	// Since and Until bound the mail's creation time: Since <= t < Until.
 	Since, Until time.Time
