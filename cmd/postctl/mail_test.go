@@ -79,12 +79,13 @@ func TestMailPostgres(t *testing.T) {
 		!strings.Contains(out, "Ada@Example.com accepted") || !strings.HasSuffix(out, "1 mail\n") {
 		t.Fatalf("find by address: %q, %v", out, err)
 	}
-	out, _, err = postctl(t, nil, "", "--database-url", s.url, "-o", "json", "mail", "find", "--recipient", "@example.com", "--limit", "1")
+	out, _, err = postctl(t, nil, "", "--database-url", s.url, "-o", "json", "mail", "find", "--recipient", "@example.com", "--since", "1h", "--limit", "1")
 	var page mailquery.Page
 	if err != nil || json.Unmarshal([]byte(out), &page) != nil || len(page.Mails) != 1 || page.Mails[0].MessageID != "find-2@x" || page.Next == "" {
 		t.Fatalf("find by domain, first page: %q, %v", out, err)
 	}
-	out, _, err = postctl(t, nil, "", "--database-url", s.url, "-o", "json", "mail", "find", "--recipient", "@example.com", "--limit", "1", "--cursor", page.Next)
+	// The same flags for the next page: "--since 1h" is a moment later now.
+	out, _, err = postctl(t, nil, "", "--database-url", s.url, "-o", "json", "mail", "find", "--recipient", "@example.com", "--since", "1h", "--limit", "1", "--cursor", page.Next)
 	page = mailquery.Page{}
 	if err != nil || json.Unmarshal([]byte(out), &page) != nil || len(page.Mails) != 1 || page.Mails[0].MessageID != "find-1@x" || page.Next != "" {
 		t.Fatalf("find by domain, second page: %q, %v", out, err)

@@ -35,15 +35,15 @@ func TestCursorRefusesWhatItDidNotWrite(t *testing.T) {
 	}
 }
 
-func TestFingerprintIgnoresPageSizeAndDomainCase(t *testing.T) {
-	a := Filter{Recipient: "Ada@EXAMPLE.com", Limit: 10, Cursor: "x"}
-	b := Filter{Recipient: "Ada@example.com", Limit: 20}
+func TestFingerprintIgnoresPageSizeTimesAndDomainCase(t *testing.T) {
+	a := Filter{Recipient: "Ada@EXAMPLE.com", Limit: 10, Cursor: "x", Since: time.Unix(1, 0)}
+	b := Filter{Recipient: "Ada@example.com", Limit: 20, Since: time.Unix(2, 0), Until: time.Unix(3, 0)}
 	if a.fingerprint() != b.fingerprint() {
 		t.Error("filters that list the same mail have different fingerprints")
 	}
 	for _, other := range []Filter{
 		{Recipient: "ada@example.com"}, {Recipient: "Ada@example.com", Tenant: "t"},
-		{Recipient: "Ada@example.com", Since: time.Unix(1, 0)}, {Recipient: "Ada@example.com", State: "sent"},
+		{Recipient: "Ada@example.com", Reason: "hard"}, {Recipient: "Ada@example.com", State: "sent"},
 	} {
 		if other.fingerprint() == b.fingerprint() {
 			t.Errorf("%+v has the fingerprint of %+v", other, b)
