@@ -13,115 +13,11 @@ import (
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/jobheader"
+	"github.com/postline/postline/internal/redrive"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/job"
 )
-
-func TestDLQFilterFlags(t *testing.T) {
-	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
-	tests := []struct {
-		name    string
-		flags   dlqFlags
-		want    dlqFilter
-		wantErr string
-	}{
-		{"empty", dlqFlags{}, dlqFilter{}, ""},
-		{"reasons repeated and comma-separated", dlqFlags{reasons: []string{"smtp_permanent, expired", "expired", ""}},
-			dlqFilter{reasons: []string{"smtp_permanent", "expired"}}, ""},
-		{"durations ago", dlqFlags{since: "7d", until: "90m", limit: 5},
-			dlqFilter{since: now.Add(-7 * 24 * time.Hour), until: now.Add(-90 * time.Minute), limit: 5}, ""},
-		{"RFC 3339", dlqFlags{since: "2026-01-01T00:00:00Z", until: "2026-01-02T01:00:00+02:00"},
-			dlqFilter{since: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), until: time.Date(2026, 1, 1, 23, 0, 0, 0, time.UTC)}, ""},
-		{"negative limit", dlqFlags{limit: -1}, dlqFilter{}, "--limit -1"},
-		{"bad since", dlqFlags{since: "yesterday"}, dlqFilter{}, `--since "yesterday": want an RFC 3339 time`},
-		{"bad days", dlqFlags{until: "xd"}, dlqFilter{}, `--until "xd"`},
-		{"negative duration", dlqFlags{since: "-2h"}, dlqFilter{}, "must not be negative"},
-		{"since after until", dlqFlags{since: "1h", until: "2h"}, dlqFilter{}, "is not before --until"},
-	}
-	for _, tt := range tests {
-		got, err := tt.flags.filter(now)
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("%s: error %v, want %q", tt.name, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || !slices.Equal(got.reasons, tt.want.reasons) || !got.since.Equal(tt.want.since) ||
-			!got.until.Equal(tt.want.until) || got.limit != tt.want.limit {
-			t.Errorf("%s: filter = %+v, %v; want %+v", tt.name, got, err, tt.want)
-		}
-	}
-}
-
-func TestDLQFilterMatch(t *testing.T) {
-	at := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
-	l := deadLetter{Time: at, Reason: "smtp_permanent"}
-	tests := []struct {
-		name   string
-		filter dlqFilter
-		want   bool
-	}{
-		{"no filter", dlqFilter{}, true},
-		{"reason listed", dlqFilter{reasons: []string{"expired", "smtp_permanent"}}, true},
-		{"reason not listed", dlqFilter{reasons: []string{"expired"}}, false},
-		{"since is inclusive", dlqFilter{since: at}, true},
-		{"before since", dlqFilter{since: at.Add(time.Second)}, false},
-		{"until is exclusive", dlqFilter{until: at}, false},
-		{"before until", dlqFilter{until: at.Add(time.Second)}, true},
-		{"inside the window", dlqFilter{since: at.Add(-time.Hour), until: at.Add(time.Hour), reasons: []string{"smtp_permanent"}}, true},
-	}
-	for _, tt := range tests {
-		if got := tt.filter.match(l); got != tt.want {
-			t.Errorf("%s: match = %v, want %v", tt.name, got, tt.want)
-		}
-	}
-}
-
-func TestParseDeadLetterAndReplayMessage(t *testing.T) {
-	dlqTime := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
-	orig := []kafka.Header{
-		{Key: "traceparent", Value: []byte("tp")},
-		{Key: jobheader.KeyAttempt, Value: []byte("3")},
-		{Key: jobheader.KeyFirstSeen, Value: []byte("2026-01-01T00:00:00Z")},
-		{Key: jobheader.KeyNotBefore, Value: []byte("2026-01-01T00:05:00Z")},
-		{Key: jobheader.KeyLastClass, Value: []byte("transient")},
-		{Key: "x-custom", Value: []byte("kept")},
-	}
-	headers := deadletter.Headers(deadletter.Letter{Headers: orig, Topic: "mail.retry.5s", Partition: 2, Offset: 41,
-		Reason: "smtp_permanent", Class: "permanent", Error: "550 5.1.1 no such user", Attempt: 4}, jobheader.FormatTime(dlqTime))
-	m := kafka.Message{Key: []byte("<a@x>"), Value: []byte("{}"), Headers: headers, Partition: 1, Offset: 7, Time: dlqTime.Add(time.Hour)}
-
-	l := parseDeadLetter(m)
-	if !l.Time.Equal(dlqTime) || l.Partition != 1 || l.Offset != 7 || l.MessageID != "<a@x>" || l.Reason != "smtp_permanent" ||
-		l.Class != "permanent" || l.Attempt != 4 || l.Error != "550 5.1.1 no such user" || l.OriginalTopic != "mail.retry.5s" ||
-		l.OriginalPartition == nil || *l.OriginalPartition != 2 || l.OriginalOffset == nil || *l.OriginalOffset != 41 {
-		t.Errorf("parseDeadLetter = %+v", l)
-	}
-	// Without the time header, the record timestamp counts.
-	if l := parseDeadLetter(kafka.Message{Time: dlqTime}); !l.Time.Equal(dlqTime) || l.OriginalPartition != nil || l.Attempt != 1 {
-		t.Errorf("bare record: %+v", l)
-	}
-
-	now := dlqTime.Add(24 * time.Hour)
-	r := replayMessage(m, now)
-	got := map[string]string{}
-	for _, h := range r.Headers {
-		if _, dup := got[h.Key]; dup {
-			t.Errorf("header %s appears twice", h.Key)
-		}
-		got[h.Key] = string(h.Value)
-	}
-	want := map[string]string{"traceparent": "tp", "x-custom": "kept", jobheader.KeyAttempt: "1", jobheader.KeyFirstSeen: jobheader.FormatTime(now)}
-	if len(got) != len(want) || string(r.Key) != "<a@x>" || string(r.Value) != "{}" || r.Topic != "" {
-		t.Errorf("replay message = %+v, want headers %v", r, want)
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("replay header %s = %q, want %q", k, got[k], v)
-		}
-	}
-}
 
 func TestOneLine(t *testing.T) {
 	tests := []struct{ in, want string }{
@@ -150,6 +46,12 @@ func TestDLQArgumentErrors(t *testing.T) {
 		{[]string{"dlq", "ls", "extra"}, "unknown command"},
 		{[]string{"dlq", "replay", "--batch", "0", "--yes"}, "--batch 0"},
 		{[]string{"dlq", "replay", "--until", "2h", "--since", "1h"}, "is not before"},
+		{[]string{"dlq", "ls", "--tenant", "a\tb"}, `--tenant "a\tb": contains a control character`},
+		{[]string{"dlq", "redrive", "--rate", "0"}, "--rate 0: want more than 0"},
+		{[]string{"dlq", "redrive", "--rate", "20000"}, "--rate 20000"},
+		{[]string{"dlq", "redrive", "--note", "two\nlines"}, "--note contains a control character"},
+		{[]string{"dlq", "redrive", "--since", "yesterday"}, `--since "yesterday"`},
+		{[]string{"dlq", "redrive", "--limit", "-2"}, "--limit -2"},
 	}
 	for _, tt := range tests {
 		_, _, err := postctl(t, env, "", tt.args...)
@@ -234,7 +136,7 @@ func TestDLQLsAndReplay(t *testing.T) {
 		}
 		var ids []string
 		for line := range strings.Lines(out) {
-			var l deadLetter
+			var l redrive.DeadLetter
 			if err := json.Unmarshal([]byte(line), &l); err != nil {
 				t.Fatalf("ls output line %q: %v", line, err)
 			}
