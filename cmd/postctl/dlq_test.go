@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/jobheader"
@@ -250,5 +251,96 @@ func TestDLQLsAndReplay(t *testing.T) {
 	}
 	if got := records(t, brokers, jobsTopic); len(got) != 2 {
 		t.Errorf("jobs topic has %d records after all replays, want 2", len(got))
+	}
+}
+
+// TestDLQRedrive runs dlq redrive on real Kafka and PostgreSQL: the dry
+// run and the question show the count and change nothing, --yes re-drives
+// the selection with redriven events carrying the note, and running it
+// again sends nothing.
+func TestDLQRedrive(t *testing.T) {
+	testenv.Integration(t, "Kafka and PostgreSQL")
+	t.Setenv("USER", "ada") // the actor on the events
+	brokers := strings.Join(testenv.KafkaBrokers(), ",")
+	dlqTopic, jobsTopic, eventsTopic := testenv.NewTopic(t, 2), testenv.NewTopic(t, 2), testenv.NewTopic(t, 1)
+	url, pool := testenv.NewSchema(t)
+	ctx := t.Context()
+	if err := schema.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	store, err := idempotency.New(idempotency.Config{Owner: "test-worker"}, pool, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := deadletter.New(deadletter.Config{Kafka: testenv.Kafka(), Topic: dlqTopic}, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, d := range []struct{ id, tenant, class string }{
+		{"acme.1@example.com", "acme", "permanent"}, {"acme.2@example.com", "acme", "transient"}, {"globex.1@example.com", "globex", "permanent"},
+	} {
+		j := job.Job{Version: 1, MessageID: d.id, From: "shop@example.com", To: []string{"ada@example.test"}, Subject: "s", Text: "t", Tenant: d.tenant}
+		cs, err := store.Claim(ctx, []idempotency.ClaimRequest{{MessageID: j.MessageID, PayloadHash: j.Hash(), Attempt: 1}})
+		if err != nil || cs[0].Result != idempotency.Claimed {
+			t.Fatalf("claim %s: %+v, %v", j.MessageID, cs, err)
+		}
+		if _, err := store.Record(ctx, []idempotency.Fate{{MessageID: j.MessageID, Version: cs[0].Version, Status: idempotency.StatusFailed, Attempt: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(j)
+		if err := w.Publish(ctx, deadletter.Letter{Key: []byte(j.MessageID), Value: b, Topic: "mail.jobs", Reason: "smtp_permanent", Class: d.class}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"--brokers", brokers, "--database-url", url, "--topic", jobsTopic, "--dlq-topic", dlqTopic, "--events-topic", eventsTopic,
+		"--output", "json", "dlq", "redrive", "--tenant", "acme", "--class", "permanent,transient", "--rate", "500", "--note", "relay fixed"}
+	runRedrive := func(stdin string, extra ...string) (redrive.Summary, error) {
+		t.Helper()
+		out, _, err := postctl(t, nil, stdin, append(slices.Clone(args), extra...)...)
+		var s redrive.Summary
+		if err == nil {
+			err = json.Unmarshal([]byte(out), &s)
+		}
+		return s, err
+	}
+	// ls takes the same tenant and class filters.
+	out, _, err := postctl(t, nil, "", "--brokers", brokers, "--dlq-topic", dlqTopic, "--output", "json", "dlq", "ls", "--tenant", "acme", "--class", "transient")
+	var listed redrive.DeadLetter
+	if err != nil || strings.Count(out, "\n") != 1 || json.Unmarshal([]byte(out), &listed) != nil || listed.MessageID != "acme.2@example.com" || listed.Tenant != "acme" {
+		t.Errorf("ls --tenant acme --class transient: %q, %v", out, err)
+	}
+	if s, err := runRedrive("", "--dry-run"); err != nil || s != (redrive.Summary{Matched: 2, Redriven: 2, DryRun: true}) {
+		t.Errorf("dry run: %+v, %v", s, err)
+	}
+	if _, err := runRedrive("n\n"); err == nil || !strings.Contains(err.Error(), "not confirmed") {
+		t.Errorf("unconfirmed re-drive: %v", err)
+	}
+	if got := records(t, brokers, jobsTopic); len(got) != 0 {
+		t.Fatalf("dry and unconfirmed runs published %d records", len(got))
+	}
+	if s, err := runRedrive("y\n"); err != nil || s != (redrive.Summary{Matched: 2, Redriven: 2, Events: 2}) {
+		t.Errorf("re-drive: %+v, %v", s, err)
+	}
+	recs := records(t, brokers, jobsTopic)
+	var got []string
+	for _, m := range recs {
+		got = append(got, string(m.Key))
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"acme.1@example.com", "acme.2@example.com"}) {
+		t.Errorf("jobs topic holds %v", got)
+	}
+	for _, m := range records(t, brokers, eventsTopic) {
+		e, err := event.Decode(m.Value)
+		if err != nil || e.Type != event.Redriven || e.Note != "relay fixed" || e.Actor != "postctl:ada" || e.Tenant != "acme" {
+			t.Errorf("event %+v, %v", e, err)
+		}
+	}
+	if s, err := runRedrive("", "--yes"); err != nil || s != (redrive.Summary{Matched: 2, SkippedNotReplayable: 2}) {
+		t.Errorf("second re-drive: %+v, %v", s, err)
+	}
+	if got := records(t, brokers, jobsTopic); len(got) != 2 {
+		t.Errorf("jobs topic has %d records after the second re-drive, want 2", len(got))
 	}
 }
