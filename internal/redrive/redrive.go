@@ -56,7 +56,9 @@ type Summary struct {
 	DryRun bool `json:"dry_run,omitempty"`
 }
 
-// Redriver selects and re-drives dead letters.
+// Redriver selects and re-drives dead letters. It is safe for concurrent
+// use: each call keeps its own state (the console may plan while a run is
+// under way; two runs of one selection send each mail once, by the rows).
 type Redriver struct {
 	cfg Config
 }
