@@ -63,10 +63,16 @@ const (
 	// mail's tenant and stream. It is about the address, not the mail's
 	// delivery, so it ends nothing: it may follow any other event.
 	Unsubscribed Type = "unsubscribed"
+	// Redriven: an operator re-drove the mail from the dead-letter topic
+	// (postctl dlq redrive): it is sent to the recipient again, in a new
+	// life whose events follow. Note and Actor say why and who. It ends
+	// nothing: it starts the new life.
+	Redriven Type = "redriven"
 )
 
-// Types lists every event type, in the order of a recipient's life.
-var Types = []Type{Accepted, Deferred, Failed, Dead, Delivered, Bounced, Complained, Suppressed, Unconfirmed, Unsubscribed}
+// Types lists every event type, in the order of a recipient's life, then
+// the types that may come at any time.
+var Types = []Type{Accepted, Deferred, Failed, Dead, Delivered, Bounced, Complained, Suppressed, Unconfirmed, Unsubscribed, Redriven}
 
 // Valid reports whether t is one of Types.
 func (t Type) Valid() bool { return slices.Contains(Types, t) }
@@ -175,6 +181,11 @@ type Event struct {
 	// Metadata is the job's metadata, echoed so applications can route the
 	// event without a lookup; optional.
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Note is the operator's note on a redriven event; optional.
+	Note string `json:"note,omitempty"`
+	// Actor names who re-drove the mail on a redriven event (an operator's
+	// login or the console's user); optional.
+	Actor string `json:"actor,omitempty"`
 }
 
 // The streams (Event.Stream).

@@ -4,9 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
+	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/postline/postline/event"
 )
@@ -154,5 +158,52 @@ func TestSchemaListsEveryType(t *testing.T) {
 	}
 	if event.Unsubscribed.Terminal() {
 		t.Error("unsubscribed is about the address, not the mail's delivery: it must not end a recipient's life")
+	}
+	if event.Redriven.Terminal() {
+		t.Error("redriven starts a new life of the mail: it must not end a recipient's life")
+	}
+}
+
+// TestSchemaListsEveryField keeps the schema's properties equal to the
+// fields of Event, so a field added to one is added to the other.
+func TestSchemaListsEveryField(t *testing.T) {
+	var doc struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal(event.SchemaJSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var fields []string
+	for f := range reflect.TypeFor[event.Event]().Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		fields = append(fields, name)
+	}
+	slices.Sort(fields)
+	if got := slices.Sorted(maps.Keys(doc.Properties)); !slices.Equal(got, fields) {
+		t.Errorf("schema properties %v, want the fields of Event %v", got, fields)
+	}
+}
+
+func TestRedrivenEventRoundTrips(t *testing.T) {
+	e := event.Event{Schema: event.Schema, ID: event.NewLifeID("m@x", 7, 1, event.Redriven, 0), Type: event.Redriven,
+		At: time.Date(2026, 12, 5, 18, 0, 0, 0, time.UTC), MessageID: "m@x", Tenant: "acme", Stream: event.StreamBulk,
+		Recipient: "b@example.test", RecipientIndex: 1, Note: "relay fixed, INC-42", Actor: "ops@example.com"}
+	b, err := e.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"type":"redriven"`, `"note":"relay fixed, INC-42"`, `"actor":"ops@example.com"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s lacks %s", b, want)
+		}
+	}
+	got, err := event.Decode(b)
+	if err != nil || got.Note != e.Note || got.Actor != e.Actor || got.Type != event.Redriven {
+		t.Errorf("Decode = %+v, %v", got, err)
+	}
+	// Other events leave both out.
+	e.Type, e.Note, e.Actor = event.Accepted, "", ""
+	if b, _ := e.Encode(); strings.Contains(string(b), "note") || strings.Contains(string(b), "actor") {
+		t.Errorf("an event without a note or actor encodes them: %s", b)
 	}
 }

@@ -10,118 +10,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/jobheader"
+	"github.com/postline/postline/internal/redrive"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
 	"github.com/postline/postline/job"
 )
-
-func TestDLQFilterFlags(t *testing.T) {
-	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
-	tests := []struct {
-		name    string
-		flags   dlqFlags
-		want    dlqFilter
-		wantErr string
-	}{
-		{"empty", dlqFlags{}, dlqFilter{}, ""},
-		{"reasons repeated and comma-separated", dlqFlags{reasons: []string{"smtp_permanent, expired", "expired", ""}},
-			dlqFilter{reasons: []string{"smtp_permanent", "expired"}}, ""},
-		{"durations ago", dlqFlags{since: "7d", until: "90m", limit: 5},
-			dlqFilter{since: now.Add(-7 * 24 * time.Hour), until: now.Add(-90 * time.Minute), limit: 5}, ""},
-		{"RFC 3339", dlqFlags{since: "2026-01-01T00:00:00Z", until: "2026-01-02T01:00:00+02:00"},
-			dlqFilter{since: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), until: time.Date(2026, 1, 1, 23, 0, 0, 0, time.UTC)}, ""},
-		{"negative limit", dlqFlags{limit: -1}, dlqFilter{}, "--limit -1"},
-		{"bad since", dlqFlags{since: "yesterday"}, dlqFilter{}, `--since "yesterday": want an RFC 3339 time`},
-		{"bad days", dlqFlags{until: "xd"}, dlqFilter{}, `--until "xd"`},
-		{"negative duration", dlqFlags{since: "-2h"}, dlqFilter{}, "must not be negative"},
-		{"since after until", dlqFlags{since: "1h", until: "2h"}, dlqFilter{}, "is not before --until"},
-	}
-	for _, tt := range tests {
-		got, err := tt.flags.filter(now)
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("%s: error %v, want %q", tt.name, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || !slices.Equal(got.reasons, tt.want.reasons) || !got.since.Equal(tt.want.since) ||
-			!got.until.Equal(tt.want.until) || got.limit != tt.want.limit {
-			t.Errorf("%s: filter = %+v, %v; want %+v", tt.name, got, err, tt.want)
-		}
-	}
-}
-
-func TestDLQFilterMatch(t *testing.T) {
-	at := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
-	l := deadLetter{Time: at, Reason: "smtp_permanent"}
-	tests := []struct {
-		name   string
-		filter dlqFilter
-		want   bool
-	}{
-		{"no filter", dlqFilter{}, true},
-		{"reason listed", dlqFilter{reasons: []string{"expired", "smtp_permanent"}}, true},
-		{"reason not listed", dlqFilter{reasons: []string{"expired"}}, false},
-		{"since is inclusive", dlqFilter{since: at}, true},
-		{"before since", dlqFilter{since: at.Add(time.Second)}, false},
-		{"until is exclusive", dlqFilter{until: at}, false},
-		{"before until", dlqFilter{until: at.Add(time.Second)}, true},
-		{"inside the window", dlqFilter{since: at.Add(-time.Hour), until: at.Add(time.Hour), reasons: []string{"smtp_permanent"}}, true},
-	}
-	for _, tt := range tests {
-		if got := tt.filter.match(l); got != tt.want {
-			t.Errorf("%s: match = %v, want %v", tt.name, got, tt.want)
-		}
-	}
-}
-
-func TestParseDeadLetterAndReplayMessage(t *testing.T) {
-	dlqTime := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
-	orig := []kafka.Header{
-		{Key: "traceparent", Value: []byte("tp")},
-		{Key: jobheader.KeyAttempt, Value: []byte("3")},
-		{Key: jobheader.KeyFirstSeen, Value: []byte("2026-01-01T00:00:00Z")},
-		{Key: jobheader.KeyNotBefore, Value: []byte("2026-01-01T00:05:00Z")},
-		{Key: jobheader.KeyLastClass, Value: []byte("transient")},
-		{Key: "x-custom", Value: []byte("kept")},
-	}
-	headers := deadletter.Headers(deadletter.Letter{Headers: orig, Topic: "mail.retry.5s", Partition: 2, Offset: 41,
-		Reason: "smtp_permanent", Class: "permanent", Error: "550 5.1.1 no such user", Attempt: 4}, jobheader.FormatTime(dlqTime))
-	m := kafka.Message{Key: []byte("<a@x>"), Value: []byte("{}"), Headers: headers, Partition: 1, Offset: 7, Time: dlqTime.Add(time.Hour)}
-
-	l := parseDeadLetter(m)
-	if !l.Time.Equal(dlqTime) || l.Partition != 1 || l.Offset != 7 || l.MessageID != "<a@x>" || l.Reason != "smtp_permanent" ||
-		l.Class != "permanent" || l.Attempt != 4 || l.Error != "550 5.1.1 no such user" || l.OriginalTopic != "mail.retry.5s" ||
-		l.OriginalPartition == nil || *l.OriginalPartition != 2 || l.OriginalOffset == nil || *l.OriginalOffset != 41 {
-		t.Errorf("parseDeadLetter = %+v", l)
-	}
-	// Without the time header, the record timestamp counts.
-	if l := parseDeadLetter(kafka.Message{Time: dlqTime}); !l.Time.Equal(dlqTime) || l.OriginalPartition != nil || l.Attempt != 1 {
-		t.Errorf("bare record: %+v", l)
-	}
-
-	now := dlqTime.Add(24 * time.Hour)
-	r := replayMessage(m, now)
-	got := map[string]string{}
-	for _, h := range r.Headers {
-		if _, dup := got[h.Key]; dup {
-			t.Errorf("header %s appears twice", h.Key)
-		}
-		got[h.Key] = string(h.Value)
-	}
-	want := map[string]string{"traceparent": "tp", "x-custom": "kept", jobheader.KeyAttempt: "1", jobheader.KeyFirstSeen: jobheader.FormatTime(now)}
-	if len(got) != len(want) || string(r.Key) != "<a@x>" || string(r.Value) != "{}" || r.Topic != "" {
-		t.Errorf("replay message = %+v, want headers %v", r, want)
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("replay header %s = %q, want %q", k, got[k], v)
-		}
-	}
-}
 
 func TestOneLine(t *testing.T) {
 	tests := []struct{ in, want string }{
@@ -150,6 +47,12 @@ func TestDLQArgumentErrors(t *testing.T) {
 		{[]string{"dlq", "ls", "extra"}, "unknown command"},
 		{[]string{"dlq", "replay", "--batch", "0", "--yes"}, "--batch 0"},
 		{[]string{"dlq", "replay", "--until", "2h", "--since", "1h"}, "is not before"},
+		{[]string{"dlq", "ls", "--tenant", "a\tb"}, `--tenant "a\tb": contains a control character`},
+		{[]string{"dlq", "redrive", "--rate", "0"}, "--rate 0: want more than 0"},
+		{[]string{"dlq", "redrive", "--rate", "20000"}, "--rate 20000"},
+		{[]string{"dlq", "redrive", "--note", "two\nlines"}, "--note contains a control character"},
+		{[]string{"dlq", "redrive", "--since", "yesterday"}, `--since "yesterday"`},
+		{[]string{"dlq", "redrive", "--limit", "-2"}, "--limit -2"},
 	}
 	for _, tt := range tests {
 		_, _, err := postctl(t, env, "", tt.args...)
@@ -234,7 +137,7 @@ func TestDLQLsAndReplay(t *testing.T) {
 		}
 		var ids []string
 		for line := range strings.Lines(out) {
-			var l deadLetter
+			var l redrive.DeadLetter
 			if err := json.Unmarshal([]byte(line), &l); err != nil {
 				t.Fatalf("ls output line %q: %v", line, err)
 			}
@@ -348,5 +251,96 @@ func TestDLQLsAndReplay(t *testing.T) {
 	}
 	if got := records(t, brokers, jobsTopic); len(got) != 2 {
 		t.Errorf("jobs topic has %d records after all replays, want 2", len(got))
+	}
+}
+
+// TestDLQRedrive runs dlq redrive on real Kafka and PostgreSQL: the dry
+// run and the question show the count and change nothing, --yes re-drives
+// the selection with redriven events carrying the note, and running it
+// again sends nothing.
+func TestDLQRedrive(t *testing.T) {
+	testenv.Integration(t, "Kafka and PostgreSQL")
+	t.Setenv("USER", "ada") // the actor on the events
+	brokers := strings.Join(testenv.KafkaBrokers(), ",")
+	dlqTopic, jobsTopic, eventsTopic := testenv.NewTopic(t, 2), testenv.NewTopic(t, 2), testenv.NewTopic(t, 1)
+	url, pool := testenv.NewSchema(t)
+	ctx := t.Context()
+	if err := schema.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	store, err := idempotency.New(idempotency.Config{Owner: "test-worker"}, pool, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := deadletter.New(deadletter.Config{Kafka: testenv.Kafka(), Topic: dlqTopic}, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, d := range []struct{ id, tenant, class string }{
+		{"acme.1@example.com", "acme", "permanent"}, {"acme.2@example.com", "acme", "transient"}, {"globex.1@example.com", "globex", "permanent"},
+	} {
+		j := job.Job{Version: 1, MessageID: d.id, From: "shop@example.com", To: []string{"ada@example.test"}, Subject: "s", Text: "t", Tenant: d.tenant}
+		cs, err := store.Claim(ctx, []idempotency.ClaimRequest{{MessageID: j.MessageID, PayloadHash: j.Hash(), Attempt: 1}})
+		if err != nil || cs[0].Result != idempotency.Claimed {
+			t.Fatalf("claim %s: %+v, %v", j.MessageID, cs, err)
+		}
+		if _, err := store.Record(ctx, []idempotency.Fate{{MessageID: j.MessageID, Version: cs[0].Version, Status: idempotency.StatusFailed, Attempt: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(j)
+		if err := w.Publish(ctx, deadletter.Letter{Key: []byte(j.MessageID), Value: b, Topic: "mail.jobs", Reason: "smtp_permanent", Class: d.class}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"--brokers", brokers, "--database-url", url, "--topic", jobsTopic, "--dlq-topic", dlqTopic, "--events-topic", eventsTopic,
+		"--output", "json", "dlq", "redrive", "--tenant", "acme", "--class", "permanent,transient", "--rate", "500", "--note", "relay fixed"}
+	runRedrive := func(stdin string, extra ...string) (redrive.Summary, error) {
+		t.Helper()
+		out, _, err := postctl(t, nil, stdin, append(slices.Clone(args), extra...)...)
+		var s redrive.Summary
+		if err == nil {
+			err = json.Unmarshal([]byte(out), &s)
+		}
+		return s, err
+	}
+	// ls takes the same tenant and class filters.
+	out, _, err := postctl(t, nil, "", "--brokers", brokers, "--dlq-topic", dlqTopic, "--output", "json", "dlq", "ls", "--tenant", "acme", "--class", "transient")
+	var listed redrive.DeadLetter
+	if err != nil || strings.Count(out, "\n") != 1 || json.Unmarshal([]byte(out), &listed) != nil || listed.MessageID != "acme.2@example.com" || listed.Tenant != "acme" {
+		t.Errorf("ls --tenant acme --class transient: %q, %v", out, err)
+	}
+	if s, err := runRedrive("", "--dry-run"); err != nil || s != (redrive.Summary{Matched: 2, Redriven: 2, DryRun: true}) {
+		t.Errorf("dry run: %+v, %v", s, err)
+	}
+	if _, err := runRedrive("n\n"); err == nil || !strings.Contains(err.Error(), "not confirmed") {
+		t.Errorf("unconfirmed re-drive: %v", err)
+	}
+	if got := records(t, brokers, jobsTopic); len(got) != 0 {
+		t.Fatalf("dry and unconfirmed runs published %d records", len(got))
+	}
+	if s, err := runRedrive("y\n"); err != nil || s != (redrive.Summary{Matched: 2, Redriven: 2, Events: 2}) {
+		t.Errorf("re-drive: %+v, %v", s, err)
+	}
+	recs := records(t, brokers, jobsTopic)
+	var got []string
+	for _, m := range recs {
+		got = append(got, string(m.Key))
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"acme.1@example.com", "acme.2@example.com"}) {
+		t.Errorf("jobs topic holds %v", got)
+	}
+	for _, m := range records(t, brokers, eventsTopic) {
+		e, err := event.Decode(m.Value)
+		if err != nil || e.Type != event.Redriven || e.Note != "relay fixed" || e.Actor != "postctl:ada" || e.Tenant != "acme" {
+			t.Errorf("event %+v, %v", e, err)
+		}
+	}
+	if s, err := runRedrive("", "--yes"); err != nil || s != (redrive.Summary{Matched: 2, SkippedNotReplayable: 2}) {
+		t.Errorf("second re-drive: %+v, %v", s, err)
+	}
+	if got := records(t, brokers, jobsTopic); len(got) != 2 {
+		t.Errorf("jobs topic has %d records after the second re-drive, want 2", len(got))
 	}
 }

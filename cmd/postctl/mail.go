@@ -191,7 +191,7 @@ Message-ID with neither fails with exit code 1.
                 mail), "recipient"?, "attempt", "provider"?, "class"?,
                 "reason"?, "next_attempt_at"?, "code"?, "status"?,
                 "diagnostic"?, "bounce_type"?, "rule"?, "source"?,
-                "feedback_type"?, "dkim_domain"?, "note"?}],
+                "feedback_type"?, "dkim_domain"?, "note"?, "actor"?}],
    "template"?: {"name", "version", "why"?}, "dkim_domain"?,
    "webhooks": [{"endpoint", "event_id", "event_type", "state": "pending"
                  or "dead", "attempts", "last_status"?, "last_error"?,
@@ -279,6 +279,7 @@ func entryDetail(e mailquery.Entry) string {
 	add("feedback ", e.FeedbackType)
 	add("signed by ", e.DKIMDomain)
 	add("", e.Note)
+	add("by ", e.Actor)
 	if len(parts) == 0 {
 		return "-"
 	}
@@ -356,4 +357,40 @@ func writeLife(g *globals, life mailquery.Life) error {
 			codeText(d.LastStatus), oneLine(when, 60), oneLine(d.LastError, 80)})
 	}
 	return writeTable(w, header, rows)
+}
+
+// maxDaysAgo bounds a duration ago in days, so that it cannot overflow.
+const maxDaysAgo = 100_000
+
+// parseTimeArg reads an RFC 3339 time, or a duration before now ("90m",
+// "2h", "7d"), as postctl dlq's --since and --until do; "" is the zero
+// time.
+func parseTimeArg(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	var (
+		d   time.Duration
+		err error
+	)
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		var n int
+		if n, err = strconv.Atoi(days); err == nil && (n > maxDaysAgo || n < -maxDaysAgo) {
+			err = errors.New("too many days")
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		d, err = time.ParseDuration(s)
+	}
+	if err != nil {
+		return time.Time{}, errors.New("want an RFC 3339 time (2026-01-02T15:04:05Z) or a duration ago (90m, 2h, 7d)")
+	}
+	if d < 0 {
+		return time.Time{}, errors.New("a duration ago must not be negative")
+	}
+	return now.Add(-d), nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/consumer"
+	"github.com/postline/postline/internal/redrive"
 	"github.com/postline/postline/internal/webhook"
 )
 
@@ -421,39 +422,9 @@ func parseOptionalTime(flag, v string) (time.Time, error) {
 // offsets now, selects events of f's time range, types and tenants, and
 // queues them for f's endpoint (counts them with dryRun).
 func replayEvents(ctx context.Context, g *globals, q *webhook.Queue, f webhook.ReplayFilter, rate float64, dryRun bool) (int, error) {
-	ranges, err := dlqRanges(ctx, g.kafka, g.eventsTopic)
-	if err != nil {
-		return 0, err
-	}
-	client, closeConn := g.kafka.Client("replay", 10*time.Second)
-	defer closeConn()
-	reqs := make([]kafka.OffsetRequest, len(ranges))
-	for i, pr := range ranges {
-		reqs[i] = kafka.TimeOffsetOf(pr.id, f.From)
-	}
-	res, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{g.eventsTopic: reqs}})
-	if err != nil {
-		return 0, fmt.Errorf("offsets of %s at %s: %w", g.eventsTopic, f.From.Format(time.RFC3339), err)
-	}
-	starts := map[int]int64{}
-	for _, po := range res.Topics[g.eventsTopic] {
-		if po.Error != nil {
-			return 0, fmt.Errorf("offsets of %s/%d: %w", g.eventsTopic, po.Partition, po.Error)
-		}
-		for off := range po.Offsets {
-			if off >= 0 && (starts[po.Partition] == 0 || off < starts[po.Partition]) {
-				starts[po.Partition] = off
-			}
-		}
-	}
-	var scan []partitionRange
-	for _, pr := range ranges {
-		if start, ok := starts[pr.id]; ok && start < pr.end {
-			scan = append(scan, partitionRange{id: pr.id, start: max(start, pr.start), end: pr.end})
-		}
-	}
 	var picked []webhook.Pending
-	err = scanDLQ(ctx, g.kafka, g.eventsTopic, scan, func(m kafka.Message) error {
+	src := redrive.TopicSource{Kafka: g.kafka, Topic: g.eventsTopic, From: f.From}
+	err := src.Scan(ctx, func(m kafka.Message) error {
 		e, err := event.Decode(m.Value)
 		if err != nil || !f.Matches(&e) {
 			return nil

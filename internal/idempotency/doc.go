@@ -45,8 +45,9 @@
 // in small batches).
 //
 // Each row carries the life of its mail: a random number drawn when the row
-// is inserted and drawn again when [Store.ResetForReplay] re-opens it, so a
-// replayed mail, or a Message-ID sent again after its row was purged, is told
+// is inserted and drawn again when [Store.ResetForReplay] re-opens it
+// ([Store.Reopen] returns the new one, for events written before the
+// claim), so a replayed mail, or a Message-ID sent again after its row was purged, is told
 // from its earlier life ([Claim.Life], [Recipient.Life]); its events' IDs
 // hash it in. The column is set by its default and never by an update of the
 // worker, so it costs the HOT updates nothing.

@@ -26,11 +26,12 @@ const (
 	opResolve        = "resolve"
 	opUnconfirmed    = "unconfirmed"
 	opOutbox         = "outbox"
+	opStatuses       = "statuses"
 )
 
 var ops = []string{opClaim, opRecord, opRecordRejected, opNoteConflicts, opExtendLease, opGet, opCountByStatus, opPing,
 	opStuck, opHandBack, opResetForReplay, opStalledReplays, opTouchReplays, opPurge, opRecipients, opResolve, opUnconfirmed,
-	opOutbox}
+	opOutbox, opStatuses}
 
 type metrics struct {
 	claims       *prometheus.CounterVec

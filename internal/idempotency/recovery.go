@@ -282,7 +282,7 @@ WITH u AS (
 		updated_at = now()
 	FROM locked u
 	WHERE m.message_id = u.message_id AND m.status IN ('failed', 'dead')
-	RETURNING m.message_id, u.payload
+	RETURNING m.message_id, u.payload, m.life
 ), kept AS (
 	-- The replayed record's copy, for the reaper: the replay publishes the
 	-- record after this reset, and if that fails nothing else will.
@@ -297,9 +297,9 @@ WITH u AS (
 	-- from being recorded.
 	DELETE FROM postline_recipients r USING upd WHERE r.message_id = upd.message_id
 )
-SELECT message_id FROM upd
+SELECT message_id, COALESCE(life, 0) FROM upd
 UNION ALL
-SELECT u.message_id FROM u
+SELECT u.message_id, 0::bigint FROM u
 WHERE NOT EXISTS (SELECT 1 FROM postline_messages m WHERE m.message_id = u.message_id)`
 
 // ResetForReplay makes replayable messages deliverable again, in one round
@@ -319,6 +319,29 @@ WHERE NOT EXISTS (SELECT 1 FROM postline_messages m WHERE m.message_id = u.messa
 // replay finds the row pending or sent; a copy published anyway is deduped by
 // the claim). An ID that appears twice is reset once, by its first entry.
 func (s *Store) ResetForReplay(ctx context.Context, resets []Reset) (reset []string, err error) {
+	reopened, err := s.Reopen(ctx, resets)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range reopened {
+		reset = append(reset, r.MessageID)
+	}
+	return reset, nil
+}
+
+// Reopened is a message ResetForReplay made deliverable again, with the
+// new life its events belong to.
+type Reopened struct {
+	MessageID string
+	// Life is the row's new life (Claim.Life); 0 when the ID had no row:
+	// the replayed record's claim inserts it with a life of its own.
+	Life int64
+}
+
+// Reopen is ResetForReplay returning the new life of each reset row too,
+// for a caller that writes events about the new life before the worker
+// claims it (postctl dlq redrive's redriven events).
+func (s *Store) Reopen(ctx context.Context, resets []Reset) ([]Reopened, error) {
 	if len(resets) == 0 {
 		return nil, nil
 	}
@@ -343,15 +366,35 @@ func (s *Store) ResetForReplay(ctx context.Context, resets []Reset) (reset []str
 		payloads = append(payloads, r.Payload)
 	}
 	start := time.Now()
-	won, err := s.updateReturningIDs(ctx, resetForReplaySQL, ids, hashes, payloads)
+	lives, err := s.reopenRoundTrip(ctx, ids, hashes, payloads)
 	s.observe(ctx, opResetForReplay, start, err)
 	if err != nil {
 		return nil, fmt.Errorf("reset %d messages for replay: %w", len(ids), err)
 	}
+	var out []Reopened
 	for _, id := range ids {
-		if won[id] {
-			reset = append(reset, id)
+		if life, ok := lives[id]; ok {
+			out = append(out, Reopened{MessageID: id, Life: life})
 		}
 	}
-	return reset, nil
+	return out, nil
+}
+
+func (s *Store) reopenRoundTrip(ctx context.Context, ids []string, hashes, payloads [][]byte) (map[string]int64, error) {
+	rows, err := s.pool.Query(ctx, resetForReplaySQL, ids, hashes, payloads)
+	if err != nil {
+		return nil, err
+	}
+	lives := make(map[string]int64, len(ids))
+	var (
+		id   string
+		life int64
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&id, &life}, func() error {
+		lives[id] = life
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return lives, nil
 }

@@ -147,17 +147,29 @@ func readWebhooks(ctx context.Context, tx pgx.Tx, messageID string) ([]WebhookDe
 	return out, err
 }
 
+// reopenSlack is how far apart a row's re-open (replayed_at, the
+// database's clock) and a redriven event (the re-driving process's clock)
+// may be and still be the one re-drive.
+const reopenSlack = time.Minute
+
 // entries are the transitions of m, oldest first: its claim (at the row's
-// creation), its last replay, and its events. Entries at the same instant
+// creation), its last re-open, and its events. Entries at the same instant
 // keep that order, events among themselves their indexed order.
+//
+// The row keeps only its last re-open (replayed_at). postctl dlq redrive
+// also publishes a redriven event per recipient, which says more (the
+// operator's note, who); the row's re-open is shown only when no such
+// event is near it: a postctl dlq replay, which publishes none.
 func entries(m Mail, events []event.Event) []Entry {
 	out := make([]Entry, 0, len(events)+2)
 	if !m.Purged {
 		out = append(out, Entry{At: m.CreatedAt, Type: EntryClaimed, RecipientIndex: -1})
 	}
-	if !m.ReplayedAt.IsZero() {
+	if !m.ReplayedAt.IsZero() && !slices.ContainsFunc(events, func(e event.Event) bool {
+		return e.Type == event.Redriven && e.At.Sub(m.ReplayedAt).Abs() <= reopenSlack
+	}) {
 		out = append(out, Entry{At: m.ReplayedAt, Type: EntryRedriven, RecipientIndex: -1,
-			Note: "postctl dlq replay re-opened the row (its last replay)"})
+			Note: "the row was re-opened for another life (postctl dlq replay); its last re-open"})
 	}
 	for _, e := range events {
 		out = append(out, entryOf(e))
@@ -170,7 +182,7 @@ func entries(m Mail, events []event.Event) []Entry {
 func entryOf(e event.Event) Entry {
 	en := Entry{At: e.At.UTC(), Type: string(e.Type), EventID: e.ID, RecipientIndex: e.RecipientIndex,
 		Recipient: e.Recipient, Attempt: e.Attempt, Provider: e.Provider, Class: e.Class, Reason: e.Reason,
-		FeedbackType: e.FeedbackType, DKIMDomain: e.DKIMDomain}
+		FeedbackType: e.FeedbackType, DKIMDomain: e.DKIMDomain, Note: e.Note, Actor: e.Actor}
 	if e.NextAttemptAt != nil {
 		en.NextAttemptAt = e.NextAttemptAt.UTC()
 	}

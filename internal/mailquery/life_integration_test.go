@@ -148,6 +148,47 @@ func TestLife(t *testing.T) {
 		t.Errorf("dash = %+v", dash)
 	}
 
+	t.Run("re-opens", func(t *testing.T) {
+		seed(t, pool,
+			seeded{id: "replayed@shop", tenant: "acme", status: idempotency.StatusSent, createdAt: at(30),
+				rcpts: []idempotency.RecipientFate{rcpt(0, "ada@example.com", idempotency.RecipientAccepted)}},
+			seeded{id: "redriven@shop", tenant: "acme", status: idempotency.StatusSent, createdAt: at(30),
+				rcpts: []idempotency.RecipientFate{rcpt(0, "ada@example.com", idempotency.RecipientAccepted)}})
+		for id, reopened := range map[string]time.Time{"replayed@shop": at(20), "redriven@shop": at(20)} {
+			if _, err := pool.Exec(ctx, `UPDATE postline_messages SET replayed_at = $2 WHERE message_id = $1`, id, reopened); err != nil {
+				t.Fatal(err)
+			}
+		}
+		redriven := ev("redriven@shop", 0, "ada@example.com", event.Redriven, 0, at(20).Add(2*time.Second))
+		redriven.Note, redriven.Actor, redriven.Reason = "relay fixed", "postctl:ops", "max_attempts"
+		if err := ix.WriteEvents(ctx, []event.Event{redriven}); err != nil {
+			t.Fatal(err)
+		}
+
+		// A replay publishes no event: the row's re-open is the entry.
+		life, err := r.Life(ctx, "replayed@shop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(life.Entries) != 2 || life.Entries[1].Type != mailquery.EntryRedriven || life.Entries[1].RecipientIndex != -1 ||
+			!life.Entries[1].At.Equal(at(20)) || life.Entries[1].Note == "" {
+			t.Errorf("replayed mail's entries = %+v, want the claim and the row's re-open", life.Entries)
+		}
+		// A re-drive's events tell more, and the row's re-open is not
+		// shown again beside them.
+		life, err = r.Life(ctx, "redriven@shop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(life.Entries) != 2 {
+			t.Fatalf("re-driven mail's entries = %+v, want the claim and the redriven event", life.Entries)
+		}
+		if e := life.Entries[1]; e.Type != "redriven" || e.RecipientIndex != 0 || e.Note != "relay fixed" ||
+			e.Actor != "postctl:ops" || e.Reason != "max_attempts" || e.EventID != redriven.ID {
+			t.Errorf("redriven entry = %+v", e)
+		}
+	})
+
 	t.Run("unknown mail", func(t *testing.T) {
 		if _, err := r.Life(ctx, "nobody@shop"); !errors.Is(err, mailquery.ErrNotFound) {
 			t.Errorf("Life = %v, want ErrNotFound", err)

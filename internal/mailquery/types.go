@@ -132,8 +132,9 @@ type TemplateUse struct {
 // Entry is one transition of a mail or of one of its recipients.
 type Entry struct {
 	At time.Time `json:"at,omitzero"`
-	// Type is an event type (accepted, deferred, bounced, ...) or
-	// "claimed" or "redriven".
+	// Type is an event type (accepted, deferred, bounced, redriven, ...),
+	// or EntryClaimed, or EntryRedriven for a re-open of the row that no
+	// redriven event tells of.
 	Type string `json:"type"`
 	// EventID is the event's ID, "" for a transition with no event.
 	EventID string `json:"event_id,omitempty"`
@@ -157,8 +158,9 @@ type Entry struct {
 	FeedbackType string `json:"feedback_type,omitempty"`
 	// DKIMDomain is the domain that signed the mail, on an accepted entry.
 	DKIMDomain string `json:"dkim_domain,omitempty"`
-	// Note is an operator's note (a re-drive's).
-	Note string `json:"note,omitempty"`
+	// Note is an operator's note (a re-drive's); Actor who re-drove.
+	Note  string `json:"note,omitempty"`
+	Actor string `json:"actor,omitempty"`
 }
 
 // WebhookDelivery is the delivery of one event to one endpoint, as the

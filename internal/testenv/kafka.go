@@ -1,11 +1,13 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/postline/postline/internal/backoff"
 	"github.com/postline/postline/internal/topic"
 )
 
@@ -30,10 +32,18 @@ func NewTopic(t testing.TB, partitions int) string {
 		t.Fatalf("create test topic %s on %v: %v", name, brokers, err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// A busy broker may answer a deletion with an error that says
+		// nothing about the test (Broker Not Available while the
+		// controller is slow): try again before calling it a failure.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := topic.Delete(ctx, Kafka(), name); err != nil {
-			t.Errorf("delete test topic %s: %v", name, err)
+		var last error
+		err := backoff.Policy{First: 200 * time.Millisecond, Max: 2 * time.Second}.Do(ctx, func() error {
+			last = topic.Delete(ctx, Kafka(), name)
+			return last
+		})
+		if err != nil {
+			t.Errorf("delete test topic %s: %v", name, cmp.Or(last, err))
 		}
 	})
 	return name

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -157,6 +158,22 @@ func TestMatches(t *testing.T) {
 		ep := Endpoint{Types: tt.types, Tenants: tt.tenants}
 		if got := ep.Matches(tt.ev); got != tt.want {
 			t.Errorf("%s: Matches = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestEveryEventTypeIsAFilter checks that an endpoint may filter on every
+// type Postline publishes (redriven included) and then receives it.
+func TestEveryEventTypeIsAFilter(t *testing.T) {
+	for _, typ := range event.Types {
+		doc := fmt.Sprintf("endpoints: [{id: a, url: 'https://a.example/x', secret_env: A, types: [%s]}]", typ)
+		eps, err := ParseEndpoints([]byte(doc), false)
+		if err != nil {
+			t.Errorf("types [%s]: %v", typ, err)
+			continue
+		}
+		if !eps[0].Matches(&event.Event{Type: typ}) {
+			t.Errorf("an endpoint filtering on %s does not match a %s event", typ, typ)
 		}
 	}
 }
