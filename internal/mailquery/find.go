@@ -53,12 +53,12 @@ const mailColumns = `m.message_id, COALESCE(m.tenant, ''), m.status, COALESCE(m.
 // mails it selects after c (nil: from the newest), newest first, one more
 // than limit so that the caller knows whether a page follows.
 //
-// Every listing walks postline_messages in the order of
-// postline_messages_created_idx, newest first, unless a recipient, a
-// Message-ID or a rare state make the planner start from their indexes:
+// A listing walks postline_messages along postline_messages_created_idx,
+// newest first, and checks the other conditions on each row, unless a
+// Message-ID or a recipient lets the planner start from their indexes:
 // the recipient conditions are semi-joins it may run either way, from the
-// address index for a rare address, along the time index for a domain
-// with mail on every page.
+// address index for a rare address or domain, along the time index for a
+// domain with mail on every page.
 func findSQL(f Filter, match *RecipientMatch, c *cursor, limit int) (string, []any) {
 	var b sqlBuilder
 	if f.MessageID != "" {
