@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/postline/postline/internal/mailquery"
+	"github.com/postline/postline/internal/timearg"
 )
 
 // mailFlags are the flags of postctl mail find, by mailquery.Filter field.
@@ -40,10 +41,10 @@ func (f mailFindFlags) filter(now time.Time) (mailquery.Filter, error) {
 	out := mailquery.Filter{MessageID: bareMessageID(f.messageID), Recipient: f.recipient, Tenant: f.tenant,
 		State: f.state, Reason: f.reason, Cursor: strings.TrimSpace(f.cursor), Limit: f.limit}
 	var err error
-	if out.Since, err = parseTimeArg(f.since, now); err != nil {
+	if out.Since, err = timearg.Parse(f.since, now); err != nil {
 		return out, fmt.Errorf("--since %q: %w", f.since, err)
 	}
-	if out.Until, err = parseTimeArg(f.until, now); err != nil {
+	if out.Until, err = timearg.Parse(f.until, now); err != nil {
 		return out, fmt.Errorf("--until %q: %w", f.until, err)
 	}
 	return out, flagError(out.Validate())
@@ -357,40 +358,4 @@ func writeLife(g *globals, life mailquery.Life) error {
 			codeText(d.LastStatus), oneLine(when, 60), oneLine(d.LastError, 80)})
 	}
 	return writeTable(w, header, rows)
-}
-
-// maxDaysAgo bounds a duration ago in days, so that it cannot overflow.
-const maxDaysAgo = 100_000
-
-// parseTimeArg reads an RFC 3339 time, or a duration before now ("90m",
-// "2h", "7d"), as postctl dlq's --since and --until do; "" is the zero
-// time.
-func parseTimeArg(s string, now time.Time) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	var (
-		d   time.Duration
-		err error
-	)
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		var n int
-		if n, err = strconv.Atoi(days); err == nil && (n > maxDaysAgo || n < -maxDaysAgo) {
-			err = errors.New("too many days")
-		}
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		d, err = time.ParseDuration(s)
-	}
-	if err != nil {
-		return time.Time{}, errors.New("want an RFC 3339 time (2026-01-02T15:04:05Z) or a duration ago (90m, 2h, 7d)")
-	}
-	if d < 0 {
-		return time.Time{}, errors.New("a duration ago must not be negative")
-	}
-	return now.Add(-d), nil
 }

@@ -44,29 +44,6 @@ func TestMailUsage(t *testing.T) {
 	}
 }
 
-func TestParseTimeArg(t *testing.T) {
-	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
-	tests := []struct {
-		in      string
-		want    time.Time
-		wantErr bool
-	}{
-		{in: "", want: time.Time{}},
-		{in: "2026-12-01T10:00:00Z", want: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)},
-		{in: "90m", want: now.Add(-90 * time.Minute)},
-		{in: " 7d ", want: now.Add(-7 * 24 * time.Hour)},
-		{in: "-2h", wantErr: true},
-		{in: "yesterday", wantErr: true},
-		{in: "999999999d", wantErr: true},
-	}
-	for _, tt := range tests {
-		got, err := parseTimeArg(tt.in, now)
-		if (err != nil) != tt.wantErr || !got.Equal(tt.want) {
-			t.Errorf("parseTimeArg(%q) = %v, %v; want %v (error %t)", tt.in, got, err, tt.want, tt.wantErr)
-		}
-	}
-}
-
 func TestEntryDetail(t *testing.T) {
 	next := time.Date(2026, 12, 1, 14, 0, 0, 0, time.UTC)
 	tests := []struct {

@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/postline/postline/internal/jobheader"
+	"github.com/postline/postline/internal/timearg"
 )
 
 // Filter selects dead letters. Zero fields select everything.
@@ -110,10 +110,10 @@ func (s FilterSpec) Parse(now time.Time, name func(field string) string) (Filter
 		}
 	}
 	var err error
-	if out.Since, err = parseTime(s.Since, now); err != nil {
+	if out.Since, err = timearg.Parse(s.Since, now); err != nil {
 		return Filter{}, fail(FieldSince, "%q: %v", s.Since, err)
 	}
-	if out.Until, err = parseTime(s.Until, now); err != nil {
+	if out.Until, err = timearg.Parse(s.Until, now); err != nil {
 		return Filter{}, fail(FieldUntil, "%q: %v", s.Until, err)
 	}
 	if !out.Since.IsZero() && !out.Until.IsZero() && !out.Since.Before(out.Until) {
@@ -130,37 +130,4 @@ func checkListValue(v string) error {
 		return errors.New("contains a control character")
 	}
 	return nil
-}
-
-// parseTime reads an RFC 3339 time, or a duration before now ("90m", "2h",
-// "7d"); "" is the zero time.
-func parseTime(s string, now time.Time) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	var (
-		d   time.Duration
-		err error
-	)
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		var n int
-		n, err = strconv.Atoi(days)
-		if err == nil && (n > 100000 || n < -100000) {
-			err = errors.New("too many days")
-		}
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		d, err = time.ParseDuration(s)
-	}
-	if err != nil {
-		return time.Time{}, errors.New("want an RFC 3339 time (2026-01-02T15:04:05Z) or a duration ago (90m, 2h, 7d)")
-	}
-	if d < 0 {
-		return time.Time{}, errors.New("a duration ago must not be negative")
-	}
-	return now.Add(-d), nil
 }
