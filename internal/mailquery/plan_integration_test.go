@@ -39,23 +39,10 @@ ANALYZE postline_recipients;`); err != nil {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := mailquery.Filter{Recipient: tt.recipient}
-			sql, args := mailquery.FindSQL(f)
-			rows, err := pool.Query(ctx, "EXPLAIN "+sql, args...)
+			text, err := r.ExplainFind(ctx, f, false)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var lines []string
-			for rows.Next() {
-				var line string
-				if err := rows.Scan(&line); err != nil {
-					t.Fatal(err)
-				}
-				lines = append(lines, line)
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
-			text := strings.Join(lines, "\n")
 			if !strings.Contains(text, "postline_recipients_address_idx") {
 				t.Errorf("the plan does not use postline_recipients_address_idx:\n%s", text)
 			}
@@ -68,5 +55,30 @@ ANALYZE postline_recipients;`); err != nil {
 			}
 			t.Logf("plan:\n%s", text)
 		})
+	}
+}
+
+// TestExplainLifeShowsEachStatement checks that ExplainLife plans Life's
+// statements, with their run times under analyze, and that a mail's events
+// are read through their index.
+func TestExplainLifeShowsEachStatement(t *testing.T) {
+	pool := migrated(t)
+	r := newReader(t, pool)
+	for _, analyze := range []bool{false, true} {
+		text, err := r.ExplainLife(t.Context(), "nobody@x", analyze)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"-- row", "-- recipients", "-- events", "-- webhooks", "postline_mail_events_message_idx"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("ExplainLife(analyze %t) lacks %q:\n%s", analyze, want, text)
+			}
+		}
+		if got := strings.Contains(text, "actual time="); got != analyze {
+			t.Errorf("ExplainLife(analyze %t) shows run times: %t:\n%s", analyze, got, text)
+		}
+	}
+	if _, err := r.ExplainFind(t.Context(), mailquery.Filter{State: "nonsense"}, false); err == nil {
+		t.Error("ExplainFind took an invalid filter")
 	}
 }

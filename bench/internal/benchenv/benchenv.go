@@ -25,9 +25,9 @@ import (
 // CreateSchema creates schema in the database at base, a postgres:// URL,
 // and returns base with search_path set to it.
 func CreateSchema(ctx context.Context, base, schema string) (string, error) {
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return "", errors.New("-database-url must be a postgres:// URL")
+	schemaURL, err := SchemaURL(base, schema)
+	if err != nil {
+		return "", err
 	}
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
@@ -36,6 +36,16 @@ func CreateSchema(ctx context.Context, base, schema string) (string, error) {
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		return "", fmt.Errorf("create schema %s: %w", schema, err)
+	}
+	return schemaURL, nil
+}
+
+// SchemaURL returns base, a postgres:// URL, with search_path set to
+// schema: how a harness connects to a schema that exists.
+func SchemaURL(base, schema string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", errors.New("-database-url must be a postgres:// URL")
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
