@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# scripts/bench.sh (make bench): the end-to-end delivery benchmark, then the scaling table and the
-# unconfirmed sweep's.
+# scripts/bench.sh (make bench): the end-to-end delivery benchmark, then the scaling table, the
+# unconfirmed sweep's, the guarded re-drive's and the console search's.
 #
-#   scripts/bench.sh [--no-scale] [--no-sweep] [--no-redrive] [bench/e2e flags]   e.g. -jobs 20000 -senders 16 -runs 3 -out bin/new.txt
+#   scripts/bench.sh [--no-scale] [--no-sweep] [--no-redrive] [--no-search] [bench/e2e flags]   e.g. -jobs 20000 -senders 16 -runs 3 -out bin/new.txt
 #   scripts/bench.sh -variants memory      only the memory burst (make bench-memory)
 #   scripts/bench.sh -variants postline,postfix,smtp-source-d -jobs 5000   a quick headline run
 #   scripts/bench.sh -variants postline,outcomes -jobs 5000   the outcome loop against plain mail
+#   scripts/bench.sh -variants postline,noindex -jobs 5000 -runs 3   what the recipient index costs
 #
 # Starts the local stack with Postfix's smtp-sink (127.0.0.1:2525), builds the Postline worker and
 # webhook dispatcher, the worker of BASELINE_REV (default 4c91515, from `git archive`, into
 # bin/worker-baseline) and the naive baseline into bin/, then runs bench/e2e: first a warm-up of
 # 300,000 jobs through the current worker, not measured (-warmup-jobs; a freshly started broker's
 # JIT would otherwise make the first rows slower), then the baseline worker and the current one alternating, the
+# current one on a schema without the console's recipient index (noindex: the index's cost), the
 # worker on template jobs (each naming a stored template it renders), the worker with the outcome
 # loop on (bounce domain, return paths, confirm phase, events) and the webhook dispatcher sending
 # every event to an endpoint of the harness (mails/s and the webhook lag), the naive worker, raw
@@ -37,6 +39,12 @@
 # within 10 %), and a second identical re-drive that must re-drive none. A run given -variants or
 # --no-redrive skips it.
 #
+# Last, the console's search table (`go run ./bench/search`): recipient searches and mail pages
+# through internal/mailquery over 10,000,000 seeded mails, p99 against 100 and 50 ms (PASS or FAIL,
+# the run then fails). The seed (about 10 GiB, tens of minutes) is kept in the schema bench_search
+# between runs and re-used while it matches; `go run ./bench/search -drop -seed-only` removes it. A
+# run given -variants or --no-search skips it.
+#
 # The memory burst needs root and a writable /sys/fs/cgroup/memory (cgroup v1); without it the run
 # fails with the reason rather than measure without the limit.
 set -euo pipefail
@@ -47,13 +55,15 @@ cd "$ROOT"
 SCALE=1
 SWEEP=1
 REDRIVE=1
+SEARCH=1
 ARGS=()
 for a in "$@"; do
   case $a in
   --no-scale) SCALE=0 ;;
   --no-sweep) SWEEP=0 ;;
   --no-redrive) REDRIVE=0 ;;
-  -variants | -variants=* | --variants | --variants=*) SCALE=0 SWEEP=0 REDRIVE=0 ARGS+=("$a") ;;
+  --no-search) SEARCH=0 ;;
+  -variants | -variants=* | --variants | --variants=*) SCALE=0 SWEEP=0 REDRIVE=0 SEARCH=0 ARGS+=("$a") ;;
   *) ARGS+=("$a") ;;
   esac
 done
@@ -140,4 +150,14 @@ if ((REDRIVE)); then
   printf '\n' >&2
   printf '\n'
   "${REDRIVE_CMD[@]}"
+fi
+
+if ((SEARCH)); then
+  # The stack's PostgreSQL, in the kept schema bench_search (seeded on the first run).
+  SEARCH_CMD=(go run ./bench/search -database-url "${POSTLINE_TEST_DATABASE_URL:-postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable}")
+  printf 'bench: console search: ' >&2
+  printf ' %q' "${SEARCH_CMD[@]}" >&2
+  printf '\n' >&2
+  printf '\n'
+  "${SEARCH_CMD[@]}"
 fi

@@ -8,6 +8,8 @@
 //   - baseline: -baseline-bin with the postline settings, just before the
 //     postline row in every run, for the "CPU per mail vs baseline" target;
 //   - postline: bin/worker with -senders SMTP sessions;
+//   - noindex: the same worker and settings on a schema without the
+//     console's recipient index (noindex.go), for what that index costs;
 //   - template: the same worker and settings, but every job names a stored
 //     template (template.go) that the worker renders, instead of carrying
 //     its body;
@@ -162,6 +164,10 @@ func runVariant(ctx context.Context, o options, v string, r int, host, port stri
 			bin = o.baselineBin
 		}
 		return one(runWorker(ctx, o, plainSpec(o, v, bin, o.jobs, r, host, port), stderr))
+	case variantNoIndex:
+		spec := plainSpec(o, variantNoIndex, o.workerBin, o.jobs, r, host, port)
+		spec.prepare = prepareNoIndex
+		return one(runWorker(ctx, o, spec, stderr))
 	case variantTemplate:
 		return one(runWorker(ctx, o, workerSpec{
 			name: variantTemplate, bin: o.workerBin, jobs: o.jobs, run: r, http: true,
@@ -238,6 +244,9 @@ func report(w io.Writer, o options, args []string, cpu string, all []result) {
 	if slices.Contains(o.variants, variantOutcomes) {
 		ts = append(ts, outcomeTargets(rows, variantOutcomes, variantPostline)...)
 	}
+	if slices.Contains(o.variants, variantNoIndex) {
+		ts = append(ts, noIndexTarget(rows, variantPostline, variantNoIndex))
+	}
 	targetTable(w, ts)
 	fmt.Fprintf(w, "\n")
 	table(w, rows, variantNaive, variantPostfix, variantSourceD)
@@ -273,6 +282,9 @@ func report(w io.Writer, o options, args []string, cpu string, all []result) {
 	}
 	if slices.Contains(o.variants, variantBaseline) {
 		fmt.Fprintf(w, "- baseline: %s (commit %s) with the postline row's settings, run just before it in every run.\n", o.baselineBin, cmp.Or(o.baselineRev, "unknown"))
+	}
+	if slices.ContainsFunc(rows, func(r result) bool { return r.Variant == variantNoIndex }) {
+		fmt.Fprintf(w, "- noindex: the postline worker with the same settings and jobs on a schema without %s (the console's recipient search, migration 0019), dropped after the migrations; the postline row of the same run has it.\n", noIndexedIndex)
 	}
 	if slices.ContainsFunc(rows, func(r result) bool { return r.Variant == variantTemplate }) {
 		fmt.Fprintf(w, "- template: the postline worker with the same settings; each job names a stored template (subject, text and HTML parts in a stored layout, a data schema, 3 line items under range) with its own data, and the worker renders it (label refresh at its default).\n")

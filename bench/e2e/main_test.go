@@ -56,10 +56,10 @@ func TestParseFlags(t *testing.T) {
 		},
 		{name: "memory is in the default variants", args: []string{"-smtp-source", "s"},
 			check: func(o options) bool { return slices.Contains(o.variants, "memory") }},
-		{name: "template follows postline in the default variants", args: []string{"-smtp-source", "s"},
+		{name: "noindex, then template, follow postline in the default variants", args: []string{"-smtp-source", "s"},
 			check: func(o options) bool {
 				i := slices.Index(o.variants, "postline")
-				return i >= 0 && i+1 < len(o.variants) && o.variants[i+1] == "template"
+				return i >= 0 && i+2 < len(o.variants) && o.variants[i+1] == "noindex" && o.variants[i+2] == "template"
 			}},
 		{name: "outcomes follows template in the default variants", args: []string{"-smtp-source", "s"},
 			check: func(o options) bool {

@@ -69,7 +69,7 @@ const (
 )
 
 // knownVariants are the values -variants takes.
-var knownVariants = []string{variantBaseline, variantPostline, variantTemplate, variantOutcomes, variantNaive, variantSource, variantSourceD, variantPostfix, variantMemory}
+var knownVariants = []string{variantBaseline, variantPostline, variantNoIndex, variantTemplate, variantOutcomes, variantNaive, variantSource, variantSourceD, variantPostfix, variantMemory}
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -93,7 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.smtpSource, "smtp-source", os.Getenv("POSTLINE_SMTP_SOURCE_BIN"), "Postfix smtp-source (scripts/stack.sh smtp-source-path)")
 	fs.StringVar(&o.smtpSourceLib, "smtp-source-lib", "", "LD_LIBRARY_PATH for smtp-source (default: ../lib/postfix next to it)")
 	stack := benchenv.AddStackFlags(fs, "PostgreSQL URL (a schema per variant is created in it)")
-	variants := fs.String("variants", "baseline,postline,template,outcomes,naive,smtp-source,postfix,memory", "variants to run, comma-separated (baseline: -baseline-bin with the postline settings, skipped without it; template: the worker rendering a stored template per job; outcomes: the worker with a bounce domain, return paths and the confirm phase, and the webhook dispatcher sending its events to an endpoint of the harness; smtp-source runs both smtp-source rows, smtp-source-d only the -d one; postfix: smtp-source -d through a Postfix relay the run configures; memory runs the bounded row and its baselines)")
+	variants := fs.String("variants", "baseline,postline,noindex,template,outcomes,naive,smtp-source,postfix,memory", "variants to run, comma-separated (baseline: -baseline-bin with the postline settings, skipped without it; noindex: the postline worker on a schema without the console's recipient index; template: the worker rendering a stored template per job; outcomes: the worker with a bounce domain, return paths and the confirm phase, and the webhook dispatcher sending its events to an endpoint of the harness; smtp-source runs both smtp-source rows, smtp-source-d only the -d one; postfix: smtp-source -d through a Postfix relay the run configures; memory runs the bounded row and its baselines)")
 	fs.StringVar(&o.baselineBin, "baseline-bin", "", "a worker built from an earlier commit, run with the postline row's settings as the baseline row (empty: no baseline row)")
 	fs.StringVar(&o.baselineRev, "baseline-rev", "", "the commit -baseline-bin was built from, for the table")
 	fs.StringVar(&o.workerRev, "worker-rev", "", "what -worker-bin was built from (a commit, +uncommitted for a dirty tree), for the report")
