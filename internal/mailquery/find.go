@@ -3,8 +3,10 @@ package mailquery
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -25,22 +27,17 @@ func (b *sqlBuilder) arg(v any) string {
 func (b *sqlBuilder) cond(c string) { b.where = append(b.where, c) }
 
 // recipientMatchSQL is the condition on postline_recipients r that selects
-// the addresses m matches, through postline_recipients_address_idx
-// (migration 0019): the lowercased, reversed address equals the asked one's
-// for an address, and starts with the reversed "@domain" for a domain. The
-// range of a domain ends at its prefix with the final "@" (0x40) raised to
-// "A" (0x41): ~<~ compares bytes, so the range holds exactly the strings
-// with that prefix. An address's local part is then compared exactly: the
-// lowercased addresses are equal, so the stored one's local part has as many
-// characters as the asked one's.
+// the addresses m matches, through the indexes of migration 0021: an
+// address is an equality on the lowercased address (then its local part is
+// compared exactly: the lowercased addresses are equal, so the stored
+// one's local part has as many characters as the asked one's), a domain
+// an equality on the lowercased text after the address's last "@".
 func (b *sqlBuilder) recipientMatchSQL(m RecipientMatch) string {
 	if m.Local == "" {
-		domain := b.arg(m.Domain)
-		return fmt.Sprintf(`reverse(lower(r.address)) ~>=~ reverse(lower('@' || %[1]s::text))
-		AND reverse(lower(r.address)) ~<~ (reverse(lower(%[1]s::text)) || 'A')`, domain)
+		return "lower(split_part(r.address, '@', -1)) = " + b.arg(m.Domain) + "::text"
 	}
 	addr, local := b.arg(m.Address()), b.arg(m.Local)
-	return fmt.Sprintf(`reverse(lower(r.address)) = reverse(lower(%s::text))
+	return fmt.Sprintf(`lower(r.address) = lower(%s::text)
 		AND left(r.address, char_length(%[2]s::text)) = %[2]s::text`, addr, local)
 }
 
@@ -51,16 +48,30 @@ const mailColumns = `m.message_id, COALESCE(m.tenant, ''), m.status, COALESCE(m.
 
 // findSQL is the statement of one page of f (checked by Validate): the
 // mails it selects after c (nil: from the newest), newest first, one more
-// than limit so that the caller knows whether a page follows.
+// than limit so that the caller knows whether a page follows. Its last
+// parameter is that row limit.
 //
 // A listing walks postline_messages along postline_messages_created_idx,
 // newest first, and checks the other conditions on each row, unless a
-// Message-ID or a recipient lets the planner start from their indexes:
-// the recipient conditions are semi-joins it may run either way, from the
-// address index for a rare address or domain, along the time index for a
-// domain with mail on every page.
+// Message-ID lets the planner start from the mail's key. With a recipient
+// the statement is instead recipientSQL's, whose rows findByRecipient
+// makes the page of.
 func findSQL(f Filter, match *RecipientMatch, c *cursor, limit int) (string, []any) {
 	var b sqlBuilder
+	mailConditions(&b, f, c)
+	if match != nil {
+		return recipientSQL(&b, f, *match, firstCandidates(limit))
+	}
+	sql := "SELECT " + mailColumns + "\nFROM postline_messages m"
+	if len(b.where) > 0 {
+		sql += "\nWHERE " + strings.Join(b.where, "\n\tAND ")
+	}
+	sql += "\nORDER BY m.created_at DESC, m.message_id DESC\nLIMIT " + b.arg(limit+1)
+	return sql, b.args
+}
+
+// mailConditions adds the conditions of f and c on postline_messages m.
+func mailConditions(b *sqlBuilder, f Filter, c *cursor) {
 	if f.MessageID != "" {
 		b.cond("m.message_id = " + b.arg(f.MessageID))
 	}
@@ -69,7 +80,7 @@ func findSQL(f Filter, match *RecipientMatch, c *cursor, limit int) (string, []a
 	}
 	if f.State != "" {
 		s := b.arg(f.State)
-		inRecipients := "EXISTS (SELECT 1 FROM postline_recipients r WHERE r.message_id = m.message_id AND r.state = " + s + ")"
+		inRecipients := "EXISTS (SELECT 1 FROM postline_recipients o WHERE o.message_id = m.message_id AND o.state = " + s + ")"
 		switch {
 		case isMailStatus(f.State) && isRecipientState(f.State):
 			b.cond("(m.status = " + s + " OR " + inRecipients + ")")
@@ -81,12 +92,8 @@ func findSQL(f Filter, match *RecipientMatch, c *cursor, limit int) (string, []a
 	}
 	if f.Reason != "" {
 		r := b.arg(f.Reason)
-		b.cond(fmt.Sprintf(`(m.error_class = %[1]s OR EXISTS (SELECT 1 FROM postline_recipients r
-		WHERE r.message_id = m.message_id AND (r.rule = %[1]s OR r.bounce_type = %[1]s)))`, r))
-	}
-	if match != nil {
-		b.cond("EXISTS (SELECT 1 FROM postline_recipients r WHERE r.message_id = m.message_id\n\t\tAND " +
-			b.recipientMatchSQL(*match) + ")")
+		b.cond(fmt.Sprintf(`(m.error_class = %[1]s OR EXISTS (SELECT 1 FROM postline_recipients o
+		WHERE o.message_id = m.message_id AND (o.rule = %[1]s OR o.bounce_type = %[1]s)))`, r))
 	}
 	if !f.Since.IsZero() {
 		b.cond("m.created_at >= " + b.arg(f.Since))
@@ -100,12 +107,88 @@ func findSQL(f Filter, match *RecipientMatch, c *cursor, limit int) (string, []a
 		at, id := b.arg(c.createdAt), b.arg(c.messageID)
 		b.cond(fmt.Sprintf("m.created_at <= %[1]s AND (m.created_at < %[1]s OR m.message_id < %[2]s)", at, id))
 	}
-	sql := "SELECT " + mailColumns + "\nFROM postline_messages m"
-	if len(b.where) > 0 {
-		sql += "\nWHERE " + strings.Join(b.where, "\n\tAND ")
+}
+
+// recipientSQL is the statement of a recipient search: the recipient rows
+// match selects, newest written first, along the address's or domain's
+// index (migration 0021), each with its mail, which must meet the
+// conditions in b; at most the last parameter's rows. A mail is no older
+// than its recipient rows, so a mail created since f.Since has its rows
+// written since then too.
+func recipientSQL(b *sqlBuilder, f Filter, match RecipientMatch, rows int) (string, []any) {
+	b.cond(b.recipientMatchSQL(match))
+	if !f.Since.IsZero() {
+		b.cond("r.created_at >= " + b.arg(f.Since))
 	}
-	sql += "\nORDER BY m.created_at DESC, m.message_id DESC\nLIMIT " + b.arg(limit+1)
+	sql := "SELECT " + mailColumns + ", r.created_at\nFROM postline_recipients r JOIN postline_messages m ON m.message_id = r.message_id" +
+		"\nWHERE " + strings.Join(b.where, "\n\tAND ") + "\nORDER BY r.created_at DESC\nLIMIT " + b.arg(rows)
 	return sql, b.args
+}
+
+// firstCandidates is how many recipient rows the first read of a
+// recipient search for a page of limit takes: the page and the mail after
+// it, twice over, as a mail may have more than one matching recipient.
+func firstCandidates(limit int) int { return 2 * (limit + 1) }
+
+// findByRecipient reads the mails of a recipient search (sql and args,
+// from findSQL, whose last argument is the row limit) and returns the
+// first limit+1 of them in the listing's order.
+//
+// The rows come newest written first, and a recipient row is never
+// written before its mail is created (migration 0021). So once limit+1
+// mails are known and the (limit+1)-th of them, in the listing's order,
+// was created after the last row read was written, no row not yet read
+// can be of a mail that belongs before it: the page is certain. Until
+// then, or until the rows run out, the read is made again with four times
+// the rows. A mail is rarely written long after its creation, so the first
+// read is nearly always the only one.
+func findByRecipient(ctx context.Context, tx pgx.Tx, sql string, args []any, limit int) ([]Mail, error) {
+	for n := args[len(args)-1].(int); ; n *= 4 {
+		args[len(args)-1] = n
+		rows, err := tx.Query(ctx, sql, args...)
+		if err != nil {
+			return nil, err
+		}
+		mails, read, lastWritten, err := scanCandidates(rows)
+		if err != nil {
+			return nil, err
+		}
+		slices.SortFunc(mails, func(a, b Mail) int {
+			if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+				return c
+			}
+			return strings.Compare(b.MessageID, a.MessageID) // bytes, as the column's "C" collation orders
+		})
+		if read < n || (len(mails) > limit && mails[limit].CreatedAt.After(lastWritten)) {
+			return mails[:min(len(mails), limit+1)], nil
+		}
+	}
+}
+
+// scanCandidates reads recipientSQL's rows: each mail once, how many rows
+// there were, and when the last one was written.
+func scanCandidates(rows pgx.Rows) (mails []Mail, read int, lastWritten time.Time, err error) {
+	var (
+		m                         Mail
+		confirmBy, sent, replayed pgtype.Timestamptz
+		written                   time.Time
+	)
+	seen := map[string]bool{}
+	_, err = pgx.ForEachRow(rows, []any{&m.MessageID, &m.Tenant, &m.Status, &m.Stream, &m.Priority, &m.Provider,
+		&m.ErrorClass, &m.LastError, &m.Confirmation, &confirmBy, &m.Attempt, &m.CreatedAt, &m.UpdatedAt, &sent,
+		&replayed, &written}, func() error {
+		read++
+		lastWritten = written
+		if !seen[m.MessageID] {
+			seen[m.MessageID] = true
+			m.ConfirmBy, m.SentAt, m.ReplayedAt = timeOf(confirmBy), timeOf(sent), timeOf(replayed)
+			m.CreatedAt, m.UpdatedAt = m.CreatedAt.UTC(), m.UpdatedAt.UTC()
+			mails = append(mails, m)
+		}
+		m = Mail{}
+		return nil
+	})
+	return mails, read, lastWritten, err
 }
 
 // Find returns one page of the mail f selects, newest first (by creation,
@@ -138,13 +221,20 @@ func (r *Reader) Find(ctx context.Context, f Filter) (Page, error) {
 
 	var page Page
 	err := pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, sql, args...)
-		if err != nil {
-			return err
-		}
-		mails, err := scanMails(rows)
-		if err != nil {
-			return err
+		var mails []Mail
+		if match != nil {
+			var err error
+			if mails, err = findByRecipient(ctx, tx, sql, args, limit); err != nil {
+				return err
+			}
+		} else {
+			rows, err := tx.Query(ctx, sql, args...)
+			if err != nil {
+				return err
+			}
+			if mails, err = scanMails(rows); err != nil {
+				return err
+			}
 		}
 		if len(mails) > limit {
 			mails = mails[:limit]
