@@ -29,8 +29,9 @@
 # Needs root: it runs `apt-get install`/`apt-get download` (Debian's postgresql, postfix,
 # chromium, prometheus, kcat packages), runs PostgreSQL as the postgres OS user (runuser) and
 # chowns its files. Also needs java 17+ and mvn (Kafka's jars), go (Mailpit), openssl
-# (certificates), curl (Mailpit's readiness check) and dpkg-deb. `up` returns in well under a second when everything
-# already runs; the first one fetches and builds (Mailpit's go install alone takes ~2 minutes).
+# (certificates), curl (Mailpit's readiness check) and dpkg-deb. `up` returns in well under a
+# second when everything already runs; the first one fetches and builds (Mailpit's go install
+# alone takes ~2 minutes).
 #
 # Services (all on loopback):
 #   Kafka       127.0.0.1:9092 (PLAINTEXT), 127.0.0.1:9094 (SASL_SSL: SCRAM-SHA-512 user postline,
