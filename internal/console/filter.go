@@ -1,0 +1,132 @@
+package console
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/postline/postline/internal/idempotency"
+	"github.com/postline/postline/internal/mailquery"
+)
+
+// Bounds of the search form's fields, in bytes.
+const (
+	maxMessageIDBytes = 998 // a header line
+	maxAddressBytes   = 320
+	maxTenantBytes    = 256
+	maxReasonBytes    = 64
+	maxCursorBytes    = 1024
+)
+
+// states are what the search's state field offers: the mail statuses, then
+// the recipient states not among them.
+func states() []string {
+	var out []string
+	for _, s := range idempotency.Statuses {
+		out = append(out, string(s))
+	}
+	for _, s := range idempotency.RecipientStates {
+		if !slices.Contains(out, string(s)) {
+			out = append(out, string(s))
+		}
+	}
+	return out
+}
+
+// timeLayouts are what since and until take, in UTC: the browser's
+// datetime-local value, with or without seconds, a day, or RFC 3339.
+var timeLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04:05", "2006-01-02", time.RFC3339Nano}
+
+func parseWhen(field, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range timeLayouts {
+		if t, err := time.ParseInLocation(layout, v, time.UTC); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, inputError{fmt.Sprintf("%s %q is not a time: use YYYY-MM-DD or YYYY-MM-DDTHH:MM (UTC).", field, v)}
+}
+
+// parseFilter reads the search form (or the API's query) into a filter;
+// an inputError says which field is wrong. submitted reports whether any
+// search was asked for at all.
+func parseFilter(q url.Values) (f mailquery.Filter, submitted bool, err error) {
+	get := func(name string) string { return strings.TrimSpace(q.Get(name)) }
+	f = mailquery.Filter{MessageID: get("message_id"), Recipient: get("recipient"), Tenant: get("tenant"),
+		State: get("state"), Reason: get("reason"), Cursor: get("cursor")}
+	for _, b := range []struct {
+		name string
+		v    string
+		max  int
+	}{{"Message-ID", f.MessageID, maxMessageIDBytes}, {"Recipient", f.Recipient, maxAddressBytes},
+		{"Tenant", f.Tenant, maxTenantBytes}, {"Reason", f.Reason, maxReasonBytes}, {"Cursor", f.Cursor, maxCursorBytes}} {
+		if len(b.v) > b.max {
+			return f, true, inputError{fmt.Sprintf("%s is %d bytes long: at most %d.", b.name, len(b.v), b.max)}
+		}
+	}
+	if f.State != "" && !slices.Contains(states(), f.State) {
+		return f, true, inputError{fmt.Sprintf("State %q is not one of %s.", f.State, strings.Join(states(), ", "))}
+	}
+	if f.Since, err = parseWhen("Since", get("since")); err != nil {
+		return f, true, err
+	}
+	if f.Until, err = parseWhen("Until", get("until")); err != nil {
+		return f, true, err
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
+		return f, true, inputError{"Since must be before Until."}
+	}
+	submitted = q.Has("search") || len(q) > 0
+	return f, submitted, nil
+}
+
+// filterValues is the query that parseFilter reads back as f: the next
+// page's link, and the form's values.
+func filterValues(f mailquery.Filter) url.Values {
+	q := url.Values{"search": {"1"}}
+	set := func(name, v string) {
+		if v != "" {
+			q.Set(name, v)
+		}
+	}
+	set("message_id", f.MessageID)
+	set("recipient", f.Recipient)
+	set("tenant", f.Tenant)
+	set("state", f.State)
+	set("reason", f.Reason)
+	set("cursor", f.Cursor)
+	if !f.Since.IsZero() {
+		q.Set("since", f.Since.UTC().Format(time.RFC3339Nano))
+	}
+	if !f.Until.IsZero() {
+		q.Set("until", f.Until.UTC().Format(time.RFC3339Nano))
+	}
+	return q
+}
+
+// auditedFilter is a filter as the audit log keeps it.
+type auditedFilter struct {
+	MessageID string     `json:"message_id,omitempty"`
+	Recipient string     `json:"recipient,omitempty"`
+	Tenant    string     `json:"tenant,omitempty"`
+	State     string     `json:"state,omitempty"`
+	Reason    string     `json:"reason,omitempty"`
+	Since     *time.Time `json:"since,omitempty"`
+	Until     *time.Time `json:"until,omitempty"`
+	Page      bool       `json:"next_page,omitempty"`
+}
+
+func auditFilter(f mailquery.Filter) auditedFilter {
+	opt := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		return &t
+	}
+	return auditedFilter{MessageID: f.MessageID, Recipient: f.Recipient, Tenant: f.Tenant, State: f.State, Reason: f.Reason,
+		Since: opt(f.Since), Until: opt(f.Until), Page: f.Cursor != ""}
+}

@@ -1,0 +1,102 @@
+package console
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/postline/postline/internal/operator"
+)
+
+// loginFormLifetime bounds how long a login form may wait before it is
+// sent.
+const loginFormLifetime = time.Hour
+
+// maxNameBytes bounds the name a failed login is audited under.
+const maxNameBytes = 64
+
+// loginBody is the login page's data.
+type loginBody struct {
+	Name  string
+	Nonce string
+}
+
+// loginForm shows the login form with a fresh check token, also set as a
+// cookie: a login posted from another site carries neither.
+func (s *Server) loginForm(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.visitOf(r); err == nil {
+		http.Redirect(w, r, "/mail", http.StatusSeeOther)
+		return
+	}
+	s.showLogin(w, http.StatusOK, "", "")
+}
+
+func (s *Server) showLogin(w http.ResponseWriter, status int, name, msg string) {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	nonce := base64.RawURLEncoding.EncodeToString(b)
+	http.SetCookie(w, newCookie(loginCookie, nonce, int(loginFormLifetime/time.Second), s.cfg.Secure))
+	s.render(w, status, "login", pageData{Title: "Log in", Error: msg, Body: loginBody{Name: name, Nonce: nonce}})
+}
+
+// login checks the form's token against its cookie, then the name and
+// password, and starts a session. Every attempt is audited under the name
+// given; the password is never kept.
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	client := operator.ClientAddress(r.RemoteAddr)
+	if err := parseForm(w, r); err != nil {
+		s.showLogin(w, http.StatusBadRequest, "", "The form could not be read. Try again.")
+		return
+	}
+	name := r.PostForm.Get("name")
+	if len(name) > maxNameBytes {
+		name = name[:maxNameBytes]
+	}
+	v := visit{session: operator.Session{Operator: name}, client: client}
+	c, err := r.Cookie(cookieName(loginCookie, s.cfg.Secure))
+	nonce := r.PostForm.Get(csrfField)
+	if err != nil || nonce == "" || subtle.ConstantTimeCompare([]byte(c.Value), []byte(nonce)) != 1 {
+		s.audit(r.Context(), v, "login", nil, operator.ResultNoCSRF)
+		s.showLogin(w, http.StatusForbidden, name, "This login form expired or came from another site. It has been reloaded: log in again.")
+		return
+	}
+	sess, err := s.cfg.Accounts.Login(r.Context(), name, r.PostForm.Get("password"), client)
+	var throttled *operator.ThrottledError
+	switch {
+	case errors.As(err, &throttled):
+		s.audit(r.Context(), v, "login", nil, operator.ResultThrottled)
+		seconds := int(math.Ceil(throttled.RetryAfter.Seconds()))
+		w.Header().Set("Retry-After", strconv.Itoa(seconds))
+		s.showLogin(w, http.StatusTooManyRequests, name, "Too many wrong passwords for this account or from your address. Wait "+
+			strconv.Itoa(seconds)+" seconds before the next try; if you forgot the password, ask an administrator to set a new one (postctl operators passwd).")
+	case errors.Is(err, operator.ErrWrongPassword):
+		s.audit(r.Context(), v, "login", nil, operator.ResultWrong)
+		s.showLogin(w, http.StatusUnauthorized, name, "Wrong name or password. Check both and try again.")
+	case err != nil:
+		s.log.Error("console: login failed", "error", err)
+		s.showLogin(w, http.StatusServiceUnavailable, name, "The console could not reach its database. Try again in a moment.")
+	default:
+		s.audit(r.Context(), v, "login", nil, operator.ResultOK)
+		maxAge := int(time.Until(sess.ExpiresAt) / time.Second)
+		http.SetCookie(w, newCookie(sessionCookie, sess.Token, maxAge, s.cfg.Secure))
+		http.SetCookie(w, newCookie(loginCookie, "", -1, s.cfg.Secure))
+		http.Redirect(w, r, "/mail", http.StatusSeeOther)
+	}
+}
+
+// logout ends the session in the store, so its cookie is refused from now
+// on even if kept, and deletes the cookie.
+func (s *Server) logout(w http.ResponseWriter, r *http.Request, v visit) {
+	if err := s.cfg.Accounts.Logout(r.Context(), v.token); err != nil {
+		s.storeFailed(w, r, &v, "ending the session", err)
+		return
+	}
+	s.audit(r.Context(), v, "logout", nil, operator.ResultOK)
+	http.SetCookie(w, newCookie(sessionCookie, "", -1, s.cfg.Secure))
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
