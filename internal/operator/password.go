@@ -123,12 +123,22 @@ func parsePHC(s string) (phc, error) {
 	if p.Lanes == 0 || p.Passes == 0 || p.Passes > maxPasses || p.MemoryKiB < 8*uint32(p.Lanes) || p.MemoryKiB > maxMemoryKiB {
 		return phc{}, errBadHash
 	}
-	var err error
-	if h.salt, err = b64.Strict().DecodeString(parts[4]); err != nil || len(h.salt) < 8 || len(h.salt) > 64 {
+	var ok bool
+	if h.salt, ok = decodeB64(parts[4], 8, 64); !ok {
 		return phc{}, errBadHash
 	}
-	if h.key, err = b64.Strict().DecodeString(parts[5]); err != nil || len(h.key) < 16 || len(h.key) > 64 {
+	if h.key, ok = decodeB64(parts[5], 16, 64); !ok {
 		return phc{}, errBadHash
 	}
 	return h, nil
+}
+
+// decodeB64 decodes s, unpadded standard base64 of min to max bytes, in its
+// one spelling: the decoder skips line breaks, which a hash never holds.
+func decodeB64(s string, min, max int) ([]byte, bool) {
+	b, err := b64.Strict().DecodeString(s)
+	if err != nil || len(b) < min || len(b) > max || b64.EncodeToString(b) != s {
+		return nil, false
+	}
+	return b, true
 }
