@@ -22,7 +22,7 @@ import (
 const repoRoot = ".."
 
 // postlineBinaries are the commands the Dockerfile builds into the image.
-var postlineBinaries = []string{"worker", "retry-scheduler", "bounce-receiver", "webhook-dispatcher", "postctl"}
+var postlineBinaries = []string{"worker", "retry-scheduler", "bounce-receiver", "webhook-dispatcher", "console", "postctl"}
 
 // loadCompose loads docker-compose.yml the way `docker compose` does: schema
 // validation, interpolation (with an empty environment, so every ${VAR} needs

@@ -31,7 +31,7 @@ func parsePages(fsys fs.FS) (*pages, error) {
 }
 
 var templateFuncs = template.FuncMap{
-	"ts":   timeElement,
+	"ts":      timeElement,
 	"dash":    func(s string) string { return cmpOr(s, "-") },
 	"streams": func() []string { return []string{"transactional", "bulk", "*"} },
 	"num": func(n int) string {
