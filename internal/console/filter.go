@@ -80,7 +80,7 @@ func parseFilter(q url.Values) (f mailquery.Filter, submitted bool, err error) {
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
 		return f, true, inputError{"Since must be before Until."}
 	}
-	submitted = q.Has("search") || len(q) > 0
+	submitted = len(q) > 0
 	return f, submitted, nil
 }
 
