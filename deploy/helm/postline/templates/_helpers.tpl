@@ -99,6 +99,9 @@ chart writes a hook Secret of its own unless an existing one is named.
 {{- fail "kafka.sasl.username is set but kafka.sasl.mechanism is empty" }}
 {{- end }}
 {{- include "postline.validateOutcomes" . }}
+{{- if and .Values.console.enabled (not .Values.console.tls.secretName) }}
+{{- fail "console.enabled needs console.tls.secretName: a kubernetes.io/tls Secret with tls.crt and tls.key (the console serves plain HTTP on loopback only)" }}
+{{- end }}
 {{- end }}
 
 {{/* Where the Kafka files (CA, client certificate, SASL password) are mounted. */}}
@@ -204,10 +207,11 @@ for the hooks).
 
 {{/*
 A component's Deployment. Arguments: root (the chart's context), component (the binary: worker,
-retry-scheduler, bounce-receiver or webhook-dispatcher), values (its section of the values),
+retry-scheduler, bounce-receiver, webhook-dispatcher or console), values (its section of the values),
 config (the template of its ConfigMaps, whose checksum rolls the pods), credentials (whether it
 reads the release's Secret), autoscaled (whether KEDA owns the replicas) and, optionally, env,
-ports, volumes and volumeMounts (YAML lists added to the container's and the pod's).
+ports, volumes and volumeMounts (YAML lists added to the container's and the pod's) and noKafka
+(true for a component that does not talk to Kafka: it gets no Kafka files).
 */}}
 {{- define "postline.deployment" -}}
 {{- $root := .root }}
@@ -311,8 +315,10 @@ spec:
           volumeMounts:
             - name: tmp
               mountPath: /tmp
+            {{- if not .noKafka }}
             {{- with include "postline.kafkaVolumeMount" $root | trim }}
             {{- . | nindent 12 }}
+            {{- end }}
             {{- end }}
             {{- with .volumeMounts }}
             {{- . | nindent 12 }}
@@ -321,8 +327,10 @@ spec:
         - name: tmp
           emptyDir:
             sizeLimit: 64Mi
+        {{- if not .noKafka }}
         {{- with include "postline.kafkaVolume" (dict "root" $root "secret" (include "postline.secretName" $root)) | trim }}
         {{- . | nindent 8 }}
+        {{- end }}
         {{- end }}
         {{- with .volumes }}
         {{- . | nindent 8 }}
@@ -602,4 +610,9 @@ existingSecret must hold them: neither can be checked here.
 {{- if and (include "postline.webhookDispatcherEnabled" .) .Values.webhookDispatcher.endpoints (not .Values.webhookDispatcher.endpointSecrets.secretName) }}
 {{- fail "webhookDispatcher.endpoints need webhookDispatcher.endpointSecrets.secretName: the Secret holding each endpoint's signing secret under the key named by its secret_env" }}
 {{- end }}
+{{- end }}
+
+{{/* Where the console's certificate and key are mounted. */}}
+{{- define "postline.consoleTLSDir" -}}
+/etc/postline/console-tls
 {{- end }}
