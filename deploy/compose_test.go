@@ -154,6 +154,9 @@ func TestComposeStartOrder(t *testing.T) {
 		{"prometheus", "retry-scheduler", types.ServiceConditionStarted},
 		{"prometheus", "bounce-receiver", types.ServiceConditionStarted},
 		{"prometheus", "webhook-dispatcher", types.ServiceConditionStarted},
+		{"console", "migrate", types.ServiceConditionCompletedSuccessfully},
+		{"console", "console-cert", types.ServiceConditionCompletedSuccessfully},
+		{"prometheus", "console", types.ServiceConditionStarted},
 		{"grafana", "prometheus", types.ServiceConditionHealthy},
 	}
 	for _, tt := range tests {
@@ -345,6 +348,7 @@ func TestComposePrometheusScrapesTheServices(t *testing.T) {
 		{"postline-retry-scheduler", "retry-scheduler", "POSTLINE_SCHEDULER_HTTP_ADDR"},
 		{"postline-bounce-receiver", "bounce-receiver", "POSTLINE_RECEIVER_HTTP_ADDR"},
 		{"postline-webhook-dispatcher", "webhook-dispatcher", "POSTLINE_WEBHOOKS_HTTP_ADDR"},
+		{"postline-console", "console", "POSTLINE_CONSOLE_HTTP_ADDR"},
 	}
 	for _, tt := range tests {
 		s := service(t, p, tt.service)
@@ -369,6 +373,7 @@ func TestComposeHealthChecksProbeReadyz(t *testing.T) {
 		{"retry-scheduler", "POSTLINE_SCHEDULER_HTTP_ADDR"},
 		{"bounce-receiver", "POSTLINE_RECEIVER_HTTP_ADDR"},
 		{"webhook-dispatcher", "POSTLINE_WEBHOOKS_HTTP_ADDR"},
+		{"console", "POSTLINE_CONSOLE_HTTP_ADDR"},
 	} {
 		s := service(t, p, tt.service)
 		_, port, err := net.SplitHostPort(env(s, tt.addrSetting))
