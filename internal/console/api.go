@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/postline/postline/internal/mailquery"
@@ -88,8 +87,8 @@ func parseLimit(v string) (int, error) {
 
 // apiLife is GET /api/v1/mail/life?id=<Message-ID>: the mail's life.
 func (s *Server) apiLife(w http.ResponseWriter, r *http.Request, v visit) {
-	id := strings.TrimSpace(r.URL.Query().Get("id"))
-	if id == "" || len(id) > maxMessageIDBytes {
+	id := bareMessageID(r.URL.Query().Get("id"))
+	if id == "" || checkFields(field{"Message-ID", id, maxMessageIDBytes}) != nil {
 		writeJSONError(w, http.StatusBadRequest, "id: give the Message-ID")
 		return
 	}

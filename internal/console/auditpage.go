@@ -1,6 +1,7 @@
 package console
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -25,6 +26,12 @@ func (s *Server) auditPage(w http.ResponseWriter, r *http.Request, v visit) {
 	body := auditBody{Actor: strings.TrimSpace(q.Get("actor")), Action: strings.TrimSpace(q.Get("action"))}
 	d := pageData{Title: "Audit log", Nav: "audit"}.forVisit(&v)
 	before, err := strconv.ParseInt(q.Get("before"), 10, 64)
+	var bad inputError
+	if errors.As(checkFields(field{"Who", body.Actor, maxNameBytes}, field{"Action", body.Action, maxReasonBytes}), &bad) {
+		d.Error, d.Body = bad.msg, body
+		s.render(w, http.StatusBadRequest, "audit", d)
+		return
+	}
 	if q.Get("before") != "" && (err != nil || before <= 0) {
 		d.Error = "The page link is broken: start again from the newest entries."
 		d.Body = body

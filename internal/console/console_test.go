@@ -319,3 +319,31 @@ func TestActionsNeedCSRFAndRole(t *testing.T) {
 		})
 	}
 }
+
+func TestTextChecks(t *testing.T) {
+	tests := []struct {
+		in, bare string
+	}{
+		{"<m1@x>", "m1@x"}, {" < m1@x > ", "m1@x"}, {"<<m1@x>>", "m1@x"}, {"<>", ""}, {"m1@x", "m1@x"}, {"<m1@x", "<m1@x"}, {"", ""},
+	}
+	for _, tt := range tests {
+		if got := bareMessageID(tt.in); got != tt.bare {
+			t.Errorf("bareMessageID(%q) = %q, want %q", tt.in, got, tt.bare)
+		}
+	}
+	for _, tt := range []struct {
+		value string
+		ok    bool
+	}{{"ada@x.org", true}, {"ünï", true}, {"a\x00b", false}, {"\xff\xfe", false}, {strings.Repeat("a", 11), false}} {
+		if err := checkFields(field{"F", tt.value, 10}); (err == nil) != tt.ok {
+			t.Errorf("checkFields(%q) = %v, want ok %v", tt.value, err, tt.ok)
+		}
+	}
+	long := strings.Repeat("é", 40) // 80 bytes
+	if got := auditedName(long); len(got) > maxNameBytes || !storable(got) {
+		t.Errorf("auditedName cut %q to %q", long, got)
+	}
+	if got := auditedName("a\x00\xffb"); got != "a?b" {
+		t.Errorf("auditedName = %q", got)
+	}
+}

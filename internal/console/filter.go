@@ -56,17 +56,12 @@ func parseWhen(field, v string) (time.Time, error) {
 // search was asked for at all.
 func parseFilter(q url.Values) (f mailquery.Filter, submitted bool, err error) {
 	get := func(name string) string { return strings.TrimSpace(q.Get(name)) }
-	f = mailquery.Filter{MessageID: get("message_id"), Recipient: get("recipient"), Tenant: get("tenant"),
+	f = mailquery.Filter{MessageID: bareMessageID(q.Get("message_id")), Recipient: get("recipient"), Tenant: get("tenant"),
 		State: get("state"), Reason: get("reason"), Cursor: get("cursor")}
-	for _, b := range []struct {
-		name string
-		v    string
-		max  int
-	}{{"Message-ID", f.MessageID, maxMessageIDBytes}, {"Recipient", f.Recipient, maxAddressBytes},
-		{"Tenant", f.Tenant, maxTenantBytes}, {"Reason", f.Reason, maxReasonBytes}, {"Cursor", f.Cursor, maxCursorBytes}} {
-		if len(b.v) > b.max {
-			return f, true, inputError{fmt.Sprintf("%s is %d bytes long: at most %d.", b.name, len(b.v), b.max)}
-		}
+	if err := checkFields(field{"Message-ID", f.MessageID, maxMessageIDBytes}, field{"Recipient", f.Recipient, maxAddressBytes},
+		field{"Tenant", f.Tenant, maxTenantBytes}, field{"Reason", f.Reason, maxReasonBytes}, field{"Cursor", f.Cursor, maxCursorBytes},
+		field{"Since", q.Get("since"), maxReasonBytes}, field{"Until", q.Get("until"), maxReasonBytes}); err != nil {
+		return f, true, err
 	}
 	if f.State != "" && !slices.Contains(states(), f.State) {
 		return f, true, inputError{fmt.Sprintf("State %q is not one of %s.", f.State, strings.Join(states(), ", "))}

@@ -54,15 +54,12 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PostForm.Get("name")
-	if len(name) > maxNameBytes {
-		name = name[:maxNameBytes]
-	}
-	v := visit{session: operator.Session{Operator: name}, client: client}
+	v := visit{session: operator.Session{Operator: auditedName(name)}, client: client}
 	c, err := r.Cookie(cookieName(loginCookie, s.cfg.Secure))
 	nonce := r.PostForm.Get(csrfField)
 	if err != nil || nonce == "" || subtle.ConstantTimeCompare([]byte(c.Value), []byte(nonce)) != 1 {
 		s.audit(r.Context(), v, "login", nil, operator.ResultNoCSRF)
-		s.showLogin(w, http.StatusForbidden, name, "This login form expired or came from another site. It has been reloaded: log in again.")
+		s.showLogin(w, http.StatusForbidden, v.session.Operator, "This login form expired or came from another site. It has been reloaded: log in again.")
 		return
 	}
 	sess, err := s.cfg.Accounts.Login(r.Context(), name, r.PostForm.Get("password"), client)
@@ -72,16 +69,22 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.audit(r.Context(), v, "login", nil, operator.ResultThrottled)
 		seconds := int(math.Ceil(throttled.RetryAfter.Seconds()))
 		w.Header().Set("Retry-After", strconv.Itoa(seconds))
-		s.showLogin(w, http.StatusTooManyRequests, name, "Too many wrong passwords for this account or from your address. Wait "+
+		s.showLogin(w, http.StatusTooManyRequests, v.session.Operator, "Too many wrong passwords for this account or from your address. Wait "+
 			strconv.Itoa(seconds)+" seconds before the next try; if you forgot the password, ask an administrator to set a new one (postctl operators passwd).")
 	case errors.Is(err, operator.ErrWrongPassword):
 		s.audit(r.Context(), v, "login", nil, operator.ResultWrong)
-		s.showLogin(w, http.StatusUnauthorized, name, "Wrong name or password. Check both and try again.")
+		s.showLogin(w, http.StatusUnauthorized, v.session.Operator, "Wrong name or password. Check both and try again.")
 	case err != nil:
 		s.log.Error("console: login failed", "error", err)
-		s.showLogin(w, http.StatusServiceUnavailable, name, "The console could not reach its database. Try again in a moment.")
+		s.showLogin(w, http.StatusServiceUnavailable, v.session.Operator, "The console could not reach its database. Try again in a moment.")
 	default:
 		s.audit(r.Context(), v, "login", nil, operator.ResultOK)
+		// A session this browser held before ends: one browser, one session.
+		if old, err := r.Cookie(cookieName(sessionCookie, s.cfg.Secure)); err == nil && old.Value != "" {
+			if err := s.cfg.Accounts.Logout(r.Context(), old.Value); err != nil {
+				s.log.Warn("console: ending the session replaced by a login", "error", err)
+			}
+		}
 		maxAge := int(time.Until(sess.ExpiresAt) / time.Second)
 		http.SetCookie(w, newCookie(sessionCookie, sess.Token, maxAge, s.cfg.Secure))
 		http.SetCookie(w, newCookie(loginCookie, "", -1, s.cfg.Secure))

@@ -3,7 +3,6 @@ package console
 import (
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/postline/postline/internal/mailquery"
 	"github.com/postline/postline/internal/operator"
@@ -74,8 +73,8 @@ type lifeBody struct {
 // lifePage shows one mail's whole life: its row, its recipients, every
 // transition in time order, its template and signature and its webhooks.
 func (s *Server) lifePage(w http.ResponseWriter, r *http.Request, v visit) {
-	id := strings.TrimSpace(r.URL.Query().Get("id"))
-	if id == "" || len(id) > maxMessageIDBytes {
+	id := bareMessageID(r.URL.Query().Get("id"))
+	if id == "" || checkFields(field{"Message-ID", id, maxMessageIDBytes}) != nil {
 		s.fail(w, r, &v, http.StatusBadRequest, "Give a Message-ID: open a mail from the search results, or search by Message-ID.")
 		return
 	}
@@ -89,7 +88,7 @@ func (s *Server) lifePage(w http.ResponseWriter, r *http.Request, v visit) {
 	}
 	life, err := s.cfg.Mail.Life(r.Context(), id)
 	if errors.Is(err, mailquery.ErrNotFound) {
-		s.fail(w, r, &v, http.StatusNotFound, "No mail has the Message-ID "+id+". Check it (without the angle brackets), or search by recipient; mail past the retention period is purged.")
+		s.fail(w, r, &v, http.StatusNotFound, "No mail has the Message-ID "+id+". Check it, or search by recipient; mail past the retention period is purged.")
 		return
 	}
 	if err != nil {

@@ -363,6 +363,27 @@ func TestTenWrongPasswordsSlowTheNextTry(t *testing.T) {
 	}
 }
 
+func TestBytesThatAreNotTextAreRefusedNotFailed(t *testing.T) {
+	st := newStack(t)
+	b := st.browser(t)
+	if status, body := b.login("olga\xff\x00", olgaPassword); status != http.StatusUnauthorized {
+		t.Fatalf("login with a name that is not text = %d:\n%s", status, body)
+	}
+	b.mustLogin("olga", olgaPassword)
+	for _, path := range []string{"/mail?message_id=a%00b", "/mail?recipient=%FF", "/suppressions?search=1&address=%00", "/audit?actor=%FF"} {
+		if status, body := b.get(path); status != http.StatusBadRequest || !strings.Contains(body, "not text") {
+			t.Errorf("GET %s = %d, want 400 saying so:\n%s", path, status, body)
+		}
+	}
+	form := url.Values{"csrf": {b.csrfOf("/suppressions")}, "stream": {"*"}, "address": {"a\x00@example.com"}}
+	if status, _ := b.post("/suppressions/add", form); status != http.StatusBadRequest {
+		t.Errorf("add of an address with a NUL = %d, want 400", status)
+	}
+	if got := st.auditResults(t, "olga"); !slices.Contains(got, "suppression.add:invalid") {
+		t.Errorf("audit = %v, want the refused add", got)
+	}
+}
+
 func TestLoginNeedsItsFormToken(t *testing.T) {
 	st := newStack(t)
 	b := st.browser(t)

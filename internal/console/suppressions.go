@@ -14,6 +14,9 @@ import (
 // suppressionsPageSize is how many entries one page lists.
 const suppressionsPageSize = 100
 
+// maxNoteBytes bounds an operator's note on a suppression.
+const maxNoteBytes = 500
+
 // suppressionsBody is the suppressions page's data.
 type suppressionsBody struct {
 	Address, Tenant, Reason, Stream string
@@ -39,6 +42,12 @@ func (s *Server) suppressionsPage(w http.ResponseWriter, r *http.Request, v visi
 	body := suppressionsBody{Address: get("address"), Tenant: get("tenant"), Reason: get("reason"), Stream: get("stream"),
 		Reasons: suppression.Reasons(), Searched: q.Has("search")}
 	d := pageData{Title: "Suppressions", Nav: "suppressions", Notice: notices[q.Get("done")]}.forVisit(&v)
+	var bad inputError
+	if err := checkFields(field{"Address", body.Address, maxAddressBytes}, field{"Tenant", body.Tenant, maxTenantBytes},
+		field{"Reason", body.Reason, maxReasonBytes}, field{"Stream", body.Stream, maxReasonBytes},
+		field{"Page link", q.Get("after_tenant") + q.Get("after_stream") + q.Get("after_address"), maxCursorBytes}); errors.As(err, &bad) {
+		d.Error, body.Searched = bad.msg, false
+	}
 	if body.Searched {
 		f := suppression.Filter{AddressPrefix: body.Address, Reason: suppression.Reason(body.Reason),
 			Stream: suppression.Stream(body.Stream), Limit: suppressionsPageSize}
@@ -91,6 +100,10 @@ func formKey(r *http.Request) (suppressionTarget, error) {
 		Address: strings.TrimSpace(r.PostForm.Get("address")), Note: strings.TrimSpace(r.PostForm.Get("note"))}
 	if t.Address == "" {
 		return t, inputError{"Give the address."}
+	}
+	if err := checkFields(field{"Address", t.Address, maxAddressBytes}, field{"Tenant", t.Tenant, maxTenantBytes},
+		field{"Stream", t.Stream, maxReasonBytes}, field{"Note", t.Note, maxNoteBytes}); err != nil {
+		return suppressionTarget{}, err
 	}
 	if _, err := suppression.ParseStream(t.Stream); err != nil {
 		return t, inputError{"Pick a stream: transactional, bulk or * (every stream)."}

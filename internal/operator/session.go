@@ -44,7 +44,11 @@ func tokenHash(token string) []byte {
 // password are all ErrWrongPassword, and each counts against the name and
 // the address.
 func (s *Store) Login(ctx context.Context, name, password, client string) (Session, error) {
-	keys := s.throttleKeys(name, client)
+	// Names are lower case: "Ada " is ada. One that no account can have
+	// (not text, too long) is not looked up and counts against the client only.
+	name = strings.ToLower(strings.TrimSpace(name))
+	valid := CheckName(name) == nil
+	keys := s.throttleKeys(name, client, valid)
 	now := s.cfg.Now()
 	if wait, err := s.blocked(ctx, keys, now); err != nil {
 		return Session{}, err
@@ -54,11 +58,14 @@ func (s *Store) Login(ctx context.Context, name, password, client string) (Sessi
 	var role Role
 	var hash string
 	var disabled *time.Time
-	err := s.db.QueryRow(ctx, `SELECT role, password_hash, disabled_at FROM postline_console_operators WHERE name = $1`,
-		name).Scan(&role, &hash, &disabled)
-	found := err == nil
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return Session{}, fmt.Errorf("operator login: %w", err)
+	found := false
+	if valid {
+		err := s.db.QueryRow(ctx, `SELECT role, password_hash, disabled_at FROM postline_console_operators WHERE name = $1`,
+			name).Scan(&role, &hash, &disabled)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return Session{}, fmt.Errorf("operator login: %w", err)
+		}
+		found = err == nil
 	}
 	if !found || len(password) > MaxPasswordBytes {
 		hash = s.decoy
@@ -73,7 +80,7 @@ func (s *Store) Login(ctx context.Context, name, password, client string) (Sessi
 		}
 		return Session{}, ErrWrongPassword
 	}
-	return s.start(ctx, name, role, client, keys[0].key, now)
+	return s.start(ctx, name, role, client, "account:"+name, now)
 }
 
 // start records a new session of name and forgets the account's failures.
@@ -143,10 +150,13 @@ type throttleKey struct {
 	schedule Throttle
 }
 
-// throttleKeys are the keys a login counts against: the account name
-// (lowercased, so case variants share one) and, when known, the client.
-func (s *Store) throttleKeys(name, client string) []throttleKey {
-	keys := []throttleKey{{key: "account:" + strings.ToLower(name), schedule: s.cfg.AccountThrottle}}
+// throttleKeys are the keys a login counts against: the account name,
+// when it is one an account may have, and the client, when known.
+func (s *Store) throttleKeys(name, client string, validName bool) []throttleKey {
+	var keys []throttleKey
+	if validName {
+		keys = append(keys, throttleKey{key: "account:" + name, schedule: s.cfg.AccountThrottle})
+	}
 	if client != "" {
 		keys = append(keys, throttleKey{key: "client:" + client, schedule: s.cfg.ClientThrottle})
 	}

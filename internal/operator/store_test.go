@@ -58,9 +58,12 @@ func TestAccountsAndSessions(t *testing.T) {
 	if _, err := s.Login(ctx, "nobody", "first password!", "192.0.2.1"); !errors.Is(err, ErrWrongPassword) {
 		t.Fatalf("Login of an unknown name = %v, want ErrWrongPassword", err)
 	}
-	sess, err := s.Login(ctx, "ada", "first password!", "192.0.2.1")
+	if _, err := s.Login(ctx, "ada\x00\xff", "first password!", "192.0.2.1"); !errors.Is(err, ErrWrongPassword) {
+		t.Fatalf("Login of a name that is not text = %v, want ErrWrongPassword", err)
+	}
+	sess, err := s.Login(ctx, " ADA ", "first password!", "192.0.2.1")
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("Login of ada typed as %q: %v", " ADA ", err)
 	}
 	if sess.Token == "" || sess.CSRF == "" || sess.Token == sess.CSRF || sess.Role != RoleOperator {
 		t.Fatalf("session %+v: want a token, a different CSRF token and role operator", sess)
