@@ -121,8 +121,9 @@ func newServer(s settings, pool *pgxpool.Pool, logger *slog.Logger, tlsConfig *t
 	if err != nil {
 		return nil, err
 	}
-	// Mail is left nil until internal/mailquery's Reader is merged: the
-	// console then says on its search pages that search is not available.
+	// Mail and NotFound stay unset until internal/mailquery's Reader is on
+	// this branch (Mail: mailquery.New(pool), NotFound: mailquery.ErrNotFound);
+	// until then the search and mail pages say search is not available.
 	handler, err := console.New(console.Config{Accounts: accounts, Audit: operator.NewAuditLog(pool, nil),
 		Suppressions: lists, Secure: tlsConfig != nil, Logger: logger})
 	if err != nil {

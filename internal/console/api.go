@@ -98,7 +98,7 @@ func (s *Server) apiLife(w http.ResponseWriter, r *http.Request, v visit) {
 		return
 	}
 	life, err := s.cfg.Mail.Life(r.Context(), id)
-	if errors.Is(err, mailquery.ErrNotFound) {
+	if s.notFound(err) {
 		writeJSONError(w, http.StatusNotFound, "no mail has this Message-ID")
 		return
 	}

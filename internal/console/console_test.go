@@ -181,7 +181,7 @@ func newUnitServer(t *testing.T, mail MailReader) (*Server, *fakeAudit, *fakeSup
 			"viewer-token":   {Operator: "vic", Role: operator.RoleViewer, CSRF: "vic-csrf"},
 			"operator-token": {Operator: "olga", Role: operator.RoleOperator, CSRF: "olga-csrf"},
 		}},
-		Audit: audit, Suppressions: sup, Mail: mail,
+		Audit: audit, Suppressions: sup, Mail: mail, NotFound: errNoSuchMail,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -345,5 +345,12 @@ func TestTextChecks(t *testing.T) {
 	}
 	if got := auditedName("a\x00\xffb"); got != "a?b" {
 		t.Errorf("auditedName = %q", got)
+	}
+}
+
+func TestNewNeedsNotFoundWithMail(t *testing.T) {
+	_, err := New(Config{Accounts: &fakeAccounts{}, Audit: &fakeAudit{}, Suppressions: &fakeSuppressions{}, Mail: &fakeMail{}})
+	if err == nil || !strings.Contains(err.Error(), "NotFound") {
+		t.Fatalf("New with Mail and no NotFound = %v", err)
 	}
 }

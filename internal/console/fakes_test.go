@@ -2,6 +2,8 @@ package console
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -31,8 +33,11 @@ func (f *fakeMail) Life(_ context.Context, id string) (mailquery.Life, error) {
 	if l, ok := f.lives[id]; ok {
 		return l, nil
 	}
-	return mailquery.Life{}, mailquery.ErrNotFound
+	return mailquery.Life{}, fmt.Errorf("life of %s: %w", id, errNoSuchMail)
 }
+
+// errNoSuchMail stands in for mailquery.ErrNotFound.
+var errNoSuchMail = errors.New("no such mail")
 
 // sampleMail is one bounced mail with a full life.
 func sampleMail() (mailquery.Mail, mailquery.Life) {

@@ -87,7 +87,7 @@ func (s *Server) lifePage(w http.ResponseWriter, r *http.Request, v visit) {
 		return
 	}
 	life, err := s.cfg.Mail.Life(r.Context(), id)
-	if errors.Is(err, mailquery.ErrNotFound) {
+	if s.notFound(err) {
 		s.fail(w, r, &v, http.StatusNotFound, "No mail has the Message-ID "+id+". Check it, or search by recipient; mail past the retention period is purged.")
 		return
 	}

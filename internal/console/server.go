@@ -14,8 +14,7 @@ import (
 )
 
 // MailReader finds mail and reads a mail's life: internal/mailquery's
-// Reader. Life's error for an unknown Message-ID wraps
-// mailquery.ErrNotFound.
+// Reader. Life's error for an unknown Message-ID wraps Config.NotFound.
 type MailReader interface {
 	Find(ctx context.Context, f mailquery.Filter) (mailquery.Page, error)
 	Life(ctx context.Context, messageID string) (mailquery.Life, error)
@@ -50,6 +49,9 @@ type Config struct {
 	// Mail is the mail read layer; nil leaves the search and mail pages
 	// saying so.
 	Mail MailReader
+	// NotFound is the error Mail.Life's error wraps for a Message-ID no
+	// mail has (mailquery.ErrNotFound): that mail's page is a 404.
+	NotFound error
 	// Secure is true when the console is served over TLS: cookies are
 	// Secure (with the __Host- prefix) and HSTS is sent.
 	Secure bool
@@ -75,6 +77,9 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if cfg.Accounts == nil || cfg.Audit == nil || cfg.Suppressions == nil {
 		return nil, errors.New("console: Accounts, Audit and Suppressions are required")
+	}
+	if cfg.Mail != nil && cfg.NotFound == nil {
+		return nil, errors.New("console: NotFound is required with Mail: without it an unknown Message-ID reads as a failure")
 	}
 	pg, err := parsePages(templateFS)
 	if err != nil {
@@ -112,4 +117,9 @@ func (s *Server) routes() {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	securityHeaders(w.Header(), s.cfg.Secure)
 	s.mux.ServeHTTP(w, r)
+}
+
+// notFound reports whether err is the mail reader's "no such mail".
+func (s *Server) notFound(err error) bool {
+	return s.cfg.NotFound != nil && errors.Is(err, s.cfg.NotFound)
 }

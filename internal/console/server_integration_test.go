@@ -65,7 +65,7 @@ func newStack(t *testing.T) *stack {
 	m, l := sampleMail()
 	mail := &fakeMail{mails: []mailquery.Mail{m}, lives: map[string]mailquery.Life{m.MessageID: l}}
 	st := &stack{accounts: accounts, audit: operator.NewAuditLog(pool, nil), suppressions: sup, mail: mail}
-	srv, err := New(Config{Accounts: accounts, Audit: st.audit, Suppressions: sup, Mail: mail})
+	srv, err := New(Config{Accounts: accounts, Audit: st.audit, Suppressions: sup, Mail: mail, NotFound: errNoSuchMail})
 	if err != nil {
 		t.Fatal(err)
 	}
