@@ -5,6 +5,8 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/postline/postline/internal/operator"
 )
@@ -84,7 +86,7 @@ func (s *Server) page(h func(http.ResponseWriter, *http.Request, visit)) http.Ha
 		v, err := s.visitOf(r)
 		switch {
 		case errors.Is(err, errSignedOut):
-			http.Redirect(w, r, "/login", http.StatusSeeOther)
+			http.Redirect(w, r, "/login?"+url.Values{"next": {r.URL.RequestURI()}}.Encode(), http.StatusSeeOther)
 		case err != nil:
 			s.storeFailed(w, r, nil, "looking up the session", err)
 		default:
@@ -184,4 +186,18 @@ func (s *Server) audit(ctx context.Context, v visit, action string, target any, 
 	if err := s.cfg.Audit.Write(ctx, v.session.Operator, action, target, result, v.client); err != nil {
 		s.log.Error("console: audit entry not written", "action", action, "operator", v.session.Operator, "result", result, "error", err)
 	}
+}
+
+// localPath is next when it is a path of this console ("/mail?..."), else
+// "/mail": a login must not send the browser to another site.
+func localPath(next string) string {
+	if len(next) > maxCursorBytes+maxMessageIDBytes || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") ||
+		strings.ContainsAny(next, "\\\r\n") {
+		return "/mail"
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil {
+		return "/mail"
+	}
+	return next
 }

@@ -354,3 +354,21 @@ func TestNewNeedsNotFoundWithMail(t *testing.T) {
 		t.Fatalf("New with Mail and no NotFound = %v", err)
 	}
 }
+
+func TestLocalPath(t *testing.T) {
+	tests := []struct{ next, want string }{
+		{"/mail/view?id=m1%40x", "/mail/view?id=m1%40x"},
+		{"/suppressions?search=1", "/suppressions?search=1"},
+		{"", "/mail"},
+		{"https://evil.example/", "/mail"},
+		{"//evil.example/", "/mail"},
+		{"/\\evil.example", "/mail"},
+		{"mail", "/mail"},
+		{"/mail\r\nSet-Cookie: x=y", "/mail"},
+	}
+	for _, tt := range tests {
+		if got := localPath(tt.next); got != tt.want {
+			t.Errorf("localPath(%q) = %q, want %q", tt.next, got, tt.want)
+		}
+	}
+}

@@ -24,24 +24,27 @@ const maxNameBytes = 64
 type loginBody struct {
 	Name  string
 	Nonce string
+	// Next is where a successful login goes: the page that asked for it.
+	Next string
 }
 
 // loginForm shows the login form with a fresh check token, also set as a
 // cookie: a login posted from another site carries neither.
 func (s *Server) loginForm(w http.ResponseWriter, r *http.Request) {
+	next := localPath(r.URL.Query().Get("next"))
 	if _, err := s.visitOf(r); err == nil {
-		http.Redirect(w, r, "/mail", http.StatusSeeOther)
+		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
-	s.showLogin(w, http.StatusOK, "", "")
+	s.showLogin(w, http.StatusOK, "", next, "")
 }
 
-func (s *Server) showLogin(w http.ResponseWriter, status int, name, msg string) {
+func (s *Server) showLogin(w http.ResponseWriter, status int, name, next, msg string) {
 	b := make([]byte, 24)
 	_, _ = rand.Read(b)
 	nonce := base64.RawURLEncoding.EncodeToString(b)
 	http.SetCookie(w, newCookie(loginCookie, nonce, int(loginFormLifetime/time.Second), s.cfg.Secure))
-	s.render(w, status, "login", pageData{Title: "Log in", Error: msg, Body: loginBody{Name: name, Nonce: nonce}})
+	s.render(w, status, "login", pageData{Title: "Log in", Error: msg, Body: loginBody{Name: name, Nonce: nonce, Next: next}})
 }
 
 // login checks the form's token against its cookie, then the name and
@@ -50,16 +53,16 @@ func (s *Server) showLogin(w http.ResponseWriter, status int, name, msg string) 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	client := operator.ClientAddress(r.RemoteAddr)
 	if err := parseForm(w, r); err != nil {
-		s.showLogin(w, http.StatusBadRequest, "", "The form could not be read. Try again.")
+		s.showLogin(w, http.StatusBadRequest, "", "/mail", "The form could not be read. Try again.")
 		return
 	}
-	name := r.PostForm.Get("name")
+	name, next := r.PostForm.Get("name"), localPath(r.PostForm.Get("next"))
 	v := visit{session: operator.Session{Operator: auditedName(name)}, client: client}
 	c, err := r.Cookie(cookieName(loginCookie, s.cfg.Secure))
 	nonce := r.PostForm.Get(csrfField)
 	if err != nil || nonce == "" || subtle.ConstantTimeCompare([]byte(c.Value), []byte(nonce)) != 1 {
 		s.audit(r.Context(), v, "login", nil, operator.ResultNoCSRF)
-		s.showLogin(w, http.StatusForbidden, v.session.Operator, "This login form expired or came from another site. It has been reloaded: log in again.")
+		s.showLogin(w, http.StatusForbidden, v.session.Operator, next, "This login form expired or came from another site. It has been reloaded: log in again.")
 		return
 	}
 	sess, err := s.cfg.Accounts.Login(r.Context(), name, r.PostForm.Get("password"), client)
@@ -69,14 +72,14 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.audit(r.Context(), v, "login", nil, operator.ResultThrottled)
 		seconds := int(math.Ceil(throttled.RetryAfter.Seconds()))
 		w.Header().Set("Retry-After", strconv.Itoa(seconds))
-		s.showLogin(w, http.StatusTooManyRequests, v.session.Operator, "Too many wrong passwords for this account or from your address. Wait "+
+		s.showLogin(w, http.StatusTooManyRequests, v.session.Operator, next, "Too many wrong passwords for this account or from your address. Wait "+
 			strconv.Itoa(seconds)+" seconds before the next try; if you forgot the password, ask an administrator to set a new one (postctl operators passwd).")
 	case errors.Is(err, operator.ErrWrongPassword):
 		s.audit(r.Context(), v, "login", nil, operator.ResultWrong)
-		s.showLogin(w, http.StatusUnauthorized, v.session.Operator, "Wrong name or password. Check both and try again.")
+		s.showLogin(w, http.StatusUnauthorized, v.session.Operator, next, "Wrong name or password. Check both and try again.")
 	case err != nil:
 		s.log.Error("console: login failed", "error", err)
-		s.showLogin(w, http.StatusServiceUnavailable, v.session.Operator, "The console could not reach its database. Try again in a moment.")
+		s.showLogin(w, http.StatusServiceUnavailable, v.session.Operator, next, "The console could not reach its database. Try again in a moment.")
 	default:
 		s.audit(r.Context(), v, "login", nil, operator.ResultOK)
 		// A session this browser held before ends: one browser, one session.
@@ -88,7 +91,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		maxAge := int(time.Until(sess.ExpiresAt) / time.Second)
 		http.SetCookie(w, newCookie(sessionCookie, sess.Token, maxAge, s.cfg.Secure))
 		http.SetCookie(w, newCookie(loginCookie, "", -1, s.cfg.Secure))
-		http.Redirect(w, r, "/mail", http.StatusSeeOther)
+		http.Redirect(w, r, next, http.StatusSeeOther)
 	}
 }
 
