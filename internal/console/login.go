@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/postline/postline/internal/operator"
@@ -57,7 +58,8 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name, next := r.PostForm.Get("name"), localPath(r.PostForm.Get("next"))
-	v := visit{session: operator.Session{Operator: auditedName(name)}, client: client}
+	// Audited as the account it names: names are lower case (operator.Login).
+	v := visit{session: operator.Session{Operator: auditedName(strings.ToLower(strings.TrimSpace(name)))}, client: client}
 	c, err := r.Cookie(cookieName(loginCookie, s.cfg.Secure))
 	nonce := r.PostForm.Get(csrfField)
 	if err != nil || nonce == "" || subtle.ConstantTimeCompare([]byte(c.Value), []byte(nonce)) != 1 {
@@ -81,6 +83,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.log.Error("console: login failed", "error", err)
 		s.showLogin(w, http.StatusServiceUnavailable, v.session.Operator, next, "The console could not reach its database. Try again in a moment.")
 	default:
+		v.session.Operator = sess.Operator
 		s.audit(r.Context(), v, "login", nil, operator.ResultOK)
 		// A session this browser held before ends: one browser, one session.
 		if old, err := r.Cookie(cookieName(sessionCookie, s.cfg.Secure)); err == nil && old.Value != "" {
