@@ -1,6 +1,7 @@
 package console
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -225,7 +226,8 @@ func TestPagesRenderTheirStates(t *testing.T) {
 			want: []string{`href="/mail/view?id=m1%40postline.test"`, "bob@example.com: <span class=\"state\">bounced</span>",
 				`<time datetime="2026-12-05T14:49:17Z">2026-12-05 14:49:17 UTC</time>`, `rel="next"`, "cursor=c2", "tenant=acme"}},
 		{name: "a mail's life", mail: withMail, path: "/mail/view?id=m1@postline.test", token: "viewer-token", wantStatus: 200,
-			want: []string{"smtp; 550 5.1.1 no such user", "welcome version 3", "postline.test", "crm", "claimed", "reply 550 5.1.1"}},
+			want: []string{"smtp; 550 5.1.1 no such user", "welcome version 3", "postline.test", "crm", "claimed", "reply 550 5.1.1",
+				"hard bounce", "rule user_unknown", "by olga: relay fixed", "(horizon)"}},
 		{name: "an unknown mail", mail: withMail, path: "/mail/view?id=nope@x", token: "viewer-token", wantStatus: 404,
 			want: []string{"No mail has the Message-ID nope@x"}},
 		{name: "a mail page without an ID", mail: withMail, path: "/mail/view", token: "viewer-token", wantStatus: 400,
@@ -237,10 +239,16 @@ func TestPagesRenderTheirStates(t *testing.T) {
 		{name: "audit log", path: "/audit", token: "viewer-token", wantStatus: 200, want: []string{"Audit log"}},
 		{name: "API signed out", path: "/api/v1/mail", wantStatus: 401, want: []string{`"error"`}},
 		{name: "API search", mail: withMail, path: "/api/v1/mail?recipient=@example.com&limit=10", token: "viewer-token", wantStatus: 200,
-			want: []string{`"message_id":"m1@postline.test"`, `"next":"c2"`, `"state":"bounced"`}},
+			want: []string{`"message_id":"m1@postline.test"`, `"next":"c2"`, `"state":"bounced"`, `"created_at":"2026-12-05T14:49:17Z"`}},
 		{name: "API bad limit", mail: withMail, path: "/api/v1/mail?limit=100000", token: "viewer-token", wantStatus: 400},
 		{name: "API life", mail: withMail, path: "/api/v1/mail/life?id=m1@postline.test", token: "viewer-token", wantStatus: 200,
 			want: []string{`"dkim_domain":"postline.test"`, `"diagnostic":"smtp; 550 5.1.1 no such user"`}},
+		{name: "a cursor the reader refuses", mail: &fakeMail{findErr: &mailquery.FilterError{Field: "Cursor", Problem: "is of another listing"}},
+			path: "/mail?cursor=x", token: "viewer-token", wantStatus: 400, want: []string{"The search was refused: Cursor is of another listing"}},
+		{name: "API cursor the reader refuses", mail: &fakeMail{findErr: &mailquery.FilterError{Field: "Cursor", Problem: "is of another listing"}},
+			path: "/api/v1/mail?cursor=x", token: "viewer-token", wantStatus: 400, want: []string{"Cursor: is of another listing"}},
+		{name: "a failed search", mail: &fakeMail{findErr: errors.New("connection refused")},
+			path: "/mail?recipient=a@b", token: "viewer-token", wantStatus: 503, want: []string{"could not reach its database"}},
 		{name: "API unknown life", mail: withMail, path: "/api/v1/mail/life?id=nope@x", token: "viewer-token", wantStatus: 404},
 	}
 	for _, tt := range tests {

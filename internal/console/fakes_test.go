@@ -20,12 +20,17 @@ type fakeMail struct {
 	lives   map[string]mailquery.Life
 	next    string
 	filters []mailquery.Filter
+	// findErr, when set, is Find's answer.
+	findErr error
 }
 
 func (f *fakeMail) Find(_ context.Context, flt mailquery.Filter) (mailquery.Page, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.filters = append(f.filters, flt)
+	if f.findErr != nil {
+		return mailquery.Page{}, f.findErr
+	}
 	return mailquery.Page{Mails: f.mails, Next: f.next}, nil
 }
 
@@ -54,9 +59,11 @@ func sampleMail() (mailquery.Mail, mailquery.Life) {
 			{At: at, Type: "claimed", RecipientIndex: -1, Attempt: 1},
 			{At: at.Add(time.Second), Type: "accepted", RecipientIndex: 0, Recipient: "ada@example.com", Attempt: 1, Provider: "primary", Code: 250},
 			{At: at.Add(2 * time.Second), Type: "bounced", RecipientIndex: 1, Recipient: "bob@example.com", Code: 550, Status: "5.1.1",
-				Diagnostic: "smtp; 550 5.1.1 no such user"},
+				Diagnostic: "smtp; 550 5.1.1 no such user", BounceType: "hard", Rule: "user_unknown", Source: "dsn"},
+			{At: at.Add(time.Hour), Type: "redriven", RecipientIndex: -1, Attempt: 2, Note: "relay fixed", Actor: "olga"},
 		},
-		Webhooks: []mailquery.WebhookDelivery{{Endpoint: "crm", EventID: "e1", EventType: "bounced", State: "delivered", Attempts: 1, LastStatus: 200}}}
+		Webhooks: []mailquery.WebhookDelivery{{Endpoint: "crm", EventID: "e1", EventType: "bounced", State: "dead", Attempts: 13, LastStatus: 503,
+			LastError: "HTTP 503", DeadAt: at.Add(72 * time.Hour), DeadReason: "horizon"}}}
 	return m, l
 }
 

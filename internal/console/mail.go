@@ -43,7 +43,13 @@ func (s *Server) searchPage(w http.ResponseWriter, r *http.Request, v visit) {
 			return
 		}
 		page, err := s.cfg.Mail.Find(r.Context(), f)
-		if err != nil {
+		var refused *mailquery.FilterError
+		switch {
+		case errors.As(err, &refused):
+			d.Error = "The search was refused: " + refused.Field + " " + refused.Problem + ". Correct it, or start a new search."
+		case errors.Is(err, mailquery.ErrInvalidFilter):
+			d.Error = "The search was refused (" + err.Error() + "). Correct it, or start a new search."
+		case err != nil:
 			s.storeFailed(w, r, &v, "searching mail", err)
 			return
 		}
