@@ -156,6 +156,7 @@ func TestComposeStartOrder(t *testing.T) {
 		{"prometheus", "webhook-dispatcher", types.ServiceConditionStarted},
 		{"console", "migrate", types.ServiceConditionCompletedSuccessfully},
 		{"console", "console-cert", types.ServiceConditionCompletedSuccessfully},
+		{"console", "kafka", types.ServiceConditionHealthy},
 		{"prometheus", "console", types.ServiceConditionStarted},
 		{"grafana", "prometheus", types.ServiceConditionHealthy},
 	}

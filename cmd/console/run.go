@@ -16,6 +16,7 @@ import (
 
 	"github.com/postline/postline/internal/config"
 	"github.com/postline/postline/internal/console"
+	"github.com/postline/postline/internal/mailquery"
 	"github.com/postline/postline/internal/operator"
 	"github.com/postline/postline/internal/ops"
 	"github.com/postline/postline/internal/pgpool"
@@ -40,6 +41,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	cluster, err := s.Kafka.Cluster("console")
+	if err != nil {
+		return err
+	}
 	pool, err := pgpool.New(ctx, pgpool.Config{URL: s.DatabaseURL, MaxConns: s.DatabaseMaxConns}, logger)
 	if err != nil {
 		return fmt.Errorf("setting POSTLINE_DATABASE_URL: %w", err)
@@ -48,6 +53,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	server, err := newServer(s, pool, logger, tlsConfig)
 	if err != nil {
 		return err
+	}
+	indexer, err := mailquery.NewIndexer(pool, mailquery.IndexerConfig{Kafka: cluster.Config(), Topic: s.EventsTopic,
+		GroupID: s.IndexerGroup, Logger: logger})
+	if err != nil {
+		return config.NameSetting(err, map[string]string{"Topic": "POSTLINE_EVENTS_TOPIC", "GroupID": "POSTLINE_CONSOLE_INDEXER_GROUP"})
 	}
 	listener, err := net.Listen("tcp", s.Addr)
 	if err != nil {
@@ -67,7 +77,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	svc := supervisor.Supervisor{
 		Name:     "console",
-		Starting: []any{"addr", s.Addr, "tls", tlsConfig != nil},
+		Starting: []any{"addr", s.Addr, "tls", tlsConfig != nil, "events_topic", s.EventsTopic, "kafka", cluster.String()},
 		Logger:   logger, Listener: opsListener, Registry: ops.NewRegistry(), Ready: ready,
 		ShutdownTimeout: s.ShutdownTimeout,
 		Draining:        "finishing requests in flight",
@@ -78,7 +88,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return err
 		}
 		started.Store(true)
-		return serve(p, server, listener, s.ShutdownTimeout)
+		return p.Run(
+			supervisor.Stage{Name: "http", Run: func(p supervisor.Phases) error { return serve(p, server, listener, s.ShutdownTimeout) }},
+			supervisor.Stage{Name: "indexer", Run: func(p supervisor.Phases) error { return index(p.Intake, cluster, indexer, logger) }},
+			supervisor.Stage{Name: "purge", Run: func(p supervisor.Phases) error {
+				return purgeEvents(p.Intake, indexer, s.EventsRetention, logger)
+			}},
+		)
 	}})
 }
 
@@ -95,6 +111,9 @@ func loadSettings(args []string, getenv func(string) string, stdout io.Writer) (
 	}
 	if s.ShutdownTimeout <= 0 {
 		return s, nil, nil, fmt.Errorf("setting POSTLINE_SHUTDOWN_TIMEOUT: %s must be positive", s.ShutdownTimeout)
+	}
+	if s.EventsRetention <= 0 {
+		return s, nil, nil, fmt.Errorf("setting POSTLINE_CONSOLE_EVENTS_RETENTION: %s must be positive", s.EventsRetention)
 	}
 	if s.SessionLifetime < time.Minute {
 		return s, nil, nil, fmt.Errorf("setting POSTLINE_CONSOLE_SESSION_LIFETIME: %s is shorter than a minute", s.SessionLifetime)
@@ -121,11 +140,12 @@ func newServer(s settings, pool *pgxpool.Pool, logger *slog.Logger, tlsConfig *t
 	if err != nil {
 		return nil, err
 	}
-	// Mail and NotFound stay unset until internal/mailquery's Reader is on
-	// this branch (Mail: mailquery.New(pool), NotFound: mailquery.ErrNotFound);
-	// until then the search and mail pages say search is not available.
+	reader, err := mailquery.New(pool)
+	if err != nil {
+		return nil, err
+	}
 	handler, err := console.New(console.Config{Accounts: accounts, Audit: operator.NewAuditLog(pool, nil),
-		Suppressions: lists, Secure: tlsConfig != nil, Logger: logger})
+		Suppressions: lists, Mail: reader, NotFound: mailquery.ErrNotFound, Secure: tlsConfig != nil, Logger: logger})
 	if err != nil {
 		return nil, err
 	}

@@ -210,8 +210,7 @@ A component's Deployment. Arguments: root (the chart's context), component (the 
 retry-scheduler, bounce-receiver, webhook-dispatcher or console), values (its section of the values),
 config (the template of its ConfigMaps, whose checksum rolls the pods), credentials (whether it
 reads the release's Secret), autoscaled (whether KEDA owns the replicas) and, optionally, env,
-ports, volumes and volumeMounts (YAML lists added to the container's and the pod's) and noKafka
-(true for a component that does not talk to Kafka: it gets no Kafka files).
+ports, volumes and volumeMounts (YAML lists added to the container's and the pod's).
 */}}
 {{- define "postline.deployment" -}}
 {{- $root := .root }}
@@ -315,10 +314,8 @@ spec:
           volumeMounts:
             - name: tmp
               mountPath: /tmp
-            {{- if not .noKafka }}
             {{- with include "postline.kafkaVolumeMount" $root | trim }}
             {{- . | nindent 12 }}
-            {{- end }}
             {{- end }}
             {{- with .volumeMounts }}
             {{- . | nindent 12 }}
@@ -327,10 +324,8 @@ spec:
         - name: tmp
           emptyDir:
             sizeLimit: 64Mi
-        {{- if not .noKafka }}
         {{- with include "postline.kafkaVolume" (dict "root" $root "secret" (include "postline.secretName" $root)) | trim }}
         {{- . | nindent 8 }}
-        {{- end }}
         {{- end }}
         {{- with .volumes }}
         {{- . | nindent 8 }}
