@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/postline/postline/internal/mailquery"
 	"github.com/postline/postline/internal/operator"
@@ -43,7 +44,7 @@ func writeJSONError(w http.ResponseWriter, status int, msg string) {
 // limit), answered as mailquery's Page: {"mails": [...], "next": cursor},
 // the JSON names postctl mail find -o json prints too.
 func (s *Server) apiSearch(w http.ResponseWriter, r *http.Request, v visit) {
-	f, _, err := parseFilter(r.URL.Query())
+	f, _, err := parseFilter(r.URL.Query(), time.Now())
 	var bad inputError
 	if errors.As(err, &bad) {
 		writeJSONError(w, http.StatusBadRequest, bad.msg)

@@ -107,6 +107,7 @@ func TestCheckPlainListen(t *testing.T) {
 
 func TestParseFilter(t *testing.T) {
 	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	now := day.Add(36 * time.Hour)
 	tests := []struct {
 		name      string
 		query     string
@@ -123,6 +124,9 @@ func TestParseFilter(t *testing.T) {
 			want: mailquery.Filter{Since: day, Until: day.Add(24 * time.Hour)}, submitted: true},
 		{name: "RFC 3339 with an offset is UTC", query: "since=2026-12-01T01:00:00%2B01:00", want: mailquery.Filter{Since: day}, submitted: true},
 		{name: "cursor kept", query: "cursor=abc", want: mailquery.Filter{Cursor: "abc"}, submitted: true},
+		{name: "durations ago, as postctl takes them", query: "since=2d&until=90m",
+			want: mailquery.Filter{Since: now.Add(-48 * time.Hour), Until: now.Add(-90 * time.Minute)}, submitted: true},
+		{name: "a negative duration", query: "since=-2h", wantErr: "Since"},
 		{name: "unknown state", query: "state=lost", wantErr: "State"},
 		{name: "bad time", query: "since=yesterday", wantErr: "Since"},
 		{name: "since after until", query: "since=2026-12-02&until=2026-12-01", wantErr: "before Until"},
@@ -133,7 +137,7 @@ func TestParseFilter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, submitted, err := parseFilter(q)
+		got, submitted, err := parseFilter(q, now)
 		if tt.wantErr != "" {
 			if _, ok := err.(inputError); !ok || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("%s: error %v, want an inputError about %s", tt.name, err, tt.wantErr)
@@ -147,24 +151,27 @@ func TestParseFilter(t *testing.T) {
 }
 
 // FuzzParseFilter: any query either is refused with an inputError or gives
-// a filter whose next-page link reads back as the same filter.
+// a filter whose next-page link reads back as the same filter, later too
+// (a duration ago is fixed in the link).
 func FuzzParseFilter(f *testing.F) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 	f.Add("search=1&recipient=@example.com&since=2026-12-01T00:00&until=2026-12-02")
 	f.Add("message_id=m1@x&state=dead&cursor=abc&reason=smtp_permanent&tenant=t")
 	f.Add("since=2026-12-01T01:00:00.5%2B01:00")
+	f.Add("since=7d&until=90m")
 	f.Fuzz(func(t *testing.T, raw string) {
 		q, err := url.ParseQuery(raw)
 		if err != nil {
 			return
 		}
-		flt, _, err := parseFilter(q)
+		flt, _, err := parseFilter(q, now)
 		if err != nil {
 			if _, ok := err.(inputError); !ok {
 				t.Fatalf("parseFilter(%q) failed with %T, not an inputError", raw, err)
 			}
 			return
 		}
-		back, submitted, err := parseFilter(filterValues(flt))
+		back, submitted, err := parseFilter(filterValues(flt), now.Add(time.Hour))
 		if err != nil || !submitted || !reflect.DeepEqual(back, flt) {
 			t.Fatalf("parseFilter(%q) = %+v; its link %q reads back as %+v, %v", raw, flt, filterValues(flt).Encode(), back, err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/mailquery"
+	"github.com/postline/postline/internal/timearg"
 )
 
 // Bounds of the search form's fields, in bytes.
@@ -35,26 +36,31 @@ func states() []string {
 	return out
 }
 
-// timeLayouts are what since and until take, in UTC: the browser's
-// datetime-local value, with or without seconds, a day, or RFC 3339.
-var timeLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04:05", "2006-01-02", time.RFC3339Nano}
+// dayLayouts are what since and until take besides timearg's: the
+// browser's datetime-local value, with or without seconds, and a day, in
+// UTC.
+var dayLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04:05", "2006-01-02"}
 
-func parseWhen(field, v string) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
-	}
-	for _, layout := range timeLayouts {
+// parseWhen reads a bound as typed: a day or a datetime-local value in UTC,
+// an RFC 3339 time, or a duration before now ("2h", "7d", as postctl's
+// --since takes).
+func parseWhen(field, v string, now time.Time) (time.Time, error) {
+	for _, layout := range dayLayouts {
 		if t, err := time.ParseInLocation(layout, v, time.UTC); err == nil {
-			return t.UTC(), nil
+			return t, nil
 		}
 	}
-	return time.Time{}, inputError{fmt.Sprintf("%s %q is not a time: use YYYY-MM-DD or YYYY-MM-DDTHH:MM (UTC).", field, v)}
+	t, err := timearg.Parse(v, now)
+	if err != nil {
+		return time.Time{}, inputError{fmt.Sprintf("%s %q is not a time: use YYYY-MM-DD or YYYY-MM-DDTHH:MM (UTC), or a duration ago such as 2h or 7d.", field, v)}
+	}
+	return t.UTC(), nil
 }
 
-// parseFilter reads the search form (or the API's query) into a filter;
-// an inputError says which field is wrong. submitted reports whether any
+// parseFilter reads the search form (or the API's query) into a filter,
+// durations ago counted from now; an inputError says which field is wrong. submitted reports whether any
 // search was asked for at all.
-func parseFilter(q url.Values) (f mailquery.Filter, submitted bool, err error) {
+func parseFilter(q url.Values, now time.Time) (f mailquery.Filter, submitted bool, err error) {
 	get := func(name string) string { return strings.TrimSpace(q.Get(name)) }
 	f = mailquery.Filter{MessageID: bareMessageID(q.Get("message_id")), Recipient: get("recipient"), Tenant: get("tenant"),
 		State: get("state"), Reason: get("reason"), Cursor: get("cursor")}
@@ -66,10 +72,10 @@ func parseFilter(q url.Values) (f mailquery.Filter, submitted bool, err error) {
 	if f.State != "" && !slices.Contains(states(), f.State) {
 		return f, true, inputError{fmt.Sprintf("State %q is not one of %s.", f.State, strings.Join(states(), ", "))}
 	}
-	if f.Since, err = parseWhen("Since", get("since")); err != nil {
+	if f.Since, err = parseWhen("Since", get("since"), now); err != nil {
 		return f, true, err
 	}
-	if f.Until, err = parseWhen("Until", get("until")); err != nil {
+	if f.Until, err = parseWhen("Until", get("until"), now); err != nil {
 		return f, true, err
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {

@@ -3,6 +3,7 @@ package console
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/postline/postline/internal/mailquery"
 	"github.com/postline/postline/internal/operator"
@@ -28,7 +29,7 @@ func (s *Server) searchPage(w http.ResponseWriter, r *http.Request, v visit) {
 	q := r.URL.Query()
 	body := searchBody{States: states(), Since: q.Get("since"), Until: q.Get("until"), Unavailable: s.cfg.Mail == nil}
 	d := pageData{Title: "Find mail", Nav: "mail"}.forVisit(&v)
-	f, submitted, err := parseFilter(q)
+	f, submitted, err := parseFilter(q, time.Now())
 	body.Form, body.Submitted = f, submitted
 	var bad inputError
 	switch {
