@@ -3,25 +3,49 @@ package fleet
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/redrive"
 )
 
 // MaxBuckets bounds a histogram's buckets (a week by 5 minutes is 2016).
 const MaxBuckets = 5000
 
-// DeadLetterLister lists the dead letters a filter selects, in scan order:
+// deadLetterLister lists the dead letters a filter selects, in scan order:
 // a *redrive.Redriver.
-type DeadLetterLister interface {
+type deadLetterLister interface {
 	List(ctx context.Context, f redrive.Filter, fn func(redrive.DeadLetter) error) error
 }
 
-var _ DeadLetterLister = (*redrive.Redriver)(nil)
+var _ deadLetterLister = (*redrive.Redriver)(nil)
+
+// deadLetterSource lists the dead-letter topic for a window starting at
+// since: the scan may skip what was written well before it.
+type deadLetterSource interface {
+	lister(since time.Time) (deadLetterLister, error)
+}
+
+// scanSlack is how far before a window's start a histogram's scan starts,
+// by the broker's time index. A dead letter's record is written after its
+// dead-letter time by the process that stamped it, so only a clock step,
+// or a broker stamping records (LogAppendTime) on a clock behind the
+// writer's, puts a record before its own time; the filter on the
+// dead-letter time decides what counts.
+const scanSlack = 5 * time.Minute
+
+// topicDeadLetters is a dead-letter topic in Kafka.
+type topicDeadLetters struct {
+	cluster *kafkaclient.Cluster
+	topic   string
+}
+
+func (t topicDeadLetters) lister(since time.Time) (deadLetterLister, error) {
+	return redrive.New(redrive.Config{Source: redrive.TopicSource{Kafka: t.cluster, Topic: t.topic, From: since.Add(-scanSlack)}})
+}
 
 // HistogramQuery is the window and bucket size of a dead-letter histogram.
 type HistogramQuery struct {
@@ -74,7 +98,11 @@ func (r *Reader) DeadLetterHistogram(ctx context.Context, q HistogramQuery) (His
 	if err != nil {
 		return Histogram{}, err
 	}
-	err = r.deadLetters.List(ctx, redrive.Filter{Since: h.Since, Until: h.Until}, func(l redrive.DeadLetter) error {
+	l, err := r.deadLetters.lister(h.Since)
+	if err != nil {
+		return Histogram{}, err
+	}
+	err = l.List(ctx, redrive.Filter{Since: h.Since, Until: h.Until}, func(l redrive.DeadLetter) error {
 		h.add(l)
 		return nil
 	})
@@ -85,6 +113,18 @@ func (r *Reader) DeadLetterHistogram(ctx context.Context, q HistogramQuery) (His
 	return h, nil
 }
 
+// QueryError is a HistogramQuery the histogram refuses: no start, a start
+// not before the end, a bucket that is not positive, too many buckets.
+type QueryError struct {
+	msg string
+}
+
+func (e *QueryError) Error() string { return "histogram " + e.msg }
+
+func queryErrorf(format string, args ...any) error {
+	return &QueryError{msg: fmt.Sprintf(format, args...)}
+}
+
 // newHistogram checks q and returns its empty buckets; a zero Until is now.
 func newHistogram(q HistogramQuery, now time.Time) (Histogram, error) {
 	until := q.Until
@@ -93,17 +133,17 @@ func newHistogram(q HistogramQuery, now time.Time) (Histogram, error) {
 	}
 	switch {
 	case q.Bucket <= 0:
-		return Histogram{}, errors.New("fleet: histogram bucket must be positive")
+		return Histogram{}, queryErrorf("bucket %s: must be positive", q.Bucket)
 	case q.Since.IsZero():
-		return Histogram{}, errors.New("fleet: histogram needs a start (Since)")
+		return Histogram{}, queryErrorf("needs a start (Since)")
 	case !q.Since.Before(until):
-		return Histogram{}, fmt.Errorf("fleet: histogram start %s is not before its end %s",
+		return Histogram{}, queryErrorf("start %s is not before its end %s",
 			q.Since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
 	}
 	first := q.Since.Truncate(q.Bucket)
 	n := (until.Sub(first) + q.Bucket - 1) / q.Bucket
 	if n > MaxBuckets {
-		return Histogram{}, fmt.Errorf("fleet: histogram of %d buckets of %s: at most %d (take a larger bucket or a shorter window)",
+		return Histogram{}, queryErrorf("of %d buckets of %s: at most %d (take a larger bucket or a shorter window)",
 			n, q.Bucket, MaxBuckets)
 	}
 	h := Histogram{Since: q.Since.UTC(), Until: until.UTC(), Bucket: q.Bucket, BucketSeconds: seconds(q.Bucket),

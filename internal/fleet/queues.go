@@ -28,6 +28,10 @@ type QueueNames struct {
 	SchedulerGroup string
 }
 
+func (n QueueNames) isZero() bool {
+	return n.JobsTopic == "" && n.WorkerGroup == "" && len(n.RetryTiers) == 0 && n.RetryPrefix == "" && n.SchedulerGroup == ""
+}
+
 func (n QueueNames) validate() error {
 	switch {
 	case strings.TrimSpace(n.JobsTopic) == "":
