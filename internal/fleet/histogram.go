@@ -140,8 +140,12 @@ func newHistogram(q HistogramQuery, now time.Time) (Histogram, error) {
 		return Histogram{}, queryErrorf("start %s is not before its end %s",
 			q.Since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
 	}
-	first := q.Since.Truncate(q.Bucket)
-	n := (until.Sub(first) + q.Bucket - 1) / q.Bucket
+	first := q.Since.UTC().Truncate(q.Bucket)
+	span := until.Sub(first) // saturates for windows of centuries: then far too many buckets
+	n := span / q.Bucket
+	if span%q.Bucket != 0 {
+		n++
+	}
 	if n > MaxBuckets {
 		return Histogram{}, queryErrorf("of %d buckets of %s: at most %d (take a larger bucket or a shorter window)",
 			n, q.Bucket, MaxBuckets)
