@@ -62,8 +62,8 @@ func TestQueues(t *testing.T) {
 				}},
 		},
 		{
-			name:  "a group Kafka does not know: no state, no members, lag from the first offsets",
-			names: noTiers,
+			name:   "a group Kafka does not know: no state, no members, lag from the first offsets",
+			names:  noTiers,
 			groups: &fakeGroups{lags: map[string]map[string]map[int]int64{"workers": {"jobs": {0: 4}}}},
 			want: Queues{Workers: GroupLag{Group: "workers", Total: 4, Members: []GroupMember{},
 				Topics: []TopicLag{{Topic: "jobs", Total: 4, Partitions: []PartitionLag{{Partition: 0, Lag: 4}}}}}},
