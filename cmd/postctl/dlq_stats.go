@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -85,7 +86,7 @@ func usageOrFailure(err error) error {
 // column per reason, and a row of totals.
 func writeHistogram(g *globals, h fleet.Histogram) error {
 	fmt.Fprintf(g.stdout, "%d %s in %s from %s to %s, by %s\n", h.Total, plural(h.Total, "dead letter", "dead letters"),
-		g.dlqTopic, formatTime(h.Since), formatTime(h.Until), h.Bucket)
+		g.dlqTopic, formatTime(h.Since), formatTime(h.Until), shortDuration(h.Bucket))
 	header := []string{"START", "TOTAL"}
 	for _, rc := range h.Reasons {
 		header = append(header, oneLine(rc.Reason, 40))
@@ -103,4 +104,16 @@ func writeHistogram(g *globals, h fleet.Histogram) error {
 		total = append(total, strconv.Itoa(rc.Count))
 	}
 	return writeTable(g.stdout, header, append(rows, total))
+}
+
+// shortDuration drops a duration's zero trailing units: 1h, 10m, 1h30m.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }

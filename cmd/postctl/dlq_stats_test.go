@@ -35,6 +35,15 @@ func TestDLQStatsArgumentErrors(t *testing.T) {
 	}
 }
 
+func TestShortDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{time.Hour: "1h", 10 * time.Minute: "10m", 90 * time.Minute: "1h30m",
+		24 * time.Hour: "24h", 90 * time.Second: "1m30s", 30 * time.Second: "30s", 1500 * time.Millisecond: "1.5s"} {
+		if got := shortDuration(d); got != want {
+			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
 func TestDLQStatsText(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 10, 30, 0, 0, time.UTC)
 	tests := []struct {
@@ -51,7 +60,7 @@ func TestDLQStatsText(t *testing.T) {
 					{Start: t0.Add(30 * time.Minute), End: t0.Add(90 * time.Minute), Total: 0, ByReason: map[string]int{}},
 					{Start: t0.Add(90 * time.Minute), End: t0.Add(2 * time.Hour), Total: 1, ByReason: map[string]int{"max_age": 1}},
 				}},
-			want: `5 dead letters in mail.dlq from 2026-12-01T10:30:00Z to 2026-12-01T12:30:00Z, by 1h0m0s
+			want: `5 dead letters in mail.dlq from 2026-12-01T10:30:00Z to 2026-12-01T12:30:00Z, by 1h
 START                 TOTAL  smtp_permanent  -  max_age
 2026-12-01T10:30:00Z  4      3               1  0
 2026-12-01T11:00:00Z  0      0               0  0
@@ -63,7 +72,7 @@ TOTAL                 5      3               1  1
 			name: "none",
 			h: fleet.Histogram{Since: t0, Until: t0.Add(10 * time.Minute), Bucket: 10 * time.Minute, Reasons: []fleet.ReasonCount{},
 				Buckets: []fleet.Bucket{{Start: t0, End: t0.Add(10 * time.Minute), ByReason: map[string]int{}}}},
-			want: `0 dead letters in mail.dlq from 2026-12-01T10:30:00Z to 2026-12-01T10:40:00Z, by 10m0s
+			want: `0 dead letters in mail.dlq from 2026-12-01T10:30:00Z to 2026-12-01T10:40:00Z, by 10m
 START                 TOTAL
 2026-12-01T10:30:00Z  0
 TOTAL                 0
