@@ -22,7 +22,7 @@ import (
 const repoRoot = ".."
 
 // postlineBinaries are the commands the Dockerfile builds into the image.
-var postlineBinaries = []string{"worker", "retry-scheduler", "bounce-receiver", "webhook-dispatcher", "postctl"}
+var postlineBinaries = []string{"worker", "retry-scheduler", "bounce-receiver", "webhook-dispatcher", "console", "postctl"}
 
 // loadCompose loads docker-compose.yml the way `docker compose` does: schema
 // validation, interpolation (with an empty environment, so every ${VAR} needs
@@ -154,6 +154,10 @@ func TestComposeStartOrder(t *testing.T) {
 		{"prometheus", "retry-scheduler", types.ServiceConditionStarted},
 		{"prometheus", "bounce-receiver", types.ServiceConditionStarted},
 		{"prometheus", "webhook-dispatcher", types.ServiceConditionStarted},
+		{"console", "migrate", types.ServiceConditionCompletedSuccessfully},
+		{"console", "console-cert", types.ServiceConditionCompletedSuccessfully},
+		{"console", "kafka", types.ServiceConditionHealthy},
+		{"prometheus", "console", types.ServiceConditionStarted},
 		{"grafana", "prometheus", types.ServiceConditionHealthy},
 	}
 	for _, tt := range tests {
@@ -345,6 +349,7 @@ func TestComposePrometheusScrapesTheServices(t *testing.T) {
 		{"postline-retry-scheduler", "retry-scheduler", "POSTLINE_SCHEDULER_HTTP_ADDR"},
 		{"postline-bounce-receiver", "bounce-receiver", "POSTLINE_RECEIVER_HTTP_ADDR"},
 		{"postline-webhook-dispatcher", "webhook-dispatcher", "POSTLINE_WEBHOOKS_HTTP_ADDR"},
+		{"postline-console", "console", "POSTLINE_CONSOLE_HTTP_ADDR"},
 	}
 	for _, tt := range tests {
 		s := service(t, p, tt.service)
@@ -369,6 +374,7 @@ func TestComposeHealthChecksProbeReadyz(t *testing.T) {
 		{"retry-scheduler", "POSTLINE_SCHEDULER_HTTP_ADDR"},
 		{"bounce-receiver", "POSTLINE_RECEIVER_HTTP_ADDR"},
 		{"webhook-dispatcher", "POSTLINE_WEBHOOKS_HTTP_ADDR"},
+		{"console", "POSTLINE_CONSOLE_HTTP_ADDR"},
 	} {
 		s := service(t, p, tt.service)
 		_, port, err := net.SplitHostPort(env(s, tt.addrSetting))

@@ -17,6 +17,7 @@
 #   scripts/stack.sh promtool-path       print the path of Prometheus's promtool
 #   scripts/stack.sh prometheus-path     print the path of the prometheus server binary
 #   scripts/stack.sh kcat-path           print the path of a kcat wrapper (Debian's kcat, unpacked)
+#   scripts/stack.sh chromium            only install Debian's chromium (for UI tests) if missing
 #   scripts/stack.sh cluster up          start the three-broker Kafka cluster (beside the single node)
 #   scripts/stack.sh cluster down        stop its three brokers; keep their data
 #   scripts/stack.sh cluster status      one line per broker; exit 1 if any is down
@@ -26,10 +27,11 @@
 #   scripts/stack.sh up --with-cluster   `up`, with the cluster starting beside the other services
 #
 # Needs root: it runs `apt-get install`/`apt-get download` (Debian's postgresql, postfix,
-# prometheus, kcat packages), runs PostgreSQL as the postgres OS user (runuser) and chowns its
-# files. Also needs java 17+ and mvn (Kafka's jars), go (Mailpit), openssl (certificates), curl
-# (Mailpit's readiness check) and dpkg-deb. `up` returns in well under a second when everything
-# already runs; the first one fetches and builds (Mailpit's go install alone takes ~2 minutes).
+# chromium, prometheus, kcat packages), runs PostgreSQL as the postgres OS user (runuser) and
+# chowns its files. Also needs java 17+ and mvn (Kafka's jars), go (Mailpit), openssl
+# (certificates), curl (Mailpit's readiness check) and dpkg-deb. `up` returns in well under a
+# second when everything already runs; the first one fetches and builds (Mailpit's go install
+# alone takes ~2 minutes).
 #
 # Services (all on loopback):
 #   Kafka       127.0.0.1:9092 (PLAINTEXT), 127.0.0.1:9094 (SASL_SSL: SCRAM-SHA-512 user postline,
@@ -79,6 +81,8 @@
 #               (extracted, never installed, so the package's own service never starts).
 #   kcat        not a service: `up` unpacks Debian's kcat (and librdkafka1/libyajl2 if missing);
 #               for the PLAINTEXT listener (its librdkafka cannot SCRAM with Kafka 4.x).
+#   Chromium    not a service: `up` installs Debian's chromium (no recommends) if missing, for the
+#               UI tests (internal/testenv.Browser runs it headless); `env` names it.
 #
 # State lives in .stack/ at the repo root (kafka-data, cluster/, pg, logs/, tls/, *.pid). .stack/tls holds a
 # throwaway CA, a server certificate for 127.0.0.1/localhost signed by it, a second, untrusted CA
@@ -90,7 +94,8 @@
 # .stack/postfix/{queue,data} under the same rule (else /var/tmp/postline-postfix-<hash>/).
 # Caches that survive a fresh clone: ${POSTLINE_CACHE:-$HOME/.cache/postline}
 # (Kafka jars in kafka-<version>/libs, mailpit in bin/, postfix, prometheus, kcat, and apt/: the
-# .debs apt downloads to install postfix, kept because Debian's images empty apt's own cache),
+# .debs apt downloads to install postfix and chromium, kept because Debian's images empty apt's
+# own cache),
 # ~/.m2, the Go module cache and apt's cache.
 set -euo pipefail
 
@@ -141,7 +146,9 @@ POSTFIX_BOUNCE_DOMAIN=bounces.postline.test
 POSTFIX_DIR="$STACK/postfix"
 POSTFIX_CONF="$POSTFIX_DIR/etc"
 POSTFIX_LOG="$LOGS/postfix.log"
-POSTFIX_APT="$CACHE/apt"
+APT_CACHE="$CACHE/apt" # .debs apt downloads (postfix, chromium)
+
+CHROMIUM_BIN=/usr/bin/chromium
 
 KCAT_DIR="$CACHE/kcat"
 KCAT_WRAPPER="$KCAT_DIR/kcat"
@@ -1171,36 +1178,49 @@ run_progress() {
   return "$rc"
 }
 
+# apt_install NAME APT-ARGS...: `apt-get install -y APT-ARGS` without dialogs, output in
+# LOGS/apt-NAME.log and a progress line every 10 s. apt downloads into APT_CACHE (in the cache),
+# not /var/cache/apt/archives, which Debian's container images empty after every install, so a
+# fresh machine with the cache downloads nothing again. `apt-get update` only when the install
+# fails with the lists there are (a fresh image has none; a stale one names versions gone).
+apt_install() {
+  local name=$1 logfile="$LOGS/apt-$1.log"
+  shift
+  export DEBIAN_FRONTEND=noninteractive
+  mkdir -p "$APT_CACHE/partial"
+  # The lock timeout: another apt-get (a person's, or a second stack.sh) waits instead of failing.
+  local apt=(apt-get -o "Dir::Cache::Archives=$APT_CACHE/" -o APT::Sandbox::User=root -o DPkg::Lock::Timeout=300)
+  : >"$logfile"
+  if ! run_progress "$name" installing "$logfile" "${apt[@]}" install -y -q "$@"; then
+    log "$name: install failed with the current package lists; apt-get update and once more"
+    run_progress "$name" "updating apt's lists" "$logfile" apt-get -o DPkg::Lock::Timeout=300 update -qq ||
+      { tail_log "$logfile"; die "$name: apt-get update failed"; }
+    run_progress "$name" installing "$logfile" "${apt[@]}" install -y -q "$@" ||
+      { tail_log "$logfile"; die "$name: apt-get install $* failed"; }
+  fi
+}
+
 postfix_installed() {
   [[ -x /usr/sbin/postfix && -x /usr/sbin/postconf && -x /usr/sbin/postsuper &&
     -x /usr/sbin/postqueue && -f /usr/share/postfix/master.cf.dist ]] && id postfix >/dev/null 2>&1
 }
 
-# postfix_install: Debian's postfix without its configuration dialog. apt downloads into
-# POSTFIX_APT (in the cache), not /var/cache/apt/archives, which Debian's container images empty
-# after every install; the .deb the smtp-sink unpacked is offered there first. `apt-get update`
-# only when the install fails with the lists there are.
+# postfix_install: Debian's postfix without its configuration dialog (through apt_install); the
+# .deb the smtp-sink unpacked is offered to apt first.
 postfix_install() {
   if ! postfix_installed; then
     log "postfix: installing Debian's postfix package, no configuration dialog (log $LOGS/apt-postfix.log)"
     export DEBIAN_FRONTEND=noninteractive
     printf 'postfix postfix/main_mailer_type select No configuration\n' | debconf-set-selections ||
       die "postfix: debconf-set-selections failed"
-    mkdir -p "$POSTFIX_APT/partial"
-    local deb apt=(apt-get -o "Dir::Cache::Archives=$POSTFIX_APT/" -o APT::Sandbox::User=root)
+    mkdir -p "$APT_CACHE/partial"
+    local deb
     shopt -s nullglob
     for deb in "$SINK_DIR"/postfix_*.deb; do
-      [[ -e $POSTFIX_APT/${deb##*/} ]] || cp -l "$deb" "$POSTFIX_APT/" 2>/dev/null || cp "$deb" "$POSTFIX_APT/"
+      [[ -e $APT_CACHE/${deb##*/} ]] || cp -l "$deb" "$APT_CACHE/" 2>/dev/null || cp "$deb" "$APT_CACHE/"
     done
     shopt -u nullglob
-    : >"$LOGS/apt-postfix.log"
-    if ! run_progress postfix installing "$LOGS/apt-postfix.log" "${apt[@]}" install -y -q postfix; then
-      log "postfix: install failed with the current package lists; apt-get update and once more"
-      run_progress postfix "updating apt's lists" "$LOGS/apt-postfix.log" apt-get update -qq ||
-        { tail_log "$LOGS/apt-postfix.log"; die "postfix: apt-get update failed"; }
-      run_progress postfix installing "$LOGS/apt-postfix.log" "${apt[@]}" install -y -q postfix ||
-        { tail_log "$LOGS/apt-postfix.log"; die "postfix: apt-get install postfix failed"; }
-    fi
+    apt_install postfix postfix
     postfix_installed || die "postfix: /usr/sbin/postfix, postconf, postsuper, postqueue or the postfix user missing after install"
     log "postfix: installed $(postconf -dh mail_version 2>/dev/null)"
     # Debian's init script starts nothing without /etc/postfix/main.cf, which "No configuration"
@@ -1542,6 +1562,29 @@ prom_install() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# Chromium (the headless browser that UI tests drive through internal/testenv.Browser)
+
+# chromium_version: print what `chromium --version` says (its last line: Debian's wrapper may
+# complain about /dev/shm first); fail when it does not run. ~35 ms, so `up` can afford it each
+# time, and it catches a browser whose libraries do not load, not only a missing file.
+chromium_version() {
+  local out
+  out="$("$CHROMIUM_BIN" --version 2>&1 </dev/null 7>&- 8>&-)" || { printf '%s\n' "$out"; return 1; }
+  printf '%s\n' "${out##*$'\n'}"
+}
+
+# chromium_install: Debian's chromium without its recommends (a sandbox helper, printer and
+# desktop tools a headless browser does not use: 25 packages instead of 130 on this image).
+chromium_install() {
+  chromium_version >/dev/null && return 0
+  log "chromium: installing Debian's chromium package (~125 MB the first time; log $LOGS/apt-chromium.log)"
+  apt_install chromium --no-install-recommends chromium
+  local version
+  version="$(chromium_version)" || die "chromium: $CHROMIUM_BIN --version fails after install: $version"
+  log "chromium: installed $version"
+}
+
+# ---------------------------------------------------------------------------------------------
 # Commands
 
 cmd_up() {
@@ -1575,6 +1618,7 @@ cmd_up() {
   postfix_up
   prom_install
   kcat_install
+  chromium_install
   kafka_wait
   mailpit_wait
   if ((with_sink)); then
@@ -1667,6 +1711,9 @@ export POSTLINE_TEST_BOUNCE_DOMAIN=$POSTFIX_BOUNCE_DOMAIN
 export POSTLINE_TEST_POSTFIX_CONFIG=$POSTFIX_CONF
 export POSTLINE_TEST_POSTFIX_LOG=$POSTFIX_LOG
 EOF
+  if [[ -x $CHROMIUM_BIN ]]; then
+    printf 'export POSTLINE_TEST_CHROMIUM=%s\n' "$CHROMIUM_BIN"
+  fi
 }
 
 cmd_sink_env() {
@@ -1719,9 +1766,15 @@ main() {
     kcat_install >&2
     printf '%s\n' "$KCAT_WRAPPER"
     ;;
+  chromium)
+    mkdir -p "$STACK" "$LOGS"
+    exec 7>"$STACK/up.lock"
+    flock 7
+    chromium_install
+    ;;
   cluster) cmd_cluster "$@" ;;
   -h | --help | help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//' ;;
-  *) die "unknown command $cmd (up, down, status, env, sink, sink-env, postfix, postfix-flush, postfix-queue, postfix-log, smtp-source-path, promtool-path, prometheus-path, kcat-path, cluster)" ;;
+  *) die "unknown command $cmd (up, down, status, env, sink, sink-env, postfix, postfix-flush, postfix-queue, postfix-log, smtp-source-path, promtool-path, prometheus-path, kcat-path, chromium, cluster)" ;;
   esac
 }
 

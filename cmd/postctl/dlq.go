@@ -45,17 +45,18 @@ func flagName(field string) string { return "--" + field }
 func newDLQCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dlq",
-		Short: "List, replay and re-drive dead letters",
-		Long: `List, replay and re-drive the records of the dead-letter topic (--dlq-topic).
+		Short: "List, count, replay and re-drive dead letters",
+		Long: `List, count, replay and re-drive the records of the dead-letter topic (--dlq-topic).
 
-Every command reads every partition from its first retained offset to the end
-offsets at the start of the command; it does not wait for new records.
-Filters: --reason, --class and --tenant (repeatable, or comma-separated; the
+Every command reads every partition to the end offsets at the start of the
+command (it does not wait for new records), from the first retained offset
+(stats: from a few minutes before --since). ls, replay and redrive filter with
+--reason, --class and --tenant (repeatable, or comma-separated; the
 tenant is the job's), --since and --until (RFC 3339 times, or durations ago
 such as 90m, 2h, 7d; since <= time < until, by the dead-letter time), --limit
 (stop after N matches, partitions read in order).`,
 	}
-	cmd.AddCommand(newDLQLsCmd(g), newDLQReplayCmd(g), newDLQRedriveCmd(g))
+	cmd.AddCommand(newDLQLsCmd(g), newDLQStatsCmd(g), newDLQReplayCmd(g), newDLQRedriveCmd(g))
 	return cmd
 }
 

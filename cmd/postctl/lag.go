@@ -3,61 +3,18 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/spf13/cobra"
 
-	"github.com/postline/postline/internal/consumer"
+	"github.com/postline/postline/internal/fleet"
 	"github.com/postline/postline/internal/retry"
 )
-
-// defaultWorkerGroup is the worker's default consumer group
-// (POSTLINE_CONSUMER_GROUP of cmd/worker).
-const defaultWorkerGroup = "postline-worker"
-
-// partitionLag is one partition in the output of postctl lag.
-type partitionLag struct {
-	Partition int    `json:"partition"`
-	Lag       int64  `json:"lag"`
-	Member    string `json:"member,omitempty"` // the member's client ID and host
-}
-
-// topicLag is one topic of a group in the output of postctl lag.
-type topicLag struct {
-	Topic      string         `json:"topic"`
-	Total      int64          `json:"total"`
-	Partitions []partitionLag `json:"partitions"`
-}
-
-// groupMember is a member of a consumer group.
-type groupMember struct {
-	MemberID   string `json:"member_id"`
-	ClientID   string `json:"client_id"`
-	ClientHost string `json:"client_host"`
-	// Assigned maps topic to the member's partitions of it.
-	Assigned map[string][]int `json:"assigned"`
-}
-
-// groupLag is one consumer group in the output of postctl lag.
-type groupLag struct {
-	Group   string        `json:"group"`
-	State   string        `json:"state"`
-	Total   int64         `json:"total"`
-	Topics  []topicLag    `json:"topics"`
-	Members []groupMember `json:"members"`
-}
-
-// lagReport is the output of postctl lag.
-type lagReport struct {
-	Workers   groupLag  `json:"workers"`
-	Scheduler *groupLag `json:"scheduler,omitempty"`
-}
 
 func newLagCmd(g *globals) *cobra.Command {
 	var (
@@ -76,7 +33,9 @@ topics (<--retry-topic-prefix>.<tier> for each of --retry-tiers): its lag is the
 retries waiting for their time, not a backlog.
 
 --output json prints one object:
-  {"workers": GROUP, "scheduler": GROUP (left out with --scheduler=false)}
+  {"workers": GROUP, "scheduler": GROUP, "tiers": [{"tier", "topic", "waiting"}]}
+  ("scheduler" and "tiers" are left out with --scheduler=false; "waiting" is the
+  scheduler group's lag on the tier's topic)
   GROUP = {"group", "state", "total",
            "topics": [{"topic", "total", "partitions": [{"partition", "lag", "member"?}]}],
            "members": [{"member_id", "client_id", "client_host", "assigned": {topic: [partition]}}]}
@@ -101,98 +60,59 @@ retries waiting for their time, not a backlog.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&group, "group", defaultWorkerGroup, "the workers' consumer group (env POSTLINE_CONSUMER_GROUP)")
+	fl.StringVar(&group, "group", fleet.DefaultWorkerGroup, "the workers' consumer group (env POSTLINE_CONSUMER_GROUP)")
 	fl.StringVar(&schedulerGroup, "scheduler-group", retry.DefaultSchedulerGroup, "the retry scheduler's consumer group (env POSTLINE_SCHEDULER_GROUP)")
 	fl.BoolVar(&withScheduler, "scheduler", true, "also show the scheduler group's lag on the delay topics")
 	return cmd
 }
 
 func lag(ctx context.Context, g *globals, group, schedulerGroup string, tiers retry.Tiers, withScheduler bool) error {
-	client, closeConn := g.kafka.Client("", 10*time.Second)
-	defer closeConn()
-
-	var rep lagReport
-	var err error
-	if rep.Workers, err = readGroupLag(ctx, client, group, []string{g.topic}); err != nil {
-		return fmt.Errorf("lag of group %s on %s (--group, --topic): %w", group, g.topic, err)
-	}
+	names := fleet.QueueNames{JobsTopic: g.topic, WorkerGroup: group}
 	if withScheduler {
-		topics := tiers.Topics(g.retryPrefix)
-		s, err := readGroupLag(ctx, client, schedulerGroup, topics)
-		if err != nil {
-			return fmt.Errorf("lag of group %s on the delay topics (--scheduler-group, --retry-topic-prefix, --retry-tiers; "+
-				"--scheduler=false skips them): %w", schedulerGroup, err)
-		}
-		rep.Scheduler = &s
+		names.RetryTiers, names.RetryPrefix, names.SchedulerGroup = tiers, g.retryPrefix, schedulerGroup
 	}
-	return printReport(g, rep, func() error {
-		groups := []groupLag{rep.Workers}
-		if rep.Scheduler != nil {
-			groups = append(groups, *rep.Scheduler)
+	r, err := fleet.New(fleet.Config{Kafka: g.kafka, Queues: names})
+	if err != nil {
+		return err
+	}
+	q, err := r.Queues(ctx)
+	if ge := (*fleet.GroupLagError)(nil); errors.As(err, &ge) {
+		if ge.Scheduler {
+			return fmt.Errorf("lag of group %s on the delay topics (--scheduler-group, --retry-topic-prefix, --retry-tiers; "+
+				"--scheduler=false skips them): %w", ge.Group, ge.Err)
 		}
-		for i, gl := range groups {
-			if i > 0 {
-				fmt.Fprintln(g.stdout)
-			}
-			if err := writeGroupLag(g, gl); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+		return fmt.Errorf("lag of group %s on %s (--group, --topic): %w", ge.Group, g.topic, ge.Err)
+	}
+	if err != nil {
+		return err
+	}
+	return printReport(g, q, func() error { return writeQueues(g, q) })
 }
 
-// readGroupLag reads group's lag on topics and its membership.
-func readGroupLag(ctx context.Context, client *kafka.Client, group string, topics []string) (groupLag, error) {
-	out := groupLag{Group: group, Topics: []topicLag{}, Members: []groupMember{}}
-	res, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
-	if err != nil {
-		return out, fmt.Errorf("describe group: %w", err)
+// writeQueues writes the text form of postctl lag: the workers' group, then
+// the scheduler's and the retries waiting per tier.
+func writeQueues(g *globals, q fleet.Queues) error {
+	if err := writeGroupLag(g, q.Workers); err != nil {
+		return err
 	}
-	owner := map[string]map[int]string{} // topic, partition: member
-	for _, dg := range res.Groups {
-		if dg.GroupID != group {
-			continue
-		}
-		if dg.Error != nil {
-			return out, fmt.Errorf("describe group: %w", dg.Error)
-		}
-		out.State = dg.GroupState
-		for _, m := range dg.Members {
-			gm := groupMember{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost, Assigned: map[string][]int{}}
-			for _, t := range m.MemberAssignments.Topics {
-				ps := slices.Sorted(slices.Values(t.Partitions))
-				gm.Assigned[t.Topic] = ps
-				if owner[t.Topic] == nil {
-					owner[t.Topic] = map[int]string{}
-				}
-				for _, p := range ps {
-					owner[t.Topic][p] = m.ClientID + "@" + strings.TrimPrefix(m.ClientHost, "/")
-				}
-			}
-			out.Members = append(out.Members, gm)
-		}
+	if q.Scheduler == nil {
+		return nil
 	}
-	slices.SortFunc(out.Members, func(a, b groupMember) int { return strings.Compare(a.MemberID, b.MemberID) })
-	for _, name := range topics {
-		perPartition, err := consumer.Lag(ctx, client, name, group)
-		if err != nil {
-			return out, err
-		}
-		tl := topicLag{Topic: name, Partitions: []partitionLag{}}
-		for _, p := range slices.Sorted(maps.Keys(perPartition)) {
-			tl.Partitions = append(tl.Partitions, partitionLag{Partition: p, Lag: perPartition[p], Member: owner[name][p]})
-			tl.Total += perPartition[p]
-		}
-		out.Topics = append(out.Topics, tl)
-		out.Total += tl.Total
+	fmt.Fprintln(g.stdout)
+	if err := writeGroupLag(g, *q.Scheduler); err != nil {
+		return err
 	}
-	return out, nil
+	waiting := make([]string, len(q.Tiers))
+	for i, t := range q.Tiers {
+		waiting[i] = t.Name + " " + strconv.FormatInt(t.Waiting, 10)
+	}
+	_, err := fmt.Fprintf(g.stdout, "\nretries waiting by tier: %s\n", strings.Join(waiting, ", "))
+	return err
 }
 
 // writeGroupLag writes the text form of one group: a summary line, a table
 // of partitions, and a table of members.
-func writeGroupLag(g *globals, gl groupLag) error {
+func writeGroupLag(g *globals, gl fleet.GroupLag) error {
 	state := gl.State
 	if state == "" {
 		state = "unknown"

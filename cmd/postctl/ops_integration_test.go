@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/internal/fleet"
 	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
@@ -204,7 +205,7 @@ func TestLagKafka(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep lagReport
+	var rep fleet.Queues
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("output %q: %v", out, err)
 	}

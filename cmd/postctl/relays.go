@@ -1,184 +1,22 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/postline/postline/internal/relaystate"
+	"github.com/postline/postline/internal/fleet"
 )
-
-// defaultStaleAfter is when a worker's relay state counts as stale: three
-// publications missed at the worker's default POSTLINE_RELAY_STATE_INTERVAL
-// (2s).
-const defaultStaleAfter = 6 * time.Second
-
-// breakerRow is a relay's circuit breaker as stored in postline_circuits.
-type breakerRow struct {
-	Provider            string
-	State               string // closed, open or half_open
-	Failures            int
-	OpenedAt, OpenUntil time.Time
-	ProbeOwner          string
-	ProbeUntil          time.Time
-	LastClass           string
-}
-
-// breakerView is a relay's circuit breaker in the output of postctl relays.
-type breakerView struct {
-	State string `json:"state"`
-	// Since is when the breaker opened; set while open or half-open (a
-	// closed breaker does not keep when it closed).
-	Since     *time.Time `json:"since,omitempty"`
-	OpenUntil *time.Time `json:"open_until,omitempty"`
-	// LastClass is the failure class of the last fault counted: why the
-	// breaker opened while it is open or half-open.
-	LastClass  string     `json:"last_class,omitempty"`
-	Failures   int        `json:"failures"`
-	ProbeOwner string     `json:"probe_owner,omitempty"`
-	ProbeUntil *time.Time `json:"probe_until,omitempty"`
-}
-
-// cutView is a worker's last cut of a relay's send control.
-type cutView struct {
-	Controller string    `json:"controller"` // concurrency or rate
-	Reason     string    `json:"reason"`
-	At         time.Time `json:"at"`
-}
-
-// relayWorker is one worker's send control of a relay.
-type relayWorker struct {
-	WorkerID string `json:"worker_id"`
-	Stale    bool   `json:"stale"`
-	Priority int    `json:"priority"`
-	Limit    int    `json:"limit"`
-	InFlight int    `json:"in_flight"`
-	// Rate is the learned rate in sends/s, null while unpaced; FleetShare
-	// the worker's share of the relay's fleet rate, null when none is
-	// configured.
-	Rate            *float64  `json:"rate"`
-	FleetShare      *float64  `json:"fleet_share"`
-	Members         int       `json:"members"`
-	ConcurrencyCuts int       `json:"concurrency_cuts"`
-	RateCuts        int       `json:"rate_cuts"`
-	LastCut         *cutView  `json:"last_cut,omitempty"`
-	UpdatedAt       time.Time `json:"updated_at"`
-	AgeSeconds      float64   `json:"age_seconds"`
-}
-
-// relayView is one relay in the output of postctl relays.
-type relayView struct {
-	Name string `json:"name"`
-	// Breaker is null when the relay has no row in postline_circuits.
-	Breaker *breakerView `json:"breaker"`
-	// FleetRate sums the learned rates of the live paced workers; Live and
-	// Paced count the live workers and those of them that are paced.
-	FleetRate float64       `json:"fleet_rate"`
-	Live      int           `json:"live_workers"`
-	Paced     int           `json:"paced_workers"`
-	Workers   []relayWorker `json:"workers"`
-}
-
-// relaysReport is the output of postctl relays.
-type relaysReport struct {
-	At                time.Time   `json:"at"`
-	StaleAfterSeconds float64     `json:"stale_after_seconds"`
-	Relays            []relayView `json:"relays"`
-}
-
-// newRelaysReport joins the breakers and the workers' relay states, read at
-// the database time l.At: a worker that published more than staleAfter
-// before is stale, shown but left out of the fleet's counts. Relays are in
-// the order the workers try them (priority, then name); those no worker
-// published come last.
-func newRelaysReport(l relaystate.Listing, breakers []breakerRow, staleAfter time.Duration) relaysReport {
-	rep := relaysReport{At: l.At.UTC(), StaleAfterSeconds: seconds(staleAfter), Relays: []relayView{}}
-	byName := make(map[string]*relayView)
-	view := func(name string) *relayView {
-		if v, ok := byName[name]; ok {
-			return v
-		}
-		v := &relayView{Name: name, Workers: []relayWorker{}}
-		byName[name] = v
-		return v
-	}
-	for _, b := range breakers {
-		view(b.Provider).Breaker = newBreakerView(b)
-	}
-	for _, r := range l.Rows {
-		v := view(r.Relay)
-		age := l.At.Sub(r.UpdatedAt)
-		w := relayWorker{
-			WorkerID: r.WorkerID, Stale: age > staleAfter, Priority: r.Priority, Limit: r.Limit, InFlight: r.InFlight,
-			Members: r.Members, ConcurrencyCuts: r.ConcurrencyCuts, RateCuts: r.RateCuts,
-			UpdatedAt: r.UpdatedAt.UTC(), AgeSeconds: seconds(age),
-		}
-		if r.Paced() {
-			w.Rate = &r.Rate
-		}
-		if r.Shared() {
-			w.FleetShare = &r.FleetShare
-		}
-		if r.LastCut.Controller != "" {
-			w.LastCut = &cutView{Controller: r.LastCut.Controller, Reason: r.LastCut.Reason, At: r.LastCut.At.UTC()}
-		}
-		if !w.Stale {
-			v.Live++
-			if w.Rate != nil {
-				v.Paced++
-				v.FleetRate += *w.Rate
-			}
-		}
-		v.Workers = append(v.Workers, w)
-	}
-	for _, v := range byName {
-		rep.Relays = append(rep.Relays, *v)
-	}
-	// The lowest priority a worker gives the relay: the first it tries.
-	priority := func(v relayView) (int, bool) {
-		if len(v.Workers) == 0 {
-			return 0, false
-		}
-		return slices.MinFunc(v.Workers, func(a, b relayWorker) int { return cmp.Compare(a.Priority, b.Priority) }).Priority, true
-	}
-	slices.SortFunc(rep.Relays, func(a, b relayView) int {
-		pa, oka := priority(a)
-		pb, okb := priority(b)
-		if oka != okb {
-			if oka {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Or(cmp.Compare(pa, pb), strings.Compare(a.Name, b.Name))
-	})
-	return rep
-}
-
-func newBreakerView(b breakerRow) *breakerView {
-	v := &breakerView{State: b.State, LastClass: b.LastClass, Failures: b.Failures}
-	if b.State != "closed" {
-		v.Since, v.OpenUntil = timePtr(b.OpenedAt), timePtr(b.OpenUntil)
-	}
-	if b.State == "half_open" {
-		v.ProbeOwner, v.ProbeUntil = b.ProbeOwner, timePtr(b.ProbeUntil)
-	}
-	return v
-}
 
 // breakerLine describes a breaker for the text output, at the database
 // time at.
-func breakerLine(b *breakerView, at time.Time) string {
+func breakerLine(b *fleet.Breaker, at time.Time) string {
 	if b == nil {
 		return "breaker unknown (no row in postline_circuits)"
 	}
@@ -220,7 +58,7 @@ func formatRate(r *float64, none string) string {
 }
 
 // relayHeader is the line above a relay's worker table.
-func relayHeader(v relayView, at time.Time) string {
+func relayHeader(v fleet.Relay, at time.Time) string {
 	fleet := "no live worker"
 	switch {
 	case v.Paced == 0 && v.Live > 0:
@@ -233,7 +71,7 @@ func relayHeader(v relayView, at time.Time) string {
 }
 
 // relayWorkersTable is the text table of a relay's workers.
-func relayWorkersTable(v relayView, at time.Time) (header []string, rows [][]string) {
+func relayWorkersTable(v fleet.Relay, at time.Time) (header []string, rows [][]string) {
 	header = []string{"WORKER", "PRIORITY", "LIMIT", "IN_FLIGHT", "RATE", "FLEET_SHARE", "CUTS", "LAST_CUT", "UPDATED"}
 	for _, w := range v.Workers {
 		share := "none"
@@ -256,7 +94,7 @@ func relayWorkersTable(v relayView, at time.Time) (header []string, rows [][]str
 }
 
 // writeRelays writes the text output of postctl relays.
-func writeRelays(g *globals, rep relaysReport) error {
+func writeRelays(g *globals, rep fleet.Relays) error {
 	if len(rep.Relays) == 0 {
 		_, err := fmt.Fprintln(g.stdout, "no relays: no worker has published its relay state, and postline_circuits is empty")
 		return err
@@ -319,7 +157,7 @@ out when empty.`,
 			return relays(cmd.Context(), g, staleAfter)
 		},
 	}
-	cmd.Flags().DurationVar(&staleAfter, "stale-after", defaultStaleAfter,
+	cmd.Flags().DurationVar(&staleAfter, "stale-after", fleet.DefaultStaleAfter,
 		"a worker that has not published its relay state for this long is stale (3x the workers' POSTLINE_RELAY_STATE_INTERVAL)")
 	return cmd
 }
@@ -330,50 +168,15 @@ func relays(ctx context.Context, g *globals, staleAfter time.Duration) error {
 		return err
 	}
 	defer pool.Close()
-	l, err := relaystate.New(pool).List(ctx)
+	r, err := fleet.New(fleet.Config{Database: pool, StaleAfter: staleAfter})
+	if err != nil {
+		return err
+	}
+	rep, err := r.Relays(ctx)
 	if err != nil {
 		return withMigrateHint(err)
 	}
-	breakers, err := readBreakers(ctx, pool)
-	if err != nil {
-		return withMigrateHint(err)
-	}
-	rep := newRelaysReport(l, breakers, staleAfter)
 	return printReport(g, rep, func() error { return writeRelays(g, rep) })
-}
-
-// readBreakers reads every relay's circuit breaker. It only reads:
-// internal/circuit owns the rows and the rules, and its Breakers would
-// create rows for the relays it is given.
-func readBreakers(ctx context.Context, pool *pgxpool.Pool) ([]breakerRow, error) {
-	rows, err := pool.Query(ctx, `SELECT provider, state, failures, opened_at, open_until, probe_owner, probe_until, last_class
-		FROM postline_circuits ORDER BY provider`)
-	if err != nil {
-		return nil, fmt.Errorf("read postline_circuits: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (breakerRow, error) {
-		var (
-			b                               breakerRow
-			openedAt, openUntil, probeUntil *time.Time
-			probeOwner, lastClass           *string
-		)
-		err := r.Scan(&b.Provider, &b.State, &b.Failures, &openedAt, &openUntil, &probeOwner, &probeUntil, &lastClass)
-		b.OpenedAt, b.OpenUntil, b.ProbeUntil = deref(openedAt), deref(openUntil), deref(probeUntil)
-		b.ProbeOwner, b.LastClass = deref(probeOwner), deref(lastClass)
-		return b, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read postline_circuits: %w", err)
-	}
-	return out, nil
-}
-
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }
 
 // withMigrateHint says what to do when a table is missing: the database

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/postline/postline/internal/adaptive"
+	"github.com/postline/postline/internal/fleet"
 	"github.com/postline/postline/internal/relaystate"
 	"github.com/postline/postline/internal/schema"
 	"github.com/postline/postline/internal/testenv"
@@ -21,7 +22,7 @@ var relaysAt = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 // with a high rate; "backup" (priority 2) has a closed breaker that counted
 // a fault and one worker sharing a fleet rate; "old" has a breaker and no
 // worker; "new" has a worker and no breaker row.
-func relaysFixture() (relaystate.Listing, []breakerRow) {
+func relaysFixture() (relaystate.Listing, []fleet.BreakerRow) {
 	inf := math.Inf(1)
 	l := relaystate.Listing{At: relaysAt, Rows: []relaystate.Row{
 		{WorkerID: "w1", UpdatedAt: relaysAt.Add(-time.Second), Snapshot: relaystate.Snapshot{Relay: "primary", Priority: 1,
@@ -36,7 +37,7 @@ func relaysFixture() (relaystate.Listing, []breakerRow) {
 		{WorkerID: "w1", UpdatedAt: relaysAt.Add(-time.Second), Snapshot: relaystate.Snapshot{Relay: "new", Priority: 3,
 			Limit: 1, Rate: inf, FleetShare: inf}},
 	}}
-	breakers := []breakerRow{
+	breakers := []fleet.BreakerRow{
 		{Provider: "backup", State: "closed", Failures: 2, LastClass: "connection_refused"},
 		{Provider: "old", State: "closed"},
 		{Provider: "primary", State: "open", Failures: 5, OpenedAt: relaysAt.Add(-20 * time.Second),
@@ -50,7 +51,7 @@ func TestRelaysText(t *testing.T) {
 	tests := []struct {
 		name     string
 		listing  relaystate.Listing
-		breakers []breakerRow
+		breakers []fleet.BreakerRow
 		want     string
 	}{
 		{"fleet", l, breakers, `relay primary: breaker open since 2026-12-01T11:59:40Z (20s ago), opened on timeout, probe in 10s; fleet learned rate 42.2/s (1 of 2 live workers paced)
@@ -70,7 +71,7 @@ w1      3         1      0          unpaced  none         concurrency 0, rate 0 
 relay old: breaker closed; no live worker
 `},
 		{"half-open, workers all stale", relaystate.Listing{At: relaysAt, Rows: l.Rows[2:3]},
-			[]breakerRow{{Provider: "primary", State: "half_open", Failures: 6, OpenedAt: relaysAt.Add(-90 * time.Second),
+			[]fleet.BreakerRow{{Provider: "primary", State: "half_open", Failures: 6, OpenedAt: relaysAt.Add(-90 * time.Second),
 				OpenUntil: relaysAt.Add(-30 * time.Second), ProbeOwner: "w2", ProbeUntil: relaysAt.Add(5 * time.Second), LastClass: "timeout"}},
 			`relay primary: breaker half-open since 2026-12-01T11:58:30Z (1m30s ago), opened on timeout, probe by w2; no live worker
 WORKER  PRIORITY  LIMIT  IN_FLIGHT  RATE     FLEET_SHARE  CUTS                   LAST_CUT  UPDATED
@@ -83,7 +84,7 @@ w3      1         2      0          500.0/s  none         concurrency 0, rate 0 
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
 			g := &globals{stdout: &out, output: "text"}
-			rep := newRelaysReport(tt.listing, tt.breakers, defaultStaleAfter)
+			rep := fleet.NewRelays(tt.listing, tt.breakers, fleet.DefaultStaleAfter)
 			if err := printReport(g, rep, func() error { return writeRelays(g, rep) }); err != nil {
 				t.Fatal(err)
 			}
@@ -98,7 +99,7 @@ func TestRelaysJSON(t *testing.T) {
 	l, breakers := relaysFixture()
 	var out bytes.Buffer
 	g := &globals{stdout: &out, output: "json"}
-	rep := newRelaysReport(l, breakers, defaultStaleAfter)
+	rep := fleet.NewRelays(l, breakers, fleet.DefaultStaleAfter)
 	if err := printReport(g, rep, func() error { t.Fatal("text output with -o json"); return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func TestRelaysPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep relaysReport
+	var rep fleet.Relays
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("output %q: %v", out, err)
 	}

@@ -90,7 +90,7 @@ func execute(ctx context.Context, args []string, getenv func(string) string, std
 	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:           "postctl",
-		Short:         "Operate Postline: topics, migrations, publishing, dead letters, message status, lag, relays, audits, suppression lists, unconfirmed mail, reply rules, templates, DKIM records, webhook endpoints and finding mail",
+		Short:         "Operate Postline: topics, migrations, publishing, dead letters, message status, lag, relays, audits, suppression lists, unconfirmed mail, reply rules, templates, DKIM records, webhook endpoints, finding mail and console accounts",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -142,7 +142,7 @@ func execute(ctx context.Context, args []string, getenv func(string) string, std
 	root.AddCommand(newTopicsCmd(g), newMigrateCmd(g), newPublishCmd(g), newDLQCmd(g),
 		newStatusCmd(g), newLagCmd(g), newAuditCmd(g), newRelaysCmd(g), newProbeCmd(g))
 	root.AddCommand(newSuppressCmd(g), newUnconfirmedCmd(g), newRulesCmd(g))
-	root.AddCommand(newTemplateCmd(g), newDKIMCmd(g), newWebhooksCmd(g), newMailCmd(g))
+	root.AddCommand(newTemplateCmd(g), newDKIMCmd(g), newWebhooksCmd(g), newMailCmd(g), newOperatorsCmd(g))
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)

@@ -126,7 +126,7 @@ func TestTemplate(t *testing.T) {
 			partitions:     12,
 			existingSecret: "postline-credentials",
 			wantKinds: map[string]int{
-				"Deployment": 4, "ConfigMap": 6, "Service": 5, "PodDisruptionBudget": 4, "Job": 2,
+				"Deployment": 5, "ConfigMap": 7, "Service": 7, "PodDisruptionBudget": 5, "Job": 2,
 				"ServiceMonitor": 1, "PrometheusRule": 1, "ScaledObject": 1,
 			},
 		},
@@ -214,6 +214,11 @@ func TestTemplateRejects(t *testing.T) {
 		args []string
 		want string
 	}{
+		{
+			name: "the console without its certificate",
+			args: []string{"--set", "console.enabled=true"},
+			want: "console.enabled needs console.tls.secretName",
+		},
 		{
 			name: "KEDA maxReplicas above the partition count",
 			args: []string{"--set", "autoscaling.keda.enabled=true", "--set", "autoscaling.keda.maxReplicas=12"},
@@ -369,7 +374,8 @@ func TestSettingsMatchBinaries(t *testing.T) {
 	binaries := binarySettings(t)
 	// With empty settings maps, every POSTLINE_* name rendered is one the chart sets itself.
 	out, err := render(helm, "-f", "testdata/outcomes.yaml", "--set", "worker.settings=null", "--set", "scheduler.settings=null",
-		"--set", "bounceReceiver.settings=null", "--set", "webhookDispatcher.settings=null")
+		"--set", "bounceReceiver.settings=null", "--set", "webhookDispatcher.settings=null",
+		"--set", "console.enabled=true", "--set", "console.tls.secretName=console-tls", "--set", "console.settings=null")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,6 +386,7 @@ func TestSettingsMatchBinaries(t *testing.T) {
 		{"retry-scheduler", "scheduler"},
 		{"bounce-receiver", "bounceReceiver"},
 		{"webhook-dispatcher", "webhookDispatcher"},
+		{"console", "console"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.component, func(t *testing.T) {
@@ -594,6 +601,7 @@ func binarySettings(t *testing.T) map[string]map[string]bool {
 		"retry-scheduler":    read("cmd/retry-scheduler", false),
 		"bounce-receiver":    read("cmd/bounce-receiver", false),
 		"webhook-dispatcher": read("cmd/webhook-dispatcher", false),
+		"console":            read("cmd/console", false),
 		"postctl":            read("cmd/postctl", true),
 	}
 }
@@ -677,6 +685,7 @@ func checkDeployment(t *testing.T, m manifests, d *appsv1.Deployment, binaries m
 	httpAddrSetting := map[string]string{
 		"worker": "POSTLINE_HTTP_ADDR", "retry-scheduler": "POSTLINE_SCHEDULER_HTTP_ADDR",
 		"bounce-receiver": "POSTLINE_RECEIVER_HTTP_ADDR", "webhook-dispatcher": "POSTLINE_WEBHOOKS_HTTP_ADDR",
+		"console": "POSTLINE_CONSOLE_HTTP_ADDR",
 	}
 	endpointSecrets := endpointSecretEnv(m)
 	for _, name := range sortedKeys(env) {

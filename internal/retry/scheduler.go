@@ -268,7 +268,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		s.closeConn()
 		for _, d := range s.cfg.Tiers {
-			s.metrics.waiting.WithLabelValues(tierName(d)).Set(0)
+			s.metrics.waiting.WithLabelValues(TierName(d)).Set(0)
 		}
 	}()
 	// The pipeline outlives ctx until the consumer has drained and made its
@@ -311,7 +311,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // park computes when m is due and queues it.
 func (s *Scheduler) park(m consumer.Message) {
 	tier := s.tiers[m.Topic]
-	label := tierName(tier)
+	label := TierName(tier)
 	now := s.cfg.NowFunc()
 	notBefore, ok := jobheader.NotBefore(m.Headers)
 	if !ok {
@@ -520,7 +520,7 @@ func newSchedulerMetrics(reg prometheus.Registerer, tiers Tiers) (*schedulerMetr
 		rejected:      set.Counter("rejected_total", "Due records dead-lettered instead of re-injected: larger than the jobs topic accepts."),
 	}
 	for _, d := range tiers {
-		l := tierName(d)
+		l := TierName(d)
 		m.lateness.WithLabelValues(l)
 		m.reinjected.WithLabelValues(l)
 		m.waiting.WithLabelValues(l)

@@ -74,7 +74,7 @@ func (t Tiers) Validate() error {
 func (t Tiers) String() string {
 	names := make([]string, len(t))
 	for i, d := range t {
-		names[i] = tierName(d)
+		names[i] = TierName(d)
 	}
 	return strings.Join(names, ",")
 }
@@ -104,11 +104,12 @@ func (t Tiers) Topics(prefix string) []string {
 // "mail.retry.90s", "mail.retry.2m", "mail.retry.90m", "mail.retry.6h",
 // "mail.retry.500ms"). The name is stable: it depends only on the duration.
 func TopicName(prefix string, tier time.Duration) string {
-	return prefix + "." + tierName(tier)
+	return prefix + "." + TierName(tier)
 }
 
-// tierName is the tier part of a topic name and the value of the tier label.
-func tierName(d time.Duration) string {
+// TierName is a tier's short name: the tier part of its topic name and the
+// value of the tier label ("5s", "2m", "6h").
+func TierName(d time.Duration) string {
 	for _, u := range []struct {
 		unit time.Duration
 		name string

@@ -127,7 +127,7 @@ func NewWriter(cfg WriterConfig, reg prometheus.Registerer) (*Writer, error) {
 		return nil, fmt.Errorf("retry: register metrics: %w", err)
 	}
 	for _, d := range cfg.Tiers {
-		records.WithLabelValues(tierName(d))
+		records.WithLabelValues(TierName(d))
 	}
 	w, closeConn, err := cfg.Kafka.Writer(kafkaclient.WriterConfig{
 		Name:         "retry",
@@ -170,7 +170,7 @@ func (w *Writer) Publish(ctx context.Context, copies ...Copy) error {
 		return fmt.Errorf("retry: write %d copies: %w", len(msgs), err)
 	}
 	for _, c := range copies {
-		w.records.WithLabelValues(tierName(c.Tier)).Inc()
+		w.records.WithLabelValues(TierName(c.Tier)).Inc()
 	}
 	return nil
 }

@@ -1,7 +1,8 @@
 // Package testenv gives integration tests their real services: the addresses
 // of the Kafka broker, PostgreSQL and SMTP servers started by scripts/stack.sh,
-// and helpers that carve out an isolated topic, consumer group or database
-// schema per test so tests can run in parallel.
+// helpers that carve out an isolated topic, consumer group or database
+// schema per test so tests can run in parallel, and a headless browser for
+// UI tests.
 //
 // Addresses come from the environment with loopback defaults:
 //
@@ -14,6 +15,8 @@
 //	POSTLINE_TEST_BOUNCE_ADDR   127.0.0.1:2530 (where it delivers bounces and DSNs)
 //	POSTLINE_TEST_BOUNCE_DOMAIN bounces.postline.test
 //	POSTLINE_TEST_POSTFIX_CONFIG, POSTLINE_TEST_POSTFIX_LOG  its config directory and mail log
+//	POSTLINE_TEST_CHROMIUM      no default: Debian's chromium, for Browser (UI tests skip without it)
+//	POSTLINE_TEST_ARTIFACTS     <repo>/.artifacts (screenshots, see ArtifactDir)
 //
 // Every helper skips the test under `go test -short`.
 package testenv

@@ -99,6 +99,9 @@ chart writes a hook Secret of its own unless an existing one is named.
 {{- fail "kafka.sasl.username is set but kafka.sasl.mechanism is empty" }}
 {{- end }}
 {{- include "postline.validateOutcomes" . }}
+{{- if and .Values.console.enabled (not .Values.console.tls.secretName) }}
+{{- fail "console.enabled needs console.tls.secretName: a kubernetes.io/tls Secret with tls.crt and tls.key (the console serves plain HTTP on loopback only)" }}
+{{- end }}
 {{- end }}
 
 {{/* Where the Kafka files (CA, client certificate, SASL password) are mounted. */}}
@@ -204,7 +207,7 @@ for the hooks).
 
 {{/*
 A component's Deployment. Arguments: root (the chart's context), component (the binary: worker,
-retry-scheduler, bounce-receiver or webhook-dispatcher), values (its section of the values),
+retry-scheduler, bounce-receiver, webhook-dispatcher or console), values (its section of the values),
 config (the template of its ConfigMaps, whose checksum rolls the pods), credentials (whether it
 reads the release's Secret), autoscaled (whether KEDA owns the replicas) and, optionally, env,
 ports, volumes and volumeMounts (YAML lists added to the container's and the pod's).
@@ -602,4 +605,9 @@ existingSecret must hold them: neither can be checked here.
 {{- if and (include "postline.webhookDispatcherEnabled" .) .Values.webhookDispatcher.endpoints (not .Values.webhookDispatcher.endpointSecrets.secretName) }}
 {{- fail "webhookDispatcher.endpoints need webhookDispatcher.endpointSecrets.secretName: the Secret holding each endpoint's signing secret under the key named by its secret_env" }}
 {{- end }}
+{{- end }}
+
+{{/* Where the console's certificate and key are mounted. */}}
+{{- define "postline.consoleTLSDir" -}}
+/etc/postline/console-tls
 {{- end }}

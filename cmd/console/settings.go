@@ -1,0 +1,29 @@
+package main
+
+import (
+	"time"
+
+	"github.com/postline/postline/internal/config"
+)
+
+// settings are the console's configuration: each field is an environment
+// variable and a flag (see internal/config). Kafka is read for the events
+// the console indexes, so that a mail's page shows its whole life.
+type settings struct {
+	config.Kafka
+	EventsTopic     string        `env:"POSTLINE_EVENTS_TOPIC" default:"mail.events" usage:"topic of the events the console indexes into postline_mail_events, which mail lives read"`
+	IndexerGroup    string        `env:"POSTLINE_CONSOLE_INDEXER_GROUP" default:"postline-mailquery" usage:"consumer group the console replicas index the events in, together"`
+	EventsRetention time.Duration `env:"POSTLINE_CONSOLE_EVENTS_RETENTION" default:"720h" usage:"how long indexed events are kept (the workers' POSTLINE_RETENTION suits); older ones are purged every hour"`
+
+	Addr            string        `env:"POSTLINE_CONSOLE_ADDR" default:"127.0.0.1:8090" usage:"address of the console's pages and API; plain HTTP only on loopback, any other address needs the TLS certificate and key"`
+	TLSCertFile     string        `env:"POSTLINE_CONSOLE_TLS_CERT_FILE" default:"" usage:"PEM certificate chain the console serves HTTPS with (with the key file)"`
+	TLSKeyFile      string        `env:"POSTLINE_CONSOLE_TLS_KEY_FILE" default:"" usage:"PEM private key of the console's certificate"`
+	SessionLifetime time.Duration `env:"POSTLINE_CONSOLE_SESSION_LIFETIME" default:"12h" usage:"how long a login lasts; logout, disabling the account or a new password end it sooner"`
+
+	DatabaseURL      string `env:"POSTLINE_DATABASE_URL" default:"postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable" usage:"PostgreSQL URL of the store the workers use: the console's accounts, sessions and audit log live there too"`
+	DatabaseMaxConns int    `env:"POSTLINE_DATABASE_MAX_CONNS" default:"4" usage:"maximum PostgreSQL connections"`
+
+	HTTPAddr        string        `env:"POSTLINE_CONSOLE_HTTP_ADDR" default:":8085" usage:"address of /metrics, /healthz and /readyz"`
+	ShutdownTimeout time.Duration `env:"POSTLINE_SHUTDOWN_TIMEOUT" default:"10s" usage:"how long SIGTERM waits for requests in flight"`
+	config.Logging
+}

@@ -1,0 +1,136 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/postline/postline/internal/mailquery"
+	"github.com/postline/postline/internal/operator"
+	"github.com/postline/postline/internal/suppression"
+)
+
+// fakeMail is the mail read layer as the tests need it: one page of mail
+// for any search and the lives of those mails; it records the filters.
+type fakeMail struct {
+	mu      sync.Mutex
+	mails   []mailquery.Mail
+	lives   map[string]mailquery.Life
+	next    string
+	filters []mailquery.Filter
+	// findErr, when set, is Find's answer.
+	findErr error
+}
+
+func (f *fakeMail) Find(_ context.Context, flt mailquery.Filter) (mailquery.Page, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.filters = append(f.filters, flt)
+	if f.findErr != nil {
+		return mailquery.Page{}, f.findErr
+	}
+	return mailquery.Page{Mails: f.mails, Next: f.next}, nil
+}
+
+func (f *fakeMail) Life(_ context.Context, id string) (mailquery.Life, error) {
+	if l, ok := f.lives[id]; ok {
+		return l, nil
+	}
+	return mailquery.Life{}, fmt.Errorf("life of %s: %w", id, errNoSuchMail)
+}
+
+// errNoSuchMail stands in for mailquery.ErrNotFound.
+var errNoSuchMail = errors.New("no such mail")
+
+// sampleMail is one bounced mail with a full life.
+func sampleMail() (mailquery.Mail, mailquery.Life) {
+	at := time.Date(2026, 12, 5, 14, 49, 17, 0, time.UTC)
+	m := mailquery.Mail{MessageID: "m1@postline.test", Tenant: "acme", Status: "sent", Stream: "transactional", Priority: "normal",
+		Provider: "primary", Confirmation: "confirmed", Attempt: 1, CreatedAt: at, UpdatedAt: at, SentAt: at,
+		Recipients: []mailquery.Recipient{
+			{Index: 0, Address: "ada@example.com", State: "delivered", Code: 250, Status: "2.0.0", Source: "dsn", ResolvedAt: at},
+			{Index: 1, Address: "bob@example.com", State: "bounced", BounceType: "hard", Code: 550, Status: "5.1.1",
+				Diagnostic: "smtp; 550 5.1.1 no such user", Source: "dsn", ResolvedAt: at},
+		}}
+	l := mailquery.Life{Mail: m, DKIMDomain: "postline.test", Template: &mailquery.TemplateUse{Name: "welcome", Version: 3, Why: "label live"},
+		Entries: []mailquery.Entry{
+			{At: at, Type: "claimed", RecipientIndex: -1, Attempt: 1},
+			{At: at.Add(time.Second), Type: "accepted", RecipientIndex: 0, Recipient: "ada@example.com", Attempt: 1, Provider: "primary", Code: 250},
+			{At: at.Add(2 * time.Second), Type: "bounced", RecipientIndex: 1, Recipient: "bob@example.com", Code: 550, Status: "5.1.1",
+				Diagnostic: "smtp; 550 5.1.1 no such user", BounceType: "hard", Rule: "user_unknown", Source: "dsn"},
+			{At: at.Add(time.Hour), Type: "redriven", RecipientIndex: -1, Attempt: 2, Note: "relay fixed", Actor: "olga"},
+		},
+		Webhooks: []mailquery.WebhookDelivery{{Endpoint: "crm", EventID: "e1", EventType: "bounced", State: "dead", Attempts: 13, LastStatus: 503,
+			LastError: "HTTP 503", DeadAt: at.Add(72 * time.Hour), DeadReason: "horizon"}}}
+	return m, l
+}
+
+// fakeAccounts are sessions by token, for the tests without PostgreSQL.
+type fakeAccounts struct {
+	sessions map[string]operator.Session
+}
+
+func (f *fakeAccounts) Login(context.Context, string, string, string) (operator.Session, error) {
+	return operator.Session{}, operator.ErrWrongPassword
+}
+
+func (f *fakeAccounts) Lookup(_ context.Context, token string) (operator.Session, error) {
+	if s, ok := f.sessions[token]; ok {
+		return s, nil
+	}
+	return operator.Session{}, operator.ErrNoSession
+}
+
+func (f *fakeAccounts) Logout(_ context.Context, token string) error {
+	delete(f.sessions, token)
+	return nil
+}
+
+// fakeAudit keeps entries in memory.
+type fakeAudit struct {
+	mu      sync.Mutex
+	entries []operator.AuditEntry
+}
+
+func (f *fakeAudit) Write(_ context.Context, actor, action string, _ any, result, client string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.entries = append(f.entries, operator.AuditEntry{Actor: actor, Action: action, Result: result, Client: client})
+	return nil
+}
+
+func (f *fakeAudit) Read(context.Context, operator.AuditFilter) ([]operator.AuditEntry, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]operator.AuditEntry(nil), f.entries...), nil
+}
+
+// fakeSuppressions is a list of entries.
+type fakeSuppressions struct {
+	entries []suppression.Entry
+}
+
+func (f *fakeSuppressions) List(context.Context, suppression.Filter) ([]suppression.Entry, error) {
+	return f.entries, nil
+}
+
+func (f *fakeSuppressions) Add(_ context.Context, e []suppression.Entry) (int, error) {
+	f.entries = append(f.entries, e...)
+	return len(e), nil
+}
+
+func (f *fakeSuppressions) Remove(_ context.Context, keys []suppression.Key) (int, error) {
+	n := 0
+	for _, k := range keys {
+		for i, e := range f.entries {
+			if e.Key() == k {
+				f.entries = append(f.entries[:i], f.entries[i+1:]...)
+				n++
+				break
+			}
+		}
+	}
+	return n, nil
+}

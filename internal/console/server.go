@@ -1,0 +1,125 @@
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net/http"
+
+	"github.com/postline/postline/internal/mailquery"
+	"github.com/postline/postline/internal/operator"
+	"github.com/postline/postline/internal/suppression"
+)
+
+// MailReader finds mail and reads a mail's life: internal/mailquery's
+// Reader. Life's error for an unknown Message-ID wraps Config.NotFound.
+type MailReader interface {
+	Find(ctx context.Context, f mailquery.Filter) (mailquery.Page, error)
+	Life(ctx context.Context, messageID string) (mailquery.Life, error)
+}
+
+// Suppressions are the suppression lists (a *suppression.Store).
+type Suppressions interface {
+	List(ctx context.Context, f suppression.Filter) ([]suppression.Entry, error)
+	Add(ctx context.Context, entries []suppression.Entry) (int, error)
+	Remove(ctx context.Context, keys []suppression.Key) (int, error)
+}
+
+// Accounts log operators in and out and find their sessions (an
+// *operator.Store).
+type Accounts interface {
+	Login(ctx context.Context, name, password, client string) (operator.Session, error)
+	Lookup(ctx context.Context, token string) (operator.Session, error)
+	Logout(ctx context.Context, token string) error
+}
+
+// Audit is the audit log (an *operator.AuditLog).
+type Audit interface {
+	Write(ctx context.Context, actor, action string, target any, result, client string) error
+	Read(ctx context.Context, f operator.AuditFilter) ([]operator.AuditEntry, error)
+}
+
+// Config is what a Server serves from.
+type Config struct {
+	Accounts     Accounts
+	Audit        Audit
+	Suppressions Suppressions
+	// Mail is the mail read layer; nil leaves the search and mail pages
+	// saying so.
+	Mail MailReader
+	// NotFound is the error Mail.Life's error wraps for a Message-ID no
+	// mail has (mailquery.ErrNotFound): that mail's page is a 404.
+	NotFound error
+	// Secure is true when the console is served over TLS: cookies are
+	// Secure (with the __Host- prefix) and HSTS is sent.
+	Secure bool
+	// Logger gets request failures; nil discards them.
+	Logger *slog.Logger
+}
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Server is the console's http.Handler.
+type Server struct {
+	cfg   Config
+	pages *pages
+	mux   *http.ServeMux
+	log   *slog.Logger
+}
+
+// New returns the console's handler.
+func New(cfg Config) (*Server, error) {
+	if cfg.Accounts == nil || cfg.Audit == nil || cfg.Suppressions == nil {
+		return nil, errors.New("console: Accounts, Audit and Suppressions are required")
+	}
+	if cfg.Mail != nil && cfg.NotFound == nil {
+		return nil, errors.New("console: NotFound is required with Mail: without it an unknown Message-ID reads as a failure")
+	}
+	pg, err := parsePages(templateFS)
+	if err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, pages: pg, mux: http.NewServeMux(), log: logger}
+	s.routes()
+	return s, nil
+}
+
+// routes registers every page, action and API call.
+func (s *Server) routes() {
+	static, _ := fs.Sub(staticFS, "static")
+	s.mux.Handle("GET /static/", http.StripPrefix("/static/", staticFiles(static)))
+	s.mux.HandleFunc("GET /login", s.loginForm)
+	s.mux.HandleFunc("POST /login", s.login)
+	s.mux.Handle("POST /logout", s.signedIn(s.logout))
+	s.mux.Handle("GET /{$}", http.RedirectHandler("/mail", http.StatusSeeOther))
+	s.mux.Handle("GET /mail", s.page(s.searchPage))
+	s.mux.Handle("GET /mail/view", s.page(s.lifePage))
+	s.mux.Handle("GET /suppressions", s.page(s.suppressionsPage))
+	s.mux.Handle("POST /suppressions/add", s.action("suppression.add", s.addSuppression))
+	s.mux.Handle("POST /suppressions/remove", s.action("suppression.remove", s.removeSuppression))
+	s.mux.Handle("GET /audit", s.page(s.auditPage))
+	s.mux.Handle("GET /api/v1/mail", s.api(s.apiSearch))
+	s.mux.Handle("GET /api/v1/mail/life", s.api(s.apiLife))
+}
+
+// ServeHTTP implements http.Handler: every response carries the security
+// headers.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	securityHeaders(w.Header(), s.cfg.Secure)
+	s.mux.ServeHTTP(w, r)
+}
+
+// notFound reports whether err is the mail reader's "no such mail".
+func (s *Server) notFound(err error) bool {
+	return s.cfg.NotFound != nil && errors.Is(err, s.cfg.NotFound)
+}
