@@ -208,3 +208,75 @@ func TestFindPagesAreStable(t *testing.T) {
 		}
 	})
 }
+
+// TestFindByRecipientReadsOnUntilThePageIsCertain writes recipient rows
+// long after their mails were created (a mail re-claimed after a crash, or
+// rows that predate migration 0021 and carry its time), so that the rows
+// written last are of the oldest mails: the first read of a recipient
+// search holds none of the newest mails, and Find must read on. Every page
+// is checked against the listing's order, for an address and a domain.
+func TestFindByRecipientReadsOnUntilThePageIsCertain(t *testing.T) {
+	pool := migrated(t)
+	ctx := t.Context()
+	base := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	write := func(id string, created, written time.Time, addresses ...string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `INSERT INTO postline_messages (message_id, status, version, attempt, payload_hash, created_at)
+			VALUES ($1, 'sent', 1, 1, '\x00', $2)`, id, created); err != nil {
+			t.Fatal(err)
+		}
+		for i, a := range addresses {
+			if _, err := pool.Exec(ctx, `INSERT INTO postline_recipients (message_id, idx, ref, address, state, created_at)
+				VALUES ($1, $2, '\x00', $3, 'accepted', $4)`, id, i, a, written); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var want []string // newest first
+	// Mail written as it was created, one a minute, some to two matching
+	// recipients; the newest first in want.
+	for i := 9; i >= 0; i-- {
+		id := fmt.Sprintf("recent-%d@x", i)
+		created := base.Add(time.Duration(i) * time.Minute)
+		write(id, created, created.Add(time.Second), "Ada@Late.example", fmt.Sprintf("other%d@late.example", i%2))
+		want = append(want, id)
+	}
+	// Older mail whose rows were written after all of the above.
+	for i := 9; i >= 0; i-- {
+		id := fmt.Sprintf("old-%d@x", i)
+		created := base.Add(-time.Hour + time.Duration(i)*time.Minute)
+		write(id, created, base.Add(time.Hour+time.Duration(i)*time.Second), "Ada@late.EXAMPLE")
+		want = append(want, id)
+	}
+	// Not matching: another local part, another domain.
+	write("ada-lower@x", base.Add(30*time.Minute), base.Add(31*time.Minute), "ada@late.example")
+	write("elsewhere@x", base.Add(30*time.Minute), base.Add(31*time.Minute), "Ada@early.example")
+
+	r := newReader(t, pool)
+	for _, recipient := range []string{"Ada@LATE.example", "@late.example"} {
+		for _, limit := range []int{1, 3, 50} {
+			t.Run(fmt.Sprintf("%s by %d", recipient, limit), func(t *testing.T) {
+				wantHere := want
+				if recipient == "@late.example" {
+					wantHere = slices.Insert(slices.Clone(want), 0, "ada-lower@x")
+				}
+				f := mailquery.Filter{Recipient: recipient, Limit: limit}
+				var got []string
+				for range len(wantHere) + 1 {
+					page, err := r.Find(ctx, f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, ids(page)...)
+					if page.Next == "" {
+						break
+					}
+					f.Cursor = page.Next
+				}
+				if !slices.Equal(got, wantHere) {
+					t.Errorf("pages = %v\nwant    %v", got, wantHere)
+				}
+			})
+		}
+	}
+}
