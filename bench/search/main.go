@@ -23,8 +23,9 @@
 // rare address, a recurring customer's address, a big domain, a company
 // domain and a small domain, every address and domain in a case the rows do
 // not all have; and -lives calls of Life for random mails with events. It
-// runs EXPLAIN once for each kind first and fails when an address lookup or
-// a small domain's does not use postline_recipients_address_idx.
+// runs EXPLAIN once for each kind first and fails when a search does not
+// start from its index (migration 0021): postline_recipients_address_idx
+// for an address, postline_recipients_domain_idx for a domain.
 //
 // The report gives p50, p99 and max per kind, and PASSes when every search
 // kind's p99 is within -search-p99 (100 ms) and Life's within -life-p99

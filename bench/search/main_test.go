@@ -78,7 +78,7 @@ func TestReport(t *testing.T) {
 		for _, k := range append(append([]string{}, searchKinds...), kindLife) {
 			r.times[k] = append(append([]time.Duration{}, fast...), 0)
 			r.found[k] = 6 * 50
-			r.indexed[k] = k != kindBig
+			r.indexed[k] = k != kindBig // as if its plan missed
 		}
 		r.times[slowKind][5] = slow
 		return r

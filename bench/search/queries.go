@@ -20,12 +20,14 @@ const (
 
 var searchKinds = []string{kindRare, kindCustomer, kindBig, kindCompany, kindSmall}
 
-// mustUseAddressIndex says whether a kind's plan must start from
-// postline_recipients_address_idx. A big domain's need not: a third of
-// all mail goes to gmail.example, so walking the mail newest first and
-// checking each one's recipients finds a page after some 150 mails, which
-// the planner may rightly prefer to reading millions of index entries.
-func mustUseAddressIndex(kind string) bool { return kind != kindBig }
+// searchIndex is the index a kind's search must start from (migration
+// 0021): every one, big domains too, walks its rows newest first.
+func searchIndex(kind string) string {
+	if kind == kindRare || kind == kindCustomer {
+		return "postline_recipients_address_idx"
+	}
+	return "postline_recipients_domain_idx"
+}
 
 // bigDomains are bench_domain's five big domains.
 var bigDomains = []string{"gmail.example", "yahoo.example", "outlook.example", "hotmail.example", "icloud.example"}

@@ -20,7 +20,7 @@ func report(w io.Writer, o options, r results) error {
 	fmt.Fprintf(w, "Schema %s (%s, seed version %d, %s on disk; the seed took %v; the events of one mail in %d); "+
 		"first pages of %d, sequential, after %d untimed rounds.\n\n",
 		o.schema, how, r.seed.Version, bytesIEC(r.size), r.seed.Took.Round(time.Second), r.seed.EventsEvery, pageSize, o.warmup)
-	fmt.Fprintln(w, "| kind | calls | p50 | p99 | max | mails (entries) a call | address index | target p99 | verdict |")
+	fmt.Fprintln(w, "| kind | calls | p50 | p99 | max | mails (entries) a call | search index | target p99 | verdict |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|:---:|---:|:---:|")
 	var misses []string
 	row := func(kind string, target time.Duration, index string) {

@@ -15,8 +15,9 @@ import (
 )
 
 // seedVersion names the shape seedChunkSQL writes. Change it with the
-// shape: a kept schema of another version is seeded again.
-const seedVersion = 1
+// shape: a kept schema of another version is seeded again. 2: recipient
+// rows have created_at (migration 0021).
+const seedVersion = 2
 
 // seedTables are the tables the seed fills, whose indexes are dropped for
 // the load and built again after it.

@@ -60,6 +60,8 @@ CREATE OR REPLACE FUNCTION bench_customer(j int8) RETURNS text
 //     a sent mail's recipients delivered (72 %), accepted (22 %), bounced
 //     (5 %, hard, soft or policy) or complained (1 %);
 //   - 40 tenants, the first ones the biggest; 70 % transactional;
+//   - recipient rows written a second after their mail's creation, one
+//     mail's in a hundred an hour after (re-claimed after a crash);
 //   - events: a deferral for one recipient in five, then its acceptance
 //     and its report, or its failure, dead letter or suppression, each
 //     with the document the Indexer stores.
@@ -72,7 +74,8 @@ WITH base AS MATERIALIZED (
 		CASE WHEN bench_u(i, 2) < 0.94 THEN 'sent' WHEN bench_u(i, 2) < 0.97 THEN 'failed'
 			WHEN bench_u(i, 2) < 0.99 THEN 'dead' ELSE 'suppressed' END AS status,
 		'tenant-' || floor(40 * power(bench_u(i, 3), 3))::int AS tenant,
-		CASE WHEN bench_u(i, 4) < 0.7 THEN 'transactional' ELSE 'bulk' END AS stream
+		CASE WHEN bench_u(i, 4) < 0.7 THEN 'transactional' ELSE 'bulk' END AS stream,
+		CASE WHEN bench_u(i, 15) < 0.01 THEN interval '1 hour' ELSE interval '1 second' END AS written_after
 	FROM generate_series($1::int8, $2::int8) AS i
 ),
 rc AS MATERIALIZED (
@@ -111,7 +114,8 @@ messages AS (
 ),
 recipients AS (
 	INSERT INTO postline_recipients (message_id, idx, ref, address, state, attempt, provider, bounce_type,
-		status, code, diagnostic, rule, source, feedback_type, accepted_at, resolved_at, updated_at, confirm_by)
+		status, code, diagnostic, rule, source, feedback_type, accepted_at, resolved_at, updated_at, confirm_by,
+		created_at)
 	SELECT message_id, k, decode(substr(md5(message_id || ':' || k), 1, 16), 'hex'), address, state, 1, 'primary',
 		CASE WHEN state = 'bounced' THEN bounce_type END,
 		CASE state WHEN 'bounced' THEN '5.1.1' WHEN 'delivered' THEN '2.0.0' WHEN 'failed' THEN '5.7.1' END,
@@ -123,7 +127,8 @@ recipients AS (
 		CASE WHEN state IN ('delivered', 'accepted', 'bounced', 'complained') THEN created_at + interval '2 seconds' END,
 		CASE WHEN state IN ('delivered', 'bounced', 'complained') THEN created_at + interval '60 seconds' END,
 		created_at + interval '60 seconds',
-		CASE WHEN state IN ('delivered', 'accepted', 'bounced', 'complained') THEN created_at + interval '1 day' END
+		CASE WHEN state IN ('delivered', 'accepted', 'bounced', 'complained') THEN created_at + interval '1 day' END,
+		created_at + written_after
 	FROM rc
 ),
 ev AS MATERIALIZED (
