@@ -6,14 +6,14 @@
 #   scripts/bench.sh -variants memory      only the memory burst (make bench-memory)
 #   scripts/bench.sh -variants postline,postfix,smtp-source-d -jobs 5000   a quick headline run
 #   scripts/bench.sh -variants postline,outcomes -jobs 5000   the outcome loop against plain mail
-#   scripts/bench.sh -variants postline,noindex -jobs 5000 -runs 3   what the recipient index costs
+#   scripts/bench.sh -variants postline,noindex -jobs 5000 -runs 3   what the recipient search indexes cost
 #
 # Starts the local stack with Postfix's smtp-sink (127.0.0.1:2525), builds the Postline worker and
 # webhook dispatcher, the worker of BASELINE_REV (default 4c91515, from `git archive`, into
 # bin/worker-baseline) and the naive baseline into bin/, then runs bench/e2e: first a warm-up of
 # 300,000 jobs through the current worker, not measured (-warmup-jobs; a freshly started broker's
 # JIT would otherwise make the first rows slower), then the baseline worker and the current one alternating, the
-# current one on a schema without the console's recipient index (noindex: the index's cost), the
+# current one on a schema without the console's recipient search indexes (noindex: their cost), the
 # worker on template jobs (each naming a stored template it renders), the worker with the outcome
 # loop on (bounce domain, return paths, confirm phase, events) and the webhook dispatcher sending
 # every event to an endpoint of the harness (mails/s and the webhook lag), the naive worker, raw

@@ -9,7 +9,7 @@
 //     postline row in every run, for the "CPU per mail vs baseline" target;
 //   - postline: bin/worker with -senders SMTP sessions;
 //   - noindex: the same worker and settings on a schema without the
-//     console's recipient index (noindex.go), for what that index costs;
+//     console's recipient search indexes (noindex.go), for what they cost;
 //   - template: the same worker and settings, but every job names a stored
 //     template (template.go) that the worker renders, instead of carrying
 //     its body;
@@ -284,7 +284,7 @@ func report(w io.Writer, o options, args []string, cpu string, all []result) {
 		fmt.Fprintf(w, "- baseline: %s (commit %s) with the postline row's settings, run just before it in every run.\n", o.baselineBin, cmp.Or(o.baselineRev, "unknown"))
 	}
 	if slices.ContainsFunc(rows, func(r result) bool { return r.Variant == variantNoIndex }) {
-		fmt.Fprintf(w, "- noindex: the postline worker with the same settings and jobs on a schema without %s (the console's recipient search, migration 0019), dropped after the migrations; the postline row of the same run has it.\n", noIndexedIndex)
+		fmt.Fprintf(w, "- noindex: the postline worker with the same settings and jobs on a schema without %s (the console's recipient search, migration 0021), dropped after the migrations; the postline row of the same run has them.\n", strings.Join(noIndexIndexes, " and "))
 	}
 	if slices.ContainsFunc(rows, func(r result) bool { return r.Variant == variantTemplate }) {
 		fmt.Fprintf(w, "- template: the postline worker with the same settings; each job names a stored template (subject, text and HTML parts in a stored layout, a data schema, 3 line items under range) with its own data, and the worker renders it (label refresh at its default).\n")
