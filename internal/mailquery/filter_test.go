@@ -112,8 +112,7 @@ func TestFindSQLMatchesRecipientsThroughTheIndexExpression(t *testing.T) {
 		want     []string
 		wantArgs []any
 	}{
-		{"address", exact, []string{"lower(r.address) = lower($1::text)",
-			"left(r.address, char_length($2::text)) = $2::text"}, []any{"Ada@example.com", "Ada"}},
+		{"address", exact, []string{"lower(r.address) = lower($1::text)"}, []any{"Ada@example.com"}},
 		{"domain", domain, []string{"lower(split_part(r.address, '@', -1)) = $1::text"}, []any{"example.com"}},
 	}
 	for _, tt := range tests {
@@ -133,5 +132,30 @@ func TestFindSQLMatchesRecipientsThroughTheIndexExpression(t *testing.T) {
 				t.Errorf("LIMIT arg = %v, want 22 (twice the page and the mail after it)", last)
 			}
 		})
+	}
+}
+
+func TestLocalPartMatches(t *testing.T) {
+	ada, _ := ParseRecipient("Ada@Example.com")
+	quoted, _ := ParseRecipient(`"a@b"@example.com`)
+	domain, _ := ParseRecipient("@example.com")
+	tests := []struct {
+		match   RecipientMatch
+		address string
+		want    bool
+	}{
+		{ada, "Ada@example.com", true},
+		{ada, "Ada@EXAMPLE.COM", true},
+		{ada, "ada@example.com", false},
+		{ada, "ADA@example.com", false},
+		{quoted, `"a@b"@Example.com`, true},
+		{quoted, `"A@b"@example.com`, false},
+		{domain, "anyone@Example.com", true},
+		{ada, "no at sign", false},
+	}
+	for _, tt := range tests {
+		if got := localPartMatches(tt.match, tt.address); got != tt.want {
+			t.Errorf("localPartMatches(%q, %q) = %t, want %t", tt.match.Address(), tt.address, got, tt.want)
+		}
 	}
 }

@@ -27,18 +27,29 @@ func (b *sqlBuilder) arg(v any) string {
 func (b *sqlBuilder) cond(c string) { b.where = append(b.where, c) }
 
 // recipientMatchSQL is the condition on postline_recipients r that selects
-// the addresses m matches, through the indexes of migration 0021: an
-// address is an equality on the lowercased address (then its local part is
-// compared exactly: the lowercased addresses are equal, so the stored
-// one's local part has as many characters as the asked one's), a domain
-// an equality on the lowercased text after the address's last "@".
+// the rows of the addresses m matches, through the indexes of migration
+// 0021: an address is an equality on the lowercased address, a domain an
+// equality on the lowercased text after the address's last "@". An
+// address's local part, matched exactly, is compared on the rows read
+// (localPartMatches): as a condition here, the planner would count it as
+// selective and, for an address in thousands of mails, sort them all
+// rather than walk the index.
 func (b *sqlBuilder) recipientMatchSQL(m RecipientMatch) string {
 	if m.Local == "" {
 		return "lower(split_part(r.address, '@', -1)) = " + b.arg(m.Domain) + "::text"
 	}
-	addr, local := b.arg(m.Address()), b.arg(m.Local)
-	return fmt.Sprintf(`lower(r.address) = lower(%s::text)
-		AND left(r.address, char_length(%[2]s::text)) = %[2]s::text`, addr, local)
+	return "lower(r.address) = lower(" + b.arg(m.Address()) + "::text)"
+}
+
+// localPartMatches says whether a stored address that recipientMatchSQL
+// selected for m has m's local part, in its case: the lowercased
+// addresses are equal, so what precedes their last "@" is the local part.
+func localPartMatches(m RecipientMatch, address string) bool {
+	if m.Local == "" {
+		return true
+	}
+	at := strings.LastIndexByte(address, '@')
+	return at >= 0 && address[:at] == m.Local
 }
 
 // mailColumns are the columns scanMails reads, of postline_messages m.
@@ -120,7 +131,7 @@ func recipientSQL(b *sqlBuilder, f Filter, match RecipientMatch, rows int) (stri
 	if !f.Since.IsZero() {
 		b.cond("r.created_at >= " + b.arg(f.Since))
 	}
-	sql := "SELECT " + mailColumns + ", r.created_at\nFROM postline_recipients r JOIN postline_messages m ON m.message_id = r.message_id" +
+	sql := "SELECT " + mailColumns + ", r.created_at, r.address\nFROM postline_recipients r JOIN postline_messages m ON m.message_id = r.message_id" +
 		"\nWHERE " + strings.Join(b.where, "\n\tAND ") + "\nORDER BY r.created_at DESC\nLIMIT " + b.arg(rows)
 	return sql, b.args
 }
@@ -130,9 +141,9 @@ func recipientSQL(b *sqlBuilder, f Filter, match RecipientMatch, rows int) (stri
 // it, twice over, as a mail may have more than one matching recipient.
 func firstCandidates(limit int) int { return 2 * (limit + 1) }
 
-// findByRecipient reads the mails of a recipient search (sql and args,
-// from findSQL, whose last argument is the row limit) and returns the
-// first limit+1 of them in the listing's order.
+// findByRecipient reads the mails of a recipient search for match (sql
+// and args, from findSQL, whose last argument is the row limit) and
+// returns the first limit+1 of them in the listing's order.
 //
 // The rows come newest written first, and a recipient row is never
 // written before its mail is created (migration 0021). So once limit+1
@@ -142,14 +153,18 @@ func firstCandidates(limit int) int { return 2 * (limit + 1) }
 // then, or until the rows run out, the read is made again with four times
 // the rows. A mail is rarely written long after its creation, so the first
 // read is nearly always the only one.
-func findByRecipient(ctx context.Context, tx pgx.Tx, sql string, args []any, limit int) ([]Mail, error) {
+//
+// The statement is planned for its values each time (an unnamed
+// statement), not once for all as a prepared one: which index walk is
+// cheap depends on how much mail the address or domain has.
+func findByRecipient(ctx context.Context, tx pgx.Tx, match RecipientMatch, sql string, args []any, limit int) ([]Mail, error) {
 	for n := args[len(args)-1].(int); ; n *= 4 {
 		args[len(args)-1] = n
-		rows, err := tx.Query(ctx, sql, args...)
+		rows, err := tx.Query(ctx, sql, append([]any{pgx.QueryExecModeCacheDescribe}, args...)...)
 		if err != nil {
 			return nil, err
 		}
-		mails, read, lastWritten, err := scanCandidates(rows)
+		mails, read, lastWritten, err := scanCandidates(rows, match)
 		if err != nil {
 			return nil, err
 		}
@@ -165,21 +180,23 @@ func findByRecipient(ctx context.Context, tx pgx.Tx, sql string, args []any, lim
 	}
 }
 
-// scanCandidates reads recipientSQL's rows: each mail once, how many rows
-// there were, and when the last one was written.
-func scanCandidates(rows pgx.Rows) (mails []Mail, read int, lastWritten time.Time, err error) {
+// scanCandidates reads recipientSQL's rows: the mails of the rows whose
+// address has match's local part, each once, how many rows there were,
+// and when the last one was written.
+func scanCandidates(rows pgx.Rows, match RecipientMatch) (mails []Mail, read int, lastWritten time.Time, err error) {
 	var (
 		m                         Mail
 		confirmBy, sent, replayed pgtype.Timestamptz
 		written                   time.Time
+		address                   string
 	)
 	seen := map[string]bool{}
 	_, err = pgx.ForEachRow(rows, []any{&m.MessageID, &m.Tenant, &m.Status, &m.Stream, &m.Priority, &m.Provider,
 		&m.ErrorClass, &m.LastError, &m.Confirmation, &confirmBy, &m.Attempt, &m.CreatedAt, &m.UpdatedAt, &sent,
-		&replayed, &written}, func() error {
+		&replayed, &written, &address}, func() error {
 		read++
 		lastWritten = written
-		if !seen[m.MessageID] {
+		if !seen[m.MessageID] && localPartMatches(match, address) {
 			seen[m.MessageID] = true
 			m.ConfirmBy, m.SentAt, m.ReplayedAt = timeOf(confirmBy), timeOf(sent), timeOf(replayed)
 			m.CreatedAt, m.UpdatedAt = m.CreatedAt.UTC(), m.UpdatedAt.UTC()
@@ -224,7 +241,7 @@ func (r *Reader) Find(ctx context.Context, f Filter) (Page, error) {
 		var mails []Mail
 		if match != nil {
 			var err error
-			if mails, err = findByRecipient(ctx, tx, sql, args, limit); err != nil {
+			if mails, err = findByRecipient(ctx, tx, *match, sql, args, limit); err != nil {
 				return err
 			}
 		} else {

@@ -21,11 +21,11 @@
 -- their recipients no earlier.
 --
 -- The two indexes replace 0019's one: an address is an equality on its
--- lowercased form (the local part's case is rechecked on the row), a
--- domain one on the lowercased text after the last "@" (an address's
--- domain: a quoted local part may hold an "@", a domain never does), each
--- followed by created_at, the order of the walk. They cost one index
--- entry more per recipient row than 0019's.
+-- lowercased form (mailquery compares the local part's case on the rows
+-- it reads), a domain one on the lowercased text after the last "@" (an
+-- address's domain: a quoted local part may hold an "@", a domain never
+-- does), each followed by created_at, the order of the walk. They cost
+-- one index entry more per recipient row than 0019's.
 ALTER TABLE postline_recipients ADD COLUMN created_at timestamptz NOT NULL DEFAULT now();
 DROP INDEX postline_recipients_address_idx;
 CREATE INDEX postline_recipients_address_idx ON postline_recipients (lower(address), created_at);
