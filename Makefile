@@ -52,7 +52,7 @@ fmt:
 demo: stack
 	scripts/demo.sh
 
-## bench: run the delivery benchmarks against the local stack and smtp-sink (the Postfix relay, the baseline worker and the memory burst included), then the scaling table
+## bench: run the delivery benchmarks against the local stack and smtp-sink (the Postfix relay, the baseline worker and the memory burst included), then the scaling, sweep, re-drive and console search tables
 bench:
 	scripts/stack.sh up --with-sink
 	scripts/bench.sh
