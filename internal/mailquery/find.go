@@ -123,9 +123,9 @@ func mailConditions(b *sqlBuilder, f Filter, c *cursor) {
 // recipientSQL is the statement of a recipient search: the recipient rows
 // match selects, newest written first, along the address's or domain's
 // index (migration 0021), each with its mail, which must meet the
-// conditions in b; at most the last parameter's rows. A mail is no older
-// than its recipient rows, so a mail created since f.Since has its rows
-// written since then too.
+// conditions in b; at most the last parameter's rows. A recipient row is
+// never older than its mail, so the rows of a mail created since f.Since
+// were written since then too.
 func recipientSQL(b *sqlBuilder, f Filter, match RecipientMatch, rows int) (string, []any) {
 	b.cond(b.recipientMatchSQL(match))
 	if !f.Since.IsZero() {
