@@ -3,6 +3,9 @@ package main
 import (
 	"testing"
 	"time"
+
+	"github.com/postline/postline/internal/schema"
+	"github.com/postline/postline/internal/testenv"
 )
 
 func TestNoIndexTarget(t *testing.T) {
@@ -34,5 +37,43 @@ func TestNoIndexTarget(t *testing.T) {
 				t.Errorf("noIndexTarget = %q, %q; want %q, %q", got.verdict(), got.Measured, tt.verdict, tt.measured)
 			}
 		})
+	}
+}
+
+// TestPrepareNoIndexDropsTheSearchIndexes checks, on the stack's
+// PostgreSQL, that the noindex schema lacks both indexes and keeps lacking
+// them when the worker migrates it again at its start.
+func TestPrepareNoIndexDropsTheSearchIndexes(t *testing.T) {
+	_, pool := testenv.NewSchema(t)
+	ctx := t.Context()
+	if err := prepareNoIndex(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := schema.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	rows, err := pool.Query(ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()
+		AND tablename = 'postline_recipients' AND indexname = ANY($1)`, noIndexIndexes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, name)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("indexes left after prepareNoIndex and a migration: %v", left)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema()
+		AND tablename = 'postline_recipients'`).Scan(&n); err != nil || n == 0 {
+		t.Errorf("postline_recipients has %d indexes (%v): the schema was not migrated", n, err)
 	}
 }
