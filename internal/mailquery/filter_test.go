@@ -159,3 +159,19 @@ func TestLocalPartMatches(t *testing.T) {
 		}
 	}
 }
+
+func TestFindSQLWithUntilIsASemiJoin(t *testing.T) {
+	exact, _ := ParseRecipient("Ada@Example.com")
+	until := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	sql, args := findSQL(Filter{Until: until}, &exact, nil, 10)
+	for _, w := range []string{"FROM postline_messages m", "EXISTS (SELECT 1 FROM postline_recipients r",
+		"lower(r.address) = lower($2::text)", "left(r.address, char_length($3::text)) = $3::text",
+		"ORDER BY m.created_at DESC, m.message_id DESC"} {
+		if !strings.Contains(sql, w) {
+			t.Errorf("SQL lacks %q:\n%s", w, sql)
+		}
+	}
+	if args[0] != until || args[1] != "Ada@example.com" || args[2] != "Ada" || args[len(args)-1] != 11 {
+		t.Errorf("args = %v", args)
+	}
+}

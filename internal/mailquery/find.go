@@ -66,12 +66,27 @@ const mailColumns = `m.message_id, COALESCE(m.tenant, ''), m.status, COALESCE(m.
 // newest first, and checks the other conditions on each row, unless a
 // Message-ID lets the planner start from the mail's key. With a recipient
 // the statement is instead recipientSQL's, whose rows findByRecipient
-// makes the page of.
+// makes the page of (walksRecipients), unless the listing ends at an
+// Until: the recipient rows are in the order they were written, so a walk
+// of them would pass every row written since Until before reaching the
+// listing (a big domain's mail of last week: millions). Then the
+// recipient condition is a semi-join the planner may run either way: from
+// the mail created before Until, newest first, for an address or domain
+// with mail on every page, or from the recipient indexes for one with
+// little.
 func findSQL(f Filter, match *RecipientMatch, c *cursor, limit int) (string, []any) {
 	var b sqlBuilder
 	mailConditions(&b, f, c)
-	if match != nil {
+	if walksRecipients(f, match) {
 		return recipientSQL(&b, f, *match, firstCandidates(limit))
+	}
+	if match != nil {
+		cond := b.recipientMatchSQL(*match)
+		if match.Local != "" {
+			local := b.arg(match.Local)
+			cond += fmt.Sprintf(" AND left(r.address, char_length(%[1]s::text)) = %[1]s::text", local)
+		}
+		b.cond("EXISTS (SELECT 1 FROM postline_recipients r WHERE r.message_id = m.message_id\n\t\tAND " + cond + ")")
 	}
 	sql := "SELECT " + mailColumns + "\nFROM postline_messages m"
 	if len(b.where) > 0 {
@@ -135,6 +150,10 @@ func recipientSQL(b *sqlBuilder, f Filter, match RecipientMatch, rows int) (stri
 		"\nWHERE " + strings.Join(b.where, "\n\tAND ") + "\nORDER BY r.created_at DESC\nLIMIT " + b.arg(rows)
 	return sql, b.args
 }
+
+// walksRecipients says whether Find reads the page of f by walking the
+// recipient rows of match (findByRecipient).
+func walksRecipients(f Filter, match *RecipientMatch) bool { return match != nil && f.Until.IsZero() }
 
 // firstCandidates is how many recipient rows the first read of a
 // recipient search for a page of limit takes: the page and the mail after
@@ -239,12 +258,16 @@ func (r *Reader) Find(ctx context.Context, f Filter) (Page, error) {
 	var page Page
 	err := pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var mails []Mail
-		if match != nil {
+		if walksRecipients(f, match) {
 			var err error
 			if mails, err = findByRecipient(ctx, tx, *match, sql, args, limit); err != nil {
 				return err
 			}
 		} else {
+			if match != nil {
+				// Planned for the address or domain, as findByRecipient's.
+				args = append([]any{pgx.QueryExecModeCacheDescribe}, args...)
+			}
 			rows, err := tx.Query(ctx, sql, args...)
 			if err != nil {
 				return err
