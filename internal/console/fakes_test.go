@@ -121,6 +121,22 @@ func (f *fakeSuppressions) Add(_ context.Context, e []suppression.Entry) (int, e
 	return len(e), nil
 }
 
+func (f *fakeSuppressions) Check(_ context.Context, keys []suppression.Key) (map[suppression.Key]suppression.Entry, error) {
+	out := map[suppression.Key]suppression.Entry{}
+	for _, k := range keys {
+		for _, e := range f.entries {
+			if e.Key() == k {
+				out[k] = e
+			}
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeSuppressions) Import(ctx context.Context, e []suppression.Entry) (int, error) {
+	return f.Add(ctx, e)
+}
+
 func (f *fakeSuppressions) Remove(_ context.Context, keys []suppression.Key) (int, error) {
 	n := 0
 	for _, k := range keys {
