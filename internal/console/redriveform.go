@@ -24,7 +24,14 @@ const (
 // Once parsed, its times are absolute (RFC 3339) and its lists cleaned, so
 // that the confirmation re-drives exactly the window that was counted.
 type redriveForm struct {
-	Since, Until, Tenant, Reason, Class, MessageID, Rate, Note string
+	Since     string `json:"since,omitempty"`
+	Until     string `json:"until,omitempty"`
+	Tenant    string `json:"tenant,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	Class     string `json:"class,omitempty"`
+	MessageID string `json:"message_id,omitempty"`
+	Rate      string `json:"rate,omitempty"`
+	Note      string `json:"note,omitempty"`
 }
 
 // readRedriveForm reads the form's fields from a query or a posted form.
