@@ -252,6 +252,13 @@ func (f *fakeWebhooks) Replay(_ context.Context, flt webhook.ReplayFilter, _ flo
 	return f.dead, nil
 }
 
+func (f *fakeWebhooks) Log(_ context.Context, endpoint string, _ int) ([]webhook.LogEntry, error) {
+	if endpoint == "billing" {
+		return []webhook.LogEntry{{At: time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC), Action: "disabled", Actor: "console:olga", Detail: "migrating"}}, nil
+	}
+	return nil, nil
+}
+
 func (f *fakeWebhooks) Requeue(_ context.Context, ps []webhook.Pending, _ float64, flt webhook.ReplayFilter, _ string, _ time.Time) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -220,6 +220,9 @@ func TestWebhookEndpointStateChangesThroughThePage(t *testing.T) {
 	if st, err := o.queue.State(ctx, "crm"); err != nil || st.Disabled() {
 		t.Errorf("after enable: %+v, %v", st, err)
 	}
+	if _, page := b.get("/webhooks/replay?endpoint=crm"); !strings.Contains(page, "their outage") || !strings.Contains(page, "console:olga") {
+		t.Errorf("the endpoint's log lacks the change:\n%s", page)
+	}
 	if got := o.auditResults(t, "olga"); !slices.Contains(got, "webhook.disable:ok") || !slices.Contains(got, "webhook.enable:ok") {
 		t.Errorf("audit = %v", got)
 	}

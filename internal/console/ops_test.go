@@ -193,9 +193,11 @@ func TestOpsPagesRender(t *testing.T) {
 		{name: "no dead letter matches", path: "/deadletters?list=1&reason=nope", token: "viewer-token", want: []string{"No dead letter matches"}},
 		{name: "webhooks", path: "/webhooks", token: "operator-token",
 			want: []string{"crm", "failing", "HTTP 503", "billing", "disabled", "migrating", `action="/webhooks/enable"`, `action="/webhooks/disable"`,
-				`href="/webhooks/replay?endpoint=crm"`}},
+				`href="/webhooks/replay?endpoint=crm"`, "Log and replay"}},
 		{name: "webhooks for a viewer", path: "/webhooks", token: "viewer-token", want: []string{"crm"}, not: []string{`action="/webhooks/disable"`}},
-		{name: "replay form", path: "/webhooks/replay?endpoint=crm", token: "operator-token", want: []string{`value="crm"`, `id="count">Count`}},
+		{name: "replay form", path: "/webhooks/replay?endpoint=crm", token: "operator-token", want: []string{`value="crm"`, `id="count">Count`, "Nothing logged"}},
+		{name: "an endpoint's log", path: "/webhooks/replay?endpoint=billing", token: "viewer-token", want: []string{"console:olga", "migrating"},
+			not: []string{`action="/webhooks/replay/count"`}},
 		{name: "import form", path: "/suppressions/import", token: "operator-token", want: []string{`enctype="multipart/form-data"`, `<label for="file">File</label>`}},
 	}
 	for _, tt := range tests {

@@ -49,6 +49,7 @@ type WebhookQueue interface {
 	SetDisabled(ctx context.Context, endpoint string, disable bool, reason, actor string, now time.Time) (bool, error)
 	Replay(ctx context.Context, f webhook.ReplayFilter, rate float64, dryRun bool, actor string, now time.Time) (int, error)
 	Requeue(ctx context.Context, ps []webhook.Pending, rate float64, selected webhook.ReplayFilter, actor string, now time.Time) (int, error)
+	Log(ctx context.Context, endpoint string, limit int) ([]webhook.LogEntry, error)
 }
 
 // Accounts log operators in and out and find their sessions (an

@@ -23,6 +23,8 @@ const (
 	// defaultReplayRate and maxReplayRate are postctl webhooks replay's.
 	defaultReplayRate = 50.0
 	maxReplayRate     = 10000.0
+	// webhookLogLines is how much of an endpoint's log its page shows.
+	webhookLogLines = 20
 )
 
 // Sources of a webhook replay, as postctl webhooks replay --source names them.
@@ -198,19 +200,32 @@ type webhookReplayBody struct {
 	MaxRate       float64
 	Counted       bool
 	Selected      int
+	// Log is the endpoint's log, newest first: disabled, enabled, replayed.
+	Log []webhook.LogEntry
 }
 
 func (s *Server) newReplayBody(f webhookReplayF) webhookReplayBody {
 	return webhookReplayBody{Form: f, Types: event.Types, EventsOffered: s.cfg.WebhookEvents != nil, DefaultRate: defaultReplayRate, MaxRate: maxReplayRate}
 }
 
-// webhookReplayPage shows an endpoint's replay form.
+// webhookReplayPage shows an endpoint's log, as postctl webhooks status
+// does, and its replay form.
 func (s *Server) webhookReplayPage(w http.ResponseWriter, r *http.Request, v visit) {
 	f := readWebhookReplay(r.URL.Query())
-	d := pageData{Title: "Replay webhooks of " + cmpOr(f.Endpoint, "an endpoint"), Nav: "webhooks", Body: s.newReplayBody(f)}.forVisit(&v)
-	if s.cfg.Webhooks == nil {
+	body := s.newReplayBody(f)
+	d := pageData{Title: "Webhook endpoint " + cmpOr(f.Endpoint, "(none given)"), Nav: "webhooks"}.forVisit(&v)
+	switch {
+	case s.cfg.Webhooks == nil:
 		d.Error = noWebhooks
+	case f.Endpoint != "" && checkFields(field{"Endpoint", f.Endpoint, maxEndpointBytes}) == nil:
+		log, err := s.cfg.Webhooks.Log(r.Context(), f.Endpoint, webhookLogLines)
+		if err != nil {
+			s.storeFailed(w, r, &v, "reading the endpoint's log", err)
+			return
+		}
+		body.Log = log
 	}
+	d.Body = body
 	s.render(w, http.StatusOK, "webhookreplay", d)
 }
 
@@ -249,7 +264,7 @@ func (s *Server) countWebhookReplay(ctx context.Context, r *http.Request, v visi
 	body := s.newReplayBody(rp.form)
 	body.Counted, body.Selected = true, n
 	return outcome{target: target, page: "webhookreplay",
-		data: pageData{Title: "Replay webhooks of " + rp.form.Endpoint, Nav: "webhooks", Body: body}}, nil
+		data: pageData{Title: "Webhook endpoint " + rp.form.Endpoint, Nav: "webhooks", Body: body}}, nil
 }
 
 // replayWebhook queues the confirmed selection again, checked anew.
