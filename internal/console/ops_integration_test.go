@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/eventstream"
 	"github.com/postline/postline/internal/idempotency"
@@ -260,6 +262,45 @@ func TestSuppressionImportPreviewThenImport(t *testing.T) {
 		t.Error("the confirmed import is not in the lists")
 	}
 	if got := o.auditResults(t, "olga"); !slices.Contains(got, "suppression.import.preview:ok") || !slices.Contains(got, "suppression.import:ok") {
+		t.Errorf("audit = %v", got)
+	}
+}
+
+// TestWebhookReplayOfDeadLettersThroughThePage counts an endpoint's dead
+// letters of one type, replays them: they are pending again, the other
+// stays dead.
+func TestWebhookReplayOfDeadLettersThroughThePage(t *testing.T) {
+	o := newOpsStack(t)
+	ctx := t.Context()
+	now := time.Now().UTC()
+	for i, typ := range []event.Type{event.Bounced, event.Bounced, event.Delivered} {
+		p := webhook.Pending{Endpoint: "crm", EventID: fmt.Sprintf("e%d", i), Type: typ, Tenant: "acme", EventAt: now.Add(-time.Hour),
+			Payload: []byte(`{}`), Topic: "mail.events", Offset: int64(i), Attempts: 5, FirstAt: now.Add(-time.Hour), NextAt: now}
+		if err := o.queue.Bury(ctx, p, "horizon", now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := o.browser(t)
+	b.mustLogin("olga", olgaPassword)
+	form := url.Values{"csrf": {b.csrfOf("/webhooks/replay?endpoint=crm")}, "endpoint": {"crm"}, "types": {"bounced"}, "from": {"2h"}, "rate": {"100"}}
+	status, body := b.post("/webhooks/replay/count", form)
+	if status != http.StatusOK || !strings.Contains(body, `<p id="replay-selected">2 dead letters of crm`) {
+		t.Fatalf("count = %d:\n%s", status, body)
+	}
+	if bl, err := o.queue.Backlog(ctx, "crm"); err != nil || bl.Dead != 3 || bl.Pending != 0 {
+		t.Fatalf("the count changed the queue: %+v, %v", bl, err)
+	}
+	confirm := url.Values{}
+	for _, m := range hiddenInput.FindAllStringSubmatch(body[strings.Index(body, `action="/webhooks/replay"`):], -1) {
+		confirm.Set(m[1], m[2])
+	}
+	if status, body := b.post("/webhooks/replay", confirm); status != http.StatusSeeOther {
+		t.Fatalf("replay = %d:\n%s", status, body)
+	}
+	if bl, err := o.queue.Backlog(ctx, "crm"); err != nil || bl.Dead != 1 || bl.Pending != 2 {
+		t.Errorf("after the replay: %+v, %v; want 2 pending, 1 dead", bl, err)
+	}
+	if got := o.auditResults(t, "olga"); !slices.Contains(got, "webhook.replay.count:ok") || !slices.Contains(got, "webhook.replay:ok") {
 		t.Errorf("audit = %v", got)
 	}
 }
