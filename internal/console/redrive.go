@@ -73,7 +73,8 @@ func (s *Server) countRedrive(ctx context.Context, r *http.Request, v visit) (ou
 	}
 	plan, err := s.cfg.Redrive.Plan(ctx, req.filter)
 	if err != nil {
-		return outcome{target: target}, err
+		s.log.Error("console: counting a re-drive failed", "operator", v.session.Operator, "error", err)
+		return outcome{target: target}, unavailableError{"The console could not read the dead-letter topic (Kafka) or the mail rows (PostgreSQL): nothing was changed. Check postctl status, then count again."}
 	}
 	target.Result = &plan
 	body := s.newRedriveBody(req.form)

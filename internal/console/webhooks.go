@@ -242,8 +242,12 @@ func (s *Server) selectReplay(ctx context.Context, rp webhookReplay, dryRun bool
 		return 0, unavailableError{"Replaying from the events topic is not available in this console (it runs without Kafka). Use postctl webhooks replay --source events."}
 	}
 	picked, err := webhook.SelectEvents(ctx, s.cfg.WebhookEvents(rp.filter.From), rp.filter)
-	if err != nil || dryRun {
-		return len(picked), err
+	if err != nil {
+		s.log.Error("console: reading the events topic for a webhook replay failed", "endpoint", rp.form.Endpoint, "error", err)
+		return 0, unavailableError{"The console could not read the events topic (Kafka): nothing was queued. Check postctl status, then count again."}
+	}
+	if dryRun {
+		return len(picked), nil
 	}
 	return s.cfg.Webhooks.Requeue(ctx, picked, rp.rate, rp.filter, actor, time.Now())
 }
