@@ -164,6 +164,8 @@ type fakeRedriver struct {
 	runs    []redrive.Filter
 	opts    []redrive.Options
 	release chan struct{}
+	// planErr, when set, is Plan's answer.
+	planErr error
 }
 
 func (f *fakeRedriver) List(_ context.Context, flt redrive.Filter, fn func(redrive.DeadLetter) error) error {
@@ -181,6 +183,9 @@ func (f *fakeRedriver) Plan(_ context.Context, flt redrive.Filter) (redrive.Summ
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.plans = append(f.plans, flt)
+	if f.planErr != nil {
+		return redrive.Summary{}, f.planErr
+	}
 	return f.plan, nil
 }
 

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"errors"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
@@ -485,4 +486,16 @@ func FuzzParseRedriveFilter(f *testing.F) {
 			t.Fatalf("%+v: parsed %+v then %+v", in, form, form2)
 		}
 	})
+}
+
+func TestRedriveCountWithoutKafkaSaysSo(t *testing.T) {
+	s, audit, rd, _, _ := opsServer(t)
+	rd.planErr = errors.New("dial tcp 127.0.0.1:9092: connection refused")
+	w := post(t, s, "/redrive/count", "operator-token", url.Values{csrfField: {"olga-csrf"}, "note": {"n"}})
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "dead-letter topic (Kafka)") || strings.Contains(w.Body.String(), "9092") {
+		t.Errorf("count without Kafka = %d:\n%s", w.Code, w.Body)
+	}
+	if got := audit.results(); !slices.Equal(got, []string{"redrive.count:" + operator.ResultFailed}) {
+		t.Errorf("audit = %v", got)
+	}
 }
