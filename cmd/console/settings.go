@@ -8,10 +8,13 @@ import (
 
 // settings are the console's configuration: each field is an environment
 // variable and a flag (see internal/config). Kafka is read for the events
-// the console indexes, so that a mail's page shows its whole life.
+// the console indexes, so that a mail's page shows its whole life, and for
+// the dead letters it lists and re-drives.
 type settings struct {
 	config.Kafka
-	EventsTopic     string        `env:"POSTLINE_EVENTS_TOPIC" default:"mail.events" usage:"topic of the events the console indexes into postline_mail_events, which mail lives read"`
+	EventsTopic     string        `env:"POSTLINE_EVENTS_TOPIC" default:"mail.events" usage:"topic of the events the console indexes into postline_mail_events, which mail lives read; re-drives write their redriven events there"`
+	JobsTopic       string        `env:"POSTLINE_JOBS_TOPIC" default:"mail.jobs" usage:"topic re-driven dead letters are published to"`
+	DLQTopic        string        `env:"POSTLINE_DLQ_TOPIC" default:"mail.dlq" usage:"dead-letter topic the console lists and re-drives"`
 	IndexerGroup    string        `env:"POSTLINE_CONSOLE_INDEXER_GROUP" default:"postline-mailquery" usage:"consumer group the console replicas index the events in, together"`
 	EventsRetention time.Duration `env:"POSTLINE_CONSOLE_EVENTS_RETENTION" default:"720h" usage:"how long indexed events are kept (the workers' POSTLINE_RETENTION suits); older ones are purged every hour"`
 
