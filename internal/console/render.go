@@ -14,7 +14,7 @@ import (
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.
 var pageNames = []string{"login", "search", "mail", "suppressions", "audit", "error", "import", "deadletters", "redrive", "redriverun",
-	"webhooks", "webhookreplay"}
+	"webhooks", "webhookreplay", "queues", "relays"}
 
 // pages are the parsed templates by name.
 type pages struct{ byName map[string]*template.Template }
@@ -36,6 +36,8 @@ var templateFuncs = template.FuncMap{
 	"dash":    func(s string) string { return cmpOr(s, "-") },
 	"streams": func() []string { return []string{"transactional", "bulk", "*"} },
 	"age":     func(now, t time.Time) string { return now.Sub(t).Truncate(time.Second).String() },
+	"state":   breakerState,
+	"rate":    sendRate,
 	"num": func(n int) string {
 		if n == 0 {
 			return "-"

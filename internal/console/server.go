@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/postline/postline/internal/fleet"
 	"github.com/postline/postline/internal/mailquery"
 	"github.com/postline/postline/internal/operator"
 	"github.com/postline/postline/internal/redrive"
@@ -52,6 +53,14 @@ type WebhookQueue interface {
 	Log(ctx context.Context, endpoint string, limit int) ([]webhook.LogEntry, error)
 }
 
+// FleetReader reads the fleet views the queues and relays pages show, as
+// postctl lag, relays and dlq stats print them (a *fleet.Reader).
+type FleetReader interface {
+	Queues(ctx context.Context) (fleet.Queues, error)
+	Relays(ctx context.Context) (fleet.Relays, error)
+	DeadLetterHistogram(ctx context.Context, q fleet.HistogramQuery) (fleet.Histogram, error)
+}
+
 // Accounts log operators in and out and find their sessions (an
 // *operator.Store).
 type Accounts interface {
@@ -87,6 +96,10 @@ type Config struct {
 	// of events from the topic; nil offers the endpoints' dead letters
 	// only.
 	WebhookEvents func(from time.Time) webhook.EventScanner
+	// Fleet reads the queues' lag, the dead letters by reason and the
+	// relays' breakers and rates; nil leaves the queues and relays pages
+	// saying so.
+	Fleet FleetReader
 	// Secure is true when the console is served over TLS: cookies are
 	// Secure (with the __Host- prefix) and HSTS is sent.
 	Secure bool
@@ -158,9 +171,14 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /webhooks/replay", s.page(s.webhookReplayPage))
 	s.mux.Handle("POST /webhooks/replay/count", s.guarded("webhook.replay.count", 0, s.countWebhookReplay))
 	s.mux.Handle("POST /webhooks/replay", s.action("webhook.replay", s.replayWebhook))
+	s.mux.Handle("GET /queues", s.page(s.queuesPage))
+	s.mux.Handle("GET /relays", s.page(s.relaysPage))
 	s.mux.Handle("GET /audit", s.page(s.auditPage))
 	s.mux.Handle("GET /api/v1/mail", s.api(s.apiSearch))
 	s.mux.Handle("GET /api/v1/mail/life", s.api(s.apiLife))
+	s.mux.Handle("GET /api/v1/queues", s.fleetAPI(s.apiQueues))
+	s.mux.Handle("GET /api/v1/deadletters/histogram", s.fleetAPI(s.apiHistogram))
+	s.mux.Handle("GET /api/v1/relays", s.fleetAPI(s.apiRelays))
 }
 
 // ServeHTTP implements http.Handler: every response carries the security
