@@ -1,12 +1,16 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/postline/postline/internal/fleet"
 	"github.com/postline/postline/internal/mailquery"
 	"github.com/postline/postline/internal/operator"
 	"github.com/postline/postline/internal/redrive"
@@ -269,4 +273,50 @@ func (f *fakeWebhooks) Requeue(_ context.Context, ps []webhook.Pending, _ float6
 	defer f.mu.Unlock()
 	f.replays = append(f.replays, flt)
 	return len(ps), nil
+}
+
+// fakeFleet is the fleet views as a test sets them. Its histogram has the
+// buckets the query asks for, with letters counted in theirs; it records
+// the queries.
+type fakeFleet struct {
+	mu                              sync.Mutex
+	queues                          fleet.Queues
+	relays                          fleet.Relays
+	letters                         []redrive.DeadLetter
+	queuesErr, relaysErr, histogErr error
+	asked                           []fleet.HistogramQuery
+}
+
+func (f *fakeFleet) Queues(context.Context) (fleet.Queues, error) { return f.queues, f.queuesErr }
+
+func (f *fakeFleet) Relays(context.Context) (fleet.Relays, error) { return f.relays, f.relaysErr }
+
+func (f *fakeFleet) DeadLetterHistogram(_ context.Context, q fleet.HistogramQuery) (fleet.Histogram, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, q)
+	if f.histogErr != nil {
+		return fleet.Histogram{}, f.histogErr
+	}
+	h := fleet.Histogram{Since: q.Since, Until: q.Until, Bucket: q.Bucket, BucketSeconds: q.Bucket.Seconds(), Reasons: []fleet.ReasonCount{}}
+	totals := map[string]int{}
+	for start := q.Since.Truncate(q.Bucket); start.Before(q.Until); start = start.Add(q.Bucket) {
+		b := fleet.Bucket{Start: start, End: start.Add(q.Bucket), ByReason: map[string]int{}}
+		for _, l := range f.letters {
+			if !l.Time.Before(b.Start) && l.Time.Before(b.End) && !l.Time.Before(q.Since) && l.Time.Before(q.Until) {
+				b.Total++
+				b.ByReason[l.Reason]++
+				totals[l.Reason]++
+				h.Total++
+			}
+		}
+		h.Buckets = append(h.Buckets, b)
+	}
+	for reason, n := range totals {
+		h.Reasons = append(h.Reasons, fleet.ReasonCount{Reason: reason, Count: n})
+	}
+	slices.SortFunc(h.Reasons, func(a, b fleet.ReasonCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.Reason, b.Reason))
+	})
+	return h, nil
 }
