@@ -120,6 +120,9 @@ func loadSettings(args []string, getenv func(string) string, stdout io.Writer) (
 	if s.SessionLifetime < time.Minute {
 		return s, nil, nil, fmt.Errorf("setting POSTLINE_CONSOLE_SESSION_LIFETIME: %s is shorter than a minute", s.SessionLifetime)
 	}
+	if err := checkFleetSettings(s); err != nil {
+		return s, nil, nil, err
+	}
 	tlsConfig, err := console.TLSConfig(s.TLSCertFile, s.TLSKeyFile)
 	if err != nil {
 		return s, nil, nil, fmt.Errorf("settings POSTLINE_CONSOLE_TLS_CERT_FILE and POSTLINE_CONSOLE_TLS_KEY_FILE: %w", err)
@@ -147,12 +150,16 @@ func newServer(s settings, cluster *kafkaclient.Cluster, pool *pgxpool.Pool, log
 	if err != nil {
 		return nil, nil, err
 	}
+	fleetReader, err := newFleetReader(s, cluster, pool)
+	if err != nil {
+		return nil, nil, err
+	}
 	ops, err := newOperations(s, cluster, pool, lists)
 	if err != nil {
 		return nil, nil, err
 	}
 	handler, err := console.New(ops.consoleConfig(console.Config{Accounts: accounts, Audit: operator.NewAuditLog(pool, nil),
-		Suppressions: lists, Mail: reader, NotFound: mailquery.ErrNotFound, Secure: tlsConfig != nil, Logger: logger}))
+		Suppressions: lists, Mail: reader, NotFound: mailquery.ErrNotFound, Fleet: fleetReader, Secure: tlsConfig != nil, Logger: logger}))
 	if err != nil {
 		ops.close()
 		return nil, nil, err

@@ -46,6 +46,11 @@ func TestLoadSettingsRefusesPlainHTTPOffLoopback(t *testing.T) {
 		{name: "no retention", env: map[string]string{"POSTLINE_CONSOLE_EVENTS_RETENTION": "0s"},
 			wantErr: "POSTLINE_CONSOLE_EVENTS_RETENTION"},
 		{name: "no shutdown time", env: map[string]string{"POSTLINE_SHUTDOWN_TIMEOUT": "0s"}, wantErr: "POSTLINE_SHUTDOWN_TIMEOUT"},
+		{name: "tiers not ascending", env: map[string]string{"POSTLINE_RETRY_TIERS": "1h,5s"}, wantErr: "setting POSTLINE_RETRY_TIERS"},
+		{name: "tiers that are not durations", env: map[string]string{"POSTLINE_RETRY_TIERS": "soon"}, wantErr: "setting POSTLINE_RETRY_TIERS"},
+		{name: "a blank workers' group", env: map[string]string{"POSTLINE_CONSUMER_GROUP": " "}, wantErr: "setting POSTLINE_CONSUMER_GROUP: empty"},
+		{name: "a blank scheduler's group", env: map[string]string{"POSTLINE_SCHEDULER_GROUP": " "}, wantErr: "setting POSTLINE_SCHEDULER_GROUP: empty"},
+		{name: "no relay state interval", env: map[string]string{"POSTLINE_RELAY_STATE_INTERVAL": "0s"}, wantErr: "POSTLINE_RELAY_STATE_INTERVAL"},
 	}
 	for _, tt := range tests {
 		_, _, _, err := loadSettings(nil, func(k string) string { return tt.env[k] }, io.Discard)
