@@ -87,7 +87,9 @@ func fleetServer(t *testing.T, f *fakeFleet) (*Server, *fakeAudit) {
 const threeHours = "/queues?since=2026-12-01T00:00&until=2026-12-01T03:00&bucket=1h"
 
 func TestFleetPagesRenderTheirStates(t *testing.T) {
-	full := func() *fakeFleet { return &fakeFleet{queues: sampleQueues(), relays: sampleRelays(), letters: sampleLetters()} }
+	full := func() *fakeFleet {
+		return &fakeFleet{queues: sampleQueues(), relays: sampleRelays(), letters: sampleLetters()}
+	}
 	kafkaDown := errors.New("dial tcp 127.0.0.1:9092: connection refused")
 	tests := []struct {
 		name       string
