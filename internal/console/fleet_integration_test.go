@@ -130,7 +130,7 @@ func TestQueuesAndRelaysPagesOverHTTP(t *testing.T) {
 		t.Fatalf("GET /relays as a viewer = %d:\n%s", status, body)
 	}
 	for _, want := range []string{"Relay mx-main", `<span class="state">open</span>`, "Opened on</dt><dd>connection_refused",
-		"<dt>Next probe</dt><dd><time datetime=", "30.0/s learned (1 of 1 live workers paced)",
+		"<dt>Next probe</dt><dd><time datetime=", "30.0/s learned (1 of 1 live worker paced)",
 		`<td>worker-a</td><td><span class="state">paced</span></td>`, `<td>worker-gone</td><td><span class="state">stale</span></td>`,
 		"Relay mx-spare", `<span class="state">closed</span>`, `<td>worker-a</td><td><span class="state">unpaced</span></td>`} {
 		if !strings.Contains(body, want) {

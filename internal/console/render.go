@@ -38,6 +38,12 @@ var templateFuncs = template.FuncMap{
 	"age":     func(now, t time.Time) string { return now.Sub(t).Truncate(time.Second).String() },
 	"state":   breakerState,
 	"rate":    sendRate,
+	"plural": func(n int, one, many string) string {
+		if n == 1 {
+			return one
+		}
+		return many
+	},
 	"num": func(n int) string {
 		if n == 0 {
 			return "-"
