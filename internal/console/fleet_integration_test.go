@@ -125,6 +125,11 @@ func TestQueuesAndRelaysPagesOverHTTP(t *testing.T) {
 		t.Errorf("the last 24 h by hour has %d bucket rows, want 24 or 25", rows)
 	}
 
+	// A window that is not text is refused, and audited without it.
+	if status, body = b.get("/queues?since=%00&bucket=%FF"); status != http.StatusBadRequest || !strings.Contains(body, "not text") {
+		t.Errorf("GET /queues with a NUL window = %d, want 400 saying it is not text:\n%s", status, body)
+	}
+
 	status, body = b.get("/relays")
 	if status != http.StatusOK {
 		t.Fatalf("GET /relays as a viewer = %d:\n%s", status, body)
@@ -152,7 +157,7 @@ func TestQueuesAndRelaysPagesOverHTTP(t *testing.T) {
 	if len(rep.Relays) != 2 || rep.Relays[0].Name != "mx-main" || rep.Relays[0].FleetRate != 30 {
 		t.Errorf("API relays %+v; want mx-main at 30/s, then mx-spare", rep.Relays)
 	}
-	want := []string{"login:ok", "queues.view:ok", "relays.view:ok", "api.queues:ok", "api.relays:ok"}
+	want := []string{"login:ok", "queues.view:ok", "queues.view:ok", "relays.view:ok", "api.queues:ok", "api.relays:ok"}
 	if got := st.auditResults(t, "vic"); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("audit log of vic = %v, want %v", got, want)
 	}

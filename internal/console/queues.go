@@ -32,9 +32,11 @@ type queuesBody struct {
 }
 
 // queuesAudit is a queues page's view as the audit log keeps it: the
-// histogram's window as asked.
+// histogram's window, or that the window asked was refused (its text may
+// not even be storable).
 type queuesAudit struct {
-	Window auditedWindow `json:"dead_letters"`
+	Window        *auditedWindow `json:"dead_letters,omitempty"`
+	InvalidWindow bool           `json:"invalid_window,omitempty"`
 }
 
 // queuesPage shows what waits in Kafka, as postctl lag and postctl dlq
@@ -51,9 +53,10 @@ func (s *Server) queuesPage(w http.ResponseWriter, r *http.Request, v visit) {
 		return
 	}
 	hq, formErr := parseHistogramQuery(body.Form, time.Now(), maxPageBuckets)
-	audited := queuesAudit{Window: auditedWindow{Since: body.Form.Since, Until: body.Form.Until, Bucket: body.Form.Bucket}}
+	audited := queuesAudit{InvalidWindow: formErr != nil}
 	if formErr == nil {
-		audited.Window = window(hq, body.Form.Bucket)
+		w := window(hq, body.Form.Bucket)
+		audited.Window = &w
 	}
 	// Audited before it is read: nothing is shown without its entry.
 	if err := s.cfg.Audit.Write(r.Context(), v.session.Operator, "queues.view", audited, operator.ResultOK, v.client); err != nil {
