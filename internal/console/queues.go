@@ -55,8 +55,8 @@ func (s *Server) queuesPage(w http.ResponseWriter, r *http.Request, v visit) {
 	hq, formErr := parseHistogramQuery(body.Form, time.Now(), maxPageBuckets)
 	audited := queuesAudit{InvalidWindow: formErr != nil}
 	if formErr == nil {
-		w := window(hq, body.Form.Bucket)
-		audited.Window = &w
+		win := window(hq, body.Form.Bucket)
+		audited.Window = &win
 	}
 	// Audited before it is read: nothing is shown without its entry.
 	if err := s.cfg.Audit.Write(r.Context(), v.session.Operator, "queues.view", audited, operator.ResultOK, v.client); err != nil {
