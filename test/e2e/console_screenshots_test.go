@@ -164,3 +164,50 @@ func rgba(c color.Color) color.RGBA {
 	r, g, b, _ := c.RGBA()
 	return color.RGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), 0xff}
 }
+
+func TestShrinkScreenshot(t *testing.T) {
+	tests := []struct {
+		name          string
+		width, height int
+		wantHeight    int
+	}{
+		{"desktop page, cropped", 1280, 2000, 1100},
+		{"phone page, longer before the crop", 390, 4000, maxDocScreenshotPixels / 390},
+		{"short page, whole", 1280, 300, 300},
+	}
+	// Flat colours as a page has them: fewer than a palette holds, so
+	// they must come back exactly.
+	colours := []color.RGBA{{0xff, 0xff, 0xff, 0xff}, {0x1b, 0x1f, 0x24, 0xff}, {0x0a, 0x58, 0xca, 0xff}, {0xd0, 0xd7, 0xde, 0xff}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			img := image.NewRGBA(image.Rect(0, 0, tt.width, tt.height))
+			for y := range tt.height {
+				for x := range tt.width {
+					img.SetRGBA(x, y, colours[(x/7+y/5)%len(colours)])
+				}
+			}
+			var in bytes.Buffer
+			if err := png.Encode(&in, img); err != nil {
+				t.Fatal(err)
+			}
+			out, err := shrinkScreenshot(in.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := png.Decode(bytes.NewReader(out))
+			if err != nil {
+				t.Fatalf("the reduced screenshot is no PNG: %v", err)
+			}
+			if b := got.Bounds(); b.Dx() != tt.width || b.Dy() != tt.wantHeight {
+				t.Fatalf("reduced to %v, want %dx%d", b, tt.width, tt.wantHeight)
+			}
+			for y := range tt.wantHeight {
+				for x := range tt.width {
+					if c := rgba(got.At(x, y)); c != img.RGBAAt(x, y) {
+						t.Fatalf("pixel (%d,%d) = %v, want %v", x, y, c, img.RGBAAt(x, y))
+					}
+				}
+			}
+		})
+	}
+}
