@@ -5,7 +5,10 @@
 # bounce domain, the bounce-receiver turns them into bounces and suppressions, one bulk mail is
 # unsubscribed with its one-click List-Unsubscribe URL, and the webhook-dispatcher posts every
 # event, signed, to a local endpoint (examples/webhook-receiver) that verifies each signature.
-# Prints a summary and one job's status with postctl, then stops what it started.
+# Prints a summary and one job's status with postctl. The operator console runs beside them on
+# 127.0.0.1 with an account `demo` whose password is made afresh each run and printed once: in a
+# terminal it stays up, showing this run's mail, until you press Enter. Then the demo stops what it
+# started (the stack keeps running).
 #
 #   scripts/demo.sh [--show-topics] [COUNT]   COUNT defaults to 1000
 #
@@ -49,6 +52,9 @@ RECEIVER_HTTP="127.0.0.1:8083"  # /metrics, /healthz, /readyz
 RECEIVER_HOOKS="127.0.0.1:8086" # the one-click unsubscribe URLs (and provider webhooks)
 DISPATCHER_HTTP="127.0.0.1:8084"
 ENDPOINT="127.0.0.1:8090" # examples/webhook-receiver
+CONSOLE="127.0.0.1:${POSTLINE_DEMO_CONSOLE_PORT:-8091}" # the operator console, plain HTTP on loopback only
+CONSOLE_HTTP="127.0.0.1:8085"                            # its /metrics, /healthz, /readyz
+CONSOLE_USER="demo"
 REFUSED=5                 # recipients the destination refuses: Postfix returns a DSN for each
 BULK=3                    # bulk mails, which carry one-click List-Unsubscribe headers
 HTTP_ADDR="127.0.0.1:${POSTLINE_DEMO_HTTP_PORT:-8081}"
@@ -134,6 +140,22 @@ DEMO_WEBHOOK_SECRET="$WEBHOOK_SECRET" POSTLINE_WEBHOOKS_FILE="$ROOT/.stack/demo/
 	bin/webhook-dispatcher >"$LOGS/demo-dispatcher.log" 2>&1 &
 pids+=($!)
 wait_ready "http://$DISPATCHER_HTTP/readyz" "the webhook-dispatcher" "${pids[-1]}" "$LOGS/demo-dispatcher.log"
+
+say "starting the operator console on http://$CONSOLE (it indexes mail.events for the mails' pages)"
+POSTLINE_CONSOLE_ADDR="$CONSOLE" POSTLINE_CONSOLE_HTTP_ADDR="$CONSOLE_HTTP" bin/console >"$LOGS/demo-console.log" 2>&1 &
+pids+=($!)
+wait_ready "http://$CONSOLE_HTTP/readyz" "the console" "${pids[-1]}" "$LOGS/demo-console.log"
+# A fresh password each run, printed once at the end and given to postctl on its standard input
+# (never as an argument); setting it ends the sessions of earlier runs.
+CONSOLE_PASSWORD="$(openssl rand -base64 18)"
+if bin/postctl operators ls | grep -q "^$CONSOLE_USER "; then
+	printf '%s\n' "$CONSOLE_PASSWORD" | bin/postctl operators passwd "$CONSOLE_USER" >/dev/null
+else
+	printf '%s\n' "$CONSOLE_PASSWORD" | bin/postctl operators add "$CONSOLE_USER" --role operator >/dev/null
+fi
+if bin/postctl operators ls | grep -q "^$CONSOLE_USER .* disabled "; then
+	echo "   the console account $CONSOLE_USER is disabled (postctl operators disable): its login will be refused" >&2
+fi
 dest_before="$(mailpit_count)"
 psql_() {
 	psql "$POSTLINE_DATABASE_URL" -X -Atc "$1"
@@ -247,6 +269,10 @@ SUMMARY
 if [[ -n $sample ]]; then
 	say "one of them, as postctl sees it: bin/postctl status '$sample'"
 	bin/postctl status "$sample"
+	# The console's page of a bounced mail shows its life once the console indexed its events.
+	bounced_id="$(psql_ "select message_id from postline_recipients where state = 'bounced' and address = 'nobody-$run-1@example.test' limit 1")"
+	indexed() { (($(psql_ "select count(*) from postline_mail_events where message_id = '$bounced_id' and type = 'bounced'") > 0)); }
+	await 30 "the console's index of the bounce" indexed
 	cat <<TRY
 
 Try it yourself (the stack keeps running; scripts/stack.sh down stops it):
@@ -258,4 +284,17 @@ TRY
 else
 	echo "no row of this run is sent in postline_messages: see $LOG" >&2
 	exit 1
+fi
+
+say "the operator console: http://$CONSOLE"
+cat <<CONSOLE_LOGIN
+  name      $CONSOLE_USER
+  password  $CONSOLE_PASSWORD   (made for this run, shown once; each run sets a new one)
+  a bounce  http://$CONSOLE/mail/view?id=$bounced_id
+  search    recipient @example.test, or state bounced; lift a suppression; read the audit log
+CONSOLE_LOGIN
+if [[ -t 0 && -t 1 ]]; then
+	read -r -p "The console runs until you press Enter (then the demo's processes stop; the stack keeps running) " _ || true
+else
+	echo "(not a terminal: the console stops with the demo now; run scripts/demo.sh in a terminal to keep it up)"
 fi

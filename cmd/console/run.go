@@ -16,6 +16,7 @@ import (
 
 	"github.com/postline/postline/internal/config"
 	"github.com/postline/postline/internal/console"
+	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/internal/mailquery"
 	"github.com/postline/postline/internal/operator"
 	"github.com/postline/postline/internal/ops"
@@ -50,10 +51,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("setting POSTLINE_DATABASE_URL: %w", err)
 	}
 	defer pool.Close()
-	server, err := newServer(s, pool, logger, tlsConfig)
+	server, closeServer, err := newServer(s, cluster, pool, logger, tlsConfig)
 	if err != nil {
 		return err
 	}
+	defer closeServer()
 	indexer, err := mailquery.NewIndexer(pool, mailquery.IndexerConfig{Kafka: cluster.Config(), Topic: s.EventsTopic,
 		GroupID: s.IndexerGroup, Logger: logger})
 	if err != nil {
@@ -118,6 +120,9 @@ func loadSettings(args []string, getenv func(string) string, stdout io.Writer) (
 	if s.SessionLifetime < time.Minute {
 		return s, nil, nil, fmt.Errorf("setting POSTLINE_CONSOLE_SESSION_LIFETIME: %s is shorter than a minute", s.SessionLifetime)
 	}
+	if err := checkFleetSettings(s); err != nil {
+		return s, nil, nil, err
+	}
 	tlsConfig, err := console.TLSConfig(s.TLSCertFile, s.TLSKeyFile)
 	if err != nil {
 		return s, nil, nil, fmt.Errorf("settings POSTLINE_CONSOLE_TLS_CERT_FILE and POSTLINE_CONSOLE_TLS_KEY_FILE: %w", err)
@@ -130,28 +135,42 @@ func loadSettings(args []string, getenv func(string) string, stdout io.Writer) (
 	return s, logger, tlsConfig, nil
 }
 
-// newServer builds the console's HTTP server on the pool.
-func newServer(s settings, pool *pgxpool.Pool, logger *slog.Logger, tlsConfig *tls.Config) (*http.Server, error) {
+// newServer builds the console's HTTP server on the pool and cluster, and
+// the func that stops a re-drive under way and closes its writers.
+func newServer(s settings, cluster *kafkaclient.Cluster, pool *pgxpool.Pool, logger *slog.Logger, tlsConfig *tls.Config) (*http.Server, func(), error) {
 	accounts, err := operator.New(operator.Config{SessionLifetime: s.SessionLifetime}, pool)
 	if err != nil {
-		return nil, fmt.Errorf("setting POSTLINE_CONSOLE_SESSION_LIFETIME: %w", err)
+		return nil, nil, fmt.Errorf("setting POSTLINE_CONSOLE_SESSION_LIFETIME: %w", err)
 	}
 	lists, err := suppression.New(suppression.Config{}, pool, logger, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	reader, err := mailquery.New(pool)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	handler, err := console.New(console.Config{Accounts: accounts, Audit: operator.NewAuditLog(pool, nil),
-		Suppressions: lists, Mail: reader, NotFound: mailquery.ErrNotFound, Secure: tlsConfig != nil, Logger: logger})
+	fleetReader, err := newFleetReader(s, cluster, pool)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	ops, err := newOperations(s, cluster, pool, lists)
+	if err != nil {
+		return nil, nil, err
+	}
+	handler, err := console.New(ops.consoleConfig(console.Config{Accounts: accounts, Audit: operator.NewAuditLog(pool, nil),
+		Suppressions: lists, Mail: reader, NotFound: mailquery.ErrNotFound, Fleet: fleetReader, Secure: tlsConfig != nil, Logger: logger}))
+	if err != nil {
+		ops.close()
+		return nil, nil, err
+	}
+	closeAll := func() {
+		handler.Close()
+		ops.close()
 	}
 	return &http.Server{Handler: handler, TLSConfig: tlsConfig, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
 		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}, nil
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}, closeAll, nil
 }
 
 // serve answers on listener until the intake ends, then lets requests in

@@ -46,6 +46,11 @@ func TestLoadSettingsRefusesPlainHTTPOffLoopback(t *testing.T) {
 		{name: "no retention", env: map[string]string{"POSTLINE_CONSOLE_EVENTS_RETENTION": "0s"},
 			wantErr: "POSTLINE_CONSOLE_EVENTS_RETENTION"},
 		{name: "no shutdown time", env: map[string]string{"POSTLINE_SHUTDOWN_TIMEOUT": "0s"}, wantErr: "POSTLINE_SHUTDOWN_TIMEOUT"},
+		{name: "tiers not ascending", env: map[string]string{"POSTLINE_RETRY_TIERS": "1h,5s"}, wantErr: "setting POSTLINE_RETRY_TIERS"},
+		{name: "tiers that are not durations", env: map[string]string{"POSTLINE_RETRY_TIERS": "soon"}, wantErr: "setting POSTLINE_RETRY_TIERS"},
+		{name: "a blank workers' group", env: map[string]string{"POSTLINE_CONSUMER_GROUP": " "}, wantErr: "setting POSTLINE_CONSUMER_GROUP: empty"},
+		{name: "a blank scheduler's group", env: map[string]string{"POSTLINE_SCHEDULER_GROUP": " "}, wantErr: "setting POSTLINE_SCHEDULER_GROUP: empty"},
+		{name: "no relay state interval", env: map[string]string{"POSTLINE_RELAY_STATE_INTERVAL": "0s"}, wantErr: "POSTLINE_RELAY_STATE_INTERVAL"},
 	}
 	for _, tt := range tests {
 		_, _, _, err := loadSettings(nil, func(k string) string { return tt.env[k] }, io.Discard)
@@ -71,16 +76,18 @@ func freeAddr(t *testing.T) string {
 // TestRunIndexesEventsAndShowsALife starts the binary's run on a fresh
 // schema and events topic: it migrates and turns ready; an operator logs
 // in; an event published to the topic is indexed, and the mail's life (a
-// mail known only by its events) comes back from the API; the console
-// stops cleanly.
+// mail known only by its events) comes back from the API; the relays and
+// queues are read with the settings' names; the console stops cleanly.
 func TestRunIndexesEventsAndShowsALife(t *testing.T) {
 	testenv.Integration(t, "Kafka and PostgreSQL")
 	dbURL, pool := testenv.NewSchema(t)
-	eventsTopic := testenv.NewTopic(t, 1)
+	eventsTopic, jobsTopic := testenv.NewTopic(t, 1), testenv.NewTopic(t, 1)
 	addr, opsAddr := freeAddr(t), freeAddr(t)
 	env := map[string]string{"POSTLINE_DATABASE_URL": dbURL, "POSTLINE_CONSOLE_ADDR": addr, "POSTLINE_CONSOLE_HTTP_ADDR": opsAddr,
 		"POSTLINE_SHUTDOWN_TIMEOUT": "2s", "POSTLINE_KAFKA_BROKERS": strings.Join(testenv.KafkaBrokers(), ","),
-		"POSTLINE_EVENTS_TOPIC": eventsTopic, "POSTLINE_CONSOLE_INDEXER_GROUP": testenv.UniqueName("console")}
+		"POSTLINE_EVENTS_TOPIC": eventsTopic, "POSTLINE_CONSOLE_INDEXER_GROUP": testenv.UniqueName("console"),
+		// Delay topics that do not exist: the queues read the jobs topic, then fail on the tiers.
+		"POSTLINE_JOBS_TOPIC": jobsTopic, "POSTLINE_RETRY_TOPIC_PREFIX": testenv.UniqueName("console_retry")}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, io.Discard) }()
@@ -141,6 +148,32 @@ func TestRunIndexesEventsAndShowsALife(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("life of an unknown mail = %d, want 404", resp.StatusCode)
+	}
+	checkFleetWiring(t, browser, base)
+}
+
+// checkFleetWiring reads the relays (none in a fresh schema) and the
+// queues, whose delay topics the run test's settings name but do not
+// create: the answer names the scheduler's settings.
+func checkFleetWiring(t *testing.T, browser *http.Client, base string) {
+	t.Helper()
+	for path, want := range map[string]struct {
+		status int
+		body   string
+	}{
+		"/api/v1/relays": {http.StatusOK, `"relays":[]`},
+		"/relays":        {http.StatusOK, "No relays: no worker has published"},
+		"/api/v1/queues": {http.StatusServiceUnavailable, "retry scheduler's group postline-retry-scheduler on the delay topics"},
+	} {
+		resp, err := browser.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want.status || !strings.Contains(string(body), want.body) {
+			t.Errorf("GET %s = %d %s; want %d with %q", path, resp.StatusCode, body, want.status, want.body)
+		}
 	}
 }
 

@@ -25,13 +25,14 @@ import (
 // dlqFlags are the filters shared by dlq ls, replay and redrive.
 type dlqFlags struct {
 	reasons, tenants, classes []string
+	messageIDs                []string
 	since, until              string
 	limit                     int
 }
 
 // filter parses the flags at now; errors name the flag.
 func (f dlqFlags) filter(now time.Time) (redrive.Filter, error) {
-	spec := redrive.FilterSpec{Since: f.since, Until: f.until, Tenants: f.tenants, Reasons: f.reasons, Classes: f.classes, Limit: f.limit}
+	spec := redrive.FilterSpec{Since: f.since, Until: f.until, Tenants: f.tenants, Reasons: f.reasons, Classes: f.classes, MessageIDs: f.messageIDs, Limit: f.limit}
 	filter, err := spec.Parse(now, flagName)
 	if err != nil {
 		return filter, usageError{err}
@@ -52,7 +53,7 @@ Every command reads every partition to the end offsets at the start of the
 command (it does not wait for new records), from the first retained offset
 (stats: from a few minutes before --since). ls, replay and redrive filter with
 --reason, --class and --tenant (repeatable, or comma-separated; the
-tenant is the job's), --since and --until (RFC 3339 times, or durations ago
+tenant is the job's), --message-id (the record key), --since and --until (RFC 3339 times, or durations ago
 such as 90m, 2h, 7d; since <= time < until, by the dead-letter time), --limit
 (stop after N matches, partitions read in order).`,
 	}
@@ -65,6 +66,7 @@ func addDLQFilterFlags(cmd *cobra.Command, f *dlqFlags) {
 	fl.StringArrayVar(&f.reasons, "reason", nil, "only this dead-letter reason (repeatable, or comma-separated)")
 	fl.StringArrayVar(&f.classes, "class", nil, "only this dead-letter class: invalid, permanent, expired, ... (repeatable, or comma-separated)")
 	fl.StringArrayVar(&f.tenants, "tenant", nil, "only jobs of this tenant (repeatable, or comma-separated)")
+	fl.StringArrayVar(&f.messageIDs, "message-id", nil, "only dead letters of this Message-ID, the record key (repeatable, or comma-separated)")
 	fl.StringVar(&f.since, "since", "", "only dead letters from this time on (RFC 3339, or a duration ago: 2h, 7d)")
 	fl.StringVar(&f.until, "until", "", "only dead letters before this time (RFC 3339, or a duration ago)")
 	fl.IntVar(&f.limit, "limit", 0, "stop after this many matching dead letters (0: no limit)")

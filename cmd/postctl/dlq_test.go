@@ -159,6 +159,7 @@ func TestDLQLsAndReplay(t *testing.T) {
 		{"by two reasons", []string{"--reason", "expired", "--reason", "malformed_json"}, []string{"broken.1@example.com", noRowJob.MessageID}},
 		{"since an hour ago", []string{"--since", "1h"}, []string{"broken.1@example.com", failedJob.MessageID, noRowJob.MessageID, sentJob.MessageID}},
 		{"until an hour ago", []string{"--until", "1h"}, nil},
+		{"by Message-ID", []string{"--message-id", "<" + failedJob.MessageID + ">"}, []string{failedJob.MessageID}},
 		{"since in the future", []string{"--since", time.Now().Add(time.Hour).Format(time.RFC3339)}, nil},
 		{"limit", []string{"--reason", "smtp_permanent", "--limit", "1"}, nil}, // checked by count below
 	}

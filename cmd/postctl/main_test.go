@@ -290,15 +290,20 @@ func TestTopicsCreate(t *testing.T) {
 func TestTopicsCreateAndPublishKafka(t *testing.T) {
 	testenv.Integration(t, "Kafka")
 	brokers := strings.Join(testenv.KafkaBrokers(), ",")
+	// Every topic topics create makes is named for this test: with the
+	// default delay and events topics it would leave mail.retry.* with 2
+	// partitions on the stack's broker, which make demo then refuses.
 	jobs, dlq := testenv.UniqueName("postctl_jobs"), testenv.UniqueName("postctl_dlq")
+	prefix, events := testenv.UniqueName("postctl_retry"), testenv.UniqueName("postctl_events")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := topic.Delete(ctx, testenv.Kafka(), jobs, dlq); err != nil {
+		if err := topic.Delete(ctx, testenv.Kafka(), jobs, dlq, prefix+".5s", events); err != nil {
 			t.Error(err)
 		}
 	})
-	args := []string{"--brokers", brokers, "--topic", jobs, "--dlq-topic", dlq}
+	args := []string{"--brokers", brokers, "--topic", jobs, "--dlq-topic", dlq,
+		"--retry-topic-prefix", prefix, "--retry-tiers", "5s", "--events-topic", events}
 	if _, _, err := postctl(t, nil, "", append(args, "topics", "create", "--partitions", "2")...); err != nil {
 		t.Fatal(err)
 	}

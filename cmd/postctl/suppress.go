@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/csv"
@@ -11,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -21,16 +19,9 @@ import (
 	"github.com/postline/postline/internal/suppression"
 )
 
-// Limits of postctl suppress import.
-const (
-	importChunk     = 1000    // entries per Add statement within the import's transaction
-	importMaxErrors = 20      // bad rows listed in the error; the rest are counted
-	importMaxLine   = 1 << 20 // bytes of a JSON line
-)
-
 // suppressColumns are the CSV columns of export, in order; import takes
 // any subset that includes address, in any order.
-var suppressColumns = []string{"address", "reason", "tenant", "stream", "expires_at", "source", "note", "message_id", "created_at"}
+var suppressColumns = suppression.ImportColumns
 
 // suppressRecord is an entry in JSON output and in JSON Lines import and
 // export. Import takes pointers so that a missing field (given by a flag)
@@ -60,20 +51,6 @@ func (r suppressRecord) csvRow() []string {
 	}
 	return []string{r.Address, r.Reason, r.Tenant, r.Stream, expires, r.Source, r.Note, r.MessageID,
 		r.CreatedAt.UTC().Format(time.RFC3339Nano)}
-}
-
-// importRecord is one JSON line of an import: every field but address may
-// be missing.
-type importRecord struct {
-	Address   *string `json:"address"`
-	Reason    *string `json:"reason"`
-	Tenant    *string `json:"tenant"`
-	Stream    *string `json:"stream"`
-	ExpiresAt *string `json:"expires_at"`
-	Source    *string `json:"source"`
-	Note      *string `json:"note"`
-	MessageID *string `json:"message_id"`
-	CreatedAt *string `json:"created_at"`
 }
 
 // suppressFilterFlags are the filters of ls and export.
@@ -458,203 +435,18 @@ rule that an entry never gets weaker (see postctl suppress --help).
 	return cmd
 }
 
-// rowErrors collects the bad rows of an import.
-type rowErrors struct {
-	lines []string
-	count int
-}
-
-func (r *rowErrors) add(line int, err error) {
-	r.count++
-	if len(r.lines) < importMaxErrors {
-		r.lines = append(r.lines, fmt.Sprintf("line %d: %v", line, err))
-	}
-}
-
-func (r *rowErrors) err() error {
-	if r.count == 0 {
-		return nil
-	}
-	msg := fmt.Sprintf("%d bad %s, nothing imported:\n  %s", r.count, plural(r.count, "row", "rows"), strings.Join(r.lines, "\n  "))
-	if r.count > len(r.lines) {
-		msg += fmt.Sprintf("\n  and %d more", r.count-len(r.lines))
-	}
-	return errors.New(msg)
-}
-
 // parseSuppressions reads every row of in (JSON Lines or CSV, detected)
 // into validated entries, or fails listing the bad rows by line.
 func parseSuppressions(in io.Reader, d importDefaults) ([]suppression.Entry, error) {
-	br := bufio.NewReader(in)
-	// Skip a byte order mark and leading blank space to see the format.
-	if b, err := br.Peek(3); err == nil && bytes.Equal(b, []byte("\xef\xbb\xbf")) {
-		_, _ = br.Discard(3)
+	parsed, err := suppression.ParseImport(in, suppression.ImportDefaults{Reason: d.reason, Tenant: d.tenant, Stream: d.stream,
+		Source: d.source, Now: d.now})
+	if err == nil {
+		err = parsed.Err()
 	}
-	var first byte
-	for {
-		b, err := br.Peek(1)
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil, errors.New("import: the file is empty")
-			}
-			return nil, fmt.Errorf("import: read: %w", err)
-		}
-		if b[0] != ' ' && b[0] != '\t' && b[0] != '\r' && b[0] != '\n' {
-			first = b[0]
-			break
-		}
-		_, _ = br.Discard(1)
-	}
-	if first == '{' {
-		return parseSuppressionLines(br, d)
-	}
-	return parseSuppressionCSV(br, d)
-}
-
-// importEntry builds and checks an entry from a row's fields; a nil field
-// is missing.
-func importEntry(r importRecord, d importDefaults) (suppression.Entry, error) {
-	or := func(p *string, def string) string {
-		if p == nil {
-			return def
-		}
-		return strings.TrimSpace(*p)
-	}
-	var e suppression.Entry
-	if r.Address == nil || strings.TrimSpace(*r.Address) == "" {
-		return e, errors.New("address is missing")
-	}
-	addr, err := suppression.Normalize(*r.Address)
 	if err != nil {
-		return e, err
-	}
-	reason := or(r.Reason, d.reason)
-	if reason == "" {
-		return e, errors.New("reason is missing (give a reason column or --reason)")
-	}
-	e = suppression.Entry{Address: addr, Reason: suppression.Reason(reason), Tenant: or(r.Tenant, d.tenant),
-		Stream: suppression.Stream(or(r.Stream, d.stream)), Source: or(r.Source, d.source),
-		MessageID: or(r.MessageID, ""), CreatedAt: d.now}
-	if r.Note != nil {
-		e.Note = *r.Note // a note keeps its spaces
-	}
-	for _, t := range []struct {
-		name string
-		val  *string
-		dst  *time.Time
-	}{{"expires_at", r.ExpiresAt, &e.ExpiresAt}, {"created_at", r.CreatedAt, &e.CreatedAt}} {
-		if v := or(t.val, ""); v != "" {
-			ts, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				return e, fmt.Errorf("%s %q: want an RFC 3339 time", t.name, v)
-			}
-			*t.dst = ts
-		}
-	}
-	return e, e.Validate()
-}
-
-func parseSuppressionLines(in *bufio.Reader, d importDefaults) ([]suppression.Entry, error) {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 0, 64<<10), importMaxLine)
-	var (
-		out  []suppression.Entry
-		bad  rowErrors
-		line int
-	)
-	for sc.Scan() {
-		line++
-		text := bytes.TrimSpace(sc.Bytes())
-		if len(text) == 0 {
-			continue
-		}
-		dec := json.NewDecoder(bytes.NewReader(text))
-		dec.DisallowUnknownFields()
-		var r importRecord
-		if err := dec.Decode(&r); err != nil {
-			bad.add(line, fmt.Errorf("not a JSON object of an entry: %w", err))
-			continue
-		}
-		if dec.More() {
-			bad.add(line, errors.New("more than one JSON value"))
-			continue
-		}
-		e, err := importEntry(r, d)
-		if err != nil {
-			bad.add(line, err)
-			continue
-		}
-		out = append(out, e)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("import: line %d: %w", line+1, err)
-	}
-	if err := bad.err(); err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
-	return out, nil
-}
-
-func parseSuppressionCSV(in io.Reader, d importDefaults) ([]suppression.Entry, error) {
-	cr := csv.NewReader(in)
-	cr.ReuseRecord = true
-	header, err := cr.Read()
-	if err != nil {
-		return nil, fmt.Errorf("import: CSV header: %w", err)
-	}
-	col := make(map[string]int, len(header))
-	for i, h := range header {
-		h = strings.ToLower(strings.TrimSpace(h))
-		if !slices.Contains(suppressColumns, h) {
-			return nil, fmt.Errorf("import: CSV header: unknown column %q (want some of %s)", oneLine(h, 40), strings.Join(suppressColumns, ","))
-		}
-		if _, dup := col[h]; dup {
-			return nil, fmt.Errorf("import: CSV header: column %s twice", h)
-		}
-		col[h] = i
-	}
-	if _, ok := col["address"]; !ok {
-		return nil, errors.New("import: CSV header: no address column")
-	}
-	var (
-		out []suppression.Entry
-		bad rowErrors
-	)
-	for {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			var pe *csv.ParseError
-			if errors.As(err, &pe) && errors.Is(pe.Err, csv.ErrFieldCount) {
-				bad.add(pe.StartLine, fmt.Errorf("want %d fields, as the header has", len(header)))
-				continue
-			}
-			return nil, fmt.Errorf("import: %w", err)
-		}
-		line, _ := cr.FieldPos(0)
-		field := func(name string) *string {
-			i, ok := col[name]
-			if !ok {
-				return nil
-			}
-			v := rec[i]
-			return &v
-		}
-		e, err := importEntry(importRecord{Address: field("address"), Reason: field("reason"), Tenant: field("tenant"),
-			Stream: field("stream"), ExpiresAt: field("expires_at"), Source: field("source"), Note: field("note"),
-			MessageID: field("message_id"), CreatedAt: field("created_at")}, d)
-		if err != nil {
-			bad.add(line, err)
-			continue
-		}
-		out = append(out, e)
-	}
-	if err := bad.err(); err != nil {
-		return nil, fmt.Errorf("import: %w", err)
-	}
-	return out, nil
+	return parsed.Entries, nil
 }
 
 func suppressImport(ctx context.Context, g *globals, entries []suppression.Entry) error {
@@ -663,17 +455,7 @@ func suppressImport(ctx context.Context, g *globals, entries []suppression.Entry
 		return err
 	}
 	defer closeDB()
-	var changed int
-	err = s.InTx(ctx, func(tx *suppression.Store) error {
-		for chunk := range slices.Chunk(entries, importChunk) {
-			n, err := tx.Add(ctx, chunk)
-			if err != nil {
-				return err
-			}
-			changed += n
-		}
-		return nil
-	})
+	changed, err := s.Import(ctx, entries)
 	if err != nil {
 		return fmt.Errorf("import: nothing imported: %w", withMigrateHint(err))
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/spf13/cobra"
 
 	"github.com/postline/postline/event"
@@ -422,17 +421,7 @@ func parseOptionalTime(flag, v string) (time.Time, error) {
 // offsets now, selects events of f's time range, types and tenants, and
 // queues them for f's endpoint (counts them with dryRun).
 func replayEvents(ctx context.Context, g *globals, q *webhook.Queue, f webhook.ReplayFilter, rate float64, dryRun bool) (int, error) {
-	var picked []webhook.Pending
-	src := redrive.TopicSource{Kafka: g.kafka, Topic: g.eventsTopic, From: f.From}
-	err := src.Scan(ctx, func(m kafka.Message) error {
-		e, err := event.Decode(m.Value)
-		if err != nil || !f.Matches(&e) {
-			return nil
-		}
-		picked = append(picked, webhook.Pending{Endpoint: f.Endpoint, EventID: e.ID, Type: e.Type, Tenant: e.Tenant,
-			EventAt: e.At, Payload: m.Value, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset})
-		return nil
-	})
+	picked, err := webhook.SelectEvents(ctx, redrive.TopicSource{Kafka: g.kafka, Topic: g.eventsTopic, From: f.From}, f)
 	if err != nil || dryRun {
 		return len(picked), err
 	}

@@ -11,9 +11,21 @@ import (
 	"github.com/postline/postline/internal/operator"
 )
 
-// api serves a JSON read to a signed-in operator (the session cookie, as
-// the pages); anyone else gets 401.
+// api serves a mail read as JSON to a signed-in operator (the session
+// cookie, as the pages); anyone else gets 401.
 func (s *Server) api(h func(http.ResponseWriter, *http.Request, visit)) http.Handler {
+	return s.apiNeeding(s.cfg.Mail != nil, "mail search is not available: the console runs without the mail read layer", h)
+}
+
+// fleetAPI serves a fleet read (queues, dead letters by reason, relays) as
+// api serves a mail read.
+func (s *Server) fleetAPI(h func(http.ResponseWriter, *http.Request, visit)) http.Handler {
+	return s.apiNeeding(s.cfg.Fleet != nil, noFleetAPI, h)
+}
+
+// apiNeeding serves h to a signed-in operator when the part it reads is
+// available, else answers 503 with unavailable.
+func (s *Server) apiNeeding(available bool, unavailable string, h func(http.ResponseWriter, *http.Request, visit)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v, err := s.visitOf(r)
 		switch {
@@ -22,8 +34,8 @@ func (s *Server) api(h func(http.ResponseWriter, *http.Request, visit)) http.Han
 		case err != nil:
 			s.log.Error("console: session lookup", "error", err)
 			writeJSONError(w, http.StatusServiceUnavailable, "the console could not reach its database; try again")
-		case s.cfg.Mail == nil:
-			writeJSONError(w, http.StatusServiceUnavailable, "mail search is not available: the console runs without the mail read layer")
+		case !available:
+			writeJSONError(w, http.StatusServiceUnavailable, unavailable)
 		default:
 			h(w, r, v)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -107,18 +108,54 @@ type inputError struct{ msg string }
 
 func (e inputError) Error() string { return e.msg }
 
-// parseForm reads a POST's form, bounded.
-func parseForm(w http.ResponseWriter, r *http.Request) error {
+// unavailableError is a part of the console that this process runs
+// without (no Kafka for re-drives, say), said so the operator knows where
+// to turn: a 503.
+type unavailableError struct{ msg string }
+
+func (e unavailableError) Error() string { return e.msg }
+
+// parseForm reads a POST's form, bounded: a urlencoded one of at most
+// maxFormBytes, or, when maxUpload > 0, also a multipart one (a file
+// upload) of at most maxUpload bytes, held in memory.
+func parseForm(w http.ResponseWriter, r *http.Request, maxUpload int64) error {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
+		if maxUpload <= 0 {
+			return errors.New("console: a multipart form where none is taken")
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxUpload)
+		return r.ParseMultipartForm(maxUpload)
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	return r.ParseForm()
 }
 
+// outcome is what a guarded form did: what it was on (for the audit log),
+// and either where to send the browser (next) or the page to show (page
+// with its data: a count or a preview before a confirmation).
+type outcome struct {
+	target any
+	next   string
+	page   string
+	data   pageData
+}
+
 // action serves a state-changing POST: it needs a session, the session's
 // CSRF token and a role that may act, else it changes nothing and answers
-// 403; then it runs do. Every outcome, refusals too, is audited as name.
+// 403; then it runs do and redirects. Every outcome, refusals too, is
+// audited as name.
 func (s *Server) action(name string, do actionFunc) http.Handler {
+	return s.guarded(name, 0, func(ctx context.Context, r *http.Request, v visit) (outcome, error) {
+		target, next, err := do(ctx, r, v)
+		return outcome{target: target, next: next}, err
+	})
+}
+
+// guarded serves a POST with action's checks and audit; do's outcome is a
+// redirect or a page. maxUpload > 0 takes a multipart form that large.
+func (s *Server) guarded(name string, maxUpload int64, do func(ctx context.Context, r *http.Request, v visit) (outcome, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v, ok := s.checkedPost(w, r, name)
+		v, ok := s.checkedPost(w, r, name, maxUpload)
 		if !ok {
 			return
 		}
@@ -127,21 +164,31 @@ func (s *Server) action(name string, do actionFunc) http.Handler {
 			s.fail(w, r, &v, http.StatusForbidden, "Your account is a viewer: it can search and read, not act. Ask an operator to do this, or an administrator for the operator role.")
 			return
 		}
-		target, next, err := do(r.Context(), r, v)
-		var bad inputError
+		out, err := do(r.Context(), r, v)
+		var (
+			bad inputError
+			off unavailableError
+		)
 		switch {
+		case errors.As(err, &off):
+			s.audit(r.Context(), v, name, out.target, operator.ResultFailed)
+			s.fail(w, r, &v, http.StatusServiceUnavailable, off.msg)
 		case errors.As(err, &bad):
-			s.audit(r.Context(), v, name, target, operator.ResultInvalid)
+			s.audit(r.Context(), v, name, out.target, operator.ResultInvalid)
 			s.fail(w, r, &v, http.StatusBadRequest, bad.msg+" Go back, correct it and send it again.")
 		case err != nil:
-			s.audit(r.Context(), v, name, target, operator.ResultFailed)
+			s.audit(r.Context(), v, name, out.target, operator.ResultFailed)
 			s.storeFailed(w, r, &v, name, err)
 		default:
-			if err := s.cfg.Audit.Write(r.Context(), v.session.Operator, name, target, operator.ResultOK, v.client); err != nil {
+			if err := s.cfg.Audit.Write(r.Context(), v.session.Operator, name, out.target, operator.ResultOK, v.client); err != nil {
 				// Done but not recorded: said loudly, since the log must hold every action.
 				s.log.Error("console: action done but its audit entry was not written", "action", name, "operator", v.session.Operator, "error", err)
 			}
-			http.Redirect(w, r, next, http.StatusSeeOther)
+			if out.page != "" {
+				s.render(w, http.StatusOK, out.page, out.data.forVisit(&v))
+				return
+			}
+			http.Redirect(w, r, out.next, http.StatusSeeOther)
 		}
 	})
 }
@@ -150,7 +197,7 @@ func (s *Server) action(name string, do actionFunc) http.Handler {
 // role (logout).
 func (s *Server) signedIn(h func(http.ResponseWriter, *http.Request, visit)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if v, ok := s.checkedPost(w, r, "logout"); ok {
+		if v, ok := s.checkedPost(w, r, "logout", 0); ok {
 			h(w, r, v)
 		}
 	})
@@ -158,7 +205,7 @@ func (s *Server) signedIn(h func(http.ResponseWriter, *http.Request, visit)) htt
 
 // checkedPost finds a POST's session and checks its CSRF token; on a
 // refusal it has answered 403 (audited when there is a session).
-func (s *Server) checkedPost(w http.ResponseWriter, r *http.Request, name string) (visit, bool) {
+func (s *Server) checkedPost(w http.ResponseWriter, r *http.Request, name string, maxUpload int64) (visit, bool) {
 	v, err := s.visitOf(r)
 	if errors.Is(err, errSignedOut) {
 		s.fail(w, r, nil, http.StatusForbidden, "You are not signed in (or your session ended): nothing was changed. Log in and try again.")
@@ -168,7 +215,7 @@ func (s *Server) checkedPost(w http.ResponseWriter, r *http.Request, name string
 		s.storeFailed(w, r, nil, "looking up the session", err)
 		return v, false
 	}
-	if err := parseForm(w, r); err != nil {
+	if err := parseForm(w, r, maxUpload); err != nil {
 		s.fail(w, r, &v, http.StatusBadRequest, "The form could not be read (too large?): nothing was changed.")
 		return v, false
 	}

@@ -1,15 +1,21 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/postline/postline/internal/fleet"
 	"github.com/postline/postline/internal/mailquery"
 	"github.com/postline/postline/internal/operator"
+	"github.com/postline/postline/internal/redrive"
 	"github.com/postline/postline/internal/suppression"
+	"github.com/postline/postline/internal/webhook"
 )
 
 // fakeMail is the mail read layer as the tests need it: one page of mail
@@ -107,7 +113,7 @@ func (f *fakeAudit) Read(context.Context, operator.AuditFilter) ([]operator.Audi
 	return append([]operator.AuditEntry(nil), f.entries...), nil
 }
 
-// fakeSuppressions is a list of entries.
+// fakeSuppressions is a list of entries (Add appends: it keeps no rule).
 type fakeSuppressions struct {
 	entries []suppression.Entry
 }
@@ -119,6 +125,23 @@ func (f *fakeSuppressions) List(context.Context, suppression.Filter) ([]suppress
 func (f *fakeSuppressions) Add(_ context.Context, e []suppression.Entry) (int, error) {
 	f.entries = append(f.entries, e...)
 	return len(e), nil
+}
+
+func (f *fakeSuppressions) Check(_ context.Context, keys []suppression.Key) (map[suppression.Key]suppression.Entry, error) {
+	out := map[suppression.Key]suppression.Entry{}
+	for _, k := range keys {
+		for _, e := range f.entries {
+			// As the store: an entry of the key's stream or of every stream.
+			if e.Tenant == k.Tenant && e.Address == k.Address && (e.Stream == k.Stream || e.Stream == suppression.StreamAll) {
+				out[k] = e
+			}
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeSuppressions) Import(ctx context.Context, e []suppression.Entry) (int, error) {
+	return f.Add(ctx, e)
 }
 
 func (f *fakeSuppressions) Remove(_ context.Context, keys []suppression.Key) (int, error) {
@@ -133,4 +156,167 @@ func (f *fakeSuppressions) Remove(_ context.Context, keys []suppression.Key) (in
 		}
 	}
 	return n, nil
+}
+
+// fakeRedriver plans and runs from fixed summaries, recording the filters;
+// a run waits for release when it is set.
+type fakeRedriver struct {
+	mu      sync.Mutex
+	letters []redrive.DeadLetter
+	plan    redrive.Summary
+	plans   []redrive.Filter
+	runs    []redrive.Filter
+	opts    []redrive.Options
+	release chan struct{}
+	// planErr, when set, is Plan's answer.
+	planErr error
+}
+
+func (f *fakeRedriver) List(_ context.Context, flt redrive.Filter, fn func(redrive.DeadLetter) error) error {
+	for _, l := range f.letters {
+		if flt.Match(l) {
+			if err := fn(l); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (f *fakeRedriver) Plan(_ context.Context, flt redrive.Filter) (redrive.Summary, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.plans = append(f.plans, flt)
+	if f.planErr != nil {
+		return redrive.Summary{}, f.planErr
+	}
+	return f.plan, nil
+}
+
+func (f *fakeRedriver) Run(ctx context.Context, flt redrive.Filter, o redrive.Options) (redrive.Summary, error) {
+	f.mu.Lock()
+	f.runs, f.opts = append(f.runs, flt), append(f.opts, o)
+	release := f.release
+	f.mu.Unlock()
+	s := f.plan
+	s.DryRun = false
+	if o.Progress != nil {
+		o.Progress(redrive.Summary{Matched: 1})
+	}
+	if release != nil {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return redrive.Summary{}, ctx.Err()
+		}
+	}
+	return s, nil
+}
+
+func (f *fakeRedriver) calls() (plans, runs int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.plans), len(f.runs)
+}
+
+// fakeWebhooks is endpoints in memory.
+type fakeWebhooks struct {
+	mu        sync.Mutex
+	endpoints []webhook.EndpointReport
+	replays   []webhook.ReplayFilter
+	dead      int
+}
+
+func (f *fakeWebhooks) Endpoints(context.Context) ([]webhook.EndpointReport, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]webhook.EndpointReport(nil), f.endpoints...), nil
+}
+
+func (f *fakeWebhooks) SetDisabled(_ context.Context, endpoint string, disable bool, reason, _ string, now time.Time) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, e := range f.endpoints {
+		if e.Endpoint != endpoint {
+			continue
+		}
+		if e.Disabled() == disable {
+			return false, nil
+		}
+		f.endpoints[i].DisabledAt, f.endpoints[i].DisabledReason = time.Time{}, ""
+		if disable {
+			f.endpoints[i].DisabledAt, f.endpoints[i].DisabledReason = now, reason
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+func (f *fakeWebhooks) Replay(_ context.Context, flt webhook.ReplayFilter, _ float64, dryRun bool, _ string, _ time.Time) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !dryRun {
+		f.replays = append(f.replays, flt)
+	}
+	return f.dead, nil
+}
+
+func (f *fakeWebhooks) Log(_ context.Context, endpoint string, _ int) ([]webhook.LogEntry, error) {
+	if endpoint == "billing" {
+		return []webhook.LogEntry{{At: time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC), Action: "disabled", Actor: "console:olga", Detail: "migrating"}}, nil
+	}
+	return nil, nil
+}
+
+func (f *fakeWebhooks) Requeue(_ context.Context, ps []webhook.Pending, _ float64, flt webhook.ReplayFilter, _ string, _ time.Time) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.replays = append(f.replays, flt)
+	return len(ps), nil
+}
+
+// fakeFleet is the fleet views as a test sets them. Its histogram has the
+// buckets the query asks for, with letters counted in theirs; it records
+// the queries.
+type fakeFleet struct {
+	mu                              sync.Mutex
+	queues                          fleet.Queues
+	relays                          fleet.Relays
+	letters                         []redrive.DeadLetter
+	queuesErr, relaysErr, histogErr error
+	asked                           []fleet.HistogramQuery
+}
+
+func (f *fakeFleet) Queues(context.Context) (fleet.Queues, error) { return f.queues, f.queuesErr }
+
+func (f *fakeFleet) Relays(context.Context) (fleet.Relays, error) { return f.relays, f.relaysErr }
+
+func (f *fakeFleet) DeadLetterHistogram(_ context.Context, q fleet.HistogramQuery) (fleet.Histogram, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, q)
+	if f.histogErr != nil {
+		return fleet.Histogram{}, f.histogErr
+	}
+	h := fleet.Histogram{Since: q.Since, Until: q.Until, Bucket: q.Bucket, BucketSeconds: q.Bucket.Seconds(), Reasons: []fleet.ReasonCount{}}
+	totals := map[string]int{}
+	for start := q.Since.Truncate(q.Bucket); start.Before(q.Until); start = start.Add(q.Bucket) {
+		b := fleet.Bucket{Start: start, End: start.Add(q.Bucket), ByReason: map[string]int{}}
+		for _, l := range f.letters {
+			if !l.Time.Before(b.Start) && l.Time.Before(b.End) && !l.Time.Before(q.Since) && l.Time.Before(q.Until) {
+				b.Total++
+				b.ByReason[l.Reason]++
+				totals[l.Reason]++
+				h.Total++
+			}
+		}
+		h.Buckets = append(h.Buckets, b)
+	}
+	for reason, n := range totals {
+		h.Reasons = append(h.Reasons, fleet.ReasonCount{Reason: reason, Count: n})
+	}
+	slices.SortFunc(h.Reasons, func(a, b fleet.ReasonCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.Reason, b.Reason))
+	})
+	return h, nil
 }

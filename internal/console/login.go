@@ -53,7 +53,7 @@ func (s *Server) showLogin(w http.ResponseWriter, status int, name, next, msg st
 // given; the password is never kept.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	client := operator.ClientAddress(r.RemoteAddr)
-	if err := parseForm(w, r); err != nil {
+	if err := parseForm(w, r, 0); err != nil {
 		s.showLogin(w, http.StatusBadRequest, "", "/mail", "The form could not be read. Try again.")
 		return
 	}

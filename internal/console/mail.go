@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/mailquery"
 	"github.com/postline/postline/internal/operator"
 )
@@ -75,6 +76,8 @@ func (s *Server) searchPage(w http.ResponseWriter, r *http.Request, v visit) {
 // lifeBody is the mail page's data.
 type lifeBody struct {
 	Life mailquery.Life
+	// CanRedrive: the mail failed or is dead and this console re-drives.
+	CanRedrive bool
 }
 
 // lifePage shows one mail's whole life: its row, its recipients, every
@@ -102,5 +105,6 @@ func (s *Server) lifePage(w http.ResponseWriter, r *http.Request, v visit) {
 		s.storeFailed(w, r, &v, "reading the mail's life", err)
 		return
 	}
-	s.render(w, http.StatusOK, "mail", pageData{Title: "Mail " + id, Nav: "mail", Body: lifeBody{Life: life}}.forVisit(&v))
+	s.render(w, http.StatusOK, "mail", pageData{Title: "Mail " + id, Nav: "mail", Body: lifeBody{Life: life,
+		CanRedrive: s.cfg.Redrive != nil && (life.Mail.Status == string(idempotency.StatusFailed) || life.Mail.Status == string(idempotency.StatusDead))}}.forVisit(&v))
 }

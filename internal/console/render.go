@@ -13,7 +13,8 @@ import (
 
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"login", "search", "mail", "suppressions", "audit", "error"}
+var pageNames = []string{"login", "search", "mail", "suppressions", "audit", "error", "import", "deadletters", "redrive", "redriverun",
+	"webhooks", "webhookreplay", "queues", "relays"}
 
 // pages are the parsed templates by name.
 type pages struct{ byName map[string]*template.Template }
@@ -34,6 +35,15 @@ var templateFuncs = template.FuncMap{
 	"ts":      timeElement,
 	"dash":    func(s string) string { return cmpOr(s, "-") },
 	"streams": func() []string { return []string{"transactional", "bulk", "*"} },
+	"age":     func(now, t time.Time) string { return now.Sub(t).Truncate(time.Second).String() },
+	"state":   breakerState,
+	"rate":    sendRate,
+	"plural": func(n int, one, many string) string {
+		if n == 1 {
+			return one
+		}
+		return many
+	},
 	"num": func(n int) string {
 		if n == 0 {
 			return "-"
@@ -69,7 +79,10 @@ type pageData struct {
 	CSRF     string
 	Notice   string
 	Error    string
-	Body     any
+	// Refresh, when more than 0, reloads the page after that many
+	// seconds (a re-drive's progress).
+	Refresh int
+	Body    any
 }
 
 // forVisit fills the signed-in operator's part of d.

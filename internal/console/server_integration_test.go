@@ -1,10 +1,12 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"html"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -14,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postline/postline/internal/mailquery"
 	"github.com/postline/postline/internal/operator"
@@ -40,7 +44,11 @@ const (
 	vicPassword  = "vic's long password!"
 )
 
-func newStack(t *testing.T) *stack {
+func newStack(t *testing.T) *stack { return newStackWith(t, nil) }
+
+// newStackWith is newStack whose Config wire adds to (the re-drive, the
+// webhook queue) on the schema's pool.
+func newStackWith(t *testing.T, wire func(pool *pgxpool.Pool, sup *suppression.Store, cfg *Config)) *stack {
 	t.Helper()
 	_, pool := testenv.NewSchema(t)
 	ctx := context.Background()
@@ -66,10 +74,15 @@ func newStack(t *testing.T) *stack {
 	m, l := sampleMail()
 	mail := &fakeMail{mails: []mailquery.Mail{m}, lives: map[string]mailquery.Life{m.MessageID: l}}
 	st := &stack{accounts: accounts, audit: operator.NewAuditLog(pool, nil), suppressions: sup, mail: mail}
-	srv, err := New(Config{Accounts: accounts, Audit: st.audit, Suppressions: sup, Mail: mail, NotFound: errNoSuchMail})
+	cfg := Config{Accounts: accounts, Audit: st.audit, Suppressions: sup, Mail: mail, NotFound: errNoSuchMail}
+	if wire != nil {
+		wire(pool, sup, &cfg)
+	}
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(srv.Close)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	st.url = ts.URL
@@ -419,4 +432,18 @@ func TestLoginNeedsItsFormToken(t *testing.T) {
 	if got := st.auditResults(t, "olga"); !slices.Equal(got, []string{"login:csrf_refused"}) {
 		t.Errorf("audit = %v", got)
 	}
+}
+
+// upload sends file with the import preview's multipart form.
+func (b *browser) upload(csrf, file string) (int, string) {
+	b.t.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	_ = mw.WriteField("csrf", csrf)
+	fw, _ := mw.CreateFormFile("file", "list.csv")
+	_, _ = fw.Write([]byte(file))
+	_ = mw.Close()
+	req, _ := http.NewRequest(http.MethodPost, b.base+"/suppressions/import/preview", &buf)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	return b.do(req)
 }

@@ -22,16 +22,20 @@ type Filter struct {
 	// accepts any. A dead letter that is not a job has no tenant: a tenant
 	// filter never selects it.
 	Tenants, Reasons, Classes []string
+	// MessageIDs lists the accepted Message-IDs (the record key): one
+	// mail's dead letters, from its page in the console; empty accepts any.
+	MessageIDs []string
 	// Limit stops the selection after this many matches, partitions read
 	// in order; 0 is no limit.
 	Limit int
 }
 
-// Match reports whether l passes the filter's time, tenant, reason and
-// class conditions (not the limit).
+// Match reports whether l passes the filter's time, tenant, reason, class
+// and Message-ID conditions (not the limit).
 func (f Filter) Match(l DeadLetter) bool {
 	switch {
-	case len(f.Reasons) > 0 && !slices.Contains(f.Reasons, l.Reason),
+	case len(f.MessageIDs) > 0 && !slices.Contains(f.MessageIDs, l.MessageID),
+		len(f.Reasons) > 0 && !slices.Contains(f.Reasons, l.Reason),
 		len(f.Classes) > 0 && !slices.Contains(f.Classes, l.Class),
 		len(f.Tenants) > 0 && (l.Tenant == "" || !slices.Contains(f.Tenants, l.Tenant)),
 		!f.Since.IsZero() && l.Time.Before(f.Since),
@@ -44,17 +48,21 @@ func (f Filter) Match(l DeadLetter) bool {
 // The names of a FilterSpec's fields in its errors, unless the caller
 // names them otherwise.
 const (
-	FieldSince  = "since"
-	FieldUntil  = "until"
-	FieldTenant = "tenant"
-	FieldReason = "reason"
-	FieldClass  = "class"
-	FieldLimit  = "limit"
+	FieldSince     = "since"
+	FieldUntil     = "until"
+	FieldTenant    = "tenant"
+	FieldReason    = "reason"
+	FieldClass     = "class"
+	FieldMessageID = "message-id"
+	FieldLimit     = "limit"
 )
 
 // maxListValue bounds one tenant, reason or class: they are compared with
 // header and document values, never longer in practice.
 const maxListValue = 256
+
+// maxMessageIDValue bounds one Message-ID: a header line.
+const maxMessageIDValue = 998
 
 // FilterSpec is a Filter as an operator writes it: from flags or a form.
 type FilterSpec struct {
@@ -64,6 +72,9 @@ type FilterSpec struct {
 	// Tenants, Reasons and Classes each take values repeated or
 	// comma-separated; blanks are dropped and duplicates kept once.
 	Tenants, Reasons, Classes []string
+	// MessageIDs take Message-IDs the same way, each with or without its
+	// angle brackets.
+	MessageIDs []string
 	// Limit is 0 (no limit) or more.
 	Limit int
 }
@@ -95,12 +106,17 @@ func (s FilterSpec) Parse(now time.Time, name func(field string) string) (Filter
 		field string
 		in    []string
 		out   *[]string
-	}{{FieldTenant, s.Tenants, &out.Tenants}, {FieldReason, s.Reasons, &out.Reasons}, {FieldClass, s.Classes, &out.Classes}}
+		max   int
+	}{{FieldTenant, s.Tenants, &out.Tenants, maxListValue}, {FieldReason, s.Reasons, &out.Reasons, maxListValue},
+		{FieldClass, s.Classes, &out.Classes, maxListValue}, {FieldMessageID, s.MessageIDs, &out.MessageIDs, maxMessageIDValue}}
 	for _, l := range lists {
 		for _, v := range l.in {
 			for v := range strings.SplitSeq(v, ",") {
 				v = strings.TrimSpace(v)
-				if err := checkListValue(v); err != nil {
+				if l.field == FieldMessageID {
+					v = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(v, "<"), ">"))
+				}
+				if err := checkListValue(v, l.max); err != nil {
 					return Filter{}, fail(l.field, "%q: %v", v, err)
 				}
 				if v != "" && !slices.Contains(*l.out, v) {
@@ -122,9 +138,9 @@ func (s FilterSpec) Parse(now time.Time, name func(field string) string) (Filter
 	return out, nil
 }
 
-func checkListValue(v string) error {
-	if len(v) > maxListValue {
-		return fmt.Errorf("longer than %d bytes", maxListValue)
+func checkListValue(v string, maxBytes int) error {
+	if len(v) > maxBytes {
+		return fmt.Errorf("longer than %d bytes", maxBytes)
 	}
 	if strings.ContainsFunc(v, unicode.IsControl) {
 		return errors.New("contains a control character")

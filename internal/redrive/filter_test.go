@@ -35,6 +35,10 @@ func TestFilterSpecParse(t *testing.T) {
 		{"a trailing line break is trimmed like a space", FilterSpec{Tenants: []string{"acme\n"}}, Filter{Tenants: []string{"acme"}}, "", ""},
 		{"control character inside a reason", FilterSpec{Reasons: []string{"a\x00b"}}, Filter{}, `--reason "a\x00b": contains a control character`, FieldReason},
 		{"class too long", FilterSpec{Classes: []string{strings.Repeat("c", 300)}}, Filter{}, "--class", FieldClass},
+		{"Message-IDs with and without brackets", FilterSpec{MessageIDs: []string{"<a@x>, b@x", "a@x"}},
+			Filter{MessageIDs: []string{"a@x", "b@x"}}, "", ""},
+		{"Message-ID too long", FilterSpec{MessageIDs: []string{strings.Repeat("m", 999)}}, Filter{}, "--message-id", FieldMessageID},
+		{"Message-ID with a control character", FilterSpec{MessageIDs: []string{"a\rb@x"}}, Filter{}, "control character", FieldMessageID},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,7 +51,7 @@ func TestFilterSpecParse(t *testing.T) {
 				return
 			}
 			if err != nil || !slices.Equal(got.Reasons, tt.want.Reasons) || !slices.Equal(got.Tenants, tt.want.Tenants) ||
-				!slices.Equal(got.Classes, tt.want.Classes) || !got.Since.Equal(tt.want.Since) ||
+				!slices.Equal(got.Classes, tt.want.Classes) || !slices.Equal(got.MessageIDs, tt.want.MessageIDs) || !got.Since.Equal(tt.want.Since) ||
 				!got.Until.Equal(tt.want.Until) || got.Limit != tt.want.Limit {
 				t.Errorf("filter = %+v, %v; want %+v", got, err, tt.want)
 			}
@@ -61,7 +65,7 @@ func TestFilterSpecParse(t *testing.T) {
 
 func TestFilterMatch(t *testing.T) {
 	at := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
-	l := DeadLetter{Time: at, Reason: "smtp_permanent", Class: "permanent", Tenant: "acme"}
+	l := DeadLetter{Time: at, MessageID: "m1@x", Reason: "smtp_permanent", Class: "permanent", Tenant: "acme"}
 	noTenant := DeadLetter{Time: at, Reason: "malformed_json", Class: "invalid"}
 	tests := []struct {
 		name   string
@@ -70,6 +74,8 @@ func TestFilterMatch(t *testing.T) {
 		want   bool
 	}{
 		{"no filter", Filter{}, l, true},
+		{"Message-ID listed", Filter{MessageIDs: []string{"other@x", "m1@x"}}, l, true},
+		{"Message-ID not listed", Filter{MessageIDs: []string{"other@x"}}, l, false},
 		{"reason listed", Filter{Reasons: []string{"expired", "smtp_permanent"}}, l, true},
 		{"reason not listed", Filter{Reasons: []string{"expired"}}, l, false},
 		{"class listed", Filter{Classes: []string{"permanent"}}, l, true},

@@ -42,6 +42,7 @@ var (
 	postctlBin    string // ./cmd/postctl
 	receiverBin   string // ./cmd/bounce-receiver
 	dispatcherBin string // ./cmd/webhook-dispatcher
+	consoleBin    string // ./cmd/console
 	// binDir holds them; plainWorkerBin builds into it on demand.
 	binDir string
 )
@@ -91,7 +92,7 @@ func runTests(m *testing.M) int {
 			pkg string
 			bin *string
 		}{{"worker", &workerBin}, {"retry-scheduler", &schedulerBin}, {"postctl", &postctlBin},
-			{"bounce-receiver", &receiverBin}, {"webhook-dispatcher", &dispatcherBin}} {
+			{"bounce-receiver", &receiverBin}, {"webhook-dispatcher", &dispatcherBin}, {"console", &consoleBin}} {
 			bin, err := buildBinary(dir, b.pkg, raceEnabled)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -710,7 +711,7 @@ func startProcess(t *testing.T, bin, name string, env map[string]string) *worker
 
 // startLines are the log lines in which the binaries name their HTTP
 // address.
-var startLines = []string{"worker starting", "retry-scheduler starting", "bounce-receiver starting", "webhook-dispatcher starting"}
+var startLines = []string{"worker starting", "retry-scheduler starting", "bounce-receiver starting", "webhook-dispatcher starting", "console starting"}
 
 // listeningAddr returns the http_addr of a binary's start line (see
 // startLines), or "" for any other line.
