@@ -41,7 +41,7 @@
 #
 # Last, the console's search table (`go run ./bench/search`): recipient searches and mail pages
 # through internal/mailquery over 10,000,000 seeded mails, p99 against 100 and 50 ms (PASS or FAIL,
-# the run then fails). The seed (about 10 GiB, tens of minutes) is kept in the schema bench_search
+# the run then fails). The seed (13 GiB, about 8 to 12 minutes) is kept in the schema bench_search
 # between runs and re-used while it matches; `-drop` on a run removes it at its end (or DROP SCHEMA). A
 # run given -variants or --no-search skips it.
 #
