@@ -35,9 +35,11 @@ const consoleStepTimeout = 15 * time.Second
 // the address suppressed). Accounts are made with postctl, the password on
 // its standard input. The operator logs in, finds the mail by the
 // recipient's address typed with another case, reads the refusal on the
-// mail's page, lifts the suppression, and finds each of those actions in
-// the audit log under the operator's name; the search and mail pages are
-// seen at phone width too, and a viewer sees no way to act. No page ever
+// mail's page, lifts the suppression, re-drives a mail that a relay
+// refused permanently once the relay is repaired (see redrive), and finds
+// each of those actions in the audit log under the operator's name; the
+// search and mail pages are seen at phone width too, and a viewer sees no
+// way to act. No page ever
 // shows the mail's body. The screenshots are artifacts of the test (and,
 // with POSTLINE_DOCS_SCREENSHOTS=1, docs/console/).
 func TestConsoleInABrowser(t *testing.T) {
