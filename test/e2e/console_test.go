@@ -39,9 +39,9 @@ const consoleStepTimeout = 15 * time.Second
 // refused permanently once the relay is repaired (see redrive), and finds
 // each of those actions in the audit log under the operator's name; the
 // search and mail pages are seen at phone width too, and a viewer sees no
-// way to act. No page ever
-// shows the mail's body. The screenshots are artifacts of the test (and,
-// with POSTLINE_DOCS_SCREENSHOTS=1, docs/console/).
+// way to act. No page ever shows the mail's body. The screenshots are
+// artifacts of the test (and, with POSTLINE_DOCS_SCREENSHOTS=1,
+// docs/console/).
 func TestConsoleInABrowser(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
