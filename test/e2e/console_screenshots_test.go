@@ -19,7 +19,7 @@ import (
 const docsScreenshotsEnv = "POSTLINE_DOCS_SCREENSHOTS"
 
 // docsScreenshots are the screenshots docs/console.md shows, by name.
-var docsScreenshots = []string{"2-search", "3-mail", "4-suppressions", "6-audit", "7-search-phone", "8-mail-phone"}
+var docsScreenshots = []string{"2-search", "3-mail", "4-suppressions", "5b-redrive-count", "6-audit", "7-search-phone", "8-mail-phone"}
 
 // Bounds of a screenshot kept in docs/console/.
 const (

@@ -35,11 +35,13 @@ const consoleStepTimeout = 15 * time.Second
 // the address suppressed). Accounts are made with postctl, the password on
 // its standard input. The operator logs in, finds the mail by the
 // recipient's address typed with another case, reads the refusal on the
-// mail's page, lifts the suppression, and finds each of those actions in
-// the audit log under the operator's name; the search and mail pages are
-// seen at phone width too, and a viewer sees no way to act. No page ever
-// shows the mail's body. The screenshots are artifacts of the test (and,
-// with POSTLINE_DOCS_SCREENSHOTS=1, docs/console/).
+// mail's page, lifts the suppression, re-drives a mail that a relay
+// refused permanently once the relay is repaired (see redrive), and finds
+// each of those actions in the audit log under the operator's name; the
+// search and mail pages are seen at phone width too, and a viewer sees no
+// way to act. No page ever shows the mail's body. The screenshots are
+// artifacts of the test (and, with POSTLINE_DOCS_SCREENSHOTS=1,
+// docs/console/).
 func TestConsoleInABrowser(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
@@ -54,22 +56,27 @@ func TestConsoleInABrowser(t *testing.T) {
 	}))
 	keys, _ := outcomeKeys(t, pf.BounceDomain)
 	s.startReceiver(t, pf.BounceDomain, keys, pf.BounceAddr, nil)
-	startWorker(t, s.outcomeWorkerEnv("w1", pf.Addr, pf.BounceDomain, keys, nil)).WaitReady(readyTimeout)
-	console, consoleURL := s.startConsole(t)
+	worker := startWorker(t, s.outcomeWorkerEnv("w1", pf.Addr, pf.BounceDomain, keys, nil))
+	rig := s.startRedriveRig(t)
+	worker.WaitReady(readyTimeout)
+	rig.worker.WaitReady(readyTimeout)
+	console, consoleURL := s.startConsole(t, rig.jobs, rig.group)
 	operatorPassword, viewerPassword := s.addOperator(t, consoleOperator, "operator"), s.addOperator(t, consoleViewer, "viewer")
 
 	jobs := newJobs(1, "console")
 	jobs[0].To = []string{"Gone <" + refused + ">"}
 	jobs[0].HTML = "<p>" + bodyCanary + "</p>"
 	id := s.publish(jobs...)[0]
+	doomed := rig.publishDoomed(t)
 	s.waitBouncedAndIndexed(t, id, refused)
+	s.waitDeadLettered(t, doomed)
 
 	tour := &consoleTour{t: t, s: s, browser: browser, url: consoleURL, messageID: id, refused: refused}
 	tour.logIn(consoleOperator, operatorPassword, "1-login")
 	tour.findByRecipient("gone@EXAMPLE.Test")
 	tour.readMail()
 	tour.liftSuppression()
-	// Steps of pages still to come (re-drive) go here, each one method.
+	tour.redrive(rig, doomed)
 	tour.readAuditLog()
 	tour.onAPhone()
 	tour.asViewer(viewerPassword)
@@ -80,15 +87,20 @@ func TestConsoleInABrowser(t *testing.T) {
 	exportScreenshots(t, tour.shots)
 }
 
-// startConsole runs the console binary on this stack's schema and events
-// topic, its pages on a free loopback port, and returns the process and
+// startConsole runs the console binary on this stack's schema, events and
+// dead-letter topics, re-driving into the jobs topic that workers of group
+// consume, its pages on a free loopback port, and returns the process and
 // the pages' base URL once it is ready.
-func (s *stack) startConsole(t *testing.T) (*workerProc, string) {
+func (s *stack) startConsole(t *testing.T, jobs, group string) (*workerProc, string) {
 	t.Helper()
 	addr := freeAddr(t)
 	c := startProcess(t, consoleBin, "console", map[string]string{
 		"POSTLINE_KAFKA_BROKERS":         strings.Join(testenv.KafkaBrokers(), ","),
 		"POSTLINE_EVENTS_TOPIC":          s.events,
+		"POSTLINE_DLQ_TOPIC":             s.dlq,
+		"POSTLINE_JOBS_TOPIC":            jobs,
+		"POSTLINE_CONSUMER_GROUP":        group,
+		"POSTLINE_RETRY_TOPIC_PREFIX":    s.retryPrefix,
 		"POSTLINE_CONSOLE_INDEXER_GROUP": testenv.UniqueName("e2e-console"),
 		"POSTLINE_DATABASE_URL":          s.dbURL,
 		"POSTLINE_CONSOLE_ADDR":          addr,
@@ -165,6 +177,9 @@ type consoleTour struct {
 	// messageID is the bounced mail's; refused its recipient's address,
 	// and typed the address as the operator typed it to find the mail.
 	messageID, refused, typed string
+	// redriven is the dead-lettered mail the operator re-drove, in
+	// run redriveRun.
+	redriven, redriveRun string
 	// shots are the screenshots taken, in order.
 	shots []string
 }
@@ -327,7 +342,8 @@ func (c *consoleTour) readAuditLog() {
 	c.t.Helper()
 	c.do("opening the audit log", chromedp.Click(chromedp.CSS(`nav a[href="/audit"]`)))
 	c.show("6-audit", "main table")
-	// When Who Action On Result From; On is the target as JSON.
+	// When Who Action On Result From; On is the target as JSON, here
+	// flattened: {"filter":{"note":"x"}} is filter.note = x.
 	type entry struct {
 		action string
 		on     map[string]string
@@ -337,11 +353,11 @@ func (c *consoleTour) readAuditLog() {
 		if r[1] != consoleOperator || r[4] != "ok" {
 			continue
 		}
-		e := entry{action: r[2]}
-		if err := json.Unmarshal([]byte(r[3]), &e.on); err != nil {
-			c.t.Errorf("audit entry %q: its target is no JSON object of strings: %v", r, err)
+		var on map[string]any
+		if err := json.Unmarshal([]byte(r[3]), &on); err != nil {
+			c.t.Errorf("audit entry %q: its target is no JSON object: %v", r, err)
 		}
-		mine = append(mine, e)
+		mine = append(mine, entry{action: r[2], on: flatten("", on, map[string]string{})})
 	}
 	wants := []entry{
 		{"login", map[string]string{}},
@@ -349,12 +365,30 @@ func (c *consoleTour) readAuditLog() {
 		{"mail.view", map[string]string{"message_id": c.messageID}},
 		{"suppression.search", map[string]string{"address_prefix": c.refused}},
 		{"suppression.remove", map[string]string{"address": c.refused, "stream": "*", "tenant": ""}},
+		{"redrive.count", map[string]string{"filter.message_id": c.redriven, "filter.note": redriveNote, "result.redriven": "1"}},
+		{"redrive.run", map[string]string{"filter.message_id": c.redriven, "filter.note": redriveNote, "run_id": c.redriveRun}},
+		{"redrive.run.done", map[string]string{"filter.note": redriveNote, "run_id": c.redriveRun, "result.redriven": "1"}},
+		{"redrive.count", map[string]string{"filter.message_id": c.redriven, "filter.note": redriveNote, "result.redriven": "0",
+			"result.skipped_not_replayable": "1"}},
 	}
 	for _, w := range wants {
 		if !slices.ContainsFunc(mine, func(e entry) bool { return e.action == w.action && subset(w.on, e.on) }) {
 			c.t.Errorf("the audit log has no %s by %s on %v; %s's entries: %v", w.action, consoleOperator, w.on, consoleOperator, mine)
 		}
 	}
+}
+
+// flatten adds the values of a JSON object to into, named by their path
+// from prefix ("filter.note"), and returns into.
+func flatten(prefix string, object map[string]any, into map[string]string) map[string]string {
+	for k, v := range object {
+		if nested, ok := v.(map[string]any); ok {
+			flatten(prefix+k+".", nested, into)
+			continue
+		}
+		into[prefix+k] = fmt.Sprint(v)
+	}
+	return into
 }
 
 // subset reports whether every key of want has its value in got.
@@ -399,5 +433,14 @@ func (c *consoleTour) asViewer(password string) {
 	forms := eval[int](c, "counting the action forms", `document.querySelectorAll('form[action^="/suppressions/"]').length`)
 	if forms != 0 || !strings.Contains(text, "Your account is a viewer") {
 		c.t.Errorf("a viewer's suppressions page has %d action forms and says:\n%s", forms, text)
+	}
+	// A viewer's POST to /redrive/count or /redrive/run is refused (403,
+	// audited as denied): TestRedriveNeedsOperatorAndCSRF in
+	// internal/console checks it.
+	testenv.Navigate(c.t, c.browser, c.url+"/redrive")
+	text = c.show("11-viewer-redrive", "main table")
+	forms = eval[int](c, "counting the re-drive forms", `document.querySelectorAll('form[action^="/redrive/"]').length`)
+	if forms != 0 || !strings.Contains(text, "Your account is a viewer") || !strings.Contains(text, redriveNote) {
+		c.t.Errorf("a viewer's re-drive page has %d action forms and says (want no form, the operator's run with its note):\n%s", forms, text)
 	}
 }
