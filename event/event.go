@@ -114,6 +114,20 @@ type Bounce struct {
 	Source string `json:"source"`
 }
 
+// Reply is the relay's answer to an attempt that did not end in acceptance
+// (or the failure that stood for one): the SMTP reply code, the enhanced
+// status and the reply text.
+type Reply struct {
+	// Code is the SMTP reply code, 0 when the attempt failed without a
+	// reply (a network or TLS failure, a lost connection).
+	Code int `json:"code"`
+	// Status is the RFC 3463 enhanced status, "" if the reply had none.
+	Status string `json:"status,omitempty"`
+	// Text is the reply's text (at most 512 bytes), or for a failure
+	// without a reply what failed; never the mail's content.
+	Text string `json:"text,omitempty"`
+}
+
 // TemplateUse names the template version a mail was rendered with.
 type TemplateUse struct {
 	// Name is the template's name.
@@ -168,6 +182,9 @@ type Event struct {
 	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
 	// Bounce is set on bounced events.
 	Bounce *Bounce `json:"bounce,omitempty"`
+	// Reply is the relay's answer to the attempt of a deferred, failed or
+	// dead event, when the attempt reached a relay; optional.
+	Reply *Reply `json:"reply,omitempty"`
 	// FeedbackType is a complaint's feedback type (abuse, fraud, ...);
 	// optional.
 	FeedbackType string `json:"feedback_type,omitempty"`
