@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/adaptive"
 	"github.com/postline/postline/internal/deadletter"
 	"github.com/postline/postline/internal/failure"
@@ -35,6 +36,10 @@ type fate struct {
 	// failover or a resend keeps its last failure's text, as the row's
 	// last error.
 	class, reason, errText string
+	// reply is the relay's answer to the attempt's last failed send, for
+	// the events of the recipients it leaves pending, failed or dead; nil
+	// when no send failed.
+	reply *event.Reply
 	// decidedAt is when the sender settled the attempt: the time of its
 	// events, which may be recorded seconds later when the fate rows
 	// queue behind a slow batch. Zero for fates decided at intake or claim.
@@ -268,12 +273,16 @@ func sentFate(relay, errText string) fate {
 // afterFailedSend decides the fate of a job whose send failed for a reason
 // the sender does not try again within the attempt: a permanent failure
 // fails it, any other is retried (scheduleRetry).
-func (p *Pipeline) afterFailedSend(it *item, v failure.Verdict, errText string, limit RetryLimit, relay *relayPool) fate {
+// reply is the failure's reply for the events (sendReply).
+func (p *Pipeline) afterFailedSend(it *item, v failure.Verdict, errText string, reply *event.Reply, limit RetryLimit,
+	relay *relayPool) fate {
+	var f fate
 	if v.Class == failure.Permanent {
-		return fate{kind: fateFailed, relay: relay.Name, class: string(v.Class), reason: deadletter.ReasonSMTPPermanent, errText: errText}
+		f = fate{kind: fateFailed, class: string(v.Class), reason: deadletter.ReasonSMTPPermanent, errText: errText}
+	} else {
+		f = p.scheduleRetry(it, v, errText, limit, relay)
 	}
-	f := p.scheduleRetry(it, v, errText, limit, relay)
-	f.relay = relay.Name
+	f.relay, f.reply = relay.Name, reply
 	return f
 }
 

@@ -28,6 +28,10 @@ type rcpt struct {
 	reason     string // suppression list reason
 	// dkimDomain is the domain that signed the copy the relay accepted.
 	dkimDomain string
+	// deferral is the relay's refusal for now at RCPT in this attempt's
+	// last send: the reply of the recipient's deferred, failed or dead
+	// event, rather than the send's.
+	deferral *sender.Error
 }
 
 // stream is the suppression and event stream of a job.
@@ -192,6 +196,9 @@ func (p *Pipeline) applyResult(it *item, sent []*rcpt, res sender.Result, relay 
 		r := sent[k]
 		r.state, r.fresh, r.dkimDomain = idempotency.RecipientAccepted, true, res.DKIMDomain
 	}
+	for _, r := range sent {
+		r.deferral = nil // an earlier send's refusal is not this one's
+	}
 	var deferred error
 	for _, ref := range res.Refused {
 		r := sent[ref.Index]
@@ -200,6 +207,7 @@ func (p *Pipeline) applyResult(it *item, sent []*rcpt, res sender.Result, relay 
 			if deferred == nil {
 				deferred = ref.Err
 			}
+			r.deferral = ref.Err
 			continue
 		}
 		r.state, r.fresh, r.refusal = idempotency.RecipientBounced, true, ref.Err
@@ -275,7 +283,7 @@ func (p *Pipeline) appendEvents(dst []event.Event, it *item, f fate, now time.Ti
 			}
 			next := f.copy.NotBefore.UTC()
 			e := add(r, event.Deferred)
-			e.Class, e.NextAttemptAt = f.class, &next
+			e.Class, e.NextAttemptAt, e.Reply = f.class, &next, r.reply(f)
 		case !r.fresh:
 		case r.state == idempotency.RecipientAccepted:
 			add(r, event.Accepted).DKIMDomain = r.dkimDomain
@@ -286,10 +294,10 @@ func (p *Pipeline) appendEvents(dst []event.Event, it *item, f fate, now time.Ti
 			add(r, event.Suppressed).Reason = r.reason
 		case r.state == idempotency.RecipientFailed:
 			e := add(r, event.Failed)
-			e.Class, e.Reason = f.class, f.reason
+			e.Class, e.Reason, e.Reply = f.class, f.reason, r.reply(f)
 		case r.state == idempotency.RecipientDead:
 			e := add(r, event.Dead)
-			e.Class, e.Reason = f.class, f.reason
+			e.Class, e.Reason, e.Reply = f.class, f.reason, r.reply(f)
 		}
 	}
 	return out
@@ -309,10 +317,11 @@ func (it *item) suppressions() []Suppression {
 	return out
 }
 
-// recorded marks the recipients' decisions as written.
+// recorded marks the recipients' decisions as written; their replies
+// were the recorded attempt's.
 func (it *item) recorded() {
 	for i := range it.rcpts {
-		it.rcpts[i].fresh = false
+		it.rcpts[i].fresh, it.rcpts[i].deferral = false, nil
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/postline/postline/event"
 	"github.com/postline/postline/internal/backoff"
 	"github.com/postline/postline/internal/circuit"
 	"github.com/postline/postline/internal/failure"
@@ -137,6 +138,7 @@ type attemptLog struct {
 	resendStart time.Time
 	relay       string
 	errText     string
+	reply       *event.Reply
 }
 
 // deliver sends one claimed job and returns its fate. It walks the
@@ -202,7 +204,7 @@ func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *fo
 		if ctx.Err() != nil {
 			return fate{}, next // undecided: a hard stop; the caller leaves the record unfinished
 		}
-		tried.errText = err.Error()
+		tried.errText, tried.reply = err.Error(), sendReply(err)
 		p.metrics.attempts.WithLabelValues(relay.Name, string(v.Class)).Inc()
 		p.metrics.sendSeconds.WithLabelValues(string(v.Class)).Observe(elapsed.Seconds())
 		p.logger.Info("send failed", "message_id", it.job.MessageID, "attempt", it.attempt,
@@ -217,7 +219,7 @@ func (p *Pipeline) deliver(ctx context.Context, it *item, in <-chan *item, f *fo
 			next.unchain() // this goroutine is about to wait for another session
 			continue
 		}
-		return p.afterFailedSend(it, v, tried.errText, limit, relay), next
+		return p.afterFailedSend(it, v, tried.errText, tried.reply, limit, relay), next
 	}
 }
 
