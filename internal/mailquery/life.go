@@ -186,9 +186,14 @@ func entryOf(e event.Event) Entry {
 	if e.NextAttemptAt != nil {
 		en.NextAttemptAt = e.NextAttemptAt.UTC()
 	}
-	if b := e.Bounce; b != nil {
+	switch {
+	case e.Bounce != nil:
+		b := e.Bounce
 		en.Code, en.Status, en.Diagnostic = b.Code, b.Status, b.Diagnostic
 		en.BounceType, en.Rule, en.Source = b.Type, b.Rule, b.Source
+	case e.Reply != nil:
+		// A deferred, failed or dead attempt's reply: what the relay said.
+		en.Code, en.Status, en.Diagnostic = e.Reply.Code, e.Reply.Status, e.Reply.Text
 	}
 	return en
 }

@@ -44,6 +44,7 @@ func TestLife(t *testing.T) {
 	deferred := ev("life@shop", 0, "ada@example.com", event.Deferred, 1, at(9))
 	next := at(8)
 	deferred.Class, deferred.NextAttemptAt = "transient", &next
+	deferred.Reply = &event.Reply{Code: 451, Status: "4.7.1", Text: "try later"}
 	accepted := ev("life@shop", 0, "ada@example.com", event.Accepted, 2, at(8))
 	accepted.DKIMDomain = "shop.example"
 	accepted.Template = &event.TemplateUse{Name: "welcome", Version: 3, Why: "active"}
@@ -118,7 +119,8 @@ func TestLife(t *testing.T) {
 		t.Errorf("claim = %+v", claim)
 	}
 	if def.EventID != deferred.ID || def.Provider != "relay-a" || def.Class != "transient" || !def.NextAttemptAt.Equal(next) ||
-		def.Attempt != 1 || def.Recipient != "ada@example.com" {
+		def.Attempt != 1 || def.Recipient != "ada@example.com" || def.Code != 451 || def.Status != "4.7.1" ||
+		def.Diagnostic != "try later" {
 		t.Errorf("deferral = %+v", def)
 	}
 	if acc.DKIMDomain != "shop.example" || acc.Attempt != 2 {

@@ -147,9 +147,12 @@ type Entry struct {
 	Class          string    `json:"class,omitempty"`
 	Reason         string    `json:"reason,omitempty"`
 	NextAttemptAt  time.Time `json:"next_attempt_at,omitzero"`
-	Code           int       `json:"code,omitempty"`
-	Status         string    `json:"status,omitempty"`
-	Diagnostic     string    `json:"diagnostic,omitempty"`
+	// Code, Status and Diagnostic are a bounce's, or the relay's reply to
+	// a deferred, failed or dead attempt (Code 0 and what failed when the
+	// attempt got no reply).
+	Code       int    `json:"code,omitempty"`
+	Status     string `json:"status,omitempty"`
+	Diagnostic string `json:"diagnostic,omitempty"`
 	// BounceType, Rule and Source are a bounce's (Source also says where a
 	// report came from); FeedbackType is a complaint's.
 	BounceType   string `json:"bounce_type,omitempty"`
