@@ -272,8 +272,8 @@ func sentFate(relay, errText string) fate {
 
 // afterFailedSend decides the fate of a job whose send failed for a reason
 // the sender does not try again within the attempt: a permanent failure
-// fails it, any other is retried (scheduleRetry).
-// reply is the failure's reply for the events (sendReply).
+// fails it, any other is retried (scheduleRetry). Either fate carries
+// reply, the failure's reply for the events (sendReply).
 func (p *Pipeline) afterFailedSend(it *item, v failure.Verdict, errText string, reply *event.Reply, limit RetryLimit,
 	relay *relayPool) fate {
 	var f fate
