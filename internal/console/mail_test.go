@@ -18,7 +18,7 @@ func TestMailPageShowsAttemptReplies(t *testing.T) {
 		{At: at, Type: "deferred", RecipientIndex: 0, Recipient: "ada@example.com", Attempt: 1, Provider: "primary",
 			Class: "throttled", NextAttemptAt: at.Add(time.Minute), Code: 451, Status: "4.7.1", Diagnostic: "try later"},
 		{At: at.Add(time.Minute), Type: "deferred", RecipientIndex: 0, Recipient: "ada@example.com", Attempt: 2, Provider: "backup",
-			Class: "transient", NextAttemptAt: at.Add(5 * time.Minute), Diagnostic: "dial: connect: connection refused"},
+			Class: "transient", NextAttemptAt: at.Add(5 * time.Minute), Diagnostic: "no reply at dial"},
 		{At: at.Add(5 * time.Minute), Type: "failed", RecipientIndex: 0, Recipient: "ada@example.com", Attempt: 3, Provider: "primary",
 			Class: "permanent", Reason: "smtp_permanent", Code: 550, Status: "5.7.1", Diagnostic: "message <refused> & filed"},
 		{At: at.Add(6 * time.Minute), Type: "dead", RecipientIndex: 1, Recipient: "bob@example.com", Attempt: 3, Provider: "primary",
@@ -35,7 +35,7 @@ func TestMailPageShowsAttemptReplies(t *testing.T) {
 	items := strings.Split(life, "<li>")[1:]
 	want := [][]string{
 		{"<strong>deferred</strong>", "attempt 1", "relay primary", "reply 451 4.7.1 · class throttled", `<div class="diag">try later</div>`},
-		{"<strong>deferred</strong>", "attempt 2", "relay backup", "class transient", `<div class="diag">dial: connect: connection refused</div>`},
+		{"<strong>deferred</strong>", "attempt 2", "relay backup", "class transient", `<div class="diag">no reply at dial</div>`},
 		{"<strong>failed</strong>", "reply 550 5.7.1 · class permanent · reason smtp_permanent",
 			`<div class="diag">message &lt;refused&gt; &amp; filed</div>`},
 		{"<strong>dead</strong>", "reply 452", "class transient · reason max_attempts", `<div class="diag">too many messages</div>`},

@@ -10,8 +10,10 @@ import (
 )
 
 // sendReply is the event reply of a failed send: the relay's reply, or
-// for a failure without one (code 0: network, TLS, a lost connection) the
-// stage and cause sender.Error names without addresses. nil when err is not
+// for a failure without one (code 0: network, TLS, a lost connection) only
+// the stage it happened at. The cause names the relay's host and address,
+// which are the operator's, not the tenants' that read events through
+// webhooks: the row's last error and the logs keep it. nil when err is not
 // a send's failure.
 //
 // The reply is shared by every recipient the send leaves pending, failed
@@ -27,9 +29,7 @@ func sendReply(err error) *event.Reply {
 	}
 	text := se.Text
 	if se.Code == 0 {
-		// Error is "smtp <relay>: <stage>: <cause>"; the relay is the
-		// event's provider already.
-		text = strings.TrimPrefix(se.Error(), "smtp "+se.Relay+": ")
+		text = "no reply at " + se.Stage
 	}
 	return &event.Reply{Code: se.Code, Status: se.Enhanced, Text: truncateDiagnostic(maskAddresses(text))}
 }

@@ -22,8 +22,8 @@ func TestEntryTakesTheReplyWhenThereIsNoBounce(t *testing.T) {
 	}{
 		{"a deferral's 451", event.Deferred, nil, &event.Reply{Code: 451, Status: "4.7.1", Text: "try later"},
 			451, "4.7.1", "try later", ""},
-		{"a failure without a reply", event.Dead, nil, &event.Reply{Text: "dial: connection refused"},
-			0, "", "dial: connection refused", ""},
+		{"a failure without a reply", event.Dead, nil, &event.Reply{Text: "no reply at dial"},
+			0, "", "no reply at dial", ""},
 		{"a 550 at DATA", event.Failed, nil, &event.Reply{Code: 550, Status: "5.7.1", Text: "refused"},
 			550, "5.7.1", "refused", ""},
 		{"a bounce", event.Bounced, &event.Bounce{Type: event.BounceHard, Code: 550, Status: "5.1.1", Diagnostic: "no such user", Source: "smtp"},
