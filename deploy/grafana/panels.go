@@ -32,11 +32,10 @@ func overviewDeliveryRow() rowSpec {
 	return rowSpec{title: "Delivery", panels: []panelSpec{
 		{
 			title: "Throughput by result",
-			description: "Records the workers finished per second, by outcome: sent (a relay accepted it), " +
-				"retried (a copy went to a delay tier), dead (dead-lettered: out of attempts, too old or " +
-				"invalid), failed (rejected permanently by a relay), duplicate and stale (already handled, " +
-				"skipped), conflict (Message-ID reused for another payload), rejected (the record is not a " +
-				"valid job). What to do: sent falling while retried or dead rise points at a relay: look at " +
+			description: "Records the workers finished per second, by outcome: sent, retried (to a delay tier), dead " +
+				"(out of attempts, too old or invalid), failed (refused permanently), duplicate and stale " +
+				"(already handled), conflict (Message-ID reused for another payload), rejected (not a valid " +
+				"job). What to do: sent falling while retried or dead rise points at a relay: look at " +
 				"success ratio and circuit state. Rejected or conflict above zero means a producer " +
 				"publishes bad jobs: read the dead letters' reasons.",
 			unit: unitPerSecond, stacked: true,
@@ -80,11 +79,10 @@ func overviewDeliveryRow() rowSpec {
 		},
 		{
 			title: "Concurrency limit and in flight",
-			description: "Sends the adaptive limit allows in flight per relay, summed over the workers, and " +
-				"the records inside the pipelines. What to do: in flight pinned at the limit while lag " +
-				"grows means the relays, not the workers, bound throughput: adding workers will not help; " +
-				"raise the relay's capacity or its configured limits. The detail is on the relays " +
-				"dashboard.",
+			description: "Sends the adaptive limit allows in flight per relay, summed over the workers, and the " +
+				"records inside the pipelines. What to do: in flight pinned at the limit while lag grows " +
+				"means the relays bound throughput, not the workers: raise the relay's capacity or limits " +
+				"(detail on the relays dashboard).",
 			unit: unitCount,
 			targets: []target{
 				{expr: "sum by (provider) (" + sel("postline_adaptive_concurrency_limit") + ")", legend: "limit {{provider}}"},
@@ -98,12 +96,10 @@ func overviewBacklogRow() rowSpec {
 	return rowSpec{title: "Backlog", panels: []panelSpec{
 		{
 			title: "Consumer lag per partition",
-			description: "Records of each partition the consumer group has not committed past (end offset " +
-				"minus committed offset), as the workers read it every lag interval. Every worker reports " +
-				"the whole group's lag, so the panel takes the maximum over workers. What to do: one " +
-				"partition far above the others means a hot key or a stuck owner: check rebalances and the " +
-				"worker that owns it; all partitions growing means the fleet is too slow: see \"Age of the " +
-				"oldest waiting job\".",
+			description: "Records of each partition the group has not committed past, the maximum over workers (each " +
+				"reports the whole group's lag). What to do: one partition far above the others means a hot " +
+				"key or a stuck owner: check rebalances and its worker; all growing means the fleet is too " +
+				"slow: see \"Age of the oldest waiting job\".",
 			unit: unitCount, width: 8,
 			targets: []target{{
 				expr:   "max by (topic, partition) (" + sel("postline_consumer_group_lag") + ")",
@@ -112,10 +108,10 @@ func overviewBacklogRow() rowSpec {
 		},
 		{
 			title: "Consumer lag total",
-			description: "Records the consumer group has not committed past, summed over the partitions of " +
-				"each topic. What to do: lag that stays high and keeps growing means jobs arrive faster " +
-				"than they are sent: scale workers up to the partition count if the relays have spare " +
-				"capacity (the concurrency panels say so), otherwise the relay is the bottleneck.",
+			description: "Records the consumer group has not committed past, summed over each topic's partitions. " +
+				"What to do: lag that keeps growing means jobs arrive faster than they are sent: scale " +
+				"workers up to the partition count if the relays have room (see the concurrency panels), " +
+				"else the relay is the bottleneck.",
 			unit: unitCount, width: 8,
 			targets: []target{{
 				expr:   "sum by (topic) (max by (topic, partition) (" + sel("postline_consumer_group_lag") + "))",
@@ -124,12 +120,10 @@ func overviewBacklogRow() rowSpec {
 		},
 		{
 			title: "Age of the oldest waiting job",
-			description: "Oldest waiting: how long ago the oldest job the worker group has not finished " +
-				"was published (the Kafka timestamp of the record at the group's committed offset, read " +
-				"with the lag; 0 when caught up). p99 publish to accept: the time from a job's first " +
-				"publication to relay acceptance, retries included. What to do: an oldest-waiting age " +
-				"past the delivery SLO means mail will be late: scale workers or relay capacity; a rising " +
-				"p99 while the oldest waiting job is young means retries, not backlog, make mail late: " +
+			description: "Oldest waiting: age of the oldest job the worker group has not finished (0 when caught " +
+				"up). p99 publish to accept: first publication to relay acceptance, retries included. What " +
+				"to do: an oldest-waiting age past the delivery SLO means late mail: scale workers or relay " +
+				"capacity; a rising p99 while the oldest waiting job is young means retries make mail late: " +
 				"look at retries and circuit state.",
 			unit: unitSeconds, width: 8,
 			targets: []target{
@@ -159,11 +153,10 @@ func overviewFailuresRow() rowSpec {
 		},
 		{
 			title: "Dead letters by reason",
-			description: "Records written to the dead-letter topic per second, by reason: smtp_permanent " +
-				"(a relay refused the mail), max_attempts, max_age, message_id_conflict, or a validation " +
-				"reason for invalid jobs. What to do: permanent refusals and invalid jobs need the " +
-				"producer fixed; max_attempts or max_age after an outage can be replayed from the DLQ " +
-				"with postctl once the relay is back.",
+			description: "Records written to the dead-letter topic per second, by reason: smtp_permanent (a relay " +
+				"refused the mail), max_attempts, max_age, message_id_conflict, or a validation reason. " +
+				"What to do: permanent refusals and invalid jobs need the producer fixed; max_attempts or " +
+				"max_age after an outage can be replayed with postctl once the relay is back.",
 			unit: unitPerSecond, stacked: true, width: 8,
 			targets: []target{{
 				expr:   "sum by (reason) (" + rate("postline_deadletter_records_total") + ")",
@@ -172,12 +165,11 @@ func overviewFailuresRow() rowSpec {
 		},
 		{
 			title: "Duplicates and optimistic-lock conflicts",
-			description: "Claims the idempotency store turned down, by result (duplicate: already sent; " +
-				"stale: an older copy; busy: another worker holds the lease; conflict: same Message-ID, " +
-				"other payload), and outcome writes that lost their compare-and-set because another " +
-				"worker took the job over. What to do: duplicates after a rebalance or a replay are " +
-				"expected and harmless; busy or lost compare-and-sets that persist mean leases expire " +
-				"before sends finish: raise the lease or look for slow relays; conflicts need the " +
+			description: "Claims the idempotency store turned down, by result (duplicate: already sent; stale: an " +
+				"older copy; busy: another worker holds the lease; conflict: same Message-ID, other " +
+				"payload), and outcome writes that lost their compare-and-set. What to do: duplicates after " +
+				"a rebalance or replay are harmless; persistent busy or lost compare-and-sets mean leases " +
+				"expire before sends finish: raise the lease or look for slow relays; conflicts need the " +
 				"producer fixed.",
 			unit: unitPerSecond, width: 8,
 			targets: []target{
@@ -191,11 +183,10 @@ func overviewFailuresRow() rowSpec {
 		{
 			kind:  stateTimeline,
 			title: "Circuit state per provider",
-			description: "Each relay's circuit breaker, shared by the fleet through Postgres: closed (sending), " +
-				"half-open (probing) or open (no sends; jobs wait or fail over). Shows the worst state any " +
-				"worker reports. What to do: a circuit open for more than a few minutes means the relay is " +
-				"down or refuses us: check the relay's status and credentials; if every circuit is open, " +
-				"consumption pauses and lag grows until one closes.",
+			description: "Each relay's circuit breaker, the worst state any worker reports: closed (sending), " +
+				"half-open (probing) or open (no sends; jobs wait or fail over). What to do: open for more " +
+				"than a few minutes means the relay is down or refuses us: check its status and " +
+				"credentials; with every circuit open, consumption pauses and lag grows.",
 			unit: unitNone, width: 24,
 			targets: []target{{expr: circuitStateExpr(), legend: "{{provider}}"}},
 		},
@@ -234,14 +225,13 @@ func overviewTemplatesRow() rowSpec {
 	return rowSpec{title: "Templates", panels: []panelSpec{
 		{
 			title: "Template compositions by result",
-			description: "Templated mails the workers composed per second, by result: rendered (the version " +
-				"the labels chose), fallback (a later version of the plan rendered because the chosen one " +
-				"failed), builtin (no stored version rendered and the built-in template of that name did), " +
-				"failed (nothing rendered, or the template store could not be read). What to do: fallback " +
-				"or builtin above zero means a stored version fails to render, usually a canary or a new " +
-				"active version: the rows' template_why names it; end the canary or run postctl template " +
-				"rollback, then fix and push the template. Failed above zero dead-letters mail with reason " +
-				"render_failed (replay it once fixed) or, when the store is unreachable, retries it.",
+			description: "Templated mails composed per second, by result: rendered (the version the labels chose), " +
+				"fallback (a later version rendered because the chosen one failed), builtin (the built-in " +
+				"template of that name rendered), failed (nothing rendered, or the store could not be " +
+				"read). What to do: fallback or builtin above zero means a stored version fails to render " +
+				"(the rows' template_why names it): end the canary or run postctl template rollback, then " +
+				"fix and push it. Failed dead-letters mail as render_failed (replay once fixed) or, with " +
+				"the store unreachable, retries it.",
 			unit: unitPerSecond, stacked: true,
 			targets: []target{{
 				expr:   "sum by (result) (" + rate("postline_compose_renders_total") + ")",
@@ -250,13 +240,11 @@ func overviewTemplatesRow() rowSpec {
 		},
 		{
 			title: "Template compose time p50/p99",
-			description: "Time to compose one templated mail: reading a version from the template store " +
-				"when it is not cached, compiling it, checking the data against its schema and rendering " +
-				"every part; median and 99th percentile over the workers. What to do: a p99 that stays far " +
-				"above the p50 means versions keep being fetched and compiled: many templates or versions " +
-				"in use at once, or the store slow to answer (its round trips are in " +
-				"postline_templatestore_round_trip_seconds); a p50 that rises with the mails' size means " +
-				"the templates themselves got heavier.",
+			description: "Time to compose one templated mail (fetching an uncached version, compiling, checking the " +
+				"data against its schema, rendering), median and 99th percentile. What to do: a p99 far " +
+				"above the p50 means versions keep being fetched and compiled: many versions in use, or a " +
+				"slow store (postline_templatestore_round_trip_seconds); a p50 rising with mail size means " +
+				"heavier templates.",
 			unit: unitSeconds,
 			targets: []target{
 				{expr: quantile("0.5", "postline_compose_render_seconds"), legend: "p50"},
@@ -287,11 +275,10 @@ func relaysRelaysRow() rowSpec {
 	return rowSpec{title: "Relays", panels: []panelSpec{
 		{
 			title: "Attempts by relay and result",
-			description: "Send attempts per second per relay, by result: sent or the failure class " +
-				"(transient, throttled, permanent, auth, unknown). What to do: throttled means the relay " +
-				"asks us to slow down and the adaptive limits should follow; auth means credentials are " +
-				"wrong; permanent means the relay refuses the mail itself; transient that persists " +
-				"means the relay is unhealthy.",
+			description: "Send attempts per second per relay, by result: sent or the failure class (transient, " +
+				"throttled, permanent, auth, unknown). What to do: throttled means the relay asks us to " +
+				"slow down; auth means wrong credentials; permanent means the relay refuses the mail " +
+				"itself; persistent transient means the relay is unhealthy.",
 			unit: unitPerSecond, stacked: true,
 			targets: []target{{
 				expr:   "sum by (provider, result) (" + rate("postline_delivery_attempts_total") + ")",
@@ -312,9 +299,9 @@ func relaysRelaysRow() rowSpec {
 		},
 		{
 			title: "Relay send latency",
-			description: "Time of one send per relay, dial included, median and 99th percentile. What to " +
-				"do: one relay much slower than the others holds connections longer and lowers its " +
-				"useful concurrency; ask its operator or move traffic with the provider weights.",
+			description: "Time of one send per relay, dial included, median and 99th percentile. What to do: a relay " +
+				"much slower than the others holds connections longer and lowers its useful concurrency; " +
+				"ask its operator or move traffic with the relay priorities.",
 			unit: unitSeconds,
 			targets: []target{
 				{expr: quantile("0.5", "postline_sender_send_duration_seconds", "provider"), legend: "p50 {{provider}}"},
@@ -400,11 +387,10 @@ func relaysConcurrencyLimitsRow() rowSpec {
 		},
 		{
 			title: "Retry budget",
-			description: "Retry budget tokens left per priority on the emptiest worker (negative: retries " +
-				"already booked ahead of the refill), and retries per second that found the budget " +
-				"empty and wait for its refill. What to do: an empty budget means " +
-				"retries are capped to protect the relays during an incident; bulk is starved first by " +
-				"design. If urgent runs dry, fix the failing relay rather than raise the budget.",
+			description: "Retry budget tokens left per priority on the emptiest worker (negative: booked ahead of " +
+				"the refill), and retries per second that wait for the refill. What to do: an empty budget " +
+				"caps retries to protect the relays; bulk starves first by design. If urgent runs dry, fix " +
+				"the failing relay rather than raise the budget.",
 			unit: unitCount, width: 8,
 			targets: []target{
 				{expr: "min by (priority) (" + sel("postline_adaptive_budget_tokens") + ")", legend: "tokens {{priority}}"},
@@ -466,11 +452,10 @@ func relaysRetriesAndSchedulerRow() rowSpec {
 		},
 		{
 			title: "Re-entries, releases and fast retries",
-			description: "Records parked and fed back into the pipeline (busy: another worker holds the " +
-				"lease; release: no relay could take it), claimed jobs handed back without charging an " +
-				"attempt, and in-process retries of short blips, per second. What to do: releases " +
-				"that persist mean every relay is closed or saturated: look at circuit state and the " +
-				"concurrency limits.",
+			description: "Records parked and fed back (busy: another worker holds the lease; release: no relay could " +
+				"take it), claimed jobs handed back uncharged, and in-process resends of short blips, per " +
+				"second. What to do: persistent releases mean every relay is closed or saturated: look at " +
+				"circuit state and the concurrency limits.",
 			unit: unitPerSecond,
 			targets: []target{
 				{expr: "sum by (cause) (" + rate("postline_delivery_reentries_total") + ")", legend: "re-entry {{cause}}"},
@@ -485,11 +470,10 @@ func relaysDependenciesRow() rowSpec {
 	return rowSpec{title: "Dependencies", panels: []panelSpec{
 		{
 			title: "Dependency errors",
-			description: "Failed calls to the workers' dependencies per second: pipeline store, " +
-				"dead-letter, retry and circuit calls (retried), idempotency and circuit Postgres " +
-				"calls, lag refreshes, reaper passes, scheduler writes and offset commits. What to do: " +
-				"any sustained rate means Postgres or Kafka is failing or unreachable: check their " +
-				"health first; jobs wait rather than get lost, so lag grows meanwhile.",
+			description: "Failed calls to the workers' dependencies per second: pipeline store, dead-letter, retry " +
+				"and circuit calls (retried), idempotency and circuit Postgres calls, lag refreshes, reaper " +
+				"passes, scheduler writes, offset commits. What to do: a sustained rate means Postgres or " +
+				"Kafka is failing or unreachable: check them; jobs wait rather than get lost, so lag grows.",
 			unit: unitPerSecond, width: 24,
 			targets: []target{
 				{expr: "sum by (op) (" + rate("postline_delivery_dependency_errors_total") + ")", legend: "pipeline {{op}}"},
@@ -515,12 +499,11 @@ func relaysDependenciesRow() rowSpec {
 		},
 		{
 			title: "Reaper",
-			description: "Stuck jobs with a stored record (replayed jobs claimed by a worker that died " +
-				"before recording an outcome) the reaper re-published per second, and their rows handed " +
-				"back by result. A worker's other crashed claims are not re-published: Kafka redelivers " +
-				"their uncommitted records, which claim the rows again once the lease has expired. What to do: a " +
-				"steady rate means workers die mid-send (OOM kills, hard restarts): check their logs " +
-				"and shutdown grace period; lost means another worker took the row first, harmless.",
+			description: "Stuck replayed jobs (claimed by a worker that died before recording) the reaper " +
+				"re-published per second, and their rows handed back by result; other crashed claims Kafka " +
+				"redelivers. What to do: a steady rate means workers die mid-send (OOM kills, hard " +
+				"restarts): check their logs and shutdown grace period; lost means another worker took the " +
+				"row first, harmless.",
 			unit: unitPerSecond, width: 8,
 			targets: []target{
 				{expr: "sum(" + rate("postline_reaper_republished_total") + ")", legend: "re-published"},
@@ -595,14 +578,12 @@ func outcomesReputationRow() rowSpec {
 	return rowSpec{title: "Reputation", panels: []panelSpec{
 		{
 			title: "Bounce rate by bounce type",
-			description: "Recipients a report marked bounced over the last hour, per recipient a relay " +
-				"accepted in that hour, by bounce type: hard (the address does not exist: suppressed), " +
-				"soft (a temporary condition the remote gave up on), policy (refused for content or " +
-				"reputation). Fleet-wide: the job and instance filters do not apply. The dashed line is the hard-bounce alert's 5 %. What to do: hard bounces " +
-				"above a few percent mean a list with stale or bought addresses: find the stream or " +
-				"tenant that sends it and stop it; policy bounces rising together at one mailbox " +
-				"provider mean it distrusts us: look at the complaint rate and at authentication " +
-				"(SPF, DKIM, DMARC).",
+			description: "Recipients a report marked bounced over the last hour, per recipient accepted in that " +
+				"hour, by bounce type: hard (no such address: suppressed), soft (temporary, given up on), " +
+				"policy (content or reputation). Fleet-wide: the job and instance filters do not apply. The " +
+				"dashed line is the hard-bounce alert's 5 %. What to do: hard bounces above a few percent " +
+				"mean a stale or bought list: stop the stream or tenant sending it; policy bounces rising " +
+				"at one mailbox provider: check the complaint rate and SPF, DKIM, DMARC.",
 			unit:       unitRatio,
 			thresholds: []threshold{{hardBounceRateWarning, "red"}},
 			targets: []target{{
@@ -612,12 +593,11 @@ func outcomesReputationRow() rowSpec {
 		},
 		{
 			title: "Complaint rate",
-			description: "Recipients who reported the mail as unwanted (feedback loops, provider " +
-				"complaint events) over the last hour, per recipient a relay accepted in that hour, " +
-				"fleet-wide (the job and instance filters do not apply). The dashed lines are 0.1 %, where mailbox providers start filtering a sender, and 0.3 %, " +
-				"where they block it; the complaint alert fires at both. What to do: above 0.1 % find " +
-				"the stream or campaign that draws the complaints and pause it; complained addresses " +
-				"are suppressed already, so the rate falls only when the mail people do not want stops.",
+			description: "Recipients who reported the mail as unwanted over the last hour, per recipient accepted in " +
+				"that hour, fleet-wide (the job and instance filters do not apply). Dashed lines: 0.1 %, " +
+				"where mailbox providers start filtering, and 0.3 %, where they block; the complaint alert " +
+				"fires at both. What to do: above 0.1 % find the stream or campaign drawing complaints and " +
+				"pause it; the addresses are already suppressed.",
 			unit:       unitRatio,
 			thresholds: []threshold{{complaintRateWarning, "orange"}, {complaintRateCritical, "red"}},
 			targets: []target{{
@@ -627,11 +607,11 @@ func outcomesReputationRow() rowSpec {
 		},
 		{
 			title: "Recipient events published",
-			description: "Events written to the events topic per second, by type: accepted, deferred, " +
-				"failed, dead, suppressed, unconfirmed and bounced (refused at RCPT) from the " +
-				"workers, delivered, bounced and complained from reports. What to do: accepted at zero while mail is sent means the " +
-				"workers cannot write events: check their logs and Kafka; every webhook and every rate " +
-				"on this dashboard reads these events.",
+			description: "Events written to the events topic per second, by type: from the workers accepted, " +
+				"deferred, failed, dead, suppressed, unconfirmed and bounced (refused at RCPT), from " +
+				"reports delivered, bounced and complained. What to do: accepted at zero while mail is sent " +
+				"means the workers cannot write events: check their logs and Kafka; webhooks and this " +
+				"dashboard's rates read these events.",
 			unit: unitPerSecond, stacked: true,
 			targets: []target{{
 				expr:   "sum by (type) (" + rate("postline_events_published_total") + ")",
@@ -657,17 +637,13 @@ func outcomesReportsRow() rowSpec {
 	return rowSpec{title: "Reports", panels: []panelSpec{
 		{
 			title: "Reports by source and result",
-			description: "Delivery reports and complaints the bounce-receiver applied per second, by " +
-				"source (dsn, arf, unstructured, ses, mailgun) and result: applied (a recipient moved " +
-				"on), forged (its return-path token did not verify: dropped), unknown (no such " +
-				"recipient), early (it came before the worker recorded the send: refused for now, so its " +
-				"sender offers it again), stale (the recipient had moved past it), delayed (still being " +
-				"retried). " +
-				"Forged reports of all sources are also drawn on their own. What to do: forged reports " +
-				"that keep coming mean someone sends fake bounces to the bounce domain (backscatter or " +
-				"an attempt to get addresses suppressed): they are harmless while dropped, but check " +
-				"that every worker and bounce-receiver shares the return-path keys, since a key " +
-				"missing on one side makes genuine reports look forged.",
+			description: "Reports the bounce-receiver applied per second, by source (dsn, arf, unstructured, ses, " +
+				"mailgun) and result: applied (a recipient moved on), forged (token did not verify: " +
+				"dropped), unknown (no such recipient), early (before the send was recorded: refused, " +
+				"offered again), stale (the recipient had moved past it), delayed (still being retried); " +
+				"forged also drawn alone. What to do: forged reports that keep coming are fake bounces, " +
+				"harmless while dropped; but check that workers and bounce-receivers share the return-path " +
+				"keys, or genuine reports look forged.",
 			unit: unitPerSecond,
 			targets: []target{
 				{
@@ -682,11 +658,11 @@ func outcomesReportsRow() rowSpec {
 		},
 		{
 			title: "Bounce server messages and recipients",
-			description: "Messages the bounce-receiver's SMTP server read per second, by result (report, " +
-				"not_report, unreadable, too_large, apply_error), and RCPT commands by result (bounce, " +
-				"feedback, refused). What to do: apply_error means the outcome store failed and the " +
-				"sender was told to retry: check Postgres and Kafka; many refused recipients mean mail " +
-				"to addresses that are not return paths (spam to the bounce domain), harmless.",
+			description: "Messages the bounce-receiver's SMTP server read per second, by result (report, not_report, " +
+				"unreadable, too_large, apply_error), and RCPT commands by result (bounce, feedback, " +
+				"refused). What to do: apply_error means the outcome store failed and the sender will " +
+				"retry: check Postgres and Kafka; refused recipients are mail to non-return-path addresses, " +
+				"harmless.",
 			unit: unitPerSecond,
 			targets: []target{
 				{expr: "sum by (result) (" + rate("postline_inbound_messages_total") + ")", legend: "messages {{result}}"},
@@ -695,12 +671,11 @@ func outcomesReportsRow() rowSpec {
 		},
 		{
 			title: "Provider webhook requests",
-			description: "Requests the provider webhooks (Amazon SES through SNS, Mailgun) answered per " +
-				"second, by provider and result, and the recipient reports they handed on by kind. " +
-				"What to do: bad_signature, expired or cert_error mean the provider's signing setup and " +
-				"ours disagree (a rotated Mailgun key, a changed SNS topic): fix the configuration, " +
-				"since the provider gives up retrying after a while; apply_error means the outcome " +
-				"store failed.",
+			description: "Requests the provider webhooks (SES through SNS, Mailgun) answered per second, by provider " +
+				"and result, and the reports they handed on by kind. What to do: bad_signature, expired or " +
+				"cert_error mean the provider's signing setup and ours disagree (a rotated Mailgun key, a " +
+				"changed SNS topic): fix it before the provider stops retrying; apply_error means the " +
+				"outcome store failed.",
 			unit: unitPerSecond,
 			targets: []target{
 				{expr: "sum by (provider, result) (" + rate("postline_providerhook_requests_total") + ")", legend: "{{provider}} {{result}}"},
@@ -709,12 +684,11 @@ func outcomesReportsRow() rowSpec {
 		},
 		{
 			title: "Unconfirmed and settled mail",
-			description: "Mail the workers marked unconfirmed per second (its confirmation window passed " +
-				"with recipients no report resolved), and mail a report settled once every recipient " +
-				"was resolved, by confirmation (confirmed, cancelled). What to do: unconfirmed mail " +
-				"means reports stopped arriving: check that the bounce domain's MX reaches the " +
-				"bounce-receiver and that the relays return DSNs; a report that comes later still " +
-				"resolves the recipient.",
+			description: "Mail marked unconfirmed per second (its confirmation window passed with recipients " +
+				"unresolved), and mail a report settled, by confirmation (confirmed, cancelled). What to " +
+				"do: unconfirmed mail means reports stopped arriving: check that the bounce domain's MX " +
+				"reaches the bounce-receiver and the relays return DSNs; a later report still resolves the " +
+				"recipient.",
 			unit: unitPerSecond,
 			targets: []target{
 				{expr: "sum(" + rate("postline_outcome_unconfirmed_total") + ")", legend: "marked unconfirmed"},
@@ -780,11 +754,10 @@ func outcomesWebhooksRow() rowSpec {
 		},
 		{
 			title: "Oldest pending webhook event",
-			description: "Age of the oldest unfinished event of each endpoint's backlog, the oldest any " +
-				"dispatcher holds; 0 when the backlog is empty. The dashed line is the backlog alert's " +
-				"10 minutes. What to do: past 10 minutes the endpoint's owner sees events late: check " +
-				"the endpoint's replies on \"Webhook deliveries and attempts\" and tell its owner; " +
-				"events past their age limit are dead-lettered.",
+			description: "Age of the oldest unfinished event of each endpoint's backlog (0 when empty). The dashed " +
+				"line is the backlog alert's 10 minutes. What to do: past 10 minutes the owner sees events " +
+				"late: check the endpoint's replies on \"Webhook deliveries and attempts\" and tell its " +
+				"owner; events past their age limit are dead-lettered.",
 			unit:       unitSeconds,
 			thresholds: []threshold{{webhookOldestPendingMax, "red"}},
 			targets: []target{{
@@ -794,11 +767,10 @@ func outcomesWebhooksRow() rowSpec {
 		},
 		{
 			title: "Webhook deliveries and attempts",
-			description: "Events finished per second per endpoint, by result (delivered, dead_lettered), " +
-				"and POSTs by the status class of the reply (2xx, 3xx, 4xx, 5xx) or timeout and error " +
-				"(no reply). What to do: 4xx replies are the endpoint refusing our requests (often a " +
-				"wrong signing secret on its side); 5xx, timeout and error mean the endpoint is down: " +
-				"the dispatcher retries with backoff until the event's limits.",
+			description: "Events finished per second per endpoint, by result (delivered, dead_lettered), and POSTs " +
+				"by reply class (2xx, 3xx, 4xx, 5xx) or timeout and error. What to do: 4xx is the endpoint " +
+				"refusing us (often a wrong signing secret); 5xx, timeout and error mean it is down: the " +
+				"dispatcher retries with backoff until the event's limits.",
 			unit: unitPerSecond, width: 8,
 			targets: []target{
 				{expr: "sum by (endpoint, result) (" + rate("postline_webhook_deliveries_total") + ")", legend: "{{endpoint}} {{result}}"},
@@ -807,11 +779,10 @@ func outcomesWebhooksRow() rowSpec {
 		},
 		{
 			title: "Webhook dead letters",
-			description: "Events written to the webhook dead-letter topic per second per endpoint (410 " +
-				"Gone, attempts or age used up), and records of the events topic that are not valid " +
-				"events. What to do: dead letters are events the endpoint's owner never received: fix " +
-				"the endpoint; the events stay on the webhook dead-letter topic. Undecodable records " +
-				"mean something writes bad events to the events topic.",
+			description: "Events written to the webhook dead-letter topic per second per endpoint (410 Gone, " +
+				"attempts or age used up), and events-topic records that are not valid events. What to do: " +
+				"dead letters are events the owner never received: fix the endpoint, then replay them. " +
+				"Undecodable records mean something writes bad events to the events topic.",
 			unit: unitPerSecond, width: 8,
 			targets: []target{
 				{expr: "sum by (endpoint) (" + rate("postline_webhook_dead_letters_total") + ")", legend: "{{endpoint}}"},
