@@ -46,11 +46,9 @@ func overviewDeliveryRow() rowSpec {
 		},
 		{
 			title: "Success ratio per provider",
-			description: "Share of send attempts each relay accepted over the rate interval (1 = every " +
-				"attempt sent), and over all relays. What to do: a relay below about 0.9 is failing " +
-				"or throttling; check its circuit state and its attempts by result on the relays " +
-				"dashboard. All relays low at once points at the mail itself (content, recipients) or at " +
-				"the network.",
+			description: "Share of send attempts each relay accepted over the rate interval, and over all relays. " +
+				"What to do: a relay below about 0.9 is failing or throttling: check its circuit and " +
+				"attempts on the relays dashboard; all relays low points at the mail or the network.",
 			unit: unitRatio,
 			targets: []target{
 				{
@@ -67,10 +65,9 @@ func overviewDeliveryRow() rowSpec {
 		},
 		{
 			title: "Send latency p50/p99",
-			description: "Time of one send attempt to a relay (SMTP conversation, dial excluded when a " +
-				"session is reused), median and 99th percentile over all relays and results. What to do: " +
-				"a p99 rising toward the send timeout means a relay is slow or overloaded: fewer sends fit " +
-				"in flight and throughput falls; compare relays on \"Relay send latency\".",
+			description: "Time of one send attempt (dial excluded on a reused session), median and 99th percentile " +
+				"over all relays. What to do: a p99 nearing the send timeout means a slow relay and falling " +
+				"throughput; compare relays on \"Relay send latency\".",
 			unit: unitSeconds,
 			targets: []target{
 				{expr: quantile("0.5", "postline_delivery_send_duration_seconds"), legend: "p50"},
@@ -81,8 +78,7 @@ func overviewDeliveryRow() rowSpec {
 			title: "Concurrency limit and in flight",
 			description: "Sends the adaptive limit allows in flight per relay, summed over the workers, and the " +
 				"records inside the pipelines. What to do: in flight pinned at the limit while lag grows " +
-				"means the relays bound throughput, not the workers: raise the relay's capacity or limits " +
-				"(detail on the relays dashboard).",
+				"means the relays bound throughput: raise their capacity or limits.",
 			unit: unitCount,
 			targets: []target{
 				{expr: "sum by (provider) (" + sel("postline_adaptive_concurrency_limit") + ")", legend: "limit {{provider}}"},
@@ -108,10 +104,9 @@ func overviewBacklogRow() rowSpec {
 		},
 		{
 			title: "Consumer lag total",
-			description: "Records the consumer group has not committed past, summed over each topic's partitions. " +
-				"What to do: lag that keeps growing means jobs arrive faster than they are sent: scale " +
-				"workers up to the partition count if the relays have room (see the concurrency panels), " +
-				"else the relay is the bottleneck.",
+			description: "Records the group has not committed past, summed over each topic's partitions. What to do: " +
+				"lag that keeps growing means jobs arrive faster than they are sent: add workers up to the " +
+				"partition count if the relays have room, else the relay is the bottleneck.",
 			unit: unitCount, width: 8,
 			targets: []target{{
 				expr:   "sum by (topic) (max by (topic, partition) (" + sel("postline_consumer_group_lag") + "))",
@@ -141,10 +136,9 @@ func overviewFailuresRow() rowSpec {
 	return rowSpec{title: "Failures", panels: []panelSpec{
 		{
 			title: "Retries per tier",
-			description: "Retry copies written to each delay tier per second. What to do: a surge in the " +
-				"short tiers is usually a relay blip and drains by itself; growth in the long tiers means " +
-				"jobs keep failing: check the success ratio and circuit state, and the DLQ panel for what " +
-				"gives up.",
+			description: "Retry copies written to each delay tier per second. What to do: a surge in the short tiers " +
+				"is usually a blip; growth in the long tiers means jobs keep failing: check success ratio, " +
+				"circuit state and dead letters.",
 			unit: unitPerSecond, stacked: true, width: 8,
 			targets: []target{{
 				expr:   "sum by (tier) (" + rate("postline_retry_records_total") + ")",
@@ -197,10 +191,9 @@ func overviewFleetRow() rowSpec {
 	return rowSpec{title: "Fleet", panels: []panelSpec{
 		{
 			title: "Worker count",
-			description: "Live members of the consumer group as Kafka reports them, and the scraped targets " +
-				"that are up, per job. What to do: members below the workers you run means some are " +
-				"crash-looping or cannot reach Kafka; members above the partition count of mail.jobs sit " +
-				"idle; a target down is a worker Prometheus cannot scrape.",
+			description: "Live members of the consumer group, and the scraped targets up, per job. What to do: fewer " +
+				"members than workers run means some crash-loop or cannot reach Kafka; members beyond the " +
+				"partition count sit idle; a target down cannot be scraped.",
 			unit: unitCount,
 			targets: []target{
 				{expr: "max(" + sel("postline_consumer_group_members") + ")", legend: "consumer group members"},
@@ -209,9 +202,9 @@ func overviewFleetRow() rowSpec {
 		},
 		{
 			title: "Partitions per worker",
-			description: "Partitions of mail.jobs each worker owns now, and rebalances per second. What to " +
-				"do: frequent rebalances stall consumption: look for workers restarting or missing " +
-				"heartbeats; a worker with no partitions is idle (more workers than partitions).",
+			description: "Partitions of mail.jobs each worker owns, and rebalances per second. What to do: frequent " +
+				"rebalances stall consumption: look for restarts or missed heartbeats; a worker with no " +
+				"partitions is idle.",
 			unit: unitCount,
 			targets: []target{
 				{expr: "sum by (instance) (" + sel("postline_consumer_assigned_partitions") + ")", legend: "{{instance}}"},
@@ -275,10 +268,9 @@ func relaysRelaysRow() rowSpec {
 	return rowSpec{title: "Relays", panels: []panelSpec{
 		{
 			title: "Attempts by relay and result",
-			description: "Send attempts per second per relay, by result: sent or the failure class (transient, " +
-				"throttled, permanent, auth, unknown). What to do: throttled means the relay asks us to " +
-				"slow down; auth means wrong credentials; permanent means the relay refuses the mail " +
-				"itself; persistent transient means the relay is unhealthy.",
+			description: "Send attempts per second per relay, by result: sent or the failure class. What to do: " +
+				"throttled means slow down; auth, wrong credentials; permanent, the relay refuses the mail " +
+				"itself; persistent transient, the relay is unhealthy.",
 			unit: unitPerSecond, stacked: true,
 			targets: []target{{
 				expr:   "sum by (provider, result) (" + rate("postline_delivery_attempts_total") + ")",
@@ -287,10 +279,9 @@ func relaysRelaysRow() rowSpec {
 		},
 		{
 			title: "Rolling success ratio (retry policy)",
-			description: "The success ratio the retry policy decides with: a rolling 30 s window per " +
-				"relay and over all relays, averaged over the workers. What to do: when it falls the " +
-				"policy backs off harder and spends less retry budget; if it stays low, check the relay " +
-				"and its circuit.",
+			description: "The success ratio the retry policy decides with: 30 s rolling, per relay and overall, " +
+				"averaged over the workers. What to do: when it falls the policy backs off harder; if it " +
+				"stays low, check the relay and its circuit.",
 			unit: unitRatio,
 			targets: []target{
 				{expr: "avg by (provider) (" + sel("postline_adaptive_success_ratio") + ")", legend: "{{provider}}"},
@@ -310,9 +301,9 @@ func relaysRelaysRow() rowSpec {
 		},
 		{
 			title: "SMTP connections and dials",
-			description: "Open SMTP connections per relay over all workers, and new connections per " +
-				"second by result. What to do: a high dial rate with few open connections means sessions " +
-				"are dropped (relay limits or idle timeouts); dial errors mean the relay is unreachable.",
+			description: "Open SMTP connections per relay, and new connections per second by result. What to do: a " +
+				"high dial rate with few open connections means sessions are dropped (relay limits or idle " +
+				"timeouts); dial errors mean the relay is unreachable.",
 			unit: unitCount,
 			targets: []target{
 				{expr: "sum by (provider) (" + sel("postline_sender_connections_open") + ")", legend: "open {{provider}}"},
@@ -321,9 +312,9 @@ func relaysRelaysRow() rowSpec {
 		},
 		{
 			title: "Circuit transitions and probes",
-			description: "Circuit state changes per second by relay and new state, and half-open probes " +
-				"by result. What to do: a circuit flapping between open and closed means the relay " +
-				"fails intermittently: look at its attempts by result; failed probes keep it open.",
+			description: "Circuit state changes per second by relay and new state, and half-open probes by result. " +
+				"What to do: flapping means the relay fails intermittently: look at its attempts by result; " +
+				"failed probes keep it open.",
 			unit: unitPerSecond, width: 24,
 			targets: []target{
 				{expr: "sum by (provider, to) (" + rate("postline_circuit_transitions_total") + ")", legend: "{{provider}} to {{to}}"},
@@ -337,10 +328,9 @@ func relaysConcurrencyLimitsRow() rowSpec {
 	return rowSpec{title: "Concurrency limits", panels: []panelSpec{
 		{
 			title: "AIMD concurrency limit per relay",
-			description: "Sends each relay may have in flight now, summed over the workers: the AIMD limit " +
-				"(grows while sends succeed, cut on throttling) times the runtime pressure factor. What " +
-				"to do: a limit stuck at its floor means the relay keeps throttling: lower the offered " +
-				"load or ask for a higher quota; at its ceiling with lag growing, raise the configured " +
+			description: "Sends each relay may have in flight, summed over the workers: the AIMD limit times the " +
+				"runtime pressure factor. What to do: stuck at its floor, the relay keeps throttling: lower " +
+				"the load or ask for a higher quota; at its ceiling with lag growing, raise the configured " +
 				"maximum.",
 			unit: unitCount, width: 8,
 			targets: []target{{
@@ -350,11 +340,9 @@ func relaysConcurrencyLimitsRow() rowSpec {
 		},
 		{
 			title: "Learned send rate per relay",
-			description: "Sends per second the pacer has learned each relay accepts, summed over the " +
-				"workers (0 while the relay has never refused a send for its rate: unpaced), next to " +
-				"the attempts actually made. What to do: attempts pressed against the " +
-				"learned rate with lag growing means the relay's rate is the bottleneck; more workers " +
-				"will not send faster.",
+			description: "Sends per second the pacer learned each relay accepts, summed over the workers (0: " +
+				"unpaced), next to the attempts made. What to do: attempts pressed against the learned rate " +
+				"with lag growing means the relay's rate is the bottleneck; more workers will not help.",
 			unit: unitPerSecond, width: 8,
 			targets: []target{
 				{expr: "sum by (provider) (" + sel("postline_adaptive_send_rate") + ")", legend: "learned {{provider}}"},
@@ -363,10 +351,9 @@ func relaysConcurrencyLimitsRow() rowSpec {
 		},
 		{
 			title: "Fleet rate share per relay",
-			description: "Each worker's share of the fleet-wide rate limit of a relay (POSTLINE_SMTP_RATE), " +
-				"summed over the workers; no series when no fleet rate is set. What to do: the sum should equal the " +
-				"configured fleet rate; if it is far off, workers disagree on the fleet size: check " +
-				"the worker count.",
+			description: "Workers' shares of a relay's fleet rate (POSTLINE_SMTP_RATE), summed; no series without " +
+				"one. What to do: the sum should equal the configured rate; far off, workers disagree on " +
+				"the fleet size: check the worker count.",
 			unit: unitPerSecond, width: 8,
 			targets: []target{{
 				expr:   "sum by (provider) (" + sel("postline_adaptive_fleet_rate") + ")",
@@ -375,10 +362,9 @@ func relaysConcurrencyLimitsRow() rowSpec {
 		},
 		{
 			title: "Throttling cuts",
-			description: "Times per second the concurrency limit or the learned rate was cut because a " +
-				"relay throttled us, by relay and controller. What to do: steady cuts mean the relay's " +
-				"quota is below the offered load: expect growing lag and ask for a higher quota or add a " +
-				"relay.",
+			description: "Cuts per second of the concurrency limit or learned rate because a relay throttled us, by " +
+				"relay and controller. What to do: steady cuts mean the relay's quota is below the load: " +
+				"ask for more or add a relay.",
 			unit: unitPerSecond, width: 8,
 			targets: []target{{
 				expr:   "sum by (provider, controller) (" + rate("postline_adaptive_decreases_total") + ")",
@@ -387,10 +373,10 @@ func relaysConcurrencyLimitsRow() rowSpec {
 		},
 		{
 			title: "Retry budget",
-			description: "Retry budget tokens left per priority on the emptiest worker (negative: booked ahead of " +
-				"the refill), and retries per second that wait for the refill. What to do: an empty budget " +
-				"caps retries to protect the relays; bulk starves first by design. If urgent runs dry, fix " +
-				"the failing relay rather than raise the budget.",
+			description: "Retry budget tokens left per priority on the emptiest worker (negative: booked ahead), and " +
+				"retries per second waiting for the refill. What to do: an empty budget caps retries to " +
+				"protect the relays, bulk first; if urgent runs dry, fix the failing relay rather than " +
+				"raise the budget.",
 			unit: unitCount, width: 8,
 			targets: []target{
 				{expr: "min by (priority) (" + sel("postline_adaptive_budget_tokens") + ")", legend: "tokens {{priority}}"},
@@ -399,9 +385,9 @@ func relaysConcurrencyLimitsRow() rowSpec {
 		},
 		{
 			title: "Runtime pressure factor",
-			description: "Per worker, the factor (0.1 to 1) by which the Go runtime pressure guard scales " +
-				"the concurrency limits; 1 means no pressure. What to do: below 1 for long means the " +
-				"worker is short of memory or CPU: give it more resources or run more workers.",
+			description: "Per worker, the factor (0.1 to 1) by which runtime pressure scales the concurrency limits; " +
+				"1 means none. What to do: below 1 for long means the worker lacks memory or CPU: give it " +
+				"more or run more workers.",
 			unit: unitRatio, width: 8,
 			targets: []target{{
 				expr:   "min by (instance) (" + sel("postline_adaptive_pressure_factor") + ")",
@@ -415,10 +401,9 @@ func relaysRetriesAndSchedulerRow() rowSpec {
 	return rowSpec{title: "Retries and scheduler", panels: []panelSpec{
 		{
 			title: "Scheduler lateness",
-			description: "How much later than planned (not-before plus jitter) the retry scheduler " +
-				"re-injected copies into mail.jobs, median and 99th percentile per tier. What to do: " +
-				"lateness growing beyond a few seconds means the scheduler is behind: check its produce " +
-				"errors and its lag on the delay topics, or run a second replica.",
+			description: "How much later than planned (not-before plus jitter) the scheduler re-injected copies, " +
+				"median and 99th percentile per tier. What to do: lateness beyond a few seconds means the " +
+				"scheduler is behind: check its produce errors and lag, or run a second replica.",
 			unit: unitSeconds,
 			targets: []target{
 				{expr: quantile("0.5", "postline_scheduler_lateness_seconds", "tier"), legend: "p50 {{tier}}"},
@@ -427,10 +412,9 @@ func relaysRetriesAndSchedulerRow() rowSpec {
 		},
 		{
 			title: "Scheduler waiting and re-injected",
-			description: "Copies the scheduler has read and holds until their time, per tier, and copies " +
-				"re-injected per second. What to do: waiting copies grow during a relay outage and " +
-				"drain afterwards; waiting that grows while re-injection stays at zero means the " +
-				"scheduler cannot write to mail.jobs.",
+			description: "Copies the scheduler holds until their time, per tier, and copies re-injected per second. " +
+				"What to do: waiting grows in a relay outage and drains after; growing while re-injection " +
+				"stays at zero means the scheduler cannot write to mail.jobs.",
 			unit: unitCount,
 			targets: []target{
 				{expr: "sum by (tier) (" + sel("postline_scheduler_waiting") + ")", legend: "waiting {{tier}}"},
@@ -439,11 +423,9 @@ func relaysRetriesAndSchedulerRow() rowSpec {
 		},
 		{
 			title: "Backoff delay by class",
-			description: "The wait the retry policy computed before the next attempt (raised by an empty " +
-				"retry budget; before rounding up to a tier), median and 99th percentile per failure " +
-				"class. What to do: throttled " +
-				"delays at their cap mean the relay keeps refusing: check its quota; nothing to do " +
-				"while delays stay short.",
+			description: "The wait the retry policy computed before the next attempt (before rounding up to a tier), " +
+				"median and 99th percentile per failure class. What to do: throttled delays at their cap " +
+				"mean the relay keeps refusing: check its quota.",
 			unit: unitSeconds,
 			targets: []target{
 				{expr: quantile("0.5", "postline_delivery_backoff_delay_seconds", "class"), legend: "p50 {{class}}"},
@@ -488,9 +470,9 @@ func relaysDependenciesRow() rowSpec {
 		},
 		{
 			title: "Postgres round trip",
-			description: "Time of one Postgres round trip of the idempotency store per operation (a batch " +
-				"of claims or outcomes), median and 99th percentile. What to do: a rising p99 slows " +
-				"every record: check Postgres load, locks and connection limits.",
+			description: "Time of one idempotency store round trip per operation (a batch), median and 99th " +
+				"percentile. What to do: a rising p99 slows every record: check Postgres load, locks and " +
+				"connection limits.",
 			unit: unitSeconds, width: 8,
 			targets: []target{
 				{expr: quantile("0.5", "postline_idempotency_round_trip_seconds", "op"), legend: "p50 {{op}}"},
@@ -512,10 +494,10 @@ func relaysDependenciesRow() rowSpec {
 		},
 		{
 			title: "Pauses and offsets",
-			description: "Workers whose consumption is paused (by the consumer, or by the pipeline " +
-				"because every circuit is open), and offset commits per second. What to do: paused " +
-				"workers with open circuits recover by themselves when a relay comes back; paused with " +
-				"closed circuits means the pipeline is full: look at the concurrency limits.",
+			description: "Workers whose consumption is paused (by the consumer, or because every circuit is open), " +
+				"and offset commits per second. What to do: paused with open circuits recovers when a relay " +
+				"does; paused with closed circuits means the pipeline is full: look at the concurrency " +
+				"limits.",
 			unit: unitCount, width: 8,
 			targets: []target{
 				{expr: "sum(" + sel("postline_consumer_paused") + ")", legend: "consumer paused"},
@@ -620,10 +602,10 @@ func outcomesReputationRow() rowSpec {
 		},
 		{
 			title: "Relay refusals at RCPT",
-			description: "Recipients a relay refused for good at RCPT while the rest of the envelope was " +
-				"sent, per second, by relay and bounce type (hard, soft, policy). What to do: hard " +
-				"refusals are bad addresses, suppressed as the bounce rules say; policy refusals concentrated at one " +
-				"relay mean it rejects us for reputation or content: compare with the complaint rate.",
+			description: "Recipients a relay refused for good at RCPT while the rest were sent, per second, by relay " +
+				"and bounce type. What to do: hard refusals are bad addresses, suppressed per the rules; " +
+				"policy refusals at one relay mean reputation or content trouble: compare the complaint " +
+				"rate.",
 			unit: unitPerSecond,
 			targets: []target{{
 				expr:   "sum by (provider, bounce_type) (" + rate("postline_delivery_recipient_refusals_total") + ")",
@@ -702,10 +684,9 @@ func outcomesSuppressionRow() rowSpec {
 	return rowSpec{title: "Suppression", panels: []panelSpec{
 		{
 			title: "Suppressions added by reason",
-			description: "Addresses reports put on a suppression list per second, by reason (hard_bounce, " +
-				"complaint). What to do: a burst of hard_bounce entries follows a stale list; a burst " +
-				"of complaint entries follows a campaign people did not want: find its sender; " +
-				"entries added by mistake are removed with postctl.",
+			description: "Addresses reports suppressed per second, by reason (hard_bounce, complaint). What to do: a " +
+				"burst of hard_bounce follows a stale list, of complaint an unwanted campaign: find its " +
+				"sender; remove mistaken entries with postctl.",
 			unit: unitPerSecond, stacked: true, width: 8,
 			targets: []target{{
 				expr:   "sum by (reason) (" + rate("postline_outcome_suppressions_total") + ")",
@@ -714,10 +695,9 @@ func outcomesSuppressionRow() rowSpec {
 		},
 		{
 			title: "Recipients suppressed at claim",
-			description: "Recipients the workers dropped from an envelope per second because they are on " +
-				"a suppression list, and the suppression checks that found an entry, by the entry's " +
-				"reason. What to do: nothing while it is a small share of sends; a sudden rise means a " +
-				"producer mails a list that bounced or complained before: tell its owner to clean it.",
+			description: "Recipients dropped from envelopes per second as suppressed, and the checks that found an " +
+				"entry, by reason. What to do: a sudden rise means a producer mails a list that bounced or " +
+				"complained before: tell its owner.",
 			unit: unitPerSecond, width: 8,
 			targets: []target{
 				{expr: "sum(" + rate("postline_delivery_suppressed_recipients_total") + ")", legend: "suppressed at claim"},
@@ -726,9 +706,9 @@ func outcomesSuppressionRow() rowSpec {
 		},
 		{
 			title: "Suppression list round trip",
-			description: "Time of one round trip of the suppression lists to Postgres per operation, 99th " +
-				"percentile, and failed round trips per second. What to do: a rising p99 slows every " +
-				"claim; errors mean Postgres is failing: check its health and connection limits.",
+			description: "99th percentile of a suppression round trip to Postgres per operation, and failures per " +
+				"second. What to do: a rising p99 slows every claim; errors mean Postgres is failing: check " +
+				"its health and connection limits.",
 			unit: unitSeconds, width: 8,
 			targets: []target{
 				{expr: quantile("0.99", "postline_suppression_round_trip_seconds", "op"), legend: "p99 {{op}}"},
@@ -742,10 +722,9 @@ func outcomesWebhooksRow() rowSpec {
 	return rowSpec{title: "Webhooks", panels: []panelSpec{
 		{
 			title: "Webhook backlog per endpoint",
-			description: "Events queued for each endpoint and not finished (waiting, being sent or " +
-				"waiting for a retry), summed over the dispatchers. What to do: a backlog that keeps " +
-				"growing means the endpoint is down or slower than the events: look at its attempts " +
-				"and at the oldest pending age.",
+			description: "Events queued for each endpoint and not finished, summed over the dispatchers. What to do: " +
+				"a backlog that keeps growing means the endpoint is down or too slow: look at its attempts " +
+				"and oldest pending age.",
 			unit: unitCount,
 			targets: []target{{
 				expr:   "max by (endpoint) (" + sel("postline_webhook_backlog") + ")",
@@ -791,9 +770,9 @@ func outcomesWebhooksRow() rowSpec {
 		},
 		{
 			title: "Webhook delivery time",
-			description: "Time from queueing an event for an endpoint to its delivery, retries included, " +
-				"median and 99th percentile per endpoint. What to do: a p99 of minutes means the " +
-				"endpoint fails and events wait for retries: look at its attempts by result.",
+			description: "Time from queueing an event to its delivery, retries included, median and 99th percentile " +
+				"per endpoint. What to do: a p99 of minutes means the endpoint fails and events wait for " +
+				"retries: look at its attempts.",
 			unit: unitSeconds, width: 8,
 			targets: []target{
 				{expr: quantileOf("0.5", "postline_webhook_delivery_seconds", []string{`result="delivered"`}, "endpoint"), legend: "p50 {{endpoint}}"},
