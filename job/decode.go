@@ -566,20 +566,29 @@ func (s *scanner) checkString(t reflect.Type, raw []byte, plain bool, dst any) {
 
 // str reads a string whose opening quote is at the read position and
 // reports whether it is plain: no escapes and valid UTF-8, so that its
-// bytes are its value.
+// bytes are its value. The runs between escapes are skipped eight bytes at
+// a time (plainStringRun), and only a run with a byte that is not ASCII is
+// checked for UTF-8.
 func (s *scanner) str() (plain bool, err error) {
 	s.pos++
 	start := s.pos
 	plain = true
-	for s.pos < len(s.data) {
-		switch c := s.data[s.pos]; {
-		case c == '"':
-			if plain {
+	nonASCII := false
+	for {
+		n, high := plainStringRun(s.data[s.pos:])
+		s.pos += n
+		nonASCII = nonASCII || high
+		if s.pos >= len(s.data) {
+			return false, errEnd
+		}
+		switch c := s.data[s.pos]; c {
+		case '"':
+			if plain && nonASCII {
 				plain = utf8.Valid(s.data[start:s.pos])
 			}
 			s.pos++
 			return plain, nil
-		case c == '\\':
+		case '\\':
 			plain = false
 			s.pos++
 			switch s.peek() {
@@ -596,13 +605,10 @@ func (s *scanner) str() (plain bool, err error) {
 			default:
 				return false, s.syntaxError("in string escape")
 			}
-		case c < ' ':
+		default: // a control character
 			return false, s.syntaxError("in string literal")
-		default:
-			s.pos++
 		}
 	}
-	return false, errEnd
 }
 
 // number reads a number as RFC 8259 defines it.
@@ -949,51 +955,61 @@ var schemaObjects = sync.OnceValue(func() map[reflect.Type]*schemaObject {
 
 // appendUnescaped appends the value of the body of a JSON string (between
 // its quotes, which the scanner checked) to b, exactly as encoding/json
-// reads it: a \u escape of a lone or misordered surrogate becomes U+FFFD,
-// and so does a byte that is not UTF-8 (which Decode rules out first).
+// reads it: a \\u escape of a lone or misordered surrogate becomes U+FFFD,
+// and so does a byte that is not UTF-8 (which Decode rules out first). The
+// runs between backslashes are copied whole.
 func appendUnescaped(b, str []byte) []byte {
-	for r := 0; r < len(str); {
-		switch c := str[r]; {
-		case c == '\\':
-			r++
-			switch e := str[r]; e {
-			case 'b':
-				b = append(b, '\b')
-			case 'f':
-				b = append(b, '\f')
-			case 'n':
-				b = append(b, '\n')
-			case 'r':
-				b = append(b, '\r')
-			case 't':
-				b = append(b, '\t')
-			case 'u':
-				rr := hex4(str[r+1:])
-				r += 5
-				if utf16.IsSurrogate(rr) {
-					if r+6 <= len(str) && str[r] == '\\' && str[r+1] == 'u' {
-						if dec := utf16.DecodeRune(rr, hex4(str[r+2:])); dec != unicode.ReplacementChar {
-							b = utf8.AppendRune(b, dec)
-							r += 6
-							continue
-						}
-					}
-					rr = unicode.ReplacementChar
-				}
-				b = utf8.AppendRune(b, rr)
-				continue
-			default: // '"', '\\', '/'
-				b = append(b, e)
-			}
-			r++
-		case c < utf8.RuneSelf:
-			b = append(b, c)
-			r++
-		default:
-			rr, size := utf8.DecodeRune(str[r:])
-			b = utf8.AppendRune(b, rr)
-			r += size
+	for {
+		i := bytes.IndexByte(str, '\\')
+		if i < 0 {
+			return appendUTF8(b, str)
 		}
+		b = appendUTF8(b, str[:i])
+		r := i + 1
+		switch e := str[r]; e {
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'n':
+			b = append(b, '\n')
+		case 'r':
+			b = append(b, '\r')
+		case 't':
+			b = append(b, '\t')
+		case 'u':
+			rr := hex4(str[r+1:])
+			r += 5
+			if utf16.IsSurrogate(rr) {
+				if r+6 <= len(str) && str[r] == '\\' && str[r+1] == 'u' {
+					if dec := utf16.DecodeRune(rr, hex4(str[r+2:])); dec != unicode.ReplacementChar {
+						b = utf8.AppendRune(b, dec)
+						str = str[r+6:]
+						continue
+					}
+				}
+				rr = unicode.ReplacementChar
+			}
+			b = utf8.AppendRune(b, rr)
+			str = str[r:]
+			continue
+		default: // '"', '\\', '/'
+			b = append(b, e)
+		}
+		str = str[r+1:]
+	}
+}
+
+// appendUTF8 appends run, which holds no escape, with each byte that is
+// not UTF-8 replaced by U+FFFD, as encoding/json reads it.
+func appendUTF8(b, run []byte) []byte {
+	if utf8.Valid(run) {
+		return append(b, run...)
+	}
+	for r := 0; r < len(run); {
+		rr, size := utf8.DecodeRune(run[r:])
+		b = utf8.AppendRune(b, rr)
+		r += size
 	}
 	return b
 }
