@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"math/bits"
+	"strings"
 	"unsafe"
 )
 
@@ -45,7 +46,7 @@ func appendBodyPart(dst []byte, body string) ([]byte, transferEncoding) {
 		return out, enc7bit
 	}
 	if preferBase64(body) {
-		return appendBase64Lines(dst, body), encBase64
+		return appendBase64Lines(dst, crlfLines(body)), encBase64
 	}
 	return appendQuotedPrintable(dst, body), encQuotedPrintable
 }
@@ -163,6 +164,29 @@ func escapedControls(b []byte) int {
 		}
 	}
 	return n
+}
+
+// crlfLines is body with its line breaks in a text part's canonical form
+// (RFC 2046 section 4.1.1), as quoted-printable writes them: CRLF for each
+// CRLF, and for each CR or LF on its own.
+func crlfLines(body string) string {
+	breaks := strings.Count(body, "\r") + strings.Count(body, "\n")
+	if crlf := strings.Count(body, "\r\n"); breaks == 2*crlf {
+		return body // every break is a CRLF already
+	}
+	b := make([]byte, 0, len(body)+breaks)
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; c {
+		case '\r', '\n':
+			b = append(b, '\r', '\n')
+			if c == '\r' && i+1 < len(body) && body[i+1] == '\n' {
+				i++
+			}
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(b)
 }
 
 // base64LineBytes is the input of one 76-character base64 line.

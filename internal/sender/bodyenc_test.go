@@ -67,14 +67,10 @@ func decodePart(t *testing.T, enc transferEncoding, body []byte) string {
 	return string(out)
 }
 
-// canonicalLines is what a part of s decodes to: its line breaks CRLF in
-// 7bit and quoted-printable (a text encoding, where a bare CR is a line
-// break too, as mime/quotedprintable writes it), its bytes as they are in
-// base64.
-func canonicalLines(s string, enc transferEncoding) string {
-	if enc == encBase64 {
-		return s
-	}
+// canonicalLines is what a text part of s decodes to in any encoding: its
+// line breaks CRLF, a bare CR being a line break too, as
+// mime/quotedprintable writes it.
+func canonicalLines(s string, _ transferEncoding) string {
 	s = strings.ReplaceAll(s, "\r\n", "\n")
 	s = strings.ReplaceAll(s, "\r", "\n")
 	return strings.ReplaceAll(s, "\n", "\r\n")

@@ -173,13 +173,17 @@ func (r *Relay) build(j *job.Job, buf *bytes.Buffer, ownUnsubscribe bool) ([]byt
 		return nil, &Error{Relay: name, Stage: StageBuild, Err: err}
 	}
 	buf.Reset()
+	if part != nil {
+		// Room for the headers and the bodies in 7bit, so that appending
+		// them does not grow the buffer again.
+		buf.Grow(len(part.text) + len(part.html) + 2<<10)
+	}
 	if _, err := msg.WriteTo(buf); err != nil {
 		return nil, &Error{Relay: name, Stage: StageBuild, Err: err}
 	}
 	if part != nil {
-		if err := part.appendTo(buf); err != nil {
-			return nil, &Error{Relay: name, Stage: StageBuild, Err: err}
-		}
+		out := part.appendTo(buf.Bytes())
+		*buf = *bytes.NewBuffer(out) // keeps a grown array for the next mail
 	}
 	return buf.Bytes(), nil
 }
