@@ -91,7 +91,8 @@ func DecodeInto(j *Job, data []byte, limits Limits) error {
 func scan(data []byte, maxDepth int, j *Job) *ValidationError {
 	s := scanners.Get().(*scanner)
 	defer s.putBack()
-	*s = scanner{data: data, maxDepth: maxDepth, job: j, path: s.path[:0], scratch: s.scratch[:0]}
+	*s = scanner{data: data, maxDepth: maxDepth, job: j, path: s.path[:0], scratch: s.scratch[:0],
+		unescaped: s.unescaped[:0], utf8Checked: true} // DecodeInto checked it
 	if err := s.document(); err != nil {
 		if errors.Is(err, errTooDeep) {
 			return invalid(ReasonTooDeep, s.render(""), "objects and arrays nest deeper than %d", maxDepth)
@@ -118,6 +119,10 @@ var scanners = sync.Pool{New: func() any { return new(scanner) }}
 // maxPooledScratch bounds the base64 buffer a pooled scanner keeps.
 const maxPooledScratch = 64 << 10
 
+// maxPooledUnescaped bounds the unescaping buffer a pooled scanner keeps:
+// a body of some 100 KiB, not a rare large one.
+const maxPooledUnescaped = 256 << 10
+
 // putBack returns s to the pool without what points into the document or
 // the Job.
 func (s *scanner) putBack() {
@@ -126,7 +131,11 @@ func (s *scanner) putBack() {
 	if cap(scratch) > maxPooledScratch {
 		scratch = nil
 	}
-	*s = scanner{path: s.path[:0], scratch: scratch}
+	unescaped := s.unescaped
+	if cap(unescaped) > maxPooledUnescaped {
+		unescaped = nil
+	}
+	*s = scanner{path: s.path[:0], scratch: scratch, unescaped: unescaped}
 	scanners.Put(s)
 }
 
@@ -194,22 +203,25 @@ var errTooDeep = errors.New("nested too deep")
 // byte-by-byte flow stays readable in one place; they are the stated
 // exception to the house limit on a function's length and complexity.
 type scanner struct {
-	data        []byte
-	pos         int
-	maxDepth    int
-	job         *Job                  // filled until a problem is noted; nil: check only
-	path        []segment             // from the document down to the current value
-	seen        []map[string]struct{} // duplicate-key sets of maps, reused per depth
-	scratch     []byte                // base64 output, reused
-	unescaped   []byte                // unescaped strings, reused
-	str1        string                // a map[string]string value on its way into the map
-	version     json.Token
-	hasVersion  bool
-	problem     *ValidationError // first structural problem in document order
-	dataBase    int              // len(path) at the template data object
-	dataKeys    int              // keys read in template data so far
-	typeProblem *ValidationError // first value of the wrong type in document order
-	missing     string           // first absent required key
+	data      []byte
+	pos       int
+	maxDepth  int
+	job       *Job                  // filled until a problem is noted; nil: check only
+	path      []segment             // from the document down to the current value
+	seen      []map[string]struct{} // duplicate-key sets of maps, reused per depth
+	scratch   []byte                // base64 output, reused
+	unescaped []byte                // unescaped strings, reused
+	// hasUnescaped: unescaped holds the value of the string str read last.
+	hasUnescaped bool
+	utf8Checked  bool   // the document is valid UTF-8
+	str1         string // a map[string]string value on its way into the map
+	version      json.Token
+	hasVersion   bool
+	problem      *ValidationError // first structural problem in document order
+	dataBase     int              // len(path) at the template data object
+	dataKeys     int              // keys read in template data so far
+	typeProblem  *ValidationError // first value of the wrong type in document order
+	missing      string           // first absent required key
 }
 
 // failed reports whether the document is already known to be rejected:
@@ -335,13 +347,16 @@ func unquote(raw []byte, plain bool) string {
 	return string(appendUnescaped(nil, raw[1:len(raw)-1]))
 }
 
-// stringValue returns the value of the JSON string raw (quotes included)
-// in one allocation: unescaping never lengthens valid UTF-8 (Decode checked
+// stringValue returns the value of the JSON string raw (quotes included),
+// which str has just read, in one allocation: unescaping never lengthens valid UTF-8 (Decode checked
 // it), so the buffer is allocated at the escaped length and becomes the
 // string without a copy.
 func (s *scanner) stringValue(raw []byte, plain bool) string {
 	if plain {
 		return string(raw[1 : len(raw)-1])
+	}
+	if s.hasUnescaped {
+		return string(s.unescaped) // str unescaped raw as it read it
 	}
 	body := raw[1 : len(raw)-1]
 	b := appendUnescaped(make([]byte, 0, len(body)), body)
@@ -538,7 +553,9 @@ func (s *scanner) checkString(t reflect.Type, raw []byte, plain bool, dst any) {
 	case bytesType:
 		content := raw[1 : len(raw)-1]
 		if !plain {
-			s.unescaped = appendUnescaped(s.unescaped[:0], content)
+			if !s.hasUnescaped {
+				s.unescaped = appendUnescaped(s.unescaped[:0], content)
+			}
 			content = s.unescaped
 		}
 		n := base64.StdEncoding.DecodedLen(len(content))
@@ -569,11 +586,19 @@ func (s *scanner) checkString(t reflect.Type, raw []byte, plain bool, dst any) {
 // bytes are its value. The runs between escapes are skipped eight bytes at
 // a time (plainStringRun), and only a run with a byte that is not ASCII is
 // checked for UTF-8.
+//
+// A string with escapes is unescaped as it is read, into s.unescaped, as
+// appendUnescaped would (s.hasUnescaped then says so), when its bytes
+// need no UTF-8 repair: the document was checked (s.utf8Checked), or the
+// string is ASCII. Unescaping it afterwards would walk it again.
 func (s *scanner) str() (plain bool, err error) {
 	s.pos++
 	start := s.pos
 	plain = true
 	nonASCII := false
+	s.hasUnescaped = false
+	out := s.unescaped[:0]
+	runStart := start // of the run not yet in out
 	for {
 		n, high := plainStringRun(s.data[s.pos:])
 		s.pos += n
@@ -583,31 +608,104 @@ func (s *scanner) str() (plain bool, err error) {
 		}
 		switch c := s.data[s.pos]; c {
 		case '"':
-			if plain && nonASCII {
+			switch {
+			case plain && nonASCII:
 				plain = utf8.Valid(s.data[start:s.pos])
+			case !plain && (s.utf8Checked || !nonASCII):
+				s.unescaped = append(out, s.data[runStart:s.pos]...)
+				s.hasUnescaped = true
 			}
 			s.pos++
 			return plain, nil
 		case '\\':
 			plain = false
+			out = append(out, s.data[runStart:s.pos]...)
 			s.pos++
-			switch s.peek() {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				s.pos++
+			switch e := s.peek(); e {
+			case '"', '\\', '/':
+				out = append(out, e)
+			case 'b':
+				out = append(out, '\b')
+			case 'f':
+				out = append(out, '\f')
+			case 'n':
+				out = append(out, '\n')
+			case 'r':
+				out = append(out, '\r')
+			case 't':
+				out = append(out, '\t')
 			case 'u':
 				s.pos++
+				var r rune
 				for range 4 {
-					if c := s.peek(); !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+					c := s.peek()
+					if !isHexDigit(c) {
 						return false, s.syntaxError("in \\u escape")
 					}
+					r = r<<4 | rune(hexValue(c))
 					s.pos++
 				}
+				if utf16.IsSurrogate(r) {
+					// A pair when the \\u escape of the other half follows:
+					// read here, as appendUnescaped reads it.
+					if low, ok := s.lowSurrogate(r); ok {
+						out = utf8.AppendRune(out, low)
+						s.pos += 6
+						runStart = s.pos
+						continue
+					}
+					r = unicode.ReplacementChar
+				}
+				out = utf8.AppendRune(out, r)
+				runStart = s.pos
+				continue
 			default:
 				return false, s.syntaxError("in string escape")
 			}
+			s.pos++
+			runStart = s.pos
 		default: // a control character
 			return false, s.syntaxError("in string literal")
 		}
+	}
+	// s.unescaped keeps the buffer for the next string even when this one
+	// fails: out is dropped with it.
+}
+
+// lowSurrogate decodes the pair of high, a surrogate just read, and the
+// \\u escape at the read position, and reports whether there is one such
+// escape that makes a pair with it.
+func (s *scanner) lowSurrogate(high rune) (rune, bool) {
+	d := s.data[s.pos:]
+	if len(d) < 6 || d[0] != '\\' || d[1] != 'u' {
+		return 0, false
+	}
+	var low rune
+	for _, c := range d[2:6] {
+		if !isHexDigit(c) {
+			return 0, false // the syntax error is reported when it is read
+		}
+		low = low<<4 | rune(hexValue(c))
+	}
+	if dec := utf16.DecodeRune(high, low); dec != unicode.ReplacementChar {
+		return dec, true
+	}
+	return 0, false
+}
+
+func isHexDigit(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// hexValue is the value of a hexadecimal digit.
+func hexValue(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c >= 'a':
+		return c - 'a' + 10
+	default:
+		return c - 'A' + 10
 	}
 }
 
