@@ -66,6 +66,28 @@ func Decode(data []byte, limits Limits) (Job, error) {
 // for nothing. *j is overwritten whatever the outcome, as Decode's result
 // would be: zero unless the document decoded.
 func DecodeInto(j *Job, data []byte, limits Limits) error {
+	return decodeInto(j, data, limits, nil)
+}
+
+// DecodeHashInto is DecodeInto followed by Hash of the Job it leaves in
+// *j, with the same results, in less work: a text or HTML body that the
+// document holds already as the canonical encoding writes it (as
+// json.Marshal wrote it: a producer in Go) goes into the hash as it
+// stands in data instead of being escaped again.
+func DecodeHashInto(j *Job, data []byte, limits Limits) ([]byte, error) {
+	var bodies canonicalBodies
+	err := decodeInto(j, data, limits, &bodies)
+	return j.hash(&bodies), err
+}
+
+// canonicalBodies holds the text and HTML bodies of a decoded job as the
+// document wrote them, quotes included, when that is their canonical
+// encoding (appendString's); nil otherwise.
+type canonicalBodies struct {
+	text, html []byte
+}
+
+func decodeInto(j *Job, data []byte, limits Limits, bodies *canonicalBodies) error {
 	*j = Job{}
 	limits = limits.WithDefaults()
 	if len(data) > limits.MaxMessageBytes {
@@ -74,8 +96,11 @@ func DecodeInto(j *Job, data []byte, limits Limits) error {
 	if !utf8.Valid(data) {
 		return invalid(ReasonMalformedJSON, "", "not valid UTF-8 at byte %d", firstInvalidUTF8(data))
 	}
-	if err := scan(data, limits.MaxDepth, j); err != nil {
+	if err := scan(data, limits.MaxDepth, j, bodies); err != nil {
 		*j = Job{}
+		if bodies != nil {
+			*bodies = canonicalBodies{}
+		}
 		return err
 	}
 	err := j.Validate(limits)
@@ -88,11 +113,11 @@ func DecodeInto(j *Job, data []byte, limits Limits) error {
 
 // scan reads the document into j (steps 2 to 6 of Decode) with a pooled
 // scanner, whose path and buffers are reused from mail to mail.
-func scan(data []byte, maxDepth int, j *Job) *ValidationError {
+func scan(data []byte, maxDepth int, j *Job, bodies *canonicalBodies) *ValidationError {
 	s := scanners.Get().(*scanner)
 	defer s.putBack()
 	*s = scanner{data: data, maxDepth: maxDepth, job: j, path: s.path[:0], scratch: s.scratch[:0],
-		unescaped: s.unescaped[:0], utf8Checked: true} // DecodeInto checked it
+		unescaped: s.unescaped[:0], utf8Checked: true, bodies: bodies} // DecodeInto checked it
 	if err := s.document(); err != nil {
 		if errors.Is(err, errTooDeep) {
 			return invalid(ReasonTooDeep, s.render(""), "objects and arrays nest deeper than %d", maxDepth)
@@ -213,15 +238,19 @@ type scanner struct {
 	unescaped []byte                // unescaped strings, reused
 	// hasUnescaped: unescaped holds the value of the string str read last.
 	hasUnescaped bool
-	utf8Checked  bool   // the document is valid UTF-8
-	str1         string // a map[string]string value on its way into the map
-	version      json.Token
-	hasVersion   bool
-	problem      *ValidationError // first structural problem in document order
-	dataBase     int              // len(path) at the template data object
-	dataKeys     int              // keys read in template data so far
-	typeProblem  *ValidationError // first value of the wrong type in document order
-	missing      string           // first absent required key
+	utf8Checked  bool // the document is valid UTF-8
+	// canonicalEscapes: the escapes of the string str read last are the
+	// ones appendString writes; nonASCII: it has a byte that is not ASCII.
+	canonicalEscapes, nonASCII bool
+	bodies                     *canonicalBodies // filled when not nil
+	str1                       string           // a map[string]string value on its way into the map
+	version                    json.Token
+	hasVersion                 bool
+	problem                    *ValidationError // first structural problem in document order
+	dataBase                   int              // len(path) at the template data object
+	dataKeys                   int              // keys read in template data so far
+	typeProblem                *ValidationError // first value of the wrong type in document order
+	missing                    string           // first absent required key
 }
 
 // failed reports whether the document is already known to be rejected:
@@ -454,6 +483,7 @@ func (s *scanner) value(t reflect.Type, dst any) (kind, int, error) {
 		switch d := dst.(type) {
 		case *string:
 			*d = s.stringValue(raw, plain)
+			s.noteCanonicalBody(d, raw)
 		case *Priority:
 			*d = Priority(s.stringValue(raw, plain))
 		case *any:
@@ -597,6 +627,7 @@ func (s *scanner) str() (plain bool, err error) {
 	plain = true
 	nonASCII := false
 	s.hasUnescaped = false
+	canonical := true // every escape so far is one appendString writes
 	out := s.unescaped[:0]
 	runStart := start // of the run not yet in out
 	for {
@@ -608,6 +639,7 @@ func (s *scanner) str() (plain bool, err error) {
 		}
 		switch c := s.data[s.pos]; c {
 		case '"':
+			s.canonicalEscapes, s.nonASCII = canonical, nonASCII
 			switch {
 			case plain && nonASCII:
 				plain = utf8.Valid(s.data[start:s.pos])
@@ -623,6 +655,7 @@ func (s *scanner) str() (plain bool, err error) {
 			s.pos++
 			switch e := s.peek(); e {
 			case '"', '\\', '/':
+				canonical = canonical && e != '/'
 				out = append(out, e)
 			case 'b':
 				out = append(out, '\b')
@@ -642,9 +675,11 @@ func (s *scanner) str() (plain bool, err error) {
 					if !isHexDigit(c) {
 						return false, s.syntaxError("in \\u escape")
 					}
+					canonical = canonical && !('A' <= c && c <= 'F')
 					r = r<<4 | rune(hexValue(c))
 					s.pos++
 				}
+				canonical = canonical && escapedAsU(r)
 				if utf16.IsSurrogate(r) {
 					// A pair when the \\u escape of the other half follows:
 					// read here, as appendUnescaped reads it.
@@ -670,6 +705,41 @@ func (s *scanner) str() (plain bool, err error) {
 	}
 	// s.unescaped keeps the buffer for the next string even when this one
 	// fails: out is dropped with it.
+}
+
+// escapedAsU reports whether appendString writes r as a \\u escape.
+func escapedAsU(r rune) bool {
+	switch r {
+	case '\b', '\t', '\n', '\f', '\r':
+		return false // a short escape
+	case '<', '>', '&', '\u2028', '\u2029':
+		return true
+	}
+	return r < ' '
+}
+
+// noteCanonicalBody records raw, the string just read into *d, in
+// s.bodies when d is the Job's text or HTML body and raw is what
+// appendString writes for it: only escapes appendString writes, and none
+// of the characters it escapes left as they are. U+FFFD needs no thought:
+// a \\ufffd escape is not one appendString writes, and a document with
+// invalid UTF-8 is not read.
+func (s *scanner) noteCanonicalBody(d *string, raw []byte) {
+	if s.bodies == nil || s.job == nil || !s.canonicalEscapes || (d != &s.job.Text && d != &s.job.HTML) {
+		return
+	}
+	body := raw[1 : len(raw)-1]
+	if bytes.IndexByte(body, '<') >= 0 || bytes.IndexByte(body, '>') >= 0 || bytes.IndexByte(body, '&') >= 0 {
+		return
+	}
+	if s.nonASCII && (bytes.Contains(body, []byte("\u2028")) || bytes.Contains(body, []byte("\u2029"))) {
+		return
+	}
+	if d == &s.job.Text {
+		s.bodies.text = raw
+	} else {
+		s.bodies.html = raw
+	}
 }
 
 // lowSurrogate decodes the pair of high, a surrogate just read, and the
