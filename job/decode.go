@@ -669,17 +669,15 @@ func (s *scanner) str() (plain bool, err error) {
 				out = append(out, '\t')
 			case 'u':
 				s.pos++
-				var r rune
-				for range 4 {
-					c := s.peek()
-					if !isHexDigit(c) {
-						return false, s.syntaxError("in \\u escape")
+				r, upper, ok := hex4At(s.data, s.pos)
+				if !ok {
+					for isHexDigit(s.peek()) {
+						s.pos++ // to the digit to report
 					}
-					canonical = canonical && !('A' <= c && c <= 'F')
-					r = r<<4 | rune(hexValue(c))
-					s.pos++
+					return false, s.syntaxError("in \\u escape")
 				}
-				canonical = canonical && escapedAsU(r)
+				s.pos += 4
+				canonical = canonical && !upper && escapedAsU(r)
 				if utf16.IsSurrogate(r) {
 					// A pair when the \\u escape of the other half follows:
 					// read here, as appendUnescaped reads it.
@@ -691,7 +689,11 @@ func (s *scanner) str() (plain bool, err error) {
 					}
 					r = unicode.ReplacementChar
 				}
-				out = utf8.AppendRune(out, r)
+				if r < utf8.RuneSelf {
+					out = append(out, byte(r))
+				} else {
+					out = utf8.AppendRune(out, r)
+				}
 				runStart = s.pos
 				continue
 			default:
@@ -762,6 +764,46 @@ func (s *scanner) lowSurrogate(high rune) (rune, bool) {
 	}
 	return 0, false
 }
+
+// hex4At reads the 4 hexadecimal digits of a \\u escape at data[i:],
+// reporting whether one is an upper-case letter and whether all 4 are
+// there and digits.
+func hex4At(data []byte, i int) (r rune, upper, ok bool) {
+	if i+4 > len(data) {
+		return 0, false, false
+	}
+	var bad, up byte
+	for _, c := range data[i : i+4] {
+		v := hexValues[c]
+		bad |= v & hexInvalid
+		up |= v & hexUpper
+		r = r<<4 | rune(v&0x0f)
+	}
+	return r, up != 0, bad == 0
+}
+
+// hexValues maps a byte to its value as a hexadecimal digit, with
+// hexUpper for A to F and hexInvalid for a byte that is not a digit.
+var hexValues = func() (t [256]byte) {
+	for i := range t {
+		c := byte(i)
+		switch {
+		case isHexDigit(c):
+			t[i] = hexValue(c)
+			if 'A' <= c && c <= 'F' {
+				t[i] |= hexUpper
+			}
+		default:
+			t[i] = hexInvalid
+		}
+	}
+	return t
+}()
+
+const (
+	hexUpper   = 0x10
+	hexInvalid = 0x20
+)
 
 func isHexDigit(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
