@@ -324,7 +324,7 @@ func appendRelaxedBody(b, body []byte) []byte {
 	for {
 		line, rest, more := bytes.Cut(body, []byte("\r\n"))
 		start := len(b)
-		b = appendCollapsed(b, line)
+		b = appendCollapsedLine(b, line)
 		if len(b) > start && b[len(b)-1] == ' ' {
 			b = b[:len(b)-1]
 		}
@@ -352,6 +352,17 @@ func appendRelaxedBody(b, body []byte) []byte {
 		}
 		body = rest
 	}
+}
+
+// appendCollapsedLine is appendCollapsed for a body line, which has no
+// CRLF: a line without a tab or two spaces in a row, as most are, is
+// appended as it is, found so with two SIMD searches rather than a loop
+// over its bytes.
+func appendCollapsedLine(b, line []byte) []byte {
+	if bytes.IndexByte(line, '\t') < 0 && bytes.Index(line, []byte("  ")) < 0 {
+		return append(b, line...)
+	}
+	return appendCollapsed(b, line)
 }
 
 // appendCollapsed appends s unfolded (each CRLF dropped; a body line has
