@@ -103,31 +103,51 @@ func printableRun(b []byte, except byte) int {
 // and reports whether body is 7bit text: ASCII without controls but tab,
 // no line longer than maxLineOctets, none ending in a space or tab (which
 // relays may strip: quoted-printable keeps it). When it is not, dst comes
-// back as it was.
+// back as it was. One pass: eight bytes at a time up to the word with a
+// line break or a byte 7bit does not carry, that word byte by byte.
 func append7bit(dst []byte, body string) ([]byte, bool) {
 	b := bytesOf(body)
 	start := len(dst)
-	for len(b) > 0 {
-		line, rest := b, []byte(nil)
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, rest = b[:i], b[i+1:]
-			if i > 0 && line[i-1] == '\r' {
-				line = line[:i-1]
+	lineStart := 0 // of the current line in b; b[:lineStart] is in dst
+	// endLine checks the line b[lineStart:end] (without its line break).
+	endLine := func(end int) bool {
+		n := end - lineStart
+		return n <= maxLineOctets && (n == 0 || b[end-1] != ' ' && b[end-1] != '\t')
+	}
+	for i := 0; i < len(b); {
+		for ; len(b)-i >= 8; i += 8 {
+			x := binary.LittleEndian.Uint64(b[i:])
+			if x&swarHighs|hasByteBelow(x, 0x20)|hasByte(x, 0x7f) != 0 {
+				break
 			}
 		}
-		if len(line) > maxLineOctets || printableRun(line, 0x7f) != len(line) {
-			return dst[:start], false
-		}
-		if n := len(line); n > 0 && (line[n-1] == ' ' || line[n-1] == '\t') {
-			return dst[:start], false
-		}
-		dst = append(dst, line...)
-		if rest != nil {
+		for end := min(i+8, len(b)); i < end; i++ {
+			c := b[i]
+			if c >= 0x20 && c < 0x7f || c == '\t' {
+				continue
+			}
+			if c == '\r' && i+1 < len(b) && b[i+1] == '\n' {
+				continue // the LF ends the line
+			}
+			if c != '\n' {
+				return dst[:start], false
+			}
+			lineEnd := i
+			if lineEnd > lineStart && b[lineEnd-1] == '\r' {
+				lineEnd--
+			}
+			if !endLine(lineEnd) {
+				return dst[:start], false
+			}
+			dst = append(dst, b[lineStart:lineEnd]...)
 			dst = append(dst, '\r', '\n')
+			lineStart = i + 1
 		}
-		b = rest
 	}
-	return dst, true
+	if !endLine(len(b)) {
+		return dst[:start], false
+	}
+	return append(dst, b[lineStart:]...), true
 }
 
 // preferBase64 reports whether body would come out larger in
@@ -220,17 +240,6 @@ func appendQuotedPrintable(dst []byte, body string) []byte {
 	b := bytesOf(body)
 	lineStart := len(dst) // where the current output line starts
 	cr := false           // the Writer's cr: the last line break was a CR
-	// trailingSpace escapes a space or tab that ends the current line.
-	trailingSpace := func() {
-		n := len(dst)
-		if n == lineStart {
-			return
-		}
-		if c := dst[n-1]; c == ' ' || c == '\t' {
-			dst = dst[:n-1]
-			dst = appendQPEscape(dst, c, &lineStart)
-		}
-	}
 	for i := 0; i < len(b); {
 		if n := printableRun(b[i:], '='); n > 0 {
 			// Literal bytes, soft-broken before the 76th column.
@@ -258,24 +267,38 @@ func appendQuotedPrintable(dst []byte, body string) []byte {
 				continue
 			}
 			cr = c == '\r'
-			trailingSpace()
+			dst, lineStart = escapeTrailingSpace(dst, lineStart)
 			dst = append(dst, '\r', '\n')
 			lineStart = len(dst)
 		default:
-			dst = appendQPEscape(dst, c, &lineStart)
+			dst, lineStart = appendQPEscape(dst, lineStart, c)
 		}
 		i++
 	}
-	trailingSpace()
+	dst, _ = escapeTrailingSpace(dst, lineStart)
 	return dst
 }
 
-// appendQPEscape appends c as =XX, after a soft line break when the line
-// has no room for it.
-func appendQPEscape(dst []byte, c byte, lineStart *int) []byte {
-	if qpLineMax-1-(len(dst)-*lineStart) < 3 {
-		dst = append(dst, '=', '\r', '\n')
-		*lineStart = len(dst)
+// escapeTrailingSpace escapes a space or tab that ends the line begun at
+// lineStart, as the Writer does before a line break.
+func escapeTrailingSpace(dst []byte, lineStart int) ([]byte, int) {
+	n := len(dst)
+	if n == lineStart {
+		return dst, lineStart
 	}
-	return append(dst, '=', upperHex[c>>4], upperHex[c&0x0f])
+	if c := dst[n-1]; c == ' ' || c == '\t' {
+		return appendQPEscape(dst[:n-1], lineStart, c)
+	}
+	return dst, lineStart
+}
+
+// appendQPEscape appends c as =XX to the line begun at lineStart, after a
+// soft line break when the line has no room for it, and returns where the
+// line now starts.
+func appendQPEscape(dst []byte, lineStart int, c byte) ([]byte, int) {
+	if qpLineMax-1-(len(dst)-lineStart) < 3 {
+		dst = append(dst, '=', '\r', '\n')
+		lineStart = len(dst)
+	}
+	return append(dst, '=', upperHex[c>>4], upperHex[c&0x0f]), lineStart
 }

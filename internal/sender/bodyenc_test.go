@@ -136,22 +136,42 @@ func FuzzBodyEncodings(f *testing.F) {
 }
 
 func BenchmarkQuotedPrintable(b *testing.B) {
-	body := benchBody(100 << 10)
-	b.Run("bulk", func(b *testing.B) {
-		b.SetBytes(int64(len(body)))
-		var out []byte
-		for b.Loop() {
-			out = appendQuotedPrintable(out[:0], body)
-		}
-	})
-	b.Run("mime-quotedprintable", func(b *testing.B) {
-		b.SetBytes(int64(len(body)))
-		var buf bytes.Buffer
-		for b.Loop() {
-			buf.Reset()
-			w := quotedprintable.NewWriter(&buf)
-			_, _ = w.Write([]byte(body))
-			_ = w.Close()
-		}
-	})
+	for _, tc := range []struct{ name, body string }{
+		{"ascii", benchBody(100 << 10)},
+		{"non-ascii", strings.ReplaceAll(benchBody(100<<10), "fox", "föx")},
+	} {
+		b.Run(tc.name+"/bulk", func(b *testing.B) {
+			b.SetBytes(int64(len(tc.body)))
+			var out []byte
+			for b.Loop() {
+				out = appendQuotedPrintable(out[:0], tc.body)
+			}
+		})
+		b.Run(tc.name+"/mime-quotedprintable", func(b *testing.B) {
+			b.SetBytes(int64(len(tc.body)))
+			var buf bytes.Buffer
+			for b.Loop() {
+				buf.Reset()
+				w := quotedprintable.NewWriter(&buf)
+				_, _ = w.Write([]byte(tc.body))
+				_ = w.Close()
+			}
+		})
+	}
+}
+
+func BenchmarkAppendBodyPart(b *testing.B) {
+	for _, tc := range []struct{ name, body string }{
+		{"text-7bit", benchBody(100<<10 - 16)}, // whole lines
+		{"html-7bit", benchHTML(100 << 10)},
+		{"text-quoted-printable", strings.ReplaceAll(benchBody(100<<10), "fox", "föx")},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(tc.body)))
+			var out []byte
+			for b.Loop() {
+				out, _ = appendBodyPart(out[:0], tc.body)
+			}
+		})
+	}
 }
