@@ -2,6 +2,7 @@ package job
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"unsafe"
 )
 
@@ -14,32 +15,40 @@ import (
 
 const (
 	swarOnes  = 0x0101010101010101
+	swarLow7s = 0x7f7f7f7f7f7f7f7f
 	swarHighs = 0x8080808080808080
 )
 
-// hasByteBelow reports, in the high bit of each byte, a byte of x below n
-// (n at most 0x80). The high bit of the lowest such byte is always set, and
-// none is set when there is no such byte, so the result is non-zero
-// exactly when x has one.
-func hasByteBelow(x uint64, n byte) uint64 {
-	return (x - swarOnes*uint64(n)) &^ x & swarHighs
+// bytesBelow sets the high bit of exactly the bytes of x below n (n at
+// most 0x80): the low seven bits plus 0x80-n reach the high bit when they
+// are at least n, without a carry into the next byte.
+func bytesBelow(x uint64, n byte) uint64 {
+	return ^((x&swarLow7s + swarOnes*uint64(0x80-n)) | x) & swarHighs
 }
 
-// hasByte is hasByteBelow for bytes equal to c.
-func hasByte(x uint64, c byte) uint64 {
-	return hasByteBelow(x^(swarOnes*uint64(c)), 1)
+// bytesEqual sets the high bit of exactly the bytes of x equal to c.
+func bytesEqual(x uint64, c byte) uint64 {
+	return bytesBelow(x^(swarOnes*uint64(c)), 1)
+}
+
+// firstMarked is the index of the lowest byte whose high bit is set in
+// mask, which is not zero.
+func firstMarked(mask uint64) int {
+	return bits.TrailingZeros64(mask) >> 3
 }
 
 // plainStringRun returns the length of the prefix of b that a JSON string
 // body holds as is (no quote, backslash or control character) and whether
 // a byte of that prefix is not ASCII.
 func plainStringRun(b []byte) (n int, nonASCII bool) {
-	var seen uint64 // the bytes read, OR-ed, for their high bits
+	var seen uint64 // the bytes of the run, OR-ed, for their high bits
 	i := 0
 	for ; len(b)-i >= 8; i += 8 {
 		x := binary.LittleEndian.Uint64(b[i:])
-		if hasByteBelow(x, ' ')|hasByte(x, '"')|hasByte(x, '\\') != 0 {
-			break
+		if stop := bytesBelow(x, ' ') | bytesEqual(x, '"') | bytesEqual(x, '\\'); stop != 0 {
+			k := firstMarked(stop)
+			seen |= x & (1<<(8*k) - 1)
+			return i + k, seen&swarHighs != 0
 		}
 		seen |= x
 	}
@@ -61,13 +70,13 @@ func safeCanonicalRun(s string) int {
 	i := 0
 	for ; len(b)-i >= 8; i += 8 {
 		x := binary.LittleEndian.Uint64(b[i:])
-		if x&swarHighs|hasByteBelow(x, ' ')|hasByte(x, '"')|hasByte(x, '\\')|
-			hasByte(x, '<')|hasByte(x, '>')|hasByte(x, '&') != 0 {
-			break
+		if stop := x&swarHighs | bytesBelow(x, ' ') | bytesEqual(x, '"') | bytesEqual(x, '\\') |
+			bytesEqual(x, '<') | bytesEqual(x, '>') | bytesEqual(x, '&'); stop != 0 {
+			return i + firstMarked(stop)
 		}
 	}
-	for ; i < len(s); i++ {
-		if c := s[i]; c < ' ' || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+	for ; i < len(b); i++ {
+		if c := b[i]; c < ' ' || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			break
 		}
 	}
