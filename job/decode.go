@@ -195,8 +195,9 @@ func checkVersion(tok json.Token, present bool) *ValidationError {
 // Limits.MaxDepth.
 var errTooDeep = errors.New("nested too deep")
 
-// scanner reads a document once, byte by byte, and decodes it into a Job
-// as it goes. It finds what encoding/json would not report or would report
+// scanner reads a document once and decodes it into a Job as it goes:
+// the grammar byte by byte, the bodies of strings eight bytes at a time
+// (see str), unescaped as they are read. It finds what encoding/json would not report or would report
 // at a cost: the version ahead of everything else, keys that differ from
 // the schema only in case (encoding/json matches them), duplicate keys
 // (encoding/json keeps the last), nulls (encoding/json reads them as zero
@@ -219,7 +220,8 @@ var errTooDeep = errors.New("nested too deep")
 //
 // It is a hand-written parser, not encoding/json plus checks afterwards,
 // for speed and a bounded cost per byte: the worker decodes every record it
-// reads, and one pass that looks at each byte once, decodes into the Job
+// reads, and one pass that looks at each byte once (a string's bulk a
+// word at a time), decodes into the Job
 // directly and allocates only what the Job keeps does less work than
 // unmarshalling and then re-reading the document for the checks above, and
 // keeps a hostile document's cost linear in its size. Its
