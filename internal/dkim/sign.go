@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,14 @@ const maxLineLength = 76
 // of building strings per line and field: what it allocates is the signed
 // message, the signature and a few small values.
 func (k *Key) Sign(msg []byte) ([]byte, error) {
+	return k.AppendSign(nil, msg)
+}
+
+// AppendSign is Sign appending the signed message to dst, for a caller
+// that keeps a buffer from message to message rather than have each
+// signed copy allocated; with a nil dst the copy is allocated to size.
+// dst must not overlap msg.
+func (k *Key) AppendSign(dst, msg []byte) ([]byte, error) {
 	header, body, ok := splitMessage(msg)
 	if !ok {
 		return nil, errors.New("dkim sign: message has no end of header (CRLF CRLF)")
@@ -110,7 +119,7 @@ func (k *Key) Sign(msg []byte) ([]byte, error) {
 
 	b64Len := base64.StdEncoding.EncodedLen(len(sig))
 	// b= folds every maxLineLength-1 characters at most, 3 bytes a fold.
-	out := make([]byte, 0, len(unsigned)+b64Len+3*(b64Len/(maxLineLength-1)+1)+2+len(msg))
+	out := slices.Grow(dst, len(unsigned)+b64Len+3*(b64Len/(maxLineLength-1)+1)+2+len(msg))
 	out = append(out, unsigned...)
 	b64 := base64.StdEncoding.AppendEncode(sc.sig[:0], sig)
 	sc.sig = b64
