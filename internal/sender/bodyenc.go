@@ -42,13 +42,28 @@ const maxLineOctets = 998
 // appendBodyPart appends body to dst in the transfer encoding it picks
 // (see above), lines ending in CRLF, and returns that encoding.
 func appendBodyPart(dst []byte, body string) ([]byte, transferEncoding) {
-	if out, ok := append7bit(dst, body); ok {
+	return appendEncodedPart(dst, body, nil)
+}
+
+// appendEncodedPart is appendBodyPart with header(dst, encoding), when not
+// nil, appended before the body: the part's headers, which name the
+// encoding. 7bit is tried first, written as it is checked; the others
+// only when it fails, which leaves dst as it was.
+func appendEncodedPart(dst []byte, body string, header func([]byte, transferEncoding) []byte) ([]byte, transferEncoding) {
+	start := len(dst)
+	withHeader := func(enc transferEncoding) []byte {
+		if header == nil {
+			return dst[:start]
+		}
+		return header(dst[:start], enc)
+	}
+	if out, ok := append7bit(withHeader(enc7bit), body); ok {
 		return out, enc7bit
 	}
 	if preferBase64(body) {
-		return appendBase64Lines(dst, crlfLines(body)), encBase64
+		return appendBase64Lines(withHeader(encBase64), crlfLines(body)), encBase64
 	}
-	return appendQuotedPrintable(dst, body), encQuotedPrintable
+	return appendQuotedPrintable(withHeader(encQuotedPrintable), body), encQuotedPrintable
 }
 
 const (

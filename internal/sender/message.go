@@ -191,23 +191,14 @@ func (d *deferredBody) appendTo(msg []byte) []byte {
 
 // appendPart appends a part's headers and body, encoded.
 func appendPart(msg []byte, contentType mail.ContentType, body string) []byte {
-	// The header names the encoding the body gets, so the body goes first,
-	// to the room the header will not need, and moves behind it once known.
-	const encHeader = "Content-Transfer-Encoding: "
-	head := len(msg)
-	msg = append(msg, encHeader...)
-	msg = append(msg, "quoted-printable\r\nContent-Type: "...) // the longest encoding name
-	msg = append(msg, contentType...)
-	msg = append(msg, "; charset=UTF-8\r\n\r\n"...)
-	msg, enc := appendBodyPart(msg, body)
-	if enc == encQuotedPrintable {
-		return msg
-	}
-	name := enc.String()
-	shift := len("quoted-printable") - len(name)
-	copy(msg[head+len(encHeader):], name)
-	copy(msg[head+len(encHeader)+len(name):], msg[head+len(encHeader)+len("quoted-printable"):])
-	return msg[:len(msg)-shift]
+	msg, _ = appendEncodedPart(msg, body, func(b []byte, enc transferEncoding) []byte {
+		b = append(b, "Content-Transfer-Encoding: "...)
+		b = append(b, enc.String()...)
+		b = append(b, "\r\nContent-Type: "...)
+		b = append(b, contentType...)
+		return append(b, "; charset=UTF-8\r\n\r\n"...)
+	})
+	return msg
 }
 
 // randomBoundary is a multipart boundary as mime/multipart makes one: 30
