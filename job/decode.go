@@ -66,6 +66,28 @@ func Decode(data []byte, limits Limits) (Job, error) {
 // for nothing. *j is overwritten whatever the outcome, as Decode's result
 // would be: zero unless the document decoded.
 func DecodeInto(j *Job, data []byte, limits Limits) error {
+	return decodeInto(j, data, limits, nil)
+}
+
+// DecodeHashInto is DecodeInto followed by Hash of the Job it leaves in
+// *j, with the same results, in less work: a text or HTML body that the
+// document holds already as the canonical encoding writes it (as
+// json.Marshal wrote it: a producer in Go) goes into the hash as it
+// stands in data instead of being escaped again.
+func DecodeHashInto(j *Job, data []byte, limits Limits) ([]byte, error) {
+	var bodies canonicalBodies
+	err := decodeInto(j, data, limits, &bodies)
+	return j.hash(&bodies), err
+}
+
+// canonicalBodies holds the text and HTML bodies of a decoded job as the
+// document wrote them, quotes included, when that is their canonical
+// encoding (appendString's); nil otherwise.
+type canonicalBodies struct {
+	text, html []byte
+}
+
+func decodeInto(j *Job, data []byte, limits Limits, bodies *canonicalBodies) error {
 	*j = Job{}
 	limits = limits.WithDefaults()
 	if len(data) > limits.MaxMessageBytes {
@@ -74,8 +96,11 @@ func DecodeInto(j *Job, data []byte, limits Limits) error {
 	if !utf8.Valid(data) {
 		return invalid(ReasonMalformedJSON, "", "not valid UTF-8 at byte %d", firstInvalidUTF8(data))
 	}
-	if err := scan(data, limits.MaxDepth, j); err != nil {
+	if err := scan(data, limits.MaxDepth, j, bodies); err != nil {
 		*j = Job{}
+		if bodies != nil {
+			*bodies = canonicalBodies{}
+		}
 		return err
 	}
 	err := j.Validate(limits)
@@ -88,10 +113,11 @@ func DecodeInto(j *Job, data []byte, limits Limits) error {
 
 // scan reads the document into j (steps 2 to 6 of Decode) with a pooled
 // scanner, whose path and buffers are reused from mail to mail.
-func scan(data []byte, maxDepth int, j *Job) *ValidationError {
+func scan(data []byte, maxDepth int, j *Job, bodies *canonicalBodies) *ValidationError {
 	s := scanners.Get().(*scanner)
 	defer s.putBack()
-	*s = scanner{data: data, maxDepth: maxDepth, job: j, path: s.path[:0], scratch: s.scratch[:0]}
+	*s = scanner{data: data, maxDepth: maxDepth, job: j, path: s.path[:0], scratch: s.scratch[:0],
+		unescaped: s.unescaped[:0], utf8Checked: true, bodies: bodies} // DecodeInto checked it
 	if err := s.document(); err != nil {
 		if errors.Is(err, errTooDeep) {
 			return invalid(ReasonTooDeep, s.render(""), "objects and arrays nest deeper than %d", maxDepth)
@@ -118,6 +144,10 @@ var scanners = sync.Pool{New: func() any { return new(scanner) }}
 // maxPooledScratch bounds the base64 buffer a pooled scanner keeps.
 const maxPooledScratch = 64 << 10
 
+// maxPooledUnescaped bounds the unescaping buffer a pooled scanner keeps:
+// a body of some 100 KiB, not a rare large one.
+const maxPooledUnescaped = 256 << 10
+
 // putBack returns s to the pool without what points into the document or
 // the Job.
 func (s *scanner) putBack() {
@@ -126,7 +156,11 @@ func (s *scanner) putBack() {
 	if cap(scratch) > maxPooledScratch {
 		scratch = nil
 	}
-	*s = scanner{path: s.path[:0], scratch: scratch}
+	unescaped := s.unescaped
+	if cap(unescaped) > maxPooledUnescaped {
+		unescaped = nil
+	}
+	*s = scanner{path: s.path[:0], scratch: scratch, unescaped: unescaped}
 	scanners.Put(s)
 }
 
@@ -161,8 +195,9 @@ func checkVersion(tok json.Token, present bool) *ValidationError {
 // Limits.MaxDepth.
 var errTooDeep = errors.New("nested too deep")
 
-// scanner reads a document once, byte by byte, and decodes it into a Job
-// as it goes. It finds what encoding/json would not report or would report
+// scanner reads a document once and decodes it into a Job as it goes:
+// the grammar byte by byte, the bodies of strings eight bytes at a time
+// (see str), unescaped as they are read. It finds what encoding/json would not report or would report
 // at a cost: the version ahead of everything else, keys that differ from
 // the schema only in case (encoding/json matches them), duplicate keys
 // (encoding/json keeps the last), nulls (encoding/json reads them as zero
@@ -185,7 +220,8 @@ var errTooDeep = errors.New("nested too deep")
 //
 // It is a hand-written parser, not encoding/json plus checks afterwards,
 // for speed and a bounded cost per byte: the worker decodes every record it
-// reads, and one pass that looks at each byte once, decodes into the Job
+// reads, and one pass that looks at each byte once (a string's bulk a
+// word at a time), decodes into the Job
 // directly and allocates only what the Job keeps does less work than
 // unmarshalling and then re-reading the document for the checks above, and
 // keeps a hostile document's cost linear in its size. Its
@@ -194,22 +230,29 @@ var errTooDeep = errors.New("nested too deep")
 // byte-by-byte flow stays readable in one place; they are the stated
 // exception to the house limit on a function's length and complexity.
 type scanner struct {
-	data        []byte
-	pos         int
-	maxDepth    int
-	job         *Job                  // filled until a problem is noted; nil: check only
-	path        []segment             // from the document down to the current value
-	seen        []map[string]struct{} // duplicate-key sets of maps, reused per depth
-	scratch     []byte                // base64 output, reused
-	unescaped   []byte                // unescaped strings, reused
-	str1        string                // a map[string]string value on its way into the map
-	version     json.Token
-	hasVersion  bool
-	problem     *ValidationError // first structural problem in document order
-	dataBase    int              // len(path) at the template data object
-	dataKeys    int              // keys read in template data so far
-	typeProblem *ValidationError // first value of the wrong type in document order
-	missing     string           // first absent required key
+	data      []byte
+	pos       int
+	maxDepth  int
+	job       *Job                  // filled until a problem is noted; nil: check only
+	path      []segment             // from the document down to the current value
+	seen      []map[string]struct{} // duplicate-key sets of maps, reused per depth
+	scratch   []byte                // base64 output, reused
+	unescaped []byte                // unescaped strings, reused
+	// hasUnescaped: unescaped holds the value of the string str read last.
+	hasUnescaped bool
+	utf8Checked  bool // the document is valid UTF-8
+	// canonicalEscapes: the escapes of the string str read last are the
+	// ones appendString writes; nonASCII: it has a byte that is not ASCII.
+	canonicalEscapes, nonASCII bool
+	bodies                     *canonicalBodies // filled when not nil
+	str1                       string           // a map[string]string value on its way into the map
+	version                    json.Token
+	hasVersion                 bool
+	problem                    *ValidationError // first structural problem in document order
+	dataBase                   int              // len(path) at the template data object
+	dataKeys                   int              // keys read in template data so far
+	typeProblem                *ValidationError // first value of the wrong type in document order
+	missing                    string           // first absent required key
 }
 
 // failed reports whether the document is already known to be rejected:
@@ -335,13 +378,16 @@ func unquote(raw []byte, plain bool) string {
 	return string(appendUnescaped(nil, raw[1:len(raw)-1]))
 }
 
-// stringValue returns the value of the JSON string raw (quotes included)
-// in one allocation: unescaping never lengthens valid UTF-8 (Decode checked
+// stringValue returns the value of the JSON string raw (quotes included),
+// which str has just read, in one allocation: unescaping never lengthens valid UTF-8 (Decode checked
 // it), so the buffer is allocated at the escaped length and becomes the
 // string without a copy.
 func (s *scanner) stringValue(raw []byte, plain bool) string {
 	if plain {
 		return string(raw[1 : len(raw)-1])
+	}
+	if s.hasUnescaped {
+		return string(s.unescaped) // str unescaped raw as it read it
 	}
 	body := raw[1 : len(raw)-1]
 	b := appendUnescaped(make([]byte, 0, len(body)), body)
@@ -439,6 +485,7 @@ func (s *scanner) value(t reflect.Type, dst any) (kind, int, error) {
 		switch d := dst.(type) {
 		case *string:
 			*d = s.stringValue(raw, plain)
+			s.noteCanonicalBody(d, raw)
 		case *Priority:
 			*d = Priority(s.stringValue(raw, plain))
 		case *any:
@@ -538,7 +585,9 @@ func (s *scanner) checkString(t reflect.Type, raw []byte, plain bool, dst any) {
 	case bytesType:
 		content := raw[1 : len(raw)-1]
 		if !plain {
-			s.unescaped = appendUnescaped(s.unescaped[:0], content)
+			if !s.hasUnescaped {
+				s.unescaped = appendUnescaped(s.unescaped[:0], content)
+			}
 			content = s.unescaped
 		}
 		n := base64.StdEncoding.DecodedLen(len(content))
@@ -566,43 +615,212 @@ func (s *scanner) checkString(t reflect.Type, raw []byte, plain bool, dst any) {
 
 // str reads a string whose opening quote is at the read position and
 // reports whether it is plain: no escapes and valid UTF-8, so that its
-// bytes are its value.
+// bytes are its value. The runs between escapes are skipped eight bytes at
+// a time (plainStringRun), and only a run with a byte that is not ASCII is
+// checked for UTF-8.
+//
+// A string with escapes is unescaped as it is read, into s.unescaped, as
+// appendUnescaped would (s.hasUnescaped then says so), when its bytes
+// need no UTF-8 repair: the document was checked (s.utf8Checked), or the
+// string is ASCII. Unescaping it afterwards would walk it again.
 func (s *scanner) str() (plain bool, err error) {
 	s.pos++
 	start := s.pos
 	plain = true
-	for s.pos < len(s.data) {
-		switch c := s.data[s.pos]; {
-		case c == '"':
-			if plain {
+	nonASCII := false
+	s.hasUnescaped = false
+	canonical := true // every escape so far is one appendString writes
+	out := s.unescaped[:0]
+	runStart := start // of the run not yet in out
+	for {
+		n, high := plainStringRun(s.data[s.pos:])
+		s.pos += n
+		nonASCII = nonASCII || high
+		if s.pos >= len(s.data) {
+			return false, errEnd
+		}
+		switch c := s.data[s.pos]; c {
+		case '"':
+			s.canonicalEscapes, s.nonASCII = canonical, nonASCII
+			switch {
+			case plain && nonASCII:
 				plain = utf8.Valid(s.data[start:s.pos])
+			case !plain && (s.utf8Checked || !nonASCII):
+				s.unescaped = append(out, s.data[runStart:s.pos]...)
+				s.hasUnescaped = true
 			}
 			s.pos++
 			return plain, nil
-		case c == '\\':
+		case '\\':
 			plain = false
+			out = append(out, s.data[runStart:s.pos]...)
 			s.pos++
-			switch s.peek() {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				s.pos++
+			switch e := s.peek(); e {
+			case '"', '\\', '/':
+				canonical = canonical && e != '/'
+				out = append(out, e)
+			case 'b':
+				out = append(out, '\b')
+			case 'f':
+				out = append(out, '\f')
+			case 'n':
+				out = append(out, '\n')
+			case 'r':
+				out = append(out, '\r')
+			case 't':
+				out = append(out, '\t')
 			case 'u':
 				s.pos++
-				for range 4 {
-					if c := s.peek(); !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-						return false, s.syntaxError("in \\u escape")
+				r, upper, ok := hex4At(s.data, s.pos)
+				if !ok {
+					for isHexDigit(s.peek()) {
+						s.pos++ // to the digit to report
 					}
-					s.pos++
+					return false, s.syntaxError("in \\u escape")
 				}
+				s.pos += 4
+				canonical = canonical && !upper && escapedAsU(r)
+				if utf16.IsSurrogate(r) {
+					// A pair when the \\u escape of the other half follows:
+					// read here, as appendUnescaped reads it.
+					if low, ok := s.lowSurrogate(r); ok {
+						out = utf8.AppendRune(out, low)
+						s.pos += 6
+						runStart = s.pos
+						continue
+					}
+					r = unicode.ReplacementChar
+				}
+				if r < utf8.RuneSelf {
+					out = append(out, byte(r))
+				} else {
+					out = utf8.AppendRune(out, r)
+				}
+				runStart = s.pos
+				continue
 			default:
 				return false, s.syntaxError("in string escape")
 			}
-		case c < ' ':
-			return false, s.syntaxError("in string literal")
-		default:
 			s.pos++
+			runStart = s.pos
+		default: // a control character
+			return false, s.syntaxError("in string literal")
 		}
 	}
-	return false, errEnd
+	// s.unescaped keeps the buffer for the next string even when this one
+	// fails: out is dropped with it.
+}
+
+// escapedAsU reports whether appendString writes r as a \\u escape.
+func escapedAsU(r rune) bool {
+	switch r {
+	case '\b', '\t', '\n', '\f', '\r':
+		return false // a short escape
+	case '<', '>', '&', '\u2028', '\u2029':
+		return true
+	}
+	return r < ' '
+}
+
+// noteCanonicalBody records raw, the string just read into *d, in
+// s.bodies when d is the Job's text or HTML body and raw is what
+// appendString writes for it: only escapes appendString writes, and none
+// of the characters it escapes left as they are. U+FFFD needs no thought:
+// a \\ufffd escape is not one appendString writes, and a document with
+// invalid UTF-8 is not read.
+func (s *scanner) noteCanonicalBody(d *string, raw []byte) {
+	if s.bodies == nil || s.job == nil || !s.canonicalEscapes || (d != &s.job.Text && d != &s.job.HTML) {
+		return
+	}
+	body := raw[1 : len(raw)-1]
+	if bytes.IndexByte(body, '<') >= 0 || bytes.IndexByte(body, '>') >= 0 || bytes.IndexByte(body, '&') >= 0 {
+		return
+	}
+	if s.nonASCII && (bytes.Contains(body, []byte("\u2028")) || bytes.Contains(body, []byte("\u2029"))) {
+		return
+	}
+	if d == &s.job.Text {
+		s.bodies.text = raw
+	} else {
+		s.bodies.html = raw
+	}
+}
+
+// lowSurrogate decodes the pair of high, a surrogate just read, and the
+// \\u escape at the read position, and reports whether there is one such
+// escape that makes a pair with it.
+func (s *scanner) lowSurrogate(high rune) (rune, bool) {
+	d := s.data[s.pos:]
+	if len(d) < 6 || d[0] != '\\' || d[1] != 'u' {
+		return 0, false
+	}
+	var low rune
+	for _, c := range d[2:6] {
+		if !isHexDigit(c) {
+			return 0, false // the syntax error is reported when it is read
+		}
+		low = low<<4 | rune(hexValue(c))
+	}
+	if dec := utf16.DecodeRune(high, low); dec != unicode.ReplacementChar {
+		return dec, true
+	}
+	return 0, false
+}
+
+// hex4At reads the 4 hexadecimal digits of a \\u escape at data[i:],
+// reporting whether one is an upper-case letter and whether all 4 are
+// there and digits.
+func hex4At(data []byte, i int) (r rune, upper, ok bool) {
+	if i+4 > len(data) {
+		return 0, false, false
+	}
+	var bad, up byte
+	for _, c := range data[i : i+4] {
+		v := hexValues[c]
+		bad |= v & hexInvalid
+		up |= v & hexUpper
+		r = r<<4 | rune(v&0x0f)
+	}
+	return r, up != 0, bad == 0
+}
+
+// hexValues maps a byte to its value as a hexadecimal digit, with
+// hexUpper for A to F and hexInvalid for a byte that is not a digit.
+var hexValues = func() (t [256]byte) {
+	for i := range t {
+		c := byte(i)
+		switch {
+		case isHexDigit(c):
+			t[i] = hexValue(c)
+			if 'A' <= c && c <= 'F' {
+				t[i] |= hexUpper
+			}
+		default:
+			t[i] = hexInvalid
+		}
+	}
+	return t
+}()
+
+const (
+	hexUpper   = 0x10
+	hexInvalid = 0x20
+)
+
+func isHexDigit(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// hexValue is the value of a hexadecimal digit.
+func hexValue(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c >= 'a':
+		return c - 'a' + 10
+	default:
+		return c - 'A' + 10
+	}
 }
 
 // number reads a number as RFC 8259 defines it.
@@ -949,51 +1167,61 @@ var schemaObjects = sync.OnceValue(func() map[reflect.Type]*schemaObject {
 
 // appendUnescaped appends the value of the body of a JSON string (between
 // its quotes, which the scanner checked) to b, exactly as encoding/json
-// reads it: a \u escape of a lone or misordered surrogate becomes U+FFFD,
-// and so does a byte that is not UTF-8 (which Decode rules out first).
+// reads it: a \\u escape of a lone or misordered surrogate becomes U+FFFD,
+// and so does a byte that is not UTF-8 (which Decode rules out first). The
+// runs between backslashes are copied whole.
 func appendUnescaped(b, str []byte) []byte {
-	for r := 0; r < len(str); {
-		switch c := str[r]; {
-		case c == '\\':
-			r++
-			switch e := str[r]; e {
-			case 'b':
-				b = append(b, '\b')
-			case 'f':
-				b = append(b, '\f')
-			case 'n':
-				b = append(b, '\n')
-			case 'r':
-				b = append(b, '\r')
-			case 't':
-				b = append(b, '\t')
-			case 'u':
-				rr := hex4(str[r+1:])
-				r += 5
-				if utf16.IsSurrogate(rr) {
-					if r+6 <= len(str) && str[r] == '\\' && str[r+1] == 'u' {
-						if dec := utf16.DecodeRune(rr, hex4(str[r+2:])); dec != unicode.ReplacementChar {
-							b = utf8.AppendRune(b, dec)
-							r += 6
-							continue
-						}
-					}
-					rr = unicode.ReplacementChar
-				}
-				b = utf8.AppendRune(b, rr)
-				continue
-			default: // '"', '\\', '/'
-				b = append(b, e)
-			}
-			r++
-		case c < utf8.RuneSelf:
-			b = append(b, c)
-			r++
-		default:
-			rr, size := utf8.DecodeRune(str[r:])
-			b = utf8.AppendRune(b, rr)
-			r += size
+	for {
+		i := bytes.IndexByte(str, '\\')
+		if i < 0 {
+			return appendUTF8(b, str)
 		}
+		b = appendUTF8(b, str[:i])
+		r := i + 1
+		switch e := str[r]; e {
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'n':
+			b = append(b, '\n')
+		case 'r':
+			b = append(b, '\r')
+		case 't':
+			b = append(b, '\t')
+		case 'u':
+			rr := hex4(str[r+1:])
+			r += 5
+			if utf16.IsSurrogate(rr) {
+				if r+6 <= len(str) && str[r] == '\\' && str[r+1] == 'u' {
+					if dec := utf16.DecodeRune(rr, hex4(str[r+2:])); dec != unicode.ReplacementChar {
+						b = utf8.AppendRune(b, dec)
+						str = str[r+6:]
+						continue
+					}
+				}
+				rr = unicode.ReplacementChar
+			}
+			b = utf8.AppendRune(b, rr)
+			str = str[r:]
+			continue
+		default: // '"', '\\', '/'
+			b = append(b, e)
+		}
+		str = str[r+1:]
+	}
+}
+
+// appendUTF8 appends run, which holds no escape, with each byte that is
+// not UTF-8 replaced by U+FFFD, as encoding/json reads it.
+func appendUTF8(b, run []byte) []byte {
+	if utf8.Valid(run) {
+		return append(b, run...)
+	}
+	for r := 0; r < len(run); {
+		rr, size := utf8.DecodeRune(run[r:])
+		b = utf8.AppendRune(b, rr)
+		r += size
 	}
 	return b
 }

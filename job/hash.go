@@ -27,9 +27,18 @@ import (
 // Decode never produces (template data of other Go types than JSON's, a
 // deadline outside the years 0 to 9999) is encoded by json.Marshal itself.
 func (j Job) Hash() []byte {
+	return j.hash(nil)
+}
+
+// hash is Hash with the bodies the document held in canonical form, which
+// it copies instead of escaping them again (bodies may be nil).
+func (j Job) hash(bodies *canonicalBodies) []byte {
 	j.Normalize()
 	bp := hashBuffers.Get().(*[]byte)
-	data, ok := appendCanonical((*bp)[:0], &j)
+	if bodies == nil {
+		bodies = &canonicalBodies{}
+	}
+	data, ok := appendCanonicalBodies((*bp)[:0], &j, bodies)
 	if !ok {
 		data = marshalCanonical(j)
 	}
@@ -71,6 +80,12 @@ func marshalCanonical(j Job) []byte {
 // deadline in UTC, and reports false, with b in an unspecified state, for
 // a job it leaves to json.Marshal.
 func appendCanonical(b []byte, j *Job) ([]byte, bool) {
+	return appendCanonicalBodies(b, j, &canonicalBodies{})
+}
+
+// appendCanonicalBodies is appendCanonical with the bodies held in
+// canonical form copied from bodies where they are not nil.
+func appendCanonicalBodies(b []byte, j *Job, bodies *canonicalBodies) ([]byte, bool) {
 	b = append(b, `{"version":`...)
 	b = strconv.AppendInt(b, int64(j.Version), 10)
 	b = appendKey(b, "message_id")
@@ -83,8 +98,8 @@ func appendCanonical(b []byte, j *Job) ([]byte, bool) {
 	b = appendList(b, "reply_to", j.ReplyTo)
 	b = appendKey(b, "subject")
 	b = appendString(b, j.Subject)
-	b = appendOptional(b, "text", j.Text)
-	b = appendOptional(b, "html", j.HTML)
+	b = appendBody(b, "text", j.Text, bodies.text)
+	b = appendBody(b, "html", j.HTML, bodies.html)
 	b = appendStringMap(b, "headers", j.Headers)
 	if len(j.Attachments) > 0 {
 		b = appendKey(b, "attachments")
@@ -152,6 +167,15 @@ func appendOptional(b []byte, name, v string) []byte {
 		return b
 	}
 	return appendString(appendKey(b, name), v)
+}
+
+// appendBody appends an omitempty body, as canonical (its encoding, quotes
+// included) when that is not nil.
+func appendBody(b []byte, name, v string, canonical []byte) []byte {
+	if v == "" || canonical == nil {
+		return appendOptional(b, name, v)
+	}
+	return append(appendKey(b, name), canonical...)
 }
 
 // appendList appends an omitempty list of strings.
@@ -291,53 +315,54 @@ const hexDigits = "0123456789abcdef"
 
 // appendString appends s quoted as json.Marshal quotes it: HTML-safe (<, >
 // and & escaped), U+2028 and U+2029 escaped, bytes that are not UTF-8
-// replaced by U+FFFD.
+// replaced by U+FFFD. The bytes it writes as they are go out in runs: the
+// ASCII ones found eight at a time (safeCanonicalRun), the others rune by
+// rune.
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= ' ' && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
+	start := 0 // of the run not yet appended
+	for i := 0; ; {
+		i += safeCanonicalRun(s[i:])
+		if i == len(s) {
+			break
+		}
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			switch {
+			case r == utf8.RuneError && size == 1:
+				b = append(b, s[start:i]...)
+				b = append(b, `\ufffd`...)
+			case r == '\u2028' || r == '\u2029':
+				b = append(b, s[start:i]...)
+				b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			default:
+				i += size
 				continue
 			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
 			i += size
 			start = i
 			continue
 		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
+		b = append(b, s[start:i]...)
+		switch c {
+		case '\\', '"':
+			b = append(b, '\\', c)
+		case '\b':
+			b = append(b, '\\', 'b')
+		case '\f':
+			b = append(b, '\\', 'f')
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default: // other controls, <, > and &
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
 		}
-		i += size
+		i++
+		start = i
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')

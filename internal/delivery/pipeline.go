@@ -419,7 +419,7 @@ func (p *Pipeline) decode(m consumer.Message) *item {
 	it := &item{msg: m, attempt: jobheader.Attempt(m.Headers), throttles: jobheader.Throttles(m.Headers)}
 	defer p.startDeliver(it)
 	var err error
-	if perr := p.contain("decoding", m, func() { err = job.DecodeInto(&it.job, m.Value, p.cfg.Limits); it.hash = it.job.Hash() }); perr != nil {
+	if perr := p.contain("decoding", m, func() { it.hash, err = job.DecodeHashInto(&it.job, m.Value, p.cfg.Limits) }); perr != nil {
 		it.job = job.Job{}
 		it.rejected = &job.ValidationError{Reason: deadletter.ReasonInternalError, Detail: perr.Error()}
 		return it

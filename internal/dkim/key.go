@@ -192,11 +192,18 @@ func (kr *Keyring) Keys() []*Key {
 // the message with a DKIM-Signature field prepended and true, or msg
 // unchanged and false when the keyring has no key for domain.
 func (kr *Keyring) Sign(domain string, msg []byte) ([]byte, bool, error) {
+	return kr.AppendSign(nil, domain, msg)
+}
+
+// AppendSign is Sign appending the signed message to dst (see
+// Key.AppendSign); msg comes back as it is, dst untouched, when the
+// keyring has no key for domain.
+func (kr *Keyring) AppendSign(dst []byte, domain string, msg []byte) ([]byte, bool, error) {
 	k, ok := kr.For(domain)
 	if !ok {
 		return msg, false, nil
 	}
-	signed, err := k.Sign(msg)
+	signed, err := k.AppendSign(dst, msg)
 	if err != nil {
 		return nil, true, err
 	}

@@ -173,13 +173,17 @@ func (r *Relay) build(j *job.Job, buf *bytes.Buffer, ownUnsubscribe bool) ([]byt
 		return nil, &Error{Relay: name, Stage: StageBuild, Err: err}
 	}
 	buf.Reset()
+	if part != nil {
+		// Room for the headers and the bodies in 7bit, so that appending
+		// them does not grow the buffer again.
+		buf.Grow(len(part.text) + len(part.html) + 2<<10)
+	}
 	if _, err := msg.WriteTo(buf); err != nil {
 		return nil, &Error{Relay: name, Stage: StageBuild, Err: err}
 	}
 	if part != nil {
-		if err := part.appendTo(buf); err != nil {
-			return nil, &Error{Relay: name, Stage: StageBuild, Err: err}
-		}
+		out := part.appendTo(buf.Bytes())
+		*buf = *bytes.NewBuffer(out) // keeps a grown array for the next mail
 	}
 	return buf.Bytes(), nil
 }
@@ -188,23 +192,49 @@ func (r *Relay) build(j *job.Job, buf *bytes.Buffer, ownUnsubscribe bool) ([]byt
 // and signs it (sign): the one copy of a send without List-Unsubscribe
 // URIs of its recipients'.
 func (r *Relay) render(j *job.Job, buf *bytes.Buffer) ([]byte, *Error) {
+	return r.renderSigned(j, buf, nil)
+}
+
+// renderSigned is render signing into *signed (see sign) when it is not
+// nil, as a session does.
+func (r *Relay) renderSigned(j *job.Job, buf *bytes.Buffer, signed *[]byte) ([]byte, *Error) {
 	msg, e := r.build(j, buf, true)
 	if e != nil {
 		return nil, e
 	}
-	msg, _, e = r.sign(j, msg)
+	msg, _, e = r.sign(j, msg, signed)
 	return msg, e
+}
+
+// appendSigner is a DKIMSigner that can append the signed message to a
+// buffer of the caller's (*dkim.Keyring does): a session keeps one from
+// mail to mail instead of having a copy of each message allocated.
+type appendSigner interface {
+	AppendSign(dst []byte, domain string, msg []byte) (signed []byte, ok bool, err error)
 }
 
 // sign signs msg, when DKIM is configured, with the key of the From
 // address's domain, when there is one, and returns the signed message and
-// that domain; it returns msg as it is and "" otherwise.
-func (r *Relay) sign(j *job.Job, msg []byte) (signed []byte, domain string, e *Error) {
+// that domain; it returns msg as it is and "" otherwise. With buf not
+// nil, a signer that can appends the signed message to (*buf)[:0] and
+// leaves the buffer, grown or not, in *buf for the next message.
+func (r *Relay) sign(j *job.Job, msg []byte, buf *[]byte) (signed []byte, domain string, e *Error) {
 	if r.cfg.DKIM == nil {
 		return msg, "", nil
 	}
 	domain = fromDomain(j.From)
-	signed, ok, err := r.cfg.DKIM.Sign(domain, msg)
+	var (
+		ok  bool
+		err error
+	)
+	if as, can := r.cfg.DKIM.(appendSigner); can && buf != nil {
+		signed, ok, err = as.AppendSign((*buf)[:0], domain, msg)
+		if ok && err == nil {
+			*buf = signed
+		}
+	} else {
+		signed, ok, err = r.cfg.DKIM.Sign(domain, msg)
+	}
 	switch {
 	case err != nil:
 		r.dkim.failed.Inc()
@@ -220,8 +250,9 @@ func (r *Relay) sign(j *job.Job, msg []byte) (signed []byte, domain string, e *E
 // copyFor returns the copy of the message base for recipients with the
 // List-Unsubscribe URIs uris: their headers, then base, signed as a whole,
 // so that the signature covers them, and the domain that signed it. The
-// copy is written into buf, reset first.
-func (r *Relay) copyFor(j *job.Job, base []byte, uris []string, buf *bytes.Buffer) ([]byte, string, *Error) {
+// copy is written into buf, reset first, and signed into signed (see
+// sign).
+func (r *Relay) copyFor(j *job.Job, base []byte, uris []string, buf *bytes.Buffer, signed *[]byte) ([]byte, string, *Error) {
 	buf.Reset()
 	buf.Grow(len(base) + 128 + 8*len(uris))
 	for i, u := range uris {
@@ -239,7 +270,7 @@ func (r *Relay) copyFor(j *job.Job, base []byte, uris []string, buf *bytes.Buffe
 	}
 	buf.WriteString("List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n")
 	buf.Write(base)
-	return r.sign(j, buf.Bytes())
+	return r.sign(j, buf.Bytes(), signed)
 }
 
 // checkUnsubscribe refuses List-Unsubscribe URIs that cannot be written

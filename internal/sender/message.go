@@ -2,11 +2,12 @@ package sender
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
-	"mime/quotedprintable"
 	netmail "net/mail"
 	"net/textproto"
 	"slices"
@@ -34,16 +35,16 @@ func Message(j *job.Job) (*mail.Msg, error) {
 	return m, err
 }
 
-// message is Message; with deferBody, a single-part mail (one body, no
-// attachments) gets no body part from go-mail: it is returned instead, for
-// the caller to append, part headers and quoted-printable body, after the
-// rendered headers (deferredPart.appendTo). go-mail encodes every body into
-// a fresh buffer grown per mail before copying it out (about 4 KB of
-// allocations for a 1 KiB body), with a part, an encoder and a buffer per
-// body besides; a single part is the last thing it writes, so appending it
-// gives the same bytes without any of those (a test holds the two to
-// each other byte for byte).
-func message(j *job.Job, deferBody bool) (m *mail.Msg, part *deferredPart, err error) {
+// message is Message; with deferBody, a mail without attachments gets no
+// body part from go-mail: its bodies are returned instead, for the caller
+// to append, part headers and bodies, after the rendered headers
+// (deferredBody.appendTo), each in the lightest transfer encoding that
+// carries it (see appendBodyPart). go-mail quoted-printable encodes every
+// body, byte by byte, into a fresh buffer grown per mail before copying it
+// out, with a part, an encoder and a buffer per body besides; the bodies
+// are the last thing it writes, so appending them gives the same message
+// without any of those (a test holds the two to each other).
+func message(j *job.Job, deferBody bool) (m *mail.Msg, part *deferredBody, err error) {
 	if j == nil {
 		return nil, nil, errors.New("build message: nil job")
 	}
@@ -88,12 +89,10 @@ func message(j *job.Job, deferBody bool) (m *mail.Msg, part *deferredPart, err e
 
 	// The bodies are written from the job's strings as the message is
 	// rendered: SetBodyString would copy each into a buffer first.
-	deferBody = deferBody && len(j.Attachments) == 0 && (j.Text == "" || j.HTML == "")
+	deferBody = deferBody && len(j.Attachments) == 0
 	switch {
-	case deferBody && j.HTML != "":
-		part = &deferredPart{contentType: mail.TypeTextHTML, body: j.HTML}
 	case deferBody:
-		part = &deferredPart{contentType: mail.TypeTextPlain, body: j.Text}
+		part = &deferredBody{text: j.Text, html: j.HTML}
 	case j.Text != "" && j.HTML != "":
 		m.SetBodyWriter(mail.TypeTextPlain, writeString(j.Text))
 		m.AddAlternativeWriter(mail.TypeTextHTML, writeString(j.HTML))
@@ -156,26 +155,60 @@ func simpleAddresses(addrs []string) []*netmail.Address {
 	return out
 }
 
-// deferredPart is the single body part message left out of the go-mail
-// message.
-type deferredPart struct {
-	contentType mail.ContentType
-	body        string
+// deferredBody is the bodies message left out of the go-mail message.
+type deferredBody struct {
+	text, html string
 }
 
-// appendTo appends the part to buf as go-mail writes a message's only
-// part: its Content-Transfer-Encoding and Content-Type (UTF-8, go-mail's
-// default charset) headers, a blank line and the body quoted-printable,
-// written straight into buf.
-func (p *deferredPart) appendTo(buf *bytes.Buffer) error {
-	buf.WriteString("Content-Transfer-Encoding: quoted-printable\r\nContent-Type: ")
-	buf.WriteString(string(p.contentType))
-	buf.WriteString("; charset=UTF-8\r\n\r\n")
-	w := quotedprintable.NewWriter(buf)
-	if _, err := w.Write(unsafe.Slice(unsafe.StringData(p.body), len(p.body))); err != nil {
-		return err
+// appendTo appends the bodies to msg, the rendered headers, as go-mail
+// lays them out: a body alone as the message's only part (its
+// Content-Transfer-Encoding and Content-Type, UTF-8 being go-mail's
+// default charset, a blank line and the body), both in a
+// multipart/alternative, text first. An empty job has an empty text body.
+func (d *deferredBody) appendTo(msg []byte) []byte {
+	if d.text == "" || d.html == "" {
+		body, contentType := d.text, mail.TypeTextPlain
+		if d.html != "" {
+			body, contentType = d.html, mail.TypeTextHTML
+		}
+		return appendPart(msg, contentType, body)
 	}
-	return w.Close()
+	boundary := randomBoundary()
+	msg = append(msg, "Content-Type: multipart/alternative;\r\n boundary="...)
+	msg = append(msg, boundary[:]...)
+	msg = append(msg, "\r\n\r\n--"...)
+	msg = append(msg, boundary[:]...)
+	msg = append(msg, "\r\n"...)
+	msg = appendPart(msg, mail.TypeTextPlain, d.text)
+	msg = append(msg, "\r\n--"...)
+	msg = append(msg, boundary[:]...)
+	msg = append(msg, "\r\n"...)
+	msg = appendPart(msg, mail.TypeTextHTML, d.html)
+	msg = append(msg, "\r\n--"...)
+	msg = append(msg, boundary[:]...)
+	return append(msg, "--\r\n"...)
+}
+
+// appendPart appends a part's headers and body, encoded.
+func appendPart(msg []byte, contentType mail.ContentType, body string) []byte {
+	msg, _ = appendEncodedPart(msg, body, func(b []byte, enc transferEncoding) []byte {
+		b = append(b, "Content-Transfer-Encoding: "...)
+		b = append(b, enc.String()...)
+		b = append(b, "\r\nContent-Type: "...)
+		b = append(b, contentType...)
+		return append(b, "; charset=UTF-8\r\n\r\n"...)
+	})
+	return msg
+}
+
+// randomBoundary is a multipart boundary as mime/multipart makes one: 30
+// random bytes in hexadecimal, which no body holds by chance.
+func randomBoundary() [60]byte {
+	var raw [30]byte
+	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails
+	var b [60]byte
+	hex.Encode(b[:], raw[:])
+	return b
 }
 
 // setHeaders sets the job's extra headers in a stable order. Names that

@@ -152,6 +152,9 @@ type Session struct {
 	// copy holds the copy of the message with a recipient's
 	// List-Unsubscribe headers, kept like rendered.
 	copy bytes.Buffer
+	// signed and signedCopy hold the signed message and the signed copy,
+	// kept like rendered.
+	signed, signedCopy []byte
 
 	mu   sync.Mutex   // guards conn, which a context watcher reads
 	conn *watchedConn // the TCP connection under sc
@@ -257,7 +260,7 @@ func (s *Session) SendToThen(ctx context.Context, j *job.Job, rcpts []Recipient,
 		sharedBy string // the domain that signed it
 	)
 	if buildErr == nil && !copies {
-		shared, sharedBy, buildErr = s.relay.sign(j, body)
+		shared, sharedBy, buildErr = s.relay.sign(j, body, &s.signed)
 	}
 	defer func() {
 		if s.rendered.Cap() > keptRenderBytes {
@@ -265,6 +268,12 @@ func (s *Session) SendToThen(ctx context.Context, j *job.Job, rcpts []Recipient,
 		}
 		if s.copy.Cap() > keptRenderBytes {
 			s.copy = bytes.Buffer{}
+		}
+		if cap(s.signed) > keptRenderBytes {
+			s.signed = nil
+		}
+		if cap(s.signedCopy) > keptRenderBytes {
+			s.signedCopy = nil
 		}
 	}()
 	if buildErr == nil && ctx.Err() != nil {
@@ -317,11 +326,11 @@ func (s *Session) SendToThen(ctx context.Context, j *job.Job, rcpts []Recipient,
 // (signed by *sharedBy), signed on first use.
 func (s *Session) bodyFor(j *job.Job, body []byte, tx transaction, shared *[]byte, sharedBy *string) ([]byte, string, *Error) {
 	if len(tx.unsubscribe) > 0 {
-		return s.relay.copyFor(j, body, tx.unsubscribe, &s.copy)
+		return s.relay.copyFor(j, body, tx.unsubscribe, &s.copy, &s.signedCopy)
 	}
 	if *shared == nil {
 		var e *Error
-		if *shared, *sharedBy, e = s.relay.sign(j, body); e != nil {
+		if *shared, *sharedBy, e = s.relay.sign(j, body, &s.signed); e != nil {
 			return nil, "", e
 		}
 	}
