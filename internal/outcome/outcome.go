@@ -361,13 +361,12 @@ func (a *Applier) perform(ctx context.Context, events []event.Event, entries []s
 	return nil
 }
 
-// publishEffects publishes the events of transitions and adds their
-// suppression entries: what perform and Drain owe before the outbox entries
-// may go.
+// publishEffects adds the suppression entries of transitions and publishes
+// their events: what perform and Drain owe before the outbox entries may
+// go. The entries come first, so that whoever reads a bounced or complained
+// event finds the address already suppressed; a failure after them leaves
+// the outbox entry, and adding an entry again changes nothing.
 func (a *Applier) publishEffects(ctx context.Context, events []event.Event, entries []suppression.Entry) error {
-	if err := a.events.Publish(ctx, events...); err != nil {
-		return fmt.Errorf("publish %d events: %w", len(events), err)
-	}
 	if len(entries) > 0 && a.lists != nil {
 		if _, err := a.lists.Add(ctx, entries); err != nil {
 			return fmt.Errorf("suppress %d addresses: %w", len(entries), err)
@@ -375,6 +374,9 @@ func (a *Applier) publishEffects(ctx context.Context, events []event.Event, entr
 		for _, e := range entries {
 			a.metrics.suppressed.WithLabelValues(string(e.Reason)).Inc()
 		}
+	}
+	if err := a.events.Publish(ctx, events...); err != nil {
+		return fmt.Errorf("publish %d events: %w", len(events), err)
 	}
 	return nil
 }
