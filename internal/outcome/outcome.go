@@ -5,8 +5,9 @@
 // recipient (by the return path's verified token, or for a signed event by
 // Message-ID and address), decides the transition with the shared rule set,
 // moves the recipient's row on by compare-and-set, and only then, for a
-// transition that won, writes the event and adds hard bounces and complaints
-// to the suppression lists: a report that loses to a concurrent one
+// transition that won, adds hard bounces and complaints to the suppression
+// lists and writes the event (in that order: the event's reader finds the
+// address suppressed): a report that loses to a concurrent one
 // announces nothing, and is decided again on the state the winner left. The
 // compare-and-set writes what the transition owes (its event and suppression
 // entry) to an outbox in the same transaction; the applier deletes the entry
