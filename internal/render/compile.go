@@ -222,6 +222,9 @@ func parseHTML(src, layout string, fm map[string]any) (*htmltemplate.Template, e
 	if errors.As(err, &he) {
 		return nil, err
 	}
+	if err := fastHTMLEscaper(rt); err != nil {
+		return nil, err
+	}
 	return rt, nil
 }
 
