@@ -37,8 +37,14 @@ type compiledLocale struct {
 
 // compiledParts holds one locale's parts; a nil part is not overridden.
 type compiledParts struct {
-	subject, text *texttemplate.Template
-	html          *htmltemplate.Template
+	subject, text, html *compiledPart
+}
+
+// compiledPart is one part: its template, and its fast form when it has
+// one (nil when it uses what fastTemplate does not do).
+type compiledPart struct {
+	template executor
+	fast     *fastTemplate
 }
 
 // Template returns the compiled version's template name.
@@ -100,17 +106,17 @@ func compile(v Version, layouts map[string]Layout, extra map[string]any) (*Compi
 		var p compiledParts
 		var err error
 		if subject != "" {
-			if p.subject, err = parseText(subject, "", fm); err != nil {
+			if p.subject, err = textPart(subject, "", fm); err != nil {
 				return p, classifyParse("subject", locale, err, fail)
 			}
 		}
 		if text != "" {
-			if p.text, err = parseText(text, layout.Text, fm); err != nil {
+			if p.text, err = textPart(text, layout.Text, fm); err != nil {
 				return p, classifyParse("text", locale, err, fail)
 			}
 		}
 		if html != "" {
-			if p.html, err = parseHTML(html, layout.HTML, fm); err != nil {
+			if p.html, err = htmlPart(html, layout.HTML, fm); err != nil {
 				return p, classifyParse("html", locale, err, fail)
 			}
 		}
@@ -199,6 +205,37 @@ func parseSet[T templateSet[T]](newSet func(name string) T, treeOf func(T) *pars
 		return zero, err
 	}
 	return t.Lookup(root), nil
+}
+
+// textPart parses a text part and makes its fast form.
+func textPart(src, layout string, fm map[string]any) (*compiledPart, error) {
+	t, err := parseText(src, layout, fm)
+	if err != nil {
+		return nil, err
+	}
+	trees := map[string]*parse.Tree{}
+	for _, x := range t.Templates() {
+		if x.Tree != nil {
+			trees[x.Name()] = x.Tree
+		}
+	}
+	return &compiledPart{template: t, fast: newFastTemplate(t.Name(), trees, false)}, nil
+}
+
+// htmlPart parses an HTML part and makes its fast form from the escaped
+// templates.
+func htmlPart(src, layout string, fm map[string]any) (*compiledPart, error) {
+	t, err := parseHTML(src, layout, fm)
+	if err != nil {
+		return nil, err
+	}
+	trees := map[string]*parse.Tree{}
+	for _, x := range t.Templates() {
+		if x.Tree != nil {
+			trees[x.Name()] = x.Tree
+		}
+	}
+	return &compiledPart{template: t, fast: newFastTemplate(t.Name(), trees, true)}, nil
 }
 
 func parseText(src, layout string, fm map[string]any) (*texttemplate.Template, error) {
