@@ -27,7 +27,10 @@ type Compiled struct {
 	// locales maps a lower-cased tag to its overrides.
 	locales map[string]*compiledLocale
 	schema  *jsonschema.Schema
-	safe    map[string]bool
+	// fastSchema accepts the data schema accepts, when it can tell
+	// without the validator; nil when the schema is beyond it.
+	fastSchema *fastSchema
+	safe       map[string]bool
 }
 
 type compiledLocale struct {
@@ -101,6 +104,7 @@ func compile(v Version, layouts map[string]Layout, extra map[string]any) (*Compi
 			return nil, fail("schema", "", StageSchema, ReasonInvalidSchema, err)
 		}
 		c.schema = s
+		c.fastSchema = newFastSchema(v.Schema)
 	}
 	build := func(locale string, subject, text, html string) (compiledParts, error) {
 		var p compiledParts

@@ -257,6 +257,9 @@ func (c *Compiled) validate(data map[string]any) error {
 			return errors.New("data is not representable as JSON")
 		}
 	}
+	if c.fastSchema != nil && c.fastSchema.accepts(inst) {
+		return nil
+	}
 	err := c.schema.Validate(inst)
 	if err == nil {
 		return nil
