@@ -95,3 +95,40 @@ func decodeData(t *testing.T, doc string) map[string]any {
 	}
 	return m
 }
+
+// FuzzFastRender renders a receipt with a schema on arbitrary JSON data:
+// the fast paths give the output and the error text/template,
+// html/template and the validator give.
+func FuzzFastRender(f *testing.F) {
+	for _, s := range []string{`{"name": "n", "order": "o", "total": "t", "items": [{"sku": "s", "title": "<t>", "qty": 1, "price": "p"}]}`,
+		`{"name": 1}`, `{"items": [null]}`, `{"name": "n", "order": "o", "total": "t", "items": {}}`} {
+		f.Add(s)
+	}
+	c, err := Compile(Version{Template: "receipt", Number: 1, Layout: "l", Subject: "Order {{.order}}, {{.name}}",
+		Text: "{{range .items}}{{.qty}} x {{.title}} ({{.sku}}) {{.price}}\n{{else}}none{{end}}Total {{.total}}",
+		HTML: "<p>{{.name}}</p>{{range .items}}<tr><td>{{.qty}}</td><td>{{.title}}</td></tr>{{end}}",
+		Schema: []byte(`{"type": "object", "required": ["name", "order", "items", "total"], "properties": {"name": {"type": "string"},
+			"items": {"type": "array", "items": {"type": "object", "required": ["sku", "title", "qty", "price"]}}}}`)},
+		map[string]Layout{"l": {Name: "l", Text: "{{template \"content\" .}}\n--\n", HTML: "<body>{{template \"content\" .}}</body>"}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	if c.fastSchema == nil || c.base.html.fast == nil {
+		f.Fatal("no fast form")
+	}
+	slow := withoutFast(c)
+	slow.fastSchema = nil
+	f.Fuzz(func(t *testing.T, doc string) {
+		dec := json.NewDecoder(strings.NewReader(doc))
+		dec.UseNumber()
+		var data map[string]any
+		if dec.Decode(&data) != nil {
+			return
+		}
+		got, gerr := c.Render("", data)
+		want, werr := slow.Render("", data)
+		if got != want || fmt.Sprint(gerr) != fmt.Sprint(werr) {
+			t.Errorf("fast %+v, %v; slow %+v, %v", got, gerr, want, werr)
+		}
+	})
+}
