@@ -27,7 +27,10 @@ type Compiled struct {
 	// locales maps a lower-cased tag to its overrides.
 	locales map[string]*compiledLocale
 	schema  *jsonschema.Schema
-	safe    map[string]bool
+	// fastSchema accepts the data schema accepts, when it can tell
+	// without the validator; nil when the schema is beyond it.
+	fastSchema *fastSchema
+	safe       map[string]bool
 }
 
 type compiledLocale struct {
@@ -37,8 +40,14 @@ type compiledLocale struct {
 
 // compiledParts holds one locale's parts; a nil part is not overridden.
 type compiledParts struct {
-	subject, text *texttemplate.Template
-	html          *htmltemplate.Template
+	subject, text, html *compiledPart
+}
+
+// compiledPart is one part: its template, and its fast form when it has
+// one (nil when it uses what fastTemplate does not do).
+type compiledPart struct {
+	template executor
+	fast     *fastTemplate
 }
 
 // Template returns the compiled version's template name.
@@ -95,22 +104,23 @@ func compile(v Version, layouts map[string]Layout, extra map[string]any) (*Compi
 			return nil, fail("schema", "", StageSchema, ReasonInvalidSchema, err)
 		}
 		c.schema = s
+		c.fastSchema = newFastSchema(v.Schema)
 	}
 	build := func(locale string, subject, text, html string) (compiledParts, error) {
 		var p compiledParts
 		var err error
 		if subject != "" {
-			if p.subject, err = parseText(subject, "", fm); err != nil {
+			if p.subject, err = textPart(subject, "", fm); err != nil {
 				return p, classifyParse("subject", locale, err, fail)
 			}
 		}
 		if text != "" {
-			if p.text, err = parseText(text, layout.Text, fm); err != nil {
+			if p.text, err = textPart(text, layout.Text, fm); err != nil {
 				return p, classifyParse("text", locale, err, fail)
 			}
 		}
 		if html != "" {
-			if p.html, err = parseHTML(html, layout.HTML, fm); err != nil {
+			if p.html, err = htmlPart(html, layout.HTML, fm); err != nil {
 				return p, classifyParse("html", locale, err, fail)
 			}
 		}
@@ -201,6 +211,37 @@ func parseSet[T templateSet[T]](newSet func(name string) T, treeOf func(T) *pars
 	return t.Lookup(root), nil
 }
 
+// textPart parses a text part and makes its fast form.
+func textPart(src, layout string, fm map[string]any) (*compiledPart, error) {
+	t, err := parseText(src, layout, fm)
+	if err != nil {
+		return nil, err
+	}
+	trees := map[string]*parse.Tree{}
+	for _, x := range t.Templates() {
+		if x.Tree != nil {
+			trees[x.Name()] = x.Tree
+		}
+	}
+	return &compiledPart{template: t, fast: newFastTemplate(t.Name(), trees, false)}, nil
+}
+
+// htmlPart parses an HTML part and makes its fast form from the escaped
+// templates.
+func htmlPart(src, layout string, fm map[string]any) (*compiledPart, error) {
+	t, err := parseHTML(src, layout, fm)
+	if err != nil {
+		return nil, err
+	}
+	trees := map[string]*parse.Tree{}
+	for _, x := range t.Templates() {
+		if x.Tree != nil {
+			trees[x.Name()] = x.Tree
+		}
+	}
+	return &compiledPart{template: t, fast: newFastTemplate(t.Name(), trees, true)}, nil
+}
+
 func parseText(src, layout string, fm map[string]any) (*texttemplate.Template, error) {
 	return parseSet(func(name string) *texttemplate.Template {
 		return texttemplate.New(name).Option("missingkey=error").Funcs(fm)
@@ -220,6 +261,9 @@ func parseHTML(src, layout string, fm map[string]any) (*htmltemplate.Template, e
 	err = rt.Execute(&limitWriter{left: MaxOutputBytes, w: io.Discard}, nil)
 	var he *htmltemplate.Error
 	if errors.As(err, &he) {
+		return nil, err
+	}
+	if err := fastHTMLEscaper(rt); err != nil {
 		return nil, err
 	}
 	return rt, nil

@@ -35,4 +35,14 @@
 // these bounds are what keeps a render short. Loops over the data take time
 // in proportion to its size (to the power of the range nesting): bounding
 // the data is the caller's job.
+//
+// # Speed
+//
+// Parts that use only text, field chains, {{.}}, plain {{range}} and
+// {{template "name" .}} render straight from their parse trees when the
+// values are strings or JSON numbers (fastexec.go), and schemas of only
+// type, required, properties and items accept data without the validator
+// (fastschema.go); anything else, and every failure, goes the slow way,
+// so output and errors are those of text/template, html/template and the
+// validator (testdata/golden holds renders from before these paths).
 package render

@@ -29,6 +29,16 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
+// WriteString is Write without converting s to bytes.
+func (l *limitWriter) WriteString(s string) (int, error) {
+	if len(s) > l.left {
+		l.left = 0
+		return 0, ErrOutputTooLarge
+	}
+	l.left -= len(s)
+	return io.WriteString(l.w, s)
+}
+
 // outputBuffers hold rendered parts until they are copied into strings.
 var outputBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
@@ -97,8 +107,18 @@ func (c *Compiled) Render(locale string, data map[string]any) (r Rendered, err e
 	buf := outputBuffers.Get().(*bytes.Buffer)
 	defer putBackOutput(buf)
 	w := &limitWriter{left: MaxOutputBytes, w: buf}
-	exec := func(part, loc string, t executor) (string, error) {
+	exec := func(part, loc string, t executor, fast *fastTemplate) (string, error) {
 		buf.Reset()
+		if fast != nil {
+			left := w.left
+			if fast.Execute(w, data) == nil {
+				return buf.String(), nil
+			}
+			// What the fast render does not do, text/template does,
+			// from the start, with its own output and errors.
+			buf.Reset()
+			w.left = left
+		}
 		if e := t.Execute(w, data); e != nil {
 			if errors.Is(e, ErrOutputTooLarge) {
 				return "", fail(part, loc, StageLimit, ReasonOutputTooLarge, fmt.Errorf("%w: limit %d bytes", ErrOutputTooLarge, MaxOutputBytes))
@@ -114,7 +134,7 @@ func (c *Compiled) Render(locale string, data map[string]any) (r Rendered, err e
 		}
 		return buf.String(), nil
 	}
-	if r.Subject, err = exec("subject", subjLoc, subject); err != nil {
+	if r.Subject, err = exec("subject", subjLoc, subject.template, subject.fast); err != nil {
 		return Rendered{}, err
 	}
 	r.Subject = strings.TrimSpace(r.Subject)
@@ -122,12 +142,12 @@ func (c *Compiled) Render(locale string, data map[string]any) (r Rendered, err e
 		return Rendered{}, fail("subject", subjLoc, StageExecute, ReasonSubjectNewline, ErrSubjectNewline)
 	}
 	if text != nil {
-		if r.Text, err = exec("text", textLoc, text); err != nil {
+		if r.Text, err = exec("text", textLoc, text.template, text.fast); err != nil {
 			return Rendered{}, err
 		}
 	}
 	if html != nil {
-		if r.HTML, err = exec("html", htmlLoc, html); err != nil {
+		if r.HTML, err = exec("html", htmlLoc, html.template, html.fast); err != nil {
 			return Rendered{}, err
 		}
 	}
@@ -236,6 +256,9 @@ func (c *Compiled) validate(data map[string]any) error {
 		if inst, err = jsonschema.UnmarshalJSON(strings.NewReader(string(b))); err != nil {
 			return errors.New("data is not representable as JSON")
 		}
+	}
+	if c.fastSchema != nil && c.fastSchema.accepts(inst) {
+		return nil
 	}
 	err := c.schema.Validate(inst)
 	if err == nil {
