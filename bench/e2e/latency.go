@@ -17,6 +17,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,13 +50,17 @@ const (
 )
 
 // halfLoadSpec is the halfload row's spec: the postline row's at half the
-// capacity it measured in this run (an error when it did not run before).
-func halfLoadSpec(o options, r int, host, port string, thisRun []result) (workerSpec, error) {
-	capacity, ok := findRow(thisRun, variantPostline)
-	if !ok || capacity.Rate() <= 0 {
-		return workerSpec{}, fmt.Errorf("%s needs the %s row before it in -variants: it runs at half that row's rate", variantHalfLoad, variantPostline)
+// capacity it measured in this run (an error when it did not run before),
+// or at -halfload-rate.
+func halfLoadSpec(o options, r int, host, port string, thisRun []result, stderr io.Writer) (workerSpec, error) {
+	rate := o.halfLoadRate
+	if rate == 0 {
+		capacity, ok := findRow(thisRun, variantPostline)
+		if !ok || capacity.Rate() <= 0 {
+			return workerSpec{}, fmt.Errorf("%s needs the %s row before it in -variants: it runs at half that row's rate", variantHalfLoad, variantPostline)
+		}
+		rate = capacity.Rate() / 2
 	}
-	rate := capacity.Rate() / 2
 	jobs := max(1, int(rate*o.halfLoadDuration.Seconds()))
 	spec := plainSpec(o, variantHalfLoad, o.workerBin, jobs, r, host, port)
 	spec.publish = func(ctx context.Context, topic string, _ *pgxpool.Pool, js []job.Job) error {
@@ -63,11 +69,26 @@ func halfLoadSpec(o options, r int, host, port string, thisRun []result) (worker
 			return err
 		}
 		defer pub.Close()
+		// How long the publishes took (the broker's acknowledgement from
+		// every in-sync replica): the part of the latency before the worker.
+		var (
+			mu   sync.Mutex
+			took []time.Duration
+		)
 		publish := func(ctx context.Context, batch []job.Job) error {
+			start := time.Now()
 			_, err := pub.Publish(ctx, batch...)
+			mu.Lock()
+			took = append(took, time.Since(start))
+			mu.Unlock()
 			return err
 		}
 		_, err = pacedPublish(ctx, publish, js, rate, paceTick, paceInFlight)
+		slices.Sort(took)
+		if len(took) > 0 {
+			fmt.Fprintf(stderr, "bench: %s: %d publish calls at %.0f mails/s took p50 %s, p99 %s\n", variantHalfLoad, len(took), rate,
+				fmtMS(took[len(took)/2]), fmtMS(took[len(took)*99/100]))
+		}
 		return err
 	}
 	return spec, nil

@@ -171,7 +171,7 @@ func runVariant(ctx context.Context, o options, v string, r int, host, port stri
 		}
 		return one(runWorker(ctx, o, plainSpec(o, v, bin, o.jobs, r, host, port), stderr))
 	case variantHalfLoad:
-		spec, err := halfLoadSpec(o, r, host, port, thisRun)
+		spec, err := halfLoadSpec(o, r, host, port, thisRun, stderr)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -40,6 +40,7 @@ type options struct {
 	mem                 memOptions
 	// The latency rows (latency.go).
 	halfLoadDuration time.Duration
+	halfLoadRate     float64
 	loneJobs         int
 	lonePause        time.Duration
 	// baselineBin is the worker built from an earlier commit (baselineRev),
@@ -116,6 +117,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.mem.oldRev, "memory-old-rev", "", "memory variant: the commit -memory-old-bin was built from, for the table")
 	fs.DurationVar(&o.mem.sample, "memory-sample", 100*time.Millisecond, "memory variant: how often VmRSS and VmHWM are polled")
 	fs.DurationVar(&o.halfLoadDuration, "halfload-duration", 10*time.Second, "halfload variant: how long the steady publisher runs")
+	fs.Float64Var(&o.halfLoadRate, "halfload-rate", 0, "halfload variant: the steady rate in mails/s (0: half the postline row's, which must run before it)")
 	fs.IntVar(&o.loneJobs, "lone-jobs", 50, "lone variant: mails published one at a time")
 	fs.DurationVar(&o.lonePause, "lone-pause", 100*time.Millisecond, "lone variant: the pause after a mail is sent before the next is published")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "longest a variant may take to deliver its jobs")
@@ -154,10 +156,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.mem.limit <= 0 {
 		return o, errors.New("-memory-limit must be positive: the memory variant is about running under a limit")
 	}
+	if o.halfLoadRate < 0 {
+		return o, fmt.Errorf("-halfload-rate: %g must not be negative", o.halfLoadRate)
+	}
 	if o.halfLoadDuration <= 0 {
 		return o, fmt.Errorf("-halfload-duration: %s must be positive", o.halfLoadDuration)
 	}
-	if i, j := slices.Index(o.variants, variantPostline), slices.Index(o.variants, variantHalfLoad); j >= 0 && (i < 0 || i > j) {
+	if i, j := slices.Index(o.variants, variantPostline), slices.Index(o.variants, variantHalfLoad); j >= 0 && o.halfLoadRate == 0 && (i < 0 || i > j) {
 		return o, fmt.Errorf("-variants: %s needs %s before it (it runs at half that row's rate)", variantHalfLoad, variantPostline)
 	}
 	if o.mem.sample <= 0 {
