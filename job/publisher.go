@@ -8,11 +8,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/kafkaconn"
-	"github.com/segmentio/kafka-go"
-	"go.opentelemetry.io/otel/propagation"
 )
 
 // Publisher defaults, as PublisherConfig documents them.
