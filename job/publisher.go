@@ -8,11 +8,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/postline/postline/internal/jobheader"
 	"github.com/postline/postline/internal/kafkaclient"
 	"github.com/postline/postline/kafkaconn"
-	"github.com/segmentio/kafka-go"
-	"go.opentelemetry.io/otel/propagation"
 )
 
 // Publisher defaults, as PublisherConfig documents them.
@@ -22,8 +23,12 @@ const (
 	// as Postline creates it: twice defaultMaxMessageBytes.
 	defaultTopicMaxMessageBytes = 4 << 20
 	// defaultBatchTimeout: the kafka-go default of one second would delay
-	// every small synchronous publish by that much.
-	defaultBatchTimeout = 5 * time.Millisecond
+	// every small synchronous publish by that much. One Publish call's
+	// jobs join their batches whatever it is (kafka-go adds them under one
+	// lock); it only lets concurrent calls share a request, and a lone
+	// publish waits it out in full (issue 32: 5 ms was a quarter of a lone
+	// mail's publish-to-250).
+	defaultBatchTimeout = time.Millisecond
 )
 
 // PublisherConfig configures a Publisher. The connection to Kafka (brokers,
@@ -42,7 +47,7 @@ type PublisherConfig struct {
 	// Defaults to the zero Limits.
 	Limits Limits
 	// BatchTimeout is how long the writer waits for more messages before it
-	// sends a partial batch. Defaults to 5 ms.
+	// sends a partial batch. Defaults to 1 ms.
 	BatchTimeout time.Duration
 	// NowFunc is the clock for the first-seen header. Defaults to time.Now.
 	NowFunc func() time.Time

@@ -13,7 +13,8 @@
 # bin/worker-baseline) and the naive baseline into bin/, then runs bench/e2e: first a warm-up of
 # 300,000 jobs through the current worker, not measured (-warmup-jobs; a freshly started broker's
 # JIT would otherwise make the first rows slower), then the baseline worker and the current one alternating, the
-# current one on a schema without the console's recipient search indexes (noindex: their cost), the
+# current one fed steadily at half that row's rate and given one mail at a time (halfload, lone: latency
+# as users feel it), on a schema without the console's recipient search indexes (noindex: their cost), the
 # worker on template jobs (each naming a stored template it renders), the worker with the outcome
 # loop on (bounce domain, return paths, confirm phase, events) and the webhook dispatcher sending
 # every event to an endpoint of the harness (mails/s and the webhook lag), the naive worker, raw

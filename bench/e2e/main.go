@@ -8,6 +8,9 @@
 //   - baseline: -baseline-bin with the postline settings, just before the
 //     postline row in every run, for the "CPU per mail vs baseline" target;
 //   - postline: bin/worker with -senders SMTP sessions;
+//   - halfload and lone: the same worker at half the postline row's rate
+//     and given one mail at a time, for latency as users feel it
+//     (latency.go);
 //   - noindex: the same worker and settings on a schema without the
 //     console's recipient search indexes (noindex.go), for what they cost;
 //   - template: the same worker and settings, but every job names a stored
@@ -101,8 +104,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		memAll []memResult
 	)
 	for r := 1; r <= o.runs; r++ {
+		var thisRun []result
 		for _, v := range o.variants {
-			rs, ms, err := runVariant(ctx, o, v, r, host, port, stderr)
+			rs, ms, err := runVariant(ctx, o, v, r, host, port, thisRun, stderr)
 			memAll = append(memAll, ms...)
 			if err != nil {
 				return fmt.Errorf("run %d, %s: %w", r, v, err)
@@ -111,6 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				fmt.Fprintf(stderr, "bench: run %d: %s\n", r, benchLine(res))
 			}
 			all = append(all, rs...)
+			thisRun = append(thisRun, rs...)
 		}
 	}
 
@@ -151,8 +156,9 @@ func probeMemCgroup(o options) error {
 }
 
 // runVariant runs variant v once, as run r, against the sink at host:port:
-// its rows, or the memory variant's results.
-func runVariant(ctx context.Context, o options, v string, r int, host, port string, stderr io.Writer) ([]result, []memResult, error) {
+// its rows, or the memory variant's results. thisRun are the rows run r
+// measured before (halfload runs at half the postline row's rate).
+func runVariant(ctx context.Context, o options, v string, r int, host, port string, thisRun []result, stderr io.Writer) ([]result, []memResult, error) {
 	one := func(res result, err error) ([]result, []memResult, error) { return []result{res}, nil, err }
 	switch v {
 	case variantMemory:
@@ -164,6 +170,14 @@ func runVariant(ctx context.Context, o options, v string, r int, host, port stri
 			bin = o.baselineBin
 		}
 		return one(runWorker(ctx, o, plainSpec(o, v, bin, o.jobs, r, host, port), stderr))
+	case variantHalfLoad:
+		spec, err := halfLoadSpec(o, r, host, port, thisRun, stderr)
+		if err != nil {
+			return nil, nil, err
+		}
+		return one(runWorker(ctx, o, spec, stderr))
+	case variantLone:
+		return one(runWorker(ctx, o, loneSpec(o, r, host, port), stderr))
 	case variantNoIndex:
 		spec := plainSpec(o, variantNoIndex, o.workerBin, o.jobs, r, host, port)
 		spec.prepare = prepareNoIndex
@@ -247,6 +261,9 @@ func report(w io.Writer, o options, args []string, cpu string, all []result) {
 	if slices.Contains(o.variants, variantNoIndex) {
 		ts = append(ts, noIndexTarget(rows, variantPostline, variantNoIndex))
 	}
+	if slices.Contains(o.variants, variantHalfLoad) || slices.Contains(o.variants, variantLone) {
+		ts = append(ts, latencyTargets(rows, variantHalfLoad, variantLone)...)
+	}
 	targetTable(w, ts)
 	fmt.Fprintf(w, "\n")
 	table(w, rows, variantNaive, variantPostfix, variantSourceD)
@@ -282,6 +299,10 @@ func report(w io.Writer, o options, args []string, cpu string, all []result) {
 	}
 	if slices.Contains(o.variants, variantBaseline) {
 		fmt.Fprintf(w, "- baseline: %s (commit %s) with the postline row's settings, run just before it in every run.\n", o.baselineBin, cmp.Or(o.baselineRev, "unknown"))
+	}
+	if slices.ContainsFunc(rows, func(r result) bool { return r.Variant == variantHalfLoad || r.Variant == variantLone }) {
+		fmt.Fprintf(w, "- halfload: the postline worker and settings fed by a steady publisher (every %s the jobs come due) at half the postline row's rate of the same run for %s; lone: the same worker given %d mails one at a time, each published %s after the previous was sent. Their p50/p99/max are the other rows' sent_at - enqueued_at: from job.Publisher's first-seen stamp to the commit recording the 250.\n",
+			paceTick, o.halfLoadDuration, o.loneJobs, o.lonePause)
 	}
 	if slices.ContainsFunc(rows, func(r result) bool { return r.Variant == variantNoIndex }) {
 		fmt.Fprintf(w, "- noindex: the postline worker with the same settings and jobs on a schema without %s (the console's recipient search, migration 0021), dropped after the migrations; the postline row of the same run has them.\n", strings.Join(noIndexIndexes, " and "))

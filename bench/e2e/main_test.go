@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -87,6 +88,17 @@ func TestParseFlags(t *testing.T) {
 			}},
 		{name: "pid files", args: []string{"-variants", "postline", "-kafka-pid-file", "k", "-postgres-pid-file", "p", "-sink-pid-file", "s"},
 			check: func(o options) bool { return len(o.components()) == 3 && len(o.sinkComponent()) == 1 }},
+		{name: "halfload and lone are in the default variants, after postline", args: []string{"-smtp-source", "s"},
+			check: func(o options) bool {
+				i, j := slices.Index(o.variants, "postline"), slices.Index(o.variants, "halfload")
+				return i >= 0 && j > i && slices.Contains(o.variants, "lone") && o.halfLoadDuration == 10*time.Second && o.loneJobs == 50
+			}},
+		{name: "halfload at a given rate alone", args: []string{"-variants", "halfload", "-halfload-rate", "500", "-smtp-source", ""},
+			check: func(o options) bool { return o.halfLoadRate == 500 }},
+		{name: "halfload before postline", args: []string{"-variants", "halfload,postline"}, wantErr: "halfload needs postline before it"},
+		{name: "halfload without postline", args: []string{"-variants", "halfload,lone"}, wantErr: "halfload needs postline before it"},
+		{name: "negative halfload rate", args: []string{"-variants", "postline,halfload", "-halfload-rate", "-1"}, wantErr: "-halfload-rate"},
+		{name: "zero lone jobs", args: []string{"-variants", "lone", "-lone-jobs", "0"}, wantErr: "-lone-jobs: 0"},
 		{name: "postfix needs smtp-source", args: []string{"-variants", "postfix", "-smtp-source", ""}, wantErr: "-smtp-source is empty"},
 		{name: "no memory limit", args: []string{"-variants", "memory", "-memory-limit", "0"}, wantErr: "-memory-limit must be positive"},
 		{name: "bad memory limit", args: []string{"-variants", "memory", "-memory-limit", "lots"}, wantErr: "bad size"},

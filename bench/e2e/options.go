@@ -38,6 +38,11 @@ type options struct {
 	logDir              string
 	keep                bool
 	mem                 memOptions
+	// The latency rows (latency.go).
+	halfLoadDuration time.Duration
+	halfLoadRate     float64
+	loneJobs         int
+	lonePause        time.Duration
 	// baselineBin is the worker built from an earlier commit (baselineRev),
 	// run as the baseline row beside the postline row.
 	baselineBin, baselineRev string
@@ -69,7 +74,7 @@ const (
 )
 
 // knownVariants are the values -variants takes.
-var knownVariants = []string{variantBaseline, variantPostline, variantNoIndex, variantTemplate, variantOutcomes, variantNaive, variantSource, variantSourceD, variantPostfix, variantMemory}
+var knownVariants = []string{variantBaseline, variantPostline, variantHalfLoad, variantLone, variantNoIndex, variantTemplate, variantOutcomes, variantNaive, variantSource, variantSourceD, variantPostfix, variantMemory}
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -93,7 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.smtpSource, "smtp-source", os.Getenv("POSTLINE_SMTP_SOURCE_BIN"), "Postfix smtp-source (scripts/stack.sh smtp-source-path)")
 	fs.StringVar(&o.smtpSourceLib, "smtp-source-lib", "", "LD_LIBRARY_PATH for smtp-source (default: ../lib/postfix next to it)")
 	stack := benchenv.AddStackFlags(fs, "PostgreSQL URL (a schema per variant is created in it)")
-	variants := fs.String("variants", "baseline,postline,noindex,template,outcomes,naive,smtp-source,postfix,memory", "variants to run, comma-separated (baseline: -baseline-bin with the postline settings, skipped without it; noindex: the postline worker on a schema without the console's recipient search indexes; template: the worker rendering a stored template per job; outcomes: the worker with a bounce domain, return paths and the confirm phase, and the webhook dispatcher sending its events to an endpoint of the harness; smtp-source runs both smtp-source rows, smtp-source-d only the -d one; postfix: smtp-source -d through a Postfix relay the run configures; memory runs the bounded row and its baselines)")
+	variants := fs.String("variants", "baseline,postline,noindex,template,outcomes,halfload,lone,naive,smtp-source,postfix,memory", "variants to run, comma-separated (baseline: -baseline-bin with the postline settings, skipped without it; halfload: the postline worker fed steadily at half the rate of the postline row before it; lone: the postline worker given one mail at a time; noindex: the postline worker on a schema without the console's recipient search indexes; template: the worker rendering a stored template per job; outcomes: the worker with a bounce domain, return paths and the confirm phase, and the webhook dispatcher sending its events to an endpoint of the harness; smtp-source runs both smtp-source rows, smtp-source-d only the -d one; postfix: smtp-source -d through a Postfix relay the run configures; memory runs the bounded row and its baselines)")
 	fs.StringVar(&o.baselineBin, "baseline-bin", "", "a worker built from an earlier commit, run with the postline row's settings as the baseline row (empty: no baseline row)")
 	fs.StringVar(&o.baselineRev, "baseline-rev", "", "the commit -baseline-bin was built from, for the table")
 	fs.StringVar(&o.workerRev, "worker-rev", "", "what -worker-bin was built from (a commit, +uncommitted for a dirty tree), for the report")
@@ -111,6 +116,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.mem.oldBin, "memory-old-bin", "", "memory variant: a worker built before the byte bounds, run as a third row without a limit (empty: no such row)")
 	fs.StringVar(&o.mem.oldRev, "memory-old-rev", "", "memory variant: the commit -memory-old-bin was built from, for the table")
 	fs.DurationVar(&o.mem.sample, "memory-sample", 100*time.Millisecond, "memory variant: how often VmRSS and VmHWM are polled")
+	fs.DurationVar(&o.halfLoadDuration, "halfload-duration", 10*time.Second, "halfload variant: how long the steady publisher runs")
+	fs.Float64Var(&o.halfLoadRate, "halfload-rate", 0, "halfload variant: the steady rate in mails/s (0: half the postline row's, which must run before it)")
+	fs.IntVar(&o.loneJobs, "lone-jobs", 50, "lone variant: mails published one at a time")
+	fs.DurationVar(&o.lonePause, "lone-pause", 100*time.Millisecond, "lone variant: the pause after a mail is sent before the next is published")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "longest a variant may take to deliver its jobs")
 	fs.StringVar(&o.logDir, "log-dir", "", "directory for the binaries' logs and time reports (default: a new temp dir)")
 	fs.BoolVar(&o.keep, "keep", false, "keep topics, schemas and the Postfix relay's directory (config, log) after the run")
@@ -130,7 +139,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		n    int
 	}{{"-jobs", o.jobs}, {"-naive-jobs", o.naiveJobs}, {"-senders", o.senders},
 		{"-naive-concurrency", o.naiveConcurrency}, {"-runs", o.runs}, {"-partitions", o.partitions}, {"-body-bytes", o.bodyBytes},
-		{"-memory-jobs", o.mem.jobs}, {"-memory-record-bytes", o.mem.recordBytes}} {
+		{"-lone-jobs", o.loneJobs}, {"-memory-jobs", o.mem.jobs}, {"-memory-record-bytes", o.mem.recordBytes}} {
 		if v.n < 1 {
 			return o, fmt.Errorf("%s: %d must be at least 1", v.name, v.n)
 		}
@@ -146,6 +155,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.mem.limit <= 0 {
 		return o, errors.New("-memory-limit must be positive: the memory variant is about running under a limit")
+	}
+	if o.halfLoadRate < 0 {
+		return o, fmt.Errorf("-halfload-rate: %g must not be negative", o.halfLoadRate)
+	}
+	if o.halfLoadDuration <= 0 {
+		return o, fmt.Errorf("-halfload-duration: %s must be positive", o.halfLoadDuration)
+	}
+	if i, j := slices.Index(o.variants, variantPostline), slices.Index(o.variants, variantHalfLoad); j >= 0 && o.halfLoadRate == 0 && (i < 0 || i > j) {
+		return o, fmt.Errorf("-variants: %s needs %s before it (it runs at half that row's rate)", variantHalfLoad, variantPostline)
 	}
 	if o.mem.sample <= 0 {
 		return o, fmt.Errorf("-memory-sample: %s must be positive", o.mem.sample)

@@ -21,8 +21,9 @@ type result struct {
 	Span time.Duration
 	// HasLatency is false for smtp-source, which has no publish step.
 	HasLatency bool
-	// P50 and P99 are publish-to-accept latencies (sent_at - enqueued_at).
-	P50, P99 time.Duration
+	// P50 and P99 are publish-to-accept latencies (sent_at - enqueued_at),
+	// Max the largest (0: not read).
+	P50, P99, Max time.Duration
 	// CPU is the process's user plus system time.
 	CPU time.Duration
 	// PeakRSSBytes is the process's maximum resident set size (0: not
@@ -127,6 +128,7 @@ func summarize(all []result) []result {
 		}
 		m.P50 = time.Duration(pick(func(r result) float64 { return float64(r.P50) }))
 		m.P99 = time.Duration(pick(func(r result) float64 { return float64(r.P99) }))
+		m.Max = time.Duration(pick(func(r result) float64 { return float64(r.Max) }))
 		m.CPU = time.Duration(pick(func(r result) float64 { return float64(r.CPUPerMail()) }) * float64(m.Mails))
 		m.PeakRSSBytes = int64(pick(func(r result) float64 { return float64(r.PeakRSSBytes) }))
 		// Per-mail medians of each part, scaled back to the median mail count.

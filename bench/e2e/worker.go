@@ -40,7 +40,7 @@ func plainSpec(o options, name, bin string, jobs, run int, host, port string) wo
 // would decide its figures. The warm-up rows are printed, not reported.
 func warmUp(ctx context.Context, o options, host, port string, stderr io.Writer) error {
 	throughKafka := slices.ContainsFunc(o.variants, func(v string) bool {
-		return v == variantPostline || v == variantNoIndex || v == variantBaseline || v == variantTemplate || v == variantOutcomes || v == variantNaive || v == variantMemory
+		return v == variantPostline || v == variantHalfLoad || v == variantLone || v == variantNoIndex || v == variantBaseline || v == variantTemplate || v == variantOutcomes || v == variantNaive || v == variantMemory
 	})
 	if o.warmupJobs == 0 || !throughKafka {
 		return nil
@@ -70,6 +70,10 @@ type workerSpec struct {
 	prepare func(ctx context.Context, pool *pgxpool.Pool) error
 	// makeJobs, when set, makes the n jobs to publish; nil means plainJobs.
 	makeJobs func(n, bodyBytes int) []job.Job
+	// publish, when set, publishes the jobs instead of benchjobs.Publish
+	// (as fast as it goes): the latency rows' paced or one-at-a-time
+	// publishers (latency.go).
+	publish func(ctx context.Context, topic string, pool *pgxpool.Pool, jobs []job.Job) error
 	// outcomes runs the outcome loop beside the worker (outcomes.go): its
 	// settings, the webhook dispatcher and the harness's endpoint.
 	outcomes bool
@@ -131,10 +135,16 @@ func runWorker(ctx context.Context, o options, spec workerSpec, stderr io.Writer
 	if loop != nil {
 		loop.begin(ctx)
 	}
-	took, err := benchjobs.Publish(ctx, o.brokers, jobsTopic, jobs, 500)
+	start := time.Now()
+	if spec.publish != nil {
+		err = spec.publish(ctx, jobsTopic, pool, jobs)
+	} else {
+		_, err = benchjobs.Publish(ctx, o.brokers, jobsTopic, jobs, 500)
+	}
 	if err != nil {
 		return result{}, err
 	}
+	took := time.Since(start)
 	fmt.Fprintf(stderr, "bench: %s: published %d jobs in %s (%.0f/s); waiting for delivery\n",
 		spec.name, spec.jobs, took.Round(time.Millisecond), float64(spec.jobs)/took.Seconds())
 	if err := waitSent(ctx, pool, metricsURL, p, spec.name, spec.jobs, o.timeout, stderr, nil); err != nil {
@@ -362,5 +372,5 @@ func latency(ctx context.Context, pool *pgxpool.Pool) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	return result{Mails: l.Mails, Span: l.Span, HasLatency: true, P50: l.P50, P99: l.P99}, nil
+	return result{Mails: l.Mails, Span: l.Span, HasLatency: true, P50: l.P50, P99: l.P99, Max: l.Max}, nil
 }

@@ -40,7 +40,8 @@ type Config struct {
 	// 256 large mails would be a quarter of a gigabyte held at once. A record
 	// larger than this is a batch of its own. Defaults to 8 MiB.
 	BatchBytes int
-	// BatchLinger is how long a partial batch waits for more records.
+	// BatchLinger is how long a partial batch waits for more records
+	// while every claimer is busy; a waiting claimer takes it at once.
 	// Defaults to 5ms.
 	BatchLinger time.Duration
 	// Limits bound the size of accepted jobs. Defaults to job's defaults.

@@ -105,6 +105,10 @@ type Pipeline struct {
 
 	// degraded is set while a store or dead-letter call keeps failing.
 	degraded atomic.Bool
+	// idleClaimers counts the claimers waiting for a batch: while one is,
+	// intake hands a partial batch over at once instead of lingering
+	// (a lone mail is not held for a batch that is not coming).
+	idleClaimers atomic.Int32
 
 	// The per-batch slices of the claim and record round trips.
 	claimReqs slicePool[idempotency.ClaimRequest]
@@ -263,12 +267,17 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		claimers.Add(1)
 		g.Go(func() error {
 			defer claimers.Done()
-			for batch := range claimQ {
+			for {
+				p.idleClaimers.Add(1)
+				batch, ok := <-claimQ
+				p.idleClaimers.Add(-1)
+				if !ok {
+					return nil
+				}
 				if err := p.claim(ctx, src, batch, sendQ, delays); err != nil {
 					return err
 				}
 			}
-			return nil
 		})
 	}
 	g.Go(func() error { claimers.Wait(); close(sendQ); return nil })
@@ -349,8 +358,10 @@ func (p *Pipeline) pauseWhileNoRelay(ctx context.Context, stop <-chan struct{}, 
 }
 
 // intake decodes records and cuts them into batches of at most BatchSize
-// records and BatchBytes bytes, waiting at most BatchLinger for a partial
-// batch to fill.
+// records and BatchBytes bytes. A partial batch goes at once when a claimer
+// waits for it with no batch queued before it; otherwise it waits at most
+// BatchLinger to fill. Under load the claimers are busy and batches fill;
+// a lone mail, or a light load, is not held for a batch.
 func (p *Pipeline) intake(ctx context.Context, in <-chan consumer.Message, reenter <-chan *item, out chan<- []*item) error {
 	var (
 		batch  []*item
@@ -380,6 +391,9 @@ func (p *Pipeline) intake(ctx context.Context, in <-chan consumer.Message, reent
 		batch = append(batch, it)
 		bytes += len(it.msg.Value)
 		if len(batch) >= p.cfg.BatchSize || bytes >= p.cfg.BatchBytes {
+			return flush()
+		}
+		if len(out) == 0 && p.idleClaimers.Load() > 0 {
 			return flush()
 		}
 		if !armed {

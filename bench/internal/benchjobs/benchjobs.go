@@ -95,27 +95,30 @@ type Latency struct {
 	// Span runs from the first enqueued_at to the last sent_at: mails per
 	// second are Mails over it.
 	Span time.Duration
-	// P50 and P99 are percentiles of sent_at - enqueued_at.
-	P50, P99 time.Duration
+	// P50 and P99 are percentiles of sent_at - enqueued_at, Max its
+	// largest value.
+	P50, P99, Max time.Duration
 }
 
 // ReadLatency computes Latency in SQL over the sent rows of
 // postline_messages.
 func ReadLatency(ctx context.Context, pool *pgxpool.Pool) (Latency, error) {
 	var (
-		l           Latency
-		first, last time.Time
-		p50, p99    float64
+		l            Latency
+		first, last  time.Time
+		p50, p99, mx float64
 	)
 	err := pool.QueryRow(ctx, `SELECT count(*), min(enqueued_at), max(sent_at),
 		percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM sent_at - enqueued_at)::float8),
-		percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM sent_at - enqueued_at)::float8)
-		FROM postline_messages WHERE status = 'sent'`).Scan(&l.Mails, &first, &last, &p50, &p99)
+		percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM sent_at - enqueued_at)::float8),
+		max(extract(epoch FROM sent_at - enqueued_at)::float8)
+		FROM postline_messages WHERE status = 'sent'`).Scan(&l.Mails, &first, &last, &p50, &p99, &mx)
 	if err != nil {
 		return Latency{}, fmt.Errorf("latency query: %w", err)
 	}
 	l.Span = last.Sub(first)
 	l.P50 = time.Duration(p50 * float64(time.Second))
 	l.P99 = time.Duration(p99 * float64(time.Second))
+	l.Max = time.Duration(mx * float64(time.Second))
 	return l, nil
 }
