@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/postline/postline/internal/idempotency"
 	"github.com/postline/postline/internal/mailquery"
 	"github.com/postline/postline/internal/timearg"
 )
@@ -20,21 +19,6 @@ const (
 	maxReasonBytes    = 64
 	maxCursorBytes    = 1024
 )
-
-// states are what the search's state field offers: the mail statuses, then
-// the recipient states not among them.
-func states() []string {
-	var out []string
-	for _, s := range idempotency.Statuses {
-		out = append(out, string(s))
-	}
-	for _, s := range idempotency.RecipientStates {
-		if !slices.Contains(out, string(s)) {
-			out = append(out, string(s))
-		}
-	}
-	return out
-}
 
 // dayLayouts are what since and until take besides timearg's: the
 // browser's datetime-local value, with or without seconds, and a day, in
@@ -69,8 +53,8 @@ func parseFilter(q url.Values, now time.Time) (f mailquery.Filter, submitted boo
 		field{"Since", q.Get("since"), maxReasonBytes}, field{"Until", q.Get("until"), maxReasonBytes}); err != nil {
 		return f, true, err
 	}
-	if f.State != "" && !slices.Contains(states(), f.State) {
-		return f, true, inputError{fmt.Sprintf("State %q is not one of %s.", f.State, strings.Join(states(), ", "))}
+	if f.State != "" && !slices.Contains(mailquery.States, f.State) {
+		return f, true, inputError{fmt.Sprintf("State %q is not one of %s.", f.State, strings.Join(mailquery.States, ", "))}
 	}
 	if f.Since, err = parseWhen("Since", get("since"), now); err != nil {
 		return f, true, err

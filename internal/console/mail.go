@@ -28,7 +28,7 @@ const noReader = "Mail search is not available: this console runs without the ma
 // newest first, each recipient with its state.
 func (s *Server) searchPage(w http.ResponseWriter, r *http.Request, v visit) {
 	q := r.URL.Query()
-	body := searchBody{States: states(), Since: q.Get("since"), Until: q.Get("until"), Unavailable: s.cfg.Mail == nil}
+	body := searchBody{States: mailquery.States, Since: q.Get("since"), Until: q.Get("until"), Unavailable: s.cfg.Mail == nil}
 	d := pageData{Title: "Find mail", Nav: "mail"}.forVisit(&v)
 	f, submitted, err := parseFilter(q, time.Now())
 	body.Form, body.Submitted = f, submitted

@@ -217,12 +217,7 @@ func textPart(src, layout string, fm map[string]any) (*compiledPart, error) {
 	if err != nil {
 		return nil, err
 	}
-	trees := map[string]*parse.Tree{}
-	for _, x := range t.Templates() {
-		if x.Tree != nil {
-			trees[x.Name()] = x.Tree
-		}
-	}
+	trees := treesOf(t.Templates(), func(x *texttemplate.Template) (string, *parse.Tree) { return x.Name(), x.Tree })
 	return &compiledPart{template: t, fast: newFastTemplate(t.Name(), trees, false)}, nil
 }
 
@@ -233,12 +228,7 @@ func htmlPart(src, layout string, fm map[string]any) (*compiledPart, error) {
 	if err != nil {
 		return nil, err
 	}
-	trees := map[string]*parse.Tree{}
-	for _, x := range t.Templates() {
-		if x.Tree != nil {
-			trees[x.Name()] = x.Tree
-		}
-	}
+	trees := treesOf(t.Templates(), func(x *htmltemplate.Template) (string, *parse.Tree) { return x.Name(), x.Tree })
 	return &compiledPart{template: t, fast: newFastTemplate(t.Name(), trees, true)}, nil
 }
 
@@ -437,4 +427,16 @@ func compileSchema(b []byte) (*jsonschema.Schema, error) {
 
 func normLocale(s string) string {
 	return strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), "_", "-"))
+}
+
+// treesOf maps the parsed templates of a set, of either template package,
+// to their parse trees by name: what the fast form runs.
+func treesOf[T any](set []T, named func(T) (string, *parse.Tree)) map[string]*parse.Tree {
+	trees := make(map[string]*parse.Tree, len(set))
+	for _, x := range set {
+		if name, tree := named(x); tree != nil {
+			trees[name] = tree
+		}
+	}
+	return trees
 }
