@@ -6,13 +6,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/postline/postline/bench/internal/benchfmt"
+
 	"github.com/postline/postline/bench/internal/benchstats"
 )
 
 // report prints the table and returns an error when a kind misses its
 // target.
 func report(w io.Writer, o options, r results) error {
-	fmt.Fprintf(w, "### Console search: recipient search and the mail page over %s mails\n\n", count(int(r.seed.Mails)))
+	fmt.Fprintf(w, "### Console search: recipient search and the mail page over %s mails\n\n", benchfmt.Count(int(r.seed.Mails)))
 	how := "seeded by this run"
 	if r.reused {
 		how = "kept from an earlier run"
@@ -28,14 +30,14 @@ func report(w io.Writer, o options, r results) error {
 		p99 := percentile(ds, 0.99)
 		verdict := benchstats.Verdict(len(ds) > 0 && p99 <= target)
 		if verdict == "FAIL" {
-			misses = append(misses, fmt.Sprintf("%s p99 %s > %s", kind, ms(p99), ms(target)))
+			misses = append(misses, fmt.Sprintf("%s p99 %s > %s", kind, benchfmt.Millis(p99), benchfmt.Millis(target)))
 		}
 		per := 0.0
 		if len(ds) > 0 {
 			per = float64(r.found[kind]) / float64(len(ds))
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %.1f | %s | ≤ %s | %s |\n", kind, len(ds), ms(percentile(ds, 0.50)), ms(p99),
-			ms(percentile(ds, 1)), per, index, ms(target), verdict)
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %.1f | %s | ≤ %s | %s |\n", kind, len(ds), benchfmt.Millis(percentile(ds, 0.50)), benchfmt.Millis(p99),
+			benchfmt.Millis(percentile(ds, 1)), per, index, benchfmt.Millis(target), verdict)
 	}
 	var all []time.Duration
 	for _, kind := range searchKinds {
@@ -53,21 +55,9 @@ func report(w io.Writer, o options, r results) error {
 	row("all recipient searches", o.searchP99, "-")
 	row(kindLife, o.lifeP99, "-")
 	verdict := benchstats.Verdict(len(misses) == 0)
-	fmt.Fprintf(w, "\nRecipient search p99 ≤ %s for every kind, the mail page p99 ≤ %s: %s\n", ms(o.searchP99), ms(o.lifeP99), verdict)
+	fmt.Fprintf(w, "\nRecipient search p99 ≤ %s for every kind, the mail page p99 ≤ %s: %s\n", benchfmt.Millis(o.searchP99), benchfmt.Millis(o.lifeP99), verdict)
 	if len(misses) > 0 {
 		return fmt.Errorf("missed: %s", strings.Join(misses, "; "))
 	}
 	return nil
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
-
-func count(n int) string {
-	switch {
-	case n >= 1_000_000 && n%1_000_000 == 0:
-		return fmt.Sprintf("%dM", n/1_000_000)
-	case n >= 1000 && n%1000 == 0:
-		return fmt.Sprintf("%dk", n/1000)
-	}
-	return fmt.Sprint(n)
 }

@@ -40,6 +40,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/postline/postline/bench/internal/benchfmt"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postline/postline/bench/internal/benchcli"
@@ -312,33 +314,21 @@ func (z *sized) oldRead(ctx context.Context) (time.Duration, error) {
 // target.
 func report(w io.Writer, o options, results []result) error {
 	fmt.Fprintf(w, "### Unconfirmed sweep: one pass of %d due recipients against the silent ones\n\n", o.batch)
-	fmt.Fprintf(w, "| silent recipients | pass (median of %d) | ratio to %s | before: the old sweep's read (median of 3) |\n", o.passes, count(results[0].size))
+	fmt.Fprintf(w, "| silent recipients | pass (median of %d) | ratio to %s | before: the old sweep's read (median of 3) |\n", o.passes, benchfmt.Count(results[0].size))
 	fmt.Fprintln(w, "|---:|---:|---:|---:|")
 	first := median(results[0].passes)
 	worst := 0.0
 	for _, r := range results {
 		ratio := float64(median(r.passes)) / float64(first)
 		worst = max(worst, ratio)
-		fmt.Fprintf(w, "| %s | %s | %.2fx | %s |\n", count(r.size), ms(median(r.passes)), ratio, ms(median(r.old)))
+		fmt.Fprintf(w, "| %s | %s | %.2fx | %s |\n", benchfmt.Count(r.size), benchfmt.Millis(median(r.passes)), ratio, benchfmt.Millis(median(r.old)))
 	}
 	verdict := benchstats.Verdict(worst <= o.target)
-	fmt.Fprintf(w, "\nFlat within %.1fx from %s to %s silent recipients: %.2fx, %s\n", o.target, count(results[0].size),
-		count(results[len(results)-1].size), worst, verdict)
+	fmt.Fprintf(w, "\nFlat within %.1fx from %s to %s silent recipients: %.2fx, %s\n", o.target, benchfmt.Count(results[0].size),
+		benchfmt.Count(results[len(results)-1].size), worst, verdict)
 	if verdict == "FAIL" {
 		return fmt.Errorf("a pass at %s silent recipients took %.2fx the one at %s, above %.1fx",
-			count(results[len(results)-1].size), worst, count(results[0].size), o.target)
+			benchfmt.Count(results[len(results)-1].size), worst, benchfmt.Count(results[0].size), o.target)
 	}
 	return nil
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
-
-func count(n int) string {
-	switch {
-	case n >= 1_000_000 && n%1_000_000 == 0:
-		return fmt.Sprintf("%dM", n/1_000_000)
-	case n >= 1000 && n%1000 == 0:
-		return fmt.Sprintf("%dk", n/1000)
-	}
-	return strconv.Itoa(n)
 }
