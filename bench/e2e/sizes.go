@@ -30,7 +30,7 @@ const (
 	// larger bodies run -jobs * sizesFullJobsBytes / size.
 	sizesFullJobsBytes = 10240
 	// sizesMinJobs keeps a large-body row long enough to measure.
-	sizesMinJobs = 500
+	sizesMinJobs = 1000
 	// The targets of issue 32: the share of smtp-source -d at and above
 	// sizesRawFromBytes, the relay ratio at and below sizesRelayUpToBytes
 	// (the headline's), the worker's own CPU per mail at and above
@@ -187,6 +187,21 @@ func sizeRows(rows []result, sizes []int, bodyBytes int) []sizeRow {
 	return out
 }
 
+// workerCPUPerMail is the worker's own CPU per mail over the delivery
+// window (ready to last sent) when sampled: a short row's start-up and
+// migrations would otherwise dominate it; else start to SIGTERM.
+func (r sizeRow) workerCPUPerMail() (time.Duration, bool) {
+	switch {
+	case !r.havePost || r.postline.Mails == 0:
+		return 0, false
+	case r.postline.Stack.Measured && r.postline.Stack.Own > 0:
+		return r.postline.Stack.Own / time.Duration(r.postline.Mails), true
+	case r.postline.CPU > 0:
+		return r.postline.CPUPerMail(), true
+	}
+	return 0, false
+}
+
 // rates are Postline's rate over the relay's and over smtp-source -d's,
 // NaN where a row is missing.
 func (r sizeRow) rates() (vsRelay, vsRaw float64) {
@@ -213,8 +228,8 @@ func sizesTable(w io.Writer, rows []sizeRow) {
 	for _, r := range rows {
 		vsRelay, vsRaw := r.rates()
 		cpu := "n/a"
-		if r.havePost && r.postline.Mails > 0 {
-			cpu = fmt.Sprintf("%.3f ms", float64(r.postline.CPUPerMail())/float64(time.Millisecond))
+		if c, ok := r.workerCPUPerMail(); ok {
+			cpu = fmt.Sprintf("%.3f ms", float64(c)/float64(time.Millisecond))
 		}
 		mails := "n/a"
 		if r.havePost {
@@ -251,8 +266,7 @@ func sizesTargets(rows []sizeRow) []target {
 		if r.size >= sizesCPUFromBytes {
 			t := target{Name: fmt.Sprintf("%s: postline worker own CPU per mail", l), Measured: "n/a",
 				Goal: fmt.Sprintf("≤ %.1f ms", float64(sizesMaxCPU)/float64(time.Millisecond))}
-			if r.havePost && r.postline.Mails > 0 && r.postline.CPU > 0 {
-				c := r.postline.CPUPerMail()
+			if c, ok := r.workerCPUPerMail(); ok {
 				t.Known, t.Pass = true, c <= sizesMaxCPU
 				t.Measured = fmt.Sprintf("%.3f ms", float64(c)/float64(time.Millisecond))
 			}
@@ -272,6 +286,6 @@ func sizesReport(w io.Writer, o options, rows []result) {
 	targetTable(w, sizesTargets(sr))
 	fmt.Fprintf(w, "\n")
 	sizesTable(w, sr)
-	fmt.Fprintf(w, "\n- sizes: postline, smtp-source-d and postfix again at each size of -sizes (at -body-bytes the main table's rows when they ran, whose jobs are text only); elsewhere Postline's jobs are half text, half HTML (uneven lines); smtp-source -l sends its own body of the size. Up to %s every size sends %d mails, above it %d x %d / size (at least %d); own CPU per mail is the worker's from start to SIGTERM over its mails.\n\n",
+	fmt.Fprintf(w, "\n- sizes: postline, smtp-source-d and postfix again at each size of -sizes (at -body-bytes the main table's rows when they ran, whose jobs are text only); elsewhere Postline's jobs are half text, half HTML (uneven lines); smtp-source -l sends its own body of the size. Up to %s every size sends %d mails, above it %d x %d / size (at least %d); own CPU per mail is the worker's over the delivery window (ready to last sent; start to SIGTERM when not sampled).\n\n",
 		sizeLabel(sizesFullJobsBytes), o.jobs, o.jobs, sizesFullJobsBytes, sizesMinJobs)
 }
