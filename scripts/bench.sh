@@ -7,6 +7,7 @@
 #   scripts/bench.sh -variants postline,postfix,smtp-source-d -jobs 5000   a quick headline run
 #   scripts/bench.sh -variants postline,outcomes -jobs 5000   the outcome loop against plain mail
 #   scripts/bench.sh -variants postline,noindex -jobs 5000 -runs 3   what the recipient search indexes cost
+#   scripts/bench.sh -variants postline,smtp-source-d,postfix,sizes -jobs 3000   the body-size table (1, 10, 100 KiB)
 #
 # Starts the local stack with Postfix's smtp-sink (127.0.0.1:2525), builds the Postline worker and
 # webhook dispatcher, the worker of BASELINE_REV (default 4c91515, from `git archive`, into
@@ -19,7 +20,8 @@
 # loop on (bounce domain, return paths, confirm phase, events) and the webhook dispatcher sending
 # every event to an endpoint of the harness (mails/s and the webhook lag), the naive worker, raw
 # smtp-source into the same sink, and a Postfix relay that bench/e2e configures and starts itself in
-# front of that sink, side by side in one run; every row with its whole-stack CPU (the pid files
+# front of that sink, side by side in one run, then those three again at 10 and 100 KiB bodies (sizes,
+# -sizes; fewer mails above 10 KiB) in a table of their own; every row with its whole-stack CPU (the pid files
 # of Kafka, PostgreSQL and smtp-sink below), then the memory burst (2,000 ~900 KB jobs through one
 # worker in a 512 MiB cgroup v1 memory group, beside the same burst with the byte bounds lifted and
 # through the worker of MEMORY_OLD_REV, before the byte bounds, which it builds into

@@ -20,6 +20,8 @@
 //     bounce domain, per-recipient return paths, the confirm phase, events
 //     to a fresh topic) and cmd/webhook-dispatcher sending every event to an
 //     endpoint the harness serves (outcomes.go), with the webhook lag;
+//   - sizes: postline, smtp-source-d and postfix again at each body size
+//     of -sizes, in a table of their own (sizes.go);
 //   - naive: bin/naive (one transaction pair and one new SMTP connection per
 //     mail, a commit per record, no batching);
 //
@@ -206,6 +208,9 @@ func runVariant(ctx context.Context, o options, v string, r int, host, port stri
 		}, stderr))
 	case variantPostfix:
 		return one(runPostfix(ctx, o, r, stderr))
+	case variantSizes:
+		rs, err := runSizes(ctx, o, r, host, port, stderr)
+		return rs, nil, err
 	case variantSource, variantSourceD:
 		modes := []bool{false, true}
 		if v == variantSourceD {
@@ -253,7 +258,8 @@ func report(w io.Writer, o options, args []string, cpu string, all []result) {
 		fmt.Fprintf(w, " Before the first run the postline worker delivered %d jobs unmeasured (-warmup-jobs), so no row pays for the shared services' start-up.", o.warmupJobs)
 	}
 	fmt.Fprintf(w, "\n\n")
-	rows := summarize(all)
+	sized := summarize(all)
+	rows := slices.DeleteFunc(slices.Clone(sized), func(r result) bool { return isSizeRow(r.Variant, o.sizes, o.bodyBytes) })
 	ts := targets(rows, variantPostline, variantPostfix, variantSourceD, variantBaseline, o.baselineRev)
 	if slices.Contains(o.variants, variantOutcomes) {
 		ts = append(ts, outcomeTargets(rows, variantOutcomes, variantPostline)...)
@@ -270,6 +276,7 @@ func report(w io.Writer, o options, args []string, cpu string, all []result) {
 	fmt.Fprintf(w, "\n")
 	templateLine(w, rows, variantTemplate, variantPostline)
 	outcomeTable(w, rows)
+	sizesReport(w, o, sized)
 	fmt.Fprintf(w, "Whole-stack CPU by process, CPU-s / 1,000 mails:\n\n")
 	stackTable(w, rows)
 	fmt.Fprintf(w, "\n")

@@ -50,6 +50,8 @@ type options struct {
 	// The pid files of the shared services whose CPU the whole-stack figure
 	// counts (empty: not counted).
 	kafkaPIDFile, postgresPIDFile, sinkPIDFile string
+	// sizes are the body sizes of the sizes variant (sizes.go).
+	sizes []int
 }
 
 // defaultNaiveJobs keeps the naive run near 80 s on the reference machine.
@@ -74,7 +76,7 @@ const (
 )
 
 // knownVariants are the values -variants takes.
-var knownVariants = []string{variantBaseline, variantPostline, variantHalfLoad, variantLone, variantNoIndex, variantTemplate, variantOutcomes, variantNaive, variantSource, variantSourceD, variantPostfix, variantMemory}
+var knownVariants = []string{variantBaseline, variantPostline, variantHalfLoad, variantLone, variantNoIndex, variantTemplate, variantOutcomes, variantNaive, variantSource, variantSourceD, variantPostfix, variantSizes, variantMemory}
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -88,6 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.warmupJobs, "warmup-jobs", defaultWarmupJobs, "jobs the postline worker delivers, unmeasured, before the first run when a worker row is to run, so that the shared services are past their start-up (Kafka's JIT compiles its hot paths under load) (0: no warm-up)")
 	fs.IntVar(&o.partitions, "partitions", 8, "partitions of each fresh jobs topic")
 	fs.IntVar(&o.bodyBytes, "body-bytes", 1024, "text body size of each job, and smtp-source -l")
+	sizes := fs.String("sizes", "1024,10240,102400", "sizes variant: body sizes in bytes, comma-separated (above 10240 the rows send fewer mails: -jobs * 10240 / size)")
 	fs.StringVar(&o.out, "out", "bin/bench-e2e.txt", "file for benchstat-compatible result lines")
 	fs.StringVar(&o.markdown, "md", "", "also write the Markdown report to this file")
 	fs.StringVar(&o.workerBin, "worker-bin", "bin/worker", "the Postline worker binary")
@@ -98,7 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.smtpSource, "smtp-source", os.Getenv("POSTLINE_SMTP_SOURCE_BIN"), "Postfix smtp-source (scripts/stack.sh smtp-source-path)")
 	fs.StringVar(&o.smtpSourceLib, "smtp-source-lib", "", "LD_LIBRARY_PATH for smtp-source (default: ../lib/postfix next to it)")
 	stack := benchenv.AddStackFlags(fs, "PostgreSQL URL (a schema per variant is created in it)")
-	variants := fs.String("variants", "baseline,postline,noindex,template,outcomes,halfload,lone,naive,smtp-source,postfix,memory", "variants to run, comma-separated (baseline: -baseline-bin with the postline settings, skipped without it; halfload: the postline worker fed steadily at half the rate of the postline row before it; lone: the postline worker given one mail at a time; noindex: the postline worker on a schema without the console's recipient search indexes; template: the worker rendering a stored template per job; outcomes: the worker with a bounce domain, return paths and the confirm phase, and the webhook dispatcher sending its events to an endpoint of the harness; smtp-source runs both smtp-source rows, smtp-source-d only the -d one; postfix: smtp-source -d through a Postfix relay the run configures; memory runs the bounded row and its baselines)")
+	variants := fs.String("variants", "baseline,postline,noindex,template,outcomes,halfload,lone,naive,smtp-source,postfix,sizes,memory", "variants to run, comma-separated (baseline: -baseline-bin with the postline settings, skipped without it; halfload: the postline worker fed steadily at half the rate of the postline row before it; lone: the postline worker given one mail at a time; noindex: the postline worker on a schema without the console's recipient search indexes; template: the worker rendering a stored template per job; outcomes: the worker with a bounce domain, return paths and the confirm phase, and the webhook dispatcher sending its events to an endpoint of the harness; smtp-source runs both smtp-source rows, smtp-source-d only the -d one; postfix: smtp-source -d through a Postfix relay the run configures; sizes: postline, smtp-source-d and postfix at each size of -sizes; memory runs the bounded row and its baselines)")
 	fs.StringVar(&o.baselineBin, "baseline-bin", "", "a worker built from an earlier commit, run with the postline row's settings as the baseline row (empty: no baseline row)")
 	fs.StringVar(&o.baselineRev, "baseline-rev", "", "the commit -baseline-bin was built from, for the table")
 	fs.StringVar(&o.workerRev, "worker-rev", "", "what -worker-bin was built from (a commit, +uncommitted for a dirty tree), for the report")
@@ -128,6 +131,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	o.brokers, o.databaseURL = stack.Brokers(), stack.DatabaseURL()
 	o.variants = strings.Split(*variants, ",")
+	sz, err := parseSizes(*sizes)
+	if err != nil {
+		return o, err
+	}
+	o.sizes = sz
 	if o.warmupJobs < 0 {
 		return o, fmt.Errorf("-warmup-jobs: %d must not be negative", o.warmupJobs)
 	}
@@ -168,7 +176,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.mem.sample <= 0 {
 		return o, fmt.Errorf("-memory-sample: %s must be positive", o.mem.sample)
 	}
-	if (slices.Contains(o.variants, variantSource) || slices.Contains(o.variants, variantSourceD) || slices.Contains(o.variants, variantPostfix)) && o.smtpSource == "" {
+	if (slices.Contains(o.variants, variantSource) || slices.Contains(o.variants, variantSourceD) || slices.Contains(o.variants, variantPostfix) || slices.Contains(o.variants, variantSizes)) && o.smtpSource == "" {
 		return o, errors.New("-smtp-source is empty: pass the path from scripts/stack.sh smtp-source-path (or set POSTLINE_SMTP_SOURCE_BIN)")
 	}
 	if o.smtpSourceLib == "" && o.smtpSource != "" {

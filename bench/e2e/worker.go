@@ -40,7 +40,7 @@ func plainSpec(o options, name, bin string, jobs, run int, host, port string) wo
 // would decide its figures. The warm-up rows are printed, not reported.
 func warmUp(ctx context.Context, o options, host, port string, stderr io.Writer) error {
 	throughKafka := slices.ContainsFunc(o.variants, func(v string) bool {
-		return v == variantPostline || v == variantHalfLoad || v == variantLone || v == variantNoIndex || v == variantBaseline || v == variantTemplate || v == variantOutcomes || v == variantNaive || v == variantMemory
+		return v == variantPostline || v == variantHalfLoad || v == variantLone || v == variantNoIndex || v == variantBaseline || v == variantTemplate || v == variantOutcomes || v == variantNaive || v == variantMemory || v == variantSizes
 	})
 	if o.warmupJobs == 0 || !throughKafka {
 		return nil
