@@ -126,41 +126,23 @@ printf ' %q' "${CMD[@]}" >&2
 printf '\n' >&2
 "${CMD[@]}"
 
-if ((SCALE)); then
-  SCALE_CMD=(go run ./bench/scale -worker-bin bin/worker)
-  printf 'bench: scaling: ' >&2
-  printf ' %q' "${SCALE_CMD[@]}" >&2
+# table LABEL CMD...: print the command on stderr, then run it after a blank line on stdout, for
+# the tables that follow the e2e one.
+table() {
+  local label=$1
+  shift
+  printf 'bench: %s: ' "$label" >&2
+  printf ' %q' "$@" >&2
   printf '\n' >&2
   printf '\n'
-  "${SCALE_CMD[@]}"
-fi
+  "$@"
+}
 
-if ((SWEEP)); then
-  # The stack's PostgreSQL, in a schema of the benchmark's own (dropped at the end).
-  SWEEP_CMD=(go run ./bench/sweep -database-url "${POSTLINE_TEST_DATABASE_URL:-postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable}")
-  printf 'bench: unconfirmed sweep: ' >&2
-  printf ' %q' "${SWEEP_CMD[@]}" >&2
-  printf '\n' >&2
-  printf '\n'
-  "${SWEEP_CMD[@]}"
-fi
-
-if ((REDRIVE)); then
-  # The stack's Kafka and PostgreSQL, with topics and a schema of the benchmark's own (removed at the end).
-  REDRIVE_CMD=(go run ./bench/redrive -database-url "${POSTLINE_TEST_DATABASE_URL:-postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable}")
-  printf 'bench: guarded re-drive: ' >&2
-  printf ' %q' "${REDRIVE_CMD[@]}" >&2
-  printf '\n' >&2
-  printf '\n'
-  "${REDRIVE_CMD[@]}"
-fi
-
-if ((SEARCH)); then
-  # The stack's PostgreSQL, in the kept schema bench_search (seeded on the first run).
-  SEARCH_CMD=(go run ./bench/search -database-url "${POSTLINE_TEST_DATABASE_URL:-postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable}")
-  printf 'bench: console search: ' >&2
-  printf ' %q' "${SEARCH_CMD[@]}" >&2
-  printf '\n' >&2
-  printf '\n'
-  "${SEARCH_CMD[@]}"
-fi
+DATABASE_URL="${POSTLINE_TEST_DATABASE_URL:-postgres://postline:postline@127.0.0.1:5432/postline?sslmode=disable}"
+((SCALE)) && table scaling go run ./bench/scale -worker-bin bin/worker
+# The stack's PostgreSQL (and Kafka), in schemas and topics of each benchmark's own, removed at the
+# end; the search keeps its seeded schema bench_search between runs.
+((SWEEP)) && table "unconfirmed sweep" go run ./bench/sweep -database-url "$DATABASE_URL"
+((REDRIVE)) && table "guarded re-drive" go run ./bench/redrive -database-url "$DATABASE_URL"
+((SEARCH)) && table "console search" go run ./bench/search -database-url "$DATABASE_URL"
+exit 0
