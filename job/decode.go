@@ -865,35 +865,12 @@ func (s *scanner) number() error {
 // the template data's limits are checked here in the one pass: see scanner
 // for why it is not split.
 func (s *scanner) object(t reflect.Type, dst any) error {
-	info := schemaObjects()[t]
-	isMap := t != nil && t.Kind() == reflect.Map
+	o := objectState{info: schemaObjects()[t], t: t, isMap: t != nil && t.Kind() == reflect.Map}
 	depth := len(s.path)
-	var (
-		seenFields uint64              // schema objects: a bit per field
-		seen       map[string]struct{} // other objects: the keys
-		fields     reflect.Value       // schema objects: the struct decoded into
-		strMap     map[string]string   // headers, metadata
-		anyMap     map[string]any      // template data
-	)
-	if info == nil {
-		seen = s.keySet(depth)
+	if o.info == nil {
+		o.seen = s.keySet(depth)
 	}
-	switch d := dst.(type) {
-	case *Job, *Attachment:
-		fields = reflect.ValueOf(d).Elem()
-	case **TemplateRef:
-		*d = new(TemplateRef)
-		fields = reflect.ValueOf(*d).Elem()
-	case *map[string]string:
-		strMap = make(map[string]string)
-		*d = strMap
-	case *map[string]any:
-		anyMap = make(map[string]any)
-		*d = anyMap
-	case *any:
-		anyMap = make(map[string]any)
-		*d = anyMap
-	}
+	o.target(dst)
 	s.path = append(s.path, segment{index: -1})
 	s.skipSpace()
 	if s.peek() == '}' {
@@ -911,82 +888,29 @@ func (s *scanner) object(t reflect.Type, dst any) error {
 			}
 			raw := s.data[start:s.pos]
 			s.path[depth] = segment{key: raw, plain: plain, index: -1}
-			var (
-				ft     reflect.Type
-				isVers bool
-				key    string
-				vdst   any // where the value goes
-				slot   *any
-			)
-			switch {
-			case info != nil:
-				// A plain key is looked up without a copy.
-				var f schemaField
-				var ok bool
-				if plain {
-					f, ok = info.byName[string(raw[1:len(raw)-1])]
-				} else {
-					f, ok = info.byName[unquote(raw, plain)]
-				}
-				switch {
-				case !ok:
-					if s.problem == nil {
-						s.note(ReasonUnknownField, fmt.Sprintf("not in schema version %d", SchemaVersion))
-					}
-				case seenFields&(1<<f.index) != 0:
-					s.note(ReasonMalformedJSON, "duplicate key")
-				}
-				if ok {
-					seenFields |= 1 << f.index
-					if fields.IsValid() {
-						vdst = fields.Field(f.goIndex).Addr().Interface()
-					}
-				}
-				ft = f.typ
-				isVers = ok && t == jobType && f.name == "version"
-			default:
-				key = unquote(raw, plain)
-				if _, dup := seen[key]; dup {
-					s.note(ReasonMalformedJSON, "duplicate key")
-				}
-				seen[key] = struct{}{}
-				if isMap {
-					ft = t.Elem()
-				}
-				if t == dataType || t == anyType {
-					// Template data: counted so that its maps stay
-					// bounded, and typed all the way down.
-					ft = anyType
-					if s.dataKeys++; s.dataKeys > maxTemplateDataKeys {
-						s.noteAt(ReasonOversizeField, "template.data", fmt.Sprintf("more than %d keys", maxTemplateDataKeys))
-					}
-				}
-				switch {
-				case strMap != nil:
-					s.str1 = ""
-					vdst = &s.str1
-				case anyMap != nil:
-					slot = new(any)
-					vdst = slot
-				}
+			var m member
+			if o.info != nil {
+				m = s.schemaMember(&o, raw, plain)
+			} else {
+				m = s.mapMember(&o, raw, plain)
 			}
 			if s.skipSpace(); s.peek() != ':' {
 				return s.syntaxError("after object key")
 			}
 			s.pos++
-			k, vstart, err := s.value(ft, vdst)
+			k, vstart, err := s.value(m.typ, m.dst)
 			if err != nil {
 				return err
 			}
-			if isVers {
+			if m.isVersion {
 				s.version, s.hasVersion = versionToken(k, s.data[vstart:s.pos]), true
 			}
 			if !s.failed() {
 				switch {
-				case strMap != nil:
-					strMap[key] = s.str1
-				case anyMap != nil:
-					anyMap[key] = *slot
+				case o.strMap != nil:
+					o.strMap[m.key] = s.str1
+				case o.anyMap != nil:
+					o.anyMap[m.key] = *m.slot
 				}
 			}
 			s.skipSpace()
@@ -1001,18 +925,120 @@ func (s *scanner) object(t reflect.Type, dst any) error {
 		}
 	}
 	s.path = s.path[:depth]
-	if info != nil && s.missing == "" {
-		for _, f := range info.fields {
-			if f.required && seenFields&(1<<f.index) == 0 {
+	if o.info != nil && s.missing == "" {
+		for _, f := range o.info.fields {
+			if f.required && o.seenFields&(1<<f.index) == 0 {
 				s.missing = s.render(f.name)
 				break
 			}
 		}
 	}
-	if len(seen) > maxReusedKeys {
+	if len(o.seen) > maxReusedKeys {
 		s.seen[depth] = nil
 	}
 	return nil
+}
+
+// objectState is what object keeps while it reads one object.
+type objectState struct {
+	info       *schemaObject // the object's schema; nil for maps and template data
+	t          reflect.Type
+	isMap      bool
+	seenFields uint64              // schema objects: a bit per field
+	seen       map[string]struct{} // other objects: the keys
+	fields     reflect.Value       // schema objects: the struct decoded into
+	strMap     map[string]string   // headers, metadata
+	anyMap     map[string]any      // template data
+}
+
+// target sets up where the object's members go: dst's fields, or a new
+// map stored in dst.
+func (o *objectState) target(dst any) {
+	switch d := dst.(type) {
+	case *Job, *Attachment:
+		o.fields = reflect.ValueOf(d).Elem()
+	case **TemplateRef:
+		*d = new(TemplateRef)
+		o.fields = reflect.ValueOf(*d).Elem()
+	case *map[string]string:
+		o.strMap = make(map[string]string)
+		*d = o.strMap
+	case *map[string]any:
+		o.anyMap = make(map[string]any)
+		*d = o.anyMap
+	case *any:
+		o.anyMap = make(map[string]any)
+		*d = o.anyMap
+	}
+}
+
+// member is one key of an object and where its value goes.
+type member struct {
+	typ       reflect.Type
+	dst       any // nil: the value is checked, not kept
+	key       string
+	slot      *any // template data: the value's place
+	isVersion bool
+}
+
+// schemaMember looks a key up in the object's schema, noting an unknown
+// or repeated field; a plain key is looked up without a copy.
+func (s *scanner) schemaMember(o *objectState, raw []byte, plain bool) member {
+	var (
+		f  schemaField
+		ok bool
+	)
+	if plain {
+		f, ok = o.info.byName[string(raw[1:len(raw)-1])]
+	} else {
+		f, ok = o.info.byName[unquote(raw, plain)]
+	}
+	switch {
+	case !ok:
+		if s.problem == nil {
+			s.note(ReasonUnknownField, fmt.Sprintf("not in schema version %d", SchemaVersion))
+		}
+	case o.seenFields&(1<<f.index) != 0:
+		s.note(ReasonMalformedJSON, "duplicate key")
+	}
+	m := member{typ: f.typ, isVersion: ok && o.t == jobType && f.name == "version"}
+	if ok {
+		o.seenFields |= 1 << f.index
+		if o.fields.IsValid() {
+			m.dst = o.fields.Field(f.goIndex).Addr().Interface()
+		}
+	}
+	return m
+}
+
+// mapMember reads a key of a map (headers, metadata) or of template data,
+// noting a repeated key and counting template data's keys.
+func (s *scanner) mapMember(o *objectState, raw []byte, plain bool) member {
+	m := member{key: unquote(raw, plain)}
+	if _, dup := o.seen[m.key]; dup {
+		s.note(ReasonMalformedJSON, "duplicate key")
+	}
+	o.seen[m.key] = struct{}{}
+	if o.isMap {
+		m.typ = o.t.Elem()
+	}
+	if o.t == dataType || o.t == anyType {
+		// Template data: counted so that its maps stay bounded, and
+		// typed all the way down.
+		m.typ = anyType
+		if s.dataKeys++; s.dataKeys > maxTemplateDataKeys {
+			s.noteAt(ReasonOversizeField, "template.data", fmt.Sprintf("more than %d keys", maxTemplateDataKeys))
+		}
+	}
+	switch {
+	case o.strMap != nil:
+		s.str1 = ""
+		m.dst = &s.str1
+	case o.anyMap != nil:
+		m.slot = new(any)
+		m.dst = m.slot
+	}
+	return m
 }
 
 // versionToken returns the version value as checkVersion reads it.
