@@ -11,8 +11,8 @@ package main
 //
 // Latency is the other rows': sent_at - enqueued_at in SQL, where
 // enqueued_at is the first-seen header job.Publisher stamps before it
-// writes and sent_at the now() of the transaction that records the sink's
-// 250, an upper bound of the 250's time.
+// writes and sent_at the worker's clock when the sink's 250 came back
+// (the fate's At), not when its row was written.
 
 import (
 	"context"

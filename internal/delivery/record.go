@@ -216,6 +216,7 @@ func (p *Pipeline) fateRow(d decided, now time.Time) idempotency.Fate {
 		Recipients: it.recipientFates(f.relay),
 		Stream:     stream(&it.job),
 		Metadata:   it.job.Metadata,
+		At:         f.decidedAt,
 	}
 	if it.composed != nil {
 		o.Template, o.TemplateVersion, o.TemplateWhy = it.composed.Name, it.composed.Version, it.composed.Why

@@ -54,6 +54,11 @@ type Fate struct {
 	Template        string
 	TemplateVersion int
 	TemplateWhy     string
+	// At is when the attempt ended: for sent, the relay's 250, stored as
+	// the row's sent_at and its accepted recipients' accepted_at (a batch
+	// of fates may be written milliseconds after its sends). Zero takes the
+	// database's now().
+	At time.Time
 }
 
 // Rejection is a job that failed decoding or validation.
@@ -74,10 +79,10 @@ type Rejection struct {
 const recordSQL = `
 WITH u AS (
 	SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int4[], $5::text[], $6::text[], $7::text[],
-			$8::text[], $9::text[], $10::timestamptz[], $11::text[], $12::int4[], $13::text[])
+			$8::text[], $9::text[], $10::timestamptz[], $11::text[], $12::int4[], $13::text[], $26::timestamptz[])
 		WITH ORDINALITY
 		AS u(message_id, version, status, attempt, provider, error_class, last_error, stream, metadata, confirm_by,
-			template, template_version, template_why, pos)
+			template, template_version, template_why, at, pos)
 ), locked AS MATERIALIZED (
 	-- The rows, locked in key order, each with its fate. The update
 	-- reads the fates from here, not from u: a join of two of this
@@ -99,7 +104,7 @@ WITH u AS (
 		provider = COALESCE(NULLIF(u.provider, ''), m.provider),
 		error_class = NULLIF(u.error_class, ''),
 		last_error = NULLIF(u.last_error, ''),
-		sent_at = CASE WHEN u.status = 'sent' THEN now() ELSE m.sent_at END,
+		sent_at = CASE WHEN u.status = 'sent' THEN COALESCE(u.at, now()) ELSE m.sent_at END,
 		stream = COALESCE(NULLIF(u.stream, ''), m.stream),
 		metadata = COALESCE(NULLIF(u.metadata, '')::jsonb, m.metadata),
 		confirm_by = COALESCE(m.confirm_by, u.confirm_by),
@@ -112,7 +117,7 @@ WITH u AS (
 		updated_at = DEFAULT
 	FROM locked u
 	WHERE m.message_id = u.message_id AND m.version = u.version
-	RETURNING m.message_id, m.status, m.confirm_by, u.pos
+	RETURNING m.message_id, m.status, m.confirm_by, u.at, u.pos
 ), forget AS (
 	-- A terminal row no longer needs its record copy, if it has one:
 	-- nothing re-publishes it (a replay brings its own copy), and the body
@@ -122,7 +127,7 @@ WITH u AS (
 ), r AS (
 	-- A recipient names its mail by its position in u (see recipientColumns),
 	-- and only mails whose compare-and-set this statement won get theirs.
-	SELECT upd.message_id, upd.confirm_by, r.idx, r.address, r.state, r.attempt, r.provider, r.bounce_type,
+	SELECT upd.message_id, upd.confirm_by, upd.at, r.idx, r.address, r.state, r.attempt, r.provider, r.bounce_type,
 		r.status, r.code, r.diagnostic, r.rule, r.source
 	FROM unnest($14::int4[], $15::int2[], $16::text[], $17::text[], $18::int4[], $19::text[], $20::text[],
 			$21::text[], $22::int4[], $23::text[], $24::text[], $25::text[])
@@ -138,7 +143,7 @@ WITH u AS (
 	SELECT r.message_id, r.idx, ` + refSQL + `, r.address, r.state, r.attempt, NULLIF(r.provider, ''),
 		NULLIF(r.bounce_type, ''), NULLIF(r.status, ''), NULLIF(r.code, 0), NULLIF(r.diagnostic, ''),
 		NULLIF(r.rule, ''), NULLIF(r.source, ''),
-		CASE WHEN r.state = 'accepted' THEN now() END,
+		CASE WHEN r.state = 'accepted' THEN COALESCE(r.at, now()) END,
 		CASE WHEN r.state NOT IN ('pending', 'accepted') THEN now() END,
 		CASE WHEN r.state = 'accepted' THEN r.confirm_by END,
 		now()
@@ -185,6 +190,7 @@ func (s *Store) Record(ctx context.Context, outs []Fate) (lost []string, err err
 		attempts                                = ints[n : n : 2*n]
 		versions                                = make([]int64, 0, n)
 		confirmBy                               = make([]pgtype.Timestamptz, 0, n)
+		ats                                     = make([]pgtype.Timestamptz, 0, n)
 		nRcpts                                  int
 	)
 	for _, o := range outs {
@@ -206,6 +212,7 @@ func (s *Store) Record(ctx context.Context, outs []Fate) (lost []string, err err
 		streams = append(streams, o.Stream)
 		metadata = append(metadata, metadataJSON(o.Metadata))
 		confirmBy = append(confirmBy, timestamptz(o.ConfirmBy))
+		ats = append(ats, timestamptz(o.At))
 		templates = append(templates, cleanText(o.Template, 128))
 		templateVersions = append(templateVersions, int32(min(max(o.TemplateVersion, 0), math.MaxInt32)))
 		whys = append(whys, cleanText(o.TemplateWhy, MaxErrorBytes))
@@ -221,6 +228,7 @@ func (s *Store) Record(ctx context.Context, outs []Fate) (lost []string, err err
 	args := append([]any{ids, versions, statuses, padded(attempts), padded(providers), padded(classes), padded(errs),
 		padded(streams), padded(metadata), padded(confirmBy), nonNilStrings(templates), nonNilInt32(templateVersions),
 		padded(whys)}, rcpts.args()...)
+	args = append(args, padded(ats))
 	// The statement returns the positions (in ids) of the rows it wrote,
 	// not their IDs: no string and map entry per mail to read them back.
 	var won []bool

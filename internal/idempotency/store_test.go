@@ -792,3 +792,38 @@ func TestMixedConcurrentTraffic(t *testing.T) {
 		t.Errorf("only %d claims in total", total)
 	}
 }
+
+// TestRecordSentAtIsTheRelaysReply: a fate's At (the relay's 250, taken by
+// the worker) is the row's sent_at and its accepted recipients' accepted_at,
+// however late the batch is written; without one the database's now()
+// stands in.
+func TestRecordSentAtIsTheRelaysReply(t *testing.T) {
+	t.Parallel()
+	_, pool := migrated(t)
+	s, _ := newStore(t, pool, "worker-1", 0)
+	at := time.Now().Add(-3 * time.Second).Truncate(time.Microsecond)
+	for _, tt := range []struct {
+		id     string
+		at     time.Time
+		wantAt func(sent time.Time) bool
+	}{
+		{id: "<at-given@example.com>", at: at, wantAt: func(sent time.Time) bool { return sent.Equal(at) }},
+		{id: "<at-zero@example.com>", wantAt: func(sent time.Time) bool { return sent.After(at.Add(2 * time.Second)) }},
+	} {
+		c := claimOne(t, s, req(tt.id, "body", 1))
+		record(t, s, idempotency.Fate{MessageID: tt.id, Version: c.Version, Status: idempotency.StatusSent, Attempt: 1,
+			Provider: "relay-a", At: tt.at, Recipients: []idempotency.RecipientFate{
+				rcpt(0, "a@example.com", idempotency.RecipientAccepted)}})
+		row := get(t, s, tt.id)
+		if !tt.wantAt(row.SentAt) {
+			t.Errorf("%s: sent_at = %s, want the fate's At %s (zero: now)", tt.id, row.SentAt, tt.at)
+		}
+		rs, err := s.Recipients(t.Context(), []string{tt.id})
+		if err != nil || len(rs[tt.id]) != 1 {
+			t.Fatalf("%s: recipients = %+v, %v", tt.id, rs, err)
+		}
+		if got := rs[tt.id][0].AcceptedAt; !got.Equal(row.SentAt) {
+			t.Errorf("%s: accepted_at = %s, want sent_at %s", tt.id, got, row.SentAt)
+		}
+	}
+}
