@@ -60,3 +60,35 @@ func TestIntakeLingersOnlyWhenClaimersAreBusy(t *testing.T) {
 		})
 	}
 }
+
+// A steady trickle is claimed in batches: after a partial batch went to an
+// idle claimer, the next one waits out the claim gap (a fifth of
+// BatchLinger) even though a claimer waits again, and then goes whole.
+func TestIntakeSpacesPartialBatchesByTheClaimGap(t *testing.T) {
+	const linger = 250 * time.Millisecond // gap: 50 ms
+	p, err := New(Config{Senders: 1, BatchSize: 8, BatchLinger: linger}, slog.New(slog.NewTextHandler(io.Discard, nil)),
+		prometheus.NewRegistry(), Deps{Store: newFakeStore(), Relays: []Relay{{Name: "p1", NewSession: func() Session { return (&countingSMTP{}).newSession() }}},
+			DeadLetters: newFakeDLQ(), Retries: newFakeRetries()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.idleClaimers.Store(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	in, out := make(chan consumer.Message), make(chan []*item, 4)
+	done := make(chan error, 1)
+	go func() { done <- p.intake(ctx, in, nil, out) }()
+	defer func() { cancel(); <-done }()
+
+	start := time.Now()
+	in <- consumer.Message{Topic: "t", Offset: 1, Value: []byte(`{}`)}
+	if first := <-out; len(first) != 1 || time.Since(start) > 40*time.Millisecond {
+		t.Fatalf("first record: a batch of %d after %s, want 1 at once", len(first), time.Since(start))
+	}
+	in <- consumer.Message{Topic: "t", Offset: 2, Value: []byte(`{}`)}
+	in <- consumer.Message{Topic: "t", Offset: 3, Value: []byte(`{}`)}
+	second := <-out
+	if took := time.Since(start); len(second) != 2 || took < 45*time.Millisecond || took > linger {
+		t.Errorf("second batch: %d records after %s, want 2 after the 50 ms gap and before the linger", len(second), took)
+	}
+}
