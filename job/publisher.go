@@ -22,13 +22,11 @@ const (
 	// defaultTopicMaxMessageBytes is the jobs topic's max.message.bytes
 	// as Postline creates it: twice defaultMaxMessageBytes.
 	defaultTopicMaxMessageBytes = 4 << 20
-	// defaultBatchTimeout: the kafka-go default of one second would delay
-	// every small synchronous publish by that much. One Publish call's
-	// jobs join their batches whatever it is (kafka-go adds them under one
-	// lock); it only lets concurrent calls share a request, and a lone
-	// publish waits it out in full (issue 32: 5 ms was a quarter of a lone
-	// mail's publish-to-250).
-	defaultBatchTimeout = time.Millisecond
+	// defaultBatchTimeout: how long kafka-go holds a partial batch. The
+	// Publisher gathers concurrent calls itself (coalescer), so the writer
+	// need not wait for them: a lone publish is not held (issue 32), and
+	// under load the calls that arrive during one write share the next.
+	defaultBatchTimeout = 100 * time.Microsecond
 )
 
 // PublisherConfig configures a Publisher. The connection to Kafka (brokers,
@@ -46,8 +44,9 @@ type PublisherConfig struct {
 	// Limits bounds each job; zero fields take their defaults.
 	// Defaults to the zero Limits.
 	Limits Limits
-	// BatchTimeout is how long the writer waits for more messages before it
-	// sends a partial batch. Defaults to 1 ms.
+	// BatchTimeout is how long the Kafka writer holds a partial batch
+	// before it sends it. Publish calls made while a write is in flight are
+	// gathered into the next write whatever it is. Defaults to 100µs.
 	BatchTimeout time.Duration
 	// NowFunc is the clock for the first-seen header. Defaults to time.Now.
 	NowFunc func() time.Time
@@ -114,6 +113,7 @@ type Publisher struct {
 	cfg    PublisherConfig
 	limits Limits
 	writer *kafkaclient.TopicWriter
+	writes *coalescer
 }
 
 // NewPublisher returns a Publisher for cfg, connected with conn. It does
@@ -136,7 +136,7 @@ func NewPublisher(conn kafkaconn.Config, cfg PublisherConfig) (*Publisher, error
 	if err != nil {
 		return nil, fmt.Errorf("job: publisher: %w", err)
 	}
-	return &Publisher{cfg: cfg, limits: cfg.Limits.WithDefaults(), writer: w}, nil
+	return &Publisher{cfg: cfg, limits: cfg.Limits.WithDefaults(), writer: w, writes: newCoalescer(w.PublishRaw)}, nil
 }
 
 // Publish normalises every job, gives the ones without a message ID a new
@@ -180,7 +180,7 @@ func (p *Publisher) Publish(ctx context.Context, jobs ...Job) ([]string, error) 
 		prop.Inject(ctx, &headers)
 		msgs[i] = kafka.Message{Key: []byte(j.MessageID), Value: value, Headers: headers}
 	}
-	if err := p.writer.PublishRaw(ctx, msgs); err != nil {
+	if err := p.writes.write(ctx, msgs); err != nil {
 		return ids, fmt.Errorf("job: publish %d jobs: %w", len(msgs), err)
 	}
 	return ids, nil
@@ -189,6 +189,7 @@ func (p *Publisher) Publish(ctx context.Context, jobs ...Job) ([]string, error) 
 // Close waits for in-flight writes and closes the connections. Writes are
 // synchronous: there is nothing to flush.
 func (p *Publisher) Close() error {
+	p.writes.wait()
 	if err := p.writer.Close(); err != nil {
 		return fmt.Errorf("job: close publisher: %w", err)
 	}

@@ -93,7 +93,7 @@ func TestPublisherConfig(t *testing.T) {
 		}
 	}
 	cfg := job.PublisherConfig{}.WithDefaults()
-	if cfg.Topic != "mail.jobs" || cfg.MessageIDDomain != "postline.local" || cfg.BatchTimeout != time.Millisecond || cfg.NowFunc == nil {
+	if cfg.Topic != "mail.jobs" || cfg.MessageIDDomain != "postline.local" || cfg.BatchTimeout != 100*time.Microsecond || cfg.NowFunc == nil {
 		t.Errorf("defaults: %+v", cfg)
 	}
 }
