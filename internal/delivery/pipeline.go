@@ -505,6 +505,7 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 			FirstSeen:   firstSeen(it.msg), // no record copy: Kafka redelivers the uncommitted record
 		}
 	}
+	suppressions := p.lookUpSuppressions(ctx, valid)
 	var claims []idempotency.Claim
 	start := time.Now()
 	if err := p.retry(ctx, opClaim, func(ctx context.Context) (err error) {
@@ -567,7 +568,7 @@ func (p *Pipeline) claim(ctx context.Context, src Source, batch []*item, sendQ c
 	if err := p.loadRecipients(ctx, claimed); err != nil {
 		return err
 	}
-	if err := p.suppress(ctx, claimed); err != nil {
+	if err := p.suppress(claimed, suppressions); err != nil {
 		return err
 	}
 	for _, it := range claimed {

@@ -141,32 +141,59 @@ func (p *Pipeline) loadRecipients(ctx context.Context, items []*item) error {
 	return nil
 }
 
-// suppress drops the claimed items' suppressed recipients from their
-// envelopes, in one lookup for the batch.
-func (p *Pipeline) suppress(ctx context.Context, items []*item) error {
+// suppressionLookup is one lookup of a batch's recipients in the
+// suppression list. It runs beside the claim: the send waits for both
+// round trips, and neither needs the other's answer.
+type suppressionLookup struct {
+	done chan struct{}
+	hits map[SuppressionKey]string
+	err  error
+}
+
+// lookUpSuppressions starts the lookup of every recipient of items; nil
+// when there is nothing to look up. A claim that fails leaves it to end
+// with the context.
+func (p *Pipeline) lookUpSuppressions(ctx context.Context, items []*item) *suppressionLookup {
 	if p.suppressions == nil {
 		return nil
 	}
 	var keys []SuppressionKey
 	for _, it := range items {
-		for _, r := range it.pending() {
-			keys = append(keys, SuppressionKey{Tenant: it.job.Tenant, Stream: stream(&it.job), Address: strings.ToLower(r.address)})
+		for _, a := range it.job.Recipients() {
+			keys = append(keys, suppressionKey(it, a))
 		}
 	}
 	if len(keys) == 0 {
 		return nil
 	}
-	var hits map[SuppressionKey]string
-	if err := p.retry(ctx, opSuppressionCheck, func(ctx context.Context) (err error) {
-		hits, err = p.suppressions.Suppressed(ctx, keys)
-		return err
-	}); err != nil {
-		return err
+	l := &suppressionLookup{done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		l.err = p.retry(ctx, opSuppressionCheck, func(ctx context.Context) (err error) {
+			l.hits, err = p.suppressions.Suppressed(ctx, keys)
+			return err
+		})
+	}()
+	return l
+}
+
+func suppressionKey(it *item, address string) SuppressionKey {
+	return SuppressionKey{Tenant: it.job.Tenant, Stream: stream(&it.job), Address: strings.ToLower(address)}
+}
+
+// suppress drops the claimed items' suppressed recipients from their
+// envelopes, with the answer of the batch's lookup l.
+func (p *Pipeline) suppress(items []*item, l *suppressionLookup) error {
+	if l == nil {
+		return nil
+	}
+	<-l.done
+	if l.err != nil {
+		return l.err
 	}
 	for _, it := range items {
 		for _, r := range it.pending() {
-			reason, ok := hits[SuppressionKey{Tenant: it.job.Tenant, Stream: stream(&it.job), Address: strings.ToLower(r.address)}]
-			if ok {
+			if reason, ok := l.hits[suppressionKey(it, r.address)]; ok {
 				r.state, r.fresh, r.reason = idempotency.RecipientSuppressed, true, reason
 				p.metrics.suppressed.Inc()
 			}
