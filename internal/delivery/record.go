@@ -31,15 +31,28 @@ func (p *Pipeline) record(ctx context.Context, src Source, in <-chan decided, de
 			return nil
 		}
 		batch := []decided{first}
-		if wait := p.cfg.BatchLinger - time.Since(last); wait > 0 {
-			linger.Reset(wait)
-		} else {
-			linger.Reset(0)
-		}
+		due := last.Add(p.cfg.BatchLinger)
 	fill:
 		for len(batch) < p.cfg.BatchSize {
+			// What is ready joins at once; only an empty queue waits,
+			// and only until the batch is due.
 			select {
 			case d, ok := <-in:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, d)
+				continue
+			default:
+			}
+			wait := time.Until(due)
+			if wait <= 0 {
+				break
+			}
+			linger.Reset(wait)
+			select {
+			case d, ok := <-in:
+				linger.Stop()
 				if !ok {
 					break fill
 				}
@@ -47,10 +60,10 @@ func (p *Pipeline) record(ctx context.Context, src Source, in <-chan decided, de
 			case <-linger.C:
 				break fill
 			case <-ctx.Done():
+				linger.Stop()
 				break fill
 			}
 		}
-		linger.Stop()
 		last = time.Now()
 		if err := p.settle(ctx, src, batch, delays); err != nil {
 			return err
