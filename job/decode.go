@@ -661,6 +661,7 @@ func (s *scanner) escapedStr(start int, nonASCII bool) error {
 	o := len(out) // out[:o] is the value so far
 	out = out[:cap(out)]
 	var seen uint64 // the bytes of the runs after the first, OR-ed, for their high bits
+escapes:
 	for {
 		switch c := data[pos]; {
 		case c == '\\':
@@ -702,7 +703,26 @@ func (s *scanner) escapedStr(start int, nonASCII bool) error {
 			s.pos = pos
 			return s.syntaxError("in string literal")
 		}
-		var n int
+		// The run that follows, as copyPlainRun copies it, inlined: the
+		// call costs as much as an HTML run.
+		for len(data)-pos >= 8 {
+			if len(out)-o < 8 {
+				out = growSpare(out, o)
+			}
+			x := binary.LittleEndian.Uint64(data[pos:])
+			binary.LittleEndian.PutUint64(out[o:], x)
+			if stop := stringStops(x); stop != 0 {
+				k := firstMarked(stop)
+				seen |= x & (1<<(8*k) - 1)
+				pos += k
+				o += k
+				continue escapes
+			}
+			seen |= x
+			pos += 8
+			o += 8
+		}
+		var n int // the document's last few bytes
 		out, n, seen = copyPlainRun(out, o, data[pos:], seen)
 		pos += n
 		o += n
