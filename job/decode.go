@@ -668,6 +668,13 @@ escapes:
 			if len(out)-o < 8 {
 				out = growSpare(out, o)
 			}
+			if pos+1 < len(data) && shortEscapes[data[pos+1]] != 0 {
+				out[o] = shortEscapes[data[pos+1]]
+				o++
+				canonical = canonical && data[pos+1] != '/'
+				pos += 2
+				break
+			}
 			if r, upper, ok := byteEscapeAt(data, pos); ok {
 				canonical = canonical && !upper && escapedAsU(rune(r))
 				if r < utf8.RuneSelf {
@@ -772,6 +779,10 @@ func growSpare(b []byte, n int) []byte {
 	b = slices.Grow(b[:n], 8)
 	return b[:cap(b)]
 }
+
+// shortEscapes maps the letter of each two-byte escape (\\n, \\", ...)
+// to the byte it stands for, and other bytes to 0.
+var shortEscapes = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
 
 // byteEscapeAt reads the \u escape of a character below U+0100 at
 // data[i:] (\\u00XX), reporting whether one of its hexadecimal digits is

@@ -67,12 +67,13 @@ func plainStringRun(b []byte) (n int, nonASCII bool) {
 // backslash. Only its lowest mark is sure to be one, which is all that
 // finding the first needs, in fewer operations than bytesBelow and
 // bytesEqual: a byte below c less c borrows, and that may mark bytes
-// above it, never below.
+// above it, never below. Flipping bit 1 takes the quote (0x22) to 0x20
+// and no other byte from 0x21 up below 0x21, nor a control out of it, so
+// one subtraction finds both controls and quotes.
 func stringStops(x uint64) uint64 {
-	quote, backslash := x^(swarOnes*'"'), x^(swarOnes*'\\')
-	return (x-swarOnes*' ')&^x&swarHighs |
-		(quote-swarOnes)&^quote&swarHighs |
-		(backslash-swarOnes)&^backslash&swarHighs
+	controlOrQuote, backslash := x^(swarOnes*0x02), x^(swarOnes*'\\')
+	return ((controlOrQuote-swarOnes*0x21)&^controlOrQuote |
+		(backslash-swarOnes)&^backslash) & swarHighs
 }
 
 // safeCanonicalRun returns the length of the prefix of s that json.Marshal
