@@ -95,13 +95,18 @@ func decodeInto(j *Job, data []byte, limits Limits, bodies *canonicalBodies) err
 	if len(data) > limits.MaxMessageBytes {
 		return invalid(ReasonOversizeMessage, "", "%d bytes, limit %d", len(data), limits.MaxMessageBytes)
 	}
-	if !utf8.Valid(data) {
-		return invalid(ReasonMalformedJSON, "", "not valid UTF-8 at byte %d", firstInvalidUTF8(data))
-	}
+	// The scanner checks the UTF-8 of the strings as it reads them, which
+	// leaves the document's other bytes ASCII once it parses: a rejected
+	// document is checked whole, so that invalid UTF-8 is still reported
+	// ahead of what comes after it in the order above, and an accepted
+	// one is not walked a second time.
 	if err := scan(data, limits.MaxDepth, j, bodies); err != nil {
 		*j = Job{}
 		if bodies != nil {
 			*bodies = canonicalBodies{}
+		}
+		if !utf8.Valid(data) {
+			return invalid(ReasonMalformedJSON, "", "not valid UTF-8 at byte %d", firstInvalidUTF8(data))
 		}
 		return err
 	}
@@ -119,7 +124,7 @@ func scan(data []byte, maxDepth int, j *Job, bodies *canonicalBodies) *Validatio
 	s := scanners.Get().(*scanner)
 	defer s.putBack()
 	*s = scanner{data: data, maxDepth: maxDepth, job: j, path: s.path[:0], scratch: s.scratch[:0],
-		unescaped: s.unescaped[:0], utf8Checked: true, bodies: bodies} // DecodeInto checked it
+		unescaped: s.unescaped[:0], utf8Strict: true, bodies: bodies}
 	if err := s.document(); err != nil {
 		if errors.Is(err, errTooDeep) {
 			return invalid(ReasonTooDeep, s.render(""), "objects and arrays nest deeper than %d", maxDepth)
@@ -243,6 +248,9 @@ type scanner struct {
 	// hasUnescaped: unescaped holds the value of the string str read last.
 	hasUnescaped bool
 	utf8Checked  bool // the document is valid UTF-8
+	// utf8Strict: a string that is not valid UTF-8 fails the scan
+	// (errNotUTF8), instead of being read with U+FFFD for its bad bytes.
+	utf8Strict bool
 	// canonicalEscapes: the escapes of the string str read last are the
 	// ones appendString writes; nonASCII: it has a byte that is not ASCII.
 	canonicalEscapes, nonASCII bool
@@ -619,8 +627,9 @@ func (s *scanner) checkString(t reflect.Type, raw []byte, plain bool, dst any) {
 // reports whether it is plain: no escapes and valid UTF-8, so that its
 // bytes are its value. A plain string is skipped eight bytes at a time
 // (plainStringRun), and checked for UTF-8 only when it has a byte that is
-// not ASCII and the document was not checked as a whole; a string with an
-// escape is read on by escapedStr.
+// not ASCII and the document was not checked as a whole; a strict scanner
+// (s.utf8Strict) fails on one that is not UTF-8. A string with an escape
+// is read on by escapedStr.
 func (s *scanner) str() (plain bool, err error) {
 	s.pos++
 	start := s.pos
@@ -635,8 +644,17 @@ func (s *scanner) str() (plain bool, err error) {
 	}
 	s.canonicalEscapes, s.nonASCII = true, nonASCII
 	s.pos++
-	return !nonASCII || s.utf8Checked || utf8.Valid(s.data[start:s.pos-1]), nil
+	switch {
+	case !nonASCII || s.utf8Checked || utf8.Valid(s.data[start:s.pos-1]):
+		return true, nil
+	case s.utf8Strict:
+		return false, errNotUTF8
+	}
+	return false, nil
 }
+
+// errNotUTF8 stops a strict scanner at a string that is not valid UTF-8.
+var errNotUTF8 = errors.New("string is not valid UTF-8")
 
 // escapedStr reads on the string that starts at start from the read
 // position, the first byte that ends its first plain run and is not its
@@ -645,8 +663,8 @@ func (s *scanner) str() (plain bool, err error) {
 //
 // The string is unescaped as it is read, into s.unescaped, as
 // appendUnescaped would (s.hasUnescaped then says so), when its bytes
-// need no UTF-8 repair: the document was checked (s.utf8Checked), or the
-// string is ASCII. Unescaping it afterwards would walk it again. HTML as
+// need no UTF-8 repair: the document was checked (s.utf8Checked), the
+// string is checked (s.utf8Strict), or the string is ASCII. Unescaping it afterwards would walk it again. HTML as
 // json.Marshal writes it has an escape every few bytes (\u003c for each
 // <), so the cost per escape counts as much as the cost per byte: the
 // runs between escapes are copied a word at a time as they are scanned,
@@ -700,7 +718,11 @@ escapes:
 		case c == '"':
 			nonASCII = nonASCII || seen&swarHighs != 0
 			s.canonicalEscapes, s.nonASCII = canonical, nonASCII
-			if s.utf8Checked || !nonASCII {
+			if nonASCII && !s.utf8Checked && s.utf8Strict && !utf8.Valid(data[start:pos]) {
+				s.pos = pos
+				return errNotUTF8
+			}
+			if s.utf8Checked || s.utf8Strict || !nonASCII {
 				s.unescaped = out[:o]
 				s.hasUnescaped = true
 			}
