@@ -664,13 +664,14 @@ var errNotUTF8 = errors.New("string is not valid UTF-8")
 // The string is unescaped as it is read, into s.unescaped, as
 // appendUnescaped would (s.hasUnescaped then says so), when its bytes
 // need no UTF-8 repair: the document was checked (s.utf8Checked), the
-// string is checked (s.utf8Strict), or the string is ASCII. Unescaping it afterwards would walk it again. HTML as
-// json.Marshal writes it has an escape every few bytes (\u003c for each
-// <), so the cost per escape counts as much as the cost per byte: the
-// runs between escapes are copied a word at a time as they are scanned,
-// each word whole, the bytes past the run overwritten next (out keeps 8
-// bytes spare for it), and the escapes of one byte (\u00XX) are read
-// without the general escape's switch.
+// string is checked (s.utf8Strict), or the string is ASCII. Unescaping it
+// afterwards would walk it again. HTML as json.Marshal writes it has an
+// escape every few bytes (\\u003c for each <), so the cost per escape
+// counts as much as the cost per byte: the runs between escapes are
+// copied a word at a time as they are scanned, each word whole, the bytes
+// past the run overwritten next (out keeps 8 bytes spare for it), and the
+// two-byte escapes and those of one byte (\\u00XX) are read without the
+// general escape's switch and call.
 func (s *scanner) escapedStr(start int, nonASCII bool) error {
 	data := s.data
 	pos := s.pos
