@@ -3,10 +3,12 @@ package job
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,13 +95,18 @@ func decodeInto(j *Job, data []byte, limits Limits, bodies *canonicalBodies) err
 	if len(data) > limits.MaxMessageBytes {
 		return invalid(ReasonOversizeMessage, "", "%d bytes, limit %d", len(data), limits.MaxMessageBytes)
 	}
-	if !utf8.Valid(data) {
-		return invalid(ReasonMalformedJSON, "", "not valid UTF-8 at byte %d", firstInvalidUTF8(data))
-	}
+	// The scanner checks the UTF-8 of the strings as it reads them, which
+	// leaves the document's other bytes ASCII once it parses: a rejected
+	// document is checked whole, so that invalid UTF-8 is still reported
+	// ahead of what comes after it in the order above, and an accepted
+	// one is not walked a second time.
 	if err := scan(data, limits.MaxDepth, j, bodies); err != nil {
 		*j = Job{}
 		if bodies != nil {
 			*bodies = canonicalBodies{}
+		}
+		if !utf8.Valid(data) {
+			return invalid(ReasonMalformedJSON, "", "not valid UTF-8 at byte %d", firstInvalidUTF8(data))
 		}
 		return err
 	}
@@ -117,7 +124,7 @@ func scan(data []byte, maxDepth int, j *Job, bodies *canonicalBodies) *Validatio
 	s := scanners.Get().(*scanner)
 	defer s.putBack()
 	*s = scanner{data: data, maxDepth: maxDepth, job: j, path: s.path[:0], scratch: s.scratch[:0],
-		unescaped: s.unescaped[:0], utf8Checked: true, bodies: bodies} // DecodeInto checked it
+		unescaped: s.unescaped[:0], utf8Strict: true, bodies: bodies}
 	if err := s.document(); err != nil {
 		if errors.Is(err, errTooDeep) {
 			return invalid(ReasonTooDeep, s.render(""), "objects and arrays nest deeper than %d", maxDepth)
@@ -241,6 +248,9 @@ type scanner struct {
 	// hasUnescaped: unescaped holds the value of the string str read last.
 	hasUnescaped bool
 	utf8Checked  bool // the document is valid UTF-8
+	// utf8Strict: a string that is not valid UTF-8 fails the scan
+	// (errNotUTF8), instead of being read with U+FFFD for its bad bytes.
+	utf8Strict bool
 	// canonicalEscapes: the escapes of the string str read last are the
 	// ones appendString writes; nonASCII: it has a byte that is not ASCII.
 	canonicalEscapes, nonASCII bool
@@ -615,100 +625,252 @@ func (s *scanner) checkString(t reflect.Type, raw []byte, plain bool, dst any) {
 
 // str reads a string whose opening quote is at the read position and
 // reports whether it is plain: no escapes and valid UTF-8, so that its
-// bytes are its value. The runs between escapes are skipped eight bytes at
-// a time (plainStringRun), and only a run with a byte that is not ASCII is
-// checked for UTF-8.
-//
-// A string with escapes is unescaped as it is read, into s.unescaped, as
-// appendUnescaped would (s.hasUnescaped then says so), when its bytes
-// need no UTF-8 repair: the document was checked (s.utf8Checked), or the
-// string is ASCII. Unescaping it afterwards would walk it again.
+// bytes are its value. A plain string is skipped eight bytes at a time
+// (plainStringRun), and checked for UTF-8 only when it has a byte that is
+// not ASCII and the document was not checked as a whole; a strict scanner
+// (s.utf8Strict) fails on one that is not UTF-8. A string with an escape
+// is read on by escapedStr.
 func (s *scanner) str() (plain bool, err error) {
 	s.pos++
 	start := s.pos
-	plain = true
-	nonASCII := false
 	s.hasUnescaped = false
+	n, nonASCII := plainStringRun(s.data[start:])
+	s.pos += n
+	if s.pos >= len(s.data) {
+		return false, errEnd
+	}
+	if s.data[s.pos] != '"' {
+		return false, s.escapedStr(start, nonASCII)
+	}
+	s.canonicalEscapes, s.nonASCII = true, nonASCII
+	s.pos++
+	switch {
+	case !nonASCII || s.utf8Checked || utf8.Valid(s.data[start:s.pos-1]):
+		return true, nil
+	case s.utf8Strict:
+		return false, errNotUTF8
+	}
+	return false, nil
+}
+
+// errNotUTF8 stops a strict scanner at a string that is not valid UTF-8.
+var errNotUTF8 = errors.New("string is not valid UTF-8")
+
+// escapedStr reads on the string that starts at start from the read
+// position, the first byte that ends its first plain run and is not its
+// closing quote, with nonASCII telling whether that run has a byte that
+// is not ASCII.
+//
+// The string is unescaped as it is read, into s.unescaped, as
+// appendUnescaped would (s.hasUnescaped then says so), when its bytes
+// need no UTF-8 repair: the document was checked (s.utf8Checked), the
+// string is checked (s.utf8Strict), or the string is ASCII. Unescaping it
+// afterwards would walk it again. HTML as json.Marshal writes it has an
+// escape every few bytes (\\u003c for each <), so the cost per escape
+// counts as much as the cost per byte: the runs between escapes are
+// copied a word at a time as they are scanned, each word whole, the bytes
+// past the run overwritten next (out keeps 8 bytes spare for it), and the
+// two-byte escapes and those of one byte (\\u00XX) are read without the
+// general escape's switch and call.
+func (s *scanner) escapedStr(start int, nonASCII bool) error {
+	data := s.data
+	pos := s.pos
 	canonical := true // every escape so far is one appendString writes
-	out := s.unescaped[:0]
-	runStart := start // of the run not yet in out
+	out := append(s.unescaped[:0], data[start:pos]...)
+	o := len(out) // out[:o] is the value so far
+	out = out[:cap(out)]
+	var seen uint64 // the bytes of the runs after the first, OR-ed, for their high bits
+escapes:
 	for {
-		n, high := plainStringRun(s.data[s.pos:])
-		s.pos += n
-		nonASCII = nonASCII || high
-		if s.pos >= len(s.data) {
-			return false, errEnd
-		}
-		switch c := s.data[s.pos]; c {
-		case '"':
+		switch c := data[pos]; {
+		case c == '\\':
+			if len(out)-o < 8 {
+				out = growSpare(out, o)
+			}
+			if pos+1 < len(data) && shortEscapes[data[pos+1]] != 0 {
+				out[o] = shortEscapes[data[pos+1]]
+				o++
+				canonical = canonical && data[pos+1] != '/'
+				pos += 2
+				break
+			}
+			if r, upper, ok := byteEscapeAt(data, pos); ok {
+				canonical = canonical && !upper && escapedAsU(rune(r))
+				if r < utf8.RuneSelf {
+					out[o] = r
+					o++
+				} else {
+					out[o], out[o+1] = 0xc0|r>>6, 0x80|r&0x3f
+					o += 2
+				}
+				pos += len(`\u00XX`)
+				break
+			}
+			s.pos = pos
+			// s.unescaped keeps its buffer for the next string even when
+			// this one fails: out is dropped with it.
+			value, escCanonical, err := s.escape(out[:o])
+			if err != nil {
+				return err
+			}
+			canonical = canonical && escCanonical
+			o, out = len(value), value[:cap(value)]
+			pos = s.pos
+		case c == '"':
+			nonASCII = nonASCII || seen&swarHighs != 0
 			s.canonicalEscapes, s.nonASCII = canonical, nonASCII
-			switch {
-			case plain && nonASCII:
-				plain = utf8.Valid(s.data[start:s.pos])
-			case !plain && (s.utf8Checked || !nonASCII):
-				s.unescaped = append(out, s.data[runStart:s.pos]...)
+			if nonASCII && !s.utf8Checked && s.utf8Strict && !utf8.Valid(data[start:pos]) {
+				s.pos = pos
+				return errNotUTF8
+			}
+			if s.utf8Checked || s.utf8Strict || !nonASCII {
+				s.unescaped = out[:o]
 				s.hasUnescaped = true
 			}
-			s.pos++
-			return plain, nil
-		case '\\':
-			plain = false
-			out = append(out, s.data[runStart:s.pos]...)
-			s.pos++
-			switch e := s.peek(); e {
-			case '"', '\\', '/':
-				canonical = canonical && e != '/'
-				out = append(out, e)
-			case 'b':
-				out = append(out, '\b')
-			case 'f':
-				out = append(out, '\f')
-			case 'n':
-				out = append(out, '\n')
-			case 'r':
-				out = append(out, '\r')
-			case 't':
-				out = append(out, '\t')
-			case 'u':
-				s.pos++
-				r, upper, ok := hex4At(s.data, s.pos)
-				if !ok {
-					for isHexDigit(s.peek()) {
-						s.pos++ // to the digit to report
-					}
-					return false, s.syntaxError("in \\u escape")
-				}
-				s.pos += 4
-				canonical = canonical && !upper && escapedAsU(r)
-				if utf16.IsSurrogate(r) {
-					// A pair when the \\u escape of the other half follows:
-					// read here, as appendUnescaped reads it.
-					if low, ok := s.lowSurrogate(r); ok {
-						out = utf8.AppendRune(out, low)
-						s.pos += 6
-						runStart = s.pos
-						continue
-					}
-					r = unicode.ReplacementChar
-				}
-				if r < utf8.RuneSelf {
-					out = append(out, byte(r))
-				} else {
-					out = utf8.AppendRune(out, r)
-				}
-				runStart = s.pos
-				continue
-			default:
-				return false, s.syntaxError("in string escape")
-			}
-			s.pos++
-			runStart = s.pos
+			s.pos = pos + 1
+			return nil
 		default: // a control character
-			return false, s.syntaxError("in string literal")
+			s.pos = pos
+			return s.syntaxError("in string literal")
+		}
+		// The run that follows, as copyPlainRun copies it, inlined: the
+		// call costs as much as an HTML run.
+		for len(data)-pos >= 8 {
+			if len(out)-o < 8 {
+				out = growSpare(out, o)
+			}
+			x := binary.LittleEndian.Uint64(data[pos:])
+			binary.LittleEndian.PutUint64(out[o:], x)
+			if stop := stringStops(x); stop != 0 {
+				k := firstMarked(stop)
+				seen |= x & (1<<(8*k) - 1)
+				pos += k
+				o += k
+				continue escapes
+			}
+			seen |= x
+			pos += 8
+			o += 8
+		}
+		var n int // the document's last few bytes
+		out, n, seen = copyPlainRun(out, o, data[pos:], seen)
+		pos += n
+		o += n
+		if pos >= len(data) {
+			s.pos = pos
+			return errEnd
 		}
 	}
-	// s.unescaped keeps the buffer for the next string even when this one
-	// fails: out is dropped with it.
+}
+
+// copyPlainRun copies the plain run that starts b (see plainStringRun)
+// to out[o:], a word at a time, and returns out, grown when it had to be,
+// with its length at its capacity, the run's length and seen OR-ed with
+// the run's bytes.
+func copyPlainRun(out []byte, o int, b []byte, seen uint64) ([]byte, int, uint64) {
+	i := 0
+	for ; len(b)-i >= 8; i += 8 {
+		if len(out)-(o+i) < 8 {
+			out = growSpare(out, o+i)
+		}
+		x := binary.LittleEndian.Uint64(b[i:])
+		binary.LittleEndian.PutUint64(out[o+i:], x)
+		if stop := stringStops(x); stop != 0 {
+			k := firstMarked(stop)
+			return out, i + k, seen | x&(1<<(8*k)-1)
+		}
+		seen |= x
+	}
+	// The document's last few bytes.
+	for ; i < len(b); i++ {
+		c := b[i]
+		if c < ' ' || c == '"' || c == '\\' {
+			break
+		}
+		if len(out)-(o+i) < 8 {
+			out = growSpare(out, o+i)
+		}
+		out[o+i] = c
+		seen |= uint64(c)
+	}
+	return out, i, seen
+}
+
+// growSpare returns b[:n] grown to at least 8 bytes of capacity past n,
+// its length at its capacity.
+func growSpare(b []byte, n int) []byte {
+	b = slices.Grow(b[:n], 8)
+	return b[:cap(b)]
+}
+
+// shortEscapes maps the letter of each two-byte escape (\\n, \\", ...)
+// to the byte it stands for, and other bytes to 0.
+var shortEscapes = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// byteEscapeAt reads the \u escape of a character below U+0100 at
+// data[i:] (\\u00XX), reporting whether one of its hexadecimal digits is
+// an upper-case letter and whether there is such an escape there.
+func byteEscapeAt(data []byte, i int) (r byte, upper, ok bool) {
+	if len(data)-i < 6 {
+		return 0, false, false
+	}
+	e := data[i : i+6]
+	if binary.LittleEndian.Uint32(e) != '\\'|'u'<<8|'0'<<16|'0'<<24 {
+		return 0, false, false
+	}
+	hi, lo := hexValues[e[4]], hexValues[e[5]]
+	return hi<<4 | lo&0x0f, (hi|lo)&hexUpper != 0, (hi|lo)&hexInvalid == 0
+}
+
+// escape appends the value of the escape whose backslash is at the read
+// position to out and reads past it, reporting whether appendString
+// writes that escape. A \u escape of a surrogate takes the escape of the
+// other half with it when the two make a pair, as appendUnescaped reads
+// them; a lone one is U+FFFD.
+func (s *scanner) escape(out []byte) ([]byte, bool, error) {
+	s.pos++
+	canonical := true
+	switch e := s.peek(); e {
+	case '"', '\\', '/':
+		canonical = e != '/'
+		out = append(out, e)
+	case 'b':
+		out = append(out, '\b')
+	case 'f':
+		out = append(out, '\f')
+	case 'n':
+		out = append(out, '\n')
+	case 'r':
+		out = append(out, '\r')
+	case 't':
+		out = append(out, '\t')
+	case 'u':
+		s.pos++
+		r, upper, ok := hex4At(s.data, s.pos)
+		if !ok {
+			for isHexDigit(s.peek()) {
+				s.pos++ // to the digit to report
+			}
+			return out, false, s.syntaxError("in \\u escape")
+		}
+		s.pos += 4
+		canonical = !upper && escapedAsU(r)
+		if utf16.IsSurrogate(r) {
+			if low, ok := s.lowSurrogate(r); ok {
+				s.pos += 6
+				return utf8.AppendRune(out, low), canonical, nil
+			}
+			r = unicode.ReplacementChar
+		}
+		if r < utf8.RuneSelf {
+			return append(out, byte(r)), canonical, nil
+		}
+		return utf8.AppendRune(out, r), canonical, nil
+	default:
+		return out, false, s.syntaxError("in string escape")
+	}
+	s.pos++
+	return out, canonical, nil
 }
 
 // escapedAsU reports whether appendString writes r as a \\u escape.

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"hash"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -38,17 +40,25 @@ func (j Job) hash(bodies *canonicalBodies) []byte {
 	if bodies == nil {
 		bodies = &canonicalBodies{}
 	}
-	data, ok := appendCanonicalBodies((*bp)[:0], &j, bodies)
+	digest := digests.Get().(hash.Hash)
+	digest.Reset()
+	data, ok := appendCanonicalBodies((*bp)[:0], &j, bodies, digest)
 	if !ok {
+		digest.Reset()
 		data = marshalCanonical(j)
 	}
-	sum := sha256.Sum256(data)
+	_, _ = digest.Write(data) // a hash.Hash never fails
+	sum := digest.Sum(make([]byte, 0, sha256.Size))
+	digests.Put(digest)
 	if ok && cap(data) <= maxPooledHashBuffer {
 		*bp = data[:0]
 		hashBuffers.Put(bp)
 	}
-	return sum[:]
+	return sum
 }
+
+// digests are SHA-256 digests for hash, reused from job to job.
+var digests = sync.Pool{New: func() any { return sha256.New() }}
 
 // maxPooledHashBuffer bounds the buffers kept for reuse: a job with
 // megabytes of attachments should not pin its encoding in every pool slot.
@@ -80,12 +90,17 @@ func marshalCanonical(j Job) []byte {
 // deadline in UTC, and reports false, with b in an unspecified state, for
 // a job it leaves to json.Marshal.
 func appendCanonical(b []byte, j *Job) ([]byte, bool) {
-	return appendCanonicalBodies(b, j, &canonicalBodies{})
+	return appendCanonicalBodies(b, j, &canonicalBodies{}, nil)
 }
 
 // appendCanonicalBodies is appendCanonical with the bodies held in
-// canonical form copied from bodies where they are not nil.
-func appendCanonicalBodies(b []byte, j *Job, bodies *canonicalBodies) ([]byte, bool) {
+// canonical form taken from bodies where they are not nil: copied into b,
+// or, when digest is not nil, written to digest as they stand in the
+// document, b (the encoding up to the body) first, and b restarted
+// empty, so that a body of 100 KiB is not copied just to be hashed. With
+// a digest, b comes back holding what follows the last body written to
+// it.
+func appendCanonicalBodies(b []byte, j *Job, bodies *canonicalBodies, digest io.Writer) ([]byte, bool) {
 	b = append(b, `{"version":`...)
 	b = strconv.AppendInt(b, int64(j.Version), 10)
 	b = appendKey(b, "message_id")
@@ -98,8 +113,8 @@ func appendCanonicalBodies(b []byte, j *Job, bodies *canonicalBodies) ([]byte, b
 	b = appendList(b, "reply_to", j.ReplyTo)
 	b = appendKey(b, "subject")
 	b = appendString(b, j.Subject)
-	b = appendBody(b, "text", j.Text, bodies.text)
-	b = appendBody(b, "html", j.HTML, bodies.html)
+	b = appendBody(b, "text", j.Text, bodies.text, digest)
+	b = appendBody(b, "html", j.HTML, bodies.html, digest)
 	b = appendStringMap(b, "headers", j.Headers)
 	if len(j.Attachments) > 0 {
 		b = appendKey(b, "attachments")
@@ -170,12 +185,19 @@ func appendOptional(b []byte, name, v string) []byte {
 }
 
 // appendBody appends an omitempty body, as canonical (its encoding, quotes
-// included) when that is not nil.
-func appendBody(b []byte, name, v string, canonical []byte) []byte {
+// included) when that is not nil; that is written to digest instead, when
+// not nil, after b, and b comes back empty (see appendCanonicalBodies).
+func appendBody(b []byte, name, v string, canonical []byte, digest io.Writer) []byte {
 	if v == "" || canonical == nil {
 		return appendOptional(b, name, v)
 	}
-	return append(appendKey(b, name), canonical...)
+	b = appendKey(b, name)
+	if digest == nil {
+		return append(b, canonical...)
+	}
+	_, _ = digest.Write(b) // a hash.Hash never fails
+	_, _ = digest.Write(canonical)
+	return b[:0]
 }
 
 // appendList appends an omitempty list of strings.

@@ -29,3 +29,34 @@ func FuzzByteMasks(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPlainStringRun holds the word-at-a-time run scanners (plainStringRun,
+// and copyPlainRun, which copies the run as it scans it into a buffer with
+// or without room) to a byte-at-a-time reading of the same run.
+func FuzzPlainStringRun(f *testing.F) {
+	f.Add([]byte(`p class=\"body\"`), 0)
+	f.Add([]byte("caf\xc3\xa9 au lait\x1f"), 3)
+	f.Add([]byte("abcdefgh\"ijklmnop"), 8)
+	f.Add([]byte("\xff\xfe\\"), 1)
+	f.Fuzz(func(t *testing.T, b []byte, room int) {
+		want, wantHigh := 0, false
+		for ; want < len(b) && b[want] >= ' ' && b[want] != '"' && b[want] != '\\'; want++ {
+			wantHigh = wantHigh || b[want] >= 0x80
+		}
+		if n, high := plainStringRun(b); n != want || high != wantHigh {
+			t.Fatalf("plainStringRun(%q) = %d, %v; want %d, %v", b, n, high, want, wantHigh)
+		}
+		prefix := []byte("xy")
+		out := append(make([]byte, 0, len(prefix)+room&15), prefix...)
+		out, n, seen := copyPlainRun(out[:cap(out)], len(prefix), b, 0)
+		if n != want || (seen&swarHighs != 0) != wantHigh {
+			t.Fatalf("copyPlainRun(%q) = %d, %#x; want %d, %v", b, n, seen, want, wantHigh)
+		}
+		if string(out[:len(prefix)+n]) != string(prefix)+string(b[:want]) {
+			t.Fatalf("copyPlainRun(%q) copied %q", b, out[:len(prefix)+n])
+		}
+		if len(out) != cap(out) {
+			t.Fatalf("copyPlainRun(%q) returns a length of %d, capacity %d", b, len(out), cap(out))
+		}
+	})
+}

@@ -118,51 +118,65 @@ func printableRun(b []byte, except byte) int {
 // and reports whether body is 7bit text: ASCII without controls but tab,
 // no line longer than maxLineOctets, none ending in a space or tab (which
 // relays may strip: quoted-printable keeps it). When it is not, dst comes
-// back as it was. One pass: eight bytes at a time up to the word with a
-// line break or a byte 7bit does not carry, that word byte by byte.
+// back as it was. Line by line: bytes.IndexByte finds the line feed, many
+// bytes at a time, and is7bitLine checks the line eight bytes at a time
+// before it is copied whole.
 func append7bit(dst []byte, body string) ([]byte, bool) {
 	b := bytesOf(body)
 	start := len(dst)
-	lineStart := 0 // of the current line in b; b[:lineStart] is in dst
-	// endLine checks the line b[lineStart:end] (without its line break).
-	endLine := func(end int) bool {
-		n := end - lineStart
-		return n <= maxLineOctets && (n == 0 || b[end-1] != ' ' && b[end-1] != '\t')
-	}
-	for i := 0; i < len(b); {
-		for ; len(b)-i >= 8; i += 8 {
-			x := binary.LittleEndian.Uint64(b[i:])
-			if x&swarHighs|hasByteBelow(x, 0x20)|hasByte(x, 0x7f) != 0 {
-				break
-			}
-		}
-		for end := min(i+8, len(b)); i < end; i++ {
-			c := b[i]
-			if c >= 0x20 && c < 0x7f || c == '\t' {
-				continue
-			}
-			if c == '\r' && i+1 < len(b) && b[i+1] == '\n' {
-				continue // the LF ends the line
-			}
-			if c != '\n' {
+	for {
+		lf := bytes.IndexByte(b, '\n')
+		if lf < 0 {
+			if !is7bitLine(b) {
 				return dst[:start], false
 			}
-			lineEnd := i
-			if lineEnd > lineStart && b[lineEnd-1] == '\r' {
-				lineEnd--
-			}
-			if !endLine(lineEnd) {
-				return dst[:start], false
-			}
-			dst = append(dst, b[lineStart:lineEnd]...)
-			dst = append(dst, '\r', '\n')
-			lineStart = i + 1
+			return append(dst, b...), true
 		}
+		line := b[:lf]
+		if lf > 0 && line[lf-1] == '\r' {
+			line = line[:lf-1] // the CR of a CRLF
+		}
+		if !is7bitLine(line) {
+			return dst[:start], false
+		}
+		dst = append(dst, line...)
+		dst = append(dst, '\r', '\n')
+		b = b[lf+1:]
 	}
-	if !endLine(len(b)) {
-		return dst[:start], false
+}
+
+// is7bitLine reports whether line, without its line break, goes out as it
+// is in 7bit: at most maxLineOctets of printable ASCII and tabs, not
+// ending in a space or tab. Its words are tested together (outside7bit),
+// with the last, which may overlap the one before, for the bytes past the
+// last whole word; a tab, which the word test takes for a control, sends
+// the line to the byte by byte test.
+func is7bitLine(line []byte) bool {
+	n := len(line)
+	switch {
+	case n == 0:
+		return true
+	case n > maxLineOctets || line[n-1] == ' ' || line[n-1] == '\t':
+		return false
+	case n < 8:
+		return printableRun(line, 0x7f) == n
 	}
-	return append(dst, b[lineStart:]...), true
+	var bad uint64
+	for i := 0; i < n-8; i += 8 {
+		x := binary.LittleEndian.Uint64(line[i:])
+		bad |= outside7bit(x)
+	}
+	bad |= outside7bit(binary.LittleEndian.Uint64(line[n-8:]))
+	return bad == 0 || printableRun(line, 0x7f) == n
+}
+
+// outside7bit is non-zero exactly when a byte of x is not printable ASCII
+// (0x20 to 0x7e): adding one takes 0x7f and up to the high bit, taking
+// 0x20 away takes the bytes below it there, and neither carries from a
+// byte in the range, so the lowest byte out of it is marked whatever
+// carries past it.
+func outside7bit(x uint64) uint64 {
+	return ((x + swarOnes) | (x - swarOnes*0x20)) & swarHighs
 }
 
 // preferBase64 reports whether body would come out larger in
