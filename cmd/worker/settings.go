@@ -39,7 +39,7 @@ type settings struct {
 	Senders      int           `env:"POSTLINE_SENDERS" default:"16" usage:"parallel SMTP connections (one per sending goroutine)"`
 	BatchSize    int           `env:"POSTLINE_BATCH_SIZE" default:"256" usage:"records per Postgres round trip"`
 	BatchBytes   int           `env:"POSTLINE_BATCH_BYTES" default:"8388608" usage:"record bytes gathered into one batch (one Postgres round trip)"`
-	BatchLinger  time.Duration `env:"POSTLINE_BATCH_LINGER" default:"5ms" usage:"how long a partial batch waits to fill while the claimers are busy (an idle one takes it at once, or a fifth of this after the last); fates are recorded at most once per this"`
+	BatchLinger  time.Duration `env:"POSTLINE_BATCH_LINGER" default:"5ms" usage:"how long a partial batch waits to fill while the claimers are busy (an idle one takes it at once, or half of this after the last); fates are recorded at most once per this"`
 	FastRetries  int           `env:"POSTLINE_FAST_RETRIES" default:"3" usage:"in-attempt resends of a transient failure (a blip) before a delay tier (-1: none)"`
 	RetryPrefix  string        `env:"POSTLINE_RETRY_TOPIC_PREFIX" default:"mail.retry" usage:"delay topics are <prefix>.<tier>"`
 	RetryTiers   string        `env:"POSTLINE_RETRY_TIERS" default:"5s,30s,2m,10m,1h,6h" usage:"delay tiers; a computed delay is rounded up to one"`

@@ -42,7 +42,7 @@ type Config struct {
 	BatchBytes int
 	// BatchLinger is how long a partial batch waits for more records
 	// while every claimer is busy; a waiting claimer takes it at once, or
-	// a fifth of BatchLinger after the last one (claimGap). The recorder
+	// half of BatchLinger after the last one (claimGap). The recorder
 	// settles at most one batch of fates per BatchLinger. Defaults to 5ms.
 	BatchLinger time.Duration
 	// Limits bound the size of accepted jobs. Defaults to job's defaults.

@@ -62,10 +62,10 @@ func TestIntakeLingersOnlyWhenClaimersAreBusy(t *testing.T) {
 }
 
 // A steady trickle is claimed in batches: after a partial batch went to an
-// idle claimer, the next one waits out the claim gap (a fifth of
+// idle claimer, the next one waits out the claim gap (half of
 // BatchLinger) even though a claimer waits again, and then goes whole.
 func TestIntakeSpacesPartialBatchesByTheClaimGap(t *testing.T) {
-	const linger = 250 * time.Millisecond // gap: 50 ms
+	const linger = 200 * time.Millisecond // gap: 100 ms
 	p, err := New(Config{Senders: 1, BatchSize: 8, BatchLinger: linger}, slog.New(slog.NewTextHandler(io.Discard, nil)),
 		prometheus.NewRegistry(), Deps{Store: newFakeStore(), Relays: []Relay{{Name: "p1", NewSession: func() Session { return (&countingSMTP{}).newSession() }}},
 			DeadLetters: newFakeDLQ(), Retries: newFakeRetries()})
@@ -88,7 +88,7 @@ func TestIntakeSpacesPartialBatchesByTheClaimGap(t *testing.T) {
 	in <- consumer.Message{Topic: "t", Offset: 2, Value: []byte(`{}`)}
 	in <- consumer.Message{Topic: "t", Offset: 3, Value: []byte(`{}`)}
 	second := <-out
-	if took := time.Since(start); len(second) != 2 || took < 45*time.Millisecond || took > linger {
-		t.Errorf("second batch: %d records after %s, want 2 after the 50 ms gap and before the linger", len(second), took)
+	if took := time.Since(start); len(second) != 2 || took < 95*time.Millisecond || took >= linger {
+		t.Errorf("second batch: %d records after %s, want 2 after the 100 ms gap and before the linger", len(second), took)
 	}
 }

@@ -440,10 +440,11 @@ func (p *Pipeline) intake(ctx context.Context, in <-chan consumer.Message, reent
 }
 
 // claimGap is the least time between two partial batches handed to idle
-// claimers: a fifth of BatchLinger (1 ms by default), so a steady load of
+// claimers: half of BatchLinger (2.5 ms by default), so a steady load of
 // thousands of mails a second is claimed in batches, at most that much
-// later.
-func (p *Pipeline) claimGap() time.Duration { return p.cfg.BatchLinger / 5 }
+// later. (A fifth gave twice the claims and, at 5,000 mails/s on two
+// cores, 15 ms of p50 against 8.5: the claims' CPU is the queue.)
+func (p *Pipeline) claimGap() time.Duration { return p.cfg.BatchLinger / 2 }
 
 // decode turns a consumed record into an item and starts its deliver span.
 // A record that is not a valid job leaves none, and is rejected.
