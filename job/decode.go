@@ -830,21 +830,11 @@ func byteEscapeAt(data []byte, i int) (r byte, upper, ok bool) {
 func (s *scanner) escape(out []byte) ([]byte, bool, error) {
 	s.pos++
 	canonical := true
-	switch e := s.peek(); e {
-	case '"', '\\', '/':
+	switch e := s.peek(); {
+	case shortEscapes[e] != 0:
 		canonical = e != '/'
-		out = append(out, e)
-	case 'b':
-		out = append(out, '\b')
-	case 'f':
-		out = append(out, '\f')
-	case 'n':
-		out = append(out, '\n')
-	case 'r':
-		out = append(out, '\r')
-	case 't':
-		out = append(out, '\t')
-	case 'u':
+		out = append(out, shortEscapes[e])
+	case e == 'u':
 		s.pos++
 		r, upper, ok := hex4At(s.data, s.pos)
 		if !ok {
@@ -1366,37 +1356,26 @@ func appendUnescaped(b, str []byte) []byte {
 		}
 		b = appendUTF8(b, str[:i])
 		r := i + 1
-		switch e := str[r]; e {
-		case 'b':
-			b = append(b, '\b')
-		case 'f':
-			b = append(b, '\f')
-		case 'n':
-			b = append(b, '\n')
-		case 'r':
-			b = append(b, '\r')
-		case 't':
-			b = append(b, '\t')
-		case 'u':
-			rr := hex4(str[r+1:])
-			r += 5
-			if utf16.IsSurrogate(rr) {
-				if r+6 <= len(str) && str[r] == '\\' && str[r+1] == 'u' {
-					if dec := utf16.DecodeRune(rr, hex4(str[r+2:])); dec != unicode.ReplacementChar {
-						b = utf8.AppendRune(b, dec)
-						str = str[r+6:]
-						continue
-					}
-				}
-				rr = unicode.ReplacementChar
-			}
-			b = utf8.AppendRune(b, rr)
-			str = str[r:]
-			continue
-		default: // '"', '\\', '/'
+		if e := shortEscapes[str[r]]; e != 0 {
 			b = append(b, e)
+			str = str[r+1:]
+			continue
 		}
-		str = str[r+1:]
+		// \uXXXX: the scanner lets no other escape through.
+		rr := hex4(str[r+1:])
+		r += 5
+		if utf16.IsSurrogate(rr) {
+			if r+6 <= len(str) && str[r] == '\\' && str[r+1] == 'u' {
+				if dec := utf16.DecodeRune(rr, hex4(str[r+2:])); dec != unicode.ReplacementChar {
+					b = utf8.AppendRune(b, dec)
+					str = str[r+6:]
+					continue
+				}
+			}
+			rr = unicode.ReplacementChar
+		}
+		b = utf8.AppendRune(b, rr)
+		str = str[r:]
 	}
 }
 
