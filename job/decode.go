@@ -231,11 +231,7 @@ var errTooDeep = errors.New("nested too deep")
 // word at a time), decodes into the Job
 // directly and allocates only what the Job keeps does less work than
 // unmarshalling and then re-reading the document for the checks above, and
-// keeps a hostile document's cost linear in its size. Its
-// recursive-descent methods value and object are therefore long switches
-// over the JSON grammar and the schema's types, kept whole so that the
-// byte-by-byte flow stays readable in one place; they are the stated
-// exception to the house limit on a function's length and complexity.
+// keeps a hostile document's cost linear in its size.
 type scanner struct {
 	data      []byte
 	pos       int
@@ -431,8 +427,8 @@ func (s *scanner) noteType(format string, args ...any) {
 // value reads one value that the schema says has type t (nil: unknown) and
 // returns its kind and where it starts. dst, when not nil, is a pointer to
 // where the value goes: a field of the Job (*string, *[]string, ...), an
-// element of a list, or an *any in template data. It is one switch over the
-// value's first byte and dst's type: see scanner for why it is not split.
+// element of a list, or an *any in template data. Objects and arrays
+// recurse through object and array; scalars go to a reader of their kind.
 func (s *scanner) value(t reflect.Type, dst any) (kind, int, error) {
 	if t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -481,75 +477,95 @@ func (s *scanner) value(t reflect.Type, dst any) (kind, int, error) {
 		}
 		return k, start, s.array(t, dst)
 	case kindString:
-		plain, err := s.str()
-		if err != nil {
-			return k, start, err
-		}
-		raw := s.data[start:s.pos]
-		if t != nil && s.typeProblem == nil {
-			s.checkString(t, raw, plain, dst)
-		}
-		if s.failed() {
-			break
-		}
-		switch d := dst.(type) {
-		case *string:
-			*d = s.stringValue(raw, plain)
-			s.noteCanonicalBody(d, raw)
-		case *Priority:
-			*d = Priority(s.stringValue(raw, plain))
-		case *any:
-			*d = s.stringValue(raw, plain)
-		}
+		return k, start, s.stringValueInto(t, dst, start)
 	case kindNumber:
-		if err := s.number(); err != nil {
-			return k, start, err
-		}
-		raw := s.data[start:s.pos]
-		if t == byteType {
-			// encoding/json reads an array into []byte element by element.
-			b, err := strconv.ParseUint(string(raw), 10, 8)
-			if err != nil {
-				s.noteType("number %s is not a byte", truncate(string(raw)))
-			} else if d, ok := dst.(*byte); ok {
-				*d = byte(b)
-			}
-			break
-		}
-		switch d := dst.(type) {
-		case *int:
-			// Only the version is an int: checkVersion judges it.
-			if n, err := strconv.Atoi(string(raw)); err == nil {
-				*d = n
-			}
-		case *any:
-			*d = json.Number(raw)
-		}
+		return k, start, s.numberInto(t, dst, start)
 	case kindBool, kindNull:
-		lit := [...]string{kindNull: "null", kindBool: "false"}[k]
-		if s.data[s.pos] == 't' {
-			lit = "true"
-		}
-		if !bytes.HasPrefix(s.data[s.pos:], []byte(lit)) {
-			return k, start, s.syntaxError("in literal " + lit)
-		}
-		s.pos += len(lit)
-		// Template data is the producer's JSON: null is one of its values.
-		if k == kindNull && t != nil && t != bytesType && t != byteType && t.Kind() != reflect.Interface {
-			s.note(ReasonMalformedJSON, "null is not allowed")
-		}
-		if k == kindBool {
-			switch d := dst.(type) {
-			case *any:
-				*d = lit == "true"
-			case *bool:
-				*d = lit == "true"
-			}
-		}
-		// A null leaves its destination zero, as encoding/json does: a nil
-		// content, a nil data value, a zero byte.
+		return k, start, s.literalInto(k, t, dst)
 	}
 	return k, start, nil
+}
+
+// stringValueInto reads the string that starts at start, checks it
+// against t and stores it in dst (*string, *Priority or *any).
+func (s *scanner) stringValueInto(t reflect.Type, dst any, start int) error {
+	plain, err := s.str()
+	if err != nil {
+		return err
+	}
+	raw := s.data[start:s.pos]
+	if t != nil && s.typeProblem == nil {
+		s.checkString(t, raw, plain, dst)
+	}
+	if s.failed() {
+		return nil
+	}
+	switch d := dst.(type) {
+	case *string:
+		*d = s.stringValue(raw, plain)
+		s.noteCanonicalBody(d, raw)
+	case *Priority:
+		*d = Priority(s.stringValue(raw, plain))
+	case *any:
+		*d = s.stringValue(raw, plain)
+	}
+	return nil
+}
+
+// numberInto reads the number that starts at start into dst: a byte of
+// an array read into []byte, the version (*int), or template data (*any).
+func (s *scanner) numberInto(t reflect.Type, dst any, start int) error {
+	if err := s.number(); err != nil {
+		return err
+	}
+	raw := s.data[start:s.pos]
+	if t == byteType {
+		// encoding/json reads an array into []byte element by element.
+		b, err := strconv.ParseUint(string(raw), 10, 8)
+		if err != nil {
+			s.noteType("number %s is not a byte", truncate(string(raw)))
+		} else if d, ok := dst.(*byte); ok {
+			*d = byte(b)
+		}
+		return nil
+	}
+	switch d := dst.(type) {
+	case *int:
+		// Only the version is an int: checkVersion judges it.
+		if n, err := strconv.Atoi(string(raw)); err == nil {
+			*d = n
+		}
+	case *any:
+		*d = json.Number(raw)
+	}
+	return nil
+}
+
+// literalInto reads true, false or null (k) into dst. A null leaves its
+// destination zero, as encoding/json does: a nil content, a nil data
+// value, a zero byte.
+func (s *scanner) literalInto(k kind, t reflect.Type, dst any) error {
+	lit := [...]string{kindNull: "null", kindBool: "false"}[k]
+	if s.data[s.pos] == 't' {
+		lit = "true"
+	}
+	if !bytes.HasPrefix(s.data[s.pos:], []byte(lit)) {
+		return s.syntaxError("in literal " + lit)
+	}
+	s.pos += len(lit)
+	// Template data is the producer's JSON: null is one of its values.
+	if k == kindNull && t != nil && t != bytesType && t != byteType && t.Kind() != reflect.Interface {
+		s.note(ReasonMalformedJSON, "null is not allowed")
+	}
+	if k == kindBool {
+		switch d := dst.(type) {
+		case *any:
+			*d = lit == "true"
+		case *bool:
+			*d = lit == "true"
+		}
+	}
+	return nil
 }
 
 // kindFits reports whether a value of kind k may decode into t, as
@@ -1014,8 +1030,7 @@ func (s *scanner) number() error {
 // when not nil: a *Job, *Attachment or **TemplateRef for the schema's
 // objects, a *map[string]string, a *map[string]any (template data) or an
 // *any (an object inside template data). Keys, duplicates, the version and
-// the template data's limits are checked here in the one pass: see scanner
-// for why it is not split.
+// the template data's limits are checked here in the one pass.
 func (s *scanner) object(t reflect.Type, dst any) error {
 	o := objectState{info: schemaObjects()[t], t: t, isMap: t != nil && t.Kind() == reflect.Map}
 	depth := len(s.path)
